@@ -1,0 +1,22 @@
+//! One handler per command; `run` is the single dispatch point.
+
+mod completions;
+mod version;
+
+use crate::args::{Cli, Command};
+use crate::exit::{CliError, CliResult};
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> CliResult {
+    let global = cli.global;
+    match cli.command {
+        Command::Version(out) => version::run(&global, out),
+        Command::Completions(args) => completions::run(args),
+        other => Err(CliError::failure(
+            "not_available",
+            anyhow::anyhow!(
+                "this command is not available in this build: {other:?}",
+            ),
+        )),
+    }
+}

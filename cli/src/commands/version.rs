@@ -1,0 +1,32 @@
+//! `version [--json]`: version, build identity and, when running from an
+//! installed snapshot, its digest.
+
+use serde_json::json;
+
+use crate::args::{GlobalArgs, JsonArg};
+use crate::exit::CliResult;
+use crate::identity::build_identity;
+
+pub fn run(_global: &GlobalArgs, out: JsonArg) -> CliResult {
+    let build = build_identity();
+    let snapshot: Option<String> = None;
+    if out.json {
+        crate::output::json(&json!({
+            "name": lapis_release::PRODUCT,
+            "version": build.version,
+            "build": build,
+            "snapshot": snapshot,
+        }))?;
+    } else {
+        crate::output::line(format!(
+            "{} {} ({} {} {}){}",
+            lapis_release::PRODUCT,
+            build.version,
+            build.commit,
+            build.date,
+            build.target,
+            snapshot.map(|d| format!(" snapshot {d}")).unwrap_or_default()
+        ))?;
+    }
+    Ok(())
+}

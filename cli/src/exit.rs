@@ -1,0 +1,83 @@
+//! Exit classes and the error type every command handler returns.
+//!
+//! The class is decided where the failure is understood (a handler knows that
+//! an unreachable socket means "service unavailable") and mapped to a process
+//! exit code exactly once, in `main`.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// How a command ended, as the shell sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitClass {
+    /// 0: the command did what was asked.
+    Success,
+    /// 2: bad usage, bad input, or a request the controller refused.
+    Failure,
+    /// 3: the service or the service manager could not be reached.
+    Unavailable,
+}
+
+impl ExitClass {
+    /// The numeric exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitClass::Success => 0,
+            ExitClass::Failure => 2,
+            ExitClass::Unavailable => 3,
+        }
+    }
+}
+
+impl From<ExitClass> for ExitCode {
+    fn from(class: ExitClass) -> ExitCode {
+        ExitCode::from(class.code())
+    }
+}
+
+/// A failed command: the error with its cause chain, a stable code for
+/// scripts, and the exit class.
+pub struct CliError {
+    /// Exit class reported to the shell.
+    pub class: ExitClass,
+    /// Stable machine-readable code (`invalid_config`, `unavailable`, …).
+    pub code: &'static str,
+    /// The error and its causes. Must never contain a secret.
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    /// A request or input failure (exit 2).
+    pub fn failure(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
+        CliError {
+            class: ExitClass::Failure,
+            code,
+            error: error.into(),
+        }
+    }
+
+    /// The service or service manager is unreachable (exit 3).
+    pub fn unavailable(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
+        CliError {
+            class: ExitClass::Unavailable,
+            code,
+            error: error.into(),
+        }
+    }
+}
+
+/// Any other error is a plain failure with the generic code `error`.
+impl<E: Into<anyhow::Error>> From<E> for CliError {
+    fn from(error: E) -> CliError {
+        CliError::failure("error", error)
+    }
+}
+
+impl fmt::Debug for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {:?}", self.code, self.error)
+    }
+}
+
+/// Result of a command handler.
+pub type CliResult = Result<(), CliError>;
