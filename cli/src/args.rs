@@ -103,7 +103,12 @@ pub struct InstallArgs {
     #[arg(long, value_name = "ARCHIVE")]
     pub from: Option<String>,
     /// Expected SHA-256 of the archive given with --from.
-    #[arg(long, value_name = "HEX", requires = "from", conflicts_with = "checksums")]
+    #[arg(
+        long,
+        value_name = "HEX",
+        requires = "from",
+        conflicts_with = "checksums"
+    )]
     pub sha256: Option<String>,
     /// SHA256SUMS file (path or URL) listing the archive given with --from.
     #[arg(long, value_name = "FILE", requires = "from")]

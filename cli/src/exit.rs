@@ -57,6 +57,7 @@ impl CliError {
     }
 
     /// The service or service manager is unreachable (exit 3).
+    #[allow(dead_code)] // used once the service commands land
     pub fn unavailable(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
         CliError {
             class: ExitClass::Unavailable,

@@ -250,10 +250,8 @@ impl Manifest {
             if path == MANIFEST_FILE {
                 return Err(invalid(path, "release.json cannot list itself"));
             }
-            if let Some(prev) = previous {
-                if prev >= path {
-                    return Err(invalid(path, "entries are not sorted and unique"));
-                }
+            if previous.is_some_and(|prev| prev >= path) {
+                return Err(invalid(path, "entries are not sorted and unique"));
             }
             previous = Some(path);
             match entry {
@@ -262,7 +260,9 @@ impl Manifest {
                         return Err(invalid(path, "mode has bits beyond 0o777"));
                     }
                     if sha256.len() != 64
-                        || !sha256.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                        || !sha256
+                            .bytes()
+                            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
                     {
                         return Err(invalid(path, "sha256 is not 64 lowercase hex digits"));
                     }

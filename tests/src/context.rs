@@ -25,7 +25,10 @@ impl Output {
     /// Parses stdout as one JSON document, panicking with the output on failure.
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+            panic!(
+                "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
         })
     }
 

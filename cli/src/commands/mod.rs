@@ -14,9 +14,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Completions(args) => completions::run(args),
         other => Err(CliError::failure(
             "not_available",
-            anyhow::anyhow!(
-                "this command is not available in this build: {other:?}",
-            ),
+            anyhow::anyhow!("this command is not available in this build: {other:?}",),
         )),
     }
 }

@@ -25,7 +25,9 @@ pub fn run(_global: &GlobalArgs, out: JsonArg) -> CliResult {
             build.commit,
             build.date,
             build.target,
-            snapshot.map(|d| format!(" snapshot {d}")).unwrap_or_default()
+            snapshot
+                .map(|d| format!(" snapshot {d}"))
+                .unwrap_or_default()
         ))?;
     }
     Ok(())

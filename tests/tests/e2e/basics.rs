@@ -29,5 +29,9 @@ fn usage_error_exits_2() {
     let ctx = TestContext::new();
     let out = ctx.run(["no-such-command"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("unrecognized subcommand"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unrecognized subcommand"),
+        "{}",
+        out.stderr
+    );
 }
