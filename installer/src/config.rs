@@ -168,7 +168,11 @@ fn check_shape(value: &Value) -> Result<ConfigSummary, &'static str> {
 pub fn first_token(value: &Value) -> Option<Token> {
     let t = value.get("tokens")?.as_array()?.first()?;
     Some(Token {
-        name: t.get("name").and_then(Value::as_str).unwrap_or("owner").to_owned(),
+        name: t
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("owner")
+            .to_owned(),
         principal: t
             .get("principal")
             .and_then(Value::as_str)
@@ -252,11 +256,17 @@ mod tests {
         let (outcome, summary) = bootstrap(&p, &|| {}).unwrap();
         assert_eq!(outcome, ConfigOutcome::Created);
         assert_eq!(summary.tokens, 1);
-        assert_eq!(summary.controller_home.as_deref(), Some(p.controller_home.as_path()));
+        assert_eq!(
+            summary.controller_home.as_deref(),
+            Some(p.controller_home.as_path())
+        );
         let first = fs::read(&p.config).unwrap();
         let mode = fs::metadata(&p.config).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        let dmode = fs::metadata(p.config.parent().unwrap()).unwrap().permissions().mode();
+        let dmode = fs::metadata(p.config.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(dmode & 0o777, 0o700);
         let (outcome, _) = bootstrap(&p, &|| {}).unwrap();
         assert_eq!(outcome, ConfigOutcome::Reused);
@@ -278,8 +288,14 @@ mod tests {
             ("[]", "not an object"),
             ("{\"schema\":2,\"tokens\":[]}", "`schema` is not 1"),
             ("{\"schema\":1,\"tokens\":[]}", "`tokens` is empty"),
-            ("{\"schema\":1,\"tokens\":\"lapis_secretvalue\"}", "`tokens` is missing"),
-            ("{\"schema\":1,\"tokens\":[{\"secret\":7}]}", "no string `secret`"),
+            (
+                "{\"schema\":1,\"tokens\":\"lapis_secretvalue\"}",
+                "`tokens` is missing",
+            ),
+            (
+                "{\"schema\":1,\"tokens\":[{\"secret\":7}]}",
+                "no string `secret`",
+            ),
         ];
         for (text, want) in cases {
             fs::write(&p.config, text).unwrap();

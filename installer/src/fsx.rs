@@ -304,9 +304,8 @@ impl LockGuard {
             LockMode::Exclusive => FlockArg::LockExclusive,
             LockMode::Shared => FlockArg::LockShared,
         };
-        Self::lock(file, arg, path)?.ok_or_else(|| {
-            FsError::new("lock", path, io::Error::from(io::ErrorKind::WouldBlock))
-        })
+        Self::lock(file, arg, path)?
+            .ok_or_else(|| FsError::new("lock", path, io::Error::from(io::ErrorKind::WouldBlock)))
     }
 
     /// Tries to lock an already open file (a directory works too) without

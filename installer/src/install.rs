@@ -204,10 +204,7 @@ pub struct InstallReport {
 
 /// Checks what can be checked without changing anything: the config (if it
 /// exists) is well-formed and the launcher can be placed.
-pub fn preflight(
-    paths: &Paths,
-    opts: &InstallOptions<'_>,
-) -> Result<LauncherState, InstallError> {
+pub fn preflight(paths: &Paths, opts: &InstallOptions<'_>) -> Result<LauncherState, InstallError> {
     if opts.bootstrap_config {
         config::read(&paths.config)?;
     }
@@ -272,12 +269,11 @@ pub fn install_staged(
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
     (opts.checkpoint)(Checkpoint::Locked);
     let cleaned = snapshot::cleanup_leftovers(paths)?.removed;
-    let manifest = Manifest::read_from(staging.path()).map_err(|source| {
-        snapshot::SnapshotError::BadTree {
+    let manifest =
+        Manifest::read_from(staging.path()).map_err(|source| snapshot::SnapshotError::BadTree {
             path: staging.path().to_path_buf(),
             source,
-        }
-    })?;
+        })?;
     let digest = manifest.digest();
     let (outcome, smoke) = match snapshot::existing(paths, &digest)? {
         Existing::Verified => {
@@ -318,10 +314,7 @@ fn place(
     let digest = manifest.digest();
     snapshot::verify_staged(&staging, manifest)?;
     (opts.checkpoint)(Checkpoint::StagingVerified);
-    let bin = staging
-        .path()
-        .join("bin")
-        .join(crate::paths::PRODUCT);
+    let bin = staging.path().join("bin").join(crate::paths::PRODUCT);
     let smoke = smoke_test(&bin, &manifest.build, opts.smoke_timeout)?;
     (opts.checkpoint)(Checkpoint::SmokeTested);
     let dir = paths.snapshot_dir(&digest);
@@ -353,6 +346,14 @@ fn activate(
     let config = if opts.bootstrap_config {
         let result = config::bootstrap(paths, &|| (opts.checkpoint)(Checkpoint::ConfigTemp))?;
         (opts.checkpoint)(Checkpoint::ConfigWritten);
+        // The controller home named by the config (private: it will hold the
+        // database and the socket).
+        let home = result
+            .1
+            .controller_home
+            .as_deref()
+            .unwrap_or(&paths.controller_home);
+        fsx::create_dir_all_mode(home, 0o700)?;
         Some(result)
     } else {
         None

@@ -112,7 +112,9 @@ pub fn digest_of_target(paths: &Paths, target: &Path) -> Option<String> {
     let rel = target.strip_prefix(&paths.releases_root).ok()?;
     let parts: Vec<&str> = rel.iter().map(|c| c.to_str()).collect::<Option<_>>()?;
     match parts.as_slice() {
-        [digest, "bin", name] if is_digest(digest) && *name == PRODUCT => Some((*digest).to_owned()),
+        [digest, "bin", name] if is_digest(digest) && *name == PRODUCT => {
+            Some((*digest).to_owned())
+        }
         _ => None,
     }
 }
@@ -174,8 +176,7 @@ pub fn activate(paths: &Paths, digest: &str, before_rename: &dyn Fn()) -> Result
 /// Removes the launcher if it is ours. Returns whether it was removed.
 pub fn remove_if_ours(paths: &Paths) -> Result<bool, FsError> {
     if let LauncherState::Ours { .. } = state(paths)? {
-        fs::remove_file(&paths.launcher)
-            .map_err(|e| FsError::new("remove", &paths.launcher, e))?;
+        fs::remove_file(&paths.launcher).map_err(|e| FsError::new("remove", &paths.launcher, e))?;
         fsx::fsync_dir(fsx::parent_of(&paths.launcher))?;
         return Ok(true);
     }
@@ -204,7 +205,10 @@ mod tests {
         assert_eq!(state(&p).unwrap(), LauncherState::Missing);
         let d = "ab".repeat(32);
         activate(&p, &d, &|| {}).unwrap();
-        assert_eq!(state(&p).unwrap(), LauncherState::Ours { digest: d.clone() });
+        assert_eq!(
+            state(&p).unwrap(),
+            LauncherState::Ours { digest: d.clone() }
+        );
         assert!(preflight(&p, false).is_ok());
 
         fs::remove_file(&p.launcher).unwrap();
@@ -228,7 +232,10 @@ mod tests {
         let p = paths(dir.path());
         let d = "0".repeat(64);
         assert_eq!(digest_of_target(&p, &p.snapshot_bin(&d)), Some(d.clone()));
-        assert_eq!(digest_of_target(&p, &p.snapshot_dir(&d).join("bin/other")), None);
+        assert_eq!(
+            digest_of_target(&p, &p.snapshot_dir(&d).join("bin/other")),
+            None
+        );
         assert_eq!(digest_of_target(&p, Path::new("/usr/bin/x")), None);
         assert_eq!(
             digest_of_target(&p, &p.releases_root.join(".staging-x/bin").join(PRODUCT)),

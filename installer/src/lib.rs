@@ -33,8 +33,8 @@ pub mod unit;
 
 pub use error::InstallError;
 pub use install::{
-    Checkpoint, InstallOptions, InstallReport, SnapshotOutcome, install_executable,
-    install_staged, install_tree,
+    Checkpoint, InstallOptions, InstallReport, SnapshotOutcome, install_executable, install_staged,
+    install_tree,
 };
 pub use paths::{Instance, PathError, PathOptions, Paths, ServiceKind};
 pub use snapshot::StagingDir;

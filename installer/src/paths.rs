@@ -267,11 +267,7 @@ impl Paths {
                 .join("lib")
                 .join(PRODUCT)
                 .join("releases"),
-            config: opts
-                .config
-                .as_deref()
-                .map(abs)
-                .unwrap_or(default_config),
+            config: opts.config.as_deref().map(abs).unwrap_or(default_config),
             config_explicit: opts.config.is_some(),
             controller_home: opts
                 .controller_home
@@ -343,7 +339,10 @@ mod tests {
     #[test]
     fn default_instance_paths() {
         let p = Paths::resolve(&opts()).unwrap();
-        assert_eq!(p.launcher, Path::new("/home/u/.local/bin/lapis-ai-controller"));
+        assert_eq!(
+            p.launcher,
+            Path::new("/home/u/.local/bin/lapis-ai-controller")
+        );
         assert_eq!(
             p.releases_root,
             Path::new("/home/u/.local/lib/lapis-ai-controller/releases")
@@ -372,7 +371,10 @@ mod tests {
         assert_eq!(p.launcher, Path::new("/work/dir/launcher"));
         assert_eq!(p.config, Path::new("/work/dir/c.json"));
         assert!(p.config_explicit);
-        assert_eq!(p.controller_home, Path::new("/home/u/.lapis/ai-controller-work-2"));
+        assert_eq!(
+            p.controller_home,
+            Path::new("/home/u/.lapis/ai-controller-work-2")
+        );
         assert_eq!(p.unit.name, "lapis-ai-controller-work-2.service");
         assert_eq!(
             p.unit.path,
@@ -413,7 +415,17 @@ mod tests {
             assert!(Instance::parse(Some(ok)).is_ok(), "{ok}");
         }
         assert_eq!(Instance::parse(Some("default")).unwrap(), Instance::Default);
-        for bad in ["", "-a", "A", "a_b", "a/b", "..", "a b", &"a".repeat(33), "é"] {
+        for bad in [
+            "",
+            "-a",
+            "A",
+            "a_b",
+            "a/b",
+            "..",
+            "a b",
+            &"a".repeat(33),
+            "é",
+        ] {
             let err = Instance::parse(Some(bad)).unwrap_err().to_string();
             assert!(err.contains("invalid instance name"), "{bad}: {err}");
         }

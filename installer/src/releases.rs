@@ -62,7 +62,11 @@ pub fn processes_using(paths: &Paths) -> BTreeMap<String, Vec<u32>> {
         return out;
     };
     for entry in rd.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(exe) = fs::read_link(entry.path().join("exe")) else {
@@ -292,7 +296,11 @@ pub fn gc(paths: &Paths, keep: usize) -> Result<GcReport, InstallError> {
         .map_err(|e| FsError::new("read directory", &paths.releases_root, e))?
         .flatten()
     {
-        if entry.file_name().to_string_lossy().starts_with(".quarantine-") {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".quarantine-")
+        {
             fsx::remove_tree(&entry.path())?;
             report.removed_quarantine.push(entry.path());
         }

@@ -278,9 +278,11 @@ pub fn stop_and_remove(paths: &Paths) -> Result<RemoveReport, ServiceError> {
         return Ok(report);
     }
     let result = match paths.unit.kind {
-        ServiceKind::Systemd => {
-            run_ok("systemctl", &["--user", "disable", "--now", &paths.unit.name]).map(drop)
-        }
+        ServiceKind::Systemd => run_ok(
+            "systemctl",
+            &["--user", "disable", "--now", &paths.unit.name],
+        )
+        .map(drop),
         ServiceKind::Launchd => {
             let target = format!("{}/{}", launchd_domain(), paths.unit.name);
             run("launchctl", &["bootout", &target]).map(drop)

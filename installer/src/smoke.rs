@@ -136,7 +136,9 @@ fn check_output(stdout: &[u8], expected: &BuildIdentity) -> Result<(), SmokeErro
     let doc: serde_json::Value =
         serde_json::from_slice(stdout).map_err(|e| SmokeError::BadOutput(e.to_string()))?;
     if doc.get("name").and_then(|n| n.as_str()) != Some(lapis_release::PRODUCT) {
-        return Err(SmokeError::BadOutput("`name` is not lapis-ai-controller".into()));
+        return Err(SmokeError::BadOutput(
+            "`name` is not lapis-ai-controller".into(),
+        ));
     }
     let build = doc
         .get("build")

@@ -267,8 +267,7 @@ pub fn cleanup_leftovers(paths: &Paths) -> Result<Cleanup, FsError> {
                 fsx::remove_tree(&path)?;
                 cleanup.removed.push(path);
             }
-        } else if name.starts_with(".trash-") || (name.starts_with('.') && name.contains(".tmp-"))
-        {
+        } else if name.starts_with(".trash-") || (name.starts_with('.') && name.contains(".tmp-")) {
             fsx::remove_tree(&path)?;
             cleanup.removed.push(path);
         }
@@ -354,7 +353,9 @@ pub fn stage_executable(
     fs::copy(exe, &bin).at("copy", exe)?;
     fs::set_permissions(&bin, fs::Permissions::from_mode(BIN_MODE)).at("chmod", &bin)?;
     after_copy();
-    File::open(&bin).and_then(|f| f.sync_all()).at("fsync", &bin)?;
+    File::open(&bin)
+        .and_then(|f| f.sync_all())
+        .at("fsync", &bin)?;
     fsx::fsync_dir(&bin_dir)?;
     write_manifest(staging, manifest)
 }
@@ -387,7 +388,9 @@ pub fn stage_tree(staging: &StagingDir, tree: &Path) -> Result<Manifest, Snapsho
                 }
                 fs::copy(&src, &dst).at("copy", &src)?;
                 fs::set_permissions(&dst, fs::Permissions::from_mode(*mode)).at("chmod", &dst)?;
-                File::open(&dst).and_then(|f| f.sync_all()).at("fsync", &dst)?;
+                File::open(&dst)
+                    .and_then(|f| f.sync_all())
+                    .at("fsync", &dst)?;
             }
             Entry::Link { target, .. } => {
                 std::os::unix::fs::symlink(target, &dst).at("create symlink", &dst)?;

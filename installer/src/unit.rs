@@ -199,7 +199,10 @@ mod tests {
 
     #[test]
     fn systemd_quoting_escapes_specials() {
-        assert_eq!(systemd_quote("/a b/%h$X\"\\").unwrap(), r#""/a b/%%h$$X\"\\""#);
+        assert_eq!(
+            systemd_quote("/a b/%h$X\"\\").unwrap(),
+            r#""/a b/%%h$$X\"\\""#
+        );
         assert!(systemd_quote("a\nb").is_err());
         let p = paths(None, ServiceKind::Systemd, "/home/a\nb");
         assert!(systemd_unit(&p).is_err());
@@ -209,7 +212,10 @@ mod tests {
     fn launchd_plist_lists_arguments() {
         let p = paths(Some("w1"), ServiceKind::Launchd, "/Users/u&v");
         let plist = launchd_plist(&p).unwrap();
-        assert!(plist.contains("<string>ai.lapis.controller.w1</string>"), "{plist}");
+        assert!(
+            plist.contains("<string>ai.lapis.controller.w1</string>"),
+            "{plist}"
+        );
         assert!(plist.contains("<string>/Users/u&amp;v/.local/bin/lapis-ai-controller</string>"));
         assert!(plist.contains("<string>serve</string>\n    <string>--config</string>"));
         assert!(plist.contains("<string>--instance</string>\n    <string>w1</string>"));
