@@ -7,11 +7,11 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use lapis_installer::launcher::{self, LauncherState};
-use lapis_installer::snapshot;
 use lapis_installer::{
     InstallError, InstallOptions, PathOptions, Paths, ServiceKind, SnapshotOutcome, StagingDir,
     install_staged, install_tree,
 };
+use lapis_installer::{snapshot, staging};
 use lapis_release::{BuildIdentity, MANIFEST_FILE, Manifest};
 
 fn paths(home: &Path) -> Paths {
@@ -149,7 +149,7 @@ fn an_abandoned_staging_dir_is_cleaned_but_a_live_one_is_not() {
     let live = StagingDir::create(&p).unwrap();
     let dead = p.releases_root.join(".staging-dead");
     fs::create_dir_all(dead.join("bin")).unwrap();
-    let cleanup = snapshot::cleanup_leftovers(&p).unwrap();
+    let cleanup = staging::cleanup_leftovers(&p).unwrap();
     assert_eq!(cleanup.removed, vec![dead.clone()]);
     assert!(live.path().is_dir());
     assert!(!dead.exists());
