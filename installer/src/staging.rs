@@ -147,8 +147,11 @@ pub fn cleanup_leftovers(paths: &Paths) -> Result<Cleanup, FsError> {
     if let (Some(name), Ok(rd)) = (paths.launcher.file_name(), fs::read_dir(launcher_dir)) {
         let prefix = format!(".{}.tmp-", name.to_string_lossy());
         for entry in rd.flatten() {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
             let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
-            if is_link && entry.file_name().to_string_lossy().starts_with(&prefix) {
+            // Temporary launcher links, and write probes of a killed preflight.
+            if (is_link && file_name.starts_with(&prefix)) || file_name.starts_with(".lapis-probe-")
+            {
                 let path = entry.path();
                 fs::remove_file(&path).at("remove", &path)?;
                 cleanup.removed.push(path);
