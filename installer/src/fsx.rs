@@ -114,18 +114,28 @@ pub fn fsync_dir(dir: &Path) -> FsResult<()> {
 /// Existing directories keep their mode. Parents of new directories are
 /// fsynced so the new entries survive a crash.
 pub fn create_dir_all_mode(dir: &Path, mode: u32) -> FsResult<()> {
+    create_dirs(dir, mode, true)
+}
+
+/// Like [`create_dir_all_mode`] without the fsyncs, for directories that are
+/// recreated on demand anyway (the controller home).
+pub fn create_dir_all_mode_lazy(dir: &Path, mode: u32) -> FsResult<()> {
+    create_dirs(dir, mode, false)
+}
+
+fn create_dirs(dir: &Path, mode: u32, durable: bool) -> FsResult<()> {
     if dir.is_dir() {
         return Ok(());
     }
     let parent = parent_of(dir);
     if parent != dir {
-        create_dir_all_mode(parent, mode)?;
+        create_dirs(parent, mode, durable)?;
     }
     match fs::DirBuilder::new().mode(mode).create(dir) {
         Ok(()) => {
             // The umask may have narrowed the mode; apply it exactly.
             fs::set_permissions(dir, fs::Permissions::from_mode(mode)).at("chmod", dir)?;
-            fsync_dir(parent)
+            if durable { fsync_dir(parent) } else { Ok(()) }
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(FsError::new("create directory", dir, e)),
@@ -152,6 +162,42 @@ fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> FsResult<PathBuf> {
             Err(FsError::new("write", tmp, e))
         }
     }
+}
+
+/// Creates `path` (which must not exist) with `bytes` and `mode`, and fsyncs
+/// it. For files in a private directory that is made visible later by a
+/// rename; the caller fsyncs the directory.
+pub fn write_new_file(path: &Path, bytes: &[u8], mode: u32) -> FsResult<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .at("create", path)?;
+    file.set_permissions(fs::Permissions::from_mode(mode))
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| file.sync_all())
+        .at("write", path)
+}
+
+/// Replaces `path` without any fsync: readers see the old or the new file,
+/// but after a crash the new file may be empty or missing. Only for advisory
+/// files whose readers treat damage as "empty".
+pub fn replace_advisory(path: &Path, bytes: &[u8], mode: u32) -> FsResult<()> {
+    let tmp = temp_sibling(path);
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        FsError::new("replace", path, e)
+    })
 }
 
 /// Replaces `path` with `bytes` (mode `mode`) so that it is always either the
