@@ -200,6 +200,9 @@ pub fn stage_tree(staging: &StagingDir, tree: &Path) -> Result<Manifest, Snapsho
         source,
     };
     let manifest = Manifest::read_from(tree).map_err(bad)?;
+    // The source must match its own manifest exactly (nothing extra either);
+    // the copy is verified again before it is named.
+    manifest.verify_tree(tree).map_err(bad)?;
     for entry in &manifest.entries {
         let rel = Path::new(entry.path());
         let dst = staging.path().join(rel);
@@ -225,16 +228,13 @@ pub fn stage_tree(staging: &StagingDir, tree: &Path) -> Result<Manifest, Snapsho
             }
         }
     }
-    write_manifest(staging, &manifest)?;
+    // Durability comes later, once for the whole tree (`install_staged`).
+    fsx::write_new_file(
+        &staging.path().join(MANIFEST_FILE),
+        &manifest.to_json(),
+        MANIFEST_MODE,
+    )?;
     Ok(manifest)
-}
-
-/// Writes `release.json` into the staging dir and makes the whole tree durable.
-fn write_manifest(staging: &StagingDir, manifest: &Manifest) -> Result<(), SnapshotError> {
-    let path = staging.path().join(MANIFEST_FILE);
-    fsx::write_new_file(&path, &manifest.to_json(), MANIFEST_MODE)?;
-    sync_tree(staging.path())?;
-    Ok(())
 }
 
 /// Fsyncs every regular file and directory under `dir` (children first), so
