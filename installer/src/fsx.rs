@@ -9,6 +9,10 @@
 //!   the same all-or-nothing guarantee: the complete temporary file is
 //!   hard-linked to the final name (`link` fails if the name exists), so two
 //!   racing writers cannot both win and nobody sees a partial file.
+//! - [`write_new_file`] writes and fsyncs a file inside a private directory
+//!   that becomes visible later by one rename (a staging directory).
+//! - [`replace_advisory`] replaces a file atomically for readers but without
+//!   fsync, for state whose loss after a crash is harmless.
 //! - [`swap_symlink`] points a symlink somewhere else atomically: the new link
 //!   is made as a temporary sibling and renamed over the old one.
 //! - [`rename_durable`] / [`exchange`] move directories and fsync the parent.
