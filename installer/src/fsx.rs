@@ -128,22 +128,33 @@ pub fn create_dir_all_mode_lazy(dir: &Path, mode: u32) -> FsResult<()> {
 }
 
 fn create_dirs(dir: &Path, mode: u32, durable: bool) -> FsResult<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let parent = parent_of(dir);
-    if parent != dir {
-        create_dirs(parent, mode, durable)?;
-    }
-    match fs::DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => {
-            // The umask may have narrowed the mode; apply it exactly.
-            fs::set_permissions(dir, fs::Permissions::from_mode(mode)).at("chmod", dir)?;
-            if durable { fsync_dir(parent) } else { Ok(()) }
+    // Missing directories, outermost first.
+    let mut missing = Vec::new();
+    let mut cur = dir;
+    while !cur.is_dir() {
+        missing.push(cur);
+        match cur.parent() {
+            Some(p) if !p.as_os_str().is_empty() => cur = p,
+            _ => break,
         }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(FsError::new("create directory", dir, e)),
     }
+    missing.reverse();
+    for d in &missing {
+        match fs::DirBuilder::new().mode(mode).create(d) {
+            // The umask may have narrowed the mode; apply it exactly.
+            Ok(()) => fs::set_permissions(d, fs::Permissions::from_mode(mode)).at("chmod", d)?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => return Err(FsError::new("create directory", *d, e)),
+        }
+    }
+    // All entries first, then one fsync per parent: on journaling file
+    // systems the first fsync commits every new entry at once.
+    if durable {
+        for d in &missing {
+            fsync_dir(parent_of(d))?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes a complete temporary sibling of `path` with `mode` and fsyncs it.
