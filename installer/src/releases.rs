@@ -201,6 +201,7 @@ pub fn rollback(
     opts: &InstallOptions<'_>,
 ) -> Result<RollbackReport, InstallError> {
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
+    staging::cleanup_leftovers(paths)?;
     let mut state = InstallState::load(paths);
     let (launcher, previous) = active_and_previous(paths, &state)?;
     if let LauncherState::Foreign { what, .. } = &launcher {

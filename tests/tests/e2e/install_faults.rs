@@ -175,3 +175,39 @@ fn two_installs_at_once_both_end_consistent() {
         "{prevs:?}"
     );
 }
+
+#[test]
+fn rollback_killed_before_its_swap_leaves_the_launcher_alone() {
+    let ctx = TestContext::new();
+    let d1 = install(&ctx, &variant(&ctx, "v1"), &[])["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let d2 = install(&ctx, &variant(&ctx, "v2"), &[])["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut cmd = ctx.command(["rollback"]);
+    cmd.env("LAPIS_INSTALL_FAULT_PAUSE", "launcher-temp")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let line = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(line, "lapis-fault-pause: launcher-temp");
+    kill9(child);
+    assert_eq!(assert_consistent(&ctx, None).as_deref(), Some(d2.as_str()));
+    // The next rollback completes (and removes the stray temporary link).
+    let out = ctx.run(["rollback", "--json"]);
+    assert_eq!(out.success().json()["to"], d1.as_str());
+    assert_eq!(assert_consistent(&ctx, None).as_deref(), Some(d1.as_str()));
+    let stray: Vec<_> = fs::read_dir(launcher(&ctx).parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+}
