@@ -38,7 +38,7 @@ use crate::error::InstallError;
 use crate::fsx::{self, LockGuard, LockMode};
 use crate::launcher::{self, LauncherState};
 use crate::paths::Paths;
-use crate::smoke::{DEFAULT_SMOKE_TIMEOUT, smoke_test};
+use crate::smoke::{DEFAULT_SMOKE_TIMEOUT, smoke_test_in};
 use crate::snapshot::{self, Existing};
 use crate::staging::{self, StagingDir};
 use crate::state::InstallState;
@@ -314,10 +314,11 @@ fn reuse(
     manifest: &Manifest,
     opts: &InstallOptions<'_>,
 ) -> Result<(SnapshotOutcome, Duration), InstallError> {
-    let smoke = smoke_test(
+    let smoke = smoke_test_in(
         &paths.snapshot_bin(digest),
         &manifest.build,
         opts.smoke_timeout,
+        &paths.releases_root,
     )?;
     (opts.checkpoint)(Checkpoint::SmokeTested);
     Ok((SnapshotOutcome::Reused, smoke))
@@ -336,7 +337,12 @@ fn place(
     staging::verify_staged(&staging, manifest)?;
     (opts.checkpoint)(Checkpoint::StagingVerified);
     let bin = staging.path().join("bin").join(crate::paths::PRODUCT);
-    let smoke = smoke_test(&bin, &manifest.build, opts.smoke_timeout)?;
+    let smoke = smoke_test_in(
+        &bin,
+        &manifest.build,
+        opts.smoke_timeout,
+        &paths.releases_root,
+    )?;
     (opts.checkpoint)(Checkpoint::SmokeTested);
     let dir = paths.snapshot_dir(&digest);
     let outcome = match existing {

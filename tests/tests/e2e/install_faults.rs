@@ -125,6 +125,7 @@ fn kill_at_random_times() {
     install(&ctx, &TestContext::bin(), &[]);
     assert_consistent(&ctx, config.as_deref());
     assert!(leftovers(&ctx, ".staging-").is_empty());
+    assert!(leftovers(&ctx, ".smoke.tmp-").is_empty());
 }
 
 #[test]
