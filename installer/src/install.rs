@@ -386,8 +386,11 @@ fn activate(
     };
     // One barrier for the snapshot's name and the config's name: both must
     // be durable before the launcher can point at them.
-    let mut barrier = vec![paths.releases_root.as_path()];
-    if opts.bootstrap_config {
+    let mut barrier = Vec::new();
+    if snapshot != SnapshotOutcome::Reused {
+        barrier.push(paths.releases_root.as_path());
+    }
+    if matches!(config, Some((ConfigOutcome::Created, _))) {
         barrier.push(fsx::parent_of(&paths.config));
     }
     fsx::fsync_all(&barrier)?;
