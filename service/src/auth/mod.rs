@@ -9,5 +9,5 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use secret::{BEARER_PREFIX, hash_bearer, new_bearer, random_hex, secrets_equal};
 pub use sessions::{
     AuthSession, Authenticated, Authority, DEFAULT_SESSION_TTL_SECS, MemorySessions, PersistError,
-    SessionPersistence, valid_application,
+    SessionPersistence, credential_key, valid_application,
 };

@@ -82,11 +82,23 @@ impl AuthSession {
 }
 
 /// Where sessions survive restarts (the store, or memory in tests).
+///
+/// Sessions are keyed by [`credential_key`] (token name and application), so
+/// one token used by two applications yields two isolated sessions.
 pub trait SessionPersistence: Send + Sync + fmt::Debug {
-    /// Every stored session.
-    fn load_all(&self) -> Result<Vec<AuthSession>, PersistError>;
-    /// Inserts or replaces one session.
-    fn upsert(&self, session: &AuthSession) -> Result<(), PersistError>;
+    /// The newest unrevoked session stored under `key`.
+    fn by_credential(&self, key: &str) -> Result<Option<AuthSession>, PersistError>;
+    /// The session with this bearer hash, revoked or not.
+    fn by_bearer_hash(&self, hash: &str) -> Result<Option<AuthSession>, PersistError>;
+    /// Stores a new session; the backend may assign the id (returned).
+    fn issue(&self, session: &AuthSession) -> Result<AuthSession, PersistError>;
+    /// Marks a session revoked.
+    fn revoke(&self, id: &str, at: u64) -> Result<(), PersistError>;
+}
+
+/// The persistence key of a session: `token:application`.
+pub fn credential_key(token: &str, application: &str) -> String {
+    format!("{token}:{application}")
 }
 
 /// The persistence backend failed; the cause is logged, not shown.
@@ -94,19 +106,35 @@ pub trait SessionPersistence: Send + Sync + fmt::Debug {
 #[error("session storage failed: {0}")]
 pub struct PersistError(pub String);
 
-/// Sessions kept only in memory (tests, managed mode without a store).
+/// Sessions kept only in memory (tests, and servers without a store).
 #[derive(Debug, Default)]
-pub struct MemorySessions(Mutex<HashMap<String, AuthSession>>);
+pub struct MemorySessions(Mutex<Vec<AuthSession>>);
 
 impl SessionPersistence for MemorySessions {
-    fn load_all(&self) -> Result<Vec<AuthSession>, PersistError> {
-        Ok(self.0.lock().expect("poisoned").values().cloned().collect())
+    fn by_credential(&self, key: &str) -> Result<Option<AuthSession>, PersistError> {
+        let all = self.0.lock().expect("poisoned");
+        Ok(all
+            .iter()
+            .filter(|s| {
+                credential_key(&s.credential, &s.application) == key && s.revoked_at.is_none()
+            })
+            .max_by_key(|s| s.created_at)
+            .cloned())
     }
-    fn upsert(&self, session: &AuthSession) -> Result<(), PersistError> {
-        self.0
-            .lock()
-            .expect("poisoned")
-            .insert(session.id.clone(), session.clone());
+    fn by_bearer_hash(&self, hash: &str) -> Result<Option<AuthSession>, PersistError> {
+        let all = self.0.lock().expect("poisoned");
+        Ok(all.iter().find(|s| s.bearer_hash == hash).cloned())
+    }
+    fn issue(&self, session: &AuthSession) -> Result<AuthSession, PersistError> {
+        self.0.lock().expect("poisoned").push(session.clone());
+        Ok(session.clone())
+    }
+    fn revoke(&self, id: &str, at: u64) -> Result<(), PersistError> {
+        for s in self.0.lock().expect("poisoned").iter_mut() {
+            if s.id == id && s.revoked_at.is_none() {
+                s.revoked_at = Some(at);
+            }
+        }
         Ok(())
     }
 }
@@ -154,25 +182,21 @@ pub fn valid_application(name: &str) -> bool {
 }
 
 impl Authority {
-    /// An authority over `tokens`, loading stored sessions from `persist`.
+    /// An authority over `tokens`; sessions are looked up in `persist` on
+    /// first use and cached.
     pub fn new(
         tokens: Vec<TokenSpec>,
         ttl_secs: u64,
         clock: Arc<dyn Clock>,
         persist: Arc<dyn SessionPersistence>,
-    ) -> Result<Authority, PersistError> {
-        let sessions = persist
-            .load_all()?
-            .into_iter()
-            .map(|s| (s.id.clone(), s))
-            .collect();
-        Ok(Authority {
+    ) -> Authority {
+        Authority {
             tokens,
             ttl_secs,
             clock,
             persist,
-            sessions: Mutex::new(sessions),
-        })
+            sessions: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The current time from the injected clock.
@@ -227,6 +251,16 @@ impl Authority {
                 bearer: None,
             });
         }
+        let key = credential_key(&spec.name, application);
+        if let Some(stored) = self.persist.by_credential(&key).map_err(internal)? {
+            if stored.live_at(now) {
+                sessions.insert(stored.id.clone(), stored.clone());
+                return Ok(Authenticated {
+                    session: stored,
+                    bearer: None,
+                });
+            }
+        }
         let bearer = new_bearer().map_err(internal)?;
         let session = AuthSession {
             id: format!("ses_{}", random_hex(12).map_err(internal)?),
@@ -239,7 +273,7 @@ impl Authority {
             expires_at: now.saturating_add(self.ttl_secs),
             revoked_at: None,
         };
-        self.persist.upsert(&session).map_err(internal)?;
+        let session = self.persist.issue(&session).map_err(internal)?;
         sessions.insert(session.id.clone(), session.clone());
         tracing::info!(session = %session.id, principal = %session.principal, application = %session.application, "session issued");
         Ok(Authenticated {
@@ -250,12 +284,24 @@ impl Authority {
 
     fn with_bearer(&self, bearer: &str) -> Result<Authenticated, RpcError> {
         let hash = hash_bearer(bearer);
-        let sessions = self.sessions.lock().expect("poisoned");
-        let session = sessions
+        let mut sessions = self.sessions.lock().expect("poisoned");
+        let cached = sessions
             .values()
             .find(|s| secrets_equal(&s.bearer_hash, &hash))
-            .ok_or_else(|| unauthenticated("unknown bearer"))?;
-        let session = self.ensure_live(session)?;
+            .cloned();
+        let session = match cached {
+            Some(s) => s,
+            None => {
+                let stored = self
+                    .persist
+                    .by_bearer_hash(&hash)
+                    .map_err(internal)?
+                    .ok_or_else(|| unauthenticated("unknown bearer"))?;
+                sessions.insert(stored.id.clone(), stored.clone());
+                stored
+            }
+        };
+        let session = self.ensure_live(&session)?;
         Ok(Authenticated {
             session,
             bearer: None,
@@ -294,8 +340,9 @@ impl Authority {
             .filter(|s| s.principal == caller.principal)
             .ok_or_else(|| RpcError::new(ErrorCode::NotFound, "no such session"))?;
         if session.revoked_at.is_none() {
-            session.revoked_at = Some(self.clock.now());
-            self.persist.upsert(session).map_err(internal)?;
+            let now = self.clock.now();
+            self.persist.revoke(&session.id, now).map_err(internal)?;
+            session.revoked_at = Some(now);
             tracing::info!(session = %session.id, "session revoked");
         }
         Ok(session.id.clone())
@@ -317,7 +364,7 @@ mod tests {
             secret: SECRET.into(),
             scopes: None,
         }];
-        Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default())).unwrap()
+        Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()))
     }
 
     fn token(app: &str) -> HelloParams {
@@ -412,15 +459,14 @@ mod tests {
             secret: SECRET.into(),
             scopes: None,
         }];
-        let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone()).unwrap();
+        let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone());
         let b = a.hello(&token("app")).unwrap().bearer.unwrap();
-        let stored = persist.load_all().unwrap();
-        assert!(
-            stored
-                .iter()
-                .all(|s| s.bearer_hash != b && !s.bearer_hash.contains(&b))
-        );
-        let reopened = Authority::new(tokens, 100, clock, persist).unwrap();
-        assert!(reopened.hello(&bearer(&b)).is_ok());
+        let stored = persist.by_bearer_hash(&hash_bearer(&b)).unwrap().unwrap();
+        assert_ne!(stored.bearer_hash, b);
+        let reopened = Authority::new(tokens, 100, clock, persist);
+        let resumed = reopened.hello(&bearer(&b)).unwrap();
+        assert_eq!(resumed.session.id, stored.id);
+        // The token resumes the stored session too, without a new bearer.
+        assert!(reopened.hello(&token("app")).unwrap().bearer.is_none());
     }
 }

@@ -6,6 +6,7 @@ mod error;
 mod frame;
 mod hello;
 mod message;
+pub mod params;
 mod scopes;
 
 pub use error::{ErrorCode, RpcError, rpc};
