@@ -5,13 +5,14 @@
 //! store, a turn state machine with a persisted dispatch boundary, and fences
 //! on workspaces whose last turn's outcome is unknown.
 
+pub mod domain;
+pub mod store;
+
 pub mod auth;
 pub mod client;
 pub mod config;
 pub mod protocol;
 pub mod server;
-pub mod domain;
-pub mod store;
 
 pub use domain::{
     Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,
