@@ -88,6 +88,17 @@ pub fn read_frame_blocking<R: BufRead>(
     max: usize,
 ) -> Result<bool, FrameError> {
     buf.clear();
+    continue_frame_blocking(reader, buf, max)
+}
+
+/// Like [`read_frame_blocking`] but keeps what `buf` already holds: after a
+/// read timeout the caller calls again with the same `buf` and nothing of a
+/// half-read frame is lost. The caller clears `buf` after a complete frame.
+pub fn continue_frame_blocking<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> Result<bool, FrameError> {
     loop {
         let chunk = match reader.fill_buf() {
             Ok(c) => c,

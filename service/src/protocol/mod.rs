@@ -10,7 +10,10 @@ pub mod params;
 mod scopes;
 
 pub use error::{ErrorCode, RpcError, rpc};
-pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameError, encode, read_frame, read_frame_blocking};
+pub use frame::{
+    DEFAULT_MAX_FRAME_BYTES, FrameError, continue_frame_blocking, encode, read_frame,
+    read_frame_blocking,
+};
 pub use hello::{
     HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView, SessionView,
     StartupLine,
