@@ -2,3 +2,8 @@
 //! HOME through [`lapis_e2e::TestContext`].
 
 mod basics;
+mod install;
+mod install_faults;
+mod install_releases;
+mod install_service;
+mod install_support;
