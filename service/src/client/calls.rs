@@ -38,7 +38,8 @@ impl Client {
         approval: &str,
         command_id: Option<&str>,
     ) -> Result<Thread, ClientError> {
-        let mut p = json!({ "workspaceId": workspace_id, "provider": provider, "approval": approval });
+        let mut p =
+            json!({ "workspaceId": workspace_id, "provider": provider, "approval": approval });
         if let Some(c) = command_id {
             p["commandId"] = json!(c);
         }

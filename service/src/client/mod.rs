@@ -184,7 +184,10 @@ impl Client {
                 // The bearer failed (revoked or expired): the token may issue
                 // a new session, which is a different identity.
                 let _ = e;
-                let original = self.credential.clone().ok_or(ClientError::NotAuthenticated)?;
+                let original = self
+                    .credential
+                    .clone()
+                    .ok_or(ClientError::NotAuthenticated)?;
                 self.bearer = None;
                 self.hello(original)?
             }
@@ -205,8 +208,12 @@ impl Client {
         method: &str,
         params: &P,
     ) -> Result<R, ClientError> {
-        let value = self.call_value(method, serde_json::to_value(params).map_err(ClientError::Encode)?)?;
-        serde_json::from_value(value).map_err(|e| ClientError::Protocol(format!("unexpected `{method}` result: {e}")))
+        let value = self.call_value(
+            method,
+            serde_json::to_value(params).map_err(ClientError::Encode)?,
+        )?;
+        serde_json::from_value(value)
+            .map_err(|e| ClientError::Protocol(format!("unexpected `{method}` result: {e}")))
     }
 
     /// [`Client::call`] with untyped params and result.
@@ -218,7 +225,9 @@ impl Client {
         }));
         self.stream
             .write_all(&frame)
-            .map_err(|_| ClientError::Disconnected { request_sent: false })?;
+            .map_err(|_| ClientError::Disconnected {
+                request_sent: false,
+            })?;
         loop {
             match self.read_incoming(None)? {
                 Some(Incoming::Notification(n)) => self.queued.push_back(n),
@@ -253,14 +262,21 @@ impl Client {
             Ok(Some(Incoming::Response(_))) => {
                 Err(ClientError::Protocol("unsolicited response".into()))
             }
-            Ok(None) => Err(ClientError::Disconnected { request_sent: false }),
+            Ok(None) => Err(ClientError::Disconnected {
+                request_sent: false,
+            }),
             Err(ClientError::Timeout) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    fn read_incoming(&mut self, timeout: Option<Duration>) -> Result<Option<Incoming>, ClientError> {
-        self.stream.set_read_timeout(timeout).map_err(ClientError::Io)?;
+    fn read_incoming(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Incoming>, ClientError> {
+        self.stream
+            .set_read_timeout(timeout)
+            .map_err(ClientError::Io)?;
         let got = continue_frame_blocking(&mut self.reader, &mut self.partial, self.max_frame);
         let _ = self.stream.set_read_timeout(None);
         match got {
@@ -273,7 +289,10 @@ impl Client {
             }
             Ok(false) => Ok(None),
             Err(FrameError::Io(e))
-                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
             {
                 Err(ClientError::Timeout)
             }
