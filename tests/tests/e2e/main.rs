@@ -7,3 +7,5 @@ mod install_faults;
 mod install_releases;
 mod install_service;
 mod install_support;
+mod protocol;
+mod serve_support;
