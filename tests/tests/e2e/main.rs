@@ -9,3 +9,4 @@ mod install_service;
 mod install_support;
 mod protocol;
 mod serve_support;
+mod serve;
