@@ -10,3 +10,4 @@ mod install_support;
 mod protocol;
 mod serve_support;
 mod serve;
+mod client;
