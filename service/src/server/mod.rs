@@ -17,6 +17,8 @@ mod listener;
 mod session_store;
 mod stdio;
 mod subscriptions;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
