@@ -1,5 +1,6 @@
 //! One handler per command; `run` is the single dispatch point.
 
+mod acp_echo;
 mod completions;
 mod version;
 
@@ -12,6 +13,7 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Version(out) => version::run(&global, out),
         Command::Completions(args) => completions::run(args),
+        Command::AcpEcho => acp_echo::run(),
         other => Err(CliError::failure(
             "not_available",
             anyhow::anyhow!("this command is not available in this build: {other:?}",),
