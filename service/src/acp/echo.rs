@@ -43,8 +43,11 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> Result<(), EchoErro
             return Err(EchoError::LineTooLong);
         }
         let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
-            send(&mut output, &json!({"jsonrpc": "2.0", "id": null,
-                "error": {"code": -32700, "message": "parse error"}}))?;
+            send(
+                &mut output,
+                &json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32700, "message": "parse error"}}),
+            )?;
             continue;
         };
         let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
@@ -53,20 +56,29 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> Result<(), EchoErro
         };
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         match method {
-            "initialize" => send(&mut output, &json!({"jsonrpc": "2.0", "id": id, "result": {
-                "protocolVersion": 1,
-                "agentCapabilities": {"loadSession": false, "promptCapabilities": {}},
-                "agentInfo": {"name": "lapis-echo", "version": env!("CARGO_PKG_VERSION")},
-                "authMethods": []
-            }}))?,
+            "initialize" => send(
+                &mut output,
+                &json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": 1,
+                    "agentCapabilities": {"loadSession": false, "promptCapabilities": {}},
+                    "agentInfo": {"name": "lapis-echo", "version": env!("CARGO_PKG_VERSION")},
+                    "authMethods": []
+                }}),
+            )?,
             "session/new" => {
                 sessions += 1;
-                send(&mut output, &json!({"jsonrpc": "2.0", "id": id,
-                    "result": {"sessionId": format!("echo-{sessions}")}}))?;
+                send(
+                    &mut output,
+                    &json!({"jsonrpc": "2.0", "id": id,
+                    "result": {"sessionId": format!("echo-{sessions}")}}),
+                )?;
             }
             "session/prompt" => prompt(&mut output, id, &params)?,
-            _ => send(&mut output, &json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not found"}}))?,
+            _ => send(
+                &mut output,
+                &json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "method not found"}}),
+            )?,
         }
     }
 }
@@ -88,13 +100,22 @@ fn prompt(out: &mut impl Write, id: &Value, params: &Value) -> Result<(), EchoEr
             "params": {"sessionId": session, "update": update}})
     };
     let thought = format!("echoing {} characters", text.chars().count());
-    send(out, &update(json!({"sessionUpdate": "agent_thought_chunk",
-        "content": {"type": "text", "text": thought}})))?;
+    send(
+        out,
+        &update(json!({"sessionUpdate": "agent_thought_chunk",
+        "content": {"type": "text", "text": thought}})),
+    )?;
     for chunk in split(&text, CHUNKS) {
-        send(out, &update(json!({"sessionUpdate": "agent_message_chunk",
-            "content": {"type": "text", "text": chunk}})))?;
+        send(
+            out,
+            &update(json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": chunk}})),
+        )?;
     }
-    send(out, &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}}))
+    send(
+        out,
+        &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}}),
+    )
 }
 
 /// Splits `text` into at most `n` pieces on character boundaries.

@@ -223,21 +223,22 @@ impl UpdateMapper {
         match kind.as_str() {
             "agent_message_chunk" => ActivityEvent::Message(content_activity(update)),
             "agent_thought_chunk" => ActivityEvent::Reasoning(content_activity(update)),
-            "tool_call" | "tool_call_update" => match update.get("toolCallId").and_then(Value::as_str)
-            {
-                Some(id) => {
-                    let id = id.to_string();
-                    let fresh = kind == "tool_call";
-                    let entry = self.tools.entry(id.clone()).or_default();
-                    if fresh {
-                        *entry = Invocation::default();
+            "tool_call" | "tool_call_update" => {
+                match update.get("toolCallId").and_then(Value::as_str) {
+                    Some(id) => {
+                        let id = id.to_string();
+                        let fresh = kind == "tool_call";
+                        let entry = self.tools.entry(id.clone()).or_default();
+                        if fresh {
+                            *entry = Invocation::default();
+                        }
+                        entry.id = id;
+                        merge_invocation(entry, &update);
+                        ActivityEvent::Invocation(entry.clone())
                     }
-                    entry.id = id;
-                    merge_invocation(entry, &update);
-                    ActivityEvent::Invocation(entry.clone())
+                    None => observation(kind, update),
                 }
-                None => observation(kind, update),
-            },
+            }
             _ => observation(kind, update),
         }
     }
@@ -350,8 +351,10 @@ mod tests {
     #[test]
     fn message_and_thought_stay_separate_with_ids_and_meta() {
         let mut m = UpdateMapper::default();
-        let msg = m.map(json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
-            "content": {"type": "text", "text": "hi"}, "_meta": {"done": true}}));
+        let msg = m.map(
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+            "content": {"type": "text", "text": "hi"}, "_meta": {"done": true}}),
+        );
         assert_eq!(
             msg,
             ActivityEvent::Message(ContentActivity {
@@ -363,19 +366,27 @@ mod tests {
         );
         let thought = m.map(json!({"sessionUpdate": "agent_thought_chunk",
             "content": {"type": "text", "text": "hmm"}}));
-        assert!(matches!(thought, ActivityEvent::Reasoning(ref c) if c.text.as_deref() == Some("hmm")));
+        assert!(
+            matches!(thought, ActivityEvent::Reasoning(ref c) if c.text.as_deref() == Some("hmm"))
+        );
         let image = m.map(json!({"sessionUpdate": "agent_message_chunk",
             "content": {"type": "image", "data": "AA", "mimeType": "image/png"}}));
-        assert!(matches!(image, ActivityEvent::Message(ref c) if c.text.is_none() && c.content.is_some()));
+        assert!(
+            matches!(image, ActivityEvent::Message(ref c) if c.text.is_none() && c.content.is_some())
+        );
     }
 
     #[test]
     fn tool_call_updates_merge_into_one_envelope() {
         let mut m = UpdateMapper::default();
-        m.map(json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read",
-            "kind": "read", "status": "pending"}));
-        let ev = m.map(json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1",
-            "status": "completed", "locations": [{"path": "/w/a.rs", "line": 3}]}));
+        m.map(
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read",
+            "kind": "read", "status": "pending"}),
+        );
+        let ev = m.map(
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+            "status": "completed", "locations": [{"path": "/w/a.rs", "line": 3}]}),
+        );
         assert_eq!(
             ev,
             ActivityEvent::Invocation(Invocation {
@@ -406,6 +417,8 @@ mod tests {
                 payload: plan
             }
         );
-        assert!(matches!(m.map(json!({"x": 1})), ActivityEvent::Observation { ref kind, .. } if kind == "unknown"));
+        assert!(
+            matches!(m.map(json!({"x": 1})), ActivityEvent::Observation { ref kind, .. } if kind == "unknown")
+        );
     }
 }

@@ -130,6 +130,9 @@ mod tests {
         assert_eq!(got[1], Err("line longer than 16 bytes".to_string()));
         assert_eq!(got.len(), 2);
         // Exactly at the bound is fine.
-        assert_eq!(lines(b"0123456789abcdef\n", 16)[0].as_ref().unwrap().len(), 16);
+        assert_eq!(
+            lines(b"0123456789abcdef\n", 16)[0].as_ref().unwrap().len(),
+            16
+        );
     }
 }

@@ -31,7 +31,8 @@ pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
 pub use runner::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
-    PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel,
-    run_turn,
+    PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
 };
-pub use spec::{CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity};
+pub use spec::{
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
+};

@@ -109,7 +109,9 @@ impl AgentProcess {
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(LaunchError::Spawn)?;
         let pid = child.id().ok_or_else(|| {
-            LaunchError::Spawn(std::io::Error::other("agent exited before its pid was read"))
+            LaunchError::Spawn(std::io::Error::other(
+                "agent exited before its pid was read",
+            ))
         })?;
         let (Some(stdin), Some(stdout), Some(err)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())

@@ -228,7 +228,10 @@ impl<H: TurnHooks> Session<H> {
         msg: Value,
         awaited: u64,
     ) -> Result<Option<Result<Value, CallError>>, CallError> {
-        let method = msg.get("method").and_then(Value::as_str).map(str::to_string);
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         match (method, msg.get("id").cloned()) {
             (Some(method), Some(id)) => {
                 let params = msg.get("params").cloned().unwrap_or(Value::Null);
@@ -271,7 +274,12 @@ impl<H: TurnHooks> Session<H> {
 
     /// Agent → client requests: permissions go to the broker; anything else
     /// (we advertise no fs/terminal capability) is refused and observed.
-    async fn on_request(&mut self, method: &str, id: Value, params: Value) -> Result<(), CallError> {
+    async fn on_request(
+        &mut self,
+        method: &str,
+        id: Value,
+        params: Value,
+    ) -> Result<(), CallError> {
         if method != "session/request_permission" {
             self.write(&json!({"jsonrpc": "2.0", "id": id,
                 "error": {"code": -32601, "message": "method not supported by this client"}}))
@@ -291,8 +299,16 @@ impl<H: TurnHooks> Session<H> {
                     .filter_map(|o| {
                         Some(PermissionOption {
                             option_id: o.get("optionId")?.as_str()?.to_string(),
-                            name: o.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
-                            kind: o.get("kind").and_then(Value::as_str).unwrap_or("").to_string(),
+                            name: o
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                            kind: o
+                                .get("kind")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
                         })
                     })
                     .collect()
@@ -313,7 +329,12 @@ impl<H: TurnHooks> Session<H> {
         .await?;
         if self.cancel_sent() {
             return self
-                .respond_permission(&request_id, id, PermissionAnswer::Cancelled, DecidedBy::Cancel)
+                .respond_permission(
+                    &request_id,
+                    id,
+                    PermissionAnswer::Cancelled,
+                    DecidedBy::Cancel,
+                )
                 .await;
         }
         let auto = (self.approval == ApprovalPolicy::AllowAll && !self.restricted)
@@ -439,22 +460,22 @@ impl<H: TurnHooks> Session<H> {
         }
         self.stdin = None;
         let deadline = Instant::now() + limits.exit_grace;
-        loop {
-            match tokio::time::timeout_at(deadline, self.inbox.recv()).await {
-                Ok(Some(Inbound::Message(msg))) => {
-                    if self.hook_failed {
-                        continue;
-                    }
-                    let kind = msg
-                        .pointer("/params/update/sessionUpdate")
-                        .or_else(|| msg.get("method"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("unknown")
-                        .to_string();
-                    let _ = self.hooks.event(ActivityEvent::Late { kind, payload: msg }).await;
-                }
-                Ok(Some(Inbound::Eof | Inbound::Broken(_))) | Ok(None) | Err(_) => break,
+        while let Ok(Some(Inbound::Message(msg))) =
+            tokio::time::timeout_at(deadline, self.inbox.recv()).await
+        {
+            if self.hook_failed {
+                continue;
             }
+            let kind = msg
+                .pointer("/params/update/sessionUpdate")
+                .or_else(|| msg.get("method"))
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_string();
+            let _ = self
+                .hooks
+                .event(ActivityEvent::Late { kind, payload: msg })
+                .await;
         }
         self.reader.abort();
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -532,13 +553,20 @@ mod tests {
             option_id: id.into(),
         };
         assert_eq!(
-            expiry_answer(&[opt("a", "allow_once"), opt("ra", "reject_always"), opt("r", "reject_once")]),
+            expiry_answer(&[
+                opt("a", "allow_once"),
+                opt("ra", "reject_always"),
+                opt("r", "reject_once")
+            ]),
             sel("r")
         );
         assert_eq!(
             expiry_answer(&[opt("a", "allow_once"), opt("ra", "reject_always")]),
             sel("ra")
         );
-        assert_eq!(expiry_answer(&[opt("a", "allow_once")]), PermissionAnswer::Cancelled);
+        assert_eq!(
+            expiry_answer(&[opt("a", "allow_once")]),
+            PermissionAnswer::Cancelled
+        );
     }
 }

@@ -29,15 +29,21 @@ const VCS_VARS: [&str; 4] = [
 /// Why a provider definition was refused. Messages carry names and keys only.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProviderError {
-    #[error("provider name `{name}` is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)")]
+    #[error(
+        "provider name `{name}` is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)"
+    )]
     InvalidName { name: String },
     #[error("providers.{provider}: {reason}")]
     Malformed { provider: String, reason: String },
-    #[error("providers.{provider}: `command` must be an absolute path or a bare name, got a relative path")]
+    #[error(
+        "providers.{provider}: `command` must be an absolute path or a bare name, got a relative path"
+    )]
     RelativeCommand { provider: String },
     #[error("providers.{provider}: {key} is not a valid environment variable name")]
     InvalidEnvName { provider: String, key: String },
-    #[error("providers.{provider}: `{key}` is set more than once (env, envAllowlist and vcsIdentity must not overlap)")]
+    #[error(
+        "providers.{provider}: `{key}` is set more than once (env, envAllowlist and vcsIdentity must not overlap)"
+    )]
     DuplicateEnv { provider: String, key: String },
     #[error("providers.{provider}: vcsIdentity.{field} is invalid: {reason}")]
     InvalidVcsIdentity {
@@ -127,7 +133,9 @@ impl ProviderSpec {
         }
         let command = match obj.get("command") {
             Some(Value::String(c)) if !c.is_empty() && !c.contains('\0') => c.clone(),
-            Some(Value::String(_)) => return Err(bad("`command` must be a non-empty string".into())),
+            Some(Value::String(_)) => {
+                return Err(bad("`command` must be a non-empty string".into()));
+            }
             Some(_) => return Err(bad("`command` must be a string".into())),
             None => return Err(bad("`command` is required".into())),
         };
@@ -237,7 +245,13 @@ impl ProviderSpec {
                 // `NAME=value` entry must not echo its value.
                 return Err(ProviderError::InvalidEnvName {
                     provider: provider(),
-                    key: key.split('=').next().unwrap_or("").chars().take(64).collect(),
+                    key: key
+                        .split('=')
+                        .next()
+                        .unwrap_or("")
+                        .chars()
+                        .take(64)
+                        .collect(),
                 });
             }
             if !seen.insert(key) {
@@ -364,7 +378,9 @@ fn valid_env_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     !bytes.is_empty()
         && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
-        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
 }
 
 fn vcs_name_problem(name: &str) -> Option<&'static str> {
@@ -443,14 +459,26 @@ mod tests {
             (json!({}), "malformed"),
             (json!({"command": "a", "extra": 1}), "malformed"),
             (json!({"command": "a", "env": {"BAD-NAME": "x"}}), "envname"),
-            (json!({"command": "a", "env": {"K": "x"}, "envAllowlist": ["K"]}), "dup"),
+            (
+                json!({"command": "a", "env": {"K": "x"}, "envAllowlist": ["K"]}),
+                "dup",
+            ),
             (
                 json!({"command": "a", "env": {"GIT_AUTHOR_NAME": "x"}, "vcsIdentity": {"name": "n", "email": "e@x"}}),
                 "dup",
             ),
-            (json!({"command": "a", "vcsIdentity": {"name": "", "email": "e@x"}}), "vcs"),
-            (json!({"command": "a", "vcsIdentity": {"name": "n", "email": "nope"}}), "vcs"),
-            (json!({"command": "a", "vcsIdentity": {"name": "n", "email": "a b@x"}}), "vcs"),
+            (
+                json!({"command": "a", "vcsIdentity": {"name": "", "email": "e@x"}}),
+                "vcs",
+            ),
+            (
+                json!({"command": "a", "vcsIdentity": {"name": "n", "email": "nope"}}),
+                "vcs",
+            ),
+            (
+                json!({"command": "a", "vcsIdentity": {"name": "n", "email": "a b@x"}}),
+                "vcs",
+            ),
             (json!({"command": "a", "args": "x"}), "malformed"),
         ];
         for (value, want) in cases {
