@@ -6,3 +6,13 @@
 //! on workspaces whose last turn's outcome is unknown.
 
 pub mod acp;
+pub mod domain;
+pub mod store;
+
+pub use domain::{
+    Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,
+    Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError, StoreResult, StoreStatus,
+    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
+    TurnState, Workspace,
+};
+pub use store::{OpenReport, PendingAppend, Store, StoreOptions, ThreadFilter, TurnFilter};
