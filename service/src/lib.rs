@@ -7,6 +7,7 @@
 
 pub mod acp;
 pub mod domain;
+pub mod engine;
 pub mod store;
 
 pub use domain::{

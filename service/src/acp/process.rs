@@ -71,6 +71,18 @@ pub struct AgentProcess {
     pgid: Pid,
     /// Provider name, for log lines.
     provider: String,
+    /// Set by [`AgentProcess::shutdown`]; otherwise drop kills the group.
+    shut_down: bool,
+}
+
+impl Drop for AgentProcess {
+    /// A runner task aborted mid-turn (controller shutdown) must not leave
+    /// the agent's group behind: kill it outright.
+    fn drop(&mut self) {
+        if !self.shut_down {
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+        }
+    }
 }
 
 /// The agent's stdio as handed to the protocol layer.
@@ -129,6 +141,7 @@ impl AgentProcess {
                 child,
                 pgid,
                 provider,
+                shut_down: false,
             },
             AgentPipes {
                 stdin,
@@ -166,6 +179,7 @@ impl AgentProcess {
             let _ = killpg(self.pgid, Signal::SIGKILL);
             tracing::warn!(provider = %self.provider, pgid = self.pgid.as_raw(), "agent group still has members after SIGKILL");
         }
+        self.shut_down = true;
         tracing::info!(provider = %self.provider, status = ?status, "agent stopped");
     }
 }

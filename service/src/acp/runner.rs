@@ -145,6 +145,13 @@ pub fn cancel_channel() -> (CancelHandle, CancelSignal) {
     (CancelHandle(Arc::new(tx)), CancelSignal(rx))
 }
 
+impl From<watch::Receiver<bool>> for CancelSignal {
+    /// Adopts an existing flag (e.g. the store's per-turn cancel watch).
+    fn from(rx: watch::Receiver<bool>) -> CancelSignal {
+        CancelSignal(rx)
+    }
+}
+
 impl CancelHandle {
     /// Requests cancellation (idempotent).
     pub fn cancel(&self) {

@@ -317,7 +317,11 @@ impl<H: TurnHooks> Session<H> {
         let invocation = self
             .mapper
             .preview(params.get("toolCall").unwrap_or(&Value::Null));
-        let request_id = id.to_string();
+        // String ids are used verbatim; others by their JSON text.
+        let request_id = match &id {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
         if self.pending.contains_key(&request_id) {
             return Err(CallError::Closed("protocol_error"));
         }
