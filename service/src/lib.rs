@@ -5,7 +5,9 @@
 //! store, a turn state machine with a persisted dispatch boundary, and fences
 //! on workspaces whose last turn's outcome is unknown.
 
+pub mod acp;
 pub mod domain;
+pub mod engine;
 pub mod store;
 
 pub mod auth;

@@ -1,5 +1,6 @@
 //! One handler per command; `run` is the single dispatch point.
 
+mod acp_echo;
 mod completions;
 mod connect;
 mod install;
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
+        Command::AcpEcho => acp_echo::run(),
         other => Err(CliError::failure(
             "not_available",
             anyhow::anyhow!("this command is not available in this build: {other:?}",),

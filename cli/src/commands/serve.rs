@@ -18,7 +18,9 @@ pub fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
         .ok()
         .and_then(|exe| lapis_installer::releases::snapshot_of_executable(&exe, &build));
     let identity = ServerIdentity::new(build, snapshot);
-    let options = ServeOptions::new(target.config, target.home, identity, args.stdio);
+    let mut options = ServeOptions::new(target.config, target.home, identity, args.stdio);
+    // This binary is also the built-in `echo` agent (`acp-echo`).
+    options.agent_exe = std::env::current_exe().ok();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -252,14 +252,14 @@ impl Authority {
             });
         }
         let key = credential_key(&spec.name, application);
-        if let Some(stored) = self.persist.by_credential(&key).map_err(internal)? {
-            if stored.live_at(now) {
-                sessions.insert(stored.id.clone(), stored.clone());
-                return Ok(Authenticated {
-                    session: stored,
-                    bearer: None,
-                });
-            }
+        if let Some(stored) = self.persist.by_credential(&key).map_err(internal)?
+            && stored.live_at(now)
+        {
+            sessions.insert(stored.id.clone(), stored.clone());
+            return Ok(Authenticated {
+                session: stored,
+                bearer: None,
+            });
         }
         let bearer = new_bearer().map_err(internal)?;
         let session = AuthSession {

@@ -193,10 +193,10 @@ impl Client {
             }
             other => other?,
         };
-        if let Some(prev) = previous {
-            if prev.id != result.session.id {
-                return Err(ClientError::SessionChanged);
-            }
+        if let Some(prev) = previous
+            && prev.id != result.session.id
+        {
+            return Err(ClientError::SessionChanged);
         }
         Ok(result)
     }

@@ -162,6 +162,11 @@ fn validate_providers(providers: &BTreeMap<String, ProviderConfig>) -> Result<()
                 return Err(invalid(at("vcsIdentity.email"), "must be an email address"));
             }
         }
+        // The ACP runner's own rules (the spec it will launch from).
+        let value = serde_json::to_value(p)
+            .map_err(|_| invalid(format!("providers.{name}"), "cannot be encoded"))?;
+        crate::acp::ProviderSpec::from_json(name, &value)
+            .map_err(|e| invalid(format!("providers.{name}"), format!("is invalid ({e})")))?;
     }
     Ok(())
 }

@@ -209,11 +209,8 @@ mod tests {
         fn never_holds_more_than_the_bound(input in proptest::collection::vec(any::<u8>(), 0..300), max in 1usize..40) {
             let mut reader = io::BufReader::with_capacity(8, &input[..]);
             let mut buf = Vec::new();
-            loop {
-                match read_frame_blocking(&mut reader, &mut buf, max) {
-                    Ok(true) => prop_assert!(buf.len() <= max),
-                    Ok(false) | Err(_) => break,
-                }
+            while let Ok(true) = read_frame_blocking(&mut reader, &mut buf, max) {
+                prop_assert!(buf.len() <= max);
                 prop_assert!(buf.capacity() < 4 * max + 64);
             }
         }

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::protocol::RpcError;
+use crate::acp::PermissionAnswer;
+use crate::engine::Engine;
+use crate::protocol::{ErrorCode, RpcError};
 use crate::store::Store;
 
 /// Answers an agent's pending permission request (implemented by the engine
@@ -32,4 +34,25 @@ pub struct Core {
     /// The engine's permission channel; without an engine no request is ever
     /// pending.
     pub permissions: Option<Arc<dyn PermissionResponder>>,
+}
+
+impl PermissionResponder for Engine {
+    fn respond<'a>(
+        &'a self,
+        turn_id: &'a str,
+        request_id: &'a str,
+        option_id: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send + 'a>> {
+        Box::pin(async move {
+            let answer = PermissionAnswer::Selected {
+                option_id: option_id.to_owned(),
+            };
+            self.respond_permission(turn_id, request_id, answer)
+                .await
+                .map_err(|e| match ErrorCode::parse(e.code()) {
+                    Some(ErrorCode::Internal) | None => super::dispatch::internal(e),
+                    Some(code) => RpcError::new(code, e.to_string()),
+                })
+        })
+    }
 }

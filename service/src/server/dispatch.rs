@@ -41,14 +41,14 @@ pub async fn hello(
 ) -> Result<Value, RpcError> {
     // The protocol member is read first, on its own, so a wrong protocol is
     // reported as such even when other members are malformed.
-    if let Some(protocol) = request.params.get("protocol").and_then(Value::as_str) {
-        if protocol != PROTOCOL {
-            return Err(RpcError::new(
-                ErrorCode::ProtocolUnsupported,
-                format!("this server speaks {PROTOCOL}"),
-            )
-            .with_data("supported", json!([PROTOCOL])));
-        }
+    if let Some(protocol) = request.params.get("protocol").and_then(Value::as_str)
+        && protocol != PROTOCOL
+    {
+        return Err(RpcError::new(
+            ErrorCode::ProtocolUnsupported,
+            format!("this server speaks {PROTOCOL}"),
+        )
+        .with_data("supported", json!([PROTOCOL])));
     }
     let params: HelloParams = request.params()?;
     let result = authenticate(ctx, &params)?;

@@ -20,15 +20,17 @@ mod subscriptions;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
 
+use crate::acp::ProviderSpec;
 use crate::auth::{Authority, Clock, SystemClock};
 use crate::config::Config;
+use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
 
 pub use self::core::{Core, PermissionResponder};
@@ -62,6 +64,10 @@ pub struct ServeOptions {
     pub stdio: bool,
     /// Time source for sessions.
     pub clock: Arc<dyn Clock>,
+    /// The executable that serves the built-in `echo` agent (`acp-echo`);
+    /// with it an engine runs turns, without it turns stay queued (tests of
+    /// the protocol alone).
+    pub agent_exe: Option<PathBuf>,
 }
 
 impl ServeOptions {
@@ -73,6 +79,7 @@ impl ServeOptions {
             identity,
             stdio,
             clock: Arc::new(SystemClock),
+            agent_exe: None,
         }
     }
 }
@@ -98,6 +105,9 @@ pub enum ServeError {
     /// Managed mode did not start.
     #[error(transparent)]
     Startup(#[from] StartupError),
+    /// A provider definition failed the runner's validation.
+    #[error("invalid provider definition")]
+    Provider(#[source] crate::acp::ProviderError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
@@ -110,6 +120,7 @@ impl ServeError {
             ServeError::Store(e) | ServeError::Workspace { source: e, .. } => e.code(),
             ServeError::Listen(_) => "listen_failed",
             ServeError::Startup(e) => e.code.as_str(),
+            ServeError::Provider(_) => "invalid_config",
             ServeError::Signals(_) => "internal",
         }
     }
@@ -122,6 +133,8 @@ pub struct Prepared {
     pub ctx: Arc<ServerContext>,
     /// The store, closed after the last connection.
     pub store: Store,
+    /// The engine running turns, stopped before the store closes.
+    pub engine: Option<EngineHandle>,
 }
 
 /// Opens the store and builds the context: everything up to listening.
@@ -154,8 +167,24 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
                 source,
             })?;
     }
-    let mut providers: BTreeSet<String> = options.config.providers.keys().cloned().collect();
+    let mut specs = BTreeMap::new();
+    for (name, provider) in &options.config.providers {
+        // Validated with the config; converted again for the runner.
+        let value = serde_json::to_value(provider).unwrap_or_default();
+        let spec = ProviderSpec::from_json(name, &value).map_err(ServeError::Provider)?;
+        specs.insert(name.clone(), spec);
+    }
+    let mut providers: BTreeSet<String> = specs.keys().cloned().collect();
     providers.insert(ECHO_PROVIDER.to_owned());
+    let (engine, handle) = match &options.agent_exe {
+        Some(exe) => {
+            let config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
+            let engine = Engine::new(store.clone(), config);
+            let handle = engine.start();
+            (Some(Arc::new(engine)), Some(handle))
+        }
+        None => (None, None),
+    };
     let authority = Authority::new(
         options.config.tokens.clone(),
         limits.session_ttl_seconds,
@@ -169,10 +198,14 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         core: Core {
             store: store.clone(),
             providers,
-            permissions: None,
+            permissions: engine.map(|e| e as Arc<dyn PermissionResponder>),
         },
     });
-    Ok(Prepared { ctx, store })
+    Ok(Prepared {
+        ctx,
+        store,
+        engine: handle,
+    })
 }
 
 /// Flips `tx` on the first SIGTERM or SIGINT.
@@ -195,7 +228,7 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     stop_on_signals(stop_tx)?;
-    let Prepared { ctx, store } = prepare(&options).await?;
+    let Prepared { ctx, store, engine } = prepare(&options).await?;
     let result = if options.stdio {
         serve_stdio(
             ctx.clone(),
@@ -227,6 +260,11 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         }
     };
     drop(ctx);
+    if let Some(engine) = engine {
+        // Running turns get the engine's bounded grace, then are settled
+        // per the state machine (never left mid-flight).
+        engine.shutdown().await;
+    }
     store.close().await;
     tracing::info!("stopped");
     result

@@ -81,7 +81,7 @@ impl Running {
     async fn shutdown(self) {
         let _ = self.stop.send(true);
         self.task.await.unwrap();
-        let Prepared { ctx, store } = self.prepared;
+        let Prepared { ctx, store, .. } = self.prepared;
         drop(ctx);
         store.close().await;
     }

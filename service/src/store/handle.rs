@@ -122,6 +122,12 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // Readers close first so the writer's connection is the last one:
+        // SQLite then checkpoints and removes the WAL on a clean close.
+        self.readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         let _ = self.cmd.send(Cmd::Shutdown);
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();

@@ -151,6 +151,9 @@ pub fn open_writer(path: &Path) -> StoreResult<Connection> {
         return Err(StoreError::invalid("database refused WAL journal mode"));
     }
     configure(&conn)?;
+    // Overwrite deleted content: a metadata-only thread's prompt, cleared
+    // once the turn is claimed, must not linger in free space.
+    conn.pragma_update(None, "secure_delete", true)?;
     migrate(&conn, version)?;
     Ok(conn)
 }

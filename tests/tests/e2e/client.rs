@@ -78,9 +78,11 @@ fn subscription_streams_committed_events_in_order() {
             .turns_submit(&thread.id, &format!("s-{i}"), "p")
             .unwrap();
     }
+    // The engine runs the turns meanwhile, so other kinds interleave; what
+    // must hold is order without gaps or duplicates, from the first event.
     let mut seqs = Vec::new();
     let mut kinds = Vec::new();
-    while seqs.len() < 6 {
+    while kinds.iter().filter(|k| *k == "turn_submitted").count() < 5 {
         let n = reader
             .next_notification(Some(Duration::from_secs(30)))
             .unwrap()
@@ -90,16 +92,9 @@ fn subscription_streams_committed_events_in_order() {
         seqs.push(n.params["event"]["threadSeq"].as_u64().unwrap());
         kinds.push(n.params["event"]["kind"].as_str().unwrap().to_owned());
     }
-    assert_eq!(
-        seqs,
-        vec![1, 2, 3, 4, 5, 6],
-        "gap-free, in order, no duplicates"
-    );
+    let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "gap-free, in order, no duplicates");
     assert_eq!(kinds[0], "thread_created");
-    assert!(
-        kinds[1..].iter().all(|k| k == "turn_submitted"),
-        "{kinds:?}"
-    );
     // Calls interleave with the stream.
     assert_eq!(reader.turns_list(Some(&thread.id)).unwrap().len(), 5);
     // Another application cannot subscribe to the thread.

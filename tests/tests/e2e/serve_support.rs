@@ -268,8 +268,14 @@ impl Raw {
     /// Whether the server closed the connection (reads EOF).
     pub fn closed(&mut self) -> bool {
         let mut buf = [0u8; 1];
-        matches!(self.reader.read(&mut buf), Ok(0))
-            || matches!(self.reader.read(&mut buf), Err(ref e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+        match self.reader.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ),
+        }
     }
 }
 
