@@ -308,3 +308,39 @@ fn managed_mode_wrong_credential_gets_a_failure_frame() {
     ctx.assert_no_secret(OWNER, &[&config]);
     drop(stdin);
 }
+
+#[test]
+fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
+    let server = Server::start();
+    let ctx = &server.ctx;
+    let thread = ctx.run(["threads", "create", "--workspace", "proj"]);
+    thread.success();
+    let thread_id = thread.stdout.trim().to_owned();
+    let out = ctx.run(["turns", "submit", &thread_id, "--prompt", "hello echo", "--wait", "--json"]);
+    out.success();
+    let doc = out.json();
+    assert_eq!(doc["turn"]["state"], "completed", "{doc}");
+    let follow = ctx.run(["turns", "submit", &thread_id, "--prompt", "follow me", "--follow", "--json"]);
+    follow.success();
+    let doc = follow.json();
+    assert_eq!(doc["turn"]["state"], "completed", "{doc}");
+    let events = doc["events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["kind"] == "message_chunk"),
+        "the agent's reply streams: {doc}"
+    );
+    let turn_id = doc["turn"]["id"].as_str().unwrap();
+    assert!(events.iter().all(|e| e["turnId"] == turn_id));
+    let seqs: Vec<u64> = events.iter().map(|e| e["threadSeq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // Text mode prints the id, the reply and the final state.
+    let text = ctx.run(["turns", "submit", &thread_id, "--prompt", "plain", "--follow"]);
+    text.success();
+    assert!(text.stdout.contains("completed"), "{}", text.stdout);
+    let status = ctx.run(["status", "--json"]).json();
+    assert_eq!(status["queue"]["depth"], 0);
+    assert_eq!(status["fencedWorkspaces"], json!([]));
+    // Prompts are payloads: never in the server log.
+    assert!(!server.log_text().contains("follow me"));
+    server.finish(&[], &[]);
+}
