@@ -16,3 +16,4 @@ mod install_support;
 mod protocol;
 mod serve;
 mod serve_support;
+mod serve_turns;

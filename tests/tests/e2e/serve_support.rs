@@ -38,6 +38,16 @@ pub struct Server {
 
 /// Writes the config; `server` is the `server` member, `workspaces` extra.
 pub fn write_config(ctx: &TestContext, server: Value, workspaces: Value) -> PathBuf {
+    write_config_with(ctx, server, workspaces, json!({}))
+}
+
+/// [`write_config`] with `providers`.
+pub fn write_config_with(
+    ctx: &TestContext,
+    server: Value,
+    workspaces: Value,
+    providers: Value,
+) -> PathBuf {
     let dir = ctx.home().join(".config/lapis-ai-controller");
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("config.json");
@@ -50,7 +60,7 @@ pub fn write_config(ctx: &TestContext, server: Value, workspaces: Value) -> Path
             { "name": "guest", "principal": "guest", "secret": GUEST },
             { "name": "reader", "principal": "owner", "secret": READER, "scopes": ["status:read"] },
         ],
-        "providers": {},
+        "providers": providers,
         "workspaces": workspaces,
         "server": server,
     });
@@ -68,10 +78,20 @@ impl Server {
 
     /// Starts `serve` with the given `server` limits.
     pub fn start_with(limits: Value) -> Server {
+        Server::start_full(limits, json!({}))
+    }
+
+    /// Starts `serve` with the given limits and providers.
+    pub fn start_full(limits: Value, providers: Value) -> Server {
         let ctx = TestContext::new();
         let project = ctx.home().join("project");
         std::fs::create_dir_all(&project).unwrap();
-        let config = write_config(&ctx, limits, json!({ "proj": { "path": project } }));
+        let config = write_config_with(
+            &ctx,
+            limits,
+            json!({ "proj": { "path": project } }),
+            providers,
+        );
         let mut server = Server {
             home: ctx.home().join(".lapis/ai-controller"),
             ctx,
@@ -146,6 +166,15 @@ impl Server {
         );
         assert!(r.get("result").is_some(), "hello failed: {r}");
         (raw, r)
+    }
+
+    /// Kills the server with SIGKILL (no cleanup at all) and waits.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            self.ctx.capture(&self.log_text());
+        }
     }
 
     /// Sends SIGTERM and waits; returns the exit code.
