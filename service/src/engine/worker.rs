@@ -49,6 +49,21 @@ impl EngineConfig {
         }
     }
 
+    /// Validates the config's `providers` object (name → definition, the
+    /// shape in the config docs) into specs. The server's config module can
+    /// pass its parsed providers re-serialized with `serde_json::to_value`.
+    pub fn providers_from_json(
+        providers: &serde_json::Value,
+    ) -> Result<BTreeMap<String, ProviderSpec>, acp::ProviderError> {
+        let mut out = BTreeMap::new();
+        if let Some(map) = providers.as_object() {
+            for (name, def) in map {
+                out.insert(name.clone(), ProviderSpec::from_json(name, def)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// Adds the built-in `echo` provider (this binary's `acp-echo`) unless
     /// the config defines its own `echo`.
     pub fn with_builtin_echo(mut self, exe: PathBuf) -> EngineConfig {
