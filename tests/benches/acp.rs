@@ -69,7 +69,6 @@ fn floor_turn(bin: &std::path::Path, cwd: &std::path::Path) {
         "session/prompt",
         json!({"sessionId": sid, "prompt": [{"type": "text", "text": PROMPT}]}),
     );
-    drop(call);
     drop(stdin);
     child.wait().unwrap();
 }
@@ -99,6 +98,7 @@ fn request(spec: ProviderSpec, cwd: &std::path::Path) -> TurnRequest {
         restricted: false,
         limits: RunnerLimits::default(),
         lookup: CommandLookup::default(),
+        registry: None,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod echo;
 mod events;
 mod lines;
 mod process;
+mod registry;
 mod runner;
 mod session;
 mod spec;
@@ -29,6 +30,7 @@ pub use events::{
 };
 pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
+pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
     PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,

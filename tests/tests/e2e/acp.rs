@@ -158,6 +158,7 @@ pub(crate) fn request(spec: ProviderSpec, workspace: &Path) -> TurnRequest {
         restricted: false,
         limits: test_limits(),
         lookup: CommandLookup::from_env(),
+        registry: None,
     }
 }
 
