@@ -22,6 +22,7 @@ mod process;
 mod registry;
 mod runner;
 mod session;
+mod smoke;
 mod spec;
 
 pub use events::{
@@ -35,6 +36,7 @@ pub use runner::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
     PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
 };
+pub use smoke::{SmokeTurnError, echo_smoke_turn};
 pub use spec::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
 };

@@ -419,3 +419,21 @@ fn the_hidden_acp_echo_subcommand_serves_acp_on_stdio() {
         .collect();
     assert_eq!(text, "abc");
 }
+
+#[test]
+fn the_install_smoke_turn_passes_on_the_built_binary_and_fails_on_a_fake() {
+    let timeout = Duration::from_secs(30);
+    lapis_service::acp::echo_smoke_turn(&TestContext::bin(), timeout).unwrap();
+    // A binary that starts but serves no ACP fails with a protocol error.
+    let err = lapis_service::acp::echo_smoke_turn(Path::new("/bin/true"), timeout).unwrap_err();
+    assert!(
+        matches!(err, lapis_service::acp::SmokeTurnError::Protocol(_)),
+        "{err}"
+    );
+    let err =
+        lapis_service::acp::echo_smoke_turn(Path::new("/nonexistent/bin"), timeout).unwrap_err();
+    assert!(
+        matches!(err, lapis_service::acp::SmokeTurnError::Spawn { .. }),
+        "{err}"
+    );
+}
