@@ -10,6 +10,12 @@ pub mod domain;
 pub mod engine;
 pub mod store;
 
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod protocol;
+pub mod server;
+
 pub use domain::{
     Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,
     Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError, StoreResult, StoreStatus,

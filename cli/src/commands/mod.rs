@@ -2,7 +2,20 @@
 
 mod acp_echo;
 mod completions;
+mod connect;
+mod install;
+mod journal;
+mod paths;
+mod releases;
+mod rollback;
+mod serve;
+mod status;
+mod threads;
+mod token;
+mod turns;
+mod uninstall;
 mod version;
+mod workspaces;
 
 use crate::args::{Cli, Command};
 use crate::exit::{CliError, CliResult};
@@ -13,6 +26,17 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Version(out) => version::run(&global, out),
         Command::Completions(args) => completions::run(args),
+        Command::Install(args) => install::run(&global, args),
+        Command::Uninstall(args) => uninstall::run(&global, args),
+        Command::Releases(command) => releases::run(&global, command),
+        Command::Rollback(args) => rollback::run(&global, args),
+        Command::Token(command) => token::run(&global, command),
+        Command::Serve(args) => serve::run(&global, args),
+        Command::Status(out) => status::run(&global, out),
+        Command::Workspaces(command) => workspaces::run(&global, command),
+        Command::Threads(command) => threads::run(&global, command),
+        Command::Turns(command) => turns::run(&global, command),
+        Command::Journal(command) => journal::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
         other => Err(CliError::failure(
             "not_available",

@@ -1,0 +1,13 @@
+//! Authentication: bootstrap tokens, session bearers (stored hashed) and the
+//! AuthSession lifecycle (issue, resume, revoke, expire).
+
+mod clock;
+mod secret;
+mod sessions;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use secret::{BEARER_PREFIX, hash_bearer, new_bearer, random_hex, secrets_equal};
+pub use sessions::{
+    AuthSession, Authenticated, Authority, DEFAULT_SESSION_TTL_SECS, MemorySessions, PersistError,
+    SessionPersistence, credential_key, valid_application,
+};
