@@ -6,6 +6,8 @@
 //! `tool_call_update`s are merged into one [`Invocation`] envelope per tool
 //! call id, re-emitted whole on each change so a reader needs only the latest;
 //! anything not understood is kept verbatim as an `Observation`, never dropped.
+//! Serialized (the journal payload) with camelCase fields like the rest of
+//! the wire protocol and ACP itself, and a snake_case `type` tag.
 
 use std::collections::HashMap;
 
@@ -14,7 +16,11 @@ use serde_json::{Map, Value};
 
 /// One journaled thing that happened during a turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum ActivityEvent {
     /// `session/new` succeeded.
     SessionStarted {
@@ -100,6 +106,7 @@ impl ActivityEvent {
 
 /// A message or reasoning chunk.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContentActivity {
     /// The text of a `text` content block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +124,7 @@ pub struct ContentActivity {
 
 /// One tool call, merged across its updates.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Invocation {
     /// `toolCallId`.
     pub id: String,
@@ -145,6 +153,7 @@ pub struct Invocation {
 
 /// A file location a tool call touches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Location {
     /// Absolute path as reported.
     pub path: String,
@@ -155,6 +164,7 @@ pub struct Location {
 
 /// One option of a permission request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PermissionOption {
     /// `optionId`: the only values an answer may carry.
     pub option_id: String,
@@ -178,7 +188,11 @@ impl PermissionOption {
 
 /// The answer to a permission request, as sent to the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
+#[serde(
+    tag = "outcome",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum PermissionAnswer {
     /// One of the offered option ids.
     Selected {
@@ -419,6 +433,37 @@ mod tests {
         );
         assert!(
             matches!(m.map(json!({"x": 1})), ActivityEvent::Observation { ref kind, .. } if kind == "unknown")
+        );
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn payloads_use_camel_case_fields_and_snake_case_tags() {
+        let ev = ActivityEvent::PermissionResolved {
+            request_id: "r1".into(),
+            answer: PermissionAnswer::Selected {
+                option_id: "yes".into(),
+            },
+            decided_by: DecidedBy::TurnEnded,
+        };
+        assert_eq!(
+            serde_json::to_value(&ev).unwrap(),
+            json!({"type": "permission_resolved", "requestId": "r1",
+                "answer": {"outcome": "selected", "optionId": "yes"}, "decidedBy": "turn_ended"})
+        );
+        let inv = ActivityEvent::Invocation(Invocation {
+            id: "t".into(),
+            raw_input: Some(json!(1)),
+            ..Invocation::default()
+        });
+        assert_eq!(
+            serde_json::to_value(&inv).unwrap(),
+            json!({"type": "invocation", "id": "t", "rawInput": 1})
         );
     }
 }

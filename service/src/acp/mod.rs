@@ -19,8 +19,10 @@ pub mod echo;
 mod events;
 mod lines;
 mod process;
+mod registry;
 mod runner;
 mod session;
+mod smoke;
 mod spec;
 
 pub use events::{
@@ -29,10 +31,12 @@ pub use events::{
 };
 pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
+pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
     PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
 };
+pub use smoke::{SmokeTurnError, echo_smoke_turn};
 pub use spec::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
 };

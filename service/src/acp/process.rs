@@ -16,6 +16,7 @@ use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::lines::{BoundedLines, LineError};
+use super::registry::{AgentRecord, AgentRegistry};
 use super::spec::{CommandLookup, ProviderError, ProviderSpec};
 
 /// How long teardown waits at each step.
@@ -73,6 +74,8 @@ pub struct AgentProcess {
     provider: String,
     /// Set by [`AgentProcess::shutdown`]; otherwise drop kills the group.
     shut_down: bool,
+    /// Crash-cleanup record, removed (dropped) after the group is gone.
+    _record: Option<AgentRecord>,
 }
 
 impl Drop for AgentProcess {
@@ -103,6 +106,7 @@ impl AgentProcess {
         lookup: &CommandLookup,
         max_line: usize,
         stderr: StderrLimits,
+        registry: Option<&AgentRegistry>,
     ) -> Result<(AgentProcess, AgentPipes), LaunchError> {
         let program = spec.resolve_command(lookup)?;
         if !workspace.is_dir() {
@@ -133,6 +137,7 @@ impl AgentProcess {
             )));
         };
         let provider = spec.name.clone();
+        let record = registry.map(|r| r.record(pid));
         tracing::info!(provider = %provider, pid, "agent started");
         tokio::spawn(log_stderr(provider.clone(), pid, err, stderr));
         let pgid = Pid::from_raw(pid as i32);
@@ -142,6 +147,7 @@ impl AgentProcess {
                 pgid,
                 provider,
                 shut_down: false,
+                _record: record,
             },
             AgentPipes {
                 stdin,

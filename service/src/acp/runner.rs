@@ -19,6 +19,7 @@ use tokio::sync::watch;
 
 use super::events::{ActivityEvent, Invocation, PermissionAnswer, PermissionOption};
 use super::process::{AgentProcess, StderrLimits, TeardownLimits};
+use super::registry::AgentRegistry;
 use super::session::{CallError, Session};
 use super::spec::{CommandLookup, ProviderSpec};
 
@@ -94,6 +95,8 @@ pub struct TurnRequest {
     pub limits: RunnerLimits,
     /// Where bare command names are found.
     pub lookup: CommandLookup,
+    /// Where the agent's process group is recorded for crash cleanup.
+    pub registry: Option<AgentRegistry>,
 }
 
 /// A storage failure reported by a hook. Carries no payload.
@@ -246,6 +249,7 @@ pub async fn run_turn<H: TurnHooks>(
         &request.lookup,
         limits.max_line_bytes,
         limits.stderr,
+        request.registry.as_ref(),
     );
     let (process, pipes) = match spawned {
         Ok(p) => p,

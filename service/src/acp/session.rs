@@ -404,15 +404,25 @@ impl<H: TurnHooks> Session<H> {
             .await
     }
 
-    /// Answers every pending request (cancel or end of turn).
+    /// Answers every pending request (cancel or end of turn). Each one is
+    /// journaled as resolved even if the agent can no longer be told; the
+    /// first failure is reported after all were handled.
     async fn resolve_all(&mut self, by: DecidedBy) -> Result<(), CallError> {
         let pending: Vec<(String, Pending)> = self.pending.drain().collect();
+        let mut first_err = None;
         for (request_id, p) in pending {
             p.task.abort();
-            self.respond_permission(&request_id, p.rpc_id, PermissionAnswer::Cancelled, by)
-                .await?;
+            let res = self
+                .respond_permission(&request_id, p.rpc_id, PermissionAnswer::Cancelled, by)
+                .await;
+            if let Err(e) = res {
+                first_err.get_or_insert(e);
+                if self.hook_failed {
+                    break;
+                }
+            }
         }
-        Ok(())
+        first_err.map_or(Ok(()), Err)
     }
 
     async fn respond_permission(

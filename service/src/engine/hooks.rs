@@ -11,7 +11,7 @@ use crate::store::Store;
 
 use super::broker::PermissionBroker;
 
-/// Every this many streamed events the hook waits for the commit, which
+/// Every this many unawaited events the hook waits for the commit, which
 /// bounds how far the writer's queue can fall behind a fast agent.
 const STREAM_WINDOW: u64 = 1024;
 
@@ -92,7 +92,14 @@ impl TurnHooks for StoreHooks {
                 .map_err(hook_err)?;
         }
         let kind = journal_kind(&event);
-        let streamed = event.is_streamed();
+        // Permission events are awaited: a pending interaction must never be
+        // visible before its request is durable. Everything else rides the
+        // group commit (the writer keeps order, and the turn's end is a later
+        // write), with a wait every STREAM_WINDOW events for backpressure.
+        let streamed = !matches!(
+            event,
+            ActivityEvent::PermissionRequested { .. } | ActivityEvent::PermissionResolved { .. }
+        );
         let payload =
             serde_json::to_value(&event).map_err(|_| HookError("event not serializable".into()))?;
         let pending = self

@@ -66,3 +66,22 @@ fn outcomes_map_to_turn_ends() {
         assert_eq!(turn_end(&outcome, cancel), want, "{outcome:?}");
     }
 }
+
+#[test]
+fn providers_from_config_json_are_validated() {
+    use super::EngineConfig;
+    let ok =
+        serde_json::json!({"claude": {"command": "claude-code-acp", "envAllowlist": ["PATH"]}});
+    let specs = EngineConfig::providers_from_json(&ok).unwrap();
+    assert_eq!(specs["claude"].env_allowlist, ["PATH"]);
+    let config =
+        EngineConfig::new(specs).with_builtin_echo("/opt/lapis/bin/lapis-ai-controller".into());
+    assert_eq!(config.providers["echo"].args, ["acp-echo"]);
+    let bad = serde_json::json!({"x": {"command": "rel/agent"}});
+    assert!(EngineConfig::providers_from_json(&bad).is_err());
+    // A configured `echo` wins over the built-in.
+    let own = serde_json::json!({"echo": {"command": "/usr/bin/my-echo"}});
+    let config = EngineConfig::new(EngineConfig::providers_from_json(&own).unwrap())
+        .with_builtin_echo("/x".into());
+    assert!(config.providers["echo"].args.is_empty());
+}

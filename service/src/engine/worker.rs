@@ -12,8 +12,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::acp::{
-    self, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits, TurnOutcome,
-    TurnRequest, run_turn,
+    self, AgentRegistry, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits,
+    TurnOutcome, TurnRequest, run_turn,
 };
 use crate::domain::{ApprovalPolicy, Claim, EventKind, StoreError, TurnEnd};
 use crate::store::Store;
@@ -47,6 +47,21 @@ impl EngineConfig {
             lookup: CommandLookup::from_env(),
             shutdown_grace: Duration::from_secs(10),
         }
+    }
+
+    /// Validates the config's `providers` object (name → definition, the
+    /// shape in the config docs) into specs. The server's config module can
+    /// pass its parsed providers re-serialized with `serde_json::to_value`.
+    pub fn providers_from_json(
+        providers: &serde_json::Value,
+    ) -> Result<BTreeMap<String, ProviderSpec>, acp::ProviderError> {
+        let mut out = BTreeMap::new();
+        if let Some(map) = providers.as_object() {
+            for (name, def) in map {
+                out.insert(name.clone(), ProviderSpec::from_json(name, def)?);
+            }
+        }
+        Ok(out)
     }
 
     /// Adds the built-in `echo` provider (this binary's `acp-echo`) unless
@@ -100,6 +115,8 @@ pub struct Engine {
     config: Arc<EngineConfig>,
     /// Pending permission interactions.
     broker: PermissionBroker,
+    /// Running agents' process groups (`<controller home>/agents`).
+    registry: AgentRegistry,
 }
 
 /// A started engine; [`EngineHandle::shutdown`] stops it.
@@ -132,10 +149,12 @@ struct Live {
 impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
+        let registry = AgentRegistry::new(store.options().home.join("agents"));
         Engine {
             store,
             config: Arc::new(config),
             broker: PermissionBroker::default(),
+            registry,
         }
     }
 
@@ -183,7 +202,16 @@ impl Engine {
     }
 
     /// Starts claiming and running turns on the current tokio runtime.
+    /// First kills agents a previous controller left running (their turns
+    /// were already settled by the store's recovery at open).
     pub fn start(&self) -> EngineHandle {
+        let reaped = self.registry.reap_orphans();
+        if !reaped.is_empty() {
+            tracing::warn!(
+                groups = reaped.len(),
+                "killed orphaned agents of a previous controller"
+            );
+        }
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(self.clone().run(stop_rx));
         EngineHandle { stop, task }
@@ -273,6 +301,7 @@ impl Engine {
             restricted: claim.thread.restricted,
             limits: self.config.limits,
             lookup: self.config.lookup.clone(),
+            registry: Some(self.registry.clone()),
         };
         let cancel = claim.cancel.clone();
         let outcome = run_turn(request, hooks, CancelSignal::from(claim.cancel)).await;

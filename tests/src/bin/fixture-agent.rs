@@ -8,7 +8,8 @@
 //! `--exit-at initialize|session_new|prompt` `--fail-initialize`
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
-//! `--report-env` `--stderr N` `--exit-after-stream`; `--sleeper PIDFILE` is the grandchild itself.
+//! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
+//! `--structured-input`; `--sleeper PIDFILE` is the grandchild itself.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -173,9 +174,11 @@ fn main() {
             ("session/cancel", None) => cancelled.store(true, Ordering::SeqCst),
             ("", Some(id)) => {
                 // A response to one of our permission requests.
+                let key = id.as_str().unwrap_or_default().to_string();
                 if let (Some(tx), Some(result)) = (&answers, msg.get("result")) {
-                    let key = id.as_str().unwrap_or_default().to_string();
                     let _ = tx.send((key, result["outcome"].clone()));
+                } else if let (Some(tx), Some(err)) = (&answers, msg.get("error")) {
+                    let _ = tx.send((key, json!({"error": err["code"]})));
                 }
             }
             (_, Some(id)) => send(
@@ -273,6 +276,23 @@ fn run_prompt(
             "status": "completed"}),
         );
     }
+    if script.has("structured-input") {
+        // An agent asking for structured input must never be auto-approved:
+        // this client refuses the method; report what came back.
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "elicit-0", "method": "elicitation/create",
+            "params": {"sessionId": s, "message": "Pick one", "requestedSchema": {}}}),
+        );
+        if let Ok((key, outcome)) = answers.recv() {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": format!("{key}={outcome}")}}),
+            );
+        }
+    }
     let perms = script.num("permissions");
     if perms > 0 {
         let kinds = script.get("perm-kinds").unwrap_or("allow_once,reject_once");
@@ -341,6 +361,14 @@ fn run_prompt(
         send(
             out,
             &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": stop}}),
+        );
+        return;
+    }
+    if script.has("prompt-error") {
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32603, "message": "model unavailable"}}),
         );
         return;
     }

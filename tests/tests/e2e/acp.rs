@@ -158,6 +158,7 @@ pub(crate) fn request(spec: ProviderSpec, workspace: &Path) -> TurnRequest {
         restricted: false,
         limits: test_limits(),
         lookup: CommandLookup::from_env(),
+        registry: None,
     }
 }
 
@@ -377,4 +378,62 @@ pub(crate) fn read_pid(path: &PathBuf) -> u32 {
         .trim()
         .parse()
         .unwrap()
+}
+
+#[test]
+fn the_hidden_acp_echo_subcommand_serves_acp_on_stdio() {
+    use std::io::Write;
+    let ctx = TestContext::new();
+    let mut cmd = ctx.command(["acp-echo"]);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for msg in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+            "params": {"sessionId": "echo-1", "prompt": [{"type": "text", "text": "abc"}]}}),
+    ] {
+        writeln!(stdin, "{msg}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["result"]["protocolVersion"], 1);
+    assert_eq!(lines.last().unwrap()["result"]["stopReason"], "end_turn");
+    let text: String = lines
+        .iter()
+        .filter(|l| l["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|l| {
+            l["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(text, "abc");
+}
+
+#[test]
+fn the_install_smoke_turn_passes_on_the_built_binary_and_fails_on_a_fake() {
+    let timeout = Duration::from_secs(30);
+    lapis_service::acp::echo_smoke_turn(&TestContext::bin(), timeout).unwrap();
+    // A binary that starts but serves no ACP fails with a protocol error.
+    let err = lapis_service::acp::echo_smoke_turn(Path::new("/bin/true"), timeout).unwrap_err();
+    assert!(
+        matches!(err, lapis_service::acp::SmokeTurnError::Protocol(_)),
+        "{err}"
+    );
+    let err =
+        lapis_service::acp::echo_smoke_turn(Path::new("/nonexistent/bin"), timeout).unwrap_err();
+    assert!(
+        matches!(err, lapis_service::acp::SmokeTurnError::Spawn { .. }),
+        "{err}"
+    );
 }

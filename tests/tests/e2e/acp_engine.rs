@@ -380,3 +380,21 @@ async fn shutdown_kills_running_agents_and_settles_their_turns() {
     }
     assert!(!alive(gc), "grandchild survived shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_records_exist_only_while_agents_run() {
+    let rig = Rig::start(
+        &[("hang", args(&["--chunks", "1", "--hang"]))],
+        Duration::from_secs(5),
+    );
+    let agents = rig.dir.path().join("home/agents");
+    let thread = rig.thread("ws", "hang", ApprovalPolicy::Ask).await;
+    let turn = rig.submit(&thread, "c1", "wait").await;
+    rig.wait(&turn, |t| t.state == TurnState::Running).await;
+    assert_eq!(std::fs::read_dir(&agents).unwrap().count(), 1);
+    rig.store.request_cancel(&owner(), &turn).await.unwrap();
+    rig.settled(&turn).await;
+    // Teardown (and the record's removal) completes before the turn's end is recorded.
+    assert_eq!(std::fs::read_dir(&agents).unwrap().count(), 0);
+    rig.handle.unwrap().shutdown().await;
+}

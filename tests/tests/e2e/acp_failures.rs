@@ -144,3 +144,17 @@ async fn other_stop_reasons_complete_the_turn() {
         }
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_answer_to_the_prompt_is_a_reported_failure() {
+    let (outcome, hooks, _dir) = run_fixture(&["--chunks", "1", "--prompt-error"]).await;
+    assert_eq!(
+        outcome,
+        TurnOutcome::Failed {
+            code: "agent_error",
+            dispatched: true
+        }
+    );
+    assert!(!outcome.fences());
+    assert_eq!(hooks.reply(), "chunk0 ");
+}

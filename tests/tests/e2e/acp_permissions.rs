@@ -170,3 +170,16 @@ async fn cancel_answers_pending_requests_cancelled() {
     );
     assert_eq!(hooks.count("cancel_requested"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_input_is_refused_never_auto_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(fixture(&["--structured-input"]), dir.path());
+    req.approval = ApprovalPolicy::AllowAll;
+    let (outcome, hooks) = run_with(req, |_| Recorder::new(AskMode::Never)).await;
+    assert_eq!(outcome, completed());
+    assert_eq!(hooks.reply(), r#"elicit-0={"error":-32601}"#);
+    assert!(hooks.events().iter().any(|e| matches!(e,
+        ActivityEvent::Observation { kind, payload } if kind == "unsupported_request" && payload["method"] == "elicitation/create")));
+    assert!(resolutions(&hooks).is_empty());
+}

@@ -110,3 +110,50 @@ async fn an_agent_that_ignores_stdin_close_is_terminated() {
     assert_eq!(outcome, completed());
     assert!(!alive(read_pid(&pidfile)));
 }
+
+/// A sleeping fixture in its own process group, as a crashed controller
+/// would have left an agent behind.
+fn orphan(dir: &std::path::Path, name: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let pidfile = dir.join(name);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_fixture-agent"))
+        .args(["--sleeper", &arg(&pidfile)])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    while !pidfile.exists() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child
+}
+
+#[test]
+fn agents_orphaned_by_a_crashed_controller_are_killed_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = lapis_service::acp::AgentRegistry::new(dir.path().join("agents"));
+    let mut left_behind = orphan(dir.path(), "a.pid");
+    let pid = left_behind.id();
+    // The controller "crashes": the record stays, nobody tears the agent down.
+    std::mem::forget(registry.record(pid));
+    assert!(alive(pid));
+    assert_eq!(registry.reap_orphans(), [pid]);
+    left_behind.wait().unwrap();
+    assert!(!alive(pid));
+    assert_eq!(std::fs::read_dir(registry.dir()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_reused_pid_is_never_killed_by_orphan_cleanup() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = lapis_service::acp::AgentRegistry::new(dir.path().join("agents"));
+    std::fs::create_dir_all(registry.dir()).unwrap();
+    let mut stranger = orphan(dir.path(), "b.pid");
+    let pid = stranger.id();
+    let real = lapis_service::acp::start_time(pid).unwrap();
+    // A record for this pid from an earlier process with another start time.
+    std::fs::write(registry.dir().join(pid.to_string()), (real + 1).to_string()).unwrap();
+    assert!(registry.reap_orphans().is_empty());
+    assert!(alive(pid), "an unrelated process was killed");
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+}

@@ -5,6 +5,7 @@ mod acp;
 mod acp_engine;
 mod acp_failures;
 mod acp_permissions;
+mod acp_serve;
 mod acp_teardown;
 mod basics;
 mod client;
