@@ -271,3 +271,36 @@ async fn the_connection_limit_holds_back_extra_clients_until_one_leaves() {
     .unwrap();
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_mode_without_a_startup_line_fails_with_a_frame() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        ServerLimits::default(),
+        Arc::new(ManualClock::new(1_800_000_000)),
+    )
+    .await;
+    // The parent keeps its end of stdin open and never writes.
+    let (_parent_stdin, child_stdin) = tokio::io::duplex(1024);
+    let (child_stdout, mut parent_stdout) = tokio::io::duplex(4096);
+    let (_stop, stop_rx) = watch::channel(false);
+    let err = serve_stdio(
+        server.prepared.ctx.clone(),
+        child_stdin,
+        child_stdout,
+        stop_rx,
+        Duration::from_millis(50),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code, crate::protocol::ErrorCode::InvalidRequest);
+    let mut out = String::new();
+    parent_stdout.read_to_string(&mut out).await.unwrap();
+    let frame: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(frame["method"], crate::protocol::STARTUP_FAILED);
+    assert_eq!(frame["params"]["code"], "invalid_request");
+    assert_eq!(out.lines().count(), 1, "exactly one frame: {out}");
+    server.shutdown().await;
+}
