@@ -234,7 +234,10 @@ fn validate_limits(config: &Config) -> Result<(), ConfigError> {
         return Err(invalid("server.sessionTtlSeconds", "must be at least 1"));
     }
     if s.shutdown_grace_seconds > 3600 {
-        return Err(invalid("server.shutdownGraceSeconds", "must be at most 3600"));
+        return Err(invalid(
+            "server.shutdownGraceSeconds",
+            "must be at most 3600",
+        ));
     }
     if !(1..=1_000_000).contains(&s.subscriber_buffer) {
         return Err(invalid(
