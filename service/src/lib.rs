@@ -5,8 +5,16 @@
 //! store, a turn state machine with a persisted dispatch boundary, and fences
 //! on workspaces whose last turn's outcome is unknown.
 
+pub mod acp;
 pub mod domain;
+pub mod engine;
 pub mod store;
+
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod protocol;
+pub mod server;
 
 pub use domain::{
     Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,

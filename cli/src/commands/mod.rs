@@ -1,13 +1,21 @@
 //! One handler per command; `run` is the single dispatch point.
 
+mod acp_echo;
 mod completions;
+mod connect;
 mod install;
+mod journal;
 mod paths;
 mod releases;
 mod rollback;
+mod serve;
+mod status;
+mod threads;
 mod token;
+mod turns;
 mod uninstall;
 mod version;
+mod workspaces;
 
 use crate::args::{Cli, Command};
 use crate::exit::{CliError, CliResult};
@@ -23,6 +31,13 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Releases(command) => releases::run(&global, command),
         Command::Rollback(args) => rollback::run(&global, args),
         Command::Token(command) => token::run(&global, command),
+        Command::Serve(args) => serve::run(&global, args),
+        Command::Status(out) => status::run(&global, out),
+        Command::Workspaces(command) => workspaces::run(&global, command),
+        Command::Threads(command) => threads::run(&global, command),
+        Command::Turns(command) => turns::run(&global, command),
+        Command::Journal(command) => journal::run(&global, command),
+        Command::AcpEcho => acp_echo::run(),
         other => Err(CliError::failure(
             "not_available",
             anyhow::anyhow!("this command is not available in this build: {other:?}",),

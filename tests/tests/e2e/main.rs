@@ -1,9 +1,20 @@
 //! The one end-to-end test binary: every test drives the built CLI in a temp
 //! HOME through [`lapis_e2e::TestContext`].
 
+mod acp;
+mod acp_engine;
+mod acp_failures;
+mod acp_permissions;
+mod acp_serve;
+mod acp_teardown;
 mod basics;
+mod client;
 mod install;
 mod install_faults;
 mod install_releases;
 mod install_service;
 mod install_support;
+mod protocol;
+mod serve;
+mod serve_support;
+mod serve_turns;

@@ -1,0 +1,47 @@
+//! `serve [--stdio]`: config → validation → store (instance lock, row
+//! validation, recovery) → listen. Logs go to stderr as structured lines;
+//! stdout stays free for managed mode's protocol.
+
+use std::time::Duration;
+
+use lapis_service::server::{ServeOptions, ServerIdentity, serve};
+
+use crate::args::{GlobalArgs, ServeArgs};
+use crate::exit::{CliError, CliResult};
+use crate::identity::build_identity;
+
+pub fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
+    init_logging();
+    let target = super::connect::target(global, args.home.workspace.as_deref())?;
+    let build = build_identity();
+    let snapshot = std::env::current_exe()
+        .ok()
+        .and_then(|exe| lapis_installer::releases::snapshot_of_executable(&exe, &build));
+    let identity = ServerIdentity::new(build, snapshot);
+    let mut options = ServeOptions::new(target.config, target.home, identity, args.stdio);
+    // This binary is also the built-in `echo` agent (`acp-echo`).
+    options.agent_exe = std::env::current_exe().ok();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failure("internal", e))?;
+    let result = runtime.block_on(serve(options));
+    // Managed mode's stdin reader may still be blocked in a read: do not
+    // wait for it (the parent need not close stdin).
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    result.map_err(|e| CliError::failure(e.code(), e))
+}
+
+/// Structured log lines on stderr. `LAPIS_LOG` (an env-filter directive)
+/// overrides the default `info`. Log fields never carry secrets or payloads.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LAPIS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .try_init();
+}

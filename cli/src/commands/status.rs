@@ -1,0 +1,40 @@
+//! `status [--json]`: the running controller's identity and counters. Exit 3
+//! with a clear message when nothing answers on the socket.
+
+use crate::args::{GlobalArgs, JsonArg};
+use crate::exit::CliResult;
+
+pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
+    let mut client = super::connect::connect(global)?;
+    let s = client.status().map_err(super::connect::client_error)?;
+    if out.json {
+        crate::output::json(&s)?;
+        return Ok(());
+    }
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    crate::output::line(format!(
+        "{} running, protocol {}\nversion   {} ({} {} {})\nsnapshot  {}\npid       {}\nuptime    {} s\nqueue     {}/{}\nrunning   {}\nfenced    {}",
+        lapis_release::PRODUCT,
+        s.protocol,
+        s.version,
+        s.build.commit,
+        s.build.date,
+        s.build.target,
+        s.snapshot
+            .as_deref()
+            .unwrap_or("none (not running from an installed snapshot)"),
+        s.pid,
+        s.uptime_seconds,
+        s.queue.depth,
+        s.queue.capacity,
+        list(&s.running_workspaces),
+        list(&s.fenced_workspaces),
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! `workspaces add ID DIR` and `workspaces list`.
+
+use serde_json::json;
+
+use crate::args::{GlobalArgs, WorkspacesCommand};
+use crate::exit::{CliError, CliResult};
+
+use super::connect::{client_error, connect};
+
+pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
+    let mut client = connect(global)?;
+    match command {
+        WorkspacesCommand::Add { id, dir, out } => {
+            // The server canonicalizes; an absolute path is all it needs.
+            let dir =
+                std::path::absolute(&dir).map_err(|e| CliError::failure("invalid_request", e))?;
+            let path = dir.to_str().ok_or_else(|| {
+                CliError::failure(
+                    "invalid_request",
+                    anyhow::anyhow!("the directory path is not UTF-8"),
+                )
+            })?;
+            let ws = client.workspaces_add(&id, path).map_err(client_error)?;
+            if out.json {
+                crate::output::json(&json!({ "workspace": ws }))?;
+            } else {
+                crate::output::line(format!("{}\t{}", ws.id, ws.path))?;
+            }
+        }
+        WorkspacesCommand::List(out) => {
+            let list = client.workspaces_list().map_err(client_error)?;
+            if out.json {
+                crate::output::json(&json!({ "workspaces": list }))?;
+            } else {
+                for ws in list {
+                    crate::output::line(format!("{}\t{}", ws.id, ws.path))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

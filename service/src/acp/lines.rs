@@ -1,0 +1,138 @@
+//! A newline-delimited reader with a hard bound on line length.
+//!
+//! An agent that writes an oversized line must cost the controller at most
+//! `max` bytes of memory and end the turn as a protocol failure; it must never
+//! crash the connection handling or grow a buffer without limit.
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// Why no further line can be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// A line exceeded the bound; the stream is no longer usable.
+    #[error("line longer than {max} bytes")]
+    TooLong { max: usize },
+    /// The underlying read failed.
+    #[error("read failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads `\n`-terminated lines of at most `max` bytes (terminator excluded).
+#[derive(Debug)]
+pub struct BoundedLines<R> {
+    /// The byte source.
+    reader: R,
+    /// Longest accepted line.
+    max: usize,
+    /// The line being assembled; kept across calls so a cancelled read loses
+    /// nothing.
+    buf: Vec<u8>,
+}
+
+impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
+    /// Wraps `reader`.
+    pub fn new(reader: R, max: usize) -> BoundedLines<R> {
+        BoundedLines {
+            reader,
+            max,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The underlying reader (a partly assembled line is discarded).
+    pub fn into_inner(self) -> R {
+        self.reader
+    }
+
+    /// The next line without its terminator (and without a trailing `\r`),
+    /// `Ok(None)` at end of input. A final unterminated line is returned.
+    pub async fn next_line(&mut self) -> Result<Option<Vec<u8>>, LineError> {
+        loop {
+            let available = self.reader.fill_buf().await?;
+            if available.is_empty() {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                if self.buf.len() > self.max {
+                    return Err(LineError::TooLong { max: self.max });
+                }
+                return Ok(Some(std::mem::take(&mut self.buf)));
+            }
+            match available.iter().position(|b| *b == b'\n') {
+                Some(pos) => {
+                    if self.buf.len() + pos > self.max {
+                        return Err(LineError::TooLong { max: self.max });
+                    }
+                    self.buf.extend_from_slice(&available[..pos]);
+                    self.reader.consume(pos + 1);
+                    let mut line = std::mem::take(&mut self.buf);
+                    if line.last() == Some(&b'\r') {
+                        line.pop();
+                    }
+                    return Ok(Some(line));
+                }
+                None => {
+                    let n = available.len();
+                    if self.buf.len() + n > self.max + 1 {
+                        // `max + 1` leaves room for a `\r` before the `\n`.
+                        return Err(LineError::TooLong { max: self.max });
+                    }
+                    self.buf.extend_from_slice(available);
+                    self.reader.consume(n);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &'static [u8], max: usize) -> Vec<Result<Vec<u8>, String>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // A tiny buffer forces lines to span many reads.
+            let mut r = BoundedLines::new(tokio::io::BufReader::with_capacity(3, input), max);
+            let mut out = Vec::new();
+            loop {
+                match r.next_line().await {
+                    Ok(Some(l)) => out.push(Ok(l)),
+                    Ok(None) => break,
+                    Err(e) => {
+                        out.push(Err(e.to_string()));
+                        break;
+                    }
+                }
+            }
+            out
+        })
+    }
+
+    #[test]
+    fn splits_lines_across_reads_and_strips_cr() {
+        let got = lines(b"abc\r\n\nlonger line\ntail", 16);
+        let want: Vec<Result<Vec<u8>, String>> = vec![
+            Ok(b"abc".to_vec()),
+            Ok(b"".to_vec()),
+            Ok(b"longer line".to_vec()),
+            Ok(b"tail".to_vec()),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn oversized_line_is_an_error_not_a_crash() {
+        let got = lines(b"ok\n0123456789abcdef0\nnever\n", 16);
+        assert_eq!(got[0], Ok(b"ok".to_vec()));
+        assert_eq!(got[1], Err("line longer than 16 bytes".to_string()));
+        assert_eq!(got.len(), 2);
+        // Exactly at the bound is fine.
+        assert_eq!(
+            lines(b"0123456789abcdef\n", 16)[0].as_ref().unwrap().len(),
+            16
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! Providers: external coding agents driven over the Agent Client Protocol
+//! (ACP v1, JSON-RPC 2.0 over the agent's stdio, one object per line).
+//!
+//! The runner knows nothing of storage: [`run_turn`] launches the agent for
+//! one prompt and reports through [`TurnHooks`] — the dispatch boundary,
+//! every event in order, and permission requests — then returns a
+//! [`TurnOutcome`].
+//!
+//! Why no official crate: the schema crate ships protocol v1 and an unstable
+//! v2 side by side under fast-moving major versions and pulls `schemars`,
+//! `derive_more` and `serde_with`; the SDK crate owns the connection loop,
+//! which is exactly where this controller needs control (bounded lines, the
+//! dispatch boundary awaited between `session/new` and `session/prompt`,
+//! in-order handling so no update is lost behind the prompt's response).
+//! The v1 surface used here is small and tolerant: unknown fields are
+//! ignored and unknown updates are kept verbatim as observations.
+
+pub mod echo;
+mod events;
+mod lines;
+mod process;
+mod registry;
+mod runner;
+mod session;
+mod smoke;
+mod spec;
+
+pub use events::{
+    ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
+    PermissionOption, UpdateMapper,
+};
+pub use lines::{BoundedLines, LineError};
+pub use process::{LaunchError, StderrLimits, TeardownLimits};
+pub use registry::{AgentRecord, AgentRegistry, start_time};
+pub use runner::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
+    PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
+};
+pub use smoke::{SmokeTurnError, echo_smoke_turn};
+pub use spec::{
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
+};

@@ -1,0 +1,251 @@
+//! Launching an agent process and tearing its whole process group down.
+//!
+//! What must stay true: the agent sees only the environment its spec grants;
+//! it runs in its own process group so that teardown reaches everything it
+//! spawned; its stderr goes to the service log, bounded per line and in total;
+//! and no process of the group survives [`AgentProcess::shutdown`].
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::BufReader;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use super::lines::{BoundedLines, LineError};
+use super::registry::{AgentRecord, AgentRegistry};
+use super::spec::{CommandLookup, ProviderError, ProviderSpec};
+
+/// How long teardown waits at each step.
+#[derive(Debug, Clone, Copy)]
+pub struct TeardownLimits {
+    /// After stdin is closed, how long the agent may take to exit by itself.
+    pub exit_grace: Duration,
+    /// After SIGTERM to the group, how long before SIGKILL.
+    pub term_grace: Duration,
+}
+
+/// Bounds on what the agent's stderr may put into the service log.
+#[derive(Debug, Clone, Copy)]
+pub struct StderrLimits {
+    /// Longest stderr line logged; longer lines are cut.
+    pub line_bytes: usize,
+    /// Total stderr bytes logged per agent; the rest is counted, not logged.
+    pub total_bytes: usize,
+}
+
+/// Why an agent could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The command did not resolve to an executable.
+    #[error(transparent)]
+    Command(#[from] ProviderError),
+    /// The workspace directory is missing.
+    #[error("workspace directory is not available")]
+    Workspace,
+    /// `spawn` failed.
+    #[error("spawn failed: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+impl LaunchError {
+    /// Short stable code for the turn's outcome.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LaunchError::Command(ProviderError::CommandNotFound { .. }) => "command_not_found",
+            LaunchError::Command(_) => "command_not_executable",
+            LaunchError::Workspace => "workspace_unavailable",
+            LaunchError::Spawn(_) => "spawn_failed",
+        }
+    }
+}
+
+/// A running agent: the process group leader plus the pipes the runner uses.
+#[derive(Debug)]
+pub struct AgentProcess {
+    /// The group leader; its pid is the group id.
+    child: Child,
+    /// Process group id (= leader pid).
+    pgid: Pid,
+    /// Provider name, for log lines.
+    provider: String,
+    /// Set by [`AgentProcess::shutdown`]; otherwise drop kills the group.
+    shut_down: bool,
+    /// Crash-cleanup record, removed (dropped) after the group is gone.
+    _record: Option<AgentRecord>,
+}
+
+impl Drop for AgentProcess {
+    /// A runner task aborted mid-turn (controller shutdown) must not leave
+    /// the agent's group behind: kill it outright.
+    fn drop(&mut self) {
+        if !self.shut_down {
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// The agent's stdio as handed to the protocol layer.
+#[derive(Debug)]
+pub struct AgentPipes {
+    /// Requests and answers to the agent.
+    pub stdin: ChildStdin,
+    /// Bounded line reader over the agent's stdout.
+    pub stdout: BoundedLines<BufReader<ChildStdout>>,
+}
+
+impl AgentProcess {
+    /// Starts the agent in `workspace` with an environment rebuilt from the
+    /// spec (nothing inherited) in a new process group.
+    pub fn spawn(
+        spec: &ProviderSpec,
+        workspace: &Path,
+        lookup: &CommandLookup,
+        max_line: usize,
+        stderr: StderrLimits,
+        registry: Option<&AgentRegistry>,
+    ) -> Result<(AgentProcess, AgentPipes), LaunchError> {
+        let program = spec.resolve_command(lookup)?;
+        if !workspace.is_dir() {
+            return Err(LaunchError::Workspace);
+        }
+        let mut cmd = Command::new(&program);
+        cmd.args(&spec.args)
+            .env_clear()
+            .envs(spec.agent_env(|k| std::env::var_os(k)))
+            .current_dir(workspace)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Last resort only: shutdown() is the real teardown.
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(LaunchError::Spawn)?;
+        let pid = child.id().ok_or_else(|| {
+            LaunchError::Spawn(std::io::Error::other(
+                "agent exited before its pid was read",
+            ))
+        })?;
+        let (Some(stdin), Some(stdout), Some(err)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(LaunchError::Spawn(std::io::Error::other(
+                "agent stdio was not captured",
+            )));
+        };
+        let provider = spec.name.clone();
+        let record = registry.map(|r| r.record(pid));
+        tracing::info!(provider = %provider, pid, "agent started");
+        tokio::spawn(log_stderr(provider.clone(), pid, err, stderr));
+        let pgid = Pid::from_raw(pid as i32);
+        Ok((
+            AgentProcess {
+                child,
+                pgid,
+                provider,
+                shut_down: false,
+                _record: record,
+            },
+            AgentPipes {
+                stdin,
+                stdout: BoundedLines::new(BufReader::with_capacity(64 * 1024, stdout), max_line),
+            },
+        ))
+    }
+
+    /// Ends the agent and everything in its group. The caller has already
+    /// dropped stdin (that is the polite request to exit); this waits
+    /// `exit_grace` for the leader, then TERMs the group, waits `term_grace`,
+    /// KILLs it, and reaps the leader. Grandchildren are signalled even when
+    /// the leader exited on its own.
+    pub async fn shutdown(mut self, limits: TeardownLimits) {
+        let exited = tokio::time::timeout(limits.exit_grace, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        // The group id cannot be reused while any member lives, so signalling
+        // it after the leader was reaped reaches only its own descendants.
+        if group_alive(self.pgid) {
+            let _ = killpg(self.pgid, Signal::SIGTERM);
+            if !wait_group_gone(self.pgid, limits.term_grace).await {
+                tracing::warn!(provider = %self.provider, pgid = self.pgid.as_raw(), "agent group ignored SIGTERM; killing");
+                let _ = killpg(self.pgid, Signal::SIGKILL);
+            }
+        }
+        let status = match exited {
+            Some(status) => Some(status),
+            None => self.child.wait().await.ok(),
+        };
+        // Zombies of orphaned grandchildren are reaped by init; wait briefly
+        // so callers observe an empty group.
+        if !wait_group_gone(self.pgid, Duration::from_secs(2)).await {
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+            tracing::warn!(provider = %self.provider, pgid = self.pgid.as_raw(), "agent group still has members after SIGKILL");
+        }
+        self.shut_down = true;
+        tracing::info!(provider = %self.provider, status = ?status, "agent stopped");
+    }
+}
+
+/// Whether any process (zombies included) is in the group.
+fn group_alive(pgid: Pid) -> bool {
+    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
+}
+
+/// Polls until the group is empty or `limit` passes; true when empty.
+async fn wait_group_gone(pgid: Pid, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut step = Duration::from_millis(1);
+    loop {
+        if !group_alive(pgid) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(step).await;
+        step = (step * 2).min(Duration::from_millis(25));
+    }
+}
+
+/// Copies the agent's stderr into the log, line by line, within the limits.
+async fn log_stderr(
+    provider: String,
+    pid: u32,
+    stderr: tokio::process::ChildStderr,
+    limits: StderrLimits,
+) {
+    // Lines longer than the bound are cut by reading them through a reader
+    // with a large bound and truncating; a line past even that ends logging.
+    let mut lines = BoundedLines::new(BufReader::new(stderr), limits.line_bytes.max(1) * 16);
+    let mut logged = 0usize;
+    let mut dropped = 0usize;
+    loop {
+        match lines.next_line().await {
+            Ok(Some(line)) => {
+                let cut = &line[..line.len().min(limits.line_bytes)];
+                if logged + cut.len() <= limits.total_bytes {
+                    logged += cut.len();
+                    tracing::info!(target: "lapis_service::agent_stderr", provider = %provider, pid, line = %String::from_utf8_lossy(cut));
+                } else {
+                    dropped += line.len();
+                }
+            }
+            Ok(None) => break,
+            Err(LineError::TooLong { .. }) | Err(LineError::Io(_)) => {
+                // Keep draining so the agent never blocks on a full pipe.
+                let mut sink = tokio::io::sink();
+                let mut rest = lines.into_inner();
+                let _ = tokio::io::copy(&mut rest, &mut sink).await;
+                dropped += 1;
+                break;
+            }
+        }
+    }
+    if dropped > 0 {
+        tracing::warn!(provider = %provider, pid, dropped_bytes = dropped, "agent stderr beyond the log bound was discarded");
+    }
+}

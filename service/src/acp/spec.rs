@@ -1,0 +1,553 @@
+//! Provider definitions: what the config says about one agent, validated into
+//! a [`ProviderSpec`] the launcher can trust.
+//!
+//! Secrets reach an agent only through its environment allowlist, never argv,
+//! so the spec keeps the allowlist as *names*; values are read from the
+//! service's own environment at launch. Error messages name the provider and
+//! the offending key, never a value (a value may be a secret).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The name of the built-in deterministic provider.
+pub const ECHO_PROVIDER: &str = "echo";
+
+/// Environment variables derived from `vcsIdentity`; they may not also be set
+/// through `env` or `envAllowlist`, so the identity has one source.
+const VCS_VARS: [&str; 4] = [
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+];
+
+/// Why a provider definition was refused. Messages carry names and keys only.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ProviderError {
+    #[error(
+        "provider name `{name}` is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)"
+    )]
+    InvalidName { name: String },
+    #[error("providers.{provider}: {reason}")]
+    Malformed { provider: String, reason: String },
+    #[error(
+        "providers.{provider}: `command` must be an absolute path or a bare name, got a relative path"
+    )]
+    RelativeCommand { provider: String },
+    #[error("providers.{provider}: {key} is not a valid environment variable name")]
+    InvalidEnvName { provider: String, key: String },
+    #[error(
+        "providers.{provider}: `{key}` is set more than once (env, envAllowlist and vcsIdentity must not overlap)"
+    )]
+    DuplicateEnv { provider: String, key: String },
+    #[error("providers.{provider}: vcsIdentity.{field} is invalid: {reason}")]
+    InvalidVcsIdentity {
+        provider: String,
+        field: &'static str,
+        reason: &'static str,
+    },
+    #[error("provider `{provider}`: command `{command}` not found in PATH or ~/.local/bin")]
+    CommandNotFound { provider: String, command: String },
+    #[error("provider `{provider}`: `{path}` is not an executable file")]
+    NotExecutable { provider: String, path: PathBuf },
+}
+
+/// The identity commits made by the agent carry (non-secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VcsIdentity {
+    /// Author and committer name.
+    pub name: String,
+    /// Author and committer email.
+    pub email: String,
+}
+
+/// How the agent's executable is named in config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandRef {
+    /// An absolute path, used as is.
+    Absolute(PathBuf),
+    /// A bare name, resolved from `PATH`, then `$HOME/.local/bin`, at launch.
+    Bare(String),
+}
+
+/// A validated provider definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSpec {
+    /// The key under `providers` (or `echo`).
+    pub name: String,
+    /// The executable.
+    pub command: CommandRef,
+    /// Arguments, passed verbatim (never secrets).
+    pub args: Vec<String>,
+    /// Constant, non-secret environment.
+    pub env: BTreeMap<String, String>,
+    /// Names whose values are copied from the service's environment.
+    pub env_allowlist: Vec<String>,
+    /// Exported as `GIT_AUTHOR_*` / `GIT_COMMITTER_*`.
+    pub vcs_identity: Option<VcsIdentity>,
+}
+
+/// Where bare command names are looked up: the service's `PATH`, then
+/// `$HOME/.local/bin`. Injected so tests need not mutate the process env.
+#[derive(Debug, Clone, Default)]
+pub struct CommandLookup {
+    /// The `PATH` value to search.
+    pub path: Option<OsString>,
+    /// The home directory whose `.local/bin` is searched last.
+    pub home: Option<PathBuf>,
+}
+
+impl CommandLookup {
+    /// The lookup of the running service.
+    pub fn from_env() -> CommandLookup {
+        CommandLookup {
+            path: std::env::var_os("PATH"),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+}
+
+impl ProviderSpec {
+    /// Validates the JSON object found at `providers.<name>` in the config.
+    pub fn from_json(name: &str, value: &Value) -> Result<ProviderSpec, ProviderError> {
+        validate_name(name)?;
+        let bad = |reason: String| ProviderError::Malformed {
+            provider: name.to_string(),
+            reason,
+        };
+        let obj = value
+            .as_object()
+            .ok_or_else(|| bad("definition must be a JSON object".into()))?;
+        for key in obj.keys() {
+            if !matches!(
+                key.as_str(),
+                "command" | "args" | "env" | "envAllowlist" | "vcsIdentity"
+            ) {
+                return Err(bad(format!("unknown key `{key}`")));
+            }
+        }
+        let command = match obj.get("command") {
+            Some(Value::String(c)) if !c.is_empty() && !c.contains('\0') => c.clone(),
+            Some(Value::String(_)) => {
+                return Err(bad("`command` must be a non-empty string".into()));
+            }
+            Some(_) => return Err(bad("`command` must be a string".into())),
+            None => return Err(bad("`command` is required".into())),
+        };
+        let command = if command.starts_with('/') {
+            CommandRef::Absolute(PathBuf::from(command))
+        } else if command.contains('/') {
+            return Err(ProviderError::RelativeCommand {
+                provider: name.into(),
+            });
+        } else {
+            CommandRef::Bare(command)
+        };
+        let args = string_list(obj.get("args"), "args").map_err(bad)?;
+        if args.iter().any(|a| a.contains('\0')) {
+            return Err(bad("`args` entries must not contain NUL".into()));
+        }
+        let mut env = BTreeMap::new();
+        match obj.get("env") {
+            None => {}
+            Some(Value::Object(map)) => {
+                for (k, v) in map {
+                    let v = v
+                        .as_str()
+                        .ok_or_else(|| bad(format!("env.{k} must be a string")))?;
+                    if v.contains('\0') {
+                        return Err(bad(format!("env.{k} must not contain NUL")));
+                    }
+                    env.insert(k.clone(), v.to_string());
+                }
+            }
+            Some(_) => return Err(bad("`env` must be an object of strings".into())),
+        }
+        let env_allowlist = string_list(obj.get("envAllowlist"), "envAllowlist").map_err(bad)?;
+        let vcs_identity = match obj.get("vcsIdentity") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(map)) => {
+                for key in map.keys() {
+                    if key != "name" && key != "email" {
+                        return Err(bad(format!("unknown key `vcsIdentity.{key}`")));
+                    }
+                }
+                let field = |f: &str| {
+                    map.get(f)
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .ok_or_else(|| bad(format!("vcsIdentity.{f} must be a string")))
+                };
+                Some(VcsIdentity {
+                    name: field("name")?,
+                    email: field("email")?,
+                })
+            }
+            Some(_) => return Err(bad("`vcsIdentity` must be an object".into())),
+        };
+        let spec = ProviderSpec {
+            name: name.to_string(),
+            command,
+            args,
+            env,
+            env_allowlist,
+            vcs_identity,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The built-in `echo` provider: this binary in its hidden `acp-echo`
+    /// subcommand. `exe` is the controller's own executable.
+    pub fn builtin_echo(exe: PathBuf) -> ProviderSpec {
+        ProviderSpec {
+            name: ECHO_PROVIDER.to_string(),
+            command: CommandRef::Absolute(exe),
+            args: vec!["acp-echo".to_string()],
+            env: BTreeMap::new(),
+            env_allowlist: Vec::new(),
+            vcs_identity: None,
+        }
+    }
+
+    /// Checks the invariants every spec must hold (also for specs built in
+    /// code rather than parsed).
+    pub fn validate(&self) -> Result<(), ProviderError> {
+        validate_name(&self.name)?;
+        let provider = || self.name.clone();
+        if let CommandRef::Absolute(p) = &self.command
+            && !p.is_absolute()
+        {
+            return Err(ProviderError::RelativeCommand {
+                provider: provider(),
+            });
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let derived: &[&str] = if self.vcs_identity.is_some() {
+            &VCS_VARS
+        } else {
+            &[]
+        };
+        let keys = self
+            .env
+            .keys()
+            .map(String::as_str)
+            .chain(self.env_allowlist.iter().map(String::as_str))
+            .chain(derived.iter().copied());
+        for key in keys {
+            if !valid_env_name(key) {
+                // Only the part before any `=` is named: a mistaken
+                // `NAME=value` entry must not echo its value.
+                return Err(ProviderError::InvalidEnvName {
+                    provider: provider(),
+                    key: key
+                        .split('=')
+                        .next()
+                        .unwrap_or("")
+                        .chars()
+                        .take(64)
+                        .collect(),
+                });
+            }
+            if !seen.insert(key) {
+                return Err(ProviderError::DuplicateEnv {
+                    provider: provider(),
+                    key: key.to_string(),
+                });
+            }
+        }
+        if let Some(id) = &self.vcs_identity {
+            let invalid = |field, reason| ProviderError::InvalidVcsIdentity {
+                provider: provider(),
+                field,
+                reason,
+            };
+            if let Some(reason) = vcs_name_problem(&id.name) {
+                return Err(invalid("name", reason));
+            }
+            if let Some(reason) = vcs_email_problem(&id.email) {
+                return Err(invalid("email", reason));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves the executable: an absolute path is checked as is; a bare
+    /// name is searched in `PATH`, then `$HOME/.local/bin`.
+    pub fn resolve_command(&self, lookup: &CommandLookup) -> Result<PathBuf, ProviderError> {
+        match &self.command {
+            CommandRef::Absolute(path) => {
+                if is_executable(path) {
+                    Ok(path.clone())
+                } else {
+                    Err(ProviderError::NotExecutable {
+                        provider: self.name.clone(),
+                        path: path.clone(),
+                    })
+                }
+            }
+            CommandRef::Bare(name) => {
+                let mut dirs: Vec<PathBuf> = lookup
+                    .path
+                    .as_ref()
+                    .map(|p| std::env::split_paths(p).collect())
+                    .unwrap_or_default();
+                if let Some(home) = &lookup.home {
+                    dirs.push(home.join(".local/bin"));
+                }
+                dirs.iter()
+                    .filter(|d| d.is_absolute())
+                    .map(|d| d.join(name))
+                    .find(|p| is_executable(p))
+                    .ok_or_else(|| ProviderError::CommandNotFound {
+                        provider: self.name.clone(),
+                        command: name.clone(),
+                    })
+            }
+        }
+    }
+
+    /// The agent's complete environment: allowlisted names with values from
+    /// `service_env` (absent ones are skipped), the constant `env`, and the
+    /// `GIT_*` identity. Nothing else is inherited.
+    pub fn agent_env(
+        &self,
+        service_env: impl Fn(&str) -> Option<OsString>,
+    ) -> Vec<(OsString, OsString)> {
+        let mut out: Vec<(OsString, OsString)> = Vec::new();
+        for name in &self.env_allowlist {
+            if let Some(value) = service_env(name) {
+                out.push((name.into(), value));
+            }
+        }
+        for (k, v) in &self.env {
+            out.push((k.into(), v.into()));
+        }
+        if let Some(id) = &self.vcs_identity {
+            for (k, v) in [
+                ("GIT_AUTHOR_NAME", &id.name),
+                ("GIT_AUTHOR_EMAIL", &id.email),
+                ("GIT_COMMITTER_NAME", &id.name),
+                ("GIT_COMMITTER_EMAIL", &id.email),
+            ] {
+                out.push((k.into(), v.into()));
+            }
+        }
+        out
+    }
+}
+
+fn validate_name(name: &str) -> Result<(), ProviderError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ProviderError::InvalidName {
+            name: name.chars().take(80).collect(),
+        })
+    }
+}
+
+fn string_list(value: Option<&Value>, key: &str) -> Result<Vec<String>, String> {
+    match value {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`{key}` must be an array of strings"))
+            })
+            .collect(),
+        Some(_) => Err(format!("`{key}` must be an array of strings")),
+    }
+}
+
+/// POSIX portable names: `[A-Za-z_][A-Za-z0-9_]*`.
+fn valid_env_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+fn vcs_name_problem(name: &str) -> Option<&'static str> {
+    if name.trim().is_empty() {
+        Some("must not be empty")
+    } else if name.len() > 256 {
+        Some("longer than 256 bytes")
+    } else if name.chars().any(|c| c.is_control() || c == '<' || c == '>') {
+        Some("must not contain control characters or angle brackets")
+    } else {
+        None
+    }
+}
+
+fn vcs_email_problem(email: &str) -> Option<&'static str> {
+    let Some((local, domain)) = email.split_once('@') else {
+        return Some("must look like local@domain");
+    };
+    if email.len() > 254 {
+        Some("longer than 254 bytes")
+    } else if local.is_empty() || domain.is_empty() || domain.contains('@') {
+        Some("must look like local@domain")
+    } else if email
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || c == '<' || c == '>')
+    {
+        Some("must not contain whitespace, control characters or angle brackets")
+    } else {
+        None
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn full_definition_parses() {
+        let spec = ProviderSpec::from_json(
+            "claude",
+            &json!({
+                "command": "claude-code-acp", "args": ["--x"], "env": {"MODE": "1"},
+                "envAllowlist": ["PATH", "ANTHROPIC_API_KEY"],
+                "vcsIdentity": {"name": "Agent", "email": "agent@example.com"}
+            }),
+        )
+        .unwrap();
+        assert_eq!(spec.command, CommandRef::Bare("claude-code-acp".into()));
+        let env = spec.agent_env(|k| (k == "PATH").then(|| "/usr/bin".into()));
+        let keys: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        assert_eq!(
+            keys,
+            [
+                "PATH",
+                "MODE",
+                "GIT_AUTHOR_NAME",
+                "GIT_AUTHOR_EMAIL",
+                "GIT_COMMITTER_NAME",
+                "GIT_COMMITTER_EMAIL"
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_definitions_are_refused_with_typed_errors() {
+        let cases = [
+            (json!({"command": "bin/agent"}), "relative"),
+            (json!({"command": ""}), "malformed"),
+            (json!({}), "malformed"),
+            (json!({"command": "a", "extra": 1}), "malformed"),
+            (json!({"command": "a", "env": {"BAD-NAME": "x"}}), "envname"),
+            (
+                json!({"command": "a", "env": {"K": "x"}, "envAllowlist": ["K"]}),
+                "dup",
+            ),
+            (
+                json!({"command": "a", "env": {"GIT_AUTHOR_NAME": "x"}, "vcsIdentity": {"name": "n", "email": "e@x"}}),
+                "dup",
+            ),
+            (
+                json!({"command": "a", "vcsIdentity": {"name": "", "email": "e@x"}}),
+                "vcs",
+            ),
+            (
+                json!({"command": "a", "vcsIdentity": {"name": "n", "email": "nope"}}),
+                "vcs",
+            ),
+            (
+                json!({"command": "a", "vcsIdentity": {"name": "n", "email": "a b@x"}}),
+                "vcs",
+            ),
+            (json!({"command": "a", "args": "x"}), "malformed"),
+        ];
+        for (value, want) in cases {
+            let err = ProviderSpec::from_json("p", &value).unwrap_err();
+            let got = match err {
+                ProviderError::RelativeCommand { .. } => "relative",
+                ProviderError::Malformed { .. } => "malformed",
+                ProviderError::InvalidEnvName { .. } => "envname",
+                ProviderError::DuplicateEnv { .. } => "dup",
+                ProviderError::InvalidVcsIdentity { .. } => "vcs",
+                other => panic!("unexpected {other:?}"),
+            };
+            assert_eq!(got, want, "for {value}");
+        }
+        assert!(matches!(
+            ProviderSpec::from_json("-bad", &json!({"command": "a"})),
+            Err(ProviderError::InvalidName { .. })
+        ));
+    }
+
+    #[test]
+    fn env_values_never_appear_in_errors() {
+        let err = ProviderSpec::from_json(
+            "p",
+            &json!({"command": "a", "env": {"K": 5}, "envAllowlist": ["sk-secret"]}),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("env.K"), "{err}");
+        let err = ProviderSpec::from_json(
+            "p",
+            &json!({"command": "a", "envAllowlist": ["TOKEN=sk-secret-value"]}),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ProviderError::InvalidEnvName { .. }));
+        assert!(!err.to_string().contains("sk-secret"), "{err}");
+    }
+
+    #[test]
+    fn bare_names_resolve_from_path_then_local_bin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path_dir = dir.path().join("path");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&path_dir).unwrap();
+        std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+        let make = |p: PathBuf, mode| {
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        let in_home = make(home.join(".local/bin/agent"), 0o755);
+        let spec = ProviderSpec::from_json("p", &json!({"command": "agent"})).unwrap();
+        let lookup = CommandLookup {
+            path: Some(path_dir.clone().into_os_string()),
+            home: Some(home.clone()),
+        };
+        assert_eq!(spec.resolve_command(&lookup).unwrap(), in_home);
+        let in_path = make(path_dir.join("agent"), 0o755);
+        assert_eq!(spec.resolve_command(&lookup).unwrap(), in_path);
+        make(path_dir.join("agent"), 0o644);
+        assert_eq!(spec.resolve_command(&lookup).unwrap(), in_home);
+        let missing = ProviderSpec::from_json("p", &json!({"command": "nope"})).unwrap();
+        assert!(matches!(
+            missing.resolve_command(&lookup),
+            Err(ProviderError::CommandNotFound { .. })
+        ));
+        let abs = ProviderSpec::from_json("p", &json!({"command": "/nonexistent/agent"})).unwrap();
+        assert!(matches!(
+            abs.resolve_command(&lookup),
+            Err(ProviderError::NotExecutable { .. })
+        ));
+    }
+}

@@ -1,0 +1,416 @@
+//! AuthSessions: who a connection acts for, and the rules for getting one.
+//!
+//! What must stay true:
+//! - a bootstrap token issues or resumes the one live session of that
+//!   credential for that application; a bearer is handed out only when a
+//!   session is newly issued, and only its hash is kept (in memory and in the
+//!   persistence backend);
+//! - a revoked or expired session fails closed, for its bearer and for every
+//!   request of a connection already using it;
+//! - a session whose token was removed from the configuration fails closed;
+//! - no error or log line carries a token or a bearer.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::clock::Clock;
+use super::persist::{SessionPersistence, credential_key};
+use super::secret::{hash_bearer, new_bearer, random_hex, secrets_equal};
+use crate::config::TokenSpec;
+use crate::protocol::{ErrorCode, HelloParams, RpcError, Scope, SessionView};
+
+/// Default session lifetime: 30 days.
+pub const DEFAULT_SESSION_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// One authenticated session, as stored.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthSession {
+    /// Public id (`ses_…`).
+    pub id: String,
+    /// Name of the config token that issued it.
+    pub credential: String,
+    /// Principal it acts for.
+    pub principal: String,
+    /// Application it belongs to.
+    pub application: String,
+    /// Granted scopes.
+    pub scopes: Vec<Scope>,
+    /// SHA-256 of the bearer; the bearer itself is never stored.
+    pub bearer_hash: String,
+    /// Issue time (Unix seconds).
+    pub created_at: u64,
+    /// Expiry (Unix seconds); at or after it the session fails closed.
+    pub expires_at: u64,
+    /// Revocation time, once revoked.
+    pub revoked_at: Option<u64>,
+}
+
+impl fmt::Debug for AuthSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthSession")
+            .field("id", &self.id)
+            .field("credential", &self.credential)
+            .field("principal", &self.principal)
+            .field("application", &self.application)
+            .field("expires_at", &self.expires_at)
+            .field("revoked_at", &self.revoked_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuthSession {
+    /// The client's view.
+    pub fn view(&self) -> SessionView {
+        SessionView {
+            id: self.id.clone(),
+            principal: self.principal.clone(),
+            application: self.application.clone(),
+            scopes: self.scopes.clone(),
+        }
+    }
+
+    /// Whether the session holds `scope`.
+    pub fn has(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope)
+    }
+
+    fn live_at(&self, now: u64) -> bool {
+        self.revoked_at.is_none() && now < self.expires_at
+    }
+}
+
+/// The outcome of a successful `hello`.
+#[derive(Debug)]
+pub struct Authenticated {
+    /// The session.
+    pub session: AuthSession,
+    /// The bearer, only when the session was just issued.
+    pub bearer: Option<String>,
+}
+
+/// Issues, resumes, checks and revokes sessions.
+#[derive(Debug)]
+pub struct Authority {
+    /// Tokens from the configuration; compared in constant time.
+    tokens: Vec<TokenSpec>,
+    /// Lifetime of a newly issued session.
+    ttl_secs: u64,
+    /// Injected time source.
+    clock: Arc<dyn Clock>,
+    /// Durable copy of every session.
+    persist: Arc<dyn SessionPersistence>,
+    /// Every known session by id (the persisted set, cached).
+    sessions: Mutex<HashMap<String, AuthSession>>,
+}
+
+fn unauthenticated(msg: &str) -> RpcError {
+    RpcError::new(ErrorCode::Unauthenticated, msg)
+}
+
+fn internal(e: impl fmt::Display) -> RpcError {
+    tracing::error!(error = %e, "session storage failed");
+    RpcError::new(ErrorCode::Internal, "session storage failed")
+}
+
+/// Application names: 1–64 of `[A-Za-z0-9._-]`.
+pub fn valid_application(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+impl Authority {
+    /// An authority over `tokens`; sessions are looked up in `persist` on
+    /// first use and cached.
+    pub fn new(
+        tokens: Vec<TokenSpec>,
+        ttl_secs: u64,
+        clock: Arc<dyn Clock>,
+        persist: Arc<dyn SessionPersistence>,
+    ) -> Authority {
+        Authority {
+            tokens,
+            ttl_secs,
+            clock,
+            persist,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The current time from the injected clock.
+    pub fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    /// Authenticates `hello` params whose protocol the caller already checked.
+    pub fn hello(&self, params: &HelloParams) -> Result<Authenticated, RpcError> {
+        match (&params.token, &params.bearer) {
+            (Some(token), None) => {
+                let application = params.application.as_deref().ok_or_else(|| {
+                    RpcError::new(
+                        ErrorCode::InvalidRequest,
+                        "`application` is required with a token",
+                    )
+                })?;
+                if !valid_application(application) {
+                    return Err(RpcError::new(
+                        ErrorCode::InvalidRequest,
+                        "`application` must be 1-64 of [A-Za-z0-9._-]",
+                    ));
+                }
+                self.with_token(token, application)
+            }
+            (None, Some(bearer)) => self.with_bearer(bearer),
+            _ => Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "`hello` needs exactly one of `token` or `bearer`",
+            )),
+        }
+    }
+
+    fn with_token(&self, token: &str, application: &str) -> Result<Authenticated, RpcError> {
+        // Compare against every token without stopping early.
+        let mut matched: Option<&TokenSpec> = None;
+        for spec in &self.tokens {
+            if secrets_equal(token, &spec.secret) && matched.is_none() {
+                matched = Some(spec);
+            }
+        }
+        let spec = matched.ok_or_else(|| unauthenticated("unknown token"))?;
+        let now = self.clock.now();
+        let mut sessions = self.sessions.lock().expect("poisoned");
+        if let Some(live) = sessions
+            .values()
+            .filter(|s| s.credential == spec.name && s.application == application && s.live_at(now))
+            .max_by_key(|s| s.created_at)
+        {
+            return Ok(Authenticated {
+                session: live.clone(),
+                bearer: None,
+            });
+        }
+        let key = credential_key(&spec.name, application);
+        if let Some(stored) = self.persist.by_credential(&key).map_err(internal)?
+            && stored.live_at(now)
+        {
+            sessions.insert(stored.id.clone(), stored.clone());
+            return Ok(Authenticated {
+                session: stored,
+                bearer: None,
+            });
+        }
+        let bearer = new_bearer().map_err(internal)?;
+        let session = AuthSession {
+            id: format!("ses_{}", random_hex(12).map_err(internal)?),
+            credential: spec.name.clone(),
+            principal: spec.principal.clone(),
+            application: application.to_owned(),
+            scopes: spec.effective_scopes(),
+            bearer_hash: hash_bearer(&bearer),
+            created_at: now,
+            expires_at: now.saturating_add(self.ttl_secs),
+            revoked_at: None,
+        };
+        let session = self.persist.issue(&session).map_err(internal)?;
+        sessions.insert(session.id.clone(), session.clone());
+        tracing::info!(session = %session.id, principal = %session.principal, application = %session.application, "session issued");
+        Ok(Authenticated {
+            session,
+            bearer: Some(bearer),
+        })
+    }
+
+    fn with_bearer(&self, bearer: &str) -> Result<Authenticated, RpcError> {
+        let hash = hash_bearer(bearer);
+        let mut sessions = self.sessions.lock().expect("poisoned");
+        let cached = sessions
+            .values()
+            .find(|s| secrets_equal(&s.bearer_hash, &hash))
+            .cloned();
+        let session = match cached {
+            Some(s) => s,
+            None => {
+                let stored = self
+                    .persist
+                    .by_bearer_hash(&hash)
+                    .map_err(internal)?
+                    .ok_or_else(|| unauthenticated("unknown bearer"))?;
+                sessions.insert(stored.id.clone(), stored.clone());
+                stored
+            }
+        };
+        let session = self.ensure_live(&session)?;
+        Ok(Authenticated {
+            session,
+            bearer: None,
+        })
+    }
+
+    fn ensure_live(&self, session: &AuthSession) -> Result<AuthSession, RpcError> {
+        if session.revoked_at.is_some() {
+            return Err(unauthenticated("session revoked"));
+        }
+        if self.clock.now() >= session.expires_at {
+            return Err(unauthenticated("session expired"));
+        }
+        if !self.tokens.iter().any(|t| t.name == session.credential) {
+            return Err(unauthenticated("session credential no longer configured"));
+        }
+        Ok(session.clone())
+    }
+
+    /// Re-checks a connection's session before each request.
+    pub fn check(&self, session_id: &str) -> Result<AuthSession, RpcError> {
+        let sessions = self.sessions.lock().expect("poisoned");
+        let session = sessions
+            .get(session_id)
+            .ok_or_else(|| unauthenticated("session unknown"))?;
+        self.ensure_live(session)
+    }
+
+    /// Revokes `target` (default: the caller's own session). A principal may
+    /// revoke only its own sessions.
+    pub fn revoke(&self, caller: &AuthSession, target: Option<&str>) -> Result<String, RpcError> {
+        let target = target.unwrap_or(&caller.id);
+        let mut sessions = self.sessions.lock().expect("poisoned");
+        let session = sessions
+            .get_mut(target)
+            .filter(|s| s.principal == caller.principal)
+            .ok_or_else(|| RpcError::new(ErrorCode::NotFound, "no such session"))?;
+        if session.revoked_at.is_none() {
+            let now = self.clock.now();
+            self.persist.revoke(&session.id, now).map_err(internal)?;
+            session.revoked_at = Some(now);
+            tracing::info!(session = %session.id, "session revoked");
+        }
+        Ok(session.id.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::clock::ManualClock;
+    use crate::auth::persist::MemorySessions;
+    use crate::protocol::PROTOCOL;
+
+    const SECRET: &str = "lapis_0000000000000000000000000000000000000000000000000000000000000001";
+
+    fn authority(clock: Arc<ManualClock>) -> Authority {
+        let tokens = vec![TokenSpec {
+            name: "owner".into(),
+            principal: "owner".into(),
+            secret: SECRET.into(),
+            scopes: None,
+        }];
+        Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()))
+    }
+
+    fn token(app: &str) -> HelloParams {
+        HelloParams {
+            protocol: PROTOCOL.into(),
+            token: Some(SECRET.into()),
+            bearer: None,
+            application: Some(app.into()),
+        }
+    }
+
+    fn bearer(b: &str) -> HelloParams {
+        HelloParams {
+            protocol: PROTOCOL.into(),
+            token: None,
+            bearer: Some(b.into()),
+            application: None,
+        }
+    }
+
+    fn code(e: RpcError) -> ErrorCode {
+        e.error_code().unwrap()
+    }
+
+    #[test]
+    fn token_issues_once_then_resumes_without_bearer() {
+        let a = authority(Arc::new(ManualClock::new(1000)));
+        let first = a.hello(&token("app")).unwrap();
+        let bearer_value = first.bearer.clone().expect("new session returns a bearer");
+        let again = a.hello(&token("app")).unwrap();
+        assert_eq!(again.session.id, first.session.id);
+        assert!(again.bearer.is_none());
+        let via_bearer = a.hello(&bearer(&bearer_value)).unwrap();
+        assert_eq!(via_bearer.session.id, first.session.id);
+        assert!(via_bearer.bearer.is_none());
+        assert_ne!(first.session.bearer_hash, bearer_value);
+        let other_app = a.hello(&token("other")).unwrap();
+        assert_ne!(other_app.session.id, first.session.id);
+        assert_eq!(first.session.scopes, Scope::ALL.to_vec());
+    }
+
+    #[test]
+    fn wrong_token_and_unknown_bearer_fail() {
+        let a = authority(Arc::new(ManualClock::new(0)));
+        let mut p = token("app");
+        p.token = Some(format!("{SECRET}x"));
+        assert_eq!(code(a.hello(&p).unwrap_err()), ErrorCode::Unauthenticated);
+        assert_eq!(
+            code(a.hello(&bearer("lapis_s_nope")).unwrap_err()),
+            ErrorCode::Unauthenticated
+        );
+        let mut both = token("app");
+        both.bearer = Some("x".into());
+        assert_eq!(code(a.hello(&both).unwrap_err()), ErrorCode::InvalidRequest);
+        let mut bad_app = token("app");
+        bad_app.application = Some("has space".into());
+        assert_eq!(
+            code(a.hello(&bad_app).unwrap_err()),
+            ErrorCode::InvalidRequest
+        );
+    }
+
+    #[test]
+    fn revoked_and_expired_fail_closed_and_token_reissues() {
+        let clock = Arc::new(ManualClock::new(0));
+        let a = authority(clock.clone());
+        let first = a.hello(&token("app")).unwrap();
+        let b1 = first.bearer.unwrap();
+        a.revoke(&first.session, None).unwrap();
+        assert_eq!(
+            code(a.hello(&bearer(&b1)).unwrap_err()),
+            ErrorCode::Unauthenticated
+        );
+        assert!(a.check(&first.session.id).is_err());
+        let second = a.hello(&token("app")).unwrap();
+        assert_ne!(second.session.id, first.session.id);
+        let b2 = second.bearer.unwrap();
+        clock.advance(100);
+        let err = a.hello(&bearer(&b2)).unwrap_err();
+        assert_eq!(code(err.clone()), ErrorCode::Unauthenticated);
+        assert!(err.message.contains("expired"));
+        assert!(a.check(&second.session.id).is_err());
+    }
+
+    #[test]
+    fn sessions_survive_through_persistence() {
+        let clock = Arc::new(ManualClock::new(0));
+        let persist = Arc::new(MemorySessions::default());
+        let tokens = vec![TokenSpec {
+            name: "owner".into(),
+            principal: "owner".into(),
+            secret: SECRET.into(),
+            scopes: None,
+        }];
+        let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone());
+        let b = a.hello(&token("app")).unwrap().bearer.unwrap();
+        let stored = persist.by_bearer_hash(&hash_bearer(&b)).unwrap().unwrap();
+        assert_ne!(stored.bearer_hash, b);
+        let reopened = Authority::new(tokens, 100, clock, persist);
+        let resumed = reopened.hello(&bearer(&b)).unwrap();
+        assert_eq!(resumed.session.id, stored.id);
+        // The token resumes the stored session too, without a new bearer.
+        assert!(reopened.hello(&token("app")).unwrap().bearer.is_none());
+    }
+}

@@ -1,0 +1,304 @@
+//! The client SDK: a blocking connection to the controller's socket.
+//!
+//! Blocking on purpose: the CLI makes one or two calls per process, and a
+//! runtime would cost more than the call. What must stay true:
+//! - the credential is sent only inside `hello` and never appears in an
+//!   error or a `Debug` output;
+//! - [`Client::reconnect`] resumes the *same* AuthSession (bearer first, then
+//!   the token, which resumes the credential's live session) and fails if the
+//!   server hands back a different one;
+//! - the SDK never resends a request: a connection lost after a request was
+//!   written is reported as [`ClientError::Disconnected`] with
+//!   `request_sent: true`, and the caller decides (a mutation should be
+//!   checked with a read, or retried with the same command id).
+
+mod calls;
+mod error;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::protocol::{
+    DEFAULT_MAX_FRAME_BYTES, FrameError, HelloParams, HelloResult, Id, Incoming, Notification,
+    PROTOCOL, SessionView, continue_frame_blocking, encode,
+};
+
+pub use error::ClientError;
+
+/// How to authenticate.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// A bootstrap token from the configuration, with the application name.
+    Token {
+        /// The secret.
+        token: String,
+        /// The application the session is for.
+        application: String,
+    },
+    /// A session bearer from an earlier `hello`.
+    Bearer(String),
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credential::Token { application, .. } => f
+                .debug_struct("Token")
+                .field("application", application)
+                .finish_non_exhaustive(),
+            Credential::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+        }
+    }
+}
+
+/// One connection to the controller.
+pub struct Client {
+    /// Socket path, for reconnects.
+    path: PathBuf,
+    /// Write side.
+    stream: UnixStream,
+    /// Read side (a clone of the same socket), buffered.
+    reader: BufReader<UnixStream>,
+    /// Next request id.
+    next_id: i64,
+    /// Largest frame accepted from the server.
+    max_frame: usize,
+    /// Notifications read while waiting for a response.
+    queued: VecDeque<Notification>,
+    /// The credential given to the first `hello`.
+    credential: Option<Credential>,
+    /// The bearer, when the server issued one.
+    bearer: Option<String>,
+    /// The session, after `hello`.
+    session: Option<SessionView>,
+    /// A frame partly read when a read timed out.
+    partial: Vec<u8>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("path", &self.path)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to the socket. An absent socket or a refused connection is
+    /// [`ClientError::Unavailable`].
+    pub fn connect(path: &Path) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(path).map_err(|source| ClientError::Unavailable {
+            path: path.to_owned(),
+            source,
+        })?;
+        let reader = BufReader::new(stream.try_clone().map_err(ClientError::Io)?);
+        Ok(Client {
+            path: path.to_owned(),
+            stream,
+            reader,
+            next_id: 1,
+            max_frame: DEFAULT_MAX_FRAME_BYTES,
+            queued: VecDeque::new(),
+            credential: None,
+            bearer: None,
+            session: None,
+            partial: Vec::new(),
+        })
+    }
+
+    /// Connects and says `hello`.
+    pub fn open(path: &Path, credential: Credential) -> Result<Client, ClientError> {
+        let mut client = Client::connect(path)?;
+        client.hello(credential)?;
+        Ok(client)
+    }
+
+    /// Bounds frames read from the server (default 1 MiB).
+    pub fn set_max_frame(&mut self, max: usize) {
+        self.max_frame = max;
+    }
+
+    /// The session, after `hello`.
+    pub fn session(&self) -> Option<&SessionView> {
+        self.session.as_ref()
+    }
+
+    /// The bearer the server issued to this client, if any. A secret.
+    pub fn bearer(&self) -> Option<&str> {
+        self.bearer.as_deref()
+    }
+
+    /// Authenticates the connection.
+    pub fn hello(&mut self, credential: Credential) -> Result<HelloResult, ClientError> {
+        let params = match &credential {
+            Credential::Token { token, application } => HelloParams {
+                protocol: PROTOCOL.to_owned(),
+                token: Some(token.clone()),
+                bearer: None,
+                application: Some(application.clone()),
+            },
+            Credential::Bearer(b) => HelloParams {
+                protocol: PROTOCOL.to_owned(),
+                token: None,
+                bearer: Some(b.clone()),
+                application: None,
+            },
+        };
+        let result: HelloResult = self.call("hello", &params)?;
+        if let Some(b) = &result.bearer {
+            self.bearer = Some(b.clone());
+        }
+        if self.credential.is_none() {
+            self.credential = Some(credential);
+        }
+        self.session = Some(result.session.clone());
+        Ok(result)
+    }
+
+    /// Opens a new connection and resumes the same session: with the bearer
+    /// when one was issued, else with the original credential. Nothing that
+    /// was in flight on the old connection is resent.
+    pub fn reconnect(&mut self) -> Result<HelloResult, ClientError> {
+        let previous = self.session.clone();
+        let fresh = Client::connect(&self.path)?;
+        self.stream = fresh.stream;
+        self.reader = fresh.reader;
+        self.queued.clear();
+        self.partial.clear();
+        let credential = match (&self.bearer, &self.credential) {
+            (Some(b), _) => Credential::Bearer(b.clone()),
+            (None, Some(c)) => c.clone(),
+            (None, None) => return Err(ClientError::NotAuthenticated),
+        };
+        let result = match self.hello(credential) {
+            Err(ClientError::Rpc(e)) if self.bearer.is_some() && self.credential.is_some() => {
+                // The bearer failed (revoked or expired): the token may issue
+                // a new session, which is a different identity.
+                let _ = e;
+                let original = self
+                    .credential
+                    .clone()
+                    .ok_or(ClientError::NotAuthenticated)?;
+                self.bearer = None;
+                self.hello(original)?
+            }
+            other => other?,
+        };
+        if let Some(prev) = previous
+            && prev.id != result.session.id
+        {
+            return Err(ClientError::SessionChanged);
+        }
+        Ok(result)
+    }
+
+    /// Sends one request and waits for its response; notifications that
+    /// arrive meanwhile are queued for [`Client::next_notification`].
+    pub fn call<P: Serialize, R: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        params: &P,
+    ) -> Result<R, ClientError> {
+        let value = self.call_value(
+            method,
+            serde_json::to_value(params).map_err(ClientError::Encode)?,
+        )?;
+        serde_json::from_value(value)
+            .map_err(|e| ClientError::Protocol(format!("unexpected `{method}` result: {e}")))
+    }
+
+    /// [`Client::call`] with untyped params and result.
+    pub fn call_value(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let frame = encode(&serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": method, "params": params,
+        }));
+        self.stream
+            .write_all(&frame)
+            .map_err(|_| ClientError::Disconnected {
+                request_sent: false,
+            })?;
+        loop {
+            match self.read_incoming(None)? {
+                Some(Incoming::Notification(n)) => self.queued.push_back(n),
+                Some(Incoming::Response(r)) => {
+                    if r.id != Some(Id::Number(id)) && r.id.is_some() {
+                        return Err(ClientError::Protocol("response for another request".into()));
+                    }
+                    if let Some(e) = r.error {
+                        return Err(ClientError::Rpc(e));
+                    }
+                    if r.id.is_none() {
+                        return Err(ClientError::Protocol("response without an id".into()));
+                    }
+                    return Ok(r.result.unwrap_or(Value::Null));
+                }
+                None => return Err(ClientError::Disconnected { request_sent: true }),
+            }
+        }
+    }
+
+    /// The next notification: a queued one, or one read from the socket
+    /// within `timeout` (`None` = wait indefinitely). `Ok(None)` on timeout.
+    pub fn next_notification(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Notification>, ClientError> {
+        if let Some(n) = self.queued.pop_front() {
+            return Ok(Some(n));
+        }
+        match self.read_incoming(timeout) {
+            Ok(Some(Incoming::Notification(n))) => Ok(Some(n)),
+            Ok(Some(Incoming::Response(_))) => {
+                Err(ClientError::Protocol("unsolicited response".into()))
+            }
+            Ok(None) => Err(ClientError::Disconnected {
+                request_sent: false,
+            }),
+            Err(ClientError::Timeout) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn read_incoming(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Incoming>, ClientError> {
+        self.stream
+            .set_read_timeout(timeout)
+            .map_err(ClientError::Io)?;
+        let got = continue_frame_blocking(&mut self.reader, &mut self.partial, self.max_frame);
+        let _ = self.stream.set_read_timeout(None);
+        match got {
+            Ok(true) => {
+                let parsed = Incoming::parse(&self.partial)
+                    .map(Some)
+                    .map_err(|e| ClientError::Protocol(format!("malformed server frame: {e}")));
+                self.partial.clear();
+                parsed
+            }
+            Ok(false) => Ok(None),
+            Err(FrameError::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(ClientError::Timeout)
+            }
+            Err(FrameError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(None),
+            Err(FrameError::Truncated) => Ok(None),
+            Err(e) => Err(ClientError::Protocol(e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Every rule the configuration must satisfy. Messages name fields, never values.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig};
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// The workspace id rule, for messages.
+pub const WORKSPACE_ID_RULE: &str =
+    "1-64 characters of [A-Za-z0-9._-], starting with a letter or digit";
+
+/// Whether `id` is a valid workspace id.
+pub fn valid_workspace_id(id: &str) -> bool {
+    valid_name(id, 64)
+}
+
+fn valid_name(s: &str, max: usize) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphanumeric())
+        && s.len() <= max
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn valid_secret(s: &str) -> bool {
+    s.strip_prefix("lapis_").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+fn valid_env_name(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
+    if config.schema != CONFIG_SCHEMA {
+        return Err(invalid("schema", format!("must be {CONFIG_SCHEMA}")));
+    }
+    let instance_ok = {
+        let s = &config.instance;
+        let mut b = s.bytes();
+        matches!(b.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+            && s.len() <= 32
+            && b.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    };
+    if !instance_ok {
+        return Err(invalid("instance", "must match ^[a-z0-9][a-z0-9-]{0,31}$"));
+    }
+    if !config.controller_home.is_absolute() {
+        return Err(invalid("controllerHome", "must be an absolute path"));
+    }
+    validate_tokens(config)?;
+    validate_providers(&config.providers)?;
+    validate_workspaces(config)?;
+    validate_limits(config)
+}
+
+fn validate_tokens(config: &Config) -> Result<(), ConfigError> {
+    if config.tokens.is_empty() {
+        return Err(invalid("tokens", "must hold at least one token"));
+    }
+    let mut names = HashSet::new();
+    let mut secrets = HashSet::new();
+    for (i, t) in config.tokens.iter().enumerate() {
+        if !valid_name(&t.name, 64) {
+            return Err(invalid(
+                format!("tokens[{i}].name"),
+                "must be 1-64 of [A-Za-z0-9._-]",
+            ));
+        }
+        if !names.insert(t.name.as_str()) {
+            return Err(invalid(
+                format!("tokens[{i}].name"),
+                "repeats another token's name",
+            ));
+        }
+        if !valid_name(&t.principal, 64) {
+            return Err(invalid(
+                format!("tokens[{i}].principal"),
+                "must be 1-64 of [A-Za-z0-9._-]",
+            ));
+        }
+        if !valid_secret(&t.secret) {
+            return Err(invalid(
+                format!("tokens[{i}].secret"),
+                "must be `lapis_` followed by 64 lowercase hex digits",
+            ));
+        }
+        if !secrets.insert(t.secret.as_str()) {
+            return Err(invalid(
+                format!("tokens[{i}].secret"),
+                "repeats another token's secret",
+            ));
+        }
+        if t.scopes.as_ref().is_some_and(|s| s.is_empty()) {
+            return Err(invalid(
+                format!("tokens[{i}].scopes"),
+                "must not be empty (omit it for every scope)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Shape checks for providers. The ACP runner resolves commands at launch.
+fn validate_providers(providers: &BTreeMap<String, ProviderConfig>) -> Result<(), ConfigError> {
+    for (name, p) in providers {
+        let at = |f: &str| format!("providers.{name}.{f}");
+        if !valid_name(name, 64) {
+            return Err(invalid(
+                format!("providers.{name}"),
+                "name must be 1-64 of [A-Za-z0-9._-]",
+            ));
+        }
+        if p.command.is_empty() || p.command.contains('\0') {
+            return Err(invalid(at("command"), "must be a non-empty path or name"));
+        }
+        if !p.command.starts_with('/') && p.command.contains('/') {
+            return Err(invalid(at("command"), "must be absolute or a bare name"));
+        }
+        if p.args.iter().any(|a| a.contains('\0')) {
+            return Err(invalid(at("args"), "must not contain NUL bytes"));
+        }
+        for key in p.env.keys() {
+            if !valid_env_name(key) {
+                return Err(invalid(at("env"), "holds an invalid variable name"));
+            }
+        }
+        if p.env.values().any(|v| v.contains('\0')) {
+            return Err(invalid(at("env"), "holds a value with a NUL byte"));
+        }
+        for key in &p.env_allowlist {
+            if !valid_env_name(key) {
+                return Err(invalid(
+                    at("envAllowlist"),
+                    "holds an invalid variable name",
+                ));
+            }
+        }
+        if let Some(id) = &p.vcs_identity {
+            if id.name.trim().is_empty() || id.name.contains(['\n', '\0', '<', '>']) {
+                return Err(invalid(
+                    at("vcsIdentity.name"),
+                    "must be a non-empty single-line name",
+                ));
+            }
+            let email_ok = id.email.split_once('@').is_some_and(|(l, d)| {
+                !l.is_empty() && !d.is_empty() && !id.email.contains([' ', '\n', '\0', '<', '>'])
+            });
+            if !email_ok {
+                return Err(invalid(at("vcsIdentity.email"), "must be an email address"));
+            }
+        }
+        // The ACP runner's own rules (the spec it will launch from).
+        let value = serde_json::to_value(p)
+            .map_err(|_| invalid(format!("providers.{name}"), "cannot be encoded"))?;
+        crate::acp::ProviderSpec::from_json(name, &value)
+            .map_err(|e| invalid(format!("providers.{name}"), format!("is invalid ({e})")))?;
+    }
+    Ok(())
+}
+
+fn validate_workspaces(config: &mut Config) -> Result<(), ConfigError> {
+    let mut seen: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for (id, ws) in config.workspaces.iter_mut() {
+        if !valid_workspace_id(id) {
+            return Err(invalid(
+                format!("workspaces.{id}"),
+                format!("id must be {WORKSPACE_ID_RULE}"),
+            ));
+        }
+        if !ws.path.is_absolute() {
+            return Err(invalid(
+                format!("workspaces.{id}.path"),
+                "must be an absolute path",
+            ));
+        }
+        let canonical = std::fs::canonicalize(&ws.path).map_err(|_| {
+            invalid(
+                format!("workspaces.{id}.path"),
+                "is not an existing directory",
+            )
+        })?;
+        if !canonical.is_dir() {
+            return Err(invalid(
+                format!("workspaces.{id}.path"),
+                "is not a directory",
+            ));
+        }
+        if let Some(first) = seen.get(&canonical) {
+            return Err(ConfigError::WorkspaceAlias {
+                first: first.clone(),
+                second: id.clone(),
+            });
+        }
+        seen.insert(canonical.clone(), id.clone());
+        ws.path = canonical;
+    }
+    Ok(())
+}
+
+fn validate_limits(config: &Config) -> Result<(), ConfigError> {
+    let s = &config.server;
+    if !(1024..=64 * 1024 * 1024).contains(&s.max_frame_bytes) {
+        return Err(invalid(
+            "server.maxFrameBytes",
+            "must be between 1024 and 67108864",
+        ));
+    }
+    if !(1..=1_000_000).contains(&s.queue_capacity) {
+        return Err(invalid(
+            "server.queueCapacity",
+            "must be between 1 and 1000000",
+        ));
+    }
+    if !(1..=65_536).contains(&s.max_connections) {
+        return Err(invalid(
+            "server.maxConnections",
+            "must be between 1 and 65536",
+        ));
+    }
+    if s.session_ttl_seconds == 0 {
+        return Err(invalid("server.sessionTtlSeconds", "must be at least 1"));
+    }
+    if s.shutdown_grace_seconds > 3600 {
+        return Err(invalid(
+            "server.shutdownGraceSeconds",
+            "must be at most 3600",
+        ));
+    }
+    if !(1..=1_000_000).contains(&s.subscriber_buffer) {
+        return Err(invalid(
+            "server.subscriberBuffer",
+            "must be between 1 and 1000000",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::Config;
+
+    const SECRET: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000ab";
+
+    fn doc(extra: &str) -> String {
+        format!(
+            r#"{{"schema":1,"instance":"default","controllerHome":"/tmp/h",
+            "tokens":[{{"name":"owner","principal":"owner","secret":"{SECRET}"}}]{extra}}}"#
+        )
+    }
+
+    fn parse(s: &str) -> Result<Config, super::ConfigError> {
+        Config::parse(s.as_bytes(), Path::new("config.json"))
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = parse(&doc("")).unwrap();
+        assert_eq!(c.server.max_frame_bytes, 1024 * 1024);
+        assert_eq!(c.server.queue_capacity, 1024);
+        assert_eq!(c.server.max_connections, 256);
+        assert_eq!(
+            c.tokens[0].effective_scopes().len(),
+            crate::protocol::Scope::ALL.len()
+        );
+    }
+
+    #[test]
+    fn errors_never_quote_values() {
+        let bad = doc("").replace(SECRET, "lapis_SHORTSECRETVALUE");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("tokens[0].secret"), "{e}");
+        assert!(!e.contains("SHORTSECRETVALUE"), "{e}");
+        // A type error quoting a string would leak it: only position is shown.
+        let typed = doc("").replace(
+            "\"principal\":\"owner\"",
+            "\"principal\":\"owner\",\"scopes\":\"lapis_LEAK\"",
+        );
+        let e = parse(&typed).unwrap_err().to_string();
+        assert!(!e.contains("LEAK"), "{e}");
+        let unknown = doc(r#","extra":"lapis_LEAK2""#);
+        assert!(!parse(&unknown).unwrap_err().to_string().contains("LEAK2"));
+    }
+
+    #[test]
+    fn workspace_alias_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("p");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let ws = format!(
+            r#","workspaces":{{"a":{{"path":"{}"}},"b":{{"path":"{}"}}}}"#,
+            real.display(),
+            dir.path().join("link").display()
+        );
+        let e = parse(&doc(&ws)).unwrap_err();
+        assert_eq!(e.code(), "workspace_alias");
+        let one = format!(
+            r#","workspaces":{{"a":{{"path":"{}"}}}}"#,
+            dir.path().join("link").display()
+        );
+        let c = parse(&doc(&one)).unwrap();
+        assert_eq!(c.workspaces["a"].path, real.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn limits_providers_and_scopes_are_checked() {
+        assert!(parse(&doc(r#","server":{"maxFrameBytes":10}"#)).is_err());
+        assert!(
+            parse(&doc(
+                r#","server":{"maxFrameBytes":4096,"queueCapacity":3}"#
+            ))
+            .is_ok()
+        );
+        assert!(parse(&doc(r#","server":{"bogus":1}"#)).is_err());
+        assert!(parse(&doc(r#","providers":{"x":{"command":"rel/path"}}"#)).is_err());
+        assert!(
+            parse(&doc(
+                r#","providers":{"x":{"command":"codex-acp","envAllowlist":["OPENAI_API_KEY"]}}"#
+            ))
+            .is_ok()
+        );
+        assert!(
+            parse(&doc(
+                r#","providers":{"x":{"command":"a","env":{"1BAD":"v"}}}"#
+            ))
+            .is_err()
+        );
+        assert!(
+            parse(&doc(
+                r#","providers":{"x":{"command":"a","vcsIdentity":{"name":"A","email":"nope"}}}"#
+            ))
+            .is_err()
+        );
+        let scoped = doc("").replace(
+            "\"principal\":\"owner\"",
+            "\"principal\":\"owner\",\"scopes\":[\"status:read\"]",
+        );
+        assert_eq!(
+            parse(&scoped).unwrap().tokens[0].effective_scopes().len(),
+            1
+        );
+        let unknown_scope = doc("").replace(
+            "\"principal\":\"owner\"",
+            "\"principal\":\"owner\",\"scopes\":[\"root\"]",
+        );
+        assert!(parse(&unknown_scope).is_err());
+        assert!(parse(&doc("").replace("\"schema\":1", "\"schema\":2")).is_err());
+    }
+}

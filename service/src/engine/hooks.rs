@@ -1,0 +1,124 @@
+//! [`TurnHooks`] on the store: the dispatch boundary through
+//! `mark_dispatched`, events through group-committed `append_activity`,
+//! permissions through the [`PermissionBroker`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::acp::{ActivityEvent, HookError, PermissionAnswer, PermissionRequest, TurnHooks};
+use crate::domain::EventKind;
+use crate::store::Store;
+
+use super::broker::PermissionBroker;
+
+/// Every this many unawaited events the hook waits for the commit, which
+/// bounds how far the writer's queue can fall behind a fast agent.
+const STREAM_WINDOW: u64 = 1024;
+
+/// The hooks of one claimed turn.
+#[derive(Debug)]
+pub(super) struct StoreHooks {
+    /// The store.
+    pub store: Store,
+    /// The claimed turn.
+    pub turn_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Pending interactions.
+    pub broker: PermissionBroker,
+    /// Set once the boundary is durable (read by shutdown settling).
+    pub dispatched: Arc<AtomicBool>,
+    /// Set once the turn was marked `running`.
+    running: AtomicBool,
+    /// Streamed events appended so far.
+    streamed: AtomicU64,
+}
+
+impl StoreHooks {
+    pub(super) fn new(
+        store: Store,
+        turn_id: String,
+        thread_id: String,
+        broker: PermissionBroker,
+        dispatched: Arc<AtomicBool>,
+    ) -> StoreHooks {
+        StoreHooks {
+            store,
+            turn_id,
+            thread_id,
+            broker,
+            dispatched,
+            running: AtomicBool::new(false),
+            streamed: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The journal kind of an event. The payload is the event itself.
+pub(super) fn journal_kind(event: &ActivityEvent) -> EventKind {
+    match event {
+        ActivityEvent::Message(_) => EventKind::MessageChunk,
+        ActivityEvent::Reasoning(_) => EventKind::ThoughtChunk,
+        ActivityEvent::Invocation(_) => EventKind::ToolCall,
+        ActivityEvent::PermissionRequested { .. } => EventKind::PermissionRequested,
+        ActivityEvent::PermissionResolved { .. } => EventKind::PermissionDecided,
+        ActivityEvent::SessionStarted { .. }
+        | ActivityEvent::Observation { .. }
+        | ActivityEvent::CancelRequested
+        | ActivityEvent::Stopped { .. }
+        | ActivityEvent::Late { .. } => EventKind::Observation,
+    }
+}
+
+fn hook_err(err: crate::domain::StoreError) -> HookError {
+    HookError(format!("store: {}", err.code()))
+}
+
+impl TurnHooks for StoreHooks {
+    async fn before_dispatch(&self) -> Result<(), HookError> {
+        self.store
+            .mark_dispatched(&self.turn_id)
+            .await
+            .map_err(hook_err)?;
+        self.dispatched.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn event(&self, event: ActivityEvent) -> Result<(), HookError> {
+        if self.dispatched.load(Ordering::SeqCst) && !self.running.swap(true, Ordering::SeqCst) {
+            self.store
+                .mark_running(&self.turn_id)
+                .await
+                .map_err(hook_err)?;
+        }
+        let kind = journal_kind(&event);
+        // Permission events are awaited: a pending interaction must never be
+        // visible before its request is durable. Everything else rides the
+        // group commit (the writer keeps order, and the turn's end is a later
+        // write), with a wait every STREAM_WINDOW events for backpressure.
+        let streamed = !matches!(
+            event,
+            ActivityEvent::PermissionRequested { .. } | ActivityEvent::PermissionResolved { .. }
+        );
+        let payload =
+            serde_json::to_value(&event).map_err(|_| HookError("event not serializable".into()))?;
+        let pending = self
+            .store
+            .append_activity(&self.turn_id, kind, Some(payload));
+        if streamed {
+            let n = self.streamed.fetch_add(1, Ordering::Relaxed) + 1;
+            if !n.is_multiple_of(STREAM_WINDOW) {
+                // Committed in order with the next group commit.
+                return Ok(());
+            }
+        }
+        pending.await.map(|_| ()).map_err(hook_err)
+    }
+
+    async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
+        let (rx, _registration) = self
+            .broker
+            .register(&self.turn_id, &self.thread_id, &request);
+        rx.await.unwrap_or(PermissionAnswer::Cancelled)
+    }
+}

@@ -1,0 +1,235 @@
+//! Stable error codes and the JSON-RPC error object that carries them.
+//!
+//! Clients branch on `error.data.code`, a string from [`ErrorCode`]; the
+//! numeric JSON-RPC code is a coarse class kept for generic JSON-RPC tooling.
+//! A code, once published, never changes meaning. Messages are for humans and
+//! must never contain a token, a bearer or a prompt payload.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Every error code a client may see in `error.data.code`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// `hello` named a protocol this server does not speak. Checked before any
+    /// credential is looked at.
+    ProtocolUnsupported,
+    /// No valid credential: unknown token, unknown/revoked/expired bearer, or
+    /// a request before `hello`.
+    Unauthenticated,
+    /// The session lacks the method's scope, or the resource belongs to
+    /// another principal or application.
+    Forbidden,
+    /// No such workspace, thread, turn or session (as far as the caller may see).
+    NotFound,
+    /// The same command id with different input, or a stale config version.
+    Conflict,
+    /// A request names resources that do not belong together.
+    BindingMismatch,
+    /// A second workspace id for a canonical path that already has one.
+    WorkspaceAlias,
+    /// The workspace is fenced by a turn whose outcome is unknown.
+    WorkspaceFenced,
+    /// The scheduler's bounded queue is full.
+    QueueFull,
+    /// Malformed frame, unknown method or field, wrong parameter types, or a
+    /// request the target's state does not allow.
+    InvalidRequest,
+    /// The journal payload was not retained (metadata-only thread after restart).
+    TranscriptUnavailable,
+    /// A failure inside the controller; details are in the server log.
+    Internal,
+    /// Another process holds the controller home's instance lock.
+    InstanceLocked,
+}
+
+impl ErrorCode {
+    /// Every code, for tests and documentation.
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::ProtocolUnsupported,
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::Conflict,
+        ErrorCode::BindingMismatch,
+        ErrorCode::WorkspaceAlias,
+        ErrorCode::WorkspaceFenced,
+        ErrorCode::QueueFull,
+        ErrorCode::InvalidRequest,
+        ErrorCode::TranscriptUnavailable,
+        ErrorCode::Internal,
+        ErrorCode::InstanceLocked,
+    ];
+
+    /// The stable string form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ProtocolUnsupported => "protocol_unsupported",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::BindingMismatch => "binding_mismatch",
+            ErrorCode::WorkspaceAlias => "workspace_alias",
+            ErrorCode::WorkspaceFenced => "workspace_fenced",
+            ErrorCode::QueueFull => "queue_full",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::TranscriptUnavailable => "transcript_unavailable",
+            ErrorCode::Internal => "internal",
+            ErrorCode::InstanceLocked => "instance_locked",
+        }
+    }
+
+    /// Parses the stable string form.
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// The JSON-RPC numeric class for this code when no more specific one
+    /// (parse error, method not found, invalid params) applies.
+    pub fn rpc_code(self) -> i64 {
+        match self {
+            ErrorCode::ProtocolUnsupported => -32001,
+            ErrorCode::Unauthenticated => -32002,
+            ErrorCode::Forbidden => -32003,
+            ErrorCode::NotFound => -32004,
+            ErrorCode::Conflict => -32005,
+            ErrorCode::BindingMismatch => -32006,
+            ErrorCode::WorkspaceAlias => -32007,
+            ErrorCode::WorkspaceFenced => -32008,
+            ErrorCode::QueueFull => -32009,
+            ErrorCode::TranscriptUnavailable => -32010,
+            ErrorCode::InstanceLocked => -32011,
+            ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
+            ErrorCode::Internal => rpc::INTERNAL_ERROR,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The standard JSON-RPC 2.0 numeric codes.
+pub mod rpc {
+    /// The frame is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON is not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// No such method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Parameters of the wrong shape or type.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Server-side failure.
+    pub const INTERNAL_ERROR: i64 = -32603;
+}
+
+/// A JSON-RPC error object: numeric class, human message, stable code.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message} ({})", self.code_str())]
+pub struct RpcError {
+    /// JSON-RPC numeric code.
+    pub code: i64,
+    /// Human-readable message; never holds a secret or a payload.
+    pub message: String,
+    /// `{"code": "<stable code>", ...}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl RpcError {
+    /// An error with the code's default numeric class.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> RpcError {
+        RpcError::with_rpc(code.rpc_code(), code, message)
+    }
+
+    /// An error with an explicit numeric class.
+    pub fn with_rpc(rpc_code: i64, code: ErrorCode, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code: rpc_code,
+            message: message.into(),
+            data: Some(json!({ "code": code.as_str() })),
+        }
+    }
+
+    /// Malformed JSON.
+    pub fn parse_error() -> RpcError {
+        RpcError::with_rpc(
+            rpc::PARSE_ERROR,
+            ErrorCode::InvalidRequest,
+            "frame is not valid JSON",
+        )
+    }
+
+    /// Unknown method.
+    pub fn method_not_found(method: &str) -> RpcError {
+        // The method name is caller-chosen; bound it so a huge name is not echoed.
+        let shown: String = method.chars().take(64).collect();
+        RpcError::with_rpc(
+            rpc::METHOD_NOT_FOUND,
+            ErrorCode::InvalidRequest,
+            format!("unknown method `{shown}`"),
+        )
+    }
+
+    /// Parameters that do not match the method's schema.
+    pub fn invalid_params(detail: impl std::fmt::Display) -> RpcError {
+        RpcError::with_rpc(
+            rpc::INVALID_PARAMS,
+            ErrorCode::InvalidRequest,
+            format!("invalid params: {detail}"),
+        )
+    }
+
+    /// Adds a field to `data` (for example the offending table or the
+    /// holder's pid). Never pass secrets.
+    pub fn with_data(mut self, key: &str, value: serde_json::Value) -> RpcError {
+        if let Some(serde_json::Value::Object(map)) = self.data.as_mut() {
+            map.insert(key.to_owned(), value);
+        }
+        self
+    }
+
+    /// The stable code from `data.code`, if present and known.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("code"))
+            .and_then(|c| c.as_str())
+            .and_then(ErrorCode::parse)
+    }
+
+    fn code_str(&self) -> &str {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("code"))
+            .and_then(|c| c.as_str())
+            .unwrap_or("unknown")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_are_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+            let wire = serde_json::to_value(code).unwrap();
+            assert_eq!(wire, code.as_str());
+            assert!(seen.insert(code.as_str()));
+        }
+    }
+
+    #[test]
+    fn protocol_unsupported_matches_the_architecture_example() {
+        let err = RpcError::new(ErrorCode::ProtocolUnsupported, "x");
+        assert_eq!(err.code, -32001);
+        assert_eq!(err.error_code(), Some(ErrorCode::ProtocolUnsupported));
+    }
+}

@@ -1,0 +1,234 @@
+//! Parameters of every method after `hello`. Each refuses unknown fields, so
+//! a typo is an `invalid_request`, not a silently ignored option.
+//!
+//! Results are the core's records serialized as they are (camelCase), wrapped
+//! in a named member (`{"thread": …}`) so fields can be added beside them.
+
+use serde::{Deserialize, Serialize};
+
+/// `workspaces.add`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspacesAdd {
+    /// Workspace id.
+    pub id: String,
+    /// Project directory (absolute).
+    pub path: String,
+}
+
+/// `threads.create`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsCreate {
+    /// Workspace id.
+    pub workspace_id: String,
+    /// Provider name (`echo` or one from the config).
+    pub provider: String,
+    /// `ask` (default) or `allow-all`.
+    #[serde(default)]
+    pub approval: Option<String>,
+    /// Restricted threads never auto-approve.
+    #[serde(default)]
+    pub restricted: bool,
+    /// `full` (default) or `metadata-only`.
+    #[serde(default)]
+    pub retention: Option<String>,
+    /// Makes the creation idempotent.
+    #[serde(default)]
+    pub command_id: Option<String>,
+}
+
+/// Methods that name one thread.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadRef {
+    /// Thread id.
+    pub thread_id: String,
+}
+
+/// `threads.list`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsList {
+    /// Only threads of this workspace.
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// At most this many (the server bounds it).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `threads.configure`: optimistic on `expectedVersion`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsConfigure {
+    /// Thread id.
+    pub thread_id: String,
+    /// The version the caller last saw.
+    pub expected_version: u64,
+    /// New provider.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// New approval policy.
+    #[serde(default)]
+    pub approval: Option<String>,
+    /// New restricted flag.
+    #[serde(default)]
+    pub restricted: Option<bool>,
+    /// New retention.
+    #[serde(default)]
+    pub retention: Option<String>,
+}
+
+/// `turns.submit`. The prompt is a payload: never logged.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnsSubmit {
+    /// Thread id.
+    pub thread_id: String,
+    /// Idempotency key: same id + same input = same turn.
+    pub command_id: String,
+    /// Prompt text.
+    pub prompt: String,
+    /// A turn of the same thread this one continues.
+    #[serde(default)]
+    pub continues: Option<String>,
+}
+
+impl std::fmt::Debug for TurnsSubmit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnsSubmit")
+            .field("thread_id", &self.thread_id)
+            .field("command_id", &self.command_id)
+            .field("prompt", &format_args!("<{} bytes>", self.prompt.len()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Methods that name one turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnRef {
+    /// Turn id.
+    pub turn_id: String,
+}
+
+/// `turns.list`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnsList {
+    /// Only turns of this thread.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// Only turns in this state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// At most this many (the server bounds it).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `turns.resolve`: the owner's confirmation, recorded with an audit event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnsResolve {
+    /// Turn id.
+    pub turn_id: String,
+    /// `failed` or `cancelled`.
+    #[serde(rename = "as")]
+    pub resolve_as: String,
+    /// Must be `true`: the owner confirms the agent is no longer running it.
+    #[serde(default)]
+    pub confirm_stopped: bool,
+}
+
+/// `journal.replay`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JournalReplay {
+    /// One thread (cursor: `threadSeq`); absent = every thread of the
+    /// session's principal and application (cursor: `seq`).
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// Return events after this cursor (0 = from the start).
+    #[serde(default)]
+    pub after: u64,
+    /// Page size (the server bounds it).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `journal.subscribe`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JournalSubscribe {
+    /// As for replay.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// Replay events after this cursor before going live; absent = live only.
+    #[serde(default)]
+    pub after: Option<u64>,
+}
+
+/// `journal.unsubscribe`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JournalUnsubscribe {
+    /// The id `journal.subscribe` returned.
+    pub subscription: String,
+}
+
+/// `permissions.respond`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PermissionsRespond {
+    /// The turn that asked.
+    pub turn_id: String,
+    /// The pending request's id.
+    pub request_id: String,
+    /// One of the exact option ids the agent offered.
+    pub option_id: String,
+}
+
+/// `sessions.revoke`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsRevoke {
+    /// Session to revoke; absent = the caller's own.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `status` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResult {
+    /// `lapis-ai-controller/1`.
+    pub protocol: String,
+    /// Version of the running build.
+    pub version: String,
+    /// Build identity.
+    pub build: lapis_release::BuildIdentity,
+    /// Release snapshot digest, when running from an installed snapshot.
+    pub snapshot: Option<String>,
+    /// Server process id.
+    pub pid: u32,
+    /// Seconds since the server started.
+    pub uptime_seconds: u64,
+    /// Scheduler queue.
+    pub queue: QueueStatus,
+    /// Workspaces with a turn in flight.
+    pub running_workspaces: Vec<String>,
+    /// Workspaces fenced by a turn with an unknown outcome.
+    pub fenced_workspaces: Vec<String>,
+}
+
+/// Queue depth and bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// Turns waiting.
+    pub depth: usize,
+    /// The bound (`queue_full` beyond it).
+    pub capacity: usize,
+}

@@ -1,0 +1,311 @@
+//! The one table: every method, its wire name and the scope it requires.
+//!
+//! Dispatch goes through [`Method::parse`], so a method missing from
+//! [`METHODS`] cannot be called at all, and a method present here always has a
+//! scope (a test enumerates them). `hello` is the only entry without one: it is
+//! what establishes the session.
+
+use serde::{Deserialize, Serialize};
+
+/// A permission a session may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Scope {
+    /// Read the controller's status.
+    #[serde(rename = "status:read")]
+    StatusRead,
+    /// List workspaces.
+    #[serde(rename = "workspaces:read")]
+    WorkspacesRead,
+    /// Register workspaces.
+    #[serde(rename = "workspaces:write")]
+    WorkspacesWrite,
+    /// Read threads, turns and the journal (replay and subscriptions).
+    #[serde(rename = "threads:read")]
+    ThreadsRead,
+    /// Create and configure threads.
+    #[serde(rename = "threads:write")]
+    ThreadsWrite,
+    /// Submit and cancel turns.
+    #[serde(rename = "turns:write")]
+    TurnsWrite,
+    /// Resolve fenced turns (the owner's confirmation).
+    #[serde(rename = "turns:resolve")]
+    TurnsResolve,
+    /// Answer an agent's permission requests.
+    #[serde(rename = "permissions:respond")]
+    PermissionsRespond,
+    /// Revoke sessions.
+    #[serde(rename = "sessions:revoke")]
+    SessionsRevoke,
+}
+
+impl Scope {
+    /// Every scope; config tokens without `scopes` get all of them.
+    pub const ALL: [Scope; 9] = [
+        Scope::StatusRead,
+        Scope::WorkspacesRead,
+        Scope::WorkspacesWrite,
+        Scope::ThreadsRead,
+        Scope::ThreadsWrite,
+        Scope::TurnsWrite,
+        Scope::TurnsResolve,
+        Scope::PermissionsRespond,
+        Scope::SessionsRevoke,
+    ];
+
+    /// The wire name (`threads:read`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::StatusRead => "status:read",
+            Scope::WorkspacesRead => "workspaces:read",
+            Scope::WorkspacesWrite => "workspaces:write",
+            Scope::ThreadsRead => "threads:read",
+            Scope::ThreadsWrite => "threads:write",
+            Scope::TurnsWrite => "turns:write",
+            Scope::TurnsResolve => "turns:resolve",
+            Scope::PermissionsRespond => "permissions:respond",
+            Scope::SessionsRevoke => "sessions:revoke",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// Every method of the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    Hello,
+    Status,
+    WorkspacesAdd,
+    WorkspacesList,
+    ThreadsCreate,
+    ThreadsGet,
+    ThreadsList,
+    ThreadsConfigure,
+    TurnsSubmit,
+    TurnsGet,
+    TurnsList,
+    TurnsCancel,
+    TurnsResolve,
+    JournalReplay,
+    JournalSubscribe,
+    JournalUnsubscribe,
+    PermissionsRespond,
+    SessionsRevoke,
+}
+
+/// What the server requires before running a method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requirement {
+    /// Only `hello`: callable before authentication.
+    None,
+    /// An authenticated session holding this scope.
+    Scope(Scope),
+}
+
+/// The table. Order is the documentation order.
+pub const METHODS: &[(Method, &str, Requirement)] = &[
+    (Method::Hello, "hello", Requirement::None),
+    (
+        Method::Status,
+        "status",
+        Requirement::Scope(Scope::StatusRead),
+    ),
+    (
+        Method::WorkspacesAdd,
+        "workspaces.add",
+        Requirement::Scope(Scope::WorkspacesWrite),
+    ),
+    (
+        Method::WorkspacesList,
+        "workspaces.list",
+        Requirement::Scope(Scope::WorkspacesRead),
+    ),
+    (
+        Method::ThreadsCreate,
+        "threads.create",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ThreadsGet,
+        "threads.get",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
+        Method::ThreadsList,
+        "threads.list",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
+        Method::ThreadsConfigure,
+        "threads.configure",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::TurnsSubmit,
+        "turns.submit",
+        Requirement::Scope(Scope::TurnsWrite),
+    ),
+    (
+        Method::TurnsGet,
+        "turns.get",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
+        Method::TurnsList,
+        "turns.list",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
+        Method::TurnsCancel,
+        "turns.cancel",
+        Requirement::Scope(Scope::TurnsWrite),
+    ),
+    (
+        Method::TurnsResolve,
+        "turns.resolve",
+        Requirement::Scope(Scope::TurnsResolve),
+    ),
+    (
+        Method::JournalReplay,
+        "journal.replay",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
+        Method::JournalSubscribe,
+        "journal.subscribe",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
+        Method::JournalUnsubscribe,
+        "journal.unsubscribe",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
+        Method::PermissionsRespond,
+        "permissions.respond",
+        Requirement::Scope(Scope::PermissionsRespond),
+    ),
+    (
+        Method::SessionsRevoke,
+        "sessions.revoke",
+        Requirement::Scope(Scope::SessionsRevoke),
+    ),
+];
+
+impl Method {
+    /// Looks a wire name up in the table.
+    pub fn parse(name: &str) -> Option<Method> {
+        METHODS
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(m, _, _)| *m)
+    }
+
+    /// The wire name. Panics only if the table lacks the method, which the
+    /// table test rules out.
+    pub fn name(self) -> &'static str {
+        Self::entry(self).1
+    }
+
+    /// What the method requires.
+    pub fn requirement(self) -> Requirement {
+        Self::entry(self).2
+    }
+
+    fn entry(self) -> &'static (Method, &'static str, Requirement) {
+        METHODS
+            .iter()
+            .find(|(m, _, _)| *m == self)
+            .expect("every method is in METHODS (tested)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant, listed through an exhaustive match so adding a variant
+    /// without listing it here fails to compile.
+    fn all_variants() -> Vec<Method> {
+        let probe = |m: Method| match m {
+            Method::Hello
+            | Method::Status
+            | Method::WorkspacesAdd
+            | Method::WorkspacesList
+            | Method::ThreadsCreate
+            | Method::ThreadsGet
+            | Method::ThreadsList
+            | Method::ThreadsConfigure
+            | Method::TurnsSubmit
+            | Method::TurnsGet
+            | Method::TurnsList
+            | Method::TurnsCancel
+            | Method::TurnsResolve
+            | Method::JournalReplay
+            | Method::JournalSubscribe
+            | Method::JournalUnsubscribe
+            | Method::PermissionsRespond
+            | Method::SessionsRevoke => m,
+        };
+        [
+            Method::Hello,
+            Method::Status,
+            Method::WorkspacesAdd,
+            Method::WorkspacesList,
+            Method::ThreadsCreate,
+            Method::ThreadsGet,
+            Method::ThreadsList,
+            Method::ThreadsConfigure,
+            Method::TurnsSubmit,
+            Method::TurnsGet,
+            Method::TurnsList,
+            Method::TurnsCancel,
+            Method::TurnsResolve,
+            Method::JournalReplay,
+            Method::JournalSubscribe,
+            Method::JournalUnsubscribe,
+            Method::PermissionsRespond,
+            Method::SessionsRevoke,
+        ]
+        .into_iter()
+        .map(probe)
+        .collect()
+    }
+
+    #[test]
+    fn every_method_has_exactly_one_entry_and_a_scope() {
+        let all = all_variants();
+        assert_eq!(all.len(), METHODS.len(), "table and enum differ in size");
+        for m in all {
+            let entries = METHODS.iter().filter(|(x, _, _)| *x == m).count();
+            assert_eq!(entries, 1, "{m:?} must appear exactly once in METHODS");
+            assert_eq!(Method::parse(m.name()), Some(m));
+            match (m, m.requirement()) {
+                (Method::Hello, Requirement::None) => {}
+                (Method::Hello, r) => panic!("hello must be callable unauthenticated, got {r:?}"),
+                (_, Requirement::None) => panic!("{m:?} lacks a scope"),
+                (_, Requirement::Scope(_)) => {}
+            }
+        }
+    }
+
+    #[test]
+    fn replay_and_subscriptions_are_threads_read() {
+        for m in [Method::JournalReplay, Method::JournalSubscribe] {
+            assert_eq!(m.requirement(), Requirement::Scope(Scope::ThreadsRead));
+        }
+    }
+
+    #[test]
+    fn scope_names_round_trip() {
+        for s in Scope::ALL {
+            assert_eq!(Scope::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert_eq!(Method::parse("nope"), None);
+    }
+}

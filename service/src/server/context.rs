@@ -1,0 +1,59 @@
+//! What every connection shares: the authority, the server's identity, the
+//! limits and the controller core.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lapis_release::BuildIdentity;
+
+use crate::auth::Authority;
+use crate::config::ServerLimits;
+use crate::protocol::{PROTOCOL, ServerView};
+
+/// Who the running server is; passed in by the binary, never read from the
+/// checkout or environment at run time.
+#[derive(Debug, Clone)]
+pub struct ServerIdentity {
+    /// The binary's build identity.
+    pub build: BuildIdentity,
+    /// Digest of the release snapshot the binary runs from, when installed.
+    pub snapshot: Option<String>,
+    /// Process id.
+    pub pid: u32,
+    /// When the server started, for uptime.
+    pub started: Instant,
+}
+
+impl ServerIdentity {
+    /// The identity of this process, started now.
+    pub fn new(build: BuildIdentity, snapshot: Option<String>) -> ServerIdentity {
+        ServerIdentity {
+            build,
+            snapshot,
+            pid: std::process::id(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The `server` member of `hello` and of the readiness frame.
+    pub fn view(&self) -> ServerView {
+        ServerView {
+            protocol: PROTOCOL.to_owned(),
+            version: self.build.version.clone(),
+            build: self.build.clone(),
+        }
+    }
+}
+
+/// Shared by every connection of one server.
+#[derive(Debug)]
+pub struct ServerContext {
+    /// Sessions and credentials.
+    pub authority: Arc<Authority>,
+    /// Identity for `hello` and `status`.
+    pub identity: ServerIdentity,
+    /// Frame bound, connection limit, subscriber buffer.
+    pub limits: ServerLimits,
+    /// The controller core; every domain method goes through it.
+    pub core: super::core::Core,
+}

@@ -1,0 +1,117 @@
+//! `hello` and the routing of every other method to its handler.
+//!
+//! The route is an exhaustive `match` over [`Method`], so a method added to
+//! the scopes table without a handler does not compile.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::AuthSession;
+use crate::protocol::{ErrorCode, HelloParams, HelloResult, Method, PROTOCOL, Request, RpcError};
+
+use super::connection::Conn;
+use super::context::ServerContext;
+use super::handlers;
+
+/// Checks the protocol, then the credential, in that order: an unsupported
+/// protocol is refused before any credential is compared.
+pub fn authenticate(ctx: &ServerContext, params: &HelloParams) -> Result<HelloResult, RpcError> {
+    if params.protocol != PROTOCOL {
+        return Err(RpcError::new(
+            ErrorCode::ProtocolUnsupported,
+            format!("this server speaks {PROTOCOL}"),
+        )
+        .with_data("supported", json!([PROTOCOL])));
+    }
+    let auth = ctx.authority.hello(params)?;
+    Ok(HelloResult {
+        session: auth.session.view(),
+        bearer: auth.bearer,
+        server: ctx.identity.view(),
+    })
+}
+
+/// `hello`: (re)authenticates the connection.
+pub async fn hello(
+    ctx: &Arc<ServerContext>,
+    conn: &mut Conn,
+    request: &Request,
+) -> Result<Value, RpcError> {
+    // The protocol member is read first, on its own, so a wrong protocol is
+    // reported as such even when other members are malformed.
+    if let Some(protocol) = request.params.get("protocol").and_then(Value::as_str)
+        && protocol != PROTOCOL
+    {
+        return Err(RpcError::new(
+            ErrorCode::ProtocolUnsupported,
+            format!("this server speaks {PROTOCOL}"),
+        )
+        .with_data("supported", json!([PROTOCOL])));
+    }
+    let params: HelloParams = request.params()?;
+    let result = authenticate(ctx, &params)?;
+    let session = ctx.authority.check(&result.session.id)?;
+    if conn.session.as_ref().is_some_and(|s| s.id != session.id) {
+        // A different session on the same connection: subscriptions of the
+        // old one must not leak into the new one.
+        conn.subscriptions.stop_all();
+    }
+    conn.session = Some(session);
+    serde_json::to_value(result).map_err(internal)
+}
+
+/// Routes an authorized request.
+pub async fn method(
+    ctx: &Arc<ServerContext>,
+    conn: &mut Conn,
+    session: &AuthSession,
+    method: Method,
+    request: &Request,
+) -> Result<Value, RpcError> {
+    match method {
+        Method::Hello => hello(ctx, conn, request).await,
+        Method::Status => {
+            let _: Empty = request.params()?;
+            handlers::status(ctx).await
+        }
+        Method::SessionsRevoke => handlers::sessions_revoke(ctx, conn, session, request.params()?),
+        Method::WorkspacesAdd => handlers::workspaces_add(ctx, request.params()?).await,
+        Method::WorkspacesList => {
+            let _: Empty = request.params()?;
+            handlers::workspaces_list(ctx).await
+        }
+        Method::ThreadsCreate => handlers::threads_create(ctx, session, request.params()?).await,
+        Method::ThreadsGet => handlers::threads_get(ctx, session, request.params()?).await,
+        Method::ThreadsList => handlers::threads_list(ctx, session, request.params()?).await,
+        Method::ThreadsConfigure => {
+            handlers::threads_configure(ctx, session, request.params()?).await
+        }
+        Method::TurnsSubmit => handlers::turns_submit(ctx, session, request.params()?).await,
+        Method::TurnsGet => handlers::turns_get(ctx, session, request.params()?).await,
+        Method::TurnsList => handlers::turns_list(ctx, session, request.params()?).await,
+        Method::TurnsCancel => handlers::turns_cancel(ctx, session, request.params()?).await,
+        Method::TurnsResolve => handlers::turns_resolve(ctx, session, request.params()?).await,
+        Method::JournalReplay => handlers::journal_replay(ctx, session, request.params()?).await,
+        Method::JournalSubscribe => {
+            handlers::journal_subscribe(ctx, conn, session, request.params()?).await
+        }
+        Method::JournalUnsubscribe => handlers::journal_unsubscribe(conn, request.params()?),
+        Method::PermissionsRespond => {
+            handlers::permissions_respond(ctx, session, request.params()?).await
+        }
+    }
+}
+
+/// Params of methods that take none: an empty object (or nothing).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+/// Maps an unexpected failure to `internal`, logging the cause (which must
+/// not hold a secret).
+pub fn internal(e: impl std::fmt::Display) -> RpcError {
+    tracing::error!(error = %e, "internal error");
+    RpcError::new(ErrorCode::Internal, "internal error; see the server log")
+}

@@ -1,0 +1,213 @@
+//! `journal.replay` and `journal.subscribe`.
+//!
+//! A subscription is gap-free: it subscribes to committed events *first*,
+//! then replays the backlog after the caller's cursor, then forwards live
+//! events it has not already sent. If it falls behind the bounded broadcast
+//! buffer it sends one `journal.lagged` notice with the cursor to replay from
+//! and ends; it never skips an event silently.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::auth::AuthSession;
+use crate::domain::{JournalEvent, ReplayScope};
+use crate::protocol::{Notification, RpcError, params};
+use crate::store::Store;
+
+use super::super::connection::{Conn, Outbox};
+use super::super::context::ServerContext;
+use super::super::subscriptions::{ENDED, EVENT, LAGGED};
+use super::{owned_thread, store_err};
+
+/// Replay page size used by subscriptions while catching up.
+const CATCH_UP_PAGE: usize = 500;
+
+fn scope(session: &AuthSession, thread: Option<&String>) -> ReplayScope {
+    match thread {
+        Some(t) => ReplayScope::Thread(t.clone()),
+        None => ReplayScope::Owner {
+            principal: session.principal.clone(),
+            application: Some(session.application.clone()),
+        },
+    }
+}
+
+/// `journal.replay`: one bounded page after a cursor.
+pub async fn journal_replay(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::JournalReplay,
+) -> Result<Value, RpcError> {
+    if let Some(thread) = &p.thread_id {
+        owned_thread(ctx, session, thread).await?;
+    }
+    let page = ctx
+        .core
+        .store
+        .replay(
+            scope(session, p.thread_id.as_ref()),
+            p.after,
+            p.limit.unwrap_or(0),
+        )
+        .await
+        .map_err(store_err)?;
+    serde_json::to_value(page).map_err(super::internal)
+}
+
+/// `journal.subscribe`: returns the subscription id; events follow as
+/// `journal.event` notifications.
+pub async fn journal_subscribe(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    session: &AuthSession,
+    p: params::JournalSubscribe,
+) -> Result<Value, RpcError> {
+    if let Some(thread) = &p.thread_id {
+        owned_thread(ctx, session, thread).await?;
+    }
+    let id = conn.subscriptions.next_id();
+    // Subscribe before replaying, so nothing committed in between is missed.
+    let rx = ctx.core.store.subscribe();
+    let forwarder = Forwarder {
+        store: ctx.core.store.clone(),
+        outbox: conn.outbox.clone(),
+        subscription: id.clone(),
+        scope: scope(session, p.thread_id.as_ref()),
+        principal: session.principal.clone(),
+        application: session.application.clone(),
+        visible: HashMap::new(),
+    };
+    let task = tokio::spawn(forwarder.run(rx, p.after));
+    conn.subscriptions.insert(id.clone(), task);
+    Ok(json!({ "subscription": id }))
+}
+
+/// `journal.unsubscribe`.
+pub fn journal_unsubscribe(
+    conn: &mut Conn,
+    p: params::JournalUnsubscribe,
+) -> Result<Value, RpcError> {
+    Ok(json!({ "stopped": conn.subscriptions.stop(&p.subscription) }))
+}
+
+/// One subscription's forwarding task.
+struct Forwarder {
+    /// For catch-up replay and thread lookups.
+    store: Store,
+    /// The connection's writer.
+    outbox: Outbox,
+    /// Id echoed in every notification.
+    subscription: String,
+    /// Which events this subscription carries.
+    scope: ReplayScope,
+    /// The session's principal (owner scope filter).
+    principal: String,
+    /// The session's application (owner scope filter).
+    application: String,
+    /// Owner scope: thread id → visible to this session.
+    visible: HashMap<String, bool>,
+}
+
+impl Forwarder {
+    fn cursor_of(&self, e: &JournalEvent) -> u64 {
+        match self.scope {
+            ReplayScope::Thread(_) => e.thread_seq,
+            ReplayScope::Owner { .. } => e.seq,
+        }
+    }
+
+    async fn wanted(&mut self, e: &JournalEvent) -> bool {
+        match &self.scope {
+            ReplayScope::Thread(t) => &e.thread_id == t,
+            ReplayScope::Owner { .. } => {
+                if let Some(v) = self.visible.get(&e.thread_id) {
+                    return *v;
+                }
+                let v = match self.store.get_thread(&e.thread_id).await {
+                    Ok(t) => t.principal == self.principal && t.application == self.application,
+                    Err(_) => false,
+                };
+                self.visible.insert(e.thread_id.clone(), v);
+                v
+            }
+        }
+    }
+
+    async fn send(&self, e: &JournalEvent) -> bool {
+        let params = json!({ "subscription": self.subscription, "event": e });
+        self.outbox.notify(&Notification::new(EVENT, params)).await
+    }
+
+    async fn run(
+        mut self,
+        mut rx: tokio::sync::broadcast::Receiver<Arc<JournalEvent>>,
+        after: Option<u64>,
+    ) {
+        // Highest global `seq` already sent; live events at or below it are
+        // duplicates of the catch-up.
+        let mut sent_seq: u64 = 0;
+        let mut cursor = after.unwrap_or(0);
+        if let Some(after) = after {
+            let mut from = after;
+            loop {
+                let page = match self
+                    .store
+                    .replay(self.scope.clone(), from, CATCH_UP_PAGE)
+                    .await
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let err = store_err(e);
+                        let params = json!({ "subscription": self.subscription, "error": err });
+                        self.outbox.notify(&Notification::new(ENDED, params)).await;
+                        return;
+                    }
+                };
+                for e in &page.events {
+                    if !self.send(e).await {
+                        return;
+                    }
+                    sent_seq = sent_seq.max(e.seq);
+                    cursor = self.cursor_of(e);
+                }
+                from = page.next_after;
+                if !page.more {
+                    break;
+                }
+            }
+        }
+        loop {
+            match rx.recv().await {
+                Ok(e) => {
+                    if e.seq <= sent_seq || !self.wanted(&e).await {
+                        continue;
+                    }
+                    if !self.send(&e).await {
+                        return;
+                    }
+                    sent_seq = e.seq;
+                    cursor = self.cursor_of(&e);
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::warn!(subscription = %self.subscription, missed, "subscriber lagged");
+                    let params = json!({
+                        "subscription": self.subscription,
+                        "resumeAfter": cursor,
+                        "missed": missed,
+                    });
+                    self.outbox.notify(&Notification::new(LAGGED, params)).await;
+                    return;
+                }
+                Err(RecvError::Closed) => {
+                    let params =
+                        json!({ "subscription": self.subscription, "resumeAfter": cursor });
+                    self.outbox.notify(&Notification::new(ENDED, params)).await;
+                    return;
+                }
+            }
+        }
+    }
+}

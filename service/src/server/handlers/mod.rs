@@ -1,0 +1,108 @@
+//! Method handlers: decode nothing (params arrive typed), check resource
+//! ownership, call the core, shape the result.
+//!
+//! Resource isolation lives here and nowhere else: a thread belongs to the
+//! principal and application of the session that created it, and every
+//! handler that names a thread or a turn goes through [`owned_thread`] or
+//! [`owned_turn`] before touching it.
+
+mod journal;
+mod status;
+mod threads;
+mod turns;
+
+use serde_json::{Value, json};
+
+use crate::auth::AuthSession;
+use crate::domain::{Actor, StoreError, Thread, Turn};
+use crate::protocol::{ErrorCode, RpcError, params};
+
+use super::connection::Conn;
+use super::context::ServerContext;
+use super::dispatch::internal;
+
+pub use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
+pub use status::status;
+pub use threads::{
+    threads_configure, threads_create, threads_get, threads_list, workspaces_add, workspaces_list,
+};
+pub use turns::{
+    permissions_respond, turns_cancel, turns_get, turns_list, turns_resolve, turns_submit,
+};
+
+/// Maps a core error to the wire. Request-level codes pass through with the
+/// core's (content-free) message; anything else is `internal`.
+pub fn store_err(e: StoreError) -> RpcError {
+    match ErrorCode::parse(e.code()) {
+        Some(ErrorCode::Internal) | None => internal(e),
+        Some(code) => RpcError::new(code, e.to_string()),
+    }
+}
+
+/// The actor a session's mutations are recorded as.
+pub fn actor(session: &AuthSession) -> Actor {
+    Actor::new(session.principal.clone(), session.application.clone())
+}
+
+/// Whether the session may see `thread`.
+fn owns(session: &AuthSession, thread: &Thread) -> bool {
+    thread.principal == session.principal && thread.application == session.application
+}
+
+fn foreign() -> RpcError {
+    RpcError::new(
+        ErrorCode::Forbidden,
+        "the resource belongs to another principal or application",
+    )
+}
+
+/// Loads a thread the session owns.
+pub async fn owned_thread(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    thread_id: &str,
+) -> Result<Thread, RpcError> {
+    let thread = ctx
+        .core
+        .store
+        .get_thread(thread_id)
+        .await
+        .map_err(store_err)?;
+    if owns(session, &thread) {
+        Ok(thread)
+    } else {
+        Err(foreign())
+    }
+}
+
+/// Loads a turn whose thread the session owns.
+pub async fn owned_turn(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    turn_id: &str,
+) -> Result<Turn, RpcError> {
+    let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
+    owned_thread(ctx, session, &turn.thread_id).await?;
+    Ok(turn)
+}
+
+/// Serializes a result member.
+fn wrap(key: &str, value: impl serde::Serialize) -> Result<Value, RpcError> {
+    let v = serde_json::to_value(value).map_err(internal)?;
+    Ok(json!({ key: v }))
+}
+
+/// `sessions.revoke`: a principal revokes its own sessions (default: the
+/// caller's). Revoking the caller's session ends its subscriptions at once.
+pub fn sessions_revoke(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    session: &AuthSession,
+    p: params::SessionsRevoke,
+) -> Result<Value, RpcError> {
+    let revoked = ctx.authority.revoke(session, p.session_id.as_deref())?;
+    if revoked == session.id {
+        conn.subscriptions.stop_all();
+    }
+    Ok(json!({ "revoked": revoked }))
+}

@@ -1,0 +1,33 @@
+//! `status`: identity, uptime and the scheduler's counters.
+
+use serde_json::Value;
+
+use crate::protocol::{
+    PROTOCOL, RpcError,
+    params::{QueueStatus, StatusResult},
+};
+
+use super::super::context::ServerContext;
+use super::super::dispatch::internal;
+
+/// Reads counters the core keeps in memory; never touches the database, so
+/// it answers quickly even while the writer is busy.
+pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
+    let s = ctx.core.store.status();
+    let id = &ctx.identity;
+    let result = StatusResult {
+        protocol: PROTOCOL.to_owned(),
+        version: id.build.version.clone(),
+        build: id.build.clone(),
+        snapshot: id.snapshot.clone(),
+        pid: id.pid,
+        uptime_seconds: id.started.elapsed().as_secs(),
+        queue: QueueStatus {
+            depth: s.queue_depth,
+            capacity: s.queue_capacity,
+        },
+        running_workspaces: s.running_workspaces,
+        fenced_workspaces: s.fenced_workspaces,
+    };
+    serde_json::to_value(result).map_err(internal)
+}

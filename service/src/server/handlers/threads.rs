@@ -1,0 +1,156 @@
+//! Workspaces and threads.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::auth::AuthSession;
+use crate::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+use crate::domain::{ApprovalPolicy, NewThread, Retention, ThreadPatch};
+use crate::protocol::{ErrorCode, RpcError, params};
+use crate::store::ThreadFilter;
+
+use super::super::context::ServerContext;
+use super::{actor, owned_thread, store_err, wrap};
+
+fn invalid(msg: impl Into<String>) -> RpcError {
+    RpcError::new(ErrorCode::InvalidRequest, msg)
+}
+
+fn approval(s: Option<&str>) -> Result<Option<ApprovalPolicy>, RpcError> {
+    s.map(|s| {
+        ApprovalPolicy::parse(s).ok_or_else(|| invalid("`approval` must be `ask` or `allow-all`"))
+    })
+    .transpose()
+}
+
+fn retention(s: Option<&str>) -> Result<Option<Retention>, RpcError> {
+    s.map(|s| {
+        Retention::parse(s).ok_or_else(|| invalid("`retention` must be `full` or `metadata-only`"))
+    })
+    .transpose()
+}
+
+fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
+    if ctx.core.providers.contains(name) {
+        Ok(())
+    } else {
+        Err(RpcError::new(
+            ErrorCode::NotFound,
+            "no such provider in the configuration",
+        ))
+    }
+}
+
+/// `workspaces.add`: one id per canonical path (`workspace_alias`).
+pub async fn workspaces_add(
+    ctx: &ServerContext,
+    p: params::WorkspacesAdd,
+) -> Result<Value, RpcError> {
+    if !valid_workspace_id(&p.id) {
+        return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
+    }
+    let path = Path::new(&p.path);
+    if !path.is_absolute() {
+        return Err(invalid("workspace path must be absolute"));
+    }
+    let receipt = ctx
+        .core
+        .store
+        .add_workspace(&p.id, path)
+        .await
+        .map_err(store_err)?;
+    Ok(json!({ "workspace": receipt.value, "replayed": receipt.replayed }))
+}
+
+/// `workspaces.list`.
+pub async fn workspaces_list(ctx: &ServerContext) -> Result<Value, RpcError> {
+    let list = ctx.core.store.list_workspaces().await.map_err(store_err)?;
+    wrap("workspaces", list)
+}
+
+/// `threads.create`: stamped with the session's principal and application.
+pub async fn threads_create(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::ThreadsCreate,
+) -> Result<Value, RpcError> {
+    provider(ctx, &p.provider)?;
+    let input = NewThread {
+        command_id: p.command_id,
+        workspace_id: p.workspace_id,
+        provider: p.provider,
+        approval: approval(p.approval.as_deref())?.unwrap_or(ApprovalPolicy::Ask),
+        restricted: p.restricted,
+        retention: retention(p.retention.as_deref())?.unwrap_or(Retention::Full),
+    };
+    let receipt = ctx
+        .core
+        .store
+        .create_thread(&actor(session), input)
+        .await
+        .map_err(store_err)?;
+    Ok(json!({ "thread": receipt.value, "replayed": receipt.replayed }))
+}
+
+/// `threads.get`: the thread, its recent turns and a bounded event tail.
+pub async fn threads_get(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::ThreadRef,
+) -> Result<Value, RpcError> {
+    owned_thread(ctx, session, &p.thread_id).await?;
+    let snapshot = ctx
+        .core
+        .store
+        .thread_snapshot(&p.thread_id)
+        .await
+        .map_err(store_err)?;
+    serde_json::to_value(snapshot).map_err(super::internal)
+}
+
+/// `threads.list`: the session's own threads only.
+pub async fn threads_list(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::ThreadsList,
+) -> Result<Value, RpcError> {
+    let filter = ThreadFilter {
+        principal: Some(session.principal.clone()),
+        application: Some(session.application.clone()),
+        workspace_id: p.workspace_id,
+        limit: p.limit.unwrap_or(0),
+    };
+    let list = ctx
+        .core
+        .store
+        .list_threads(filter)
+        .await
+        .map_err(store_err)?;
+    wrap("threads", list)
+}
+
+/// `threads.configure`: optimistic on the version; refused while a turn is active.
+pub async fn threads_configure(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::ThreadsConfigure,
+) -> Result<Value, RpcError> {
+    owned_thread(ctx, session, &p.thread_id).await?;
+    if let Some(name) = &p.provider {
+        provider(ctx, name)?;
+    }
+    let patch = ThreadPatch {
+        provider: p.provider,
+        approval: approval(p.approval.as_deref())?,
+        restricted: p.restricted,
+        retention: retention(p.retention.as_deref())?,
+    };
+    let thread = ctx
+        .core
+        .store
+        .configure_thread(&actor(session), &p.thread_id, p.expected_version, patch)
+        .await
+        .map_err(store_err)?;
+    wrap("thread", thread)
+}

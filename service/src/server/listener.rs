@@ -1,0 +1,146 @@
+//! The Unix socket server, in the mini-redis shape: one listener, a
+//! connection limit, a shutdown signal, a `select!` between accept and
+//! shutdown, and a drain.
+//!
+//! What must stay true: the socket is mode 0600 inside the 0700 controller
+//! home; an existing socket file is replaced only by a caller that holds the
+//! instance lock (the [`InstanceLockHeld`] witness), and only when nothing
+//! answers on it.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UnixListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::connection::serve_connection;
+use super::context::ServerContext;
+
+/// Proof that the caller holds the controller home's instance lock. Only
+/// lock holders may delete a stale socket.
+pub trait InstanceLockHeld {}
+
+/// Why the socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// Another process answers on the socket.
+    #[error("another controller is answering on {}", path.display())]
+    InUse {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// A file that is not a socket sits where the socket goes.
+    #[error("{} exists and is not a socket", path.display())]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Binding or setting permissions failed.
+    #[error("cannot listen on {}", path.display())]
+    Io {
+        /// The socket path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Binds the socket at `path`, replacing a stale one, and makes it 0600.
+pub fn bind(path: &Path, _lock: &dyn InstanceLockHeld) -> Result<UnixListener, ListenError> {
+    let io_err = |source| ListenError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                return Err(ListenError::NotASocket {
+                    path: path.to_owned(),
+                });
+            }
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(ListenError::InUse {
+                    path: path.to_owned(),
+                });
+            }
+            std::fs::remove_file(path).map_err(io_err)?;
+            tracing::info!(socket = %path.display(), "replaced a stale socket");
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(io_err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+    Ok(listener)
+}
+
+/// Accepts connections until `shutdown` flips to true, then stops accepting,
+/// tells every connection to finish and waits at most `drain` for them.
+#[derive(Debug)]
+pub struct Listener {
+    /// The bound socket.
+    pub listener: UnixListener,
+    /// Limits concurrent connections; a permit is held for each connection's life.
+    pub limit: Arc<Semaphore>,
+    /// Shared server state.
+    pub ctx: Arc<ServerContext>,
+    /// Flips to true once to stop.
+    pub shutdown: watch::Receiver<bool>,
+    /// Longest wait for open connections after shutdown.
+    pub drain: Duration,
+}
+
+impl Listener {
+    /// Runs the accept loop; returns after the drain.
+    pub async fn run(mut self) {
+        let mut connections = JoinSet::new();
+        let mut number: u64 = 0;
+        loop {
+            let permit = tokio::select! {
+                p = self.limit.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = self.shutdown.wait_for(|s| *s) => break,
+            };
+            let accepted = tokio::select! {
+                a = self.listener.accept() => a,
+                _ = self.shutdown.wait_for(|s| *s) => break,
+            };
+            // Reap finished connections so the set does not grow.
+            while connections.try_join_next().is_some() {}
+            match accepted {
+                Ok((stream, _)) => {
+                    number += 1;
+                    let (r, w) = stream.into_split();
+                    let ctx = self.ctx.clone();
+                    let shutdown = self.shutdown.clone();
+                    connections.spawn(async move {
+                        serve_connection(ctx, r, w, None, number, shutdown).await;
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        tracing::info!(open = connections.len(), "stopped accepting; draining");
+        let drained = tokio::time::timeout(self.drain, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("drain deadline passed; closing remaining connections");
+            connections.shutdown().await;
+        }
+    }
+}

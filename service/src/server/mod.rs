@@ -1,0 +1,272 @@
+//! The server: startup order, the socket listener, managed mode, and the
+//! graceful stop.
+//!
+//! Startup order is fixed, because each step protects the next: the config
+//! is validated before anything touches disk; the store takes the instance
+//! lock before it opens the database, validates every row and runs recovery;
+//! only then are config workspaces registered and the socket bound (a stale
+//! socket can only be replaced by the lock holder); only then are clients
+//! served.
+
+mod connection;
+mod context;
+mod core;
+mod dispatch;
+mod handlers;
+mod listener;
+mod session_store;
+mod stdio;
+mod subscriptions;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, watch};
+
+use crate::acp::ProviderSpec;
+use crate::auth::{Authority, Clock, SystemClock};
+use crate::config::Config;
+use crate::engine::{Engine, EngineConfig, EngineHandle};
+use crate::store::{Store, StoreOptions};
+
+pub use self::core::{Core, PermissionResponder};
+pub use connection::serve_connection;
+pub use context::{ServerContext, ServerIdentity};
+pub use dispatch::authenticate;
+pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
+pub use session_store::StoreSessions;
+pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
+pub use subscriptions::{ENDED, EVENT, LAGGED};
+
+/// The store is opened holding the instance lock for its whole life.
+impl InstanceLockHeld for Store {}
+
+/// The built-in provider, always available unless the config overrides it.
+pub const ECHO_PROVIDER: &str = "echo";
+
+/// How long open connections get to finish after a stop signal.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// What `serve` needs from its caller.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Validated configuration.
+    pub config: Config,
+    /// Controller home (config's `controllerHome` unless overridden).
+    pub home: PathBuf,
+    /// The running binary's identity.
+    pub identity: ServerIdentity,
+    /// Managed mode: serve stdin/stdout instead of the socket.
+    pub stdio: bool,
+    /// Time source for sessions.
+    pub clock: Arc<dyn Clock>,
+    /// The executable that serves the built-in `echo` agent (`acp-echo`);
+    /// with it an engine runs turns, without it turns stay queued (tests of
+    /// the protocol alone).
+    pub agent_exe: Option<PathBuf>,
+}
+
+impl ServeOptions {
+    /// Options with the system clock.
+    pub fn new(config: Config, home: PathBuf, identity: ServerIdentity, stdio: bool) -> Self {
+        ServeOptions {
+            config,
+            home,
+            identity,
+            stdio,
+            clock: Arc::new(SystemClock),
+            agent_exe: None,
+        }
+    }
+}
+
+/// Why `serve` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The store refused to open (instance lock, validation, recovery).
+    #[error("cannot open the controller store")]
+    Store(#[source] crate::domain::StoreError),
+    /// A config workspace could not be registered.
+    #[error("cannot register workspace `{id}` from the configuration")]
+    Workspace {
+        /// The workspace id.
+        id: String,
+        /// The cause (`workspace_alias`, …).
+        #[source]
+        source: crate::domain::StoreError,
+    },
+    /// The socket could not be set up.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    /// Managed mode did not start.
+    #[error(transparent)]
+    Startup(#[from] StartupError),
+    /// A provider definition failed the runner's validation.
+    #[error("invalid provider definition")]
+    Provider(#[source] crate::acp::ProviderError),
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers")]
+    Signals(#[source] std::io::Error),
+}
+
+impl ServeError {
+    /// Stable code for the CLI.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ServeError::Store(e) | ServeError::Workspace { source: e, .. } => e.code(),
+            ServeError::Listen(_) => "listen_failed",
+            ServeError::Startup(e) => e.code.as_str(),
+            ServeError::Provider(_) => "invalid_config",
+            ServeError::Signals(_) => "internal",
+        }
+    }
+}
+
+/// A server that is open (store, authority) but not yet serving.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Shared state for connections.
+    pub ctx: Arc<ServerContext>,
+    /// The store, closed after the last connection.
+    pub store: Store,
+    /// The engine running turns, stopped before the store closes.
+    pub engine: Option<EngineHandle>,
+}
+
+/// Opens the store and builds the context: everything up to listening.
+pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
+    let limits = options.config.server;
+    let mut store_options = StoreOptions::new(options.home.clone());
+    store_options.queue_capacity = limits.queue_capacity;
+    store_options.broadcast_capacity = limits.subscriber_buffer;
+    let store = tokio::task::spawn_blocking(move || Store::open(store_options))
+        .await
+        .map_err(|e| {
+            ServeError::Store(crate::domain::StoreError::Io {
+                what: "store open task failed".into(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        })?
+        .map_err(ServeError::Store)?;
+    let report = store.open_report();
+    tracing::info!(
+        recovered = report.recovered.len(),
+        open_ms = report.elapsed.as_millis() as u64,
+        "store open"
+    );
+    for (id, ws) in &options.config.workspaces {
+        store
+            .add_workspace(id, &ws.path)
+            .await
+            .map_err(|source| ServeError::Workspace {
+                id: id.clone(),
+                source,
+            })?;
+    }
+    let mut specs = BTreeMap::new();
+    for (name, provider) in &options.config.providers {
+        // Validated with the config; converted again for the runner.
+        let value = serde_json::to_value(provider).unwrap_or_default();
+        let spec = ProviderSpec::from_json(name, &value).map_err(ServeError::Provider)?;
+        specs.insert(name.clone(), spec);
+    }
+    let mut providers: BTreeSet<String> = specs.keys().cloned().collect();
+    providers.insert(ECHO_PROVIDER.to_owned());
+    let (engine, handle) = match &options.agent_exe {
+        Some(exe) => {
+            let mut config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
+            config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
+            let engine = Engine::new(store.clone(), config);
+            let handle = engine.start();
+            (Some(Arc::new(engine)), Some(handle))
+        }
+        None => (None, None),
+    };
+    let authority = Authority::new(
+        options.config.tokens.clone(),
+        limits.session_ttl_seconds,
+        options.clock.clone(),
+        Arc::new(StoreSessions(store.clone())),
+    );
+    let ctx = Arc::new(ServerContext {
+        authority: Arc::new(authority),
+        identity: options.identity.clone(),
+        limits,
+        core: Core {
+            store: store.clone(),
+            providers,
+            permissions: engine.map(|e| e as Arc<dyn PermissionResponder>),
+        },
+    });
+    Ok(Prepared {
+        ctx,
+        store,
+        engine: handle,
+    })
+}
+
+/// Flips `tx` on the first SIGTERM or SIGINT.
+pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signals)?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!(signal = "SIGTERM", "stopping"),
+            _ = int.recv() => tracing::info!(signal = "SIGINT", "stopping"),
+        }
+        let _ = tx.send(true);
+    });
+    Ok(())
+}
+
+/// Runs the server until a stop signal (or, in managed mode, until stdin
+/// ends), then drains connections and closes the store.
+pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    stop_on_signals(stop_tx)?;
+    let Prepared { ctx, store, engine } = prepare(&options).await?;
+    let result = if options.stdio {
+        serve_stdio(
+            ctx.clone(),
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            stop_rx,
+            STARTUP_TIMEOUT,
+        )
+        .await
+        .map_err(ServeError::from)
+    } else {
+        let path = options.home.join("controller.sock");
+        match bind(&path, &store) {
+            Ok(listener) => {
+                tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");
+                Listener {
+                    listener,
+                    limit: Arc::new(Semaphore::new(ctx.limits.max_connections)),
+                    ctx: ctx.clone(),
+                    shutdown: stop_rx,
+                    drain: DRAIN,
+                }
+                .run()
+                .await;
+                let _ = std::fs::remove_file(&path);
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    };
+    drop(ctx);
+    if let Some(engine) = engine {
+        // Running turns get the engine's bounded grace, then are settled
+        // per the state machine (never left mid-flight).
+        engine.shutdown().await;
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    result
+}

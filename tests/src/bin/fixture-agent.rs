@@ -1,0 +1,391 @@
+//! A scripted ACP v1 agent for the end-to-end tests. Each test picks its
+//! behaviour with arguments (the controller clears the agent's environment,
+//! so arguments are the one reliable channel):
+//!
+//! `--chunks N` `--chunk-text T` `--thoughts N` `--tool-calls N` `--plan`
+//! `--message-id` `--permissions N` `--perm-kinds k1,k2` `--hang`
+//! `--ignore-cancel` `--cancel-stop R` `--stop-reason R`
+//! `--exit-at initialize|session_new|prompt` `--fail-initialize`
+//! `--auth-required` `--protocol-version N` `--after-response N`
+//! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
+//! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
+//! `--structured-input`; `--sleeper PIDFILE` is the grandchild itself.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+#[derive(Debug, Default, Clone)]
+struct Script {
+    flags: HashMap<String, String>,
+}
+
+impl Script {
+    fn parse() -> Script {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut flags = HashMap::new();
+        let mut i = 0;
+        while i < args.len() {
+            let key = args[i].trim_start_matches("--").to_string();
+            match args.get(i + 1) {
+                Some(v) if !v.starts_with("--") => {
+                    flags.insert(key, v.clone());
+                    i += 2;
+                }
+                _ => {
+                    flags.insert(key, String::new());
+                    i += 1;
+                }
+            }
+        }
+        Script { flags }
+    }
+    fn has(&self, k: &str) -> bool {
+        self.flags.contains_key(k)
+    }
+    fn get(&self, k: &str) -> Option<&str> {
+        self.flags.get(k).map(String::as_str)
+    }
+    fn num(&self, k: &str) -> usize {
+        self.get(k).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+}
+
+type Out = Arc<Mutex<std::io::Stdout>>;
+
+fn send(out: &Out, msg: &Value) {
+    let mut line = serde_json::to_vec(msg).expect("serialize");
+    line.push(b'\n');
+    let mut o = out.lock().expect("stdout lock");
+    // A closed pipe means the controller is gone; exit quietly.
+    if o.write_all(&line).and_then(|_| o.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
+fn update(out: &Out, session: &str, update: Value) {
+    send(
+        out,
+        &json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": session, "update": update}}),
+    );
+}
+
+fn main() {
+    let script = Script::parse();
+    if let Some(pidfile) = script.get("sleeper") {
+        let tmp = format!("{pidfile}.tmp");
+        std::fs::write(&tmp, std::process::id().to_string()).expect("pidfile");
+        std::fs::rename(&tmp, pidfile).expect("pidfile rename");
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    for i in 0..script.num("stderr") {
+        eprintln!("fixture stderr line {i}");
+    }
+    let out: Out = Arc::new(Mutex::new(std::io::stdout()));
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let mut answers: Option<mpsc::Sender<(String, Value)>> = None;
+    let mut worker: Option<std::thread::JoinHandle<()>> = None;
+    let stdin = std::io::stdin().lock();
+    for line in stdin.lines() {
+        let Ok(line) = line else { break };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+        let id = msg.get("id").cloned();
+        match (method, id) {
+            ("initialize", Some(id)) => {
+                if script.get("exit-at") == Some("initialize") {
+                    std::process::exit(3);
+                }
+                if script.has("fail-initialize") {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32603, "message": "init broke"}}),
+                    );
+                    continue;
+                }
+                let version = script
+                    .get("protocol-version")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(1);
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": version, "agentCapabilities": {}, "authMethods": []}}),
+                );
+            }
+            ("session/new", Some(id)) => {
+                if script.get("exit-at") == Some("session_new") {
+                    std::process::exit(3);
+                }
+                if script.has("auth-required") {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32000, "message": "Authentication required"}}),
+                    );
+                    continue;
+                }
+                if let Some(pidfile) = script.get("grandchild") {
+                    let exe = std::env::current_exe().expect("current exe");
+                    // Deliberately never waited for: it must outlive this
+                    // agent unless the controller kills the whole group.
+                    let _grandchild = std::process::Command::new(exe)
+                        .args(["--sleeper", pidfile])
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .spawn()
+                        .expect("spawn grandchild");
+                    std::mem::forget(_grandchild);
+                    // Answer only once the grandchild is up, so a test can
+                    // always find its pid.
+                    while !std::path::Path::new(pidfile).exists() {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "fx-1"}}),
+                );
+            }
+            ("session/prompt", Some(id)) => {
+                let params = msg.get("params").cloned().unwrap_or(Value::Null);
+                if let Some(ledger) = script.get("ledger") {
+                    record(ledger, &params);
+                }
+                if script.get("exit-at") == Some("prompt") {
+                    std::process::exit(3);
+                }
+                let (tx, rx) = mpsc::channel();
+                answers = Some(tx);
+                let (s, o, c) = (script.clone(), out.clone(), cancelled.clone());
+                worker = Some(std::thread::spawn(move || run_prompt(&s, &o, &c, id, rx)));
+            }
+            ("session/cancel", None) => cancelled.store(true, Ordering::SeqCst),
+            ("", Some(id)) => {
+                // A response to one of our permission requests.
+                let key = id.as_str().unwrap_or_default().to_string();
+                if let (Some(tx), Some(result)) = (&answers, msg.get("result")) {
+                    let _ = tx.send((key, result["outcome"].clone()));
+                } else if let (Some(tx), Some(err)) = (&answers, msg.get("error")) {
+                    let _ = tx.send((key, json!({"error": err["code"]})));
+                }
+            }
+            (_, Some(id)) => send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "method not found"}}),
+            ),
+            _ => {}
+        }
+    }
+    if script.has("linger") {
+        std::thread::sleep(Duration::from_secs(600));
+    }
+    // Finish what the prompt started (late updates) before exiting; a
+    // hanging worker is ended by the controller's teardown.
+    if let Some(worker) = worker {
+        let _ = worker.join();
+    }
+}
+
+/// Appends the prompt text to the ledger and fsyncs, so chaos tests can
+/// count how often a prompt really reached an agent.
+fn record(ledger: &str, params: &Value) {
+    let text: String = params["prompt"]
+        .as_array()
+        .map(|b| b.iter().filter_map(|x| x["text"].as_str()).collect())
+        .unwrap_or_default();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(ledger)
+        .expect("ledger");
+    writeln!(f, "{}", text.replace('\n', " ")).expect("ledger write");
+    f.sync_all().expect("ledger fsync");
+}
+
+fn run_prompt(
+    script: &Script,
+    out: &Out,
+    cancelled: &AtomicBool,
+    id: Value,
+    answers: mpsc::Receiver<(String, Value)>,
+) {
+    let s = "fx-1";
+    if script.has("report-env") {
+        let mut vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+        vars.sort();
+        vars.push(format!(
+            "cwd={}",
+            std::env::current_dir().unwrap().display()
+        ));
+        for v in vars {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": v}}),
+            );
+        }
+    }
+    for i in 0..script.num("thoughts") {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": format!("thought {i}")}}),
+        );
+    }
+    if script.has("plan") {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "plan",
+            "entries": [{"content": "step", "priority": "high", "status": "pending"}]}),
+        );
+    }
+    for i in 0..script.num("tool-calls") {
+        let tid = format!("tool-{i}");
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call", "toolCallId": tid,
+            "title": format!("Edit file {i}"), "kind": "edit", "status": "pending"}),
+        );
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
+            "status": "in_progress", "locations": [{"path": format!("/w/f{i}.rs"), "line": i + 1}]}),
+        );
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
+            "status": "completed"}),
+        );
+    }
+    if script.has("structured-input") {
+        // An agent asking for structured input must never be auto-approved:
+        // this client refuses the method; report what came back.
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "elicit-0", "method": "elicitation/create",
+            "params": {"sessionId": s, "message": "Pick one", "requestedSchema": {}}}),
+        );
+        if let Ok((key, outcome)) = answers.recv() {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": format!("{key}={outcome}")}}),
+            );
+        }
+    }
+    let perms = script.num("permissions");
+    if perms > 0 {
+        let kinds = script.get("perm-kinds").unwrap_or("allow_once,reject_once");
+        let options: Vec<Value> = kinds
+            .split(',')
+            .map(|k| json!({"optionId": format!("opt-{k}"), "name": k, "kind": k}))
+            .collect();
+        for i in 0..perms {
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": format!("perm-{i}"),
+                "method": "session/request_permission", "params": {"sessionId": s,
+                "toolCall": {"toolCallId": format!("guarded-{i}"), "title": "Run command",
+                    "kind": "execute", "status": "pending"},
+                "options": options}}),
+            );
+        }
+        let mut got: Vec<(String, Value)> = Vec::new();
+        while got.len() < perms {
+            match answers.recv() {
+                Ok(a) => got.push(a),
+                Err(_) => return,
+            }
+        }
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        for (key, outcome) in got {
+            let text = match outcome["outcome"].as_str() {
+                Some("selected") => {
+                    format!("{key}={}", outcome["optionId"].as_str().unwrap_or("?"))
+                }
+                other => format!("{key}={}", other.unwrap_or("?")),
+            };
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text}}),
+            );
+        }
+    }
+    let text = script.get("chunk-text").unwrap_or("chunk");
+    for i in 0..script.num("chunks") {
+        let mut u = json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("{text}{i} ")}});
+        if script.has("message-id") {
+            u["messageId"] = json!("msg-1");
+        }
+        update(out, s, u);
+    }
+    if let Some(n) = script
+        .get("oversized")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "x".repeat(n)}}),
+        );
+    }
+    if script.has("hang") {
+        while !cancelled.load(Ordering::SeqCst) || script.has("ignore-cancel") {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stop = script.get("cancel-stop").unwrap_or("cancelled");
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": stop}}),
+        );
+        return;
+    }
+    if script.has("prompt-error") {
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32603, "message": "model unavailable"}}),
+        );
+        return;
+    }
+    if script.has("exit-after-stream") {
+        std::process::exit(3);
+    }
+    let stop = script.get("stop-reason").unwrap_or("end_turn");
+    send(
+        out,
+        &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": stop}}),
+    );
+    for i in 0..script.num("after-response") {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("late{i}")}}),
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! Outcome classification with real agent processes: failures before the
+//! dispatch boundary are plain `failed`; after it, an unreported outcome is
+//! `submission_unknown` and the prompt is never sent twice.
+
+use lapis_service::acp::{ProviderSpec, TurnOutcome};
+use serde_json::json;
+
+use crate::acp::{AskMode, Recorder, arg, fixture, request, run_fixture, run_with};
+
+fn failed(code: &'static str) -> TurnOutcome {
+    TurnOutcome::Failed {
+        code,
+        dispatched: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_failures_are_failed_before_the_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            json!({"command": "/nonexistent/agent"}),
+            "command_not_executable",
+        ),
+        (
+            json!({"command": "lapis-surely-missing-agent"}),
+            "command_not_found",
+        ),
+    ];
+    for (def, code) in cases {
+        let spec = ProviderSpec::from_json("p", &def).unwrap();
+        let (outcome, hooks) =
+            run_with(request(spec, dir.path()), |_| Recorder::new(AskMode::Never)).await;
+        assert_eq!(outcome, failed(code));
+        assert!(!hooks.dispatched());
+    }
+    let missing = dir.path().join("gone");
+    let (outcome, _) = run_with(request(fixture(&[]), &missing), |_| {
+        Recorder::new(AskMode::Never)
+    })
+    .await;
+    assert_eq!(outcome, failed("workspace_unavailable"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_failures_are_failed_with_short_codes() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--exit-at", "initialize"], "agent_exited"),
+        (&["--fail-initialize"], "initialize_failed"),
+        (&["--protocol-version", "2"], "protocol_version_unsupported"),
+        (&["--exit-at", "session_new"], "agent_exited"),
+        (&["--auth-required"], "auth_required"),
+        (
+            &["--oversized", "0", "--exit-at", "session_new"],
+            "agent_exited",
+        ),
+    ];
+    for (args, code) in cases {
+        let (outcome, hooks, _dir) = run_fixture(args).await;
+        assert_eq!(outcome, failed(code), "for {args:?}");
+        assert!(
+            !hooks.dispatched(),
+            "boundary must not be passed for {args:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpersisted_boundary_never_sends_the_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger");
+    let spec = fixture(&["--ledger", &arg(&ledger)]);
+    let (outcome, _) = run_with(request(spec, dir.path()), |_| {
+        let mut r = Recorder::new(AskMode::Never);
+        r.fail_boundary = true;
+        r
+    })
+    .await;
+    assert_eq!(outcome, failed("boundary_not_persisted"));
+    assert!(
+        !ledger.exists(),
+        "the agent must never have seen the prompt"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_exit_after_the_prompt_is_submission_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger");
+    let spec = fixture(&["--ledger", &arg(&ledger), "--exit-at", "prompt"]);
+    let (outcome, hooks) =
+        run_with(request(spec, dir.path()), |_| Recorder::new(AskMode::Never)).await;
+    assert_eq!(
+        outcome,
+        TurnOutcome::SubmissionUnknown {
+            code: "agent_exited"
+        }
+    );
+    assert!(outcome.fences());
+    assert!(hooks.dispatched());
+    // Received exactly once, never re-dispatched.
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_output_survives_an_agent_that_dies_without_answering() {
+    let (outcome, hooks, _dir) = run_fixture(&["--chunks", "10", "--exit-after-stream"]).await;
+    assert_eq!(
+        outcome,
+        TurnOutcome::SubmissionUnknown {
+            code: "agent_exited"
+        }
+    );
+    let want: String = (0..10).map(|i| format!("chunk{i} ")).collect();
+    assert_eq!(hooks.reply(), want);
+    assert_eq!(hooks.count("stopped"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_line_is_a_protocol_failure_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(
+        fixture(&["--chunks", "2", "--oversized", "200000"]),
+        dir.path(),
+    );
+    req.limits.max_line_bytes = 64 * 1024;
+    let (outcome, hooks) = run_with(req, |_| Recorder::new(AskMode::Never)).await;
+    assert_eq!(
+        outcome,
+        TurnOutcome::SubmissionUnknown {
+            code: "line_too_long"
+        }
+    );
+    assert_eq!(hooks.reply(), "chunk0 chunk1 ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_stop_reasons_complete_the_turn() {
+    let (outcome, _, _dir) = run_fixture(&["--stop-reason", "max_tokens"]).await;
+    assert_eq!(
+        outcome,
+        TurnOutcome::Completed {
+            stop_reason: "max_tokens".into()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_answer_to_the_prompt_is_a_reported_failure() {
+    let (outcome, hooks, _dir) = run_fixture(&["--chunks", "1", "--prompt-error"]).await;
+    assert_eq!(
+        outcome,
+        TurnOutcome::Failed {
+            code: "agent_error",
+            dispatched: true
+        }
+    );
+    assert!(!outcome.fences());
+    assert_eq!(hooks.reply(), "chunk0 ");
+}

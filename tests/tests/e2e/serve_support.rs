@@ -1,0 +1,327 @@
+//! A running `serve` in a temp HOME, and a raw line-oriented socket client.
+//!
+//! Everything the server writes to stderr and every frame a raw client
+//! reads is captured in the context, so a test can end with
+//! `assert_no_secret` over all of it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use lapis_e2e::TestContext;
+use serde_json::{Value, json};
+
+/// The owner token (full scopes).
+pub const OWNER: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000a1";
+/// A second principal's token.
+pub const GUEST: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000b2";
+/// A token with only `status:read`.
+pub const READER: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000c3";
+
+/// A server process plus its temp HOME.
+pub struct Server {
+    /// The temp HOME, config and captured output.
+    pub ctx: TestContext,
+    /// The `serve` process (None once stopped).
+    child: Option<Child>,
+    /// Controller home.
+    pub home: PathBuf,
+    /// Config file.
+    pub config: PathBuf,
+    /// A project directory registered as workspace `proj`.
+    pub project: PathBuf,
+    /// Where the server's stderr goes.
+    log: PathBuf,
+}
+
+/// Writes the config; `server` is the `server` member, `workspaces` extra.
+pub fn write_config(ctx: &TestContext, server: Value, workspaces: Value) -> PathBuf {
+    write_config_with(ctx, server, workspaces, json!({}))
+}
+
+/// [`write_config`] with `providers`.
+pub fn write_config_with(
+    ctx: &TestContext,
+    server: Value,
+    workspaces: Value,
+    providers: Value,
+) -> PathBuf {
+    let dir = ctx.home().join(".config/lapis-ai-controller");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.json");
+    let doc = json!({
+        "schema": 1,
+        "instance": "default",
+        "controllerHome": ctx.home().join(".lapis/ai-controller"),
+        "tokens": [
+            { "name": "owner", "principal": "owner", "secret": OWNER },
+            { "name": "guest", "principal": "guest", "secret": GUEST },
+            { "name": "reader", "principal": "owner", "secret": READER, "scopes": ["status:read"] },
+        ],
+        "providers": providers,
+        "workspaces": workspaces,
+        "server": server,
+    });
+    std::fs::write(&config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    config
+}
+
+impl Server {
+    /// Starts `serve` with a 4 KiB frame bound and waits until it answers.
+    pub fn start() -> Server {
+        Server::start_with(json!({ "maxFrameBytes": 4096 }))
+    }
+
+    /// Starts `serve` with the given `server` limits.
+    pub fn start_with(limits: Value) -> Server {
+        Server::start_full(limits, json!({}))
+    }
+
+    /// Starts `serve` with the given limits and providers.
+    pub fn start_full(limits: Value, providers: Value) -> Server {
+        let ctx = TestContext::new();
+        let project = ctx.home().join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        let config = write_config_with(
+            &ctx,
+            limits,
+            json!({ "proj": { "path": project } }),
+            providers,
+        );
+        let mut server = Server {
+            home: ctx.home().join(".lapis/ai-controller"),
+            ctx,
+            child: None,
+            config,
+            project,
+            log: PathBuf::new(),
+        };
+        server.log = server.ctx.home().join("serve.log");
+        server.spawn();
+        server
+    }
+
+    /// Spawns `serve` and waits for its socket.
+    pub fn spawn(&mut self) {
+        let log = std::fs::File::create(&self.log).unwrap();
+        let mut cmd = self.ctx.command(["serve"]);
+        cmd.stdout(Stdio::null()).stderr(log);
+        self.child = Some(cmd.spawn().expect("spawn serve"));
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if UnixStream::connect(self.socket()).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("serve exited early ({status}):\n{}", self.log_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "serve did not come up:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> PathBuf {
+        self.home.join("controller.sock")
+    }
+
+    /// The server's stderr so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.as_mut().unwrap().try_wait().unwrap().is_none()
+    }
+
+    /// A raw connection.
+    pub fn raw(&self) -> Raw {
+        Raw::connect(&self.socket())
+    }
+
+    /// A raw connection after a successful token `hello` as `app`.
+    pub fn hello(&self, token: &str, app: &str) -> (Raw, Value) {
+        let mut raw = self.raw();
+        let r = raw.call(
+            "hello",
+            json!({ "protocol": "lapis-ai-controller/1", "token": token, "application": app }),
+        );
+        assert!(r.get("result").is_some(), "hello failed: {r}");
+        (raw, r)
+    }
+
+    /// Kills the server with SIGKILL (no cleanup at all) and waits.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            self.ctx.capture(&self.log_text());
+        }
+    }
+
+    /// Sends SIGTERM and waits; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        self.stop_with("-TERM")
+    }
+
+    /// Sends `signal` (`-TERM`, `-INT`) and waits; returns the exit code.
+    pub fn stop_with(&mut self, signal: &str) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status();
+        let status = child.wait().unwrap();
+        let log = self.log_text();
+        self.ctx.capture(&log);
+        status.code()
+    }
+
+    /// Stops the server and asserts that no bearer appears in the log, any
+    /// command output or any file, and that no token appears there or in
+    /// any frame the raw clients read (bearers legitimately appear in the
+    /// one `hello` response that issues them).
+    pub fn finish(mut self, raws: &[&Raw], bearers: &[String]) {
+        self.stop();
+        let config = self.config.clone();
+        for b in bearers {
+            self.ctx.assert_no_secret(b, &[]);
+        }
+        for raw in raws {
+            for frame in &raw.seen {
+                self.ctx.capture(frame);
+            }
+        }
+        for secret in [OWNER, GUEST, READER] {
+            self.ctx.assert_no_secret(secret, &[&config]);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A raw line-oriented connection.
+pub struct Raw {
+    /// Write side.
+    pub stream: UnixStream,
+    /// Read side.
+    reader: BufReader<UnixStream>,
+    /// Next id for [`Raw::call`].
+    next: i64,
+    /// Every frame read, for secret scans.
+    pub seen: Vec<String>,
+}
+
+impl Raw {
+    /// Connects.
+    pub fn connect(path: &Path) -> Raw {
+        let stream = UnixStream::connect(path).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        Raw {
+            stream,
+            reader,
+            next: 1,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Writes raw bytes.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Reads one frame; `None` at end of stream.
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => None,
+            Ok(_) => {
+                self.seen.push(line.clone());
+                Some(
+                    serde_json::from_str(&line)
+                        .unwrap_or_else(|e| panic!("bad frame {line:?}: {e}")),
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => None,
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+
+    /// Reads until a response (skipping notifications, which are kept).
+    pub fn recv_response(&mut self) -> Value {
+        loop {
+            let v = self.recv().expect("connection closed before a response");
+            if v.get("id").is_some() {
+                return v;
+            }
+        }
+    }
+
+    /// Sends a request and returns its response.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let mut line = serde_json::to_vec(
+            &json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }),
+        )
+        .unwrap();
+        line.push(b'\n');
+        self.send_bytes(&line);
+        let r = self.recv_response();
+        assert_eq!(r["id"], json!(id), "response id mismatch: {r}");
+        r
+    }
+
+    /// Whether the server closed the connection (reads EOF).
+    pub fn closed(&mut self) -> bool {
+        let mut buf = [0u8; 1];
+        match self.reader.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ),
+        }
+    }
+}
+
+/// The stable code of an error response.
+pub fn code(r: &Value) -> &str {
+    r["error"]["data"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error response: {r}"))
+}
+
+/// The result of a success response.
+pub fn ok(r: &Value) -> &Value {
+    assert!(r.get("error").is_none(), "unexpected error: {r}");
+    &r["result"]
+}

@@ -1,0 +1,261 @@
+//! Turns through the server with scripted agents: permissions answered over
+//! the protocol, and a fenced workspace resolved by its owner after a crash.
+
+use std::time::{Duration, Instant};
+
+use lapis_service::client::{Client, Credential};
+use serde_json::{Value, json};
+
+use crate::serve_support::{OWNER, Server};
+
+fn fixture(args: &[&str]) -> Value {
+    json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
+}
+
+fn sdk(server: &Server, app: &str) -> Client {
+    Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: OWNER.to_owned(),
+            application: app.to_owned(),
+        },
+    )
+    .unwrap()
+}
+
+/// Polls `turns.get` until `done` holds (the engine runs asynchronously).
+fn wait_turn(client: &mut Client, turn: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = client.turns_get(turn).unwrap().state.as_str().to_owned();
+        if done(&state) {
+            return state;
+        }
+        assert!(Instant::now() < deadline, "turn stuck in {state}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills, by pid, the agents whose working directory is `dir` (a SIGKILLed
+/// server cannot reap its agents; a hanging one would outlive the test).
+fn kill_agents_in(dir: &std::path::Path) {
+    let dir = dir.canonicalize().unwrap();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read_link(entry.path().join("cwd")).ok().as_deref() == Some(dir.as_path()) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+fn field<'a>(v: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
+    v.get(camel).or_else(|| v.get(snake))
+}
+
+#[test]
+fn permission_requests_are_answered_over_the_protocol() {
+    let server = Server::start_full(
+        json!({}),
+        json!({ "asker": fixture(&["--permissions", "1", "--chunks", "1"]) }),
+    );
+    let mut client = sdk(&server, "perm");
+    let thread = client.threads_create("proj", "asker", "ask", None).unwrap();
+    client.journal_subscribe(Some(&thread.id), Some(0)).unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "p-1", "please ask")
+        .unwrap();
+    // Wait for the request event.
+    let (request_id, options) = loop {
+        let n = client
+            .next_notification(Some(Duration::from_secs(30)))
+            .unwrap()
+            .expect("a permission request");
+        let event = &n.params["event"];
+        if event["kind"] == "permission_requested" {
+            let p = &event["payload"];
+            let id = field(p, "requestId", "request_id")
+                .expect("request id")
+                .clone();
+            let options: Vec<String> = p["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    field(o, "optionId", "option_id")
+                        .unwrap()
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect();
+            break (
+                id.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| id.to_string()),
+                options,
+            );
+        }
+    };
+    // Another application may not answer it.
+    let mut other = sdk(&server, "intruder");
+    let err = other
+        .permissions_respond(&turn.id, &request_id, &options[0])
+        .unwrap_err();
+    assert_eq!(err.code(), "forbidden");
+    // An option that was not offered is refused; an unknown request is not found.
+    let err = client
+        .permissions_respond(&turn.id, &request_id, "not-offered")
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    let err = client
+        .permissions_respond(&turn.id, "no-such-request", &options[0])
+        .unwrap_err();
+    assert_eq!(err.code(), "not_found");
+    client
+        .permissions_respond(&turn.id, &request_id, &options[0])
+        .unwrap();
+    let state = wait_turn(&mut client, &turn.id, |s| {
+        s == "completed" || s == "failed" || s == "cancelled"
+    });
+    assert_eq!(state, "completed");
+    // A late answer changes nothing.
+    let err = client
+        .permissions_respond(&turn.id, &request_id, &options[0])
+        .unwrap_err();
+    assert_eq!(err.code(), "conflict");
+    assert_eq!(
+        client.turns_get(&turn.id).unwrap().state.as_str(),
+        "completed"
+    );
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
+    let mut server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
+    let mut client = sdk(&server, "ops");
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "h-1", "hang forever")
+        .unwrap();
+    wait_turn(&mut client, &turn.id, |s| {
+        s == "dispatched" || s == "running"
+    });
+    let running = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(running["runningWorkspaces"], json!(["proj"]));
+    drop(client);
+    server.kill9();
+    kill_agents_in(&server.project);
+    server.spawn();
+    // Recovery: the outcome is unknown, the workspace is fenced.
+    let status = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(status["fencedWorkspaces"], json!(["proj"]), "{status}");
+    let mut client = sdk(&server, "ops");
+    assert_eq!(
+        client.turns_get(&turn.id).unwrap().state.as_str(),
+        "submission_unknown"
+    );
+    // Without confirmation: refused, still fenced.
+    let out = server
+        .ctx
+        .run(["turns", "resolve", &turn.id, "--as", "failed", "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "invalid_request");
+    // Another application cannot resolve it.
+    let err = sdk(&server, "other")
+        .turns_resolve(&turn.id, "failed", true)
+        .unwrap_err();
+    assert_eq!(err.code(), "forbidden");
+    let resolved = client.turns_resolve(&turn.id, "cancelled", true).unwrap();
+    assert_eq!(resolved.state.as_str(), "cancelled");
+    let status = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(status["fencedWorkspaces"], json!([]));
+    // Resolving again is a conflict: the turn is no longer fenced.
+    let err = client.turns_resolve(&turn.id, "failed", true).unwrap_err();
+    assert_eq!(err.code(), "conflict");
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn configure_is_optimistic_and_refused_while_a_turn_is_active_and_cancel_stops_it() {
+    let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
+    let mut client = sdk(&server, "cfg");
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let configure = |client: &mut Client, version: u64| {
+        client.call_value(
+            "threads.configure",
+            json!({ "threadId": thread.id, "expectedVersion": version, "approval": "allow-all" }),
+        )
+    };
+    let v2 = configure(&mut client, 1).unwrap();
+    assert_eq!(v2["thread"]["version"], 2);
+    assert_eq!(v2["thread"]["approval"], "allow-all");
+    // A stale version is a conflict.
+    assert_eq!(configure(&mut client, 1).unwrap_err().code(), "conflict");
+    let turn = client
+        .turns_submit(&thread.id, "k-1", "wait for cancel")
+        .unwrap();
+    wait_turn(&mut client, &turn.id, |s| {
+        s == "dispatched" || s == "running"
+    });
+    assert_eq!(configure(&mut client, 2).unwrap_err().code(), "conflict");
+    // The CLI is another application: it may not cancel this turn.
+    let out = server.ctx.run(["turns", "cancel", &turn.id, "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "forbidden");
+    let cancelling = client.turns_cancel(&turn.id).unwrap();
+    assert!(cancelling.cancel_requested);
+    let state = wait_turn(&mut client, &turn.id, |s| {
+        s == "cancelled" || s == "interrupted" || s == "completed" || s == "failed"
+    });
+    assert_eq!(state, "cancelled");
+    // Once the turn is finished, configure works again.
+    assert_eq!(configure(&mut client, 2).unwrap()["thread"]["version"], 3);
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn sigterm_settles_a_running_turn_within_the_grace_and_leaves_no_agent() {
+    let mut server = Server::start_full(
+        json!({ "shutdownGraceSeconds": 1 }),
+        json!({ "hang": fixture(&["--hang", "--ignore-cancel"]) }),
+    );
+    let mut client = sdk(&server, "stop");
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "s-1", "never ends")
+        .unwrap();
+    wait_turn(&mut client, &turn.id, |s| {
+        s == "dispatched" || s == "running"
+    });
+    drop(client);
+    assert_eq!(server.stop(), Some(0), "{}", server.log_text());
+    // The agent's process group was reaped with the server.
+    let project = server.project.canonicalize().unwrap();
+    let survivors: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            std::fs::read_link(e.path().join("cwd")).ok().as_deref() == Some(project.as_path())
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    kill_agents_in(&server.project);
+    assert!(
+        survivors.is_empty(),
+        "agents outlived the controller: {survivors:?}"
+    );
+    // Past the dispatch boundary the outcome is unknown: fenced, not retried.
+    server.spawn();
+    let mut client = sdk(&server, "stop");
+    let settled = client.turns_get(&turn.id).unwrap();
+    assert_eq!(settled.state.as_str(), "submission_unknown", "{settled:?}");
+    let status = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(status["fencedWorkspaces"], json!(["proj"]));
+    server.finish(&[], &[]);
+}
