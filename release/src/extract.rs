@@ -33,6 +33,9 @@ use crate::archive::BINARY_PATH;
 use crate::checksums::{ChecksumError, Sha256Hex, check_bytes};
 use crate::{Entry, Manifest, ManifestError};
 
+mod rules;
+use rules::{Seen, describe, normalise, record};
+
 /// Prefix of the staging directories made by [`extract_release`]; a later
 /// install may remove leftovers with this prefix.
 pub const STAGING_PREFIX: &str = ".extract-";
@@ -215,12 +218,7 @@ pub fn extract_release(
     staging_parent: &Path,
     limits: &Limits,
 ) -> Result<ExtractedRelease, ExtractError> {
-    if bytes.len() as u64 > limits.max_archive_bytes {
-        return Err(ExtractError::ArchiveTooLarge {
-            limit: limits.max_archive_bytes,
-        });
-    }
-    check_bytes(name, bytes, expected)?;
+    check_archive(bytes, name, expected, limits)?;
     let dir = tempfile::Builder::new()
         .prefix(STAGING_PREFIX)
         .tempdir_in(staging_parent)
@@ -228,9 +226,44 @@ pub fn extract_release(
             path: staging_parent.to_path_buf(),
             source,
         })?;
-    unpack(bytes, dir.path(), limits)?;
-    let manifest = Manifest::read_from(dir.path())?;
-    manifest.verify_tree(dir.path())?;
+    let manifest = extract_into(bytes, name, expected, target, dir.path(), limits)?;
+    Ok(ExtractedRelease {
+        dir: Some(dir),
+        manifest,
+    })
+}
+
+/// Like [`extract_release`], into `dir`, an empty directory the caller made
+/// and removes on failure (the installer's staging directory, so the tree is
+/// renamed into place without a copy). Returns the verified manifest.
+pub fn extract_into(
+    bytes: &[u8],
+    name: &str,
+    expected: &Sha256Hex,
+    target: Option<&str>,
+    dir: &Path,
+    limits: &Limits,
+) -> Result<Manifest, ExtractError> {
+    check_archive(bytes, name, expected, limits)?;
+    let not_empty = fs::read_dir(dir)
+        .map_err(|source| ExtractError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .next()
+        .is_some();
+    if not_empty {
+        return Err(ExtractError::Write {
+            path: dir.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "staging directory is not empty",
+            ),
+        });
+    }
+    unpack(bytes, dir, limits)?;
+    let manifest = Manifest::read_from(dir)?;
+    manifest.verify_tree(dir)?;
     if !manifest
         .entries
         .iter()
@@ -246,20 +279,23 @@ pub fn extract_release(
             found: manifest.build.target.clone(),
         });
     }
-    Ok(ExtractedRelease {
-        dir: Some(dir),
-        manifest,
-    })
+    Ok(manifest)
 }
 
-/// What a path in the archive has been seen as.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Seen {
-    File,
-    /// A directory that has its own entry.
-    Dir,
-    /// A directory only implied by a deeper entry.
-    ImpliedDir,
+/// Size bound, then checksum: nothing is parsed before both pass.
+fn check_archive(
+    bytes: &[u8],
+    name: &str,
+    expected: &Sha256Hex,
+    limits: &Limits,
+) -> Result<(), ExtractError> {
+    if bytes.len() as u64 > limits.max_archive_bytes {
+        return Err(ExtractError::ArchiveTooLarge {
+            limit: limits.max_archive_bytes,
+        });
+    }
+    check_bytes(name, bytes, expected)?;
+    Ok(())
 }
 
 fn unpack(bytes: &[u8], root: &Path, limits: &Limits) -> Result<(), ExtractError> {
@@ -366,71 +402,6 @@ fn write_file(
     file.sync_all().map_err(err)
 }
 
-/// Checks an entry path and returns it in normal form (no trailing `/`).
-fn normalise(raw: &str, is_dir: bool) -> Result<String, ExtractError> {
-    let unsafe_path = |reason| ExtractError::UnsafePath {
-        path: raw.to_owned(),
-        reason,
-    };
-    let trimmed = if is_dir {
-        raw.strip_suffix('/').unwrap_or(raw)
-    } else {
-        raw
-    };
-    if trimmed.is_empty() {
-        return Err(unsafe_path("empty path"));
-    }
-    if trimmed.starts_with('/') {
-        return Err(unsafe_path("absolute path"));
-    }
-    if trimmed.chars().any(|c| c.is_control() || c == '\\') {
-        return Err(unsafe_path("control character or backslash"));
-    }
-    for component in trimmed.split('/') {
-        match component {
-            ".." => return Err(unsafe_path("parent directory component")),
-            "" | "." => return Err(unsafe_path("path is not in normal form")),
-            _ => {}
-        }
-    }
-    Ok(trimmed.to_owned())
-}
-
-/// Records `rel` (and the directories it implies), refusing duplicates and
-/// file/directory clashes.
-fn record(
-    seen: &mut BTreeMap<String, Seen>,
-    rel: &str,
-    is_dir: bool,
-    raw: &str,
-) -> Result<(), ExtractError> {
-    let duplicate = || ExtractError::Duplicate {
-        path: raw.to_owned(),
-    };
-    let mut prefix = String::new();
-    let parts: Vec<&str> = rel.split('/').collect();
-    for part in &parts[..parts.len() - 1] {
-        if !prefix.is_empty() {
-            prefix.push('/');
-        }
-        prefix.push_str(part);
-        match seen.get(&prefix) {
-            Some(Seen::File) => return Err(duplicate()),
-            Some(_) => {}
-            None => {
-                seen.insert(prefix.clone(), Seen::ImpliedDir);
-            }
-        }
-    }
-    match (seen.get(rel), is_dir) {
-        (None, _) => {}
-        (Some(Seen::ImpliedDir), true) => {}
-        _ => return Err(duplicate()),
-    }
-    seen.insert(rel.to_owned(), if is_dir { Seen::Dir } else { Seen::File });
-    Ok(())
-}
-
 fn create_dirs(root: &Path, dir: &Path) -> Result<(), ExtractError> {
     debug_assert!(dir.starts_with(root));
     fs::DirBuilder::new()
@@ -455,20 +426,6 @@ fn fsync_dirs(root: &Path, seen: &BTreeMap<String, Seen>) -> Result<(), ExtractE
             .map_err(|source| ExtractError::Write { path: dir, source })?;
     }
     Ok(())
-}
-
-fn describe(kind: tar::EntryType) -> String {
-    match kind {
-        tar::EntryType::Symlink => "symbolic link".into(),
-        tar::EntryType::Link => "hard link".into(),
-        tar::EntryType::Char | tar::EntryType::Block => "device".into(),
-        tar::EntryType::Fifo => "fifo".into(),
-        tar::EntryType::GNULongName
-        | tar::EntryType::GNULongLink
-        | tar::EntryType::XHeader
-        | tar::EntryType::XGlobalHeader => "extended header".into(),
-        other => format!("entry of type {:?}", other.as_byte() as char),
-    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,9 @@ pub mod verify;
 
 pub use archive::{BuiltArchive, archive_name, build_archive, write_checksums};
 pub use checksums::{CHECKSUMS_FILE, ChecksumError, Sha256Hex, Sha256Sums};
-pub use extract::{ExtractError, ExtractedRelease, Limits, extract_release, read_archive};
+pub use extract::{
+    ExtractError, ExtractedRelease, Limits, extract_into, extract_release, read_archive,
+};
 pub use fetch::{FetchError, FetchOptions, Location, fetch};
 pub use identity::{BuildIdentity, date_from_epoch};
 pub use manifest::{
