@@ -44,6 +44,10 @@ pub struct CliError {
     pub code: &'static str,
     /// The error and its causes. Must never contain a secret.
     pub error: anyhow::Error,
+    /// With `--json`: what the command did before it failed (for example
+    /// `install` when only the service step failed), printed as
+    /// `error.details`. Must never contain a secret.
+    pub details: Option<serde_json::Value>,
 }
 
 impl CliError {
@@ -53,17 +57,24 @@ impl CliError {
             class: ExitClass::Failure,
             code,
             error: error.into(),
+            details: None,
         }
     }
 
     /// The service or service manager is unreachable (exit 3).
-    #[allow(dead_code)] // used once the service commands land
     pub fn unavailable(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
         CliError {
             class: ExitClass::Unavailable,
             code,
             error: error.into(),
+            details: None,
         }
+    }
+
+    /// Attaches what the command did before failing (see `details`).
+    pub fn with_details(mut self, details: serde_json::Value) -> CliError {
+        self.details = Some(details);
+        self
     }
 }
 

@@ -34,9 +34,12 @@ fn report(err: &CliError, wants_json: bool) {
     eprintln!("{text}");
     if wants_json {
         let causes: Vec<String> = err.error.chain().skip(1).map(|c| c.to_string()).collect();
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "error": { "code": err.code, "message": err.error.to_string(), "causes": causes }
         });
+        if let Some(details) = &err.details {
+            doc["error"]["details"] = details.clone();
+        }
         let _ = output::json(&doc);
     }
 }

@@ -1,2 +1,40 @@
 //! `lapis-installer`: puts a verified release tree into an immutable,
 //! digest-addressed snapshot and moves the launcher to it atomically.
+//!
+//! The crate is organised by the things it manages:
+//!
+//! - [`paths`]: where everything of an instance lives (used by every command);
+//! - [`fsx`]: the only code that renames, swaps or locks install paths;
+//! - [`snapshot`]: `releases/<digest>` directories, staging, verification;
+//! - [`install`]: the stage → verify → smoke-test → activate sequence, with
+//!   three entry points: [`install_executable`] (the running binary),
+//!   [`install_tree`] (an extracted release directory holding
+//!   `bin/lapis-ai-controller` and `release.json`) and [`install_staged`]
+//!   (a [`StagingDir`] filled in place, e.g. by archive extraction);
+//! - [`smoke`], [`launcher`], [`config`], [`state`]: the steps;
+//! - [`unit`], [`service`]: the systemd/launchd user service;
+//! - [`releases`]: list, rollback, gc and uninstall.
+//!
+//! Nothing here prints or exits; every operation returns a report or an
+//! [`InstallError`] whose message names paths and digests, never secrets.
+
+pub mod config;
+mod error;
+pub mod fsx;
+pub mod install;
+pub mod launcher;
+pub mod paths;
+pub mod releases;
+pub mod service;
+pub mod smoke;
+pub mod snapshot;
+pub mod state;
+pub mod unit;
+
+pub use error::InstallError;
+pub use install::{
+    Checkpoint, InstallOptions, InstallReport, SnapshotOutcome, install_executable, install_staged,
+    install_tree,
+};
+pub use paths::{Instance, PathError, PathOptions, Paths, ServiceKind};
+pub use snapshot::StagingDir;

@@ -1,6 +1,12 @@
 //! One handler per command; `run` is the single dispatch point.
 
 mod completions;
+mod install;
+mod paths;
+mod releases;
+mod rollback;
+mod token;
+mod uninstall;
 mod version;
 
 use crate::args::{Cli, Command};
@@ -12,6 +18,11 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Version(out) => version::run(&global, out),
         Command::Completions(args) => completions::run(args),
+        Command::Install(args) => install::run(&global, args),
+        Command::Uninstall(args) => uninstall::run(&global, args),
+        Command::Releases(command) => releases::run(&global, command),
+        Command::Rollback(args) => rollback::run(&global, args),
+        Command::Token(command) => token::run(&global, command),
         other => Err(CliError::failure(
             "not_available",
             anyhow::anyhow!("this command is not available in this build: {other:?}",),

@@ -9,7 +9,11 @@ use crate::identity::build_identity;
 
 pub fn run(_global: &GlobalArgs, out: JsonArg) -> CliResult {
     let build = build_identity();
-    let snapshot: Option<String> = None;
+    // Only the manifest is read and hashed, not the binary, so this stays
+    // cheap enough for every call (including the installer's smoke test).
+    let snapshot: Option<String> = std::env::current_exe()
+        .ok()
+        .and_then(|exe| lapis_installer::releases::snapshot_of_executable(&exe, &build));
     if out.json {
         crate::output::json(&json!({
             "name": lapis_release::PRODUCT,

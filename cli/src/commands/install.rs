@@ -1,0 +1,233 @@
+//! `install`: this executable becomes the active release snapshot, the config
+//! is created once, and the user service is (re)started.
+//!
+//! `LAPIS_INSTALL_FAULT_PAUSE=<checkpoint>` (test hook) makes the process
+//! print `lapis-fault-pause: <checkpoint>` on stderr at that point of the
+//! install sequence and sleep, so a test can kill it there with SIGKILL. It
+//! only ever pauses; it cannot skip a step.
+
+use std::time::{Duration, Instant};
+
+use lapis_installer::install::unix_now;
+use lapis_installer::service::{self, ServiceError};
+use lapis_installer::smoke::DEFAULT_SMOKE_TIMEOUT;
+use lapis_installer::{Checkpoint, InstallError, InstallOptions, InstallReport, Paths, unit};
+use serde_json::{Value, json};
+
+use super::paths::{installer_error, millis, resolve};
+use crate::args::{GlobalArgs, InstallArgs};
+use crate::exit::{CliError, CliResult};
+use crate::identity::build_identity;
+
+/// Environment variable naming the checkpoint to pause at.
+const FAULT_PAUSE_ENV: &str = "LAPIS_INSTALL_FAULT_PAUSE";
+
+pub fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
+    let started = Instant::now();
+    if args.from.is_some() {
+        return Err(CliError::failure(
+            "not_available",
+            anyhow::anyhow!("install --from is not available in this build"),
+        ));
+    }
+    let paths = resolve(
+        global,
+        args.home.workspace.as_deref(),
+        args.install_path.as_deref(),
+    )?;
+    let exe = std::env::current_exe().map_err(|e| {
+        CliError::failure("io", anyhow::anyhow!("cannot find this executable: {e}"))
+    })?;
+    let hook = fault_hook();
+    let opts = InstallOptions {
+        force: args.force,
+        bootstrap_config: true,
+        now: unix_now(),
+        smoke_timeout: DEFAULT_SMOKE_TIMEOUT,
+        checkpoint: &hook,
+    };
+    let report = lapis_installer::install_executable(&paths, &exe, &build_identity(), &opts)
+        .map_err(installer_error)?;
+    finish(&paths, &report, &args, started)
+}
+
+/// The checkpoint hook: pauses forever at the checkpoint named in
+/// `LAPIS_INSTALL_FAULT_PAUSE`, after saying so on stderr.
+pub fn fault_hook() -> impl Fn(Checkpoint) {
+    let wanted = std::env::var(FAULT_PAUSE_ENV).ok();
+    move |point: Checkpoint| {
+        if wanted.as_deref() == Some(point.name()) {
+            eprintln!("lapis-fault-pause: {}", point.name());
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+    }
+}
+
+/// Everything after the release is active: the service step and the report.
+/// Shared by every install source, so they all say the same things.
+pub fn finish(
+    paths: &Paths,
+    report: &InstallReport,
+    args: &InstallArgs,
+    started: Instant,
+) -> CliResult {
+    let install_time = started.elapsed();
+    let service_started = Instant::now();
+    let service = if args.no_service {
+        Ok(false)
+    } else {
+        service::install_and_start(paths, Duration::from_secs(args.ready_timeout)).map(|_| true)
+    };
+    let service_time = service_started.elapsed();
+    let manual = unit::serve_command_line(paths);
+    let service_doc = match &service {
+        Ok(false) => json!({ "status": "skipped" }),
+        Ok(true) => json!({ "status": "started" }),
+        Err(ServiceError::Unavailable(why)) => json!({
+            "status": "unavailable", "message": why, "manualStart": manual,
+        }),
+        Err(e) => json!({ "status": "failed", "message": e.to_string(), "manualStart": manual }),
+    };
+    let mut doc = document(paths, report, service_doc);
+    doc["timings"] = json!({
+        "installMs": millis(install_time),
+        "smokeMs": millis(report.smoke),
+        "serviceMs": millis(service_time),
+    });
+    match service {
+        Ok(started) => {
+            if args.out.json {
+                crate::output::json(&doc)?;
+            } else {
+                print_plain(
+                    paths,
+                    report,
+                    if started {
+                        "started"
+                    } else {
+                        "skipped (--no-service)"
+                    },
+                )?;
+            }
+            Ok(())
+        }
+        Err(err) => {
+            if !args.out.json {
+                print_plain(paths, report, "not started")?;
+            }
+            let hint = format!(
+                "the release and config are installed; start the controller by hand with: {manual}"
+            );
+            let mut err = installer_error(InstallError::Service(err));
+            err.error = err.error.context(hint);
+            Err(err.with_details(doc))
+        }
+    }
+}
+
+fn document(paths: &Paths, report: &InstallReport, service: Value) -> Value {
+    let (found, quarantined) = match &report.snapshot {
+        lapis_installer::SnapshotOutcome::Restaged { found, quarantined } => {
+            (Some(found.clone()), Some(quarantined.display().to_string()))
+        }
+        _ => (None, None),
+    };
+    let (config, controller_home) = match &report.config {
+        Some((outcome, summary)) => (
+            Some(outcome.as_str()),
+            summary
+                .controller_home
+                .clone()
+                .unwrap_or_else(|| paths.controller_home.clone()),
+        ),
+        None => (None, paths.controller_home.clone()),
+    };
+    let mut service = service;
+    service["manager"] = json!(match paths.unit.kind {
+        lapis_installer::ServiceKind::Systemd => "systemd",
+        lapis_installer::ServiceKind::Launchd => "launchd",
+    });
+    service["unit"] = json!(paths.unit.name);
+    json!({
+        "digest": report.digest,
+        "snapshot": report.snapshot.as_str(),
+        "found": found,
+        "quarantined": quarantined,
+        "previousDigest": report.previous,
+        "replaced": report.replaced,
+        "version": report.build.version,
+        "build": report.build,
+        "instance": paths.instance.as_str(),
+        "config": config,
+        "paths": {
+            "launcher": paths.launcher,
+            "snapshot": paths.snapshot_dir(&report.digest),
+            "releasesRoot": paths.releases_root,
+            "config": paths.config,
+            "controllerHome": controller_home,
+            "unit": paths.unit.path,
+        },
+        "service": service,
+        "cleaned": report.cleaned,
+    })
+}
+
+fn print_plain(paths: &Paths, report: &InstallReport, service: &str) -> std::io::Result<()> {
+    let b = &report.build;
+    let mut lines = vec![format!(
+        "installed {} {} ({} {} {})",
+        lapis_installer::paths::PRODUCT,
+        b.version,
+        b.commit,
+        b.date,
+        b.target
+    )];
+    let snapshot = match &report.snapshot {
+        lapis_installer::SnapshotOutcome::Restaged { found, quarantined } => format!(
+            "restaged: the existing copy did not verify ({found}); moved it to {}",
+            quarantined.display()
+        ),
+        other => other.as_str().to_owned(),
+    };
+    lines.push(format!("  snapshot  {} ({snapshot})", report.digest));
+    lines.push(format!(
+        "  previous  {}",
+        report.previous.as_deref().unwrap_or("none")
+    ));
+    if let Some(what) = &report.replaced {
+        lines.push(format!("  replaced  {what} (--force)"));
+    }
+    lines.push(format!(
+        "  launcher  {} -> {}",
+        paths.launcher.display(),
+        paths.snapshot_bin(&report.digest).display()
+    ));
+    if let Some((outcome, summary)) = &report.config {
+        lines.push(format!(
+            "  config    {} ({})",
+            paths.config.display(),
+            outcome.as_str()
+        ));
+        let home = summary
+            .controller_home
+            .as_deref()
+            .unwrap_or(&paths.controller_home);
+        lines.push(format!("  home      {}", home.display()));
+    }
+    lines.push(format!("  service   {} {service}", paths.unit.name));
+    for path in &report.cleaned {
+        lines.push(format!("  cleaned   {}", path.display()));
+    }
+    if let Some(dir) = paths.launcher.parent()
+        && !std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == dir))
+    {
+        lines.push(format!(
+            "note: {} is not on PATH; add it to run `{}` by name",
+            dir.display(),
+            lapis_installer::paths::PRODUCT
+        ));
+    }
+    crate::output::line(lines.join("\n"))
+}

@@ -1,0 +1,77 @@
+//! `uninstall [--purge]`: remove the service, the launcher and the snapshots;
+//! with `--purge` also the config (and its tokens) and the controller home.
+
+use lapis_installer::releases;
+use serde_json::json;
+
+use super::paths::{installer_error, resolve};
+use crate::args::{GlobalArgs, UninstallArgs};
+use crate::exit::CliResult;
+
+pub fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
+    let paths = resolve(
+        global,
+        args.home.workspace.as_deref(),
+        args.install_path.as_deref(),
+    )?;
+    let report = releases::uninstall(&paths, args.purge).map_err(installer_error)?;
+    if args.out.json {
+        crate::output::json(&json!({
+            "unit": paths.unit.name,
+            "removedUnit": report.removed_unit,
+            "serviceWarning": report.service_warning,
+            "removedLauncher": report.removed_launcher,
+            "keptForeignLauncher": report.kept_foreign_launcher,
+            "removedSnapshots": report.removed_snapshots,
+            "keptForInstances": report.kept_for_instances,
+            "removedConfig": report.removed_config,
+            "removedControllerHome": report.removed_controller_home,
+        }))?;
+        return Ok(());
+    }
+    let mut lines = Vec::new();
+    if report.removed_unit {
+        lines.push(format!("removed service {}", paths.unit.name));
+    }
+    if let Some(w) = &report.service_warning {
+        lines.push(format!("warning: {w}"));
+    }
+    if report.removed_launcher {
+        lines.push(format!("removed launcher {}", paths.launcher.display()));
+    }
+    if let Some(what) = &report.kept_foreign_launcher {
+        lines.push(format!(
+            "left {} alone: it is {what}, not our launcher",
+            paths.launcher.display()
+        ));
+    }
+    if !report.removed_snapshots.is_empty() {
+        lines.push(format!(
+            "removed {} snapshot(s) from {}",
+            report.removed_snapshots.len(),
+            paths.releases_root.display()
+        ));
+    }
+    if !report.kept_for_instances.is_empty() {
+        lines.push(format!(
+            "kept the launcher and snapshots: still used by {}",
+            report.kept_for_instances.join(", ")
+        ));
+    }
+    match &report.removed_config {
+        Some(p) => lines.push(format!("removed config {}", p.display())),
+        None if !args.purge => lines.push(format!(
+            "kept config {} and the controller home (use --purge to remove them)",
+            paths.config.display()
+        )),
+        None => {}
+    }
+    if let Some(p) = &report.removed_controller_home {
+        lines.push(format!("removed controller home {}", p.display()));
+    }
+    if lines.is_empty() {
+        lines.push("nothing was installed".to_owned());
+    }
+    crate::output::line(lines.join("\n"))?;
+    Ok(())
+}

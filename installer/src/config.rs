@@ -1,0 +1,308 @@
+//! The configuration file, as far as the installer is concerned: created once,
+//! never rewritten.
+//!
+//! Applications hold the bootstrap token from this file, so rewriting it would
+//! lock every one of them out. The installer therefore only ever *creates* the
+//! file (all or nothing, never over an existing one, see
+//! [`crate::fsx::create_new_atomic`]) and otherwise checks that the existing
+//! file has the basic shape (a JSON object with `schema` 1 and at least one
+//! token with a secret). Full validation belongs to the service.
+//!
+//! Error messages never quote file contents: the file holds secrets, so the
+//! JSON is parsed as an untyped value (whose syntax errors carry only line and
+//! column) and checked by hand.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use thiserror::Error;
+
+use crate::fsx::{self, FsError};
+use crate::paths::Paths;
+
+/// Largest config file read.
+const MAX_CONFIG_BYTES: u64 = 4 << 20;
+/// Prefix of every generated token.
+pub const TOKEN_PREFIX: &str = "lapis_";
+
+/// Why the configuration was refused or could not be written.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file exists but does not have the basic shape.
+    #[error("configuration {path} is malformed: {reason}; it was left untouched")]
+    Malformed {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong (never contents).
+        reason: String,
+    },
+    /// The file does not exist (commands other than install need it).
+    #[error("configuration {0} does not exist; run `lapis-ai-controller install` first")]
+    Missing(PathBuf),
+    /// Reading or writing failed.
+    #[error(transparent)]
+    Fs(#[from] FsError),
+}
+
+/// What [`bootstrap`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigOutcome {
+    /// A new file was written with fresh tokens.
+    Created,
+    /// An existing, well-formed file was kept byte for byte.
+    Reused,
+}
+
+impl ConfigOutcome {
+    /// `created` or `reused`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigOutcome::Created => "created",
+            ConfigOutcome::Reused => "reused",
+        }
+    }
+}
+
+/// The parts of a well-formed config the installer uses.
+#[derive(Clone, Debug)]
+pub struct ConfigSummary {
+    /// `controllerHome`, when the file names one.
+    pub controller_home: Option<PathBuf>,
+    /// Number of tokens.
+    pub tokens: usize,
+}
+
+/// A token from the config. `Debug` hides the secret.
+#[derive(Clone)]
+pub struct Token {
+    /// Token name (`owner`).
+    pub name: String,
+    /// Principal it authenticates as.
+    pub principal: String,
+    /// The secret itself. Print only from `token show`.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Token")
+            .field("name", &self.name)
+            .field("principal", &self.principal)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Reads and checks the config at `path`. `Ok(None)` when it does not exist.
+pub fn read(path: &Path) -> Result<Option<(Value, ConfigSummary)>, ConfigError> {
+    let meta = match fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(FsError::new("read", path, e).into()),
+        Ok(m) => m,
+    };
+    let malformed = |reason: String| ConfigError::Malformed {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if !meta.is_file() {
+        return Err(malformed("not a regular file".into()));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(malformed(format!("larger than {MAX_CONFIG_BYTES} bytes")));
+    }
+    let bytes = fs::read(path).map_err(|e| FsError::new("read", path, e))?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        malformed(format!(
+            "not valid JSON (line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let summary = check_shape(&value).map_err(|r| malformed(r.to_owned()))?;
+    Ok(Some((value, summary)))
+}
+
+/// Like [`read`], but a missing file is an error.
+pub fn read_existing(path: &Path) -> Result<(Value, ConfigSummary), ConfigError> {
+    read(path)?.ok_or_else(|| ConfigError::Missing(path.to_path_buf()))
+}
+
+/// The basic shape every config must have. Reasons name fields, never values.
+fn check_shape(value: &Value) -> Result<ConfigSummary, &'static str> {
+    let obj = value.as_object().ok_or("the top level is not an object")?;
+    match obj.get("schema").and_then(Value::as_u64) {
+        Some(1) => {}
+        Some(_) => return Err("`schema` is not 1"),
+        None => return Err("`schema` is missing or not a number"),
+    }
+    let tokens = obj
+        .get("tokens")
+        .and_then(Value::as_array)
+        .ok_or("`tokens` is missing or not an array")?;
+    if tokens.is_empty() {
+        return Err("`tokens` is empty");
+    }
+    for token in tokens {
+        let secret = token
+            .get("secret")
+            .and_then(Value::as_str)
+            .ok_or("a token has no string `secret`")?;
+        if secret.is_empty() {
+            return Err("a token has an empty `secret`");
+        }
+    }
+    let controller_home = match obj.get("controllerHome") {
+        None => None,
+        Some(Value::String(s)) if Path::new(s).is_absolute() => Some(PathBuf::from(s)),
+        Some(_) => return Err("`controllerHome` is not an absolute path"),
+    };
+    Ok(ConfigSummary {
+        controller_home,
+        tokens: tokens.len(),
+    })
+}
+
+/// The first token of the config (the owner's bootstrap token).
+pub fn first_token(value: &Value) -> Option<Token> {
+    let t = value.get("tokens")?.as_array()?.first()?;
+    Some(Token {
+        name: t
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("owner")
+            .to_owned(),
+        principal: t
+            .get("principal")
+            .and_then(Value::as_str)
+            .unwrap_or("owner")
+            .to_owned(),
+        secret: t.get("secret")?.as_str()?.to_owned(),
+    })
+}
+
+/// A fresh bootstrap token: `lapis_` and 64 lowercase hex digits (256 bits
+/// from the OS random source).
+pub fn generate_token() -> Result<String, io::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(format!("{TOKEN_PREFIX}{}", hex::encode(bytes)))
+}
+
+/// The initial config document for `paths`.
+pub fn initial_document(paths: &Paths, secret: &str) -> Value {
+    json!({
+        "schema": 1,
+        "instance": paths.instance.as_str(),
+        "controllerHome": paths.controller_home,
+        "tokens": [
+            { "name": "owner", "principal": "owner", "secret": secret }
+        ],
+        "providers": {},
+        "workspaces": {},
+        "server": {}
+    })
+}
+
+/// Creates the config when it is missing (directory 0700, file 0600, fresh
+/// token), or checks and keeps the existing one byte for byte. When another
+/// installer creates it first, that file is kept. `before_link` runs when the
+/// new file is complete but not yet visible (fault injection).
+pub fn bootstrap(
+    paths: &Paths,
+    before_link: &dyn Fn(),
+) -> Result<(ConfigOutcome, ConfigSummary), ConfigError> {
+    if let Some((_, summary)) = read(&paths.config)? {
+        return Ok((ConfigOutcome::Reused, summary));
+    }
+    fsx::create_dir_all_mode(fsx::parent_of(&paths.config), 0o700)?;
+    let secret =
+        generate_token().map_err(|e| FsError::new("generate a token for", &paths.config, e))?;
+    let mut bytes = serde_json::to_vec_pretty(&initial_document(paths, &secret))
+        .expect("config document serialises");
+    bytes.push(b'\n');
+    let created = fsx::create_new_atomic(&paths.config, &bytes, 0o600, before_link)?;
+    // Either way the file on disk is now complete; report what it says.
+    let (_, summary) = read_existing(&paths.config)?;
+    let outcome = if created {
+        ConfigOutcome::Created
+    } else {
+        ConfigOutcome::Reused
+    };
+    Ok((outcome, summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::{PathOptions, ServiceKind};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn paths(home: &Path) -> Paths {
+        Paths::resolve(&PathOptions {
+            home: home.to_path_buf(),
+            cwd: home.to_path_buf(),
+            service_kind: Some(ServiceKind::Systemd),
+            ..PathOptions::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn creates_once_then_reuses_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let (outcome, summary) = bootstrap(&p, &|| {}).unwrap();
+        assert_eq!(outcome, ConfigOutcome::Created);
+        assert_eq!(summary.tokens, 1);
+        assert_eq!(
+            summary.controller_home.as_deref(),
+            Some(p.controller_home.as_path())
+        );
+        let first = fs::read(&p.config).unwrap();
+        let mode = fs::metadata(&p.config).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let dmode = fs::metadata(p.config.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dmode & 0o777, 0o700);
+        let (outcome, _) = bootstrap(&p, &|| {}).unwrap();
+        assert_eq!(outcome, ConfigOutcome::Reused);
+        assert_eq!(fs::read(&p.config).unwrap(), first);
+        let (value, _) = read_existing(&p.config).unwrap();
+        let token = first_token(&value).unwrap();
+        assert!(token.secret.starts_with(TOKEN_PREFIX));
+        assert_eq!(token.secret.len(), TOKEN_PREFIX.len() + 64);
+        assert!(!format!("{token:?}").contains(&token.secret));
+    }
+
+    #[test]
+    fn malformed_configs_are_refused_without_quoting_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        fs::create_dir_all(p.config.parent().unwrap()).unwrap();
+        let cases: &[(&str, &str)] = &[
+            ("{\"tokens\": [lapis_secretvalue", "not valid JSON"),
+            ("[]", "not an object"),
+            ("{\"schema\":2,\"tokens\":[]}", "`schema` is not 1"),
+            ("{\"schema\":1,\"tokens\":[]}", "`tokens` is empty"),
+            (
+                "{\"schema\":1,\"tokens\":\"lapis_secretvalue\"}",
+                "`tokens` is missing",
+            ),
+            (
+                "{\"schema\":1,\"tokens\":[{\"secret\":7}]}",
+                "no string `secret`",
+            ),
+        ];
+        for (text, want) in cases {
+            fs::write(&p.config, text).unwrap();
+            let err = bootstrap(&p, &|| {}).unwrap_err().to_string();
+            assert!(err.contains(want), "{text}: {err}");
+            assert!(!err.contains("secretvalue"), "{err}");
+            assert_eq!(fs::read_to_string(&p.config).unwrap(), *text);
+        }
+    }
+}

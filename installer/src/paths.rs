@@ -1,0 +1,450 @@
+//! Where everything lives, for one instance, decided in one place.
+//!
+//! Every command resolves its paths here so that `install`, `serve`, `status`
+//! and `uninstall` can never disagree about which config, controller home or
+//! service unit is meant. Resolution is pure: the caller passes `HOME`,
+//! `XDG_CONFIG_HOME` and the working directory in ([`PathOptions::from_env`]
+//! reads them from the process), so tests can point everything at a temp dir.
+//!
+//! Layout (default instance / instance `NAME`):
+//!
+//! | what | default | named |
+//! |---|---|---|
+//! | launcher | `~/.local/bin/lapis-ai-controller` | shared |
+//! | releases | `~/.local/lib/lapis-ai-controller/releases` | shared |
+//! | config | `$XDG_CONFIG_HOME/lapis-ai-controller/config.json` | `…/instances/NAME/config.json` |
+//! | controller home | `~/.lapis/ai-controller` | `~/.lapis/ai-controller-NAME` |
+//! | systemd unit | `lapis-ai-controller.service` | `lapis-ai-controller-NAME.service` |
+//! | launchd label | `ai.lapis.controller` | `ai.lapis.controller.NAME` |
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use thiserror::Error;
+
+/// Binary and product name.
+pub const PRODUCT: &str = lapis_release::PRODUCT;
+
+/// Longest accepted instance name.
+const MAX_INSTANCE_LEN: usize = 32;
+
+/// An instance: the default one or a validated name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Instance {
+    /// The instance used without `--instance`.
+    Default,
+    /// A named instance; the name matches `^[a-z0-9][a-z0-9-]{0,31}$` and is
+    /// not `default`.
+    Named(String),
+}
+
+impl Instance {
+    /// Validates `--instance NAME`. `default` names the default instance.
+    pub fn parse(name: Option<&str>) -> Result<Instance, PathError> {
+        let Some(name) = name else {
+            return Ok(Instance::Default);
+        };
+        if name == "default" {
+            return Ok(Instance::Default);
+        }
+        let bytes = name.as_bytes();
+        let valid = !bytes.is_empty()
+            && bytes.len() <= MAX_INSTANCE_LEN
+            && matches!(bytes[0], b'a'..=b'z' | b'0'..=b'9')
+            && bytes
+                .iter()
+                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-'));
+        if valid {
+            Ok(Instance::Named(name.to_owned()))
+        } else {
+            Err(PathError::InvalidInstance {
+                name: name.escape_debug().to_string(),
+            })
+        }
+    }
+
+    /// `default` or the name, as written into the config.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Instance::Default => "default",
+            Instance::Named(n) => n,
+        }
+    }
+
+    /// The name when the instance is named.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Instance::Default => None,
+            Instance::Named(n) => Some(n),
+        }
+    }
+
+    fn suffix(&self, sep: char) -> String {
+        match self {
+            Instance::Default => String::new(),
+            Instance::Named(n) => format!("{sep}{n}"),
+        }
+    }
+}
+
+impl fmt::Display for Instance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which user service manager the platform has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceKind {
+    /// systemd user units (Linux).
+    Systemd,
+    /// launchd agents (macOS).
+    Launchd,
+}
+
+impl ServiceKind {
+    /// The service manager of the platform this binary was built for.
+    pub fn native() -> ServiceKind {
+        if cfg!(target_os = "macos") {
+            ServiceKind::Launchd
+        } else {
+            ServiceKind::Systemd
+        }
+    }
+}
+
+/// The service registration of one instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitPaths {
+    /// Which service manager the unit is for.
+    pub kind: ServiceKind,
+    /// systemd unit name (`lapis-ai-controller.service`) or launchd label.
+    pub name: String,
+    /// Where the unit file or plist is written.
+    pub path: PathBuf,
+}
+
+/// Inputs to [`Paths::resolve`]. Optional fields are the command-line
+/// overrides; `None` means the default.
+#[derive(Clone, Debug, Default)]
+pub struct PathOptions {
+    /// `$HOME`; must be absolute.
+    pub home: PathBuf,
+    /// `$XDG_CONFIG_HOME`; ignored unless absolute (as the XDG spec says).
+    pub xdg_config_home: Option<PathBuf>,
+    /// Working directory, to make relative overrides absolute.
+    pub cwd: PathBuf,
+    /// `--config PATH`.
+    pub config: Option<PathBuf>,
+    /// `--workspace DIR` or `LAPIS_AI_CONTROLLER_WORKSPACE`.
+    pub controller_home: Option<PathBuf>,
+    /// `--instance NAME`.
+    pub instance: Option<String>,
+    /// `--install-path PATH`.
+    pub install_path: Option<PathBuf>,
+    /// Service manager to resolve the unit for (default: the native one).
+    pub service_kind: Option<ServiceKind>,
+}
+
+impl PathOptions {
+    /// Options with `HOME`, `XDG_CONFIG_HOME` and the working directory taken
+    /// from this process; the overrides are left empty for the caller.
+    pub fn from_env() -> Result<PathOptions, PathError> {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .ok_or(PathError::NoHome)?;
+        let cwd = std::env::current_dir().map_err(|_| PathError::NoCwd)?;
+        Ok(PathOptions {
+            home,
+            xdg_config_home: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
+            cwd,
+            ..PathOptions::default()
+        })
+    }
+}
+
+/// Why paths could not be resolved.
+#[derive(Debug, Error)]
+pub enum PathError {
+    /// `--instance` has characters outside `[a-z0-9-]` or a bad length.
+    #[error(
+        "invalid instance name {name:?}: use 1-32 characters from a-z, 0-9 and '-', starting with a letter or digit"
+    )]
+    InvalidInstance {
+        /// The refused name, escaped.
+        name: String,
+    },
+    /// `HOME` is unset or empty.
+    #[error("HOME is not set")]
+    NoHome,
+    /// `HOME` is relative.
+    #[error("HOME must be an absolute path, got {0}")]
+    RelativeHome(PathBuf),
+    /// The working directory is unavailable (needed for relative overrides).
+    #[error("cannot determine the working directory")]
+    NoCwd,
+}
+
+/// Every path one instance uses. All paths are absolute and lexically
+/// normalised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Paths {
+    /// The selected instance.
+    pub instance: Instance,
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// The launcher symlink (shared by all instances).
+    pub launcher: PathBuf,
+    /// `~/.local/lib/lapis-ai-controller/releases` (shared).
+    pub releases_root: PathBuf,
+    /// The instance's config file.
+    pub config: PathBuf,
+    /// Whether `config` came from `--config`.
+    pub config_explicit: bool,
+    /// The instance's controller home (default or `--workspace`). Commands
+    /// other than `install` should prefer the config's `controllerHome`.
+    pub controller_home: PathBuf,
+    /// Whether `controller_home` came from `--workspace` / the environment.
+    pub controller_home_explicit: bool,
+    /// The service unit of this instance.
+    pub unit: UnitPaths,
+}
+
+impl Paths {
+    /// Resolves every path for `opts`.
+    pub fn resolve(opts: &PathOptions) -> Result<Paths, PathError> {
+        let instance = Instance::parse(opts.instance.as_deref())?;
+        if !opts.home.is_absolute() {
+            return Err(PathError::RelativeHome(opts.home.clone()));
+        }
+        let home = normalize(&opts.home);
+        let abs = |p: &Path| normalize(&opts.cwd.join(p));
+        let xdg_config = opts
+            .xdg_config_home
+            .as_deref()
+            .filter(|p| p.is_absolute())
+            .map(normalize)
+            .unwrap_or_else(|| home.join(".config"));
+        let config_dir = xdg_config.join(PRODUCT);
+        let default_config = match &instance {
+            Instance::Default => config_dir.join("config.json"),
+            Instance::Named(n) => config_dir.join("instances").join(n).join("config.json"),
+        };
+        let default_home = home
+            .join(".lapis")
+            .join(format!("ai-controller{}", instance.suffix('-')));
+        let kind = opts.service_kind.unwrap_or_else(ServiceKind::native);
+        let unit = match kind {
+            ServiceKind::Systemd => {
+                let name = format!("{PRODUCT}{}.service", instance.suffix('-'));
+                UnitPaths {
+                    kind,
+                    path: xdg_config.join("systemd").join("user").join(&name),
+                    name,
+                }
+            }
+            ServiceKind::Launchd => {
+                let name = format!("ai.lapis.controller{}", instance.suffix('.'));
+                UnitPaths {
+                    kind,
+                    path: home
+                        .join("Library")
+                        .join("LaunchAgents")
+                        .join(format!("{name}.plist")),
+                    name,
+                }
+            }
+        };
+        Ok(Paths {
+            launcher: opts
+                .install_path
+                .as_deref()
+                .map(abs)
+                .unwrap_or_else(|| home.join(".local").join("bin").join(PRODUCT)),
+            releases_root: home
+                .join(".local")
+                .join("lib")
+                .join(PRODUCT)
+                .join("releases"),
+            config: opts.config.as_deref().map(abs).unwrap_or(default_config),
+            config_explicit: opts.config.is_some(),
+            controller_home: opts
+                .controller_home
+                .as_deref()
+                .map(abs)
+                .unwrap_or(default_home),
+            controller_home_explicit: opts.controller_home.is_some(),
+            unit,
+            instance,
+            home,
+        })
+    }
+
+    /// `releases/<digest>`.
+    pub fn snapshot_dir(&self, digest: &str) -> PathBuf {
+        self.releases_root.join(digest)
+    }
+
+    /// `releases/<digest>/bin/lapis-ai-controller`: what the launcher points at.
+    pub fn snapshot_bin(&self, digest: &str) -> PathBuf {
+        self.snapshot_dir(digest).join("bin").join(PRODUCT)
+    }
+
+    /// The lock serialising every change under the releases root.
+    pub fn releases_lock(&self) -> PathBuf {
+        self.releases_root.join(".lock")
+    }
+
+    /// The install state (activation history) file.
+    pub fn state_file(&self) -> PathBuf {
+        self.releases_root.join("state.json")
+    }
+}
+
+/// Whether `name` is a snapshot directory name: 64 lowercase hex digits.
+pub fn is_digest(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Lexical normalisation: drops `.`, folds `..`, keeps the path absolute.
+/// Symlinks are not resolved (paths may not exist yet).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> PathOptions {
+        PathOptions {
+            home: "/home/u".into(),
+            cwd: "/work/dir".into(),
+            service_kind: Some(ServiceKind::Systemd),
+            ..PathOptions::default()
+        }
+    }
+
+    #[test]
+    fn default_instance_paths() {
+        let p = Paths::resolve(&opts()).unwrap();
+        assert_eq!(
+            p.launcher,
+            Path::new("/home/u/.local/bin/lapis-ai-controller")
+        );
+        assert_eq!(
+            p.releases_root,
+            Path::new("/home/u/.local/lib/lapis-ai-controller/releases")
+        );
+        assert_eq!(
+            p.config,
+            Path::new("/home/u/.config/lapis-ai-controller/config.json")
+        );
+        assert_eq!(p.controller_home, Path::new("/home/u/.lapis/ai-controller"));
+        assert_eq!(p.unit.name, "lapis-ai-controller.service");
+        assert_eq!(
+            p.unit.path,
+            Path::new("/home/u/.config/systemd/user/lapis-ai-controller.service")
+        );
+        assert_eq!(p.instance, Instance::Default);
+    }
+
+    #[test]
+    fn named_instance_and_overrides() {
+        let mut o = opts();
+        o.instance = Some("work-2".into());
+        o.xdg_config_home = Some("/x/cfg".into());
+        o.install_path = Some("bin/../launcher".into());
+        o.config = Some("./c.json".into());
+        let p = Paths::resolve(&o).unwrap();
+        assert_eq!(p.launcher, Path::new("/work/dir/launcher"));
+        assert_eq!(p.config, Path::new("/work/dir/c.json"));
+        assert!(p.config_explicit);
+        assert_eq!(
+            p.controller_home,
+            Path::new("/home/u/.lapis/ai-controller-work-2")
+        );
+        assert_eq!(p.unit.name, "lapis-ai-controller-work-2.service");
+        assert_eq!(
+            p.unit.path,
+            Path::new("/x/cfg/systemd/user/lapis-ai-controller-work-2.service")
+        );
+        o.config = None;
+        let p = Paths::resolve(&o).unwrap();
+        assert_eq!(
+            p.config,
+            Path::new("/x/cfg/lapis-ai-controller/instances/work-2/config.json")
+        );
+    }
+
+    #[test]
+    fn relative_xdg_config_home_is_ignored() {
+        let mut o = opts();
+        o.xdg_config_home = Some("rel".into());
+        let p = Paths::resolve(&o).unwrap();
+        assert!(p.config.starts_with("/home/u/.config"));
+    }
+
+    #[test]
+    fn launchd_label_and_plist() {
+        let mut o = opts();
+        o.service_kind = Some(ServiceKind::Launchd);
+        o.instance = Some("a".into());
+        let p = Paths::resolve(&o).unwrap();
+        assert_eq!(p.unit.name, "ai.lapis.controller.a");
+        assert_eq!(
+            p.unit.path,
+            Path::new("/home/u/Library/LaunchAgents/ai.lapis.controller.a.plist")
+        );
+    }
+
+    #[test]
+    fn instance_names_are_validated() {
+        for ok in ["a", "0", "work-2", &"a".repeat(32)] {
+            assert!(Instance::parse(Some(ok)).is_ok(), "{ok}");
+        }
+        assert_eq!(Instance::parse(Some("default")).unwrap(), Instance::Default);
+        for bad in [
+            "",
+            "-a",
+            "A",
+            "a_b",
+            "a/b",
+            "..",
+            "a b",
+            &"a".repeat(33),
+            "é",
+        ] {
+            let err = Instance::parse(Some(bad)).unwrap_err().to_string();
+            assert!(err.contains("invalid instance name"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn relative_home_is_refused() {
+        let mut o = opts();
+        o.home = "home".into();
+        assert!(matches!(
+            Paths::resolve(&o),
+            Err(PathError::RelativeHome(_))
+        ));
+    }
+
+    #[test]
+    fn digest_names() {
+        assert!(is_digest(&"a".repeat(64)));
+        assert!(!is_digest(&"A".repeat(64)));
+        assert!(!is_digest(".staging-abc"));
+    }
+}

@@ -1,0 +1,244 @@
+//! Service definitions: a systemd user unit (Linux) or a launchd agent plist
+//! (macOS) that runs `<launcher> serve --config <config>`.
+//!
+//! The command is the *launcher*, not a snapshot path, so a later install or
+//! rollback only has to restart the service to move it to the new release.
+//! Both texts are pure functions of the paths, so they are unit-tested here
+//! and the systemd one is also checked with `systemd-analyze verify` by the
+//! end-to-end suite.
+
+use thiserror::Error;
+
+use crate::paths::Paths;
+
+/// A path that cannot be written into a service definition.
+#[derive(Debug, Error)]
+#[error("{0} contains a control character and cannot be used in a service definition")]
+pub struct UnitPathError(pub String);
+
+/// The `serve` command line: launcher, `serve`, `--config <abs>` and, for a
+/// named instance, `--instance NAME`.
+pub fn serve_args(paths: &Paths) -> Vec<String> {
+    let mut args = vec![
+        paths.launcher.display().to_string(),
+        "serve".to_owned(),
+        "--config".to_owned(),
+        paths.config.display().to_string(),
+    ];
+    if let Some(name) = paths.instance.name() {
+        args.push("--instance".to_owned());
+        args.push(name.to_owned());
+    }
+    args
+}
+
+/// The command a person can run instead of the service, shell-quoted.
+pub fn serve_command_line(paths: &Paths) -> String {
+    serve_args(paths)
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The systemd user unit text.
+pub fn systemd_unit(paths: &Paths) -> Result<String, UnitPathError> {
+    let exec = serve_args(paths)
+        .iter()
+        .map(|a| systemd_quote(a))
+        .collect::<Result<Vec<_>, _>>()?
+        .join(" ");
+    Ok(format!(
+        "# Written by `lapis-ai-controller install`; rewritten by each install.\n\
+         [Unit]\n\
+         Description=lapis-ai-controller (instance {instance})\n\
+         Documentation=https://github.com/lapis-ai/lapis-ai-controller\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         ExecStart={exec}\n\
+         Restart=on-failure\n\
+         RestartSec=2\n\
+         TimeoutStopSec=30\n\
+         UMask=0077\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n",
+        instance = paths.instance,
+    ))
+}
+
+/// The launchd agent plist text.
+pub fn launchd_plist(paths: &Paths) -> Result<String, UnitPathError> {
+    let mut args = String::new();
+    for arg in serve_args(paths) {
+        check_printable(&arg)?;
+        args.push_str(&format!("    <string>{}</string>\n", xml_escape(&arg)));
+    }
+    let log = paths
+        .home
+        .join("Library/Logs")
+        .join(format!("{}.log", paths.unit.name));
+    let log = log.display().to_string();
+    check_printable(&log)?;
+    Ok(format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0">
+<dict>
+  <key>Label</key>
+  <string>{label}</string>
+  <key>ProgramArguments</key>
+  <array>
+{args}  </array>
+  <key>RunAtLoad</key>
+  <true/>
+  <key>KeepAlive</key>
+  <dict>
+    <key>SuccessfulExit</key>
+    <false/>
+  </dict>
+  <key>ProcessType</key>
+  <string>Background</string>
+  <key>Umask</key>
+  <integer>63</integer>
+  <key>StandardOutPath</key>
+  <string>{log}</string>
+  <key>StandardErrorPath</key>
+  <string>{log}</string>
+</dict>
+</plist>
+"#,
+        label = xml_escape(&paths.unit.name),
+        log = xml_escape(&log),
+    ))
+}
+
+fn check_printable(s: &str) -> Result<(), UnitPathError> {
+    if s.chars().any(char::is_control) {
+        return Err(UnitPathError(s.escape_debug().to_string()));
+    }
+    Ok(())
+}
+
+/// One systemd command-line word: double-quoted, with `\` and `"` escaped and
+/// the specifier `%` and variable `$` characters doubled.
+fn systemd_quote(s: &str) -> Result<String, UnitPathError> {
+    check_printable(s)?;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '%' => out.push_str("%%"),
+            '$' => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Ok(out)
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// POSIX shell single quoting, only where needed.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@".contains(&b))
+    {
+        return s.to_owned();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Whether a file name in the unit directory is one of our units (for uninstall's check of
+/// other instances).
+pub fn is_our_unit_name(name: &str) -> bool {
+    let product = crate::paths::PRODUCT;
+    (name == format!("{product}.service")
+        || (name.starts_with(&format!("{product}-")) && name.ends_with(".service")))
+        || name.starts_with("ai.lapis.controller") && name.ends_with(".plist")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::{PathOptions, ServiceKind};
+
+    fn paths(instance: Option<&str>, kind: ServiceKind, home: &str) -> Paths {
+        Paths::resolve(&PathOptions {
+            home: home.into(),
+            cwd: "/".into(),
+            instance: instance.map(str::to_owned),
+            service_kind: Some(kind),
+            ..PathOptions::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn systemd_unit_runs_the_launcher_with_the_config() {
+        let p = paths(None, ServiceKind::Systemd, "/home/u");
+        let unit = systemd_unit(&p).unwrap();
+        assert!(unit.contains(
+            "ExecStart=\"/home/u/.local/bin/lapis-ai-controller\" \"serve\" \"--config\" \"/home/u/.config/lapis-ai-controller/config.json\"\n"
+        ), "{unit}");
+        assert!(unit.contains("Restart=on-failure\n"));
+        assert!(unit.contains("WantedBy=default.target\n"));
+        let named = systemd_unit(&paths(Some("w1"), ServiceKind::Systemd, "/home/u")).unwrap();
+        assert!(named.contains("\"--instance\" \"w1\"\n"), "{named}");
+        assert!(named.contains("instances/w1/config.json"), "{named}");
+    }
+
+    #[test]
+    fn systemd_quoting_escapes_specials() {
+        assert_eq!(
+            systemd_quote("/a b/%h$X\"\\").unwrap(),
+            r#""/a b/%%h$$X\"\\""#
+        );
+        assert!(systemd_quote("a\nb").is_err());
+        let p = paths(None, ServiceKind::Systemd, "/home/a\nb");
+        assert!(systemd_unit(&p).is_err());
+    }
+
+    #[test]
+    fn launchd_plist_lists_arguments() {
+        let p = paths(Some("w1"), ServiceKind::Launchd, "/Users/u&v");
+        let plist = launchd_plist(&p).unwrap();
+        assert!(
+            plist.contains("<string>ai.lapis.controller.w1</string>"),
+            "{plist}"
+        );
+        assert!(plist.contains("<string>/Users/u&amp;v/.local/bin/lapis-ai-controller</string>"));
+        assert!(plist.contains("<string>serve</string>\n    <string>--config</string>"));
+        assert!(plist.contains("<string>--instance</string>\n    <string>w1</string>"));
+        assert!(plist.contains("<key>RunAtLoad</key>\n  <true/>"));
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("/a/b-c"), "/a/b-c");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        let p = paths(None, ServiceKind::Systemd, "/home/u");
+        assert_eq!(
+            serve_command_line(&p),
+            "/home/u/.local/bin/lapis-ai-controller serve --config /home/u/.config/lapis-ai-controller/config.json"
+        );
+    }
+
+    #[test]
+    fn unit_names() {
+        assert!(is_our_unit_name("lapis-ai-controller.service"));
+        assert!(is_our_unit_name("lapis-ai-controller-w1.service"));
+        assert!(is_our_unit_name("ai.lapis.controller.w1.plist"));
+        assert!(!is_our_unit_name("other.service"));
+    }
+}
