@@ -2,11 +2,13 @@
 
 mod completions;
 mod install;
+mod install_from;
 mod paths;
 mod releases;
 mod rollback;
 mod token;
 mod uninstall;
+mod update;
 mod version;
 
 use crate::args::{Cli, Command};
@@ -18,7 +20,9 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Version(out) => version::run(&global, out),
         Command::Completions(args) => completions::run(args),
+        Command::Install(args) if args.from.is_some() => install_from::run(&global, args),
         Command::Install(args) => install::run(&global, args),
+        Command::Update(args) => update::run(&global, args),
         Command::Uninstall(args) => uninstall::run(&global, args),
         Command::Releases(command) => releases::run(&global, command),
         Command::Rollback(args) => rollback::run(&global, args),
