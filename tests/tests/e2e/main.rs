@@ -2,3 +2,4 @@
 //! HOME through [`lapis_e2e::TestContext`].
 
 mod basics;
+mod release;
