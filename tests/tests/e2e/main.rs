@@ -3,3 +3,4 @@
 
 mod basics;
 mod release;
+mod release_update;
