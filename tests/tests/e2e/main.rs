@@ -2,5 +2,10 @@
 //! HOME through [`lapis_e2e::TestContext`].
 
 mod basics;
+mod install;
+mod install_faults;
+mod install_releases;
+mod install_service;
+mod install_support;
 mod release;
 mod release_update;
