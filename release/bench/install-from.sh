@@ -28,7 +28,12 @@ archive="$(ls "$work"/dist/*.tar.gz)"
 sha="$(sha256sum "$archive" | cut -d' ' -f1)"
 size="$(stat -c %s "$archive" 2>/dev/null || stat -f %z "$archive")"
 
-now_ms() { python3 -c 'import time; print(time.perf_counter_ns() / 1e6)'; }
+# Milliseconds from GNU date (cheap); python3 where date lacks %N (macOS).
+if [ "$(date +%N)" != "N" ] && [ -n "$(date +%N)" ]; then
+  now_ms() { date +%s%N | awk '{ printf "%.3f\n", $1 / 1e6 }'; }
+else
+  now_ms() { python3 -c 'import time; print(time.time() * 1e3)'; }
+fi
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -41,7 +46,7 @@ for i in $(seq "$runs"); do
   doc="$(HOME="$home" XDG_CONFIG_HOME="$home/.config" "$bin" install --from "$archive" --sha256 "$sha" --no-service --json)"
   end="$(now_ms)"
   smoke="$(printf '%s' "$doc" | python3 -c 'import json,sys; print(json.load(sys.stdin)["timings"]["smokeMs"])')"
-  install_times+=("$(python3 -c "print(round($end - $start - $smoke, 2))")")
+  install_times+=("$(awk -v a="$start" -v b="$end" -v s="$smoke" 'BEGIN { printf "%.2f", b - a - s }')")
   smoke_times+=("$smoke")
 
   floor="$work/floor-$i"
@@ -56,7 +61,7 @@ for i in $(seq "$runs"); do
     mv "$floor/releases/.staging" "$floor/releases/snapshot"
   )
   end="$(now_ms)"
-  floor_times+=("$(python3 -c "print(round($end - $start, 2))")")
+  floor_times+=("$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')")
   rm -rf "$home" "$floor"
 done
 

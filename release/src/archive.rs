@@ -46,7 +46,7 @@ pub fn archive_name(version: &str, target: &str) -> String {
 #[derive(Debug, Error)]
 pub enum ArchiveError {
     /// Reading the binary or writing the output failed.
-    #[error("{action} {path}: {source}")]
+    #[error("{action} {path}")]
     Io {
         /// What was being done.
         action: &'static str,

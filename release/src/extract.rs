@@ -72,7 +72,7 @@ impl Default for Limits {
 #[derive(Debug, Error)]
 pub enum ExtractError {
     /// Reading the archive file failed.
-    #[error("cannot read archive {path}: {source}")]
+    #[error("cannot read archive {path}")]
     ReadArchive {
         /// The archive path.
         path: PathBuf,
@@ -87,10 +87,10 @@ pub enum ExtractError {
         limit: u64,
     },
     /// The archive's checksum does not match (checked before parsing).
-    #[error("archive failed checksum verification: {0}")]
+    #[error("archive failed checksum verification")]
     Checksum(#[from] ChecksumError),
     /// The bytes are not a well-formed gzip-compressed tar.
-    #[error("archive is not a well-formed .tar.gz: {0}")]
+    #[error("archive is not a well-formed .tar.gz")]
     Corrupt(#[source] io::Error),
     /// An entry of a type other than regular file or directory.
     #[error("archive entry {path:?} is a {kind}; only regular files and directories are allowed")]
@@ -134,7 +134,7 @@ pub enum ExtractError {
         limit: u64,
     },
     /// Writing the staging tree failed.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         /// The path being written.
         path: PathBuf,
@@ -143,7 +143,7 @@ pub enum ExtractError {
         source: io::Error,
     },
     /// `release.json` is missing, malformed, or disagrees with the files.
-    #[error("archive does not verify against its release.json: {0}")]
+    #[error("archive does not verify against its release.json")]
     Manifest(#[from] ManifestError),
     /// The manifest does not list the executable.
     #[error("archive has no {BINARY_PATH}")]

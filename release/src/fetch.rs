@@ -101,7 +101,7 @@ pub enum FetchError {
         url: String,
     },
     /// Reading a local file failed.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -110,7 +110,7 @@ pub enum FetchError {
         source: io::Error,
     },
     /// The download failed (connection, status, or dropped mid-transfer).
-    #[error("download of {url} failed: {source}")]
+    #[error("download of {url} failed")]
     Download {
         /// The URL.
         url: String,

@@ -122,7 +122,7 @@ pub enum UpdateError {
     #[error("update repository {0:?} is not owner/name")]
     BadRepo(String),
     /// Listing releases failed.
-    #[error("cannot list releases from {api}: {source}")]
+    #[error("cannot list releases from {api}")]
     List {
         /// API base URL.
         api: String,

@@ -33,7 +33,7 @@ pub struct VerifiedArchive {
 #[derive(Debug, Error)]
 pub enum VerifyError {
     /// Reading the directory or `SHA256SUMS` failed.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         /// The path.
         path: PathBuf,
@@ -42,7 +42,7 @@ pub enum VerifyError {
         source: std::io::Error,
     },
     /// `SHA256SUMS` is malformed.
-    #[error("{CHECKSUMS_FILE}: {0}")]
+    #[error("{CHECKSUMS_FILE} is not a valid checksum list")]
     Checksums(#[from] ChecksumError),
     /// The directory holds no archive.
     #[error("no lapis-ai-controller-*.tar.gz archive in {0}")]
@@ -51,7 +51,7 @@ pub enum VerifyError {
     #[error("{CHECKSUMS_FILE} lists {0:?}, which is not in the directory")]
     Listed(String),
     /// An archive is refused.
-    #[error("{name}: {source}")]
+    #[error("{name} is refused")]
     Archive {
         /// The archive's file name.
         name: String,
