@@ -56,6 +56,15 @@ impl std::fmt::Debug for UpdateSource {
 }
 
 impl UpdateSource {
+    /// The token, only for URLs under the API base: an asset URL pointing at
+    /// another host (a mirror's listing can say anything) never gets it.
+    pub fn token_for(&self, url: &str) -> Option<String> {
+        let under_api = url
+            .strip_prefix(self.api_base.as_str())
+            .is_some_and(|rest| rest.starts_with('/'));
+        self.token.clone().filter(|_| under_api)
+    }
+
     /// The source configured by the environment: [`API_ENV`], [`REPO_ENV`],
     /// `GH_TOKEN`/`GITHUB_TOKEN`.
     pub fn from_env() -> Result<UpdateSource, UpdateError> {
@@ -191,7 +200,7 @@ pub fn candidates(source: &UpdateSource, target: &str) -> Result<Vec<Candidate>,
                 })
         };
         if let (Some(archive), Some(checksums)) = (find(&wanted), find(CHECKSUMS_FILE))
-            && self_update::version::cmp_versions(&version, &version).is_ok()
+            && is_semver(&version)
         {
             out.push(Candidate {
                 version,
@@ -213,14 +222,13 @@ pub fn plan(
     requested: Option<&str>,
     target: &str,
 ) -> Result<Plan, UpdateError> {
-    let current_ok = self_update::version::cmp_versions(current, current).is_ok();
-    if !current_ok {
+    if !is_semver(current) {
         return Err(UpdateError::BadVersion(current.to_owned()));
     }
     match requested {
         Some(requested) => {
             let requested = requested.strip_prefix('v').unwrap_or(requested);
-            if self_update::version::cmp_versions(requested, requested).is_err() {
+            if !is_semver(requested) {
                 return Err(UpdateError::BadVersion(requested.to_owned()));
             }
             let candidate = candidates
@@ -267,25 +275,29 @@ pub fn download_verified(
     limit: u64,
     progress: bool,
 ) -> Result<(Vec<u8>, Sha256Hex), UpdateError> {
-    let opts = FetchOptions {
-        progress: false,
+    let opts = |url: &str, progress: bool| FetchOptions {
+        progress,
         octet_stream: true,
-        token: source.token.clone(),
+        token: source.token_for(url),
     };
+    let url = &candidate.checksums.url;
     let sums = fetch(
-        &Location::Url(candidate.checksums.url.clone()),
+        &Location::parse(url)?,
         MAX_CHECKSUMS_BYTES,
-        &opts,
+        &opts(url, false),
     )?;
     let sums = Sha256Sums::parse(&sums)?;
     let expected = sums.get(&candidate.archive.name)?.clone();
-    let bytes = fetch(
-        &Location::Url(candidate.archive.url.clone()),
-        limit,
-        &FetchOptions { progress, ..opts },
-    )?;
+    let url = &candidate.archive.url;
+    let bytes = fetch(&Location::parse(url)?, limit, &opts(url, progress))?;
     check_bytes(&candidate.archive.name, &bytes, &expected)?;
     Ok((bytes, expected))
+}
+
+/// Whether `version` parses as semver (`self_update` re-exports no parser,
+/// so a self-comparison stands in for one).
+fn is_semver(version: &str) -> bool {
+    self_update::version::cmp_versions(version, version).is_ok()
 }
 
 /// Semver order; versions that fail to parse (filtered out earlier) sort equal.
@@ -361,5 +373,15 @@ mod tests {
             token: Some("ghp_secretvalue".into()),
         };
         assert!(!format!("{source:?}").contains("secretvalue"));
+        assert!(
+            source
+                .token_for("https://api.github.com/repos/o/r/releases/assets/1")
+                .is_some()
+        );
+        assert_eq!(
+            source.token_for("https://api.github.com.evil.example/x"),
+            None
+        );
+        assert_eq!(source.token_for("https://objects.example/x"), None);
     }
 }
