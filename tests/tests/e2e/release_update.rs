@@ -55,7 +55,7 @@ fn borrow(r: &(String, Vec<u8>, String, String)) -> (&str, Vec<u8>, String, Stri
 }
 
 #[test]
-fn check_reports_without_installing_and_sends_the_token_only_as_a_header() {
+fn check_reports_then_update_installs_sending_the_token_only_as_a_header() {
     let server = HttpServer::start();
     let mut ctx = context(&server);
     let secret = "ghp_e2eTokenThatMustNeverBePrinted";
@@ -87,6 +87,19 @@ fn check_reports_without_installing_and_sends_the_token_only_as_a_header() {
     );
     let plain = ctx.run(["update", "--check"]).success().stdout.clone();
     assert!(plain.contains("0.2.0 is available"), "{plain}");
+
+    // A real update (plain output, stderr not a terminal): the assets under
+    // the API base get the token too, and no progress bar is drawn.
+    let out = ctx.run(["update", "--no-service"]);
+    out.success();
+    assert!(out.stdout.contains("updated"), "{}", out.stdout);
+    assert_eq!(out.stderr.trim(), "", "no progress bar without a terminal");
+    let seen = server.seen();
+    assert!(
+        seen.iter()
+            .any(|s| s.path.starts_with("/assets/v0.2.0/lapis-ai-controller-") && s.authorized),
+        "{seen:?}"
+    );
     ctx.assert_no_secret(secret, &[]);
 }
 
