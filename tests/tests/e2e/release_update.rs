@@ -250,3 +250,41 @@ fn bad_releases_are_refused_and_change_nothing() {
     );
     assert_eq!(Fingerprint::of(ctx.home()), before);
 }
+
+#[test]
+fn unreachable_or_insecure_update_sources_are_clear_failures() {
+    let ctx = {
+        // A port that was just free: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut ctx = TestContext::new();
+        ctx.set_env(
+            "LAPIS_AI_CONTROLLER_UPDATE_API",
+            format!("http://127.0.0.1:{port}"),
+        );
+        ctx
+    };
+    refused(
+        &ctx.run(["update", "--check", "--json"]),
+        "update_source_unavailable",
+        "cannot list releases",
+    );
+    let mut ctx = TestContext::new();
+    ctx.set_env("LAPIS_AI_CONTROLLER_UPDATE_API", "http://example.com/api");
+    refused(
+        &ctx.run(["update", "--check", "--json"]),
+        "insecure_url",
+        "only https://",
+    );
+    let mut ctx = TestContext::new();
+    ctx.set_env("LAPIS_AI_CONTROLLER_UPDATE_REPO", "no-slash");
+    refused(
+        &ctx.run(["update", "--check", "--json"]),
+        "invalid_request",
+        "owner/name",
+    );
+    assert_eq!(Fingerprint::of(ctx.home()).launcher, None);
+}
