@@ -94,6 +94,19 @@ fn main() {
         reuse_total.push(total);
         reuse_no_smoke.push(total.saturating_sub(smoke_ms));
     }
+    let spread = |name: &str, v: &mut Vec<Duration>| {
+        let mid = median(v);
+        let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+        println!(
+            "{name}: p25 {} / median {} / p75 {}",
+            ms(q(0.25)),
+            ms(mid),
+            ms(q(0.75))
+        );
+    };
+    spread("install, smoke excluded", &mut fresh_no_smoke);
+    spread("floor", &mut floor);
+    spread("reuse, smoke excluded", &mut reuse_no_smoke);
     let m = |v: &mut Vec<Duration>| median(v);
     let (fresh, fresh_ns, floor_m) = (m(&mut fresh_total), m(&mut fresh_no_smoke), m(&mut floor));
     let (reuse, reuse_ns, smoke_m) = (m(&mut reuse_total), m(&mut reuse_no_smoke), m(&mut smoke));

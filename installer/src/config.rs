@@ -312,6 +312,50 @@ mod tests {
         assert_eq!(fs::read_dir(p.config.parent().unwrap()).unwrap().count(), 1);
     }
 
+    fn json_with_secret() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            Just(Value::from("lapis_SECRETSECRET")),
+            "[a-z]{0,6}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("schema".to_owned()),
+                        Just("tokens".to_owned()),
+                        Just("secret".to_owned()),
+                        Just("controllerHome".to_owned()),
+                        "[a-z]{1,4}"
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever shape the config has, a refusal never quotes a value.
+        #[test]
+        fn shape_errors_never_quote_values(value in json_with_secret()) {
+            if let Err(reason) = check_shape(&value) {
+                proptest::prop_assert!(!reason.contains("SECRET"));
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("config.json");
+            fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+            if let Err(e) = read(&path) {
+                proptest::prop_assert!(!e.to_string().contains("SECRET"), "{}", e);
+            }
+        }
+    }
+
     #[test]
     fn malformed_configs_are_refused_without_quoting_them() {
         let dir = tempfile::tempdir().unwrap();

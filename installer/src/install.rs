@@ -283,7 +283,11 @@ pub fn install_staged(
             drop(staging);
             reuse(paths, &digest, &manifest, opts)?
         }
-        other => place(paths, staging, &manifest, other, opts)?,
+        other => {
+            // The caller filled it; make it durable before it gets a name.
+            staging::sync_tree(staging.path())?;
+            place(paths, staging, &manifest, other, opts)?
+        }
     };
     activate(paths, &digest, &manifest, outcome, smoke, cleaned, opts)
 }
@@ -354,7 +358,7 @@ fn activate(
             .controller_home
             .as_deref()
             .unwrap_or(&paths.controller_home);
-        fsx::create_dir_all_mode(home, 0o700)?;
+        fsx::create_dir_all_mode_lazy(home, 0o700)?;
         Some(result)
     } else {
         None
@@ -366,11 +370,14 @@ fn activate(
         LauncherState::Missing => (None, None),
         LauncherState::Foreign { what, .. } => (None, Some(what)),
     };
-    launcher::activate(paths, digest, &|| {
-        (opts.checkpoint)(Checkpoint::LauncherTemp)
-    })?;
+    if previous.as_deref() != Some(digest) {
+        launcher::activate(paths, digest, &|| {
+            (opts.checkpoint)(Checkpoint::LauncherTemp)
+        })?;
+    }
     (opts.checkpoint)(Checkpoint::LauncherSwapped);
     let mut state = InstallState::load(paths);
+    let unchanged = state.clone();
     state.record_snapshot(digest, &manifest.build, opts.now);
     if let Some(prev) = &previous {
         // A previous snapshot installed before the state existed.
@@ -382,7 +389,9 @@ fn activate(
         }
     }
     state.record_activation(digest, opts.now);
-    state.save(paths)?;
+    if state != unchanged {
+        state.save(paths)?;
+    }
     (opts.checkpoint)(Checkpoint::StateWritten);
     Ok(InstallReport {
         digest: digest.to_owned(),

@@ -60,6 +60,12 @@ pub fn processes_using(paths: &Paths) -> BTreeMap<String, Vec<u32>> {
     let Ok(rd) = fs::read_dir("/proc") else {
         return out;
     };
+    // The kernel reports resolved paths; HOME may contain a symlink.
+    let mut resolved = paths.clone();
+    if let Ok(root) = fs::canonicalize(&paths.releases_root) {
+        resolved.releases_root = root;
+    }
+    let paths = &resolved;
     for entry in rd.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -195,6 +201,7 @@ pub fn rollback(
     opts: &InstallOptions<'_>,
 ) -> Result<RollbackReport, InstallError> {
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
+    staging::cleanup_leftovers(paths)?;
     let mut state = InstallState::load(paths);
     let (launcher, previous) = active_and_previous(paths, &state)?;
     if let LauncherState::Foreign { what, .. } = &launcher {
@@ -346,7 +353,22 @@ mod tests {
         let bin = p.snapshot_bin(&d);
         fs::create_dir_all(bin.parent().unwrap()).unwrap();
         fs::copy("/bin/sleep", &bin).unwrap();
-        let mut child = std::process::Command::new(&bin).arg("30").spawn().unwrap();
+        // Another test thread forking while our copy was open makes exec
+        // fail with ETXTBSY for a moment.
+        let mut child = loop {
+            match std::process::Command::new(&bin).arg("30").spawn() {
+                Ok(child) => break child,
+                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        // Seen through a symlinked HOME too.
+        let link = dir.path().join("home-link");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        let users = processes_using(&paths(&link));
+        assert_eq!(users.get(&d), Some(&vec![child.id()]), "{users:?}");
         let users = processes_using(&p);
         child.kill().unwrap();
         child.wait().unwrap();

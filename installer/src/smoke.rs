@@ -97,12 +97,15 @@ pub fn smoke_test(
         }
     };
     // Drain both pipes on threads so a chatty child cannot block on a full
-    // pipe while we wait for it.
+    // pipe. The stdout reader reports end-of-file, which comes when the child
+    // exits, so the wait below wakes at once instead of polling.
     let mut stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
+    let (eof_tx, eof_rx) = std::sync::mpsc::channel();
     let out_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = stdout.by_ref().take(1 << 20).read_to_end(&mut buf);
+        let _ = eof_tx.send(());
         buf
     });
     let err_reader = std::thread::spawn(move || {
@@ -111,15 +114,19 @@ pub fn smoke_test(
         buf
     });
     let deadline = started + timeout;
-    let mut pause = Duration::from_micros(200);
+    let expired = |child: &mut std::process::Child| {
+        let _ = child.kill();
+        let _ = child.wait();
+        SmokeError::Timeout(timeout)
+    };
+    if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = eof_rx.recv_timeout(timeout) {
+        return Err(expired(&mut child));
+    }
+    let mut pause = Duration::from_micros(100);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(SmokeError::Timeout(timeout));
-            }
+            Ok(None) if Instant::now() >= deadline => return Err(expired(&mut child)),
             Ok(None) => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(20));

@@ -179,8 +179,16 @@ pub fn stage_executable(
     File::open(&bin)
         .and_then(|f| f.sync_all())
         .at("fsync", &bin)?;
+    // The staging dir is private (locked, unnamed), so release.json needs no
+    // atomic replace, only durability before the directory gets its name.
+    fsx::write_new_file(
+        &staging.path().join(MANIFEST_FILE),
+        &manifest.to_json(),
+        MANIFEST_MODE,
+    )?;
     fsx::fsync_dir(&bin_dir)?;
-    write_manifest(staging, manifest)
+    fsx::fsync_dir(staging.path())?;
+    Ok(())
 }
 
 /// Copies the release tree at `tree` (with its own `release.json`) into
@@ -192,6 +200,9 @@ pub fn stage_tree(staging: &StagingDir, tree: &Path) -> Result<Manifest, Snapsho
         source,
     };
     let manifest = Manifest::read_from(tree).map_err(bad)?;
+    // The source must match its own manifest exactly (nothing extra either);
+    // the copy is verified again before it is named.
+    manifest.verify_tree(tree).map_err(bad)?;
     for entry in &manifest.entries {
         let rel = Path::new(entry.path());
         let dst = staging.path().join(rel);
@@ -211,34 +222,35 @@ pub fn stage_tree(staging: &StagingDir, tree: &Path) -> Result<Manifest, Snapsho
                 }
                 fs::copy(&src, &dst).at("copy", &src)?;
                 fs::set_permissions(&dst, fs::Permissions::from_mode(*mode)).at("chmod", &dst)?;
-                File::open(&dst)
-                    .and_then(|f| f.sync_all())
-                    .at("fsync", &dst)?;
             }
             Entry::Link { target, .. } => {
                 std::os::unix::fs::symlink(target, &dst).at("create symlink", &dst)?;
             }
         }
     }
-    write_manifest(staging, &manifest)?;
+    // Durability comes later, once for the whole tree (`install_staged`).
+    fsx::write_new_file(
+        &staging.path().join(MANIFEST_FILE),
+        &manifest.to_json(),
+        MANIFEST_MODE,
+    )?;
     Ok(manifest)
 }
 
-/// Writes `release.json` into the staging dir and syncs every directory.
-fn write_manifest(staging: &StagingDir, manifest: &Manifest) -> Result<(), SnapshotError> {
-    let path = staging.path().join(MANIFEST_FILE);
-    if !path.exists() {
-        fsx::write_atomic(&path, &manifest.to_json(), MANIFEST_MODE)?;
-    }
-    sync_dirs(staging.path())?;
-    Ok(())
-}
-
-fn sync_dirs(dir: &Path) -> Result<(), FsError> {
+/// Fsyncs every regular file and directory under `dir` (children first), so
+/// a tree filled by someone else (an archive extraction) is durable before
+/// it is renamed into place.
+pub fn sync_tree(dir: &Path) -> Result<(), FsError> {
     for entry in fs::read_dir(dir).at("read directory", dir)? {
         let entry = entry.at("read directory", dir)?;
-        if entry.file_type().at("inspect", &entry.path())?.is_dir() {
-            sync_dirs(&entry.path())?;
+        let path = entry.path();
+        let kind = entry.file_type().at("inspect", &path)?;
+        if kind.is_dir() {
+            sync_tree(&path)?;
+        } else if kind.is_file() {
+            File::open(&path)
+                .and_then(|f| f.sync_all())
+                .at("fsync", &path)?;
         }
     }
     fsx::fsync_dir(dir)

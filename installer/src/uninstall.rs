@@ -46,6 +46,13 @@ pub struct UninstallReport {
 /// the config (with its tokens) and the controller home.
 pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallError> {
     let mut report = UninstallReport::default();
+    // Serialised with installs like every other change; when nothing was
+    // ever installed there is no lock to take (and nothing is created).
+    let lock = if paths.releases_root.is_dir() {
+        Some(lock_releases(paths, LockMode::Exclusive)?)
+    } else {
+        None
+    };
     // Read the config's controller home before anything is removed.
     let config_home = config::read(&paths.config)
         .ok()
@@ -56,7 +63,6 @@ pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallE
     report.service_warning = removed.warning;
     report.kept_for_instances = service::other_instance_units(paths);
     if report.kept_for_instances.is_empty() {
-        let _lock = lock_releases(paths, LockMode::Exclusive)?;
         match launcher::state(paths)? {
             LauncherState::Ours { .. } => {
                 report.removed_launcher = launcher::remove_if_ours(paths)?;
@@ -64,19 +70,21 @@ pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallE
             LauncherState::Foreign { what, .. } => report.kept_foreign_launcher = Some(what),
             LauncherState::Missing => {}
         }
-        staging::cleanup_leftovers(paths)?;
-        for digest in snapshot::list_digests(paths)? {
-            snapshot::remove_snapshot(paths, &digest)?;
-            report.removed_snapshots.push(digest);
-        }
-        for entry in fs::read_dir(&paths.releases_root)
-            .map_err(|e| FsError::new("read directory", &paths.releases_root, e))?
-            .flatten()
-        {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // The lock file stays: a waiting installer holds it open.
-            if name != ".lock" {
-                fsx::remove_tree(&entry.path())?;
+        if lock.is_some() {
+            staging::cleanup_leftovers(paths)?;
+            for digest in snapshot::list_digests(paths)? {
+                snapshot::remove_snapshot(paths, &digest)?;
+                report.removed_snapshots.push(digest);
+            }
+            for entry in fs::read_dir(&paths.releases_root)
+                .map_err(|e| FsError::new("read directory", &paths.releases_root, e))?
+                .flatten()
+            {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // The lock file stays: a waiting installer holds it open.
+                if name != ".lock" {
+                    fsx::remove_tree(&entry.path())?;
+                }
             }
         }
     }
@@ -125,6 +133,15 @@ mod tests {
             ..PathOptions::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn uninstall_of_nothing_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let report = uninstall(&p, true).unwrap();
+        assert!(!report.removed_launcher && report.removed_snapshots.is_empty());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

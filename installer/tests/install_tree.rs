@@ -93,6 +93,13 @@ fn a_tree_that_disagrees_with_its_manifest_is_refused() {
     assert!(err.to_string().contains("share/doc/README"), "{err}");
     assert!(snapshot::list_digests(&p).unwrap().is_empty());
     assert_eq!(launcher::state(&p).unwrap(), LauncherState::Missing);
+
+    fs::write(tree.join("share/doc/README"), b"docs").unwrap();
+    fs::write(tree.join("share/extra"), b"not listed").unwrap();
+    let err = install_tree(&p, &tree, &opts()).unwrap_err();
+    assert!(err.to_string().contains("share/extra"), "{err}");
+    assert!(err.to_string().contains("not in the manifest"), "{err}");
+    assert!(snapshot::list_digests(&p).unwrap().is_empty());
 }
 
 #[test]

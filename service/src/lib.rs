@@ -4,3 +4,14 @@
 //! run twice. Everything here is built around that: a single-writer durable
 //! store, a turn state machine with a persisted dispatch boundary, and fences
 //! on workspaces whose last turn's outcome is unknown.
+
+pub mod domain;
+pub mod store;
+
+pub use domain::{
+    Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,
+    Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError, StoreResult, StoreStatus,
+    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
+    TurnState, Workspace,
+};
+pub use store::{OpenReport, PendingAppend, Store, StoreOptions, ThreadFilter, TurnFilter};

@@ -1,0 +1,172 @@
+//! The one error type of the controller core.
+//!
+//! Every variant maps to a stable string code through [`StoreError::code`];
+//! request-level codes are the wire codes of the protocol (`not_found`,
+//! `conflict`, …), open-time codes name what made the store refuse to start.
+//! Messages name tables, row ids and codes, never a row's content, a prompt or
+//! a bearer: errors end up in logs.
+
+use std::path::PathBuf;
+
+/// Errors returned by the store and the domain operations on it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The named resource does not exist (or is not visible to the caller).
+    #[error("{kind} `{id}` not found")]
+    NotFound {
+        /// What was looked up: `workspace`, `thread`, `turn`, `session`.
+        kind: &'static str,
+        /// The id that was looked up.
+        id: String,
+    },
+    /// The request contradicts current state: a reused command id with other
+    /// input, a stale optimistic version, a thread with an active turn, …
+    #[error("conflict: {reason}")]
+    Conflict {
+        /// A short, content-free explanation.
+        reason: String,
+    },
+    /// A second workspace id for a canonical path that already has one.
+    #[error("path is already registered as workspace `{existing}`")]
+    WorkspaceAlias {
+        /// The id already registered for the path.
+        existing: String,
+    },
+    /// The workspace has a turn whose outcome is unknown; it needs `turns resolve`.
+    #[error("workspace `{workspace}` is fenced by turn `{turn}`")]
+    WorkspaceFenced {
+        /// The fenced workspace.
+        workspace: String,
+        /// The turn that fences it.
+        turn: String,
+    },
+    /// The bounded queue of turns is full.
+    #[error("turn queue is full (capacity {capacity})")]
+    QueueFull {
+        /// The configured capacity.
+        capacity: usize,
+    },
+    /// The request is malformed or not allowed in the current state.
+    #[error("invalid request: {reason}")]
+    InvalidRequest {
+        /// A short, content-free explanation.
+        reason: String,
+    },
+    /// A payload of a metadata-only thread is gone (it lived in memory only).
+    #[error("transcript of thread `{thread}` is unavailable from sequence {seq}")]
+    TranscriptUnavailable {
+        /// The thread whose payloads are missing.
+        thread: String,
+        /// The first thread sequence without its payload.
+        seq: u64,
+    },
+    /// Another process holds the instance lock.
+    #[error("controller instance is locked by pid {}", .pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string()))]
+    InstanceLocked {
+        /// The holder's pid as written into the lock file, if readable.
+        pid: Option<u32>,
+    },
+    /// The database belongs to something else (wrong `application_id`).
+    #[error("{path} is not a lapis-ai-controller database")]
+    ForeignDatabase {
+        /// The database path.
+        path: PathBuf,
+    },
+    /// The schema version is newer (or otherwise unknown) than this build knows.
+    #[error(
+        "database schema version {found} is not supported (this build knows up to {supported})"
+    )]
+    SchemaUnsupported {
+        /// The `user_version` found.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// Startup validation found a row that breaks an invariant.
+    #[error("invalid row in table `{table}` (row `{row}`): {check}")]
+    InvalidRow {
+        /// The table holding the row.
+        table: &'static str,
+        /// The row's id or key (never its content).
+        row: String,
+        /// The name of the failed check.
+        check: &'static str,
+    },
+    /// SQLite reports the file as corrupt or not a database.
+    #[error("database is corrupt or truncated")]
+    Corrupt(#[source] rusqlite::Error),
+    /// The store has shut down (its writer is gone).
+    #[error("store is closed")]
+    Closed,
+    /// Any other SQLite failure.
+    #[error("database error")]
+    Sqlite(#[from] rusqlite::Error),
+    /// File-system failure around the controller home or lock.
+    #[error("{what}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// The stable code of this error (the wire code for request errors).
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::NotFound { .. } => "not_found",
+            StoreError::Conflict { .. } => "conflict",
+            StoreError::WorkspaceAlias { .. } => "workspace_alias",
+            StoreError::WorkspaceFenced { .. } => "workspace_fenced",
+            StoreError::QueueFull { .. } => "queue_full",
+            StoreError::InvalidRequest { .. } => "invalid_request",
+            StoreError::TranscriptUnavailable { .. } => "transcript_unavailable",
+            StoreError::InstanceLocked { .. } => "instance_locked",
+            StoreError::ForeignDatabase { .. } => "store_foreign",
+            StoreError::SchemaUnsupported { .. } => "store_schema_unsupported",
+            StoreError::InvalidRow { .. } => "store_invalid_row",
+            StoreError::Corrupt(_) => "store_corrupt",
+            StoreError::Closed | StoreError::Sqlite(_) | StoreError::Io { .. } => "internal",
+        }
+    }
+
+    pub(crate) fn not_found(kind: &'static str, id: impl Into<String>) -> Self {
+        StoreError::NotFound {
+            kind,
+            id: id.into(),
+        }
+    }
+
+    pub(crate) fn conflict(reason: impl Into<String>) -> Self {
+        StoreError::Conflict {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn invalid(reason: impl Into<String>) -> Self {
+        StoreError::InvalidRequest {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        StoreError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// Classify a SQLite error: corruption gets its own code, the rest is internal.
+    pub(crate) fn from_sqlite(err: rusqlite::Error) -> Self {
+        use rusqlite::ffi::ErrorCode;
+        match err.sqlite_error_code() {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => StoreError::Corrupt(err),
+            _ => StoreError::Sqlite(err),
+        }
+    }
+}
+
+/// Result alias for the controller core.
+pub type StoreResult<T> = Result<T, StoreError>;

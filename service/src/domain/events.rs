@@ -1,0 +1,167 @@
+//! Journal events: what is recorded, in order, per thread and owner-wide.
+//!
+//! Every event has a global sequence (`seq`, owner-wide, strictly increasing,
+//! gap-free) and a per-thread sequence (`thread_seq`, gap-free from 1). An
+//! event is committed before it is acknowledged or published.
+//!
+//! Payloads of *content* kinds (agent output, tool calls, permissions,
+//! observations) follow the thread's retention; lifecycle kinds carry only
+//! metadata (states, codes, ids) and are always stored.
+
+use serde::{Deserialize, Serialize};
+
+/// The kind of a journal event. The stored name is the snake_case form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A thread was created.
+    ThreadCreated,
+    /// A thread's configuration changed.
+    ThreadConfigured,
+    /// A turn was accepted (payload: turn id, command id, never the prompt).
+    TurnSubmitted,
+    /// A turn changed state (payload: from, to, outcome).
+    TurnState,
+    /// A cancel was requested for a turn in flight.
+    CancelRequested,
+    /// The owner resolved a fenced turn (payload: as, principal).
+    TurnResolved,
+    /// Agent reply text chunk.
+    MessageChunk,
+    /// Agent reasoning chunk (kept apart from the reply).
+    ThoughtChunk,
+    /// Tool call envelope (id, title, kind, status, locations).
+    ToolCall,
+    /// The agent asked for permission.
+    PermissionRequested,
+    /// A permission request was answered (by a client, automatically, or by expiry).
+    PermissionDecided,
+    /// Anything else the agent or runner reported, including late events after
+    /// a terminal state, which change nothing.
+    Observation,
+}
+
+impl EventKind {
+    /// Every kind.
+    pub const ALL: [EventKind; 12] = [
+        EventKind::ThreadCreated,
+        EventKind::ThreadConfigured,
+        EventKind::TurnSubmitted,
+        EventKind::TurnState,
+        EventKind::CancelRequested,
+        EventKind::TurnResolved,
+        EventKind::MessageChunk,
+        EventKind::ThoughtChunk,
+        EventKind::ToolCall,
+        EventKind::PermissionRequested,
+        EventKind::PermissionDecided,
+        EventKind::Observation,
+    ];
+
+    /// Stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::ThreadCreated => "thread_created",
+            EventKind::ThreadConfigured => "thread_configured",
+            EventKind::TurnSubmitted => "turn_submitted",
+            EventKind::TurnState => "turn_state",
+            EventKind::CancelRequested => "cancel_requested",
+            EventKind::TurnResolved => "turn_resolved",
+            EventKind::MessageChunk => "message_chunk",
+            EventKind::ThoughtChunk => "thought_chunk",
+            EventKind::ToolCall => "tool_call",
+            EventKind::PermissionRequested => "permission_requested",
+            EventKind::PermissionDecided => "permission_decided",
+            EventKind::Observation => "observation",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Content kinds follow the thread's retention; lifecycle kinds are always kept.
+    pub fn is_content(self) -> bool {
+        matches!(
+            self,
+            EventKind::MessageChunk
+                | EventKind::ThoughtChunk
+                | EventKind::ToolCall
+                | EventKind::PermissionRequested
+                | EventKind::PermissionDecided
+                | EventKind::Observation
+        )
+    }
+
+    /// Kinds the runner may append through `append_activity`.
+    pub fn is_activity(self) -> bool {
+        self.is_content()
+    }
+}
+
+/// One committed journal event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalEvent {
+    /// Owner-wide sequence (1, 2, 3, …).
+    pub seq: u64,
+    /// The thread.
+    pub thread_id: String,
+    /// Per-thread sequence (1, 2, 3, …).
+    pub thread_seq: u64,
+    /// The turn, for turn-scoped events.
+    pub turn_id: Option<String>,
+    /// Kind.
+    pub kind: EventKind,
+    /// Commit time (ms since epoch).
+    pub at: i64,
+    /// The payload, when available.
+    pub payload: Option<serde_json::Value>,
+    /// `true` when the event had a payload that is no longer available
+    /// (metadata-only thread after a restart).
+    pub payload_unavailable: bool,
+}
+
+/// Which events a replay walks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayScope {
+    /// One thread, by `thread_seq`.
+    Thread(String),
+    /// Every thread of one principal (and optionally one application), by `seq`.
+    Owner {
+        /// Only threads of this principal.
+        principal: String,
+        /// Only threads of this application, if set.
+        application: Option<String>,
+    },
+}
+
+/// One bounded page of a replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayPage {
+    /// Events with sequence > `after`, in order, at most `limit`.
+    pub events: Vec<JournalEvent>,
+    /// The cursor to pass as `after` for the next page (thread_seq for thread
+    /// scope, seq for owner scope).
+    pub next_after: u64,
+    /// `true` when more events follow this page.
+    pub more: bool,
+}
+
+/// A thread with its active turn and a bounded tail of recent events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSnapshot {
+    /// The thread.
+    pub thread: super::records::Thread,
+    /// Its most recent turns, newest first (bounded).
+    pub recent_turns: Vec<super::records::Turn>,
+    /// The last events of the thread, oldest first.
+    pub tail: Vec<JournalEvent>,
+    /// `true` when older events exist that are not in `tail`.
+    pub truncated: bool,
+    /// The thread's last `thread_seq` (0 when empty).
+    pub last_thread_seq: u64,
+}

@@ -1,0 +1,218 @@
+//! Journal sequencing and payload retention, owned by the writer.
+//!
+//! Sequences are assigned in a [`JournalTx`] staged next to a database
+//! transaction and become the journal's only after that transaction commits
+//! ([`Journal::commit`]); a rolled-back transaction leaves no gap because its
+//! stage is simply dropped. Payloads of metadata-only threads go to a bounded
+//! in-memory map (shared with readers) and never to disk.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Transaction, params};
+use serde_json::Value;
+
+use crate::domain::{EventKind, JournalEvent, Retention, StoreResult};
+
+/// Per-thread journal state.
+#[derive(Debug, Clone)]
+pub struct ThreadJournal {
+    /// The last `thread_seq` committed (0 when empty).
+    pub last: u64,
+    /// Current retention of the thread.
+    pub retention: Retention,
+}
+
+/// Payloads kept in memory only, bounded; oldest evicted first.
+#[derive(Debug, Default)]
+pub struct MemoryPayloads {
+    /// seq -> payload.
+    map: HashMap<u64, Value>,
+    /// Insertion order for eviction.
+    order: VecDeque<u64>,
+    /// Bound on `map.len()`.
+    capacity: usize,
+}
+
+impl MemoryPayloads {
+    /// An empty map holding at most `capacity` payloads.
+    pub fn new(capacity: usize) -> Self {
+        MemoryPayloads {
+            capacity,
+            ..Default::default()
+        }
+    }
+
+    fn insert(&mut self, seq: u64, value: Value) {
+        if self.capacity == 0 {
+            return;
+        }
+        while self.map.len() >= self.capacity {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.map.insert(seq, value);
+        self.order.push_back(seq);
+    }
+
+    /// The payload of `seq`, if still in memory.
+    pub fn get(&self, seq: u64) -> Option<&Value> {
+        self.map.get(&seq)
+    }
+}
+
+/// Shared handle to the in-memory payloads.
+pub type SharedPayloads = Arc<Mutex<MemoryPayloads>>;
+
+/// The writer's journal state.
+#[derive(Debug)]
+pub struct Journal {
+    /// The last committed owner-wide `seq`.
+    pub last_seq: u64,
+    /// Per-thread state, for every thread.
+    pub threads: HashMap<String, ThreadJournal>,
+    /// In-memory payloads of metadata-only threads.
+    pub memory: SharedPayloads,
+}
+
+/// Events staged inside one database transaction.
+#[derive(Debug, Default)]
+pub struct JournalTx {
+    /// The last seq assigned in this stage.
+    last_seq: u64,
+    /// Thread seqs assigned in this stage.
+    threads: HashMap<String, u64>,
+    /// New threads created in this stage (with their retention).
+    new_threads: Vec<(String, Retention)>,
+    /// Retention changes made in this stage.
+    retention: Vec<(String, Retention)>,
+    /// Events to publish after commit.
+    pub events: Vec<JournalEvent>,
+    /// Payloads to keep in memory after commit.
+    memory: Vec<(u64, Value)>,
+}
+
+impl Journal {
+    /// Begin a stage for one transaction.
+    pub fn begin(&self) -> JournalTx {
+        JournalTx {
+            last_seq: self.last_seq,
+            ..Default::default()
+        }
+    }
+
+    /// Adopt a committed stage; returns the events to publish.
+    pub fn commit(&mut self, stage: JournalTx) -> Vec<JournalEvent> {
+        for (id, retention) in stage.new_threads {
+            self.threads
+                .insert(id, ThreadJournal { last: 0, retention });
+        }
+        for (id, retention) in stage.retention {
+            if let Some(t) = self.threads.get_mut(&id) {
+                t.retention = retention;
+            }
+        }
+        for (id, last) in stage.threads {
+            if let Some(t) = self.threads.get_mut(&id) {
+                t.last = last;
+            }
+        }
+        self.last_seq = stage.last_seq;
+        if !stage.memory.is_empty() {
+            let mut mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+            for (seq, v) in stage.memory {
+                mem.insert(seq, v);
+            }
+        }
+        stage.events
+    }
+
+    /// Stage a new thread (so events can be appended to it in the same stage).
+    pub fn stage_thread(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+        stage.new_threads.push((id.to_owned(), retention));
+        stage.threads.insert(id.to_owned(), 0);
+    }
+
+    /// Stage a retention change.
+    pub fn stage_retention(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+        stage.retention.push((id.to_owned(), retention));
+    }
+
+    fn retention_of(&self, stage: &JournalTx, thread: &str) -> Retention {
+        stage
+            .retention
+            .iter()
+            .rev()
+            .find(|(id, _)| id == thread)
+            .map(|(_, r)| *r)
+            .or_else(|| {
+                stage
+                    .new_threads
+                    .iter()
+                    .find(|(id, _)| id == thread)
+                    .map(|(_, r)| *r)
+            })
+            .or_else(|| self.threads.get(thread).map(|t| t.retention))
+            .unwrap_or(Retention::Full)
+    }
+
+    /// Insert one event inside `tx`, assigning both sequences in `stage`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append(
+        &self,
+        tx: &Transaction<'_>,
+        stage: &mut JournalTx,
+        thread: &str,
+        turn: Option<&str>,
+        kind: EventKind,
+        at: i64,
+        payload: Option<Value>,
+    ) -> StoreResult<()> {
+        let thread_seq = match stage.threads.get(thread) {
+            Some(s) => s + 1,
+            None => self.threads.get(thread).map_or(0, |t| t.last) + 1,
+        };
+        let seq = stage.last_seq + 1;
+        let keep_on_disk =
+            !kind.is_content() || self.retention_of(stage, thread) == Retention::Full;
+        let has_payload = payload.is_some();
+        let text = match (&payload, keep_on_disk) {
+            (Some(v), true) => Some(serde_json::to_string(v).unwrap_or_else(|_| "null".into())),
+            _ => None,
+        };
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, has_payload) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
+        stmt.execute(params![
+            seq as i64,
+            thread,
+            thread_seq as i64,
+            turn,
+            kind.as_str(),
+            at,
+            text,
+            has_payload
+        ])?;
+        stage.last_seq = seq;
+        stage.threads.insert(thread.to_owned(), thread_seq);
+        if let (Some(v), false) = (&payload, keep_on_disk) {
+            stage.memory.push((seq, v.clone()));
+        }
+        stage.events.push(JournalEvent {
+            seq,
+            thread_id: thread.to_owned(),
+            thread_seq,
+            turn_id: turn.map(str::to_owned),
+            kind,
+            at,
+            payload,
+            payload_unavailable: false,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! The durable store and the controller core's handle, [`Store`].
+//!
+//! # Shape
+//! [`Store::open`] takes the instance lock (`controller.lock`, before the
+//! database is touched), opens `controller.db` (WAL, `synchronous=FULL`,
+//! `foreign_keys=ON`, checked `application_id`/`user_version`, migrations in
+//! code), validates every retained row, rebuilds the scheduler and runs
+//! recovery. It then starts ONE writer thread that owns the write connection;
+//! every mutation is a message to it with a `tokio::sync::oneshot` reply.
+//! Reads use their own connections (pooled) on tokio's blocking pool and see
+//! the last commit. `Store` is `Clone + Send + Sync`; the last clone dropped
+//! (or [`Store::close`]) stops the writer and releases the lock.
+//!
+//! # API overview (all `async` unless noted)
+//! - Workspaces: [`add_workspace`](Store::add_workspace) (canonicalises the
+//!   path; `workspace_alias` for a second id), [`list_workspaces`](Store::list_workspaces),
+//!   [`get_workspace`](Store::get_workspace).
+//! - Threads: [`create_thread`](Store::create_thread) (idempotent with a command id),
+//!   [`get_thread`](Store::get_thread), [`list_threads`](Store::list_threads),
+//!   [`configure_thread`](Store::configure_thread) (optimistic `version`;
+//!   `conflict` while the thread has a non-terminal turn).
+//! - Turns: [`submit_turn`](Store::submit_turn) (receipt per (principal, command
+//!   id) with an input digest: same input → same turn, `replayed: true`; other
+//!   input → `conflict`; `workspace_fenced`; `queue_full`),
+//!   [`get_turn`](Store::get_turn), [`list_turns`](Store::list_turns),
+//!   [`request_cancel`](Store::request_cancel), [`resolve_turn`](Store::resolve_turn).
+//! - Runner: [`next_runnable`](Store::next_runnable) / [`try_claim`](Store::try_claim)
+//!   → [`Claim`] (turn now `preparing`, prompt, cancel watch);
+//!   [`mark_dispatched`](Store::mark_dispatched) (durable before it returns —
+//!   write `session/prompt` only after `Ok`); [`mark_running`](Store::mark_running);
+//!   [`finish_turn`](Store::finish_turn) with a [`TurnEnd`];
+//!   [`append_activity`](Store::append_activity) (group-committed; await the
+//!   returned [`PendingAppend`] for durability or drop it to stream);
+//!   [`flush`](Store::flush).
+//! - Journal: [`subscribe`](Store::subscribe) (sync; committed events only),
+//!   [`replay`](Store::replay) (bounded pages), [`thread_snapshot`](Store::thread_snapshot).
+//!   To follow without gaps: subscribe first, replay, then skip events whose
+//!   `seq` was already replayed. A lagged receiver must replay.
+//! - Status (sync): [`status`](Store::status).
+//! - Auth sessions: [`issue_session`](Store::issue_session),
+//!   [`find_session_by_credential`](Store::find_session_by_credential),
+//!   [`find_session_by_bearer_hash`](Store::find_session_by_bearer_hash),
+//!   [`revoke_session`](Store::revoke_session).
+//!
+//! Errors are [`StoreError`] with a stable [`code`](StoreError::code).
+
+mod handle;
+mod ids;
+mod journal;
+mod lock;
+mod ops_threads;
+mod ops_turns;
+mod read;
+mod recovery;
+mod replay;
+mod scheduler;
+mod schema;
+mod validate;
+mod writer;
+
+pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
+pub use ids::{Clock, system_clock};
+pub use lock::LOCK_FILE;
+pub use ops_turns::{CANCELLED_BEFORE_START, RESOLVED_BY_OWNER};
+pub use read::{ThreadFilter, TurnFilter};
+pub use recovery::{OUTCOME_LOST, Recovered, SETUP_INTERRUPTED};
+pub use schema::{APPLICATION_ID, DB_FILE, SCHEMA_VERSION};
+pub use validate::ValidationReport;
+
+#[cfg(test)]
+mod tests;

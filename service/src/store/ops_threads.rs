@@ -1,0 +1,226 @@
+//! Workspace, thread and session operations on the writer.
+
+use rusqlite::params;
+use serde_json::json;
+
+use crate::domain::{
+    Actor, AuthSession, EventKind, NewAuthSession, NewThread, Receipt, StoreError, StoreResult,
+    Thread, ThreadPatch, Workspace,
+};
+
+use super::ids::{check_name, check_sha256_hex, digest, new_id};
+use super::ops_turns::{check_replay, receipt};
+use super::read;
+use super::writer::Writer;
+
+impl Writer {
+    /// Register `id` for the canonical `path`; the same pair again is a no-op.
+    pub fn add_workspace(&mut self, id: &str, path: &str) -> StoreResult<Receipt<Workspace>> {
+        check_name("workspace id", id)?;
+        if let Some(existing) = read::workspace(&self.conn, id)? {
+            return if existing.path == path {
+                Ok(Receipt {
+                    value: existing,
+                    replayed: true,
+                })
+            } else {
+                Err(StoreError::conflict(
+                    "workspace id is registered for another path",
+                ))
+            };
+        }
+        let other: Option<String> = rusqlite::OptionalExtension::optional(self.conn.query_row(
+            "SELECT id FROM workspaces WHERE path = ?1",
+            [path],
+            |r| r.get(0),
+        ))?;
+        if let Some(existing) = other {
+            return Err(StoreError::WorkspaceAlias { existing });
+        }
+        let ws = self.write(|tx, _, _, now| {
+            tx.execute(
+                "INSERT INTO workspaces (id, path, created_at) VALUES (?1, ?2, ?3)",
+                params![id, path, now],
+            )?;
+            Ok(Workspace {
+                id: id.to_owned(),
+                path: path.to_owned(),
+                created_at: now,
+            })
+        })?;
+        Ok(Receipt {
+            value: ws,
+            replayed: false,
+        })
+    }
+
+    /// Create a thread stamped with the actor (idempotent when a command id is given).
+    pub fn create_thread(
+        &mut self,
+        actor: &Actor,
+        input: NewThread,
+    ) -> StoreResult<Receipt<Thread>> {
+        check_name("workspace id", &input.workspace_id)?;
+        check_name("provider", &input.provider)?;
+        let restricted = if input.restricted { "1" } else { "0" };
+        let dig = digest(&[
+            "thread.create",
+            &actor.application,
+            &input.workspace_id,
+            &input.provider,
+            input.approval.as_str(),
+            restricted,
+            input.retention.as_str(),
+        ]);
+        if let Some(cmd) = &input.command_id {
+            check_name("command id", cmd)?;
+            if let Some(found) = receipt(&self.conn, &actor.principal, cmd)? {
+                check_replay(&found, "thread.create", &dig)?;
+                let t = read::thread(&self.conn, &found.resource_id)?
+                    .ok_or_else(|| StoreError::not_found("thread", &found.resource_id))?;
+                return Ok(Receipt {
+                    value: t,
+                    replayed: true,
+                });
+            }
+        }
+        if read::workspace(&self.conn, &input.workspace_id)?.is_none() {
+            return Err(StoreError::not_found("workspace", &input.workspace_id));
+        }
+        let id = new_id("thr_")?;
+        let thread = self.write(|tx, j, st, now| {
+            tx.execute(
+                "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+                 restricted, retention, version, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9)",
+                params![
+                    id,
+                    actor.principal,
+                    actor.application,
+                    input.workspace_id,
+                    input.provider,
+                    input.approval.as_str(),
+                    input.restricted,
+                    input.retention.as_str(),
+                    now
+                ],
+            )?;
+            if let Some(cmd) = &input.command_id {
+                tx.execute(
+                    "INSERT INTO receipts (principal, command_id, kind, digest, resource_id, created_at) \
+                     VALUES (?1, ?2, 'thread.create', ?3, ?4, ?5)",
+                    params![actor.principal, cmd, dig, id, now],
+                )?;
+            }
+            j.stage_thread(st, &id, input.retention);
+            let payload = json!({
+                "workspaceId": input.workspace_id, "provider": input.provider,
+                "approval": input.approval, "restricted": input.restricted, "retention": input.retention,
+            });
+            j.append(tx, st, &id, None, EventKind::ThreadCreated, now, Some(payload))?;
+            read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))
+        })?;
+        Ok(Receipt {
+            value: thread,
+            replayed: false,
+        })
+    }
+
+    /// Change a thread's configuration if `expected_version` is current and no
+    /// turn of the thread is active (queued, in flight or fenced).
+    pub fn configure_thread(
+        &mut self,
+        actor: &Actor,
+        id: &str,
+        expected_version: u64,
+        patch: ThreadPatch,
+    ) -> StoreResult<Thread> {
+        if let Some(p) = &patch.provider {
+            check_name("provider", p)?;
+        }
+        let cur =
+            read::thread(&self.conn, id)?.ok_or_else(|| StoreError::not_found("thread", id))?;
+        if cur.version != expected_version {
+            return Err(StoreError::conflict("thread version is stale"));
+        }
+        if self.live.values().any(|t| t.thread == id) {
+            return Err(StoreError::conflict("thread has an active turn"));
+        }
+        let next = Thread {
+            provider: patch.provider.clone().unwrap_or(cur.provider.clone()),
+            approval: patch.approval.unwrap_or(cur.approval),
+            restricted: patch.restricted.unwrap_or(cur.restricted),
+            retention: patch.retention.unwrap_or(cur.retention),
+            version: cur.version + 1,
+            ..cur.clone()
+        };
+        self.write(|tx, j, st, now| {
+            tx.execute(
+                "UPDATE threads SET provider = ?1, approval = ?2, restricted = ?3, retention = ?4, \
+                 version = ?5, updated_at = ?6 WHERE id = ?7 AND version = ?8",
+                params![
+                    next.provider,
+                    next.approval.as_str(),
+                    next.restricted,
+                    next.retention.as_str(),
+                    next.version as i64,
+                    now,
+                    id,
+                    cur.version as i64
+                ],
+            )?;
+            j.stage_retention(st, id, next.retention);
+            let payload = json!({
+                "version": next.version, "provider": next.provider, "approval": next.approval,
+                "restricted": next.restricted, "retention": next.retention,
+                "principal": actor.principal,
+            });
+            j.append(
+                tx,
+                st,
+                id,
+                None,
+                EventKind::ThreadConfigured,
+                now,
+                Some(payload),
+            )?;
+            read::thread(tx, id)?.ok_or_else(|| StoreError::not_found("thread", id))
+        })
+    }
+
+    /// Store a new session; the caller generated the bearer and passes its hash.
+    pub fn issue_session(&mut self, input: NewAuthSession) -> StoreResult<AuthSession> {
+        check_sha256_hex(&input.bearer_sha256)?;
+        check_name("credential", &input.credential)?;
+        let id = new_id("ses_")?;
+        let scopes = serde_json::to_string(&input.scopes).unwrap_or_else(|_| "[]".into());
+        self.write(|tx, _, _, now| {
+            tx.execute(
+                "INSERT INTO auth_sessions (id, credential, principal, application, scopes, \
+                 bearer_sha256, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    id,
+                    input.credential,
+                    input.principal,
+                    input.application,
+                    scopes,
+                    input.bearer_sha256,
+                    now,
+                    input.expires_at
+                ],
+            )?;
+            read::session(tx, &id)?.ok_or_else(|| StoreError::not_found("session", &id))
+        })
+    }
+
+    /// Revoke a session (idempotent: a revoked session keeps its first revocation time).
+    pub fn revoke_session(&mut self, id: &str) -> StoreResult<AuthSession> {
+        self.write(|tx, _, _, now| {
+            tx.execute(
+                "UPDATE auth_sessions SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
+                params![now, id],
+            )?;
+            read::session(tx, id)?.ok_or_else(|| StoreError::not_found("session", id))
+        })
+    }
+}

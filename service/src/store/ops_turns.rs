@@ -1,0 +1,427 @@
+//! Turn operations on the writer: submit, claim, transitions, cancel, resolve.
+//!
+//! Every state change goes through [`Writer::transition`] (or
+//! [`stage_transition`] inside a larger transaction), which asks the one
+//! transition table; a refused change is journaled as an observation and
+//! changes nothing.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::domain::{
+    Actor, Claim, EventKind, Receipt, ResolveAs, Retention, StoreError, StoreResult, SubmitTurn,
+    TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState, next_state,
+};
+
+use super::ids::{check_name, digest, new_id};
+use super::journal::{Journal, JournalTx};
+use super::read;
+use super::writer::{LiveTurn, Writer};
+
+/// Outcome code of a turn cancelled while still queued.
+pub const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
+/// Outcome code of a fenced turn resolved by its owner.
+pub const RESOLVED_BY_OWNER: &str = "resolved_by_owner";
+
+/// A stored command receipt.
+pub(crate) struct StoredReceipt {
+    pub kind: String,
+    pub digest: String,
+    pub resource_id: String,
+}
+
+/// Look up the receipt of `(principal, command_id)`.
+pub(crate) fn receipt(
+    conn: &rusqlite::Connection,
+    principal: &str,
+    command_id: &str,
+) -> StoreResult<Option<StoredReceipt>> {
+    Ok(conn
+        .query_row(
+            "SELECT kind, digest, resource_id FROM receipts WHERE principal = ?1 AND command_id = ?2",
+            [principal, command_id],
+            |r| Ok(StoredReceipt { kind: r.get(0)?, digest: r.get(1)?, resource_id: r.get(2)? }),
+        )
+        .optional()?)
+}
+
+/// Check a reused command id: same kind and digest replays, anything else conflicts.
+pub(crate) fn check_replay(found: &StoredReceipt, kind: &str, digest: &str) -> StoreResult<()> {
+    if found.kind == kind && found.digest == digest {
+        Ok(())
+    } else {
+        Err(StoreError::conflict(
+            "command id was already used with different input",
+        ))
+    }
+}
+
+/// Apply `event` to `row` inside a transaction: update the row, journal the
+/// change. Returns the updated turn, or `None` when the table refuses.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn stage_transition(
+    tx: &Transaction<'_>,
+    journal: &Journal,
+    stage: &mut JournalTx,
+    now: i64,
+    row: &Turn,
+    event: TurnEvent,
+    outcome: Option<&str>,
+    recovered: bool,
+) -> StoreResult<Option<Turn>> {
+    let Some(to) = next_state(row.state, event) else {
+        return Ok(None);
+    };
+    let column = match event {
+        TurnEvent::Claim => "prepared_at",
+        TurnEvent::Dispatch => "dispatched_at",
+        TurnEvent::Start => "started_at",
+        TurnEvent::ResolveFailed | TurnEvent::ResolveCancelled => "resolved_at",
+        _ => "finished_at",
+    };
+    let changed = tx.execute(
+        &format!(
+            "UPDATE turns SET state = ?1, outcome = coalesce(?2, outcome), updated_at = ?3, \
+             {column} = ?3 WHERE id = ?4 AND state = ?5"
+        ),
+        params![to.as_str(), outcome, now, row.id, row.state.as_str()],
+    )?;
+    if changed != 1 {
+        return Err(StoreError::conflict("turn changed concurrently"));
+    }
+    let mut payload = json!({ "from": row.state, "to": to, "event": event });
+    if let Some(code) = outcome {
+        payload["outcome"] = json!(code);
+    }
+    if recovered {
+        payload["recovered"] = json!(true);
+    }
+    journal.append(
+        tx,
+        stage,
+        &row.thread_id,
+        Some(&row.id),
+        EventKind::TurnState,
+        now,
+        Some(payload),
+    )?;
+    read::turn(tx, &row.id)
+}
+
+impl Writer {
+    /// Load a turn or fail `not_found`.
+    fn turn_or_404(&self, id: &str) -> StoreResult<Turn> {
+        read::turn(&self.conn, id)?.ok_or_else(|| StoreError::not_found("turn", id))
+    }
+
+    /// Memory effects of a committed transition.
+    pub(crate) fn after_transition(&mut self, from: TurnState, after: &Turn) {
+        let (ws, id, to) = (&after.workspace_id, &after.id, after.state);
+        if from == TurnState::Queued {
+            if to == TurnState::Preparing {
+                self.sched.claim(ws, id);
+            } else {
+                self.sched.remove_queued(ws, id);
+            }
+        }
+        if from.is_in_flight() && !to.is_in_flight() {
+            self.sched.release(ws, id, to.is_fenced());
+        }
+        if from.is_fenced() {
+            self.sched.unfence(ws, id);
+        }
+        if to.is_terminal() {
+            self.live.remove(id);
+        } else if let Some(l) = self.live.get_mut(id) {
+            l.state = to;
+        }
+    }
+
+    /// Apply `event` to a turn through the table (see module docs).
+    pub fn transition(
+        &mut self,
+        id: &str,
+        event: TurnEvent,
+        outcome: Option<String>,
+        recovered: bool,
+    ) -> StoreResult<TransitionOutcome> {
+        if let Some(code) = &outcome {
+            check_name("outcome code", code)?;
+        }
+        let row = self.turn_or_404(id)?;
+        let after = self.write(|tx, j, st, now| {
+            let after =
+                stage_transition(tx, j, st, now, &row, event, outcome.as_deref(), recovered)?;
+            if after.is_none() {
+                let payload = json!({ "ignored": event, "state": row.state, "outcome": outcome });
+                j.append(
+                    tx,
+                    st,
+                    &row.thread_id,
+                    Some(id),
+                    EventKind::Observation,
+                    now,
+                    Some(payload),
+                )?;
+            }
+            Ok(after)
+        })?;
+        match after {
+            Some(turn) => {
+                self.after_transition(row.state, &turn);
+                Ok(TransitionOutcome {
+                    turn,
+                    applied: true,
+                })
+            }
+            None => Ok(TransitionOutcome {
+                turn: row,
+                applied: false,
+            }),
+        }
+    }
+
+    /// Accept a turn (idempotent by `(principal, command id)`).
+    pub fn submit_turn(&mut self, actor: &Actor, input: SubmitTurn) -> StoreResult<Receipt<Turn>> {
+        check_name("command id", &input.command_id)?;
+        check_name("thread id", &input.thread_id)?;
+        if input.prompt.is_empty() {
+            return Err(StoreError::invalid("prompt is empty"));
+        }
+        let cont = input.continues.as_deref().unwrap_or("");
+        let dig = digest(&["turn.submit", &input.thread_id, &input.prompt, cont]);
+        if let Some(found) = receipt(&self.conn, &actor.principal, &input.command_id)? {
+            check_replay(&found, "turn.submit", &dig)?;
+            return Ok(Receipt {
+                value: self.turn_or_404(&found.resource_id)?,
+                replayed: true,
+            });
+        }
+        let thread = read::thread(&self.conn, &input.thread_id)?
+            .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
+        if let Some(prev) = &input.continues {
+            let prev = self.turn_or_404(prev)?;
+            if prev.thread_id != thread.id {
+                return Err(StoreError::invalid(
+                    "continued turn belongs to another thread",
+                ));
+            }
+        }
+        if let Some(fence) = self.sched.fenced_by(&thread.workspace_id) {
+            return Err(StoreError::WorkspaceFenced {
+                workspace: thread.workspace_id.clone(),
+                turn: fence.to_owned(),
+            });
+        }
+        if !self.sched.has_room() {
+            return Err(StoreError::QueueFull {
+                capacity: self.sched.capacity(),
+            });
+        }
+        let id = new_id("turn_")?;
+        let queue_seq = self.last_queue_seq + 1;
+        let turn = self.write(|tx, j, st, now| {
+            tx.execute(
+                "INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
+                 state, continues, prompt, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?9)",
+                params![
+                    id,
+                    thread.id,
+                    thread.workspace_id,
+                    actor.principal,
+                    input.command_id,
+                    queue_seq as i64,
+                    input.continues,
+                    input.prompt,
+                    now
+                ],
+            )?;
+            tx.execute(
+                "INSERT INTO receipts (principal, command_id, kind, digest, resource_id, created_at) \
+                 VALUES (?1, ?2, 'turn.submit', ?3, ?4, ?5)",
+                params![actor.principal, input.command_id, dig, id, now],
+            )?;
+            let payload = json!({ "turnId": id, "commandId": input.command_id, "continues": input.continues });
+            j.append(tx, st, &thread.id, Some(&id), EventKind::TurnSubmitted, now, Some(payload))?;
+            read::turn(tx, &id)?.ok_or_else(|| StoreError::not_found("turn", &id))
+        })?;
+        self.last_queue_seq = queue_seq;
+        self.sched.enqueue(&turn.workspace_id, queue_seq, &turn.id);
+        let (cancel, _) = watch::channel(false);
+        self.live.insert(
+            turn.id.clone(),
+            LiveTurn {
+                thread: thread.id,
+                state: turn.state,
+                cancel,
+            },
+        );
+        Ok(Receipt {
+            value: turn,
+            replayed: false,
+        })
+    }
+
+    /// Hand the next runnable turn to the runner, if any (moves it to `preparing`).
+    pub fn claim(&mut self) -> StoreResult<Option<Claim>> {
+        let Some((_, id)) = self.sched.pick() else {
+            return Ok(None);
+        };
+        let row = self.turn_or_404(&id)?;
+        let thread = read::thread(&self.conn, &row.thread_id)?
+            .ok_or_else(|| StoreError::not_found("thread", &row.thread_id))?;
+        let workspace = read::workspace(&self.conn, &row.workspace_id)?
+            .ok_or_else(|| StoreError::not_found("workspace", &row.workspace_id))?;
+        let prompt: Option<String> =
+            self.conn
+                .query_row("SELECT prompt FROM turns WHERE id = ?1", [&id], |r| {
+                    r.get(0)
+                })?;
+        let prompt = prompt.ok_or(StoreError::InvalidRow {
+            table: "turns",
+            row: id.clone(),
+            check: "prompt",
+        })?;
+        let forget_prompt = thread.retention == Retention::MetadataOnly;
+        let after = self.write(|tx, j, st, now| {
+            let after = stage_transition(tx, j, st, now, &row, TurnEvent::Claim, None, false)?
+                .ok_or_else(|| StoreError::conflict("turn is not queued"))?;
+            if forget_prompt {
+                tx.execute("UPDATE turns SET prompt = NULL WHERE id = ?1", [&id])?;
+            }
+            Ok(after)
+        })?;
+        self.after_transition(row.state, &after);
+        let cancel = self
+            .live
+            .get(&id)
+            .map(|l| l.cancel.subscribe())
+            .unwrap_or_else(|| watch::channel(false).1);
+        Ok(Some(Claim {
+            turn: after,
+            thread,
+            workspace,
+            prompt,
+            cancel,
+        }))
+    }
+
+    /// Persist the dispatch boundary. Refused (`conflict`) unless the turn is
+    /// `preparing` without a pending cancel: the runner must then not write
+    /// the prompt.
+    pub fn mark_dispatched(&mut self, id: &str) -> StoreResult<Turn> {
+        let row = self.turn_or_404(id)?;
+        if row.state == TurnState::Preparing && row.cancel_requested {
+            return Err(StoreError::conflict("cancel requested before dispatch"));
+        }
+        let out = self.transition(id, TurnEvent::Dispatch, None, false)?;
+        if out.applied {
+            Ok(out.turn)
+        } else {
+            Err(StoreError::conflict("turn is not preparing"))
+        }
+    }
+
+    /// End a turn as the runner saw it (see [`TurnEnd`]).
+    pub fn finish_turn(&mut self, id: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
+        let (event, code) = match end {
+            TurnEnd::Completed(c) => (TurnEvent::Complete, c),
+            TurnEnd::Failed(c) => (TurnEvent::Fail, c),
+            TurnEnd::Cancelled(c) => (TurnEvent::Cancel, c),
+            TurnEnd::Interrupted(c) => (TurnEvent::Interrupt, c),
+            TurnEnd::Unknown(c) => {
+                let cancel = self.live.get(id).is_some_and(|l| *l.cancel.borrow());
+                (
+                    if cancel {
+                        TurnEvent::Interrupt
+                    } else {
+                        TurnEvent::LoseOutcome
+                    },
+                    c,
+                )
+            }
+        };
+        self.transition(id, event, Some(code), false)
+    }
+
+    /// Request cancellation: a queued turn is cancelled at once; a turn in
+    /// flight gets its durable cancel flag (the runner stops the agent);
+    /// anything else is returned unchanged.
+    pub fn request_cancel(&mut self, actor: &Actor, id: &str) -> StoreResult<Turn> {
+        let row = self.turn_or_404(id)?;
+        match row.state {
+            TurnState::Queued => Ok(self
+                .transition(
+                    id,
+                    TurnEvent::Cancel,
+                    Some(CANCELLED_BEFORE_START.into()),
+                    false,
+                )?
+                .turn),
+            s if s.is_in_flight() && !row.cancel_requested => {
+                let turn = self.write(|tx, j, st, now| {
+                    tx.execute(
+                        "UPDATE turns SET cancel_requested = 1, updated_at = ?1 WHERE id = ?2",
+                        params![now, id],
+                    )?;
+                    let payload =
+                        json!({ "principal": actor.principal, "application": actor.application });
+                    j.append(
+                        tx,
+                        st,
+                        &row.thread_id,
+                        Some(id),
+                        EventKind::CancelRequested,
+                        now,
+                        Some(payload),
+                    )?;
+                    read::turn(tx, id)?.ok_or_else(|| StoreError::not_found("turn", id))
+                })?;
+                if let Some(l) = self.live.get(id) {
+                    l.cancel.send_replace(true);
+                }
+                Ok(turn)
+            }
+            _ => Ok(row),
+        }
+    }
+
+    /// The owner's resolution of a fenced turn (see module docs of `store`).
+    pub fn resolve_turn(
+        &mut self,
+        actor: &Actor,
+        id: &str,
+        as_: ResolveAs,
+        confirmed_stopped: bool,
+    ) -> StoreResult<Turn> {
+        if !confirmed_stopped {
+            return Err(StoreError::invalid(
+                "resolution requires confirmation that the agent stopped",
+            ));
+        }
+        let row = self.turn_or_404(id)?;
+        if !row.state.is_fenced() {
+            return Err(StoreError::conflict("turn is not awaiting resolution"));
+        }
+        let (event, name) = match as_ {
+            ResolveAs::Failed => (TurnEvent::ResolveFailed, "failed"),
+            ResolveAs::Cancelled => (TurnEvent::ResolveCancelled, "cancelled"),
+        };
+        let after = self.write(|tx, j, st, now| {
+            let after = stage_transition(tx, j, st, now, &row, event, Some(RESOLVED_BY_OWNER), false)?
+                .ok_or_else(|| StoreError::conflict("turn is not awaiting resolution"))?;
+            let detail = json!({ "as": name, "from": row.state, "application": actor.application });
+            tx.execute(
+                "INSERT INTO audit (at, principal, action, turn_id, detail) VALUES (?1, ?2, 'turn.resolve', ?3, ?4)",
+                params![now, actor.principal, id, detail.to_string()],
+            )?;
+            let payload = json!({ "as": name, "from": row.state, "principal": actor.principal });
+            j.append(tx, st, &row.thread_id, Some(id), EventKind::TurnResolved, now, Some(payload))?;
+            Ok(after)
+        })?;
+        self.after_transition(row.state, &after);
+        Ok(after)
+    }
+}

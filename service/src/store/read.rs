@@ -1,0 +1,298 @@
+//! Queries and row mapping, shared by the writer and the read connections.
+//!
+//! Every function takes a plain `&Connection` (a transaction derefs to one),
+//! so the writer sees its own uncommitted rows and readers see the last commit.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::domain::{
+    ApprovalPolicy, AuthSession, EventKind, JournalEvent, Retention, StoreError, StoreResult,
+    Thread, Turn, TurnState, Workspace,
+};
+
+use super::journal::MemoryPayloads;
+
+fn bad(table: &'static str, row: &str, check: &'static str) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        Box::new(StoreError::InvalidRow {
+            table,
+            row: row.to_owned(),
+            check,
+        }),
+    )
+}
+
+/// Turn a mapping error back into the typed error it carries.
+pub fn unwrap_err(err: rusqlite::Error) -> StoreError {
+    match err {
+        rusqlite::Error::FromSqlConversionFailure(i, ty, e) => match e.downcast::<StoreError>() {
+            Ok(se) => *se,
+            Err(e) => StoreError::Sqlite(rusqlite::Error::FromSqlConversionFailure(i, ty, e)),
+        },
+        other => StoreError::from_sqlite(other),
+    }
+}
+
+/// Columns of a workspace row, in [`workspace_row`] order.
+pub const WORKSPACE_COLS: &str = "id, path, created_at";
+
+/// Map a workspace row.
+pub fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
+    Ok(Workspace {
+        id: r.get(0)?,
+        path: r.get(1)?,
+        created_at: r.get(2)?,
+    })
+}
+
+/// Columns of a thread row, in [`thread_row`] order.
+pub const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
+     restricted, retention, version, created_at, updated_at";
+
+/// Map a thread row.
+pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
+    let id: String = r.get(0)?;
+    let approval: String = r.get(5)?;
+    let retention: String = r.get(7)?;
+    Ok(Thread {
+        approval: ApprovalPolicy::parse(&approval)
+            .ok_or_else(|| bad("threads", &id, "approval"))?,
+        retention: Retention::parse(&retention).ok_or_else(|| bad("threads", &id, "retention"))?,
+        principal: r.get(1)?,
+        application: r.get(2)?,
+        workspace_id: r.get(3)?,
+        provider: r.get(4)?,
+        restricted: r.get(6)?,
+        version: r.get::<_, i64>(8)? as u64,
+        created_at: r.get(9)?,
+        updated_at: r.get(10)?,
+        id,
+    })
+}
+
+/// Columns of a turn row, in [`turn_row`] order.
+pub const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
+     cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
+     started_at, finished_at, resolved_at";
+
+/// Map a turn row.
+pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
+    let id: String = r.get(0)?;
+    let state: String = r.get(5)?;
+    Ok(Turn {
+        state: TurnState::parse(&state).ok_or_else(|| bad("turns", &id, "state"))?,
+        thread_id: r.get(1)?,
+        workspace_id: r.get(2)?,
+        principal: r.get(3)?,
+        command_id: r.get(4)?,
+        outcome: r.get(6)?,
+        cancel_requested: r.get(7)?,
+        continues: r.get(8)?,
+        queue_seq: r.get::<_, i64>(9)? as u64,
+        created_at: r.get(10)?,
+        updated_at: r.get(11)?,
+        prepared_at: r.get(12)?,
+        dispatched_at: r.get(13)?,
+        started_at: r.get(14)?,
+        finished_at: r.get(15)?,
+        resolved_at: r.get(16)?,
+        id,
+    })
+}
+
+/// Columns of a session row, in [`session_row`] order.
+pub const SESSION_COLS: &str = "id, credential, principal, application, scopes, bearer_sha256, \
+     created_at, expires_at, revoked_at";
+
+/// Map a session row.
+pub fn session_row(r: &Row<'_>) -> rusqlite::Result<AuthSession> {
+    let id: String = r.get(0)?;
+    let scopes: String = r.get(4)?;
+    Ok(AuthSession {
+        scopes: serde_json::from_str(&scopes).map_err(|_| bad("auth_sessions", &id, "scopes"))?,
+        credential: r.get(1)?,
+        principal: r.get(2)?,
+        application: r.get(3)?,
+        bearer_sha256: r.get(5)?,
+        created_at: r.get(6)?,
+        expires_at: r.get(7)?,
+        revoked_at: r.get(8)?,
+        id,
+    })
+}
+
+/// Columns of an event row, in [`event_row`] order.
+pub const EVENT_COLS: &str = "seq, thread_id, thread_seq, turn_id, kind, at, payload, has_payload";
+
+/// Map an event row; payloads missing from disk are taken from `memory` or
+/// flagged `payload_unavailable`.
+pub fn event_row(r: &Row<'_>, memory: &MemoryPayloads) -> rusqlite::Result<JournalEvent> {
+    let seq = r.get::<_, i64>(0)? as u64;
+    let kind: String = r.get(4)?;
+    let text: Option<String> = r.get(6)?;
+    let has_payload: bool = r.get(7)?;
+    let row = || seq.to_string();
+    let (payload, payload_unavailable) = match (text, has_payload) {
+        (Some(t), _) => (
+            Some(serde_json::from_str(&t).map_err(|_| bad("events", &row(), "payload"))?),
+            false,
+        ),
+        (None, true) => match memory.get(seq) {
+            Some(v) => (Some(v.clone()), false),
+            None => (None, true),
+        },
+        (None, false) => (None, false),
+    };
+    Ok(JournalEvent {
+        seq,
+        thread_id: r.get(1)?,
+        thread_seq: r.get::<_, i64>(2)? as u64,
+        turn_id: r.get(3)?,
+        kind: EventKind::parse(&kind).ok_or_else(|| bad("events", &row(), "kind"))?,
+        at: r.get(5)?,
+        payload,
+        payload_unavailable,
+    })
+}
+
+/// One workspace by id.
+pub fn workspace(conn: &Connection, id: &str) -> StoreResult<Option<Workspace>> {
+    conn.query_row(
+        &format!("SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"),
+        [id],
+        workspace_row,
+    )
+    .optional()
+    .map_err(unwrap_err)
+}
+
+/// Every workspace, by id.
+pub fn workspaces(conn: &Connection) -> StoreResult<Vec<Workspace>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {WORKSPACE_COLS} FROM workspaces ORDER BY id"
+    ))?;
+    let rows = stmt.query_map([], workspace_row)?;
+    rows.collect::<Result<_, _>>().map_err(unwrap_err)
+}
+
+/// One thread by id.
+pub fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>> {
+    conn.query_row(
+        &format!("SELECT {THREAD_COLS} FROM threads WHERE id = ?1"),
+        [id],
+        thread_row,
+    )
+    .optional()
+    .map_err(unwrap_err)
+}
+
+/// Filter for [`threads`]; `None` fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadFilter {
+    /// Only this principal's threads.
+    pub principal: Option<String>,
+    /// Only this application's threads.
+    pub application: Option<String>,
+    /// Only threads of this workspace.
+    pub workspace_id: Option<String>,
+    /// At most this many (newest first); 0 means the store's page bound.
+    pub limit: usize,
+}
+
+/// Threads matching `f`, newest first.
+pub fn threads(conn: &Connection, f: &ThreadFilter, limit: usize) -> StoreResult<Vec<Thread>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {THREAD_COLS} FROM threads WHERE (?1 IS NULL OR principal = ?1) \
+         AND (?2 IS NULL OR application = ?2) AND (?3 IS NULL OR workspace_id = ?3) \
+         ORDER BY created_at DESC, id LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(
+        params![f.principal, f.application, f.workspace_id, limit as i64],
+        thread_row,
+    )?;
+    rows.collect::<Result<_, _>>().map_err(unwrap_err)
+}
+
+/// One turn by id.
+pub fn turn(conn: &Connection, id: &str) -> StoreResult<Option<Turn>> {
+    conn.query_row(
+        &format!("SELECT {TURN_COLS} FROM turns WHERE id = ?1"),
+        [id],
+        turn_row,
+    )
+    .optional()
+    .map_err(unwrap_err)
+}
+
+/// Filter for [`turns`]; `None` fields match everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnFilter {
+    /// Only turns of this thread.
+    pub thread_id: Option<String>,
+    /// Only turns submitted by this principal.
+    pub principal: Option<String>,
+    /// Only turns in this state.
+    pub state: Option<TurnState>,
+    /// At most this many (newest first); 0 means the store's page bound.
+    pub limit: usize,
+}
+
+/// Turns matching `f`, newest first.
+pub fn turns(conn: &Connection, f: &TurnFilter, limit: usize) -> StoreResult<Vec<Turn>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {TURN_COLS} FROM turns WHERE (?1 IS NULL OR thread_id = ?1) \
+         AND (?2 IS NULL OR principal = ?2) AND (?3 IS NULL OR state = ?3) \
+         ORDER BY queue_seq DESC LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            f.thread_id,
+            f.principal,
+            f.state.map(TurnState::as_str),
+            limit as i64
+        ],
+        turn_row,
+    )?;
+    rows.collect::<Result<_, _>>().map_err(unwrap_err)
+}
+
+/// The newest unrevoked session of a credential.
+pub fn session_by_credential(
+    conn: &Connection,
+    credential: &str,
+) -> StoreResult<Option<AuthSession>> {
+    conn.query_row(
+        &format!(
+            "SELECT {SESSION_COLS} FROM auth_sessions WHERE credential = ?1 AND revoked_at IS NULL \
+             ORDER BY created_at DESC, id LIMIT 1"
+        ),
+        [credential],
+        session_row,
+    )
+    .optional()
+    .map_err(unwrap_err)
+}
+
+/// The session with this bearer hash (revoked or not: the caller decides).
+pub fn session_by_bearer(conn: &Connection, sha256: &str) -> StoreResult<Option<AuthSession>> {
+    conn.query_row(
+        &format!("SELECT {SESSION_COLS} FROM auth_sessions WHERE bearer_sha256 = ?1"),
+        [sha256],
+        session_row,
+    )
+    .optional()
+    .map_err(unwrap_err)
+}
+
+/// One session by id.
+pub fn session(conn: &Connection, id: &str) -> StoreResult<Option<AuthSession>> {
+    conn.query_row(
+        &format!("SELECT {SESSION_COLS} FROM auth_sessions WHERE id = ?1"),
+        [id],
+        session_row,
+    )
+    .optional()
+    .map_err(unwrap_err)
+}

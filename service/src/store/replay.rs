@@ -1,0 +1,115 @@
+//! Journal replay pages and thread snapshots (read side).
+
+use rusqlite::{Connection, params};
+
+use crate::domain::{
+    JournalEvent, ReplayPage, ReplayScope, StoreError, StoreResult, ThreadSnapshot,
+};
+
+use super::journal::MemoryPayloads;
+use super::read::{self, EVENT_COLS, TurnFilter};
+
+/// One page of events after `after` (exclusive), at most `limit`.
+///
+/// Thread scope pages by `thread_seq` and fails `transcript_unavailable` at
+/// the first event whose payload is gone, rather than return a partial
+/// history; owner scope pages by `seq` and flags such events instead (one
+/// metadata-only thread must not hide every other thread's history).
+pub fn replay(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    scope: &ReplayScope,
+    after: u64,
+    limit: usize,
+) -> StoreResult<ReplayPage> {
+    let fetch = limit as i64 + 1;
+    let mut events: Vec<JournalEvent> = match scope {
+        ReplayScope::Thread(thread) => {
+            if read::thread(conn, thread)?.is_none() {
+                return Err(StoreError::not_found("thread", thread));
+            }
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND thread_seq > ?2 \
+                 ORDER BY thread_seq LIMIT ?3"
+            ))?;
+            let rows = stmt.query_map(params![thread, after as i64, fetch], |r| {
+                read::event_row(r, memory)
+            })?;
+            rows.collect::<Result<_, _>>().map_err(read::unwrap_err)?
+        }
+        ReplayScope::Owner {
+            principal,
+            application,
+        } => {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {} FROM events e JOIN threads t ON t.id = e.thread_id \
+                 WHERE e.seq > ?1 AND t.principal = ?2 AND (?3 IS NULL OR t.application = ?3) \
+                 ORDER BY e.seq LIMIT ?4",
+                EVENT_COLS
+                    .split(", ")
+                    .map(|c| format!("e.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))?;
+            let rows = stmt
+                .query_map(params![after as i64, principal, application, fetch], |r| {
+                    read::event_row(r, memory)
+                })?;
+            rows.collect::<Result<_, _>>().map_err(read::unwrap_err)?
+        }
+    };
+    let more = events.len() > limit;
+    events.truncate(limit);
+    if let (ReplayScope::Thread(thread), Some(e)) =
+        (scope, events.iter().find(|e| e.payload_unavailable))
+    {
+        return Err(StoreError::TranscriptUnavailable {
+            thread: thread.clone(),
+            seq: e.thread_seq,
+        });
+    }
+    let next_after = match (scope, events.last()) {
+        (ReplayScope::Thread(_), Some(e)) => e.thread_seq,
+        (ReplayScope::Owner { .. }, Some(e)) => e.seq,
+        (_, None) => after,
+    };
+    Ok(ReplayPage {
+        events,
+        next_after,
+        more,
+    })
+}
+
+/// A thread with its last `tail` events and its `turns` most recent turns.
+pub fn snapshot(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    thread_id: &str,
+    tail: usize,
+    turns: usize,
+) -> StoreResult<ThreadSnapshot> {
+    let thread =
+        read::thread(conn, thread_id)?.ok_or_else(|| StoreError::not_found("thread", thread_id))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 ORDER BY thread_seq DESC LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![thread_id, tail as i64], |r| {
+        read::event_row(r, memory)
+    })?;
+    let mut events: Vec<JournalEvent> = rows.collect::<Result<_, _>>().map_err(read::unwrap_err)?;
+    events.reverse();
+    let last_thread_seq = events.last().map_or(0, |e| e.thread_seq);
+    let truncated = events.first().is_some_and(|e| e.thread_seq > 1);
+    let filter = TurnFilter {
+        thread_id: Some(thread_id.to_owned()),
+        ..Default::default()
+    };
+    let recent_turns = read::turns(conn, &filter, turns)?;
+    Ok(ThreadSnapshot {
+        thread,
+        recent_turns,
+        tail: events,
+        truncated,
+        last_thread_seq,
+    })
+}

@@ -1,0 +1,223 @@
+//! Connection settings and schema migrations, in code.
+//!
+//! The database is identified by `application_id` (ASCII `LAPI`) and versioned
+//! by `user_version`. A fresh file is migrated to [`SCHEMA_VERSION`]; a file
+//! with another application id, or a version this build does not know, is
+//! refused before anything reads or writes it. Migrations only ever append to
+//! [`MIGRATIONS`]; an applied migration is never edited.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::domain::{StoreError, StoreResult};
+
+/// `PRAGMA application_id` of a controller database: ASCII `LAPI`.
+pub const APPLICATION_ID: i64 = 0x4C41_5049;
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// File name of the database inside the controller home.
+pub const DB_FILE: &str = "controller.db";
+
+/// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE workspaces (
+    id          TEXT PRIMARY KEY NOT NULL,
+    path        TEXT NOT NULL UNIQUE,
+    created_at  INTEGER NOT NULL
+);
+CREATE TABLE threads (
+    id           TEXT PRIMARY KEY NOT NULL,
+    principal    TEXT NOT NULL,
+    application  TEXT NOT NULL,
+    workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+    provider     TEXT NOT NULL,
+    approval     TEXT NOT NULL,
+    restricted   INTEGER NOT NULL,
+    retention    TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+);
+CREATE TABLE turns (
+    id               TEXT PRIMARY KEY NOT NULL,
+    thread_id        TEXT NOT NULL REFERENCES threads(id),
+    workspace_id     TEXT NOT NULL REFERENCES workspaces(id),
+    principal        TEXT NOT NULL,
+    command_id       TEXT NOT NULL,
+    queue_seq        INTEGER NOT NULL UNIQUE,
+    state            TEXT NOT NULL,
+    outcome          TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    continues        TEXT REFERENCES turns(id),
+    prompt           TEXT,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    prepared_at      INTEGER,
+    dispatched_at    INTEGER,
+    started_at       INTEGER,
+    finished_at      INTEGER,
+    resolved_at      INTEGER
+);
+CREATE INDEX turns_thread ON turns(thread_id, queue_seq);
+CREATE TABLE receipts (
+    principal   TEXT NOT NULL,
+    command_id  TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    resource_id TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (principal, command_id)
+) WITHOUT ROWID;
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY,
+    thread_id   TEXT NOT NULL REFERENCES threads(id),
+    thread_seq  INTEGER NOT NULL,
+    turn_id     TEXT REFERENCES turns(id),
+    kind        TEXT NOT NULL,
+    at          INTEGER NOT NULL,
+    payload     TEXT,
+    has_payload INTEGER NOT NULL,
+    UNIQUE (thread_id, thread_seq)
+);
+CREATE TABLE audit (
+    id        INTEGER PRIMARY KEY,
+    at        INTEGER NOT NULL,
+    principal TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    turn_id   TEXT REFERENCES turns(id),
+    detail    TEXT NOT NULL
+);
+CREATE TABLE auth_sessions (
+    id            TEXT PRIMARY KEY NOT NULL,
+    credential    TEXT NOT NULL,
+    principal     TEXT NOT NULL,
+    application   TEXT NOT NULL,
+    scopes        TEXT NOT NULL,
+    bearer_sha256 TEXT NOT NULL UNIQUE,
+    created_at    INTEGER NOT NULL,
+    expires_at    INTEGER,
+    revoked_at    INTEGER
+);
+CREATE INDEX auth_sessions_credential ON auth_sessions(credential);
+"#];
+
+/// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
+/// commit durable (the WAL is fsynced at commit).
+fn configure(conn: &Connection) -> StoreResult<()> {
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(())
+}
+
+/// Open the write connection: check identity and version, migrate, enable WAL.
+pub fn open_writer(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(StoreError::from_sqlite)?;
+    let app_id: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    let fresh = app_id == 0 && version == 0 && tables == 0;
+    if !fresh && app_id != APPLICATION_ID {
+        return Err(StoreError::ForeignDatabase {
+            path: path.to_owned(),
+        });
+    }
+    if !(0..=SCHEMA_VERSION).contains(&version) {
+        return Err(StoreError::SchemaUnsupported {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::invalid("database refused WAL journal mode"));
+    }
+    configure(&conn)?;
+    // Overwrite deleted content: a metadata-only thread's prompt, cleared
+    // once the turn is claimed, must not linger in free space.
+    conn.pragma_update(None, "secure_delete", true)?;
+    migrate(&conn, version)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// Open a read connection (after the writer has migrated the file).
+pub fn open_reader(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(StoreError::from_sqlite)?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_file_is_migrated_and_reopen_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        drop(open_writer(&path).unwrap());
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        let a: i64 = conn
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .unwrap();
+        assert_eq!((v, a), (SCHEMA_VERSION, APPLICATION_ID));
+    }
+
+    #[test]
+    fn newer_schema_and_foreign_databases_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        drop(open_writer(&path).unwrap());
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        assert_eq!(
+            open_writer(&path).unwrap_err().code(),
+            "store_schema_unsupported"
+        );
+
+        let other = dir.path().join("other.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch("CREATE TABLE t(x)")
+            .unwrap();
+        assert_eq!(open_writer(&other).unwrap_err().code(), "store_foreign");
+    }
+}

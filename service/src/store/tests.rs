@@ -1,0 +1,833 @@
+//! In-process tests of the store: lifecycle, idempotency, scheduling,
+//! fencing, resolution, recovery, journal and sessions.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::json;
+
+use super::*;
+use crate::domain::*;
+
+pub(crate) fn owner() -> Actor {
+    Actor::new("owner", "test-app")
+}
+
+pub(crate) fn options(home: &Path) -> StoreOptions {
+    let mut o = StoreOptions::new(home);
+    let t = Arc::new(AtomicI64::new(1_000));
+    o.clock = Arc::new(move || t.fetch_add(1, Ordering::Relaxed));
+    o
+}
+
+pub(crate) struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub store: Store,
+}
+
+pub(crate) async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(options(&dir.path().join("home"))).unwrap();
+    Fixture { dir, store }
+}
+
+pub(crate) async fn workspace(store: &Store, root: &Path, id: &str) -> Workspace {
+    let p = root.join(id);
+    std::fs::create_dir_all(&p).unwrap();
+    store.add_workspace(id, &p).await.unwrap().value
+}
+
+pub(crate) async fn thread(store: &Store, ws: &str, retention: Retention) -> Thread {
+    let input = NewThread {
+        command_id: None,
+        workspace_id: ws.into(),
+        provider: "echo".into(),
+        approval: ApprovalPolicy::Ask,
+        restricted: false,
+        retention,
+    };
+    store.create_thread(&owner(), input).await.unwrap().value
+}
+
+pub(crate) fn submit(thread: &str, cmd: &str, prompt: &str) -> SubmitTurn {
+    SubmitTurn {
+        command_id: cmd.into(),
+        thread_id: thread.into(),
+        prompt: prompt.into(),
+        continues: None,
+    }
+}
+
+#[tokio::test]
+async fn a_turn_runs_through_its_whole_lifecycle_and_is_journaled_in_order() {
+    let f = fixture().await;
+    let s = &f.store;
+    let mut sub = s.subscribe();
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let r = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "hello"))
+        .await
+        .unwrap();
+    assert!(!r.replayed);
+    assert_eq!(r.value.state, TurnState::Queued);
+    assert_eq!(s.status().queue_depth, 1);
+
+    let claim = s.try_claim().await.unwrap().expect("runnable");
+    assert_eq!(claim.prompt, "hello");
+    assert_eq!(claim.turn.state, TurnState::Preparing);
+    assert!(
+        s.try_claim().await.unwrap().is_none(),
+        "one turn per workspace"
+    );
+    assert_eq!(s.status().running_workspaces, vec!["ws1".to_owned()]);
+
+    let d = s.mark_dispatched(&claim.turn.id).await.unwrap();
+    assert_eq!(d.state, TurnState::Dispatched);
+    assert!(d.dispatched_at.is_some());
+    s.mark_running(&claim.turn.id).await.unwrap();
+    let e = s
+        .append_activity(
+            &claim.turn.id,
+            EventKind::MessageChunk,
+            Some(json!({"text": "hi"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(e.kind, EventKind::MessageChunk);
+    let done = s
+        .finish_turn(&claim.turn.id, TurnEnd::Completed("end_turn".into()))
+        .await
+        .unwrap();
+    assert!(done.applied);
+    assert_eq!(done.turn.state, TurnState::Completed);
+    assert_eq!(done.turn.outcome.as_deref(), Some("end_turn"));
+    assert!(s.status().running_workspaces.is_empty());
+
+    // Duplicate completion and late chunks change nothing.
+    let dup = s
+        .finish_turn(&claim.turn.id, TurnEnd::Failed("late".into()))
+        .await
+        .unwrap();
+    assert!(!dup.applied);
+    assert_eq!(dup.turn.state, TurnState::Completed);
+    let late = s
+        .append_activity(&claim.turn.id, EventKind::MessageChunk, Some(json!("x")))
+        .await
+        .unwrap();
+    assert_eq!(late.kind, EventKind::Observation);
+    assert_eq!(
+        s.get_turn(&claim.turn.id).await.unwrap().state,
+        TurnState::Completed
+    );
+
+    let page = s
+        .replay(ReplayScope::Thread(th.id.clone()), 0, 0)
+        .await
+        .unwrap();
+    let kinds: Vec<_> = page.events.iter().map(|e| e.kind).collect();
+    use EventKind as K;
+    assert_eq!(
+        kinds,
+        [
+            K::ThreadCreated,
+            K::TurnSubmitted,
+            K::TurnState,
+            K::TurnState,
+            K::TurnState,
+            K::MessageChunk,
+            K::TurnState,
+            K::Observation,
+            K::Observation
+        ]
+    );
+    let seqs: Vec<_> = page.events.iter().map(|e| e.thread_seq).collect();
+    assert_eq!(seqs, (1..=9).collect::<Vec<_>>());
+    for e in &page.events {
+        let got = sub.recv().await.unwrap();
+        assert_eq!(got.seq, e.seq, "published in commit order");
+    }
+}
+
+#[tokio::test]
+async fn command_ids_are_idempotent_per_principal_with_input_digest() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let a = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap();
+    let b = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap();
+    assert!(b.replayed);
+    assert_eq!(a.value.id, b.value.id);
+    let err = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "other"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "conflict");
+    // Another principal has its own command-id space.
+    let other = Actor::new("bob", "app");
+    let c = s
+        .submit_turn(&other, submit(&th.id, "c1", "p"))
+        .await
+        .unwrap();
+    assert!(!c.replayed);
+    assert_ne!(c.value.id, a.value.id);
+    assert_eq!(s.list_turns(TurnFilter::default()).await.unwrap().len(), 2);
+
+    // Thread creation with a command id replays too.
+    let input = NewThread {
+        command_id: Some("t1".into()),
+        workspace_id: ws.id.clone(),
+        provider: "echo".into(),
+        approval: ApprovalPolicy::AllowAll,
+        restricted: true,
+        retention: Retention::Full,
+    };
+    let t1 = s.create_thread(&owner(), input.clone()).await.unwrap();
+    let t2 = s.create_thread(&owner(), input.clone()).await.unwrap();
+    assert!(t2.replayed);
+    assert_eq!(t1.value, t2.value);
+    let changed = NewThread {
+        provider: "other".into(),
+        ..input
+    };
+    assert_eq!(
+        s.create_thread(&owner(), changed).await.unwrap_err().code(),
+        "conflict"
+    );
+}
+
+#[tokio::test]
+async fn workspaces_are_canonical_and_aliases_are_refused() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    std::os::unix::fs::symlink(f.dir.path().join("ws1"), f.dir.path().join("link")).unwrap();
+    let err = s
+        .add_workspace("ws2", &f.dir.path().join("link"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "workspace_alias");
+    let again = s
+        .add_workspace("ws1", &f.dir.path().join("link"))
+        .await
+        .unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.value, ws);
+    std::fs::create_dir(f.dir.path().join("other")).unwrap();
+    let err = s
+        .add_workspace("ws1", &f.dir.path().join("other"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "conflict");
+    assert_eq!(
+        s.add_workspace("bad id", f.dir.path())
+            .await
+            .unwrap_err()
+            .code(),
+        "invalid_request"
+    );
+    assert_eq!(
+        s.add_workspace("ws3", &f.dir.path().join("missing"))
+            .await
+            .unwrap_err()
+            .code(),
+        "invalid_request"
+    );
+    assert_eq!(s.list_workspaces().await.unwrap(), vec![ws]);
+    let th = NewThread {
+        command_id: None,
+        workspace_id: "nope".into(),
+        provider: "echo".into(),
+        approval: ApprovalPolicy::Ask,
+        restricted: false,
+        retention: Retention::Full,
+    };
+    assert_eq!(
+        s.create_thread(&owner(), th).await.unwrap_err().code(),
+        "not_found"
+    );
+}
+
+#[tokio::test]
+async fn bounded_queue_refuses_with_queue_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(&dir.path().join("home"));
+    o.queue_capacity = 2;
+    let s = Store::open(o).unwrap();
+    let ws = workspace(&s, dir.path(), "ws1").await;
+    let th = thread(&s, &ws.id, Retention::Full).await;
+    s.submit_turn(&owner(), submit(&th.id, "a", "p"))
+        .await
+        .unwrap();
+    s.submit_turn(&owner(), submit(&th.id, "b", "p"))
+        .await
+        .unwrap();
+    let err = s
+        .submit_turn(&owner(), submit(&th.id, "c", "p"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "queue_full");
+    // A replay of an accepted command still answers while full.
+    assert!(
+        s.submit_turn(&owner(), submit(&th.id, "a", "p"))
+            .await
+            .unwrap()
+            .replayed
+    );
+    s.try_claim().await.unwrap().unwrap();
+    s.submit_turn(&owner(), submit(&th.id, "c", "p"))
+        .await
+        .unwrap();
+    assert_eq!(s.status().queue_depth, 2);
+    assert_eq!(s.status().queue_capacity, 2);
+}
+
+#[tokio::test]
+async fn scheduler_is_fifo_inside_and_first_fit_across_workspaces() {
+    let f = fixture().await;
+    let s = &f.store;
+    let a = thread(
+        s,
+        &workspace(s, f.dir.path(), "a").await.id,
+        Retention::Full,
+    )
+    .await;
+    let b = thread(
+        s,
+        &workspace(s, f.dir.path(), "b").await.id,
+        Retention::Full,
+    )
+    .await;
+    let a1 = s
+        .submit_turn(&owner(), submit(&a.id, "a1", "p"))
+        .await
+        .unwrap()
+        .value;
+    let a2 = s
+        .submit_turn(&owner(), submit(&a.id, "a2", "p"))
+        .await
+        .unwrap()
+        .value;
+    let b1 = s
+        .submit_turn(&owner(), submit(&b.id, "b1", "p"))
+        .await
+        .unwrap()
+        .value;
+    let c1 = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(c1.turn.id, a1.id);
+    let c2 = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(c2.turn.id, b1.id, "a is busy, so b goes first");
+    assert!(s.try_claim().await.unwrap().is_none());
+    // next_runnable wakes when the lease is released.
+    let waiter = {
+        let s = s.clone();
+        tokio::spawn(async move { s.next_runnable().await.unwrap() })
+    };
+    tokio::task::yield_now().await;
+    s.finish_turn(&c1.turn.id, TurnEnd::Failed("spawn_failed".into()))
+        .await
+        .unwrap();
+    let c3 = waiter.await.unwrap();
+    assert_eq!(c3.turn.id, a2.id);
+}
+
+#[tokio::test]
+async fn lost_outcome_fences_until_confirmed_resolution_which_never_redispatches() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let t1 = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    let t2 = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap()
+        .value;
+    let c = s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&c.turn.id).await.unwrap();
+    let lost = s
+        .finish_turn(&t1.id, TurnEnd::Unknown("agent_exited".into()))
+        .await
+        .unwrap();
+    assert_eq!(lost.turn.state, TurnState::SubmissionUnknown);
+    assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
+    assert!(
+        s.try_claim().await.unwrap().is_none(),
+        "fenced queue does not move"
+    );
+    let err = s
+        .submit_turn(&owner(), submit(&th.id, "c3", "p"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "workspace_fenced");
+
+    let err = s
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, false)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    let err = s
+        .resolve_turn(&owner(), &t2.id, ResolveAs::Failed, true)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "conflict", "queued turn is not fenced");
+    let r = s
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Cancelled, true)
+        .await
+        .unwrap();
+    assert_eq!(r.state, TurnState::Cancelled);
+    assert!(r.resolved_at.is_some());
+    assert!(s.status().fenced_workspaces.is_empty());
+    let err = s
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, true)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "conflict", "resolution happens once");
+    let next = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(
+        next.turn.id, t2.id,
+        "the queue moves on; t1 is never re-dispatched"
+    );
+    let audit: i64 = rusqlite::Connection::open(f.dir.path().join("home").join(DB_FILE))
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM audit WHERE turn_id = ?1",
+            [&t1.id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(audit, 1);
+    let page = s
+        .replay(ReplayScope::Thread(th.id.clone()), 0, 0)
+        .await
+        .unwrap();
+    assert!(
+        page.events
+            .iter()
+            .any(|e| e.kind == EventKind::TurnResolved)
+    );
+}
+
+#[tokio::test]
+async fn cancel_before_start_during_preparing_and_in_flight() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let t1 = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    let t2 = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap()
+        .value;
+    let t3 = s
+        .submit_turn(&owner(), submit(&th.id, "c3", "p"))
+        .await
+        .unwrap()
+        .value;
+    let queued = s.request_cancel(&owner(), &t2.id).await.unwrap();
+    assert_eq!(queued.state, TurnState::Cancelled);
+    assert_eq!(queued.outcome.as_deref(), Some(CANCELLED_BEFORE_START));
+
+    // Cancel while preparing: the dispatch boundary is refused.
+    let mut c1 = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(c1.turn.id, t1.id);
+    assert!(!*c1.cancel.borrow());
+    let flagged = s.request_cancel(&owner(), &t1.id).await.unwrap();
+    assert!(flagged.cancel_requested);
+    c1.cancel.changed().await.unwrap();
+    assert!(*c1.cancel.borrow());
+    assert_eq!(
+        s.mark_dispatched(&t1.id).await.unwrap_err().code(),
+        "conflict"
+    );
+    s.finish_turn(&t1.id, TurnEnd::Cancelled("cancelled".into()))
+        .await
+        .unwrap();
+
+    // Cancel in flight, then the outcome is lost: interrupted, fenced.
+    let c3 = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(c3.turn.id, t3.id);
+    s.mark_dispatched(&t3.id).await.unwrap();
+    s.request_cancel(&owner(), &t3.id).await.unwrap();
+    let out = s
+        .finish_turn(&t3.id, TurnEnd::Unknown("deadline".into()))
+        .await
+        .unwrap();
+    assert_eq!(out.turn.state, TurnState::Interrupted);
+    assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
+    // Cancelling a fenced or finished turn changes nothing.
+    assert_eq!(
+        s.request_cancel(&owner(), &t3.id).await.unwrap().state,
+        TurnState::Interrupted
+    );
+    assert_eq!(
+        s.request_cancel(&owner(), &t2.id).await.unwrap().state,
+        TurnState::Cancelled
+    );
+}
+
+#[tokio::test]
+async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    assert_eq!(th.version, 1);
+    let patch = ThreadPatch {
+        approval: Some(ApprovalPolicy::AllowAll),
+        ..Default::default()
+    };
+    let t2 = s
+        .configure_thread(&owner(), &th.id, 1, patch.clone())
+        .await
+        .unwrap();
+    assert_eq!((t2.version, t2.approval), (2, ApprovalPolicy::AllowAll));
+    assert_eq!(
+        s.configure_thread(&owner(), &th.id, 1, patch.clone())
+            .await
+            .unwrap_err()
+            .code(),
+        "conflict"
+    );
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    assert_eq!(
+        s.configure_thread(&owner(), &th.id, 2, patch.clone())
+            .await
+            .unwrap_err()
+            .code(),
+        "conflict"
+    );
+    s.request_cancel(&owner(), &t.id).await.unwrap();
+    let t3 = s
+        .configure_thread(
+            &owner(),
+            &th.id,
+            2,
+            ThreadPatch {
+                restricted: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(t3.version, 3);
+    assert!(t3.restricted);
+    assert_eq!(s.get_thread(&th.id).await.unwrap(), t3);
+}
+
+#[tokio::test]
+async fn recovery_at_open_settles_every_in_flight_turn_and_keeps_queued_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let (t_prep, t_disp, t_run, t_cancel, t_queued);
+    {
+        let s = Store::open(options(&home)).unwrap();
+        let mut ths = vec![];
+        for ws in ["a", "b", "c", "d"] {
+            let w = workspace(&s, dir.path(), ws).await;
+            ths.push(thread(&s, &w.id, Retention::Full).await);
+        }
+        let mut ids = vec![];
+        for (i, th) in ths.iter().enumerate() {
+            ids.push(
+                s.submit_turn(&owner(), submit(&th.id, &format!("c{i}"), "p"))
+                    .await
+                    .unwrap()
+                    .value
+                    .id,
+            );
+        }
+        t_queued = s
+            .submit_turn(&owner(), submit(&ths[0].id, "q", "p"))
+            .await
+            .unwrap()
+            .value
+            .id;
+        for _ in 0..4 {
+            s.try_claim().await.unwrap().unwrap();
+        }
+        t_prep = ids[0].clone();
+        t_disp = ids[1].clone();
+        t_run = ids[2].clone();
+        t_cancel = ids[3].clone();
+        s.mark_dispatched(&t_disp).await.unwrap();
+        s.mark_dispatched(&t_run).await.unwrap();
+        s.mark_running(&t_run).await.unwrap();
+        s.mark_dispatched(&t_cancel).await.unwrap();
+        s.request_cancel(&owner(), &t_cancel).await.unwrap();
+        // "Crash": drop the store with everything in flight.
+    }
+    let s = Store::open(options(&home)).unwrap();
+    let rec = &s.open_report().recovered;
+    assert_eq!(rec.len(), 4);
+    let state = |id: &str| {
+        let s = s.clone();
+        let id = id.to_owned();
+        async move { s.get_turn(&id).await.unwrap() }
+    };
+    let p = state(&t_prep).await;
+    assert_eq!(
+        (p.state, p.outcome.as_deref()),
+        (TurnState::Failed, Some(SETUP_INTERRUPTED))
+    );
+    assert_eq!(state(&t_disp).await.state, TurnState::SubmissionUnknown);
+    assert_eq!(state(&t_run).await.state, TurnState::SubmissionUnknown);
+    assert_eq!(state(&t_cancel).await.state, TurnState::Interrupted);
+    assert_eq!(state(&t_queued).await.state, TurnState::Queued);
+    assert_eq!(
+        s.status().fenced_workspaces,
+        vec!["b".to_owned(), "c".to_owned(), "d".to_owned()]
+    );
+    // Workspace a was not fenced (failed before dispatch): its queued turn runs.
+    let c = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(c.turn.id, t_queued);
+    assert!(s.try_claim().await.unwrap().is_none());
+    drop(s);
+    // A second open recovers nothing more and keeps the fences.
+    let s = Store::open(options(&home)).unwrap();
+    assert_eq!(
+        s.open_report().recovered.len(),
+        1,
+        "only the claimed queued turn"
+    );
+    assert_eq!(s.status().fenced_workspaces.len(), 3);
+}
+
+#[tokio::test]
+async fn metadata_only_payloads_live_in_memory_and_are_unavailable_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let th_id;
+    {
+        let s = Store::open(options(&home)).unwrap();
+        let ws = workspace(&s, dir.path(), "ws1").await;
+        let th = thread(&s, &ws.id, Retention::MetadataOnly).await;
+        th_id = th.id.clone();
+        let t = s
+            .submit_turn(&owner(), submit(&th.id, "c1", "secret prompt"))
+            .await
+            .unwrap()
+            .value;
+        let c = s.try_claim().await.unwrap().unwrap();
+        assert_eq!(c.prompt, "secret prompt");
+        s.mark_dispatched(&t.id).await.unwrap();
+        s.append_activity(
+            &t.id,
+            EventKind::MessageChunk,
+            Some(json!({"text": "private"})),
+        )
+        .await
+        .unwrap();
+        s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
+            .await
+            .unwrap();
+        let page = s
+            .replay(ReplayScope::Thread(th.id.clone()), 0, 0)
+            .await
+            .unwrap();
+        let chunk = page
+            .events
+            .iter()
+            .find(|e| e.kind == EventKind::MessageChunk)
+            .unwrap();
+        assert_eq!(chunk.payload, Some(json!({"text": "private"})));
+    }
+    let raw = std::fs::read(home.join(DB_FILE)).unwrap();
+    let wal = std::fs::read(home.join("controller.db-wal")).unwrap_or_default();
+    for (name, bytes) in [("db", &raw), ("wal", &wal)] {
+        let hay = String::from_utf8_lossy(bytes);
+        assert!(!hay.contains("private"), "payload reached the {name}");
+        assert!(
+            !hay.contains("secret prompt"),
+            "prompt kept in the {name} after claim"
+        );
+    }
+    let s = Store::open(options(&home)).unwrap();
+    let err = s
+        .replay(ReplayScope::Thread(th_id.clone()), 0, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "transcript_unavailable");
+    // Metadata is still there: the page before the missing payload replays.
+    let page = s
+        .replay(ReplayScope::Thread(th_id.clone()), 0, 4)
+        .await
+        .unwrap();
+    assert_eq!(page.events.len(), 4);
+    let owner_page = s
+        .replay(
+            ReplayScope::Owner {
+                principal: "owner".into(),
+                application: None,
+            },
+            0,
+            0,
+        )
+        .await
+        .unwrap();
+    assert!(
+        owner_page
+            .events
+            .iter()
+            .any(|e| e.payload_unavailable && e.payload.is_none())
+    );
+}
+
+#[tokio::test]
+async fn replay_pages_are_bounded_and_snapshots_say_when_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(&dir.path().join("home"));
+    o.snapshot_tail = 5;
+    o.page_max = 7;
+    let s = Store::open(o).unwrap();
+    let ws = workspace(&s, dir.path(), "ws1").await;
+    let th = thread(&s, &ws.id, Retention::Full).await;
+    let other = thread(&s, &ws.id, Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    let mut last = None;
+    for i in 0..20 {
+        last = Some(s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))));
+    }
+    last.unwrap().await.unwrap();
+    let mut after = 0;
+    let mut all = vec![];
+    loop {
+        let page = s
+            .replay(ReplayScope::Thread(th.id.clone()), after, 100)
+            .await
+            .unwrap();
+        assert!(page.events.len() <= 7);
+        all.extend(page.events.iter().map(|e| e.thread_seq));
+        after = page.next_after;
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all.len(), 1 + 1 + 1 + 20);
+    let snap = s.thread_snapshot(&th.id).await.unwrap();
+    assert!(snap.truncated);
+    assert_eq!(snap.tail.len(), 5);
+    assert_eq!(snap.last_thread_seq, all.len() as u64);
+    assert_eq!(snap.tail.last().unwrap().payload, Some(json!(19)));
+    assert_eq!(snap.recent_turns[0].id, t.id);
+    let small = s.thread_snapshot(&other.id).await.unwrap();
+    assert!(!small.truncated);
+    assert_eq!(small.tail.len(), 1);
+    // Owner-wide replay covers both threads in global order.
+    let scope = ReplayScope::Owner {
+        principal: "owner".into(),
+        application: Some("test-app".into()),
+    };
+    let page = s.replay(scope, 0, 3).await.unwrap();
+    assert_eq!(
+        page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(page.more);
+    let none = ReplayScope::Owner {
+        principal: "owner".into(),
+        application: Some("x".into()),
+    };
+    assert!(s.replay(none, 0, 0).await.unwrap().events.is_empty());
+}
+
+#[tokio::test]
+async fn auth_sessions_persist_and_revoke() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let hash = "ab".repeat(32);
+    let id;
+    {
+        let s = Store::open(options(&home)).unwrap();
+        let new = NewAuthSession {
+            credential: "owner".into(),
+            principal: "owner".into(),
+            application: "cli".into(),
+            scopes: vec!["threads:read".into()],
+            bearer_sha256: hash.clone(),
+            expires_at: Some(99_999),
+        };
+        let bad = NewAuthSession {
+            bearer_sha256: "not-hex".into(),
+            ..new.clone()
+        };
+        assert_eq!(
+            s.issue_session(bad).await.unwrap_err().code(),
+            "invalid_request"
+        );
+        id = s.issue_session(new).await.unwrap().id;
+    }
+    let s = Store::open(options(&home)).unwrap();
+    let found = s
+        .find_session_by_credential("owner")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.id, id);
+    assert_eq!(found.scopes, vec!["threads:read".to_owned()]);
+    assert_eq!(
+        s.find_session_by_bearer_hash(&hash)
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
+        id
+    );
+    let revoked = s.revoke_session(&id).await.unwrap();
+    assert!(revoked.revoked_at.is_some());
+    assert!(
+        s.find_session_by_credential("owner")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        s.find_session_by_bearer_hash(&hash)
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at
+            .is_some()
+    );
+    assert_eq!(
+        s.revoke_session("ses_nope").await.unwrap_err().code(),
+        "not_found"
+    );
+}
+
+#[tokio::test]
+async fn a_second_open_fails_with_instance_locked() {
+    let f = fixture().await;
+    let err = Store::open(options(&f.dir.path().join("home"))).unwrap_err();
+    assert_eq!(err.code(), "instance_locked");
+    assert!(err.to_string().contains(&std::process::id().to_string()));
+    f.store.close().await;
+    Store::open(options(&f.dir.path().join("home"))).unwrap();
+}

@@ -1,0 +1,145 @@
+//! Startup validation: every retained row is checked before anything runs.
+//!
+//! Each check is one SQL query that scans a table once and returns the id of
+//! the first offending row, so 1M events validate in a few sequential scans
+//! without allocating per row in Rust. A failure names the table, the row id
+//! and the check — never the row's content. SQLite's own corruption errors
+//! (truncated or damaged pages met during the scans) fail as `store_corrupt`.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::domain::{StoreError, StoreResult};
+
+use super::ids::sql_name_ok;
+
+/// Row counts seen by validation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValidationReport {
+    /// Rows in `workspaces`.
+    pub workspaces: u64,
+    /// Rows in `threads`.
+    pub threads: u64,
+    /// Rows in `turns`.
+    pub turns: u64,
+    /// Rows in `events`.
+    pub events: u64,
+}
+
+const TURN_STATES: &str = "('queued','preparing','dispatched','running','completed','failed',\
+    'cancelled','submission_unknown','interrupted')";
+const EVENT_KINDS: &str = "('thread_created','thread_configured','turn_submitted','turn_state',\
+    'cancel_requested','turn_resolved','message_chunk','thought_chunk','tool_call',\
+    'permission_requested','permission_decided','observation')";
+const HEX64: &str = "length({c}) = 64 AND {c} NOT GLOB '*[^0-9a-f]*'";
+
+fn hex64(col: &str) -> String {
+    format!("(typeof({col}) = 'text' AND {})", HEX64.replace("{c}", col))
+}
+
+/// `(table, check, query returning the first bad row's id)`.
+fn checks() -> Vec<(&'static str, &'static str, String)> {
+    let ws_id = sql_name_ok("id");
+    let cmd = sql_name_ok("command_id");
+    let th_ws = sql_name_ok("workspace_id");
+    let provider = sql_name_ok("provider");
+    let outcome = sql_name_ok("outcome");
+    let cred = sql_name_ok("credential");
+    let bearer = hex64("bearer_sha256");
+    let digest = hex64("digest");
+    vec![
+        ("workspaces", "fields", format!(
+            "SELECT id FROM workspaces WHERE NOT {ws_id} OR typeof(path) != 'text' \
+             OR substr(path, 1, 1) != '/' OR typeof(created_at) != 'integer' LIMIT 1")),
+        ("threads", "fields", format!(
+            "SELECT id FROM threads WHERE typeof(id) != 'text' OR id NOT GLOB 'thr_*' \
+             OR typeof(principal) != 'text' OR principal = '' OR typeof(application) != 'text' \
+             OR application = '' OR NOT {th_ws} OR NOT {provider} \
+             OR approval NOT IN ('ask', 'allow-all') OR retention NOT IN ('full', 'metadata-only') \
+             OR restricted NOT IN (0, 1) OR typeof(version) != 'integer' OR version < 1 \
+             OR typeof(created_at) != 'integer' OR typeof(updated_at) != 'integer' LIMIT 1")),
+        ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
+             (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
+        ("turns", "fields", format!(
+            "SELECT id FROM turns WHERE typeof(id) != 'text' OR id NOT GLOB 'turn_*' \
+             OR state NOT IN {TURN_STATES} OR NOT {cmd} OR typeof(principal) != 'text' \
+             OR typeof(queue_seq) != 'integer' OR queue_seq < 1 \
+             OR cancel_requested NOT IN (0, 1) OR typeof(created_at) != 'integer' \
+             OR typeof(updated_at) != 'integer' OR (outcome IS NOT NULL AND NOT {outcome}) LIMIT 1")),
+        ("turns", "state", "SELECT id FROM turns WHERE \
+             (state = 'queued' AND (prompt IS NULL OR prepared_at IS NOT NULL OR outcome IS NOT NULL)) \
+             OR (state != 'queued' AND state != 'cancelled' AND prepared_at IS NULL) \
+             OR (state IN ('dispatched','running','submission_unknown','interrupted') AND dispatched_at IS NULL) \
+             OR (state IN ('completed','failed','cancelled','submission_unknown','interrupted') \
+                 AND (finished_at IS NULL OR outcome IS NULL)) \
+             OR (state IN ('queued','preparing','dispatched','running') AND finished_at IS NOT NULL) \
+             OR (resolved_at IS NOT NULL AND state NOT IN ('failed', 'cancelled')) LIMIT 1".into()),
+        ("turns", "references", "SELECT id FROM turns u WHERE NOT EXISTS \
+             (SELECT 1 FROM threads t WHERE t.id = u.thread_id AND t.workspace_id = u.workspace_id) \
+             OR (continues IS NOT NULL AND NOT EXISTS \
+                 (SELECT 1 FROM turns p WHERE p.id = u.continues AND p.thread_id = u.thread_id)) \
+             OR NOT EXISTS (SELECT 1 FROM receipts r WHERE r.principal = u.principal \
+                 AND r.command_id = u.command_id AND r.kind = 'turn.submit' AND r.resource_id = u.id) \
+             LIMIT 1".into()),
+        ("receipts", "fields", format!(
+            "SELECT principal || '/' || command_id FROM receipts r WHERE NOT {cmd} \
+             OR typeof(created_at) != 'integer' OR NOT {digest} \
+             OR (kind = 'turn.submit' AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = r.resource_id)) \
+             OR (kind = 'thread.create' AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.id = r.resource_id)) \
+             OR kind NOT IN ('turn.submit', 'thread.create') LIMIT 1")),
+        ("events", "fields", format!(
+            "SELECT seq FROM events WHERE kind NOT IN {EVENT_KINDS} \
+             OR has_payload NOT IN (0, 1) OR (payload IS NOT NULL AND has_payload = 0) \
+             OR (payload IS NOT NULL AND NOT json_valid(payload)) \
+             OR typeof(at) != 'integer' OR typeof(thread_seq) != 'integer' \
+             OR (turn_id IS NOT NULL AND NOT EXISTS \
+                 (SELECT 1 FROM turns t WHERE t.id = events.turn_id AND t.thread_id = events.thread_id)) \
+             LIMIT 1")),
+        ("events", "thread_sequence", "SELECT thread_id FROM (SELECT thread_id, min(thread_seq) AS lo, \
+             max(thread_seq) AS hi, count(*) AS n FROM events GROUP BY thread_id) g \
+             WHERE lo != 1 OR hi != n OR NOT EXISTS (SELECT 1 FROM threads t WHERE t.id = g.thread_id) \
+             LIMIT 1".into()),
+        ("events", "sequence", "SELECT max(seq) FROM events HAVING max(seq) != count(*) OR min(seq) != 1".into()),
+        ("audit", "fields", "SELECT id FROM audit WHERE action NOT IN ('turn.resolve') \
+             OR typeof(at) != 'integer' OR typeof(principal) != 'text' OR NOT json_valid(detail) \
+             OR (turn_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = audit.turn_id \
+                 AND t.resolved_at IS NOT NULL)) LIMIT 1".into()),
+        ("auth_sessions", "fields", format!(
+            "SELECT id FROM auth_sessions WHERE typeof(id) != 'text' OR id NOT GLOB 'ses_*' \
+             OR NOT {cred} OR typeof(principal) != 'text' OR typeof(application) != 'text' \
+             OR NOT json_valid(scopes) OR json_type(scopes) != 'array' OR NOT {bearer} \
+             OR typeof(created_at) != 'integer' \
+             OR (expires_at IS NOT NULL AND typeof(expires_at) != 'integer') \
+             OR (revoked_at IS NOT NULL AND typeof(revoked_at) != 'integer') LIMIT 1")),
+    ]
+}
+
+/// Check every row; the first failure stops the open.
+pub fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
+    for (table, check, sql) in checks() {
+        let bad: Option<rusqlite::types::Value> = conn
+            .query_row(&sql, [], |r| r.get(0))
+            .optional()
+            .map_err(StoreError::from_sqlite)?;
+        if let Some(v) = bad {
+            let row = match v {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Text(t) if t.len() <= 200 && !t.contains('\n') => t,
+                _ => "?".to_owned(),
+            };
+            return Err(StoreError::InvalidRow { table, row, check });
+        }
+    }
+    let count = |t: &str| -> StoreResult<u64> {
+        conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+        .map_err(StoreError::from_sqlite)
+    };
+    Ok(ValidationReport {
+        workspaces: count("workspaces")?,
+        threads: count("threads")?,
+        turns: count("turns")?,
+        events: count("events")?,
+    })
+}

@@ -1,0 +1,278 @@
+//! The single writer: one thread owning the write connection.
+//!
+//! Requests arrive on a channel: [`Cmd::Op`] runs one operation (its own
+//! transaction), [`Cmd::Append`] is a streamed journal append. Consecutive
+//! appends waiting in the channel are committed together — one transaction,
+//! one fsync — up to `group_commit_max` events, after waiting at most
+//! `group_commit_linger` for more (the bounded delay; 0 = take only what is
+//! already queued, so the batch naturally grows while a commit is in flight).
+//! Events are published to subscribers only after their commit, then replies
+//! are sent. In-memory state (journal counters, scheduler, live turns) changes
+//! only after the matching commit; if a transaction fails it is rebuilt from
+//! the database.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, Transaction};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, broadcast, oneshot, watch};
+
+use crate::domain::{EventKind, JournalEvent, StoreError, StoreResult, StoreStatus, TurnState};
+
+use super::ids::Clock;
+use super::journal::{Journal, JournalTx};
+use super::lock::InstanceLock;
+use super::read;
+use super::scheduler::Scheduler;
+
+/// A request to the writer.
+pub(crate) enum Cmd {
+    /// Run an operation on the writer (it replies through its own oneshot).
+    Op(Box<dyn FnOnce(&mut Writer) + Send>),
+    /// A streamed activity append (group-committed).
+    Append(AppendReq),
+    /// Stop after the requests already queued before it.
+    Shutdown,
+}
+
+/// One streamed append.
+pub(crate) struct AppendReq {
+    /// The turn the activity belongs to.
+    pub turn: String,
+    /// Activity kind.
+    pub kind: EventKind,
+    /// Payload.
+    pub payload: Option<Value>,
+    /// Where the committed event (or the error) goes; may be dropped by the caller.
+    pub reply: oneshot::Sender<StoreResult<Arc<JournalEvent>>>,
+}
+
+/// State shared between the writer and the handles.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Committed events, in `seq` order.
+    pub events: broadcast::Sender<Arc<JournalEvent>>,
+    /// Woken whenever the scheduler may have a runnable turn.
+    pub runnable: Notify,
+    /// Latest status counters.
+    pub status: Mutex<StoreStatus>,
+}
+
+/// A turn that is not terminal, as the writer tracks it.
+#[derive(Debug)]
+pub(crate) struct LiveTurn {
+    /// Thread id.
+    pub thread: String,
+    /// Current state.
+    pub state: TurnState,
+    /// Cancel flag, watched by the runner's claim.
+    pub cancel: watch::Sender<bool>,
+}
+
+/// Tunables the writer needs.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterLimits {
+    /// Most events in one group commit.
+    pub group_commit_max: usize,
+    /// Longest wait for more events once a batch has started.
+    pub group_commit_linger: Duration,
+}
+
+/// The writer's state. Field order matters for drop: the connection closes
+/// before the instance lock is released.
+pub(crate) struct Writer {
+    /// The only write connection.
+    pub conn: Connection,
+    /// Journal counters and in-memory payloads.
+    pub journal: Journal,
+    /// Queues, leases, fences.
+    pub sched: Scheduler,
+    /// Every non-terminal turn.
+    pub live: HashMap<String, LiveTurn>,
+    /// Last `queue_seq` assigned.
+    pub last_queue_seq: u64,
+    /// Time source.
+    pub clock: Clock,
+    /// Handles' view.
+    pub shared: Arc<Shared>,
+    /// Batching limits.
+    pub limits: WriterLimits,
+    /// Events committed but not yet published.
+    pub outbox: Vec<JournalEvent>,
+    /// Held for the life of the writer.
+    pub _lock: InstanceLock,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("last_seq", &self.journal.last_seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    /// The writer loop; returns when told to shut down or every handle is gone.
+    pub fn run(mut self, rx: Receiver<Cmd>) {
+        let mut stash: Option<Cmd> = None;
+        loop {
+            let cmd = match stash.take() {
+                Some(c) => c,
+                None => match rx.recv() {
+                    Ok(c) => c,
+                    Err(_) => break,
+                },
+            };
+            match cmd {
+                Cmd::Shutdown => break,
+                Cmd::Op(f) => f(&mut self),
+                Cmd::Append(first) => {
+                    let mut batch = vec![first];
+                    let deadline = Instant::now() + self.limits.group_commit_linger;
+                    while batch.len() < self.limits.group_commit_max {
+                        let next = match rx.try_recv() {
+                            Ok(c) => Ok(c),
+                            Err(TryRecvError::Empty) => {
+                                let left = deadline.saturating_duration_since(Instant::now());
+                                if left.is_zero() {
+                                    break;
+                                }
+                                rx.recv_timeout(left)
+                            }
+                            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+                        };
+                        match next {
+                            Ok(Cmd::Append(a)) => batch.push(a),
+                            Ok(other) => {
+                                stash = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.append_batch(batch);
+                }
+            }
+        }
+    }
+
+    /// Run `f` in one transaction with a journal stage; commit, adopt the
+    /// stage and queue its events for publication. On error nothing changes
+    /// in memory; on a database error the memory state is rebuilt.
+    pub fn write<T>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &Journal, &mut JournalTx, i64) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let now = (self.clock)();
+        let mut stage = self.journal.begin();
+        let result = (|| {
+            let tx = self.conn.transaction()?;
+            let value = f(&tx, &self.journal, &mut stage, now)?;
+            tx.commit().map_err(StoreError::from_sqlite)?;
+            Ok(value)
+        })();
+        match result {
+            Ok(v) => {
+                let events = self.journal.commit(stage);
+                self.outbox.extend(events);
+                Ok(v)
+            }
+            Err(e) => {
+                if matches!(e, StoreError::Sqlite(_) | StoreError::Corrupt(_)) {
+                    // Best effort: the next request sees the committed truth.
+                    let _ = self.reload();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Publish committed events, refresh the status mirror, wake the scheduler.
+    pub fn flush_outbox(&mut self) -> Vec<Arc<JournalEvent>> {
+        let events: Vec<Arc<JournalEvent>> = self.outbox.drain(..).map(Arc::new).collect();
+        for e in &events {
+            // No subscribers is fine.
+            let _ = self.shared.events.send(Arc::clone(e));
+        }
+        let status = StoreStatus {
+            queue_depth: self.sched.queued(),
+            queue_capacity: self.sched.capacity(),
+            running_workspaces: self.sched.running_workspaces(),
+            fenced_workspaces: self.sched.fenced_workspaces(),
+        };
+        *self.shared.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
+        self.shared.runnable.notify_waiters();
+        events
+    }
+
+    /// Commit a batch of streamed appends in one transaction.
+    fn append_batch(&mut self, batch: Vec<AppendReq>) {
+        // Resolve each turn first (outside the transaction: reads only).
+        let mut plans = Vec::with_capacity(batch.len());
+        for req in batch {
+            let plan = self.plan_append(&req);
+            plans.push((req, plan));
+        }
+        let result = self.write(|tx, journal, stage, now| {
+            let mut idx = Vec::with_capacity(plans.len());
+            for (req, plan) in &plans {
+                match plan {
+                    Ok((thread, late)) => {
+                        let (kind, payload) = if *late {
+                            let late_payload =
+                                json!({ "late": req.kind.as_str(), "data": req.payload });
+                            (EventKind::Observation, Some(late_payload))
+                        } else {
+                            (req.kind, req.payload.clone())
+                        };
+                        journal.append(tx, stage, thread, Some(&req.turn), kind, now, payload)?;
+                        idx.push(Some(stage.events.len() - 1));
+                    }
+                    Err(_) => idx.push(None),
+                }
+            }
+            Ok(idx)
+        });
+        let published = self.flush_outbox();
+        match result {
+            Ok(idx) => {
+                for ((req, plan), i) in plans.into_iter().zip(idx) {
+                    let answer = match (plan, i) {
+                        (Ok(_), Some(i)) => Ok(Arc::clone(&published[i])),
+                        (Err(e), _) => Err(e),
+                        (Ok(_), None) => Err(StoreError::Closed),
+                    };
+                    let _ = req.reply.send(answer);
+                }
+            }
+            Err(e) => {
+                let code = e.code();
+                for (req, _) in plans {
+                    let _ = req.reply.send(Err(StoreError::conflict(format!(
+                        "journal batch failed ({code})"
+                    ))));
+                }
+            }
+        }
+    }
+
+    /// Where an append goes: `(thread, late)`; late appends become observations.
+    fn plan_append(&self, req: &AppendReq) -> StoreResult<(String, bool)> {
+        if !req.kind.is_activity() {
+            return Err(StoreError::invalid("not an activity kind"));
+        }
+        if let Some(live) = self.live.get(&req.turn) {
+            return match live.state {
+                TurnState::Queued => Err(StoreError::invalid("turn has not been claimed")),
+                s => Ok((live.thread.clone(), s.is_fenced())),
+            };
+        }
+        match read::turn(&self.conn, &req.turn)? {
+            Some(t) => Ok((t.thread_id, true)),
+            None => Err(StoreError::not_found("turn", req.turn.clone())),
+        }
+    }
+}
