@@ -20,7 +20,8 @@ fi
 bin="$PWD/target/release/lapis-ai-controller"
 target="$("$bin" version --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["build"]["target"])')"
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/lapis-bench-XXXXXX")"
+mkdir -p target
+work="$(mktemp -d "$PWD/target/bench-install-from-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/dist"
 target/release/lapis-release build --binary "$bin" --target "$target" --out "$work/dist" --commit dev >/dev/null
