@@ -335,3 +335,78 @@ fn install_from_url_verifies_and_survives_a_dropped_download() {
     assert_eq!(doc["version"], "0.0.3");
     assert_eq!(doc["previousDigest"], first["digest"]);
 }
+
+/// `install --from` killed with SIGKILL at every installer checkpoint it
+/// passes: afterwards every snapshot verifies, the launcher is on the old or
+/// the new release (complete either way), the config is unchanged, and the
+/// next `install --from` succeeds and leaves no staging directory behind.
+#[test]
+fn install_from_killed_at_every_checkpoint_stays_consistent() {
+    use crate::install_support::{leftovers, snapshots, verify_snapshot};
+    use std::io::BufRead;
+
+    let mut paused_at = Vec::new();
+    for point in lapis_installer::Checkpoint::ALL.iter().map(|c| c.name()) {
+        let ctx = TestContext::new();
+        let old = install_script_release(&ctx, "0.0.1")["digest"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let before = Fingerprint::of(ctx.home());
+        let build = with_version(&host_build(&ctx), "0.0.4");
+        let (name, bytes) = release_archive(&script_binary(&build), &build);
+        let path = put(&ctx, &name, &bytes);
+        let sha = sha256_hex(&bytes);
+        let args = ["install", "--from", &path, "--sha256", &sha, "--no-service"];
+
+        let mut cmd = ctx.command(args);
+        cmd.env("LAPIS_INSTALL_FAULT_PAUSE", point)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn install --from");
+        let marker = format!("lapis-fault-pause: {point}");
+        let paused = std::io::BufReader::new(child.stderr.take().unwrap())
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line == marker);
+        if paused {
+            child.kill().unwrap();
+            paused_at.push(point);
+        }
+        let status = child.wait().unwrap();
+        assert!(paused || status.success(), "{point}: {status}");
+
+        for digest in snapshots(&ctx) {
+            verify_snapshot(&ctx, &digest).unwrap_or_else(|e| panic!("{point}: {e}"));
+        }
+        let after = Fingerprint::of(ctx.home());
+        assert_eq!(after.config, before.config, "{point}: config changed");
+        let target = after.launcher.expect("launcher").display().to_string();
+        let new =
+            lapis_release::archive::manifest_for_binary(&script_binary(&build), build.clone())
+                .unwrap()
+                .digest();
+        assert!(
+            target.contains(&old) || target.contains(&new),
+            "{point}: launcher on neither release: {target}"
+        );
+
+        let doc = ctx
+            .run([
+                "install",
+                "--from",
+                &path,
+                "--sha256",
+                &sha,
+                "--no-service",
+                "--json",
+            ])
+            .success()
+            .json();
+        assert_eq!(doc["digest"], new.as_str(), "{point}");
+        assert!(
+            leftovers(&ctx, ".staging-").is_empty(),
+            "{point}: staging left behind"
+        );
+    }
+}
