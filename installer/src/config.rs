@@ -209,6 +209,10 @@ pub fn initial_document(paths: &Paths, secret: &str) -> Value {
 /// token), or checks and keeps the existing one byte for byte. When another
 /// installer creates it first, that file is kept. `before_link` runs when the
 /// new file is complete but not yet visible (fault injection).
+///
+/// A new file is complete as soon as its name is visible; the name becomes
+/// durable when the caller fsyncs the config directory (the install sequence
+/// does so together with the releases root, before the launcher moves).
 pub fn bootstrap(
     paths: &Paths,
     before_link: &dyn Fn(),
@@ -223,7 +227,7 @@ pub fn bootstrap(
     let mut bytes = serde_json::to_vec_pretty(&initial_document(paths, &secret))
         .expect("config document serialises");
     bytes.push(b'\n');
-    let created = fsx::create_new_atomic(&paths.config, &bytes, 0o600, before_link)?;
+    let created = fsx::create_new_atomic_deferred(&paths.config, &bytes, 0o600, before_link)?;
     // Either way the file on disk is now complete; report what it says.
     let (_, summary) = read_existing(&paths.config)?;
     let outcome = if created {

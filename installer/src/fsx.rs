@@ -15,7 +15,8 @@
 //!   fsync, for state whose loss after a crash is harmless.
 //! - [`swap_symlink`] points a symlink somewhere else atomically: the new link
 //!   is made as a temporary sibling and renamed over the old one.
-//! - [`rename_durable`] / [`exchange`] move directories and fsync the parent.
+//! - [`rename_durable`] / [`exchange`] move directories and fsync the parent;
+//!   [`rename_deferred`] leaves the fsync to a later batched barrier.
 //! - [`LockGuard`] is an exclusive or shared `flock` held until drop; the
 //!   kernel drops it when the process dies, even by `kill -9`.
 //!
@@ -109,9 +110,7 @@ pub fn temp_sibling(path: &Path) -> PathBuf {
 /// Makes the directory entry changes in `dir` (creates, renames, removals)
 /// durable.
 pub fn fsync_dir(dir: &Path) -> FsResult<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .at("fsync directory", dir)
+    fsync_path(dir)
 }
 
 /// Creates `dir` and missing parents; directories created here get `mode`.
@@ -121,6 +120,59 @@ pub fn create_dir_all_mode(dir: &Path, mode: u32) -> FsResult<()> {
     create_dirs(dir, mode, true)
 }
 
+/// Creates several directory chains at once: every missing directory first,
+/// then one fsync per changed parent, so a journaling file system commits
+/// all new entries together instead of once per directory.
+pub fn create_dirs_batch(dirs: &[(&Path, u32)]) -> FsResult<()> {
+    let mut parents: Vec<PathBuf> = Vec::new();
+    for (dir, mode) in dirs {
+        for created in create_missing(dir, *mode)? {
+            let parent = parent_of(&created).to_path_buf();
+            if !parents.contains(&parent) {
+                parents.push(parent);
+            }
+        }
+    }
+    let refs: Vec<&Path> = parents.iter().map(PathBuf::as_path).collect();
+    fsync_all(&refs)
+}
+
+/// Fsyncs files and directories concurrently (a few threads), so their
+/// flushes share journal commits instead of waiting for one each.
+pub fn fsync_all(paths: &[&Path]) -> FsResult<()> {
+    const WORKERS: usize = 8;
+    if paths.len() <= 1 {
+        return paths.iter().try_for_each(|p| fsync_path(p));
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS.min(paths.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = paths.get(i) else {
+                            return Ok(());
+                        };
+                        fsync_path(path)?;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("fsync worker does not panic"))
+            .collect::<FsResult<Vec<()>>>()
+            .map(drop)
+    })
+}
+
+fn fsync_path(path: &Path) -> FsResult<()> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .at("fsync", path)
+}
+
 /// Like [`create_dir_all_mode`] without the fsyncs, for directories that are
 /// recreated on demand anyway (the controller home).
 pub fn create_dir_all_mode_lazy(dir: &Path, mode: u32) -> FsResult<()> {
@@ -128,33 +180,43 @@ pub fn create_dir_all_mode_lazy(dir: &Path, mode: u32) -> FsResult<()> {
 }
 
 fn create_dirs(dir: &Path, mode: u32, durable: bool) -> FsResult<()> {
-    // Missing directories, outermost first.
+    let created = create_missing(dir, mode)?;
+    // All entries first, then one fsync per parent: on journaling file
+    // systems the first fsync commits every new entry at once.
+    if durable {
+        for d in &created {
+            fsync_dir(parent_of(d))?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates the missing directories of `dir`'s chain (outermost first) with
+/// `mode`; returns the ones created.
+fn create_missing(dir: &Path, mode: u32) -> FsResult<Vec<PathBuf>> {
     let mut missing = Vec::new();
     let mut cur = dir;
     while !cur.is_dir() {
-        missing.push(cur);
+        missing.push(cur.to_path_buf());
         match cur.parent() {
             Some(p) if !p.as_os_str().is_empty() => cur = p,
             _ => break,
         }
     }
     missing.reverse();
-    for d in &missing {
-        match fs::DirBuilder::new().mode(mode).create(d) {
+    let mut created = Vec::new();
+    for d in missing {
+        match fs::DirBuilder::new().mode(mode).create(&d) {
             // The umask may have narrowed the mode; apply it exactly.
-            Ok(()) => fs::set_permissions(d, fs::Permissions::from_mode(mode)).at("chmod", d)?,
+            Ok(()) => {
+                fs::set_permissions(&d, fs::Permissions::from_mode(mode)).at("chmod", &d)?;
+                created.push(d);
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
-            Err(e) => return Err(FsError::new("create directory", *d, e)),
+            Err(e) => return Err(FsError::new("create directory", d, e)),
         }
     }
-    // All entries first, then one fsync per parent: on journaling file
-    // systems the first fsync commits every new entry at once.
-    if durable {
-        for d in &missing {
-            fsync_dir(parent_of(d))?;
-        }
-    }
-    Ok(())
+    Ok(created)
 }
 
 /// Writes a complete temporary sibling of `path` with `mode` and fsyncs it.
@@ -236,15 +298,29 @@ pub fn create_new_atomic(
     mode: u32,
     before_link: &dyn Fn(),
 ) -> FsResult<bool> {
+    let created = create_new_atomic_deferred(path, bytes, mode, before_link)?;
+    if created {
+        fsync_dir(parent_of(path))?;
+    }
+    Ok(created)
+}
+
+/// [`create_new_atomic`] without the final fsync of the directory: the file
+/// is complete whenever its name is visible, but the name itself becomes
+/// durable only when the caller fsyncs `path`'s directory (batched with
+/// other directories).
+pub fn create_new_atomic_deferred(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    before_link: &dyn Fn(),
+) -> FsResult<bool> {
     let tmp = write_temp(path, bytes, mode)?;
     before_link();
     let linked = fs::hard_link(&tmp, path);
     let _ = fs::remove_file(&tmp);
     match linked {
-        Ok(()) => {
-            fsync_dir(parent_of(path))?;
-            Ok(true)
-        }
+        Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(FsError::new("create", path, e)),
     }
@@ -262,6 +338,12 @@ pub fn swap_symlink(link: &Path, target: &Path, before_rename: &dyn Fn()) -> FsR
         return Err(FsError::new("replace", link, e));
     }
     fsync_dir(parent_of(link))
+}
+
+/// Renames `from` to `to` without fsync: the caller makes the parent durable
+/// later, batched with other directories (see [`fsync_all`]).
+pub fn rename_deferred(from: &Path, to: &Path) -> FsResult<()> {
+    fs::rename(from, to).at("rename", from)
 }
 
 /// Renames `from` to `to` (same directory tree, same file system) and fsyncs
@@ -461,6 +543,27 @@ mod tests {
         remove_tree(&snap).unwrap();
         assert!(!snap.exists());
         remove_tree(&snap).unwrap();
+    }
+
+    #[test]
+    fn batch_creates_chains_with_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a/b/c");
+        let b = dir.path().join("a/x");
+        let c = dir.path().join("p/q");
+        create_dirs_batch(&[(&a, 0o755), (&b, 0o700), (&c, 0o700)]).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&a), 0o755);
+        assert_eq!(mode(&dir.path().join("a")), 0o755);
+        assert_eq!(mode(&b), 0o700);
+        assert_eq!(mode(&c), 0o700);
+        assert_eq!(mode(&dir.path().join("p")), 0o700);
+        create_dirs_batch(&[(&a, 0o700)]).unwrap();
+        assert_eq!(mode(&a), 0o755, "existing directories keep their mode");
+        let f = dir.path().join("f");
+        fs::write(&f, b"x").unwrap();
+        fsync_all(&[&f, &a, &b, &c, dir.path()]).unwrap();
+        assert!(fsync_all(&[&f, &dir.path().join("missing")]).is_err());
     }
 
     #[test]

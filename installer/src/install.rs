@@ -38,7 +38,7 @@ use crate::error::InstallError;
 use crate::fsx::{self, LockGuard, LockMode};
 use crate::launcher::{self, LauncherState};
 use crate::paths::Paths;
-use crate::smoke::{DEFAULT_SMOKE_TIMEOUT, smoke_test};
+use crate::smoke::{DEFAULT_SMOKE_TIMEOUT, smoke_test_in};
 use crate::snapshot::{self, Existing};
 use crate::staging::{self, StagingDir};
 use crate::state::InstallState;
@@ -212,6 +212,20 @@ pub fn preflight(paths: &Paths, opts: &InstallOptions<'_>) -> Result<LauncherSta
     Ok(launcher::preflight(paths, opts.force)?)
 }
 
+/// Creates every directory the install will write into, in one batch (one
+/// journal commit instead of one per directory). Runs after [`preflight`],
+/// so bad input still changes nothing.
+fn prepare_dirs(paths: &Paths, opts: &InstallOptions<'_>) -> Result<(), InstallError> {
+    let mut dirs = vec![
+        (paths.releases_root.as_path(), 0o755),
+        (fsx::parent_of(&paths.launcher), 0o755),
+    ];
+    if opts.bootstrap_config && !paths.config.exists() {
+        dirs.push((fsx::parent_of(&paths.config), 0o700));
+    }
+    Ok(fsx::create_dirs_batch(&dirs)?)
+}
+
 /// Takes the exclusive releases lock (creating the releases root).
 pub fn lock_releases(paths: &Paths, mode: LockMode) -> Result<LockGuard, InstallError> {
     fsx::create_dir_all_mode(&paths.releases_root, 0o755)?;
@@ -227,6 +241,7 @@ pub fn install_executable(
     opts: &InstallOptions<'_>,
 ) -> Result<InstallReport, InstallError> {
     preflight(paths, opts)?;
+    prepare_dirs(paths, opts)?;
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
     (opts.checkpoint)(Checkpoint::Locked);
     let cleaned = staging::cleanup_leftovers(paths)?.removed;
@@ -267,6 +282,7 @@ pub fn install_staged(
     opts: &InstallOptions<'_>,
 ) -> Result<InstallReport, InstallError> {
     preflight(paths, opts)?;
+    prepare_dirs(paths, opts)?;
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
     (opts.checkpoint)(Checkpoint::Locked);
     let cleaned = staging::cleanup_leftovers(paths)?.removed;
@@ -298,10 +314,11 @@ fn reuse(
     manifest: &Manifest,
     opts: &InstallOptions<'_>,
 ) -> Result<(SnapshotOutcome, Duration), InstallError> {
-    let smoke = smoke_test(
+    let smoke = smoke_test_in(
         &paths.snapshot_bin(digest),
         &manifest.build,
         opts.smoke_timeout,
+        &paths.releases_root,
     )?;
     (opts.checkpoint)(Checkpoint::SmokeTested);
     Ok((SnapshotOutcome::Reused, smoke))
@@ -320,7 +337,12 @@ fn place(
     staging::verify_staged(&staging, manifest)?;
     (opts.checkpoint)(Checkpoint::StagingVerified);
     let bin = staging.path().join("bin").join(crate::paths::PRODUCT);
-    let smoke = smoke_test(&bin, &manifest.build, opts.smoke_timeout)?;
+    let smoke = smoke_test_in(
+        &bin,
+        &manifest.build,
+        opts.smoke_timeout,
+        &paths.releases_root,
+    )?;
     (opts.checkpoint)(Checkpoint::SmokeTested);
     let dir = paths.snapshot_dir(&digest);
     let outcome = match existing {
@@ -350,7 +372,6 @@ fn activate(
 ) -> Result<InstallReport, InstallError> {
     let config = if opts.bootstrap_config {
         let result = config::bootstrap(paths, &|| (opts.checkpoint)(Checkpoint::ConfigTemp))?;
-        (opts.checkpoint)(Checkpoint::ConfigWritten);
         // The controller home named by the config (private: it will hold the
         // database and the socket).
         let home = result
@@ -363,6 +384,19 @@ fn activate(
     } else {
         None
     };
+    // One barrier for the snapshot's name and the config's name: both must
+    // be durable before the launcher can point at them.
+    let mut barrier = Vec::new();
+    if snapshot != SnapshotOutcome::Reused {
+        barrier.push(paths.releases_root.as_path());
+    }
+    if matches!(config, Some((ConfigOutcome::Created, _))) {
+        barrier.push(fsx::parent_of(&paths.config));
+    }
+    fsx::fsync_all(&barrier)?;
+    if opts.bootstrap_config {
+        (opts.checkpoint)(Checkpoint::ConfigWritten);
+    }
     // Re-check under the lock: another process may have changed it.
     let before = launcher::preflight(paths, opts.force)?;
     let (previous, replaced) = match before {

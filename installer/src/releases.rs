@@ -17,7 +17,7 @@ use crate::fsx::{self, FsError, LockMode};
 use crate::install::{Checkpoint, InstallOptions, lock_releases};
 use crate::launcher::{self, LauncherError, LauncherState};
 use crate::paths::{Paths, is_digest};
-use crate::smoke::smoke_test;
+use crate::smoke::smoke_test_in;
 use crate::snapshot;
 use crate::staging;
 use crate::state::InstallState;
@@ -217,10 +217,11 @@ pub fn rollback(
         None => previous.ok_or(InstallError::NoPrevious)?,
     };
     let manifest = snapshot::verify(paths, &target)?;
-    smoke_test(
+    smoke_test_in(
         &paths.snapshot_bin(&target),
         &manifest.build,
         opts.smoke_timeout,
+        &paths.releases_root,
     )?;
     launcher::activate(paths, &target, &|| {
         (opts.checkpoint)(Checkpoint::LauncherTemp)

@@ -57,11 +57,24 @@ pub enum SmokeError {
 }
 
 /// Runs `bin version --json` in a clean environment with `timeout` and
-/// checks that it reports `expected`. Returns how long it took.
+/// checks that it reports `expected`. Returns how long it took. The
+/// throw-away `HOME` lives in the system temp directory.
 pub fn smoke_test(
     bin: &Path,
     expected: &BuildIdentity,
     timeout: Duration,
+) -> Result<Duration, SmokeError> {
+    smoke_test_in(bin, expected, timeout, &std::env::temp_dir())
+}
+
+/// [`smoke_test`] with the throw-away `HOME` created in `scratch`, named
+/// `.smoke.tmp-*` so that a killed install's leftover is removed by the
+/// next install's cleanup when `scratch` is the releases root.
+pub fn smoke_test_in(
+    bin: &Path,
+    expected: &BuildIdentity,
+    timeout: Duration,
+    scratch: &Path,
 ) -> Result<Duration, SmokeError> {
     let started = Instant::now();
     let spawn_err = |source| SmokeError::Spawn {
@@ -69,8 +82,8 @@ pub fn smoke_test(
         source,
     };
     let home = tempfile::Builder::new()
-        .prefix("lapis-smoke-")
-        .tempdir()
+        .prefix(".smoke.tmp-")
+        .tempdir_in(scratch)
         .map_err(spawn_err)?;
     let mut command = Command::new(bin);
     command

@@ -81,9 +81,11 @@ impl StagingDir {
         &self.path
     }
 
-    /// Renames the staging directory to `to` (durably); it is no longer ours.
+    /// Renames the staging directory to `to`; it is no longer ours.
+    /// The new name becomes durable when the caller fsyncs the releases
+    /// root, which the install sequence does before the launcher moves.
     pub(crate) fn commit(mut self, to: &Path) -> Result<(), FsError> {
-        fsx::rename_durable(&self.path, to)?;
+        fsx::rename_deferred(&self.path, to)?;
         self.done = true;
         Ok(())
     }
@@ -176,18 +178,11 @@ pub fn stage_executable(
     fs::copy(exe, &bin).at("copy", exe)?;
     fs::set_permissions(&bin, fs::Permissions::from_mode(BIN_MODE)).at("chmod", &bin)?;
     after_copy();
-    File::open(&bin)
-        .and_then(|f| f.sync_all())
-        .at("fsync", &bin)?;
     // The staging dir is private (locked, unnamed), so release.json needs no
     // atomic replace, only durability before the directory gets its name.
-    fsx::write_new_file(
-        &staging.path().join(MANIFEST_FILE),
-        &manifest.to_json(),
-        MANIFEST_MODE,
-    )?;
-    fsx::fsync_dir(&bin_dir)?;
-    fsx::fsync_dir(staging.path())?;
+    let json = staging.path().join(MANIFEST_FILE);
+    fs::write(&json, manifest.to_json()).at("write", &json)?;
+    fsx::fsync_all(&[&bin, &json, &bin_dir, staging.path()])?;
     Ok(())
 }
 
@@ -241,19 +236,26 @@ pub fn stage_tree(staging: &StagingDir, tree: &Path) -> Result<Manifest, Snapsho
 /// a tree filled by someone else (an archive extraction) is durable before
 /// it is renamed into place.
 pub fn sync_tree(dir: &Path) -> Result<(), FsError> {
+    let mut paths = Vec::new();
+    collect_tree(dir, &mut paths)?;
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    fsx::fsync_all(&refs)
+}
+
+/// Regular files and directories under `dir`, and `dir` itself.
+fn collect_tree(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), FsError> {
     for entry in fs::read_dir(dir).at("read directory", dir)? {
         let entry = entry.at("read directory", dir)?;
         let path = entry.path();
         let kind = entry.file_type().at("inspect", &path)?;
         if kind.is_dir() {
-            sync_tree(&path)?;
+            collect_tree(&path, out)?;
         } else if kind.is_file() {
-            File::open(&path)
-                .and_then(|f| f.sync_all())
-                .at("fsync", &path)?;
+            out.push(path);
         }
     }
-    fsx::fsync_dir(dir)
+    out.push(dir.to_path_buf());
+    Ok(())
 }
 
 /// Verifies a filled staging dir against `manifest` (every file and link,

@@ -125,6 +125,7 @@ fn kill_at_random_times() {
     install(&ctx, &TestContext::bin(), &[]);
     assert_consistent(&ctx, config.as_deref());
     assert!(leftovers(&ctx, ".staging-").is_empty());
+    assert!(leftovers(&ctx, ".smoke.tmp-").is_empty());
 }
 
 #[test]
@@ -203,4 +204,34 @@ fn rollback_killed_before_its_swap_leaves_the_launcher_alone() {
         .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
         .collect();
     assert!(stray.is_empty(), "{stray:?}");
+}
+
+#[test]
+fn gc_killed_at_random_times_never_leaves_a_partial_snapshot() {
+    let ctx = TestContext::new();
+    for i in 0..5 {
+        install(&ctx, &variant(&ctx, &format!("g{i}")), &[]);
+    }
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..6 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut child = ctx
+            .command(["releases", "gc", "--keep", "0"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(seed % 40_000));
+        let _ = child.kill();
+        child.wait().unwrap();
+        assert_consistent(&ctx, None);
+    }
+    let gc = ctx.run(["releases", "gc", "--keep", "0", "--json"]);
+    gc.success();
+    // Only the active and the previous snapshot remain, nothing half-deleted.
+    assert_eq!(snapshots(&ctx).len(), 2);
+    assert!(leftovers(&ctx, ".trash-").is_empty());
+    assert_consistent(&ctx, None);
 }
