@@ -5,6 +5,7 @@ mod completions;
 mod connect;
 mod install;
 mod journal;
+mod install_from;
 mod paths;
 mod releases;
 mod rollback;
@@ -14,6 +15,7 @@ mod threads;
 mod token;
 mod turns;
 mod uninstall;
+mod update;
 mod version;
 mod workspaces;
 
@@ -26,7 +28,9 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Version(out) => version::run(&global, out),
         Command::Completions(args) => completions::run(args),
+        Command::Install(args) if args.from.is_some() => install_from::run(&global, args),
         Command::Install(args) => install::run(&global, args),
+        Command::Update(args) => update::run(&global, args),
         Command::Uninstall(args) => uninstall::run(&global, args),
         Command::Releases(command) => releases::run(&global, command),
         Command::Rollback(args) => rollback::run(&global, args),

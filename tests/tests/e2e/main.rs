@@ -18,3 +18,5 @@ mod protocol;
 mod serve;
 mod serve_support;
 mod serve_turns;
+mod release;
+mod release_update;
