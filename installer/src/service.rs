@@ -7,9 +7,12 @@
 //! sessions without a user bus) is its own error so the CLI can keep the
 //! installed release and config, say how to run `serve` by hand, and exit 3.
 //!
-//! Readiness is a separate, bounded wait ([`wait_ready`]) over a probe closure,
-//! so the probe can change (today the manager's own state, later
-//! `status --json`) without touching the wait.
+//! Readiness is a separate, bounded wait ([`wait_ready`]) over a probe closure.
+//! The manager's own state is checked first (a failed unit ends the wait at
+//! once); once the manager calls the unit running, the caller's probe decides
+//! — the CLI asks the installed launcher for `status --json` and waits for it
+//! to report the protocol, so "ready" means the controller answers on its
+//! socket, not merely that a process exists.
 
 use std::fs;
 use std::io;
@@ -164,10 +167,12 @@ pub fn write_unit(paths: &Paths) -> Result<bool, ServiceError> {
 }
 
 /// Writes the unit, registers it with the service manager, restarts it and
-/// waits (at most `ready_timeout`) until the manager reports it running.
+/// waits (at most `ready_timeout`) until the manager reports it running and
+/// `ready` (the controller's own answer) says it is ready.
 pub fn install_and_start(
     paths: &Paths,
     ready_timeout: Duration,
+    mut ready: impl FnMut() -> Probe,
 ) -> Result<ServiceReport, ServiceError> {
     let unit_changed = write_unit(paths)?;
     match paths.unit.kind {
@@ -187,7 +192,10 @@ pub fn install_and_start(
             let started = Instant::now();
             wait_ready(
                 ready_timeout,
-                || systemd_probe(name),
+                || match systemd_probe(name) {
+                    Probe::Ready => ready(),
+                    other => other,
+                },
                 std::thread::sleep,
                 || started.elapsed(),
             )?;
@@ -209,7 +217,10 @@ pub fn install_and_start(
             let started = Instant::now();
             wait_ready(
                 ready_timeout,
-                || launchd_probe(&target),
+                || match launchd_probe(&target) {
+                    Probe::Ready => ready(),
+                    other => other,
+                },
                 std::thread::sleep,
                 || started.elapsed(),
             )?;

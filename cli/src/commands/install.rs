@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use lapis_installer::install::unix_now;
-use lapis_installer::service::{self, ServiceError};
+use lapis_installer::service::{self, Probe, ServiceError};
 use lapis_installer::smoke::DEFAULT_SMOKE_TIMEOUT;
 use lapis_installer::{Checkpoint, InstallError, InstallOptions, InstallReport, Paths, unit};
 use serde_json::{Value, json};
@@ -81,7 +81,10 @@ pub fn finish(
     let service = if args.no_service {
         Ok(false)
     } else {
-        service::install_and_start(paths, Duration::from_secs(args.ready_timeout)).map(|_| true)
+        service::install_and_start(paths, Duration::from_secs(args.ready_timeout), || {
+            status_probe(paths)
+        })
+        .map(|_| true)
     };
     let service_time = service_started.elapsed();
     let manual = unit::serve_command_line(paths);
@@ -128,6 +131,66 @@ pub fn finish(
             Err(err.with_details(doc))
         }
     }
+}
+
+/// Bound of one `status --json` probe; a controller that accepts but never
+/// answers is "not ready yet", and the overall wait stays bounded.
+const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Readiness as the installed launcher sees it: `status --json` exits 0 and
+/// reports the wire protocol. Exit 3 (nothing answers yet) and any other
+/// failure are "not yet"; the last message is kept for the timeout error.
+fn status_probe(paths: &Paths) -> Probe {
+    let mut cmd = std::process::Command::new(&paths.launcher);
+    cmd.arg("status")
+        .arg("--json")
+        .arg("--config")
+        .arg(&paths.config);
+    if let Some(name) = paths.instance.name() {
+        cmd.arg("--instance").arg(name);
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return Probe::NotYet(format!("cannot run the launcher's status: {e}")),
+    };
+    // The status document is far below a pipe's buffer, so polling for exit
+    // before reading cannot deadlock.
+    let deadline = Instant::now() + STATUS_PROBE_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Probe::NotYet("status did not answer in time".to_owned());
+            }
+            Err(e) => return Probe::NotYet(format!("status probe failed: {e}")),
+        }
+    }
+    let output = match child.wait_with_output() {
+        Ok(output) => output,
+        Err(e) => return Probe::NotYet(format!("status probe failed: {e}")),
+    };
+    if output.status.success() {
+        let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        if doc["protocol"] == lapis_service::protocol::PROTOCOL {
+            return Probe::Ready;
+        }
+        return Probe::NotYet("status answered without the expected protocol".to_owned());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    Probe::NotYet(
+        stderr
+            .lines()
+            .next()
+            .unwrap_or("the controller does not answer yet")
+            .trim_start_matches("error: ")
+            .to_owned(),
+    )
 }
 
 fn document(paths: &Paths, report: &InstallReport, service: Value) -> Value {

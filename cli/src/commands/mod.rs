@@ -4,8 +4,8 @@ mod acp_echo;
 mod completions;
 mod connect;
 mod install;
-mod journal;
 mod install_from;
+mod journal;
 mod paths;
 mod releases;
 mod rollback;
@@ -20,7 +20,7 @@ mod version;
 mod workspaces;
 
 use crate::args::{Cli, Command};
-use crate::exit::{CliError, CliResult};
+use crate::exit::CliResult;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> CliResult {
@@ -42,9 +42,5 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
-        other => Err(CliError::failure(
-            "not_available",
-            anyhow::anyhow!("this command is not available in this build: {other:?}",),
-        )),
     }
 }

@@ -36,17 +36,30 @@ fn install_registers_restarts_and_waits_for_the_unit() {
     let log = use_systemctl_standin(&mut ctx);
     let out = ctx.run(["install", "--json"]);
     let doc = out.success().json();
+    // Readiness waited for the controller itself: the service the stand-in
+    // started answers `status` on its socket.
+    let status = ctx.run(["status", "--json"]);
     stop_started(&log);
     assert_eq!(doc["service"]["status"], "started");
+    assert_eq!(status.success().json()["protocol"], "lapis-ai-controller/1");
     let unit = "lapis-ai-controller.service";
+    let calls = log_lines(&log);
     assert_eq!(
-        log_lines(&log),
-        vec![
+        calls[..3],
+        [
             "--user daemon-reload".to_owned(),
             format!("--user enable {unit}"),
             format!("--user restart {unit}"),
-            format!("--user is-active {unit}"),
         ]
+    );
+    // Then the manager's state is polled until the controller answers
+    // `status` (at least once, nothing else).
+    assert!(calls.len() > 3, "{calls:?}");
+    assert!(
+        calls[3..]
+            .iter()
+            .all(|c| *c == format!("--user is-active {unit}")),
+        "{calls:?}"
     );
     // The stand-in started exactly the unit's command: the launcher serving
     // the absolute config.
@@ -62,10 +75,13 @@ fn install_registers_restarts_and_waits_for_the_unit() {
     assert!(text.contains("Restart=on-failure"));
 
     // A second install rewrites nothing it does not need to and restarts.
+    let before = log_lines(&log).len();
     let out = ctx.run(["install", "--json"]);
     out.success();
     stop_started(&log);
-    assert_eq!(log_lines(&log).len(), 8);
+    let again = log_lines(&log);
+    assert_eq!(again[before + 2], format!("--user restart {unit}"));
+    assert!(again.len() > before + 3);
 
     // uninstall stops and disables the unit and removes it.
     let out = ctx.run(["uninstall", "--json"]);
