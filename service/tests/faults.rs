@@ -108,7 +108,7 @@ async fn child(mode: &str, root: PathBuf) {
         ack("claimed", &id);
         store.mark_dispatched(&id).await.unwrap();
         ack("dispatched", &id);
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             deferred = Some(id);
             continue;
         }
