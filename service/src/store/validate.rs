@@ -30,6 +30,9 @@ const TURN_STATES: &str = "('queued','preparing','dispatched','running','complet
 const EVENT_KINDS: &str = "('thread_created','thread_configured','turn_submitted','turn_state',\
     'cancel_requested','turn_resolved','message_chunk','thought_chunk','tool_call',\
     'permission_requested','permission_decided','observation')";
+/// Lifecycle kinds always carry a metadata object, whatever the retention.
+const LIFECYCLE_KINDS: &str = "('thread_created','thread_configured','turn_submitted','turn_state',\
+    'cancel_requested','turn_resolved')";
 const HEX64: &str = "length({c}) = 64 AND {c} NOT GLOB '*[^0-9a-f]*'";
 
 fn hex64(col: &str) -> String {
@@ -68,7 +71,9 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
         ("turns", "state", "SELECT id FROM turns WHERE \
              (state = 'queued' AND (prompt IS NULL OR prepared_at IS NOT NULL OR outcome IS NOT NULL)) \
              OR (state != 'queued' AND state != 'cancelled' AND prepared_at IS NULL) \
-             OR (state IN ('dispatched','running','submission_unknown','interrupted') AND dispatched_at IS NULL) \
+             OR (state IN ('dispatched','running','completed','submission_unknown','interrupted') \
+                 AND dispatched_at IS NULL) \
+             OR ((started_at IS NOT NULL OR resolved_at IS NOT NULL) AND dispatched_at IS NULL) \
              OR (state IN ('completed','failed','cancelled','submission_unknown','interrupted') \
                  AND (finished_at IS NULL OR outcome IS NULL)) \
              OR (state IN ('queued','preparing','dispatched','running') AND finished_at IS NOT NULL) \
@@ -91,6 +96,7 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR has_payload NOT IN (0, 1) OR (payload IS NOT NULL AND has_payload = 0) \
              OR (payload IS NOT NULL AND NOT json_valid(payload)) \
              OR typeof(at) != 'integer' OR typeof(thread_seq) != 'integer' \
+             OR (kind IN {LIFECYCLE_KINDS} AND (payload IS NULL OR json_type(payload) != 'object')) \
              OR (turn_id IS NOT NULL AND NOT EXISTS \
                  (SELECT 1 FROM turns t WHERE t.id = events.turn_id AND t.thread_id = events.thread_id)) \
              LIMIT 1")),
