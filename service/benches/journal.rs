@@ -154,8 +154,20 @@ async fn floor(n: usize) -> f64 {
     n as f64 / took.as_secs_f64()
 }
 
-/// Median open time of a store holding `events` events.
-async fn open_time(events: usize, runs: usize) -> Duration {
+/// CPU time (user + system) of the calling thread, from /proc (10 ms ticks):
+/// on a shared machine this is steadier than wall time.
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    let after_comm = stat.rsplit(") ").next().unwrap_or("");
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5) are utime and stime; here 0-based after comm: 11, 12.
+    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Median open time (wall, CPU) of a store holding `events` events.
+async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let (store, thread, turn) = setup(dir.path()).await;
     let last = store
@@ -172,13 +184,19 @@ async fn open_time(events: usize, runs: usize) -> Duration {
             .unwrap();
     }
     let mut times = vec![];
+    let mut cpu = vec![];
     for _ in 0..runs {
+        let c0 = thread_cpu();
         let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
+        cpu.push((thread_cpu() - c0).as_secs_f64());
         times.push(store.open_report().elapsed.as_secs_f64());
         assert!(store.open_report().validated.events as usize >= events + last as usize);
         store.close().await;
     }
-    Duration::from_secs_f64(median(times))
+    (
+        Duration::from_secs_f64(median(times)),
+        Duration::from_secs_f64(median(cpu)),
+    )
 }
 
 fn main() {
@@ -189,6 +207,11 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
+        if std::env::var_os("LAPIS_BENCH_OPEN_ONLY").is_some() {
+            let (t, c) = open_time(1_000_000, 3).await;
+            println!("1M open: wall {t:?} cpu {c:?}");
+            return;
+        }
         let (n_group, n_single, runs) = if quick {
             (20_000, 200, 3)
         } else {
@@ -225,10 +248,16 @@ fn main() {
         } else {
             &[10_000, 100_000, 1_000_000]
         };
-        println!("store open + validation + recovery (median of 3):");
+        println!(
+            "store open + validation + recovery (median of 3; wall, and CPU of the opening thread):"
+        );
         for &n in sizes {
-            let t = open_time(n, 3).await;
-            println!("  {n:>9} events: {:>8.1} ms", t.as_secs_f64() * 1e3);
+            let (t, c) = open_time(n, 3).await;
+            println!(
+                "  {n:>9} events: wall {:>8.1} ms   cpu {:>8.1} ms",
+                t.as_secs_f64() * 1e3,
+                c.as_secs_f64() * 1e3
+            );
         }
     });
 }

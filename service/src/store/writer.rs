@@ -251,9 +251,10 @@ impl Writer {
             Err(e) => {
                 let code = e.code();
                 for (req, _) in plans {
-                    let _ = req.reply.send(Err(StoreError::conflict(format!(
-                        "journal batch failed ({code})"
-                    ))));
+                    let _ = req.reply.send(Err(StoreError::io(
+                        format!("journal batch rolled back ({code})"),
+                        std::io::Error::other("group commit failed"),
+                    )));
                 }
             }
         }
