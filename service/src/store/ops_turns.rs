@@ -324,8 +324,18 @@ impl Writer {
         }
     }
 
-    /// End a turn as the runner saw it (see [`TurnEnd`]).
+    /// End a turn as the runner saw it (see [`TurnEnd`]). A lost outcome
+    /// before the dispatch boundary is a plain failure: the prompt was never
+    /// written, so nothing needs fencing.
     pub fn finish_turn(&mut self, id: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
+        let preparing = self
+            .live
+            .get(id)
+            .is_some_and(|l| l.state == TurnState::Preparing);
+        let end = match end {
+            TurnEnd::Unknown(c) | TurnEnd::Interrupted(c) if preparing => TurnEnd::Failed(c),
+            other => other,
+        };
         let (event, code) = match end {
             TurnEnd::Completed(c) => (TurnEvent::Complete, c),
             TurnEnd::Failed(c) => (TurnEvent::Fail, c),

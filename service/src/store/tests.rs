@@ -831,3 +831,50 @@ async fn a_second_open_fails_with_instance_locked() {
     f.store.close().await;
     Store::open(options(&f.dir.path().join("home"))).unwrap();
 }
+
+#[tokio::test]
+async fn a_lost_outcome_before_the_dispatch_boundary_is_a_plain_failure() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    // Not dispatched yet: starting is refused and changes nothing.
+    let start = s.mark_running(&t.id).await.unwrap();
+    assert!(!start.applied);
+    assert_eq!(start.turn.state, TurnState::Preparing);
+    let out = s
+        .finish_turn(&t.id, TurnEnd::Unknown("spawn_exited".into()))
+        .await
+        .unwrap();
+    assert!(out.applied);
+    assert_eq!(out.turn.state, TurnState::Failed);
+    assert_eq!(out.turn.outcome.as_deref(), Some("spawn_exited"));
+    assert!(s.status().fenced_workspaces.is_empty());
+    assert!(s.status().running_workspaces.is_empty());
+    // Bad outcome codes are refused before anything changes.
+    let t2 = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    let err = s
+        .finish_turn(&t2.id, TurnEnd::Failed("has space".into()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    assert_eq!(
+        s.get_turn(&t2.id).await.unwrap().state,
+        TurnState::Preparing
+    );
+    assert_eq!(
+        s.get_turn("turn_missing").await.unwrap_err().code(),
+        "not_found"
+    );
+}

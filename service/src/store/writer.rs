@@ -218,15 +218,17 @@ impl Writer {
         }
         let result = self.write(|tx, journal, stage, now| {
             let mut idx = Vec::with_capacity(plans.len());
-            for (req, plan) in &plans {
+            for (req, plan) in plans.iter_mut() {
                 match plan {
                     Ok((thread, late)) => {
+                        // Moved, not cloned: the payload goes to the event.
+                        let payload = req.payload.take();
                         let (kind, payload) = if *late {
                             let late_payload =
-                                json!({ "late": req.kind.as_str(), "data": req.payload });
+                                json!({ "late": req.kind.as_str(), "data": payload });
                             (EventKind::Observation, Some(late_payload))
                         } else {
-                            (req.kind, req.payload.clone())
+                            (req.kind, payload)
                         };
                         journal.append(tx, stage, thread, Some(&req.turn), kind, now, payload)?;
                         idx.push(Some(stage.events.len() - 1));
