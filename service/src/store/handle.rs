@@ -177,6 +177,7 @@ impl Store {
                 running_workspaces: vec![],
                 fenced_workspaces: vec![],
             }),
+            commits: Default::default(),
         });
         let memory: SharedPayloads = Arc::new(Mutex::new(MemoryPayloads::new(
             options.memory_payload_capacity,
@@ -244,8 +245,16 @@ impl Store {
         let _ = tokio::task::spawn_blocking(move || drop(inner)).await;
     }
 
+    /// Transactions committed so far (each is one fsync); for tests and metrics.
+    pub fn commit_count(&self) -> u64 {
+        self.inner
+            .shared
+            .commits
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Run `f` on the writer; publish its events after commit, then reply.
-    async fn op<T, F>(&self, f: F) -> StoreResult<T>
+    pub(crate) async fn op<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,

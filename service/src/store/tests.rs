@@ -878,3 +878,52 @@ async fn a_lost_outcome_before_the_dispatch_boundary_is_a_plain_failure() {
         "not_found"
     );
 }
+
+#[tokio::test]
+async fn queued_streamed_appends_share_one_commit_and_publish_in_order() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    let mut sub = s.subscribe();
+    // Hold the writer so every append below is waiting in its channel.
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel::<()>();
+    let held = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.op(move |_| {
+                let _ = started.send(());
+                Ok(gate.recv().ok())
+            })
+            .await
+        })
+    };
+    running.await.unwrap();
+    let before = s.commit_count();
+    let pending: Vec<_> = (0..500)
+        .map(|i| s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))))
+        .collect();
+    release.send(()).unwrap();
+    held.await.unwrap().unwrap();
+    let mut seqs = vec![];
+    for p in pending {
+        seqs.push(p.await.unwrap().seq);
+    }
+    assert_eq!(
+        s.commit_count() - before,
+        1,
+        "one transaction, one fsync for the batch"
+    );
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
+    for (i, seq) in seqs.iter().enumerate() {
+        let e = sub.recv().await.unwrap();
+        assert_eq!((e.seq, e.payload.clone()), (*seq, Some(json!(i))));
+    }
+}

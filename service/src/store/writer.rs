@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub runnable: Notify,
     /// Latest status counters.
     pub status: Mutex<StoreStatus>,
+    /// Transactions committed by the writer (each one fsync).
+    pub commits: std::sync::atomic::AtomicU64,
 }
 
 /// A turn that is not terminal, as the writer tracks it.
@@ -176,6 +178,9 @@ impl Writer {
         })();
         match result {
             Ok(v) => {
+                self.shared
+                    .commits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let events = self.journal.commit(stage);
                 self.outbox.extend(events);
                 Ok(v)
