@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lapis_service::{
-    Actor, ApprovalPolicy, EventKind, NewThread, ReplayScope, ResolveAs, Retention, Store,
-    StoreOptions, SubmitTurn, Turn, TurnEnd, TurnFilter, TurnState,
+    Actor, ApprovalPolicy, EventKind, NewAuthSession, NewThread, ReplayScope, ResolveAs, Retention,
+    Store, StoreOptions, SubmitTurn, ThreadPatch, Turn, TurnEnd, TurnFilter, TurnState,
 };
 use serde_json::json;
 
@@ -76,6 +76,9 @@ async fn child(mode: &str, root: PathBuf) {
             .unwrap();
     }
     let pid = std::process::id();
+    if mode == "threads" {
+        threads_and_sessions(&store, pid).await;
+    }
     let mut n = 0u64;
     // A dispatched turn whose completion is deferred to the next iteration,
     // so kills also find turns sitting past the dispatch boundary.
@@ -126,6 +129,43 @@ async fn child(mode: &str, root: PathBuf) {
             .await
             .unwrap();
         ack("completed", &id);
+    }
+}
+
+/// The child's loop for thread creation, configuration and session writes.
+async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        let input = NewThread {
+            command_id: Some(format!("t{pid}-{n}")),
+            workspace_id: "w0".into(),
+            provider: "echo".into(),
+            approval: ApprovalPolicy::Ask,
+            restricted: false,
+            retention: Retention::Full,
+        };
+        let th = store.create_thread(&actor(), input).await.unwrap().value;
+        ack("thread", &th.id);
+        let patch = ThreadPatch {
+            restricted: Some(true),
+            ..Default::default()
+        };
+        let th = store
+            .configure_thread(&actor(), &th.id, th.version, patch)
+            .await
+            .unwrap();
+        ack("configured", &format!("{}:{}", th.id, th.version));
+        let session = NewAuthSession {
+            credential: "owner".into(),
+            principal: "owner".into(),
+            application: "faults".into(),
+            scopes: vec!["threads:read".into()],
+            bearer_sha256: format!("{:064x}", u128::from(pid) << 64 | u128::from(n)),
+            expires_at: None,
+        };
+        let session = store.issue_session(session).await.unwrap();
+        ack("session", &session.bearer_sha256);
     }
 }
 
@@ -324,6 +364,45 @@ fn kill_matrix(mode: &str, at: &str) -> usize {
         recovered += store.open_report().recovered.len();
     }
     recovered
+}
+
+#[test]
+fn kill_during_thread_and_session_writes() {
+    for delay_ms in [0u64, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let acks = run_and_kill(
+            dir.path(),
+            "threads",
+            "session",
+            6,
+            Duration::from_millis(delay_ms),
+        );
+        rt().block_on(async {
+            let store = check_after_kill(dir.path(), &acks).await;
+            for id in acks.of("thread") {
+                store
+                    .get_thread(id)
+                    .await
+                    .expect("acknowledged thread lost");
+            }
+            for entry in acks.of("configured") {
+                let (id, version) = entry.split_once(':').unwrap();
+                let th = store.get_thread(id).await.unwrap();
+                assert!(th.version >= version.parse().unwrap());
+                assert!(th.restricted);
+            }
+            for hash in acks.of("session") {
+                assert!(
+                    store
+                        .find_session_by_bearer_hash(hash)
+                        .await
+                        .unwrap()
+                        .is_some(),
+                    "session lost"
+                );
+            }
+        });
+    }
 }
 
 #[test]
