@@ -44,6 +44,7 @@
 //!
 //! Errors are [`StoreError`] with a stable [`code`](StoreError::code).
 
+mod api;
 mod handle;
 mod ids;
 mod journal;
@@ -55,6 +56,7 @@ mod recovery;
 mod replay;
 mod scheduler;
 mod schema;
+mod transition;
 mod validate;
 mod writer;
 
