@@ -36,7 +36,8 @@
 //!   [`replay`](Store::replay) (bounded pages), [`thread_snapshot`](Store::thread_snapshot).
 //!   To follow without gaps: subscribe first, replay, then skip events whose
 //!   `seq` was already replayed. A lagged receiver must replay.
-//! - Status (sync): [`status`](Store::status).
+//! - Status (sync): [`status`](Store::status), [`commit_count`](Store::commit_count)
+//!   (transactions committed, one fsync each).
 //! - Auth sessions: [`issue_session`](Store::issue_session),
 //!   [`find_session_by_credential`](Store::find_session_by_credential),
 //!   [`find_session_by_bearer_hash`](Store::find_session_by_bearer_hash),
