@@ -79,6 +79,9 @@ async fn child(mode: &str, root: PathBuf) {
     if mode == "threads" {
         threads_and_sessions(&store, pid).await;
     }
+    if mode == "cancel" {
+        cancel_and_resolve(&store, &threads, pid).await;
+    }
     let mut n = 0u64;
     // A dispatched turn whose completion is deferred to the next iteration,
     // so kills also find turns sitting past the dispatch boundary.
@@ -166,6 +169,38 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
         };
         let session = store.issue_session(session).await.unwrap();
         ack("session", &session.bearer_sha256);
+    }
+}
+
+/// The child's loop for cancel requests, interrupted outcomes and resolutions.
+async fn cancel_and_resolve(store: &Store, threads: &[String], pid: u32) -> ! {
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        let input = SubmitTurn {
+            command_id: format!("x{pid}-{n}"),
+            thread_id: threads[(n % 4) as usize].clone(),
+            prompt: "p".into(),
+            continues: None,
+        };
+        store.submit_turn(&actor(), input).await.unwrap();
+        let claim = store.try_claim().await.unwrap().expect("a free workspace");
+        let id = claim.turn.id;
+        store.mark_dispatched(&id).await.unwrap();
+        ack("c_dispatched", &id);
+        store.request_cancel(&actor(), &id).await.unwrap();
+        ack("cancel_requested", &id);
+        let out = store
+            .finish_turn(&id, TurnEnd::Unknown("cancel_deadline".into()))
+            .await
+            .unwrap();
+        assert_eq!(out.turn.state, TurnState::Interrupted);
+        ack("interrupted", &id);
+        store
+            .resolve_turn(&actor(), &id, ResolveAs::Cancelled, true)
+            .await
+            .unwrap();
+        ack("resolved", &id);
     }
 }
 
@@ -403,6 +438,50 @@ fn kill_during_thread_and_session_writes() {
             }
         });
     }
+}
+
+#[test]
+fn kill_during_cancels_and_resolutions() {
+    // Kills that found a turn past the boundary (fenced, or settled by recovery).
+    let mut interesting = 0;
+    for (i, delay_ms) in [0u64, 1, 3, 0, 1, 3].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = ["c_dispatched", "cancel_requested", "interrupted"][i % 3];
+        let acks = run_and_kill(dir.path(), "cancel", at, 4, Duration::from_millis(delay_ms));
+        rt().block_on(async {
+            let store = check_after_kill(dir.path(), &acks).await;
+            for id in acks.of("c_dispatched") {
+                let t = store.get_turn(id).await.unwrap();
+                // Past the boundary: fenced, or resolved by the owner. Never re-run, never failed silently.
+                assert!(
+                    t.state == TurnState::Cancelled && t.resolved_at.is_some()
+                        || t.state.is_fenced(),
+                    "{}",
+                    t.state
+                );
+            }
+            for id in acks.of("cancel_requested") {
+                let t = store.get_turn(id).await.unwrap();
+                assert!(t.cancel_requested, "acknowledged cancel lost");
+                assert!(
+                    matches!(t.state, TurnState::Interrupted | TurnState::Cancelled),
+                    "{}",
+                    t.state
+                );
+            }
+            for id in acks.of("resolved") {
+                let t = store.get_turn(id).await.unwrap();
+                assert_eq!(t.state, TurnState::Cancelled);
+                assert!(t.resolved_at.is_some());
+            }
+            interesting +=
+                store.status().fenced_workspaces.len() + store.open_report().recovered.len();
+        });
+    }
+    assert!(
+        interesting > 0,
+        "no kill landed between the boundary and the resolution"
+    );
 }
 
 #[test]
