@@ -119,6 +119,10 @@ pub struct InstallOptions<'a> {
     pub smoke_timeout: Duration,
     /// Called at each [`Checkpoint`].
     pub checkpoint: &'a dyn Fn(Checkpoint),
+    /// Second smoke stage, run on the staged binary after `version --json`
+    /// passed (the CLI runs one ACP turn through its built-in `echo` agent;
+    /// this crate knows nothing of ACP). Its error text must carry no secret.
+    pub smoke_turn: Option<&'a dyn Fn(&Path) -> Result<(), String>>,
 }
 
 impl std::fmt::Debug for InstallOptions<'_> {
@@ -142,6 +146,7 @@ impl InstallOptions<'_> {
             now: unix_now(),
             smoke_timeout: DEFAULT_SMOKE_TIMEOUT,
             checkpoint: &|_| {},
+            smoke_turn: None,
         }
     }
 }
@@ -308,18 +313,35 @@ pub fn install_staged(
     activate(paths, &digest, &manifest, outcome, smoke, cleaned, opts)
 }
 
+/// Both smoke stages on `bin`: `version --json` must report the manifest's
+/// build, then the caller's turn stage (if any) must pass. Returns the time
+/// both took.
+pub(crate) fn smoke(
+    bin: &Path,
+    manifest: &Manifest,
+    paths: &Paths,
+    opts: &InstallOptions<'_>,
+) -> Result<Duration, InstallError> {
+    let started = std::time::Instant::now();
+    smoke_test_in(
+        bin,
+        &manifest.build,
+        opts.smoke_timeout,
+        &paths.releases_root,
+    )?;
+    if let Some(turn) = opts.smoke_turn {
+        turn(bin).map_err(crate::smoke::SmokeError::Turn)?;
+    }
+    Ok(started.elapsed())
+}
+
 fn reuse(
     paths: &Paths,
     digest: &str,
     manifest: &Manifest,
     opts: &InstallOptions<'_>,
 ) -> Result<(SnapshotOutcome, Duration), InstallError> {
-    let smoke = smoke_test_in(
-        &paths.snapshot_bin(digest),
-        &manifest.build,
-        opts.smoke_timeout,
-        &paths.releases_root,
-    )?;
+    let smoke = smoke(&paths.snapshot_bin(digest), manifest, paths, opts)?;
     (opts.checkpoint)(Checkpoint::SmokeTested);
     Ok((SnapshotOutcome::Reused, smoke))
 }
@@ -337,12 +359,7 @@ fn place(
     staging::verify_staged(&staging, manifest)?;
     (opts.checkpoint)(Checkpoint::StagingVerified);
     let bin = staging.path().join("bin").join(crate::paths::PRODUCT);
-    let smoke = smoke_test_in(
-        &bin,
-        &manifest.build,
-        opts.smoke_timeout,
-        &paths.releases_root,
-    )?;
+    let smoke = smoke(&bin, manifest, paths, opts)?;
     (opts.checkpoint)(Checkpoint::SmokeTested);
     let dir = paths.snapshot_dir(&digest);
     let outcome = match existing {

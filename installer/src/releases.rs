@@ -17,7 +17,6 @@ use crate::fsx::{self, FsError, LockMode};
 use crate::install::{Checkpoint, InstallOptions, lock_releases};
 use crate::launcher::{self, LauncherError, LauncherState};
 use crate::paths::{Paths, is_digest};
-use crate::smoke::smoke_test_in;
 use crate::snapshot;
 use crate::staging;
 use crate::state::InstallState;
@@ -217,12 +216,7 @@ pub fn rollback(
         None => previous.ok_or(InstallError::NoPrevious)?,
     };
     let manifest = snapshot::verify(paths, &target)?;
-    smoke_test_in(
-        &paths.snapshot_bin(&target),
-        &manifest.build,
-        opts.smoke_timeout,
-        &paths.releases_root,
-    )?;
+    crate::install::smoke(&paths.snapshot_bin(&target), &manifest, paths, opts)?;
     launcher::activate(paths, &target, &|| {
         (opts.checkpoint)(Checkpoint::LauncherTemp)
     })?;

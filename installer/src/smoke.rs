@@ -4,8 +4,10 @@
 //! The binary runs as `version --json` with an empty environment except a
 //! throw-away `HOME` and a minimal `PATH`, so nothing from the installing
 //! shell (tokens, config overrides) can make it pass or leak into it, and
-//! with a deadline after which it is killed. Later work extends this one
-//! function (for example to run one echo turn); callers only see pass/fail.
+//! with a deadline after which it is killed. The caller may add a second
+//! stage (the CLI runs one real ACP turn through the staged binary's built-in
+//! `echo` agent, see [`crate::InstallOptions::smoke_turn`]); a failure of
+//! either stage is a [`SmokeError`] and nothing is activated.
 
 use std::io::Read;
 use std::path::Path;
@@ -46,6 +48,9 @@ pub enum SmokeError {
     /// Its output was not the expected JSON.
     #[error("smoke test output is not a version document: {0}")]
     BadOutput(String),
+    /// The caller's second stage (one echo turn) failed.
+    #[error("smoke test turn through the built-in echo agent failed: {0}")]
+    Turn(String),
     /// It reported another build than the manifest.
     #[error("smoke test reported build {found}, but the manifest says {expected}")]
     WrongBuild {

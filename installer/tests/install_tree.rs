@@ -130,6 +130,43 @@ fn a_failing_smoke_test_activates_nothing() {
 }
 
 #[test]
+fn a_failing_smoke_turn_activates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    let good = make_tree(dir.path(), &build("a"), &build("a"));
+    let first = install_tree(&p, &good, &opts()).unwrap();
+    // `version --json` passes, the caller's turn stage does not.
+    let next = make_tree(dir.path(), &build("b"), &build("b"));
+    let seen = std::cell::RefCell::new(Vec::new());
+    let turn = |bin: &Path| {
+        seen.borrow_mut().push(bin.to_path_buf());
+        Err("agent exited before end_turn".to_owned())
+    };
+    let mut o = opts();
+    o.smoke_turn = Some(&turn);
+    let err = install_tree(&p, &next, &o).unwrap_err();
+    assert!(matches!(err, InstallError::Smoke(_)), "{err}");
+    assert!(err.to_string().contains("echo agent failed"), "{err}");
+    assert!(err.to_string().contains("end_turn"), "{err}");
+    // It ran once, on the staged binary, before anything got a name.
+    let seen = seen.into_inner();
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0].to_string_lossy().contains(".staging-"),
+        "{}",
+        seen[0].display()
+    );
+    assert_eq!(
+        snapshot::list_digests(&p).unwrap(),
+        vec![first.digest.clone()]
+    );
+    assert_eq!(
+        launcher::state(&p).unwrap().digest(),
+        Some(first.digest.as_str())
+    );
+}
+
+#[test]
 fn install_staged_renames_a_filled_staging_dir_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let p = paths(dir.path());

@@ -9,7 +9,8 @@ use lapis_release::BuildIdentity;
 use lapis_release::archive::{archive_bytes, archive_name, manifest_for_binary};
 
 /// A POSIX shell "binary" that answers `version --json` like the real one
-/// for `build`, which is all the installer's smoke test asks of it. Lets
+/// for `build` and hands `acp-echo` to the real binary, which is all the
+/// installer's two-stage smoke test asks of it. Lets
 /// tests publish other versions without compiling anything.
 pub fn script_binary(build: &BuildIdentity) -> Vec<u8> {
     let doc = serde_json::json!({
@@ -18,7 +19,14 @@ pub fn script_binary(build: &BuildIdentity) -> Vec<u8> {
         "build": build,
         "snapshot": null,
     });
-    format!("#!/bin/sh\ncat <<'EOF'\n{doc}\nEOF\n").into_bytes()
+    // The install smoke test's second stage runs one ACP turn through the
+    // built-in `echo` agent; the script hands that to the real binary.
+    let real = crate::TestContext::bin();
+    format!(
+        "#!/bin/sh\nif [ \"$1\" = acp-echo ]; then exec '{}' acp-echo; fi\ncat <<'EOF'\n{doc}\nEOF\n",
+        real.display()
+    )
+    .into_bytes()
 }
 
 /// `(file name, bytes)` of a well-formed release archive of `binary`.

@@ -48,10 +48,18 @@ pub fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
         now: unix_now(),
         smoke_timeout: DEFAULT_SMOKE_TIMEOUT,
         checkpoint: &hook,
+        smoke_turn: Some(&super::install::echo_smoke_turn),
     };
     let report = lapis_installer::install_executable(&paths, &exe, &build_identity(), &opts)
         .map_err(installer_error)?;
     finish(&paths, &report, &args, started)
+}
+
+/// The second smoke stage: one real ACP turn (initialize, session/new,
+/// session/prompt, streamed updates, `end_turn`) against the staged binary's
+/// built-in `echo` agent, with the same deadline as the first stage.
+pub fn echo_smoke_turn(bin: &std::path::Path) -> Result<(), String> {
+    lapis_service::acp::echo_smoke_turn(bin, DEFAULT_SMOKE_TIMEOUT).map_err(|e| e.to_string())
 }
 
 /// The checkpoint hook: pauses forever at the checkpoint named in

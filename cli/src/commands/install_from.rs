@@ -51,6 +51,7 @@ pub fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
         now: unix_now(),
         smoke_timeout: DEFAULT_SMOKE_TIMEOUT,
         checkpoint: &hook,
+        smoke_turn: Some(&super::install::echo_smoke_turn),
     };
     // Refuse what can be refused before downloading anything.
     preflight(&paths, &opts).map_err(installer_error)?;

@@ -20,6 +20,7 @@ pub fn run(global: &GlobalArgs, args: RollbackArgs) -> CliResult {
         now: unix_now(),
         smoke_timeout: DEFAULT_SMOKE_TIMEOUT,
         checkpoint: &hook,
+        smoke_turn: Some(&super::install::echo_smoke_turn),
     };
     let report = releases::rollback(&paths, args.to.as_deref(), &opts).map_err(installer_error)?;
     let restart = match paths.unit.kind {

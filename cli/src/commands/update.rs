@@ -64,6 +64,7 @@ pub fn run(global: &GlobalArgs, args: UpdateArgs) -> CliResult {
         now: unix_now(),
         smoke_timeout: DEFAULT_SMOKE_TIMEOUT,
         checkpoint: &hook,
+        smoke_turn: Some(&super::install::echo_smoke_turn),
     };
     preflight(&paths, &opts).map_err(installer_error)?;
     let limits = Limits::default();
