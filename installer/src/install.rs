@@ -105,6 +105,10 @@ impl Checkpoint {
     }
 }
 
+/// The caller's second smoke stage: gets the staged binary, returns an error
+/// text (no secrets) when the binary fails it.
+pub type SmokeTurn<'a> = &'a dyn Fn(&Path) -> Result<(), String>;
+
 /// How an install behaves.
 #[derive(Clone, Copy)]
 pub struct InstallOptions<'a> {
@@ -122,7 +126,7 @@ pub struct InstallOptions<'a> {
     /// Second smoke stage, run on the staged binary after `version --json`
     /// passed (the CLI runs one ACP turn through its built-in `echo` agent;
     /// this crate knows nothing of ACP). Its error text must carry no secret.
-    pub smoke_turn: Option<&'a dyn Fn(&Path) -> Result<(), String>>,
+    pub smoke_turn: Option<SmokeTurn<'a>>,
 }
 
 impl std::fmt::Debug for InstallOptions<'_> {
