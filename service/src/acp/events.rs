@@ -477,7 +477,7 @@ mod props {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|n| Value::from(n)),
+            any::<i64>().prop_map(Value::from),
             "[a-z_]{0,12}".prop_map(Value::String),
             prop_oneof![
                 Just("agent_message_chunk"),
