@@ -39,7 +39,8 @@ use crate::fsx::{self, LockGuard, LockMode};
 use crate::launcher::{self, LauncherState};
 use crate::paths::Paths;
 use crate::smoke::{DEFAULT_SMOKE_TIMEOUT, smoke_test};
-use crate::snapshot::{self, Existing, StagingDir};
+use crate::snapshot::{self, Existing};
+use crate::staging::{self, StagingDir};
 use crate::state::InstallState;
 
 /// Named points of the sequence where a hook runs; tests pause the process
@@ -228,7 +229,7 @@ pub fn install_executable(
     preflight(paths, opts)?;
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
     (opts.checkpoint)(Checkpoint::Locked);
-    let cleaned = snapshot::cleanup_leftovers(paths)?.removed;
+    let cleaned = staging::cleanup_leftovers(paths)?.removed;
     let manifest = snapshot::manifest_for_executable(exe, build)?;
     let digest = manifest.digest();
     let existing = snapshot::existing(paths, &digest)?;
@@ -237,7 +238,7 @@ pub fn install_executable(
         other => {
             let staging = StagingDir::create(paths)?;
             (opts.checkpoint)(Checkpoint::StagingCreated);
-            snapshot::stage_executable(&staging, exe, &manifest, &|| {
+            staging::stage_executable(&staging, exe, &manifest, &|| {
                 (opts.checkpoint)(Checkpoint::StagingCopied)
             })?;
             place(paths, staging, &manifest, other, opts)?
@@ -254,7 +255,7 @@ pub fn install_tree(
 ) -> Result<InstallReport, InstallError> {
     preflight(paths, opts)?;
     let staging = StagingDir::create(paths)?;
-    snapshot::stage_tree(&staging, tree)?;
+    staging::stage_tree(&staging, tree)?;
     install_staged(paths, staging, opts)
 }
 
@@ -268,7 +269,7 @@ pub fn install_staged(
     preflight(paths, opts)?;
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
     (opts.checkpoint)(Checkpoint::Locked);
-    let cleaned = snapshot::cleanup_leftovers(paths)?.removed;
+    let cleaned = staging::cleanup_leftovers(paths)?.removed;
     let manifest =
         Manifest::read_from(staging.path()).map_err(|source| snapshot::SnapshotError::BadTree {
             path: staging.path().to_path_buf(),
@@ -278,7 +279,7 @@ pub fn install_staged(
     let (outcome, smoke) = match snapshot::existing(paths, &digest)? {
         Existing::Verified => {
             // Still refuse a staged tree that does not match its manifest.
-            snapshot::verify_staged(&staging, &manifest)?;
+            staging::verify_staged(&staging, &manifest)?;
             drop(staging);
             reuse(paths, &digest, &manifest, opts)?
         }
@@ -312,7 +313,7 @@ fn place(
     opts: &InstallOptions<'_>,
 ) -> Result<(SnapshotOutcome, Duration), InstallError> {
     let digest = manifest.digest();
-    snapshot::verify_staged(&staging, manifest)?;
+    staging::verify_staged(&staging, manifest)?;
     (opts.checkpoint)(Checkpoint::StagingVerified);
     let bin = staging.path().join("bin").join(crate::paths::PRODUCT);
     let smoke = smoke_test(&bin, &manifest.build, opts.smoke_timeout)?;

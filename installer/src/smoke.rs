@@ -72,7 +72,8 @@ pub fn smoke_test(
         .prefix("lapis-smoke-")
         .tempdir()
         .map_err(spawn_err)?;
-    let mut child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args(["version", "--json"])
         .env_clear()
         .env("HOME", home.path())
@@ -80,9 +81,21 @@ pub fn smoke_test(
         .current_dir(home.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_err)?;
+        .stderr(Stdio::piped());
+    // A binary that was just written can be "busy" for a moment when another
+    // thread of this process forked while its write descriptor was open; the
+    // child closes it at exec, so a short retry is enough.
+    let mut attempt = 0;
+    let mut child = loop {
+        match command.spawn() {
+            Ok(child) => break child,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < 10 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(5 * attempt));
+            }
+            Err(e) => return Err(spawn_err(e)),
+        }
+    };
     // Drain both pipes on threads so a chatty child cannot block on a full
     // pipe while we wait for it.
     let mut stdout = child.stdout.take().expect("piped stdout");

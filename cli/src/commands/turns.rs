@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use lapis_service::client::Client;
-use lapis_service::domain::{EventKind, JournalEvent, Turn};
+use lapis_service::domain::{EventKind, JournalEvent, Turn, TurnState};
 use lapis_service::server::{ENDED, EVENT, LAGGED};
 use serde_json::{Value, json};
 
@@ -136,7 +136,9 @@ fn ended(t: &Turn) -> bool {
 }
 
 /// Waits until `turn` is terminal or fenced, printing (or collecting) its
-/// events when following.
+/// events when following. A follower stops at the journal's own record of
+/// the final state, so every event before it has been seen; a plain wait
+/// may stop as soon as a read shows the turn ended.
 fn wait_for_end(
     client: &mut Client,
     thread: &str,
@@ -145,17 +147,22 @@ fn wait_for_end(
     json_out: bool,
     events: &mut Vec<JournalEvent>,
 ) -> Result<Turn, CliError> {
+    let mut last_thread_seq = 0u64;
     loop {
-        if ended(&turn) {
+        if !follow && ended(&turn) {
             return Ok(turn);
         }
         let notification = client
             .next_notification(Some(Duration::from_secs(1)))
             .map_err(client_error)?;
         let Some(n) = notification else {
-            // Quiet for a while: re-read the turn in case an event was
-            // filtered or the subscription ended.
+            // Quiet for a while: re-read the turn; a follower collects what
+            // it has not seen from the journal before stopping.
             turn = client.turns_get(&turn.id).map_err(client_error)?;
+            if follow && ended(&turn) {
+                catch_up(client, thread, &turn.id, last_thread_seq, json_out, events)?;
+                return Ok(turn);
+            }
             continue;
         };
         match n.method.as_str() {
@@ -164,9 +171,18 @@ fn wait_for_end(
                 else {
                     continue;
                 };
+                last_thread_seq = last_thread_seq.max(event.thread_seq);
                 if event.turn_id.as_deref() != Some(turn.id.as_str()) {
                     continue;
                 }
+                let final_state = event.kind == EventKind::TurnState
+                    && event
+                        .payload
+                        .as_ref()
+                        .and_then(|p| p.get("to"))
+                        .and_then(Value::as_str)
+                        .and_then(TurnState::parse)
+                        .is_some_and(|s| s.is_terminal() || s.is_fenced());
                 let state_change = event.kind == EventKind::TurnState;
                 if follow {
                     if !json_out {
@@ -177,16 +193,47 @@ fn wait_for_end(
                 if state_change {
                     turn = client.turns_get(&turn.id).map_err(client_error)?;
                 }
+                if follow && final_state {
+                    return Ok(turn);
+                }
             }
             LAGGED | ENDED => {
                 // Resume gap-free from where the server said we were.
-                let after = n.params["resumeAfter"].as_u64().unwrap_or(0);
+                let after = n.params["resumeAfter"].as_u64().unwrap_or(last_thread_seq);
                 client
                     .journal_subscribe(Some(thread), Some(after))
                     .map_err(client_error)?;
                 turn = client.turns_get(&turn.id).map_err(client_error)?;
             }
             _ => {}
+        }
+    }
+}
+
+/// Replays the thread after `after` and keeps the turn's events.
+fn catch_up(
+    client: &mut Client,
+    thread: &str,
+    turn: &str,
+    mut after: u64,
+    json_out: bool,
+    events: &mut Vec<JournalEvent>,
+) -> Result<(), CliError> {
+    loop {
+        let page = client
+            .journal_replay(Some(thread), after, None)
+            .map_err(client_error)?;
+        for e in page.events {
+            if e.turn_id.as_deref() == Some(turn) {
+                if !json_out {
+                    print_event(&e)?;
+                }
+                events.push(e);
+            }
+        }
+        after = page.next_after;
+        if !page.more {
+            return Ok(());
         }
     }
 }

@@ -2,12 +2,13 @@
 //! AuthSession lifecycle (issue, resume, revoke, expire).
 
 mod clock;
+mod persist;
 mod secret;
 mod sessions;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use persist::{MemorySessions, PersistError, SessionPersistence, credential_key};
 pub use secret::{BEARER_PREFIX, hash_bearer, new_bearer, random_hex, secrets_equal};
 pub use sessions::{
-    AuthSession, Authenticated, Authority, DEFAULT_SESSION_TTL_SECS, MemorySessions, PersistError,
-    SessionPersistence, credential_key, valid_application,
+    AuthSession, Authenticated, Authority, DEFAULT_SESSION_TTL_SECS, valid_application,
 };

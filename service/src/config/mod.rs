@@ -132,6 +132,9 @@ pub struct ServerLimits {
     pub session_ttl_seconds: u64,
     /// Journal events buffered per subscriber before it is told it lagged.
     pub subscriber_buffer: usize,
+    /// On stop, how long running turns may take to finish before their
+    /// agents are killed and the turns settled.
+    pub shutdown_grace_seconds: u64,
 }
 
 impl Default for ServerLimits {
@@ -142,6 +145,7 @@ impl Default for ServerLimits {
             max_connections: 256,
             session_ttl_seconds: crate::auth::DEFAULT_SESSION_TTL_SECS,
             subscriber_buffer: 1024,
+            shutdown_grace_seconds: 10,
         }
     }
 }

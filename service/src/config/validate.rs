@@ -233,6 +233,12 @@ fn validate_limits(config: &Config) -> Result<(), ConfigError> {
     if s.session_ttl_seconds == 0 {
         return Err(invalid("server.sessionTtlSeconds", "must be at least 1"));
     }
+    if s.shutdown_grace_seconds > 3600 {
+        return Err(invalid(
+            "server.shutdownGraceSeconds",
+            "must be at most 3600",
+        ));
+    }
     if !(1..=1_000_000).contains(&s.subscriber_buffer) {
         return Err(invalid(
             "server.subscriberBuffer",

@@ -178,7 +178,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     providers.insert(ECHO_PROVIDER.to_owned());
     let (engine, handle) = match &options.agent_exe {
         Some(exe) => {
-            let config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
+            let mut config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
+            config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))

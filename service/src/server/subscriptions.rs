@@ -14,7 +14,7 @@ pub const EVENT: &str = "journal.event";
 /// Notification telling a subscriber it fell behind and must replay.
 pub const LAGGED: &str = "journal.lagged";
 /// Notification telling a subscriber its subscription ended for another
-/// reason (the server is stopping, or catch-up failed).
+/// reason (catch-up replay failed, or the store closed).
 pub const ENDED: &str = "journal.ended";
 
 /// Subscriptions of one connection, by id.

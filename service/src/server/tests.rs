@@ -41,6 +41,15 @@ struct Running {
 }
 
 async fn start(dir: &std::path::Path, limits: ServerLimits, clock: Arc<ManualClock>) -> Running {
+    start_limited(dir, limits, clock, 8).await
+}
+
+async fn start_limited(
+    dir: &std::path::Path,
+    limits: ServerLimits,
+    clock: Arc<ManualClock>,
+    connections: usize,
+) -> Running {
     let home = dir.join("home");
     let build = lapis_release::BuildIdentity {
         version: "0.0.0-test".into(),
@@ -62,7 +71,7 @@ async fn start(dir: &std::path::Path, limits: ServerLimits, clock: Arc<ManualClo
     let task = tokio::spawn(
         Listener {
             listener,
-            limit: Arc::new(Semaphore::new(8)),
+            limit: Arc::new(Semaphore::new(connections)),
             ctx: prepared.ctx.clone(),
             shutdown: stop_rx,
             drain: Duration::from_secs(5),
@@ -224,5 +233,74 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
         json!(events.last().copied().unwrap_or(0))
     );
     assert!(last["missed"].as_u64().unwrap() > 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_limit_holds_back_extra_clients_until_one_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_limited(
+        dir.path(),
+        ServerLimits::default(),
+        Arc::new(ManualClock::new(1_800_000_000)),
+        1,
+    )
+    .await;
+    let socket = server.socket.clone();
+    tokio::task::spawn_blocking(move || {
+        let first = Client::open(&socket, token()).unwrap();
+        // The second connection is queued by the kernel but not served.
+        let mut second = Client::connect(&socket).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let r = second.hello(token()).map(|h| h.session.id);
+            tx.send(()).unwrap();
+            r
+        });
+        // A negative check: a slow machine can only make it pass vacuously,
+        // never fail spuriously.
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "a second client was served beyond maxConnections"
+        );
+        drop(first);
+        let served = waiter.join().unwrap().unwrap();
+        assert!(served.starts_with("ses_"));
+    })
+    .await
+    .unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_mode_without_a_startup_line_fails_with_a_frame() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        ServerLimits::default(),
+        Arc::new(ManualClock::new(1_800_000_000)),
+    )
+    .await;
+    // The parent keeps its end of stdin open and never writes.
+    let (_parent_stdin, child_stdin) = tokio::io::duplex(1024);
+    let (child_stdout, mut parent_stdout) = tokio::io::duplex(4096);
+    let (_stop, stop_rx) = watch::channel(false);
+    let err = serve_stdio(
+        server.prepared.ctx.clone(),
+        child_stdin,
+        child_stdout,
+        stop_rx,
+        Duration::from_millis(50),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code, crate::protocol::ErrorCode::InvalidRequest);
+    let mut out = String::new();
+    parent_stdout.read_to_string(&mut out).await.unwrap();
+    let frame: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(frame["method"], crate::protocol::STARTUP_FAILED);
+    assert_eq!(frame["params"]["code"], "invalid_request");
+    assert_eq!(out.lines().count(), 1, "exactly one frame: {out}");
     server.shutdown().await;
 }

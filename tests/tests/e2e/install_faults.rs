@@ -57,6 +57,14 @@ fn kill_at_every_point_of_a_first_install() {
             .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
             .collect();
         assert!(temp_links.is_empty(), "{point}: temp launcher left");
+        let config_dir = config_path(&ctx).parent().unwrap().to_path_buf();
+        let temp_configs: Vec<_> = fs::read_dir(&config_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "config.json")
+            .collect();
+        assert!(temp_configs.is_empty(), "{point}: {temp_configs:?} left");
         if config_after_kill.is_some() {
             assert_eq!(doc["config"], "reused", "{point}");
         }

@@ -316,11 +316,27 @@ fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
     let thread = ctx.run(["threads", "create", "--workspace", "proj"]);
     thread.success();
     let thread_id = thread.stdout.trim().to_owned();
-    let out = ctx.run(["turns", "submit", &thread_id, "--prompt", "hello echo", "--wait", "--json"]);
+    let out = ctx.run([
+        "turns",
+        "submit",
+        &thread_id,
+        "--prompt",
+        "hello echo",
+        "--wait",
+        "--json",
+    ]);
     out.success();
     let doc = out.json();
     assert_eq!(doc["turn"]["state"], "completed", "{doc}");
-    let follow = ctx.run(["turns", "submit", &thread_id, "--prompt", "follow me", "--follow", "--json"]);
+    let follow = ctx.run([
+        "turns",
+        "submit",
+        &thread_id,
+        "--prompt",
+        "follow me",
+        "--follow",
+        "--json",
+    ]);
     follow.success();
     let doc = follow.json();
     assert_eq!(doc["turn"]["state"], "completed", "{doc}");
@@ -331,10 +347,15 @@ fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
     );
     let turn_id = doc["turn"]["id"].as_str().unwrap();
     assert!(events.iter().all(|e| e["turnId"] == turn_id));
-    let seqs: Vec<u64> = events.iter().map(|e| e["threadSeq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|e| e["threadSeq"].as_u64().unwrap())
+        .collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     // Text mode prints the id, the reply and the final state.
-    let text = ctx.run(["turns", "submit", &thread_id, "--prompt", "plain", "--follow"]);
+    let text = ctx.run([
+        "turns", "submit", &thread_id, "--prompt", "plain", "--follow",
+    ]);
     text.success();
     assert!(text.stdout.contains("completed"), "{}", text.stdout);
     let status = ctx.run(["status", "--json"]).json();
@@ -342,5 +363,39 @@ fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
     assert_eq!(status["fencedWorkspaces"], json!([]));
     // Prompts are payloads: never in the server log.
     assert!(!server.log_text().contains("follow me"));
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn journal_tail_follow_prints_new_events() {
+    let server = Server::start();
+    let ctx = &server.ctx;
+    let first = ctx.run(["threads", "create", "--workspace", "proj"]);
+    first.success();
+    let mut cmd = ctx.command(["journal", "tail", "--follow"]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("thread_created"), "replayed first: {line}");
+    // A thread created now arrives through the live subscription.
+    let second = ctx
+        .run(["threads", "create", "--workspace", "proj", "--json"])
+        .json();
+    let id = second["thread"]["id"].as_str().unwrap().to_owned();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("thread_created"), "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let listed = ctx.run(["threads", "list", "--json"]).json();
+    assert!(
+        listed["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == id.as_str())
+    );
     server.finish(&[], &[]);
 }

@@ -179,9 +179,14 @@ impl Server {
 
     /// Sends SIGTERM and waits; returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
+        self.stop_with("-TERM")
+    }
+
+    /// Sends `signal` (`-TERM`, `-INT`) and waits; returns the exit code.
+    pub fn stop_with(&mut self, signal: &str) -> Option<i32> {
         let mut child = self.child.take()?;
         let _ = std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args([signal, &child.id().to_string()])
             .status();
         let status = child.wait().unwrap();
         let log = self.log_text();

@@ -179,3 +179,83 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
     assert_eq!(err.code(), "conflict");
     server.finish(&[], &[]);
 }
+
+#[test]
+fn configure_is_optimistic_and_refused_while_a_turn_is_active_and_cancel_stops_it() {
+    let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
+    let mut client = sdk(&server, "cfg");
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let configure = |client: &mut Client, version: u64| {
+        client.call_value(
+            "threads.configure",
+            json!({ "threadId": thread.id, "expectedVersion": version, "approval": "allow-all" }),
+        )
+    };
+    let v2 = configure(&mut client, 1).unwrap();
+    assert_eq!(v2["thread"]["version"], 2);
+    assert_eq!(v2["thread"]["approval"], "allow-all");
+    // A stale version is a conflict.
+    assert_eq!(configure(&mut client, 1).unwrap_err().code(), "conflict");
+    let turn = client
+        .turns_submit(&thread.id, "k-1", "wait for cancel")
+        .unwrap();
+    wait_turn(&mut client, &turn.id, |s| {
+        s == "dispatched" || s == "running"
+    });
+    assert_eq!(configure(&mut client, 2).unwrap_err().code(), "conflict");
+    // The CLI is another application: it may not cancel this turn.
+    let out = server.ctx.run(["turns", "cancel", &turn.id, "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "forbidden");
+    let cancelling = client.turns_cancel(&turn.id).unwrap();
+    assert!(cancelling.cancel_requested);
+    let state = wait_turn(&mut client, &turn.id, |s| {
+        s == "cancelled" || s == "interrupted" || s == "completed" || s == "failed"
+    });
+    assert_eq!(state, "cancelled");
+    // Once the turn is finished, configure works again.
+    assert_eq!(configure(&mut client, 2).unwrap()["thread"]["version"], 3);
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn sigterm_settles_a_running_turn_within_the_grace_and_leaves_no_agent() {
+    let mut server = Server::start_full(
+        json!({ "shutdownGraceSeconds": 1 }),
+        json!({ "hang": fixture(&["--hang", "--ignore-cancel"]) }),
+    );
+    let mut client = sdk(&server, "stop");
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "s-1", "never ends")
+        .unwrap();
+    wait_turn(&mut client, &turn.id, |s| {
+        s == "dispatched" || s == "running"
+    });
+    drop(client);
+    assert_eq!(server.stop(), Some(0), "{}", server.log_text());
+    // The agent's process group was reaped with the server.
+    let project = server.project.canonicalize().unwrap();
+    let survivors: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            std::fs::read_link(e.path().join("cwd")).ok().as_deref() == Some(project.as_path())
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    kill_agents_in(&server.project);
+    assert!(
+        survivors.is_empty(),
+        "agents outlived the controller: {survivors:?}"
+    );
+    // Past the dispatch boundary the outcome is unknown: fenced, not retried.
+    server.spawn();
+    let mut client = sdk(&server, "stop");
+    let settled = client.turns_get(&turn.id).unwrap();
+    assert_eq!(settled.state.as_str(), "submission_unknown", "{settled:?}");
+    let status = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(status["fencedWorkspaces"], json!(["proj"]));
+    server.finish(&[], &[]);
+}
