@@ -61,9 +61,10 @@ async fn setup(root: &Path) -> (Store, String, String) {
     (store, th.id, turn.id)
 }
 
-async fn group_commit(n: usize) -> f64 {
+async fn group_commit(n: usize) -> (f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _, turn) = setup(dir.path()).await;
+    let c0 = process_cpu();
     let start = Instant::now();
     let mut last = None;
     for i in 0..n {
@@ -71,8 +72,9 @@ async fn group_commit(n: usize) -> f64 {
     }
     last.unwrap().await.unwrap();
     let rate = n as f64 / start.elapsed().as_secs_f64();
+    let cpu_rate = n as f64 / (process_cpu() - c0).as_secs_f64().max(0.01);
     store.close().await;
-    rate
+    (rate, cpu_rate)
 }
 
 async fn commit_per_event(n: usize) -> f64 {
@@ -139,7 +141,7 @@ fn raw_conn(home: &Path) -> Connection {
     conn
 }
 
-async fn floor(n: usize) -> f64 {
+async fn floor(n: usize) -> (f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let (store, thread, turn) = setup(dir.path()).await;
     let last: u64 = store
@@ -150,12 +152,35 @@ async fn floor(n: usize) -> f64 {
         .len() as u64;
     store.close().await;
     let mut conn = raw_conn(&dir.path().join("home"));
+    let c0 = process_cpu();
     let took = raw_insert(&mut conn, &thread, &turn, last, n);
-    n as f64 / took.as_secs_f64()
+    let cpu_rate = n as f64 / (process_cpu() - c0).as_secs_f64().max(0.01);
+    (n as f64 / took.as_secs_f64(), cpu_rate)
 }
 
-/// Median open time of a store holding `events` events.
-async fn open_time(events: usize, runs: usize) -> Duration {
+/// CPU time (user + system) of the calling thread, from /proc (10 ms ticks):
+/// on a shared machine this is steadier than wall time.
+fn thread_cpu() -> Duration {
+    cpu_of("/proc/thread-self/stat")
+}
+
+/// CPU time of the whole process (every thread, including the writer).
+fn process_cpu() -> Duration {
+    cpu_of("/proc/self/stat")
+}
+
+fn cpu_of(path: &str) -> Duration {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    let after_comm = stat.rsplit(") ").next().unwrap_or("");
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5) are utime and stime; here 0-based after comm: 11, 12.
+    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Median open time (wall, CPU) of a store holding `events` events.
+async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let (store, thread, turn) = setup(dir.path()).await;
     let last = store
@@ -172,13 +197,19 @@ async fn open_time(events: usize, runs: usize) -> Duration {
             .unwrap();
     }
     let mut times = vec![];
+    let mut cpu = vec![];
     for _ in 0..runs {
+        let c0 = thread_cpu();
         let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
+        cpu.push((thread_cpu() - c0).as_secs_f64());
         times.push(store.open_report().elapsed.as_secs_f64());
         assert!(store.open_report().validated.events as usize >= events + last as usize);
         store.close().await;
     }
-    Duration::from_secs_f64(median(times))
+    (
+        Duration::from_secs_f64(median(times)),
+        Duration::from_secs_f64(median(cpu)),
+    )
 }
 
 fn main() {
@@ -189,35 +220,39 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
+        if std::env::var_os("LAPIS_BENCH_OPEN_ONLY").is_some() {
+            let (t, c) = open_time(1_000_000, 3).await;
+            println!("1M open: wall {t:?} cpu {c:?}");
+            return;
+        }
         let (n_group, n_single, runs) = if quick {
             (20_000, 200, 3)
         } else {
             (100_000, 2_000, 5)
         };
-        let mut floors = vec![];
-        let mut groups = vec![];
-        let mut singles = vec![];
+        let (mut floors, mut floors_cpu, mut groups, mut groups_cpu, mut singles) =
+            (vec![], vec![], vec![], vec![], vec![]);
         for _ in 0..runs {
-            floors.push(floor(n_group).await);
-            groups.push(group_commit(n_group).await);
+            let (f, fc) = floor(n_group).await;
+            floors.push(f);
+            floors_cpu.push(fc);
+            let (g, gc) = group_commit(n_group).await;
+            groups.push(g);
+            groups_cpu.push(gc);
         }
         for _ in 0..3 {
             singles.push(commit_per_event(n_single).await);
         }
         let (fl, gr, si) = (median(floors), median(groups), median(singles));
+        let (flc, grc) = (median(floors_cpu), median(groups_cpu));
         println!("journal appends, synchronous=FULL (median of runs):");
+        println!("  floor: raw rusqlite inserts, one transaction ({n_group} events): {fl:>10.0} events/s  ({flc:>10.0} per CPU-second)");
+        println!("  group commit, streamed appends ({n_group} events):             {gr:>10.0} events/s  ({grc:>10.0} per CPU-second)");
+        println!("  one commit per event ({n_single} events):                       {si:>10.0} events/s");
         println!(
-            "  floor: raw rusqlite inserts, one transaction ({n_group} events): {fl:>10.0} events/s"
-        );
-        println!(
-            "  group commit, streamed appends ({n_group} events):             {gr:>10.0} events/s"
-        );
-        println!(
-            "  one commit per event ({n_single} events):                       {si:>10.0} events/s"
-        );
-        println!(
-            "  floor / group = {:.2}x   group / per-event = {:.1}x",
+            "  floor / group = {:.2}x wall, {:.2}x CPU   group / per-event = {:.1}x",
             fl / gr,
+            flc / grc,
             gr / si
         );
         let sizes: &[usize] = if quick {
@@ -225,10 +260,16 @@ fn main() {
         } else {
             &[10_000, 100_000, 1_000_000]
         };
-        println!("store open + validation + recovery (median of 3):");
+        println!(
+            "store open + validation + recovery (median of 3; wall, and CPU of the opening thread):"
+        );
         for &n in sizes {
-            let t = open_time(n, 3).await;
-            println!("  {n:>9} events: {:>8.1} ms", t.as_secs_f64() * 1e3);
+            let (t, c) = open_time(n, 3).await;
+            println!(
+                "  {n:>9} events: wall {:>8.1} ms   cpu {:>8.1} ms",
+                t.as_secs_f64() * 1e3,
+                c.as_secs_f64() * 1e3
+            );
         }
     });
 }

@@ -126,9 +126,23 @@ async fn run(ops: Vec<Op>) {
             }
             Op::Dispatch(i) => {
                 if let Some(id) = pick(&in_state(|s| s == TurnState::Preparing), i) {
-                    let t = store.mark_dispatched(&id).await.unwrap();
-                    assert_eq!(t.state, TurnState::Dispatched);
-                    assert!(dispatched.insert(id), "turn dispatched twice");
+                    let cancel = store.get_turn(&id).await.unwrap().cancel_requested;
+                    match store.mark_dispatched(&id).await {
+                        Ok(t) => {
+                            assert!(!cancel);
+                            assert_eq!(t.state, TurnState::Dispatched);
+                            assert!(dispatched.insert(id), "turn dispatched twice");
+                        }
+                        Err(e) => {
+                            // The boundary is refused after a cancel; the runner stops.
+                            assert!(cancel && e.code() == "conflict", "{e}");
+                            let out = store
+                                .finish_turn(&id, TurnEnd::Cancelled("cancelled".into()))
+                                .await
+                                .unwrap();
+                            assert_eq!(out.turn.state, TurnState::Cancelled);
+                        }
+                    }
                 }
             }
             Op::Start(i) => {

@@ -232,9 +232,11 @@ pub enum TurnEnd {
     /// The agent confirmed cancellation (or cancelled before dispatch).
     Cancelled(String),
     /// Outcome lost after dispatch: `submission_unknown`, or `interrupted` if a
-    /// cancel was pending.
+    /// cancel was pending. Before the dispatch boundary it is recorded as
+    /// `failed` (the prompt was never written).
     Unknown(String),
-    /// Cancel deadline passed without the agent confirming: `interrupted`.
+    /// Cancel deadline passed without the agent confirming: `interrupted`
+    /// (`failed` before the dispatch boundary).
     Interrupted(String),
 }
 

@@ -172,9 +172,18 @@ impl Journal {
         at: i64,
         payload: Option<Value>,
     ) -> StoreResult<()> {
-        let thread_seq = match stage.threads.get(thread) {
-            Some(s) => s + 1,
-            None => self.threads.get(thread).map_or(0, |t| t.last) + 1,
+        // Assigned in the stage up front; a failed insert fails the whole
+        // transaction and the stage is dropped with it.
+        let thread_seq = match stage.threads.get_mut(thread) {
+            Some(s) => {
+                *s += 1;
+                *s
+            }
+            None => {
+                let s = self.threads.get(thread).map_or(0, |t| t.last) + 1;
+                stage.threads.insert(thread.to_owned(), s);
+                s
+            }
         };
         let seq = stage.last_seq + 1;
         let keep_on_disk =
@@ -199,7 +208,6 @@ impl Journal {
             has_payload
         ])?;
         stage.last_seq = seq;
-        stage.threads.insert(thread.to_owned(), thread_seq);
         if let (Some(v), false) = (&payload, keep_on_disk) {
             stage.memory.push((seq, v.clone()));
         }

@@ -25,10 +25,10 @@
 //!   [`get_turn`](Store::get_turn), [`list_turns`](Store::list_turns),
 //!   [`request_cancel`](Store::request_cancel), [`resolve_turn`](Store::resolve_turn).
 //! - Runner: [`next_runnable`](Store::next_runnable) / [`try_claim`](Store::try_claim)
-//!   → [`Claim`] (turn now `preparing`, prompt, cancel watch);
+//!   → [`Claim`](crate::domain::Claim) (turn now `preparing`, prompt, cancel watch);
 //!   [`mark_dispatched`](Store::mark_dispatched) (durable before it returns —
 //!   write `session/prompt` only after `Ok`); [`mark_running`](Store::mark_running);
-//!   [`finish_turn`](Store::finish_turn) with a [`TurnEnd`];
+//!   [`finish_turn`](Store::finish_turn) with a [`TurnEnd`](crate::domain::TurnEnd);
 //!   [`append_activity`](Store::append_activity) (group-committed; await the
 //!   returned [`PendingAppend`] for durability or drop it to stream);
 //!   [`flush`](Store::flush).
@@ -36,14 +36,17 @@
 //!   [`replay`](Store::replay) (bounded pages), [`thread_snapshot`](Store::thread_snapshot).
 //!   To follow without gaps: subscribe first, replay, then skip events whose
 //!   `seq` was already replayed. A lagged receiver must replay.
-//! - Status (sync): [`status`](Store::status).
+//! - Status (sync): [`status`](Store::status), [`commit_count`](Store::commit_count)
+//!   (transactions committed, one fsync each).
 //! - Auth sessions: [`issue_session`](Store::issue_session),
 //!   [`find_session_by_credential`](Store::find_session_by_credential),
 //!   [`find_session_by_bearer_hash`](Store::find_session_by_bearer_hash),
 //!   [`revoke_session`](Store::revoke_session).
 //!
-//! Errors are [`StoreError`] with a stable [`code`](StoreError::code).
+//! Errors are [`StoreError`](crate::domain::StoreError) with a stable
+//! [`code`](crate::domain::StoreError::code).
 
+mod api;
 mod handle;
 mod ids;
 mod journal;
@@ -55,6 +58,7 @@ mod recovery;
 mod replay;
 mod scheduler;
 mod schema;
+mod transition;
 mod validate;
 mod writer;
 

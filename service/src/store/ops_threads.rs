@@ -9,8 +9,8 @@ use crate::domain::{
 };
 
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
-use super::ops_turns::{check_replay, receipt};
 use super::read;
+use super::transition::{check_replay, receipt};
 use super::writer::Writer;
 
 impl Writer {

@@ -5,109 +5,24 @@
 //! transition table; a refused change is journaled as an observation and
 //! changes nothing.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::params;
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::domain::{
     Actor, Claim, EventKind, Receipt, ResolveAs, Retention, StoreError, StoreResult, SubmitTurn,
-    TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState, next_state,
+    TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
 };
 
 use super::ids::{check_name, digest, new_id};
-use super::journal::{Journal, JournalTx};
 use super::read;
+use super::transition::{check_replay, receipt, stage_transition};
 use super::writer::{LiveTurn, Writer};
 
 /// Outcome code of a turn cancelled while still queued.
 pub const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
 /// Outcome code of a fenced turn resolved by its owner.
 pub const RESOLVED_BY_OWNER: &str = "resolved_by_owner";
-
-/// A stored command receipt.
-pub(crate) struct StoredReceipt {
-    pub kind: String,
-    pub digest: String,
-    pub resource_id: String,
-}
-
-/// Look up the receipt of `(principal, command_id)`.
-pub(crate) fn receipt(
-    conn: &rusqlite::Connection,
-    principal: &str,
-    command_id: &str,
-) -> StoreResult<Option<StoredReceipt>> {
-    Ok(conn
-        .query_row(
-            "SELECT kind, digest, resource_id FROM receipts WHERE principal = ?1 AND command_id = ?2",
-            [principal, command_id],
-            |r| Ok(StoredReceipt { kind: r.get(0)?, digest: r.get(1)?, resource_id: r.get(2)? }),
-        )
-        .optional()?)
-}
-
-/// Check a reused command id: same kind and digest replays, anything else conflicts.
-pub(crate) fn check_replay(found: &StoredReceipt, kind: &str, digest: &str) -> StoreResult<()> {
-    if found.kind == kind && found.digest == digest {
-        Ok(())
-    } else {
-        Err(StoreError::conflict(
-            "command id was already used with different input",
-        ))
-    }
-}
-
-/// Apply `event` to `row` inside a transaction: update the row, journal the
-/// change. Returns the updated turn, or `None` when the table refuses.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn stage_transition(
-    tx: &Transaction<'_>,
-    journal: &Journal,
-    stage: &mut JournalTx,
-    now: i64,
-    row: &Turn,
-    event: TurnEvent,
-    outcome: Option<&str>,
-    recovered: bool,
-) -> StoreResult<Option<Turn>> {
-    let Some(to) = next_state(row.state, event) else {
-        return Ok(None);
-    };
-    let column = match event {
-        TurnEvent::Claim => "prepared_at",
-        TurnEvent::Dispatch => "dispatched_at",
-        TurnEvent::Start => "started_at",
-        TurnEvent::ResolveFailed | TurnEvent::ResolveCancelled => "resolved_at",
-        _ => "finished_at",
-    };
-    let changed = tx.execute(
-        &format!(
-            "UPDATE turns SET state = ?1, outcome = coalesce(?2, outcome), updated_at = ?3, \
-             {column} = ?3 WHERE id = ?4 AND state = ?5"
-        ),
-        params![to.as_str(), outcome, now, row.id, row.state.as_str()],
-    )?;
-    if changed != 1 {
-        return Err(StoreError::conflict("turn changed concurrently"));
-    }
-    let mut payload = json!({ "from": row.state, "to": to, "event": event });
-    if let Some(code) = outcome {
-        payload["outcome"] = json!(code);
-    }
-    if recovered {
-        payload["recovered"] = json!(true);
-    }
-    journal.append(
-        tx,
-        stage,
-        &row.thread_id,
-        Some(&row.id),
-        EventKind::TurnState,
-        now,
-        Some(payload),
-    )?;
-    read::turn(tx, &row.id)
-}
 
 impl Writer {
     /// Load a turn or fail `not_found`.
@@ -324,8 +239,18 @@ impl Writer {
         }
     }
 
-    /// End a turn as the runner saw it (see [`TurnEnd`]).
+    /// End a turn as the runner saw it (see [`TurnEnd`]). A lost outcome
+    /// before the dispatch boundary is a plain failure: the prompt was never
+    /// written, so nothing needs fencing.
     pub fn finish_turn(&mut self, id: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
+        let preparing = self
+            .live
+            .get(id)
+            .is_some_and(|l| l.state == TurnState::Preparing);
+        let end = match end {
+            TurnEnd::Unknown(c) | TurnEnd::Interrupted(c) if preparing => TurnEnd::Failed(c),
+            other => other,
+        };
         let (event, code) = match end {
             TurnEnd::Completed(c) => (TurnEvent::Complete, c),
             TurnEnd::Failed(c) => (TurnEvent::Fail, c),

@@ -188,7 +188,7 @@ pub fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>> {
     .map_err(unwrap_err)
 }
 
-/// Filter for [`threads`]; `None` fields match everything.
+/// Filter for `Store::list_threads`; `None` fields match everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ThreadFilter {
     /// Only this principal's threads.
@@ -226,7 +226,7 @@ pub fn turn(conn: &Connection, id: &str) -> StoreResult<Option<Turn>> {
     .map_err(unwrap_err)
 }
 
-/// Filter for [`turns`]; `None` fields match everything.
+/// Filter for `Store::list_turns`; `None` fields match everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TurnFilter {
     /// Only turns of this thread.

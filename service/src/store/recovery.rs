@@ -64,6 +64,8 @@ impl Writer {
             })?;
         let mut sched = Scheduler::new(self.sched.capacity());
         let mut live = HashMap::new();
+        // Keep existing cancel channels so claims handed out stay connected.
+        let mut old = std::mem::take(&mut self.live);
         {
             let mut stmt = conn.prepare(&format!(
                 "SELECT {TURN_COLS} FROM turns \
@@ -78,7 +80,13 @@ impl Writer {
                     s if s.is_fenced() => sched.fence(&t.workspace_id, &t.id),
                     _ => {}
                 }
-                let (cancel, _) = watch::channel(t.cancel_requested);
+                let cancel = match old.remove(&t.id) {
+                    Some(prev) => {
+                        prev.cancel.send_replace(t.cancel_requested);
+                        prev.cancel
+                    }
+                    None => watch::channel(t.cancel_requested).0,
+                };
                 live.insert(
                     t.id.clone(),
                     LiveTurn {

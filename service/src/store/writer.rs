@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub runnable: Notify,
     /// Latest status counters.
     pub status: Mutex<StoreStatus>,
+    /// Transactions committed by the writer (each one fsync).
+    pub commits: std::sync::atomic::AtomicU64,
 }
 
 /// A turn that is not terminal, as the writer tracks it.
@@ -176,6 +178,9 @@ impl Writer {
         })();
         match result {
             Ok(v) => {
+                self.shared
+                    .commits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let events = self.journal.commit(stage);
                 self.outbox.extend(events);
                 Ok(v)
@@ -218,15 +223,17 @@ impl Writer {
         }
         let result = self.write(|tx, journal, stage, now| {
             let mut idx = Vec::with_capacity(plans.len());
-            for (req, plan) in &plans {
+            for (req, plan) in plans.iter_mut() {
                 match plan {
                     Ok((thread, late)) => {
+                        // Moved, not cloned: the payload goes to the event.
+                        let payload = req.payload.take();
                         let (kind, payload) = if *late {
                             let late_payload =
-                                json!({ "late": req.kind.as_str(), "data": req.payload });
+                                json!({ "late": req.kind.as_str(), "data": payload });
                             (EventKind::Observation, Some(late_payload))
                         } else {
-                            (req.kind, req.payload.clone())
+                            (req.kind, payload)
                         };
                         journal.append(tx, stage, thread, Some(&req.turn), kind, now, payload)?;
                         idx.push(Some(stage.events.len() - 1));
@@ -251,9 +258,10 @@ impl Writer {
             Err(e) => {
                 let code = e.code();
                 for (req, _) in plans {
-                    let _ = req.reply.send(Err(StoreError::conflict(format!(
-                        "journal batch failed ({code})"
-                    ))));
+                    let _ = req.reply.send(Err(StoreError::io(
+                        format!("journal batch rolled back ({code})"),
+                        std::io::Error::other("group commit failed"),
+                    )));
                 }
             }
         }

@@ -1,0 +1,285 @@
+//! The public operations of [`Store`], grouped by resource (see the module
+//! docs of `store` for the overview and the guarantees).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::domain::{
+    Actor, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread, Receipt,
+    ReplayPage, ReplayScope, ResolveAs, StoreError, StoreResult, StoreStatus, SubmitTurn, Thread,
+    ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent, Workspace,
+};
+
+use super::handle::{PendingAppend, Store};
+use super::read::{self, ThreadFilter, TurnFilter};
+use super::replay;
+use super::writer::{AppendReq, Cmd};
+
+impl Store {
+    // ---- workspaces -------------------------------------------------------
+
+    /// Register a workspace. `path` is canonicalised (it must exist); a second
+    /// id for one canonical path fails `workspace_alias`; the same id and path
+    /// again returns the existing record with `replayed: true`.
+    pub async fn add_workspace(&self, id: &str, path: &Path) -> StoreResult<Receipt<Workspace>> {
+        let canonical = std::fs::canonicalize(path)
+            .map_err(|_| StoreError::invalid("workspace path does not exist"))?;
+        if !canonical.is_dir() {
+            return Err(StoreError::invalid("workspace path is not a directory"));
+        }
+        let canonical = canonical
+            .to_str()
+            .ok_or_else(|| StoreError::invalid("workspace path is not UTF-8"))?
+            .to_owned();
+        let id = id.to_owned();
+        self.op(move |w| w.add_workspace(&id, &canonical)).await
+    }
+
+    /// Every workspace, by id.
+    pub async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>> {
+        self.read(|c, _| read::workspaces(c)).await
+    }
+
+    /// One workspace.
+    pub async fn get_workspace(&self, id: &str) -> StoreResult<Workspace> {
+        let id = id.to_owned();
+        self.read(move |c, _| {
+            read::workspace(c, &id)?.ok_or_else(|| StoreError::not_found("workspace", id))
+        })
+        .await
+    }
+
+    // ---- threads ----------------------------------------------------------
+
+    /// Create a thread owned by `actor` (principal and application stamped).
+    pub async fn create_thread(
+        &self,
+        actor: &Actor,
+        input: NewThread,
+    ) -> StoreResult<Receipt<Thread>> {
+        let actor = actor.clone();
+        self.op(move |w| w.create_thread(&actor, input)).await
+    }
+
+    /// One thread (`not_found` if absent; the caller checks ownership).
+    pub async fn get_thread(&self, id: &str) -> StoreResult<Thread> {
+        let id = id.to_owned();
+        self.read(move |c, _| {
+            read::thread(c, &id)?.ok_or_else(|| StoreError::not_found("thread", id))
+        })
+        .await
+    }
+
+    /// Threads matching the filter, newest first, bounded by the page size.
+    pub async fn list_threads(&self, filter: ThreadFilter) -> StoreResult<Vec<Thread>> {
+        let limit = self.limit(filter.limit);
+        self.read(move |c, _| read::threads(c, &filter, limit))
+            .await
+    }
+
+    /// Reconfigure a thread; `conflict` on a stale version or an active turn.
+    pub async fn configure_thread(
+        &self,
+        actor: &Actor,
+        id: &str,
+        expected_version: u64,
+        patch: ThreadPatch,
+    ) -> StoreResult<Thread> {
+        let (actor, id) = (actor.clone(), id.to_owned());
+        self.op(move |w| w.configure_thread(&actor, &id, expected_version, patch))
+            .await
+    }
+
+    // ---- turns ------------------------------------------------------------
+
+    /// Accept a turn into its workspace's queue (idempotent by command id).
+    pub async fn submit_turn(
+        &self,
+        actor: &Actor,
+        input: SubmitTurn,
+    ) -> StoreResult<Receipt<Turn>> {
+        let actor = actor.clone();
+        self.op(move |w| w.submit_turn(&actor, input)).await
+    }
+
+    /// One turn.
+    pub async fn get_turn(&self, id: &str) -> StoreResult<Turn> {
+        let id = id.to_owned();
+        self.read(move |c, _| read::turn(c, &id)?.ok_or_else(|| StoreError::not_found("turn", id)))
+            .await
+    }
+
+    /// Turns matching the filter, newest first, bounded by the page size.
+    pub async fn list_turns(&self, filter: TurnFilter) -> StoreResult<Vec<Turn>> {
+        let limit = self.limit(filter.limit);
+        self.read(move |c, _| read::turns(c, &filter, limit)).await
+    }
+
+    /// Cancel: a queued turn becomes `cancelled` at once; a turn in flight
+    /// gets its durable cancel flag (the runner's [`Claim::cancel`] flips);
+    /// other states are returned unchanged.
+    pub async fn request_cancel(&self, actor: &Actor, turn: &str) -> StoreResult<Turn> {
+        let (actor, turn) = (actor.clone(), turn.to_owned());
+        self.op(move |w| w.request_cancel(&actor, &turn)).await
+    }
+
+    /// Resolve a `submission_unknown`/`interrupted` turn as failed or
+    /// cancelled. Refused (`invalid_request`) without `confirmed_stopped`,
+    /// `conflict` for a turn that is not fenced. Writes an audit row and a
+    /// `turn_resolved` event, releases the fence, never re-dispatches.
+    pub async fn resolve_turn(
+        &self,
+        actor: &Actor,
+        turn: &str,
+        as_: ResolveAs,
+        confirmed_stopped: bool,
+    ) -> StoreResult<Turn> {
+        let (actor, turn) = (actor.clone(), turn.to_owned());
+        self.op(move |w| w.resolve_turn(&actor, &turn, as_, confirmed_stopped))
+            .await
+    }
+
+    // ---- runner -----------------------------------------------------------
+
+    /// Claim the next runnable turn now, if any.
+    pub async fn try_claim(&self) -> StoreResult<Option<Claim>> {
+        self.op(|w| w.claim()).await
+    }
+
+    /// Wait for and claim the next runnable turn (one per workspace, FIFO
+    /// inside a workspace, first-fit across, fenced workspaces skipped).
+    pub async fn next_runnable(&self) -> StoreResult<Claim> {
+        loop {
+            let notified = self.shared().runnable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(claim) = self.try_claim().await? {
+                return Ok(claim);
+            }
+            notified.await;
+        }
+    }
+
+    /// Persist the dispatch boundary (durable when this returns `Ok`). Fails
+    /// `conflict` unless the turn is `preparing` with no pending cancel; then
+    /// the prompt must not be written.
+    pub async fn mark_dispatched(&self, turn: &str) -> StoreResult<Turn> {
+        let turn = turn.to_owned();
+        self.op(move |w| w.mark_dispatched(&turn)).await
+    }
+
+    /// The agent started on the prompt (`dispatched → running`).
+    pub async fn mark_running(&self, turn: &str) -> StoreResult<TransitionOutcome> {
+        let turn = turn.to_owned();
+        self.op(move |w| w.transition(&turn, TurnEvent::Start, None, false))
+            .await
+    }
+
+    /// End a turn. A change the table refuses (e.g. a duplicate completion) is
+    /// journaled as an observation and returns `applied: false`.
+    pub async fn finish_turn(&self, turn: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
+        let turn = turn.to_owned();
+        self.op(move |w| w.finish_turn(&turn, end)).await
+    }
+
+    /// Append an activity event (content kinds only) to a claimed turn.
+    /// Group-committed with other appends; after a terminal or fenced state
+    /// it is recorded as an `observation` wrapping the late event. Sync: the
+    /// request is queued in order before this returns.
+    pub fn append_activity(
+        &self,
+        turn: &str,
+        kind: EventKind,
+        payload: Option<Value>,
+    ) -> PendingAppend {
+        let (reply, rx) = oneshot::channel();
+        let req = AppendReq {
+            turn: turn.to_owned(),
+            kind,
+            payload,
+            reply,
+        };
+        match self.send(Cmd::Append(req)) {
+            Ok(()) => PendingAppend::new(rx),
+            Err(_) => PendingAppend::closed(),
+        }
+    }
+
+    /// Wait until every request sent before this call is committed.
+    pub async fn flush(&self) -> StoreResult<()> {
+        self.op(|_| Ok(())).await
+    }
+
+    // ---- journal ----------------------------------------------------------
+
+    /// Committed events, in `seq` order, from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<JournalEvent>> {
+        self.shared().events.subscribe()
+    }
+
+    /// One page after `after` (exclusive); `limit` 0 = page maximum.
+    pub async fn replay(
+        &self,
+        scope: ReplayScope,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<ReplayPage> {
+        let limit = self.limit(limit);
+        self.read(move |c, m| replay::replay(c, m, &scope, after, limit))
+            .await
+    }
+
+    /// A thread, its recent turns and a bounded tail (`truncated` when older events exist).
+    pub async fn thread_snapshot(&self, thread: &str) -> StoreResult<ThreadSnapshot> {
+        let thread = thread.to_owned();
+        let (tail, turns) = (self.options().snapshot_tail, self.options().snapshot_turns);
+        self.read(move |c, m| replay::snapshot(c, m, &thread, tail, turns))
+            .await
+    }
+
+    // ---- status -----------------------------------------------------------
+
+    /// Queue depth and capacity, running and fenced workspaces (as of the last commit).
+    pub fn status(&self) -> StoreStatus {
+        self.shared()
+            .status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    // ---- auth sessions ----------------------------------------------------
+
+    /// Store a new session (the caller made the bearer; pass its SHA-256 hex).
+    pub async fn issue_session(&self, input: NewAuthSession) -> StoreResult<AuthSession> {
+        self.op(move |w| w.issue_session(input)).await
+    }
+
+    /// The newest unrevoked session of a credential (the caller checks expiry).
+    pub async fn find_session_by_credential(
+        &self,
+        credential: &str,
+    ) -> StoreResult<Option<AuthSession>> {
+        let credential = credential.to_owned();
+        self.read(move |c, _| read::session_by_credential(c, &credential))
+            .await
+    }
+
+    /// The session with this bearer hash, revoked or not (the caller checks).
+    pub async fn find_session_by_bearer_hash(
+        &self,
+        sha256_hex: &str,
+    ) -> StoreResult<Option<AuthSession>> {
+        let h = sha256_hex.to_owned();
+        self.read(move |c, _| read::session_by_bearer(c, &h)).await
+    }
+
+    /// Revoke a session (idempotent).
+    pub async fn revoke_session(&self, id: &str) -> StoreResult<AuthSession> {
+        let id = id.to_owned();
+        self.op(move |w| w.revoke_session(&id)).await
+    }
+}

@@ -1,0 +1,274 @@
+//! Journal, retention, replay, snapshots, group commit, sessions, instance lock.
+
+use serde_json::json;
+
+use super::*;
+use crate::domain::*;
+use crate::store::*;
+
+#[tokio::test]
+async fn metadata_only_payloads_live_in_memory_and_are_unavailable_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let th_id;
+    {
+        let s = Store::open(options(&home)).unwrap();
+        let ws = workspace(&s, dir.path(), "ws1").await;
+        let th = thread(&s, &ws.id, Retention::MetadataOnly).await;
+        th_id = th.id.clone();
+        let t = s
+            .submit_turn(&owner(), submit(&th.id, "c1", "secret prompt"))
+            .await
+            .unwrap()
+            .value;
+        let c = s.try_claim().await.unwrap().unwrap();
+        assert_eq!(c.prompt, "secret prompt");
+        s.mark_dispatched(&t.id).await.unwrap();
+        s.append_activity(
+            &t.id,
+            EventKind::MessageChunk,
+            Some(json!({"text": "private"})),
+        )
+        .await
+        .unwrap();
+        s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
+            .await
+            .unwrap();
+        let page = s
+            .replay(ReplayScope::Thread(th.id.clone()), 0, 0)
+            .await
+            .unwrap();
+        let chunk = page
+            .events
+            .iter()
+            .find(|e| e.kind == EventKind::MessageChunk)
+            .unwrap();
+        assert_eq!(chunk.payload, Some(json!({"text": "private"})));
+    }
+    let raw = std::fs::read(home.join(DB_FILE)).unwrap();
+    let wal = std::fs::read(home.join("controller.db-wal")).unwrap_or_default();
+    for (name, bytes) in [("db", &raw), ("wal", &wal)] {
+        let hay = String::from_utf8_lossy(bytes);
+        assert!(!hay.contains("private"), "payload reached the {name}");
+        assert!(
+            !hay.contains("secret prompt"),
+            "prompt kept in the {name} after claim"
+        );
+    }
+    let s = Store::open(options(&home)).unwrap();
+    let err = s
+        .replay(ReplayScope::Thread(th_id.clone()), 0, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "transcript_unavailable");
+    // Metadata is still there: the page before the missing payload replays.
+    let page = s
+        .replay(ReplayScope::Thread(th_id.clone()), 0, 4)
+        .await
+        .unwrap();
+    assert_eq!(page.events.len(), 4);
+    let owner_page = s
+        .replay(
+            ReplayScope::Owner {
+                principal: "owner".into(),
+                application: None,
+            },
+            0,
+            0,
+        )
+        .await
+        .unwrap();
+    assert!(
+        owner_page
+            .events
+            .iter()
+            .any(|e| e.payload_unavailable && e.payload.is_none())
+    );
+}
+
+#[tokio::test]
+async fn replay_pages_are_bounded_and_snapshots_say_when_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(&dir.path().join("home"));
+    o.snapshot_tail = 5;
+    o.page_max = 7;
+    let s = Store::open(o).unwrap();
+    let ws = workspace(&s, dir.path(), "ws1").await;
+    let th = thread(&s, &ws.id, Retention::Full).await;
+    let other = thread(&s, &ws.id, Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    let mut last = None;
+    for i in 0..20 {
+        last = Some(s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))));
+    }
+    last.unwrap().await.unwrap();
+    let mut after = 0;
+    let mut all = vec![];
+    loop {
+        let page = s
+            .replay(ReplayScope::Thread(th.id.clone()), after, 100)
+            .await
+            .unwrap();
+        assert!(page.events.len() <= 7);
+        all.extend(page.events.iter().map(|e| e.thread_seq));
+        after = page.next_after;
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all.len(), 1 + 1 + 1 + 20);
+    let snap = s.thread_snapshot(&th.id).await.unwrap();
+    assert!(snap.truncated);
+    assert_eq!(snap.tail.len(), 5);
+    assert_eq!(snap.last_thread_seq, all.len() as u64);
+    assert_eq!(snap.tail.last().unwrap().payload, Some(json!(19)));
+    assert_eq!(snap.recent_turns[0].id, t.id);
+    let small = s.thread_snapshot(&other.id).await.unwrap();
+    assert!(!small.truncated);
+    assert_eq!(small.tail.len(), 1);
+    // Owner-wide replay covers both threads in global order.
+    let scope = ReplayScope::Owner {
+        principal: "owner".into(),
+        application: Some("test-app".into()),
+    };
+    let page = s.replay(scope, 0, 3).await.unwrap();
+    assert_eq!(
+        page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(page.more);
+    let none = ReplayScope::Owner {
+        principal: "owner".into(),
+        application: Some("x".into()),
+    };
+    assert!(s.replay(none, 0, 0).await.unwrap().events.is_empty());
+}
+
+#[tokio::test]
+async fn auth_sessions_persist_and_revoke() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let hash = "ab".repeat(32);
+    let id;
+    {
+        let s = Store::open(options(&home)).unwrap();
+        let new = NewAuthSession {
+            credential: "owner".into(),
+            principal: "owner".into(),
+            application: "cli".into(),
+            scopes: vec!["threads:read".into()],
+            bearer_sha256: hash.clone(),
+            expires_at: Some(99_999),
+        };
+        let bad = NewAuthSession {
+            bearer_sha256: "not-hex".into(),
+            ..new.clone()
+        };
+        assert_eq!(
+            s.issue_session(bad).await.unwrap_err().code(),
+            "invalid_request"
+        );
+        id = s.issue_session(new).await.unwrap().id;
+    }
+    let s = Store::open(options(&home)).unwrap();
+    let found = s
+        .find_session_by_credential("owner")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.id, id);
+    assert_eq!(found.scopes, vec!["threads:read".to_owned()]);
+    assert_eq!(
+        s.find_session_by_bearer_hash(&hash)
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
+        id
+    );
+    let revoked = s.revoke_session(&id).await.unwrap();
+    assert!(revoked.revoked_at.is_some());
+    assert!(
+        s.find_session_by_credential("owner")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        s.find_session_by_bearer_hash(&hash)
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at
+            .is_some()
+    );
+    assert_eq!(
+        s.revoke_session("ses_nope").await.unwrap_err().code(),
+        "not_found"
+    );
+}
+
+#[tokio::test]
+async fn a_second_open_fails_with_instance_locked() {
+    let f = fixture().await;
+    let err = Store::open(options(&f.dir.path().join("home"))).unwrap_err();
+    assert_eq!(err.code(), "instance_locked");
+    assert!(err.to_string().contains(&std::process::id().to_string()));
+    f.store.close().await;
+    Store::open(options(&f.dir.path().join("home"))).unwrap();
+}
+
+#[tokio::test]
+async fn queued_streamed_appends_share_one_commit_and_publish_in_order() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    let mut sub = s.subscribe();
+    // Hold the writer so every append below is waiting in its channel.
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel::<()>();
+    let held = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.op(move |_| {
+                let _ = started.send(());
+                Ok(gate.recv().ok())
+            })
+            .await
+        })
+    };
+    running.await.unwrap();
+    let before = s.commit_count();
+    let pending: Vec<_> = (0..500)
+        .map(|i| s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))))
+        .collect();
+    release.send(()).unwrap();
+    held.await.unwrap().unwrap();
+    let mut seqs = vec![];
+    for p in pending {
+        seqs.push(p.await.unwrap().seq);
+    }
+    assert_eq!(
+        s.commit_count() - before,
+        1,
+        "one transaction, one fsync for the batch"
+    );
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
+    for (i, seq) in seqs.iter().enumerate() {
+        let e = sub.recv().await.unwrap();
+        assert_eq!((e.seq, e.payload.clone()), (*seq, Some(json!(i))));
+    }
+}

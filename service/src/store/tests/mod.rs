@@ -1,0 +1,62 @@
+//! In-process tests of the store: fixtures here; lifecycle, idempotency,
+//! scheduling, fencing, resolution and recovery in `lifecycle`; journal,
+//! retention, sessions and the instance lock in `journal`.
+
+mod journal;
+mod lifecycle;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use super::*;
+use crate::domain::*;
+
+pub(crate) fn owner() -> Actor {
+    Actor::new("owner", "test-app")
+}
+
+pub(crate) fn options(home: &Path) -> StoreOptions {
+    let mut o = StoreOptions::new(home);
+    let t = Arc::new(AtomicI64::new(1_000));
+    o.clock = Arc::new(move || t.fetch_add(1, Ordering::Relaxed));
+    o
+}
+
+pub(crate) struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub store: Store,
+}
+
+pub(crate) async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(options(&dir.path().join("home"))).unwrap();
+    Fixture { dir, store }
+}
+
+pub(crate) async fn workspace(store: &Store, root: &Path, id: &str) -> Workspace {
+    let p = root.join(id);
+    std::fs::create_dir_all(&p).unwrap();
+    store.add_workspace(id, &p).await.unwrap().value
+}
+
+pub(crate) async fn thread(store: &Store, ws: &str, retention: Retention) -> Thread {
+    let input = NewThread {
+        command_id: None,
+        workspace_id: ws.into(),
+        provider: "echo".into(),
+        approval: ApprovalPolicy::Ask,
+        restricted: false,
+        retention,
+    };
+    store.create_thread(&owner(), input).await.unwrap().value
+}
+
+pub(crate) fn submit(thread: &str, cmd: &str, prompt: &str) -> SubmitTurn {
+    SubmitTurn {
+        command_id: cmd.into(),
+        thread_id: thread.into(),
+        prompt: prompt.into(),
+        continues: None,
+    }
+}
