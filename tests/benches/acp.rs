@@ -11,6 +11,9 @@
 //! - `engine`: submit → completed through the store and engine, one and eight
 //!   workspaces (throughput), and per-turn overhead = engine − floor.
 //! - `journal`: one turn streaming 100,000 chunks, runner-only and engine.
+//!
+//! `LAPIS_BENCH_DIR=/dev/shm` puts the store on tmpfs, where fsync costs
+//! nothing: the difference to a disk run is the price of durability.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -121,7 +124,12 @@ struct Rig {
 }
 
 async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, ProviderSpec>) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
+    // LAPIS_BENCH_DIR=/dev/shm puts the store on tmpfs (fsync is free there):
+    // the difference to the default shows what durable commits cost.
+    let dir = match std::env::var_os("LAPIS_BENCH_DIR") {
+        Some(base) => tempfile::tempdir_in(base).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    };
     let mut opts = StoreOptions::new(dir.path().join("home"));
     opts.queue_capacity = 100_000;
     let store = Store::open(opts).unwrap();
@@ -178,8 +186,8 @@ async fn engine_batch(rig: &Rig, per_ws: usize, tag: &str) -> Duration {
     // subscriber falls back to reading the turns.
     let mut waiting: std::collections::HashSet<String> = last.into_iter().collect();
     while !waiting.is_empty() {
-        match events.recv().await {
-            Ok(e) => {
+        match tokio::time::timeout(Duration::from_millis(200), events.recv()).await {
+            Ok(Ok(e)) => {
                 if e.kind == lapis_service::EventKind::TurnState
                     && let Some(turn) = &e.turn_id
                     && waiting.contains(turn)
@@ -200,7 +208,10 @@ async fn engine_batch(rig: &Rig, per_ws: usize, tag: &str) -> Duration {
                     }
                 }
             }
-            Err(_) => {
+            // Lagged, or quiet for a while: resubscribe first, then read the
+            // turns, so no completion can fall between the two.
+            _ => {
+                events = events.resubscribe();
                 let mut done = Vec::new();
                 for turn in &waiting {
                     let t = rig.store.get_turn(turn).await.unwrap();
@@ -212,7 +223,6 @@ async fn engine_batch(rig: &Rig, per_ws: usize, tag: &str) -> Duration {
                 for d in done {
                     waiting.remove(&d);
                 }
-                events = events.resubscribe();
             }
         }
     }

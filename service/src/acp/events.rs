@@ -467,3 +467,60 @@ mod wire_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            "[a-z_]{0,12}".prop_map(Value::String),
+            prop_oneof![
+                Just("agent_message_chunk"),
+                Just("agent_thought_chunk"),
+                Just("tool_call"),
+                Just("tool_call_update"),
+                Just("plan"),
+                Just("text")
+            ]
+            .prop_map(|s| Value::String(s.into())),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("sessionUpdate".to_string()),
+                        Just("toolCallId".to_string()),
+                        Just("content".to_string()),
+                        Just("type".to_string()),
+                        Just("text".to_string()),
+                        Just("locations".to_string()),
+                        Just("status".to_string()),
+                        "[a-z]{1,6}".prop_map(String::from)
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Any update maps to some event without panicking, and the event
+        /// always serializes (it becomes a journal payload).
+        #[test]
+        fn any_update_maps_and_serializes(updates in proptest::collection::vec(json_value(), 1..8)) {
+            let mut m = UpdateMapper::default();
+            for u in updates {
+                let ev = m.map(u);
+                prop_assert!(serde_json::to_value(&ev).is_ok());
+            }
+        }
+    }
+}

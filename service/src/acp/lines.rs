@@ -53,14 +53,19 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
                 if self.buf.is_empty() {
                     return Ok(None);
                 }
-                if self.buf.len() > self.max {
+                let mut line = std::mem::take(&mut self.buf);
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                if line.len() > self.max {
                     return Err(LineError::TooLong { max: self.max });
                 }
-                return Ok(Some(std::mem::take(&mut self.buf)));
+                return Ok(Some(line));
             }
             match available.iter().position(|b| *b == b'\n') {
                 Some(pos) => {
-                    if self.buf.len() + pos > self.max {
+                    // `max + 1` leaves room for a `\r` before the `\n`.
+                    if self.buf.len() + pos > self.max + 1 {
                         return Err(LineError::TooLong { max: self.max });
                     }
                     self.buf.extend_from_slice(&available[..pos]);
@@ -69,12 +74,14 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
                     if line.last() == Some(&b'\r') {
                         line.pop();
                     }
+                    if line.len() > self.max {
+                        return Err(LineError::TooLong { max: self.max });
+                    }
                     return Ok(Some(line));
                 }
                 None => {
                     let n = available.len();
                     if self.buf.len() + n > self.max + 1 {
-                        // `max + 1` leaves room for a `\r` before the `\n`.
                         return Err(LineError::TooLong { max: self.max });
                     }
                     self.buf.extend_from_slice(available);
@@ -134,5 +141,52 @@ mod tests {
             lines(b"0123456789abcdef\n", 16)[0].as_ref().unwrap().len(),
             16
         );
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the input and chunking, no line longer than the bound is
+        /// ever returned, and lines within it come back intact.
+        #[test]
+        fn never_returns_a_line_over_the_bound(
+            data in proptest::collection::vec(prop_oneof![Just(b'\n'), Just(b'\r'), any::<u8>()], 0..512),
+            max in 1usize..64,
+            cap in 1usize..16,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = rt.block_on(async {
+                let mut r = BoundedLines::new(tokio::io::BufReader::with_capacity(cap, &data[..]), max);
+                let mut out = Vec::new();
+                while let Ok(Some(line)) = r.next_line().await {
+                    out.push(line);
+                }
+                out
+            });
+            let mut expected = Vec::new();
+            let pieces: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
+            for (i, piece) in pieces.iter().enumerate() {
+                // The piece after the last `\n` is a line only if non-empty.
+                if i + 1 == pieces.len() && piece.is_empty() {
+                    break;
+                }
+                let mut p = piece.to_vec();
+                if p.last() == Some(&b'\r') {
+                    p.pop();
+                }
+                if p.len() > max {
+                    break;
+                }
+                expected.push(p);
+            }
+            for line in &got {
+                prop_assert!(line.len() <= max);
+            }
+            prop_assert_eq!(got, expected);
+        }
     }
 }

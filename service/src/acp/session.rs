@@ -19,9 +19,9 @@ use tokio::time::Instant;
 use super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption, UpdateMapper};
 use super::lines::{BoundedLines, LineError};
 use super::process::{AgentPipes, AgentProcess, TeardownLimits};
-use super::runner::{
-    ApprovalPolicy, CancelSignal, PermissionRequest, RunnerLimits, TurnHooks, TurnRequest,
-};
+use super::runner::{ApprovalPolicy, CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
+
+mod permissions;
 
 /// What the reader task forwards.
 #[derive(Debug)]
@@ -272,182 +272,6 @@ impl<H: TurnHooks> Session<H> {
         }
     }
 
-    /// Agent → client requests: permissions go to the broker; anything else
-    /// (we advertise no fs/terminal capability) is refused and observed.
-    async fn on_request(
-        &mut self,
-        method: &str,
-        id: Value,
-        params: Value,
-    ) -> Result<(), CallError> {
-        if method != "session/request_permission" {
-            self.write(&json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not supported by this client"}}))
-                .await?;
-            return self
-                .emit(ActivityEvent::Observation {
-                    kind: "unsupported_request".into(),
-                    payload: json!({"method": method}),
-                })
-                .await;
-        }
-        let options: Vec<PermissionOption> = params
-            .get("options")
-            .and_then(Value::as_array)
-            .map(|opts| {
-                opts.iter()
-                    .filter_map(|o| {
-                        Some(PermissionOption {
-                            option_id: o.get("optionId")?.as_str()?.to_string(),
-                            name: o
-                                .get("name")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string(),
-                            kind: o
-                                .get("kind")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string(),
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let invocation = self
-            .mapper
-            .preview(params.get("toolCall").unwrap_or(&Value::Null));
-        // String ids are used verbatim; others by their JSON text.
-        let request_id = match &id {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        if self.pending.contains_key(&request_id) {
-            return Err(CallError::Closed("protocol_error"));
-        }
-        self.emit(ActivityEvent::PermissionRequested {
-            request_id: request_id.clone(),
-            invocation: invocation.clone(),
-            options: options.clone(),
-        })
-        .await?;
-        if self.cancel_sent() {
-            return self
-                .respond_permission(
-                    &request_id,
-                    id,
-                    PermissionAnswer::Cancelled,
-                    DecidedBy::Cancel,
-                )
-                .await;
-        }
-        let auto = (self.approval == ApprovalPolicy::AllowAll && !self.restricted)
-            .then(|| {
-                options
-                    .iter()
-                    .find(|o| o.kind == "allow_once")
-                    .or_else(|| options.iter().find(|o| o.is_allow()))
-            })
-            .flatten();
-        if let Some(option) = auto {
-            let answer = PermissionAnswer::Selected {
-                option_id: option.option_id.clone(),
-            };
-            return self
-                .respond_permission(&request_id, id, answer, DecidedBy::Automatic)
-                .await;
-        }
-        let hooks = self.hooks.clone();
-        let tx = self.answers_tx.clone();
-        let limit = self.limits.permission_timeout;
-        let ask = PermissionRequest {
-            request_id: request_id.clone(),
-            invocation,
-            options: options.clone(),
-        };
-        let rid = request_id.clone();
-        let task = tokio::spawn(async move {
-            let answer = tokio::time::timeout(limit, hooks.ask(ask)).await.ok();
-            let _ = tx.send((rid, answer)).await;
-        })
-        .abort_handle();
-        self.pending.insert(
-            request_id,
-            Pending {
-                rpc_id: id,
-                options,
-                task,
-            },
-        );
-        Ok(())
-    }
-
-    /// An ask task finished: a user answer, or `None` when the deadline passed.
-    async fn answer_pending(
-        &mut self,
-        request_id: &str,
-        answer: Option<PermissionAnswer>,
-    ) -> Result<(), CallError> {
-        let Some(pending) = self.pending.remove(request_id) else {
-            return Ok(()); // already resolved by a cancel
-        };
-        let (answer, by) = match answer {
-            Some(PermissionAnswer::Selected { option_id })
-                if pending.options.iter().any(|o| o.option_id == option_id) =>
-            {
-                (PermissionAnswer::Selected { option_id }, DecidedBy::User)
-            }
-            Some(_) => (PermissionAnswer::Cancelled, DecidedBy::User),
-            None => (expiry_answer(&pending.options), DecidedBy::Expired),
-        };
-        self.respond_permission(request_id, pending.rpc_id, answer, by)
-            .await
-    }
-
-    /// Answers every pending request (cancel or end of turn). Each one is
-    /// journaled as resolved even if the agent can no longer be told; the
-    /// first failure is reported after all were handled.
-    async fn resolve_all(&mut self, by: DecidedBy) -> Result<(), CallError> {
-        let pending: Vec<(String, Pending)> = self.pending.drain().collect();
-        let mut first_err = None;
-        for (request_id, p) in pending {
-            p.task.abort();
-            let res = self
-                .respond_permission(&request_id, p.rpc_id, PermissionAnswer::Cancelled, by)
-                .await;
-            if let Err(e) = res {
-                first_err.get_or_insert(e);
-                if self.hook_failed {
-                    break;
-                }
-            }
-        }
-        first_err.map_or(Ok(()), Err)
-    }
-
-    async fn respond_permission(
-        &mut self,
-        request_id: &str,
-        rpc_id: Value,
-        answer: PermissionAnswer,
-        by: DecidedBy,
-    ) -> Result<(), CallError> {
-        let outcome = match &answer {
-            PermissionAnswer::Selected { option_id } => {
-                json!({"outcome": "selected", "optionId": option_id})
-            }
-            PermissionAnswer::Cancelled => json!({"outcome": "cancelled"}),
-        };
-        self.emit(ActivityEvent::PermissionResolved {
-            request_id: request_id.to_string(),
-            answer,
-            decided_by: by,
-        })
-        .await?;
-        self.write(&json!({"jsonrpc": "2.0", "id": rpc_id, "result": {"outcome": outcome}}))
-            .await
-    }
-
     async fn write(&mut self, msg: &Value) -> Result<(), CallError> {
         let Some(stdin) = self.stdin.as_mut() else {
             return Err(CallError::Closed("broken_pipe"));
@@ -502,19 +326,6 @@ impl<H: TurnHooks> Session<H> {
     }
 }
 
-/// The answer when nobody answered in time: a reject option if offered
-/// (`reject_once` first), else `cancelled`.
-fn expiry_answer(options: &[PermissionOption]) -> PermissionAnswer {
-    options
-        .iter()
-        .find(|o| o.kind == "reject_once")
-        .or_else(|| options.iter().find(|o| o.is_reject()))
-        .map(|o| PermissionAnswer::Selected {
-            option_id: o.option_id.clone(),
-        })
-        .unwrap_or(PermissionAnswer::Cancelled)
-}
-
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
@@ -546,41 +357,5 @@ where
         if tx.send(item).await.is_err() || last {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn opt(id: &str, kind: &str) -> PermissionOption {
-        PermissionOption {
-            option_id: id.into(),
-            name: id.into(),
-            kind: kind.into(),
-        }
-    }
-
-    #[test]
-    fn expiry_prefers_reject_once_then_any_reject_then_cancelled() {
-        let sel = |id: &str| PermissionAnswer::Selected {
-            option_id: id.into(),
-        };
-        assert_eq!(
-            expiry_answer(&[
-                opt("a", "allow_once"),
-                opt("ra", "reject_always"),
-                opt("r", "reject_once")
-            ]),
-            sel("r")
-        );
-        assert_eq!(
-            expiry_answer(&[opt("a", "allow_once"), opt("ra", "reject_always")]),
-            sel("ra")
-        );
-        assert_eq!(
-            expiry_answer(&[opt("a", "allow_once")]),
-            PermissionAnswer::Cancelled
-        );
     }
 }
