@@ -21,7 +21,7 @@ use super::recovery::Recovered;
 use super::scheduler::Scheduler;
 use super::schema;
 use super::validate::{ValidationReport, validate};
-use super::writer::{Cmd, Shared, Writer, WriterLimits};
+use super::writer::{Cmd, Op, Reply, Shared, Writer, WriterLimits};
 
 /// How to open a store. Build with [`StoreOptions::new`] and adjust fields.
 #[derive(Clone)]
@@ -274,10 +274,18 @@ impl Store {
         F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job = Box::new(move |w: &mut Writer| {
+        let job: Op = Box::new(move |w: &mut Writer| -> Reply {
             let result = f(w);
-            w.flush_outbox();
-            let _ = tx.send(result);
+            Box::new(move |failed: Option<&'static str>| {
+                let result = match failed {
+                    None => result,
+                    Some(code) => Err(StoreError::io(
+                        format!("operation rolled back with its batch ({code})"),
+                        std::io::Error::other("group commit failed"),
+                    )),
+                };
+                let _ = tx.send(result);
+            })
         });
         self.inner
             .cmd

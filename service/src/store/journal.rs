@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Transaction, params};
+use rusqlite::{Connection, params};
 use serde_json::Value;
 
 use crate::domain::{EventKind, JournalEvent, Retention, StoreResult};
@@ -164,7 +164,7 @@ impl Journal {
     #[allow(clippy::too_many_arguments)]
     pub fn append(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Connection,
         stage: &mut JournalTx,
         thread: &str,
         turn: Option<&str>,

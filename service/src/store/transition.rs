@@ -1,7 +1,7 @@
 //! The shared pieces of turn operations: command receipts and the one
 //! function that applies a table transition inside a transaction.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 
 use crate::domain::{EventKind, StoreError, StoreResult, Turn, TurnEvent, next_state};
@@ -46,7 +46,7 @@ pub(crate) fn check_replay(found: &StoredReceipt, kind: &str, digest: &str) -> S
 /// change. Returns the updated turn, or `None` when the table refuses.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn stage_transition(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     journal: &Journal,
     stage: &mut JournalTx,
     now: i64,

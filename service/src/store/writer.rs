@@ -1,13 +1,21 @@
 //! The single writer: one thread owning the write connection.
 //!
-//! Requests arrive on a channel: [`Cmd::Op`] runs one operation (its own
-//! transaction), [`Cmd::Append`] is a streamed journal append. Consecutive
-//! appends waiting in the channel are committed together — one transaction,
-//! one fsync — up to `group_commit_max` events, after waiting at most
-//! `group_commit_linger` for more (the bounded delay; 0 = take only what is
-//! already queued, so the batch naturally grows while a commit is in flight).
-//! Events are published to subscribers only after their commit, then replies
-//! are sent. In-memory state (journal counters, scheduler, live turns) changes
+//! Requests arrive on a channel: [`Cmd::Op`] runs one operation,
+//! [`Cmd::Append`] is a streamed journal append. Consecutive appends waiting
+//! in the channel are committed together — one transaction, one fsync — up to
+//! `group_commit_max` events, after waiting at most `group_commit_linger` for
+//! more (the bounded delay; 0 = take only what is already queued, so the batch
+//! naturally grows while a commit is in flight).
+//!
+//! Operations are group-committed too: the operations already queued when
+//! the writer picks one up (never waiting for more) run in one outer
+//! transaction, each inside its own savepoint, so a refused operation rolls
+//! back alone while the others commit with one fsync. Every reply of the
+//! batch waits for that commit — a caller is never told of a write that is
+//! not durable (the dispatch boundary in particular) — and if the commit
+//! fails, every operation of the batch is answered with an error and memory
+//! is rebuilt from the database. Events are published to subscribers only
+//! after their commit, then replies are sent. In-memory state (journal counters, scheduler, live turns) changes
 //! only after the matching commit; if a transaction fails it is rebuilt from
 //! the database.
 
@@ -16,7 +24,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, Transaction};
+use rusqlite::Connection;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, oneshot, watch};
 
@@ -28,10 +36,17 @@ use super::lock::InstanceLock;
 use super::read;
 use super::scheduler::Scheduler;
 
+/// Sends an operation's answer once its batch's fate is known: `None` when
+/// the batch committed, `Some(code)` when its commit failed.
+pub(crate) type Reply = Box<dyn FnOnce(Option<&'static str>) + Send>;
+
+/// An operation: runs on the writer, returns how to answer its caller.
+pub(crate) type Op = Box<dyn FnOnce(&mut Writer) -> Reply + Send>;
+
 /// A request to the writer.
 pub(crate) enum Cmd {
-    /// Run an operation on the writer (it replies through its own oneshot).
-    Op(Box<dyn FnOnce(&mut Writer) + Send>),
+    /// Run an operation on the writer (answered after its batch commits).
+    Op(Op),
     /// A streamed activity append (group-committed).
     Append(AppendReq),
     /// Stop after the requests already queued before it.
@@ -130,7 +145,20 @@ impl Writer {
             };
             match cmd {
                 Cmd::Shutdown => break,
-                Cmd::Op(f) => f(&mut self),
+                Cmd::Op(first) => {
+                    let mut ops = vec![first];
+                    while ops.len() < self.limits.group_commit_max {
+                        match rx.try_recv() {
+                            Ok(Cmd::Op(op)) => ops.push(op),
+                            Ok(other) => {
+                                stash = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.run_ops(ops);
+                }
                 Cmd::Append(first) => {
                     let mut batch = vec![first];
                     let deadline = Instant::now() + self.limits.group_commit_linger;
@@ -161,26 +189,88 @@ impl Writer {
         }
     }
 
-    /// Run `f` in one transaction with a journal stage; commit, adopt the
-    /// stage and queue its events for publication. On error nothing changes
-    /// in memory; on a database error the memory state is rebuilt.
+    /// Runs a batch of operations in one outer transaction (see the module
+    /// docs), then publishes their events and answers them.
+    fn run_ops(&mut self, ops: Vec<Op>) {
+        // Without the outer transaction each operation commits on its own.
+        let batched = self.conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let changes_before = self.conn.total_changes();
+        let replies: Vec<Reply> = ops.into_iter().map(|op| op(self)).collect();
+        let failed = if batched {
+            let wrote = self.conn.total_changes() != changes_before;
+            match self.conn.execute_batch("COMMIT") {
+                Ok(()) => {
+                    // A batch that changed nothing writes no WAL frame and
+                    // costs no fsync; it is not counted as a commit.
+                    if wrote {
+                        self.shared
+                            .commits
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    None
+                }
+                Err(e) => {
+                    let code = StoreError::from_sqlite(e).code();
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    // Nothing of the batch happened: drop its events and
+                    // rebuild memory from what is committed.
+                    self.outbox.clear();
+                    let _ = self.reload();
+                    Some(code)
+                }
+            }
+        } else {
+            None
+        };
+        self.flush_outbox();
+        for reply in replies {
+            reply(failed);
+        }
+    }
+
+    /// Run `f` atomically with a journal stage: inside an operation batch as
+    /// a savepoint of the batch's transaction, otherwise as its own
+    /// transaction. On success adopt the stage and queue its events for
+    /// publication (after the commit). On error nothing changes in memory;
+    /// on a database error the memory state is rebuilt.
     pub fn write<T>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>, &Journal, &mut JournalTx, i64) -> StoreResult<T>,
+        f: impl FnOnce(&Connection, &Journal, &mut JournalTx, i64) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let now = (self.clock)();
         let mut stage = self.journal.begin();
-        let result = (|| {
-            let tx = self.conn.transaction()?;
-            let value = f(&tx, &self.journal, &mut stage, now)?;
-            tx.commit().map_err(StoreError::from_sqlite)?;
-            Ok(value)
-        })();
+        let in_batch = !self.conn.is_autocommit();
+        let result = if in_batch {
+            (|| {
+                self.conn.execute_batch("SAVEPOINT op")?;
+                match f(&self.conn, &self.journal, &mut stage, now) {
+                    Ok(value) => {
+                        self.conn
+                            .execute_batch("RELEASE op")
+                            .map_err(StoreError::from_sqlite)?;
+                        Ok(value)
+                    }
+                    Err(e) => {
+                        let _ = self.conn.execute_batch("ROLLBACK TO op; RELEASE op");
+                        Err(e)
+                    }
+                }
+            })()
+        } else {
+            (|| {
+                let tx = self.conn.transaction()?;
+                let value = f(&tx, &self.journal, &mut stage, now)?;
+                tx.commit().map_err(StoreError::from_sqlite)?;
+                Ok(value)
+            })()
+        };
         match result {
             Ok(v) => {
-                self.shared
-                    .commits
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if !in_batch {
+                    self.shared
+                        .commits
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 let events = self.journal.commit(stage);
                 self.outbox.extend(events);
                 Ok(v)

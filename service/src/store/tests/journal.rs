@@ -272,3 +272,70 @@ async fn queued_streamed_appends_share_one_commit_and_publish_in_order() {
         assert_eq!((e.seq, e.payload.clone()), (*seq, Some(json!(i))));
     }
 }
+
+#[tokio::test]
+async fn queued_operations_share_one_commit_and_a_refused_one_rolls_back_alone() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    s.submit_turn(&owner(), submit(&th.id, "c0", "first"))
+        .await
+        .unwrap();
+    // Hold the writer so every operation below is waiting in its channel.
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel::<()>();
+    let held = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.op(move |_| {
+                let _ = started.send(());
+                Ok(gate.recv().ok())
+            })
+            .await
+        })
+    };
+    running.await.unwrap();
+    let before = s.commit_count();
+    let mut pending = Vec::new();
+    for i in 1..=20 {
+        let s = s.clone();
+        let th = th.id.clone();
+        // c0 again with another prompt: refused as a conflict, in the middle.
+        let (cmd, prompt) = if i == 10 {
+            ("c0".to_owned(), "different".to_owned())
+        } else {
+            (format!("c{i}"), format!("p{i}"))
+        };
+        pending.push(tokio::spawn(async move {
+            s.submit_turn(&owner(), submit(&th, &cmd, &prompt)).await
+        }));
+        // On this single-threaded runtime the task runs up to its await on
+        // the writer's reply, so its operation is queued before the next.
+        tokio::task::yield_now().await;
+    }
+    release.send(()).unwrap();
+    held.await.unwrap().unwrap();
+    let mut accepted = 0;
+    for (i, p) in pending.into_iter().enumerate() {
+        match p.await.unwrap() {
+            Ok(_) => accepted += 1,
+            Err(e) => {
+                assert_eq!(i + 1, 10, "only the conflicting submission fails: {e}");
+                assert_eq!(e.code(), "conflict");
+            }
+        }
+    }
+    assert_eq!(accepted, 19);
+    assert_eq!(
+        s.commit_count() - before,
+        1,
+        "nineteen submissions, one transaction, one fsync"
+    );
+    // The refusal left nothing behind; the others are all durable.
+    f.store.close().await;
+    let again = Store::open(options(&f.dir.path().join("home"))).unwrap();
+    let turns = again.list_turns(TurnFilter::default()).await.unwrap();
+    assert_eq!(turns.len(), 20, "c0 plus nineteen accepted");
+    assert!(turns.iter().all(|t| t.state == TurnState::Queued));
+}
