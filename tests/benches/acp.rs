@@ -271,12 +271,18 @@ fn main() {
             let rig = rig(ws, "echo", BTreeMap::new()).await;
             let mut rates = Vec::new();
             let mut per_turn = Vec::new();
+            let commits_before = rig.store.commit_count();
             for round in 0..5 {
                 let d = engine_batch(&rig, per_ws, &format!("r{round}")).await;
                 let n = (per_ws * ws) as f64;
                 rates.push(n / d.as_secs_f64());
                 per_turn.push(d.as_secs_f64() * 1e3 / per_ws as f64);
             }
+            let commits = rig.store.commit_count() - commits_before;
+            println!(
+                "engine  {ws} workspace(s): {:.1} store commits per turn",
+                commits as f64 / (5 * per_ws * ws) as f64
+            );
             rig.handle.shutdown().await;
             (rates, per_turn)
         });
