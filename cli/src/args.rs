@@ -174,6 +174,12 @@ pub struct UpdateArgs {
     /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
     #[arg(long, value_name = "PATH")]
     pub install_path: Option<PathBuf>,
+    /// Do not restart the user service after installing.
+    #[arg(long)]
+    pub no_service: bool,
+    /// Seconds to wait for the service to report ready.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub ready_timeout: u64,
     #[command(flatten)]
     pub out: JsonArg,
 }

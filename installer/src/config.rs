@@ -217,6 +217,7 @@ pub fn bootstrap(
         return Ok((ConfigOutcome::Reused, summary));
     }
     fsx::create_dir_all_mode(fsx::parent_of(&paths.config), 0o700)?;
+    remove_stale_temps(&paths.config)?;
     let secret =
         generate_token().map_err(|e| FsError::new("generate a token for", &paths.config, e))?;
     let mut bytes = serde_json::to_vec_pretty(&initial_document(paths, &secret))
@@ -231,6 +232,27 @@ pub fn bootstrap(
         ConfigOutcome::Reused
     };
     Ok((outcome, summary))
+}
+
+/// Removes complete-but-unnamed config files an interrupted install left
+/// (they hold a never-used token). Callers hold the releases lock, which every
+/// writer of the config takes, so none of them is in progress.
+fn remove_stale_temps(config: &Path) -> Result<(), FsError> {
+    let Some(name) = config.file_name() else {
+        return Ok(());
+    };
+    let prefix = format!(".{}.tmp-", name.to_string_lossy());
+    let dir = fsx::parent_of(config);
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in rd.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let path = entry.path();
+            fs::remove_file(&path).map_err(|e| FsError::new("remove", &path, e))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -276,6 +298,62 @@ mod tests {
         assert!(token.secret.starts_with(TOKEN_PREFIX));
         assert_eq!(token.secret.len(), TOKEN_PREFIX.len() + 64);
         assert!(!format!("{token:?}").contains(&token.secret));
+    }
+
+    #[test]
+    fn stale_temporary_configs_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        fs::create_dir_all(p.config.parent().unwrap()).unwrap();
+        let stale = p.config.parent().unwrap().join(".config.json.tmp-0123");
+        fs::write(&stale, b"{}").unwrap();
+        bootstrap(&p, &|| {}).unwrap();
+        assert!(!stale.exists());
+        assert_eq!(fs::read_dir(p.config.parent().unwrap()).unwrap().count(), 1);
+    }
+
+    fn json_with_secret() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            Just(Value::from("lapis_SECRETSECRET")),
+            "[a-z]{0,6}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("schema".to_owned()),
+                        Just("tokens".to_owned()),
+                        Just("secret".to_owned()),
+                        Just("controllerHome".to_owned()),
+                        "[a-z]{1,4}"
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever shape the config has, a refusal never quotes a value.
+        #[test]
+        fn shape_errors_never_quote_values(value in json_with_secret()) {
+            if let Err(reason) = check_shape(&value) {
+                proptest::prop_assert!(!reason.contains("SECRET"));
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("config.json");
+            fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+            if let Err(e) = read(&path) {
+                proptest::prop_assert!(!e.to_string().contains("SECRET"), "{}", e);
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //!   the same all-or-nothing guarantee: the complete temporary file is
 //!   hard-linked to the final name (`link` fails if the name exists), so two
 //!   racing writers cannot both win and nobody sees a partial file.
+//! - [`write_new_file`] writes and fsyncs a file inside a private directory
+//!   that becomes visible later by one rename (a staging directory).
+//! - [`replace_advisory`] replaces a file atomically for readers but without
+//!   fsync, for state whose loss after a crash is harmless.
 //! - [`swap_symlink`] points a symlink somewhere else atomically: the new link
 //!   is made as a temporary sibling and renamed over the old one.
 //! - [`rename_durable`] / [`exchange`] move directories and fsync the parent.
@@ -114,22 +118,43 @@ pub fn fsync_dir(dir: &Path) -> FsResult<()> {
 /// Existing directories keep their mode. Parents of new directories are
 /// fsynced so the new entries survive a crash.
 pub fn create_dir_all_mode(dir: &Path, mode: u32) -> FsResult<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let parent = parent_of(dir);
-    if parent != dir {
-        create_dir_all_mode(parent, mode)?;
-    }
-    match fs::DirBuilder::new().mode(mode).create(dir) {
-        Ok(()) => {
-            // The umask may have narrowed the mode; apply it exactly.
-            fs::set_permissions(dir, fs::Permissions::from_mode(mode)).at("chmod", dir)?;
-            fsync_dir(parent)
+    create_dirs(dir, mode, true)
+}
+
+/// Like [`create_dir_all_mode`] without the fsyncs, for directories that are
+/// recreated on demand anyway (the controller home).
+pub fn create_dir_all_mode_lazy(dir: &Path, mode: u32) -> FsResult<()> {
+    create_dirs(dir, mode, false)
+}
+
+fn create_dirs(dir: &Path, mode: u32, durable: bool) -> FsResult<()> {
+    // Missing directories, outermost first.
+    let mut missing = Vec::new();
+    let mut cur = dir;
+    while !cur.is_dir() {
+        missing.push(cur);
+        match cur.parent() {
+            Some(p) if !p.as_os_str().is_empty() => cur = p,
+            _ => break,
         }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(FsError::new("create directory", dir, e)),
     }
+    missing.reverse();
+    for d in &missing {
+        match fs::DirBuilder::new().mode(mode).create(d) {
+            // The umask may have narrowed the mode; apply it exactly.
+            Ok(()) => fs::set_permissions(d, fs::Permissions::from_mode(mode)).at("chmod", d)?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => return Err(FsError::new("create directory", *d, e)),
+        }
+    }
+    // All entries first, then one fsync per parent: on journaling file
+    // systems the first fsync commits every new entry at once.
+    if durable {
+        for d in &missing {
+            fsync_dir(parent_of(d))?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes a complete temporary sibling of `path` with `mode` and fsyncs it.
@@ -152,6 +177,42 @@ fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> FsResult<PathBuf> {
             Err(FsError::new("write", tmp, e))
         }
     }
+}
+
+/// Creates `path` (which must not exist) with `bytes` and `mode`, and fsyncs
+/// it. For files in a private directory that is made visible later by a
+/// rename; the caller fsyncs the directory.
+pub fn write_new_file(path: &Path, bytes: &[u8], mode: u32) -> FsResult<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .at("create", path)?;
+    file.set_permissions(fs::Permissions::from_mode(mode))
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| file.sync_all())
+        .at("write", path)
+}
+
+/// Replaces `path` without any fsync: readers see the old or the new file,
+/// but after a crash the new file may be empty or missing. Only for advisory
+/// files whose readers treat damage as "empty".
+pub fn replace_advisory(path: &Path, bytes: &[u8], mode: u32) -> FsResult<()> {
+    let tmp = temp_sibling(path);
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        FsError::new("replace", path, e)
+    })
 }
 
 /// Replaces `path` with `bytes` (mode `mode`) so that it is always either the

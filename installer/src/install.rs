@@ -39,7 +39,8 @@ use crate::fsx::{self, LockGuard, LockMode};
 use crate::launcher::{self, LauncherState};
 use crate::paths::Paths;
 use crate::smoke::{DEFAULT_SMOKE_TIMEOUT, smoke_test};
-use crate::snapshot::{self, Existing, StagingDir};
+use crate::snapshot::{self, Existing};
+use crate::staging::{self, StagingDir};
 use crate::state::InstallState;
 
 /// Named points of the sequence where a hook runs; tests pause the process
@@ -228,7 +229,7 @@ pub fn install_executable(
     preflight(paths, opts)?;
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
     (opts.checkpoint)(Checkpoint::Locked);
-    let cleaned = snapshot::cleanup_leftovers(paths)?.removed;
+    let cleaned = staging::cleanup_leftovers(paths)?.removed;
     let manifest = snapshot::manifest_for_executable(exe, build)?;
     let digest = manifest.digest();
     let existing = snapshot::existing(paths, &digest)?;
@@ -237,7 +238,7 @@ pub fn install_executable(
         other => {
             let staging = StagingDir::create(paths)?;
             (opts.checkpoint)(Checkpoint::StagingCreated);
-            snapshot::stage_executable(&staging, exe, &manifest, &|| {
+            staging::stage_executable(&staging, exe, &manifest, &|| {
                 (opts.checkpoint)(Checkpoint::StagingCopied)
             })?;
             place(paths, staging, &manifest, other, opts)?
@@ -254,7 +255,7 @@ pub fn install_tree(
 ) -> Result<InstallReport, InstallError> {
     preflight(paths, opts)?;
     let staging = StagingDir::create(paths)?;
-    snapshot::stage_tree(&staging, tree)?;
+    staging::stage_tree(&staging, tree)?;
     install_staged(paths, staging, opts)
 }
 
@@ -268,7 +269,7 @@ pub fn install_staged(
     preflight(paths, opts)?;
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
     (opts.checkpoint)(Checkpoint::Locked);
-    let cleaned = snapshot::cleanup_leftovers(paths)?.removed;
+    let cleaned = staging::cleanup_leftovers(paths)?.removed;
     let manifest =
         Manifest::read_from(staging.path()).map_err(|source| snapshot::SnapshotError::BadTree {
             path: staging.path().to_path_buf(),
@@ -278,11 +279,15 @@ pub fn install_staged(
     let (outcome, smoke) = match snapshot::existing(paths, &digest)? {
         Existing::Verified => {
             // Still refuse a staged tree that does not match its manifest.
-            snapshot::verify_staged(&staging, &manifest)?;
+            staging::verify_staged(&staging, &manifest)?;
             drop(staging);
             reuse(paths, &digest, &manifest, opts)?
         }
-        other => place(paths, staging, &manifest, other, opts)?,
+        other => {
+            // The caller filled it; make it durable before it gets a name.
+            staging::sync_tree(staging.path())?;
+            place(paths, staging, &manifest, other, opts)?
+        }
     };
     activate(paths, &digest, &manifest, outcome, smoke, cleaned, opts)
 }
@@ -312,7 +317,7 @@ fn place(
     opts: &InstallOptions<'_>,
 ) -> Result<(SnapshotOutcome, Duration), InstallError> {
     let digest = manifest.digest();
-    snapshot::verify_staged(&staging, manifest)?;
+    staging::verify_staged(&staging, manifest)?;
     (opts.checkpoint)(Checkpoint::StagingVerified);
     let bin = staging.path().join("bin").join(crate::paths::PRODUCT);
     let smoke = smoke_test(&bin, &manifest.build, opts.smoke_timeout)?;
@@ -353,7 +358,7 @@ fn activate(
             .controller_home
             .as_deref()
             .unwrap_or(&paths.controller_home);
-        fsx::create_dir_all_mode(home, 0o700)?;
+        fsx::create_dir_all_mode_lazy(home, 0o700)?;
         Some(result)
     } else {
         None
@@ -365,11 +370,14 @@ fn activate(
         LauncherState::Missing => (None, None),
         LauncherState::Foreign { what, .. } => (None, Some(what)),
     };
-    launcher::activate(paths, digest, &|| {
-        (opts.checkpoint)(Checkpoint::LauncherTemp)
-    })?;
+    if previous.as_deref() != Some(digest) {
+        launcher::activate(paths, digest, &|| {
+            (opts.checkpoint)(Checkpoint::LauncherTemp)
+        })?;
+    }
     (opts.checkpoint)(Checkpoint::LauncherSwapped);
     let mut state = InstallState::load(paths);
+    let unchanged = state.clone();
     state.record_snapshot(digest, &manifest.build, opts.now);
     if let Some(prev) = &previous {
         // A previous snapshot installed before the state existed.
@@ -381,7 +389,9 @@ fn activate(
         }
     }
     state.record_activation(digest, opts.now);
-    state.save(paths)?;
+    if state != unchanged {
+        state.save(paths)?;
+    }
     (opts.checkpoint)(Checkpoint::StateWritten);
     Ok(InstallReport {
         digest: digest.to_owned(),

@@ -5,7 +5,8 @@
 //!
 //! - [`paths`]: where everything of an instance lives (used by every command);
 //! - [`fsx`]: the only code that renames, swaps or locks install paths;
-//! - [`snapshot`]: `releases/<digest>` directories, staging, verification;
+//! - [`snapshot`], [`staging`]: `releases/<digest>` directories, staging,
+//!   verification;
 //! - [`install`]: the stage → verify → smoke-test → activate sequence, with
 //!   three entry points: [`install_executable`] (the running binary),
 //!   [`install_tree`] (an extracted release directory holding
@@ -13,7 +14,7 @@
 //!   (a [`StagingDir`] filled in place, e.g. by archive extraction);
 //! - [`smoke`], [`launcher`], [`config`], [`state`]: the steps;
 //! - [`unit`], [`service`]: the systemd/launchd user service;
-//! - [`releases`]: list, rollback, gc and uninstall.
+//! - [`releases`], [`uninstall`]: list, rollback, gc, uninstall.
 //!
 //! Nothing here prints or exits; every operation returns a report or an
 //! [`InstallError`] whose message names paths and digests, never secrets.
@@ -28,7 +29,9 @@ pub mod releases;
 pub mod service;
 pub mod smoke;
 pub mod snapshot;
+pub mod staging;
 pub mod state;
+pub mod uninstall;
 pub mod unit;
 
 pub use error::InstallError;
@@ -37,4 +40,4 @@ pub use install::{
     install_tree,
 };
 pub use paths::{Instance, PathError, PathOptions, Paths, ServiceKind};
-pub use snapshot::StagingDir;
+pub use staging::StagingDir;

@@ -441,6 +441,26 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        /// `Instance::parse` accepts exactly `^[a-z0-9][a-z0-9-]{0,31}$`
+        /// (and `default`), checked against an independent oracle.
+        #[test]
+        fn instance_names_match_the_pattern(name in "[a-z0-9_A-Z./ -]{0,34}") {
+            let chars: Vec<char> = name.chars().collect();
+            let oracle = (1..=32).contains(&chars.len())
+                && (chars[0].is_ascii_lowercase() || chars[0].is_ascii_digit())
+                && chars.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-');
+            let parsed = Instance::parse(Some(&name));
+            proptest::prop_assert_eq!(parsed.is_ok(), oracle || name == "default");
+            if let Ok(Instance::Named(n)) = parsed {
+                // A valid name never escapes its directory.
+                let p = Paths::resolve(&PathOptions { instance: Some(n.clone()), ..opts() }).unwrap();
+                proptest::prop_assert!(p.config.starts_with("/home/u/.config/lapis-ai-controller/instances"));
+                proptest::prop_assert_eq!(p.config.parent().unwrap().file_name().unwrap().to_str(), Some(n.as_str()));
+            }
+        }
+    }
+
     #[test]
     fn digest_names() {
         assert!(is_digest(&"a".repeat(64)));

@@ -1,26 +1,25 @@
-//! Living with several snapshots: listing, rollback, garbage collection and
-//! uninstall, each under the releases lock.
+//! Living with several snapshots: listing, rollback and garbage collection,
+//! each under the releases lock.
 //!
 //! What stays true: the active snapshot (the launcher's target), the previous
 //! one (the rollback target) and every snapshot a running process executes
 //! from are never removed by `gc`; a snapshot is re-verified before it is
 //! activated again, so a modified one is refused.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use lapis_release::{BuildIdentity, Manifest};
 
-use crate::config;
 use crate::error::InstallError;
 use crate::fsx::{self, FsError, LockMode};
 use crate::install::{Checkpoint, InstallOptions, lock_releases};
 use crate::launcher::{self, LauncherError, LauncherState};
 use crate::paths::{Paths, is_digest};
-use crate::service;
 use crate::smoke::smoke_test;
 use crate::snapshot;
+use crate::staging;
 use crate::state::InstallState;
 
 /// One installed snapshot, as `releases list` shows it.
@@ -61,6 +60,12 @@ pub fn processes_using(paths: &Paths) -> BTreeMap<String, Vec<u32>> {
     let Ok(rd) = fs::read_dir("/proc") else {
         return out;
     };
+    // The kernel reports resolved paths; HOME may contain a symlink.
+    let mut resolved = paths.clone();
+    if let Ok(root) = fs::canonicalize(&paths.releases_root) {
+        resolved.releases_root = root;
+    }
+    let paths = &resolved;
     for entry in rd.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -196,6 +201,7 @@ pub fn rollback(
     opts: &InstallOptions<'_>,
 ) -> Result<RollbackReport, InstallError> {
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
+    staging::cleanup_leftovers(paths)?;
     let mut state = InstallState::load(paths);
     let (launcher, previous) = active_and_previous(paths, &state)?;
     if let LauncherState::Foreign { what, .. } = &launcher {
@@ -254,7 +260,7 @@ pub fn gc(paths: &Paths, keep: usize) -> Result<GcReport, InstallError> {
         return Ok(report);
     }
     let _lock = lock_releases(paths, LockMode::Exclusive)?;
-    snapshot::cleanup_leftovers(paths)?;
+    staging::cleanup_leftovers(paths)?;
     let mut state = InstallState::load(paths);
     let (launcher, previous) = active_and_previous(paths, &state)?;
     let users = processes_using(paths);
@@ -309,98 +315,6 @@ pub fn gc(paths: &Paths, keep: usize) -> Result<GcReport, InstallError> {
     Ok(report)
 }
 
-/// What `uninstall` did.
-#[derive(Clone, Debug, Default)]
-pub struct UninstallReport {
-    /// The unit file was removed.
-    pub removed_unit: bool,
-    /// A service manager warning (the removal went on).
-    pub service_warning: Option<String>,
-    /// The launcher was removed.
-    pub removed_launcher: bool,
-    /// What the launcher path holds that was left alone.
-    pub kept_foreign_launcher: Option<String>,
-    /// Snapshots removed.
-    pub removed_snapshots: Vec<String>,
-    /// Other instances whose units keep the shared launcher and snapshots.
-    pub kept_for_instances: Vec<String>,
-    /// Config removed (`--purge`).
-    pub removed_config: Option<PathBuf>,
-    /// Controller home removed (`--purge`).
-    pub removed_controller_home: Option<PathBuf>,
-}
-
-/// Stops and removes this instance's service; removes the launcher and every
-/// snapshot unless another instance's unit still uses them; with `purge`, also
-/// the config (with its tokens) and the controller home.
-pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallError> {
-    let mut report = UninstallReport::default();
-    // Read the config's controller home before anything is removed.
-    let config_home = config::read(&paths.config)
-        .ok()
-        .flatten()
-        .and_then(|(_, s)| s.controller_home);
-    let removed = service::stop_and_remove(paths)?;
-    report.removed_unit = removed.removed_unit;
-    report.service_warning = removed.warning;
-    report.kept_for_instances = service::other_instance_units(paths);
-    if report.kept_for_instances.is_empty() {
-        let _lock = lock_releases(paths, LockMode::Exclusive)?;
-        match launcher::state(paths)? {
-            LauncherState::Ours { .. } => {
-                report.removed_launcher = launcher::remove_if_ours(paths)?;
-            }
-            LauncherState::Foreign { what, .. } => report.kept_foreign_launcher = Some(what),
-            LauncherState::Missing => {}
-        }
-        snapshot::cleanup_leftovers(paths)?;
-        for digest in snapshot::list_digests(paths)? {
-            snapshot::remove_snapshot(paths, &digest)?;
-            report.removed_snapshots.push(digest);
-        }
-        for entry in fs::read_dir(&paths.releases_root)
-            .map_err(|e| FsError::new("read directory", &paths.releases_root, e))?
-            .flatten()
-        {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // The lock file stays: a waiting installer holds it open.
-            if name != ".lock" {
-                fsx::remove_tree(&entry.path())?;
-            }
-        }
-    }
-    if purge {
-        if paths.config.exists() {
-            fs::remove_file(&paths.config).map_err(|e| FsError::new("remove", &paths.config, e))?;
-            let dir = fsx::parent_of(&paths.config);
-            let _ = fs::remove_dir(dir);
-            report.removed_config = Some(paths.config.clone());
-        }
-        let home = config_home.unwrap_or_else(|| paths.controller_home.clone());
-        if home.exists() {
-            check_removable_home(paths, &home)?;
-            fsx::remove_tree(&home)?;
-            report.removed_controller_home = Some(home);
-        }
-    }
-    Ok(report)
-}
-
-/// Refuses to purge a controller home that is `/`, `$HOME` or one of its
-/// ancestors (a mistyped `controllerHome` must not wipe a user's files).
-fn check_removable_home(paths: &Paths, home: &Path) -> Result<(), InstallError> {
-    let dangerous: BTreeSet<&Path> = paths.home.ancestors().collect();
-    if dangerous.contains(home) || home.parent().is_none() {
-        return Err(FsError::new(
-            "purge controller home",
-            home,
-            std::io::Error::other("refusing to remove HOME or one of its ancestors"),
-        )
-        .into());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,19 +353,25 @@ mod tests {
         let bin = p.snapshot_bin(&d);
         fs::create_dir_all(bin.parent().unwrap()).unwrap();
         fs::copy("/bin/sleep", &bin).unwrap();
-        let mut child = std::process::Command::new(&bin).arg("30").spawn().unwrap();
+        // Another test thread forking while our copy was open makes exec
+        // fail with ETXTBSY for a moment.
+        let mut child = loop {
+            match std::process::Command::new(&bin).arg("30").spawn() {
+                Ok(child) => break child,
+                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        // Seen through a symlinked HOME too.
+        let link = dir.path().join("home-link");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        let users = processes_using(&paths(&link));
+        assert_eq!(users.get(&d), Some(&vec![child.id()]), "{users:?}");
         let users = processes_using(&p);
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(users.get(&d), Some(&vec![child.id()]), "{users:?}");
-    }
-
-    #[test]
-    fn purge_refuses_home_and_ancestors() {
-        let p = paths(Path::new("/home/u"));
-        assert!(check_removable_home(&p, Path::new("/home/u")).is_err());
-        assert!(check_removable_home(&p, Path::new("/home")).is_err());
-        assert!(check_removable_home(&p, Path::new("/")).is_err());
-        assert!(check_removable_home(&p, Path::new("/home/u/.lapis/ai-controller")).is_ok());
     }
 }

@@ -72,7 +72,8 @@ pub fn smoke_test(
         .prefix("lapis-smoke-")
         .tempdir()
         .map_err(spawn_err)?;
-    let mut child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args(["version", "--json"])
         .env_clear()
         .env("HOME", home.path())
@@ -80,16 +81,31 @@ pub fn smoke_test(
         .current_dir(home.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_err)?;
+        .stderr(Stdio::piped());
+    // A binary that was just written can be "busy" for a moment when another
+    // thread of this process forked while its write descriptor was open; the
+    // child closes it at exec, so a short retry is enough.
+    let mut attempt = 0;
+    let mut child = loop {
+        match command.spawn() {
+            Ok(child) => break child,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < 10 => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(5 * attempt));
+            }
+            Err(e) => return Err(spawn_err(e)),
+        }
+    };
     // Drain both pipes on threads so a chatty child cannot block on a full
-    // pipe while we wait for it.
+    // pipe. The stdout reader reports end-of-file, which comes when the child
+    // exits, so the wait below wakes at once instead of polling.
     let mut stdout = child.stdout.take().expect("piped stdout");
     let mut stderr = child.stderr.take().expect("piped stderr");
+    let (eof_tx, eof_rx) = std::sync::mpsc::channel();
     let out_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = stdout.by_ref().take(1 << 20).read_to_end(&mut buf);
+        let _ = eof_tx.send(());
         buf
     });
     let err_reader = std::thread::spawn(move || {
@@ -98,15 +114,19 @@ pub fn smoke_test(
         buf
     });
     let deadline = started + timeout;
-    let mut pause = Duration::from_micros(200);
+    let expired = |child: &mut std::process::Child| {
+        let _ = child.kill();
+        let _ = child.wait();
+        SmokeError::Timeout(timeout)
+    };
+    if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = eof_rx.recv_timeout(timeout) {
+        return Err(expired(&mut child));
+    }
+    let mut pause = Duration::from_micros(100);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(SmokeError::Timeout(timeout));
-            }
+            Ok(None) if Instant::now() >= deadline => return Err(expired(&mut child)),
             Ok(None) => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(20));

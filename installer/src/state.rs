@@ -71,11 +71,13 @@ impl InstallState {
             })
     }
 
-    /// Writes the state atomically. Call with the releases lock held.
+    /// Replaces the state file (atomically for readers, without fsync: a
+    /// crash may lose the latest entries, which [`InstallState::load`] treats
+    /// as history that never happened). Call with the releases lock held.
     pub fn save(&self, paths: &Paths) -> Result<(), FsError> {
         let mut bytes = serde_json::to_vec_pretty(self).expect("state serialises");
         bytes.push(b'\n');
-        fsx::write_atomic(&paths.state_file(), &bytes, 0o644)
+        fsx::replace_advisory(&paths.state_file(), &bytes, 0o644)
     }
 
     /// Records a snapshot's install time unless it is already known.

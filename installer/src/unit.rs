@@ -222,6 +222,46 @@ mod tests {
         assert!(plist.contains("<key>RunAtLoad</key>\n  <true/>"));
     }
 
+    /// Reverses `systemd_quote` the way systemd reads a quoted word.
+    fn systemd_unquote(q: &str) -> Option<String> {
+        let inner = q.strip_prefix('"')?.strip_suffix('"')?;
+        let mut out = String::new();
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => out.push(chars.next()?),
+                '"' => return None,
+                '%' | '$' => {
+                    if chars.next()? != c {
+                        return None;
+                    }
+                    out.push(c);
+                }
+                c => out.push(c),
+            }
+        }
+        Some(out)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn systemd_quoting_round_trips(s in "[ -~]{0,40}") {
+            let q = systemd_quote(&s).unwrap();
+            proptest::prop_assert_eq!(systemd_unquote(&q), Some(s));
+        }
+
+        #[test]
+        fn shell_quoting_is_one_word(s in "[ -~]{0,40}") {
+            let q = shell_quote(&s);
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf '%s' {q}"))
+                .output()
+                .unwrap();
+            proptest::prop_assert_eq!(String::from_utf8_lossy(&out.stdout), s);
+        }
+    }
+
     #[test]
     fn shell_quoting() {
         assert_eq!(shell_quote("/a/b-c"), "/a/b-c");

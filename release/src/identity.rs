@@ -20,3 +20,33 @@ pub struct BuildIdentity {
     /// Rust target triple the binary was compiled for.
     pub target: String,
 }
+
+/// Renders seconds since the Unix epoch (`SOURCE_DATE_EPOCH`) as the UTC
+/// date `YYYY-MM-DD` used in [`BuildIdentity::date`].
+pub fn date_from_epoch(secs: i64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let days = secs.div_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::date_from_epoch;
+
+    #[test]
+    fn renders_utc_dates() {
+        assert_eq!(date_from_epoch(0), "1970-01-01");
+        assert_eq!(date_from_epoch(951_782_400), "2000-02-29");
+        assert_eq!(date_from_epoch(1_767_225_599), "2025-12-31");
+        assert_eq!(date_from_epoch(-1), "1969-12-31");
+    }
+}

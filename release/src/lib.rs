@@ -5,11 +5,29 @@
 //! The manifest's canonical form is hashed into the tree digest that names the
 //! installed snapshot directory, so the same bytes always land in the same
 //! place and a modified snapshot can never pass as the original.
+//!
+//! Around that: reproducible archives of a release tree ([`archive`]), the
+//! `SHA256SUMS` list published beside them ([`checksums`]), safe extraction
+//! that checks the archive's checksum before parsing it ([`extract`]),
+//! bounded fetching from a path or URL ([`fetch`]), and finding a published
+//! release for this target ([`update`]). Nothing here prints or exits.
 
+pub mod archive;
+pub mod checksums;
+pub mod extract;
+pub mod fetch;
 mod identity;
 mod manifest;
+pub mod update;
+pub mod verify;
 
-pub use identity::BuildIdentity;
+pub use archive::{BuiltArchive, archive_name, build_archive, write_checksums};
+pub use checksums::{CHECKSUMS_FILE, ChecksumError, Sha256Hex, Sha256Sums};
+pub use extract::{
+    ExtractError, ExtractedRelease, Limits, extract_into, extract_release, read_archive,
+};
+pub use fetch::{FetchError, FetchOptions, Location, fetch};
+pub use identity::{BuildIdentity, date_from_epoch};
 pub use manifest::{
     Entry, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest, ManifestError, PRODUCT, sha256_file,
 };

@@ -1,1 +1,234 @@
-fn main() {}
+//! Journal benchmark (harness = false): `cargo bench -p lapis-service --bench journal`.
+//!
+//! Prints medians of:
+//! - durable appends/s with `synchronous=FULL`: one commit per event (await
+//!   each append) vs group commit (stream, await the last), next to the floor
+//!   of raw rusqlite inserts of the same rows into the same table in one
+//!   transaction;
+//! - `Store::open` (lock + validation + recovery) with 10k, 100k and 1M events.
+//!
+//! `LAPIS_BENCH_QUICK=1` shrinks the sizes (smoke run).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lapis_service::store::DB_FILE;
+use lapis_service::{
+    Actor, ApprovalPolicy, EventKind, NewThread, Retention, Store, StoreOptions, SubmitTurn,
+};
+use rusqlite::{Connection, params};
+use serde_json::json;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn payload(i: usize) -> serde_json::Value {
+    json!({ "text": format!("chunk {i}: the quick brown fox jumps over the lazy dog") })
+}
+
+/// A store with one workspace, one thread and one claimed turn.
+async fn setup(root: &Path) -> (Store, String, String) {
+    let store = Store::open(StoreOptions::new(root.join("home"))).unwrap();
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    store.add_workspace("ws", &ws).await.unwrap();
+    let actor = Actor::new("owner", "bench");
+    let th = store
+        .create_thread(
+            &actor,
+            NewThread {
+                command_id: None,
+                workspace_id: "ws".into(),
+                provider: "echo".into(),
+                approval: ApprovalPolicy::Ask,
+                restricted: false,
+                retention: Retention::Full,
+            },
+        )
+        .await
+        .unwrap()
+        .value;
+    let input = SubmitTurn {
+        command_id: "c".into(),
+        thread_id: th.id.clone(),
+        prompt: "p".into(),
+        continues: None,
+    };
+    let turn = store.submit_turn(&actor, input).await.unwrap().value;
+    store.try_claim().await.unwrap().unwrap();
+    (store, th.id, turn.id)
+}
+
+async fn group_commit(n: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, turn) = setup(dir.path()).await;
+    let start = Instant::now();
+    let mut last = None;
+    for i in 0..n {
+        last = Some(store.append_activity(&turn, EventKind::MessageChunk, Some(payload(i))));
+    }
+    last.unwrap().await.unwrap();
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    store.close().await;
+    rate
+}
+
+async fn commit_per_event(n: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, turn) = setup(dir.path()).await;
+    let start = Instant::now();
+    for i in 0..n {
+        store
+            .append_activity(&turn, EventKind::MessageChunk, Some(payload(i)))
+            .await
+            .unwrap();
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    store.close().await;
+    rate
+}
+
+/// Raw inserts of `n` events for (`thread`, `turn`) after `first_seq`, one transaction.
+fn raw_insert(
+    conn: &mut Connection,
+    thread: &str,
+    turn: &str,
+    first_seq: u64,
+    n: usize,
+) -> Duration {
+    let start = Instant::now();
+    let tx = conn.transaction().unwrap();
+    {
+        let mut stmt = tx
+            .prepare(
+                "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, has_payload) \
+                 VALUES (?1, ?2, ?3, ?4, 'message_chunk', ?5, ?6, 1)",
+            )
+            .unwrap();
+        let thread_first: i64 = tx
+            .query_row(
+                "SELECT coalesce(max(thread_seq), 0) FROM events WHERE thread_id = ?1",
+                [thread],
+                |r| r.get(0),
+            )
+            .unwrap();
+        for i in 0..n {
+            let text = serde_json::to_string(&payload(i)).unwrap();
+            stmt.execute(params![
+                (first_seq + 1 + i as u64) as i64,
+                thread,
+                thread_first + 1 + i as i64,
+                turn,
+                1_700_000_000_000i64 + i as i64,
+                text
+            ])
+            .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    start.elapsed()
+}
+
+fn raw_conn(home: &Path) -> Connection {
+    let conn = Connection::open(home.join(DB_FILE)).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "FULL").unwrap();
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    conn
+}
+
+async fn floor(n: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, thread, turn) = setup(dir.path()).await;
+    let last: u64 = store
+        .replay(lapis_service::ReplayScope::Thread(thread.clone()), 0, 0)
+        .await
+        .unwrap()
+        .events
+        .len() as u64;
+    store.close().await;
+    let mut conn = raw_conn(&dir.path().join("home"));
+    let took = raw_insert(&mut conn, &thread, &turn, last, n);
+    n as f64 / took.as_secs_f64()
+}
+
+/// Median open time of a store holding `events` events.
+async fn open_time(events: usize, runs: usize) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, thread, turn) = setup(dir.path()).await;
+    let last = store
+        .replay(lapis_service::ReplayScope::Thread(thread.clone()), 0, 0)
+        .await
+        .unwrap()
+        .events
+        .len() as u64;
+    store.close().await;
+    {
+        let mut conn = raw_conn(&dir.path().join("home"));
+        raw_insert(&mut conn, &thread, &turn, last, events);
+        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
+            .unwrap();
+    }
+    let mut times = vec![];
+    for _ in 0..runs {
+        let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
+        times.push(store.open_report().elapsed.as_secs_f64());
+        assert!(store.open_report().validated.events as usize >= events + last as usize);
+        store.close().await;
+    }
+    Duration::from_secs_f64(median(times))
+}
+
+fn main() {
+    let quick = std::env::var_os("LAPIS_BENCH_QUICK").is_some();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (n_group, n_single, runs) = if quick {
+            (20_000, 200, 3)
+        } else {
+            (100_000, 2_000, 5)
+        };
+        let mut floors = vec![];
+        let mut groups = vec![];
+        let mut singles = vec![];
+        for _ in 0..runs {
+            floors.push(floor(n_group).await);
+            groups.push(group_commit(n_group).await);
+        }
+        for _ in 0..3 {
+            singles.push(commit_per_event(n_single).await);
+        }
+        let (fl, gr, si) = (median(floors), median(groups), median(singles));
+        println!("journal appends, synchronous=FULL (median of runs):");
+        println!(
+            "  floor: raw rusqlite inserts, one transaction ({n_group} events): {fl:>10.0} events/s"
+        );
+        println!(
+            "  group commit, streamed appends ({n_group} events):             {gr:>10.0} events/s"
+        );
+        println!(
+            "  one commit per event ({n_single} events):                       {si:>10.0} events/s"
+        );
+        println!(
+            "  floor / group = {:.2}x   group / per-event = {:.1}x",
+            fl / gr,
+            gr / si
+        );
+        let sizes: &[usize] = if quick {
+            &[10_000, 100_000]
+        } else {
+            &[10_000, 100_000, 1_000_000]
+        };
+        println!("store open + validation + recovery (median of 3):");
+        for &n in sizes {
+            let t = open_time(n, 3).await;
+            println!("  {n:>9} events: {:>8.1} ms", t.as_secs_f64() * 1e3);
+        }
+    });
+}

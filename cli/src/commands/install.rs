@@ -24,17 +24,20 @@ const FAULT_PAUSE_ENV: &str = "LAPIS_INSTALL_FAULT_PAUSE";
 
 pub fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
     let started = Instant::now();
-    if args.from.is_some() {
-        return Err(CliError::failure(
-            "not_available",
-            anyhow::anyhow!("install --from is not available in this build"),
-        ));
-    }
     let paths = resolve(
         global,
         args.home.workspace.as_deref(),
         args.install_path.as_deref(),
     )?;
+    if args.from.is_some() {
+        // Seam for archives: run `lapis_installer::install::preflight`, verify
+        // and extract into `lapis_installer::StagingDir::create(&paths)`, call
+        // `lapis_installer::install_staged`, then `finish` like below.
+        return Err(CliError::failure(
+            "not_available",
+            anyhow::anyhow!("install --from is not available in this build"),
+        ));
+    }
     let exe = std::env::current_exe().map_err(|e| {
         CliError::failure("io", anyhow::anyhow!("cannot find this executable: {e}"))
     })?;

@@ -4,6 +4,7 @@ mod acp_echo;
 mod completions;
 mod connect;
 mod install;
+mod install_from;
 mod journal;
 mod paths;
 mod releases;
@@ -14,11 +15,12 @@ mod threads;
 mod token;
 mod turns;
 mod uninstall;
+mod update;
 mod version;
 mod workspaces;
 
 use crate::args::{Cli, Command};
-use crate::exit::{CliError, CliResult};
+use crate::exit::CliResult;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> CliResult {
@@ -26,7 +28,9 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Version(out) => version::run(&global, out),
         Command::Completions(args) => completions::run(args),
+        Command::Install(args) if args.from.is_some() => install_from::run(&global, args),
         Command::Install(args) => install::run(&global, args),
+        Command::Update(args) => update::run(&global, args),
         Command::Uninstall(args) => uninstall::run(&global, args),
         Command::Releases(command) => releases::run(&global, command),
         Command::Rollback(args) => rollback::run(&global, args),
@@ -38,9 +42,5 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
-        other => Err(CliError::failure(
-            "not_available",
-            anyhow::anyhow!("this command is not available in this build: {other:?}",),
-        )),
     }
 }

@@ -1,7 +1,6 @@
 //! `uninstall [--purge]`: remove the service, the launcher and the snapshots;
 //! with `--purge` also the config (and its tokens) and the controller home.
 
-use lapis_installer::releases;
 use serde_json::json;
 
 use super::paths::{installer_error, resolve};
@@ -14,7 +13,8 @@ pub fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
         args.home.workspace.as_deref(),
         args.install_path.as_deref(),
     )?;
-    let report = releases::uninstall(&paths, args.purge).map_err(installer_error)?;
+    let report =
+        lapis_installer::uninstall::uninstall(&paths, args.purge).map_err(installer_error)?;
     if args.out.json {
         crate::output::json(&json!({
             "unit": paths.unit.name,

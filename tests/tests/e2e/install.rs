@@ -254,3 +254,54 @@ fn foreign_launcher_needs_force() {
     assert_eq!(doc["replaced"], "a regular file");
     assert!(active(&ctx).is_some());
 }
+
+/// Replaces the temp HOME and 64-hex digests so output can be compared.
+fn filtered(ctx: &TestContext, text: &str) -> String {
+    let text = text.replace(&ctx.home().display().to_string(), "[HOME]");
+    let mut out = String::new();
+    for word in text.split_inclusive(|c: char| !c.is_ascii_hexdigit()) {
+        let hex = word.trim_end_matches(|c: char| !c.is_ascii_hexdigit());
+        if hex.len() == 64 {
+            out.push_str("[DIGEST]");
+            out.push_str(&word[64..]);
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
+}
+
+#[test]
+fn plain_output_is_pinned() {
+    let ctx = TestContext::new();
+    let mut cmd = ctx.command(["install", "--no-service"]);
+    cmd.env("PATH", "/usr/bin:/bin");
+    let out = ctx.output(cmd);
+    out.success();
+    let build = ctx.run(["version", "--json"]).json()["build"].clone();
+    let want = format!(
+        "installed lapis-ai-controller {v} ({c} {d} {t})
+  snapshot  [DIGEST] (new)
+  previous  none
+  launcher  [HOME]/.local/bin/lapis-ai-controller -> [HOME]/.local/lib/lapis-ai-controller/releases/[DIGEST]/bin/lapis-ai-controller
+  config    [HOME]/.config/lapis-ai-controller/config.json (created)
+  home      [HOME]/.lapis/ai-controller
+  service   lapis-ai-controller.service skipped (--no-service)
+note: [HOME]/.local/bin is not on PATH; add it to run `lapis-ai-controller` by name
+",
+        v = build["version"].as_str().unwrap(),
+        c = build["commit"].as_str().unwrap(),
+        d = build["date"].as_str().unwrap(),
+        t = build["target"].as_str().unwrap(),
+    );
+    assert_eq!(filtered(&ctx, &out.stdout), want);
+    assert_eq!(out.stderr, "");
+
+    let out = ctx.run(["releases", "list"]);
+    let text = filtered(&ctx, &out.success().stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("  snapshot      installed"), "{text}");
+    assert!(lines[1].starts_with("* "), "{text}");
+    assert!(lines[1].ends_with("active"), "{text}");
+}

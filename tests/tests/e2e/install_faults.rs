@@ -10,24 +10,17 @@ use lapis_e2e::TestContext;
 
 use crate::install_support::*;
 
-/// Every checkpoint of the install sequence (see `lapis_installer::Checkpoint`).
-const POINTS: [&str; 11] = [
-    "locked",
-    "staging-created",
-    "staging-copied",
-    "staging-verified",
-    "smoke-tested",
-    "snapshot-committed",
-    "config-temp",
-    "config-written",
-    "launcher-temp",
-    "launcher-swapped",
-    "state-written",
-];
+/// Every checkpoint of the install sequence, in order.
+fn points() -> Vec<&'static str> {
+    lapis_installer::Checkpoint::ALL
+        .iter()
+        .map(|c| c.name())
+        .collect()
+}
 
 #[test]
 fn kill_at_every_point_of_a_first_install() {
-    for point in POINTS {
+    for point in points() {
         let ctx = TestContext::new();
         let child = start_paused(&ctx, &TestContext::bin(), point)
             .unwrap_or_else(|| panic!("a first install passes {point}"));
@@ -57,6 +50,14 @@ fn kill_at_every_point_of_a_first_install() {
             .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
             .collect();
         assert!(temp_links.is_empty(), "{point}: temp launcher left");
+        let config_dir = config_path(&ctx).parent().unwrap().to_path_buf();
+        let temp_configs: Vec<_> = fs::read_dir(&config_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "config.json")
+            .collect();
+        assert!(temp_configs.is_empty(), "{point}: {temp_configs:?} left");
         if config_after_kill.is_some() {
             assert_eq!(doc["config"], "reused", "{point}");
         }
@@ -70,7 +71,7 @@ fn kill_at_every_point_of_an_upgrade() {
     let first = install(&ctx, &v1, &[]);
     let mut old = first["digest"].as_str().unwrap().to_owned();
     let config = fs::read(config_path(&ctx)).unwrap();
-    for (i, point) in POINTS.iter().enumerate() {
+    for (i, point) in points().into_iter().enumerate() {
         let v = variant(&ctx, &format!("up{i}"));
         let Some(child) = start_paused(&ctx, &v, point) else {
             // An upgrade keeps the existing config, so it never writes one.
@@ -83,7 +84,7 @@ fn kill_at_every_point_of_an_upgrade() {
         let active = assert_consistent(&ctx, Some(&config)).expect("a launcher");
         let snaps = snapshots(&ctx);
         assert!(snaps.contains(&active));
-        match *point {
+        match point {
             "launcher-swapped" | "state-written" => assert_ne!(active, old, "{point}"),
             _ => assert_eq!(active, old, "{point}: launcher moved too early"),
         }
@@ -166,4 +167,40 @@ fn two_installs_at_once_both_end_consistent() {
         prevs.iter().filter(|p| p.is_null()).count() == 1,
         "{prevs:?}"
     );
+}
+
+#[test]
+fn rollback_killed_before_its_swap_leaves_the_launcher_alone() {
+    let ctx = TestContext::new();
+    let d1 = install(&ctx, &variant(&ctx, "v1"), &[])["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let d2 = install(&ctx, &variant(&ctx, "v2"), &[])["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut cmd = ctx.command(["rollback"]);
+    cmd.env("LAPIS_INSTALL_FAULT_PAUSE", "launcher-temp")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let line = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(line, "lapis-fault-pause: launcher-temp");
+    kill9(child);
+    assert_eq!(assert_consistent(&ctx, None).as_deref(), Some(d2.as_str()));
+    // The next rollback completes (and removes the stray temporary link).
+    let out = ctx.run(["rollback", "--json"]);
+    assert_eq!(out.success().json()["to"], d1.as_str());
+    assert_eq!(assert_consistent(&ctx, None).as_deref(), Some(d1.as_str()));
+    let stray: Vec<_> = fs::read_dir(launcher(&ctx).parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
 }

@@ -22,7 +22,11 @@ fn log_lines(log: &std::path::Path) -> Vec<String> {
 fn stop_started(log: &std::path::Path) {
     let pid_file = log.with_extension("log.pid");
     if let Ok(pid) = fs::read_to_string(pid_file) {
-        let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
+        let _ = Command::new("kill")
+            .arg("-9")
+            .arg(pid.trim())
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
@@ -199,4 +203,33 @@ fn unit_that_never_becomes_active_times_out_with_exit_3() {
     stop_started(&log);
     out.expect_code(3);
     assert!(out.stderr.contains("is failed"), "{}", out.stderr);
+}
+
+#[test]
+fn uninstalling_one_instance_keeps_what_another_uses() {
+    let mut ctx = TestContext::new();
+    let log = use_systemctl_standin(&mut ctx);
+    ctx.run(["install", "--json"]).success();
+    stop_started(&log);
+    ctx.run(["install", "--json", "--instance", "w1"]).success();
+    stop_started(&log);
+    let out = ctx.run(["uninstall", "--json", "--instance", "w1", "--purge"]);
+    let doc = out.success().json();
+    assert_eq!(doc["removedUnit"], true);
+    assert_eq!(
+        doc["keptForInstances"],
+        serde_json::json!(["lapis-ai-controller.service"])
+    );
+    assert_eq!(doc["removedLauncher"], false);
+    assert!(active(&ctx).is_some());
+    assert!(!unit_path(&ctx, "lapis-ai-controller-w1.service").exists());
+    assert!(!ctx.home().join(".lapis/ai-controller-w1").exists());
+    assert!(
+        config_path(&ctx).is_file(),
+        "the default instance's config stays"
+    );
+    // The last instance takes the shared parts with it.
+    let doc = ctx.run(["uninstall", "--json"]).success().json();
+    assert_eq!(doc["removedLauncher"], true);
+    assert!(snapshots(&ctx).is_empty());
 }

@@ -4,7 +4,6 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
@@ -36,10 +35,18 @@ pub fn variant(ctx: &TestContext, tag: &str) -> PathBuf {
     let dir = ctx.home().join("variants").join(tag);
     fs::create_dir_all(&dir).unwrap();
     let path = dir.join(PRODUCT);
-    let mut bytes = fs::read(TestContext::bin()).unwrap();
-    bytes.extend_from_slice(format!("\n-- variant {tag} --\n").as_bytes());
-    fs::write(&path, bytes).unwrap();
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    // Written by a child process: a write descriptor held by this
+    // multi-threaded test process could leak into a concurrent fork and make
+    // exec fail with ETXTBSY.
+    let status = std::process::Command::new("sh")
+        .args(["-c", "cp \"$1\" \"$2\" && printf '\\n-- variant %s --\\n' \"$3\" >> \"$2\" && chmod 755 \"$2\""])
+        .arg("sh")
+        .arg(TestContext::bin())
+        .arg(&path)
+        .arg(tag)
+        .status()
+        .unwrap();
+    assert!(status.success());
     path
 }
 

@@ -15,6 +15,8 @@ mod install_releases;
 mod install_service;
 mod install_support;
 mod protocol;
+mod release;
+mod release_update;
 mod serve;
 mod serve_support;
 mod serve_turns;

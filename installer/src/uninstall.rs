@@ -1,0 +1,155 @@
+//! `uninstall`: the reverse of `install`, for one instance.
+//!
+//! The launcher and the snapshots are shared by all instances, so they are
+//! removed only when no other instance still has a service unit. The config
+//! (which holds the tokens applications use) and the controller home (the
+//! journal) are removed only with `--purge`, and never when the controller
+//! home would be `HOME` itself or one of its ancestors.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::config;
+use crate::error::InstallError;
+use crate::fsx::{self, FsError, LockMode};
+use crate::install::lock_releases;
+use crate::launcher::{self, LauncherState};
+use crate::paths::Paths;
+use crate::service;
+use crate::snapshot;
+use crate::staging;
+
+/// What `uninstall` did.
+#[derive(Clone, Debug, Default)]
+pub struct UninstallReport {
+    /// The unit file was removed.
+    pub removed_unit: bool,
+    /// A service manager warning (the removal went on).
+    pub service_warning: Option<String>,
+    /// The launcher was removed.
+    pub removed_launcher: bool,
+    /// What the launcher path holds that was left alone.
+    pub kept_foreign_launcher: Option<String>,
+    /// Snapshots removed.
+    pub removed_snapshots: Vec<String>,
+    /// Other instances whose units keep the shared launcher and snapshots.
+    pub kept_for_instances: Vec<String>,
+    /// Config removed (`--purge`).
+    pub removed_config: Option<PathBuf>,
+    /// Controller home removed (`--purge`).
+    pub removed_controller_home: Option<PathBuf>,
+}
+
+/// Stops and removes this instance's service; removes the launcher and every
+/// snapshot unless another instance's unit still uses them; with `purge`, also
+/// the config (with its tokens) and the controller home.
+pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallError> {
+    let mut report = UninstallReport::default();
+    // Serialised with installs like every other change; when nothing was
+    // ever installed there is no lock to take (and nothing is created).
+    let lock = if paths.releases_root.is_dir() {
+        Some(lock_releases(paths, LockMode::Exclusive)?)
+    } else {
+        None
+    };
+    // Read the config's controller home before anything is removed.
+    let config_home = config::read(&paths.config)
+        .ok()
+        .flatten()
+        .and_then(|(_, s)| s.controller_home);
+    let removed = service::stop_and_remove(paths)?;
+    report.removed_unit = removed.removed_unit;
+    report.service_warning = removed.warning;
+    report.kept_for_instances = service::other_instance_units(paths);
+    if report.kept_for_instances.is_empty() {
+        match launcher::state(paths)? {
+            LauncherState::Ours { .. } => {
+                report.removed_launcher = launcher::remove_if_ours(paths)?;
+            }
+            LauncherState::Foreign { what, .. } => report.kept_foreign_launcher = Some(what),
+            LauncherState::Missing => {}
+        }
+        if lock.is_some() {
+            staging::cleanup_leftovers(paths)?;
+            for digest in snapshot::list_digests(paths)? {
+                snapshot::remove_snapshot(paths, &digest)?;
+                report.removed_snapshots.push(digest);
+            }
+            for entry in fs::read_dir(&paths.releases_root)
+                .map_err(|e| FsError::new("read directory", &paths.releases_root, e))?
+                .flatten()
+            {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // The lock file stays: a waiting installer holds it open.
+                if name != ".lock" {
+                    fsx::remove_tree(&entry.path())?;
+                }
+            }
+        }
+    }
+    if purge {
+        if paths.config.exists() {
+            fs::remove_file(&paths.config).map_err(|e| FsError::new("remove", &paths.config, e))?;
+            let dir = fsx::parent_of(&paths.config);
+            let _ = fs::remove_dir(dir);
+            report.removed_config = Some(paths.config.clone());
+        }
+        let home = config_home.unwrap_or_else(|| paths.controller_home.clone());
+        if home.exists() {
+            check_removable_home(paths, &home)?;
+            fsx::remove_tree(&home)?;
+            report.removed_controller_home = Some(home);
+        }
+    }
+    Ok(report)
+}
+
+/// Refuses to purge a controller home that is `/`, `$HOME` or one of its
+/// ancestors (a mistyped `controllerHome` must not wipe a user's files).
+fn check_removable_home(paths: &Paths, home: &Path) -> Result<(), InstallError> {
+    let dangerous: BTreeSet<&Path> = paths.home.ancestors().collect();
+    if dangerous.contains(home) || home.parent().is_none() {
+        return Err(FsError::new(
+            "purge controller home",
+            home,
+            std::io::Error::other("refusing to remove HOME or one of its ancestors"),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::{PathOptions, ServiceKind};
+
+    fn paths(home: &Path) -> Paths {
+        Paths::resolve(&PathOptions {
+            home: home.to_path_buf(),
+            cwd: home.to_path_buf(),
+            service_kind: Some(ServiceKind::Systemd),
+            ..PathOptions::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn uninstall_of_nothing_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let report = uninstall(&p, true).unwrap();
+        assert!(!report.removed_launcher && report.removed_snapshots.is_empty());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn purge_refuses_home_and_ancestors() {
+        let p = paths(Path::new("/home/u"));
+        assert!(check_removable_home(&p, Path::new("/home/u")).is_err());
+        assert!(check_removable_home(&p, Path::new("/home")).is_err());
+        assert!(check_removable_home(&p, Path::new("/")).is_err());
+        assert!(check_removable_home(&p, Path::new("/home/u/.lapis/ai-controller")).is_ok());
+    }
+}
