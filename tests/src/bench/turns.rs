@@ -20,13 +20,23 @@ pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Re
     let threads = rig.threads(&mut client, "echo")?;
     let prompt = |i: usize| format!("bench prompt {i}: echo me back");
 
+    // Threads belong to their application: the CLI opens its own.
+    let created = run_ok(
+        &rig.ctx,
+        &bin,
+        &["threads", "create", "--workspace", "ws0", "--json"],
+    )?;
+    let cli_thread = created.json()["thread"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     run_ok(
         &rig.ctx,
         &bin,
         &[
             "turns",
             "submit",
-            &threads[0],
+            &cli_thread,
             "--prompt",
             "warm",
             "--wait",
@@ -43,7 +53,7 @@ pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Re
                 &[
                     "turns",
                     "submit",
-                    &threads[0],
+                    &cli_thread,
                     "--prompt",
                     &p,
                     "--wait",
