@@ -37,16 +37,26 @@ fn setup() -> Result<Setup> {
         .to_owned();
     let dist = tempfile::tempdir()?;
     let mut archives = Vec::new();
-    for v in ["0.0.1", "0.0.2", "0.0.3"] {
-        let dir = dist.path().join(v);
+    // Three distinct snapshots with this binary's own identity (the smoke
+    // test checks it against the manifest): the same executable with a
+    // different trailing byte string, which does not change how it runs.
+    let bytes = std::fs::read(&bin)?;
+    let build = &version["build"];
+    for n in 0..3u8 {
+        let dir = dist.path().join(format!("a{n}"));
         std::fs::create_dir_all(&dir)?;
-        let build = BuildIdentity {
-            version: v.into(),
-            commit: "chaos".into(),
-            date: "2026-01-01".into(),
+        let exe = dir.join("lapis-ai-controller");
+        let mut variant = bytes.clone();
+        variant.extend_from_slice(format!("\nchaos-variant-{n}\n").as_bytes());
+        std::fs::write(&exe, variant)?;
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        let identity = BuildIdentity {
+            version: build["version"].as_str().context("version")?.to_owned(),
+            commit: build["commit"].as_str().context("commit")?.to_owned(),
+            date: build["date"].as_str().context("date")?.to_owned(),
             target: target.clone(),
         };
-        let a = build_archive(&bin, build, &dir, 0)?;
+        let a = build_archive(&exe, identity, &dir, 0)?;
         archives.push((a.path.display().to_string(), a.sha256.to_string()));
     }
     let config = ctx.home().join(".config/lapis-ai-controller/config.json");

@@ -56,7 +56,7 @@ pub fn run(turns: usize, workspaces: usize, rng: &mut Rng, limit: Duration) -> R
         let mut client = rig.client()?;
         // Resend submissions whose answer was lost (same id, same input).
         let mut retry = std::mem::take(&mut pending);
-        let batch = 5 + rng.below(30) as usize;
+        let batch = 3 + rng.below(15) as usize;
         for _ in 0..batch {
             if next < turns {
                 let prompt = format!("chaos prompt {next}");
