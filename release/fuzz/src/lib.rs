@@ -53,7 +53,11 @@ pub fn extract(data: &[u8]) {
         .flatten()
         .map(|e| e.file_name())
         .collect();
-    assert_eq!(siblings, vec![std::ffi::OsString::from("staging")], "wrote outside staging");
+    assert_eq!(
+        siblings,
+        vec![std::ffi::OsString::from("staging")],
+        "wrote outside staging"
+    );
     if let Ok(m) = result {
         m.verify_tree(&staging).expect("an accepted tree verifies");
     }

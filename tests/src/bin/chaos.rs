@@ -77,7 +77,7 @@ fn main() -> ExitCode {
             }
             "load" => {
                 let (clients, per) = if quick { (16, 25) } else { (64, 100) };
-                chaos::load::run(clients, per, 256).map(|s| vec![s])
+                chaos::load::run(clients, per, 1024).map(|s| vec![s])
             }
             _ => unreachable!("checked above"),
         };
