@@ -316,11 +316,27 @@ fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
     let thread = ctx.run(["threads", "create", "--workspace", "proj"]);
     thread.success();
     let thread_id = thread.stdout.trim().to_owned();
-    let out = ctx.run(["turns", "submit", &thread_id, "--prompt", "hello echo", "--wait", "--json"]);
+    let out = ctx.run([
+        "turns",
+        "submit",
+        &thread_id,
+        "--prompt",
+        "hello echo",
+        "--wait",
+        "--json",
+    ]);
     out.success();
     let doc = out.json();
     assert_eq!(doc["turn"]["state"], "completed", "{doc}");
-    let follow = ctx.run(["turns", "submit", &thread_id, "--prompt", "follow me", "--follow", "--json"]);
+    let follow = ctx.run([
+        "turns",
+        "submit",
+        &thread_id,
+        "--prompt",
+        "follow me",
+        "--follow",
+        "--json",
+    ]);
     follow.success();
     let doc = follow.json();
     assert_eq!(doc["turn"]["state"], "completed", "{doc}");
@@ -331,10 +347,15 @@ fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
     );
     let turn_id = doc["turn"]["id"].as_str().unwrap();
     assert!(events.iter().all(|e| e["turnId"] == turn_id));
-    let seqs: Vec<u64> = events.iter().map(|e| e["threadSeq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|e| e["threadSeq"].as_u64().unwrap())
+        .collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     // Text mode prints the id, the reply and the final state.
-    let text = ctx.run(["turns", "submit", &thread_id, "--prompt", "plain", "--follow"]);
+    let text = ctx.run([
+        "turns", "submit", &thread_id, "--prompt", "plain", "--follow",
+    ]);
     text.success();
     assert!(text.stdout.contains("completed"), "{}", text.stdout);
     let status = ctx.run(["status", "--json"]).json();
