@@ -4,6 +4,16 @@
 //! variable pointing inside the context's temp dir, so no test can touch the
 //! real home. Everything a command prints is also kept, so a test can scan all
 //! captured output for secrets at the end.
+//!
+//! Secret-leak check: when a context is dropped (and the test is not already
+//! failing), every token secret in every config file under the temp HOME,
+//! plus every secret registered with [`TestContext::register_secret`]
+//! (session bearers), is searched for in everything captured and in every
+//! file under HOME — logs, the SQLite database and its WAL (journal rows),
+//! generated files — except the config files themselves. Any hit fails the
+//! test. The only exemptions: output of `token show` (the one command that
+//! prints a secret, by design) and ELF executables (copies of the built
+//! binary, which cannot contain a secret generated at run time).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -61,8 +71,11 @@ pub struct TestContext {
     path_prefix: Vec<PathBuf>,
     /// Extra environment for every command.
     env: Vec<(String, String)>,
-    /// Everything every command printed, for secret scans.
-    captured: Mutex<Vec<String>>,
+    /// Everything every command printed, for secret scans; `true` marks
+    /// output of `token show`, which prints a secret by design.
+    captured: Mutex<Vec<(String, bool)>>,
+    /// Secrets not in a config file (bearers) that must never appear.
+    secrets: Mutex<Vec<String>>,
 }
 
 impl Default for TestContext {
@@ -86,6 +99,7 @@ impl TestContext {
             path_prefix: Vec::new(),
             env: Vec::new(),
             captured: Mutex::new(Vec::new()),
+            secrets: Mutex::new(Vec::new()),
         }
     }
 
@@ -175,20 +189,99 @@ impl TestContext {
 
     /// Runs any prepared command to completion and captures its output.
     pub fn output(&self, mut cmd: Command) -> Output {
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let prints_secret = args.windows(2).any(|w| w[0] == "token" && w[1] == "show");
         let out = cmd.output().expect("spawn command");
         let out = Output {
             code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         };
-        self.capture(&out.stdout);
-        self.capture(&out.stderr);
+        let mut captured = self.captured.lock().unwrap();
+        captured.push((out.stdout.clone(), prints_secret));
+        captured.push((out.stderr.clone(), false));
         out
     }
 
-    /// Keeps `text` for [`TestContext::assert_no_secret`].
+    /// Keeps `text` for [`TestContext::assert_no_secret`] and the leak check
+    /// at drop.
     pub fn capture(&self, text: &str) {
-        self.captured.lock().unwrap().push(text.to_owned());
+        self.captured.lock().unwrap().push((text.to_owned(), false));
+    }
+
+    /// Adds a secret (for example a session bearer) that the leak check at
+    /// drop must not find in any captured output or file under HOME.
+    pub fn register_secret(&self, secret: impl Into<String>) {
+        let secret = secret.into();
+        if !secret.is_empty() {
+            self.secrets.lock().unwrap().push(secret);
+        }
+    }
+
+    /// Every secret the leak check looks for: registered ones plus the token
+    /// secrets of every config file under HOME.
+    pub fn issued_secrets(&self) -> Vec<String> {
+        let mut out = self.secrets.lock().unwrap().clone();
+        for config in config_files(self.home()) {
+            let Ok(bytes) = std::fs::read(&config) else {
+                continue;
+            };
+            let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+                continue;
+            };
+            for token in doc["tokens"].as_array().into_iter().flatten() {
+                if let Some(secret) = token["secret"].as_str()
+                    && secret.len() >= 8
+                {
+                    out.push(secret.to_owned());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Where any issued secret appears outside the config files, as
+    /// descriptions that never include the secret itself.
+    pub fn secret_leaks(&self) -> Vec<String> {
+        let secrets = self.issued_secrets();
+        let mut leaks = Vec::new();
+        if secrets.is_empty() {
+            return leaks;
+        }
+        for (i, (text, exempt)) in self.captured.lock().unwrap().iter().enumerate() {
+            if *exempt {
+                continue;
+            }
+            for (k, secret) in secrets.iter().enumerate() {
+                if text.contains(secret.as_str()) {
+                    leaks.push(format!("secret #{k} in captured output #{i}"));
+                }
+            }
+        }
+        let configs = config_files(self.home());
+        for file in walkdir_files(self.home()) {
+            if configs.contains(&file) {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&file) else {
+                continue;
+            };
+            if bytes.starts_with(b"\x7fELF") {
+                continue;
+            }
+            let hay = String::from_utf8_lossy(&bytes);
+            for (k, secret) in secrets.iter().enumerate() {
+                if hay.contains(secret.as_str()) {
+                    leaks.push(format!("secret #{k} in {}", file.display()));
+                }
+            }
+        }
+        leaks
     }
 
     /// Panics if any captured output, or any file under HOME other than the
@@ -196,7 +289,7 @@ impl TestContext {
     #[track_caller]
     pub fn assert_no_secret(&self, secret: &str, allowed_files: &[&Path]) {
         assert!(!secret.is_empty());
-        for text in self.captured.lock().unwrap().iter() {
+        for (text, _) in self.captured.lock().unwrap().iter() {
             assert!(!text.contains(secret), "secret leaked into output:\n{text}");
         }
         for entry in walkdir_files(self.home()) {
@@ -213,6 +306,35 @@ impl TestContext {
             }
         }
     }
+}
+
+impl Drop for TestContext {
+    /// The leak check; skipped when the test already failed, so the first
+    /// failure is the one reported.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let leaks = self.secret_leaks();
+        assert!(
+            leaks.is_empty(),
+            "secret leak check failed (secrets not shown):\n{}",
+            leaks.join("\n")
+        );
+    }
+}
+
+/// Config files under `root`: every `config.json` inside a
+/// `lapis-ai-controller` config directory (default and named instances).
+fn config_files(root: &Path) -> Vec<PathBuf> {
+    walkdir_files(root)
+        .into_iter()
+        .filter(|p| {
+            p.file_name().is_some_and(|n| n == "config.json")
+                && p.components()
+                    .any(|c| c.as_os_str() == "lapis-ai-controller")
+        })
+        .collect()
 }
 
 fn walkdir_files(root: &Path) -> Vec<PathBuf> {

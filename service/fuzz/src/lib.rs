@@ -5,6 +5,8 @@
 //! over the bound and never panics; request parsing never panics; `hello`
 //! never panics and no error it returns repeats the credential it was given.
 
+pub mod config;
+
 use std::io::BufReader;
 use std::sync::Arc;
 

@@ -298,8 +298,18 @@ impl Writer {
             running_workspaces: self.sched.running_workspaces(),
             fenced_workspaces: self.sched.fenced_workspaces(),
         };
-        *self.shared.status.lock().unwrap_or_else(|p| p.into_inner()) = status;
-        self.shared.runnable.notify_waiters();
+        // Wake the scheduler only when something it depends on changed: a
+        // claim that found nothing commits no events and changes no counter,
+        // and waking on it made an idle engine spin (claim → wake → claim).
+        let changed = {
+            let mut shared = self.shared.status.lock().unwrap_or_else(|p| p.into_inner());
+            let changed = !events.is_empty() || *shared != status;
+            *shared = status;
+            changed
+        };
+        if changed {
+            self.shared.runnable.notify_waiters();
+        }
         events
     }
 

@@ -14,6 +14,7 @@ mod install_faults;
 mod install_releases;
 mod install_service;
 mod install_support;
+mod leaks;
 mod protocol;
 mod release;
 mod release_update;

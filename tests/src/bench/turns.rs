@@ -1,0 +1,232 @@
+//! `turns`: N sequential `turns submit --wait` with the built-in echo agent
+//! vs the same prompts through `acpx exec` on the same agent; then
+//! throughput over one persistent SDK connection with 1 and 8 workspaces.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde_json::json;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::acpx::Acpx;
+use super::rig::{Rig, run_ok, wait_turns};
+use super::table::{Table, Unit, time_ms};
+
+/// The agent's own time: one raw ACP exchange with the echo agent (spawn,
+/// initialize, session/new, prompt, close, wait), no controller at all; the
+/// same floor as `tests/benches/acp.rs`.
+fn floor_turn(bin: &Path, cwd: &Path, prompt: &str) -> Result<()> {
+    let mut child = Command::new(bin)
+        .arg("acp-echo")
+        .env_clear()
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    let mut call =
+        |id: u64, method: &str, params: serde_json::Value| -> Result<serde_json::Value> {
+            let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            writeln!(stdin, "{msg}")?;
+            loop {
+                line.clear();
+                anyhow::ensure!(out.read_line(&mut line)? > 0, "echo agent closed");
+                let v: serde_json::Value = serde_json::from_str(&line)?;
+                if v["id"] == id {
+                    return Ok(v);
+                }
+            }
+        };
+    call(0, "initialize", json!({"protocolVersion": 1}))?;
+    let s = call(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))?;
+    let sid = s["result"]["sessionId"].clone();
+    call(
+        2,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+    )?;
+    drop(stdin);
+    child.wait()?;
+    Ok(())
+}
+
+/// CPU time (user + system) a process has used, in ms (from
+/// /proc/<pid>/stat; clock ticks assumed 100/s, Linux's USER_HZ).
+fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) * 10.0)
+}
+
+/// Adds the suite's rows.
+pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
+    let mut rig = Rig::new(8, json!({}), json!({}))?;
+    rig.start()?;
+    let bin = rig.bin.clone();
+    let mut client = rig.client()?;
+    let threads = rig.threads(&mut client, "echo")?;
+    let prompt = |i: usize| format!("bench prompt {i}: echo me back");
+
+    // Threads belong to their application: the CLI opens its own.
+    let created = run_ok(
+        &rig.ctx,
+        &bin,
+        &["threads", "create", "--workspace", "ws0", "--json"],
+    )?;
+    let cli_thread = created.json()["thread"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    run_ok(
+        &rig.ctx,
+        &bin,
+        &[
+            "turns",
+            "submit",
+            &cli_thread,
+            "--prompt",
+            "warm",
+            "--wait",
+            "--json",
+        ],
+    )?;
+    let mut cli = Vec::new();
+    for i in 0..n {
+        let p = prompt(i);
+        let (t, out) = time_ms(|| {
+            run_ok(
+                &rig.ctx,
+                &bin,
+                &[
+                    "turns",
+                    "submit",
+                    &cli_thread,
+                    "--prompt",
+                    &p,
+                    "--wait",
+                    "--json",
+                ],
+            )
+        });
+        let out = out?;
+        anyhow::ensure!(
+            out.stdout.contains("completed"),
+            "turn did not complete: {}",
+            out.stdout
+        );
+        cli.push(t);
+    }
+    table.add(
+        "turns",
+        "turns submit --wait, echo (per turn)",
+        Unit::Ms,
+        cli,
+        None,
+    );
+
+    match acpx {
+        Some(acpx) => {
+            let cwd = rig.ctx.home().join("ws0");
+            acpx.run(
+                &bin,
+                &cwd,
+                &["--approve-all", "--format", "quiet", "exec", "warm"],
+            );
+            let samples = (0..n)
+                .map(|i| {
+                    let p = prompt(i);
+                    time_ms(|| {
+                        acpx.run(
+                            &bin,
+                            &cwd,
+                            &["--approve-all", "--format", "quiet", "exec", &p],
+                        )
+                    })
+                    .0
+                })
+                .collect();
+            table.add(
+                "turns",
+                "acpx exec, same echo agent (per turn, peer)",
+                Unit::Ms,
+                samples,
+                Some("turns submit --wait, echo (per turn)"),
+            );
+        }
+        None => table.note("turns: acpx exec skipped (acpx unavailable, see above)"),
+    }
+
+    let cwd = rig.ctx.home().join("ws0");
+    let mut floor = Vec::new();
+    for i in 0..n {
+        let (t, r) = time_ms(|| floor_turn(&bin, &cwd, &prompt(i)));
+        r?;
+        floor.push(t);
+    }
+    let floor_name = "echo agent alone, raw ACP exchange (floor, per turn)";
+    table.add("turns", floor_name, Unit::Ms, floor, None);
+
+    for ws in [1usize, 8] {
+        let mut rates = Vec::new();
+        let mut cpu = Vec::new();
+        for round in 0..3 {
+            let cpu_before = rig.pid().and_then(cpu_ms);
+            let started = Instant::now();
+            let mut last = vec![String::new(); ws];
+            for i in 0..batch {
+                let w = i % ws;
+                let turn = client.turns_submit(
+                    &threads[w],
+                    &format!("tp-{ws}-{round}-{i}"),
+                    &prompt(i),
+                )?;
+                last[w] = turn.id;
+            }
+            let states = wait_turns(&mut client, &last, Duration::from_secs(600))?;
+            anyhow::ensure!(
+                states.iter().all(|s| s == "completed"),
+                "turns ended {states:?}"
+            );
+            rates.push(batch as f64 / started.elapsed().as_secs_f64());
+            if let (Some(a), Some(b)) = (cpu_before, rig.pid().and_then(cpu_ms)) {
+                cpu.push((b - a) / batch as f64);
+            }
+        }
+        if ws == 1 && !cpu.is_empty() {
+            table.add(
+                "turns",
+                "serve's own CPU time per turn, 1 workspace (utime+stime)",
+                Unit::Ms,
+                cpu,
+                None,
+            );
+        }
+        if ws == 1 {
+            let per_turn = rates.iter().map(|r| 1e3 / r).collect();
+            table.add(
+                "turns",
+                "SDK, 1 workspace, ms per turn (overhead = this - floor)",
+                Unit::Ms,
+                per_turn,
+                Some(floor_name),
+            );
+        }
+        let against = (ws == 8).then_some("SDK throughput, 1 workspace");
+        let figure = if ws == 1 {
+            "SDK throughput, 1 workspace".to_owned()
+        } else {
+            format!("SDK throughput, {ws} workspaces")
+        };
+        table.add("turns", figure, Unit::PerSec("turns"), rates, against);
+    }
+    rig.stop();
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! Journal checks shared by the serve suites: every turn's terminal
+//! transitions and fences, read back over the SDK.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Result;
+use lapis_service::EventKind;
+use lapis_service::client::Client;
+
+/// What the journal says about one turn.
+#[derive(Debug, Default, Clone)]
+pub struct TurnHistory {
+    /// Terminal `turn_state` transitions (completed, failed, cancelled).
+    pub terminal: Vec<String>,
+    /// Whether the turn was ever fenced (submission_unknown, interrupted).
+    pub fenced: bool,
+    /// Whether the turn was ever dispatched (the boundary was persisted).
+    pub dispatched: bool,
+}
+
+/// Replays every thread and collects each turn's history.
+pub fn histories(client: &mut Client, threads: &[String]) -> Result<BTreeMap<String, TurnHistory>> {
+    let mut out: BTreeMap<String, TurnHistory> = BTreeMap::new();
+    for thread in threads {
+        let mut after = 0;
+        loop {
+            let page = client.journal_replay(Some(thread), after, Some(1000))?;
+            for e in &page.events {
+                let Some(turn) = &e.turn_id else { continue };
+                if e.kind != EventKind::TurnState {
+                    continue;
+                }
+                let to = e
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p.get("to"))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_owned();
+                let h = out.entry(turn.clone()).or_default();
+                match to.as_str() {
+                    "completed" | "failed" | "cancelled" => h.terminal.push(to),
+                    "submission_unknown" | "interrupted" => h.fenced = true,
+                    "dispatched" | "running" => h.dispatched = true,
+                    _ => {}
+                }
+            }
+            if !page.more || page.events.is_empty() {
+                break;
+            }
+            after = page.next_after;
+        }
+    }
+    Ok(out)
+}
+
+/// Prompts recorded by the fixture agent's ledger (one per line) with
+/// their delivery counts.
+pub fn ledger(path: &std::path::Path) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        *out.entry(line.to_owned()).or_insert(0) += 1;
+    }
+    out
+}
+
+/// Resolves every fenced turn of `turns` as failed (the owner confirming
+/// the agent stopped); returns how many.
+pub fn resolve_fenced(client: &mut Client, turns: &BTreeSet<String>) -> Result<usize> {
+    let mut n = 0;
+    for turn in turns {
+        let t = client.turns_get(turn)?;
+        if t.state.is_fenced() {
+            client.turns_resolve(turn, "failed", true)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
