@@ -262,18 +262,9 @@ fn remove_stale_temps(config: &Path) -> Result<(), FsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::{PathOptions, ServiceKind};
     use std::os::unix::fs::PermissionsExt;
 
-    fn paths(home: &Path) -> Paths {
-        Paths::resolve(&PathOptions {
-            home: home.to_path_buf(),
-            cwd: home.to_path_buf(),
-            service_kind: Some(ServiceKind::Systemd),
-            ..PathOptions::default()
-        })
-        .unwrap()
-    }
+    use crate::paths::test_paths as paths;
 
     #[test]
     fn creates_once_then_reuses_byte_for_byte() {

@@ -186,17 +186,8 @@ pub fn remove_if_ours(paths: &Paths) -> Result<bool, FsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::{PathOptions, ServiceKind};
 
-    fn paths(home: &Path) -> Paths {
-        Paths::resolve(&PathOptions {
-            home: home.to_path_buf(),
-            cwd: home.to_path_buf(),
-            service_kind: Some(ServiceKind::Systemd),
-            ..PathOptions::default()
-        })
-        .unwrap()
-    }
+    use crate::paths::test_paths as paths;
 
     #[test]
     fn classifies_launcher_paths() {

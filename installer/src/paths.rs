@@ -468,3 +468,16 @@ mod tests {
         assert!(!is_digest(".staging-abc"));
     }
 }
+
+/// Paths of the default instance under a temp `home` with a systemd unit:
+/// the one fixture the unit tests of every module share.
+#[cfg(test)]
+pub(crate) fn test_paths(home: &Path) -> Paths {
+    Paths::resolve(&PathOptions {
+        home: home.to_path_buf(),
+        cwd: home.to_path_buf(),
+        service_kind: Some(ServiceKind::Systemd),
+        ..PathOptions::default()
+    })
+    .unwrap()
+}

@@ -313,17 +313,8 @@ pub fn gc(paths: &Paths, keep: usize) -> Result<GcReport, InstallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::{PathOptions, ServiceKind};
 
-    fn paths(home: &Path) -> Paths {
-        Paths::resolve(&PathOptions {
-            home: home.to_path_buf(),
-            cwd: home.to_path_buf(),
-            service_kind: Some(ServiceKind::Systemd),
-            ..PathOptions::default()
-        })
-        .unwrap()
-    }
+    use crate::paths::test_paths as paths;
 
     #[test]
     fn exe_paths_map_to_snapshots() {

@@ -123,17 +123,8 @@ fn check_removable_home(paths: &Paths, home: &Path) -> Result<(), InstallError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::{PathOptions, ServiceKind};
 
-    fn paths(home: &Path) -> Paths {
-        Paths::resolve(&PathOptions {
-            home: home.to_path_buf(),
-            cwd: home.to_path_buf(),
-            service_kind: Some(ServiceKind::Systemd),
-            ..PathOptions::default()
-        })
-        .unwrap()
-    }
+    use crate::paths::test_paths as paths;
 
     #[test]
     fn uninstall_of_nothing_changes_nothing() {
