@@ -323,6 +323,19 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// Paths of the default instance under a temp `home` with a systemd unit:
+/// the one fixture the unit tests of every module share.
+#[cfg(test)]
+pub(crate) fn test_paths(home: &Path) -> Paths {
+    Paths::resolve(&PathOptions {
+        home: home.to_path_buf(),
+        cwd: home.to_path_buf(),
+        service_kind: Some(ServiceKind::Systemd),
+        ..PathOptions::default()
+    })
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,17 +480,4 @@ mod tests {
         assert!(!is_digest(&"A".repeat(64)));
         assert!(!is_digest(".staging-abc"));
     }
-}
-
-/// Paths of the default instance under a temp `home` with a systemd unit:
-/// the one fixture the unit tests of every module share.
-#[cfg(test)]
-pub(crate) fn test_paths(home: &Path) -> Paths {
-    Paths::resolve(&PathOptions {
-        home: home.to_path_buf(),
-        cwd: home.to_path_buf(),
-        service_kind: Some(ServiceKind::Systemd),
-        ..PathOptions::default()
-    })
-    .unwrap()
 }
