@@ -12,7 +12,9 @@ pub fn build_identity() -> BuildIdentity {
             .filter(|c| !c.is_empty())
             .unwrap_or("dev")
             .to_owned(),
-        date: env!("LAPIS_BUILD_DATE").to_owned(),
+        date: option_env!("LAPIS_BUILD_EPOCH")
+            .and_then(|secs| secs.parse().ok())
+            .map_or_else(|| "dev".to_owned(), lapis_release::date_from_epoch),
         target: env!("LAPIS_BUILD_TARGET").to_owned(),
     }
 }

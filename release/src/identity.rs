@@ -24,8 +24,25 @@ pub struct BuildIdentity {
 /// Renders seconds since the Unix epoch (`SOURCE_DATE_EPOCH`) as the UTC
 /// date `YYYY-MM-DD` used in [`BuildIdentity::date`].
 pub fn date_from_epoch(secs: i64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let days = secs.div_euclid(86_400);
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Renders seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn utc_from_epoch(secs: i64) -> String {
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{}T{:02}:{:02}:{:02}Z",
+        date_from_epoch(secs),
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to `(year, month, day)`: Howard Hinnant's
+/// civil_from_days, exact for the proleptic Gregorian calendar.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -35,7 +52,7 @@ pub fn date_from_epoch(secs: i64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    (year, month, day)
 }
 
 #[cfg(test)]
@@ -48,5 +65,9 @@ mod tests {
         assert_eq!(date_from_epoch(951_782_400), "2000-02-29");
         assert_eq!(date_from_epoch(1_767_225_599), "2025-12-31");
         assert_eq!(date_from_epoch(-1), "1969-12-31");
+        assert_eq!(
+            super::utc_from_epoch(951_782_400 + 3_723),
+            "2000-02-29T01:02:03Z"
+        );
     }
 }

@@ -27,7 +27,7 @@ pub use extract::{
     ExtractError, ExtractedRelease, Limits, extract_into, extract_release, read_archive,
 };
 pub use fetch::{FetchError, FetchOptions, Location, fetch};
-pub use identity::{BuildIdentity, date_from_epoch};
+pub use identity::{BuildIdentity, date_from_epoch, utc_from_epoch};
 pub use manifest::{
     Entry, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest, ManifestError, PRODUCT, sha256_file,
 };
