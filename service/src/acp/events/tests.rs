@@ -2,7 +2,7 @@
 
 use super::*;
 
-mod tests {
+mod mapping {
     use super::*;
     use serde_json::json;
 
