@@ -238,19 +238,7 @@ async fn queued_streamed_appends_share_one_commit_and_publish_in_order() {
     s.try_claim().await.unwrap().unwrap();
     let mut sub = s.subscribe();
     // Hold the writer so every append below is waiting in its channel.
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let (started, running) = tokio::sync::oneshot::channel::<()>();
-    let held = {
-        let s = s.clone();
-        tokio::spawn(async move {
-            s.op(move |_| {
-                let _ = started.send(());
-                Ok(gate.recv().ok())
-            })
-            .await
-        })
-    };
-    running.await.unwrap();
+    let (release, held) = hold_writer(s).await;
     let before = s.commit_count();
     let pending: Vec<_> = (0..500)
         .map(|i| s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))))
@@ -283,19 +271,7 @@ async fn queued_operations_share_one_commit_and_a_refused_one_rolls_back_alone()
         .await
         .unwrap();
     // Hold the writer so every operation below is waiting in its channel.
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let (started, running) = tokio::sync::oneshot::channel::<()>();
-    let held = {
-        let s = s.clone();
-        tokio::spawn(async move {
-            s.op(move |_| {
-                let _ = started.send(());
-                Ok(gate.recv().ok())
-            })
-            .await
-        })
-    };
-    running.await.unwrap();
+    let (release, held) = hold_writer(s).await;
     let before = s.commit_count();
     let mut pending = Vec::new();
     for i in 1..=20 {

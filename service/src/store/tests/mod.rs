@@ -4,6 +4,7 @@
 
 mod journal;
 mod lifecycle;
+mod scheduling;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,6 +12,29 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::*;
 use crate::domain::*;
+
+/// Parks the writer thread inside an operation until the returned sender
+/// fires, so requests sent meanwhile wait in its channel and are picked up
+/// together; await the handle after releasing.
+pub(crate) async fn hold_writer(
+    store: &Store,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::task::JoinHandle<StoreResult<Option<()>>>,
+) {
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel::<()>();
+    let s = store.clone();
+    let held = tokio::spawn(async move {
+        s.op(move |_| {
+            let _ = started.send(());
+            Ok(gate.recv().ok())
+        })
+        .await
+    });
+    running.await.unwrap();
+    (release, held)
+}
 
 pub(crate) fn owner() -> Actor {
     Actor::new("owner", "test-app")
