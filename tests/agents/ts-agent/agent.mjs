@@ -207,6 +207,9 @@ const app = acp
     const abort = new AbortController();
     session.pending = abort;
     session.history.push({ role: "user", text });
+    // Kept before any answer, so a turn cut short by a killed process is
+    // still in the history a later `session/load` replays.
+    persist(session);
     let reply = "";
     const stream = async (chunk) => {
       reply += chunk;

@@ -129,6 +129,26 @@ impl AgentProcess {
         )
     }
 
+    /// Sends a `[slow]` prompt and reads until the agent says it waits for
+    /// the cancel (it must not answer before); returns the request id.
+    fn slow_prompt(&mut self, session: &str, text: &str) -> u64 {
+        let id = self.request(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        );
+        loop {
+            let frame = self.recv();
+            assert!(frame.get("id").is_none(), "answered before cancel: {frame}");
+            let waiting = [(
+                "agent_message_chunk".to_owned(),
+                "waiting for cancel; ".to_owned(),
+            )];
+            if texts(&[frame["params"].clone()]) == waiting {
+                return id;
+            }
+        }
+    }
+
     /// Closes stdin and waits for the agent to exit.
     fn finish(mut self) -> ExitStatus {
         drop(self.stdin.take());
@@ -169,6 +189,13 @@ fn reply(updates: &[Value]) -> String {
         .filter(|(k, _)| k == "agent_message_chunk")
         .map(|(_, t)| t)
         .collect()
+}
+
+/// The history the agent stored for `session` under `state`.
+fn stored_history(state: &Path, session: &str) -> Vec<Value> {
+    let file = state.join(format!("{session}.json"));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    doc["history"].as_array().cloned().unwrap_or_default()
 }
 
 fn new_session(agent: &mut AgentProcess, cwd: &Path) -> String {
@@ -301,22 +328,31 @@ fn markers_drive_tools_permissions_and_cancel() {
     );
 
     // [slow]: the turn waits for session/cancel and ends cancelled.
-    let id = agent.request(
-        "session/prompt",
-        json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "[slow]" }] }),
-    );
-    loop {
-        let frame = agent.recv();
-        assert!(frame.get("id").is_none(), "answered before cancel: {frame}");
-        if frame["params"]["update"]["content"]["text"] == "waiting for cancel; " {
-            break;
-        }
-    }
+    let id = agent.slow_prompt(&session, "[slow]");
     agent.send(json!({ "jsonrpc": "2.0", "method": "session/cancel",
         "params": { "sessionId": session } }));
     let (_, r) = agent.until_response(id);
     assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+
+    // Closing stdin ends the agent even while a turn is still waiting, and
+    // that unanswered prompt is already in the stored history.
+    agent.slow_prompt(&session, "[slow] again");
     assert!(agent.finish().success());
+    let stored = stored_history(&dir.path().join("state"), &session);
+    let prompts: Vec<&str> = stored
+        .iter()
+        .filter(|e| e["role"] == "user")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "look [tool]",
+            "write [permission]",
+            "[slow]",
+            "[slow] again"
+        ]
+    );
 }
 
 fn sdk(server: &Server) -> Client {
@@ -381,11 +417,9 @@ fn turns_through_serve_on_the_sdk_agent() {
         .and_then(|t| t.strip_suffix("; nothing said before"))
         .unwrap_or_else(|| panic!("unexpected reply {text:?}"));
     // The agent kept the turn where a later process can load it.
-    let stored: Value =
-        serde_json::from_slice(&std::fs::read(state.join(format!("{session}.json"))).unwrap())
-            .unwrap();
-    assert_eq!(stored["history"][0]["text"], "remember the number 42");
-    assert_eq!(stored["history"][1]["text"], text);
+    let stored = stored_history(&state, session);
+    assert_eq!(stored[0]["text"], "remember the number 42");
+    assert_eq!(stored[1]["text"], text);
 
     // Tool calls and a permission request on an allow-all thread.
     let auto = client
