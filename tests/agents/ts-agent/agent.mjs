@@ -11,9 +11,11 @@
 // What it does (all of it deterministic, no model behind it):
 // - `initialize` answers protocolVersion 1 and `loadSession: true`
 //   (`false` when TS_AGENT_NO_LOAD=1).
-// - `session/new` makes a session and writes its history to
-//   `$TS_AGENT_STATE_DIR/<sessionId>.json` (default `<tmp>/lapis-ts-agent`),
-//   so a new process can `session/load` it.
+// - `session/new` makes a session whose history goes to
+//   `$TS_AGENT_STATE_DIR/<sessionId>.jsonl` (default `<tmp>/lapis-ts-agent`),
+//   so a new process can `session/load` it: a header line
+//   `{"sessionId","cwd"}`, then one `{"role":"user"|"agent","text"}` line per
+//   prompt (written before it is answered) and per reply.
 // - `session/load` replays the stored history as `session/update`
 //   notifications (user_message_chunk for prompts, agent_message_chunk for
 //   replies) and answers only after the whole history is out, as the ACP
@@ -28,11 +30,13 @@
 //   `[slow]` waits for `session/cancel` and answers `cancelled`.
 //
 // What must stay true: nothing but ACP frames on stdout (diagnostics go to
-// stderr), the history file is replaced atomically (write + rename), and a
-// session id never names a path outside the state dir.
+// stderr); the history file is only appended to (a turn costs the same on
+// the thousandth turn as on the first), and a torn last line left by a
+// killed process is dropped on load, never replayed; a session id never
+// names a path outside the state dir.
 
 import { randomUUID } from "node:crypto";
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
@@ -52,17 +56,21 @@ function log(message) {
 }
 
 function stateFile(sessionId) {
-  return join(STATE_DIR, `${sessionId}.json`);
+  return join(STATE_DIR, `${sessionId}.jsonl`);
 }
 
-/** Writes the session's history: temp file beside it, then rename. */
-function persist(session) {
+/** Starts the history file of a new session with its header line. */
+function create(session) {
   mkdirSync(STATE_DIR, { recursive: true });
-  const file = stateFile(session.id);
-  const tmp = `${file}.${process.pid}.tmp`;
-  const doc = { sessionId: session.id, cwd: session.cwd, history: session.history };
-  writeFileSync(tmp, `${JSON.stringify(doc, null, 2)}\n`);
-  renameSync(tmp, file);
+  const header = { sessionId: session.id, cwd: session.cwd };
+  writeFileSync(stateFile(session.id), `${JSON.stringify(header)}\n`, { flag: "wx" });
+}
+
+/** Appends one history entry, in memory and on disk. */
+function record(session, role, text) {
+  const entry = { role, text };
+  session.history.push(entry);
+  appendFileSync(stateFile(session.id), `${JSON.stringify(entry)}\n`);
 }
 
 /** Reads a stored session, or null when this state dir never saw it. */
@@ -79,8 +87,19 @@ function restore(sessionId) {
     }
     throw error;
   }
-  const doc = JSON.parse(text);
-  return { id: sessionId, cwd: doc.cwd, history: doc.history, pending: null };
+  // Complete lines end in "\n": whatever follows the last one is a write
+  // cut short by a kill. It is cut off the file too, so the next append
+  // starts a line of its own.
+  const complete = text.slice(0, text.lastIndexOf("\n") + 1);
+  if (complete.length < text.length) {
+    truncateSync(stateFile(sessionId), Buffer.byteLength(complete));
+    log(`session ${sessionId}: dropped a torn history line`);
+  }
+  const lines = complete.split("\n");
+  lines.pop();
+  const header = JSON.parse(lines[0]);
+  const history = lines.slice(1).map((line) => JSON.parse(line));
+  return { id: sessionId, cwd: header.cwd, history, pending: null };
 }
 
 function textOf(prompt) {
@@ -174,7 +193,7 @@ const app = acp
   }))
   .onRequest(acp.methods.agent.session.new, ({ params }) => {
     const session = { id: `ts-${randomUUID()}`, cwd: params.cwd, history: [], pending: null };
-    persist(session);
+    create(session);
     sessions.set(session.id, session);
     log(`session ${session.id} created`);
     return { sessionId: session.id };
@@ -206,10 +225,9 @@ const app = acp
     const turn = before.length + 1;
     const abort = new AbortController();
     session.pending = abort;
-    session.history.push({ role: "user", text });
     // Kept before any answer, so a turn cut short by a killed process is
     // still in the history a later `session/load` replays.
-    persist(session);
+    record(session, "user", text);
     let reply = "";
     const stream = async (chunk) => {
       reply += chunk;
@@ -243,9 +261,8 @@ const app = acp
     } finally {
       session.pending = null;
       if (reply) {
-        session.history.push({ role: "agent", text: reply });
+        record(session, "agent", reply);
       }
-      persist(session);
     }
   })
   .onNotification(acp.methods.agent.session.cancel, ({ params }) => {

@@ -191,11 +191,16 @@ fn reply(updates: &[Value]) -> String {
         .collect()
 }
 
-/// The history the agent stored for `session` under `state`.
+/// The history the agent stored for `session` under `state` (the lines
+/// after the header of its JSON-lines file).
 fn stored_history(state: &Path, session: &str) -> Vec<Value> {
-    let file = state.join(format!("{session}.json"));
-    let doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    doc["history"].as_array().cloned().unwrap_or_default()
+    let text = std::fs::read_to_string(state.join(format!("{session}.jsonl"))).unwrap();
+    let mut lines = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let header = lines.next().expect("header line");
+    assert_eq!(header["sessionId"], session);
+    lines.collect()
 }
 
 fn new_session(agent: &mut AgentProcess, cwd: &Path) -> String {
@@ -263,10 +268,44 @@ fn a_new_process_loads_the_session_and_remembers_the_earlier_turn() {
     );
     assert!(second.finish().success());
 
-    // An unknown session is not invented.
+    // A history line torn by a killed agent is dropped, never replayed, and
+    // later turns still append whole lines.
+    let file = state.join(format!("{session}.jsonl"));
+    let mut torn = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    torn.write_all(br#"{"role":"user","te"#).unwrap();
+    drop(torn);
     let mut third = AgentProcess::spawn(&ts, &state, false);
     third.initialize();
     let (replayed, r) = third.call(
+        "session/load",
+        json!({ "sessionId": session, "cwd": dir.path(), "mcpServers": [] }),
+    );
+    assert!(r.get("error").is_none(), "session/load failed: {r}");
+    assert_eq!(replayed.len(), 4, "{replayed:?}");
+    let (updates, _) = third.prompt(&session, "after the tear");
+    assert!(
+        reply(&updates).ends_with("you said before: \"what did I say?\""),
+        "{}",
+        reply(&updates)
+    );
+    assert!(third.finish().success());
+    let prompts: Vec<Value> = stored_history(&state, &session)
+        .into_iter()
+        .filter(|e| e["role"] == "user")
+        .map(|e| e["text"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        ["the sky is green", "what did I say?", "after the tear"]
+    );
+
+    // An unknown session is not invented.
+    let mut fourth = AgentProcess::spawn(&ts, &state, false);
+    fourth.initialize();
+    let (replayed, r) = fourth.call(
         "session/load",
         json!({ "sessionId": "ts-00000000-0000-0000-0000-000000000000",
                 "cwd": dir.path(), "mcpServers": [] }),
