@@ -240,7 +240,9 @@ const app = acp
       if (text.includes("[permission]")) {
         const kind = await askPermission(client, session.id, turn);
         await stream(`permission: ${kind}; `);
-        if (kind === "cancelled" && abort.signal.aborted) {
+        // ACP: a client answers `cancelled` only when it cancelled the turn,
+        // whether or not its `session/cancel` has reached us yet.
+        if (kind === "cancelled") {
           return { stopReason: "cancelled" };
         }
       }

@@ -29,8 +29,9 @@ struct AgentProcess {
     lines: Receiver<String>,
     /// Next request id.
     next: u64,
-    /// The option id sent back to a `session/request_permission`.
-    permission_answer: &'static str,
+    /// The option id sent back to a `session/request_permission`; `None`
+    /// answers `cancelled`, as a client does for a cancelled turn.
+    permission_answer: Option<&'static str>,
 }
 
 impl AgentProcess {
@@ -60,7 +61,7 @@ impl AgentProcess {
             child,
             lines,
             next: 1,
-            permission_answer: "allow",
+            permission_answer: Some("allow"),
         }
     }
 
@@ -97,9 +98,12 @@ impl AgentProcess {
             match frame["method"].as_str() {
                 Some("session/update") => updates.push(frame["params"].clone()),
                 Some("session/request_permission") => {
-                    let answer = self.permission_answer;
-                    self.send(json!({ "jsonrpc": "2.0", "id": frame["id"], "result": {
-                        "outcome": { "outcome": "selected", "optionId": answer } } }));
+                    let outcome = match self.permission_answer {
+                        Some(id) => json!({ "outcome": "selected", "optionId": id }),
+                        None => json!({ "outcome": "cancelled" }),
+                    };
+                    self.send(json!({ "jsonrpc": "2.0", "id": frame["id"],
+                        "result": { "outcome": outcome } }));
                 }
                 Some(other) => panic!("unexpected request from the agent: {other}"),
                 None if frame["id"] == json!(id) => return (updates, frame),
@@ -358,13 +362,18 @@ fn markers_drive_tools_permissions_and_cancel() {
     assert_eq!(updates[1]["update"]["status"], "completed");
 
     // [permission]: the answer chosen by the client is reported.
-    agent.permission_answer = "reject";
+    agent.permission_answer = Some("reject");
     let (updates, _) = agent.prompt(&session, "write [permission]");
     assert!(
         reply(&updates).starts_with("permission: reject_once; turn 2 of session"),
         "{}",
         reply(&updates)
     );
+    // A `cancelled` answer means the client cancelled the turn.
+    agent.permission_answer = None;
+    let (updates, r) = agent.prompt(&session, "write again [permission]");
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert_eq!(reply(&updates), "permission: cancelled; ");
 
     // [slow]: the turn waits for session/cancel and ends cancelled.
     let id = agent.slow_prompt(&session, "[slow]");
@@ -388,6 +397,7 @@ fn markers_drive_tools_permissions_and_cancel() {
         [
             "look [tool]",
             "write [permission]",
+            "write again [permission]",
             "[slow]",
             "[slow] again"
         ]
