@@ -7,6 +7,8 @@
 //! with `SKIPPED:`, and the test returns. When both are there the test runs:
 //! there is no other way to skip it.
 
+pub mod client;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
