@@ -21,3 +21,4 @@ mod release_update;
 mod serve;
 mod serve_support;
 mod serve_turns;
+mod ts_agent;
