@@ -293,15 +293,7 @@ pub fn update(
     )
     .map_err(ArchiveError::from)?;
     let name = candidate.archive.name.clone();
-    let install = install_bytes(
-        paths,
-        &bytes,
-        &name,
-        &sha256,
-        &build.target,
-        &limits,
-        opts,
-    )?;
+    let install = install_bytes(paths, &bytes, &name, &sha256, &build.target, &limits, opts)?;
     Ok(UpdateReport::Installed {
         candidate,
         downgrade,

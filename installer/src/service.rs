@@ -363,9 +363,7 @@ pub fn stop_and_remove(paths: &Paths) -> Result<RemoveReport, ServiceError> {
             &["--user", "disable", "--now", &paths.unit.name],
         )
         .map(drop),
-        ServiceKind::Launchd => {
-            run("launchctl", &["bootout", &launchd_target(paths)]).map(drop)
-        }
+        ServiceKind::Launchd => run("launchctl", &["bootout", &launchd_target(paths)]).map(drop),
     };
     if let Err(e) = result {
         report.warning = Some(e.to_string());
