@@ -252,8 +252,8 @@ pub enum UpdateReport {
         candidate: Candidate,
         /// Whether it is older than the running version.
         downgrade: bool,
-        /// The archive install.
-        archive: ArchiveReport,
+        /// The archive install (boxed: it is by far the largest variant).
+        archive: Box<ArchiveReport>,
     },
 }
 
@@ -297,10 +297,10 @@ pub fn update(
     Ok(UpdateReport::Installed {
         candidate,
         downgrade,
-        archive: ArchiveReport {
+        archive: Box::new(ArchiveReport {
             name,
             sha256,
             install,
-        },
+        }),
     })
 }

@@ -402,7 +402,44 @@ pub fn other_instance_units(paths: &Paths) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::{PathOptions, test_paths};
     use std::cell::Cell;
+
+    #[test]
+    fn restart_command_names_the_instance_service() {
+        let home = tempfile::tempdir().unwrap();
+        let paths = test_paths(home.path());
+        assert_eq!(
+            restart_command(&paths),
+            "systemctl --user restart lapis-ai-controller.service"
+        );
+        let launchd = Paths::resolve(&PathOptions {
+            home: home.path().to_path_buf(),
+            cwd: home.path().to_path_buf(),
+            instance: Some("w1".into()),
+            service_kind: Some(ServiceKind::Launchd),
+            ..PathOptions::default()
+        })
+        .unwrap();
+        assert_eq!(
+            restart_command(&launchd),
+            format!(
+                "launchctl kickstart -k gui/{}/ai.lapis.controller.w1",
+                nix::unistd::getuid()
+            )
+        );
+    }
+
+    #[test]
+    fn restart_without_a_unit_file_runs_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let paths = test_paths(home.path());
+        let outcome = restart_installed(&paths, Duration::ZERO, || {
+            panic!("nothing to wait for without a unit")
+        })
+        .unwrap();
+        assert_eq!(outcome, Restart::NotInstalled);
+    }
 
     #[test]
     fn wait_ready_returns_when_ready() {

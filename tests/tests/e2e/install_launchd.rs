@@ -282,3 +282,14 @@ fn failed_restart_keeps_the_rollback_and_exits_3() {
         Some(format!("--user restart {UNIT}").as_str())
     );
 }
+
+#[test]
+fn an_unknown_service_manager_is_refused_before_anything_changes() {
+    let mut ctx = TestContext::new();
+    ctx.set_env(lapis_installer::paths::SERVICE_MANAGER_ENV, "upstart");
+    let out = ctx.run(["install", "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "invalid_environment");
+    assert!(out.stderr.contains("\"upstart\""), "{}", out.stderr);
+    assert!(active(&ctx).is_none());
+}
