@@ -11,6 +11,7 @@ mod basics;
 mod client;
 mod install;
 mod install_faults;
+mod install_launchd;
 mod install_releases;
 mod install_service;
 mod install_support;
