@@ -103,7 +103,7 @@ fn extracts_a_good_archive_with_exact_modes() {
     assert_eq!(fs::read(&bin).unwrap(), b"#!/bin/sh\n");
     assert_eq!(
         fs::metadata(&bin).unwrap().permissions().mode() & 0o7777,
-        0o755
+        crate::archive::BINARY_MODE
     );
     assert_eq!(tree.manifest().build.target, TARGET);
     assert!(
