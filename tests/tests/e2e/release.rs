@@ -333,6 +333,24 @@ fn install_from_url_verifies_and_survives_a_dropped_download() {
     );
     assert_eq!(Fingerprint::of(ctx.home()), before);
 
+    // Issue 15: a download announcing 100 GB is refused on its headers
+    // (it used to be buffered up to the 512 MiB limit first).
+    server.route(
+        &format!("/huge/{name}"),
+        Route::declaring(100 << 30, vec![0u8; 4 << 20]),
+    );
+    let out = ctx.run([
+        "install",
+        "--from",
+        &server.url(&format!("/huge/{name}")),
+        "--sha256",
+        &sha,
+        "--no-service",
+        "--json",
+    ]);
+    refused(&out, "invalid_archive", "byte limit");
+    assert_eq!(Fingerprint::of(ctx.home()), before);
+
     server.route(&format!("/ok/{name}"), Route::ok("application/gzip", good));
     server.route(
         "/ok/SHA256SUMS",
