@@ -140,7 +140,10 @@ fn check_sealed(root: &Path, rel: &Path) -> Result<(), Sealed> {
         .map_err(Sealed::Fs)?
     {
         let entry = entry.at("read directory", &dir).map_err(Sealed::Fs)?;
-        let kind = entry.file_type().at("inspect", &entry.path()).map_err(Sealed::Fs)?;
+        let kind = entry
+            .file_type()
+            .at("inspect", &entry.path())
+            .map_err(Sealed::Fs)?;
         if kind.is_dir() {
             check_sealed(root, &rel.join(entry.file_name()))?;
         }

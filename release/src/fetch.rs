@@ -181,7 +181,10 @@ fn download(url: &str, limit: u64, opts: &FetchOptions) -> Result<Vec<u8>, Fetch
     let mut headers = header::HeaderMap::new();
     headers.insert(
         header::USER_AGENT,
-        header::HeaderValue::from_static(concat!("lapis-ai-controller/", env!("CARGO_PKG_VERSION"))),
+        header::HeaderValue::from_static(concat!(
+            "lapis-ai-controller/",
+            env!("CARGO_PKG_VERSION")
+        )),
     );
     if opts.octet_stream {
         headers.insert(
@@ -190,8 +193,9 @@ fn download(url: &str, limit: u64, opts: &FetchOptions) -> Result<Vec<u8>, Fetch
         );
     }
     if let Some(token) = &opts.token {
-        let mut value = header::HeaderValue::from_str(&format!("token {token}"))
-            .map_err(|_| failed(io::Error::other("the token is not a valid header value").into()))?;
+        let mut value = header::HeaderValue::from_str(&format!("token {token}")).map_err(|_| {
+            failed(io::Error::other("the token is not a valid header value").into())
+        })?;
         value.set_sensitive(true);
         headers.insert(header::AUTHORIZATION, value);
     }

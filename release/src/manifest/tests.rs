@@ -114,7 +114,9 @@ fn special_permission_bits_are_a_mode_difference() {
         let err = m.verify_tree(dir.path()).unwrap_err().to_string();
         assert!(err.contains("mode differs"), "{special:o}: {err}");
         // Nor can such a tree be described: manifests hold permission bits only.
-        let err = Manifest::from_tree(dir.path(), build()).unwrap_err().to_string();
+        let err = Manifest::from_tree(dir.path(), build())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("beyond 0o777"), "{special:o}: {err}");
     }
     fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
@@ -134,10 +136,18 @@ fn an_extra_empty_directory_is_caught() {
     ] {
         fs::create_dir_all(dir.path().join(extra)).unwrap();
         let err = m.verify_tree(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("directory not in the manifest"), "{extra}: {err}");
+        assert!(
+            err.contains("directory not in the manifest"),
+            "{extra}: {err}"
+        );
         assert!(err.contains(&format!("{shown:?}")), "{extra}: {err}");
-        let err = Manifest::from_tree(dir.path(), build()).unwrap_err().to_string();
-        assert!(err.contains("directory not in the manifest"), "{extra}: {err}");
+        let err = Manifest::from_tree(dir.path(), build())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("directory not in the manifest"),
+            "{extra}: {err}"
+        );
         fs::remove_dir_all(dir.path().join(remove)).unwrap();
     }
     m.verify_tree(dir.path()).unwrap();

@@ -275,7 +275,8 @@ fn special_bits_extra_directories_and_edited_identity_are_never_trusted() {
         out.expect_code(2);
         let code = out.json()["error"]["code"].clone();
         assert!(
-            code == "snapshot_tampered" || (what == "edited build identity" && code == "smoke_test_failed"),
+            code == "snapshot_tampered"
+                || (what == "edited build identity" && code == "smoke_test_failed"),
             "{what}: {code} {}",
             out.stderr
         );
