@@ -11,9 +11,6 @@ pub mod engine;
 pub mod store;
 
 pub mod auth;
-pub mod client;
-pub mod config;
-pub mod protocol;
 pub mod server;
 
 pub use domain::{

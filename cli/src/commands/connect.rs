@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lapis_service::client::{Client, ClientError, Credential};
-use lapis_service::config::Config;
+use lapis_protocol::client::{Client, ClientError, Credential};
+use lapis_protocol::config::Config;
 
 use crate::args::GlobalArgs;
 use crate::exit::CliError;

@@ -185,7 +185,7 @@ fn status_probe(paths: &Paths) -> Probe {
     };
     if output.status.success() {
         let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        if doc["protocol"] == lapis_service::protocol::PROTOCOL {
+        if doc["protocol"] == lapis_protocol::PROTOCOL {
             return Probe::Ready;
         }
         return Probe::NotYet("status answered without the expected protocol".to_owned());

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use lapis_service::client::Client;
+use lapis_protocol::client::Client;
 use lapis_service::domain::{EventKind, JournalEvent, Turn, TurnState};
 use lapis_service::server::{ENDED, EVENT, LAGGED};
 use serde_json::{Value, json};

@@ -23,11 +23,13 @@ mod registry;
 mod runner;
 mod session;
 mod smoke;
-mod spec;
 
 pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
     PermissionOption, UpdateMapper,
+};
+pub use lapis_protocol::config::{
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
 };
 pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
@@ -37,6 +39,3 @@ pub use runner::{
     PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
 };
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
-pub use spec::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
-};

@@ -21,7 +21,7 @@ use super::events::{ActivityEvent, Invocation, PermissionAnswer, PermissionOptio
 use super::process::{AgentProcess, StderrLimits, TeardownLimits};
 use super::registry::AgentRegistry;
 use super::session::{CallError, Session};
-use super::spec::{CommandLookup, ProviderSpec};
+use lapis_protocol::config::{CommandLookup, ProviderSpec};
 
 /// The ACP protocol version this client speaks (pinned).
 pub const ACP_PROTOCOL_VERSION: u64 = 1;

@@ -19,11 +19,11 @@ use serde::{Deserialize, Serialize};
 use super::clock::Clock;
 use super::persist::{SessionPersistence, credential_key};
 use super::secret::{hash_bearer, new_bearer, random_hex, secrets_equal};
-use crate::config::TokenSpec;
-use crate::protocol::{ErrorCode, HelloParams, RpcError, Scope, SessionView};
+use lapis_protocol::config::TokenSpec;
+use lapis_protocol::{ErrorCode, HelloParams, RpcError, Scope, SessionView};
 
 /// Default session lifetime: 30 days.
-pub const DEFAULT_SESSION_TTL_SECS: u64 = 30 * 24 * 3600;
+pub use lapis_protocol::config::DEFAULT_SESSION_TTL_SECS;
 
 /// One authenticated session, as stored.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -297,7 +297,7 @@ mod tests {
     use super::*;
     use crate::auth::clock::ManualClock;
     use crate::auth::persist::MemorySessions;
-    use crate::protocol::PROTOCOL;
+    use lapis_protocol::PROTOCOL;
 
     const SECRET: &str = "lapis_0000000000000000000000000000000000000000000000000000000000000001";
 

@@ -12,6 +12,7 @@ mod connection;
 mod context;
 mod core;
 mod dispatch;
+mod frames;
 mod handlers;
 mod listener;
 mod session_store;
@@ -27,11 +28,11 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
 
-use crate::acp::ProviderSpec;
+use crate::acp::{ECHO_PROVIDER, ProviderSpec};
 use crate::auth::{Authority, Clock, SystemClock};
-use crate::config::Config;
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
+use lapis_protocol::config::Config;
 
 pub use self::core::{Core, PermissionResponder};
 pub use connection::serve_connection;
@@ -44,9 +45,6 @@ pub use subscriptions::{ENDED, EVENT, LAGGED};
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}
-
-/// The built-in provider, always available unless the config overrides it.
-pub const ECHO_PROVIDER: &str = "echo";
 
 /// How long open connections get to finish after a stop signal.
 pub const DRAIN: Duration = Duration::from_secs(5);

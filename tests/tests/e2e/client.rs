@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lapis_service::client::{Client, ClientError, Credential};
+use lapis_protocol::client::{Client, ClientError, Credential};
 use lapis_service::server::EVENT;
 
 use crate::serve_support::{OWNER, Server};

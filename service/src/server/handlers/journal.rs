@@ -14,8 +14,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::auth::AuthSession;
 use crate::domain::{JournalEvent, ReplayScope};
-use crate::protocol::{Notification, RpcError, params};
 use crate::store::Store;
+use lapis_protocol::{Notification, RpcError, params};
 
 use super::super::connection::{Conn, Outbox};
 use super::super::context::ServerContext;

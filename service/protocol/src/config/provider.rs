@@ -11,8 +11,9 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::VcsIdentity;
 
 /// The name of the built-in deterministic provider.
 pub const ECHO_PROVIDER: &str = "echo";
@@ -55,15 +56,6 @@ pub enum ProviderError {
     CommandNotFound { provider: String, command: String },
     #[error("provider `{provider}`: `{path}` is not an executable file")]
     NotExecutable { provider: String, path: PathBuf },
-}
-
-/// The identity commits made by the agent carry (non-secret).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VcsIdentity {
-    /// Author and committer name.
-    pub name: String,
-    /// Author and committer email.
-    pub email: String,
 }
 
 /// How the agent's executable is named in config.

@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::protocol::{
+use crate::{
     DEFAULT_MAX_FRAME_BYTES, FrameError, HelloParams, HelloResult, Id, Incoming, Notification,
     PROTOCOL, SessionView, continue_frame_blocking, encode,
 };

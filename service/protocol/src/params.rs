@@ -208,7 +208,7 @@ pub struct StatusResult {
     /// Version of the running build.
     pub version: String,
     /// Build identity.
-    pub build: lapis_release::BuildIdentity,
+    pub build: crate::BuildInfo,
     /// Release snapshot digest, when running from an installed snapshot.
     pub snapshot: Option<String>,
     /// Server process id.

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig};
+use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderSpec};
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -165,7 +165,7 @@ fn validate_providers(providers: &BTreeMap<String, ProviderConfig>) -> Result<()
         // The ACP runner's own rules (the spec it will launch from).
         let value = serde_json::to_value(p)
             .map_err(|_| invalid(format!("providers.{name}"), "cannot be encoded"))?;
-        crate::acp::ProviderSpec::from_json(name, &value)
+        ProviderSpec::from_json(name, &value)
             .map_err(|e| invalid(format!("providers.{name}"), format!("is invalid ({e})")))?;
     }
     Ok(())
@@ -275,7 +275,7 @@ mod tests {
         assert_eq!(c.server.max_connections, 256);
         assert_eq!(
             c.tokens[0].effective_scopes().len(),
-            crate::protocol::Scope::ALL.len()
+            crate::Scope::ALL.len()
         );
     }
 

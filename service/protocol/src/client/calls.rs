@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::{Client, ClientError};
-use crate::domain::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
-use crate::protocol::params::StatusResult;
+use crate::params::StatusResult;
+use crate::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
 fn member<T: serde::de::DeserializeOwned>(mut v: Value, key: &str) -> Result<T, ClientError> {
     serde_json::from_value(v[key].take())
