@@ -36,12 +36,16 @@ pub enum FrameError {
 pub fn take_line(buf: &mut Vec<u8>, chunk: &[u8], max: usize) -> Result<(usize, bool), FrameError> {
     match chunk.iter().position(|b| *b == b'\n') {
         Some(i) => {
-            if buf.len() + i > max {
+            // `max + 1` leaves room for a `\r` that is stripped below.
+            if buf.len() + i > max + 1 {
                 return Err(FrameError::TooLong { max });
             }
             buf.extend_from_slice(&chunk[..i]);
             if buf.last() == Some(&b'\r') {
                 buf.pop();
+            }
+            if buf.len() > max {
+                return Err(FrameError::TooLong { max });
             }
             Ok((i + 1, true))
         }

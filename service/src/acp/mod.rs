@@ -35,7 +35,7 @@ pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
-    PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelHandle, CancelSignal, HookError, PermissionRequest,
+    RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
 };
 pub use smoke::{SmokeTurnError, echo_smoke_turn};

@@ -14,13 +14,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::events::{ActivityEvent, Invocation, PermissionAnswer, PermissionOption};
 use super::process::{AgentProcess, StderrLimits, TeardownLimits};
 use super::registry::AgentRegistry;
 use super::session::{CallError, Session};
+use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
 
 /// The ACP protocol version this client speaks (pinned).
@@ -28,19 +28,6 @@ pub const ACP_PROTOCOL_VERSION: u64 = 1;
 
 /// JSON-RPC error code ACP uses for "authentication required".
 pub const AUTH_REQUIRED: i64 = -32000;
-
-/// How permission requests are answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum ApprovalPolicy {
-    /// Every request becomes a pending interaction a client must answer.
-    #[default]
-    #[serde(rename = "ask")]
-    Ask,
-    /// Requests offering an allow option are approved automatically (never
-    /// on restricted threads).
-    #[serde(rename = "allow-all")]
-    AllowAll,
-}
 
 /// Bounds and deadlines of one turn.
 #[derive(Debug, Clone, Copy)]

@@ -21,14 +21,14 @@ mod subscriptions;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
 
-use crate::acp::{ECHO_PROVIDER, ProviderSpec};
+use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
@@ -165,13 +165,10 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
                 source,
             })?;
     }
-    let mut specs = BTreeMap::new();
-    for (name, provider) in &options.config.providers {
-        // Validated with the config; converted again for the runner.
-        let value = serde_json::to_value(provider).unwrap_or_default();
-        let spec = ProviderSpec::from_json(name, &value).map_err(ServeError::Provider)?;
-        specs.insert(name.clone(), spec);
-    }
+    let specs = options
+        .config
+        .provider_specs()
+        .map_err(ServeError::Provider)?;
     let mut providers: BTreeSet<String> = specs.keys().cloned().collect();
     providers.insert(ECHO_PROVIDER.to_owned());
     let (engine, handle) = match &options.agent_exe {
@@ -239,7 +236,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .await
         .map_err(ServeError::from)
     } else {
-        let path = options.home.join("controller.sock");
+        let path = options.home.join(lapis_protocol::home::SOCKET_FILE);
         match bind(&path, &store) {
             Ok(listener) => {
                 tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");

@@ -240,6 +240,15 @@ impl Config {
         self.controller_home.join(crate::home::SOCKET_FILE)
     }
 
+    /// The configured providers as the runner launches them (the rules were
+    /// checked when the config was validated).
+    pub fn provider_specs(&self) -> Result<BTreeMap<String, ProviderSpec>, ProviderError> {
+        self.providers
+            .iter()
+            .map(|(name, p)| Ok((name.clone(), ProviderSpec::from_config(name, p)?)))
+            .collect()
+    }
+
     /// The first token (the CLI's own credential).
     pub fn primary_token(&self) -> &TokenSpec {
         &self.tokens[0]
