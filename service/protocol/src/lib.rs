@@ -19,6 +19,7 @@ mod frame;
 mod hello;
 pub mod home;
 mod message;
+pub mod notifications;
 pub mod params;
 mod records;
 mod scopes;

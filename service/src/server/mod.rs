@@ -41,7 +41,6 @@ pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
 pub use session_store::StoreSessions;
 pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
-pub use subscriptions::{ENDED, EVENT, LAGGED};
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}

@@ -13,6 +13,7 @@ use crate::domain::Actor;
 use crate::domain::{ApprovalPolicy, NewThread, Retention};
 use lapis_protocol::client::{Client, Credential};
 use lapis_protocol::config::{Config, ServerLimits, TokenSpec};
+use lapis_protocol::notifications::{JOURNAL_EVENT as EVENT, JOURNAL_LAGGED as LAGGED};
 
 const SECRET: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000d4";
 
