@@ -395,12 +395,8 @@ fn activate(
         let result = config::bootstrap(paths, &|| (opts.checkpoint)(Checkpoint::ConfigTemp))?;
         // The controller home named by the config (private: it will hold the
         // database and the socket).
-        let home = result
-            .1
-            .controller_home
-            .as_deref()
-            .unwrap_or(&paths.controller_home);
-        fsx::create_dir_all_mode_lazy(home, 0o700)?;
+        let home = paths.controller_home_for(result.1.controller_home.as_deref());
+        fsx::create_dir_all_mode_lazy(&home.path, 0o700)?;
         Some(result)
     } else {
         None
