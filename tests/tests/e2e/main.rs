@@ -12,6 +12,7 @@ mod client;
 mod install;
 mod install_faults;
 mod install_releases;
+mod install_script;
 mod install_service;
 mod install_support;
 mod leaks;
