@@ -17,6 +17,7 @@ pub mod archive;
 pub mod checksums;
 pub mod extract;
 pub mod fetch;
+pub mod glibc;
 mod identity;
 mod manifest;
 pub mod shipped;
