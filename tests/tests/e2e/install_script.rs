@@ -138,23 +138,26 @@ fn assert_installed(ctx: &TestContext, release: &Release, out: &Output) {
 }
 
 #[test]
-fn install_sh_installs_a_pinned_release_verified() {
+fn install_sh_installs_a_pinned_release_verified_from_stdin() {
     let ctx = TestContext::new();
     let release = build_release(&ctx);
     let bytes = std::fs::read(&release.archive.path).unwrap();
     let server = serve(&release, &bytes, &release.sums);
     let version = release.archive.manifest.build.version.clone();
-    let out = run_script(
-        &ctx,
-        &[
-            "--version",
-            &version,
-            "--base-url",
-            server.base(),
-            "--no-service",
-        ],
-        None,
-    );
+    // As documented: the script on stdin (`curl … | sh -s -- ARGS`).
+    let dash = which("dash").expect("dash must be installed to test install.sh");
+    let mut cmd = ctx.command_for(&dash, ["-s", "--"]);
+    cmd.args([
+        "--version",
+        &version,
+        "--base-url",
+        server.base(),
+        "--no-service",
+    ])
+    .env_remove("LAPIS_AI_CONTROLLER_INSTALL_URL")
+    .env("TMPDIR", ctx.home().join(".cache"))
+    .stdin(std::fs::File::open(script()).unwrap());
+    let out = ctx.output(cmd);
     assert_installed(&ctx, &release, &out);
     let paths: Vec<String> = server.seen().into_iter().map(|s| s.path).collect();
     assert!(
