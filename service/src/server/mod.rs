@@ -14,6 +14,7 @@ mod core;
 mod dispatch;
 mod handlers;
 mod listener;
+mod notify;
 mod session_store;
 mod stdio;
 mod subscriptions;
@@ -209,7 +210,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     })
 }
 
-/// Flips `tx` on the first SIGTERM or SIGINT.
+/// Flips `tx` on the first SIGTERM or SIGINT (and tells the service manager
+/// the controller is stopping).
 pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
@@ -219,7 +221,26 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
             _ = term.recv() => tracing::info!(signal = "SIGTERM", "stopping"),
             _ = int.recv() => tracing::info!(signal = "SIGINT", "stopping"),
         }
+        notify::stopping();
         let _ = tx.send(true);
+    });
+    Ok(())
+}
+
+/// Handles SIGHUP (the unit's `ExecReload`) for the life of the server, so a
+/// reload request never terminates the controller (SIGHUP's default action).
+fn reload_on_sighup() -> Result<(), ServeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup()).map_err(ServeError::Signals)?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            notify::reloading();
+            tracing::warn!(
+                signal = "SIGHUP",
+                "configuration reload is not supported by this version; restart the service to apply changes"
+            );
+            notify::reloaded("reload refused: restart to apply configuration changes");
+        }
     });
     Ok(())
 }
@@ -229,6 +250,7 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     stop_on_signals(stop_tx)?;
+    reload_on_sighup()?;
     let Prepared { ctx, store, engine } = prepare(&options).await?;
     let result = if options.stdio {
         serve_stdio(
@@ -245,6 +267,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         match bind(&path, &store) {
             Ok(listener) => {
                 tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");
+                // Bound and listening: a connect succeeds from here on.
+                notify::ready();
                 Listener {
                     listener,
                     limit: Arc::new(Semaphore::new(ctx.limits.max_connections)),
