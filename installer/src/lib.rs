@@ -14,6 +14,8 @@
 //!   (a [`StagingDir`] filled in place, e.g. by archive extraction);
 //! - [`smoke`], [`launcher`], [`config`], [`state`]: the steps;
 //! - [`unit`], [`service`]: the systemd/launchd user service;
+//! - [`inspect`]: read-only questions to the service manager for `logs` and
+//!   `doctor` (where the log is, unit state, lingering);
 //! - [`releases`], [`uninstall`]: list, rollback, gc, uninstall.
 //!
 //! Nothing here prints or exits; every operation returns a report or an
@@ -22,6 +24,7 @@
 pub mod config;
 mod error;
 pub mod fsx;
+pub mod inspect;
 pub mod install;
 pub mod launcher;
 pub mod paths;

@@ -3,9 +3,11 @@
 mod acp_echo;
 mod completions;
 mod connect;
+mod doctor;
 mod install;
 mod install_from;
 mod journal;
+mod logs;
 mod paths;
 mod releases;
 mod rollback;
@@ -37,6 +39,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Token(command) => token::run(&global, command),
         Command::Serve(args) => serve::run(&global, args),
         Command::Status(out) => status::run(&global, out),
+        Command::Logs(args) => logs::run(&global, args),
+        Command::Doctor(out) => doctor::run(&global, out),
         Command::Workspaces(command) => workspaces::run(&global, command),
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),

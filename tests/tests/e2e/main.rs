@@ -15,6 +15,7 @@ mod install_releases;
 mod install_service;
 mod install_support;
 mod leaks;
+mod ops_logs_doctor;
 mod ops_notify;
 mod protocol;
 mod release;
