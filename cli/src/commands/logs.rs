@@ -86,7 +86,10 @@ fn tail(path: &Path, lines: usize, follow: bool) -> io::Result<()> {
     )? {
         return Ok(());
     }
-    while follow {
+    if !follow {
+        return Ok(());
+    }
+    loop {
         std::thread::sleep(FOLLOW_POLL);
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         if len < pos {
@@ -101,7 +104,6 @@ fn tail(path: &Path, lines: usize, follow: bool) -> io::Result<()> {
             return Ok(());
         }
     }
-    Ok(())
 }
 
 /// `Ok(true)` when the reader went away (broken pipe).
