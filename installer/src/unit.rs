@@ -9,7 +9,7 @@
 
 use thiserror::Error;
 
-use crate::paths::Paths;
+use crate::paths::{Paths, ServiceKind};
 
 /// A path that cannot be written into a service definition.
 #[derive(Debug, Error)]
@@ -39,6 +39,25 @@ pub fn serve_command_line(paths: &Paths) -> String {
         .map(|a| shell_quote(a))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The command that starts the installed service (for messages).
+pub fn start_command(paths: &Paths) -> String {
+    match paths.unit.kind {
+        ServiceKind::Systemd => format!("systemctl --user start {}", paths.unit.name),
+        ServiceKind::Launchd => format!("launchctl kickstart gui/$(id -u)/{}", paths.unit.name),
+    }
+}
+
+/// The command that restarts the installed service, so it runs what the
+/// launcher points at (for messages).
+pub fn restart_command(paths: &Paths) -> String {
+    match paths.unit.kind {
+        ServiceKind::Systemd => format!("systemctl --user restart {}", paths.unit.name),
+        ServiceKind::Launchd => {
+            format!("launchctl kickstart -k gui/$(id -u)/{}", paths.unit.name)
+        }
+    }
 }
 
 /// The systemd user unit text.
@@ -193,7 +212,7 @@ pub fn is_our_unit_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::{PathOptions, ServiceKind};
+    use crate::paths::PathOptions;
 
     fn paths(instance: Option<&str>, kind: ServiceKind, home: &str) -> Paths {
         Paths::resolve(&PathOptions {
@@ -325,6 +344,24 @@ mod tests {
         assert_eq!(
             serve_command_line(&p),
             "/home/u/.local/bin/lapis-ai-controller serve --config /home/u/.config/lapis-ai-controller/config.json"
+        );
+    }
+
+    #[test]
+    fn start_and_restart_commands_name_the_unit() {
+        let p = paths(Some("w1"), ServiceKind::Systemd, "/home/u");
+        assert_eq!(
+            start_command(&p),
+            "systemctl --user start lapis-ai-controller-w1.service"
+        );
+        assert_eq!(
+            restart_command(&p),
+            "systemctl --user restart lapis-ai-controller-w1.service"
+        );
+        let p = paths(None, ServiceKind::Launchd, "/Users/u");
+        assert_eq!(
+            restart_command(&p),
+            "launchctl kickstart -k gui/$(id -u)/ai.lapis.controller"
         );
     }
 

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use lapis_installer::{Paths, unit};
 use lapis_service::client::{Client, ClientError, Credential};
 use lapis_service::config::Config;
 
@@ -22,6 +23,8 @@ pub struct Target {
     pub config: Config,
     /// Controller home: `--workspace`/environment when given, else the config's.
     pub home: PathBuf,
+    /// The instance's paths (unit, launcher), for what-to-do messages.
+    pub paths: Paths,
 }
 
 /// Loads and validates the configuration of the selected instance.
@@ -29,11 +32,15 @@ pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, C
     let paths = super::paths::resolve(global, workspace, None)?;
     let config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
     let home = if paths.controller_home_explicit {
-        paths.controller_home
+        paths.controller_home.clone()
     } else {
         config.controller_home.clone()
     };
-    Ok(Target { config, home })
+    Ok(Target {
+        config,
+        home,
+        paths,
+    })
 }
 
 /// A client error as a CLI error: unreachable is exit 3, the rest exit 2
@@ -44,12 +51,22 @@ pub fn client_error(e: ClientError) -> CliError {
             let code = e.code();
             CliError::unavailable(
                 code,
-                anyhow::Error::new(e)
-                    .context("is the service running? try `lapis-ai-controller status`"),
+                anyhow::Error::new(e).context(
+                    "the controller is not answering; `lapis-ai-controller doctor` checks the service",
+                ),
             )
         }
         _ => CliError::failure(e.code(), e),
     }
+}
+
+/// What to do when nothing answers: start the unit, or run `serve` by hand.
+pub fn start_hint(paths: &Paths) -> String {
+    format!(
+        "the controller is not running: start it with `{}`, or run `{}`",
+        unit::start_command(paths),
+        unit::serve_command_line(paths)
+    )
 }
 
 /// Connects to the selected instance's socket and says hello.
@@ -61,7 +78,17 @@ pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 /// Connects to `target`'s socket and says hello with its first token.
 pub fn connect_to(target: &Target) -> Result<Client, CliError> {
     let socket = target.home.join("controller.sock");
-    let mut client = Client::connect(&socket).map_err(client_error)?;
+    let mut client = Client::connect(&socket).map_err(|e| {
+        let code = e.code();
+        if e.is_unavailable() {
+            CliError::unavailable(
+                code,
+                anyhow::Error::new(e).context(start_hint(&target.paths)),
+            )
+        } else {
+            client_error(e)
+        }
+    })?;
     client.set_max_frame(target.config.server.max_frame_bytes);
     client
         .hello(Credential::Token {

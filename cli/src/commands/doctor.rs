@@ -406,13 +406,11 @@ fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
 /// launcher's warns with the restart command.
 fn socket_check(paths: &Paths, config: &Config) -> Check {
     let socket = config.controller_home.join("controller.sock");
-    let start = match paths.unit.kind {
-        ServiceKind::Systemd => format!("systemctl --user start {}", paths.unit.name),
-        ServiceKind::Launchd => format!("launchctl kickstart gui/$(id -u)/{}", paths.unit.name),
-    };
+    let start = unit::start_command(paths);
     let target = super::connect::Target {
         config: config.clone(),
         home: config.controller_home.clone(),
+        paths: paths.clone(),
     };
     let status = super::connect::connect_to(&target)
         .and_then(|mut c| c.status().map_err(super::connect::client_error));
@@ -432,7 +430,7 @@ fn socket_check(paths: &Paths, config: &Config) -> Check {
                         &r[..12.min(r.len())],
                         &i[..12.min(i.len())]
                     ),
-                    restart_command(paths),
+                    format!("restart it: `{}`", unit::restart_command(paths)),
                 ),
                 _ => Check::ok(
                     "socket",
@@ -458,18 +456,6 @@ fn socket_check(paths: &Paths, config: &Config) -> Check {
                 "start it: `{start}`, or run `{}`",
                 unit::serve_command_line(paths)
             ),
-        ),
-    }
-}
-
-fn restart_command(paths: &Paths) -> String {
-    match paths.unit.kind {
-        ServiceKind::Systemd => {
-            format!("restart it: `systemctl --user restart {}`", paths.unit.name)
-        }
-        ServiceKind::Launchd => format!(
-            "restart it: `launchctl kickstart -k gui/$(id -u)/{}`",
-            paths.unit.name
         ),
     }
 }
