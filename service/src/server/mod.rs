@@ -15,6 +15,7 @@ mod dispatch;
 mod handlers;
 mod listener;
 mod notify;
+mod reload;
 mod session_store;
 mod stdio;
 mod subscriptions;
@@ -34,11 +35,12 @@ use crate::config::Config;
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
 
-pub use self::core::{Core, PermissionResponder};
+pub use self::core::{Core, PermissionResponder, ProviderNames};
 pub use connection::serve_connection;
 pub use context::{ServerContext, ServerIdentity};
 pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
+pub use reload::{ReloadOutcome, Reloader};
 pub use session_store::StoreSessions;
 pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
 pub use subscriptions::{ENDED, EVENT, LAGGED};
@@ -69,6 +71,9 @@ pub struct ServeOptions {
     /// with it an engine runs turns, without it turns stay queued (tests of
     /// the protocol alone).
     pub agent_exe: Option<PathBuf>,
+    /// The config file `config` came from, re-read by a reload; without it a
+    /// reload is refused.
+    pub config_path: Option<PathBuf>,
 }
 
 impl ServeOptions {
@@ -81,6 +86,7 @@ impl ServeOptions {
             stdio,
             clock: Arc::new(SystemClock),
             agent_exe: None,
+            config_path: None,
         }
     }
 }
@@ -187,6 +193,13 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         }
         None => (None, None),
     };
+    let reload = Reloader::new(
+        options.config_path.clone(),
+        options.config.clone(),
+        engine.as_deref().cloned(),
+        options.agent_exe.clone(),
+        options.clock.clone(),
+    );
     let authority = Authority::new(
         options.config.tokens.clone(),
         limits.session_ttl_seconds,
@@ -199,9 +212,10 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         limits,
         core: Core {
             store: store.clone(),
-            providers,
+            providers: ProviderNames::new(providers),
             permissions: engine.map(|e| e as Arc<dyn PermissionResponder>),
         },
+        reload,
     });
     Ok(Prepared {
         ctx,
@@ -227,22 +241,36 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// Handles SIGHUP (the unit's `ExecReload`) for the life of the server, so a
-/// reload request never terminates the controller (SIGHUP's default action).
-fn reload_on_sighup() -> Result<(), ServeError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).map_err(ServeError::Signals)?;
+/// Reloads the configuration on each SIGHUP (the unit's `ExecReload`)
+/// until `stop` flips. The handler is installed by [`sighup`] before the
+/// store opens, so an early SIGHUP waits for this loop instead of ending
+/// the process (SIGHUP's default action).
+fn reload_on_sighup(
+    mut hup: tokio::signal::unix::Signal,
+    ctx: Arc<ServerContext>,
+    mut stop: watch::Receiver<bool>,
+) {
     tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            notify::reloading();
-            tracing::warn!(
-                signal = "SIGHUP",
-                "configuration reload is not supported by this version; restart the service to apply changes"
-            );
-            notify::reloaded("reload refused: restart to apply configuration changes");
+        loop {
+            let got = tokio::select! {
+                got = hup.recv() => got.is_some(),
+                _ = stop.wait_for(|s| *s) => false,
+            };
+            if !got {
+                break;
+            }
+            tracing::info!(signal = "SIGHUP", "reloading the configuration");
+            ctx.reload
+                .reload(&ctx.core.store, &ctx.core.providers)
+                .await;
         }
     });
-    Ok(())
+}
+
+/// Installs the SIGHUP handler.
+fn sighup() -> Result<tokio::signal::unix::Signal, ServeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::hangup()).map_err(ServeError::Signals)
 }
 
 /// Runs the server until a stop signal (or, in managed mode, until stdin
@@ -250,8 +278,9 @@ fn reload_on_sighup() -> Result<(), ServeError> {
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     stop_on_signals(stop_tx)?;
-    reload_on_sighup()?;
+    let hup = sighup()?;
     let Prepared { ctx, store, engine } = prepare(&options).await?;
+    reload_on_sighup(hup, ctx.clone(), stop_rx.clone());
     let result = if options.stdio {
         serve_stdio(
             ctx.clone(),

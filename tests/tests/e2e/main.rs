@@ -17,6 +17,7 @@ mod install_support;
 mod leaks;
 mod ops_logs_doctor;
 mod ops_notify;
+mod ops_reload;
 mod ops_status;
 mod protocol;
 mod release;
