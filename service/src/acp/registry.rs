@@ -55,6 +55,19 @@ impl AgentRegistry {
         &self.dir
     }
 
+    /// How many agents are recorded as running now (one record per live
+    /// process group; a record goes when its group is torn down).
+    pub fn live(&self) -> usize {
+        std::fs::read_dir(&self.dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// Records a freshly spawned group. Best effort: a failure is logged and
     /// only loses crash cleanup for this agent.
     pub fn record(&self, pgid: u32) -> AgentRecord {
