@@ -20,6 +20,7 @@
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+use lapis_protocol::home::{ControllerHome, resolve_home};
 use thiserror::Error;
 
 /// Binary and product name.
@@ -235,8 +236,9 @@ pub struct Paths {
     pub config: PathBuf,
     /// Whether `config` came from `--config`.
     pub config_explicit: bool,
-    /// The instance's controller home (default or `--workspace`). Commands
-    /// other than `install` should prefer the config's `controllerHome`.
+    /// The instance's controller home before the config is read: `--workspace`
+    /// (or the environment) when given, else the instance's default. Once a
+    /// config is at hand, use [`Paths::controller_home_for`].
     pub controller_home: PathBuf,
     /// Whether `controller_home` came from `--workspace` / the environment.
     pub controller_home_explicit: bool,
@@ -312,6 +314,19 @@ impl Paths {
             instance,
             home,
         })
+    }
+
+    /// The controller home every command uses, given the config's
+    /// `controllerHome` (`None` before a config exists): the one precedence
+    /// of [`lapis_protocol::home::resolve_home`] (flag, environment, config,
+    /// default). The CLI receives `--workspace` and
+    /// `LAPIS_AI_CONTROLLER_WORKSPACE` merged (clap reads the variable into
+    /// the flag, the flag winning), so both report as the flag here.
+    pub fn controller_home_for(&self, config_home: Option<&Path>) -> ControllerHome {
+        let flag = self
+            .controller_home_explicit
+            .then_some(self.controller_home.as_path());
+        resolve_home(flag, None, config_home, &self.controller_home)
     }
 
     /// `releases/<digest>`.

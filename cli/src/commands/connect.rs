@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use lapis_installer::{Paths, unit};
-use lapis_service::client::{Client, ClientError, Credential};
-use lapis_service::config::Config;
+use lapis_protocol::client::{Client, ClientError, Credential};
+use lapis_protocol::config::Config;
 
 use crate::args::GlobalArgs;
 use crate::exit::CliError;
@@ -21,7 +21,7 @@ pub const APPLICATION: &str = "lapis-cli";
 pub struct Target {
     /// Validated configuration.
     pub config: Config,
-    /// Controller home: `--workspace`/environment when given, else the config's.
+    /// Controller home, by the one precedence (flag, environment, config).
     pub home: PathBuf,
     /// The instance's paths (unit, launcher), for what-to-do messages.
     pub paths: Paths,
@@ -31,11 +31,9 @@ pub struct Target {
 pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, CliError> {
     let paths = super::paths::resolve(global, workspace, None)?;
     let config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
-    let home = if paths.controller_home_explicit {
-        paths.controller_home.clone()
-    } else {
-        config.controller_home.clone()
-    };
+    let home = paths
+        .controller_home_for(Some(&config.controller_home))
+        .path;
     Ok(Target {
         config,
         home,
@@ -77,7 +75,7 @@ pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 
 /// Connects to `target`'s socket and says hello with its first token.
 pub fn connect_to(target: &Target) -> Result<Client, CliError> {
-    let socket = target.home.join("controller.sock");
+    let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     let mut client = Client::connect(&socket).map_err(|e| {
         let code = e.code();
         if e.is_unavailable() {

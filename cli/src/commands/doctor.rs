@@ -14,8 +14,7 @@ use lapis_installer::inspect::{self, UnitState};
 use lapis_installer::launcher::{self, LauncherState};
 use lapis_installer::paths::{PRODUCT, Paths, ServiceKind};
 use lapis_installer::{snapshot, unit};
-use lapis_service::acp::{CommandLookup, ProviderSpec};
-use lapis_service::config::Config;
+use lapis_protocol::config::{CommandLookup, Config, ProviderSpec};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, JsonArg};
@@ -381,9 +380,8 @@ fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
     let lookup = CommandLookup::from_env();
     for (name, provider) in &config.providers {
         let check_name = format!("provider:{name}");
-        let value = serde_json::to_value(provider).unwrap_or_default();
-        let resolved =
-            ProviderSpec::from_json(name, &value).and_then(|spec| spec.resolve_command(&lookup));
+        let resolved = ProviderSpec::from_config(name, provider)
+            .and_then(|spec| spec.resolve_command(&lookup));
         checks.push(match resolved {
             Ok(path) => Check::ok(
                 check_name,

@@ -198,7 +198,7 @@ pub fn status_probe(paths: &Paths, snapshot: Option<&str>) -> Probe {
     };
     if output.status.success() {
         let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        if doc["protocol"] == lapis_service::protocol::PROTOCOL {
+        if doc["protocol"] == lapis_protocol::PROTOCOL {
             return match snapshot {
                 Some(want) if doc["snapshot"] != want => Probe::NotYet(format!(
                     "the service still runs snapshot {}",
@@ -230,10 +230,9 @@ fn document(paths: &Paths, report: &InstallReport, service: Value) -> Value {
     let (config, controller_home) = match &report.config {
         Some((outcome, summary)) => (
             Some(outcome.as_str()),
-            summary
-                .controller_home
-                .clone()
-                .unwrap_or_else(|| paths.controller_home.clone()),
+            paths
+                .controller_home_for(summary.controller_home.as_deref())
+                .path,
         ),
         None => (None, paths.controller_home.clone()),
     };
@@ -300,10 +299,9 @@ fn print_plain(paths: &Paths, report: &InstallReport, service: &str) -> std::io:
             paths.config.display(),
             outcome.as_str()
         ));
-        let home = summary
-            .controller_home
-            .as_deref()
-            .unwrap_or(&paths.controller_home);
+        let home = paths
+            .controller_home_for(summary.controller_home.as_deref())
+            .path;
         lines.push(format!("  home      {}", home.display()));
     }
     lines.push(format!("  service   {} {service}", paths.unit.name));

@@ -11,7 +11,7 @@ use lapis_installer::Paths;
 use lapis_installer::inspect;
 use lapis_installer::launcher;
 use lapis_installer::unit;
-use lapis_service::protocol::params::StatusResult;
+use lapis_protocol::params::StatusResult;
 use serde::Serialize;
 use serde_json::json;
 
@@ -186,6 +186,13 @@ fn plain(r: &StatusReport) -> String {
             _ => format!("{}: unknown", m.unit),
         },
     };
+    let build = |key: &str| {
+        s.build
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
     let mut text = format!(
         "{} running, protocol {}\n\
          service   version {} ({} {} {}), pid {}, up {} s\n\
@@ -198,9 +205,9 @@ fn plain(r: &StatusReport) -> String {
         lapis_release::PRODUCT,
         s.protocol,
         s.version,
-        s.build.commit,
-        s.build.date,
-        s.build.target,
+        build("commit"),
+        build("date"),
+        build("target"),
         s.pid,
         s.uptime_seconds,
         s.snapshot

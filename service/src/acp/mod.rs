@@ -23,20 +23,21 @@ mod registry;
 mod runner;
 mod session;
 mod smoke;
-mod spec;
+mod turn;
 
 pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
     PermissionOption, UpdateMapper,
 };
+pub use lapis_protocol::config::{
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
+};
 pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
-pub use runner::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
-    PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
-};
+pub use runner::{TurnOutcome, run_turn};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
-pub use spec::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
+pub use turn::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelHandle, CancelSignal, HookError, PermissionRequest,
+    RunnerLimits, TurnHooks, TurnRequest, cancel_channel,
 };

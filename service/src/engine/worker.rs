@@ -15,7 +15,7 @@ use crate::acp::{
     self, AgentRegistry, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits,
     TurnOutcome, TurnRequest, run_turn,
 };
-use crate::domain::{ApprovalPolicy, Claim, EventKind, StoreError, TurnEnd};
+use crate::domain::{Claim, EventKind, StoreError, TurnEnd};
 use crate::store::Store;
 
 use super::broker::{AnswerError, PendingPermission, PermissionBroker};
@@ -162,11 +162,6 @@ impl Engine {
         }
     }
 
-    /// Whether a provider of this name exists (for `threads.create`).
-    pub fn has_provider(&self, name: &str) -> bool {
-        self.provider(name).is_some()
-    }
-
     fn provider(&self, name: &str) -> Option<ProviderSpec> {
         let providers = self.providers.read().unwrap_or_else(|p| p.into_inner());
         providers.get(name).cloned()
@@ -309,10 +304,7 @@ impl Engine {
             spec,
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
-            approval: match claim.thread.approval {
-                ApprovalPolicy::Ask => acp::ApprovalPolicy::Ask,
-                ApprovalPolicy::AllowAll => acp::ApprovalPolicy::AllowAll,
-            },
+            approval: claim.thread.approval,
             restricted: claim.thread.restricted,
             limits: self.config.limits,
             lookup: self.config.lookup.clone(),

@@ -14,18 +14,17 @@
 //! anything is applied — and the refusal is logged and kept for `status`.
 //! Reloads run one at a time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::acp::ProviderSpec;
 use crate::auth::Clock;
-use crate::config::Config;
 use crate::engine::{Engine, EngineConfig};
 use crate::store::Store;
+use lapis_protocol::config::Config;
 
 use super::ECHO_PROVIDER;
-use super::core::ProviderNames;
+use super::controller::ProviderNames;
 use super::notify;
 
 /// What the last reload did (for `status` and the `config.reload` answer).
@@ -170,13 +169,9 @@ impl Reloader {
             .map_err(|e| Refused("internal", e.to_string()))?
             .map_err(|e| Refused(e.code(), e.to_string()))?;
         // Every provider must become a spec before anything changes.
-        let mut specs = BTreeMap::new();
-        for (name, provider) in &config.providers {
-            let value = serde_json::to_value(provider).unwrap_or_default();
-            let spec = ProviderSpec::from_json(name, &value)
-                .map_err(|e| Refused("invalid_config", e.to_string()))?;
-            specs.insert(name.clone(), spec);
-        }
+        let specs = config
+            .provider_specs()
+            .map_err(|e| Refused("invalid_config", e.to_string()))?;
         let new_workspaces = workspaces_to_add(store, &config).await?;
 
         let mut added = Vec::new();

@@ -9,6 +9,7 @@ mod acp_serve;
 mod acp_teardown;
 mod basics;
 mod client;
+mod home;
 mod install;
 mod install_faults;
 mod install_launchd;

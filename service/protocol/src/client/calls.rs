@@ -1,11 +1,22 @@
-//! Typed wrappers, one per method. Results are the server's JSON documents
-//! decoded into the core's records.
+//! Typed wrappers, one per method. Requests are the server's own params
+//! types ([`crate::params`]), so a field the server renames cannot silently
+//! drift here; results are decoded into the shared records.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Client, ClientError};
-use crate::domain::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
-use crate::protocol::params::StatusResult;
+use crate::params::{
+    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, SessionsRevoke, StatusResult,
+    ThreadRef, ThreadsCreate, ThreadsList, TurnRef, TurnsList, TurnsResolve, TurnsSubmit,
+    WorkspacesAdd,
+};
+use crate::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
+
+fn turn_ref(turn_id: &str) -> TurnRef {
+    TurnRef {
+        turn_id: turn_id.to_owned(),
+    }
+}
 
 fn member<T: serde::de::DeserializeOwned>(mut v: Value, key: &str) -> Result<T, ClientError> {
     serde_json::from_value(v[key].take())
@@ -15,18 +26,24 @@ fn member<T: serde::de::DeserializeOwned>(mut v: Value, key: &str) -> Result<T, 
 impl Client {
     /// `status`.
     pub fn status(&mut self) -> Result<StatusResult, ClientError> {
-        self.call("status", &json!({}))
+        self.call("status", &NoParams {})
     }
 
     /// `workspaces.add`.
     pub fn workspaces_add(&mut self, id: &str, path: &str) -> Result<Workspace, ClientError> {
-        let v = self.call_value("workspaces.add", json!({ "id": id, "path": path }))?;
+        let v: Value = self.call(
+            "workspaces.add",
+            &WorkspacesAdd {
+                id: id.to_owned(),
+                path: path.to_owned(),
+            },
+        )?;
         member(v, "workspace")
     }
 
     /// `workspaces.list`.
     pub fn workspaces_list(&mut self) -> Result<Vec<Workspace>, ClientError> {
-        let v = self.call_value("workspaces.list", json!({}))?;
+        let v: Value = self.call("workspaces.list", &NoParams {})?;
         member(v, "workspaces")
     }
 
@@ -38,23 +55,31 @@ impl Client {
         approval: &str,
         command_id: Option<&str>,
     ) -> Result<Thread, ClientError> {
-        let mut p =
-            json!({ "workspaceId": workspace_id, "provider": provider, "approval": approval });
-        if let Some(c) = command_id {
-            p["commandId"] = json!(c);
-        }
-        let v = self.call_value("threads.create", p)?;
+        let p = ThreadsCreate {
+            workspace_id: workspace_id.to_owned(),
+            provider: provider.to_owned(),
+            approval: Some(approval.to_owned()),
+            restricted: false,
+            retention: None,
+            command_id: command_id.map(str::to_owned),
+        };
+        let v: Value = self.call("threads.create", &p)?;
         member(v, "thread")
     }
 
     /// `threads.get`: the thread snapshot.
     pub fn threads_get(&mut self, thread_id: &str) -> Result<ThreadSnapshot, ClientError> {
-        self.call("threads.get", &json!({ "threadId": thread_id }))
+        self.call(
+            "threads.get",
+            &ThreadRef {
+                thread_id: thread_id.to_owned(),
+            },
+        )
     }
 
     /// `threads.list`.
     pub fn threads_list(&mut self) -> Result<Vec<Thread>, ClientError> {
-        let v = self.call_value("threads.list", json!({}))?;
+        let v: Value = self.call("threads.list", &ThreadsList::default())?;
         member(v, "threads")
     }
 
@@ -65,32 +90,35 @@ impl Client {
         command_id: &str,
         prompt: &str,
     ) -> Result<Turn, ClientError> {
-        let v = self.call_value(
-            "turns.submit",
-            json!({ "threadId": thread_id, "commandId": command_id, "prompt": prompt }),
-        )?;
+        let p = TurnsSubmit {
+            thread_id: thread_id.to_owned(),
+            command_id: command_id.to_owned(),
+            prompt: prompt.to_owned(),
+            continues: None,
+        };
+        let v: Value = self.call("turns.submit", &p)?;
         member(v, "turn")
     }
 
     /// `turns.get`.
     pub fn turns_get(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
-        let v = self.call_value("turns.get", json!({ "turnId": turn_id }))?;
+        let v: Value = self.call("turns.get", &turn_ref(turn_id))?;
         member(v, "turn")
     }
 
     /// `turns.list`, optionally of one thread.
     pub fn turns_list(&mut self, thread_id: Option<&str>) -> Result<Vec<Turn>, ClientError> {
-        let p = match thread_id {
-            Some(t) => json!({ "threadId": t }),
-            None => json!({}),
+        let p = TurnsList {
+            thread_id: thread_id.map(str::to_owned),
+            ..TurnsList::default()
         };
-        let v = self.call_value("turns.list", p)?;
+        let v: Value = self.call("turns.list", &p)?;
         member(v, "turns")
     }
 
     /// `turns.cancel`.
     pub fn turns_cancel(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
-        let v = self.call_value("turns.cancel", json!({ "turnId": turn_id }))?;
+        let v: Value = self.call("turns.cancel", &turn_ref(turn_id))?;
         member(v, "turn")
     }
 
@@ -101,10 +129,12 @@ impl Client {
         as_: &str,
         confirm_stopped: bool,
     ) -> Result<Turn, ClientError> {
-        let v = self.call_value(
-            "turns.resolve",
-            json!({ "turnId": turn_id, "as": as_, "confirmStopped": confirm_stopped }),
-        )?;
+        let p = TurnsResolve {
+            turn_id: turn_id.to_owned(),
+            resolve_as: as_.to_owned(),
+            confirm_stopped,
+        };
+        let v: Value = self.call("turns.resolve", &p)?;
         member(v, "turn")
     }
 
@@ -115,13 +145,11 @@ impl Client {
         after: u64,
         limit: Option<usize>,
     ) -> Result<ReplayPage, ClientError> {
-        let mut p = json!({ "after": after });
-        if let Some(t) = thread_id {
-            p["threadId"] = json!(t);
-        }
-        if let Some(l) = limit {
-            p["limit"] = json!(l);
-        }
+        let p = JournalReplay {
+            thread_id: thread_id.map(str::to_owned),
+            after,
+            limit,
+        };
         self.call("journal.replay", &p)
     }
 
@@ -132,14 +160,11 @@ impl Client {
         thread_id: Option<&str>,
         after: Option<u64>,
     ) -> Result<String, ClientError> {
-        let mut p = json!({});
-        if let Some(t) = thread_id {
-            p["threadId"] = json!(t);
-        }
-        if let Some(a) = after {
-            p["after"] = json!(a);
-        }
-        let v = self.call_value("journal.subscribe", p)?;
+        let p = JournalSubscribe {
+            thread_id: thread_id.map(str::to_owned),
+            after,
+        };
+        let v: Value = self.call("journal.subscribe", &p)?;
         member(v, "subscription")
     }
 
@@ -150,20 +175,21 @@ impl Client {
         request_id: &str,
         option_id: &str,
     ) -> Result<(), ClientError> {
-        self.call_value(
-            "permissions.respond",
-            json!({ "turnId": turn_id, "requestId": request_id, "optionId": option_id }),
-        )?;
+        let p = PermissionsRespond {
+            turn_id: turn_id.to_owned(),
+            request_id: request_id.to_owned(),
+            option_id: option_id.to_owned(),
+        };
+        let _: Value = self.call("permissions.respond", &p)?;
         Ok(())
     }
 
     /// `sessions.revoke` (default: this client's own session).
     pub fn sessions_revoke(&mut self, session_id: Option<&str>) -> Result<String, ClientError> {
-        let p = match session_id {
-            Some(s) => json!({ "sessionId": s }),
-            None => json!({}),
+        let p = SessionsRevoke {
+            session_id: session_id.map(str::to_owned),
         };
-        let v = self.call_value("sessions.revoke", p)?;
+        let v: Value = self.call("sessions.revoke", &p)?;
         member(v, "revoked")
     }
 }
