@@ -51,6 +51,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Report the running controller's state (exit 3 when unreachable).
     Status(JsonArg),
+    /// Ask the running controller about its configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Show the service log (the user journal, or the launchd log file).
     Logs(LogsArgs),
     /// Check the installation, service, config and providers (exit 1 if a check fails).
@@ -88,6 +91,14 @@ pub struct JsonArg {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Make the running service re-read its config file: providers and
+    /// workspaces change for later turns; an invalid file is refused (exit 2)
+    /// and the previous configuration stays in effect.
+    Reload(JsonArg),
 }
 
 #[derive(Debug, Args)]
@@ -362,6 +373,7 @@ impl Command {
             Command::Rollback(a) => a.out.json,
             Command::Update(a) => a.out.json,
             Command::Version(a) | Command::Status(a) | Command::Doctor(a) => a.json,
+            Command::Config(ConfigCommand::Reload(a)) => a.json,
             Command::Token(TokenCommand::Show(a)) => a.json,
             Command::Workspaces(WorkspacesCommand::Add { out, .. }) => out.json,
             Command::Workspaces(WorkspacesCommand::List(a)) => a.json,

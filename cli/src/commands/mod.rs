@@ -2,6 +2,7 @@
 
 mod acp_echo;
 mod completions;
+mod config;
 mod connect;
 mod doctor;
 mod install;
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Token(command) => token::run(&global, command),
         Command::Serve(args) => serve::run(&global, args),
         Command::Status(out) => status::run(&global, out),
+        Command::Config(command) => config::run(&global, command),
         Command::Logs(args) => logs::run(&global, args),
         Command::Doctor(out) => doctor::run(&global, out),
         Command::Workspaces(command) => workspaces::run(&global, command),

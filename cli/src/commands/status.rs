@@ -84,6 +84,30 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
             unit::restart_command(&target.paths)
         ));
     }
+    if let Some(reload) = &running.last_reload {
+        if !reload.applied {
+            warnings.push(format!(
+                "the last config reload was refused ({}); fix {} and reload again with `{} config reload`",
+                reload.error.as_deref().unwrap_or("no reason given"),
+                target.paths.config.display(),
+                lapis_release::PRODUCT
+            ));
+        } else if !reload.restart_needed.is_empty() {
+            warnings.push(format!(
+                "changes to {} take effect after a restart: `{}`",
+                reload.restart_needed.join(", "),
+                unit::restart_command(&target.paths)
+            ));
+        }
+    }
+    for f in &running.fences {
+        warnings.push(format!(
+            "workspace {} is fenced by turn {}: once the agent no longer runs it, resolve with `{}` (or `--as cancelled`)",
+            f.workspace,
+            f.turn,
+            resolve_command(&f.turn)
+        ));
+    }
     let report = StatusReport {
         running,
         launcher: installed,
@@ -171,13 +195,6 @@ fn short(digest: &str) -> &str {
 
 fn plain(r: &StatusReport) -> String {
     let s = &r.running;
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "none".to_owned()
-        } else {
-            v.join(", ")
-        }
-    };
     let manager = match (&r.service_manager, r.service_manager.installed) {
         (m, false) => format!("{}: not installed (running by hand?)", m.unit),
         (m, true) => match (&m.enabled, &m.active, &m.error) {
@@ -199,9 +216,7 @@ fn plain(r: &StatusReport) -> String {
          snapshot  {}\n\
          launcher  {} → {} (version {})\n\
          manager   {manager}\n\
-         queue     {}/{}\n\
-         running   {}\n\
-         fenced    {}",
+         turns     {} running, {} queued (capacity {}), {} live agent{}",
         lapis_release::PRODUCT,
         s.protocol,
         s.version,
@@ -219,14 +234,58 @@ fn plain(r: &StatusReport) -> String {
             .as_deref()
             .unwrap_or("nothing installed"),
         r.launcher.version.as_deref().unwrap_or("unknown"),
+        s.running_turns.len(),
         s.queue.depth,
         s.queue.capacity,
-        list(&s.running_workspaces),
-        list(&s.fenced_workspaces),
+        s.live_agents,
+        if s.live_agents == 1 { "" } else { "s" },
     );
+    for t in &s.running_turns {
+        text.push_str(&format!(
+            "\nrunning   {}: turn {} (thread {}), {} since {}",
+            t.workspace,
+            t.turn,
+            t.thread,
+            t.state,
+            super::paths::utc(u64::try_from(t.since).unwrap_or(0))
+        ));
+    }
+    if s.fences.is_empty() {
+        text.push_str("\nfenced    none");
+    }
+    for f in &s.fences {
+        text.push_str(&format!(
+            "\nfenced    {}: turn {} (thread {}) is {} since {}",
+            f.workspace,
+            f.turn,
+            f.thread,
+            f.state,
+            super::paths::utc(u64::try_from(f.since).unwrap_or(0)),
+        ));
+    }
+    if let Some(reload) = &s.last_reload {
+        let when = super::paths::utc(reload.at);
+        text.push_str(&if reload.applied {
+            format!("\nreload    applied at {when}")
+        } else {
+            format!(
+                "\nreload    refused at {when} ({}): {}; the previous configuration is in effect",
+                reload.code.as_deref().unwrap_or("error"),
+                reload.error.as_deref().unwrap_or("no reason given")
+            )
+        });
+    }
     for w in &r.warnings {
         text.push_str("\nwarning: ");
         text.push_str(w);
     }
     text
+}
+
+/// The exact command that releases a fence.
+fn resolve_command(turn: &str) -> String {
+    format!(
+        "{} turns resolve {turn} --as failed --confirm-stopped",
+        lapis_release::PRODUCT
+    )
 }

@@ -50,6 +50,11 @@ impl AgentRegistry {
         AgentRegistry { dir: dir.into() }
     }
 
+    /// The registry of the controller home `home` (its `agents/`).
+    pub fn of_home(home: &Path) -> AgentRegistry {
+        AgentRegistry::new(home.join("agents"))
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir

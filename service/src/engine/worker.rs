@@ -152,7 +152,7 @@ struct Live {
 impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
-        let registry = AgentRegistry::new(store.options().home.join("agents"));
+        let registry = AgentRegistry::of_home(&store.options().home);
         Engine {
             store,
             providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),

@@ -41,7 +41,7 @@ pub use context::{ServerContext, ServerIdentity};
 pub use controller::{Core, PermissionResponder, ProviderNames};
 pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
-pub use reload::{ReloadOutcome, Reloader};
+pub use reload::Reloader;
 pub use session_store::StoreSessions;
 pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
 

@@ -22,33 +22,11 @@ use crate::auth::Clock;
 use crate::engine::{Engine, EngineConfig};
 use crate::store::Store;
 use lapis_protocol::config::Config;
+use lapis_protocol::params::ReloadResult;
 
 use super::ECHO_PROVIDER;
 use super::controller::ProviderNames;
 use super::notify;
-
-/// What the last reload did (for `status` and the `config.reload` answer).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReloadOutcome {
-    /// When it ran (Unix seconds).
-    pub at: u64,
-    /// Whether the new config was applied (false: refused, old one kept).
-    pub applied: bool,
-    /// Why it was refused: a stable code (`invalid_config`, …).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
-    /// Why it was refused, naming the field, never a value.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Provider names in effect afterwards (including `echo`).
-    pub providers: Vec<String>,
-    /// Workspaces this reload registered.
-    pub workspaces_added: Vec<String>,
-    /// Changed parts that only a restart applies (`tokens`, `server`,
-    /// `controllerHome`).
-    pub restart_needed: Vec<String>,
-}
 
 /// Runs reloads for one server.
 #[derive(Debug)]
@@ -61,7 +39,7 @@ pub struct Reloader {
     /// Serialises reloads.
     running: tokio::sync::Mutex<()>,
     /// The last outcome, for `status`.
-    last: Mutex<Option<ReloadOutcome>>,
+    last: Mutex<Option<ReloadResult>>,
 }
 
 #[derive(Debug)]
@@ -102,14 +80,14 @@ impl Reloader {
     }
 
     /// The last reload's outcome, if any ran.
-    pub fn last(&self) -> Option<ReloadOutcome> {
+    pub fn last(&self) -> Option<ReloadResult> {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Re-reads the config and applies what a reload can change, or refuses
     /// and keeps everything as it was. Tells the service manager
     /// (`RELOADING=1` … `READY=1`) and logs the outcome.
-    pub async fn reload(&self, store: &Store, names: &ProviderNames) -> ReloadOutcome {
+    pub async fn reload(&self, store: &Store, names: &ProviderNames) -> ReloadResult {
         let _one = self.running.lock().await;
         notify::reloading();
         let outcome = match self.try_reload(store, names).await {
@@ -120,7 +98,7 @@ impl Reloader {
                     restart_needed = %restart_needed.join(","),
                     "configuration reloaded"
                 );
-                ReloadOutcome {
+                ReloadResult {
                     at: self.clock.now(),
                     applied: true,
                     code: None,
@@ -132,7 +110,7 @@ impl Reloader {
             }
             Err(Refused(code, error)) => {
                 tracing::warn!(code, error = %error, "configuration reload refused; the previous configuration stays in effect");
-                ReloadOutcome {
+                ReloadResult {
                     at: self.clock.now(),
                     applied: false,
                     code: Some(code.to_owned()),

@@ -149,3 +149,90 @@ fn an_invalid_config_is_refused_and_the_old_one_stays_in_effect() {
     drop(client);
     server.finish(&[], &[]);
 }
+
+#[test]
+fn config_reload_asks_the_running_service_and_status_shows_a_refusal() {
+    let server = Server::start_full(json!({}), json!({}));
+    edit_config(&server, |doc| {
+        doc["providers"]["fixture"] = fixture();
+        doc["server"]["queueCapacity"] = json!(7);
+    });
+    let out = server.ctx.run(["config", "reload", "--json"]);
+    let doc = out.success().json();
+    assert_eq!(doc["applied"], true, "{doc}");
+    assert_eq!(doc["providers"], json!(["echo", "fixture"]));
+    assert_eq!(doc["restartNeeded"], json!(["server"]));
+    let status = server.ctx.run(["status", "--json"]).success().json();
+    assert_eq!(status["lastReload"]["applied"], true);
+    // Limits are not reloaded: the queue keeps its capacity until a restart,
+    // and status says so with the restart command.
+    assert_eq!(status["queue"]["capacity"], 1024);
+    let warnings = status["warnings"].to_string();
+    assert!(warnings.contains("after a restart"), "{warnings}");
+
+    // A file the CLI itself cannot validate is reported by the CLI (it
+    // needs the file for its token); the service is not asked.
+    let good = std::fs::read(&server.config).unwrap();
+    edit_config(&server, |doc| {
+        doc["providers"]["fixture"]["envAllowlist"] = json!(["not a name"]);
+    });
+    let out = server.ctx.run(["config", "reload", "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "invalid_config");
+    assert!(out.stderr.contains("providers.fixture"), "{}", out.stderr);
+    std::fs::write(&server.config, &good).unwrap();
+
+    // A valid file the service refuses: its new workspace's directory is
+    // already registered at run time under another id.
+    let shared = server.ctx.home().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    server
+        .ctx
+        .run([
+            "workspaces",
+            "add",
+            "runtime",
+            &shared.display().to_string(),
+        ])
+        .success();
+    edit_config(&server, |doc| {
+        doc["workspaces"]["dup"] = json!({ "path": shared });
+    });
+    let out = server.ctx.run(["config", "reload", "--json"]);
+    out.expect_code(2);
+    let doc = out.json();
+    assert_eq!(doc["error"]["code"], "reload_refused");
+    assert_eq!(doc["error"]["details"]["applied"], false);
+    assert_eq!(doc["error"]["details"]["code"], "workspace_alias");
+    assert!(out.stderr.contains("workspaces.dup"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("keeps the previous one"),
+        "{}",
+        out.stderr
+    );
+
+    // The refusal is visible in status (JSON and plain) and in the log.
+    let status = server.ctx.run(["status", "--json"]).success().json();
+    assert_eq!(status["lastReload"]["applied"], false);
+    assert!(
+        status["lastReload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("workspaces.dup")
+    );
+    let warnings = status["warnings"].to_string();
+    assert!(warnings.contains("config reload was refused"), "{warnings}");
+    let plain = server.ctx.run(["status"]);
+    assert!(
+        plain.success().stdout.contains("\nreload    refused at "),
+        "{}",
+        plain.stdout
+    );
+    assert!(server.log_text().contains("configuration reload refused"));
+
+    // The provider of the previous configuration still runs turns.
+    let mut client = sdk(&server);
+    assert_eq!(run_turn(&mut client, "proj", "fixture"), "completed");
+    drop(client);
+    server.finish(&[], &[]);
+}

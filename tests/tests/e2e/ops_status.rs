@@ -5,9 +5,14 @@
 
 use std::path::Path;
 
+use std::time::{Duration, Instant};
+
 use lapis_e2e::TestContext;
+use lapis_protocol::client::{Client, Credential};
+use serde_json::json;
 
 use crate::install_support::{install, use_systemctl_standin, variant};
+use crate::serve_support::{OWNER, Server};
 
 fn stop_service(ctx: &TestContext) {
     let systemctl = Path::new(env!("CARGO_MANIFEST_DIR")).join("stand-ins/systemctl");
@@ -96,4 +101,81 @@ fn status_of_a_stopped_service_says_to_start_the_unit_or_run_serve() {
         "inactive"
     );
     assert!(doc["error"]["details"]["launcher"]["snapshot"].is_string());
+}
+
+#[test]
+fn status_names_running_turns_live_agents_and_fences_with_the_resolve_command() {
+    let hang = json!({
+        "command": env!("CARGO_BIN_EXE_fixture-agent"),
+        "args": ["--hang"],
+    });
+    let mut server = Server::start_full(json!({}), json!({ "hang": hang }));
+    let mut client = Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: OWNER.to_owned(),
+            // The CLI's application, so the printed CLI command may resolve it.
+            application: "lapis-cli".to_owned(),
+        },
+    )
+    .unwrap();
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let turn = client.turns_submit(&thread.id, "s-1", "wait").unwrap();
+    // Running: the turn, its thread and workspace, and its agent.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let doc = loop {
+        let doc = server.ctx.run(["status", "--json"]).success().json();
+        // `--hang` never reports progress: in flight past the boundary.
+        if doc["runningTurns"][0]["state"] == "dispatched" && doc["liveAgents"] == 1 {
+            break doc;
+        }
+        assert!(Instant::now() < deadline, "never running: {doc:#}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let running = &doc["runningTurns"][0];
+    assert_eq!(running["turn"], turn.id.as_str());
+    assert_eq!(running["thread"], thread.id.as_str());
+    assert_eq!(running["workspace"], "proj");
+    assert!(running["since"].as_i64().unwrap() > 0);
+    let plain = server.ctx.run(["status"]);
+    assert!(
+        plain
+            .success()
+            .stdout
+            .contains("turns     1 running, 0 queued"),
+        "{}",
+        plain.stdout
+    );
+    drop(client);
+
+    // A crash past the dispatch boundary fences the workspace; status names
+    // the blocking turn, its thread, since when, and the exact command.
+    server.kill9();
+    server.spawn();
+    let doc = server.ctx.run(["status", "--json"]).success().json();
+    let fence = &doc["fences"][0];
+    assert_eq!(fence["turn"], turn.id.as_str());
+    assert_eq!(fence["thread"], thread.id.as_str());
+    assert_eq!(fence["workspace"], "proj");
+    assert_eq!(fence["state"], "submission_unknown");
+    assert_eq!(doc["runningTurns"], json!([]));
+    let command = format!(
+        "lapis-ai-controller turns resolve {} --as failed --confirm-stopped",
+        turn.id
+    );
+    assert!(doc["warnings"].to_string().contains(&command), "{doc:#}");
+    let plain = server.ctx.run(["status"]).success().stdout.clone();
+    assert!(
+        plain.contains(&format!("fenced    proj: turn {}", turn.id)),
+        "{plain}"
+    );
+    assert!(plain.contains(&command), "{plain}");
+
+    // The command as printed releases the fence.
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    server.ctx.run(args).success();
+    let doc = server.ctx.run(["status", "--json"]).success().json();
+    assert_eq!(doc["fences"], json!([]));
+    assert_eq!(doc["fencedWorkspaces"], json!([]));
+    server.finish(&[], &[]);
 }
