@@ -2,10 +2,13 @@
 
 mod acp_echo;
 mod completions;
+mod config;
 mod connect;
+mod doctor;
 mod install;
 mod install_from;
 mod journal;
+mod logs;
 mod paths;
 mod releases;
 mod rollback;
@@ -39,6 +42,9 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Token(command) => token::run(&global, command),
         Command::Serve(args) => serve::run(&global, args),
         Command::Status(out) => status::run(&global, out),
+        Command::Config(command) => config::run(&global, command),
+        Command::Logs(args) => logs::run(&global, args),
+        Command::Doctor(out) => doctor::run(&global, out),
         Command::Workspaces(command) => workspaces::run(&global, command),
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),

@@ -150,7 +150,8 @@ async fn handle(ctx: &Arc<ServerContext>, conn: &mut Conn, request: Request) -> 
     let id = request.id.clone();
     let result = run(ctx, conn, &request).await;
     let code = result.as_ref().err().and_then(RpcError::error_code);
-    tracing::info!(
+    // Per request, so debug: the service log at `info` stays readable.
+    tracing::debug!(
         conn = conn.number,
         method = %bounded(&request.method),
         ok = result.is_ok(),

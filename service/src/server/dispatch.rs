@@ -77,6 +77,14 @@ pub async fn method(
             handlers::status(ctx).await
         }
         Method::SessionsRevoke => handlers::sessions_revoke(ctx, conn, session, request.params()?),
+        Method::ConfigReload => {
+            let _: Empty = request.params()?;
+            let outcome = ctx
+                .reload
+                .reload(&ctx.core.store, &ctx.core.providers)
+                .await;
+            serde_json::to_value(outcome).map_err(internal)
+        }
         Method::WorkspacesAdd => handlers::workspaces_add(ctx, request.params()?).await,
         Method::WorkspacesList => {
             let _: Empty = request.params()?;

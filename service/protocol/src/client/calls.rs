@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, SessionsRevoke, StatusResult,
-    ThreadRef, ThreadsCreate, ThreadsList, TurnRef, TurnsList, TurnsResolve, TurnsSubmit,
-    WorkspacesAdd,
+    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, ReloadResult, SessionsRevoke,
+    StatusResult, ThreadRef, ThreadsCreate, ThreadsList, TurnRef, TurnsList, TurnsResolve,
+    TurnsSubmit, WorkspacesAdd,
 };
 use crate::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
@@ -27,6 +27,12 @@ impl Client {
     /// `status`.
     pub fn status(&mut self) -> Result<StatusResult, ClientError> {
         self.call("status", &NoParams {})
+    }
+
+    /// `config.reload`: the controller re-reads its config file. A refused
+    /// reload is a result with `applied: false`, not an error.
+    pub fn config_reload(&mut self) -> Result<ReloadResult, ClientError> {
+        self.call("config.reload", &NoParams {})
     }
 
     /// `workspaces.add`.
