@@ -8,10 +8,12 @@
 //! socket can only be replaced by the lock holder); only then are clients
 //! served.
 
+mod conn;
 mod connection;
 mod context;
 mod controller;
 mod dispatch;
+mod failure;
 mod frames;
 mod handlers;
 mod listener;

@@ -8,7 +8,7 @@ use lapis_protocol::{
 };
 
 use super::super::context::ServerContext;
-use super::super::dispatch::internal;
+use super::super::failure::internal;
 
 /// Reads counters the core keeps in memory; never touches the database, so
 /// it answers quickly even while the writer is busy.
