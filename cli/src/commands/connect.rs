@@ -27,10 +27,14 @@ pub struct Target {
     pub paths: Paths,
 }
 
-/// Loads and validates the configuration of the selected instance.
+/// Loads the configuration of the selected instance and runs both of its
+/// checks (structure, then this machine).
 pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, CliError> {
     let paths = super::paths::resolve(global, workspace, None)?;
-    let config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
+    let mut config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
+    config
+        .check_on_this_machine()
+        .map_err(|e| CliError::failure(e.code(), e))?;
     let home = paths
         .controller_home_for(Some(&config.controller_home))
         .path;

@@ -290,3 +290,95 @@ pub struct QueueStatus {
     /// The bound (`queue_full` beyond it).
     pub capacity: usize,
 }
+
+/// Results of mutations that carry a receipt: the record, and whether an
+/// earlier identical command (same command id, same input) produced it.
+/// Results are read leniently (no `deny_unknown_fields`) so a server may add
+/// members beside them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceResult {
+    /// The workspace.
+    pub workspace: crate::Workspace,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `workspaces.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspacesResult {
+    /// Every registered workspace.
+    pub workspaces: Vec<crate::Workspace>,
+}
+
+/// `threads.create` / `threads.configure` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadResult {
+    /// The thread.
+    pub thread: crate::Thread,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `threads.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadsResult {
+    /// The caller's threads.
+    pub threads: Vec<crate::Thread>,
+}
+
+/// `turns.submit` / `turns.get` / `turns.cancel` / `turns.resolve` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnResult {
+    /// The turn.
+    pub turn: crate::Turn,
+    /// True when the command id was seen before (`turns.submit`).
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `turns.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnsResult {
+    /// The turns.
+    pub turns: Vec<crate::Turn>,
+}
+
+/// `journal.subscribe` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscribeResult {
+    /// Subscription id, named in every `journal.event` notification.
+    pub subscription: String,
+}
+
+/// `journal.unsubscribe` result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnsubscribeResult {
+    /// Whether the subscription was live.
+    pub stopped: bool,
+}
+
+/// `permissions.respond` result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RespondResult {
+    /// Always true: the answer reached the waiting turn.
+    pub accepted: bool,
+}
+
+/// `sessions.revoke` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokeResult {
+    /// Id of the revoked session.
+    pub revoked: String,
+}

@@ -82,7 +82,7 @@ impl PermissionResponder for Engine {
             self.respond_permission(turn_id, request_id, answer)
                 .await
                 .map_err(|e| match ErrorCode::parse(e.code()) {
-                    Some(ErrorCode::Internal) | None => super::dispatch::internal(e),
+                    Some(ErrorCode::Internal) | None => super::failure::internal(e),
                     Some(code) => RpcError::new(code, e.to_string()),
                 })
         })

@@ -8,10 +8,12 @@
 //! socket can only be replaced by the lock holder); only then are clients
 //! served.
 
+mod conn;
 mod connection;
 mod context;
 mod controller;
 mod dispatch;
+mod failure;
 mod frames;
 mod handlers;
 mod listener;
@@ -62,7 +64,7 @@ pub struct ServeOptions {
     pub identity: ServerIdentity,
     /// Managed mode: serve stdin/stdout instead of the socket.
     pub stdio: bool,
-    /// Time source for sessions.
+    /// Time source for the store's rows and the sessions' expiry.
     pub clock: Arc<dyn Clock>,
     /// The executable that serves the built-in `echo` agent (`acp-echo`);
     /// with it an engine runs turns, without it turns stay queued (tests of
@@ -147,6 +149,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     let mut store_options = StoreOptions::new(options.home.clone());
     store_options.queue_capacity = limits.queue_capacity;
     store_options.broadcast_capacity = limits.subscriber_buffer;
+    store_options.clock = options.clock.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(store_options))
         .await
         .map_err(|e| {

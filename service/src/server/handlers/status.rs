@@ -13,7 +13,7 @@ use crate::acp::AgentRegistry;
 use crate::store::{Store, TurnFilter};
 
 use super::super::context::ServerContext;
-use super::super::dispatch::internal;
+use super::super::failure::internal;
 
 /// Reads counters the core keeps in memory; the database (a read
 /// connection, never the writer) only when turns are in flight or fenced,
