@@ -4,10 +4,10 @@
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, ReloadResult, RespondResult, RevokeResult,
-    SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadResult, ThreadsCreate,
-    ThreadsList, ThreadsResult, TurnRef, TurnResult, TurnsList, TurnsResolve, TurnsResult,
-    TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
+    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, ReloadResult, RespondResult,
+    RevokeResult, SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadResult,
+    ThreadsCreate, ThreadsList, ThreadsResult, TurnRef, TurnResult, TurnsList, TurnsResolve,
+    TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
 };
 use crate::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
