@@ -11,7 +11,7 @@ use lapis_e2e::ts_agent::TsAgent;
 use lapis_e2e::ts_agent::client::{
     AgentProcess, HANG_GUARD, new_session, reply, stored_history, texts,
 };
-use lapis_service::client::{Client, Credential};
+use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
 use crate::serve_support::{OWNER, Server};
