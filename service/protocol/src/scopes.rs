@@ -93,6 +93,7 @@ pub enum Method {
     JournalReplay,
     JournalSubscribe,
     JournalUnsubscribe,
+    PermissionsList,
     PermissionsRespond,
     SessionsRevoke,
 }
@@ -185,6 +186,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Requirement::Scope(Scope::ThreadsRead),
     ),
     (
+        Method::PermissionsList,
+        "permissions.list",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
         Method::PermissionsRespond,
         "permissions.respond",
         Requirement::Scope(Scope::PermissionsRespond),
@@ -248,6 +254,7 @@ mod tests {
             | Method::JournalReplay
             | Method::JournalSubscribe
             | Method::JournalUnsubscribe
+            | Method::PermissionsList
             | Method::PermissionsRespond
             | Method::SessionsRevoke => m,
         };
@@ -268,6 +275,7 @@ mod tests {
             Method::JournalReplay,
             Method::JournalSubscribe,
             Method::JournalUnsubscribe,
+            Method::PermissionsList,
             Method::PermissionsRespond,
             Method::SessionsRevoke,
         ]

@@ -6,11 +6,11 @@ use serde_json::Value;
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, SessionsRevoke, StatusResult,
+    JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond, SessionsRevoke, StatusResult,
     ThreadRef, ThreadsCreate, ThreadsList, TurnRef, TurnsList, TurnsResolve, TurnsSubmit,
     WorkspacesAdd,
 };
-use crate::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
+use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
 fn turn_ref(turn_id: &str) -> TurnRef {
     TurnRef {
@@ -166,6 +166,20 @@ impl Client {
         };
         let v: Value = self.call("journal.subscribe", &p)?;
         member(v, "subscription")
+    }
+
+    /// `permissions.list`: pending requests, optionally of one thread or turn.
+    pub fn permissions_list(
+        &mut self,
+        thread_id: Option<&str>,
+        turn_id: Option<&str>,
+    ) -> Result<Vec<PendingRequest>, ClientError> {
+        let p = PermissionsList {
+            thread_id: thread_id.map(str::to_owned),
+            turn_id: turn_id.map(str::to_owned),
+        };
+        let v: Value = self.call("permissions.list", &p)?;
+        member(v, "requests")
     }
 
     /// `permissions.respond`.
