@@ -12,6 +12,9 @@ use std::process::ExitCode;
 pub enum ExitClass {
     /// 0: the command did what was asked.
     Success,
+    /// 1: the command worked, but the turn it waited for ended other than
+    /// `completed` (failed, cancelled, interrupted or outcome unknown).
+    TurnNotCompleted,
     /// 2: bad usage, bad input, or a request the controller refused.
     Failure,
     /// 3: the service or the service manager could not be reached.
@@ -23,6 +26,7 @@ impl ExitClass {
     pub fn code(self) -> u8 {
         match self {
             ExitClass::Success => 0,
+            ExitClass::TurnNotCompleted => 1,
             ExitClass::Failure => 2,
             ExitClass::Unavailable => 3,
         }
@@ -67,6 +71,23 @@ impl CliError {
             class: ExitClass::Unavailable,
             code,
             error: error.into(),
+            details: None,
+        }
+    }
+
+    /// The turn a `--wait`/`--follow`/`ask` watched ended other than
+    /// `completed` (exit 1). The command has already printed its result, so
+    /// only the message goes to stderr.
+    pub fn turn_not_completed(turn: &lapis_protocol::Turn) -> CliError {
+        let outcome = turn
+            .outcome
+            .as_deref()
+            .map(|o| format!(" ({o})"))
+            .unwrap_or_default();
+        CliError {
+            class: ExitClass::TurnNotCompleted,
+            code: "turn_not_completed",
+            error: anyhow::anyhow!("turn {} ended {}{outcome}", turn.id, turn.state.as_str()),
             details: None,
         }
     }

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond, SessionsRevoke, StatusResult,
-    ThreadRef, ThreadsCreate, ThreadsList, TurnRef, TurnsList, TurnsResolve, TurnsSubmit,
-    WorkspacesAdd,
+    JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond, SessionsRevoke,
+    StatusResult, ThreadRef, ThreadsCreate, ThreadsList, TurnRef, TurnsList, TurnsResolve,
+    TurnsSubmit, WorkspacesAdd,
 };
 use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 

@@ -32,15 +32,16 @@ pub async fn permissions_list(
     let mut visible: HashMap<String, bool> = HashMap::new();
     let mut shown = Vec::new();
     for pending in ctx.core.pending_permissions(p.turn_id.as_deref()) {
-        if p.thread_id.as_ref().is_some_and(|t| *t != pending.thread_id) {
+        if p.thread_id
+            .as_ref()
+            .is_some_and(|t| *t != pending.thread_id)
+        {
             continue;
         }
         let ok = match visible.get(&pending.thread_id) {
             Some(ok) => *ok,
             None => {
-                let ok = owned_thread(ctx, session, &pending.thread_id)
-                    .await
-                    .is_ok();
+                let ok = owned_thread(ctx, session, &pending.thread_id).await.is_ok();
                 visible.insert(pending.thread_id.clone(), ok);
                 ok
             }
@@ -52,10 +53,7 @@ pub async fn permissions_list(
     shown.sort_by(|a, b| {
         (a.deadline, &a.turn_id, &a.request_id).cmp(&(b.deadline, &b.turn_id, &b.request_id))
     });
-    let requests = shown
-        .into_iter()
-        .map(view)
-        .collect::<Result<Vec<_>, _>>()?;
+    let requests = shown.into_iter().map(view).collect::<Result<Vec<_>, _>>()?;
     wrap("requests", requests)
 }
 
