@@ -70,6 +70,8 @@ pub struct Printer {
     lifecycle: bool,
     /// The run of streamed text currently open on the line.
     run: Run,
+    /// Whether the last text written ended a line.
+    at_line_start: bool,
 }
 
 const DIM: &str = "\x1b[2m";
@@ -86,6 +88,7 @@ impl Printer {
             thoughts,
             lifecycle,
             run: Run::None,
+            at_line_start: true,
         }
     }
 
@@ -96,9 +99,15 @@ impl Printer {
 
     /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
     fn write(&mut self, text: &str) -> Result<(), Halt> {
+        if text.is_empty() {
+            return Ok(());
+        }
         let mut out = io::stdout().lock();
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.at_line_start = text.ends_with('\n');
+                Ok(())
+            }
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Halt::Closed),
             Err(e) => Err(Halt::Failed(e.into())),
         }
@@ -112,11 +121,14 @@ impl Printer {
         }
     }
 
-    /// Ends an open run of streamed text with a newline.
+    /// Ends an open run of streamed text with a newline (unless the text
+    /// ended its line itself).
     pub fn end_run(&mut self) -> Result<(), Halt> {
         if self.run != Run::None {
             self.run = Run::None;
-            self.write("\n")?;
+            if !self.at_line_start {
+                self.write("\n")?;
+            }
         }
         Ok(())
     }

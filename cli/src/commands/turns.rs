@@ -94,14 +94,14 @@ pub fn submit_and_watch(global: &GlobalArgs, client: &mut Client, s: Submission<
         Err(Halt::Closed) => return Ok(()),
         Err(Halt::Failed(e)) => return Err(e),
     };
+    if last.state != TurnState::Completed {
+        // The error names the turn and how it ended (exit 1).
+        return Err(CliError::turn_not_completed(&last));
+    }
     if !s.json {
         eprintln!("{}", describe(&last));
     }
-    if last.state == TurnState::Completed {
-        Ok(())
-    } else {
-        Err(CliError::turn_not_completed(&last))
-    }
+    Ok(())
 }
 
 /// `turn_… completed (end_turn)`.
