@@ -216,6 +216,11 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
             t.state.as_str(),
             t.outcome.as_deref().unwrap_or("-")
         ))?;
+        if t.awaiting_input {
+            crate::output::line(
+                "input     awaiting a permission answer (see `lapis-ai-controller permissions list`)",
+            )?;
+        }
     }
     Ok(())
 }

@@ -115,6 +115,12 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
     // The turn and the thread say they wait for input.
     let shown = ctx.run(["turns", "show", &turn, "--json"]).json();
     assert_eq!(shown["turn"]["awaitingInput"], true, "{shown}");
+    let plain_turn = ctx.run(["turns", "show", &turn]);
+    assert!(
+        plain_turn.stdout.contains("awaiting a permission answer"),
+        "{}",
+        plain_turn.stdout
+    );
     let snap = ctx.run(["threads", "show", &thread, "--json"]).json();
     assert_eq!(snap["awaitingInput"], true);
     assert_eq!(snap["recentTurns"][0]["awaitingInput"], true);
