@@ -236,7 +236,7 @@ impl Printer {
 }
 
 /// The text of a message or thought chunk payload.
-pub fn chunk_text(v: &Value) -> Option<String> {
+fn chunk_text(v: &Value) -> Option<String> {
     v.get("text")
         .or_else(|| v.get("content").and_then(|c| c.get("text")))
         .and_then(Value::as_str)
