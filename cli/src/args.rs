@@ -51,6 +51,13 @@ pub enum Command {
     Serve(ServeArgs),
     /// Report the running controller's state (exit 3 when unreachable).
     Status(JsonArg),
+    /// Ask the running controller about its configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Show the service log (the user journal, or the launchd log file).
+    Logs(LogsArgs),
+    /// Check the installation, service, config and providers (exit 1 if a check fails).
+    Doctor(JsonArg),
     /// Register and list agent workspaces.
     #[command(subcommand)]
     Workspaces(WorkspacesCommand),
@@ -90,6 +97,24 @@ pub struct JsonArg {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Make the running service re-read its config file: providers and
+    /// workspaces change for later turns; an invalid file is refused (exit 2)
+    /// and the previous configuration stays in effect.
+    Reload(JsonArg),
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Keep printing new log lines as they arrive.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// How many recent lines to show first.
+    #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 100)]
+    pub lines: usize,
 }
 
 #[derive(Debug, Args)]
@@ -439,7 +464,8 @@ impl Command {
             Command::Releases(ReleasesCommand::Gc(a)) => a.out.json,
             Command::Rollback(a) => a.out.json,
             Command::Update(a) => a.out.json,
-            Command::Version(a) | Command::Status(a) => a.json,
+            Command::Version(a) | Command::Status(a) | Command::Doctor(a) => a.json,
+            Command::Config(ConfigCommand::Reload(a)) => a.json,
             Command::Token(TokenCommand::Show(a)) => a.json,
             Command::Workspaces(WorkspacesCommand::Add { out, .. }) => out.json,
             Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
@@ -458,7 +484,9 @@ impl Command {
                 PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
             ) => out.json,
             Command::Ask(a) => a.json,
-            Command::Completions(_) | Command::Serve(_) | Command::AcpEcho => false,
+            Command::Completions(_) | Command::Serve(_) | Command::Logs(_) | Command::AcpEcho => {
+                false
+            }
         }
     }
 }

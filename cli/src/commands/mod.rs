@@ -3,11 +3,14 @@
 mod acp_echo;
 mod ask;
 mod completions;
+mod config;
 mod connect;
+mod doctor;
 mod follow;
 mod install;
 mod install_from;
 mod journal;
+mod logs;
 mod paths;
 mod permissions;
 mod prompt;
@@ -43,6 +46,9 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Token(command) => token::run(&global, command),
         Command::Serve(args) => serve::run(&global, args),
         Command::Status(out) => status::run(&global, out),
+        Command::Config(command) => config::run(&global, command),
+        Command::Logs(args) => logs::run(&global, args),
+        Command::Doctor(out) => doctor::run(&global, out),
         Command::Workspaces(command) => workspaces::run(&global, command),
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),

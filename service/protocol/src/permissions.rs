@@ -33,7 +33,7 @@ impl PermissionChoice {
 }
 
 /// One request waiting for an answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingRequest {
     /// The request id within its turn.
