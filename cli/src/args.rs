@@ -70,6 +70,12 @@ pub enum Command {
     /// Read the event journal.
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// List and answer agents' pending permission requests.
+    #[command(subcommand)]
+    Permissions(PermissionsCommand),
+    /// Ask an agent in a directory: register it, continue its last thread,
+    /// stream the reply and answer permissions inline.
+    Ask(AskArgs),
     /// Built-in deterministic ACP agent (the `echo` provider).
     #[command(name = "acp-echo", hide = true)]
     AcpEcho,
@@ -291,22 +297,26 @@ pub enum ResolveAsArg {
 
 #[derive(Debug, Subcommand)]
 pub enum TurnsCommand {
-    /// Submit a prompt as a new turn; prints the turn id.
+    /// Submit a prompt as a new turn; prints the turn id (with --wait the
+    /// reply, with --follow the reply as it streams; exit 1 when the turn
+    /// ends other than completed).
     Submit {
         /// Thread id.
         thread: String,
-        /// Prompt text.
-        #[arg(long)]
-        prompt: String,
+        #[command(flatten)]
+        prompt: PromptArgs,
         /// Idempotency key [default: a fresh random id].
         #[arg(long, value_name = "ID")]
         command_id: Option<String>,
-        /// Wait for the turn to reach a terminal state.
-        #[arg(long)]
+        /// Wait for the turn to end and print its reply.
+        #[arg(long, conflicts_with = "follow")]
         wait: bool,
-        /// Stream the turn's events until it ends.
+        /// Stream the turn's reply and activity until it ends (NDJSON with --json).
         #[arg(long)]
         follow: bool,
+        /// Do not show the agent's thoughts while following.
+        #[arg(long)]
+        no_thoughts: bool,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -349,16 +359,98 @@ pub enum TurnsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum JournalCommand {
-    /// Print journal events, optionally of one thread, optionally following.
+    /// Print the last journal events, optionally of one thread, optionally
+    /// following (NDJSON with --json --follow).
     Tail {
         /// Thread id [default: every thread of the owner].
         thread: Option<String>,
+        /// Print the last N events [default: 20].
+        #[arg(
+            short = 'n',
+            long = "lines",
+            value_name = "N",
+            conflicts_with = "since"
+        )]
+        lines: Option<usize>,
+        /// Print every event after this cursor (threadSeq with THREAD, seq without).
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
         /// Keep printing new events.
         #[arg(long)]
         follow: bool,
+        /// Do not show the agent's thoughts.
+        #[arg(long)]
+        no_thoughts: bool,
         #[command(flatten)]
         out: JsonArg,
     },
+}
+
+/// Where a prompt comes from: `--prompt TEXT`, `--prompt -` (stdin) or
+/// `--prompt-file PATH`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct PromptArgs {
+    /// Prompt text, or `-` to read it from stdin.
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long, value_name = "PATH")]
+    pub prompt_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// List pending permission requests with their options.
+    List {
+        /// Only requests of this thread.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Only requests of this turn.
+        #[arg(long)]
+        turn: Option<String>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Answer a pending request with one of its option ids.
+    Respond {
+        /// Turn id.
+        turn: String,
+        /// Request id.
+        request: String,
+        /// Option id (see `permissions list`).
+        #[arg(required_unless_present_any = ["allow", "reject"], conflicts_with_all = ["allow", "reject"])]
+        option: Option<String>,
+        /// Choose the one allow option offered.
+        #[arg(long, conflicts_with = "reject")]
+        allow: bool,
+        /// Choose the one reject option offered.
+        #[arg(long)]
+        reject: bool,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The prompt [default: read from stdin; `-` reads stdin too].
+    pub prompt: Option<String>,
+    /// Project directory the agent works in [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Provider name from the configuration.
+    #[arg(long, value_name = "NAME", default_value = "echo")]
+    pub provider: String,
+    /// Start a new thread instead of continuing the directory's last one.
+    #[arg(long)]
+    pub new: bool,
+    /// Do not show the agent's thoughts.
+    #[arg(long)]
+    pub no_thoughts: bool,
+    /// Write NDJSON (one event per line) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl Command {
@@ -388,6 +480,10 @@ impl Command {
                 | TurnsCommand::Resolve { out, .. },
             ) => out.json,
             Command::Journal(JournalCommand::Tail { out, .. }) => out.json,
+            Command::Permissions(
+                PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
+            ) => out.json,
+            Command::Ask(a) => a.json,
             Command::Completions(_) | Command::Serve(_) | Command::Logs(_) | Command::AcpEcho => {
                 false
             }

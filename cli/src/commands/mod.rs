@@ -1,15 +1,19 @@
 //! One handler per command; `run` is the single dispatch point.
 
 mod acp_echo;
+mod ask;
 mod completions;
 mod config;
 mod connect;
 mod doctor;
+mod follow;
 mod install;
 mod install_from;
 mod journal;
 mod logs;
 mod paths;
+mod permissions;
+mod prompt;
 mod releases;
 mod rollback;
 mod serve;
@@ -49,6 +53,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
+        Command::Permissions(command) => permissions::run(&global, command),
+        Command::Ask(args) => ask::run(&global, args),
         Command::AcpEcho => acp_echo::run(),
     }
 }

@@ -183,6 +183,19 @@ pub struct JournalUnsubscribe {
     pub subscription: String,
 }
 
+/// `permissions.list`: pending requests of the session's threads, optionally
+/// of one thread or one turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PermissionsList {
+    /// Only requests of this thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// Only requests of this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
 /// `permissions.respond`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -341,6 +354,14 @@ pub struct TurnResult {
     /// True when the command id was seen before (`turns.submit`).
     #[serde(default)]
     pub replayed: bool,
+}
+
+/// `permissions.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionsResult {
+    /// The pending requests, soonest deadline first.
+    pub requests: Vec<crate::PendingRequest>,
 }
 
 /// `turns.list` result.

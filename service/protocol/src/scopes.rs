@@ -98,6 +98,7 @@ pub enum Method {
     JournalReplay,
     JournalSubscribe,
     JournalUnsubscribe,
+    PermissionsList,
     PermissionsRespond,
     SessionsRevoke,
     ConfigReload,
@@ -191,6 +192,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Requirement::Scope(Scope::ThreadsRead),
     ),
     (
+        Method::PermissionsList,
+        "permissions.list",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
         Method::PermissionsRespond,
         "permissions.respond",
         Requirement::Scope(Scope::PermissionsRespond),
@@ -259,6 +265,7 @@ mod tests {
             | Method::JournalReplay
             | Method::JournalSubscribe
             | Method::JournalUnsubscribe
+            | Method::PermissionsList
             | Method::PermissionsRespond
             | Method::SessionsRevoke
             | Method::ConfigReload => m,
@@ -280,6 +287,7 @@ mod tests {
             Method::JournalReplay,
             Method::JournalSubscribe,
             Method::JournalUnsubscribe,
+            Method::PermissionsList,
             Method::PermissionsRespond,
             Method::SessionsRevoke,
             Method::ConfigReload,

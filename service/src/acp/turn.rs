@@ -93,6 +93,8 @@ pub struct PermissionRequest {
     pub invocation: Invocation,
     /// The only acceptable answers.
     pub options: Vec<PermissionOption>,
+    /// When the runner stops waiting and answers by itself.
+    pub deadline: std::time::SystemTime,
 }
 
 /// What the runner needs from storage. Implementations decide durability;

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use crate::acp::PermissionAnswer;
-use crate::engine::Engine;
+use crate::engine::{Engine, PendingPermission};
 use crate::store::Store;
 use lapis_protocol::{ErrorCode, RpcError};
 
@@ -22,6 +22,10 @@ pub trait PermissionResponder: Send + Sync + std::fmt::Debug {
         request_id: &'a str,
         option_id: &'a str,
     ) -> Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send + 'a>>;
+
+    /// Requests waiting for an answer, optionally of one turn. Callers
+    /// filter by ownership before showing any.
+    fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission>;
 }
 
 /// What the handlers need besides the authority.
@@ -86,5 +90,19 @@ impl PermissionResponder for Engine {
                     Some(code) => RpcError::new(code, e.to_string()),
                 })
         })
+    }
+
+    fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+        self.pending_permissions(turn_id)
+    }
+}
+
+impl Core {
+    /// Pending requests, optionally of one turn (none without an engine).
+    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+        self.permissions
+            .as_ref()
+            .map(|p| p.pending(turn_id))
+            .unwrap_or_default()
     }
 }

@@ -107,6 +107,9 @@ pub async fn method(
             handlers::journal_subscribe(ctx, conn, session, request.params()?).await
         }
         Method::JournalUnsubscribe => handlers::journal_unsubscribe(conn, request.params()?),
+        Method::PermissionsList => {
+            handlers::permissions_list(ctx, session, request.params()?).await
+        }
         Method::PermissionsRespond => {
             handlers::permissions_respond(ctx, session, request.params()?).await
         }

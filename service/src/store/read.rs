@@ -99,6 +99,7 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
         started_at: r.get(14)?,
         finished_at: r.get(15)?,
         resolved_at: r.get(16)?,
+        awaiting_input: false,
         id,
     })
 }

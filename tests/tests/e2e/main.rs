@@ -8,6 +8,8 @@ mod acp_permissions;
 mod acp_serve;
 mod acp_teardown;
 mod basics;
+mod cli_drive;
+mod cli_permissions;
 mod client;
 mod home;
 mod install;

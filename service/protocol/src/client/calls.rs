@@ -4,12 +4,13 @@
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, ReloadResult, RespondResult,
-    RevokeResult, SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadResult,
-    ThreadsCreate, ThreadsList, ThreadsResult, TurnRef, TurnResult, TurnsList, TurnsResolve,
-    TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
+    JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond,
+    PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
+    SubscribeResult, ThreadRef, ThreadResult, ThreadsCreate, ThreadsList, ThreadsResult, TurnRef,
+    TurnResult, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd,
+    WorkspacesResult,
 };
-use crate::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
+use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
 fn turn_ref(turn_id: &str) -> TurnRef {
     TurnRef {
@@ -166,6 +167,20 @@ impl Client {
         };
         let r: SubscribeResult = self.call("journal.subscribe", &p)?;
         Ok(r.subscription)
+    }
+
+    /// `permissions.list`: pending requests, optionally of one thread or turn.
+    pub fn permissions_list(
+        &mut self,
+        thread_id: Option<&str>,
+        turn_id: Option<&str>,
+    ) -> Result<Vec<PendingRequest>, ClientError> {
+        let p = PermissionsList {
+            thread_id: thread_id.map(str::to_owned),
+            turn_id: turn_id.map(str::to_owned),
+        };
+        let r: PermissionsResult = self.call("permissions.list", &p)?;
+        Ok(r.requests)
     }
 
     /// `permissions.respond`.
