@@ -5,6 +5,8 @@
 //! ever quotes a value from the file (a token could be anywhere a typo put
 //! it), only field names and positions.
 
+mod catalogue;
+mod envfile;
 mod provider;
 mod validate;
 
@@ -16,6 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::Scope;
 
+pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
+pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec};
 pub use validate::{WORKSPACE_ID_RULE, valid_workspace_id};
 
