@@ -32,7 +32,7 @@ use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
-use lapis_protocol::config::Config;
+use lapis_protocol::config::{Config, EnvFile};
 
 pub use self::core::{Core, PermissionResponder};
 pub use connection::serve_connection;
@@ -65,6 +65,9 @@ pub struct ServeOptions {
     /// with it an engine runs turns, without it turns stay queued (tests of
     /// the protocol alone).
     pub agent_exe: Option<PathBuf>,
+    /// Agent secrets from the env file beside the config (read by the
+    /// caller at start); allowlisted names take their values from it first.
+    pub secrets: EnvFile,
 }
 
 impl ServeOptions {
@@ -77,6 +80,7 @@ impl ServeOptions {
             stdio,
             clock: Arc::new(SystemClock),
             agent_exe: None,
+            secrets: EnvFile::default(),
         }
     }
 }
@@ -174,6 +178,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         Some(exe) => {
             let mut config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
             config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
+            config.lookup.secrets = options.secrets.clone();
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))
