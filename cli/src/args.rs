@@ -63,6 +63,12 @@ pub enum Command {
     /// Read the event journal.
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// Add, remove, list and check agent providers (built-in catalogue).
+    #[command(subcommand)]
+    Providers(ProvidersCommand),
+    /// Show, validate and describe the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Built-in deterministic ACP agent (the `echo` provider).
     #[command(name = "acp-echo", hide = true)]
     AcpEcho,
@@ -336,6 +342,64 @@ pub enum JournalCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCommand {
+    /// List the catalogue and the configured providers, and whether each
+    /// command is found (PATH, then ~/.local/bin).
+    List(JsonArg),
+    /// Add a provider: a catalogue name fills command, args and allowlist.
+    Add(ProvidersAddArgs),
+    /// Remove a configured provider (its secrets stay in the env file).
+    Remove {
+        /// Provider name.
+        name: String,
+    },
+    /// Start the agent in a scratch directory and report what it supports.
+    Check {
+        /// Provider name (configured, catalogue or `echo`).
+        name: String,
+        /// Also open a session (`session/new`): checks login and modes.
+        #[arg(long)]
+        session: bool,
+        /// Seconds each step may take.
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        timeout: u64,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ProvidersAddArgs {
+    /// Provider name (a catalogue name fills the defaults).
+    pub name: String,
+    /// Executable: absolute path or bare name [default: the catalogue's].
+    #[arg(long, value_name = "C")]
+    pub command: Option<String>,
+    /// Argument (repeat; replaces the catalogue's arguments).
+    #[arg(long = "arg", value_name = "A", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// Environment name the agent may read (repeat; added to the catalogue's).
+    #[arg(long = "allow-env", value_name = "NAME")]
+    pub allow_env: Vec<String>,
+    /// Store this allowlisted variable's value in the env file; read from a
+    /// hidden prompt, or one line per secret from stdin when it is not a TTY.
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secrets: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the configuration file's path.
+    Path,
+    /// Print the effective configuration, secrets masked.
+    Show(JsonArg),
+    /// Check the configuration and the env file; errors name the field.
+    Validate(JsonArg),
+    /// Print the configuration's JSON Schema.
+    Schema,
+}
+
 impl Command {
     /// Whether the user asked for one JSON document on stdout, so errors are
     /// reported as JSON too.
@@ -362,6 +426,12 @@ impl Command {
                 | TurnsCommand::Resolve { out, .. },
             ) => out.json,
             Command::Journal(JournalCommand::Tail { out, .. }) => out.json,
+            Command::Providers(
+                ProvidersCommand::List(a) | ProvidersCommand::Check { out: a, .. },
+            ) => a.json,
+            Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
+            Command::Providers(ProvidersCommand::Add(_) | ProvidersCommand::Remove { .. })
+            | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,
             Command::Completions(_) | Command::Serve(_) | Command::AcpEcho => false,
         }
     }

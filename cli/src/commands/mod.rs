@@ -2,11 +2,14 @@
 
 mod acp_echo;
 mod completions;
+mod config;
 mod connect;
 mod install;
 mod install_from;
 mod journal;
 mod paths;
+mod providers;
+mod providers_check;
 mod releases;
 mod rollback;
 mod serve;
@@ -43,6 +46,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
+        Command::Providers(command) => providers::run(&global, command),
+        Command::Config(command) => config::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
     }
 }

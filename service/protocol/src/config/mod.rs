@@ -15,6 +15,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "schema")]
+use serde_json::Value;
 
 use crate::Scope;
 
@@ -257,6 +259,14 @@ impl Config {
         })?;
         validate::validate(&mut config)?;
         Ok(config)
+    }
+
+    /// The JSON Schema of the configuration file, generated from these
+    /// types (so it cannot drift from what [`Config::parse`] accepts in
+    /// shape; the value rules live in the validator and the descriptions).
+    #[cfg(feature = "schema")]
+    pub fn json_schema() -> Value {
+        serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default()
     }
 
     /// The socket path in the controller home.
