@@ -15,11 +15,11 @@ use serde_json::{Value, json};
 
 use super::events::{ActivityEvent, PermissionAnswer};
 use super::process::{AgentProcess, LaunchError};
-use super::runner::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, HookError, PermissionRequest, RunnerLimits, TurnHooks,
-    TurnRequest, cancel_channel,
-};
 use super::session::{CallError, Session};
+use super::turn::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, HookError, PermissionRequest, RunnerLimits, TurnHooks,
+    TurnRequest, cancel_channel, initialize_params,
+};
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
 
@@ -169,13 +169,8 @@ async fn exchange(
     command: PathBuf,
 ) -> Result<ProbeReport, ProbeError> {
     let setup = Some(request.limits.setup_timeout);
-    let init = json!({
-        "protocolVersion": ACP_PROTOCOL_VERSION,
-        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-        "clientInfo": {"name": "lapis-ai-controller", "version": env!("CARGO_PKG_VERSION")},
-    });
     let init = s
-        .call("initialize", init, setup)
+        .call("initialize", initialize_params(), setup)
         .await
         .map_err(|e| ProbeError::Initialize {
             code: call_code(&e, "initialize_failed", "initialize_timeout"),
