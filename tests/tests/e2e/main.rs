@@ -18,6 +18,8 @@ mod install_service;
 mod install_support;
 mod leaks;
 mod protocol;
+mod providers;
+mod providers_check;
 mod release;
 mod release_update;
 mod serve;
