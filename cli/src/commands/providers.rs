@@ -228,11 +228,11 @@ fn add(global: &GlobalArgs, args: ProvidersAddArgs) -> CliResult {
     if !args.secrets.is_empty() {
         write_env_file(&env_path, &env_file)?;
     }
-    output::line(format!(
-        "added provider `{name}`: {} {}",
-        provider.command,
-        provider.args.join(" ")
-    ))?;
+    let command_line = std::iter::once(provider.command.as_str())
+        .chain(provider.args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    output::line(format!("added provider `{name}`: {command_line}"))?;
     if !provider.env_allowlist.is_empty() {
         output::line(format!(
             "  allowed environment: {}",

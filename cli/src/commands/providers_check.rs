@@ -56,8 +56,10 @@ pub fn run(
         .prefix("lapis-provider-check-")
         .tempdir()
         .map_err(|e| CliError::failure("io", e))?;
-    let mut limits = RunnerLimits::default();
-    limits.setup_timeout = Duration::from_secs(timeout.max(1));
+    let limits = RunnerLimits {
+        setup_timeout: Duration::from_secs(timeout.max(1)),
+        ..RunnerLimits::default()
+    };
     let request = ProbeRequest {
         spec,
         scratch: scratch.path().to_path_buf(),
