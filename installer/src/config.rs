@@ -397,6 +397,38 @@ mod tests {
     }
 
     #[test]
+    fn edit_keeps_tokens_and_writes_only_valid_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        let secret = format!("{TOKEN_PREFIX}{}", "ab".repeat(32));
+        let doc = json!({"schema": 1, "instance": "default", "controllerHome": "/tmp/h",
+            "tokens": [{"name": "owner", "principal": "owner", "secret": secret}]});
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let tokens = edit(&path, |v: &mut Value| {
+            v["tokens"][0]["secret"] = json!(format!("{TOKEN_PREFIX}{}", "cd".repeat(32)));
+            Ok::<(), ConfigError>(())
+        });
+        assert!(matches!(tokens, Err(ConfigError::Malformed { .. })));
+        let invalid = edit(&path, |v: &mut Value| {
+            v["providers"] = json!({"x": {"command": "rel/path"}});
+            Ok::<(), ConfigError>(())
+        });
+        assert!(matches!(invalid, Err(ConfigError::Invalid(_))));
+        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing written");
+        edit(&path, |v: &mut Value| {
+            v["providers"] = json!({"x": {"command": "agent"}});
+            Ok::<(), ConfigError>(())
+        })
+        .unwrap();
+        let after: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(after["tokens"], doc["tokens"]);
+        assert_eq!(after["providers"]["x"]["command"], "agent");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
     fn malformed_configs_are_refused_without_quoting_them() {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(dir.path());
