@@ -51,6 +51,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// Report the running controller's state (exit 3 when unreachable).
     Status(JsonArg),
+    /// Show the service log (the user journal, or the launchd log file).
+    Logs(LogsArgs),
+    /// Check the installation, service, config and providers (exit 1 if a check fails).
+    Doctor(JsonArg),
     /// Register and list agent workspaces.
     #[command(subcommand)]
     Workspaces(WorkspacesCommand),
@@ -66,7 +70,7 @@ pub enum Command {
     /// Add, remove, list and check agent providers (built-in catalogue).
     #[command(subcommand)]
     Providers(ProvidersCommand),
-    /// Show, validate and describe the configuration.
+    /// Show, validate and describe the configuration; reload the service's.
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Built-in deterministic ACP agent (the `echo` provider).
@@ -90,6 +94,16 @@ pub struct JsonArg {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Keep printing new log lines as they arrive.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// How many recent lines to show first.
+    #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 100)]
+    pub lines: usize,
 }
 
 #[derive(Debug, Args)]
@@ -398,6 +412,10 @@ pub enum ConfigCommand {
     Validate(JsonArg),
     /// Print the configuration's JSON Schema.
     Schema,
+    /// Make the running service re-read its config file: providers and
+    /// workspaces change for later turns; an invalid file is refused (exit 2)
+    /// and the previous configuration stays in effect.
+    Reload(JsonArg),
 }
 
 impl Command {
@@ -411,7 +429,8 @@ impl Command {
             Command::Releases(ReleasesCommand::Gc(a)) => a.out.json,
             Command::Rollback(a) => a.out.json,
             Command::Update(a) => a.out.json,
-            Command::Version(a) | Command::Status(a) => a.json,
+            Command::Version(a) | Command::Status(a) | Command::Doctor(a) => a.json,
+            Command::Config(ConfigCommand::Reload(a)) => a.json,
             Command::Token(TokenCommand::Show(a)) => a.json,
             Command::Workspaces(WorkspacesCommand::Add { out, .. }) => out.json,
             Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
@@ -432,7 +451,9 @@ impl Command {
             Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
             Command::Providers(ProvidersCommand::Add(_) | ProvidersCommand::Remove { .. })
             | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,
-            Command::Completions(_) | Command::Serve(_) | Command::AcpEcho => false,
+            Command::Completions(_) | Command::Serve(_) | Command::Logs(_) | Command::AcpEcho => {
+                false
+            }
         }
     }
 }

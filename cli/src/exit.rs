@@ -12,6 +12,9 @@ use std::process::ExitCode;
 pub enum ExitClass {
     /// 0: the command did what was asked.
     Success,
+    /// 1: `doctor` found a failing check. The command has printed its whole
+    /// report (also the `--json` document), so `main` adds no error document.
+    Unhealthy,
     /// 2: bad usage, bad input, or a request the controller refused.
     Failure,
     /// 3: the service or the service manager could not be reached.
@@ -23,6 +26,7 @@ impl ExitClass {
     pub fn code(self) -> u8 {
         match self {
             ExitClass::Success => 0,
+            ExitClass::Unhealthy => 1,
             ExitClass::Failure => 2,
             ExitClass::Unavailable => 3,
         }
@@ -66,6 +70,16 @@ impl CliError {
         CliError {
             class: ExitClass::Unavailable,
             code,
+            error: error.into(),
+            details: None,
+        }
+    }
+
+    /// A health check failed (exit 1); the report is already printed.
+    pub fn unhealthy(error: impl Into<anyhow::Error>) -> CliError {
+        CliError {
+            class: ExitClass::Unhealthy,
+            code: "unhealthy",
             error: error.into(),
             details: None,
         }

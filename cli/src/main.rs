@@ -32,7 +32,8 @@ fn report(err: &CliError, wants_json: bool) {
         text.push_str(&format!("\n  caused by: {cause}"));
     }
     eprintln!("{text}");
-    if wants_json {
+    // An unhealthy `doctor` already printed its JSON report.
+    if wants_json && err.class != ExitClass::Unhealthy {
         let causes: Vec<String> = err.error.chain().skip(1).map(|c| c.to_string()).collect();
         let mut doc = serde_json::json!({
             "error": { "code": err.code, "message": err.error.to_string(), "causes": causes }

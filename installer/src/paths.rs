@@ -348,6 +348,21 @@ impl Paths {
     pub fn state_file(&self) -> PathBuf {
         self.releases_root.join("state.json")
     }
+
+    /// The optional env file beside the config (`NAME=VALUE` lines holding
+    /// agents' secrets). The systemd unit loads it with `EnvironmentFile=-`,
+    /// so a missing file is fine.
+    pub fn env_file(&self) -> PathBuf {
+        lapis_protocol::config::EnvFile::path_for(&self.config)
+    }
+
+    /// Where the launchd agent sends the service's stdout and stderr (the
+    /// service log on macOS; `logs` reads it).
+    pub fn launchd_log(&self) -> PathBuf {
+        self.home
+            .join("Library/Logs")
+            .join(format!("{}.log", self.unit.name))
+    }
 }
 
 /// Whether `name` is a snapshot directory name: 64 lowercase hex digits.

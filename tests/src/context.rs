@@ -166,6 +166,7 @@ impl TestContext {
             .env_remove("LAPIS_AI_CONTROLLER_WORKSPACE")
             .env_remove("GITHUB_TOKEN")
             .env_remove("GH_TOKEN")
+            .env_remove("NOTIFY_SOCKET")
             .env("NO_COLOR", "1");
         let mut path: Vec<PathBuf> = self.path_prefix.clone();
         path.extend(std::env::split_paths(

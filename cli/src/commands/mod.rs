@@ -4,9 +4,11 @@ mod acp_echo;
 mod completions;
 mod config;
 mod connect;
+mod doctor;
 mod install;
 mod install_from;
 mod journal;
+mod logs;
 mod paths;
 mod providers;
 mod providers_check;
@@ -42,12 +44,14 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Token(command) => token::run(&global, command),
         Command::Serve(args) => serve::run(&global, args),
         Command::Status(out) => status::run(&global, out),
+        Command::Config(command) => config::run(&global, command),
+        Command::Logs(args) => logs::run(&global, args),
+        Command::Doctor(out) => doctor::run(&global, out),
         Command::Workspaces(command) => workspaces::run(&global, command),
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
         Command::Providers(command) => providers::run(&global, command),
-        Command::Config(command) => config::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
     }
 }

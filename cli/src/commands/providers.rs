@@ -48,9 +48,14 @@ pub(super) fn load_env_file(config: &Path) -> Result<(PathBuf, EnvFile), CliErro
     Ok((path, file))
 }
 
-/// Loads and validates the config (exit 2 naming the field when invalid).
+/// Loads and validates the config, including the checks against this
+/// machine (exit 2 naming the field when invalid).
 pub(super) fn load_config(path: &Path) -> Result<Config, CliError> {
-    Config::load(path).map_err(|e| CliError::failure(e.code(), e))
+    let mut config = Config::load(path).map_err(|e| CliError::failure(e.code(), e))?;
+    config
+        .check_on_this_machine()
+        .map_err(|e| CliError::failure(e.code(), e))?;
+    Ok(config)
 }
 
 /// Where `spec`'s command resolves, with the runner's lookup.

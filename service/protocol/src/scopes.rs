@@ -38,11 +38,14 @@ pub enum Scope {
     /// Revoke sessions.
     #[serde(rename = "sessions:revoke")]
     SessionsRevoke,
+    /// Ask the controller to re-read its configuration.
+    #[serde(rename = "config:reload")]
+    ConfigReload,
 }
 
 impl Scope {
     /// Every scope; config tokens without `scopes` get all of them.
-    pub const ALL: [Scope; 9] = [
+    pub const ALL: [Scope; 10] = [
         Scope::StatusRead,
         Scope::WorkspacesRead,
         Scope::WorkspacesWrite,
@@ -52,6 +55,7 @@ impl Scope {
         Scope::TurnsResolve,
         Scope::PermissionsRespond,
         Scope::SessionsRevoke,
+        Scope::ConfigReload,
     ];
 
     /// The wire name (`threads:read`).
@@ -66,6 +70,7 @@ impl Scope {
             Scope::TurnsResolve => "turns:resolve",
             Scope::PermissionsRespond => "permissions:respond",
             Scope::SessionsRevoke => "sessions:revoke",
+            Scope::ConfigReload => "config:reload",
         }
     }
 
@@ -96,6 +101,7 @@ pub enum Method {
     JournalUnsubscribe,
     PermissionsRespond,
     SessionsRevoke,
+    ConfigReload,
 }
 
 /// What the server requires before running a method.
@@ -195,6 +201,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "sessions.revoke",
         Requirement::Scope(Scope::SessionsRevoke),
     ),
+    (
+        Method::ConfigReload,
+        "config.reload",
+        Requirement::Scope(Scope::ConfigReload),
+    ),
 ];
 
 impl Method {
@@ -250,7 +261,8 @@ mod tests {
             | Method::JournalSubscribe
             | Method::JournalUnsubscribe
             | Method::PermissionsRespond
-            | Method::SessionsRevoke => m,
+            | Method::SessionsRevoke
+            | Method::ConfigReload => m,
         };
         [
             Method::Hello,
@@ -271,6 +283,7 @@ mod tests {
             Method::JournalUnsubscribe,
             Method::PermissionsRespond,
             Method::SessionsRevoke,
+            Method::ConfigReload,
         ]
         .into_iter()
         .map(probe)

@@ -158,7 +158,7 @@ fn env_file_secret_reaches_the_agent_before_the_service_environment() {
 }
 
 #[test]
-fn serve_reads_the_env_file_at_start_for_every_turn() {
+fn serve_reads_the_env_file_at_start_and_at_reload() {
     let expect = format!("API_KEY_X={SECRET}");
     let providers = json!({"keyed": {"command": fixture_bin(),
         "args": ["--expect-env", expect], "envAllowlist": ["API_KEY_X"]}});
@@ -177,22 +177,46 @@ fn serve_reads_the_env_file_at_start_for_every_turn() {
     )
     .unwrap();
     let thread = client.threads_create("proj", "keyed", "ask", None).unwrap();
-    let turn_id = client.turns_submit(&thread.id, "e-1", "hello").unwrap().id;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let state = loop {
-        let state = client
-            .turns_get(&turn_id)
-            .unwrap()
-            .state
-            .as_str()
-            .to_owned();
-        if matches!(state.as_str(), "completed" | "failed" | "cancelled") {
-            break state;
+    let run_turn = |client: &mut Client, id: &str| {
+        let turn_id = client.turns_submit(&thread.id, id, "hello").unwrap().id;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let state = client
+                .turns_get(&turn_id)
+                .unwrap()
+                .state
+                .as_str()
+                .to_owned();
+            if matches!(state.as_str(), "completed" | "failed" | "cancelled") {
+                return state;
+            }
+            assert!(Instant::now() < deadline, "turn stuck in {state}");
+            std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(state, "completed", "the agent saw the env file's value");
+    assert_eq!(
+        run_turn(&mut client, "e-1"),
+        "completed",
+        "the agent saw the env file's value"
+    );
+    // A reload re-reads the env file: a changed value reaches later turns.
+    std::fs::write(&env, "API_KEY_X=another-value-after-reload\n").unwrap();
+    server.ctx.run(["config", "reload"]).success();
+    assert_eq!(
+        run_turn(&mut client, "e-2"),
+        "failed",
+        "the reloaded value differs"
+    );
+    // A bad env file refuses the reload (exit 2) and keeps the previous one.
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = server.ctx.run(["config", "reload"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("invalid_env_file") && out.stderr.contains("mode 0644"),
+        "{}",
+        out.stderr
+    );
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
     drop(client);
     server.finish(&[], &[]);
 }

@@ -42,7 +42,10 @@ fn status_exits_3_when_the_service_is_not_running() {
     let out = ctx.run(["status", "--json"]);
     out.expect_code(3);
     assert_eq!(out.json()["error"]["code"], "unavailable");
-    assert!(out.stderr.contains("not reachable"), "{}", out.stderr);
+    // What to do, never "try status": start the unit or run `serve`.
+    assert!(out.stderr.contains("not running"), "{}", out.stderr);
+    assert!(out.stderr.contains(" serve --config "), "{}", out.stderr);
+    assert!(!out.stderr.contains("try `"), "{}", out.stderr);
     ctx.assert_no_secret(
         OWNER,
         &[&ctx.home().join(".config/lapis-ai-controller/config.json")],

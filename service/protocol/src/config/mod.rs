@@ -225,7 +225,7 @@ impl ConfigError {
 }
 
 impl Config {
-    /// Reads and validates the file at `path`.
+    /// Reads the file at `path` and checks its structure ([`Config::parse`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -234,7 +234,9 @@ impl Config {
         Config::parse(&bytes, path)
     }
 
-    /// Parses and validates file content; `path` is only used in errors.
+    /// Parses file content and checks its structure: shape, names, limits,
+    /// tokens. Nothing here looks at the machine, so the installer can use
+    /// it; see [`Config::check_on_this_machine`]. `path` is only used in errors.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<Config, ConfigError> {
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let parsed = match serde_path_to_error::deserialize::<_, Config>(&mut de) {
@@ -267,6 +269,15 @@ impl Config {
     #[cfg(feature = "schema")]
     pub fn json_schema() -> Value {
         serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default()
+    }
+
+    /// The checks that depend on this machine at run time (workspace
+    /// directories exist; they are stored canonical; no two ids name one
+    /// directory). `serve` and clients run it after [`Config::load`]; the
+    /// installer does not, so a missing workspace directory never fails an
+    /// install.
+    pub fn check_on_this_machine(&mut self) -> Result<(), ConfigError> {
+        validate::check_on_this_machine(self)
     }
 
     /// The configured providers as the runner launches them (the rules were

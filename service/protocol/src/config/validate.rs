@@ -1,4 +1,11 @@
 //! Every rule the configuration must satisfy. Messages name fields, never values.
+//!
+//! Two steps, kept apart on purpose: [`validate`] is structural (shape,
+//! names, limits, tokens) and depends on nothing but the document, so the
+//! installer can check a config on a machine where its workspaces do not
+//! exist yet; [`check_on_this_machine`] is what depends on the machine at run
+//! time (workspace directories exist, are canonicalized, name no directory
+//! twice) and runs where the config is used (`serve` and clients).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -59,7 +66,7 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
     }
     validate_tokens(config)?;
     validate_providers(&config.providers)?;
-    validate_workspaces(config)?;
+    validate_workspace_ids(config)?;
     validate_limits(config)
 }
 
@@ -145,9 +152,8 @@ fn provider_field(name: &str, p: &ProviderConfig, e: &ProviderError) -> String {
     }
 }
 
-fn validate_workspaces(config: &mut Config) -> Result<(), ConfigError> {
-    let mut seen: BTreeMap<PathBuf, String> = BTreeMap::new();
-    for (id, ws) in config.workspaces.iter_mut() {
+fn validate_workspace_ids(config: &Config) -> Result<(), ConfigError> {
+    for (id, ws) in &config.workspaces {
         if !valid_workspace_id(id) {
             return Err(invalid(
                 format!("workspaces.{id}"),
@@ -160,6 +166,15 @@ fn validate_workspaces(config: &mut Config) -> Result<(), ConfigError> {
                 "must be an absolute path",
             ));
         }
+    }
+    Ok(())
+}
+
+/// The machine-dependent step: every workspace is an existing directory,
+/// stored canonical, and no two ids name one directory (`workspace_alias`).
+pub(super) fn check_on_this_machine(config: &mut Config) -> Result<(), ConfigError> {
+    let mut seen: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for (id, ws) in config.workspaces.iter_mut() {
         let canonical = std::fs::canonicalize(&ws.path).map_err(|_| {
             invalid(
                 format!("workspaces.{id}.path"),
@@ -238,7 +253,22 @@ mod tests {
     }
 
     fn parse(s: &str) -> Result<Config, super::ConfigError> {
-        Config::parse(s.as_bytes(), Path::new("config.json"))
+        let mut c = Config::parse(s.as_bytes(), Path::new("config.json"))?;
+        c.check_on_this_machine()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn a_missing_workspace_directory_is_a_machine_check_not_a_structural_one() {
+        let ws = r#","workspaces":{"a":{"path":"/nonexistent/lapis-h1b-test"}}"#;
+        let mut c = Config::parse(doc(ws).as_bytes(), Path::new("config.json"))
+            .expect("structurally valid");
+        let e = c.check_on_this_machine().unwrap_err().to_string();
+        assert!(e.contains("workspaces.a.path"), "{e}");
+        assert!(!e.contains("nonexistent"), "{e}");
+        // A malformed id is structural.
+        let bad = r#","workspaces":{"-a":{"path":"/tmp"}}"#;
+        assert!(Config::parse(doc(bad).as_bytes(), Path::new("config.json")).is_err());
     }
 
     #[test]

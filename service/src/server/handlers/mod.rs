@@ -17,9 +17,9 @@ use crate::auth::AuthSession;
 use crate::domain::{Actor, StoreError, Thread, Turn};
 use lapis_protocol::{ErrorCode, RpcError, params};
 
-use super::connection::Conn;
+use super::conn::Conn;
 use super::context::ServerContext;
-use super::dispatch::internal;
+use super::failure::internal;
 
 pub use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub use status::status;
