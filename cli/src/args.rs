@@ -51,9 +51,6 @@ pub enum Command {
     Serve(ServeArgs),
     /// Report the running controller's state (exit 3 when unreachable).
     Status(JsonArg),
-    /// Ask the running controller about its configuration.
-    #[command(subcommand)]
-    Config(ConfigCommand),
     /// Show the service log (the user journal, or the launchd log file).
     Logs(LogsArgs),
     /// Check the installation, service, config and providers (exit 1 if a check fails).
@@ -76,6 +73,12 @@ pub enum Command {
     /// Ask an agent in a directory: register it, continue its last thread,
     /// stream the reply and answer permissions inline.
     Ask(AskArgs),
+    /// Add, remove, list and check agent providers (built-in catalogue).
+    #[command(subcommand)]
+    Providers(ProvidersCommand),
+    /// Show, validate and describe the configuration; reload the service's.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Built-in deterministic ACP agent (the `echo` provider).
     #[command(name = "acp-echo", hide = true)]
     AcpEcho,
@@ -97,14 +100,6 @@ pub struct JsonArg {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
-    /// Make the running service re-read its config file: providers and
-    /// workspaces change for later turns; an invalid file is refused (exit 2)
-    /// and the previous configuration stays in effect.
-    Reload(JsonArg),
 }
 
 #[derive(Debug, Args)]
@@ -453,6 +448,68 @@ pub struct AskArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCommand {
+    /// List the catalogue and the configured providers, and whether each
+    /// command is found (PATH, then ~/.local/bin).
+    List(JsonArg),
+    /// Add a provider: a catalogue name fills command, args and allowlist.
+    Add(ProvidersAddArgs),
+    /// Remove a configured provider (its secrets stay in the env file).
+    Remove {
+        /// Provider name.
+        name: String,
+    },
+    /// Start the agent in a scratch directory and report what it supports.
+    Check {
+        /// Provider name (configured, catalogue or `echo`).
+        name: String,
+        /// Also open a session (`session/new`): checks login and modes.
+        #[arg(long)]
+        session: bool,
+        /// Seconds each step may take.
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        timeout: u64,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ProvidersAddArgs {
+    /// Provider name (a catalogue name fills the defaults).
+    pub name: String,
+    /// Executable: absolute path or bare name [default: the catalogue's].
+    #[arg(long, value_name = "C")]
+    pub command: Option<String>,
+    /// Argument (repeat; replaces the catalogue's arguments).
+    #[arg(long = "arg", value_name = "A", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// Environment name the agent may read (repeat; added to the catalogue's).
+    #[arg(long = "allow-env", value_name = "NAME")]
+    pub allow_env: Vec<String>,
+    /// Store this allowlisted variable's value in the env file; read from a
+    /// hidden prompt, or one line per secret from stdin when it is not a TTY.
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secrets: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the configuration file's path.
+    Path,
+    /// Print the effective configuration, secrets masked.
+    Show(JsonArg),
+    /// Check the configuration and the env file; errors name the field.
+    Validate(JsonArg),
+    /// Print the configuration's JSON Schema.
+    Schema,
+    /// Make the running service re-read its config file: providers and
+    /// workspaces change for later turns; an invalid file is refused (exit 2)
+    /// and the previous configuration stays in effect.
+    Reload(JsonArg),
+}
+
 impl Command {
     /// Whether the user asked for one JSON document on stdout, so errors are
     /// reported as JSON too.
@@ -484,6 +541,12 @@ impl Command {
                 PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
             ) => out.json,
             Command::Ask(a) => a.json,
+            Command::Providers(
+                ProvidersCommand::List(a) | ProvidersCommand::Check { out: a, .. },
+            ) => a.json,
+            Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
+            Command::Providers(ProvidersCommand::Add(_) | ProvidersCommand::Remove { .. })
+            | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,
             Command::Completions(_) | Command::Serve(_) | Command::Logs(_) | Command::AcpEcho => {
                 false
             }

@@ -353,7 +353,7 @@ impl Paths {
     /// agents' secrets). The systemd unit loads it with `EnvironmentFile=-`,
     /// so a missing file is fine.
     pub fn env_file(&self) -> PathBuf {
-        self.config.with_file_name(ENV_FILE)
+        lapis_protocol::config::EnvFile::path_for(&self.config)
     }
 
     /// Where the launchd agent sends the service's stdout and stderr (the
@@ -364,9 +364,6 @@ impl Paths {
             .join(format!("{}.log", self.unit.name))
     }
 }
-
-/// File name of the env file beside the config.
-pub const ENV_FILE: &str = "env";
 
 /// Whether `name` is a snapshot directory name: 64 lowercase hex digits.
 pub fn is_digest(name: &str) -> bool {

@@ -14,6 +14,8 @@ mod logs;
 mod paths;
 mod permissions;
 mod prompt;
+mod providers;
+mod providers_check;
 mod releases;
 mod rollback;
 mod serve;
@@ -55,6 +57,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Journal(command) => journal::run(&global, command),
         Command::Permissions(command) => permissions::run(&global, command),
         Command::Ask(args) => ask::run(&global, args),
+        Command::Providers(command) => providers::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
     }
 }

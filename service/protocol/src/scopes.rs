@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// A permission a session may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Scope {
     /// Read the controller's status.
     #[serde(rename = "status:read")]

@@ -15,6 +15,8 @@ use crate::acp::{
     self, AgentRegistry, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits,
     TurnOutcome, TurnRequest, run_turn,
 };
+use lapis_protocol::config::EnvFile;
+
 use crate::domain::{Claim, EventKind, StoreError, TurnEnd};
 use crate::store::Store;
 
@@ -116,6 +118,9 @@ pub struct Engine {
     /// The providers turns are claimed with; a config reload replaces them
     /// for later claims (a running turn keeps the spec it was claimed with).
     providers: Arc<std::sync::RwLock<BTreeMap<String, ProviderSpec>>>,
+    /// Agent secrets (the env file); a config reload replaces them for
+    /// later turns, like the providers.
+    secrets: Arc<std::sync::RwLock<EnvFile>>,
     /// Pending permission interactions.
     broker: PermissionBroker,
     /// Running agents' process groups (`<controller home>/agents`).
@@ -156,6 +161,7 @@ impl Engine {
         Engine {
             store,
             providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
+            secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
             config: Arc::new(config),
             broker: PermissionBroker::default(),
             registry,
@@ -171,6 +177,23 @@ impl Engine {
     /// reload; the caller adds the built-in `echo` as at start).
     pub fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
         *self.providers.write().unwrap_or_else(|p| p.into_inner()) = providers;
+    }
+
+    /// Replaces the agent secrets for turns started from now on (reload).
+    pub fn replace_secrets(&self, secrets: EnvFile) {
+        *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
+    }
+
+    /// The lookup a turn launches with: the one at start, with the current
+    /// secrets.
+    fn lookup(&self) -> CommandLookup {
+        let mut lookup = self.config.lookup.clone();
+        lookup.secrets = self
+            .secrets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        lookup
     }
 
     /// Pending permission requests, optionally of one turn.
@@ -307,7 +330,7 @@ impl Engine {
             approval: claim.thread.approval,
             restricted: claim.thread.restricted,
             limits: self.config.limits,
-            lookup: self.config.lookup.clone(),
+            lookup: self.lookup(),
             registry: Some(self.registry.clone()),
         };
         let cancel = claim.cancel.clone();

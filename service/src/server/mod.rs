@@ -36,7 +36,7 @@ use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
-use lapis_protocol::config::Config;
+use lapis_protocol::config::{Config, EnvFile};
 
 pub use connection::serve_connection;
 pub use context::{ServerContext, ServerIdentity};
@@ -70,6 +70,9 @@ pub struct ServeOptions {
     /// with it an engine runs turns, without it turns stay queued (tests of
     /// the protocol alone).
     pub agent_exe: Option<PathBuf>,
+    /// Agent secrets from the env file beside the config (read by the
+    /// caller at start); allowlisted names take their values from it first.
+    pub secrets: EnvFile,
     /// The config file `config` came from, re-read by a reload; without it a
     /// reload is refused.
     pub config_path: Option<PathBuf>,
@@ -85,6 +88,7 @@ impl ServeOptions {
             stdio,
             clock: Arc::new(SystemClock),
             agent_exe: None,
+            secrets: EnvFile::default(),
             config_path: None,
         }
     }
@@ -184,6 +188,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         Some(exe) => {
             let mut config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
             config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
+            config.lookup.secrets = options.secrets.clone();
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))

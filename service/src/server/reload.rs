@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use crate::auth::Clock;
 use crate::engine::{Engine, EngineConfig};
 use crate::store::Store;
-use lapis_protocol::config::Config;
+use lapis_protocol::config::{Config, EnvFile};
 use lapis_protocol::params::ReloadResult;
 
 use super::ECHO_PROVIDER;
@@ -146,6 +146,13 @@ impl Reloader {
             .await
             .map_err(|e| Refused("internal", e.to_string()))?
             .map_err(|e| Refused(e.code(), e.to_string()))?;
+        // The env file is re-read with the config; a bad one refuses the
+        // reload before anything changes.
+        let env_path = EnvFile::path_for(&source.path);
+        let secrets = tokio::task::spawn_blocking(move || EnvFile::load(&env_path))
+            .await
+            .map_err(|e| Refused("internal", e.to_string()))?
+            .map_err(|e| Refused("invalid_env_file", e.to_string()))?;
         // Every provider must become a spec before anything changes.
         let specs = config
             .provider_specs()
@@ -168,6 +175,7 @@ impl Reloader {
                 engine_config = engine_config.with_builtin_echo(exe.clone());
             }
             engine.replace_providers(engine_config.providers);
+            engine.replace_secrets(secrets);
         }
         names.replace(provider_names);
         let mut current = source.current.lock().unwrap_or_else(|p| p.into_inner());

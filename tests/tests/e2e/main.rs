@@ -25,6 +25,8 @@ mod ops_notify;
 mod ops_reload;
 mod ops_status;
 mod protocol;
+mod providers;
+mod providers_check;
 mod release;
 mod release_update;
 mod serve;

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderSpec};
+use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderError, ProviderSpec};
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -122,9 +122,34 @@ fn validate_tokens(config: &Config) -> Result<(), ConfigError> {
 fn validate_providers(providers: &BTreeMap<String, ProviderConfig>) -> Result<(), ConfigError> {
     for (name, p) in providers {
         ProviderSpec::from_config(name, p)
-            .map_err(|e| invalid(format!("providers.{name}"), format!("is invalid ({e})")))?;
+            .map_err(|e| invalid(provider_field(name, p, &e), format!("is invalid ({e})")))?;
     }
     Ok(())
+}
+
+/// The JSON path a provider error is about, as precise as the error allows
+/// (`providers.claude.envAllowlist[2]`).
+fn provider_field(name: &str, p: &ProviderConfig, e: &ProviderError) -> String {
+    let base = format!("providers.{name}");
+    let env_key = |key: &str, last: bool| {
+        let hit = |a: &String| a == key || a.split('=').next().unwrap_or("").starts_with(key);
+        let index = if last {
+            p.env_allowlist.iter().rposition(hit)
+        } else {
+            p.env_allowlist.iter().position(hit)
+        };
+        match index {
+            Some(i) => format!("{base}.envAllowlist[{i}]"),
+            None => format!("{base}.env.{key}"),
+        }
+    };
+    match e {
+        ProviderError::RelativeCommand { .. } => format!("{base}.command"),
+        ProviderError::InvalidEnvName { key, .. } => env_key(key, false),
+        ProviderError::DuplicateEnv { key, .. } => env_key(key, true),
+        ProviderError::InvalidVcsIdentity { field, .. } => format!("{base}.vcsIdentity.{field}"),
+        _ => base,
+    }
 }
 
 fn validate_workspace_ids(config: &Config) -> Result<(), ConfigError> {
@@ -273,6 +298,36 @@ mod tests {
         assert!(!e.contains("LEAK"), "{e}");
         let unknown = doc(r#","extra":"lapis_LEAK2""#);
         assert!(!parse(&unknown).unwrap_err().to_string().contains("LEAK2"));
+    }
+
+    #[test]
+    fn errors_name_the_json_path() {
+        let e = parse(&doc(
+            r#","providers":{"claude":{"command":"c","envAllowlist":["A","B","sk-LEAKY=x"]}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`providers.claude.envAllowlist[2]`"), "{e}");
+        assert!(!e.contains("LEAKY=x"), "{e}");
+        let e = parse(&doc(
+            r#","providers":{"claude":{"command":"c","envAllowlist":["A",7]}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`providers.claude.envAllowlist[1]`"), "{e}");
+        let e = parse(&doc(r#","server":{"queueCapacity":"lapis_LEAK"}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`server.queueCapacity`") && !e.contains("LEAK"),
+            "{e}"
+        );
+        let e = parse(&doc(
+            r#","providers":{"x":{"command":"a","envAllowlist":["A","A"]}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`providers.x.envAllowlist[1]`"), "{e}");
     }
 
     #[test]
