@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::completions::{provider_names, thread_ids, turn_ids, workspace_ids};
 
 /// Local controller that runs coding-agent turns durably, one per workspace.
 #[derive(Debug, Parser)]
@@ -235,11 +238,12 @@ pub enum ApprovalArg {
 pub enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
     Create {
-        /// Workspace id.
-        #[arg(long)]
+        /// Agent workspace id (from `workspaces list`). Positional, because
+        /// `--workspace` always means the controller home.
+        #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(workspace_ids))]
         workspace: String,
         /// Provider name from the configuration.
-        #[arg(long, default_value = "echo")]
+        #[arg(long, default_value = "echo", add = ArgValueCandidates::new(provider_names))]
         provider: String,
         /// Approval policy for the agent's permission requests.
         #[arg(long, value_enum, default_value = "ask")]
@@ -252,6 +256,7 @@ pub enum ThreadsCommand {
     /// Show one thread with its recent activity.
     Show {
         /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: String,
         #[command(flatten)]
         out: JsonArg,
@@ -269,6 +274,7 @@ pub enum TurnsCommand {
     /// Submit a prompt as a new turn; prints the turn id.
     Submit {
         /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: String,
         /// Prompt text.
         #[arg(long)]
@@ -288,7 +294,7 @@ pub enum TurnsCommand {
     /// List turns.
     List {
         /// Only turns of this thread.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCandidates::new(thread_ids))]
         thread: Option<String>,
         #[command(flatten)]
         out: JsonArg,
@@ -296,6 +302,7 @@ pub enum TurnsCommand {
     /// Show one turn.
     Show {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         #[command(flatten)]
         out: JsonArg,
@@ -303,6 +310,7 @@ pub enum TurnsCommand {
     /// Ask the agent to stop a turn.
     Cancel {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         #[command(flatten)]
         out: JsonArg,
@@ -310,12 +318,13 @@ pub enum TurnsCommand {
     /// Record the owner's resolution of a turn whose outcome is unknown.
     Resolve {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         /// The outcome to record.
         #[arg(long = "as", value_enum)]
         resolution: ResolveAsArg,
-        /// Confirm the agent is no longer running this turn.
-        #[arg(long)]
+        /// Confirm the agent is no longer running this turn (required).
+        #[arg(long, required = true)]
         confirm_stopped: bool,
         #[command(flatten)]
         out: JsonArg,
@@ -327,6 +336,7 @@ pub enum JournalCommand {
     /// Print journal events, optionally of one thread, optionally following.
     Tail {
         /// Thread id [default: every thread of the owner].
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: Option<String>,
         /// Keep printing new events.
         #[arg(long)]

@@ -1,7 +1,7 @@
 //! One handler per command; `run` is the single dispatch point.
 
 mod acp_echo;
-mod completions;
+pub mod completions;
 mod connect;
 mod install;
 mod install_from;

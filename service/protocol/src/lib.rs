@@ -24,6 +24,7 @@ pub mod params;
 mod records;
 mod scopes;
 mod state;
+pub mod time;
 
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};

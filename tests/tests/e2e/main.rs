@@ -8,6 +8,7 @@ mod acp_permissions;
 mod acp_serve;
 mod acp_teardown;
 mod basics;
+mod cli_surface;
 mod client;
 mod home;
 mod install;

@@ -129,17 +129,10 @@ fn config_workspace_alias_and_runtime_alias_are_refused() {
 fn cli_threads_turns_and_journal() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let thread = ctx.run(["threads", "create", "--workspace", "proj", "--json"]);
+    let thread = ctx.run(["threads", "create", "proj", "--json"]);
     thread.success();
     let thread_id = thread.json()["thread"]["id"].as_str().unwrap().to_owned();
-    let plain = ctx.run([
-        "threads",
-        "create",
-        "--workspace",
-        "proj",
-        "--approval",
-        "allow-all",
-    ]);
+    let plain = ctx.run(["threads", "create", "proj", "--approval", "allow-all"]);
     plain.success();
     assert!(plain.stdout.trim().starts_with("thr_"), "{}", plain.stdout);
     let list = ctx.run(["threads", "list", "--json"]).json();
@@ -313,7 +306,7 @@ fn managed_mode_wrong_credential_gets_a_failure_frame() {
 fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let thread = ctx.run(["threads", "create", "--workspace", "proj"]);
+    let thread = ctx.run(["threads", "create", "proj"]);
     thread.success();
     let thread_id = thread.stdout.trim().to_owned();
     let out = ctx.run([
@@ -370,7 +363,7 @@ fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
 fn journal_tail_follow_prints_new_events() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let first = ctx.run(["threads", "create", "--workspace", "proj"]);
+    let first = ctx.run(["threads", "create", "proj"]);
     first.success();
     let mut cmd = ctx.command(["journal", "tail", "--follow"]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::null());
@@ -380,9 +373,7 @@ fn journal_tail_follow_prints_new_events() {
     out.read_line(&mut line).unwrap();
     assert!(line.contains("thread_created"), "replayed first: {line}");
     // A thread created now arrives through the live subscription.
-    let second = ctx
-        .run(["threads", "create", "--workspace", "proj", "--json"])
-        .json();
+    let second = ctx.run(["threads", "create", "proj", "--json"]).json();
     let id = second["thread"]["id"].as_str().unwrap().to_owned();
     line.clear();
     out.read_line(&mut line).unwrap();

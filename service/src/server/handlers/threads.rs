@@ -37,7 +37,7 @@ fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
     } else {
         Err(RpcError::new(
             ErrorCode::NotFound,
-            "no such provider in the configuration",
+            format!("no such provider `{name}` in the configuration"),
         ))
     }
 }
