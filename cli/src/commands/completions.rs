@@ -32,10 +32,30 @@ const BIN: &str = "lapis-ai-controller";
 /// Answers a completion request and exits when [`COMPLETE_VAR`] is set;
 /// returns at once otherwise. Runs before anything writes to stdout.
 pub fn complete_env() {
-    CompleteEnv::with_factory(Cli::command)
+    CompleteEnv::with_factory(completion_command)
         .var(COMPLETE_VAR)
         .bin(BIN)
         .complete();
+}
+
+/// The command tree completion walks: the real one, except that hidden
+/// subcommands get a name no typed word can be a prefix of. clap's engine
+/// offers a hidden command once the typed prefix matches nothing visible
+/// (`acp<TAB>`); internal commands must never be offered at all.
+fn completion_command() -> clap::Command {
+    let cmd = Cli::command();
+    let hidden: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|c| c.is_hide_set())
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    hidden.into_iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(&name, |c| {
+            // Leaked once per completion process (clap names are 'static).
+            let unreachable: &'static str = format!("\u{1}{name}").leak();
+            c.name(unreachable)
+        })
+    })
 }
 
 /// Prints the registration script for `args.shell`. The script calls back the

@@ -170,6 +170,7 @@ fn settings(home: &Path) -> insta::Settings {
     s.add_filter(r"thr_[0-9a-f]{32}", "[THREAD]");
     s.add_filter(r"turn_[0-9a-f]{32}", "[TURN]");
     s.add_filter(r"ses_[0-9a-f]{32}", "[SESSION]");
+    s.add_filter(r"cmd_[0-9a-f]{32}", "[COMMAND]");
     s.add_filter(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]");
     s.add_filter(
         r#""(pid|uptimeSeconds|version|commit|date|target|build)": ("[^"]*"|\d+)"#,
