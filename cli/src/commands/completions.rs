@@ -84,10 +84,11 @@ fn completer_path() -> String {
         .next()
         .unwrap_or_else(|| OsString::from(BIN));
     let path = PathBuf::from(&argv0);
-    if path.components().count() > 1 && path.is_relative() {
-        if let Ok(cwd) = std::env::current_dir() {
-            return cwd.join(path).to_string_lossy().into_owned();
-        }
+    if path.components().count() > 1
+        && path.is_relative()
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(path).to_string_lossy().into_owned();
     }
     path.to_string_lossy().into_owned()
 }

@@ -107,19 +107,19 @@ fn bash_completion_offers_live_ids_and_provider_names() {
 
     assert_eq!(
         bash_complete(ctx, &["threads", "show", "thr"]),
-        [thread_id.clone()]
+        std::slice::from_ref(&thread_id)
     );
     let empty = bash_complete(ctx, &["threads", "show", ""]);
     assert!(empty.contains(&thread_id), "{empty:?}");
     assert_eq!(
         bash_complete(ctx, &["turns", "list", "--thread", "thr_"]),
-        [thread_id.clone()]
+        std::slice::from_ref(&thread_id)
     );
     let journal = bash_complete(ctx, &["journal", "tail", ""]);
     assert!(journal.contains(&thread_id), "{journal:?}");
     assert_eq!(
         bash_complete(ctx, &["turns", "show", "turn"]),
-        [turn_id.clone()]
+        std::slice::from_ref(&turn_id)
     );
     let cancel = bash_complete(ctx, &["turns", "cancel", ""]);
     assert!(cancel.contains(&turn_id), "{cancel:?}");
