@@ -187,10 +187,18 @@ fn cli_threads_turns_and_journal() {
     let snapshot = ctx.run(["threads", "show", &thread_id, "--json"]).json();
     assert_eq!(snapshot["thread"]["id"], thread_id.as_str());
 
-    // Resolution without confirmation is refused with its code.
+    // Resolution without confirmation is refused in CLI terms, naming the flag.
     let resolve = ctx.run(["turns", "resolve", &turn_id, "--as", "failed", "--json"]);
     resolve.expect_code(2);
-    assert_eq!(resolve.json()["error"]["code"], "invalid_request");
+    let err = resolve.json();
+    assert_eq!(err["error"]["code"], "usage");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--confirm-stopped"),
+        "{err}"
+    );
 
     let journal = ctx.run(["journal", "tail", &thread_id, "--json"]).json();
     let kinds: Vec<&str> = journal["events"]
