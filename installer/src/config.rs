@@ -22,8 +22,6 @@ use thiserror::Error;
 use crate::fsx::{self, FsError};
 use crate::paths::Paths;
 
-/// Largest config file read.
-const MAX_CONFIG_BYTES: u64 = 4 << 20;
 /// Prefix of every generated token.
 pub const TOKEN_PREFIX: &str = "lapis_";
 
@@ -97,28 +95,34 @@ impl std::fmt::Debug for Token {
 
 /// Reads and checks the config at `path`. `Ok(None)` when it does not exist.
 pub fn read(path: &Path) -> Result<Option<(Value, ConfigSummary)>, ConfigError> {
-    let meta = match fs::metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(FsError::new("read", path, e).into()),
-        Ok(m) => m,
-    };
+    use lapis_protocol::config::{ConfigError as Read, read_config_file};
     let malformed = |reason: String| ConfigError::Malformed {
         path: path.to_path_buf(),
         reason,
     };
-    if !meta.is_file() {
-        return Err(malformed("not a regular file".into()));
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(malformed(format!("larger than {MAX_CONFIG_BYTES} bytes")));
-    }
-    let bytes = fs::read(path).map_err(|e| FsError::new("read", path, e))?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        malformed(format!(
-            "not valid JSON (line {}, column {})",
-            e.line(),
-            e.column()
-        ))
+    // The one bounded, regular-file-only read every config reader uses.
+    let bytes = match read_config_file(path) {
+        Ok(bytes) => bytes,
+        Err(Read::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(Read::Read { source, .. }) => return Err(FsError::new("read", path, source).into()),
+        Err(Read::NotRegular { .. }) => return Err(malformed("not a regular file".into())),
+        Err(Read::TooLarge { .. }) => {
+            return Err(malformed(format!(
+                "larger than {} bytes",
+                lapis_protocol::config::MAX_CONFIG_BYTES
+            )));
+        }
+        Err(other) => return Err(malformed(other.to_string())),
+    };
+    let value: Value = lapis_protocol::StrictValue::from_slice(&bytes).map_err(|e| {
+        let what = if lapis_protocol::is_duplicate_key(&e) {
+            "a JSON object repeats a key"
+        } else {
+            "not valid JSON"
+        };
+        malformed(format!("{what} (line {}, column {})", e.line(), e.column()))
     })?;
     let summary = check_shape(&value).map_err(|r| malformed(r.to_owned()))?;
     Ok(Some((value, summary)))

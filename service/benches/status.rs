@@ -34,6 +34,7 @@ fn config(home: &Path) -> Config {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }],
         providers: Default::default(),
         workspaces: Default::default(),

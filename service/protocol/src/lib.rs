@@ -24,6 +24,7 @@ pub mod params;
 mod records;
 mod scopes;
 mod state;
+mod strict;
 
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
@@ -39,3 +40,4 @@ pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use records::{ApprovalPolicy, Retention, Thread, Turn, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};
+pub use strict::{DUPLICATE_KEY, StrictValue, is_duplicate_key};

@@ -10,5 +10,5 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use persist::{MemorySessions, PersistError, SessionPersistence, credential_key};
 pub use secret::{BEARER_PREFIX, hash_bearer, new_bearer, random_hex, secrets_equal};
 pub use sessions::{
-    AuthSession, Authenticated, Authority, DEFAULT_SESSION_TTL_SECS, valid_application,
+    AuthSession, Authenticated, Authority, DEFAULT_SESSION_TTL_SECS,
 };

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::clock::Clock;
 use super::persist::{SessionPersistence, credential_key};
 use super::secret::{hash_bearer, new_bearer, random_hex, secrets_equal};
-use lapis_protocol::config::TokenSpec;
+use lapis_protocol::config::{TokenSpec, valid_application};
 use lapis_protocol::{ErrorCode, HelloParams, RpcError, Scope, SessionView};
 
 /// Default session lifetime: 30 days.
@@ -115,15 +115,6 @@ fn internal(e: impl fmt::Display) -> RpcError {
     RpcError::new(ErrorCode::Internal, "session storage failed")
 }
 
-/// Application names: 1–64 of `[A-Za-z0-9._-]`.
-pub fn valid_application(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
 impl Authority {
     /// An authority over `tokens`; sessions are looked up in `persist` on
     /// first use and cached.
@@ -182,6 +173,12 @@ impl Authority {
             }
         }
         let spec = matched.ok_or_else(|| unauthenticated("unknown token"))?;
+        if !spec.allows_application(application) {
+            return Err(RpcError::new(
+                ErrorCode::Forbidden,
+                "this token may not speak for that application",
+            ));
+        }
         let now = self.clock.now();
         let mut sessions = self.sessions.lock().expect("poisoned");
         if let Some(live) = sessions
@@ -307,6 +304,7 @@ mod tests {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }];
         Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()))
     }
@@ -394,6 +392,24 @@ mod tests {
     }
 
     #[test]
+    fn a_token_pinned_to_applications_refuses_others() {
+        let tokens = vec![TokenSpec {
+            name: "bot".into(),
+            principal: "owner".into(),
+            secret: SECRET.into(),
+            scopes: None,
+            applications: Some(vec!["bot".into()]),
+        }];
+        let clock = Arc::new(ManualClock::new(0));
+        let a = Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()));
+        assert!(a.hello(&token("bot")).is_ok());
+        assert_eq!(
+            code(a.hello(&token("editor")).unwrap_err()),
+            ErrorCode::Forbidden
+        );
+    }
+
+    #[test]
     fn sessions_survive_through_persistence() {
         let clock = Arc::new(ManualClock::new(0));
         let persist = Arc::new(MemorySessions::default());
@@ -402,6 +418,7 @@ mod tests {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }];
         let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone());
         let b = a.hello(&token("app")).unwrap().bearer.unwrap();

@@ -27,6 +27,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }],
         providers: Default::default(),
         workspaces: Default::default(),
