@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use lapis_protocol::client::{Client, Credential};
 use lapis_protocol::config::{Config, ServerLimits, TokenSpec};
 use lapis_service::server::{Listener, ServeOptions, ServerIdentity, bind, prepare};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 const SECRET: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000e6";
 
@@ -111,7 +111,7 @@ fn in_process() {
         let task = tokio::spawn(
             Listener {
                 listener,
-                limit: Arc::new(Semaphore::new(256)),
+                max_connections: 256,
                 ctx: prepared.ctx.clone(),
                 shutdown: stop_rx,
                 drain: Duration::from_secs(5),

@@ -16,6 +16,11 @@ use crate::exit::CliError;
 /// The application name the CLI's sessions carry.
 pub const APPLICATION: &str = "lapis-cli";
 
+/// How long one CLI request may wait for its answer: every method answers
+/// promptly, so a controller that has not answered by then is wedged and the
+/// command exits 3 instead of hanging.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The configuration and the controller home it designates.
 pub struct Target {
     /// Validated configuration.
@@ -38,7 +43,7 @@ pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, C
 /// with the server's stable code.
 pub fn client_error(e: ClientError) -> CliError {
     match &e {
-        ClientError::Unavailable { .. } | ClientError::Disconnected { .. } => {
+        _ if e.is_service_unavailable() => {
             let code = e.code();
             CliError::unavailable(
                 code,
@@ -61,6 +66,7 @@ pub fn connect_to(target: &Target) -> Result<Client, CliError> {
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     let mut client = Client::connect(&socket).map_err(client_error)?;
     client.set_max_frame(target.config.server.max_frame_bytes);
+    client.set_request_timeout(Some(REQUEST_TIMEOUT));
     client
         .hello(Credential::Token {
             token: target.config.primary_token().secret.clone(),

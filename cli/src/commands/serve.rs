@@ -12,7 +12,16 @@ use crate::identity::build_identity;
 
 pub fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     init_logging();
-    let target = super::connect::target(global, args.home.workspace.as_deref())?;
+    let target = match super::connect::target(global, args.home.workspace.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            if args.stdio {
+                // Managed mode answers every start failure with a frame.
+                lapis_service::server::report_startup_failure(e.code, &format!("{:#}", e.error));
+            }
+            return Err(e);
+        }
+    };
     let build = build_identity();
     let snapshot = std::env::current_exe()
         .ok()

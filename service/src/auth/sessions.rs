@@ -43,6 +43,9 @@ pub struct Authority {
     persist: Arc<dyn SessionPersistence>,
     /// Every known session by id (the persisted set, cached).
     sessions: Mutex<HashMap<String, AuthSession>>,
+    /// Bumped after every revocation, so holders of a session that are not
+    /// making requests (journal subscriptions) re-check it at once.
+    revocations: tokio::sync::watch::Sender<u64>,
 }
 
 fn unauthenticated(msg: &str) -> RpcError {
@@ -69,7 +72,14 @@ impl Authority {
             clock,
             persist,
             sessions: Mutex::new(HashMap::new()),
+            revocations: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Changes after every revocation; a long-lived holder of a session
+    /// re-checks it with [`Authority::check`] when it does.
+    pub fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.revocations.subscribe()
     }
 
     /// The current time from the injected clock.
@@ -222,6 +232,7 @@ impl Authority {
             let now = self.clock.now();
             self.persist.revoke(&session.id, now).map_err(internal)?;
             session.revoked_at = Some(now);
+            self.revocations.send_modify(|n| *n += 1);
             tracing::info!(session = %session.id, "session revoked");
         }
         Ok(session.id.clone())

@@ -8,6 +8,7 @@
 //! socket can only be replaced by the lock holder); only then are clients
 //! served.
 
+mod admission;
 mod connection;
 mod context;
 mod controller;
@@ -26,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
@@ -40,7 +41,9 @@ pub use controller::{Core, PermissionResponder};
 pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
 pub use session_store::StoreSessions;
-pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
+pub use stdio::{
+    STARTUP_TIMEOUT, StartupError, report_startup_failure, serve_stdio, startup_failed_frame,
+};
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}
@@ -218,12 +221,37 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// An error and its causes on one line (the causes are codes, paths and
+/// fixed sentences; none carries a credential).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Runs the server until a stop signal (or, in managed mode, until stdin
 /// ends), then drains connections and closes the store.
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    stop_on_signals(stop_tx)?;
-    let Prepared { ctx, store, engine } = prepare(&options).await?;
+    let prepared = match stop_on_signals(stop_tx) {
+        Ok(()) => prepare(&options).await,
+        Err(e) => Err(e),
+    };
+    let Prepared { ctx, store, engine } = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            if options.stdio {
+                // Managed mode's parent waits for a frame, not an exit code.
+                report_startup_failure(e.code(), &error_chain(&e));
+            }
+            return Err(e);
+        }
+    };
     let result = if options.stdio {
         serve_stdio(
             ctx.clone(),
@@ -241,7 +269,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
                 tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");
                 Listener {
                     listener,
-                    limit: Arc::new(Semaphore::new(ctx.limits.max_connections)),
+                    max_connections: ctx.limits.max_connections,
                     ctx: ctx.clone(),
                     shutdown: stop_rx,
                     drain: DRAIN,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use super::*;
 use crate::auth::ManualClock;
@@ -73,7 +73,7 @@ async fn start_limited(
     let task = tokio::spawn(
         Listener {
             listener,
-            limit: Arc::new(Semaphore::new(connections)),
+            max_connections: connections,
             ctx: prepared.ctx.clone(),
             shutdown: stop_rx,
             drain: Duration::from_secs(5),
