@@ -182,7 +182,10 @@ pub(crate) async fn run_connection<R, W>(
                 break;
             }
             Wake::Shed => {
-                tracing::info!(conn = number, "unauthenticated connection shed at the connection cap");
+                tracing::info!(
+                    conn = number,
+                    "unauthenticated connection shed at the connection cap"
+                );
                 let message = "the server is at its connection limit (server.maxConnections) and closed this unauthenticated connection";
                 conn.outbox
                     .respond(&closing_frame("maxConnections", message.into()))

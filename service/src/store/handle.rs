@@ -174,7 +174,12 @@ fn private_files(home: &std::path::Path, db: &std::path::Path) -> StoreResult<()
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(StoreError::io(format!("cannot inspect {}", path.display()), e)),
+            Err(e) => {
+                return Err(StoreError::io(
+                    format!("cannot inspect {}", path.display()),
+                    e,
+                ));
+            }
         };
         if meta.permissions().mode() & 0o7777 != mode {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))

@@ -140,7 +140,10 @@ impl Client {
             Err(_) => {
                 return Err(unavailable(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("the socket did not accept within {} ms", timeout.as_millis()),
+                    format!(
+                        "the socket did not accept within {} ms",
+                        timeout.as_millis()
+                    ),
                 )));
             }
         };

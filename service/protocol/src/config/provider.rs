@@ -30,9 +30,7 @@ const VCS_VARS: [&str; 4] = [
 /// Why a provider definition was refused. Messages carry names and keys only.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProviderError {
-    #[error(
-        "a provider name is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)"
-    )]
+    #[error("a provider name is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)")]
     InvalidName {},
     #[error("providers.{provider}: {reason}")]
     Malformed { provider: String, reason: String },
@@ -196,7 +194,9 @@ impl ProviderSpec {
             Some(Value::Object(map)) => {
                 for key in map.keys() {
                     if key != "name" && key != "email" {
-                        return Err(bad("unknown key in `vcsIdentity` (allowed: name, email)".into()));
+                        return Err(bad(
+                            "unknown key in `vcsIdentity` (allowed: name, email)".into()
+                        ));
                     }
                 }
                 let field = |f: &str| {

@@ -304,7 +304,9 @@ mod tests {
         for extra in [
             format!(r#","workspaces":{{"{SECRET}":{{"path":"/tmp"}}}}"#),
             format!(r#","providers":{{"{SECRET}":{{"command":"a"}}}}"#),
-            format!(r#","providers":{{"p":{{"command":"a","env":{{"{SECRET}":"v"}},"envAllowlist":["{SECRET}"]}}}}"#),
+            format!(
+                r#","providers":{{"p":{{"command":"a","env":{{"{SECRET}":"v"}},"envAllowlist":["{SECRET}"]}}}}"#
+            ),
             format!(r#","providers":{{"p":{{"command":"a","envAllowlist":["{SECRET}=x"]}}}}"#),
             format!(r#","providers":{{"p":{{"command":"a","env":{{"{SECRET}":1}}}}}}"#),
             format!(r#","providers":{{"p":{{"command":"a","{SECRET}":1}}}}"#),
