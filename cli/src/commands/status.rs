@@ -43,5 +43,10 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
         list(&s.running_workspaces),
         list(&s.fenced_workspaces),
     ))?;
+    if let Some(condition) = &s.storage_fault {
+        crate::output::line(format!(
+            "storage   cannot write ({condition}); reads work, writes resume when it clears"
+        ))?;
+    }
     Ok(())
 }

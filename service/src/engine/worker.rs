@@ -301,15 +301,36 @@ impl Engine {
         self.finish(&turn_id, end).await;
     }
 
+    /// Records the turn's end. A write refused by the storage (disk full,
+    /// read-only, I/O) is retried with a bounded backoff until it commits,
+    /// so the turn settles and its workspace is released as soon as the
+    /// condition clears, without a restart; the turn keeps its lease
+    /// meanwhile, so nothing else runs in that workspace on a half-written
+    /// record.
     async fn finish(&self, turn_id: &str, end: TurnEnd) {
-        match self.store.finish_turn(turn_id, end).await {
-            Ok(out) if !out.applied => {
-                tracing::warn!(turn = %turn_id, "turn end refused by the state table (recorded as observation)");
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.store.finish_turn(turn_id, end.clone()).await {
+                Ok(out) if !out.applied => {
+                    tracing::warn!(turn = %turn_id, "turn end refused by the state table (recorded as observation)");
+                }
+                Ok(_) => {}
+                Err(err) if err.storage_condition().is_some() => {
+                    tracing::warn!(
+                        turn = %turn_id,
+                        condition = err.storage_condition().unwrap_or(""),
+                        retry_ms = backoff.as_millis() as u64,
+                        "cannot record the turn's end yet; retrying"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+                Err(err) => {
+                    tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
+                }
             }
-            Ok(_) => {}
-            Err(err) => {
-                tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
-            }
+            return;
         }
     }
 }

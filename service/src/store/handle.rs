@@ -230,6 +230,7 @@ impl Store {
                 fenced_workspaces: vec![],
             }),
             commits: Default::default(),
+            storage_fault: Mutex::new(None),
         });
         let memory: SharedPayloads = Arc::new(Mutex::new(MemoryPayloads::new(
             options.memory_payload_capacity,
@@ -277,6 +278,17 @@ impl Store {
                 report,
             }),
         })
+    }
+
+    /// The storage condition (`disk_full`, `read_only`, `io_error`) that
+    /// made the last write fail, until a write commits again.
+    pub fn storage_fault(&self) -> Option<&'static str> {
+        *self
+            .inner
+            .shared
+            .storage_fault
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// What open validated and recovered.

@@ -21,6 +21,7 @@ mod protocol;
 mod release;
 mod release_update;
 mod serve;
+mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod ts_agent;

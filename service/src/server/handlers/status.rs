@@ -28,6 +28,7 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
         },
         running_workspaces: s.running_workspaces,
         fenced_workspaces: s.fenced_workspaces,
+        storage_fault: ctx.core.store.storage_fault().map(str::to_owned),
     };
     serde_json::to_value(result).map_err(internal)
 }
