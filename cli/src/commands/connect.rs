@@ -64,14 +64,29 @@ pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 /// Connects to `target`'s socket and says hello with its first token.
 pub fn connect_to(target: &Target) -> Result<Client, CliError> {
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
-    let mut client = Client::connect(&socket).map_err(client_error)?;
-    client.set_max_frame(target.config.server.max_frame_bytes);
-    client.set_request_timeout(Some(REQUEST_TIMEOUT));
-    client
-        .hello(Credential::Token {
+    // A server at its connection cap answers `limit_reached` before it
+    // reads `hello`, so nothing was applied: a few spaced retries ride out a
+    // burst of other connections.
+    let mut backoff = std::time::Duration::from_millis(100);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut client = Client::connect(&socket).map_err(client_error)?;
+        client.set_max_frame(target.config.server.max_frame_bytes);
+        client.set_request_timeout(Some(REQUEST_TIMEOUT));
+        match client.hello(Credential::Token {
             token: target.config.primary_token().secret.clone(),
             application: APPLICATION.to_owned(),
-        })
-        .map_err(client_error)?;
-    Ok(client)
+        }) {
+            Ok(_) => return Ok(client),
+            Err(ClientError::Rpc(e))
+                if attempts < 4
+                    && e.error_code() == Some(lapis_protocol::ErrorCode::LimitReached) =>
+            {
+                std::thread::sleep(backoff);
+                backoff *= 2;
+            }
+            Err(e) => return Err(client_error(e)),
+        }
+    }
 }

@@ -296,8 +296,19 @@ impl Engine {
             registry: Some(self.registry.clone()),
         };
         let cancel = claim.cancel.clone();
-        let outcome = run_turn(request, hooks, CancelSignal::from(claim.cancel)).await;
-        let end = turn_end(&outcome, *cancel.borrow());
+        let outcome = run_turn(request, hooks.clone(), CancelSignal::from(claim.cancel)).await;
+        let mut end = turn_end(&outcome, *cancel.borrow());
+        if let Err(err) = hooks.confirm_streamed().await {
+            // Some of the agent's output was refused by the store (disk
+            // full, …): the outcome the agent reported stands on an
+            // incomplete record, so it is the owner's to confirm.
+            tracing::error!(turn = %turn_id, code = err.code(), "streamed events were not journaled");
+            if hooks.dispatched.load(Ordering::SeqCst) {
+                end = TurnEnd::Unknown("journal_write_failed".into());
+            } else {
+                end = TurnEnd::Failed("journal_write_failed".into());
+            }
+        }
         self.finish(&turn_id, end).await;
     }
 

@@ -7,15 +7,22 @@
 //! - connections that have not authenticated yet cannot lock authenticated
 //!   clients out: when the cap is reached, the oldest unauthenticated
 //!   connection is shed (it gets the same explicit frame) and its slot goes
-//!   to the newcomer. Only when every slot is authenticated is the newcomer
-//!   refused. Together with the hello deadline this keeps `status` answering
+//!   to the newcomer, provided it has had [`SHED_GRACE`] to say `hello`
+//!   (so a flood cannot shed a client mid-handshake). Otherwise the
+//!   newcomer is refused. Together with the hello deadline this keeps `status` answering
 //!   while a flood of idle connections is held open.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::time::{Duration, Instant};
+
 use tokio::sync::Notify;
+
+/// How long an unauthenticated connection is safe from being shed: enough
+/// for any client to connect and say `hello`.
+pub(crate) const SHED_GRACE: Duration = Duration::from_secs(1);
 
 /// The cap and the unauthenticated connections that may be shed.
 #[derive(Debug)]
@@ -30,9 +37,9 @@ pub(crate) struct Admission {
 struct State {
     /// Connections holding a slot.
     open: usize,
-    /// Unauthenticated connections by number (oldest first), with the
-    /// signal that sheds them.
-    pending: BTreeMap<u64, Arc<Shed>>,
+    /// Unauthenticated connections by number (oldest first), with when
+    /// they were admitted and the signal that sheds them.
+    pending: BTreeMap<u64, (Instant, Arc<Shed>)>,
 }
 
 /// Tells a connection it was shed.
@@ -62,12 +69,19 @@ impl Admission {
         })
     }
 
-    /// Admits connection `number`, shedding the oldest unauthenticated
-    /// connection when the cap is reached.
-    pub(crate) fn admit(self: &Arc<Self>, number: u64) -> Admit {
+    /// Admits connection `number` at `now`, shedding the oldest
+    /// unauthenticated connection past its grace when the cap is reached.
+    pub(crate) fn admit(self: &Arc<Self>, number: u64, now: Instant) -> Admit {
         let mut state = self.state.lock().expect("poisoned");
         if state.open >= self.max {
-            let Some((_, shed)) = state.pending.pop_first() else {
+            let sheddable = state
+                .pending
+                .first_key_value()
+                .is_some_and(|(_, (since, _))| now.saturating_duration_since(*since) >= SHED_GRACE);
+            if !sheddable {
+                return Admit::Full;
+            }
+            let Some((_, (_, shed))) = state.pending.pop_first() else {
                 return Admit::Full;
             };
             // The slot moves to the newcomer: the shed connection no longer
@@ -78,7 +92,7 @@ impl Admission {
             state.open += 1;
         }
         let shed = Arc::new(Shed::default());
-        state.pending.insert(number, shed.clone());
+        state.pending.insert(number, (now, shed.clone()));
         Admit::Yes(Slot {
             admission: self.clone(),
             number,
@@ -147,12 +161,16 @@ mod tests {
 
     #[tokio::test]
     async fn the_oldest_unauthenticated_connection_gives_way_then_newcomers_are_refused() {
+        let t0 = Instant::now();
+        let later = t0 + SHED_GRACE;
         let a = Admission::new(2);
-        let one = slot(a.admit(1));
-        let two = slot(a.admit(2));
+        let one = slot(a.admit(1, t0));
+        let two = slot(a.admit(2, t0));
         assert!(two.authenticated());
-        // Full: connection 1 (unauthenticated) is shed for connection 3.
-        let three = slot(a.admit(3));
+        // Full, and connection 1 is still within its grace: refused.
+        assert!(matches!(a.admit(3, t0), Admit::Full));
+        // Past the grace, connection 1 (unauthenticated) is shed for 3.
+        let three = slot(a.admit(3, later));
         one.shed().await;
         assert!(!one.authenticated(), "a shed connection may not stay");
         assert_eq!(a.open(), 2);
@@ -160,10 +178,10 @@ mod tests {
         assert_eq!(a.open(), 2, "the shed slot moved, it is not returned twice");
         assert!(three.authenticated());
         // Every slot authenticated: the newcomer is refused.
-        assert!(matches!(a.admit(4), Admit::Full));
+        assert!(matches!(a.admit(4, later), Admit::Full));
         drop(two);
         assert_eq!(a.open(), 1);
-        let _five = slot(a.admit(5));
+        let _five = slot(a.admit(5, later));
         assert_eq!(a.open(), 2);
     }
 }

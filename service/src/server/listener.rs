@@ -117,7 +117,7 @@ impl Listener {
             match accepted {
                 Ok((stream, _)) => {
                     number += 1;
-                    let slot = match admission.admit(number) {
+                    let slot = match admission.admit(number, std::time::Instant::now()) {
                         Admit::Yes(slot) => slot,
                         Admit::Full => {
                             tracing::warn!(

@@ -257,7 +257,12 @@ pub fn disk_full() -> Result<Summary> {
     rig.start()?;
     run_ok(&rig.ctx, &rig.bin, &["status", "--json"])?;
     let mut c = rig.client()?;
-    let thread = c.threads_create(&rig.workspaces[0], "big", "allow-all", None)?;
+    // Full retention: the agent's output is written to the disk.
+    let created = c.call_value(
+        "threads.create",
+        json!({ "workspaceId": rig.workspaces[0], "provider": "big", "retention": "full" }),
+    )?;
+    let thread_id = created["thread"]["id"].as_str().unwrap_or_default().to_owned();
     // Fill the file system, leaving 192 KiB.
     let filler = mount.join("filler");
     {
@@ -267,7 +272,7 @@ pub fn disk_full() -> Result<Summary> {
         let len = f.metadata()?.len();
         f.set_len(len.saturating_sub(192 * 1024))?;
     }
-    let turn = c.turns_submit(&thread.id, "full-1", "stream")?;
+    let turn = c.turns_submit(&thread_id, "full-1", "stream")?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut named = false;
     while Instant::now() < deadline {

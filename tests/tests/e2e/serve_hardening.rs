@@ -105,9 +105,16 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
     let mut client = sdk(&server);
     // The CLI's session exists before the disk fills (a read resumes it).
     server.ctx.run(["status", "--json"]).success();
-    let thread = client.threads_create("proj", "big", "ask", None).unwrap();
+    // Full retention: the agent's output is written to the disk.
+    let created = client
+        .call_value(
+            "threads.create",
+            json!({ "workspaceId": "proj", "provider": "big", "retention": "full" }),
+        )
+        .unwrap();
+    let thread_id = created["thread"]["id"].as_str().unwrap().to_owned();
     let filler = disk.fill_leaving(192 * 1024);
-    let turn = client.turns_submit(&thread.id, "big-1", "stream").unwrap();
+    let turn = client.turns_submit(&thread_id, "big-1", "stream").unwrap();
     // The writes fail: the log and `status` name the condition, and
     // read-only use keeps working while the disk is full.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -130,8 +137,8 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
         "{}",
         server.log_text()
     );
-    client.threads_get(&thread.id).unwrap();
-    client.journal_replay(Some(&thread.id), 0, None).unwrap();
+    client.threads_get(&thread_id).unwrap();
+    client.journal_replay(Some(&thread_id), 0, None).unwrap();
     // Space returns: the turn settles and the scheduler moves on.
     std::fs::remove_file(&filler).unwrap();
     let state = wait_state(&mut client, &turn.id, settled);
