@@ -60,12 +60,8 @@ impl StoreHooks {
 
     /// Awaits every streamed append not yet confirmed; the first refusal.
     pub(super) async fn confirm_streamed(&self) -> Result<(), crate::domain::StoreError> {
-        let pending: Vec<_> = std::mem::take(
-            &mut *self
-                .unconfirmed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        let pending: Vec<_> =
+            std::mem::take(&mut *self.unconfirmed.lock().unwrap_or_else(|p| p.into_inner()));
         let mut first = Ok(());
         for p in pending {
             if let Err(e) = p.await

@@ -91,8 +91,9 @@ fn main() -> ExitCode {
                 let (clients, per) = if quick { (16, 25) } else { (64, 100) };
                 chaos::load::run(clients, per, 1024).map(|s| vec![s])
             }
-            "flood" => chaos::hostile::flood(1000, if quick { 3000 } else { 10_000 })
-                .map(|s| vec![s]),
+            "flood" => {
+                chaos::hostile::flood(1000, if quick { 3000 } else { 10_000 }).map(|s| vec![s])
+            }
             "revoke" => chaos::hostile::revoke(if quick { 4 } else { 20 }).map(|s| vec![s]),
             "disk-full" => chaos::hostile::disk_full().map(|s| vec![s]),
             _ => unreachable!("checked above"),

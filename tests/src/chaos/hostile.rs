@@ -178,16 +178,17 @@ pub fn revoke(turns: usize) -> Result<Summary> {
     for case in ["revoked", "expired"] {
         let app = format!("victim-{case}");
         let mut victim = client(&rig, &app)?;
-        let session = victim
-            .session()
-            .map(|s| s.id.clone())
-            .unwrap_or_default();
+        let session = victim.session().map(|s| s.id.clone()).unwrap_or_default();
         victim.journal_subscribe(None, None)?;
         let mut actor = client(&rig, &app)?;
         let thread = actor.threads_create(&rig.workspaces[0], "stream", "allow-all", None)?;
         let mut ids = Vec::new();
         for i in 0..turns / 2 {
-            ids.push(actor.turns_submit(&thread.id, &format!("{case}-a{i}"), "go")?.id);
+            ids.push(
+                actor
+                    .turns_submit(&thread.id, &format!("{case}-a{i}"), "go")?
+                    .id,
+            );
         }
         if case == "revoked" {
             client(&rig, "admin")?.sessions_revoke(Some(&session))?;
@@ -198,7 +199,11 @@ pub fn revoke(turns: usize) -> Result<Summary> {
         // thread busy after the end.
         let mut fresh = client(&rig, &app)?;
         for i in 0..turns - turns / 2 {
-            ids.push(fresh.turns_submit(&thread.id, &format!("{case}-b{i}"), "go")?.id);
+            ids.push(
+                fresh
+                    .turns_submit(&thread.id, &format!("{case}-b{i}"), "go")?
+                    .id,
+            );
         }
         wait_turns(&mut fresh, &ids, Duration::from_secs(300))?;
         let (before, after, ended) = watch(&mut victim, Duration::from_secs(2))?;
@@ -262,7 +267,10 @@ pub fn disk_full() -> Result<Summary> {
         "threads.create",
         json!({ "workspaceId": rig.workspaces[0], "provider": "big", "retention": "full" }),
     )?;
-    let thread_id = created["thread"]["id"].as_str().unwrap_or_default().to_owned();
+    let thread_id = created["thread"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     // Fill the file system, leaving 192 KiB.
     let filler = mount.join("filler");
     {
@@ -291,11 +299,17 @@ pub fn disk_full() -> Result<Summary> {
     let mut log = String::new();
     std::fs::File::open(rig.ctx.home().join("serve.log"))?.read_to_string(&mut log)?;
     if !log.contains("disk_full") {
-        summary.violations.push("the log never named disk_full".into());
+        summary
+            .violations
+            .push("the log never named disk_full".into());
     }
     let freed = Instant::now();
     std::fs::remove_file(&filler)?;
-    let state = wait_turns(&mut c, std::slice::from_ref(&turn.id), Duration::from_secs(60))?;
+    let state = wait_turns(
+        &mut c,
+        std::slice::from_ref(&turn.id),
+        Duration::from_secs(60),
+    )?;
     let settle_ms = freed.elapsed().as_millis();
     if state[0] == "submission_unknown" {
         run_ok(

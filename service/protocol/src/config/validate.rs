@@ -310,7 +310,7 @@ mod tests {
             format!(r#","providers":{{"p":{{"command":"a","envAllowlist":["{SECRET}=x"]}}}}"#),
             format!(r#","providers":{{"p":{{"command":"a","env":{{"{SECRET}":1}}}}}}"#),
             format!(r#","providers":{{"p":{{"command":"a","{SECRET}":1}}}}"#),
-            format!(r#","workspaces":{{"a":{{"path":"/tmp"}},"a":{{"path":"/tmp"}}}}"#),
+            r#","workspaces":{"a":{"path":"/tmp"},"a":{"path":"/tmp"}}"#.to_string(),
             format!(r#","tokens2":1,"{SECRET}":1"#),
         ] {
             let e = parse(&doc(&extra)).unwrap_err().to_string();
