@@ -153,7 +153,9 @@ async fn the_connection_cap_sheds_unauthenticated_connections_then_refuses_with_
         let _first = Client::open(&socket, token()).unwrap();
         // An idle unauthenticated connection holds the second slot …
         let idle = UnixStream::connect(&socket).unwrap();
-        // … until an authenticating client needs it: the idle one is told.
+        // … and once it has had its grace to say hello, it gives way to an
+        // authenticating client, and is told so.
+        std::thread::sleep(crate::server::admission::SHED_GRACE + Duration::from_millis(200));
         let second = Client::open(&socket, token()).unwrap();
         let shed = read_frame(&idle);
         assert_eq!(shed["error"]["data"]["code"], "limit_reached", "{shed}");
