@@ -312,11 +312,7 @@ pub fn disk_full() -> Result<Summary> {
     )?;
     let settle_ms = freed.elapsed().as_millis();
     if state[0] == "submission_unknown" {
-        run_ok(
-            &rig.ctx,
-            &rig.bin,
-            &["turns", "resolve", &turn.id, "--as", "failed"],
-        )?;
+        c.turns_resolve(&turn.id, "failed", true)?;
     }
     let small = c.threads_create(&rig.workspaces[0], "small", "allow-all", None)?;
     let next = c.turns_submit(&small.id, "full-2", "hi")?;

@@ -151,10 +151,7 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
     );
     if state == "submission_unknown" {
         // After the dispatch boundary the outcome is the owner's to confirm.
-        server
-            .ctx
-            .run(["turns", "resolve", &turn.id, "--as", "failed"])
-            .success();
+        client.turns_resolve(&turn.id, "failed", true).unwrap();
     }
     let small = client.threads_create("proj", "small", "ask", None).unwrap();
     let next = client.turns_submit(&small.id, "small-1", "hi").unwrap();
