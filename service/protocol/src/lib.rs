@@ -21,6 +21,7 @@ pub mod home;
 mod message;
 pub mod notifications;
 pub mod params;
+mod permissions;
 mod records;
 mod scopes;
 mod state;
@@ -37,6 +38,7 @@ pub use hello::{
     SessionView, StartupLine,
 };
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
+pub use permissions::{PendingRequest, PermissionChoice};
 pub use records::{ApprovalPolicy, Retention, Thread, Turn, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};

@@ -144,4 +144,8 @@ pub struct Turn {
     pub finished_at: Option<i64>,
     /// Resolved by the owner.
     pub resolved_at: Option<i64>,
+    /// `true` while a permission request of this turn waits for an answer
+    /// (`permissions.list`). Live state, not stored: the server fills it in.
+    #[serde(default)]
+    pub awaiting_input: bool,
 }

@@ -18,6 +18,7 @@
 pub mod echo;
 mod events;
 mod lines;
+mod probe;
 mod process;
 mod registry;
 mod runner;
@@ -33,6 +34,7 @@ pub use lapis_protocol::config::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
 };
 pub use lines::{BoundedLines, LineError};
+pub use probe::{ProbeError, ProbeReport, ProbeRequest, SessionProbe, probe};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{TurnOutcome, run_turn};

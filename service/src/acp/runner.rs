@@ -14,7 +14,9 @@ use std::sync::Arc;
 use super::events::ActivityEvent;
 use super::process::AgentProcess;
 use super::session::{CallError, Session};
-use super::turn::{ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelSignal, TurnHooks, TurnRequest};
+use super::turn::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelSignal, TurnHooks, TurnRequest, initialize_params,
+};
 
 /// How a turn ended. `dispatched` says whether the boundary was passed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,12 +134,7 @@ async fn drive<H: TurnHooks>(s: &mut Session<H>, request: &TurnRequest) -> TurnO
         CallError::Hook => failed("journal_failed"),
         CallError::Interrupted => failed("cancelled"),
     };
-    let init = serde_json::json!({
-        "protocolVersion": ACP_PROTOCOL_VERSION,
-        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-        "clientInfo": {"name": "lapis-ai-controller", "version": env!("CARGO_PKG_VERSION")},
-    });
-    let init = match s.call("initialize", init, Some(setup)).await {
+    let init = match s.call("initialize", initialize_params(), Some(setup)).await {
         Ok(v) => v,
         Err(e) => return setup_failure(e, "initialize_failed", "initialize_timeout"),
     };

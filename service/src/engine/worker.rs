@@ -15,6 +15,8 @@ use crate::acp::{
     self, AgentRegistry, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits,
     TurnOutcome, TurnRequest, run_turn,
 };
+use lapis_protocol::config::EnvFile;
+
 use crate::domain::{Claim, EventKind, StoreError, TurnEnd};
 use crate::store::Store;
 
@@ -111,8 +113,14 @@ impl EngineError {
 pub struct Engine {
     /// The store.
     store: Store,
-    /// Providers and limits.
+    /// Limits and lookup (its `providers` are the ones at start).
     config: Arc<EngineConfig>,
+    /// The providers turns are claimed with; a config reload replaces them
+    /// for later claims (a running turn keeps the spec it was claimed with).
+    providers: Arc<std::sync::RwLock<BTreeMap<String, ProviderSpec>>>,
+    /// Agent secrets (the env file); a config reload replaces them for
+    /// later turns, like the providers.
+    secrets: Arc<std::sync::RwLock<EnvFile>>,
     /// Pending permission interactions.
     broker: PermissionBroker,
     /// Running agents' process groups (`<controller home>/agents`).
@@ -149,13 +157,43 @@ struct Live {
 impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
-        let registry = AgentRegistry::new(store.options().home.join("agents"));
+        let registry = AgentRegistry::of_home(&store.options().home);
         Engine {
             store,
+            providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
+            secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
             config: Arc::new(config),
             broker: PermissionBroker::default(),
             registry,
         }
+    }
+
+    fn provider(&self, name: &str) -> Option<ProviderSpec> {
+        let providers = self.providers.read().unwrap_or_else(|p| p.into_inner());
+        providers.get(name).cloned()
+    }
+
+    /// Replaces the providers for turns claimed from now on (config
+    /// reload; the caller adds the built-in `echo` as at start).
+    pub fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
+        *self.providers.write().unwrap_or_else(|p| p.into_inner()) = providers;
+    }
+
+    /// Replaces the agent secrets for turns started from now on (reload).
+    pub fn replace_secrets(&self, secrets: EnvFile) {
+        *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
+    }
+
+    /// The lookup a turn launches with: the one at start, with the current
+    /// secrets.
+    fn lookup(&self) -> CommandLookup {
+        let mut lookup = self.config.lookup.clone();
+        lookup.secrets = self
+            .secrets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        lookup
     }
 
     /// Pending permission requests, optionally of one turn.
@@ -273,7 +311,7 @@ impl Engine {
 
     async fn run_claim(self, claim: Claim, dispatched: Arc<AtomicBool>) {
         let turn_id = claim.turn.id.clone();
-        let Some(spec) = self.config.providers.get(&claim.thread.provider).cloned() else {
+        let Some(spec) = self.provider(&claim.thread.provider) else {
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
                 .await;
             return;
@@ -292,7 +330,7 @@ impl Engine {
             approval: claim.thread.approval,
             restricted: claim.thread.restricted,
             limits: self.config.limits,
-            lookup: self.config.lookup.clone(),
+            lookup: self.lookup(),
             registry: Some(self.registry.clone()),
         };
         let cancel = claim.cancel.clone();

@@ -9,13 +9,17 @@
 //! served.
 
 mod admission;
+mod conn;
 mod connection;
 mod context;
 mod controller;
 mod dispatch;
+mod failure;
 mod frames;
 mod handlers;
 mod listener;
+mod notify;
+mod reload;
 mod session_store;
 mod stdio;
 mod subscriptions;
@@ -33,13 +37,14 @@ use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
-use lapis_protocol::config::Config;
+use lapis_protocol::config::{Config, EnvFile};
 
 pub use connection::serve_connection;
 pub use context::{ServerContext, ServerIdentity};
-pub use controller::{Core, PermissionResponder};
+pub use controller::{Core, PermissionResponder, ProviderNames};
 pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
+pub use reload::Reloader;
 pub use session_store::StoreSessions;
 pub use stdio::{
     STARTUP_TIMEOUT, StartupError, report_startup_failure, serve_stdio, startup_failed_frame,
@@ -62,12 +67,18 @@ pub struct ServeOptions {
     pub identity: ServerIdentity,
     /// Managed mode: serve stdin/stdout instead of the socket.
     pub stdio: bool,
-    /// Time source for sessions.
+    /// Time source for the store's rows and the sessions' expiry.
     pub clock: Arc<dyn Clock>,
     /// The executable that serves the built-in `echo` agent (`acp-echo`);
     /// with it an engine runs turns, without it turns stay queued (tests of
     /// the protocol alone).
     pub agent_exe: Option<PathBuf>,
+    /// Agent secrets from the env file beside the config (read by the
+    /// caller at start); allowlisted names take their values from it first.
+    pub secrets: EnvFile,
+    /// The config file `config` came from, re-read by a reload; without it a
+    /// reload is refused.
+    pub config_path: Option<PathBuf>,
 }
 
 impl ServeOptions {
@@ -80,6 +91,8 @@ impl ServeOptions {
             stdio,
             clock: Arc::new(SystemClock),
             agent_exe: None,
+            secrets: EnvFile::default(),
+            config_path: None,
         }
     }
 }
@@ -143,6 +156,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     let mut store_options = StoreOptions::new(options.home.clone());
     store_options.queue_capacity = limits.queue_capacity;
     store_options.broadcast_capacity = limits.subscriber_buffer;
+    store_options.clock = options.clock.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(store_options))
         .await
         .map_err(|e| {
@@ -177,12 +191,20 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         Some(exe) => {
             let mut config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
             config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
+            config.lookup.secrets = options.secrets.clone();
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))
         }
         None => (None, None),
     };
+    let reload = Reloader::new(
+        options.config_path.clone(),
+        options.config.clone(),
+        engine.as_deref().cloned(),
+        options.agent_exe.clone(),
+        options.clock.clone(),
+    );
     let authority = Authority::new(
         options.config.tokens.clone(),
         limits.session_ttl_seconds,
@@ -195,9 +217,10 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         limits,
         core: Core {
             store: store.clone(),
-            providers,
+            providers: ProviderNames::new(providers),
             permissions: engine.map(|e| e as Arc<dyn PermissionResponder>),
         },
+        reload,
     });
     Ok(Prepared {
         ctx,
@@ -206,7 +229,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     })
 }
 
-/// Flips `tx` on the first SIGTERM or SIGINT.
+/// Flips `tx` on the first SIGTERM or SIGINT (and tells the service manager
+/// the controller is stopping).
 pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
@@ -216,6 +240,7 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
             _ = term.recv() => tracing::info!(signal = "SIGTERM", "stopping"),
             _ = int.recv() => tracing::info!(signal = "SIGINT", "stopping"),
         }
+        notify::stopping();
         let _ = tx.send(true);
     });
     Ok(())
@@ -234,15 +259,47 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// Reloads the configuration on each SIGHUP (the unit's `ExecReload`)
+/// until `stop` flips. The handler is installed by [`sighup`] before the
+/// store opens, so an early SIGHUP waits for this loop instead of ending
+/// the process (SIGHUP's default action).
+fn reload_on_sighup(
+    mut hup: tokio::signal::unix::Signal,
+    ctx: Arc<ServerContext>,
+    mut stop: watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        loop {
+            let got = tokio::select! {
+                got = hup.recv() => got.is_some(),
+                _ = stop.wait_for(|s| *s) => false,
+            };
+            if !got {
+                break;
+            }
+            tracing::info!(signal = "SIGHUP", "reloading the configuration");
+            ctx.reload
+                .reload(&ctx.core.store, &ctx.core.providers)
+                .await;
+        }
+    });
+}
+
+/// Installs the SIGHUP handler.
+fn sighup() -> Result<tokio::signal::unix::Signal, ServeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::hangup()).map_err(ServeError::Signals)
+}
+
 /// Runs the server until a stop signal (or, in managed mode, until stdin
 /// ends), then drains connections and closes the store.
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let prepared = match stop_on_signals(stop_tx) {
-        Ok(()) => prepare(&options).await,
+    let prepared = match stop_on_signals(stop_tx).and_then(|()| sighup()) {
+        Ok(hup) => prepare(&options).await.map(|p| (p, hup)),
         Err(e) => Err(e),
     };
-    let Prepared { ctx, store, engine } = match prepared {
+    let (Prepared { ctx, store, engine }, hup) = match prepared {
         Ok(p) => p,
         Err(e) => {
             if options.stdio {
@@ -252,6 +309,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
             return Err(e);
         }
     };
+    reload_on_sighup(hup, ctx.clone(), stop_rx.clone());
     let result = if options.stdio {
         serve_stdio(
             ctx.clone(),
@@ -267,6 +325,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         match bind(&path, &store) {
             Ok(listener) => {
                 tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");
+                // Bound and listening: a connect succeeds from here on.
+                notify::ready();
                 Listener {
                     listener,
                     max_connections: ctx.limits.max_connections,

@@ -9,7 +9,11 @@
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
-//! `--structured-input`; `--sleeper PIDFILE` is the grandchild itself.
+//! `--structured-input` `--advertise` (agent info, capabilities, an auth
+//! method and session modes) `--expect-env NAME=VALUE` (initialize fails
+//! unless the environment has exactly that; `VALUE` `@PATH` reads it from
+//! a file, so it need not appear in argv or output; never echoed);
+//! `--sleeper PIDFILE` is the grandchild itself.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -113,15 +117,41 @@ fn main() {
                     );
                     continue;
                 }
+                let expected = script
+                    .get("expect-env")
+                    .and_then(|e| e.split_once('='))
+                    .map(|(n, v)| {
+                        let v = match v.strip_prefix('@') {
+                            Some(file) => std::fs::read_to_string(file).expect("expect-env file"),
+                            None => v.to_string(),
+                        };
+                        (n.to_string(), v)
+                    });
+                if let Some((name, want)) = expected
+                    && std::env::var(&name).ok() != Some(want)
+                {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32603, "message": format!("{name} is missing or differs")}}),
+                    );
+                    continue;
+                }
                 let version = script
                     .get("protocol-version")
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(1);
-                send(
-                    &out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "protocolVersion": version, "agentCapabilities": {}, "authMethods": []}}),
-                );
+                let result = if script.has("advertise") {
+                    json!({"protocolVersion": version,
+                        "agentInfo": {"name": "fixture-agent", "version": "1.2.3"},
+                        "agentCapabilities": {"loadSession": true,
+                            "mcpCapabilities": {"http": true, "sse": false},
+                            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true}},
+                        "authMethods": [{"id": "fixture-login", "name": "Fixture login", "description": "run fixture login"}]})
+                } else {
+                    json!({"protocolVersion": version, "agentCapabilities": {}, "authMethods": []})
+                };
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/new", Some(id)) => {
                 if script.get("exit-at") == Some("session_new") {
@@ -153,10 +183,12 @@ fn main() {
                         std::thread::sleep(Duration::from_millis(2));
                     }
                 }
-                send(
-                    &out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "fx-1"}}),
-                );
+                let mut result = json!({"sessionId": "fx-1"});
+                if script.has("advertise") {
+                    result["modes"] = json!({"currentModeId": "default", "availableModes": [
+                        {"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]});
+                }
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/prompt", Some(id)) => {
                 let params = msg.get("params").cloned().unwrap_or(Value::Null);

@@ -25,7 +25,7 @@ use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
 use lapis_protocol::{ErrorCode, Notification, RpcError, params};
 
-use super::super::connection::{Conn, Outbox};
+use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
 use super::{owned_thread, store_err};
 use lapis_protocol::notifications::{
@@ -187,14 +187,16 @@ impl Forwarder {
     }
 
     /// Time until the session expires by the authority's clock (at least a
-    /// second, so a clock that does not move cannot spin the loop).
+    /// second, so a clock that does not move cannot spin the loop; a session
+    /// without an expiry is re-checked hourly).
     fn until_expiry(&self) -> Duration {
-        let left = self
-            .authority
-            .check(&self.session)
-            .map(|s| s.expires_at.saturating_sub(self.authority.now()))
-            .unwrap_or(0);
-        Duration::from_secs(left.max(1))
+        let left_ms = match self.authority.check(&self.session) {
+            Ok(s) => s
+                .expires_at
+                .map_or(3_600_000, |at| at.saturating_sub(self.authority.now_ms())),
+            Err(_) => 0,
+        };
+        Duration::from_millis(u64::try_from(left_ms).unwrap_or(0).max(1000))
     }
 
     async fn send(&self, e: &JournalEvent) -> bool {

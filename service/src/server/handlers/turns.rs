@@ -41,7 +41,9 @@ pub async fn turns_get(
     session: &AuthSession,
     p: params::TurnRef,
 ) -> Result<Value, RpcError> {
-    wrap("turn", owned_turn(ctx, session, &p.turn_id).await?)
+    let mut turn = owned_turn(ctx, session, &p.turn_id).await?;
+    super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
+    wrap("turn", turn)
 }
 
 /// `turns.list`: one thread's turns, or every turn of the session's threads.
@@ -87,6 +89,7 @@ pub async fn turns_list(
         }
         turns = kept;
     }
+    super::permissions::mark_turns(ctx, &mut turns);
     wrap("turns", turns)
 }
 
@@ -98,12 +101,13 @@ pub async fn turns_cancel(
     p: params::TurnRef,
 ) -> Result<Value, RpcError> {
     owned_turn(ctx, session, &p.turn_id).await?;
-    let turn = ctx
+    let mut turn = ctx
         .core
         .store
         .request_cancel(&actor(session), &p.turn_id)
         .await
         .map_err(store_err)?;
+    super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
     wrap("turn", turn)
 }
 
