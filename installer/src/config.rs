@@ -29,8 +29,6 @@ use thiserror::Error;
 use crate::fsx::{self, FsError};
 use crate::paths::Paths;
 
-/// Largest config file read.
-const MAX_CONFIG_BYTES: u64 = 4 << 20;
 pub use lapis_protocol::config::TOKEN_PREFIX;
 
 /// Why the configuration was refused or could not be written.
@@ -87,22 +85,27 @@ pub struct ConfigSummary {
 /// Reads the config at `path` and checks its structure. `Ok(None)` when it
 /// does not exist.
 pub fn read(path: &Path) -> Result<Option<(Config, ConfigSummary)>, ConfigError> {
-    let meta = match fs::metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(FsError::new("read", path, e).into()),
-        Ok(m) => m,
-    };
+    use lapis_protocol::config::{ConfigError as Read, read_config_file};
     let malformed = |reason: String| ConfigError::Malformed {
         path: path.to_path_buf(),
         reason,
     };
-    if !meta.is_file() {
-        return Err(malformed("not a regular file".into()));
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(malformed(format!("larger than {MAX_CONFIG_BYTES} bytes")));
-    }
-    let bytes = fs::read(path).map_err(|e| FsError::new("read", path, e))?;
+    // The one bounded, regular-file-only read every config reader uses.
+    let bytes = match read_config_file(path) {
+        Ok(bytes) => bytes,
+        Err(Read::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(Read::Read { source, .. }) => return Err(FsError::new("read", path, source).into()),
+        Err(Read::NotRegular { .. }) => return Err(malformed("not a regular file".into())),
+        Err(Read::TooLarge { .. }) => {
+            return Err(malformed(format!(
+                "larger than {} bytes",
+                lapis_protocol::config::MAX_CONFIG_BYTES
+            )));
+        }
+        Err(other) => return Err(malformed(reason(&other))),
+    };
     let config = Config::parse(&bytes, path).map_err(|e| malformed(reason(&e)))?;
     let summary = ConfigSummary {
         controller_home: Some(config.controller_home.clone()),
@@ -120,6 +123,11 @@ fn reason(e: &schema::ConfigError) -> String {
         } if *kind == schema::PARSE_DATA => format!(
             "a member is missing, unknown or of the wrong type (line {line}, column {column})"
         ),
+        schema::ConfigError::Parse {
+            line, column, kind, ..
+        } if *kind == "duplicate key" => {
+            format!("a JSON object repeats a key (line {line}, column {column})")
+        }
         schema::ConfigError::Parse { line, column, .. } => {
             format!("not valid JSON (line {line}, column {column})")
         }
