@@ -30,11 +30,12 @@ pub use events::{
     PermissionOption, UpdateMapper,
 };
 pub use lines::{BoundedLines, LineError};
-pub use process::{LaunchError, StderrLimits, TeardownLimits};
+pub use process::{LaunchError, StderrLimits, Stopped, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
-    PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
+    PermissionRequest, RunnerLimits, Teardown, TurnHooks, TurnOutcome, TurnRequest, cancel_channel,
+    run_turn, run_turn_detached,
 };
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
 pub use spec::{

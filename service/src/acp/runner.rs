@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::events::{ActivityEvent, Invocation, PermissionAnswer, PermissionOption};
-use super::process::{AgentProcess, StderrLimits, TeardownLimits};
+use super::process::{AgentProcess, StderrLimits, Stopped, TeardownLimits};
 use super::registry::AgentRegistry;
 use super::session::{CallError, Session};
 use super::spec::{CommandLookup, ProviderSpec};
@@ -242,6 +242,21 @@ pub async fn run_turn<H: TurnHooks>(
     hooks: Arc<H>,
     cancel: CancelSignal,
 ) -> TurnOutcome {
+    let (outcome, teardown) = run_turn_detached(request, hooks, cancel).await;
+    if let Some(teardown) = teardown {
+        teardown.run().await;
+    }
+    outcome
+}
+
+/// Runs one turn to its outcome and hands back the agent's teardown instead
+/// of running it, so the caller can make the outcome durable first and keep
+/// the teardown off the turn's critical path.
+pub async fn run_turn_detached<H: TurnHooks>(
+    request: TurnRequest,
+    hooks: Arc<H>,
+    cancel: CancelSignal,
+) -> (TurnOutcome, Option<Teardown<H>>) {
     let limits = request.limits;
     let spawned = AgentProcess::spawn(
         &request.spec,
@@ -255,17 +270,41 @@ pub async fn run_turn<H: TurnHooks>(
         Ok(p) => p,
         Err(err) => {
             tracing::warn!(provider = %request.spec.name, error = %err, "agent launch failed");
-            return TurnOutcome::Failed {
+            let outcome = TurnOutcome::Failed {
                 code: err.code(),
                 dispatched: false,
             };
+            return (outcome, None);
         }
     };
     let mut session = Session::start(pipes, hooks, cancel, &request);
     let outcome = drive(&mut session, &request).await;
-    session.finish(process, limits.teardown).await;
     tracing::info!(provider = %request.spec.name, state = outcome.state(), code = ?outcome.code(), "turn finished");
-    outcome
+    let teardown = Teardown {
+        session,
+        process,
+        limits: limits.teardown,
+    };
+    (outcome, Some(teardown))
+}
+
+/// The rest of a turn after its outcome: answer what is pending, journal
+/// late output, and end the agent's process group.
+#[derive(Debug)]
+pub struct Teardown<H> {
+    /// The connection (stdin is closed by the teardown).
+    session: Session<H>,
+    /// The agent.
+    process: AgentProcess,
+    /// Teardown waits.
+    limits: TeardownLimits,
+}
+
+impl<H: TurnHooks> Teardown<H> {
+    /// Runs the teardown to its end; returns what ended the agent.
+    pub async fn run(self) -> Stopped {
+        self.session.finish(self.process, self.limits).await
+    }
 }
 
 async fn drive<H: TurnHooks>(s: &mut Session<H>, request: &TurnRequest) -> TurnOutcome {

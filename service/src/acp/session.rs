@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption, UpdateMapper};
 use super::lines::{BoundedLines, LineError};
-use super::process::{AgentPipes, AgentProcess, TeardownLimits};
+use super::process::{AgentPipes, AgentProcess, Stopped, TeardownLimits};
 use super::runner::{ApprovalPolicy, CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
 
 mod permissions;
@@ -289,7 +289,7 @@ impl<H: TurnHooks> Session<H> {
     /// Teardown: answer what is still pending, close stdin, journal late
     /// output until the agent closes stdout or the grace passes, then end
     /// the process group.
-    pub(super) async fn finish(mut self, process: AgentProcess, limits: TeardownLimits) {
+    pub(super) async fn finish(mut self, process: AgentProcess, limits: TeardownLimits) -> Stopped {
         if !self.pending.is_empty() && !self.hook_failed {
             let _ = self.resolve_all(DecidedBy::TurnEnded).await;
         }
@@ -322,7 +322,7 @@ impl<H: TurnHooks> Session<H> {
                 exit_grace: remaining,
                 term_grace: limits.term_grace,
             })
-            .await;
+            .await
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use crate::acp::{
     self, AgentRegistry, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits,
-    TurnOutcome, TurnRequest, run_turn,
+    TurnOutcome, TurnRequest, run_turn_detached,
 };
 use crate::domain::{ApprovalPolicy, Claim, EventKind, StoreError, TurnEnd};
 use crate::store::Store;
@@ -144,6 +144,9 @@ struct Live {
     turn_id: String,
     /// Whether the boundary was persisted.
     dispatched: Arc<AtomicBool>,
+    /// Set once the outcome is durable; the task may still be tearing the
+    /// agent down, and shutdown must not settle the turn a second time.
+    settled: Arc<AtomicBool>,
 }
 
 impl Engine {
@@ -234,13 +237,18 @@ impl Engine {
             match claim {
                 Ok(claim) => {
                     let dispatched = Arc::new(AtomicBool::new(false));
+                    let settled = Arc::new(AtomicBool::new(false));
                     let turn_id = claim.turn.id.clone();
-                    let handle = tasks.spawn(self.clone().run_claim(claim, dispatched.clone()));
+                    let task = self
+                        .clone()
+                        .run_claim(claim, dispatched.clone(), settled.clone());
+                    let handle = tasks.spawn(task);
                     live.insert(
                         handle.id(),
                         Live {
                             turn_id,
                             dispatched,
+                            settled,
                         },
                     );
                 }
@@ -265,6 +273,9 @@ impl Engine {
             forget(&mut live, done);
         }
         for (_, l) in live {
+            if l.settled.load(Ordering::SeqCst) {
+                continue;
+            }
             let end = if l.dispatched.load(Ordering::SeqCst) {
                 TurnEnd::Unknown(CONTROLLER_SHUTDOWN.into())
             } else {
@@ -276,7 +287,10 @@ impl Engine {
         }
     }
 
-    async fn run_claim(self, claim: Claim, dispatched: Arc<AtomicBool>) {
+    /// Runs one claimed turn. The outcome is made durable as soon as the
+    /// runner has it; only then is the agent torn down, so a crash during
+    /// teardown never turns a reported outcome into an unknown one.
+    async fn run_claim(self, claim: Claim, dispatched: Arc<AtomicBool>, settled: Arc<AtomicBool>) {
         let turn_id = claim.turn.id.clone();
         let Some(spec) = self.config.providers.get(&claim.thread.provider).cloned() else {
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
@@ -304,9 +318,14 @@ impl Engine {
             registry: Some(self.registry.clone()),
         };
         let cancel = claim.cancel.clone();
-        let outcome = run_turn(request, hooks, CancelSignal::from(claim.cancel)).await;
+        let (outcome, teardown) =
+            run_turn_detached(request, hooks, CancelSignal::from(claim.cancel)).await;
         let end = turn_end(&outcome, *cancel.borrow());
         self.finish(&turn_id, end).await;
+        settled.store(true, Ordering::SeqCst);
+        if let Some(teardown) = teardown {
+            teardown.run().await;
+        }
     }
 
     async fn finish(&self, turn_id: &str, end: TurnEnd) {

@@ -9,7 +9,13 @@
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
-//! `--structured-input`; `--sleeper PIDFILE` is the grandchild itself.
+//! `--structured-input` `--pidfile PATH`; `--sleeper PIDFILE` is the
+//! grandchild itself.
+//!
+//! `--linger` is the third-party agent that keeps running after its stdin
+//! closes but dies at once of SIGTERM (the default action: no handler is
+//! installed). `--pidfile PATH` writes the agent's own pid before it reads
+//! anything, so a test can watch the process itself.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -79,11 +85,12 @@ fn update(out: &Out, session: &str, update: Value) {
 fn main() {
     let script = Script::parse();
     if let Some(pidfile) = script.get("sleeper") {
-        let tmp = format!("{pidfile}.tmp");
-        std::fs::write(&tmp, std::process::id().to_string()).expect("pidfile");
-        std::fs::rename(&tmp, pidfile).expect("pidfile rename");
+        write_pid(pidfile);
         std::thread::sleep(Duration::from_secs(600));
         return;
+    }
+    if let Some(pidfile) = script.get("pidfile") {
+        write_pid(pidfile);
     }
     for i in 0..script.num("stderr") {
         eprintln!("fixture stderr line {i}");
@@ -197,6 +204,13 @@ fn main() {
     if let Some(worker) = worker {
         let _ = worker.join();
     }
+}
+
+/// Writes this process's pid atomically (a reader never sees half a pid).
+fn write_pid(pidfile: &str) {
+    let tmp = format!("{pidfile}.tmp");
+    std::fs::write(&tmp, std::process::id().to_string()).expect("pidfile");
+    std::fs::rename(&tmp, pidfile).expect("pidfile rename");
 }
 
 /// Appends the prompt text to the ledger and fsyncs, so chaos tests can
