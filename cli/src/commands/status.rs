@@ -36,5 +36,11 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
         list(&s.running_workspaces),
         list(&s.fenced_workspaces),
     ))?;
+    if let Some(a) = &s.agents {
+        crate::output::line(format!(
+            "turns     {}/{} running\nagents    {}/{} live ({} idle)",
+            a.running_turns, a.max_running_turns, a.live, a.max_live, a.idle
+        ))?;
+    }
     Ok(())
 }

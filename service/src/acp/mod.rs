@@ -15,6 +15,7 @@
 //! The v1 surface used here is small and tolerant: unknown fields are
 //! ignored and unknown updates are kept verbatim as observations.
 
+mod agent;
 pub mod echo;
 mod events;
 mod lines;
@@ -22,9 +23,11 @@ mod process;
 mod registry;
 mod runner;
 mod session;
+mod setup;
 mod smoke;
 mod spec;
 
+pub use agent::{LiveAgent, Stale};
 pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
     PermissionOption, UpdateMapper,
@@ -33,11 +36,12 @@ pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, Stopped, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, ApprovalPolicy, CancelHandle, CancelSignal, HookError,
-    PermissionRequest, RunnerLimits, Teardown, TurnHooks, TurnOutcome, TurnRequest, cancel_channel,
-    run_turn, run_turn_detached,
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, AfterTurn, ApprovalPolicy, CancelHandle, CancelSignal,
+    HookError, PermissionRequest, RunnerLimits, SessionOrigin, Teardown, TurnHooks, TurnOutcome,
+    TurnRequest, TurnRun, cancel_channel, run_turn, run_turn_detached, run_turn_on,
 };
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
 pub use spec::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+    VcsIdentity,
 };

@@ -156,6 +156,11 @@ impl AgentProcess {
         ))
     }
 
+    /// Whether the group leader has exited (it is reaped if so).
+    pub(super) fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Ends the agent and everything in its group. The caller has already
     /// dropped stdin (that is the polite request to exit); this waits
     /// `exit_grace` for the leader, then TERMs the group, waits `term_grace`,

@@ -90,6 +90,8 @@ pub struct ProviderSpec {
     pub env_allowlist: Vec<String>,
     /// Exported as `GIT_AUTHOR_*` / `GIT_COMMITTER_*`.
     pub vcs_identity: Option<VcsIdentity>,
+    /// How long the agent is kept and how long a turn may run.
+    pub session: SessionPolicy,
 }
 
 /// Where bare command names are looked up: the service's `PATH`, then
@@ -126,7 +128,13 @@ impl ProviderSpec {
         for key in obj.keys() {
             if !matches!(
                 key.as_str(),
-                "command" | "args" | "env" | "envAllowlist" | "vcsIdentity"
+                "command"
+                    | "args"
+                    | "env"
+                    | "envAllowlist"
+                    | "vcsIdentity"
+                    | "idleSeconds"
+                    | "maxTurnSeconds"
             ) {
                 return Err(bad(format!("unknown key `{key}`")));
             }
@@ -190,6 +198,7 @@ impl ProviderSpec {
             }
             Some(_) => return Err(bad("`vcsIdentity` must be an object".into())),
         };
+        let session = SessionPolicy::from_json(obj).map_err(bad)?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -197,6 +206,7 @@ impl ProviderSpec {
             env,
             env_allowlist,
             vcs_identity,
+            session,
         };
         spec.validate()?;
         Ok(spec)
@@ -212,6 +222,7 @@ impl ProviderSpec {
             env: BTreeMap::new(),
             env_allowlist: Vec::new(),
             vcs_identity: None,
+            session: SessionPolicy::default(),
         }
     }
 
@@ -418,6 +429,10 @@ fn is_executable(path: &Path) -> bool {
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
 }
+
+mod policy;
+
+pub use policy::SessionPolicy;
 
 #[cfg(test)]
 mod tests;

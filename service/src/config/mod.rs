@@ -98,6 +98,14 @@ pub struct ProviderConfig {
     /// Identity the agent commits as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcs_identity: Option<VcsIdentity>,
+    /// Seconds an idle agent is kept alive for its thread's next turn
+    /// (0-604800, default 300; 0 stops it after every turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<u64>,
+    /// Seconds a turn may run before it is cancelled with
+    /// `deadline_exceeded` (1-604800, default 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
 }
 
 /// `vcsIdentity`.
@@ -135,6 +143,11 @@ pub struct ServerLimits {
     /// On stop, how long running turns may take to finish before their
     /// agents are killed and the turns settled.
     pub shutdown_grace_seconds: u64,
+    /// Agent processes kept alive at once (busy and idle); idle ones are
+    /// evicted least recently used to make room.
+    pub max_live_agents: usize,
+    /// Turns running at once; further runnable turns wait in the queue.
+    pub max_running_turns: usize,
 }
 
 impl Default for ServerLimits {
@@ -146,6 +159,8 @@ impl Default for ServerLimits {
             session_ttl_seconds: crate::auth::DEFAULT_SESSION_TTL_SECS,
             subscriber_buffer: 1024,
             shutdown_grace_seconds: 10,
+            max_live_agents: 16,
+            max_running_turns: 16,
         }
     }
 }

@@ -10,7 +10,7 @@ pub use error::{StoreError, StoreResult};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
 pub use records::{
     Actor, ApprovalPolicy, AuthSession, Claim, NewAuthSession, NewThread, Receipt, ResolveAs,
-    Retention, StoreStatus, SubmitTurn, Thread, ThreadPatch, TransitionOutcome, Turn, TurnEnd,
-    Workspace,
+    Retention, SessionBinding, StoreStatus, SubmitTurn, Thread, ThreadPatch, TransitionOutcome,
+    Turn, TurnEnd, Workspace,
 };
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};

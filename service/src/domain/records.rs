@@ -123,6 +123,24 @@ pub struct Thread {
     pub created_at: i64,
     /// Last configuration time.
     pub updated_at: i64,
+    /// The native agent session the thread is bound to, once a turn was
+    /// dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_session: Option<SessionBinding>,
+}
+
+/// A thread's native agent session and what it was made under: a turn whose
+/// provider definition (fingerprint) or thread version differs replaces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionBinding {
+    /// The agent's own session id (from `session/new`), 1-512 bytes.
+    pub session_id: String,
+    /// Lowercase hex SHA-256 of the provider definition's identity
+    /// (command, args, environment names, `vcsIdentity`).
+    pub fingerprint: String,
+    /// The thread's configuration version when the session was bound.
+    pub thread_version: u64,
 }
 
 /// Input of `create_thread`.
@@ -195,6 +213,12 @@ pub struct Turn {
     pub finished_at: Option<i64>,
     /// Resolved by the owner.
     pub resolved_at: Option<i64>,
+    /// The native agent session the prompt was sent to (set at dispatch).
+    #[serde(default)]
+    pub agent_session_id: Option<String>,
+    /// Per-turn deadline override (seconds), if the submitter set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
 }
 
 /// Input of `submit_turn`.
@@ -209,6 +233,9 @@ pub struct SubmitTurn {
     pub prompt: String,
     /// Optional turn this one continues (must belong to the same thread).
     pub continues: Option<String>,
+    /// Deadline override in seconds (else the provider's `maxTurnSeconds`).
+    #[serde(default)]
+    pub max_turn_seconds: Option<u64>,
 }
 
 /// The answer to an idempotent mutation.

@@ -12,10 +12,15 @@
 
 mod broker;
 mod hooks;
+mod pool;
 mod worker;
 
 pub use broker::{AnswerError, PendingPermission, PermissionBroker};
-pub use worker::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineError, EngineHandle};
+pub use pool::PoolStatus;
+pub use worker::{
+    CONTROLLER_SHUTDOWN, DEADLINE_EXCEEDED, Engine, EngineConfig, EngineError, EngineHandle,
+    EngineStatus,
+};
 
 #[cfg(test)]
 mod tests;

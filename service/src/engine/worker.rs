@@ -1,25 +1,27 @@
 //! The engine: claims runnable turns from the store and runs each through
 //! the ACP runner, one task per turn (the scheduler already guarantees one
-//! turn per workspace).
+//! turn per workspace), at most `maxRunningTurns` at once, on the thread's
+//! live agent from the [`AgentPool`] when there is one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::acp::{
-    self, AgentRegistry, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits,
-    TurnOutcome, TurnRequest, run_turn_detached,
+    self, ActivityEvent, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent,
+    PermissionAnswer, ProviderSpec, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, run_turn_on,
 };
-use crate::domain::{ApprovalPolicy, Claim, EventKind, StoreError, TurnEnd};
+use crate::domain::{Actor, ApprovalPolicy, Claim, EventKind, SessionBinding, StoreError, TurnEnd};
 use crate::store::Store;
 
 use super::broker::{AnswerError, PendingPermission, PermissionBroker};
 use super::hooks::StoreHooks;
+use super::pool::{AgentPool, PoolStatus};
 
 /// Outcome code of turns settled because the controller stopped.
 pub const CONTROLLER_SHUTDOWN: &str = "controller_shutdown";
@@ -36,6 +38,10 @@ pub struct EngineConfig {
     /// At shutdown, how long running turns may take to finish on their own
     /// before their agents are killed and the turns settled.
     pub shutdown_grace: Duration,
+    /// Agent processes alive at once (`server.maxLiveAgents`).
+    pub max_live_agents: usize,
+    /// Turns running at once (`server.maxRunningTurns`).
+    pub max_running_turns: usize,
 }
 
 impl EngineConfig {
@@ -46,6 +52,8 @@ impl EngineConfig {
             limits: RunnerLimits::default(),
             lookup: CommandLookup::from_env(),
             shutdown_grace: Duration::from_secs(10),
+            max_live_agents: 16,
+            max_running_turns: 16,
         }
     }
 
@@ -117,6 +125,24 @@ pub struct Engine {
     broker: PermissionBroker,
     /// Running agents' process groups (`<controller home>/agents`).
     registry: AgentRegistry,
+    /// Live agents kept between the turns of their threads.
+    pool: AgentPool,
+    /// One permit per running turn (`maxRunningTurns`); the claim loop
+    /// takes one before claiming, so excess turns stay queued in order.
+    slots: Arc<Semaphore>,
+    /// Turns between claim and durable outcome.
+    running: Arc<AtomicUsize>,
+}
+
+/// Counters for `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineStatus {
+    /// Live agents and their bound.
+    pub agents: PoolStatus,
+    /// Turns running now.
+    pub running_turns: usize,
+    /// `server.maxRunningTurns`.
+    pub max_running_turns: usize,
 }
 
 /// A started engine; [`EngineHandle::shutdown`] stops it.
@@ -153,11 +179,25 @@ impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
         let registry = AgentRegistry::new(store.options().home.join("agents"));
+        let pool = AgentPool::new(config.max_live_agents, config.limits.teardown);
+        let slots = Arc::new(Semaphore::new(config.max_running_turns.max(1)));
         Engine {
             store,
             config: Arc::new(config),
             broker: PermissionBroker::default(),
             registry,
+            pool,
+            slots,
+            running: Arc::default(),
+        }
+    }
+
+    /// Live agents and running turns, with their bounds.
+    pub fn status(&self) -> EngineStatus {
+        EngineStatus {
+            agents: self.pool.status(),
+            running_turns: self.running.load(Ordering::SeqCst),
+            max_running_turns: self.config.max_running_turns.max(1),
         }
     }
 
@@ -216,6 +256,7 @@ impl Engine {
             );
         }
         let (stop, stop_rx) = watch::channel(false);
+        tokio::spawn(self.pool.clone().reap_idle(stop_rx.clone()));
         let task = tokio::spawn(self.clone().run(stop_rx));
         EngineHandle { stop, task }
     }
@@ -227,6 +268,15 @@ impl Engine {
             while let Some(done) = tasks.try_join_next_with_id() {
                 forget(&mut live, done);
             }
+            // A free running slot first: without one the turn stays queued,
+            // and the store's first-fit order decides who runs next.
+            let permit = tokio::select! {
+                permit = self.slots.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+                _ = stop.changed() => break,
+            };
             // Only the stop signal may interrupt a claim: a claim dropped
             // mid-commit would strand its turn in `preparing` until the
             // next open's recovery.
@@ -239,9 +289,9 @@ impl Engine {
                     let dispatched = Arc::new(AtomicBool::new(false));
                     let settled = Arc::new(AtomicBool::new(false));
                     let turn_id = claim.turn.id.clone();
-                    let task = self
-                        .clone()
-                        .run_claim(claim, dispatched.clone(), settled.clone());
+                    let task =
+                        self.clone()
+                            .run_claim(claim, dispatched.clone(), settled.clone(), permit);
                     let handle = tasks.spawn(task);
                     live.insert(
                         handle.id(),
@@ -272,6 +322,13 @@ impl Engine {
         while let Some(done) = tasks.join_next_with_id().await {
             forget(&mut live, done);
         }
+        // Idle agents get their polite teardown (stdin closed, then TERM).
+        let teardown = self.config.limits.teardown;
+        let pool_deadline = tokio::time::Instant::now()
+            + teardown.exit_grace
+            + teardown.term_grace
+            + Duration::from_secs(1);
+        self.pool.shutdown(pool_deadline.max(deadline)).await;
         for (_, l) in live {
             if l.settled.load(Ordering::SeqCst) {
                 continue;
@@ -287,25 +344,62 @@ impl Engine {
         }
     }
 
-    /// Runs one claimed turn. The outcome is made durable as soon as the
-    /// runner has it; only then is the agent torn down, so a crash during
-    /// teardown never turns a reported outcome into an unknown one.
-    async fn run_claim(self, claim: Claim, dispatched: Arc<AtomicBool>, settled: Arc<AtomicBool>) {
+    /// Runs one claimed turn on the thread's live agent or a new one. The
+    /// outcome is made durable as soon as the runner has it; only then is
+    /// the agent kept or torn down, so a crash during teardown never turns
+    /// a reported outcome into an unknown one.
+    async fn run_claim(
+        self,
+        claim: Claim,
+        dispatched: Arc<AtomicBool>,
+        settled: Arc<AtomicBool>,
+        permit: OwnedSemaphorePermit,
+    ) {
+        self.running.fetch_add(1, Ordering::SeqCst);
         let turn_id = claim.turn.id.clone();
+        let thread_id = claim.thread.id.clone();
         let Some(spec) = self.config.providers.get(&claim.thread.provider).cloned() else {
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
                 .await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
+        let fingerprint = spec.fingerprint();
+        let bound = claim.thread.agent_session.clone();
+        let replace = bound.as_ref().and_then(|b| {
+            if b.fingerprint != fingerprint {
+                Some("provider_changed")
+            } else if b.thread_version != claim.thread.version {
+                Some("thread_reconfigured")
+            } else {
+                None
+            }
+        });
         let hooks = Arc::new(StoreHooks::new(
             self.store.clone(),
             turn_id.clone(),
-            claim.thread.id.clone(),
+            thread_id.clone(),
             self.broker.clone(),
             dispatched,
+            fingerprint,
+            claim.thread.version,
         ));
+        let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
+        if let (Some(reason), Some(b)) = (replace, &bound) {
+            tracing::info!(thread = %thread_id, reason, "agent session replaced");
+            let payload = serde_json::json!({"reason": reason, "previousSessionId": b.session_id});
+            let _ = hooks
+                .event(ActivityEvent::Observation {
+                    kind: "session_replaced".into(),
+                    payload,
+                })
+                .await;
+        }
+        let resume = match (&agent, replace) {
+            (None, None) => bound.map(|b| b.session_id),
+            _ => None,
+        };
         let request = TurnRequest {
-            spec,
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
             approval: match claim.thread.approval {
@@ -316,16 +410,69 @@ impl Engine {
             limits: self.config.limits,
             lookup: self.config.lookup.clone(),
             registry: Some(self.registry.clone()),
+            resume,
+            keep_alive: spec.session.idle_seconds > 0,
+            spec: spec.clone(),
         };
         let cancel = claim.cancel.clone();
-        let (outcome, teardown) =
-            run_turn_detached(request, hooks, CancelSignal::from(claim.cancel)).await;
-        let end = turn_end(&outcome, *cancel.borrow());
+        let limit = claim
+            .turn
+            .max_turn_seconds
+            .unwrap_or(spec.session.max_turn_seconds);
+        let deadline = Deadline::arm(self.store.clone(), turn_id.clone(), limit);
+        let run = run_turn_on(request, agent, hooks, CancelSignal::from(claim.cancel)).await;
+        let mut end = turn_end(&run.outcome, *cancel.borrow());
+        if deadline.disarm() {
+            end = deadline_end(end);
+        }
         self.finish(&turn_id, end).await;
         settled.store(true, Ordering::SeqCst);
-        if let Some(teardown) = teardown {
-            teardown.run().await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        drop(permit);
+        let idle = Duration::from_secs(spec.session.idle_seconds);
+        match run.after {
+            AfterTurn::Keep(agent) => self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle),
+            AfterTurn::Teardown(teardown) => {
+                teardown.run().await;
+                self.pool.checkin(&thread_id, None, &turn_id, idle);
+            }
+            AfterTurn::Gone => self.pool.checkin(&thread_id, None, &turn_id, idle),
         }
+    }
+
+    /// The thread's live agent, if it may carry this turn: same session as
+    /// the thread's binding, no replacement due, still running. What it said
+    /// while idle is journaled as late output of the turn it last ran.
+    async fn live_agent(
+        &self,
+        thread: &str,
+        bound: Option<&SessionBinding>,
+        replace: Option<&str>,
+    ) -> Option<LiveAgent> {
+        let mut out = self.pool.checkout(thread)?;
+        let stale = out.agent.take_stale().await;
+        for msg in stale.messages {
+            let kind = msg
+                .pointer("/params/update/sessionUpdate")
+                .or_else(|| msg.get("method"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("unknown")
+                .to_string();
+            let late = ActivityEvent::Late { kind, payload: msg };
+            if let Ok(payload) = serde_json::to_value(&late) {
+                drop(self.store.append_activity(
+                    &out.last_turn,
+                    EventKind::Observation,
+                    Some(payload),
+                ));
+            }
+        }
+        let same = bound.is_some_and(|b| b.session_id == out.agent.session_id());
+        if stale.gone || replace.is_some() || !same {
+            self.pool.retire(out.agent);
+            return None;
+        }
+        Some(out.agent)
     }
 
     async fn finish(&self, turn_id: &str, end: TurnEnd) {
@@ -355,6 +502,54 @@ fn forget(
             tracing::error!("a turn task panicked");
         }
         Err(_) => {}
+    }
+}
+
+/// Outcome code of a turn ended by its deadline.
+pub const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+
+/// A turn's deadline: when it passes, the turn is cancelled through the
+/// store like an owner's cancel (durable flag, `cancel_requested` event, the
+/// runner's `session/cancel` and cancel deadline).
+struct Deadline {
+    /// The timer task.
+    timer: tokio::task::JoinHandle<()>,
+    /// Set when the deadline fired.
+    fired: Arc<AtomicBool>,
+}
+
+impl Deadline {
+    fn arm(store: Store, turn: String, seconds: u64) -> Deadline {
+        let fired = Arc::new(AtomicBool::new(false));
+        let flag = fired.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            flag.store(true, Ordering::SeqCst);
+            tracing::warn!(turn = %turn, seconds, "turn deadline passed; cancelling");
+            let actor = Actor::new("controller", "deadline");
+            if let Err(err) = store.request_cancel(&actor, &turn).await {
+                tracing::error!(turn = %turn, code = err.code(), "cancelling an overdue turn failed");
+            }
+        });
+        Deadline { timer, fired }
+    }
+
+    /// Stops the timer; whether the deadline had fired.
+    fn disarm(self) -> bool {
+        self.timer.abort();
+        self.fired.load(Ordering::SeqCst)
+    }
+}
+
+/// A turn ended after its deadline fired carries `deadline_exceeded`,
+/// unless the agent completed it anyway.
+pub(super) fn deadline_end(end: TurnEnd) -> TurnEnd {
+    match end {
+        TurnEnd::Cancelled(_) => TurnEnd::Cancelled(DEADLINE_EXCEEDED.into()),
+        TurnEnd::Interrupted(_) | TurnEnd::Unknown(_) => {
+            TurnEnd::Interrupted(DEADLINE_EXCEEDED.into())
+        }
+        other => other,
     }
 }
 

@@ -93,6 +93,10 @@ pub struct TurnsSubmit {
     /// A turn of the same thread this one continues.
     #[serde(default)]
     pub continues: Option<String>,
+    /// Deadline for this turn in seconds (1-604800), overriding the
+    /// provider's `maxTurnSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
 }
 
 impl std::fmt::Debug for TurnsSubmit {
@@ -221,6 +225,26 @@ pub struct StatusResult {
     pub running_workspaces: Vec<String>,
     /// Workspaces fenced by a turn with an unknown outcome.
     pub fenced_workspaces: Vec<String>,
+    /// Live agents and running turns with their limits (absent when the
+    /// server runs no engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<EngineCounters>,
+}
+
+/// The engine's counters and limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineCounters {
+    /// Agent processes alive (running a turn or idle).
+    pub live: usize,
+    /// Of those, idle (kept for their thread's next turn).
+    pub idle: usize,
+    /// `server.maxLiveAgents`.
+    pub max_live: usize,
+    /// Turns running now.
+    pub running_turns: usize,
+    /// `server.maxRunningTurns`.
+    pub max_running_turns: usize,
 }
 
 /// Queue depth and bound.

@@ -34,6 +34,8 @@ pub struct Core {
     /// The engine's permission channel; without an engine no request is ever
     /// pending.
     pub permissions: Option<Arc<dyn PermissionResponder>>,
+    /// The engine, for its live-agent and running-turn counters.
+    pub engine: Option<Arc<Engine>>,
 }
 
 impl PermissionResponder for Engine {

@@ -180,6 +180,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         Some(exe) => {
             let mut config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
             config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
+            config.max_live_agents = limits.max_live_agents;
+            config.max_running_turns = limits.max_running_turns;
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))
@@ -199,7 +201,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         core: Core {
             store: store.clone(),
             providers,
-            permissions: engine.map(|e| e as Arc<dyn PermissionResponder>),
+            permissions: engine.clone().map(|e| e as Arc<dyn PermissionResponder>),
+            engine,
         },
     });
     Ok(Prepared {

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::protocol::{
     PROTOCOL, RpcError,
-    params::{QueueStatus, StatusResult},
+    params::{EngineCounters, QueueStatus, StatusResult},
 };
 
 use super::super::context::ServerContext;
@@ -28,6 +28,16 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
         },
         running_workspaces: s.running_workspaces,
         fenced_workspaces: s.fenced_workspaces,
+        agents: ctx.core.engine.as_ref().map(|e| {
+            let st = e.status();
+            EngineCounters {
+                live: st.agents.live,
+                idle: st.agents.idle,
+                max_live: st.agents.max_live,
+                running_turns: st.running_turns,
+                max_running_turns: st.max_running_turns,
+            }
+        }),
     };
     serde_json::to_value(result).map_err(internal)
 }
