@@ -12,14 +12,15 @@
 
 mod broker;
 mod hooks;
+mod outcome;
 mod pool;
 mod worker;
 
 pub use broker::{AnswerError, PendingPermission, PermissionBroker};
+pub use outcome::DEADLINE_EXCEEDED;
 pub use pool::PoolStatus;
 pub use worker::{
-    CONTROLLER_SHUTDOWN, DEADLINE_EXCEEDED, Engine, EngineConfig, EngineError, EngineHandle,
-    EngineStatus,
+    CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineError, EngineHandle, EngineStatus,
 };
 
 #[cfg(test)]

@@ -492,3 +492,45 @@ fn max_running_turns_caps_concurrent_turns() {
     );
     server.finish(&[], &[]);
 }
+
+/// An agent that ignores the deadline's `session/cancel` is `interrupted`
+/// with `deadline_exceeded` when the cancel deadline passes, and its
+/// workspace is fenced; its process is never reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_ignoring_the_deadline_cancel_is_interrupted() {
+    use lapis_service::engine::{Engine, EngineConfig};
+    use lapis_service::{ApprovalPolicy, Store, StoreOptions, TurnState};
+
+    use crate::acp_engine::Rig;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
+    let mut spec = crate::acp::fixture(&["--chunks", "1", "--hang", "--ignore-cancel"]);
+    spec.name = "stuck".into();
+    spec.session.max_turn_seconds = 1;
+    let mut config = EngineConfig::new([("stuck".to_string(), spec)].into_iter().collect());
+    config.limits = crate::acp::test_limits();
+    config.limits.cancel_timeout = Duration::from_millis(300);
+    config.shutdown_grace = Duration::from_secs(5);
+    let engine = Engine::new(store.clone(), config);
+    let handle = Some(engine.start());
+    let rig = Rig {
+        dir,
+        store,
+        engine,
+        handle,
+    };
+    let thread = rig.thread("ws", "stuck", ApprovalPolicy::Ask).await;
+    let turn = rig.submit(&thread, "s-1", "never ends").await;
+    let t = rig.settled(&turn).await;
+    assert_eq!(t.state, TurnState::Interrupted);
+    assert_eq!(t.outcome.as_deref(), Some("deadline_exceeded"));
+    assert!(t.cancel_requested);
+    assert_eq!(rig.store.status().fenced_workspaces, ["ws"]);
+    // The interrupted agent was not kept.
+    let engine = rig.engine.clone();
+    eventually("the interrupted agent to be retired", || {
+        engine.status().agents.live == 0
+    });
+    rig.handle.unwrap().shutdown().await;
+}
