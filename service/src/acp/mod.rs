@@ -1,10 +1,12 @@
 //! Providers: external coding agents driven over the Agent Client Protocol
 //! (ACP v1, JSON-RPC 2.0 over the agent's stdio, one object per line).
 //!
-//! The runner knows nothing of storage: [`run_turn`] launches the agent for
-//! one prompt and reports through [`TurnHooks`] — the dispatch boundary,
-//! every event in order, and permission requests — then returns a
-//! [`TurnOutcome`].
+//! The runner knows nothing of storage: [`run_turn_on`] runs one prompt on a
+//! [`LiveAgent`] (or a new agent, resuming the thread's session) and reports
+//! through [`TurnHooks`] — the dispatch boundary, every event in order, and
+//! permission requests — then returns a [`TurnOutcome`] and the agent, to
+//! keep for the thread's next turn or to tear down. [`run_turn`] is the
+//! one-shot form (fresh agent, torn down before it returns).
 //!
 //! Why no official crate: the schema crate ships protocol v1 and an unstable
 //! v2 side by side under fast-moving major versions and pulls `schemars`,

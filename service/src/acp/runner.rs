@@ -1,9 +1,13 @@
-//! The turn runner: one prompt through one freshly started agent, with the
-//! storage behind a [`TurnHooks`] implementation.
+//! The turn runner: one prompt through the thread's live agent or a freshly
+//! started one, with the storage behind a [`TurnHooks`] implementation.
 //!
-//! The order of a turn is fixed: spawn → `initialize` → `session/new` →
-//! [`TurnHooks::before_dispatch`] (the durable dispatch boundary) →
-//! `session/prompt` → updates until the prompt's response → teardown.
+//! The order of a turn is fixed: on a fresh agent spawn → `initialize` →
+//! `session/load` of the stored session or `session/new` (see `setup`); on
+//! a live agent its open session is used as is; then
+//! [`TurnHooks::before_dispatch`] (the durable dispatch boundary, which also
+//! binds the session) → `session/prompt` → updates until the prompt's
+//! response. The outcome is returned at once; keeping or tearing down the
+//! agent ([`AfterTurn`]) is the caller's, after the outcome is durable.
 //! Everything that goes wrong before the boundary is a plain `failed`; after
 //! it, an outcome the agent did not report is `submission_unknown` (or
 //! `interrupted` when a cancel was pending). The runner never re-sends a
