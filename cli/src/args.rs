@@ -156,6 +156,9 @@ pub struct RollbackArgs {
     /// Snapshot digest (or unique prefix) to activate [default: previous].
     #[arg(long, value_name = "DIGEST")]
     pub to: Option<String>,
+    /// Do not restart the installed user service; print the command instead.
+    #[arg(long)]
+    pub no_restart: bool,
     /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
     #[arg(long, value_name = "PATH")]
     pub install_path: Option<PathBuf>,

@@ -3,6 +3,7 @@
 
 use thiserror::Error;
 
+use crate::archive::ArchiveError;
 use crate::config::ConfigError;
 use crate::fsx::FsError;
 use crate::launcher::LauncherError;
@@ -35,6 +36,10 @@ pub enum InstallError {
     /// Another file-system failure.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// A release archive was not fetched, verified or extracted; nothing
+    /// changed.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
     /// `rollback` without a target and no earlier snapshot to go back to.
     #[error("there is no previous snapshot to roll back to; see `releases list`")]
     NoPrevious,
@@ -62,6 +67,7 @@ impl InstallError {
             InstallError::Service(ServiceError::Unavailable(_)) => "service_manager_unavailable",
             InstallError::Service(_) => "service_failed",
             InstallError::Fs(_) => "io",
+            InstallError::Archive(e) => e.code(),
             InstallError::NoPrevious => "not_found",
         }
     }

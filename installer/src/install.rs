@@ -256,7 +256,7 @@ pub fn install_executable(
     let cleaned = staging::cleanup_leftovers(paths)?.removed;
     let manifest = snapshot::manifest_for_executable(exe, build)?;
     let digest = manifest.digest();
-    let existing = snapshot::existing(paths, &digest)?;
+    let existing = snapshot::existing(paths, &manifest)?;
     let (outcome, smoke) = match existing {
         Existing::Verified => reuse(paths, &digest, &manifest, opts)?,
         other => {
@@ -301,7 +301,7 @@ pub fn install_staged(
             source,
         })?;
     let digest = manifest.digest();
-    let (outcome, smoke) = match snapshot::existing(paths, &digest)? {
+    let (outcome, smoke) = match snapshot::existing(paths, &manifest)? {
         Existing::Verified => {
             // Still refuse a staged tree that does not match its manifest.
             staging::verify_staged(&staging, &manifest)?;
@@ -395,12 +395,8 @@ fn activate(
         let result = config::bootstrap(paths, &|| (opts.checkpoint)(Checkpoint::ConfigTemp))?;
         // The controller home named by the config (private: it will hold the
         // database and the socket).
-        let home = result
-            .1
-            .controller_home
-            .as_deref()
-            .unwrap_or(&paths.controller_home);
-        fsx::create_dir_all_mode_lazy(home, 0o700)?;
+        let home = paths.controller_home_for(result.1.controller_home.as_deref());
+        fsx::create_dir_all_mode_lazy(&home.path, 0o700)?;
         Some(result)
     } else {
         None

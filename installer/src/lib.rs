@@ -12,6 +12,8 @@
 //!   [`install_tree`] (an extracted release directory holding
 //!   `bin/lapis-ai-controller` and `release.json`) and [`install_staged`]
 //!   (a [`StagingDir`] filled in place, e.g. by archive extraction);
+//! - [`archive`]: `install --from ARCHIVE` and `update` (fetch → checksum
+//!   → extract into a [`StagingDir`] → [`install_staged`]);
 //! - [`smoke`], [`launcher`], [`config`], [`state`]: the steps;
 //! - [`unit`], [`service`]: the systemd/launchd user service;
 //! - [`releases`], [`uninstall`]: list, rollback, gc, uninstall.
@@ -19,6 +21,7 @@
 //! Nothing here prints or exits; every operation returns a report or an
 //! [`InstallError`] whose message names paths and digests, never secrets.
 
+pub mod archive;
 pub mod config;
 mod error;
 pub mod fsx;
@@ -34,6 +37,7 @@ pub mod state;
 pub mod uninstall;
 pub mod unit;
 
+pub use archive::{ArchiveReport, Expected, UpdateReport, UpdateRequest, install_archive, update};
 pub use error::InstallError;
 pub use install::{
     Checkpoint, InstallOptions, InstallReport, SnapshotOutcome, install_executable, install_staged,

@@ -20,6 +20,7 @@
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+use lapis_protocol::home::{ControllerHome, resolve_home};
 use thiserror::Error;
 
 /// Binary and product name.
@@ -111,7 +112,35 @@ impl ServiceKind {
             ServiceKind::Systemd
         }
     }
+
+    /// `systemd` or `launchd`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceKind::Systemd => "systemd",
+            ServiceKind::Launchd => "launchd",
+        }
+    }
+
+    /// The service manager named by [`SERVICE_MANAGER_ENV`], if set.
+    ///
+    /// A test seam, documented as one: it lets the launchd code path (unit
+    /// path, plist, every `launchctl` call) run on Linux against a recording
+    /// stand-in. Installing with it for real on the wrong platform writes a
+    /// unit nothing reads, so an unknown value is an error, never a guess.
+    pub fn from_env() -> Result<Option<ServiceKind>, PathError> {
+        match std::env::var(SERVICE_MANAGER_ENV) {
+            Err(_) => Ok(None),
+            Ok(v) if v.is_empty() => Ok(None),
+            Ok(v) if v == "systemd" => Ok(Some(ServiceKind::Systemd)),
+            Ok(v) if v == "launchd" => Ok(Some(ServiceKind::Launchd)),
+            Ok(v) => Err(PathError::InvalidServiceManager(v)),
+        }
+    }
 }
+
+/// Environment variable selecting the service manager (`systemd` or
+/// `launchd`) instead of the platform's own; see [`ServiceKind::from_env`].
+pub const SERVICE_MANAGER_ENV: &str = "LAPIS_AI_CONTROLLER_SERVICE_MANAGER";
 
 /// The service registration of one instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,8 +176,9 @@ pub struct PathOptions {
 }
 
 impl PathOptions {
-    /// Options with `HOME`, `XDG_CONFIG_HOME` and the working directory taken
-    /// from this process; the overrides are left empty for the caller.
+    /// Options with `HOME`, `XDG_CONFIG_HOME`, the working directory and
+    /// [`SERVICE_MANAGER_ENV`] taken from this process; the overrides are
+    /// left empty for the caller.
     pub fn from_env() -> Result<PathOptions, PathError> {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
@@ -159,6 +189,7 @@ impl PathOptions {
             home,
             xdg_config_home: std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from),
             cwd,
+            service_kind: ServiceKind::from_env()?,
             ..PathOptions::default()
         })
     }
@@ -184,6 +215,9 @@ pub enum PathError {
     /// The working directory is unavailable (needed for relative overrides).
     #[error("cannot determine the working directory")]
     NoCwd,
+    /// [`SERVICE_MANAGER_ENV`] names no known service manager.
+    #[error("{SERVICE_MANAGER_ENV} must be `systemd` or `launchd`, got {0:?}")]
+    InvalidServiceManager(String),
 }
 
 /// Every path one instance uses. All paths are absolute and lexically
@@ -202,8 +236,9 @@ pub struct Paths {
     pub config: PathBuf,
     /// Whether `config` came from `--config`.
     pub config_explicit: bool,
-    /// The instance's controller home (default or `--workspace`). Commands
-    /// other than `install` should prefer the config's `controllerHome`.
+    /// The instance's controller home before the config is read: `--workspace`
+    /// (or the environment) when given, else the instance's default. Once a
+    /// config is at hand, use [`Paths::controller_home_for`].
     pub controller_home: PathBuf,
     /// Whether `controller_home` came from `--workspace` / the environment.
     pub controller_home_explicit: bool,
@@ -279,6 +314,19 @@ impl Paths {
             instance,
             home,
         })
+    }
+
+    /// The controller home every command uses, given the config's
+    /// `controllerHome` (`None` before a config exists): the one precedence
+    /// of [`lapis_protocol::home::resolve_home`] (flag, environment, config,
+    /// default). The CLI receives `--workspace` and
+    /// `LAPIS_AI_CONTROLLER_WORKSPACE` merged (clap reads the variable into
+    /// the flag, the flag winning), so both report as the flag here.
+    pub fn controller_home_for(&self, config_home: Option<&Path>) -> ControllerHome {
+        let flag = self
+            .controller_home_explicit
+            .then_some(self.controller_home.as_path());
+        resolve_home(flag, None, config_home, &self.controller_home)
     }
 
     /// `releases/<digest>`.

@@ -1,4 +1,5 @@
-//! Registering, starting, waiting for and removing the user service.
+//! Registering, starting, restarting, waiting for and removing the user
+//! service.
 //!
 //! The service manager is driven through its own command-line tool
 //! (`systemctl --user`, `launchctl`) found on `PATH`, which is also how the
@@ -172,7 +173,7 @@ pub fn write_unit(paths: &Paths) -> Result<bool, ServiceError> {
 pub fn install_and_start(
     paths: &Paths,
     ready_timeout: Duration,
-    mut ready: impl FnMut() -> Probe,
+    ready: impl FnMut() -> Probe,
 ) -> Result<ServiceReport, ServiceError> {
     let unit_changed = write_unit(paths)?;
     match paths.unit.kind {
@@ -188,21 +189,10 @@ pub fn install_and_start(
                 )));
             }
             run_ok("systemctl", &["--user", "enable", name])?;
-            run_ok("systemctl", &["--user", "restart", name])?;
-            let started = Instant::now();
-            wait_ready(
-                ready_timeout,
-                || match systemd_probe(name) {
-                    Probe::Ready => ready(),
-                    other => other,
-                },
-                std::thread::sleep,
-                || started.elapsed(),
-            )?;
         }
         ServiceKind::Launchd => {
             let domain = launchd_domain();
-            let target = format!("{domain}/{}", paths.unit.name);
+            let target = launchd_target(paths);
             let plist = paths.unit.path.display().to_string();
             // bootout fails when the agent was not loaded; that is fine.
             let _ = run("launchctl", &["bootout", &target])?;
@@ -213,20 +203,93 @@ pub fn install_and_start(
                     first_line(&boot.stderr)
                 )));
             }
-            run_ok("launchctl", &["kickstart", "-k", &target])?;
-            let started = Instant::now();
-            wait_ready(
-                ready_timeout,
-                || match launchd_probe(&target) {
-                    Probe::Ready => ready(),
-                    other => other,
-                },
-                std::thread::sleep,
-                || started.elapsed(),
-            )?;
         }
     }
+    restart_and_wait(paths, ready_timeout, ready)?;
     Ok(ServiceReport { unit_changed })
+}
+
+/// Restarts the registered service (`systemctl --user restart UNIT`,
+/// `launchctl kickstart -k gui/<uid>/LABEL`) and waits, at most
+/// `ready_timeout`, until the manager reports it running and `ready` says it
+/// is ready. The restart always replaces a running process, so the service
+/// runs whatever the launcher points at afterwards.
+fn restart_and_wait(
+    paths: &Paths,
+    ready_timeout: Duration,
+    mut ready: impl FnMut() -> Probe,
+) -> Result<(), ServiceError> {
+    let (program, args) = restart_argv(paths);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_ok(program, &args)?;
+    let started = Instant::now();
+    let name = paths.unit.name.as_str();
+    let target = launchd_target(paths);
+    wait_ready(
+        ready_timeout,
+        || {
+            let manager = match paths.unit.kind {
+                ServiceKind::Systemd => systemd_probe(name),
+                ServiceKind::Launchd => launchd_probe(&target),
+            };
+            match manager {
+                Probe::Ready => ready(),
+                other => other,
+            }
+        },
+        std::thread::sleep,
+        || started.elapsed(),
+    )
+}
+
+/// The service manager call that restarts the instance's service.
+fn restart_argv(paths: &Paths) -> (&'static str, Vec<String>) {
+    match paths.unit.kind {
+        ServiceKind::Systemd => (
+            "systemctl",
+            vec!["--user".into(), "restart".into(), paths.unit.name.clone()],
+        ),
+        ServiceKind::Launchd => (
+            "launchctl",
+            vec!["kickstart".into(), "-k".into(), launchd_target(paths)],
+        ),
+    }
+}
+
+/// The restart command as a person would type it (printed when a restart is
+/// skipped or failed); the same call [`restart_installed`] makes.
+pub fn restart_command(paths: &Paths) -> String {
+    let (program, args) = restart_argv(paths);
+    std::iter::once(program.to_owned())
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What [`restart_installed`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// No unit file or plist is installed for the instance; nothing was run.
+    NotInstalled,
+    /// The service was restarted and reported ready.
+    Restarted,
+}
+
+/// Restarts the instance's user service when its unit file (or plist) is
+/// installed, and waits for it as [`install_and_start`] does; used after a
+/// `rollback` so the service runs the re-activated snapshot. Without an
+/// installed unit nothing is run: the service was never registered (or was
+/// removed), and starting it is `install`'s job.
+pub fn restart_installed(
+    paths: &Paths,
+    ready_timeout: Duration,
+    ready: impl FnMut() -> Probe,
+) -> Result<Restart, ServiceError> {
+    if !paths.unit.path.is_file() {
+        return Ok(Restart::NotInstalled);
+    }
+    restart_and_wait(paths, ready_timeout, ready)?;
+    Ok(Restart::Restarted)
 }
 
 /// `systemctl --user is-active UNIT`: `active` is ready, `failed` gives up.
@@ -268,8 +331,14 @@ fn launchd_probe(target: &str) -> Probe {
     }
 }
 
+/// The user's GUI domain, where a user agent is bootstrapped.
 fn launchd_domain() -> String {
     format!("gui/{}", nix::unistd::getuid())
+}
+
+/// The service target `gui/<uid>/LABEL`.
+fn launchd_target(paths: &Paths) -> String {
+    format!("{}/{}", launchd_domain(), paths.unit.name)
 }
 
 /// What [`stop_and_remove`] did.
@@ -294,10 +363,7 @@ pub fn stop_and_remove(paths: &Paths) -> Result<RemoveReport, ServiceError> {
             &["--user", "disable", "--now", &paths.unit.name],
         )
         .map(drop),
-        ServiceKind::Launchd => {
-            let target = format!("{}/{}", launchd_domain(), paths.unit.name);
-            run("launchctl", &["bootout", &target]).map(drop)
-        }
+        ServiceKind::Launchd => run("launchctl", &["bootout", &launchd_target(paths)]).map(drop),
     };
     if let Err(e) = result {
         report.warning = Some(e.to_string());
@@ -336,7 +402,44 @@ pub fn other_instance_units(paths: &Paths) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::{PathOptions, test_paths};
     use std::cell::Cell;
+
+    #[test]
+    fn restart_command_names_the_instance_service() {
+        let home = tempfile::tempdir().unwrap();
+        let paths = test_paths(home.path());
+        assert_eq!(
+            restart_command(&paths),
+            "systemctl --user restart lapis-ai-controller.service"
+        );
+        let launchd = Paths::resolve(&PathOptions {
+            home: home.path().to_path_buf(),
+            cwd: home.path().to_path_buf(),
+            instance: Some("w1".into()),
+            service_kind: Some(ServiceKind::Launchd),
+            ..PathOptions::default()
+        })
+        .unwrap();
+        assert_eq!(
+            restart_command(&launchd),
+            format!(
+                "launchctl kickstart -k gui/{}/ai.lapis.controller.w1",
+                nix::unistd::getuid()
+            )
+        );
+    }
+
+    #[test]
+    fn restart_without_a_unit_file_runs_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let paths = test_paths(home.path());
+        let outcome = restart_installed(&paths, Duration::ZERO, || {
+            panic!("nothing to wait for without a unit")
+        })
+        .unwrap();
+        assert_eq!(outcome, Restart::NotInstalled);
+    }
 
     #[test]
     fn wait_ready_returns_when_ready() {

@@ -95,7 +95,7 @@ pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallE
             let _ = fs::remove_dir(dir);
             report.removed_config = Some(paths.config.clone());
         }
-        let home = config_home.unwrap_or_else(|| paths.controller_home.clone());
+        let home = paths.controller_home_for(config_home.as_deref()).path;
         if home.exists() {
             check_removable_home(paths, &home)?;
             fsx::remove_tree(&home)?;

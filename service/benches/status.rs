@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lapis_service::client::{Client, Credential};
-use lapis_service::config::{Config, ServerLimits, TokenSpec};
+use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::config::{Config, ServerLimits, TokenSpec};
 use lapis_service::server::{Listener, ServeOptions, ServerIdentity, bind, prepare};
 use tokio::sync::{Semaphore, watch};
 

@@ -97,7 +97,7 @@ fn request(spec: ProviderSpec, cwd: &std::path::Path) -> TurnRequest {
         spec,
         workspace: cwd.to_path_buf(),
         prompt: PROMPT.into(),
-        approval: lapis_service::acp::ApprovalPolicy::Ask,
+        approval: ApprovalPolicy::Ask,
         restricted: false,
         limits: RunnerLimits::default(),
         lookup: CommandLookup::default(),

@@ -4,5 +4,6 @@
 pub mod archives;
 mod context;
 pub mod http;
+pub mod ts_agent;
 
 pub use context::{Output, TestContext};

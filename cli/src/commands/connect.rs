@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lapis_service::client::{Client, ClientError, Credential};
-use lapis_service::config::Config;
+use lapis_protocol::client::{Client, ClientError, Credential};
+use lapis_protocol::config::Config;
 
 use crate::args::GlobalArgs;
 use crate::exit::CliError;
@@ -20,7 +20,7 @@ pub const APPLICATION: &str = "lapis-cli";
 pub struct Target {
     /// Validated configuration.
     pub config: Config,
-    /// Controller home: `--workspace`/environment when given, else the config's.
+    /// Controller home, by the one precedence (flag, environment, config).
     pub home: PathBuf,
 }
 
@@ -28,11 +28,9 @@ pub struct Target {
 pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, CliError> {
     let paths = super::paths::resolve(global, workspace, None)?;
     let config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
-    let home = if paths.controller_home_explicit {
-        paths.controller_home
-    } else {
-        config.controller_home.clone()
-    };
+    let home = paths
+        .controller_home_for(Some(&config.controller_home))
+        .path;
     Ok(Target { config, home })
 }
 
@@ -60,7 +58,7 @@ pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 
 /// Connects to `target`'s socket and says hello with its first token.
 pub fn connect_to(target: &Target) -> Result<Client, CliError> {
-    let socket = target.home.join("controller.sock");
+    let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     let mut client = Client::connect(&socket).map_err(client_error)?;
     client.set_max_frame(target.config.server.max_frame_bytes);
     client

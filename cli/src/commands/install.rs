@@ -8,7 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use lapis_installer::install::unix_now;
 use lapis_installer::service::{self, Probe, ServiceError};
 use lapis_installer::smoke::DEFAULT_SMOKE_TIMEOUT;
 use lapis_installer::{Checkpoint, InstallError, InstallOptions, InstallReport, Paths, unit};
@@ -29,49 +28,63 @@ pub fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
         args.home.workspace.as_deref(),
         args.install_path.as_deref(),
     )?;
-    if args.from.is_some() {
-        // Seam for archives: run `lapis_installer::install::preflight`, verify
-        // and extract into `lapis_installer::StagingDir::create(&paths)`, call
-        // `lapis_installer::install_staged`, then `finish` like below.
-        return Err(CliError::failure(
-            "not_available",
-            anyhow::anyhow!("install --from is not available in this build"),
-        ));
-    }
     let exe = std::env::current_exe().map_err(|e| {
         CliError::failure("io", anyhow::anyhow!("cannot find this executable: {e}"))
     })?;
-    let hook = fault_hook();
-    let opts = InstallOptions {
-        force: args.force,
-        bootstrap_config: true,
-        now: unix_now(),
-        smoke_timeout: DEFAULT_SMOKE_TIMEOUT,
-        checkpoint: &hook,
-        smoke_turn: Some(&super::install::echo_smoke_turn),
-    };
+    let opts = install_options(args.force, true);
     let report = lapis_installer::install_executable(&paths, &exe, &build_identity(), &opts)
         .map_err(installer_error)?;
-    finish(&paths, &report, &args, started)
+    finish(&paths, &report, &ServiceStep::of(&args), started)
+}
+
+/// The options of every install, update and rollback this binary runs: the
+/// fault-pause hook and the ACP smoke turn, with the caller's `force` and
+/// config bootstrap.
+pub fn install_options(force: bool, bootstrap_config: bool) -> InstallOptions<'static> {
+    InstallOptions {
+        force,
+        bootstrap_config,
+        checkpoint: &fault_pause,
+        smoke_turn: Some(&echo_smoke_turn),
+        ..InstallOptions::new()
+    }
 }
 
 /// The second smoke stage: one real ACP turn (initialize, session/new,
 /// session/prompt, streamed updates, `end_turn`) against the staged binary's
 /// built-in `echo` agent, with the same deadline as the first stage.
-pub fn echo_smoke_turn(bin: &std::path::Path) -> Result<(), String> {
+fn echo_smoke_turn(bin: &std::path::Path) -> Result<(), String> {
     lapis_service::acp::echo_smoke_turn(bin, DEFAULT_SMOKE_TIMEOUT).map_err(|e| e.to_string())
 }
 
 /// The checkpoint hook: pauses forever at the checkpoint named in
 /// `LAPIS_INSTALL_FAULT_PAUSE`, after saying so on stderr.
-pub fn fault_hook() -> impl Fn(Checkpoint) {
-    let wanted = std::env::var(FAULT_PAUSE_ENV).ok();
-    move |point: Checkpoint| {
-        if wanted.as_deref() == Some(point.name()) {
-            eprintln!("lapis-fault-pause: {}", point.name());
-            loop {
-                std::thread::sleep(Duration::from_secs(3600));
-            }
+fn fault_pause(point: Checkpoint) {
+    if std::env::var(FAULT_PAUSE_ENV).is_ok_and(|wanted| wanted == point.name()) {
+        eprintln!("lapis-fault-pause: {}", point.name());
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
+
+/// What the service step after an install is asked to do.
+pub struct ServiceStep {
+    /// `--no-service`: neither write nor start the unit.
+    pub skip: bool,
+    /// `--ready-timeout`.
+    pub ready_timeout: Duration,
+    /// `--json`.
+    pub json: bool,
+}
+
+impl ServiceStep {
+    /// The step as `install`'s flags ask for it.
+    pub fn of(args: &InstallArgs) -> ServiceStep {
+        ServiceStep {
+            skip: args.no_service,
+            ready_timeout: Duration::from_secs(args.ready_timeout),
+            json: args.out.json,
         }
     }
 }
@@ -81,18 +94,16 @@ pub fn fault_hook() -> impl Fn(Checkpoint) {
 pub fn finish(
     paths: &Paths,
     report: &InstallReport,
-    args: &InstallArgs,
+    step: &ServiceStep,
     started: Instant,
 ) -> CliResult {
     let install_time = started.elapsed();
     let service_started = Instant::now();
-    let service = if args.no_service {
+    let service = if step.skip {
         Ok(false)
     } else {
-        service::install_and_start(paths, Duration::from_secs(args.ready_timeout), || {
-            status_probe(paths)
-        })
-        .map(|_| true)
+        service::install_and_start(paths, step.ready_timeout, || status_probe(paths, None))
+            .map(|_| true)
     };
     let service_time = service_started.elapsed();
     let manual = unit::serve_command_line(paths);
@@ -112,7 +123,7 @@ pub fn finish(
     });
     match service {
         Ok(started) => {
-            if args.out.json {
+            if step.json {
                 crate::output::json(&doc)?;
             } else {
                 print_plain(
@@ -128,7 +139,7 @@ pub fn finish(
             Ok(())
         }
         Err(err) => {
-            if !args.out.json {
+            if !step.json {
                 print_plain(paths, report, "not started")?;
             }
             let hint = format!(
@@ -146,9 +157,11 @@ pub fn finish(
 const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Readiness as the installed launcher sees it: `status --json` exits 0 and
-/// reports the wire protocol. Exit 3 (nothing answers yet) and any other
-/// failure are "not yet"; the last message is kept for the timeout error.
-fn status_probe(paths: &Paths) -> Probe {
+/// reports the wire protocol (and, with `snapshot`, runs from that snapshot,
+/// so a restart is not "ready" while the old process still answers). Exit 3
+/// (nothing answers yet) and any other failure are "not yet"; the last
+/// message is kept for the timeout error.
+pub fn status_probe(paths: &Paths, snapshot: Option<&str>) -> Probe {
     let mut cmd = std::process::Command::new(&paths.launcher);
     cmd.arg("status")
         .arg("--json")
@@ -185,8 +198,14 @@ fn status_probe(paths: &Paths) -> Probe {
     };
     if output.status.success() {
         let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        if doc["protocol"] == lapis_service::protocol::PROTOCOL {
-            return Probe::Ready;
+        if doc["protocol"] == lapis_protocol::PROTOCOL {
+            return match snapshot {
+                Some(want) if doc["snapshot"] != want => Probe::NotYet(format!(
+                    "the service still runs snapshot {}",
+                    doc["snapshot"].as_str().unwrap_or("none")
+                )),
+                _ => Probe::Ready,
+            };
         }
         return Probe::NotYet("status answered without the expected protocol".to_owned());
     }
@@ -211,18 +230,14 @@ fn document(paths: &Paths, report: &InstallReport, service: Value) -> Value {
     let (config, controller_home) = match &report.config {
         Some((outcome, summary)) => (
             Some(outcome.as_str()),
-            summary
-                .controller_home
-                .clone()
-                .unwrap_or_else(|| paths.controller_home.clone()),
+            paths
+                .controller_home_for(summary.controller_home.as_deref())
+                .path,
         ),
         None => (None, paths.controller_home.clone()),
     };
     let mut service = service;
-    service["manager"] = json!(match paths.unit.kind {
-        lapis_installer::ServiceKind::Systemd => "systemd",
-        lapis_installer::ServiceKind::Launchd => "launchd",
-    });
+    service["manager"] = json!(paths.unit.kind.as_str());
     service["unit"] = json!(paths.unit.name);
     json!({
         "digest": report.digest,
@@ -284,10 +299,9 @@ fn print_plain(paths: &Paths, report: &InstallReport, service: &str) -> std::io:
             paths.config.display(),
             outcome.as_str()
         ));
-        let home = summary
-            .controller_home
-            .as_deref()
-            .unwrap_or(&paths.controller_home);
+        let home = paths
+            .controller_home_for(summary.controller_home.as_deref())
+            .path;
         lines.push(format!("  home      {}", home.display()));
     }
     lines.push(format!("  service   {} {service}", paths.unit.name));

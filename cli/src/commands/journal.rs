@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use lapis_service::domain::JournalEvent;
-use lapis_service::server::{ENDED, EVENT, LAGGED};
+use lapis_protocol::JournalEvent;
+use lapis_protocol::client::JournalFollower;
 use serde_json::json;
 
 use crate::args::{GlobalArgs, JournalCommand};
@@ -56,29 +56,14 @@ pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
     if !follow {
         return Ok(());
     }
-    client
-        .journal_subscribe(thread.as_deref(), Some(after))
+    let mut follower = JournalFollower::start(&mut client, thread.as_deref(), Some(after))
         .map_err(client_error)?;
     loop {
-        let Some(n) = client
-            .next_notification(Some(Duration::from_secs(30)))
+        if let Some(e) = follower
+            .next(Some(Duration::from_secs(30)))
             .map_err(client_error)?
-        else {
-            continue;
-        };
-        match n.method.as_str() {
-            EVENT => {
-                if let Ok(e) = serde_json::from_value::<JournalEvent>(n.params["event"].clone()) {
-                    print_event(&e)?;
-                }
-            }
-            LAGGED | ENDED => {
-                let resume = n.params["resumeAfter"].as_u64().unwrap_or(after);
-                client
-                    .journal_subscribe(thread.as_deref(), Some(resume))
-                    .map_err(client_error)?;
-            }
-            _ => {}
+        {
+            print_event(&e)?;
         }
     }
 }

@@ -28,8 +28,10 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Version(out) => version::run(&global, out),
         Command::Completions(args) => completions::run(args),
-        Command::Install(args) if args.from.is_some() => install_from::run(&global, args),
-        Command::Install(args) => install::run(&global, args),
+        Command::Install(mut args) => match args.from.take() {
+            Some(from) => install_from::run(&global, args, &from),
+            None => install::run(&global, args),
+        },
         Command::Update(args) => update::run(&global, args),
         Command::Uninstall(args) => uninstall::run(&global, args),
         Command::Releases(command) => releases::run(&global, command),

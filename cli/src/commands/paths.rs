@@ -2,7 +2,7 @@
 //! errors to exit classes. Every command that touches an installation (also
 //! the service commands) resolves its paths through [`resolve`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use lapis_installer::{InstallError, PathOptions, Paths};
 
@@ -20,7 +20,14 @@ pub fn resolve(
     let mut opts = PathOptions::from_env().map_err(|e| installer_error(e.into()))?;
     opts.config = global.config.clone();
     opts.instance = global.instance.clone();
-    opts.controller_home = workspace.map(Path::to_path_buf);
+    // `--workspace` exists on install, serve and uninstall, where clap already
+    // reads the environment into it; client commands have no flag and take
+    // the environment here, so every command sees the same input.
+    opts.controller_home = workspace.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os(lapis_protocol::home::HOME_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
     opts.install_path = install_path.map(Path::to_path_buf);
     Paths::resolve(&opts).map_err(|e| installer_error(e.into()))
 }

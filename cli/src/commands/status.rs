@@ -18,14 +18,21 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
             v.join(", ")
         }
     };
+    let build = |key: &str| {
+        s.build
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
     crate::output::line(format!(
         "{} running, protocol {}\nversion   {} ({} {} {})\nsnapshot  {}\npid       {}\nuptime    {} s\nqueue     {}/{}\nrunning   {}\nfenced    {}",
         lapis_release::PRODUCT,
         s.protocol,
         s.version,
-        s.build.commit,
-        s.build.date,
-        s.build.target,
+        build("commit"),
+        build("date"),
+        build("target"),
         s.snapshot
             .as_deref()
             .unwrap_or("none (not running from an installed snapshot)"),

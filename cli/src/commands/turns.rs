@@ -7,9 +7,8 @@
 
 use std::time::Duration;
 
-use lapis_service::client::Client;
-use lapis_service::domain::{EventKind, JournalEvent, Turn, TurnState};
-use lapis_service::server::{ENDED, EVENT, LAGGED};
+use lapis_protocol::client::{Client, JournalFollower};
+use lapis_protocol::{EventKind, JournalEvent, Turn, TurnState};
 use serde_json::{Value, json};
 
 use crate::args::{GlobalArgs, ResolveAsArg, TurnsCommand};
@@ -37,15 +36,10 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 ),
             };
             let watching = wait || follow;
-            if watching {
-                client
-                    .journal_subscribe(Some(&thread), None)
-                    .map_err(client_error)?;
-            }
-            let turn = client
-                .turns_submit(&thread, &command_id, &prompt)
-                .map_err(client_error)?;
             if !watching {
+                let turn = client
+                    .turns_submit(&thread, &command_id, &prompt)
+                    .map_err(client_error)?;
                 if out.json {
                     crate::output::json(&json!({ "turn": turn, "commandId": command_id }))?;
                 } else {
@@ -53,11 +47,18 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 }
                 return Ok(());
             }
+            // Subscribed before submitting, so no event of the turn is missed.
+            let mut follower =
+                JournalFollower::start(&mut client, Some(&thread), None).map_err(client_error)?;
+            let turn = follower
+                .client()
+                .turns_submit(&thread, &command_id, &prompt)
+                .map_err(client_error)?;
             if !out.json {
                 crate::output::line(&turn.id)?;
             }
             let mut events = Vec::new();
-            let last = wait_for_end(&mut client, &thread, turn, follow, out.json, &mut events)?;
+            let last = wait_for_end(&mut follower, &thread, turn, follow, out.json, &mut events)?;
             if out.json {
                 let mut doc = json!({ "turn": last, "commandId": command_id });
                 if follow {
@@ -140,72 +141,60 @@ fn ended(t: &Turn) -> bool {
 /// the final state, so every event before it has been seen; a plain wait
 /// may stop as soon as a read shows the turn ended.
 fn wait_for_end(
-    client: &mut Client,
+    follower: &mut JournalFollower<'_>,
     thread: &str,
     mut turn: Turn,
     follow: bool,
     json_out: bool,
     events: &mut Vec<JournalEvent>,
 ) -> Result<Turn, CliError> {
-    let mut last_thread_seq = 0u64;
     loop {
         if !follow && ended(&turn) {
             return Ok(turn);
         }
-        let notification = client
-            .next_notification(Some(Duration::from_secs(1)))
+        let next = follower
+            .next(Some(Duration::from_secs(1)))
             .map_err(client_error)?;
-        let Some(n) = notification else {
+        let Some(event) = next else {
             // Quiet for a while: re-read the turn; a follower collects what
             // it has not seen from the journal before stopping.
-            turn = client.turns_get(&turn.id).map_err(client_error)?;
+            turn = follower
+                .client()
+                .turns_get(&turn.id)
+                .map_err(client_error)?;
             if follow && ended(&turn) {
-                catch_up(client, thread, &turn.id, last_thread_seq, json_out, events)?;
+                let after = follower.cursor();
+                catch_up(follower.client(), thread, &turn.id, after, json_out, events)?;
                 return Ok(turn);
             }
             continue;
         };
-        match n.method.as_str() {
-            EVENT => {
-                let Ok(event) = serde_json::from_value::<JournalEvent>(n.params["event"].clone())
-                else {
-                    continue;
-                };
-                last_thread_seq = last_thread_seq.max(event.thread_seq);
-                if event.turn_id.as_deref() != Some(turn.id.as_str()) {
-                    continue;
-                }
-                let final_state = event.kind == EventKind::TurnState
-                    && event
-                        .payload
-                        .as_ref()
-                        .and_then(|p| p.get("to"))
-                        .and_then(Value::as_str)
-                        .and_then(TurnState::parse)
-                        .is_some_and(|s| s.is_terminal() || s.is_fenced());
-                let state_change = event.kind == EventKind::TurnState;
-                if follow {
-                    if !json_out {
-                        print_event(&event)?;
-                    }
-                    events.push(event);
-                }
-                if state_change {
-                    turn = client.turns_get(&turn.id).map_err(client_error)?;
-                }
-                if follow && final_state {
-                    return Ok(turn);
-                }
+        if event.turn_id.as_deref() != Some(turn.id.as_str()) {
+            continue;
+        }
+        let final_state = event.kind == EventKind::TurnState
+            && event
+                .payload
+                .as_ref()
+                .and_then(|p| p.get("to"))
+                .and_then(Value::as_str)
+                .and_then(TurnState::parse)
+                .is_some_and(|s| s.is_terminal() || s.is_fenced());
+        let state_change = event.kind == EventKind::TurnState;
+        if follow {
+            if !json_out {
+                print_event(&event)?;
             }
-            LAGGED | ENDED => {
-                // Resume gap-free from where the server said we were.
-                let after = n.params["resumeAfter"].as_u64().unwrap_or(last_thread_seq);
-                client
-                    .journal_subscribe(Some(thread), Some(after))
-                    .map_err(client_error)?;
-                turn = client.turns_get(&turn.id).map_err(client_error)?;
-            }
-            _ => {}
+            events.push(event);
+        }
+        if state_change {
+            turn = follower
+                .client()
+                .turns_get(&turn.id)
+                .map_err(client_error)?;
+        }
+        if follow && final_state {
+            return Ok(turn);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use lapis_service::config::Config;
+use lapis_protocol::config::Config;
 
 /// Parses `data` as a config file.
 pub fn config(data: &[u8]) {

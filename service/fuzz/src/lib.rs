@@ -11,8 +11,8 @@ use std::io::BufReader;
 use std::sync::Arc;
 
 use lapis_service::auth::{Authority, ManualClock, MemorySessions};
-use lapis_service::config::TokenSpec;
-use lapis_service::protocol::{
+use lapis_protocol::config::TokenSpec;
+use lapis_protocol::{
     HelloParams, Incoming, Method, PROTOCOL, Request, read_frame_blocking,
 };
 

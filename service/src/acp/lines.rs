@@ -2,8 +2,11 @@
 //!
 //! An agent that writes an oversized line must cost the controller at most
 //! `max` bytes of memory and end the turn as a protocol failure; it must never
-//! crash the connection handling or grow a buffer without limit.
+//! crash the connection handling or grow a buffer without limit. Lines are
+//! split by the same [`take_line`] as the controller's own frames; only the
+//! end of input differs (an agent's last unterminated line is still a line).
 
+use lapis_protocol::take_line;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// Why no further line can be read.
@@ -62,31 +65,11 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
                 }
                 return Ok(Some(line));
             }
-            match available.iter().position(|b| *b == b'\n') {
-                Some(pos) => {
-                    // `max + 1` leaves room for a `\r` before the `\n`.
-                    if self.buf.len() + pos > self.max + 1 {
-                        return Err(LineError::TooLong { max: self.max });
-                    }
-                    self.buf.extend_from_slice(&available[..pos]);
-                    self.reader.consume(pos + 1);
-                    let mut line = std::mem::take(&mut self.buf);
-                    if line.last() == Some(&b'\r') {
-                        line.pop();
-                    }
-                    if line.len() > self.max {
-                        return Err(LineError::TooLong { max: self.max });
-                    }
-                    return Ok(Some(line));
-                }
-                None => {
-                    let n = available.len();
-                    if self.buf.len() + n > self.max + 1 {
-                        return Err(LineError::TooLong { max: self.max });
-                    }
-                    self.buf.extend_from_slice(available);
-                    self.reader.consume(n);
-                }
+            let (used, done) = take_line(&mut self.buf, available, self.max)
+                .map_err(|_| LineError::TooLong { max: self.max })?;
+            self.reader.consume(used);
+            if done {
+                return Ok(Some(std::mem::take(&mut self.buf)));
             }
         }
     }

@@ -20,6 +20,7 @@
 mod agent;
 pub mod echo;
 mod events;
+mod fingerprint;
 mod lines;
 mod process;
 mod registry;
@@ -27,23 +28,27 @@ mod runner;
 mod session;
 mod setup;
 mod smoke;
-mod spec;
+mod turn;
 
 pub use agent::{LiveAgent, Stale};
 pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
     PermissionOption, UpdateMapper,
 };
+pub use fingerprint::fingerprint;
+pub use lapis_protocol::config::{
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+    VcsIdentity,
+};
 pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, Stopped, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, AfterTurn, ApprovalPolicy, CancelHandle, CancelSignal,
-    HookError, PermissionRequest, RunnerLimits, SessionOrigin, Teardown, TurnHooks, TurnOutcome,
-    TurnRequest, TurnRun, cancel_channel, run_turn, run_turn_detached, run_turn_on,
+    AfterTurn, SessionOrigin, Teardown, TurnOutcome, TurnRun, run_turn, run_turn_detached,
+    run_turn_on,
 };
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
-pub use spec::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
-    VcsIdentity,
+pub use turn::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelHandle, CancelSignal, HookError, PermissionRequest,
+    RunnerLimits, TurnHooks, TurnRequest, cancel_channel,
 };

@@ -17,7 +17,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::lines::{BoundedLines, LineError};
 use super::registry::{AgentRecord, AgentRegistry};
-use super::spec::{CommandLookup, ProviderError, ProviderSpec};
+use lapis_protocol::config::{CommandLookup, ProviderError, ProviderSpec};
 
 /// How long teardown waits at each step.
 #[derive(Debug, Clone, Copy)]

@@ -22,7 +22,8 @@ use tokio::time::Instant;
 use super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption, UpdateMapper};
 use super::lines::{BoundedLines, LineError};
 use super::process::{AgentPipes, AgentProcess, Stopped, TeardownLimits};
-use super::runner::{ApprovalPolicy, CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
+use super::turn::{CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
+use lapis_protocol::ApprovalPolicy;
 
 mod permissions;
 

@@ -10,10 +10,9 @@
 use serde_json::{Value, json};
 
 use super::events::ActivityEvent;
-use super::runner::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, SessionOrigin, Setup, TurnHooks, TurnOutcome, TurnRequest,
-};
+use super::runner::{SessionOrigin, Setup, TurnOutcome};
 use super::session::{CallError, Session};
+use super::turn::{ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnRequest};
 
 /// Longest native session id accepted from an agent (the store's bound).
 const MAX_SESSION_ID_BYTES: usize = 512;

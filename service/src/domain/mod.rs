@@ -1,16 +1,16 @@
-//! The controller's domain: records, the turn state machine, journal events
-//! and the error type. Plain data; the store gives it durability.
+//! The controller's domain as the store sees it: the public records (defined
+//! once, in `lapis-protocol`), the store's inputs and receipts, and the error
+//! type. Plain data; the store gives it durability.
 
 mod error;
-mod events;
-mod records;
-mod state;
+mod inputs;
 
 pub use error::{StoreError, StoreResult};
-pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
-pub use records::{
-    Actor, ApprovalPolicy, AuthSession, Claim, NewAuthSession, NewThread, Receipt, ResolveAs,
-    Retention, SessionBinding, StoreStatus, SubmitTurn, Thread, ThreadPatch, TransitionOutcome,
-    Turn, TurnEnd, Workspace,
+pub use inputs::{
+    Actor, AuthSession, Claim, NewAuthSession, NewThread, Receipt, ResolveAs, StoreStatus,
+    SubmitTurn, ThreadPatch, TransitionOutcome, TurnEnd,
 };
-pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};
+pub use lapis_protocol::{
+    ApprovalPolicy, EventKind, JournalEvent, ReplayPage, ReplayScope, Retention, SessionBinding,
+    TRANSITIONS, Thread, ThreadSnapshot, Turn, TurnEvent, TurnState, Workspace, next_state,
+};

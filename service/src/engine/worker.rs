@@ -16,7 +16,7 @@ use crate::acp::{
     self, ActivityEvent, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent,
     PermissionAnswer, ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
 };
-use crate::domain::{ApprovalPolicy, Claim, EventKind, SessionBinding, StoreError, TurnEnd};
+use crate::domain::{Claim, EventKind, SessionBinding, StoreError, TurnEnd};
 use crate::store::Store;
 
 use super::broker::{AnswerError, PendingPermission, PermissionBroker};
@@ -202,11 +202,6 @@ impl Engine {
         }
     }
 
-    /// Whether a provider of this name exists (for `threads.create`).
-    pub fn has_provider(&self, name: &str) -> bool {
-        self.config.providers.contains_key(name)
-    }
-
     /// Pending permission requests, optionally of one turn.
     pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
         self.broker.pending(turn_id)
@@ -365,7 +360,7 @@ impl Engine {
             self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
-        let fingerprint = spec.fingerprint();
+        let fingerprint = acp::fingerprint(&spec);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {
             if b.fingerprint != fingerprint {
@@ -403,10 +398,7 @@ impl Engine {
         let request = TurnRequest {
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
-            approval: match claim.thread.approval {
-                ApprovalPolicy::Ask => acp::ApprovalPolicy::Ask,
-                ApprovalPolicy::AllowAll => acp::ApprovalPolicy::AllowAll,
-            },
+            approval: claim.thread.approval,
             restricted: claim.thread.restricted,
             limits: self.config.limits,
             lookup: self.config.lookup.clone(),

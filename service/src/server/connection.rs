@@ -18,10 +18,11 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
+use super::frames::read_frame;
 use crate::auth::AuthSession;
-use crate::protocol::{
+use lapis_protocol::{
     ErrorCode, FrameError, Id, Method, Notification, Request, Requirement, Response, RpcError,
-    encode, read_frame,
+    encode,
 };
 
 use super::context::ServerContext;

@@ -7,8 +7,8 @@ use std::time::Instant;
 use lapis_release::BuildIdentity;
 
 use crate::auth::Authority;
-use crate::config::ServerLimits;
-use crate::protocol::{PROTOCOL, ServerView};
+use lapis_protocol::config::ServerLimits;
+use lapis_protocol::{BuildInfo, PROTOCOL, ServerView};
 
 /// Who the running server is; passed in by the binary, never read from the
 /// checkout or environment at run time.
@@ -40,7 +40,15 @@ impl ServerIdentity {
         ServerView {
             protocol: PROTOCOL.to_owned(),
             version: self.build.version.clone(),
-            build: self.build.clone(),
+            build: self.build_info(),
+        }
+    }
+
+    /// The build identity as the protocol carries it (an object).
+    pub fn build_info(&self) -> BuildInfo {
+        match serde_json::to_value(&self.build) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => BuildInfo::new(),
         }
     }
 }
@@ -55,5 +63,5 @@ pub struct ServerContext {
     /// Frame bound, connection limit, subscriber buffer.
     pub limits: ServerLimits,
     /// The controller core; every domain method goes through it.
-    pub core: super::core::Core,
+    pub core: super::controller::Core,
 }

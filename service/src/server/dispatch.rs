@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
-use crate::protocol::{ErrorCode, HelloParams, HelloResult, Method, PROTOCOL, Request, RpcError};
+use lapis_protocol::{ErrorCode, HelloParams, HelloResult, Method, PROTOCOL, Request, RpcError};
 
 use super::connection::Conn;
 use super::context::ServerContext;

@@ -10,8 +10,9 @@
 
 mod connection;
 mod context;
-mod core;
+mod controller;
 mod dispatch;
+mod frames;
 mod handlers;
 mod listener;
 mod session_store;
@@ -20,33 +21,29 @@ mod subscriptions;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
 
-use crate::acp::ProviderSpec;
+use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
-use crate::config::Config;
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
+use lapis_protocol::config::Config;
 
-pub use self::core::{Core, PermissionResponder};
 pub use connection::serve_connection;
 pub use context::{ServerContext, ServerIdentity};
+pub use controller::{Core, PermissionResponder};
 pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
 pub use session_store::StoreSessions;
 pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
-pub use subscriptions::{ENDED, EVENT, LAGGED};
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}
-
-/// The built-in provider, always available unless the config overrides it.
-pub const ECHO_PROVIDER: &str = "echo";
 
 /// How long open connections get to finish after a stop signal.
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -167,13 +164,10 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
                 source,
             })?;
     }
-    let mut specs = BTreeMap::new();
-    for (name, provider) in &options.config.providers {
-        // Validated with the config; converted again for the runner.
-        let value = serde_json::to_value(provider).unwrap_or_default();
-        let spec = ProviderSpec::from_json(name, &value).map_err(ServeError::Provider)?;
-        specs.insert(name.clone(), spec);
-    }
+    let specs = options
+        .config
+        .provider_specs()
+        .map_err(ServeError::Provider)?;
     let mut providers: BTreeSet<String> = specs.keys().cloned().collect();
     providers.insert(ECHO_PROVIDER.to_owned());
     let (engine, handle) = match &options.agent_exe {
@@ -244,7 +238,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .await
         .map_err(ServeError::from)
     } else {
-        let path = options.home.join("controller.sock");
+        let path = options.home.join(lapis_protocol::home::SOCKET_FILE);
         match bind(&path, &store) {
             Ok(listener) => {
                 tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");

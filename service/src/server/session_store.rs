@@ -10,8 +10,8 @@ use tokio::runtime::Handle;
 
 use crate::auth::{AuthSession, PersistError, SessionPersistence};
 use crate::domain::{AuthSession as StoredSession, NewAuthSession};
-use crate::protocol::Scope;
 use crate::store::Store;
+use lapis_protocol::Scope;
 
 /// [`SessionPersistence`] over the store.
 #[derive(Debug, Clone)]

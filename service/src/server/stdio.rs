@@ -14,10 +14,11 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 
-use crate::protocol::{
+use lapis_protocol::{
     ErrorCode, HelloParams, Notification, READY, Ready, RpcError, STARTUP_FAILED, encode,
-    read_frame,
 };
+
+use super::frames::read_frame;
 
 use super::connection::serve_connection;
 use super::context::ServerContext;

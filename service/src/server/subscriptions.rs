@@ -9,14 +9,6 @@ use std::collections::HashMap;
 
 use tokio::task::JoinHandle;
 
-/// Notification carrying one journal event.
-pub const EVENT: &str = "journal.event";
-/// Notification telling a subscriber it fell behind and must replay.
-pub const LAGGED: &str = "journal.lagged";
-/// Notification telling a subscriber its subscription ended for another
-/// reason (catch-up replay failed, or the store closed).
-pub const ENDED: &str = "journal.ended";
-
 /// Subscriptions of one connection, by id.
 #[derive(Debug, Default)]
 pub struct Subscriptions {

@@ -9,10 +9,11 @@ use tokio::sync::{Semaphore, watch};
 
 use super::*;
 use crate::auth::ManualClock;
-use crate::client::{Client, Credential};
-use crate::config::{Config, ServerLimits, TokenSpec};
 use crate::domain::Actor;
 use crate::domain::{ApprovalPolicy, NewThread, Retention};
+use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::config::{Config, ServerLimits, TokenSpec};
+use lapis_protocol::notifications::{JOURNAL_EVENT as EVENT, JOURNAL_LAGGED as LAGGED};
 
 const SECRET: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000d4";
 
@@ -295,11 +296,11 @@ async fn managed_mode_without_a_startup_line_fails_with_a_frame() {
     )
     .await
     .unwrap_err();
-    assert_eq!(err.code, crate::protocol::ErrorCode::InvalidRequest);
+    assert_eq!(err.code, lapis_protocol::ErrorCode::InvalidRequest);
     let mut out = String::new();
     parent_stdout.read_to_string(&mut out).await.unwrap();
     let frame: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    assert_eq!(frame["method"], crate::protocol::STARTUP_FAILED);
+    assert_eq!(frame["method"], lapis_protocol::STARTUP_FAILED);
     assert_eq!(frame["params"]["code"], "invalid_request");
     assert_eq!(out.lines().count(), 1, "exactly one frame: {out}");
     server.shutdown().await;

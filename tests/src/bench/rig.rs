@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use lapis_e2e::TestContext;
-use lapis_service::client::{Client, Credential};
+use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
 /// The owner token every rig writes into its config.

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 
 use super::acpx::Acpx;
 use anyhow::Context;
-use lapis_service::client::Client;
+use lapis_protocol::client::Client;
 
 use super::rig::{Rig, fixture_agent, run_ok, wait_turns};
 use super::table::{Table, Unit, time_ms};

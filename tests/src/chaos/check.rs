@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
+use lapis_protocol::client::Client;
 use lapis_service::EventKind;
-use lapis_service::client::Client;
 
 /// What the journal says about one turn.
 #[derive(Debug, Default, Clone)]

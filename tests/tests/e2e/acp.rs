@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lapis_e2e::TestContext;
+use lapis_service::ApprovalPolicy;
 use lapis_service::acp::{
-    ActivityEvent, ApprovalPolicy, CancelHandle, CommandLookup, HookError, Invocation,
-    PermissionAnswer, PermissionRequest, ProviderSpec, RunnerLimits, TurnHooks, TurnOutcome,
-    TurnRequest, cancel_channel, run_turn,
+    ActivityEvent, CancelHandle, CommandLookup, HookError, Invocation, PermissionAnswer,
+    PermissionRequest, ProviderSpec, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest,
+    cancel_channel, run_turn,
 };
 use serde_json::json;
 

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use lapis_service::acp::{ActivityEvent, ApprovalPolicy, DecidedBy, PermissionAnswer, TurnOutcome};
+use lapis_service::ApprovalPolicy;
+use lapis_service::acp::{ActivityEvent, DecidedBy, PermissionAnswer, TurnOutcome};
 
 use crate::acp::{AskMode, Recorder, completed, fixture, request, run_with};
 

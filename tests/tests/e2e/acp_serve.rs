@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use lapis_service::client::{Client, Credential};
+use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use lapis_service::client::{Client, ClientError, Credential};
-use lapis_service::server::EVENT;
+use lapis_protocol::client::{Client, ClientError, Credential};
+use lapis_protocol::notifications::JOURNAL_EVENT as EVENT;
 
 use crate::serve_support::{OWNER, Server};
 

@@ -85,15 +85,20 @@ fn workspace_option_sets_controller_home_once() {
     assert_eq!(config["schema"], 1);
     assert_eq!(config["instance"], "default");
     assert!(home.is_dir());
-    // The environment variable is honoured too, but never rewrites the config.
+    // The environment variable is honoured too (it comes before the config
+    // in the one precedence, issue 10), but never rewrites the config.
+    let other = ctx.home().join("other");
     let mut cmd = ctx.command(["install", "--no-service", "--json"]);
-    cmd.env("LAPIS_AI_CONTROLLER_WORKSPACE", ctx.home().join("other"));
+    cmd.env("LAPIS_AI_CONTROLLER_WORKSPACE", &other);
     let out = ctx.output(cmd);
     assert_eq!(out.success().json()["config"], "reused");
     assert_eq!(
         out.json()["paths"]["controllerHome"],
-        home.display().to_string()
+        other.display().to_string()
     );
+    let config: serde_json::Value =
+        serde_json::from_slice(&fs::read(config_path(&ctx)).unwrap()).unwrap();
+    assert_eq!(config["controllerHome"], home.display().to_string());
 }
 
 #[test]

@@ -10,26 +10,6 @@ use lapis_e2e::TestContext;
 
 use crate::install_support::*;
 
-fn log_lines(log: &std::path::Path) -> Vec<String> {
-    fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Kills the ExecStart process the stand-in started, if still running.
-fn stop_started(log: &std::path::Path) {
-    let pid_file = log.with_extension("log.pid");
-    if let Ok(pid) = fs::read_to_string(pid_file) {
-        let _ = Command::new("kill")
-            .arg("-9")
-            .arg(pid.trim())
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
-
 #[test]
 fn install_registers_restarts_and_waits_for_the_unit() {
     let mut ctx = TestContext::new();

@@ -1,5 +1,5 @@
 //! Helpers for the installer tests: where things land in the temp HOME,
-//! distinct builds of the binary, the systemctl stand-in, paused installs,
+//! distinct builds of the binary, the systemctl and launchctl stand-ins, paused installs,
 //! and the invariant check every fault test ends with.
 
 use std::fs;
@@ -52,11 +52,43 @@ pub fn variant(ctx: &TestContext, tag: &str) -> PathBuf {
 
 /// Puts the recording systemctl stand-in first on PATH; returns its log.
 pub fn use_systemctl_standin(ctx: &mut TestContext) -> PathBuf {
+    use_standin(ctx, "systemctl")
+}
+
+/// Selects the launchd code path (the installer's documented test seam) and
+/// puts the recording launchctl stand-in first on PATH; returns its log.
+pub fn use_launchctl_standin(ctx: &mut TestContext) -> PathBuf {
+    ctx.set_env(lapis_installer::paths::SERVICE_MANAGER_ENV, "launchd");
+    use_standin(ctx, "launchctl")
+}
+
+fn use_standin(ctx: &mut TestContext, tool: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("stand-ins");
     ctx.prepend_path(dir);
-    let log = ctx.home().join("systemctl.log");
+    let log = ctx.home().join(format!("{tool}.log"));
     ctx.set_env("LAPIS_STANDIN_LOG", log.display().to_string());
     log
+}
+
+/// The calls a recording stand-in logged, one per line.
+pub fn log_lines(log: &Path) -> Vec<String> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Kills the service process a stand-in started, if still running.
+pub fn stop_started(log: &Path) {
+    let pid_file = log.with_extension("log.pid");
+    if let Ok(pid) = fs::read_to_string(pid_file) {
+        let _ = std::process::Command::new("kill")
+            .arg("-9")
+            .arg(pid.trim())
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
 /// Runs `program install --no-service --json` (plus `extra`) to success and

@@ -5,8 +5,9 @@
 use serde_json::{Value, json};
 
 use super::super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption};
-use super::super::runner::{ApprovalPolicy, PermissionRequest, TurnHooks};
+use super::super::turn::{PermissionRequest, TurnHooks};
 use super::{CallError, Pending, Session};
+use lapis_protocol::ApprovalPolicy;
 
 impl<H: TurnHooks> Session<H> {
     /// Agent → client requests: permissions go to the broker; anything else

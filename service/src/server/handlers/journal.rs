@@ -14,13 +14,16 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::auth::AuthSession;
 use crate::domain::{JournalEvent, ReplayScope};
-use crate::protocol::{Notification, RpcError, params};
 use crate::store::Store;
+use lapis_protocol::{Notification, RpcError, params};
 
 use super::super::connection::{Conn, Outbox};
 use super::super::context::ServerContext;
-use super::super::subscriptions::{ENDED, EVENT, LAGGED};
 use super::{owned_thread, store_err};
+use lapis_protocol::notifications::{
+    JOURNAL_ENDED, JOURNAL_EVENT, JOURNAL_LAGGED, JournalEndedParams, JournalEventParams,
+    JournalLaggedParams,
+};
 
 /// Replay page size used by subscriptions while catching up.
 const CATCH_UP_PAGE: usize = 500;
@@ -136,9 +139,20 @@ impl Forwarder {
         }
     }
 
+    async fn notify(&self, method: &str, params: impl serde::Serialize) {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        self.outbox.notify(&Notification::new(method, params)).await;
+    }
+
     async fn send(&self, e: &JournalEvent) -> bool {
-        let params = json!({ "subscription": self.subscription, "event": e });
-        self.outbox.notify(&Notification::new(EVENT, params)).await
+        let params = JournalEventParams {
+            subscription: self.subscription.clone(),
+            event: e,
+        };
+        let params = serde_json::to_value(params).unwrap_or_default();
+        self.outbox
+            .notify(&Notification::new(JOURNAL_EVENT, params))
+            .await
     }
 
     async fn run(
@@ -161,8 +175,12 @@ impl Forwarder {
                     Ok(p) => p,
                     Err(e) => {
                         let err = store_err(e);
-                        let params = json!({ "subscription": self.subscription, "error": err });
-                        self.outbox.notify(&Notification::new(ENDED, params)).await;
+                        let params = JournalEndedParams {
+                            subscription: self.subscription.clone(),
+                            resume_after: None,
+                            error: Some(err),
+                        };
+                        self.notify(JOURNAL_ENDED, params).await;
                         return;
                     }
                 };
@@ -193,18 +211,21 @@ impl Forwarder {
                 }
                 Err(RecvError::Lagged(missed)) => {
                     tracing::warn!(subscription = %self.subscription, missed, "subscriber lagged");
-                    let params = json!({
-                        "subscription": self.subscription,
-                        "resumeAfter": cursor,
-                        "missed": missed,
-                    });
-                    self.outbox.notify(&Notification::new(LAGGED, params)).await;
+                    let params = JournalLaggedParams {
+                        subscription: self.subscription.clone(),
+                        resume_after: cursor,
+                        missed,
+                    };
+                    self.notify(JOURNAL_LAGGED, params).await;
                     return;
                 }
                 Err(RecvError::Closed) => {
-                    let params =
-                        json!({ "subscription": self.subscription, "resumeAfter": cursor });
-                    self.outbox.notify(&Notification::new(ENDED, params)).await;
+                    let params = JournalEndedParams {
+                        subscription: self.subscription.clone(),
+                        resume_after: Some(cursor),
+                        error: None,
+                    };
+                    self.notify(JOURNAL_ENDED, params).await;
                     return;
                 }
             }

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
 use crate::domain::{Actor, StoreError, Thread, Turn};
-use crate::protocol::{ErrorCode, RpcError, params};
+use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::connection::Conn;
 use super::context::ServerContext;

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::protocol::{
+use lapis_protocol::{
     PROTOCOL, RpcError,
     params::{EngineCounters, QueueStatus, StatusResult},
 };
@@ -18,7 +18,7 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
     let result = StatusResult {
         protocol: PROTOCOL.to_owned(),
         version: id.build.version.clone(),
-        build: id.build.clone(),
+        build: id.build_info(),
         snapshot: id.snapshot.clone(),
         pid: id.pid,
         uptime_seconds: id.started.elapsed().as_secs(),

@@ -5,10 +5,10 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
-use crate::config::{WORKSPACE_ID_RULE, valid_workspace_id};
 use crate::domain::{ApprovalPolicy, NewThread, Retention, ThreadPatch};
-use crate::protocol::{ErrorCode, RpcError, params};
 use crate::store::ThreadFilter;
+use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::super::context::ServerContext;
 use super::{actor, owned_thread, store_err, wrap};

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
 use crate::domain::{ResolveAs, SubmitTurn, TurnState};
-use crate::protocol::{ErrorCode, RpcError, params};
 use crate::store::TurnFilter;
+use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::super::context::ServerContext;
 use super::{actor, owned_thread, owned_turn, store_err, wrap};

@@ -11,8 +11,9 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::{ProviderConfig, VcsIdentity};
 
 /// The name of the built-in deterministic provider.
 pub const ECHO_PROVIDER: &str = "echo";
@@ -55,15 +56,6 @@ pub enum ProviderError {
     CommandNotFound { provider: String, command: String },
     #[error("provider `{provider}`: `{path}` is not an executable file")]
     NotExecutable { provider: String, path: PathBuf },
-}
-
-/// The identity commits made by the agent carry (non-secret).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VcsIdentity {
-    /// Author and committer name.
-    pub name: String,
-    /// Author and committer email.
-    pub email: String,
 }
 
 /// How the agent's executable is named in config.
@@ -115,7 +107,45 @@ impl CommandLookup {
 }
 
 impl ProviderSpec {
-    /// Validates the JSON object found at `providers.<name>` in the config.
+    /// Validates a provider as the typed config holds it. The config
+    /// validator calls this, so the runner launches from exactly the rules
+    /// the config was checked against.
+    pub fn from_config(name: &str, config: &ProviderConfig) -> Result<ProviderSpec, ProviderError> {
+        validate_name(name)?;
+        let command = if config.command.is_empty() || config.command.contains('\0') {
+            return Err(ProviderError::Malformed {
+                provider: name.to_string(),
+                reason: "`command` must be a non-empty string".into(),
+            });
+        } else if config.command.starts_with('/') {
+            CommandRef::Absolute(PathBuf::from(&config.command))
+        } else if config.command.contains('/') {
+            return Err(ProviderError::RelativeCommand {
+                provider: name.into(),
+            });
+        } else {
+            CommandRef::Bare(config.command.clone())
+        };
+        let session = SessionPolicy::from_fields(config.idle_seconds, config.max_turn_seconds)
+            .map_err(|reason| ProviderError::Malformed {
+                provider: name.to_string(),
+                reason,
+            })?;
+        let spec = ProviderSpec {
+            name: name.to_string(),
+            command,
+            args: config.args.clone(),
+            env: config.env.clone(),
+            env_allowlist: config.env_allowlist.clone(),
+            vcs_identity: config.vcs_identity.clone(),
+            session,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Validates the JSON object found at `providers.<name>` in the config:
+    /// its shape here, every rule in [`ProviderSpec::validate`].
     pub fn from_json(name: &str, value: &Value) -> Result<ProviderSpec, ProviderError> {
         validate_name(name)?;
         let bad = |reason: String| ProviderError::Malformed {
@@ -157,9 +187,6 @@ impl ProviderSpec {
             CommandRef::Bare(command)
         };
         let args = string_list(obj.get("args"), "args").map_err(bad)?;
-        if args.iter().any(|a| a.contains('\0')) {
-            return Err(bad("`args` entries must not contain NUL".into()));
-        }
         let mut env = BTreeMap::new();
         match obj.get("env") {
             None => {}
@@ -168,9 +195,6 @@ impl ProviderSpec {
                     let v = v
                         .as_str()
                         .ok_or_else(|| bad(format!("env.{k} must be a string")))?;
-                    if v.contains('\0') {
-                        return Err(bad(format!("env.{k} must not contain NUL")));
-                    }
                     env.insert(k.clone(), v.to_string());
                 }
             }
@@ -231,6 +255,23 @@ impl ProviderSpec {
     pub fn validate(&self) -> Result<(), ProviderError> {
         validate_name(&self.name)?;
         let provider = || self.name.clone();
+        let malformed = |reason: String| ProviderError::Malformed {
+            provider: provider(),
+            reason,
+        };
+        if self.args.iter().any(|a| a.contains('\0')) {
+            return Err(malformed("`args` entries must not contain NUL".into()));
+        }
+        if let Some(k) = self
+            .env
+            .iter()
+            .find(|(_, v)| v.contains('\0'))
+            .map(|(k, _)| k)
+        {
+            // Only a valid name is quoted; an invalid one is reported below.
+            let k = if valid_env_name(k) { k.as_str() } else { "?" };
+            return Err(malformed(format!("env.{k} must not contain NUL")));
+        }
         if let CommandRef::Absolute(p) = &self.command
             && !p.is_absolute()
         {
@@ -354,13 +395,7 @@ impl ProviderSpec {
 }
 
 fn validate_name(name: &str) -> Result<(), ProviderError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.as_bytes()[0].is_ascii_alphanumeric()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok {
+    if super::validate::valid_name(name, 64) {
         Ok(())
     } else {
         Err(ProviderError::InvalidName {

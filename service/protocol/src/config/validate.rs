@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig};
+use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderSpec};
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -21,7 +21,10 @@ pub fn valid_workspace_id(id: &str) -> bool {
     valid_name(id, 64)
 }
 
-fn valid_name(s: &str, max: usize) -> bool {
+/// The rule for names in the config (tokens, principals, providers,
+/// workspace ids): `max` bytes at most of `[A-Za-z0-9._-]`, starting
+/// alphanumeric.
+pub(super) fn valid_name(s: &str, max: usize) -> bool {
     let mut bytes = s.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphanumeric())
         && s.len() <= max
@@ -35,12 +38,6 @@ fn valid_secret(s: &str) -> bool {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
-}
-
-fn valid_env_name(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
@@ -113,59 +110,11 @@ fn validate_tokens(config: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Shape checks for providers. The ACP runner resolves commands at launch.
+/// Every provider through [`ProviderSpec::from_config`]: one set of rules for
+/// the config and the runner. Commands are resolved at launch, not here.
 fn validate_providers(providers: &BTreeMap<String, ProviderConfig>) -> Result<(), ConfigError> {
     for (name, p) in providers {
-        let at = |f: &str| format!("providers.{name}.{f}");
-        if !valid_name(name, 64) {
-            return Err(invalid(
-                format!("providers.{name}"),
-                "name must be 1-64 of [A-Za-z0-9._-]",
-            ));
-        }
-        if p.command.is_empty() || p.command.contains('\0') {
-            return Err(invalid(at("command"), "must be a non-empty path or name"));
-        }
-        if !p.command.starts_with('/') && p.command.contains('/') {
-            return Err(invalid(at("command"), "must be absolute or a bare name"));
-        }
-        if p.args.iter().any(|a| a.contains('\0')) {
-            return Err(invalid(at("args"), "must not contain NUL bytes"));
-        }
-        for key in p.env.keys() {
-            if !valid_env_name(key) {
-                return Err(invalid(at("env"), "holds an invalid variable name"));
-            }
-        }
-        if p.env.values().any(|v| v.contains('\0')) {
-            return Err(invalid(at("env"), "holds a value with a NUL byte"));
-        }
-        for key in &p.env_allowlist {
-            if !valid_env_name(key) {
-                return Err(invalid(
-                    at("envAllowlist"),
-                    "holds an invalid variable name",
-                ));
-            }
-        }
-        if let Some(id) = &p.vcs_identity {
-            if id.name.trim().is_empty() || id.name.contains(['\n', '\0', '<', '>']) {
-                return Err(invalid(
-                    at("vcsIdentity.name"),
-                    "must be a non-empty single-line name",
-                ));
-            }
-            let email_ok = id.email.split_once('@').is_some_and(|(l, d)| {
-                !l.is_empty() && !d.is_empty() && !id.email.contains([' ', '\n', '\0', '<', '>'])
-            });
-            if !email_ok {
-                return Err(invalid(at("vcsIdentity.email"), "must be an email address"));
-            }
-        }
-        // The ACP runner's own rules (the spec it will launch from).
-        let value = serde_json::to_value(p)
-            .map_err(|_| invalid(format!("providers.{name}"), "cannot be encoded"))?;
-        crate::acp::ProviderSpec::from_json(name, &value)
+        ProviderSpec::from_config(name, p)
             .map_err(|e| invalid(format!("providers.{name}"), format!("is invalid ({e})")))?;
     }
     Ok(())
@@ -291,7 +240,7 @@ mod tests {
         );
         assert_eq!(
             c.tokens[0].effective_scopes().len(),
-            crate::protocol::Scope::ALL.len()
+            crate::Scope::ALL.len()
         );
     }
 

@@ -5,6 +5,7 @@
 //! ever quotes a value from the file (a token could be anywhere a typo put
 //! it), only field names and positions.
 
+mod provider;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -13,9 +14,16 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::Scope;
+use crate::Scope;
 
+pub use provider::{
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+};
 pub use validate::{WORKSPACE_ID_RULE, valid_workspace_id};
+
+/// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
+/// says otherwise: 30 days.
+pub const DEFAULT_SESSION_TTL_SECS: u64 = 30 * 24 * 3600;
 
 /// Schema version this build reads.
 pub const CONFIG_SCHEMA: u32 = 1;
@@ -153,10 +161,10 @@ pub struct ServerLimits {
 impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
-            max_frame_bytes: crate::protocol::DEFAULT_MAX_FRAME_BYTES,
+            max_frame_bytes: crate::DEFAULT_MAX_FRAME_BYTES,
             queue_capacity: 1024,
             max_connections: 256,
-            session_ttl_seconds: crate::auth::DEFAULT_SESSION_TTL_SECS,
+            session_ttl_seconds: DEFAULT_SESSION_TTL_SECS,
             subscriber_buffer: 1024,
             shutdown_grace_seconds: 10,
             max_live_agents: 16,
@@ -244,9 +252,13 @@ impl Config {
         Ok(config)
     }
 
-    /// The socket path in the controller home.
-    pub fn socket_path(&self) -> PathBuf {
-        self.controller_home.join("controller.sock")
+    /// The configured providers as the runner launches them (the rules were
+    /// checked when the config was validated).
+    pub fn provider_specs(&self) -> Result<BTreeMap<String, ProviderSpec>, ProviderError> {
+        self.providers
+            .iter()
+            .map(|(name, p)| Ok((name.clone(), ProviderSpec::from_config(name, p)?)))
+            .collect()
     }
 
     /// The first token (the CLI's own credential).

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use crate::acp::PermissionAnswer;
 use crate::engine::Engine;
-use crate::protocol::{ErrorCode, RpcError};
 use crate::store::Store;
+use lapis_protocol::{ErrorCode, RpcError};
 
 /// Answers an agent's pending permission request (implemented by the engine
 /// that runs turns).

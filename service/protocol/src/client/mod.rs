@@ -14,6 +14,7 @@
 
 mod calls;
 mod error;
+mod follow;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -26,12 +27,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::protocol::{
+use crate::{
     DEFAULT_MAX_FRAME_BYTES, FrameError, HelloParams, HelloResult, Id, Incoming, Notification,
-    PROTOCOL, SessionView, continue_frame_blocking, encode,
+    PROTOCOL, Request, SessionView, continue_frame_blocking,
 };
 
 pub use error::ClientError;
+pub use follow::JournalFollower;
 
 /// How to authenticate.
 #[derive(Clone, PartialEq, Eq)]
@@ -220,9 +222,12 @@ impl Client {
     pub fn call_value(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let frame = encode(&serde_json::json!({
-            "jsonrpc": "2.0", "id": id, "method": method, "params": params,
-        }));
+        let frame = Request {
+            id: Id::Number(id),
+            method: method.to_owned(),
+            params,
+        }
+        .to_frame();
         self.stream
             .write_all(&frame)
             .map_err(|_| ClientError::Disconnected {

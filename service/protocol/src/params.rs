@@ -6,6 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Methods without parameters (`status`, `workspaces.list`): `{}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
 /// `workspaces.add`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -25,16 +30,16 @@ pub struct ThreadsCreate {
     /// Provider name (`echo` or one from the config).
     pub provider: String,
     /// `ask` (default) or `allow-all`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
     /// Restricted threads never auto-approve.
     #[serde(default)]
     pub restricted: bool,
     /// `full` (default) or `metadata-only`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<String>,
     /// Makes the creation idempotent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
 }
 
@@ -51,10 +56,10 @@ pub struct ThreadRef {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ThreadsList {
     /// Only threads of this workspace.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     /// At most this many (the server bounds it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
 
@@ -67,16 +72,16 @@ pub struct ThreadsConfigure {
     /// The version the caller last saw.
     pub expected_version: u64,
     /// New provider.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// New approval policy.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
     /// New restricted flag.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restricted: Option<bool>,
     /// New retention.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<String>,
 }
 
@@ -91,7 +96,7 @@ pub struct TurnsSubmit {
     /// Prompt text.
     pub prompt: String,
     /// A turn of the same thread this one continues.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<String>,
     /// Deadline for this turn in seconds (1-604800), overriding the
     /// provider's `maxTurnSeconds`.
@@ -122,13 +127,13 @@ pub struct TurnRef {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TurnsList {
     /// Only turns of this thread.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     /// Only turns in this state.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// At most this many (the server bounds it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
 
@@ -152,13 +157,13 @@ pub struct TurnsResolve {
 pub struct JournalReplay {
     /// One thread (cursor: `threadSeq`); absent = every thread of the
     /// session's principal and application (cursor: `seq`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     /// Return events after this cursor (0 = from the start).
     #[serde(default)]
     pub after: u64,
     /// Page size (the server bounds it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
 
@@ -167,10 +172,10 @@ pub struct JournalReplay {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JournalSubscribe {
     /// As for replay.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     /// Replay events after this cursor before going live; absent = live only.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<u64>,
 }
 
@@ -199,7 +204,7 @@ pub struct PermissionsRespond {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionsRevoke {
     /// Session to revoke; absent = the caller's own.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
 }
 
@@ -212,7 +217,7 @@ pub struct StatusResult {
     /// Version of the running build.
     pub version: String,
     /// Build identity.
-    pub build: lapis_release::BuildIdentity,
+    pub build: crate::BuildInfo,
     /// Release snapshot digest, when running from an installed snapshot.
     pub snapshot: Option<String>,
     /// Server process id.

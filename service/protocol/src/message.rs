@@ -53,6 +53,23 @@ pub struct BadRequest {
 }
 
 impl Request {
+    /// This request as a frame: the client's side of [`Request::parse`].
+    pub fn to_frame(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            jsonrpc: &'static str,
+            id: &'a Id,
+            method: &'a str,
+            params: &'a Value,
+        }
+        crate::frame::encode(&Wire {
+            jsonrpc: "2.0",
+            id: &self.id,
+            method: &self.method,
+            params: &self.params,
+        })
+    }
+
     /// Parses one frame. Never panics, whatever the bytes.
     pub fn parse(frame: &[u8]) -> Result<Request, BadRequest> {
         let value: Value = serde_json::from_slice(frame).map_err(|_| BadRequest {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::protocol::{ErrorCode, RpcError};
+use crate::{ErrorCode, RpcError};
 
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]

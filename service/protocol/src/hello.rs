@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use lapis_release::BuildIdentity;
 use serde::{Deserialize, Serialize};
 
 use super::scopes::Scope;
@@ -56,6 +55,12 @@ pub struct SessionView {
     pub scopes: Vec<Scope>,
 }
 
+/// The server's build identity as it reports it: `lapis_release::BuildIdentity`
+/// serialized (`version`, `commit`, `date`, `target`). An object here, not
+/// that type, so the SDK does not compile the release pipeline; a caller that
+/// wants the fields typed deserializes it into `BuildIdentity`.
+pub type BuildInfo = serde_json::Map<String, serde_json::Value>;
+
 /// The server's identity, as sent in `hello` and in the managed-mode
 /// readiness frame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,7 +70,7 @@ pub struct ServerView {
     /// Version of the running build.
     pub version: String,
     /// Full build identity.
-    pub build: BuildIdentity,
+    pub build: BuildInfo,
 }
 
 /// `hello` result.

@@ -1,0 +1,108 @@
+//! Which controller home a command uses, decided once.
+//!
+//! The controller home holds the database, the instance lock and the socket.
+//! Install, serve and every client must agree on it, or a client talks to a
+//! different home than the service. One precedence, for everyone:
+//!
+//! 1. the `--workspace DIR` flag,
+//! 2. the `LAPIS_AI_CONTROLLER_WORKSPACE` environment variable,
+//! 3. `controllerHome` in the configuration,
+//! 4. the instance's default (`~/.lapis/ai-controller` for the default instance).
+
+use std::path::{Path, PathBuf};
+
+/// The socket's file name inside the controller home.
+pub const SOCKET_FILE: &str = "controller.sock";
+
+/// The environment variable that names the controller home.
+pub const HOME_ENV: &str = "LAPIS_AI_CONTROLLER_WORKSPACE";
+
+/// Where the chosen controller home came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HomeSource {
+    /// `--workspace DIR`.
+    Flag,
+    /// [`HOME_ENV`].
+    Environment,
+    /// `controllerHome` in the configuration.
+    Config,
+    /// The instance's default.
+    Default,
+}
+
+/// A resolved controller home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerHome {
+    /// The directory.
+    pub path: PathBuf,
+    /// Which rule chose it.
+    pub source: HomeSource,
+}
+
+impl ControllerHome {
+    /// The socket inside this home.
+    pub fn socket(&self) -> PathBuf {
+        self.path.join(SOCKET_FILE)
+    }
+}
+
+/// Applies the precedence: `flag`, then `env` (the value of [`HOME_ENV`];
+/// an empty value counts as unset), then `config`, then `default`.
+pub fn resolve_home(
+    flag: Option<&Path>,
+    env: Option<&Path>,
+    config: Option<&Path>,
+    default: &Path,
+) -> ControllerHome {
+    fn nonempty(p: Option<&Path>) -> Option<&Path> {
+        p.filter(|p| !p.as_os_str().is_empty())
+    }
+    let (path, source) = if let Some(p) = nonempty(flag) {
+        (p, HomeSource::Flag)
+    } else if let Some(p) = nonempty(env) {
+        (p, HomeSource::Environment)
+    } else if let Some(p) = nonempty(config) {
+        (p, HomeSource::Config)
+    } else {
+        (default, HomeSource::Default)
+    };
+    ControllerHome {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rule_wins_over_the_ones_after_it() {
+        let (f, e, c, d) = (
+            Path::new("/flag"),
+            Path::new("/env"),
+            Path::new("/config"),
+            Path::new("/default"),
+        );
+        let r = resolve_home(Some(f), Some(e), Some(c), d);
+        assert_eq!((r.path.as_path(), r.source), (f, HomeSource::Flag));
+        let r = resolve_home(None, Some(e), Some(c), d);
+        assert_eq!((r.path.as_path(), r.source), (e, HomeSource::Environment));
+        let r = resolve_home(None, None, Some(c), d);
+        assert_eq!((r.path.as_path(), r.source), (c, HomeSource::Config));
+        let r = resolve_home(None, None, None, d);
+        assert_eq!((r.path.as_path(), r.source), (d, HomeSource::Default));
+        assert_eq!(r.socket(), Path::new("/default/controller.sock"));
+    }
+
+    #[test]
+    fn an_empty_value_counts_as_unset() {
+        let r = resolve_home(
+            Some(Path::new("")),
+            Some(Path::new("")),
+            None,
+            Path::new("/d"),
+        );
+        assert_eq!(r.source, HomeSource::Default);
+    }
+}

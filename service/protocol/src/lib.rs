@@ -1,0 +1,41 @@
+//! `lapis-protocol`: the vocabulary the controller and its clients share.
+//!
+//! One definition per concept that crosses a process boundary: frames and
+//! JSON-RPC envelopes, the stable error codes, the scopes table, the fixed
+//! `hello` shape, every method's params and results, the public records
+//! (workspace, thread, turn, turn state and its transition table, journal
+//! events), the configuration schema with its one validator, the controller
+//! home rule, and the blocking client SDK built on these types.
+//!
+//! What must stay true: this crate depends on serde, serde_json and
+//! thiserror only (no SQLite, no async runtime, no server), so an
+//! application that embeds the SDK compiles nothing else. CI checks it.
+
+pub mod client;
+pub mod config;
+mod error;
+mod events;
+mod frame;
+mod hello;
+pub mod home;
+mod message;
+pub mod notifications;
+pub mod params;
+mod records;
+mod scopes;
+mod state;
+
+pub use error::{ErrorCode, RpcError, rpc};
+pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
+pub use frame::{
+    DEFAULT_MAX_FRAME_BYTES, FrameError, continue_frame_blocking, encode, read_frame_blocking,
+    take_line,
+};
+pub use hello::{
+    BuildInfo, HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView,
+    SessionView, StartupLine,
+};
+pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
+pub use records::{ApprovalPolicy, Retention, SessionBinding, Thread, Turn, Workspace};
+pub use scopes::{METHODS, Method, Requirement, Scope};
+pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};

@@ -1,0 +1,171 @@
+//! The records the controller keeps, as plain data.
+//!
+//! Ids are strings with a kind prefix (`thr_`, `turn_`, `ses_`) and 32 random
+//! hex digits; workspace ids are chosen by the owner. Times are milliseconds
+//! since the Unix epoch, from the store's injected clock.
+
+use serde::{Deserialize, Serialize};
+
+use super::state::TurnState;
+
+/// A registered agent workspace: one id per canonical path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workspace {
+    /// The owner-chosen id.
+    pub id: String,
+    /// The canonical absolute path (symlinks resolved).
+    pub path: String,
+    /// When it was registered.
+    pub created_at: i64,
+}
+
+/// How a thread answers agent permission requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalPolicy {
+    /// Every request waits for an authorized client's answer (the default).
+    Ask,
+    /// Offered allow options are chosen automatically (never on restricted threads).
+    AllowAll,
+}
+
+impl ApprovalPolicy {
+    /// Stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Ask => "ask",
+            ApprovalPolicy::AllowAll => "allow-all",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ask" => Some(ApprovalPolicy::Ask),
+            "allow-all" => Some(ApprovalPolicy::AllowAll),
+            _ => None,
+        }
+    }
+}
+
+/// What the journal keeps of a thread's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Retention {
+    /// Payloads are stored durably.
+    Full,
+    /// Only sequence and metadata are stored; payloads live in memory until restart.
+    MetadataOnly,
+}
+
+impl Retention {
+    /// Stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Retention::Full => "full",
+            Retention::MetadataOnly => "metadata-only",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "full" => Some(Retention::Full),
+            "metadata-only" => Some(Retention::MetadataOnly),
+            _ => None,
+        }
+    }
+}
+
+/// A conversation bound to one workspace and one provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Thread {
+    /// `thr_…`.
+    pub id: String,
+    /// Owning principal.
+    pub principal: String,
+    /// Owning application (stamped from the creating session).
+    pub application: String,
+    /// The workspace every turn of the thread runs in.
+    pub workspace_id: String,
+    /// Provider name (from config).
+    pub provider: String,
+    /// Permission policy.
+    pub approval: ApprovalPolicy,
+    /// Restricted threads never get automatic approval.
+    pub restricted: bool,
+    /// Journal retention.
+    pub retention: Retention,
+    /// Optimistic version, bumped by every configure.
+    pub version: u64,
+    /// Creation time.
+    pub created_at: i64,
+    /// Last configuration time.
+    pub updated_at: i64,
+    /// The native agent session the thread is bound to, once a turn was
+    /// dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_session: Option<SessionBinding>,
+}
+
+/// A thread's native agent session and what it was made under: a turn whose
+/// provider definition (fingerprint) or thread version differs replaces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionBinding {
+    /// The agent's own session id (from `session/new`), 1-512 bytes.
+    pub session_id: String,
+    /// Lowercase hex SHA-256 of the provider definition's identity
+    /// (command, args, environment names, `vcsIdentity`).
+    pub fingerprint: String,
+    /// The thread's configuration version when the session was bound.
+    pub thread_version: u64,
+}
+
+/// One turn: a prompt run once by the thread's provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    /// `turn_…`.
+    pub id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// The thread's workspace at submission.
+    pub workspace_id: String,
+    /// The submitting principal.
+    pub principal: String,
+    /// The caller's command id (idempotency key with the principal).
+    pub command_id: String,
+    /// Current state.
+    pub state: TurnState,
+    /// Short outcome code once finished or fenced (`end_turn`, `setup_interrupted`, …).
+    pub outcome: Option<String>,
+    /// A cancel was requested and the runner should stop the agent.
+    pub cancel_requested: bool,
+    /// The turn this one continues, if any.
+    pub continues: Option<String>,
+    /// Global FIFO position (submission order).
+    pub queue_seq: u64,
+    /// Submission time.
+    pub created_at: i64,
+    /// Last state change.
+    pub updated_at: i64,
+    /// Claimed by the runner.
+    pub prepared_at: Option<i64>,
+    /// The dispatch boundary.
+    pub dispatched_at: Option<i64>,
+    /// Agent acknowledged.
+    pub started_at: Option<i64>,
+    /// Reached a terminal or fenced state.
+    pub finished_at: Option<i64>,
+    /// Resolved by the owner.
+    pub resolved_at: Option<i64>,
+    /// The native agent session the prompt was sent to (set at dispatch).
+    #[serde(default)]
+    pub agent_session_id: Option<String>,
+    /// Per-turn deadline override (seconds), if the submitter set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
+}

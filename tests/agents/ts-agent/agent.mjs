@@ -1,0 +1,285 @@
+#!/usr/bin/env node
+// An ACP v1 agent written on the official TypeScript SDK
+// (`@agentclientprotocol/sdk`), for the controller's end-to-end tests.
+//
+// Why it exists: the Rust fixture agent speaks JSON-RPC written by us, so a
+// shared misunderstanding of ACP would pass both sides. This agent lets the
+// SDK own the wire (framing, validation of every request against the ACP
+// schemas, error responses), so a test that passes against it passes against
+// an independent implementation.
+//
+// What it does (all of it deterministic, no model behind it):
+// - `initialize` answers protocolVersion 1 and `loadSession: true`
+//   (`false` when TS_AGENT_NO_LOAD=1).
+// - `session/new` makes a session whose history goes to
+//   `$TS_AGENT_STATE_DIR/<sessionId>.jsonl` (default `<tmp>/lapis-ts-agent`),
+//   so a new process can `session/load` it: a header line
+//   `{"sessionId","cwd"}`, then one `{"role":"user"|"agent","text"}` line per
+//   prompt (written before it is answered) and per reply.
+// - `session/load` replays the stored history as `session/update`
+//   notifications (user_message_chunk for prompts, agent_message_chunk for
+//   replies) and answers only after the whole history is out, as the ACP
+//   session-setup page requires.
+// - `session/prompt` streams a reply that proves memory:
+//   `turn N of session S; you said before: "<previous prompt>"`
+//   (`turn 1 of session S; nothing said before` on a first turn), then
+//   answers `end_turn`. Markers in the prompt text switch on more:
+//   `[tool]` a tool_call + tool_call_update before the reply;
+//   `[permission]` a `session/request_permission` with allow_once/reject_once
+//   options, the choice reported as `permission: <kind>; `;
+//   `[slow]` waits for `session/cancel` and answers `cancelled`.
+//
+// What must stay true: nothing but ACP frames on stdout (diagnostics go to
+// stderr); the history file is only appended to (a turn costs the same on
+// the thousandth turn as on the first), and a torn last line left by a
+// killed process is dropped on load, never replayed; a session id never
+// names a path outside the state dir.
+
+import { randomUUID } from "node:crypto";
+import { appendFileSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable, Writable } from "node:stream";
+
+import * as acp from "@agentclientprotocol/sdk";
+
+const STATE_DIR = process.env.TS_AGENT_STATE_DIR || join(tmpdir(), "lapis-ts-agent");
+const LOAD_SESSION = process.env.TS_AGENT_NO_LOAD !== "1";
+/** Session ids this agent makes, and the only ones it will read from disk. */
+const SESSION_ID = /^ts-[0-9a-f-]{36}$/;
+
+/** Sessions known to this process: id -> { id, cwd, history, pending }. */
+const sessions = new Map();
+
+function log(message) {
+  process.stderr.write(`ts-agent: ${message}\n`);
+}
+
+function stateFile(sessionId) {
+  return join(STATE_DIR, `${sessionId}.jsonl`);
+}
+
+/** Starts the history file of a new session with its header line. */
+function create(session) {
+  mkdirSync(STATE_DIR, { recursive: true });
+  const header = { sessionId: session.id, cwd: session.cwd };
+  writeFileSync(stateFile(session.id), `${JSON.stringify(header)}\n`, { flag: "wx" });
+}
+
+/** Appends one history entry, in memory and on disk. */
+function record(session, role, text) {
+  const entry = { role, text };
+  session.history.push(entry);
+  appendFileSync(stateFile(session.id), `${JSON.stringify(entry)}\n`);
+}
+
+/** Reads a stored session, or null when this state dir never saw it. */
+function restore(sessionId) {
+  if (!SESSION_ID.test(sessionId)) {
+    return null;
+  }
+  let text;
+  try {
+    text = readFileSync(stateFile(sessionId), "utf8");
+  } catch (error) {
+    if (error.code === "ENOENT") {
+      return null;
+    }
+    throw error;
+  }
+  // Complete lines end in "\n": whatever follows the last one is a write
+  // cut short by a kill. It is cut off the file too, so the next append
+  // starts a line of its own.
+  const complete = text.slice(0, text.lastIndexOf("\n") + 1);
+  if (complete.length < text.length) {
+    truncateSync(stateFile(sessionId), Buffer.byteLength(complete));
+    log(`session ${sessionId}: dropped a torn history line`);
+  }
+  const lines = complete.split("\n");
+  lines.pop();
+  const header = JSON.parse(lines[0]);
+  const history = lines.slice(1).map((line) => JSON.parse(line));
+  return { id: sessionId, cwd: header.cwd, history, pending: null };
+}
+
+function textOf(prompt) {
+  return prompt
+    .filter((block) => block.type === "text")
+    .map((block) => block.text)
+    .join("");
+}
+
+function say(client, sessionId, sessionUpdate, text) {
+  return client.notify(acp.methods.client.session.update, {
+    sessionId,
+    update: { sessionUpdate, content: { type: "text", text } },
+  });
+}
+
+/** Resolves when `signal` aborts (a `session/cancel` for this turn). */
+function cancelled(signal) {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve();
+    } else {
+      signal.addEventListener("abort", () => resolve(), { once: true });
+    }
+  });
+}
+
+async function toolCall(client, sessionId, turn) {
+  const toolCallId = `tool-${turn}`;
+  await client.notify(acp.methods.client.session.update, {
+    sessionId,
+    update: {
+      sessionUpdate: "tool_call",
+      toolCallId,
+      title: "Read notes",
+      kind: "read",
+      status: "pending",
+      rawInput: { path: "notes.txt" },
+    },
+  });
+  await client.notify(acp.methods.client.session.update, {
+    sessionId,
+    update: {
+      sessionUpdate: "tool_call_update",
+      toolCallId,
+      status: "completed",
+      content: [{ type: "content", content: { type: "text", text: "notes read" } }],
+    },
+  });
+}
+
+/** Asks for permission; returns the chosen option's kind or "cancelled". */
+async function askPermission(client, sessionId, turn) {
+  const toolCallId = `guarded-${turn}`;
+  const toolCall = { toolCallId, title: "Write notes", kind: "edit", status: "pending" };
+  await client.notify(acp.methods.client.session.update, {
+    sessionId,
+    update: { sessionUpdate: "tool_call", ...toolCall },
+  });
+  const options = [
+    { optionId: "allow", name: "Allow once", kind: "allow_once" },
+    { optionId: "reject", name: "Reject once", kind: "reject_once" },
+  ];
+  const response = await client.request(acp.methods.client.session.requestPermission, {
+    sessionId,
+    toolCall,
+    options,
+  });
+  const outcome = response.outcome;
+  const chosen =
+    outcome.outcome === "selected" ? options.find((o) => o.optionId === outcome.optionId) : undefined;
+  const kind = chosen ? chosen.kind : "cancelled";
+  await client.notify(acp.methods.client.session.update, {
+    sessionId,
+    update: {
+      sessionUpdate: "tool_call_update",
+      toolCallId,
+      status: kind === "allow_once" ? "completed" : "failed",
+    },
+  });
+  return kind;
+}
+
+const app = acp
+  .agent({ name: "lapis-ts-agent" })
+  .onRequest(acp.methods.agent.initialize, () => ({
+    protocolVersion: acp.PROTOCOL_VERSION,
+    agentCapabilities: { loadSession: LOAD_SESSION },
+    agentInfo: { name: "lapis-ts-agent", version: "0.0.0" },
+    authMethods: [],
+  }))
+  .onRequest(acp.methods.agent.session.new, ({ params }) => {
+    const session = { id: `ts-${randomUUID()}`, cwd: params.cwd, history: [], pending: null };
+    create(session);
+    sessions.set(session.id, session);
+    log(`session ${session.id} created`);
+    return { sessionId: session.id };
+  })
+  .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
+    if (!LOAD_SESSION) {
+      throw acp.RequestError.methodNotFound(acp.methods.agent.session.load);
+    }
+    const session = sessions.get(params.sessionId) ?? restore(params.sessionId);
+    if (!session) {
+      throw acp.RequestError.sessionNotFound(params.sessionId);
+    }
+    session.cwd = params.cwd;
+    sessions.set(session.id, session);
+    for (const entry of session.history) {
+      const kind = entry.role === "user" ? "user_message_chunk" : "agent_message_chunk";
+      await say(client, session.id, kind, entry.text);
+    }
+    log(`session ${session.id} loaded (${session.history.length} entries replayed)`);
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
+    const session = sessions.get(params.sessionId);
+    if (!session) {
+      throw acp.RequestError.sessionNotFound(params.sessionId);
+    }
+    const text = textOf(params.prompt);
+    const before = session.history.filter((entry) => entry.role === "user");
+    const turn = before.length + 1;
+    const abort = new AbortController();
+    session.pending = abort;
+    // Kept before any answer, so a turn cut short by a killed process is
+    // still in the history a later `session/load` replays.
+    record(session, "user", text);
+    let reply = "";
+    const stream = async (chunk) => {
+      reply += chunk;
+      await say(client, session.id, "agent_message_chunk", chunk);
+    };
+    try {
+      if (text.includes("[tool]")) {
+        await toolCall(client, session.id, turn);
+      }
+      if (text.includes("[permission]")) {
+        const kind = await askPermission(client, session.id, turn);
+        await stream(`permission: ${kind}; `);
+        // ACP: a client answers `cancelled` only when it cancelled the turn,
+        // whether or not its `session/cancel` has reached us yet.
+        if (kind === "cancelled") {
+          return { stopReason: "cancelled" };
+        }
+      }
+      await stream(`turn ${turn} of session ${session.id}; `);
+      if (text.includes("[slow]")) {
+        await stream("waiting for cancel; ");
+        await cancelled(abort.signal);
+        return { stopReason: "cancelled" };
+      }
+      const previous = before.at(-1);
+      if (previous) {
+        await stream("you said before: ");
+        await stream(JSON.stringify(previous.text));
+      } else {
+        await stream("nothing said before");
+      }
+      return { stopReason: abort.signal.aborted ? "cancelled" : "end_turn" };
+    } finally {
+      session.pending = null;
+      if (reply) {
+        record(session, "agent", reply);
+      }
+    }
+  })
+  .onNotification(acp.methods.agent.session.cancel, ({ params }) => {
+    sessions.get(params.sessionId)?.pending?.abort();
+  });
+
+const connection = app.connect(
+  acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)),
+);
+// The client closing our stdin ends the conversation: exit even when a
+// `[slow]` turn is still waiting for a cancel that can no longer come.
+connection.closed.then(
+  () => process.exit(0),
+  (error) => {
+    log(`connection failed: ${error}`);
+    process.exit(1);
+  },
+);

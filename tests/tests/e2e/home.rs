@@ -1,0 +1,144 @@
+//! Install, serve and a client agree on the controller home, in every case
+//! of the one precedence (`lapis_protocol::home::resolve_home`): the
+//! `--workspace` flag, `LAPIS_AI_CONTROLLER_WORKSPACE`, the config's
+//! `controllerHome`, the default.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use lapis_e2e::TestContext;
+use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::home::{HomeSource, resolve_home};
+
+use crate::install_support::*;
+
+/// How the home is named to every command of one case.
+enum Given<'a> {
+    Flag(&'a Path),
+    Env(&'a Path),
+    Nothing,
+}
+
+/// Runs `install`, then `serve`, then `status` and an SDK client, all with
+/// `given`; returns the home install reported. Every one of them must use
+/// `want`.
+fn agree(ctx: &TestContext, given: &Given<'_>, want: &Path) {
+    let flag: Vec<String> = match given {
+        Given::Flag(p) => vec!["--workspace".into(), p.display().to_string()],
+        _ => Vec::new(),
+    };
+    let env = |cmd: &mut std::process::Command| {
+        if let Given::Env(p) = given {
+            cmd.env("LAPIS_AI_CONTROLLER_WORKSPACE", p);
+        } else {
+            cmd.env_remove("LAPIS_AI_CONTROLLER_WORKSPACE");
+        }
+    };
+
+    let mut cmd = ctx.command(["install", "--no-service", "--json"]);
+    cmd.args(&flag);
+    env(&mut cmd);
+    let out = ctx.output(cmd);
+    assert_eq!(
+        out.success().json()["paths"]["controllerHome"],
+        want.display().to_string(),
+        "install"
+    );
+    assert!(want.is_dir(), "install created {}", want.display());
+
+    let mut cmd = ctx.command(["serve"]);
+    cmd.args(&flag).stdout(Stdio::null()).stderr(Stdio::null());
+    env(&mut cmd);
+    let mut serve = cmd.spawn().expect("spawn serve");
+    let socket = want.join(lapis_protocol::home::SOCKET_FILE);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while UnixStream::connect(&socket).is_err() {
+        if let Some(status) = serve.try_wait().unwrap() {
+            panic!("serve exited early ({status})");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve did not listen in {}",
+            want.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The CLI as a client (client commands have no flag: flag and config
+    // cases reach the home through the config, the env case through the
+    // environment).
+    if !matches!(given, Given::Flag(_)) {
+        let mut cmd = ctx.command(["status", "--json"]);
+        env(&mut cmd);
+        ctx.output(cmd).success();
+    }
+
+    // The SDK, resolving with the same rule.
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config_path(ctx)).unwrap()).unwrap();
+    let config_home = PathBuf::from(config["controllerHome"].as_str().unwrap());
+    let (flag_home, env_home) = match given {
+        Given::Flag(p) => (Some(*p), None),
+        Given::Env(p) => (None, Some(*p)),
+        Given::Nothing => (None, None),
+    };
+    let default = ctx.home().join(".lapis/ai-controller");
+    let home = resolve_home(flag_home, env_home, Some(&config_home), &default);
+    assert_eq!(home.path, want);
+    let secret = config["tokens"][0]["secret"].as_str().unwrap().to_owned();
+    let client = Client::open(
+        &home.socket(),
+        Credential::Token {
+            token: secret,
+            application: "home-test".into(),
+        },
+    )
+    .expect("SDK client reaches the service");
+    drop(client);
+
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status();
+    serve.wait().unwrap();
+}
+
+#[test]
+fn default_home_when_nothing_names_one() {
+    let ctx = TestContext::new();
+    let default = ctx.home().join(".lapis/ai-controller");
+    agree(&ctx, &Given::Nothing, &default);
+    let r = resolve_home(None, None, None, &default);
+    assert_eq!(r.source, HomeSource::Default);
+}
+
+#[test]
+fn config_home_when_no_flag_or_environment() {
+    let ctx = TestContext::new();
+    let configured = ctx.home().join("configured");
+    // The first install writes the flag into the new config...
+    install(
+        &ctx,
+        &TestContext::bin(),
+        &["--workspace", configured.to_str().unwrap()],
+    );
+    // ...and from then on the config names the home.
+    agree(&ctx, &Given::Nothing, &configured);
+}
+
+#[test]
+fn flag_beats_the_config() {
+    let ctx = TestContext::new();
+    install(&ctx, &TestContext::bin(), &[]);
+    let flagged = ctx.home().join("flagged");
+    agree(&ctx, &Given::Flag(&flagged), &flagged);
+}
+
+#[test]
+fn environment_beats_the_config() {
+    let ctx = TestContext::new();
+    install(&ctx, &TestContext::bin(), &[]);
+    let from_env = ctx.home().join("from-env");
+    agree(&ctx, &Given::Env(&from_env), &from_env);
+}

@@ -1,0 +1,324 @@
+//! The agent written on the official TypeScript ACP SDK
+//! (`tests/agents/ts-agent`): turns through the real `serve`, and the agent
+//! alone driven by a newline-JSON client, two processes apart, to prove its
+//! `session/load` restores a session. Every test prints `SKIPPED:` and
+//! returns when node or the SDK's install is missing ([`TsAgent::find`]).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use lapis_e2e::ts_agent::TsAgent;
+use lapis_e2e::ts_agent::client::{
+    AgentProcess, HANG_GUARD, new_session, reply, stored_history, texts,
+};
+use lapis_protocol::client::{Client, Credential};
+use serde_json::{Value, json};
+
+use crate::serve_support::{OWNER, Server};
+
+#[test]
+fn a_new_process_loads_the_session_and_remembers_the_earlier_turn() {
+    let Some(ts) = TsAgent::find("a_new_process_loads_the_session_and_remembers_the_earlier_turn")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+
+    let mut first = AgentProcess::spawn(&ts, &state, false);
+    let init = first.initialize();
+    assert_eq!(init["protocolVersion"], 1, "{init}");
+    assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+    let session = new_session(&mut first, dir.path());
+    let (updates, r) = first.prompt(&session, "the sky is green");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(
+        updates.len() >= 2,
+        "reply not streamed in chunks: {updates:?}"
+    );
+    let first_reply = reply(&updates);
+    assert_eq!(
+        first_reply,
+        format!("turn 1 of session {session}; nothing said before")
+    );
+    assert!(first.finish().success());
+
+    // A second process knows nothing until it loads the session.
+    let mut second = AgentProcess::spawn(&ts, &state, false);
+    second.initialize();
+    let (_, r) = second.prompt(&session, "too early");
+    assert_eq!(r["error"]["code"], -32002, "prompt before load: {r}");
+    let (replayed, r) = second.call(
+        "session/load",
+        json!({ "sessionId": session, "cwd": dir.path(), "mcpServers": [] }),
+    );
+    assert!(r.get("error").is_none(), "session/load failed: {r}");
+    // The whole history arrives before the load response, in order.
+    assert_eq!(
+        texts(&replayed),
+        [
+            (
+                "user_message_chunk".to_owned(),
+                "the sky is green".to_owned()
+            ),
+            ("agent_message_chunk".to_owned(), first_reply),
+        ]
+    );
+    assert!(replayed.iter().all(|u| u["sessionId"] == json!(session)));
+    let (updates, r) = second.prompt(&session, "what did I say?");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(
+        reply(&updates),
+        format!("turn 2 of session {session}; you said before: \"the sky is green\"")
+    );
+    assert!(second.finish().success());
+
+    // A history line torn by a killed agent is dropped, never replayed, and
+    // later turns still append whole lines.
+    let file = state.join(format!("{session}.jsonl"));
+    let mut torn = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    torn.write_all(br#"{"role":"user","te"#).unwrap();
+    drop(torn);
+    let mut third = AgentProcess::spawn(&ts, &state, false);
+    third.initialize();
+    let (replayed, r) = third.call(
+        "session/load",
+        json!({ "sessionId": session, "cwd": dir.path(), "mcpServers": [] }),
+    );
+    assert!(r.get("error").is_none(), "session/load failed: {r}");
+    assert_eq!(replayed.len(), 4, "{replayed:?}");
+    let (updates, _) = third.prompt(&session, "after the tear");
+    assert!(
+        reply(&updates).ends_with("you said before: \"what did I say?\""),
+        "{}",
+        reply(&updates)
+    );
+    assert!(third.finish().success());
+    let prompts: Vec<Value> = stored_history(&state, &session)
+        .into_iter()
+        .filter(|e| e["role"] == "user")
+        .map(|e| e["text"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        ["the sky is green", "what did I say?", "after the tear"]
+    );
+
+    // An unknown session is not invented.
+    let mut fourth = AgentProcess::spawn(&ts, &state, false);
+    fourth.initialize();
+    let (replayed, r) = fourth.call(
+        "session/load",
+        json!({ "sessionId": "ts-00000000-0000-0000-0000-000000000000",
+                "cwd": dir.path(), "mcpServers": [] }),
+    );
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert!(replayed.is_empty());
+}
+
+#[test]
+fn without_load_session_the_agent_refuses_session_load() {
+    let Some(ts) = TsAgent::find("without_load_session_the_agent_refuses_session_load") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut agent = AgentProcess::spawn(&ts, &state, false);
+    agent.initialize();
+    let session = new_session(&mut agent, dir.path());
+    agent.finish();
+
+    let mut agent = AgentProcess::spawn(&ts, &state, true);
+    let init = agent.initialize();
+    assert_eq!(init["agentCapabilities"]["loadSession"], false, "{init}");
+    let (replayed, r) = agent.call(
+        "session/load",
+        json!({ "sessionId": session, "cwd": dir.path(), "mcpServers": [] }),
+    );
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    assert!(replayed.is_empty());
+}
+
+#[test]
+fn markers_drive_tools_permissions_and_cancel() {
+    let Some(ts) = TsAgent::find("markers_drive_tools_permissions_and_cancel") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = AgentProcess::spawn(&ts, &dir.path().join("state"), false);
+    agent.initialize();
+    let session = new_session(&mut agent, dir.path());
+
+    // [tool]: a tool call and its completion come before the reply.
+    let (updates, r) = agent.prompt(&session, "look [tool]");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let kinds: Vec<&str> = updates
+        .iter()
+        .filter_map(|u| u["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert_eq!(kinds[..2], ["tool_call", "tool_call_update"], "{kinds:?}");
+    assert_eq!(updates[1]["update"]["status"], "completed");
+
+    // [permission]: the answer chosen by the client is reported.
+    agent.permission_answer = Some("reject");
+    let (updates, _) = agent.prompt(&session, "write [permission]");
+    assert!(
+        reply(&updates).starts_with("permission: reject_once; turn 2 of session"),
+        "{}",
+        reply(&updates)
+    );
+    // A `cancelled` answer means the client cancelled the turn.
+    agent.permission_answer = None;
+    let (updates, r) = agent.prompt(&session, "write again [permission]");
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert_eq!(reply(&updates), "permission: cancelled; ");
+
+    // [slow]: the turn waits for session/cancel and ends cancelled.
+    let id = agent.slow_prompt(&session, "[slow]");
+    agent.send(json!({ "jsonrpc": "2.0", "method": "session/cancel",
+        "params": { "sessionId": session } }));
+    let (_, r) = agent.until_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+
+    // Closing stdin ends the agent even while a turn is still waiting, and
+    // that unanswered prompt is already in the stored history.
+    agent.slow_prompt(&session, "[slow] again");
+    assert!(agent.finish().success());
+    let stored = stored_history(&dir.path().join("state"), &session);
+    let prompts: Vec<&str> = stored
+        .iter()
+        .filter(|e| e["role"] == "user")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "look [tool]",
+            "write [permission]",
+            "write again [permission]",
+            "[slow]",
+            "[slow] again"
+        ]
+    );
+}
+
+fn sdk(server: &Server) -> Client {
+    Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: OWNER.to_owned(),
+            application: "ts-agent-e2e".to_owned(),
+        },
+    )
+    .unwrap()
+}
+
+/// Polls `turns.get` until the turn leaves the in-flight states.
+fn settle(client: &mut Client, turn: &str) -> (String, Option<String>) {
+    let deadline = Instant::now() + HANG_GUARD;
+    loop {
+        let t = client.turns_get(turn).unwrap();
+        let state = t.state.as_str().to_owned();
+        if !matches!(
+            state.as_str(),
+            "queued" | "preparing" | "dispatched" | "running"
+        ) {
+            return (state, t.outcome);
+        }
+        assert!(Instant::now() < deadline, "turn stuck in {state}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn turns_through_serve_on_the_sdk_agent() {
+    let Some(ts) = TsAgent::find("turns_through_serve_on_the_sdk_agent") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let state = scratch.path().join("state");
+    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
+    let mut client = sdk(&server);
+
+    // A plain turn: the streamed reply is journaled.
+    let thread = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "ts-1", "remember the number 42")
+        .unwrap();
+    let (state_name, outcome) = settle(&mut client, &turn.id);
+    assert_eq!(
+        (state_name.as_str(), outcome.as_deref()),
+        ("completed", Some("end_turn"))
+    );
+    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
+    let chunks: Vec<String> = page
+        .events
+        .iter()
+        .filter(|e| e.kind.as_str() == "message_chunk")
+        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(chunks.len() >= 2, "reply not streamed: {chunks:?}");
+    let text = chunks.concat();
+    let session = text
+        .strip_prefix("turn 1 of session ")
+        .and_then(|t| t.strip_suffix("; nothing said before"))
+        .unwrap_or_else(|| panic!("unexpected reply {text:?}"));
+    // The agent kept the turn where a later process can load it.
+    let stored = stored_history(&state, session);
+    assert_eq!(stored[0]["text"], "remember the number 42");
+    assert_eq!(stored[1]["text"], text);
+
+    // Tool calls and a permission request on an allow-all thread.
+    let auto = client
+        .threads_create("proj", "ts", "allow-all", None)
+        .unwrap();
+    let turn = client
+        .turns_submit(&auto.id, "ts-2", "edit [tool] [permission]")
+        .unwrap();
+    assert_eq!(settle(&mut client, &turn.id).0, "completed");
+    let page = client.journal_replay(Some(&auto.id), 0, None).unwrap();
+    let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
+    for k in ["tool_call", "permission_requested", "permission_decided"] {
+        assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+    }
+    let text: String = page
+        .events
+        .iter()
+        .filter(|e| e.kind.as_str() == "message_chunk")
+        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        text.starts_with("permission: allow_once; turn 1 of session ts-"),
+        "{text:?}"
+    );
+
+    // Cancel reaches the agent as session/cancel; it confirms `cancelled`.
+    let slow = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let turn = client.turns_submit(&slow.id, "ts-3", "[slow]").unwrap();
+    let deadline = Instant::now() + HANG_GUARD;
+    loop {
+        let page = client.journal_replay(Some(&slow.id), 0, None).unwrap();
+        let waiting = page.events.iter().any(|e| {
+            e.kind.as_str() == "message_chunk"
+                && e.payload
+                    .as_ref()
+                    .is_some_and(|p| p["text"] == "waiting for cancel; ")
+        });
+        if waiting {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "slow turn never started: {:?}\n{}",
+            page.events,
+            server.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    client.turns_cancel(&turn.id).unwrap();
+    assert_eq!(settle(&mut client, &turn.id).0, "cancelled");
+    server.finish(&[], &[]);
+}
