@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::params::{ThreadsConfigure, TurnsSubmit};
 use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};
@@ -302,14 +303,16 @@ fn an_agent_without_load_session_gives_context_reset() {
     server.finish(&[], &[]);
 }
 
-/// `kill -9` of serve between turns: the orphaned agent dies at the next
-/// start, and the thread's next turn loads its session in a new agent.
+/// `kill -9` of serve between turns: the orphaned (lingering) agent dies at
+/// the next start, and the thread's next turn loads its session in a new
+/// agent.
 #[test]
 fn a_killed_controller_resumes_the_session_at_the_next_turn() {
     let scratch = tempfile::tempdir().unwrap();
     let pidfile = scratch.path().join("agent.pid");
     let history = arg(&scratch.path().join("history"));
     let agent = fixture(&[
+        "--linger",
         "--recall",
         "--load-session",
         "--history",
@@ -390,12 +393,15 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     );
     assert!(observations(&mut client, &thread.id, &second, "session_loaded").is_empty());
     // A new configuration version replaces the (live) session as well.
-    client
-        .call_value(
-            "threads.configure",
-            json!({"threadId": thread.id, "expectedVersion": 1, "approval": "allow-all"}),
-        )
-        .unwrap();
+    let configure = ThreadsConfigure {
+        thread_id: thread.id.clone(),
+        expected_version: 1,
+        provider: None,
+        approval: Some("allow-all".into()),
+        restricted: None,
+        retention: None,
+    };
+    let _: Value = client.call("threads.configure", &configure).unwrap();
     let third = run(&mut client, &thread.id, "r-3", "three");
     let replaced = observations(&mut client, &thread.id, &third, "session_replaced");
     assert_eq!(replaced.len(), 1, "{replaced:?}");
@@ -436,24 +442,21 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
     );
     assert!(client.turns_get(&turn.id).unwrap().cancel_requested);
     let hang = client.threads_create("proj", "hang", "ask", None).unwrap();
-    let r = client
-        .call_value(
-            "turns.submit",
-            json!({"threadId": hang.id, "commandId": "d-2", "prompt": "wait", "maxTurnSeconds": 1}),
-        )
-        .unwrap();
-    let id = r["turn"]["id"].as_str().unwrap().to_owned();
-    assert_eq!(r["turn"]["maxTurnSeconds"], 1, "{r}");
-    let (state, outcome) = wait_turn(&mut client, &id, settled);
+    let submit = |cmd: &str, seconds: u64| TurnsSubmit {
+        thread_id: hang.id.clone(),
+        command_id: cmd.into(),
+        prompt: "wait".into(),
+        continues: None,
+        max_turn_seconds: Some(seconds),
+    };
+    let turn = client.turns_submit_with(&submit("d-2", 1)).unwrap();
+    assert_eq!(turn.max_turn_seconds, Some(1));
+    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("cancelled", Some("deadline_exceeded"))
     );
-    let bad = client.call_value(
-        "turns.submit",
-        json!({"threadId": hang.id, "commandId": "d-3", "prompt": "x", "maxTurnSeconds": 0}),
-    );
-    assert!(bad.is_err());
+    assert!(client.turns_submit_with(&submit("d-3", 0)).is_err());
     server.finish(&[], &[]);
 }
 
