@@ -108,6 +108,7 @@ fn warm_floor(bin: &Path, cwd: &Path, n: usize) -> Result<Vec<f64>> {
 /// the resolution is 1 ms.
 fn answer_to_completed(client: &mut Client, thread: &str, tag: &str, n: usize) -> Result<Vec<f64>> {
     let mut samples = Vec::with_capacity(n);
+    let mut cursor = 0;
     for i in 0..n {
         let turn = client.turns_submit(thread, &format!("{tag}-{i}"), "answer me")?;
         let states = wait_turns(
@@ -117,17 +118,24 @@ fn answer_to_completed(client: &mut Client, thread: &str, tag: &str, n: usize) -
         )?;
         anyhow::ensure!(states == ["completed"], "turn ended {states:?}");
         let done = client.turns_get(&turn.id)?;
-        let page = client.journal_replay(Some(thread), 0, None)?;
-        let stopped = page
-            .events
-            .iter()
-            .rev()
-            .find(|e| {
-                e.turn_id.as_deref() == Some(turn.id.as_str())
-                    && e.payload.as_ref().is_some_and(|p| p["type"] == "stopped")
-            })
-            .map(|e| e.at)
-            .context("no stopped marker journaled")?;
+        // Page from the last cursor: the thread's journal only grows.
+        let mut stopped = None;
+        loop {
+            let page = client.journal_replay(Some(thread), cursor, None)?;
+            cursor = page.next_after;
+            stopped = stopped.or(page
+                .events
+                .iter()
+                .find(|e| {
+                    e.turn_id.as_deref() == Some(turn.id.as_str())
+                        && e.payload.as_ref().is_some_and(|p| p["type"] == "stopped")
+                })
+                .map(|e| e.at));
+            if !page.more {
+                break;
+            }
+        }
+        let stopped = stopped.context("no stopped marker journaled")?;
         let finished = done
             .finished_at
             .context("completed turn without finishedAt")?;
@@ -324,7 +332,8 @@ pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Re
         table.add("turns", figure, Unit::PerSec("turns"), rates, against);
     }
 
-    let echo = answer_to_completed(&mut client, &threads[0], "ac-echo", n)?;
+    let fresh = client.threads_create(&rig.workspaces[0], "echo", "ask", None)?;
+    let echo = answer_to_completed(&mut client, &fresh.id, "ac-echo", n)?;
     table.add(
         "turns",
         "agent answer -> durable completed, echo (warm)",
