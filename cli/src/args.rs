@@ -51,6 +51,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// Report the running controller's state (exit 3 when unreachable).
     Status(JsonArg),
+    /// Show the service log (the user journal, or the launchd log file).
+    Logs(LogsArgs),
+    /// Check the installation, service, config and providers (exit 1 if a check fails).
+    Doctor(JsonArg),
     /// Register and list agent workspaces.
     #[command(subcommand)]
     Workspaces(WorkspacesCommand),
@@ -63,6 +67,18 @@ pub enum Command {
     /// Read the event journal.
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// List and answer agents' pending permission requests.
+    #[command(subcommand)]
+    Permissions(PermissionsCommand),
+    /// Ask an agent in a directory: register it, continue its last thread,
+    /// stream the reply and answer permissions inline.
+    Ask(AskArgs),
+    /// Add, remove, list and check agent providers (built-in catalogue).
+    #[command(subcommand)]
+    Providers(ProvidersCommand),
+    /// Show, validate and describe the configuration; reload the service's.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Built-in deterministic ACP agent (the `echo` provider).
     #[command(name = "acp-echo", hide = true)]
     AcpEcho,
@@ -84,6 +100,16 @@ pub struct JsonArg {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Keep printing new log lines as they arrive.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// How many recent lines to show first.
+    #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 100)]
+    pub lines: usize,
 }
 
 #[derive(Debug, Args)]
@@ -266,22 +292,26 @@ pub enum ResolveAsArg {
 
 #[derive(Debug, Subcommand)]
 pub enum TurnsCommand {
-    /// Submit a prompt as a new turn; prints the turn id.
+    /// Submit a prompt as a new turn; prints the turn id (with --wait the
+    /// reply, with --follow the reply as it streams; exit 1 when the turn
+    /// ends other than completed).
     Submit {
         /// Thread id.
         thread: String,
-        /// Prompt text.
-        #[arg(long)]
-        prompt: String,
+        #[command(flatten)]
+        prompt: PromptArgs,
         /// Idempotency key [default: a fresh random id].
         #[arg(long, value_name = "ID")]
         command_id: Option<String>,
-        /// Wait for the turn to reach a terminal state.
-        #[arg(long)]
+        /// Wait for the turn to end and print its reply.
+        #[arg(long, conflicts_with = "follow")]
         wait: bool,
-        /// Stream the turn's events until it ends.
+        /// Stream the turn's reply and activity until it ends (NDJSON with --json).
         #[arg(long)]
         follow: bool,
+        /// Do not show the agent's thoughts while following.
+        #[arg(long)]
+        no_thoughts: bool,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -324,16 +354,160 @@ pub enum TurnsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum JournalCommand {
-    /// Print journal events, optionally of one thread, optionally following.
+    /// Print the last journal events, optionally of one thread, optionally
+    /// following (NDJSON with --json --follow).
     Tail {
         /// Thread id [default: every thread of the owner].
         thread: Option<String>,
+        /// Print the last N events [default: 20].
+        #[arg(
+            short = 'n',
+            long = "lines",
+            value_name = "N",
+            conflicts_with = "since"
+        )]
+        lines: Option<usize>,
+        /// Print every event after this cursor (threadSeq with THREAD, seq without).
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
         /// Keep printing new events.
         #[arg(long)]
         follow: bool,
+        /// Do not show the agent's thoughts.
+        #[arg(long)]
+        no_thoughts: bool,
         #[command(flatten)]
         out: JsonArg,
     },
+}
+
+/// Where a prompt comes from: `--prompt TEXT`, `--prompt -` (stdin) or
+/// `--prompt-file PATH`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct PromptArgs {
+    /// Prompt text, or `-` to read it from stdin.
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long, value_name = "PATH")]
+    pub prompt_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// List pending permission requests with their options.
+    List {
+        /// Only requests of this thread.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Only requests of this turn.
+        #[arg(long)]
+        turn: Option<String>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Answer a pending request with one of its option ids.
+    Respond {
+        /// Turn id.
+        turn: String,
+        /// Request id.
+        request: String,
+        /// Option id (see `permissions list`).
+        #[arg(required_unless_present_any = ["allow", "reject"], conflicts_with_all = ["allow", "reject"])]
+        option: Option<String>,
+        /// Choose the one allow option offered.
+        #[arg(long, conflicts_with = "reject")]
+        allow: bool,
+        /// Choose the one reject option offered.
+        #[arg(long)]
+        reject: bool,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The prompt [default: read from stdin; `-` reads stdin too].
+    pub prompt: Option<String>,
+    /// Project directory the agent works in [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Provider name from the configuration.
+    #[arg(long, value_name = "NAME", default_value = "echo")]
+    pub provider: String,
+    /// Start a new thread instead of continuing the directory's last one.
+    #[arg(long)]
+    pub new: bool,
+    /// Do not show the agent's thoughts.
+    #[arg(long)]
+    pub no_thoughts: bool,
+    /// Write NDJSON (one event per line) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCommand {
+    /// List the catalogue and the configured providers, and whether each
+    /// command is found (PATH, then ~/.local/bin).
+    List(JsonArg),
+    /// Add a provider: a catalogue name fills command, args and allowlist.
+    Add(ProvidersAddArgs),
+    /// Remove a configured provider (its secrets stay in the env file).
+    Remove {
+        /// Provider name.
+        name: String,
+    },
+    /// Start the agent in a scratch directory and report what it supports.
+    Check {
+        /// Provider name (configured, catalogue or `echo`).
+        name: String,
+        /// Also open a session (`session/new`): checks login and modes.
+        #[arg(long)]
+        session: bool,
+        /// Seconds each step may take.
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        timeout: u64,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ProvidersAddArgs {
+    /// Provider name (a catalogue name fills the defaults).
+    pub name: String,
+    /// Executable: absolute path or bare name [default: the catalogue's].
+    #[arg(long, value_name = "C")]
+    pub command: Option<String>,
+    /// Argument (repeat; replaces the catalogue's arguments).
+    #[arg(long = "arg", value_name = "A", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// Environment name the agent may read (repeat; added to the catalogue's).
+    #[arg(long = "allow-env", value_name = "NAME")]
+    pub allow_env: Vec<String>,
+    /// Store this allowlisted variable's value in the env file; read from a
+    /// hidden prompt, or one line per secret from stdin when it is not a TTY.
+    #[arg(long = "secret", value_name = "NAME")]
+    pub secrets: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the configuration file's path.
+    Path,
+    /// Print the effective configuration, secrets masked.
+    Show(JsonArg),
+    /// Check the configuration and the env file; errors name the field.
+    Validate(JsonArg),
+    /// Print the configuration's JSON Schema.
+    Schema,
+    /// Make the running service re-read its config file: providers and
+    /// workspaces change for later turns; an invalid file is refused (exit 2)
+    /// and the previous configuration stays in effect.
+    Reload(JsonArg),
 }
 
 impl Command {
@@ -347,7 +521,8 @@ impl Command {
             Command::Releases(ReleasesCommand::Gc(a)) => a.out.json,
             Command::Rollback(a) => a.out.json,
             Command::Update(a) => a.out.json,
-            Command::Version(a) | Command::Status(a) => a.json,
+            Command::Version(a) | Command::Status(a) | Command::Doctor(a) => a.json,
+            Command::Config(ConfigCommand::Reload(a)) => a.json,
             Command::Token(TokenCommand::Show(a)) => a.json,
             Command::Workspaces(WorkspacesCommand::Add { out, .. }) => out.json,
             Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
@@ -362,7 +537,19 @@ impl Command {
                 | TurnsCommand::Resolve { out, .. },
             ) => out.json,
             Command::Journal(JournalCommand::Tail { out, .. }) => out.json,
-            Command::Completions(_) | Command::Serve(_) | Command::AcpEcho => false,
+            Command::Permissions(
+                PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
+            ) => out.json,
+            Command::Ask(a) => a.json,
+            Command::Providers(
+                ProvidersCommand::List(a) | ProvidersCommand::Check { out: a, .. },
+            ) => a.json,
+            Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
+            Command::Providers(ProvidersCommand::Add(_) | ProvidersCommand::Remove { .. })
+            | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,
+            Command::Completions(_) | Command::Serve(_) | Command::Logs(_) | Command::AcpEcho => {
+                false
+            }
         }
     }
 }

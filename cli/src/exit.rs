@@ -12,6 +12,12 @@ use std::process::ExitCode;
 pub enum ExitClass {
     /// 0: the command did what was asked.
     Success,
+    /// 1: the command worked, but the turn it waited for ended other than
+    /// `completed` (failed, cancelled, interrupted or outcome unknown).
+    TurnNotCompleted,
+    /// 1: `doctor` found a failing check. The command has printed its whole
+    /// report (also the `--json` document), so `main` adds no error document.
+    Unhealthy,
     /// 2: bad usage, bad input, or a request the controller refused.
     Failure,
     /// 3: the service or the service manager could not be reached.
@@ -19,10 +25,18 @@ pub enum ExitClass {
 }
 
 impl ExitClass {
+    /// Exit 1 classes: the command printed its whole result (also its
+    /// `--json` document or stream), so `main` adds no error document.
+    pub fn result_printed(self) -> bool {
+        matches!(self, ExitClass::TurnNotCompleted | ExitClass::Unhealthy)
+    }
+
     /// The numeric exit code.
     pub fn code(self) -> u8 {
         match self {
             ExitClass::Success => 0,
+            ExitClass::TurnNotCompleted => 1,
+            ExitClass::Unhealthy => 1,
             ExitClass::Failure => 2,
             ExitClass::Unavailable => 3,
         }
@@ -66,6 +80,33 @@ impl CliError {
         CliError {
             class: ExitClass::Unavailable,
             code,
+            error: error.into(),
+            details: None,
+        }
+    }
+
+    /// The turn a `--wait`/`--follow`/`ask` watched ended other than
+    /// `completed` (exit 1). The command has already printed its result, so
+    /// only the message goes to stderr.
+    pub fn turn_not_completed(turn: &lapis_protocol::Turn) -> CliError {
+        let outcome = turn
+            .outcome
+            .as_deref()
+            .map(|o| format!(" ({o})"))
+            .unwrap_or_default();
+        CliError {
+            class: ExitClass::TurnNotCompleted,
+            code: "turn_not_completed",
+            error: anyhow::anyhow!("turn {} ended {}{outcome}", turn.id, turn.state.as_str()),
+            details: None,
+        }
+    }
+
+    /// A health check failed (exit 1); the report is already printed.
+    pub fn unhealthy(error: impl Into<anyhow::Error>) -> CliError {
+        CliError {
+            class: ExitClass::Unhealthy,
+            code: "unhealthy",
             error: error.into(),
             details: None,
         }

@@ -32,7 +32,9 @@ fn report(err: &CliError, wants_json: bool) {
         text.push_str(&format!("\n  caused by: {cause}"));
     }
     eprintln!("{text}");
-    if wants_json {
+    // Exit 1 classes already printed their result (a JSON document or an
+    // NDJSON stream); a second document would break parsers.
+    if wants_json && !err.class.result_printed() {
         let causes: Vec<String> = err.error.chain().skip(1).map(|c| c.to_string()).collect();
         let mut doc = serde_json::json!({
             "error": { "code": err.code, "message": err.error.to_string(), "causes": causes }

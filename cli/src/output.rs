@@ -23,3 +23,19 @@ fn quiet_pipe(result: io::Result<()>) -> io::Result<()> {
         other => other,
     }
 }
+
+/// Whether stdout is a pipe whose reader has gone (`… | head` exited).
+/// Follow modes poll this while idle, so they end at once even when no
+/// new output would reveal the closed pipe.
+pub fn stdout_closed() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdout = io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(n) if n > 0 => fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP)),
+        _ => false,
+    }
+}

@@ -8,6 +8,10 @@
 //! file has the basic shape (a JSON object with `schema` 1 and at least one
 //! token with a secret). Full validation belongs to the service.
 //!
+//! The one exception is [`edit`] (`providers add`/`remove`): it rewrites the
+//! file atomically, refuses any change to `tokens`, and writes only a
+//! document the full validator accepts.
+//!
 //! Error messages never quote file contents: the file holds secrets, so the
 //! JSON is parsed as an untyped value (whose syntax errors carry only line and
 //! column) and checked by hand.
@@ -44,6 +48,10 @@ pub enum ConfigError {
     /// Reading or writing failed.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// The file, or the edited document, breaks a rule of the full
+    /// validator; nothing was written.
+    #[error(transparent)]
+    Invalid(#[from] lapis_protocol::config::ConfigError),
 }
 
 /// What [`bootstrap`] did.
@@ -238,6 +246,43 @@ pub fn bootstrap(
     Ok((outcome, summary))
 }
 
+/// Rewrites the config at `path` through `change`, atomically (temp file in
+/// the same directory, fsync, rename, fsync of the directory; mode 0600).
+///
+/// What must stay true: the file is valid before and after (the full
+/// validator of `lapis-protocol` checks both), `tokens` is identical (a
+/// change aborts the edit: applications hold those secrets), everything
+/// else `change` does not touch keeps its meaning, and on any error nothing
+/// is written. Editors are serialised by a lock file beside the config.
+pub fn edit<E>(path: &Path, change: impl FnOnce(&mut Value) -> Result<(), E>) -> Result<Value, E>
+where
+    E: From<ConfigError>,
+{
+    let lock_path = fsx::parent_of(path).join(format!(
+        ".{}.lock",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let _lock =
+        fsx::LockGuard::acquire(&lock_path, fsx::LockMode::Exclusive).map_err(ConfigError::from)?;
+    let (mut value, _) = read_existing(path)?;
+    let bytes = fs::read(path).map_err(|e| ConfigError::from(FsError::new("read", path, e)))?;
+    lapis_protocol::config::Config::parse(&bytes, path).map_err(ConfigError::from)?;
+    let tokens = value.get("tokens").cloned();
+    change(&mut value)?;
+    if value.get("tokens").cloned() != tokens {
+        return Err(ConfigError::Malformed {
+            path: path.to_path_buf(),
+            reason: "an edit tried to change `tokens`".into(),
+        }
+        .into());
+    }
+    let mut bytes = serde_json::to_vec_pretty(&value).expect("config document serialises");
+    bytes.push(b'\n');
+    lapis_protocol::config::Config::parse(&bytes, path).map_err(ConfigError::from)?;
+    fsx::write_atomic(path, &bytes, 0o600).map_err(ConfigError::from)?;
+    Ok(value)
+}
+
 /// Removes complete-but-unnamed config files an interrupted install left
 /// (they hold a never-used token). Callers hold the releases lock, which every
 /// writer of the config takes, so none of them is in progress.
@@ -349,6 +394,38 @@ mod tests {
                 proptest::prop_assert!(!e.to_string().contains("SECRET"), "{}", e);
             }
         }
+    }
+
+    #[test]
+    fn edit_keeps_tokens_and_writes_only_valid_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        let secret = format!("{TOKEN_PREFIX}{}", "ab".repeat(32));
+        let doc = json!({"schema": 1, "instance": "default", "controllerHome": "/tmp/h",
+            "tokens": [{"name": "owner", "principal": "owner", "secret": secret}]});
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let tokens = edit(&path, |v: &mut Value| {
+            v["tokens"][0]["secret"] = json!(format!("{TOKEN_PREFIX}{}", "cd".repeat(32)));
+            Ok::<(), ConfigError>(())
+        });
+        assert!(matches!(tokens, Err(ConfigError::Malformed { .. })));
+        let invalid = edit(&path, |v: &mut Value| {
+            v["providers"] = json!({"x": {"command": "rel/path"}});
+            Ok::<(), ConfigError>(())
+        });
+        assert!(matches!(invalid, Err(ConfigError::Invalid(_))));
+        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing written");
+        edit(&path, |v: &mut Value| {
+            v["providers"] = json!({"x": {"command": "agent"}});
+            Ok::<(), ConfigError>(())
+        })
+        .unwrap();
+        let after: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(after["tokens"], doc["tokens"]);
+        assert_eq!(after["providers"]["x"]["command"], "agent");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     #[test]

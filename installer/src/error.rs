@@ -56,6 +56,7 @@ impl InstallError {
             InstallError::Config(ConfigError::Missing(_)) => "config_missing",
             InstallError::Config(ConfigError::Malformed { .. }) => "invalid_config",
             InstallError::Config(ConfigError::Fs(_)) => "io",
+            InstallError::Config(ConfigError::Invalid(e)) => e.code(),
             InstallError::Launcher(L::Foreign { .. } | L::Directory { .. }) => "launcher_conflict",
             InstallError::Launcher(L::Unwritable { .. }) => "install_path_unwritable",
             InstallError::Launcher(L::Fs(_)) => "io",

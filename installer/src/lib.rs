@@ -16,6 +16,8 @@
 //!   → extract into a [`StagingDir`] → [`install_staged`]);
 //! - [`smoke`], [`launcher`], [`config`], [`state`]: the steps;
 //! - [`unit`], [`service`]: the systemd/launchd user service;
+//! - [`inspect`]: read-only questions to the service manager for `logs` and
+//!   `doctor` (where the log is, unit state, lingering);
 //! - [`releases`], [`uninstall`]: list, rollback, gc, uninstall.
 //!
 //! Nothing here prints or exits; every operation returns a report or an
@@ -25,6 +27,7 @@ pub mod archive;
 pub mod config;
 mod error;
 pub mod fsx;
+pub mod inspect;
 pub mod install;
 pub mod launcher;
 pub mod paths;

@@ -101,7 +101,7 @@ pub fn wait_ready(
 }
 
 /// Runs a service manager tool; `NotFound` becomes [`ServiceError::Unavailable`].
-fn run(program: &str, args: &[&str]) -> Result<Output, ServiceError> {
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<Output, ServiceError> {
     Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -121,7 +121,7 @@ fn command_text(program: &str, args: &[&str]) -> String {
         .join(" ")
 }
 
-fn first_line(bytes: &[u8]) -> String {
+pub(crate) fn first_line(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let line: String = line.trim().chars().take(300).collect();
@@ -332,7 +332,7 @@ fn launchd_probe(target: &str) -> Probe {
 }
 
 /// The user's GUI domain, where a user agent is bootstrapped.
-fn launchd_domain() -> String {
+pub(crate) fn launchd_domain() -> String {
     format!("gui/{}", nix::unistd::getuid())
 }
 

@@ -9,7 +9,7 @@
 
 use thiserror::Error;
 
-use crate::paths::Paths;
+use crate::paths::{Paths, ServiceKind};
 
 /// A path that cannot be written into a service definition.
 #[derive(Debug, Error)]
@@ -41,7 +41,36 @@ pub fn serve_command_line(paths: &Paths) -> String {
         .join(" ")
 }
 
+/// The command that starts the installed service (for messages).
+pub fn start_command(paths: &Paths) -> String {
+    match paths.unit.kind {
+        ServiceKind::Systemd => format!("systemctl --user start {}", paths.unit.name),
+        ServiceKind::Launchd => format!("launchctl kickstart gui/$(id -u)/{}", paths.unit.name),
+    }
+}
+
+/// The command that restarts the installed service, so it runs what the
+/// launcher points at (for messages).
+pub fn restart_command(paths: &Paths) -> String {
+    match paths.unit.kind {
+        ServiceKind::Systemd => format!("systemctl --user restart {}", paths.unit.name),
+        ServiceKind::Launchd => {
+            format!("launchctl kickstart -k gui/$(id -u)/{}", paths.unit.name)
+        }
+    }
+}
+
 /// The systemd user unit text.
+///
+/// - `Type=notify` (+ `NotifyAccess=main`): `serve` sends `READY=1` once its
+///   socket accepts, so `systemctl restart` returns when clients can connect,
+///   and `STOPPING=1` / `RELOADING=1` as it stops or reloads.
+/// - `KillMode=mixed`: a stop sends SIGTERM to the controller alone, which
+///   settles running turns and reaps each agent's process group itself; only
+///   what is left after `TimeoutStopSec` gets SIGKILL.
+/// - `EnvironmentFile=-…/env`: the optional env file beside the config; the
+///   `-` keeps a missing file fine.
+/// - `ExecReload` sends SIGHUP, on which `serve` re-reads its configuration.
 pub fn systemd_unit(paths: &Paths) -> Result<String, UnitPathError> {
     let exec = serve_args(paths)
         .iter()
@@ -55,8 +84,12 @@ pub fn systemd_unit(paths: &Paths) -> Result<String, UnitPathError> {
          Documentation=https://github.com/lapis-ai/lapis-ai-controller\n\
          \n\
          [Service]\n\
-         Type=simple\n\
+         Type=notify\n\
+         NotifyAccess=main\n\
          ExecStart={exec}\n\
+         ExecReload=/bin/kill -HUP $MAINPID\n\
+         EnvironmentFile=-{env_file}\n\
+         KillMode=mixed\n\
          Restart=on-failure\n\
          RestartSec=2\n\
          TimeoutStopSec=30\n\
@@ -65,6 +98,7 @@ pub fn systemd_unit(paths: &Paths) -> Result<String, UnitPathError> {
          [Install]\n\
          WantedBy=default.target\n",
         instance = paths.instance,
+        env_file = systemd_path(&paths.env_file().display().to_string())?,
     ))
 }
 
@@ -75,11 +109,7 @@ pub fn launchd_plist(paths: &Paths) -> Result<String, UnitPathError> {
         check_printable(&arg)?;
         args.push_str(&format!("    <string>{}</string>\n", xml_escape(&arg)));
     }
-    let log = paths
-        .home
-        .join("Library/Logs")
-        .join(format!("{}.log", paths.unit.name));
-    let log = log.display().to_string();
+    let log = paths.launchd_log().display().to_string();
     check_printable(&log)?;
     Ok(format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -140,6 +170,18 @@ fn systemd_quote(s: &str) -> Result<String, UnitPathError> {
     Ok(out)
 }
 
+/// A path as a whole-line systemd setting (`EnvironmentFile=`): not quoted
+/// (the value is the rest of the line), specifiers doubled; it must not end
+/// in whitespace or a backslash, which the unit parser would strip or read as
+/// a line continuation.
+fn systemd_path(s: &str) -> Result<String, UnitPathError> {
+    check_printable(s)?;
+    if s.ends_with(char::is_whitespace) || s.ends_with('\\') {
+        return Err(UnitPathError(s.escape_debug().to_string()));
+    }
+    Ok(s.replace('%', "%%"))
+}
+
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -170,7 +212,7 @@ pub fn is_our_unit_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::{PathOptions, ServiceKind};
+    use crate::paths::PathOptions;
 
     fn paths(instance: Option<&str>, kind: ServiceKind, home: &str) -> Paths {
         Paths::resolve(&PathOptions {
@@ -195,6 +237,37 @@ mod tests {
         let named = systemd_unit(&paths(Some("w1"), ServiceKind::Systemd, "/home/u")).unwrap();
         assert!(named.contains("\"--instance\" \"w1\"\n"), "{named}");
         assert!(named.contains("instances/w1/config.json"), "{named}");
+        assert!(
+            named.contains(
+                "EnvironmentFile=-/home/u/.config/lapis-ai-controller/instances/w1/env\n"
+            ),
+            "{named}"
+        );
+    }
+
+    #[test]
+    fn systemd_unit_notifies_reloads_and_stops_the_controller_first() {
+        let unit = systemd_unit(&paths(None, ServiceKind::Systemd, "/home/u")).unwrap();
+        for line in [
+            "Type=notify",
+            "NotifyAccess=main",
+            "KillMode=mixed",
+            "ExecReload=/bin/kill -HUP $MAINPID",
+            "EnvironmentFile=-/home/u/.config/lapis-ai-controller/env",
+        ] {
+            assert!(unit.lines().any(|l| l == line), "missing {line}:\n{unit}");
+        }
+        assert!(!unit.contains("Type=simple"));
+        // Specifiers in the env file path are doubled; a trailing space or
+        // backslash cannot be written at all.
+        let odd = systemd_unit(&paths(None, ServiceKind::Systemd, "/home/50%")).unwrap();
+        assert!(
+            odd.contains("EnvironmentFile=-/home/50%%/.config/"),
+            "{odd}"
+        );
+        assert!(systemd_path("/a/b ").is_err());
+        assert!(systemd_path("/a/b\\").is_err());
+        assert_eq!(systemd_path("/a b/c").unwrap(), "/a b/c");
     }
 
     #[test]
@@ -271,6 +344,24 @@ mod tests {
         assert_eq!(
             serve_command_line(&p),
             "/home/u/.local/bin/lapis-ai-controller serve --config /home/u/.config/lapis-ai-controller/config.json"
+        );
+    }
+
+    #[test]
+    fn start_and_restart_commands_name_the_unit() {
+        let p = paths(Some("w1"), ServiceKind::Systemd, "/home/u");
+        assert_eq!(
+            start_command(&p),
+            "systemctl --user start lapis-ai-controller-w1.service"
+        );
+        assert_eq!(
+            restart_command(&p),
+            "systemctl --user restart lapis-ai-controller-w1.service"
+        );
+        let p = paths(None, ServiceKind::Launchd, "/Users/u");
+        assert_eq!(
+            restart_command(&p),
+            "launchctl kickstart -k gui/$(id -u)/ai.lapis.controller"
         );
     }
 

@@ -164,7 +164,7 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             credential: "owner".into(),
             principal: "owner".into(),
             application: "faults".into(),
-            scopes: vec!["threads:read".into()],
+            scopes: vec![lapis_protocol::Scope::ThreadsRead],
             bearer_sha256: format!("{:064x}", u128::from(pid) << 64 | u128::from(n)),
             expires_at: None,
         };

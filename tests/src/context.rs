@@ -7,10 +7,11 @@
 //!
 //! Secret-leak check: when a context is dropped (and the test is not already
 //! failing), every token secret in every config file under the temp HOME,
-//! plus every secret registered with [`TestContext::register_secret`]
-//! (session bearers), is searched for in everything captured and in every
-//! file under HOME — logs, the SQLite database and its WAL (journal rows),
-//! generated files — except the config files themselves. Any hit fails the
+//! every value of the agent-secrets `env` file beside it, plus every secret
+//! registered with [`TestContext::register_secret`] (session bearers), is
+//! searched for in everything captured and in every file under HOME — logs,
+//! the SQLite database and its WAL (journal rows), generated files — except
+//! the config and env files themselves. Any hit fails the
 //! test. The only exemptions: output of `token show` (the one command that
 //! prints a secret, by design) and ELF executables (copies of the built
 //! binary, which cannot contain a secret generated at run time).
@@ -165,6 +166,7 @@ impl TestContext {
             .env_remove("LAPIS_AI_CONTROLLER_WORKSPACE")
             .env_remove("GITHUB_TOKEN")
             .env_remove("GH_TOKEN")
+            .env_remove("NOTIFY_SOCKET")
             .env("NO_COLOR", "1");
         let mut path: Vec<PathBuf> = self.path_prefix.clone();
         path.extend(std::env::split_paths(
@@ -221,10 +223,23 @@ impl TestContext {
         }
     }
 
-    /// Every secret the leak check looks for: registered ones plus the token
-    /// secrets of every config file under HOME.
+    /// Every secret the leak check looks for: registered ones, the token
+    /// secrets of every config file under HOME, and every value of the env
+    /// files beside them (agent secrets).
     pub fn issued_secrets(&self) -> Vec<String> {
         let mut out = self.secrets.lock().unwrap().clone();
+        for env in env_files(self.home()) {
+            let Ok(text) = std::fs::read_to_string(&env) else {
+                continue;
+            };
+            for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+                if let Some((_, value)) = line.split_once('=')
+                    && value.len() >= 8
+                {
+                    out.push(value.to_owned());
+                }
+            }
+        }
         for config in config_files(self.home()) {
             let Ok(bytes) = std::fs::read(&config) else {
                 continue;
@@ -263,7 +278,8 @@ impl TestContext {
                 }
             }
         }
-        let configs = config_files(self.home());
+        let mut configs = config_files(self.home());
+        configs.extend(env_files(self.home()));
         for file in walkdir_files(self.home()) {
             if configs.contains(&file) {
                 continue;
@@ -334,6 +350,15 @@ fn config_files(root: &Path) -> Vec<PathBuf> {
                 && p.components()
                     .any(|c| c.as_os_str() == "lapis-ai-controller")
         })
+        .collect()
+}
+
+/// Agent secrets files under `root`: every `env` beside a config file.
+fn env_files(root: &Path) -> Vec<PathBuf> {
+    config_files(root)
+        .into_iter()
+        .filter_map(|c| c.parent().map(|d| d.join("env")))
+        .filter(|e| e.is_file())
         .collect()
 }
 

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use lapis_installer::{Paths, unit};
 use lapis_protocol::client::{Client, ClientError, Credential};
 use lapis_protocol::config::Config;
 
@@ -22,16 +23,26 @@ pub struct Target {
     pub config: Config,
     /// Controller home, by the one precedence (flag, environment, config).
     pub home: PathBuf,
+    /// The instance's paths (unit, launcher), for what-to-do messages.
+    pub paths: Paths,
 }
 
-/// Loads and validates the configuration of the selected instance.
+/// Loads the configuration of the selected instance and runs both of its
+/// checks (structure, then this machine).
 pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, CliError> {
     let paths = super::paths::resolve(global, workspace, None)?;
-    let config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
+    let mut config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
+    config
+        .check_on_this_machine()
+        .map_err(|e| CliError::failure(e.code(), e))?;
     let home = paths
         .controller_home_for(Some(&config.controller_home))
         .path;
-    Ok(Target { config, home })
+    Ok(Target {
+        config,
+        home,
+        paths,
+    })
 }
 
 /// A client error as a CLI error: unreachable is exit 3, the rest exit 2
@@ -42,12 +53,22 @@ pub fn client_error(e: ClientError) -> CliError {
             let code = e.code();
             CliError::unavailable(
                 code,
-                anyhow::Error::new(e)
-                    .context("is the service running? try `lapis-ai-controller status`"),
+                anyhow::Error::new(e).context(
+                    "the controller is not answering; `lapis-ai-controller doctor` checks the service",
+                ),
             )
         }
         _ => CliError::failure(e.code(), e),
     }
+}
+
+/// What to do when nothing answers: start the unit, or run `serve` by hand.
+pub fn start_hint(paths: &Paths) -> String {
+    format!(
+        "the controller is not running: start it with `{}`, or run `{}`",
+        unit::start_command(paths),
+        unit::serve_command_line(paths)
+    )
 }
 
 /// Connects to the selected instance's socket and says hello.
@@ -59,7 +80,17 @@ pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 /// Connects to `target`'s socket and says hello with its first token.
 pub fn connect_to(target: &Target) -> Result<Client, CliError> {
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
-    let mut client = Client::connect(&socket).map_err(client_error)?;
+    let mut client = Client::connect(&socket).map_err(|e| {
+        let code = e.code();
+        if e.is_unavailable() {
+            CliError::unavailable(
+                code,
+                anyhow::Error::new(e).context(start_hint(&target.paths)),
+            )
+        } else {
+            client_error(e)
+        }
+    })?;
     client.set_max_frame(target.config.server.max_frame_bytes);
     client
         .hello(Credential::Token {

@@ -1,47 +1,64 @@
-//! `journal tail [THREAD] [--follow]`: every retained event of one thread or
-//! of all the CLI's threads, then (with `--follow`) new ones as they commit.
-//! The follow subscribes from the last printed cursor, so nothing is missed
-//! between the replay and the live stream.
+//! `journal tail [THREAD] [-n N | --since SEQ] [--follow]`: the last events
+//! (or every event after a cursor) of one thread or of all the CLI's
+//! threads, then (with `--follow`) new ones as they commit. The follow
+//! subscribes from the last printed cursor, so nothing is missed between
+//! the replay and the live stream. With `--json --follow` the output is
+//! NDJSON (one `{"event": …}` per line), the one streaming exception to
+//! "one JSON document".
 
-use std::time::Duration;
+use std::collections::VecDeque;
 
 use lapis_protocol::JournalEvent;
 use lapis_protocol::client::JournalFollower;
 use serde_json::json;
 
 use crate::args::{GlobalArgs, JournalCommand};
-use crate::exit::{CliError, CliResult};
+use crate::exit::CliResult;
 
 use super::connect::{client_error, connect};
-use super::turns::print_event;
+use super::follow::{Halt, Printer, settle};
+
+/// Events shown when neither `-n` nor `--since` is given: about a screenful.
+const DEFAULT_LINES: usize = 20;
+
+/// How long the live follow waits before checking whether stdout closed.
+const IDLE: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
     let JournalCommand::Tail {
         thread,
+        lines,
+        since,
         follow,
+        no_thoughts,
         out,
     } = command;
-    if follow && out.json {
-        return Err(CliError::failure(
-            "invalid_request",
-            anyhow::anyhow!(
-                "--follow streams without end; it cannot be combined with --json (one document)"
-            ),
-        ));
-    }
     let mut client = connect(global)?;
-    let mut after = 0u64;
-    let mut all: Vec<JournalEvent> = Vec::new();
+    // Where to start reading, and how many of the events read to keep.
+    let (mut after, keep) = match (since, lines) {
+        (Some(seq), _) => (seq, None),
+        (None, n) => {
+            let n = n.unwrap_or(DEFAULT_LINES);
+            match &thread {
+                // One thread: its last threadSeq says where the tail starts.
+                Some(t) => {
+                    let last = client.threads_get(t).map_err(client_error)?.last_thread_seq;
+                    (last.saturating_sub(n as u64), None)
+                }
+                // Every thread: walk the journal, keeping the last n.
+                None => (0, Some(n)),
+            }
+        }
+    };
+    let mut events: VecDeque<JournalEvent> = VecDeque::new();
     loop {
         let page = client
             .journal_replay(thread.as_deref(), after, None)
             .map_err(client_error)?;
         for e in page.events {
-            if !out.json {
-                print_event(&e)?;
-            }
-            if out.json {
-                all.push(e);
+            events.push_back(e);
+            if keep.is_some_and(|n| events.len() > n) {
+                events.pop_front();
             }
         }
         after = page.next_after;
@@ -49,21 +66,26 @@ pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
             break;
         }
     }
-    if out.json {
-        crate::output::json(&json!({ "events": all, "nextAfter": after }))?;
+    if out.json && !follow {
+        crate::output::json(&json!({ "events": events, "nextAfter": after }))?;
         return Ok(());
     }
-    if !follow {
-        return Ok(());
-    }
-    let mut follower = JournalFollower::start(&mut client, thread.as_deref(), Some(after))
-        .map_err(client_error)?;
-    loop {
-        if let Some(e) = follower
-            .next(Some(Duration::from_secs(30)))
-            .map_err(client_error)?
-        {
-            print_event(&e)?;
+    let mut printer = Printer::new(out.json, !no_thoughts, true);
+    settle((|| -> Result<(), Halt> {
+        for e in &events {
+            printer.event(e)?;
         }
-    }
+        if !follow {
+            return printer.end_run();
+        }
+        let mut follower = JournalFollower::start(&mut client, thread.as_deref(), Some(after))
+            .map_err(client_error)?;
+        loop {
+            match follower.next(Some(IDLE)).map_err(client_error)? {
+                Some(e) => printer.event(&e)?,
+                None if crate::output::stdout_closed() => return Err(Halt::Closed),
+                None => {}
+            }
+        }
+    })())
 }

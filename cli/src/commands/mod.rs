@@ -1,12 +1,21 @@
 //! One handler per command; `run` is the single dispatch point.
 
 mod acp_echo;
+mod ask;
 mod completions;
+mod config;
 mod connect;
+mod doctor;
+mod follow;
 mod install;
 mod install_from;
 mod journal;
+mod logs;
 mod paths;
+mod permissions;
+mod prompt;
+mod providers;
+mod providers_check;
 mod releases;
 mod rollback;
 mod serve;
@@ -39,10 +48,16 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Token(command) => token::run(&global, command),
         Command::Serve(args) => serve::run(&global, args),
         Command::Status(out) => status::run(&global, out),
+        Command::Config(command) => config::run(&global, command),
+        Command::Logs(args) => logs::run(&global, args),
+        Command::Doctor(out) => doctor::run(&global, out),
         Command::Workspaces(command) => workspaces::run(&global, command),
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
+        Command::Permissions(command) => permissions::run(&global, command),
+        Command::Ask(args) => ask::run(&global, args),
+        Command::Providers(command) => providers::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
     }
 }

@@ -13,14 +13,20 @@ use crate::identity::build_identity;
 pub fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     init_logging();
     let target = super::connect::target(global, args.home.workspace.as_deref())?;
+    let config_path = target.paths.config.clone();
     let build = build_identity();
     let snapshot = std::env::current_exe()
         .ok()
         .and_then(|exe| lapis_installer::releases::snapshot_of_executable(&exe, &build));
     let identity = ServerIdentity::new(build, snapshot);
     let mut options = ServeOptions::new(target.config, target.home, identity, args.stdio);
+    // Agent secrets: read at start (and by each reload); a bad env file
+    // stops the start.
+    options.secrets = super::providers::load_env_file(&config_path)?.1;
     // This binary is also the built-in `echo` agent (`acp-echo`).
     options.agent_exe = std::env::current_exe().ok();
+    // Re-read by SIGHUP and `config reload`.
+    options.config_path = Some(config_path);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

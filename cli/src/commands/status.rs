@@ -1,22 +1,207 @@
-//! `status [--json]`: the running controller's identity and counters. Exit 3
-//! with a clear message when nothing answers on the socket.
+//! `status [--json]`: what the running controller says about itself, next to
+//! what is installed (the launcher's snapshot and version) and what the
+//! service manager says about the unit, with a warning and the restart
+//! command when the running snapshot is not the launcher's. When nothing
+//! answers: exit 3 with what to do (start the unit, or run `serve`), never
+//! "try status".
+
+use std::path::PathBuf;
+
+use lapis_installer::Paths;
+use lapis_installer::inspect;
+use lapis_installer::launcher;
+use lapis_installer::unit;
+use lapis_protocol::params::StatusResult;
+use serde::Serialize;
+use serde_json::json;
 
 use crate::args::{GlobalArgs, JsonArg};
-use crate::exit::CliResult;
+use crate::exit::{CliError, CliResult};
+
+/// `status --json`: the controller's own answer (unchanged, at the top
+/// level) plus the installed side and the service manager's view.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusReport {
+    #[serde(flatten)]
+    running: StatusResult,
+    launcher: LauncherView,
+    service_manager: ManagerView,
+    /// Things to act on, each with its command.
+    warnings: Vec<String>,
+}
+
+/// What the launcher points at.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LauncherView {
+    path: PathBuf,
+    /// The active snapshot's digest (none when the launcher is missing or foreign).
+    snapshot: Option<String>,
+    /// Its build version, from the snapshot's manifest.
+    version: Option<String>,
+}
+
+/// The unit as the service manager reports it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ManagerView {
+    unit: String,
+    /// Whether the unit file exists.
+    installed: bool,
+    /// `enabled`, `disabled`, … (none when the manager could not be asked).
+    enabled: Option<String>,
+    /// `active`, `inactive`, `failed`, … (none when the manager could not be asked).
+    active: Option<String>,
+    /// Why the manager could not be asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
 
 pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
-    let mut client = super::connect::connect(global)?;
-    let s = client.status().map_err(super::connect::client_error)?;
+    let target = super::connect::target(global, None)?;
+    let installed = launcher_view(&target.paths);
+    let manager = manager_view(&target.paths);
+    let answer = super::connect::connect_to(&target)
+        .and_then(|mut c| c.status().map_err(super::connect::client_error));
+    let running = match answer {
+        Ok(s) => s,
+        Err(mut err) => {
+            if err.class == crate::exit::ExitClass::Unavailable {
+                err = unreachable(err, &target, &installed, &manager);
+            }
+            return Err(err);
+        }
+    };
+    let mut warnings = Vec::new();
+    if let (Some(run), Some(inst)) = (running.snapshot.as_deref(), installed.snapshot.as_deref())
+        && run != inst
+    {
+        warnings.push(format!(
+            "the service runs snapshot {} but the launcher points at {}: restart it with `{}`",
+            short(run),
+            short(inst),
+            unit::restart_command(&target.paths)
+        ));
+    }
+    if let Some(reload) = &running.last_reload {
+        if !reload.applied {
+            warnings.push(format!(
+                "the last config reload was refused ({}); fix {} and reload again with `{} config reload`",
+                reload.error.as_deref().unwrap_or("no reason given"),
+                target.paths.config.display(),
+                lapis_release::PRODUCT
+            ));
+        } else if !reload.restart_needed.is_empty() {
+            warnings.push(format!(
+                "changes to {} take effect after a restart: `{}`",
+                reload.restart_needed.join(", "),
+                unit::restart_command(&target.paths)
+            ));
+        }
+    }
+    for f in &running.fences {
+        warnings.push(format!(
+            "workspace {} is fenced by turn {}: once the agent no longer runs it, resolve with `{}` (or `--as cancelled`)",
+            f.workspace,
+            f.turn,
+            resolve_command(&f.turn)
+        ));
+    }
+    let report = StatusReport {
+        running,
+        launcher: installed,
+        service_manager: manager,
+        warnings,
+    };
     if out.json {
-        crate::output::json(&s)?;
+        crate::output::json(&report)?;
         return Ok(());
     }
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "none".to_owned()
-        } else {
-            v.join(", ")
+    crate::output::line(plain(&report))?;
+    Ok(())
+}
+
+/// Exit 3 whose first line says what to do (start the unit, or run
+/// `serve`), with the manager's view in the message and, with `--json`, in
+/// `error.details`.
+fn unreachable(
+    err: CliError,
+    target: &super::connect::Target,
+    installed: &LauncherView,
+    manager: &ManagerView,
+) -> CliError {
+    let paths = &target.paths;
+    let state = match (&manager.active, &manager.error) {
+        _ if !manager.installed => format!("no service unit {} is installed", manager.unit),
+        (Some(active), _) => format!("the unit {} is {active}", manager.unit),
+        (None, Some(e)) => format!("the service manager cannot be asked: {e}"),
+        (None, None) => format!("the state of {} is unknown", manager.unit),
+    };
+    let socket = target.home.join("controller.sock");
+    let cause = anyhow::anyhow!(
+        "nothing answers on {}: {}",
+        socket.display(),
+        err.error.root_cause()
+    );
+    let what = format!(
+        "the controller is not running ({state}): start it with `{}`, or run `{}`; \
+         `lapis-ai-controller logs` shows the service log",
+        unit::start_command(paths),
+        unit::serve_command_line(paths)
+    );
+    CliError::unavailable(err.code, cause.context(what))
+        .with_details(json!({ "launcher": installed, "serviceManager": manager }))
+}
+
+fn launcher_view(paths: &Paths) -> LauncherView {
+    let snapshot = launcher::state(paths)
+        .ok()
+        .and_then(|s| s.digest().map(str::to_owned));
+    let version = snapshot.as_deref().and_then(|d| {
+        lapis_release::Manifest::read_from(&paths.snapshot_dir(d))
+            .ok()
+            .map(|m| m.build.version)
+    });
+    LauncherView {
+        path: paths.launcher.clone(),
+        snapshot,
+        version,
+    }
+}
+
+fn manager_view(paths: &Paths) -> ManagerView {
+    let installed = paths.unit.path.is_file();
+    let (enabled, active, error) = if installed {
+        match inspect::unit_state(paths) {
+            Ok(s) => (Some(s.enabled), Some(s.active), None),
+            Err(e) => (None, None, Some(e.to_string())),
         }
+    } else {
+        (None, None, None)
+    };
+    ManagerView {
+        unit: paths.unit.name.clone(),
+        installed,
+        enabled,
+        active,
+        error,
+    }
+}
+
+fn short(digest: &str) -> &str {
+    &digest[..12.min(digest.len())]
+}
+
+fn plain(r: &StatusReport) -> String {
+    let s = &r.running;
+    let manager = match (&r.service_manager, r.service_manager.installed) {
+        (m, false) => format!("{}: not installed (running by hand?)", m.unit),
+        (m, true) => match (&m.enabled, &m.active, &m.error) {
+            (Some(e), Some(a), _) => format!("{}: {e}, {a}", m.unit),
+            (_, _, Some(e)) => format!("{}: cannot ask the service manager: {e}", m.unit),
+            _ => format!("{}: unknown", m.unit),
+        },
     };
     let build = |key: &str| {
         s.build
@@ -25,29 +210,88 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
             .unwrap_or("?")
             .to_owned()
     };
-    crate::output::line(format!(
-        "{} running, protocol {}\nversion   {} ({} {} {})\nsnapshot  {}\npid       {}\nuptime    {} s\nqueue     {}/{}\nrunning   {}\nfenced    {}",
+    let mut text = format!(
+        "{} running, protocol {}\n\
+         service   version {} ({} {} {}), pid {}, up {} s\n\
+         snapshot  {}\n\
+         launcher  {} → {} (version {})\n\
+         manager   {manager}\n\
+         turns     {} running, {} queued (capacity {}), {} live agent{}",
         lapis_release::PRODUCT,
         s.protocol,
         s.version,
         build("commit"),
         build("date"),
         build("target"),
+        s.pid,
+        s.uptime_seconds,
         s.snapshot
             .as_deref()
             .unwrap_or("none (not running from an installed snapshot)"),
-        s.pid,
-        s.uptime_seconds,
+        r.launcher.path.display(),
+        r.launcher
+            .snapshot
+            .as_deref()
+            .unwrap_or("nothing installed"),
+        r.launcher.version.as_deref().unwrap_or("unknown"),
+        s.running_turns.len(),
         s.queue.depth,
         s.queue.capacity,
-        list(&s.running_workspaces),
-        list(&s.fenced_workspaces),
-    ))?;
+        s.live_agents,
+        if s.live_agents == 1 { "" } else { "s" },
+    );
     if let Some(a) = &s.agents {
-        crate::output::line(format!(
-            "turns     {}/{} running\nagents    {}/{} live ({} idle)",
+        text.push_str(&format!(
+            "\nlimits    {}/{} turns running, {}/{} agents live ({} idle)",
             a.running_turns, a.max_running_turns, a.live, a.max_live, a.idle
-        ))?;
+        ));
     }
-    Ok(())
+    for t in &s.running_turns {
+        text.push_str(&format!(
+            "\nrunning   {}: turn {} (thread {}), {} since {}",
+            t.workspace,
+            t.turn,
+            t.thread,
+            t.state,
+            super::paths::utc(u64::try_from(t.since).unwrap_or(0))
+        ));
+    }
+    if s.fences.is_empty() {
+        text.push_str("\nfenced    none");
+    }
+    for f in &s.fences {
+        text.push_str(&format!(
+            "\nfenced    {}: turn {} (thread {}) is {} since {}",
+            f.workspace,
+            f.turn,
+            f.thread,
+            f.state,
+            super::paths::utc(u64::try_from(f.since).unwrap_or(0)),
+        ));
+    }
+    if let Some(reload) = &s.last_reload {
+        let when = super::paths::utc(reload.at);
+        text.push_str(&if reload.applied {
+            format!("\nreload    applied at {when}")
+        } else {
+            format!(
+                "\nreload    refused at {when} ({}): {}; the previous configuration is in effect",
+                reload.code.as_deref().unwrap_or("error"),
+                reload.error.as_deref().unwrap_or("no reason given")
+            )
+        });
+    }
+    for w in &r.warnings {
+        text.push_str("\nwarning: ");
+        text.push_str(w);
+    }
+    text
+}
+
+/// The exact command that releases a fence.
+fn resolve_command(turn: &str) -> String {
+    format!(
+        "{} turns resolve {turn} --as failed --confirm-stopped",
+        lapis_release::PRODUCT
+    )
 }

@@ -2,19 +2,120 @@
 //!
 //! `submit --wait/--follow` subscribes to the thread's journal *before*
 //! submitting, so no event of the new turn can be missed, and stops once the
-//! turn is terminal or fenced. A lost connection during the wait is reported
-//! (exit 3) and nothing is resubmitted: run `turns show` to see the outcome.
-
-use std::time::Duration;
+//! turn is terminal or fenced; a turn that ends other than `completed`
+//! exits with status 1. A lost connection during the wait is reported (exit 3) and nothing is
+//! resubmitted: run `turns show` to see the outcome.
 
 use lapis_protocol::client::{Client, JournalFollower};
-use lapis_protocol::{EventKind, JournalEvent, Turn, TurnState};
-use serde_json::{Value, json};
+use lapis_protocol::{Turn, TurnState};
+use serde_json::json;
 
 use crate::args::{GlobalArgs, ResolveAsArg, TurnsCommand};
 use crate::exit::{CliError, CliResult};
 
 use super::connect::{client_error, connect};
+use super::follow::{self, Halt, Printer};
+use super::permissions::Prompter;
+
+/// How a submitted turn is watched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Print the reply once the turn ended.
+    Wait,
+    /// Stream the reply and activity as they arrive.
+    Follow,
+}
+
+/// What to submit and how to show it.
+pub struct Submission<'a> {
+    /// Thread id.
+    pub thread: &'a str,
+    /// Idempotency key.
+    pub command_id: String,
+    /// Prompt text (never printed or logged).
+    pub prompt: &'a str,
+    /// Wait or follow.
+    pub watch: Watch,
+    /// Show the agent's thoughts.
+    pub thoughts: bool,
+    /// JSON (one document for wait, NDJSON for follow).
+    pub json: bool,
+}
+
+/// A fresh command id.
+pub fn fresh_command_id() -> Result<String, CliError> {
+    Ok(format!(
+        "cmd_{}",
+        lapis_service::auth::random_hex(16).map_err(|e| CliError::failure("internal", e))?
+    ))
+}
+
+/// Submits a turn and watches it to its end (see the module docs).
+pub fn submit_and_watch(global: &GlobalArgs, client: &mut Client, s: Submission<'_>) -> CliResult {
+    let mut follower =
+        JournalFollower::start(client, Some(s.thread), None).map_err(client_error)?;
+    let turn = follower
+        .client()
+        .turns_submit(s.thread, &s.command_id, s.prompt)
+        .map_err(client_error)?;
+    let mut printer = Printer::new(s.json, s.thoughts, false);
+    let mut prompter = Prompter::new(global);
+    let result = (|| -> Result<Turn, Halt> {
+        if s.watch == Watch::Follow {
+            if s.json {
+                let line = json!({ "turn": turn, "commandId": s.command_id });
+                printer.record_value(&line)?;
+            } else {
+                eprintln!("turn {}", turn.id);
+            }
+        }
+        let shown = (s.watch == Watch::Follow).then_some(&mut printer);
+        let watched = follow::watch(&mut follower, s.thread, turn, shown, &mut prompter)?;
+        match (s.watch, s.json) {
+            (Watch::Follow, true) => printer.record("turn", &watched.turn)?,
+            (Watch::Follow, false) => printer.end_run()?,
+            (Watch::Wait, true) => {
+                crate::output::json(&json!({
+                    "turn": watched.turn, "commandId": s.command_id, "reply": watched.reply
+                }))?;
+            }
+            (Watch::Wait, false) => {
+                let mut reply = watched.reply.clone();
+                if !reply.is_empty() && !reply.ends_with('\n') {
+                    reply.push('\n');
+                }
+                printer.write_text(&reply)?;
+            }
+        }
+        Ok(watched.turn)
+    })();
+    let last = match result {
+        Ok(t) => t,
+        Err(Halt::Closed) => return Ok(()),
+        Err(Halt::Failed(e)) => return Err(e),
+    };
+    if last.state != TurnState::Completed {
+        // The error names the turn and how it ended (exit 1).
+        return Err(CliError::turn_not_completed(&last));
+    }
+    if !s.json {
+        eprintln!("{}", describe(&last));
+    }
+    Ok(())
+}
+
+/// `turn_… completed (end_turn)`.
+fn describe(t: &Turn) -> String {
+    format!(
+        "turn {} {}{}",
+        t.id,
+        t.state.as_str(),
+        t.outcome
+            .as_deref()
+            .map(|o| format!(" ({o})"))
+            .unwrap_or_default()
+    )
+}
 
 pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
     let mut client = connect(global)?;
@@ -25,54 +126,41 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             command_id,
             wait,
             follow,
+            no_thoughts,
             out,
         } => {
+            let prompt = super::prompt::from_args(&prompt)?;
             let command_id = match command_id {
                 Some(c) => c,
-                None => format!(
-                    "cmd_{}",
-                    lapis_service::auth::random_hex(16)
-                        .map_err(|e| CliError::failure("internal", e))?
-                ),
+                None => fresh_command_id()?,
             };
-            let watching = wait || follow;
-            if !watching {
-                let turn = client
-                    .turns_submit(&thread, &command_id, &prompt)
-                    .map_err(client_error)?;
-                if out.json {
-                    crate::output::json(&json!({ "turn": turn, "commandId": command_id }))?;
-                } else {
-                    crate::output::line(&turn.id)?;
+            let watch = match (wait, follow) {
+                (_, true) => Watch::Follow,
+                (true, false) => Watch::Wait,
+                (false, false) => {
+                    let turn = client
+                        .turns_submit(&thread, &command_id, &prompt)
+                        .map_err(client_error)?;
+                    if out.json {
+                        crate::output::json(&json!({ "turn": turn, "commandId": command_id }))?;
+                    } else {
+                        crate::output::line(&turn.id)?;
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-            // Subscribed before submitting, so no event of the turn is missed.
-            let mut follower =
-                JournalFollower::start(&mut client, Some(&thread), None).map_err(client_error)?;
-            let turn = follower
-                .client()
-                .turns_submit(&thread, &command_id, &prompt)
-                .map_err(client_error)?;
-            if !out.json {
-                crate::output::line(&turn.id)?;
-            }
-            let mut events = Vec::new();
-            let last = wait_for_end(&mut follower, &thread, turn, follow, out.json, &mut events)?;
-            if out.json {
-                let mut doc = json!({ "turn": last, "commandId": command_id });
-                if follow {
-                    doc["events"] = json!(events);
-                }
-                crate::output::json(&doc)?;
-            } else {
-                crate::output::line(format!(
-                    "{}\t{}{}",
-                    last.id,
-                    last.state.as_str(),
-                    last.outcome.map(|o| format!(" ({o})")).unwrap_or_default()
-                ))?;
-            }
+            };
+            return submit_and_watch(
+                global,
+                &mut client,
+                Submission {
+                    thread: &thread,
+                    command_id,
+                    prompt: &prompt,
+                    watch,
+                    thoughts: !no_thoughts,
+                    json: out.json,
+                },
+            );
         }
         TurnsCommand::List { thread, out } => {
             let list = client.turns_list(thread.as_deref()).map_err(client_error)?;
@@ -128,132 +216,11 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
             t.state.as_str(),
             t.outcome.as_deref().unwrap_or("-")
         ))?;
+        if t.awaiting_input {
+            crate::output::line(
+                "input     awaiting a permission answer (see `lapis-ai-controller permissions list`)",
+            )?;
+        }
     }
     Ok(())
-}
-
-fn ended(t: &Turn) -> bool {
-    t.state.is_terminal() || t.state.is_fenced()
-}
-
-/// Waits until `turn` is terminal or fenced, printing (or collecting) its
-/// events when following. A follower stops at the journal's own record of
-/// the final state, so every event before it has been seen; a plain wait
-/// may stop as soon as a read shows the turn ended.
-fn wait_for_end(
-    follower: &mut JournalFollower<'_>,
-    thread: &str,
-    mut turn: Turn,
-    follow: bool,
-    json_out: bool,
-    events: &mut Vec<JournalEvent>,
-) -> Result<Turn, CliError> {
-    loop {
-        if !follow && ended(&turn) {
-            return Ok(turn);
-        }
-        let next = follower
-            .next(Some(Duration::from_secs(1)))
-            .map_err(client_error)?;
-        let Some(event) = next else {
-            // Quiet for a while: re-read the turn; a follower collects what
-            // it has not seen from the journal before stopping.
-            turn = follower
-                .client()
-                .turns_get(&turn.id)
-                .map_err(client_error)?;
-            if follow && ended(&turn) {
-                let after = follower.cursor();
-                catch_up(follower.client(), thread, &turn.id, after, json_out, events)?;
-                return Ok(turn);
-            }
-            continue;
-        };
-        if event.turn_id.as_deref() != Some(turn.id.as_str()) {
-            continue;
-        }
-        let final_state = event.kind == EventKind::TurnState
-            && event
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("to"))
-                .and_then(Value::as_str)
-                .and_then(TurnState::parse)
-                .is_some_and(|s| s.is_terminal() || s.is_fenced());
-        let state_change = event.kind == EventKind::TurnState;
-        if follow {
-            if !json_out {
-                print_event(&event)?;
-            }
-            events.push(event);
-        }
-        if state_change {
-            turn = follower
-                .client()
-                .turns_get(&turn.id)
-                .map_err(client_error)?;
-        }
-        if follow && final_state {
-            return Ok(turn);
-        }
-    }
-}
-
-/// Replays the thread after `after` and keeps the turn's events.
-fn catch_up(
-    client: &mut Client,
-    thread: &str,
-    turn: &str,
-    mut after: u64,
-    json_out: bool,
-    events: &mut Vec<JournalEvent>,
-) -> Result<(), CliError> {
-    loop {
-        let page = client
-            .journal_replay(Some(thread), after, None)
-            .map_err(client_error)?;
-        for e in page.events {
-            if e.turn_id.as_deref() == Some(turn) {
-                if !json_out {
-                    print_event(&e)?;
-                }
-                events.push(e);
-            }
-        }
-        after = page.next_after;
-        if !page.more {
-            return Ok(());
-        }
-    }
-}
-
-/// One human line per event: text chunks as text, the rest as kind + payload.
-pub fn print_event(e: &JournalEvent) -> Result<(), CliError> {
-    let text = e.payload.as_ref().and_then(chunk_text);
-    let line = match (e.kind, text) {
-        (EventKind::MessageChunk, Some(t)) => t,
-        (EventKind::ThoughtChunk, Some(t)) => format!("(thinking) {t}"),
-        _ => format!(
-            "[{} #{}] {}",
-            e.kind.as_str(),
-            e.thread_seq,
-            e.payload
-                .as_ref()
-                .map(Value::to_string)
-                .unwrap_or_else(|| if e.payload_unavailable {
-                    "(payload unavailable)".into()
-                } else {
-                    String::new()
-                })
-        ),
-    };
-    crate::output::line(line)?;
-    Ok(())
-}
-
-fn chunk_text(v: &Value) -> Option<String> {
-    v.get("text")
-        .or_else(|| v.get("content").and_then(|c| c.get("text")))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
 }

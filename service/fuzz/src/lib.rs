@@ -33,7 +33,7 @@ pub fn frames_and_hello(data: &[u8]) {
         }],
         60,
         Arc::new(ManualClock::new(1_000)),
-        Arc::new(MemorySessions::default()),
+        Arc::new(MemorySessions::new(Arc::new(ManualClock::new(1_000)))),
     );
     // A small read buffer makes frames straddle reads.
     let mut reader = BufReader::with_capacity(7, data);

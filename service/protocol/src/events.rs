@@ -164,4 +164,8 @@ pub struct ThreadSnapshot {
     pub truncated: bool,
     /// The thread's last `thread_seq` (0 when empty).
     pub last_thread_seq: u64,
+    /// `true` while a permission request of one of the thread's turns waits
+    /// for an answer. Live state, not stored: the server fills it in.
+    #[serde(default)]
+    pub awaiting_input: bool,
 }

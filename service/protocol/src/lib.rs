@@ -21,6 +21,7 @@ pub mod home;
 mod message;
 pub mod notifications;
 pub mod params;
+mod permissions;
 mod records;
 mod scopes;
 mod state;
@@ -36,6 +37,7 @@ pub use hello::{
     SessionView, StartupLine,
 };
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
+pub use permissions::{PendingRequest, PermissionChoice};
 pub use records::{ApprovalPolicy, Retention, SessionBinding, Thread, Turn, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};

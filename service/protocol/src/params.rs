@@ -187,6 +187,19 @@ pub struct JournalUnsubscribe {
     pub subscription: String,
 }
 
+/// `permissions.list`: pending requests of the session's threads, optionally
+/// of one thread or one turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PermissionsList {
+    /// Only requests of this thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// Only requests of this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
 /// `permissions.respond`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -230,8 +243,21 @@ pub struct StatusResult {
     pub running_workspaces: Vec<String>,
     /// Workspaces fenced by a turn with an unknown outcome.
     pub fenced_workspaces: Vec<String>,
-    /// Live agents and running turns with their limits (absent when the
-    /// server runs no engine).
+    /// Agent processes running now.
+    #[serde(default)]
+    pub live_agents: usize,
+    /// Turns in flight (preparing, dispatched, running), oldest first.
+    #[serde(default)]
+    pub running_turns: Vec<StatusTurn>,
+    /// The turns fencing their workspaces, each until its owner resolves it
+    /// (`turns.resolve`).
+    #[serde(default)]
+    pub fences: Vec<StatusTurn>,
+    /// The last configuration reload since start, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reload: Option<ReloadResult>,
+    /// The engine's live agents and running turns with their limits
+    /// (absent when the server runs no engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<EngineCounters>,
 }
@@ -240,7 +266,7 @@ pub struct StatusResult {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineCounters {
-    /// Agent processes alive (running a turn or idle).
+    /// Agent processes the engine keeps alive (running a turn or idle).
     pub live: usize,
     /// Of those, idle (kept for their thread's next turn).
     pub idle: usize,
@@ -252,6 +278,46 @@ pub struct EngineCounters {
     pub max_running_turns: usize,
 }
 
+/// A turn as `status` shows it: which, where, in what state since when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusTurn {
+    /// Turn id.
+    pub turn: String,
+    /// Its thread.
+    pub thread: String,
+    /// Its workspace.
+    pub workspace: String,
+    /// Its state (`running`, `submission_unknown`, …).
+    pub state: crate::TurnState,
+    /// When it entered that state (Unix seconds).
+    pub since: i64,
+}
+
+/// `config.reload` result, also `status.lastReload`: what a reload did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadResult {
+    /// When it ran (Unix seconds).
+    pub at: u64,
+    /// Whether the new config was applied (false: refused, old one kept).
+    pub applied: bool,
+    /// Why it was refused: a stable code (`invalid_config`, `conflict`,
+    /// `workspace_alias`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Why it was refused, naming the field, never a value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Provider names in effect afterwards (including `echo`).
+    pub providers: Vec<String>,
+    /// Workspaces this reload registered.
+    pub workspaces_added: Vec<String>,
+    /// Changed parts that only a restart applies (`tokens`, `server`,
+    /// `controllerHome`).
+    pub restart_needed: Vec<String>,
+}
+
 /// Queue depth and bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -260,4 +326,104 @@ pub struct QueueStatus {
     pub depth: usize,
     /// The bound (`queue_full` beyond it).
     pub capacity: usize,
+}
+
+/// Results of mutations that carry a receipt: the record, and whether an
+/// earlier identical command (same command id, same input) produced it.
+/// Results are read leniently (no `deny_unknown_fields`) so a server may add
+/// members beside them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceResult {
+    /// The workspace.
+    pub workspace: crate::Workspace,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `workspaces.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspacesResult {
+    /// Every registered workspace.
+    pub workspaces: Vec<crate::Workspace>,
+}
+
+/// `threads.create` / `threads.configure` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadResult {
+    /// The thread.
+    pub thread: crate::Thread,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `threads.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadsResult {
+    /// The caller's threads.
+    pub threads: Vec<crate::Thread>,
+}
+
+/// `turns.submit` / `turns.get` / `turns.cancel` / `turns.resolve` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnResult {
+    /// The turn.
+    pub turn: crate::Turn,
+    /// True when the command id was seen before (`turns.submit`).
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `permissions.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionsResult {
+    /// The pending requests, soonest deadline first.
+    pub requests: Vec<crate::PendingRequest>,
+}
+
+/// `turns.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnsResult {
+    /// The turns.
+    pub turns: Vec<crate::Turn>,
+}
+
+/// `journal.subscribe` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscribeResult {
+    /// Subscription id, named in every `journal.event` notification.
+    pub subscription: String,
+}
+
+/// `journal.unsubscribe` result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnsubscribeResult {
+    /// Whether the subscription was live.
+    pub stopped: bool,
+}
+
+/// `permissions.respond` result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RespondResult {
+    /// Always true: the answer reached the waiting turn.
+    pub accepted: bool,
+}
+
+/// `sessions.revoke` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokeResult {
+    /// Id of the revoked session.
+    pub revoked: String,
 }

@@ -168,4 +168,8 @@ pub struct Turn {
     /// Per-turn deadline override (seconds), if the submitter set one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// `true` while a permission request of this turn waits for an answer
+    /// (`permissions.list`). Live state, not stored: the server fills it in.
+    #[serde(default)]
+    pub awaiting_input: bool,
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// A permission a session may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Scope {
     /// Read the controller's status.
     #[serde(rename = "status:read")]
@@ -37,11 +38,14 @@ pub enum Scope {
     /// Revoke sessions.
     #[serde(rename = "sessions:revoke")]
     SessionsRevoke,
+    /// Ask the controller to re-read its configuration.
+    #[serde(rename = "config:reload")]
+    ConfigReload,
 }
 
 impl Scope {
     /// Every scope; config tokens without `scopes` get all of them.
-    pub const ALL: [Scope; 9] = [
+    pub const ALL: [Scope; 10] = [
         Scope::StatusRead,
         Scope::WorkspacesRead,
         Scope::WorkspacesWrite,
@@ -51,6 +55,7 @@ impl Scope {
         Scope::TurnsResolve,
         Scope::PermissionsRespond,
         Scope::SessionsRevoke,
+        Scope::ConfigReload,
     ];
 
     /// The wire name (`threads:read`).
@@ -65,6 +70,7 @@ impl Scope {
             Scope::TurnsResolve => "turns:resolve",
             Scope::PermissionsRespond => "permissions:respond",
             Scope::SessionsRevoke => "sessions:revoke",
+            Scope::ConfigReload => "config:reload",
         }
     }
 
@@ -93,8 +99,10 @@ pub enum Method {
     JournalReplay,
     JournalSubscribe,
     JournalUnsubscribe,
+    PermissionsList,
     PermissionsRespond,
     SessionsRevoke,
+    ConfigReload,
 }
 
 /// What the server requires before running a method.
@@ -185,6 +193,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Requirement::Scope(Scope::ThreadsRead),
     ),
     (
+        Method::PermissionsList,
+        "permissions.list",
+        Requirement::Scope(Scope::ThreadsRead),
+    ),
+    (
         Method::PermissionsRespond,
         "permissions.respond",
         Requirement::Scope(Scope::PermissionsRespond),
@@ -193,6 +206,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Method::SessionsRevoke,
         "sessions.revoke",
         Requirement::Scope(Scope::SessionsRevoke),
+    ),
+    (
+        Method::ConfigReload,
+        "config.reload",
+        Requirement::Scope(Scope::ConfigReload),
     ),
 ];
 
@@ -248,8 +266,10 @@ mod tests {
             | Method::JournalReplay
             | Method::JournalSubscribe
             | Method::JournalUnsubscribe
+            | Method::PermissionsList
             | Method::PermissionsRespond
-            | Method::SessionsRevoke => m,
+            | Method::SessionsRevoke
+            | Method::ConfigReload => m,
         };
         [
             Method::Hello,
@@ -268,8 +288,10 @@ mod tests {
             Method::JournalReplay,
             Method::JournalSubscribe,
             Method::JournalUnsubscribe,
+            Method::PermissionsList,
             Method::PermissionsRespond,
             Method::SessionsRevoke,
+            Method::ConfigReload,
         ]
         .into_iter()
         .map(probe)

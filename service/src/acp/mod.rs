@@ -22,6 +22,7 @@ pub mod echo;
 mod events;
 mod fingerprint;
 mod lines;
+mod probe;
 mod process;
 mod registry;
 mod runner;
@@ -41,6 +42,7 @@ pub use lapis_protocol::config::{
     VcsIdentity,
 };
 pub use lines::{BoundedLines, LineError};
+pub use probe::{ProbeError, ProbeReport, ProbeRequest, SessionProbe, probe};
 pub use process::{LaunchError, StderrLimits, Stopped, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
 pub use runner::{

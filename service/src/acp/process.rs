@@ -115,7 +115,7 @@ impl AgentProcess {
         let mut cmd = Command::new(&program);
         cmd.args(&spec.args)
             .env_clear()
-            .envs(spec.agent_env(|k| std::env::var_os(k)))
+            .envs(spec.agent_env(|k| lookup.env_value(k)))
             .current_dir(workspace)
             .process_group(0)
             .stdin(Stdio::piped())

@@ -50,9 +50,27 @@ impl AgentRegistry {
         AgentRegistry { dir: dir.into() }
     }
 
+    /// The registry of the controller home `home` (its `agents/`).
+    pub fn of_home(home: &Path) -> AgentRegistry {
+        AgentRegistry::new(home.join("agents"))
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// How many agents are recorded as running now (one record per live
+    /// process group; a record goes when its group is torn down).
+    pub fn live(&self) -> usize {
+        std::fs::read_dir(&self.dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+                    .count()
+            })
+            .unwrap_or(0)
     }
 
     /// Records a freshly spawned group. Best effort: a failure is logged and

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::events::ActivityEvent;
 use super::runner::{SessionOrigin, Setup, TurnOutcome};
 use super::session::{CallError, Session};
-use super::turn::{ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnRequest};
+use super::turn::{ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnRequest, initialize_params};
 
 /// Longest native session id accepted from an agent (the store's bound).
 const MAX_SESSION_ID_BYTES: usize = 512;
@@ -25,13 +25,8 @@ pub(super) async fn establish<H: TurnHooks>(
     setup: &mut Setup,
 ) -> Result<String, TurnOutcome> {
     let limit = Some(request.limits.setup_timeout);
-    let init = json!({
-        "protocolVersion": ACP_PROTOCOL_VERSION,
-        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-        "clientInfo": {"name": "lapis-ai-controller", "version": env!("CARGO_PKG_VERSION")},
-    });
     let init = s
-        .call("initialize", init, limit)
+        .call("initialize", initialize_params(), limit)
         .await
         .map_err(|e| setup_failure(e, "initialize_failed", "initialize_timeout"))?;
     if init.get("protocolVersion").and_then(Value::as_u64) != Some(ACP_PROTOCOL_VERSION) {

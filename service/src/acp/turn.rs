@@ -22,6 +22,16 @@ pub const ACP_PROTOCOL_VERSION: u64 = 1;
 /// JSON-RPC error code ACP uses for "authentication required".
 pub const AUTH_REQUIRED: i64 = -32000;
 
+/// The `initialize` params every launch sends (turns and `providers check`
+/// alike, so a check sees what a turn will).
+pub(super) fn initialize_params() -> serde_json::Value {
+    serde_json::json!({
+        "protocolVersion": ACP_PROTOCOL_VERSION,
+        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+        "clientInfo": {"name": "lapis-ai-controller", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
 /// Bounds and deadlines of one turn.
 #[derive(Debug, Clone, Copy)]
 pub struct RunnerLimits {
@@ -98,6 +108,8 @@ pub struct PermissionRequest {
     pub invocation: Invocation,
     /// The only acceptable answers.
     pub options: Vec<PermissionOption>,
+    /// When the runner stops waiting and answers by itself.
+    pub deadline: std::time::SystemTime,
 }
 
 /// What the runner needs from storage. Implementations decide durability;

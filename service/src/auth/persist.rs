@@ -2,28 +2,26 @@
 //! through, and an in-memory implementation for tests.
 
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use super::session::AuthSession;
+use super::secret::random_hex;
+use crate::domain::{AuthSession, Clock, NewAuthSession, SystemClock};
 
 /// Where sessions survive restarts (the store, or memory in tests).
 ///
-/// Sessions are keyed by [`credential_key`] (token name and application), so
-/// one token used by two applications yields two isolated sessions.
+/// Sessions are keyed by [`credential_key`](crate::domain::credential_key)
+/// (token name and application), so one token used by two applications
+/// yields two isolated sessions.
 pub trait SessionPersistence: Send + Sync + fmt::Debug {
     /// The newest unrevoked session stored under `key`.
     fn by_credential(&self, key: &str) -> Result<Option<AuthSession>, PersistError>;
     /// The session with this bearer hash, revoked or not.
     fn by_bearer_hash(&self, hash: &str) -> Result<Option<AuthSession>, PersistError>;
-    /// Stores a new session; the backend may assign the id (returned).
-    fn issue(&self, session: &AuthSession) -> Result<AuthSession, PersistError>;
-    /// Marks a session revoked.
-    fn revoke(&self, id: &str, at: u64) -> Result<(), PersistError>;
-}
-
-/// The persistence key of a session: `token:application`.
-pub fn credential_key(token: &str, application: &str) -> String {
-    format!("{token}:{application}")
+    /// Stores a new session; the backend assigns its id and issue time.
+    fn issue(&self, session: NewAuthSession) -> Result<AuthSession, PersistError>;
+    /// Marks a session revoked (idempotent: the first revocation time
+    /// stays) and returns it as stored.
+    fn revoke(&self, id: &str) -> Result<AuthSession, PersistError>;
 }
 
 /// The persistence backend failed; the cause is logged, not shown.
@@ -31,35 +29,71 @@ pub fn credential_key(token: &str, application: &str) -> String {
 #[error("session storage failed: {0}")]
 pub struct PersistError(pub String);
 
-/// Sessions kept only in memory (tests, and servers without a store).
-#[derive(Debug, Default)]
-pub struct MemorySessions(Mutex<Vec<AuthSession>>);
+/// Sessions kept only in memory (tests and fuzzing), timed by `clock` as the
+/// store is by its own.
+#[derive(Debug)]
+pub struct MemorySessions {
+    /// Issue and revocation times.
+    clock: Arc<dyn Clock>,
+    /// Every session issued, revoked or not.
+    all: Mutex<Vec<AuthSession>>,
+}
+
+impl MemorySessions {
+    /// Sessions timed by `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> MemorySessions {
+        MemorySessions {
+            clock,
+            all: Mutex::default(),
+        }
+    }
+}
+
+impl Default for MemorySessions {
+    fn default() -> Self {
+        MemorySessions::new(Arc::new(SystemClock))
+    }
+}
 
 impl SessionPersistence for MemorySessions {
     fn by_credential(&self, key: &str) -> Result<Option<AuthSession>, PersistError> {
-        let all = self.0.lock().expect("poisoned");
+        let all = self.all.lock().expect("poisoned");
         Ok(all
             .iter()
-            .filter(|s| {
-                credential_key(&s.credential, &s.application) == key && s.revoked_at.is_none()
-            })
+            .filter(|s| s.credential == key && s.revoked_at.is_none())
             .max_by_key(|s| s.created_at)
             .cloned())
     }
     fn by_bearer_hash(&self, hash: &str) -> Result<Option<AuthSession>, PersistError> {
-        let all = self.0.lock().expect("poisoned");
-        Ok(all.iter().find(|s| s.bearer_hash == hash).cloned())
+        let all = self.all.lock().expect("poisoned");
+        Ok(all.iter().find(|s| s.bearer_sha256 == hash).cloned())
     }
-    fn issue(&self, session: &AuthSession) -> Result<AuthSession, PersistError> {
-        self.0.lock().expect("poisoned").push(session.clone());
-        Ok(session.clone())
+    fn issue(&self, new: NewAuthSession) -> Result<AuthSession, PersistError> {
+        let session = AuthSession {
+            id: format!(
+                "ses_{}",
+                random_hex(16).map_err(|e| PersistError(e.to_string()))?
+            ),
+            credential: new.credential,
+            principal: new.principal,
+            application: new.application,
+            scopes: new.scopes,
+            bearer_sha256: new.bearer_sha256,
+            created_at: self.clock.now_ms(),
+            expires_at: new.expires_at,
+            revoked_at: None,
+        };
+        self.all.lock().expect("poisoned").push(session.clone());
+        Ok(session)
     }
-    fn revoke(&self, id: &str, at: u64) -> Result<(), PersistError> {
-        for s in self.0.lock().expect("poisoned").iter_mut() {
-            if s.id == id && s.revoked_at.is_none() {
-                s.revoked_at = Some(at);
-            }
-        }
-        Ok(())
+    fn revoke(&self, id: &str) -> Result<AuthSession, PersistError> {
+        let now = self.clock.now_ms();
+        let mut all = self.all.lock().expect("poisoned");
+        let s = all
+            .iter_mut()
+            .find(|s| s.id == id)
+            .ok_or_else(|| PersistError(format!("no session {id}")))?;
+        s.revoked_at.get_or_insert(now);
+        Ok(s.clone())
     }
 }

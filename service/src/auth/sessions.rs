@@ -14,10 +14,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use super::clock::Clock;
-use super::persist::{SessionPersistence, credential_key};
-use super::secret::{hash_bearer, new_bearer, random_hex, secrets_equal};
-use super::session::AuthSession;
+use super::persist::SessionPersistence;
+use super::secret::{hash_bearer, new_bearer, secrets_equal};
+use crate::domain::{AuthSession, Clock, NewAuthSession, credential_key, secs_to_ms};
 use lapis_protocol::config::TokenSpec;
 use lapis_protocol::{ErrorCode, HelloParams, RpcError};
 
@@ -81,11 +80,6 @@ impl Authority {
         }
     }
 
-    /// The current time from the injected clock.
-    pub fn now(&self) -> u64 {
-        self.clock.now()
-    }
-
     /// Authenticates `hello` params whose protocol the caller already checked.
     pub fn hello(&self, params: &HelloParams) -> Result<Authenticated, RpcError> {
         match (&params.token, &params.bearer) {
@@ -121,11 +115,12 @@ impl Authority {
             }
         }
         let spec = matched.ok_or_else(|| unauthenticated("unknown token"))?;
-        let now = self.clock.now();
+        let now = self.clock.now_ms();
+        let key = credential_key(&spec.name, application);
         let mut sessions = self.sessions.lock().expect("poisoned");
         if let Some(live) = sessions
             .values()
-            .filter(|s| s.credential == spec.name && s.application == application && s.live_at(now))
+            .filter(|s| s.credential == key && s.live_at(now))
             .max_by_key(|s| s.created_at)
         {
             return Ok(Authenticated {
@@ -133,7 +128,6 @@ impl Authority {
                 bearer: None,
             });
         }
-        let key = credential_key(&spec.name, application);
         if let Some(stored) = self.persist.by_credential(&key).map_err(internal)?
             && stored.live_at(now)
         {
@@ -144,18 +138,15 @@ impl Authority {
             });
         }
         let bearer = new_bearer().map_err(internal)?;
-        let session = AuthSession {
-            id: format!("ses_{}", random_hex(12).map_err(internal)?),
-            credential: spec.name.clone(),
+        let session = NewAuthSession {
+            credential: key,
             principal: spec.principal.clone(),
             application: application.to_owned(),
             scopes: spec.effective_scopes(),
-            bearer_hash: hash_bearer(&bearer),
-            created_at: now,
-            expires_at: now.saturating_add(self.ttl_secs),
-            revoked_at: None,
+            bearer_sha256: hash_bearer(&bearer),
+            expires_at: Some(now.saturating_add(secs_to_ms(self.ttl_secs))),
         };
-        let session = self.persist.issue(&session).map_err(internal)?;
+        let session = self.persist.issue(session).map_err(internal)?;
         sessions.insert(session.id.clone(), session.clone());
         tracing::info!(session = %session.id, principal = %session.principal, application = %session.application, "session issued");
         Ok(Authenticated {
@@ -169,7 +160,7 @@ impl Authority {
         let mut sessions = self.sessions.lock().expect("poisoned");
         let cached = sessions
             .values()
-            .find(|s| secrets_equal(&s.bearer_hash, &hash))
+            .find(|s| secrets_equal(&s.bearer_sha256, &hash))
             .cloned();
         let session = match cached {
             Some(s) => s,
@@ -194,10 +185,14 @@ impl Authority {
         if session.revoked_at.is_some() {
             return Err(unauthenticated("session revoked"));
         }
-        if self.clock.now() >= session.expires_at {
+        if !session.unexpired_at(self.clock.now_ms()) {
             return Err(unauthenticated("session expired"));
         }
-        if !self.tokens.iter().any(|t| t.name == session.credential) {
+        if !self
+            .tokens
+            .iter()
+            .any(|t| credential_key(&t.name, &session.application) == session.credential)
+        {
             return Err(unauthenticated("session credential no longer configured"));
         }
         Ok(session.clone())
@@ -222,9 +217,7 @@ impl Authority {
             .filter(|s| s.principal == caller.principal)
             .ok_or_else(|| RpcError::new(ErrorCode::NotFound, "no such session"))?;
         if session.revoked_at.is_none() {
-            let now = self.clock.now();
-            self.persist.revoke(&session.id, now).map_err(internal)?;
-            session.revoked_at = Some(now);
+            *session = self.persist.revoke(&session.id).map_err(internal)?;
             tracing::info!(session = %session.id, "session revoked");
         }
         Ok(session.id.clone())
@@ -234,8 +227,8 @@ impl Authority {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::clock::ManualClock;
     use crate::auth::persist::MemorySessions;
+    use crate::domain::ManualClock;
     use lapis_protocol::{PROTOCOL, Scope};
 
     const SECRET: &str = "lapis_0000000000000000000000000000000000000000000000000000000000000001";
@@ -247,7 +240,8 @@ mod tests {
             secret: SECRET.into(),
             scopes: None,
         }];
-        Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()))
+        let persist = Arc::new(MemorySessions::new(clock.clone()));
+        Authority::new(tokens, 100, clock, persist)
     }
 
     fn token(app: &str) -> HelloParams {
@@ -283,7 +277,7 @@ mod tests {
         let via_bearer = a.hello(&bearer(&bearer_value)).unwrap();
         assert_eq!(via_bearer.session.id, first.session.id);
         assert!(via_bearer.bearer.is_none());
-        assert_ne!(first.session.bearer_hash, bearer_value);
+        assert_ne!(first.session.bearer_sha256, bearer_value);
         let other_app = a.hello(&token("other")).unwrap();
         assert_ne!(other_app.session.id, first.session.id);
         assert_eq!(first.session.scopes, Scope::ALL.to_vec());
@@ -335,7 +329,7 @@ mod tests {
     #[test]
     fn sessions_survive_through_persistence() {
         let clock = Arc::new(ManualClock::new(0));
-        let persist = Arc::new(MemorySessions::default());
+        let persist = Arc::new(MemorySessions::new(clock.clone()));
         let tokens = vec![TokenSpec {
             name: "owner".into(),
             principal: "owner".into(),
@@ -345,7 +339,7 @@ mod tests {
         let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone());
         let b = a.hello(&token("app")).unwrap().bearer.unwrap();
         let stored = persist.by_bearer_hash(&hash_bearer(&b)).unwrap().unwrap();
-        assert_ne!(stored.bearer_hash, b);
+        assert_ne!(stored.bearer_sha256, b);
         let reopened = Authority::new(tokens, 100, clock, persist);
         let resumed = reopened.hello(&bearer(&b)).unwrap();
         assert_eq!(resumed.session.id, stored.id);

@@ -1,5 +1,5 @@
 //! What the store takes and gives that never crosses the wire: mutation
-//! inputs, receipts, the runner's claim and the persisted AuthSession row.
+//! inputs, receipts and the runner's claim (the AuthSession is in `session`).
 //! The public records themselves live in `lapis-protocol`.
 
 use serde::{Deserialize, Serialize};
@@ -151,46 +151,4 @@ pub struct StoreStatus {
     pub running_workspaces: Vec<String>,
     /// Workspaces fenced by a turn with an unknown outcome.
     pub fenced_workspaces: Vec<String>,
-}
-
-/// A persistent authenticated session (one per credential).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuthSession {
-    /// `ses_…`.
-    pub id: String,
-    /// The config credential (token name) it was issued for.
-    pub credential: String,
-    /// Principal.
-    pub principal: String,
-    /// Application.
-    pub application: String,
-    /// Granted scopes.
-    pub scopes: Vec<String>,
-    /// Lowercase hex SHA-256 of the bearer (the bearer itself is never stored).
-    pub bearer_sha256: String,
-    /// Issue time.
-    pub created_at: i64,
-    /// Expiry, if any.
-    pub expires_at: Option<i64>,
-    /// Revocation time, if revoked.
-    pub revoked_at: Option<i64>,
-}
-
-/// Input of `issue_session`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NewAuthSession {
-    /// The config credential name.
-    pub credential: String,
-    /// Principal.
-    pub principal: String,
-    /// Application.
-    pub application: String,
-    /// Granted scopes.
-    pub scopes: Vec<String>,
-    /// Lowercase hex SHA-256 of the bearer the caller generated.
-    pub bearer_sha256: String,
-    /// Optional expiry.
-    pub expires_at: Option<i64>,
 }

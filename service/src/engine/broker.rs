@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use crate::acp::{PermissionAnswer, PermissionOption, PermissionRequest};
+use crate::acp::{Invocation, PermissionAnswer, PermissionOption, PermissionRequest};
 
 /// One permission request waiting for a client's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PendingPermission {
     /// The turn that asked.
     pub turn_id: String,
@@ -24,6 +24,10 @@ pub struct PendingPermission {
     pub thread_id: String,
     /// The only acceptable option ids.
     pub options: Vec<PermissionOption>,
+    /// The tool call the request is about.
+    pub invocation: Invocation,
+    /// When the runner stops waiting (`permissions.list` shows it).
+    pub deadline: std::time::SystemTime,
 }
 
 /// Why an answer was refused.
@@ -102,6 +106,8 @@ impl PermissionBroker {
             request_id: request.request_id.clone(),
             thread_id: thread_id.to_string(),
             options: request.options.clone(),
+            invocation: request.invocation.clone(),
+            deadline: request.deadline,
         };
         self.lock().insert(key.clone(), Entry { info, tx });
         let reg = Registration {
@@ -174,6 +180,7 @@ mod tests {
                 name: "Yes".into(),
                 kind: "allow_once".into(),
             }],
+            deadline: std::time::SystemTime::UNIX_EPOCH,
         }
     }
 

@@ -16,6 +16,8 @@ use crate::acp::{
     self, ActivityEvent, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent,
     PermissionAnswer, ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
 };
+use lapis_protocol::config::EnvFile;
+
 use crate::domain::{Claim, EventKind, SessionBinding, StoreError, TurnEnd};
 use crate::store::Store;
 
@@ -120,8 +122,14 @@ impl EngineError {
 pub struct Engine {
     /// The store.
     store: Store,
-    /// Providers and limits.
+    /// Limits and lookup (its `providers` are the ones at start).
     config: Arc<EngineConfig>,
+    /// The providers turns are claimed with; a config reload replaces them
+    /// for later claims (a running turn keeps the spec it was claimed with).
+    providers: Arc<std::sync::RwLock<BTreeMap<String, ProviderSpec>>>,
+    /// Agent secrets (the env file); a config reload replaces them for
+    /// later turns, like the providers.
+    secrets: Arc<std::sync::RwLock<EnvFile>>,
     /// Pending permission interactions.
     broker: PermissionBroker,
     /// Running agents' process groups (`<controller home>/agents`).
@@ -179,11 +187,13 @@ struct Live {
 impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
-        let registry = AgentRegistry::new(store.options().home.join("agents"));
+        let registry = AgentRegistry::of_home(&store.options().home);
         let pool = AgentPool::new(config.max_live_agents, config.limits.teardown);
         let slots = Arc::new(Semaphore::new(config.max_running_turns.max(1)));
         Engine {
             store,
+            providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
+            secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
             config: Arc::new(config),
             broker: PermissionBroker::default(),
             registry,
@@ -200,6 +210,34 @@ impl Engine {
             running_turns: self.running.load(Ordering::SeqCst),
             max_running_turns: self.config.max_running_turns.max(1),
         }
+    }
+
+    fn provider(&self, name: &str) -> Option<ProviderSpec> {
+        let providers = self.providers.read().unwrap_or_else(|p| p.into_inner());
+        providers.get(name).cloned()
+    }
+
+    /// Replaces the providers for turns claimed from now on (config
+    /// reload; the caller adds the built-in `echo` as at start).
+    pub fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
+        *self.providers.write().unwrap_or_else(|p| p.into_inner()) = providers;
+    }
+
+    /// Replaces the agent secrets for turns started from now on (reload).
+    pub fn replace_secrets(&self, secrets: EnvFile) {
+        *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
+    }
+
+    /// The lookup a turn launches with: the one at start, with the current
+    /// secrets.
+    fn lookup(&self) -> CommandLookup {
+        let mut lookup = self.config.lookup.clone();
+        lookup.secrets = self
+            .secrets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        lookup
     }
 
     /// Pending permission requests, optionally of one turn.
@@ -354,7 +392,7 @@ impl Engine {
         self.running.fetch_add(1, Ordering::SeqCst);
         let turn_id = claim.turn.id.clone();
         let thread_id = claim.thread.id.clone();
-        let Some(spec) = self.config.providers.get(&claim.thread.provider).cloned() else {
+        let Some(spec) = self.provider(&claim.thread.provider) else {
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
                 .await;
             self.running.fetch_sub(1, Ordering::SeqCst);
@@ -401,7 +439,7 @@ impl Engine {
             approval: claim.thread.approval,
             restricted: claim.thread.restricted,
             limits: self.config.limits,
-            lookup: self.config.lookup.clone(),
+            lookup: self.lookup(),
             registry: Some(self.registry.clone()),
             resume,
             keep_alive: spec.session.idle_seconds > 0,

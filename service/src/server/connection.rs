@@ -20,47 +20,12 @@ use tokio::sync::{mpsc, watch};
 
 use super::frames::read_frame;
 use crate::auth::AuthSession;
-use lapis_protocol::{
-    ErrorCode, FrameError, Id, Method, Notification, Request, Requirement, Response, RpcError,
-    encode,
-};
+use lapis_protocol::{ErrorCode, FrameError, Id, Method, Request, Requirement, Response, RpcError};
 
+use super::conn::{Conn, OUTBOX, Outbox};
 use super::context::ServerContext;
 use super::dispatch;
 use super::subscriptions::Subscriptions;
-
-/// Frames waiting for the writer task; bounded so a client that stops
-/// reading slows its own connection down instead of growing memory.
-const OUTBOX: usize = 256;
-
-/// A cloneable way to send frames to this connection's peer.
-#[derive(Debug, Clone)]
-pub struct Outbox(mpsc::Sender<Vec<u8>>);
-
-impl Outbox {
-    /// Queues a response. Returns false when the connection is gone.
-    pub async fn respond(&self, response: &Response) -> bool {
-        self.0.send(encode(response)).await.is_ok()
-    }
-
-    /// Queues a notification. Returns false when the connection is gone.
-    pub async fn notify(&self, notification: &Notification) -> bool {
-        self.0.send(encode(notification)).await.is_ok()
-    }
-}
-
-/// Per-connection state handed to method handlers.
-#[derive(Debug)]
-pub struct Conn {
-    /// The authenticated session, once `hello` succeeded.
-    pub session: Option<AuthSession>,
-    /// Where responses and notifications go.
-    pub outbox: Outbox,
-    /// This connection's journal subscriptions.
-    pub subscriptions: Subscriptions,
-    /// Connection number, for logs.
-    pub number: u64,
-}
 
 /// Serves one connection until the peer leaves, the frame bound is broken or
 /// shutdown is signalled. `session` pre-authenticates (managed mode).
@@ -150,7 +115,8 @@ async fn handle(ctx: &Arc<ServerContext>, conn: &mut Conn, request: Request) -> 
     let id = request.id.clone();
     let result = run(ctx, conn, &request).await;
     let code = result.as_ref().err().and_then(RpcError::error_code);
-    tracing::info!(
+    // Per request, so debug: the service log at `info` stays readable.
+    tracing::debug!(
         conn = conn.number,
         method = %bounded(&request.method),
         ok = result.is_ok(),

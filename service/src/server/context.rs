@@ -64,4 +64,6 @@ pub struct ServerContext {
     pub limits: ServerLimits,
     /// The controller core; every domain method goes through it.
     pub core: super::controller::Core,
+    /// Config reloads (SIGHUP, `config.reload`) and the last outcome.
+    pub reload: super::reload::Reloader,
 }

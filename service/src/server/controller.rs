@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use crate::acp::PermissionAnswer;
-use crate::engine::Engine;
+use crate::engine::{Engine, PendingPermission};
 use crate::store::Store;
 use lapis_protocol::{ErrorCode, RpcError};
 
@@ -22,6 +22,10 @@ pub trait PermissionResponder: Send + Sync + std::fmt::Debug {
         request_id: &'a str,
         option_id: &'a str,
     ) -> Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send + 'a>>;
+
+    /// Requests waiting for an answer, optionally of one turn. Callers
+    /// filter by ownership before showing any.
+    fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission>;
 }
 
 /// What the handlers need besides the authority.
@@ -29,13 +33,45 @@ pub trait PermissionResponder: Send + Sync + std::fmt::Debug {
 pub struct Core {
     /// The durable store (cheap to clone).
     pub store: Store,
-    /// Provider names a thread may name (`echo` plus the configured ones).
-    pub providers: BTreeSet<String>,
+    /// Provider names a thread may name (`echo` plus the configured ones);
+    /// a config reload replaces them.
+    pub providers: ProviderNames,
     /// The engine's permission channel; without an engine no request is ever
     /// pending.
     pub permissions: Option<Arc<dyn PermissionResponder>>,
     /// The engine, for its live-agent and running-turn counters.
     pub engine: Option<Arc<Engine>>,
+}
+
+/// The provider names threads may use, shared by every connection and
+/// replaced as a whole by a config reload.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderNames(Arc<RwLock<BTreeSet<String>>>);
+
+impl ProviderNames {
+    /// These names.
+    pub fn new(names: BTreeSet<String>) -> ProviderNames {
+        ProviderNames(Arc::new(RwLock::new(names)))
+    }
+
+    /// Whether `name` is one of them.
+    pub fn contains(&self, name: &str) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(name)
+    }
+
+    /// The names, sorted.
+    pub fn list(&self) -> Vec<String> {
+        let names = self.0.read().unwrap_or_else(|p| p.into_inner());
+        names.iter().cloned().collect()
+    }
+
+    /// Replaces every name at once.
+    pub fn replace(&self, names: BTreeSet<String>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = names;
+    }
 }
 
 impl PermissionResponder for Engine {
@@ -52,9 +88,23 @@ impl PermissionResponder for Engine {
             self.respond_permission(turn_id, request_id, answer)
                 .await
                 .map_err(|e| match ErrorCode::parse(e.code()) {
-                    Some(ErrorCode::Internal) | None => super::dispatch::internal(e),
+                    Some(ErrorCode::Internal) | None => super::failure::internal(e),
                     Some(code) => RpcError::new(code, e.to_string()),
                 })
         })
+    }
+
+    fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+        self.pending_permissions(turn_id)
+    }
+}
+
+impl Core {
+    /// Pending requests, optionally of one turn (none without an engine).
+    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+        self.permissions
+            .as_ref()
+            .map(|p| p.pending(turn_id))
+            .unwrap_or_default()
     }
 }

@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use crate::auth::AuthSession;
 use lapis_protocol::{ErrorCode, HelloParams, HelloResult, Method, PROTOCOL, Request, RpcError};
 
-use super::connection::Conn;
+use super::conn::Conn;
 use super::context::ServerContext;
+use super::failure::internal;
 use super::handlers;
 
 /// Checks the protocol, then the credential, in that order: an unsupported
@@ -77,6 +78,14 @@ pub async fn method(
             handlers::status(ctx).await
         }
         Method::SessionsRevoke => handlers::sessions_revoke(ctx, conn, session, request.params()?),
+        Method::ConfigReload => {
+            let _: Empty = request.params()?;
+            let outcome = ctx
+                .reload
+                .reload(&ctx.core.store, &ctx.core.providers)
+                .await;
+            serde_json::to_value(outcome).map_err(internal)
+        }
         Method::WorkspacesAdd => handlers::workspaces_add(ctx, request.params()?).await,
         Method::WorkspacesList => {
             let _: Empty = request.params()?;
@@ -98,6 +107,9 @@ pub async fn method(
             handlers::journal_subscribe(ctx, conn, session, request.params()?).await
         }
         Method::JournalUnsubscribe => handlers::journal_unsubscribe(conn, request.params()?),
+        Method::PermissionsList => {
+            handlers::permissions_list(ctx, session, request.params()?).await
+        }
         Method::PermissionsRespond => {
             handlers::permissions_respond(ctx, session, request.params()?).await
         }
@@ -108,10 +120,3 @@ pub async fn method(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Empty {}
-
-/// Maps an unexpected failure to `internal`, logging the cause (which must
-/// not hold a secret).
-pub fn internal(e: impl std::fmt::Display) -> RpcError {
-    tracing::error!(error = %e, "internal error");
-    RpcError::new(ErrorCode::Internal, "internal error; see the server log")
-}

@@ -8,13 +8,17 @@
 //! socket can only be replaced by the lock holder); only then are clients
 //! served.
 
+mod conn;
 mod connection;
 mod context;
 mod controller;
 mod dispatch;
+mod failure;
 mod frames;
 mod handlers;
 mod listener;
+mod notify;
+mod reload;
 mod session_store;
 mod stdio;
 mod subscriptions;
@@ -32,13 +36,14 @@ use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
-use lapis_protocol::config::Config;
+use lapis_protocol::config::{Config, EnvFile};
 
 pub use connection::serve_connection;
 pub use context::{ServerContext, ServerIdentity};
-pub use controller::{Core, PermissionResponder};
+pub use controller::{Core, PermissionResponder, ProviderNames};
 pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
+pub use reload::Reloader;
 pub use session_store::StoreSessions;
 pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
 
@@ -59,12 +64,18 @@ pub struct ServeOptions {
     pub identity: ServerIdentity,
     /// Managed mode: serve stdin/stdout instead of the socket.
     pub stdio: bool,
-    /// Time source for sessions.
+    /// Time source for the store's rows and the sessions' expiry.
     pub clock: Arc<dyn Clock>,
     /// The executable that serves the built-in `echo` agent (`acp-echo`);
     /// with it an engine runs turns, without it turns stay queued (tests of
     /// the protocol alone).
     pub agent_exe: Option<PathBuf>,
+    /// Agent secrets from the env file beside the config (read by the
+    /// caller at start); allowlisted names take their values from it first.
+    pub secrets: EnvFile,
+    /// The config file `config` came from, re-read by a reload; without it a
+    /// reload is refused.
+    pub config_path: Option<PathBuf>,
 }
 
 impl ServeOptions {
@@ -77,6 +88,8 @@ impl ServeOptions {
             stdio,
             clock: Arc::new(SystemClock),
             agent_exe: None,
+            secrets: EnvFile::default(),
+            config_path: None,
         }
     }
 }
@@ -140,6 +153,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     let mut store_options = StoreOptions::new(options.home.clone());
     store_options.queue_capacity = limits.queue_capacity;
     store_options.broadcast_capacity = limits.subscriber_buffer;
+    store_options.clock = options.clock.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(store_options))
         .await
         .map_err(|e| {
@@ -176,12 +190,20 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
             config.max_live_agents = limits.max_live_agents;
             config.max_running_turns = limits.max_running_turns;
+            config.lookup.secrets = options.secrets.clone();
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))
         }
         None => (None, None),
     };
+    let reload = Reloader::new(
+        options.config_path.clone(),
+        options.config.clone(),
+        engine.as_deref().cloned(),
+        options.agent_exe.clone(),
+        options.clock.clone(),
+    );
     let authority = Authority::new(
         options.config.tokens.clone(),
         limits.session_ttl_seconds,
@@ -194,10 +216,11 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         limits,
         core: Core {
             store: store.clone(),
-            providers,
+            providers: ProviderNames::new(providers),
             permissions: engine.clone().map(|e| e as Arc<dyn PermissionResponder>),
             engine,
         },
+        reload,
     });
     Ok(Prepared {
         ctx,
@@ -206,7 +229,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     })
 }
 
-/// Flips `tx` on the first SIGTERM or SIGINT.
+/// Flips `tx` on the first SIGTERM or SIGINT (and tells the service manager
+/// the controller is stopping).
 pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
@@ -216,9 +240,42 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
             _ = term.recv() => tracing::info!(signal = "SIGTERM", "stopping"),
             _ = int.recv() => tracing::info!(signal = "SIGINT", "stopping"),
         }
+        notify::stopping();
         let _ = tx.send(true);
     });
     Ok(())
+}
+
+/// Reloads the configuration on each SIGHUP (the unit's `ExecReload`)
+/// until `stop` flips. The handler is installed by [`sighup`] before the
+/// store opens, so an early SIGHUP waits for this loop instead of ending
+/// the process (SIGHUP's default action).
+fn reload_on_sighup(
+    mut hup: tokio::signal::unix::Signal,
+    ctx: Arc<ServerContext>,
+    mut stop: watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        loop {
+            let got = tokio::select! {
+                got = hup.recv() => got.is_some(),
+                _ = stop.wait_for(|s| *s) => false,
+            };
+            if !got {
+                break;
+            }
+            tracing::info!(signal = "SIGHUP", "reloading the configuration");
+            ctx.reload
+                .reload(&ctx.core.store, &ctx.core.providers)
+                .await;
+        }
+    });
+}
+
+/// Installs the SIGHUP handler.
+fn sighup() -> Result<tokio::signal::unix::Signal, ServeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::hangup()).map_err(ServeError::Signals)
 }
 
 /// Runs the server until a stop signal (or, in managed mode, until stdin
@@ -226,7 +283,9 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     stop_on_signals(stop_tx)?;
+    let hup = sighup()?;
     let Prepared { ctx, store, engine } = prepare(&options).await?;
+    reload_on_sighup(hup, ctx.clone(), stop_rx.clone());
     let result = if options.stdio {
         serve_stdio(
             ctx.clone(),
@@ -242,6 +301,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         match bind(&path, &store) {
             Ok(listener) => {
                 tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");
+                // Bound and listening: a connect succeeds from here on.
+                notify::ready();
                 Listener {
                     listener,
                     limit: Arc::new(Semaphore::new(ctx.limits.max_connections)),

@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tokio::sync::{Notify, broadcast, oneshot};
 
-use crate::domain::{JournalEvent, StoreError, StoreResult, StoreStatus};
+use crate::domain::{Clock, JournalEvent, StoreError, StoreResult, StoreStatus, SystemClock};
 
-use super::ids::{Clock, system_clock};
 use super::journal::{Journal, MemoryPayloads, SharedPayloads};
 use super::lock::InstanceLock;
 use super::recovery::Recovered;
@@ -45,7 +44,7 @@ pub struct StoreOptions {
     /// Metadata-only payloads kept in memory (oldest evicted first).
     pub memory_payload_capacity: usize,
     /// Time source (ms since epoch).
-    pub clock: Clock,
+    pub clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -72,7 +71,7 @@ impl StoreOptions {
             snapshot_turns: 16,
             page_max: 1000,
             memory_payload_capacity: 100_000,
-            clock: system_clock(),
+            clock: Arc::new(SystemClock),
         }
     }
 }

@@ -1,24 +1,8 @@
-//! Ids, the injected clock, input digests and small validators.
-
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+//! Ids, input digests and small validators.
 
 use sha2::{Digest, Sha256};
 
 use crate::domain::{StoreError, StoreResult};
-
-/// Milliseconds since the Unix epoch; injected so tests control time.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
-    })
-}
 
 /// A new random id: `prefix` + 32 lowercase hex digits.
 pub fn new_id(prefix: &str) -> StoreResult<String> {

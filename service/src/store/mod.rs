@@ -63,7 +63,6 @@ mod validate;
 mod writer;
 
 pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
-pub use ids::{Clock, system_clock};
 pub use lock::LOCK_FILE;
 pub use ops_turns::{CANCELLED_BEFORE_START, RESOLVED_BY_OWNER};
 pub use read::{ThreadFilter, TurnFilter};

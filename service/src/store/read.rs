@@ -11,6 +11,7 @@ use crate::domain::{
 };
 
 use super::journal::MemoryPayloads;
+use lapis_protocol::Scope;
 
 fn bad(table: &'static str, row: &str, check: &'static str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -112,6 +113,7 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
         resolved_at: r.get(16)?,
         agent_session_id: r.get(17)?,
         max_turn_seconds: r.get::<_, Option<i64>>(18)?.map(|s| s as u64),
+        awaiting_input: false,
         id,
     })
 }
@@ -124,8 +126,11 @@ pub const SESSION_COLS: &str = "id, credential, principal, application, scopes, 
 pub fn session_row(r: &Row<'_>) -> rusqlite::Result<AuthSession> {
     let id: String = r.get(0)?;
     let scopes: String = r.get(4)?;
+    let scopes: Vec<String> =
+        serde_json::from_str(&scopes).map_err(|_| bad("auth_sessions", &id, "scopes"))?;
     Ok(AuthSession {
-        scopes: serde_json::from_str(&scopes).map_err(|_| bad("auth_sessions", &id, "scopes"))?,
+        // A scope this build does not know grants nothing.
+        scopes: scopes.iter().filter_map(|s| Scope::parse(s)).collect(),
         credential: r.get(1)?,
         principal: r.get(2)?,
         application: r.get(3)?,

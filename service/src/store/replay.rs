@@ -111,5 +111,6 @@ pub fn snapshot(
         tail: events,
         truncated,
         last_thread_seq,
+        awaiting_input: false,
     })
 }

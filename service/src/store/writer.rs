@@ -28,9 +28,10 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, oneshot, watch};
 
-use crate::domain::{EventKind, JournalEvent, StoreError, StoreResult, StoreStatus, TurnState};
+use crate::domain::{
+    Clock, EventKind, JournalEvent, StoreError, StoreResult, StoreStatus, TurnState,
+};
 
-use super::ids::Clock;
 use super::journal::{Journal, JournalTx};
 use super::lock::InstanceLock;
 use super::read;
@@ -112,7 +113,7 @@ pub(crate) struct Writer {
     /// Last `queue_seq` assigned.
     pub last_queue_seq: u64,
     /// Time source.
-    pub clock: Clock,
+    pub clock: Arc<dyn Clock>,
     /// Handles' view.
     pub shared: Arc<Shared>,
     /// Batching limits.
@@ -237,7 +238,7 @@ impl Writer {
         &mut self,
         f: impl FnOnce(&Connection, &Journal, &mut JournalTx, i64) -> StoreResult<T>,
     ) -> StoreResult<T> {
-        let now = (self.clock)();
+        let now = self.clock.now_ms();
         let mut stage = self.journal.begin();
         let in_batch = !self.conn.is_autocommit();
         let result = if in_batch {

@@ -10,7 +10,11 @@
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
 //! `--structured-input` `--pidfile PATH` `--load-session` `--history PATH`
-//! `--recall`; `--sleeper PIDFILE` is the grandchild itself.
+//! `--recall` `--advertise` (agent info, capabilities, an auth method and
+//! session modes) `--expect-env NAME=VALUE` (initialize fails unless the
+//! environment has exactly that; `VALUE` `@PATH` reads it from a file, so it
+//! need not appear in argv or output; never echoed); `--sleeper PIDFILE` is
+//! the grandchild itself.
 //!
 //! Sessions: each `session/new` gets an id unique to this process
 //! (`fx-<pid>-<n>`); a prompt naming another session is refused. `--history
@@ -131,16 +135,43 @@ fn main() {
                     );
                     continue;
                 }
+                let expected = script
+                    .get("expect-env")
+                    .and_then(|e| e.split_once('='))
+                    .map(|(n, v)| {
+                        let v = match v.strip_prefix('@') {
+                            Some(file) => std::fs::read_to_string(file).expect("expect-env file"),
+                            None => v.to_string(),
+                        };
+                        (n.to_string(), v)
+                    });
+                if let Some((name, want)) = expected
+                    && std::env::var(&name).ok() != Some(want)
+                {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32603, "message": format!("{name} is missing or differs")}}),
+                    );
+                    continue;
+                }
                 let version = script
                     .get("protocol-version")
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(1);
-                let caps = json!({"loadSession": script.has("load-session")});
-                send(
-                    &out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "protocolVersion": version, "agentCapabilities": caps, "authMethods": []}}),
-                );
+                let result = if script.has("advertise") {
+                    json!({"protocolVersion": version,
+                        "agentInfo": {"name": "fixture-agent", "version": "1.2.3"},
+                        "agentCapabilities": {"loadSession": true,
+                            "mcpCapabilities": {"http": true, "sse": false},
+                            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true}},
+                        "authMethods": [{"id": "fixture-login", "name": "Fixture login", "description": "run fixture login"}]})
+                } else {
+                    json!({"protocolVersion": version,
+                        "agentCapabilities": {"loadSession": script.has("load-session")},
+                        "authMethods": []})
+                };
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/new", Some(id)) => {
                 if script.get("exit-at") == Some("session_new") {
@@ -176,10 +207,12 @@ fn main() {
                 let sid = format!("fx-{}-{sessions}", std::process::id());
                 memory.clear();
                 session = Some(sid.clone());
-                send(
-                    &out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {"sessionId": sid}}),
-                );
+                let mut result = json!({"sessionId": sid});
+                if script.has("advertise") {
+                    result["modes"] = json!({"currentModeId": "default", "availableModes": [
+                        {"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]});
+                }
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/load", Some(id)) if script.has("load-session") => {
                 let sid = msg["params"]["sessionId"]

@@ -51,7 +51,14 @@ fn assert_calls(log: &Path, from: usize, first: &[String], poll: &str) {
     let calls = &calls[from..];
     assert!(calls.len() > first.len(), "{calls:?}");
     assert_eq!(calls[..first.len()], *first, "{calls:?}");
-    assert!(calls[first.len()..].iter().all(|c| c == poll), "{calls:?}");
+    // `status` (the readiness probe) also asks for `is-enabled`.
+    let enabled = poll.replace(" is-active ", " is-enabled ");
+    assert!(
+        calls[first.len()..]
+            .iter()
+            .all(|c| c == poll || *c == enabled),
+        "{calls:?}"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The secret-leak check that every `TestContext` runs on drop can fail:
 //! a config token in captured output, a registered bearer in a file under
-//! HOME, a token in a journal-like database file all fail it; `token show`
-//! output and the config file itself do not.
+//! HOME, a token in a journal-like database file, an env-file (agent
+//! secret) value in output all fail it; `token show` output and the config
+//! and env files themselves do not.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -75,4 +76,20 @@ fn token_show_output_is_exempt() {
     let out = ctx.output(cmd);
     assert!(out.stdout.contains(TOKEN));
     assert!(!drop_fails(ctx));
+}
+
+#[test]
+fn env_file_values_are_secrets_and_the_env_file_is_exempt() {
+    let ctx = with_config();
+    let env = ctx.home().join(".config/lapis-ai-controller/env");
+    let value = "sk-agent-value-0123456789";
+    std::fs::write(&env, format!("# comment\nAPI_KEY={value}\nSHORT=abc\n")).unwrap();
+    assert!(ctx.issued_secrets().contains(&value.to_owned()));
+    assert!(
+        ctx.secret_leaks().is_empty(),
+        "the env file itself is exempt"
+    );
+    ctx.capture(&format!("agent said {value}"));
+    assert_eq!(ctx.secret_leaks().len(), 1);
+    assert!(drop_fails(ctx));
 }

@@ -1,26 +1,21 @@
 //! Typed wrappers, one per method. Requests are the server's own params
 //! types ([`crate::params`]), so a field the server renames cannot silently
-//! drift here; results are decoded into the shared records.
-
-use serde_json::Value;
+//! drift here; results are decoded into the result types beside them.
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsRespond, SessionsRevoke, StatusResult,
-    ThreadRef, ThreadsCreate, ThreadsList, TurnRef, TurnsList, TurnsResolve, TurnsSubmit,
-    WorkspacesAdd,
+    JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond,
+    PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
+    SubscribeResult, ThreadRef, ThreadResult, ThreadsCreate, ThreadsList, ThreadsResult, TurnRef,
+    TurnResult, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd,
+    WorkspacesResult,
 };
-use crate::{ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
+use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
 fn turn_ref(turn_id: &str) -> TurnRef {
     TurnRef {
         turn_id: turn_id.to_owned(),
     }
-}
-
-fn member<T: serde::de::DeserializeOwned>(mut v: Value, key: &str) -> Result<T, ClientError> {
-    serde_json::from_value(v[key].take())
-        .map_err(|e| ClientError::Protocol(format!("unexpected `{key}` member: {e}")))
 }
 
 impl Client {
@@ -29,22 +24,28 @@ impl Client {
         self.call("status", &NoParams {})
     }
 
+    /// `config.reload`: the controller re-reads its config file. A refused
+    /// reload is a result with `applied: false`, not an error.
+    pub fn config_reload(&mut self) -> Result<ReloadResult, ClientError> {
+        self.call("config.reload", &NoParams {})
+    }
+
     /// `workspaces.add`.
     pub fn workspaces_add(&mut self, id: &str, path: &str) -> Result<Workspace, ClientError> {
-        let v: Value = self.call(
+        let r: WorkspaceResult = self.call(
             "workspaces.add",
             &WorkspacesAdd {
                 id: id.to_owned(),
                 path: path.to_owned(),
             },
         )?;
-        member(v, "workspace")
+        Ok(r.workspace)
     }
 
     /// `workspaces.list`.
     pub fn workspaces_list(&mut self) -> Result<Vec<Workspace>, ClientError> {
-        let v: Value = self.call("workspaces.list", &NoParams {})?;
-        member(v, "workspaces")
+        let r: WorkspacesResult = self.call("workspaces.list", &NoParams {})?;
+        Ok(r.workspaces)
     }
 
     /// `threads.create` with an explicit approval policy (`ask`|`allow-all`).
@@ -63,8 +64,8 @@ impl Client {
             retention: None,
             command_id: command_id.map(str::to_owned),
         };
-        let v: Value = self.call("threads.create", &p)?;
-        member(v, "thread")
+        let r: ThreadResult = self.call("threads.create", &p)?;
+        Ok(r.thread)
     }
 
     /// `threads.get`: the thread snapshot.
@@ -79,8 +80,8 @@ impl Client {
 
     /// `threads.list`.
     pub fn threads_list(&mut self) -> Result<Vec<Thread>, ClientError> {
-        let v: Value = self.call("threads.list", &ThreadsList::default())?;
-        member(v, "threads")
+        let r: ThreadsResult = self.call("threads.list", &ThreadsList::default())?;
+        Ok(r.threads)
     }
 
     /// `turns.submit`. Same command id + same input returns the same turn.
@@ -102,14 +103,14 @@ impl Client {
     /// `turns.submit` with every parameter (e.g. a per-turn
     /// `maxTurnSeconds`).
     pub fn turns_submit_with(&mut self, params: &TurnsSubmit) -> Result<Turn, ClientError> {
-        let v: Value = self.call("turns.submit", params)?;
-        member(v, "turn")
+        let r: TurnResult = self.call("turns.submit", params)?;
+        Ok(r.turn)
     }
 
     /// `turns.get`.
     pub fn turns_get(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
-        let v: Value = self.call("turns.get", &turn_ref(turn_id))?;
-        member(v, "turn")
+        let r: TurnResult = self.call("turns.get", &turn_ref(turn_id))?;
+        Ok(r.turn)
     }
 
     /// `turns.list`, optionally of one thread.
@@ -118,14 +119,14 @@ impl Client {
             thread_id: thread_id.map(str::to_owned),
             ..TurnsList::default()
         };
-        let v: Value = self.call("turns.list", &p)?;
-        member(v, "turns")
+        let r: TurnsResult = self.call("turns.list", &p)?;
+        Ok(r.turns)
     }
 
     /// `turns.cancel`.
     pub fn turns_cancel(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
-        let v: Value = self.call("turns.cancel", &turn_ref(turn_id))?;
-        member(v, "turn")
+        let r: TurnResult = self.call("turns.cancel", &turn_ref(turn_id))?;
+        Ok(r.turn)
     }
 
     /// `turns.resolve` (`as_`: `failed`|`cancelled`).
@@ -140,8 +141,8 @@ impl Client {
             resolve_as: as_.to_owned(),
             confirm_stopped,
         };
-        let v: Value = self.call("turns.resolve", &p)?;
-        member(v, "turn")
+        let r: TurnResult = self.call("turns.resolve", &p)?;
+        Ok(r.turn)
     }
 
     /// `journal.replay`: one page after `after`.
@@ -170,8 +171,22 @@ impl Client {
             thread_id: thread_id.map(str::to_owned),
             after,
         };
-        let v: Value = self.call("journal.subscribe", &p)?;
-        member(v, "subscription")
+        let r: SubscribeResult = self.call("journal.subscribe", &p)?;
+        Ok(r.subscription)
+    }
+
+    /// `permissions.list`: pending requests, optionally of one thread or turn.
+    pub fn permissions_list(
+        &mut self,
+        thread_id: Option<&str>,
+        turn_id: Option<&str>,
+    ) -> Result<Vec<PendingRequest>, ClientError> {
+        let p = PermissionsList {
+            thread_id: thread_id.map(str::to_owned),
+            turn_id: turn_id.map(str::to_owned),
+        };
+        let r: PermissionsResult = self.call("permissions.list", &p)?;
+        Ok(r.requests)
     }
 
     /// `permissions.respond`.
@@ -186,7 +201,7 @@ impl Client {
             request_id: request_id.to_owned(),
             option_id: option_id.to_owned(),
         };
-        let _: Value = self.call("permissions.respond", &p)?;
+        let _: RespondResult = self.call("permissions.respond", &p)?;
         Ok(())
     }
 
@@ -195,7 +210,7 @@ impl Client {
         let p = SessionsRevoke {
             session_id: session_id.map(str::to_owned),
         };
-        let v: Value = self.call("sessions.revoke", &p)?;
-        member(v, "revoked")
+        let r: RevokeResult = self.call("sessions.revoke", &p)?;
+        Ok(r.revoked)
     }
 }

@@ -5,6 +5,8 @@
 //! ever quotes a value from the file (a token could be anywhere a typo put
 //! it), only field names and positions.
 
+mod catalogue;
+mod envfile;
 mod provider;
 mod validate;
 
@@ -13,9 +15,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "schema")]
+use serde_json::Value;
 
 use crate::Scope;
 
+pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
+pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
 };
@@ -30,6 +36,7 @@ pub const CONFIG_SCHEMA: u32 = 1;
 
 /// The parsed, validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Always [`CONFIG_SCHEMA`].
@@ -53,6 +60,7 @@ pub struct Config {
 
 /// One bootstrap token. `Debug` never shows the secret.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenSpec {
     /// Unique name of the credential (sessions are keyed by it).
@@ -90,18 +98,20 @@ impl fmt::Debug for TokenSpec {
 /// A provider as written in the config (validated for shape here; the ACP
 /// runner owns launch-time resolution).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderConfig {
     /// Absolute path or bare name resolved from `PATH`, then `~/.local/bin`.
     pub command: String,
     /// Arguments (never secrets).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// Constant, non-secret environment.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// Variables copied from the service's own environment.
-    #[serde(default)]
+    /// Variables whose values come from the env file beside the config,
+    /// else from the service's own environment (secrets go here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_allowlist: Vec<String>,
     /// Identity the agent commits as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +128,7 @@ pub struct ProviderConfig {
 
 /// `vcsIdentity`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct VcsIdentity {
     /// Author name.
@@ -128,6 +139,7 @@ pub struct VcsIdentity {
 
 /// A workspace declared in config.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceConfig {
     /// Absolute project directory (canonicalized by validation).
@@ -136,6 +148,7 @@ pub struct WorkspaceConfig {
 
 /// `server` limits, with their defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ServerLimits {
     /// Largest accepted frame in bytes.
@@ -186,10 +199,13 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// Not JSON of the expected shape.
-    #[error("configuration {} is malformed at line {line}, column {column} ({kind})", path.display())]
+    #[error("configuration {} is malformed at {}line {line}, column {column} ({kind})", path.display(), field.as_ref().map(|f| format!("`{f}`, ")).unwrap_or_default())]
     Parse {
         /// The file.
         path: PathBuf,
+        /// JSON path of the offending field, when the JSON itself is sound
+        /// (`providers.claude.envAllowlist[2]`).
+        field: Option<String>,
         /// Line of the problem.
         line: usize,
         /// Column of the problem.
@@ -226,7 +242,7 @@ impl ConfigError {
 }
 
 impl Config {
-    /// Reads and validates the file at `path`.
+    /// Reads the file at `path` and checks its structure ([`Config::parse`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -235,10 +251,22 @@ impl Config {
         Config::parse(&bytes, path)
     }
 
-    /// Parses and validates file content; `path` is only used in errors.
+    /// Parses file content and checks its structure: shape, names, limits,
+    /// tokens. Nothing here looks at the machine, so the installer can use
+    /// it; see [`Config::check_on_this_machine`]. `path` is only used in errors.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<Config, ConfigError> {
-        let mut config: Config = serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let parsed = match serde_path_to_error::deserialize::<_, Config>(&mut de) {
+            Ok(c) => de.end().map(|()| c).map_err(|e| (None, e)),
+            Err(e) => {
+                let field = e.path().to_string();
+                Err(((field != ".").then_some(field), e.into_inner()))
+            }
+        };
+        let mut config = parsed.map_err(|(field, e)| ConfigError::Parse {
             path: path.to_owned(),
+            // Only a data error sits at a field; a syntax error has none.
+            field: field.filter(|_| e.classify() == serde_json::error::Category::Data),
             line: e.line(),
             column: e.column(),
             kind: match e.classify() {
@@ -250,6 +278,23 @@ impl Config {
         })?;
         validate::validate(&mut config)?;
         Ok(config)
+    }
+
+    /// The JSON Schema of the configuration file, generated from these
+    /// types (so it cannot drift from what [`Config::parse`] accepts in
+    /// shape; the value rules live in the validator and the descriptions).
+    #[cfg(feature = "schema")]
+    pub fn json_schema() -> Value {
+        serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default()
+    }
+
+    /// The checks that depend on this machine at run time (workspace
+    /// directories exist; they are stored canonical; no two ids name one
+    /// directory). `serve` and clients run it after [`Config::load`]; the
+    /// installer does not, so a missing workspace directory never fails an
+    /// install.
+    pub fn check_on_this_machine(&mut self) -> Result<(), ConfigError> {
+        validate::check_on_this_machine(self)
     }
 
     /// The configured providers as the runner launches them (the rules were

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{ProviderConfig, VcsIdentity};
+use super::envfile::valid_env_name;
+use super::{EnvFile, ProviderConfig, VcsIdentity};
 
 /// The name of the built-in deterministic provider.
 pub const ECHO_PROVIDER: &str = "echo";
@@ -86,14 +87,19 @@ pub struct ProviderSpec {
     pub session: SessionPolicy,
 }
 
-/// Where bare command names are looked up: the service's `PATH`, then
-/// `$HOME/.local/bin`. Injected so tests need not mutate the process env.
+/// The service's environment as an agent launch sees it: where bare command
+/// names are looked up (the service's `PATH`, then `$HOME/.local/bin`) and
+/// where allowlisted variables take their values (the env file beside the
+/// config, then the service's own environment). Injected so tests need not
+/// mutate the process env.
 #[derive(Debug, Clone, Default)]
 pub struct CommandLookup {
     /// The `PATH` value to search.
     pub path: Option<OsString>,
     /// The home directory whose `.local/bin` is searched last.
     pub home: Option<PathBuf>,
+    /// Secrets from the env file; they win over the service's environment.
+    pub secrets: EnvFile,
 }
 
 impl CommandLookup {
@@ -102,7 +108,17 @@ impl CommandLookup {
         CommandLookup {
             path: std::env::var_os("PATH"),
             home: std::env::var_os("HOME").map(PathBuf::from),
+            secrets: EnvFile::default(),
         }
+    }
+
+    /// The value an allowlisted `name` gets: the env file's, else the
+    /// service's own environment's.
+    pub fn env_value(&self, name: &str) -> Option<OsString> {
+        self.secrets
+            .get(name)
+            .map(OsString::from)
+            .or_else(|| std::env::var_os(name))
     }
 }
 
@@ -417,16 +433,6 @@ fn string_list(value: Option<&Value>, key: &str) -> Result<Vec<String>, String> 
             .collect(),
         Some(_) => Err(format!("`{key}` must be an array of strings")),
     }
-}
-
-/// POSIX portable names: `[A-Za-z_][A-Za-z0-9_]*`.
-fn valid_env_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
 }
 
 fn vcs_name_problem(name: &str) -> Option<&'static str> {

@@ -1,9 +1,16 @@
 //! Every rule the configuration must satisfy. Messages name fields, never values.
+//!
+//! Two steps, kept apart on purpose: [`validate`] is structural (shape,
+//! names, limits, tokens) and depends on nothing but the document, so the
+//! installer can check a config on a machine where its workspaces do not
+//! exist yet; [`check_on_this_machine`] is what depends on the machine at run
+//! time (workspace directories exist, are canonicalized, name no directory
+//! twice) and runs where the config is used (`serve` and clients).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderSpec};
+use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderError, ProviderSpec};
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -59,7 +66,7 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
     }
     validate_tokens(config)?;
     validate_providers(&config.providers)?;
-    validate_workspaces(config)?;
+    validate_workspace_ids(config)?;
     validate_limits(config)
 }
 
@@ -115,14 +122,38 @@ fn validate_tokens(config: &Config) -> Result<(), ConfigError> {
 fn validate_providers(providers: &BTreeMap<String, ProviderConfig>) -> Result<(), ConfigError> {
     for (name, p) in providers {
         ProviderSpec::from_config(name, p)
-            .map_err(|e| invalid(format!("providers.{name}"), format!("is invalid ({e})")))?;
+            .map_err(|e| invalid(provider_field(name, p, &e), format!("is invalid ({e})")))?;
     }
     Ok(())
 }
 
-fn validate_workspaces(config: &mut Config) -> Result<(), ConfigError> {
-    let mut seen: BTreeMap<PathBuf, String> = BTreeMap::new();
-    for (id, ws) in config.workspaces.iter_mut() {
+/// The JSON path a provider error is about, as precise as the error allows
+/// (`providers.claude.envAllowlist[2]`).
+fn provider_field(name: &str, p: &ProviderConfig, e: &ProviderError) -> String {
+    let base = format!("providers.{name}");
+    let env_key = |key: &str, last: bool| {
+        let hit = |a: &String| a == key || a.split('=').next().unwrap_or("").starts_with(key);
+        let index = if last {
+            p.env_allowlist.iter().rposition(hit)
+        } else {
+            p.env_allowlist.iter().position(hit)
+        };
+        match index {
+            Some(i) => format!("{base}.envAllowlist[{i}]"),
+            None => format!("{base}.env.{key}"),
+        }
+    };
+    match e {
+        ProviderError::RelativeCommand { .. } => format!("{base}.command"),
+        ProviderError::InvalidEnvName { key, .. } => env_key(key, false),
+        ProviderError::DuplicateEnv { key, .. } => env_key(key, true),
+        ProviderError::InvalidVcsIdentity { field, .. } => format!("{base}.vcsIdentity.{field}"),
+        _ => base,
+    }
+}
+
+fn validate_workspace_ids(config: &Config) -> Result<(), ConfigError> {
+    for (id, ws) in &config.workspaces {
         if !valid_workspace_id(id) {
             return Err(invalid(
                 format!("workspaces.{id}"),
@@ -135,6 +166,15 @@ fn validate_workspaces(config: &mut Config) -> Result<(), ConfigError> {
                 "must be an absolute path",
             ));
         }
+    }
+    Ok(())
+}
+
+/// The machine-dependent step: every workspace is an existing directory,
+/// stored canonical, and no two ids name one directory (`workspace_alias`).
+pub(super) fn check_on_this_machine(config: &mut Config) -> Result<(), ConfigError> {
+    let mut seen: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for (id, ws) in config.workspaces.iter_mut() {
         let canonical = std::fs::canonicalize(&ws.path).map_err(|_| {
             invalid(
                 format!("workspaces.{id}.path"),
@@ -225,7 +265,22 @@ mod tests {
     }
 
     fn parse(s: &str) -> Result<Config, super::ConfigError> {
-        Config::parse(s.as_bytes(), Path::new("config.json"))
+        let mut c = Config::parse(s.as_bytes(), Path::new("config.json"))?;
+        c.check_on_this_machine()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn a_missing_workspace_directory_is_a_machine_check_not_a_structural_one() {
+        let ws = r#","workspaces":{"a":{"path":"/nonexistent/lapis-h1b-test"}}"#;
+        let mut c = Config::parse(doc(ws).as_bytes(), Path::new("config.json"))
+            .expect("structurally valid");
+        let e = c.check_on_this_machine().unwrap_err().to_string();
+        assert!(e.contains("workspaces.a.path"), "{e}");
+        assert!(!e.contains("nonexistent"), "{e}");
+        // A malformed id is structural.
+        let bad = r#","workspaces":{"-a":{"path":"/tmp"}}"#;
+        assert!(Config::parse(doc(bad).as_bytes(), Path::new("config.json")).is_err());
     }
 
     #[test]
@@ -259,6 +314,36 @@ mod tests {
         assert!(!e.contains("LEAK"), "{e}");
         let unknown = doc(r#","extra":"lapis_LEAK2""#);
         assert!(!parse(&unknown).unwrap_err().to_string().contains("LEAK2"));
+    }
+
+    #[test]
+    fn errors_name_the_json_path() {
+        let e = parse(&doc(
+            r#","providers":{"claude":{"command":"c","envAllowlist":["A","B","sk-LEAKY=x"]}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`providers.claude.envAllowlist[2]`"), "{e}");
+        assert!(!e.contains("LEAKY=x"), "{e}");
+        let e = parse(&doc(
+            r#","providers":{"claude":{"command":"c","envAllowlist":["A",7]}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`providers.claude.envAllowlist[1]`"), "{e}");
+        let e = parse(&doc(r#","server":{"queueCapacity":"lapis_LEAK"}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`server.queueCapacity`") && !e.contains("LEAK"),
+            "{e}"
+        );
+        let e = parse(&doc(
+            r#","providers":{"x":{"command":"a","envAllowlist":["A","A"]}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`providers.x.envAllowlist[1]`"), "{e}");
     }
 
     #[test]

@@ -102,6 +102,7 @@ impl<H: TurnHooks> Session<H> {
             request_id: request_id.clone(),
             invocation,
             options: options.clone(),
+            deadline: std::time::SystemTime::now() + limit,
         };
         let rid = request_id.clone();
         let task = tokio::spawn(async move {

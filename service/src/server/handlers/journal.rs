@@ -17,7 +17,7 @@ use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
 use lapis_protocol::{Notification, RpcError, params};
 
-use super::super::connection::{Conn, Outbox};
+use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
 use super::{owned_thread, store_err};
 use lapis_protocol::notifications::{

@@ -7,6 +7,7 @@
 //! [`owned_turn`] before touching it.
 
 mod journal;
+mod permissions;
 mod status;
 mod threads;
 mod turns;
@@ -17,11 +18,12 @@ use crate::auth::AuthSession;
 use crate::domain::{Actor, StoreError, Thread, Turn};
 use lapis_protocol::{ErrorCode, RpcError, params};
 
-use super::connection::Conn;
+use super::conn::Conn;
 use super::context::ServerContext;
-use super::dispatch::internal;
+use super::failure::internal;
 
 pub use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
+pub use permissions::permissions_list;
 pub use status::status;
 pub use threads::{
     threads_configure, threads_create, threads_get, threads_list, workspaces_add, workspaces_list,

@@ -1,19 +1,48 @@
-//! `status`: identity, uptime and the scheduler's counters.
+//! `status`: identity, uptime, the scheduler's counters, the turns in
+//! flight and the fences with what blocks them, live agents and the last
+//! config reload.
 
 use serde_json::Value;
 
 use lapis_protocol::{
-    PROTOCOL, RpcError,
-    params::{EngineCounters, QueueStatus, StatusResult},
+    PROTOCOL, RpcError, TurnState,
+    params::{EngineCounters, QueueStatus, StatusResult, StatusTurn},
 };
 
-use super::super::context::ServerContext;
-use super::super::dispatch::internal;
+use crate::acp::AgentRegistry;
+use crate::store::{Store, TurnFilter};
 
-/// Reads counters the core keeps in memory; never touches the database, so
-/// it answers quickly even while the writer is busy.
+use super::super::context::ServerContext;
+use super::super::failure::internal;
+
+/// Reads counters the core keeps in memory; the database (a read
+/// connection, never the writer) only when turns are in flight or fenced,
+/// to say which.
 pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
-    let s = ctx.core.store.status();
+    let store = &ctx.core.store;
+    let s = store.status();
+    let running_turns = if s.running_workspaces.is_empty() {
+        Vec::new()
+    } else {
+        turns_in(
+            store,
+            &[
+                TurnState::Preparing,
+                TurnState::Dispatched,
+                TurnState::Running,
+            ],
+        )
+        .await?
+    };
+    let fences = if s.fenced_workspaces.is_empty() {
+        Vec::new()
+    } else {
+        turns_in(
+            store,
+            &[TurnState::SubmissionUnknown, TurnState::Interrupted],
+        )
+        .await?
+    };
     let id = &ctx.identity;
     let result = StatusResult {
         protocol: PROTOCOL.to_owned(),
@@ -28,6 +57,10 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
         },
         running_workspaces: s.running_workspaces,
         fenced_workspaces: s.fenced_workspaces,
+        live_agents: AgentRegistry::of_home(&store.options().home).live(),
+        running_turns,
+        fences,
+        last_reload: ctx.reload.last(),
         agents: ctx.core.engine.as_ref().map(|e| {
             let st = e.status();
             EngineCounters {
@@ -40,4 +73,33 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
         }),
     };
     serde_json::to_value(result).map_err(internal)
+}
+
+/// Turns in any of `states`, oldest first, with when they got there.
+async fn turns_in(store: &Store, states: &[TurnState]) -> Result<Vec<StatusTurn>, RpcError> {
+    let mut out = Vec::new();
+    for state in states {
+        let filter = TurnFilter {
+            state: Some(*state),
+            ..TurnFilter::default()
+        };
+        for t in store.list_turns(filter).await.map_err(internal)? {
+            let since = match t.state {
+                TurnState::Preparing => t.prepared_at,
+                TurnState::Dispatched => t.dispatched_at,
+                TurnState::Running => t.started_at,
+                _ => None,
+            }
+            .unwrap_or(t.updated_at);
+            out.push(StatusTurn {
+                turn: t.id,
+                thread: t.thread_id,
+                workspace: t.workspace_id,
+                state: t.state,
+                since,
+            });
+        }
+    }
+    out.sort_by(|a, b| (a.since, &a.turn).cmp(&(b.since, &b.turn)));
+    Ok(out)
 }

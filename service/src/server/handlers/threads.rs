@@ -100,12 +100,13 @@ pub async fn threads_get(
     p: params::ThreadRef,
 ) -> Result<Value, RpcError> {
     owned_thread(ctx, session, &p.thread_id).await?;
-    let snapshot = ctx
+    let mut snapshot = ctx
         .core
         .store
         .thread_snapshot(&p.thread_id)
         .await
         .map_err(store_err)?;
+    super::permissions::mark_snapshot(ctx, &mut snapshot);
     serde_json::to_value(snapshot).map_err(super::internal)
 }
 

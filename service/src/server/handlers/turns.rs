@@ -42,7 +42,9 @@ pub async fn turns_get(
     session: &AuthSession,
     p: params::TurnRef,
 ) -> Result<Value, RpcError> {
-    wrap("turn", owned_turn(ctx, session, &p.turn_id).await?)
+    let mut turn = owned_turn(ctx, session, &p.turn_id).await?;
+    super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
+    wrap("turn", turn)
 }
 
 /// `turns.list`: one thread's turns, or every turn of the session's threads.
@@ -88,6 +90,7 @@ pub async fn turns_list(
         }
         turns = kept;
     }
+    super::permissions::mark_turns(ctx, &mut turns);
     wrap("turns", turns)
 }
 
@@ -99,12 +102,13 @@ pub async fn turns_cancel(
     p: params::TurnRef,
 ) -> Result<Value, RpcError> {
     owned_turn(ctx, session, &p.turn_id).await?;
-    let turn = ctx
+    let mut turn = ctx
         .core
         .store
         .request_cancel(&actor(session), &p.turn_id)
         .await
         .map_err(store_err)?;
+    super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
     wrap("turn", turn)
 }
 

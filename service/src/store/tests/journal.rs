@@ -5,6 +5,7 @@ use serde_json::json;
 use super::*;
 use crate::domain::*;
 use crate::store::*;
+use lapis_protocol::Scope;
 
 #[tokio::test]
 async fn metadata_only_payloads_live_in_memory_and_are_unavailable_after_restart() {
@@ -162,7 +163,7 @@ async fn auth_sessions_persist_and_revoke() {
             credential: "owner".into(),
             principal: "owner".into(),
             application: "cli".into(),
-            scopes: vec!["threads:read".into()],
+            scopes: vec![Scope::ThreadsRead],
             bearer_sha256: hash.clone(),
             expires_at: Some(99_999),
         };
@@ -183,7 +184,7 @@ async fn auth_sessions_persist_and_revoke() {
         .unwrap()
         .unwrap();
     assert_eq!(found.id, id);
-    assert_eq!(found.scopes, vec!["threads:read".to_owned()]);
+    assert_eq!(found.scopes, vec![Scope::ThreadsRead]);
     assert_eq!(
         s.find_session_by_bearer_hash(&hash)
             .await

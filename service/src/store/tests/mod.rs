@@ -8,7 +8,6 @@ mod scheduling;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::*;
 use crate::domain::*;
@@ -42,8 +41,7 @@ pub(crate) fn owner() -> Actor {
 
 pub(crate) fn options(home: &Path) -> StoreOptions {
     let mut o = StoreOptions::new(home);
-    let t = Arc::new(AtomicI64::new(1_000));
-    o.clock = Arc::new(move || t.fetch_add(1, Ordering::Relaxed));
+    o.clock = Arc::new(ManualClock::ticking(1_000, 1));
     o
 }
 

@@ -112,6 +112,7 @@ fn bare_names_resolve_from_path_then_local_bin() {
     let lookup = CommandLookup {
         path: Some(path_dir.clone().into_os_string()),
         home: Some(home.clone()),
+        secrets: Default::default(),
     };
     assert_eq!(spec.resolve_command(&lookup).unwrap(), in_home);
     let in_path = make(path_dir.join("agent"), 0o755);
@@ -128,4 +129,28 @@ fn bare_names_resolve_from_path_then_local_bin() {
         abs.resolve_command(&lookup),
         Err(ProviderError::NotExecutable { .. })
     ));
+}
+
+#[test]
+fn env_file_values_win_over_the_service_environment() {
+    let spec = ProviderSpec::from_json(
+        "p",
+        &json!({"command": "a", "envAllowlist": ["PATH", "LAPIS_UNSET_X"]}),
+    )
+    .unwrap();
+    let mut lookup = CommandLookup::from_env();
+    let from_service = spec.agent_env(|k| lookup.env_value(k));
+    assert_eq!(from_service.len(), 1, "only PATH is set in the test env");
+    lookup.secrets =
+        super::super::EnvFile::parse(b"PATH=/from-file\nLAPIS_UNSET_X=v\n", "env".as_ref())
+            .unwrap();
+    let env = spec.agent_env(|k| lookup.env_value(k));
+    assert!(
+        env.contains(&("PATH".into(), "/from-file".into())),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&("LAPIS_UNSET_X".into(), "v".into())),
+        "{env:?}"
+    );
 }

@@ -1,0 +1,153 @@
+//! `ask "PROMPT" [--dir DIR] [--provider NAME] [--new]`: the one-shot path
+//! from a directory to an agent's reply.
+//!
+//! DIR (default: the current directory) is registered as a workspace when no
+//! workspace has its canonical path, under an id derived from its name; the
+//! last thread of this directory, provider and application (the CLI's) is
+//! continued unless `--new`; the turn is then followed like `turns submit
+//! --follow`, permissions answered inline on a terminal.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use lapis_protocol::Workspace;
+use lapis_protocol::client::Client;
+use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+
+use crate::args::{AskArgs, GlobalArgs};
+use crate::exit::{CliError, CliResult};
+
+use super::connect::{client_error, connect};
+use super::turns::{Submission, Watch, fresh_command_id, submit_and_watch};
+
+pub fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
+    let prompt = match args.prompt.as_deref() {
+        Some("-") => super::prompt::from_stdin("ask -")?,
+        Some(text) if text.trim().is_empty() => {
+            return Err(invalid("the prompt is empty".into()));
+        }
+        Some(text) => text.to_owned(),
+        None if std::io::stdin().is_terminal() => {
+            return Err(invalid(
+                "give the prompt as an argument or pipe it on stdin".into(),
+            ));
+        }
+        None => super::prompt::from_stdin("ask")?,
+    };
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()?,
+    };
+    let dir = std::fs::canonicalize(&dir).map_err(|e| {
+        CliError::failure(
+            "invalid_request",
+            anyhow::Error::new(e).context(format!(
+                "--dir {}: not an existing directory",
+                dir.display()
+            )),
+        )
+    })?;
+    let mut client = connect(global)?;
+    let workspace = ensure_workspace(&mut client, &dir)?;
+    let thread = match (
+        args.new,
+        last_thread(&mut client, &workspace.id, &args.provider)?,
+    ) {
+        (false, Some(id)) => id,
+        _ => {
+            let t = client
+                .threads_create(&workspace.id, &args.provider, "ask", None)
+                .map_err(client_error)?;
+            eprintln!("new thread {} in workspace {}", t.id, workspace.id);
+            t.id
+        }
+    };
+    submit_and_watch(
+        global,
+        &mut client,
+        Submission {
+            thread: &thread,
+            command_id: fresh_command_id()?,
+            prompt: &prompt,
+            watch: Watch::Follow,
+            thoughts: !args.no_thoughts,
+            json: args.json,
+        },
+    )
+}
+
+/// The workspace of `dir`, registering it when none has its path.
+fn ensure_workspace(client: &mut Client, dir: &Path) -> Result<Workspace, CliError> {
+    let path = dir
+        .to_str()
+        .ok_or_else(|| invalid("the directory path is not UTF-8".into()))?;
+    let known = client.workspaces_list().map_err(client_error)?;
+    if let Some(ws) = known.iter().find(|w| w.path == path) {
+        return Ok(ws.clone());
+    }
+    let id = derived_id(dir);
+    if let Some(other) = known.iter().find(|w| w.id == id) {
+        return Err(invalid(format!(
+            "{path} is not a workspace yet, and its name `{id}` is already the id of workspace \
+             {}; register it under another id with `lapis-ai-controller workspaces add ID {path}`",
+            other.path
+        )));
+    }
+    match client.workspaces_add(&id, path) {
+        Ok(ws) => {
+            eprintln!("registered workspace {} for {}", ws.id, ws.path);
+            Ok(ws)
+        }
+        Err(e) if e.code() == "workspace_alias" => Err(CliError::failure(
+            "workspace_alias",
+            anyhow::Error::new(e).context(format!(
+                "{path} cannot be registered as workspace `{id}`: it aliases an already registered workspace"
+            )),
+        )),
+        Err(e) => Err(client_error(e)),
+    }
+}
+
+/// A workspace id from the directory's name: characters outside the id rule
+/// become `-`, at most 64.
+fn derived_id(dir: &Path) -> String {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    let mut id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    if !valid_workspace_id(&id) {
+        id = format!("w{}", id.chars().take(63).collect::<String>());
+    }
+    debug_assert!(valid_workspace_id(&id), "{WORKSPACE_ID_RULE}");
+    id
+}
+
+/// The most recent thread of this workspace and provider among the CLI's
+/// own threads (the server lists only the session's application).
+fn last_thread(
+    client: &mut Client,
+    workspace: &str,
+    provider: &str,
+) -> Result<Option<String>, CliError> {
+    let threads = client.threads_list().map_err(client_error)?;
+    Ok(threads
+        .into_iter()
+        .filter(|t| t.workspace_id == workspace && t.provider == provider)
+        .max_by_key(|t| (t.created_at, t.id.clone()))
+        .map(|t| t.id))
+}
+
+fn invalid(msg: String) -> CliError {
+    CliError::failure("invalid_request", anyhow::anyhow!(msg))
+}

@@ -1,0 +1,355 @@
+//! Showing a journal as it happens: the one renderer of every follow mode
+//! (`turns submit --wait/--follow`, `ask`, `journal tail`), and the watch
+//! loop that runs a turn to its end while answering its permission requests.
+//!
+//! What must stay true:
+//! - plain output joins a run of reply chunks into running text (no newline
+//!   per chunk); thoughts are marked apart and never mixed into the reply;
+//!   colour only when stdout is a terminal and `NO_COLOR` is unset;
+//! - `--json` follow output is NDJSON: one compact object per line, each
+//!   with exactly one member (`turn`, `event` or `permission`);
+//! - a closed stdout ends the loop at once ([`Halt::Closed`]), found either
+//!   by a failed write or by polling while idle; callers exit 0 then.
+
+use std::io::{self, IsTerminal, Write};
+use std::time::Duration;
+
+use lapis_protocol::client::JournalFollower;
+use lapis_protocol::{EventKind, JournalEvent, Turn, TurnState};
+use serde_json::{Value, json};
+
+use crate::exit::CliError;
+
+use super::connect::client_error;
+use super::permissions::Prompter;
+
+/// How long a follower waits for an event before checking the turn and
+/// whether stdout was closed.
+const IDLE: Duration = Duration::from_millis(250);
+
+/// Why a follow loop stopped early.
+pub enum Halt {
+    /// Stdout's reader is gone: stop quietly, exit 0.
+    Closed,
+    /// A real failure.
+    Failed(CliError),
+}
+
+impl<E: Into<CliError>> From<E> for Halt {
+    fn from(e: E) -> Halt {
+        Halt::Failed(e.into())
+    }
+}
+
+/// Maps a follow result to a command result: a closed stdout is success.
+pub fn settle(r: Result<(), Halt>) -> Result<(), CliError> {
+    match r {
+        Ok(()) | Err(Halt::Closed) => Ok(()),
+        Err(Halt::Failed(e)) => Err(e),
+    }
+}
+
+/// Which run of streamed text the output is in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    None,
+    Reply,
+    Thought,
+}
+
+/// Writes events for a person (plain) or a script (NDJSON).
+pub struct Printer {
+    /// NDJSON instead of text.
+    json: bool,
+    /// ANSI styling (stdout is a terminal and `NO_COLOR` is unset).
+    color: bool,
+    /// Show the agent's thoughts.
+    thoughts: bool,
+    /// Show lifecycle events (`journal tail`); a watched turn shows only
+    /// what the agent did.
+    lifecycle: bool,
+    /// The run of streamed text currently open on the line.
+    run: Run,
+    /// Whether the last text written ended a line.
+    at_line_start: bool,
+}
+
+const DIM: &str = "\x1b[2m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+impl Printer {
+    /// A printer for stdout.
+    pub fn new(json: bool, thoughts: bool, lifecycle: bool) -> Printer {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Printer {
+            json,
+            color: !json && !no_color && io::stdout().is_terminal(),
+            thoughts,
+            lifecycle,
+            run: Run::None,
+            at_line_start: true,
+        }
+    }
+
+    /// Whether output is NDJSON.
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
+    fn write(&mut self, text: &str) -> Result<(), Halt> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        let mut out = io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => {
+                self.at_line_start = text.ends_with('\n');
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Halt::Closed),
+            Err(e) => Err(Halt::Failed(e.into())),
+        }
+    }
+
+    fn styled(&self, style: &str, text: &str) -> String {
+        if self.color {
+            format!("{style}{text}{RESET}")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Ends an open run of streamed text with a newline (unless the text
+    /// ended its line itself).
+    pub fn end_run(&mut self) -> Result<(), Halt> {
+        if self.run != Run::None {
+            self.run = Run::None;
+            if !self.at_line_start {
+                self.write("\n")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes text as it is (the reply of `--wait`).
+    pub fn write_text(&mut self, text: &str) -> Result<(), Halt> {
+        self.write(text)
+    }
+
+    /// One NDJSON line holding `value`.
+    pub fn record_value(&mut self, value: &Value) -> Result<(), Halt> {
+        let line = serde_json::to_string(value).map_err(CliError::from)?;
+        self.write(&format!("{line}\n"))
+    }
+
+    /// One NDJSON line `{key: value}`.
+    pub fn record(&mut self, key: &str, value: &impl serde::Serialize) -> Result<(), Halt> {
+        let line = serde_json::to_string(&json!({ key: value })).map_err(CliError::from)?;
+        self.write(&format!("{line}\n"))
+    }
+
+    /// A status line (plain mode), dimmed on a terminal.
+    pub fn status(&mut self, text: &str) -> Result<(), Halt> {
+        self.end_run()?;
+        let line = self.styled(DIM, text);
+        self.write(&format!("{line}\n"))
+    }
+
+    /// Shows one event.
+    pub fn event(&mut self, e: &JournalEvent) -> Result<(), Halt> {
+        if self.json {
+            return self.record("event", e);
+        }
+        let payload = e.payload.as_ref();
+        match e.kind {
+            EventKind::MessageChunk => {
+                let Some(text) = payload.and_then(chunk_text) else {
+                    return Ok(());
+                };
+                if self.run != Run::Reply {
+                    self.end_run()?;
+                    self.run = Run::Reply;
+                }
+                self.write(&text)
+            }
+            EventKind::ThoughtChunk => {
+                if !self.thoughts {
+                    return Ok(());
+                }
+                let Some(text) = payload.and_then(chunk_text) else {
+                    return Ok(());
+                };
+                if self.run != Run::Thought {
+                    self.end_run()?;
+                    self.run = Run::Thought;
+                    let mark = self.styled(DIM, "thinking: ");
+                    self.write(&mark)?;
+                }
+                let text = self.styled(DIM, &text);
+                self.write(&text)
+            }
+            EventKind::ToolCall => {
+                let p = payload.cloned().unwrap_or(Value::Null);
+                let title = p["title"].as_str().unwrap_or("tool call");
+                let kind = p["kind"]
+                    .as_str()
+                    .map(|k| format!(" [{k}]"))
+                    .unwrap_or_default();
+                let status = p["status"].as_str().unwrap_or("pending");
+                self.end_run()?;
+                let line = format!("{} {title}{kind}: {status}", self.styled(BOLD, "tool"));
+                self.write(&format!("{line}\n"))
+            }
+            EventKind::PermissionRequested => {
+                let p = payload.cloned().unwrap_or(Value::Null);
+                let title = p["invocation"]["title"].as_str().unwrap_or("a tool call");
+                self.status(&format!(
+                    "permission {} requested: {title}",
+                    p["requestId"].as_str().unwrap_or("?")
+                ))
+            }
+            EventKind::PermissionDecided => {
+                let p = payload.cloned().unwrap_or(Value::Null);
+                let answer = p["answer"]["optionId"]
+                    .as_str()
+                    .or_else(|| p["answer"]["outcome"].as_str())
+                    .unwrap_or("?");
+                let by = p["decidedBy"].as_str().unwrap_or("?");
+                self.status(&format!(
+                    "permission {}: {answer} (by {by})",
+                    p["requestId"].as_str().unwrap_or("?")
+                ))
+            }
+            _ if !self.lifecycle => Ok(()),
+            _ => {
+                let detail = match payload {
+                    Some(p) => p.to_string(),
+                    None if e.payload_unavailable => "(payload unavailable)".into(),
+                    None => String::new(),
+                };
+                self.status(&format!("[{} #{}] {detail}", e.kind.as_str(), e.thread_seq))
+            }
+        }
+    }
+}
+
+/// The text of a message or thought chunk payload.
+fn chunk_text(v: &Value) -> Option<String> {
+    v.get("text")
+        .or_else(|| v.get("content").and_then(|c| c.get("text")))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+fn ended(t: &Turn) -> bool {
+    t.state.is_terminal() || t.state.is_fenced()
+}
+
+/// What watching a turn produced.
+pub struct Watched {
+    /// The turn as it ended.
+    pub turn: Turn,
+    /// The reply text (every reply chunk, joined).
+    pub reply: String,
+}
+
+/// Runs `turn` to its end: shows its events when `printer` is given,
+/// collects the reply, and hands each permission request to `prompter`.
+/// Stops at the journal's own record of the final state, so every event of
+/// the turn before it has been seen.
+pub fn watch(
+    follower: &mut JournalFollower<'_>,
+    thread: &str,
+    mut turn: Turn,
+    mut printer: Option<&mut Printer>,
+    prompter: &mut Prompter,
+) -> Result<Watched, Halt> {
+    let mut reply = String::new();
+    loop {
+        let next = follower.next(Some(IDLE)).map_err(client_error)?;
+        let Some(event) = next else {
+            if crate::output::stdout_closed() {
+                return Err(Halt::Closed);
+            }
+            // Quiet for a while: re-read the turn; if it ended, collect what
+            // the journal holds that was not seen yet.
+            turn = follower
+                .client()
+                .turns_get(&turn.id)
+                .map_err(client_error)?;
+            if ended(&turn) {
+                let mut after = follower.cursor();
+                loop {
+                    let page = follower
+                        .client()
+                        .journal_replay(Some(thread), after, None)
+                        .map_err(client_error)?;
+                    for e in page.events {
+                        if e.turn_id.as_deref() == Some(turn.id.as_str()) {
+                            take(&e, &mut reply, printer.as_deref_mut())?;
+                        }
+                    }
+                    after = page.next_after;
+                    if !page.more {
+                        break;
+                    }
+                }
+                return Ok(Watched { turn, reply });
+            }
+            continue;
+        };
+        if event.turn_id.as_deref() != Some(turn.id.as_str()) {
+            continue;
+        }
+        take(&event, &mut reply, printer.as_deref_mut())?;
+        if event.kind == EventKind::PermissionRequested
+            && let Some(request) = event
+                .payload
+                .as_ref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(Value::as_str)
+        {
+            if let Some(p) = printer.as_deref_mut() {
+                p.end_run()?;
+            }
+            let request = request.to_owned();
+            prompter.ask(
+                follower.client(),
+                &turn.id,
+                &request,
+                printer.as_deref_mut(),
+            )?;
+        }
+        if event.kind == EventKind::TurnState {
+            turn = follower
+                .client()
+                .turns_get(&turn.id)
+                .map_err(client_error)?;
+            let final_state = event
+                .payload
+                .as_ref()
+                .and_then(|p| p.get("to"))
+                .and_then(Value::as_str)
+                .and_then(TurnState::parse)
+                .is_some_and(|s| s.is_terminal() || s.is_fenced());
+            if final_state {
+                return Ok(Watched { turn, reply });
+            }
+        }
+    }
+}
+
+/// Collects reply text and shows the event.
+fn take(e: &JournalEvent, reply: &mut String, printer: Option<&mut Printer>) -> Result<(), Halt> {
+    if e.kind == EventKind::MessageChunk
+        && let Some(text) = e.payload.as_ref().and_then(chunk_text)
+    {
+        reply.push_str(&text);
+    }
+    match printer {
+        Some(p) => p.event(e),
+        None => Ok(()),
+    }
+}

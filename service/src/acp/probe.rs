@@ -1,0 +1,226 @@
+//! `providers check`: start one agent the way a turn does, ask `initialize`
+//! (and, when asked, `session/new`), and report what it advertises.
+//!
+//! It reuses the runner's launch ([`AgentProcess::spawn`]: same command
+//! lookup, same rebuilt environment, same process group and teardown) and
+//! connection ([`Session`]), so a provider that passes the check is launched
+//! identically for a turn. No prompt is ever sent; permission requests (none
+//! expected before a prompt) are answered `cancelled`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::events::{ActivityEvent, PermissionAnswer};
+use super::process::{AgentProcess, LaunchError};
+use super::session::{CallError, Conn, Session};
+use super::turn::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, HookError, PermissionRequest, RunnerLimits, TurnHooks,
+    TurnRequest, cancel_channel, initialize_params,
+};
+use lapis_protocol::ApprovalPolicy;
+use lapis_protocol::config::{CommandLookup, ProviderSpec};
+
+/// What to check.
+#[derive(Debug, Clone)]
+pub struct ProbeRequest {
+    /// The provider, as a turn would launch it.
+    pub spec: ProviderSpec,
+    /// An empty scratch directory the agent runs in.
+    pub scratch: PathBuf,
+    /// Also open a session (`session/new`).
+    pub session: bool,
+    /// Command lookup and secrets, as for a turn.
+    pub lookup: CommandLookup,
+    /// Deadlines (`setup_timeout` bounds each call).
+    pub limits: RunnerLimits,
+}
+
+/// What the agent advertised.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeReport {
+    /// The executable that was started.
+    pub command: PathBuf,
+    /// `initialize` → `protocolVersion` (always the pinned one on success).
+    pub protocol_version: u64,
+    /// `agentInfo` (name, title, version) when given.
+    pub agent_info: Option<Value>,
+    /// `agentCapabilities.loadSession`.
+    pub load_session: bool,
+    /// `agentCapabilities.mcpCapabilities` (`http`, `sse`).
+    pub mcp_capabilities: Value,
+    /// `agentCapabilities.promptCapabilities` (`image`, `audio`,
+    /// `embeddedContext`).
+    pub prompt_capabilities: Value,
+    /// `authMethods` (id, name, description).
+    pub auth_methods: Vec<Value>,
+    /// The session check, when asked for.
+    pub session: Option<SessionProbe>,
+}
+
+/// How `session/new` went.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SessionProbe {
+    /// A session was opened; `modes` is what the agent offered.
+    Opened {
+        /// `modes` (`currentModeId`, `availableModes`), when given.
+        modes: Option<Value>,
+    },
+    /// The agent needs a login first (see the report's `auth_methods`).
+    AuthRequired,
+    /// Any other failure, with a stable code.
+    Failed {
+        /// `session_new_failed`, `session_new_timeout`, `agent_exited`, …
+        code: String,
+    },
+}
+
+/// Why the agent could not be checked.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// It could not be started (not found, not executable, spawn failed).
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// `initialize` did not succeed.
+    #[error("initialize failed ({code})")]
+    Initialize {
+        /// `initialize_failed`, `initialize_timeout`, `agent_exited`,
+        /// `auth_required`, `invalid_json`, …
+        code: &'static str,
+    },
+    /// The agent speaks another ACP version.
+    #[error(
+        "the agent answered protocol version {got:?}; this controller speaks {ACP_PROTOCOL_VERSION}"
+    )]
+    ProtocolVersion {
+        /// What it answered.
+        got: Option<u64>,
+    },
+}
+
+impl ProbeError {
+    /// The stable code for scripts.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProbeError::Launch(e) => e.code(),
+            ProbeError::Initialize { code } => code,
+            ProbeError::ProtocolVersion { .. } => "protocol_version_unsupported",
+        }
+    }
+}
+
+/// Hooks of a check: nothing is journaled, nothing is dispatched.
+#[derive(Debug)]
+struct ProbeHooks;
+
+impl TurnHooks for ProbeHooks {
+    async fn before_dispatch(&self, _session_id: &str) -> Result<(), HookError> {
+        Err(HookError("a check never dispatches a prompt".into()))
+    }
+
+    async fn event(&self, _event: ActivityEvent) -> Result<(), HookError> {
+        Ok(())
+    }
+
+    async fn ask(&self, _request: PermissionRequest) -> PermissionAnswer {
+        PermissionAnswer::Cancelled
+    }
+}
+
+/// Runs the check and tears the agent down.
+pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeError> {
+    let limits = request.limits;
+    let command = request
+        .spec
+        .resolve_command(&request.lookup)
+        .map_err(LaunchError::from)?;
+    let (process, pipes) = AgentProcess::spawn(
+        &request.spec,
+        &request.scratch,
+        &request.lookup,
+        limits.max_line_bytes,
+        limits.stderr,
+        None,
+    )?;
+    let turn = TurnRequest {
+        spec: request.spec.clone(),
+        workspace: request.scratch.clone(),
+        prompt: String::new(),
+        approval: ApprovalPolicy::Ask,
+        restricted: true,
+        limits,
+        lookup: request.lookup.clone(),
+        registry: None,
+        resume: None,
+        keep_alive: false,
+    };
+    let (_cancel, signal) = cancel_channel();
+    let mut session = Session::start(Conn::open(pipes), Arc::new(ProbeHooks), signal, &turn);
+    let result = exchange(&mut session, &request, command).await;
+    session.finish(process, limits.teardown).await;
+    result
+}
+
+async fn exchange(
+    s: &mut Session<ProbeHooks>,
+    request: &ProbeRequest,
+    command: PathBuf,
+) -> Result<ProbeReport, ProbeError> {
+    let setup = Some(request.limits.setup_timeout);
+    let init = s
+        .call("initialize", initialize_params(), setup)
+        .await
+        .map_err(|e| ProbeError::Initialize {
+            code: call_code(&e, "initialize_failed", "initialize_timeout"),
+        })?;
+    let version = init.get("protocolVersion").and_then(Value::as_u64);
+    if version != Some(ACP_PROTOCOL_VERSION) {
+        return Err(ProbeError::ProtocolVersion { got: version });
+    }
+    let caps = init.get("agentCapabilities").cloned().unwrap_or(json!({}));
+    let mut report = ProbeReport {
+        command,
+        protocol_version: ACP_PROTOCOL_VERSION,
+        agent_info: init.get("agentInfo").cloned(),
+        load_session: caps
+            .get("loadSession")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        mcp_capabilities: caps.get("mcpCapabilities").cloned().unwrap_or(json!({})),
+        prompt_capabilities: caps.get("promptCapabilities").cloned().unwrap_or(json!({})),
+        auth_methods: init
+            .get("authMethods")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        session: None,
+    };
+    if request.session {
+        let new = json!({"cwd": request.scratch, "mcpServers": []});
+        report.session = Some(match s.call("session/new", new, setup).await {
+            Ok(v) => SessionProbe::Opened {
+                modes: v.get("modes").cloned(),
+            },
+            Err(CallError::Rpc { code }) if code == AUTH_REQUIRED => SessionProbe::AuthRequired,
+            Err(e) => SessionProbe::Failed {
+                code: call_code(&e, "session_new_failed", "session_new_timeout").to_string(),
+            },
+        });
+    }
+    Ok(report)
+}
+
+fn call_code(e: &CallError, rpc: &'static str, timeout: &'static str) -> &'static str {
+    match e {
+        CallError::Rpc { code } if *code == AUTH_REQUIRED => "auth_required",
+        CallError::Rpc { .. } => rpc,
+        CallError::Closed(code) => code,
+        CallError::Timeout => timeout,
+        CallError::Cancelled | CallError::Interrupted => "cancelled",
+        CallError::Hook => "internal",
+    }
+}

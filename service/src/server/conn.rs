@@ -1,0 +1,43 @@
+//! Per-connection state shared by the connection loop, the router and the
+//! handlers. Its own file so those three depend on it without depending on
+//! each other (the loop calls the router, the router calls the handlers).
+
+use tokio::sync::mpsc;
+
+use crate::auth::AuthSession;
+use lapis_protocol::{Notification, Response, encode};
+
+use super::subscriptions::Subscriptions;
+
+/// Frames waiting for the writer task; bounded so a client that stops
+/// reading slows its own connection down instead of growing memory.
+pub(super) const OUTBOX: usize = 256;
+
+/// A cloneable way to send frames to this connection's peer.
+#[derive(Debug, Clone)]
+pub struct Outbox(pub(super) mpsc::Sender<Vec<u8>>);
+
+impl Outbox {
+    /// Queues a response. Returns false when the connection is gone.
+    pub async fn respond(&self, response: &Response) -> bool {
+        self.0.send(encode(response)).await.is_ok()
+    }
+
+    /// Queues a notification. Returns false when the connection is gone.
+    pub async fn notify(&self, notification: &Notification) -> bool {
+        self.0.send(encode(notification)).await.is_ok()
+    }
+}
+
+/// Per-connection state handed to method handlers.
+#[derive(Debug)]
+pub struct Conn {
+    /// The authenticated session, once `hello` succeeded.
+    pub session: Option<AuthSession>,
+    /// Where responses and notifications go.
+    pub outbox: Outbox,
+    /// This connection's journal subscriptions.
+    pub subscriptions: Subscriptions,
+    /// Connection number, for logs.
+    pub number: u64,
+}

@@ -1,0 +1,181 @@
+//! `status` beside the installation: the launcher's snapshot and version,
+//! the service manager's view, a warning with the restart command when the
+//! service runs another snapshot than the launcher, and, when nothing
+//! answers, exit 3 saying to start the unit or run `serve`.
+
+use std::path::Path;
+
+use std::time::{Duration, Instant};
+
+use lapis_e2e::TestContext;
+use lapis_protocol::client::{Client, Credential};
+use serde_json::json;
+
+use crate::install_support::{install, use_systemctl_standin, variant};
+use crate::serve_support::{OWNER, Server};
+
+fn stop_service(ctx: &TestContext) {
+    let systemctl = Path::new(env!("CARGO_MANIFEST_DIR")).join("stand-ins/systemctl");
+    ctx.output(ctx.command_for(
+        &systemctl,
+        ["--user", "stop", "lapis-ai-controller.service"],
+    ))
+    .success();
+}
+
+#[test]
+fn status_shows_launcher_and_manager_and_warns_when_the_service_runs_an_older_snapshot() {
+    let mut ctx = TestContext::new();
+    use_systemctl_standin(&mut ctx);
+    ctx.run(["install", "--json"]).success();
+    let doc = ctx.run(["status", "--json"]).success().json();
+    assert_eq!(doc["protocol"], "lapis-ai-controller/1");
+    assert!(doc["snapshot"].is_string(), "{doc:#}");
+    assert_eq!(doc["launcher"]["snapshot"], doc["snapshot"]);
+    assert_eq!(doc["launcher"]["version"], env!("CARGO_PKG_VERSION"));
+    let manager = &doc["serviceManager"];
+    assert_eq!(manager["unit"], "lapis-ai-controller.service");
+    assert_eq!(manager["installed"], true);
+    assert_eq!(manager["enabled"], "enabled");
+    assert_eq!(manager["active"], "active");
+    assert_eq!(doc["warnings"], serde_json::json!([]));
+
+    // A new build becomes the launcher's target without a restart: the
+    // running service is now the older snapshot.
+    let newer = variant(&ctx, "newer");
+    let installed = install(&ctx, &newer, &[]);
+    let doc = ctx.run(["status", "--json"]).success().json();
+    let plain = ctx.run(["status"]);
+    stop_service(&ctx);
+    assert_eq!(doc["launcher"]["snapshot"], installed["digest"]);
+    assert_ne!(doc["snapshot"], doc["launcher"]["snapshot"]);
+    let warning = doc["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("restart it with `systemctl --user restart lapis-ai-controller.service`"),
+        "{warning}"
+    );
+    plain.success();
+    assert!(
+        plain
+            .stdout
+            .contains("\nwarning: the service runs snapshot"),
+        "{}",
+        plain.stdout
+    );
+    assert!(
+        plain
+            .stdout
+            .contains("manager   lapis-ai-controller.service: enabled, active"),
+        "{}",
+        plain.stdout
+    );
+}
+
+#[test]
+fn status_of_a_stopped_service_says_to_start_the_unit_or_run_serve() {
+    let mut ctx = TestContext::new();
+    use_systemctl_standin(&mut ctx);
+    ctx.run(["install", "--json"]).success();
+    stop_service(&ctx);
+    ctx.set_env("LAPIS_STANDIN_ACTIVE", "inactive");
+    let out = ctx.run(["status"]);
+    out.expect_code(3);
+    let first = out.stderr.lines().next().unwrap();
+    assert!(
+        first.contains("the unit lapis-ai-controller.service is inactive"),
+        "{first}"
+    );
+    assert!(
+        first.contains("start it with `systemctl --user start lapis-ai-controller.service`"),
+        "{first}"
+    );
+    assert!(first.contains(" serve --config "), "{first}");
+    assert!(!out.stderr.contains("try `"), "{}", out.stderr);
+
+    let out = ctx.run(["status", "--json"]);
+    out.expect_code(3);
+    let doc = out.json();
+    assert_eq!(doc["error"]["code"], "unavailable");
+    assert_eq!(
+        doc["error"]["details"]["serviceManager"]["active"],
+        "inactive"
+    );
+    assert!(doc["error"]["details"]["launcher"]["snapshot"].is_string());
+}
+
+#[test]
+fn status_names_running_turns_live_agents_and_fences_with_the_resolve_command() {
+    let hang = json!({
+        "command": env!("CARGO_BIN_EXE_fixture-agent"),
+        "args": ["--hang"],
+    });
+    let mut server = Server::start_full(json!({}), json!({ "hang": hang }));
+    let mut client = Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: OWNER.to_owned(),
+            // The CLI's application, so the printed CLI command may resolve it.
+            application: "lapis-cli".to_owned(),
+        },
+    )
+    .unwrap();
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let turn = client.turns_submit(&thread.id, "s-1", "wait").unwrap();
+    // Running: the turn, its thread and workspace, and its agent.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let doc = loop {
+        let doc = server.ctx.run(["status", "--json"]).success().json();
+        // `--hang` never reports progress: in flight past the boundary.
+        if doc["runningTurns"][0]["state"] == "dispatched" && doc["liveAgents"] == 1 {
+            break doc;
+        }
+        assert!(Instant::now() < deadline, "never running: {doc:#}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let running = &doc["runningTurns"][0];
+    assert_eq!(running["turn"], turn.id.as_str());
+    assert_eq!(running["thread"], thread.id.as_str());
+    assert_eq!(running["workspace"], "proj");
+    assert!(running["since"].as_i64().unwrap() > 0);
+    let plain = server.ctx.run(["status"]);
+    assert!(
+        plain
+            .success()
+            .stdout
+            .contains("turns     1 running, 0 queued"),
+        "{}",
+        plain.stdout
+    );
+    drop(client);
+
+    // A crash past the dispatch boundary fences the workspace; status names
+    // the blocking turn, its thread, since when, and the exact command.
+    server.kill9();
+    server.spawn();
+    let doc = server.ctx.run(["status", "--json"]).success().json();
+    let fence = &doc["fences"][0];
+    assert_eq!(fence["turn"], turn.id.as_str());
+    assert_eq!(fence["thread"], thread.id.as_str());
+    assert_eq!(fence["workspace"], "proj");
+    assert_eq!(fence["state"], "submission_unknown");
+    assert_eq!(doc["runningTurns"], json!([]));
+    let command = format!(
+        "lapis-ai-controller turns resolve {} --as failed --confirm-stopped",
+        turn.id
+    );
+    assert!(doc["warnings"].to_string().contains(&command), "{doc:#}");
+    let plain = server.ctx.run(["status"]).success().stdout.clone();
+    assert!(
+        plain.contains(&format!("fenced    proj: turn {}", turn.id)),
+        "{plain}"
+    );
+    assert!(plain.contains(&command), "{plain}");
+
+    // The command as printed releases the fence.
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    server.ctx.run(args).success();
+    let doc = server.ctx.run(["status", "--json"]).success().json();
+    assert_eq!(doc["fences"], json!([]));
+    assert_eq!(doc["fencedWorkspaces"], json!([]));
+    server.finish(&[], &[]);
+}

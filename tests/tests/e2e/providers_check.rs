@@ -1,0 +1,290 @@
+//! `providers check` against real agent processes, env-file secrets reaching
+//! the agent (in a check and in a served turn) before the service's own
+//! environment, and the `config` commands.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use lapis_e2e::TestContext;
+use lapis_protocol::client::{Client, Credential};
+use serde_json::{Value, json};
+
+use crate::providers::{SECRET, fixture_bin, rich_config, run_with_stdin};
+use crate::serve_support::{OWNER, Server};
+
+fn add_fixture(ctx: &TestContext, name: &str, args: &[&str]) {
+    let mut cmd = vec!["providers", "add", name, "--command", fixture_bin()];
+    for a in args {
+        cmd.extend(["--arg", a]);
+    }
+    ctx.run(cmd).success();
+}
+
+#[test]
+fn check_reports_capabilities_auth_methods_and_modes() {
+    let ctx = TestContext::new();
+    rich_config(&ctx);
+    add_fixture(&ctx, "fx", &["--advertise"]);
+    let out = ctx.run(["providers", "check", "fx", "--session", "--json"]);
+    out.success();
+    let r = &out.json()["report"];
+    assert_eq!(r["protocolVersion"], 1);
+    assert_eq!(r["agentInfo"]["name"], "fixture-agent");
+    assert_eq!(r["loadSession"], true);
+    assert_eq!(r["mcpCapabilities"]["http"], true);
+    assert_eq!(r["promptCapabilities"]["embeddedContext"], true);
+    assert_eq!(r["authMethods"][0]["id"], "fixture-login");
+    assert_eq!(r["session"]["status"], "opened");
+    assert_eq!(r["session"]["modes"]["availableModes"][1]["id"], "plan");
+    let plain = ctx.run(["providers", "check", "fx", "--session"]);
+    plain.success();
+    for want in [
+        "provider fx: ok",
+        "agent: fixture-agent 1.2.3",
+        "loadSession: yes",
+        "MCP: http",
+        "prompt: embeddedContext",
+        "auth methods: fixture-login",
+        "modes: default, plan (current default)",
+    ] {
+        assert!(plain.stdout.contains(want), "{want}:\n{}", plain.stdout);
+    }
+    // Without --session no session is opened; the built-in echo agent works.
+    let out = ctx.run(["providers", "check", "echo", "--json"]);
+    out.success();
+    assert!(out.json()["report"]["session"].is_null());
+}
+
+#[test]
+fn check_gives_a_clear_reason() {
+    let ctx = TestContext::new();
+    rich_config(&ctx);
+    // Auth required at session/new: names the method, exit 2, JSON details.
+    add_fixture(&ctx, "locked", &["--advertise", "--auth-required"]);
+    let out = ctx.run(["providers", "check", "locked", "--session"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr
+            .contains("needs a login first: auth methods: fixture-login (Fixture login)"),
+        "{}",
+        out.stderr
+    );
+    let out = ctx.run(["providers", "check", "locked", "--session", "--json"]);
+    out.expect_code(2);
+    let v = out.json();
+    assert_eq!(v["error"]["code"], "auth_required");
+    assert_eq!(
+        v["error"]["details"]["report"]["session"]["status"],
+        "auth_required"
+    );
+    // A catalogue agent that is not installed: how to install it.
+    let out = ctx.run(["providers", "check", "amp"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr
+            .contains("`amp-acp` not found in PATH or ~/.local/bin"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("install it: binary release from github.com/tao12345666333/amp-acp"),
+        "{}",
+        out.stderr
+    );
+    // An agent that breaks initialize.
+    add_fixture(&ctx, "broken", &["--fail-initialize"]);
+    let out = ctx.run(["providers", "check", "broken", "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "initialize_failed");
+}
+
+#[test]
+fn env_file_secret_reaches_the_agent_before_the_service_environment() {
+    let mut ctx = TestContext::new();
+    let config = rich_config(&ctx);
+    // The expected value reaches the fixture through a file outside HOME,
+    // so it is in no argv, config or output.
+    let want = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(want.path(), SECRET).unwrap();
+    let expect = format!("API_KEY_X=@{}", want.path().display());
+    ctx.run([
+        "providers",
+        "add",
+        "keyed",
+        "--command",
+        fixture_bin(),
+        "--arg",
+        "--expect-env",
+        "--arg",
+        &expect,
+        "--allow-env",
+        "API_KEY_X",
+    ])
+    .success();
+    // Neither the env file nor the environment has it: initialize fails.
+    let out = ctx.run(["providers", "check", "keyed", "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "initialize_failed");
+    // The env file wins over a different value in the service environment.
+    ctx.set_env("API_KEY_X", "wrong-value-from-the-login-shell");
+    run_with_stdin(&ctx, &["providers", "remove", "keyed"], "").success();
+    run_with_stdin(
+        &ctx,
+        &[
+            "providers",
+            "add",
+            "keyed",
+            "--command",
+            fixture_bin(),
+            "--arg",
+            "--expect-env",
+            "--arg",
+            &expect,
+            "--allow-env",
+            "API_KEY_X",
+            "--secret",
+            "API_KEY_X",
+        ],
+        &format!("{SECRET}\n"),
+    )
+    .success();
+    ctx.run(["providers", "check", "keyed"]).success();
+    let env = config.parent().unwrap().join("env");
+    assert_eq!(
+        std::fs::metadata(&env).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn serve_reads_the_env_file_at_start_and_at_reload() {
+    let expect = format!("API_KEY_X={SECRET}");
+    let providers = json!({"keyed": {"command": fixture_bin(),
+        "args": ["--expect-env", expect], "envAllowlist": ["API_KEY_X"]}});
+    let mut server = Server::start_full(json!({}), providers);
+    server.stop();
+    let env = server.config.parent().unwrap().join("env");
+    std::fs::write(&env, format!("API_KEY_X={SECRET}\n")).unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    server.spawn();
+    let mut client = Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: OWNER.to_owned(),
+            application: "env-test".to_owned(),
+        },
+    )
+    .unwrap();
+    let thread = client.threads_create("proj", "keyed", "ask", None).unwrap();
+    let run_turn = |client: &mut Client, id: &str| {
+        let turn_id = client.turns_submit(&thread.id, id, "hello").unwrap().id;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let state = client
+                .turns_get(&turn_id)
+                .unwrap()
+                .state
+                .as_str()
+                .to_owned();
+            if matches!(state.as_str(), "completed" | "failed" | "cancelled") {
+                return state;
+            }
+            assert!(Instant::now() < deadline, "turn stuck in {state}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(
+        run_turn(&mut client, "e-1"),
+        "completed",
+        "the agent saw the env file's value"
+    );
+    // A reload re-reads the env file: a changed value reaches later turns.
+    std::fs::write(&env, "API_KEY_X=another-value-after-reload\n").unwrap();
+    server.ctx.run(["config", "reload"]).success();
+    assert_eq!(
+        run_turn(&mut client, "e-2"),
+        "failed",
+        "the reloaded value differs"
+    );
+    // A bad env file refuses the reload (exit 2) and keeps the previous one.
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = server.ctx.run(["config", "reload"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("invalid_env_file") && out.stderr.contains("mode 0644"),
+        "{}",
+        out.stderr
+    );
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    drop(client);
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn config_commands_path_validate_show_schema() {
+    let ctx = TestContext::new();
+    let config = rich_config(&ctx);
+    let out = ctx.run(["config", "path"]);
+    out.success();
+    assert_eq!(out.stdout.trim(), config.display().to_string());
+    let out = ctx.run(["config", "validate", "--json"]);
+    out.success();
+    assert_eq!(out.json()["valid"], true);
+    // A bad allowlist entry: the error names the JSON path, never the value.
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    doc["providers"]["mine"]["envAllowlist"] = json!(["TERM", "HOME", "sk-LEAKED=oops"]);
+    // Outside HOME: the copy holds the tokens (the leak check scans HOME).
+    let outside = tempfile::tempdir().unwrap();
+    let bad = outside.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let out = ctx.run(["config", "validate", "--config", bad.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("`providers.mine.envAllowlist[2]`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("oops"), "{}", out.stderr);
+    doc["providers"]["mine"]["envAllowlist"] = json!(["TERM", 5]);
+    std::fs::write(&bad, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let out = ctx.run([
+        "config",
+        "validate",
+        "--config",
+        bad.to_str().unwrap(),
+        "--json",
+    ]);
+    out.expect_code(2);
+    let v = out.json();
+    assert_eq!(v["error"]["code"], "invalid_config");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`providers.mine.envAllowlist[1]`"),
+        "{v}"
+    );
+    // The schema: generated, current in docs/, and it describes the file.
+    let out = ctx.run(["config", "schema"]);
+    out.success();
+    let schema = out.json();
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/config.schema.json"
+    ))
+    .unwrap();
+    assert_eq!(
+        out.stdout.trim_end(),
+        committed.trim_end(),
+        "docs/config.schema.json is stale"
+    );
+    assert_eq!(schema["additionalProperties"], false);
+    assert!(
+        schema["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("tokens"))
+    );
+    assert!(schema["$defs"]["ProviderConfig"]["properties"]["envAllowlist"].is_object());
+}
