@@ -183,6 +183,16 @@ impl AgentPool {
         }
     }
 
+    /// Retires every idle agent (their environment is out of date: the
+    /// agent secrets were reloaded). Their threads resume at the next turn.
+    pub(super) fn retire_idle(&self) {
+        let idle: Vec<(String, Idle)> = self.lock().idle.drain().collect();
+        for (thread, i) in idle {
+            tracing::info!(thread = %thread, "idle agent stopped (agent secrets reloaded)");
+            self.retire(i.agent);
+        }
+    }
+
     /// Tears an agent down on its own task.
     pub(super) fn retire(&self, agent: LiveAgent) {
         let limits = self.limits;

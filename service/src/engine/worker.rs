@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -130,6 +130,9 @@ pub struct Engine {
     /// Agent secrets (the env file); a config reload replaces them for
     /// later turns, like the providers.
     secrets: Arc<std::sync::RwLock<EnvFile>>,
+    /// Bumped by every secrets reload: an agent started under an older
+    /// generation is never kept for a later turn (its environment is stale).
+    secrets_generation: Arc<AtomicU64>,
     /// Pending permission interactions.
     broker: PermissionBroker,
     /// Running agents' process groups (`<controller home>/agents`).
@@ -194,6 +197,7 @@ impl Engine {
             store,
             providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
             secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
+            secrets_generation: Arc::default(),
             config: Arc::new(config),
             broker: PermissionBroker::default(),
             registry,
@@ -226,6 +230,8 @@ impl Engine {
     /// Replaces the agent secrets for turns started from now on (reload).
     pub fn replace_secrets(&self, secrets: EnvFile) {
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
+        self.secrets_generation.fetch_add(1, Ordering::SeqCst);
+        self.pool.retire_idle();
     }
 
     /// The lookup a turn launches with: the one at start, with the current
@@ -418,6 +424,7 @@ impl Engine {
             fingerprint,
             claim.thread.version,
         ));
+        let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
         if let (Some(reason), Some(b)) = (replace, &bound) {
             tracing::info!(thread = %thread_id, reason, "agent session replaced");
@@ -462,6 +469,13 @@ impl Engine {
         drop(permit);
         let idle = Duration::from_secs(spec.session.idle_seconds);
         match run.after {
+            AfterTurn::Keep(agent)
+                if generation != self.secrets_generation.load(Ordering::SeqCst) =>
+            {
+                tracing::info!(thread = %thread_id, "agent not kept: agent secrets were reloaded during its turn");
+                self.pool.retire(*agent);
+                self.pool.checkin(&thread_id, None, &turn_id, idle);
+            }
             AfterTurn::Keep(agent) => self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle),
             AfterTurn::Teardown(teardown) => {
                 teardown.run().await;

@@ -57,6 +57,7 @@ pub async fn journal_replay(
         )
         .await
         .map_err(store_err)?;
+    let page = super::fit::page(page, ctx.limits.max_frame_bytes, p.thread_id.is_some());
     serde_json::to_value(page).map_err(super::internal)
 }
 

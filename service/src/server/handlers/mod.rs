@@ -6,6 +6,7 @@
 //! handler that names a thread or a turn goes through [`owned_thread`] or
 //! [`owned_turn`] before touching it.
 
+mod fit;
 mod journal;
 mod permissions;
 mod status;

@@ -107,6 +107,7 @@ pub async fn threads_get(
         .await
         .map_err(store_err)?;
     super::permissions::mark_snapshot(ctx, &mut snapshot);
+    let snapshot = super::fit::snapshot(snapshot, ctx.limits.max_frame_bytes);
     serde_json::to_value(snapshot).map_err(super::internal)
 }
 
