@@ -25,6 +25,7 @@ mod permissions;
 mod records;
 mod scopes;
 mod state;
+pub mod time;
 
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};

@@ -1,110 +1,128 @@
-//! Results that must fit one frame: a replay page or a thread snapshot
-//! grows with its events, and a client reads at most `maxFrameBytes` per
-//! line. Rather than send a frame the client must refuse, the page is cut
-//! short (`more`, with the cursor where it stopped) and the snapshot's tail
-//! and recent turns are shortened (`truncated`). At least one event is
-//! always kept, so a reader makes progress.
+//! Responses that carry a variable number of journal events are cut to fit
+//! one frame.
+//!
+//! What must stay true: a client that reads frames with the same
+//! `server.maxFrameBytes` as the server can always read a `journal.replay`
+//! page or a `threads.get` snapshot. A page that would not fit keeps its
+//! leading events, says `more`, and moves `nextAfter` back to the last event
+//! it kept, so paging still sees every event exactly once. A snapshot keeps
+//! the newest events of its tail and says `truncated`. One event is always
+//! kept, even when it alone is larger than the budget (the client then
+//! reports an oversized frame instead of looping on an empty page).
 
-use crate::domain::{JournalEvent, ReplayPage, ThreadSnapshot};
+use crate::domain::JournalEvent;
+use lapis_protocol::{ReplayPage, ThreadSnapshot};
 
-/// Room left for the JSON-RPC envelope around a result.
-const ENVELOPE_BYTES: usize = 256;
+/// Room left for the JSON-RPC envelope (`jsonrpc`, `id`, `result`) and the
+/// page's own members around the events.
+const ENVELOPE: usize = 512;
 
-fn len(value: &impl serde::Serialize) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+fn size<T: serde::Serialize>(v: &T) -> usize {
+    serde_json::to_vec(v).map(|b| b.len()).unwrap_or(usize::MAX)
 }
 
-/// The cursor a page ending at `last` continues from.
-fn cursor(last: &JournalEvent, thread_scope: bool) -> u64 {
-    if thread_scope {
-        last.thread_seq
-    } else {
-        last.seq
-    }
+fn budget(max_frame_bytes: usize) -> usize {
+    max_frame_bytes.saturating_sub(ENVELOPE)
 }
 
-/// Cuts `page` until it fits a frame of `max` bytes.
-pub(super) fn page(mut page: ReplayPage, max: usize, thread_scope: bool) -> ReplayPage {
-    let budget = max.saturating_sub(ENVELOPE_BYTES);
-    if len(&page) <= budget {
-        return page;
-    }
-    let mut used = len(&ReplayPage {
-        events: Vec::new(),
-        next_after: u64::MAX,
-        more: true,
-    });
-    let mut keep = 0;
+/// Cuts `page` after the events that fit; `cursor_of` is the scope's cursor
+/// (`threadSeq` for a thread, `seq` for the owner's journal).
+pub(super) fn page(
+    page: &mut ReplayPage,
+    max_frame_bytes: usize,
+    cursor_of: impl Fn(&JournalEvent) -> u64,
+) {
+    let budget = budget(max_frame_bytes);
+    let mut used = 0usize;
+    let mut keep = 0usize;
     for e in &page.events {
-        let n = len(e) + 1;
-        if keep > 0 && used + n > budget {
+        let n = size(e) + 1;
+        if keep > 0 && used.saturating_add(n) > budget {
             break;
         }
-        used += n;
+        used = used.saturating_add(n);
         keep += 1;
     }
     if keep < page.events.len() {
         page.events.truncate(keep);
-        page.more = true;
         if let Some(last) = page.events.last() {
-            page.next_after = cursor(last, thread_scope);
+            page.next_after = cursor_of(last);
         }
+        page.more = true;
     }
-    page
 }
 
-/// Shortens `snapshot` (oldest tail events first, then older turns) until
-/// it fits a frame of `max` bytes.
-pub(super) fn snapshot(mut snapshot: ThreadSnapshot, max: usize) -> ThreadSnapshot {
-    let budget = max.saturating_sub(ENVELOPE_BYTES);
-    while len(&snapshot) > budget {
-        if snapshot.tail.len() > 1 {
-            snapshot.tail.remove(0);
-            snapshot.truncated = true;
-        } else if snapshot.recent_turns.len() > 1 {
-            snapshot.recent_turns.pop();
-        } else {
-            break;
+/// Drops the oldest events of the snapshot's tail, then its oldest recent
+/// turns, until it fits.
+pub(super) fn snapshot(snapshot: &mut ThreadSnapshot, max_frame_bytes: usize) {
+    let budget = budget(max_frame_bytes);
+    let mut total = size(snapshot);
+    while total > budget && snapshot.tail.len() > 1 {
+        let dropped = snapshot.tail.remove(0);
+        total = total.saturating_sub(size(&dropped) + 1);
+        snapshot.truncated = true;
+    }
+    while total > budget && snapshot.recent_turns.len() > 1 {
+        if let Some(dropped) = snapshot.recent_turns.pop() {
+            total = total.saturating_sub(size(&dropped) + 1);
         }
     }
-    snapshot
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::EventKind;
+    use lapis_protocol::EventKind;
 
-    fn event(seq: u64) -> JournalEvent {
+    fn event(seq: u64, text: &str) -> JournalEvent {
         JournalEvent {
             seq: seq + 100,
-            thread_id: "thr_1".into(),
             thread_seq: seq,
-            turn_id: None,
+            thread_id: "thr_1".into(),
+            turn_id: Some("turn_1".into()),
             kind: EventKind::MessageChunk,
             at: 0,
-            payload: Some(serde_json::json!({ "text": "x".repeat(200) })),
+            payload: Some(serde_json::json!({ "text": text })),
             payload_unavailable: false,
         }
     }
 
     #[test]
-    fn a_page_is_cut_to_the_frame_and_says_where_to_continue() {
-        let events: Vec<JournalEvent> = (1..=40).map(event).collect();
-        let full = ReplayPage {
-            events,
-            next_after: 40,
+    fn a_page_keeps_what_fits_and_points_after_the_last_kept_event() {
+        let text = "x".repeat(300);
+        let mut p = ReplayPage {
+            events: (1..=20).map(|i| event(i, &text)).collect(),
+            next_after: 20,
             more: false,
         };
-        let cut = page(full.clone(), 4096, true);
-        assert!(cut.events.len() < 40 && !cut.events.is_empty());
-        assert!(len(&cut) <= 4096 - ENVELOPE_BYTES);
-        assert!(cut.more);
-        assert_eq!(cut.next_after, cut.events.last().unwrap().thread_seq);
-        let owner = page(full.clone(), 4096, false);
-        assert_eq!(owner.next_after, owner.events.last().unwrap().seq);
-        // A page that fits is untouched; one huge event is still sent.
-        assert_eq!(page(full.clone(), 1 << 20, true), full);
-        assert_eq!(page(full, 10, true).events.len(), 1);
+        page(&mut p, 4096, |e| e.thread_seq);
+        assert!(p.more);
+        assert!(!p.events.is_empty() && p.events.len() < 20);
+        assert_eq!(p.next_after, p.events.last().unwrap().thread_seq);
+        assert!(size(&p) <= 4096 - ENVELOPE);
+        // A page that fits is untouched.
+        let mut small = ReplayPage {
+            events: vec![event(1, "hi")],
+            next_after: 1,
+            more: false,
+        };
+        page(&mut small, 4096, |e| e.thread_seq);
+        assert_eq!(
+            (small.events.len(), small.next_after, small.more),
+            (1, 1, false)
+        );
+    }
+
+    #[test]
+    fn one_event_is_kept_even_when_it_alone_is_too_large() {
+        let mut p = ReplayPage {
+            events: vec![event(1, &"y".repeat(8000)), event(2, "z")],
+            next_after: 2,
+            more: false,
+        };
+        page(&mut p, 4096, |e| e.seq);
+        assert_eq!(p.events.len(), 1);
+        assert_eq!(p.next_after, 101);
+        assert!(p.more);
     }
 }

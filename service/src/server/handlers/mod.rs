@@ -39,6 +39,12 @@ pub use turns::{
 pub fn store_err(e: StoreError) -> RpcError {
     match ErrorCode::parse(e.code()) {
         Some(ErrorCode::Internal) | None => internal(e),
+        // The code already says "conflict"; the message is the reason alone,
+        // so clients do not print "conflict: … [conflict]".
+        Some(code @ ErrorCode::Conflict) => match e {
+            StoreError::Conflict { reason } => RpcError::new(code, reason),
+            other => RpcError::new(code, other.to_string()),
+        },
         Some(code) => RpcError::new(code, e.to_string()),
     }
 }
