@@ -252,12 +252,16 @@ fn continuations_are_refused_for_unsettled_or_incomplete_priors() {
     );
     let _ = scratch;
     let mut client = sdk(&server);
-    // Running, and queued behind it.
+    // In flight, and queued behind it.
     let th = thread(&mut client, "hang", None);
     let running = client.turns_submit(&th.id, "r-1", "wait").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while client.turns_get(&running.id).unwrap().state.as_str() != "running" {
-        assert!(Instant::now() < deadline, "never running");
+    // The hanging agent sends nothing: the turn stays `dispatched`.
+    while !matches!(
+        client.turns_get(&running.id).unwrap().state.as_str(),
+        "dispatched" | "running"
+    ) {
+        assert!(Instant::now() < deadline, "never dispatched");
         std::thread::sleep(Duration::from_millis(5));
     }
     let queued = client.turns_submit(&th.id, "r-2", "later").unwrap();

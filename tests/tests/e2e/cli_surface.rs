@@ -172,7 +172,10 @@ fn settings(home: &Path) -> insta::Settings {
     s.add_filter(r"ses_[0-9a-f]{32}", "[SESSION]");
     s.add_filter(r"cmd_[0-9a-f]{32}", "[COMMAND]");
     // The provider fingerprint hashes the built-in echo's path (the build dir).
-    s.add_filter(r#""fingerprint": "[0-9a-f]{64}""#, r#""fingerprint": "[FINGERPRINT]""#);
+    s.add_filter(
+        r#""fingerprint": "[0-9a-f]{64}""#,
+        r#""fingerprint": "[FINGERPRINT]""#,
+    );
     s.add_filter(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]");
     s.add_filter(
         r#""(pid|uptimeSeconds|version|commit|date|target|build)": ("[^"]*"|\d+)"#,

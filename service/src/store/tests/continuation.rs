@@ -46,9 +46,11 @@ fn completed() -> TurnEnd {
 
 #[tokio::test]
 async fn the_prompt_is_a_user_message_of_its_thread_and_follows_retention() {
-    let f = fixture().await;
-    let s = &f.store;
-    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let store = Store::open(options(&home)).unwrap();
+    let s = &store;
+    let ws = workspace(s, dir.path(), "ws1").await;
     let full = thread(s, &ws.id, Retention::Full).await;
     let t = s
         .submit_turn(&owner(), submit(&full.id, "c1", "what is 6 x 7?"))
@@ -81,7 +83,7 @@ async fn the_prompt_is_a_user_message_of_its_thread_and_follows_retention() {
     assert!(s.get_turn(&t.id).await.unwrap().user_message.is_none());
 
     // Metadata-only: the payload lives in memory only, gone after a restart.
-    let ws2 = workspace(s, f.dir.path(), "ws2").await;
+    let ws2 = workspace(s, dir.path(), "ws2").await;
     let meta = thread(s, &ws2.id, Retention::MetadataOnly).await;
     let m = s
         .submit_turn(&owner(), submit(&meta.id, "c2", "a secret question"))
@@ -90,9 +92,8 @@ async fn the_prompt_is_a_user_message_of_its_thread_and_follows_retention() {
         .value;
     let asked = s.get_turn_asked(&m.id).await.unwrap().user_message.unwrap();
     assert_eq!(asked.text.as_deref(), Some("a secret question"));
-    let store = f.store.clone();
     store.close().await;
-    let db = rusqlite::Connection::open(f.dir.path().join("home").join(DB_FILE)).unwrap();
+    let db = rusqlite::Connection::open(home.join(DB_FILE)).unwrap();
     let (on_disk, has): (Option<String>, bool) = db
         .query_row(
             "SELECT payload, has_payload FROM events WHERE turn_id = ?1 AND kind = 'user_message'",
@@ -106,7 +107,7 @@ async fn the_prompt_is_a_user_message_of_its_thread_and_follows_retention() {
         "a metadata-only prompt was stored"
     );
     drop(db);
-    let s = Store::open(options(&f.dir.path().join("home"))).unwrap();
+    let s = Store::open(options(&home)).unwrap();
     let asked = s.get_turn_asked(&m.id).await.unwrap().user_message.unwrap();
     assert_eq!(asked.text, None);
     assert!(asked.payload_unavailable);
@@ -312,11 +313,12 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
 
 #[tokio::test]
 async fn a_metadata_only_prior_whose_payloads_are_gone_is_transcript_unavailable() {
-    let f = fixture().await;
-    let home = f.dir.path().join("home");
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let store = Store::open(options(&home)).unwrap();
     let (thread_id, prior) = {
-        let s = &f.store;
-        let ws = workspace(s, f.dir.path(), "ws1").await;
+        let s = &store;
+        let ws = workspace(s, dir.path(), "ws1").await;
         let th = thread(s, &ws.id, Retention::MetadataOnly).await;
         let prior = run(
             s,
@@ -341,7 +343,7 @@ async fn a_metadata_only_prior_whose_payloads_are_gone_is_transcript_unavailable
             .unwrap();
         (th.id, prior.id)
     };
-    f.store.clone().close().await;
+    store.close().await;
     let s = Store::open(options(&home)).unwrap();
     let e = s
         .submit_turn(&owner(), continues(&thread_id, &prior, "n1", "more"))
