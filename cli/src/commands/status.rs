@@ -259,7 +259,7 @@ fn plain(r: &StatusReport) -> String {
             t.turn,
             t.thread,
             t.state,
-            super::paths::utc(u64::try_from(t.since).unwrap_or(0))
+            lapis_protocol::time::format_ms(t.since)
         ));
     }
     if s.fences.is_empty() {
@@ -272,11 +272,11 @@ fn plain(r: &StatusReport) -> String {
             f.turn,
             f.thread,
             f.state,
-            super::paths::utc(u64::try_from(f.since).unwrap_or(0)),
+            lapis_protocol::time::format_ms(f.since),
         ));
     }
     if let Some(reload) = &s.last_reload {
-        let when = super::paths::utc(reload.at);
+        let when = lapis_protocol::time::format_ms(reload.at);
         text.push_str(&if reload.applied {
             format!("\nreload    applied at {when}")
         } else {

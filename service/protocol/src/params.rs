@@ -322,7 +322,8 @@ pub struct StatusTurn {
     pub workspace: String,
     /// Its state (`running`, `submission_unknown`, …).
     pub state: crate::TurnState,
-    /// When it entered that state (Unix seconds).
+    /// When it entered that state (ms since epoch; RFC 3339 UTC on the wire).
+    #[serde(with = "crate::time::rfc3339")]
     pub since: i64,
 }
 
@@ -330,8 +331,9 @@ pub struct StatusTurn {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReloadResult {
-    /// When it ran (Unix seconds).
-    pub at: u64,
+    /// When it ran (ms since epoch; RFC 3339 UTC on the wire).
+    #[serde(with = "crate::time::rfc3339")]
+    pub at: i64,
     /// Whether the new config was applied (false: refused, old one kept).
     pub applied: bool,
     /// Why it was refused: a stable code (`invalid_config`, `conflict`,

@@ -99,7 +99,7 @@ impl Reloader {
                     "configuration reloaded"
                 );
                 ReloadResult {
-                    at: u64::try_from(self.clock.now_ms() / 1000).unwrap_or(0),
+                    at: self.clock.now_ms(),
                     applied: true,
                     code: None,
                     error: None,
@@ -111,7 +111,7 @@ impl Reloader {
             Err(Refused(code, error)) => {
                 tracing::warn!(code, error = %error, "configuration reload refused; the previous configuration stays in effect");
                 ReloadResult {
-                    at: u64::try_from(self.clock.now_ms() / 1000).unwrap_or(0),
+                    at: self.clock.now_ms(),
                     applied: false,
                     code: Some(code.to_owned()),
                     error: Some(error),

@@ -136,7 +136,9 @@ fn status_names_running_turns_live_agents_and_fences_with_the_resolve_command() 
     assert_eq!(running["turn"], turn.id.as_str());
     assert_eq!(running["thread"], thread.id.as_str());
     assert_eq!(running["workspace"], "proj");
-    assert!(running["since"].as_i64().unwrap() > 0);
+    // RFC 3339 like every time in JSON output, and a plausible instant.
+    let since = running["since"].as_str().unwrap();
+    assert!(since.starts_with("20") && since.ends_with('Z'), "{since}");
     let plain = server.ctx.run(["status"]);
     assert!(
         plain
