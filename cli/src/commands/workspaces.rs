@@ -28,12 +28,22 @@ pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
             }
         }
         WorkspacesCommand::List(out) => {
-            let list = client.workspaces_list().map_err(client_error)?;
+            let list = client.workspaces_with_fences().map_err(client_error)?;
             if out.json {
-                crate::output::json(&json!({ "workspaces": list }))?;
+                crate::output::json(&list)?;
             } else {
-                for ws in list {
+                for ws in &list.workspaces {
                     crate::output::line(format!("{}\t{}", ws.id, ws.path))?;
+                    for f in list.fences.iter().filter(|f| f.workspace == ws.id) {
+                        crate::output::line(format!(
+                            "  fenced by turn {} (thread {}, application {}), {} since {}",
+                            f.turn,
+                            f.thread,
+                            f.application,
+                            f.state,
+                            super::paths::utc(u64::try_from(f.since).unwrap_or(0))
+                        ))?;
+                    }
                 }
             }
         }

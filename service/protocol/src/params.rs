@@ -264,6 +264,11 @@ pub struct StatusTurn {
     pub thread: String,
     /// Its workspace.
     pub workspace: String,
+    /// The application of its thread (the one that submitted it). A fence
+    /// of another application is resolved by an operator session holding
+    /// `turns:resolve-any`.
+    #[serde(default)]
+    pub application: String,
     /// Its state (`running`, `submission_unknown`, …).
     pub state: crate::TurnState,
     /// When it entered that state (Unix seconds).
@@ -324,6 +329,10 @@ pub struct WorkspaceResult {
 pub struct WorkspacesResult {
     /// Every registered workspace.
     pub workspaces: Vec<crate::Workspace>,
+    /// The turns fencing some of them (as in `status`): which turn, its
+    /// thread and application, and since when.
+    #[serde(default)]
+    pub fences: Vec<StatusTurn>,
 }
 
 /// `threads.create` / `threads.configure` result.

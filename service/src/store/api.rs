@@ -120,10 +120,22 @@ impl Store {
 
     /// Cancel: a queued turn becomes `cancelled` at once; a turn in flight
     /// gets its durable cancel flag (the runner's [`Claim::cancel`] flips);
-    /// other states are returned unchanged.
+    /// other states (fenced ones included) are returned unchanged. The
+    /// controller's own cancels use this; an owner's goes through
+    /// [`Store::cancel_turn`].
     pub async fn request_cancel(&self, actor: &Actor, turn: &str) -> StoreResult<Turn> {
         let (actor, turn) = (actor.clone(), turn.to_owned());
         self.op(move |w| w.request_cancel(&actor, &turn)).await
+    }
+
+    /// The owner's cancel (`turns.cancel`): like [`Store::request_cancel`],
+    /// except that a fenced (`submission_unknown`/`interrupted`) turn is
+    /// resolved as `cancelled` — the cancel is the owner's confirmation —
+    /// with an audit row and a `turn_resolved` event; the fence is released
+    /// and nothing is retried.
+    pub async fn cancel_turn(&self, actor: &Actor, turn: &str) -> StoreResult<Turn> {
+        let (actor, turn) = (actor.clone(), turn.to_owned());
+        self.op(move |w| w.owner_cancel(&actor, &turn)).await
     }
 
     /// Resolve a `submission_unknown`/`interrupted` turn as failed or

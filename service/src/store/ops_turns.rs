@@ -313,6 +313,20 @@ impl Writer {
         }
     }
 
+    /// The owner's cancel: a fenced turn is *resolved* as `cancelled` (the
+    /// cancel is the owner's confirmation; audited, the queue moves on,
+    /// nothing is retried); any other turn goes through [`Self::request_cancel`].
+    /// The controller's own cancels (deadlines) use `request_cancel`, which
+    /// never resolves a fence.
+    pub fn owner_cancel(&mut self, actor: &Actor, id: &str) -> StoreResult<Turn> {
+        let row = self.turn_or_404(id)?;
+        if row.state.is_fenced() {
+            self.resolve_fenced(actor, &row, ResolveAs::Cancelled, ResolvedVia::Cancel)
+        } else {
+            self.request_cancel(actor, id)
+        }
+    }
+
     /// The owner's resolution of a fenced turn (see module docs of `store`).
     pub fn resolve_turn(
         &mut self,
@@ -327,26 +341,69 @@ impl Writer {
             ));
         }
         let row = self.turn_or_404(id)?;
+        self.resolve_fenced(actor, &row, as_, ResolvedVia::Resolve)
+    }
+
+    /// Settles a fenced turn as `as_` in one transaction: the transition,
+    /// an audit row naming the resolving principal and application (and the
+    /// thread's own application, which differs when an operator resolved it
+    /// with `turns:resolve-any`) and a `turn_resolved` event. Releases the
+    /// fence; never re-dispatches.
+    fn resolve_fenced(
+        &mut self,
+        actor: &Actor,
+        row: &Turn,
+        as_: ResolveAs,
+        via: ResolvedVia,
+    ) -> StoreResult<Turn> {
         if !row.state.is_fenced() {
             return Err(StoreError::conflict("turn is not awaiting resolution"));
         }
+        let thread = read::thread(&self.conn, &row.thread_id)?
+            .ok_or_else(|| StoreError::not_found("thread", &row.thread_id))?;
         let (event, name) = match as_ {
             ResolveAs::Failed => (TurnEvent::ResolveFailed, "failed"),
             ResolveAs::Cancelled => (TurnEvent::ResolveCancelled, "cancelled"),
         };
+        let id = row.id.as_str();
         let after = self.write(|tx, j, st, now| {
-            let after = stage_transition(tx, j, st, now, &row, event, Some(RESOLVED_BY_OWNER), false)?
+            let after = stage_transition(tx, j, st, now, row, event, Some(RESOLVED_BY_OWNER), false)?
                 .ok_or_else(|| StoreError::conflict("turn is not awaiting resolution"))?;
-            let detail = json!({ "as": name, "from": row.state, "application": actor.application });
+            let detail = json!({
+                "as": name, "from": row.state, "via": via.as_str(),
+                "application": actor.application, "threadApplication": thread.application,
+            });
             tx.execute(
                 "INSERT INTO audit (at, principal, action, turn_id, detail) VALUES (?1, ?2, 'turn.resolve', ?3, ?4)",
                 params![now, actor.principal, id, detail.to_string()],
             )?;
-            let payload = json!({ "as": name, "from": row.state, "principal": actor.principal });
+            let payload = json!({
+                "as": name, "from": row.state, "via": via.as_str(),
+                "principal": actor.principal, "application": actor.application,
+            });
             j.append(tx, st, &row.thread_id, Some(id), EventKind::TurnResolved, now, Some(payload))?;
             Ok(after)
         })?;
         self.after_transition(row.state, &after);
         Ok(after)
+    }
+}
+
+/// How a fenced turn came to be resolved (recorded in the audit row and the
+/// `turn_resolved` event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ResolvedVia {
+    /// `turns.resolve` with `confirmStopped`.
+    Resolve,
+    /// The owner's `turns.cancel` of the fenced turn.
+    Cancel,
+}
+
+impl ResolvedVia {
+    fn as_str(self) -> &'static str {
+        match self {
+            ResolvedVia::Resolve => "resolve",
+            ResolvedVia::Cancel => "cancel",
+        }
     }
 }

@@ -44,8 +44,12 @@ impl Client {
 
     /// `workspaces.list`.
     pub fn workspaces_list(&mut self) -> Result<Vec<Workspace>, ClientError> {
-        let r: WorkspacesResult = self.call("workspaces.list", &NoParams {})?;
-        Ok(r.workspaces)
+        Ok(self.workspaces_with_fences()?.workspaces)
+    }
+
+    /// `workspaces.list` with the turns fencing any of the workspaces.
+    pub fn workspaces_with_fences(&mut self) -> Result<WorkspacesResult, ClientError> {
+        self.call("workspaces.list", &NoParams {})
     }
 
     /// `threads.create` with an explicit approval policy (`ask`|`allow-all`).

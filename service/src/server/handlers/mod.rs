@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
 use crate::domain::{Actor, StoreError, Thread, Turn};
-use lapis_protocol::{ErrorCode, RpcError, params};
+use lapis_protocol::{ErrorCode, RpcError, Scope, params};
 
 use super::conn::Conn;
 use super::context::ServerContext;
@@ -86,6 +86,32 @@ pub async fn owned_turn(
     let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
     owned_thread(ctx, session, &turn.thread_id).await?;
     Ok(turn)
+}
+
+/// Loads a turn the session may settle: its own, or — with
+/// `turns:resolve-any` — a *fenced* turn of another application of the same
+/// principal (the operator unblocking a workspace). Never crosses
+/// principals; a foreign turn that is not fenced stays `forbidden`.
+pub async fn settleable_turn(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    turn_id: &str,
+) -> Result<Turn, RpcError> {
+    let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
+    let thread = ctx
+        .core
+        .store
+        .get_thread(&turn.thread_id)
+        .await
+        .map_err(store_err)?;
+    let operator = thread.principal == session.principal
+        && session.scopes.contains(&Scope::TurnsResolveAny)
+        && turn.state.is_fenced();
+    if owns(session, &thread) || operator {
+        Ok(turn)
+    } else {
+        Err(foreign())
+    }
 }
 
 /// Serializes a result member.

@@ -8,6 +8,7 @@ use crate::auth::AuthSession;
 use crate::domain::{ApprovalPolicy, NewThread, Retention, ThreadPatch};
 use crate::store::ThreadFilter;
 use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+use lapis_protocol::params::WorkspacesResult;
 use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::super::context::ServerContext;
@@ -63,10 +64,13 @@ pub async fn workspaces_add(
     Ok(json!({ "workspace": receipt.value, "replayed": receipt.replayed }))
 }
 
-/// `workspaces.list`.
+/// `workspaces.list`: every workspace, and the turns fencing any of them
+/// (turn, thread, application, since when).
 pub async fn workspaces_list(ctx: &ServerContext) -> Result<Value, RpcError> {
-    let list = ctx.core.store.list_workspaces().await.map_err(store_err)?;
-    wrap("workspaces", list)
+    let store = &ctx.core.store;
+    let workspaces = store.list_workspaces().await.map_err(store_err)?;
+    let fences = super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
+    serde_json::to_value(WorkspacesResult { workspaces, fences }).map_err(super::internal)
 }
 
 /// `threads.create`: stamped with the session's principal and application.

@@ -10,7 +10,7 @@ use crate::store::TurnFilter;
 use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::super::context::ServerContext;
-use super::{actor, owned_thread, owned_turn, store_err, wrap};
+use super::{actor, owned_thread, owned_turn, settleable_turn, store_err, wrap};
 
 /// `turns.submit`: idempotent on (principal, command id). The prompt is
 /// handed to the core and never logged.
@@ -94,24 +94,28 @@ pub async fn turns_list(
 }
 
 /// `turns.cancel`: asks the runner to stop the agent; the turn keeps its
-/// workspace until the agent confirms or the deadline passes.
+/// workspace until the agent confirms or the deadline passes. A fenced
+/// turn is resolved `cancelled` (the owner's confirmation), also by an
+/// operator holding `turns:resolve-any`.
 pub async fn turns_cancel(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnRef,
 ) -> Result<Value, RpcError> {
-    owned_turn(ctx, session, &p.turn_id).await?;
+    settleable_turn(ctx, session, &p.turn_id).await?;
     let mut turn = ctx
         .core
         .store
-        .request_cancel(&actor(session), &p.turn_id)
+        .cancel_turn(&actor(session), &p.turn_id)
         .await
         .map_err(store_err)?;
     super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
     wrap("turn", turn)
 }
 
-/// `turns.resolve`: only with `confirmStopped: true`, only for fenced turns.
+/// `turns.resolve`: only with `confirmStopped: true`, only for fenced turns;
+/// the thread's application, or any application of the principal holding
+/// `turns:resolve-any`.
 pub async fn turns_resolve(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -133,7 +137,7 @@ pub async fn turns_resolve(
             "resolution requires `confirmStopped: true`: confirm the agent is no longer running this turn",
         ));
     }
-    owned_turn(ctx, session, &p.turn_id).await?;
+    settleable_turn(ctx, session, &p.turn_id).await?;
     let turn = ctx
         .core
         .store

@@ -221,7 +221,7 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
         .unwrap();
     assert_eq!(out.turn.state, TurnState::Interrupted);
     assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
-    // Cancelling a fenced or finished turn changes nothing.
+    // The controller's own cancel never settles a fence or a finished turn.
     assert_eq!(
         s.request_cancel(&owner(), &t3.id).await.unwrap().state,
         TurnState::Interrupted
@@ -230,6 +230,85 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
         s.request_cancel(&owner(), &t2.id).await.unwrap().state,
         TurnState::Cancelled
     );
+    assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
+}
+
+#[tokio::test]
+async fn the_owners_cancel_of_a_fenced_turn_resolves_it_cancelled_without_retrying() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let lost = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    let next = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&lost.id).await.unwrap();
+    s.finish_turn(&lost.id, TurnEnd::Unknown("agent_exited".into()))
+        .await
+        .unwrap();
+    assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
+    assert!(s.try_claim().await.unwrap().is_none());
+
+    let operator = Actor::new("owner", "lapis-cli");
+    let t = s.cancel_turn(&operator, &lost.id).await.unwrap();
+    assert_eq!(t.state, TurnState::Cancelled);
+    assert_eq!(t.outcome.as_deref(), Some(RESOLVED_BY_OWNER));
+    assert!(t.resolved_at.is_some());
+    assert!(s.status().fenced_workspaces.is_empty());
+    // Once settled, cancelling again changes nothing and resolving conflicts.
+    assert_eq!(
+        s.cancel_turn(&operator, &lost.id).await.unwrap().state,
+        TurnState::Cancelled
+    );
+    assert_eq!(
+        s.resolve_turn(&operator, &lost.id, ResolveAs::Failed, true)
+            .await
+            .unwrap_err()
+            .code(),
+        "conflict"
+    );
+    // The queue moves on to the next turn; the lost one is never claimed again.
+    let c = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(c.turn.id, next.id);
+    assert!(s.try_claim().await.unwrap().is_none());
+
+    // One audit row naming who resolved it, how, and the thread's application.
+    let conn = rusqlite::Connection::open(f.dir.path().join("home").join(DB_FILE)).unwrap();
+    let (principal, detail): (String, String) = conn
+        .query_row(
+            "SELECT principal, detail FROM audit WHERE turn_id = ?1",
+            [&lost.id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
+    assert_eq!(principal, "owner");
+    assert_eq!(detail["via"], "cancel");
+    assert_eq!(detail["as"], "cancelled");
+    assert_eq!(detail["from"], "submission_unknown");
+    assert_eq!(detail["application"], "lapis-cli");
+    assert_eq!(detail["threadApplication"], owner().application);
+    let page = s
+        .replay(ReplayScope::Thread(th.id.clone()), 0, 0)
+        .await
+        .unwrap();
+    let resolved: Vec<_> = page
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::TurnResolved)
+        .collect();
+    assert_eq!(resolved.len(), 1);
+    let payload = resolved[0].payload.as_ref().unwrap();
+    assert_eq!(payload["via"], "cancel");
+    assert_eq!(payload["application"], "lapis-cli");
 }
 
 #[tokio::test]
