@@ -257,6 +257,12 @@ pub enum ApprovalArg {
     AllowAll,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RetentionArg {
+    Full,
+    MetadataOnly,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
@@ -270,6 +276,36 @@ pub enum ThreadsCommand {
         /// Approval policy for the agent's permission requests.
         #[arg(long, value_enum, default_value = "ask")]
         approval: ApprovalArg,
+        /// Restricted thread: never auto-approves.
+        #[arg(long)]
+        restricted: bool,
+        /// What the journal keeps of the thread's content.
+        #[arg(long, value_enum, default_value = "full")]
+        retention: RetentionArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Change a thread's provider, approval, restricted flag or retention
+    /// for its later turns. Optimistic: refused (`conflict`) when the
+    /// thread's version is not EXPECTED or a turn of it is queued or running.
+    Configure {
+        /// Thread id.
+        thread: String,
+        /// The version you last saw (`threads show`).
+        #[arg(long, value_name = "EXPECTED")]
+        expected_version: u64,
+        /// New provider.
+        #[arg(long)]
+        provider: Option<String>,
+        /// New approval policy.
+        #[arg(long, value_enum)]
+        approval: Option<ApprovalArg>,
+        /// New restricted flag.
+        #[arg(long, value_name = "BOOL")]
+        restricted: Option<bool>,
+        /// New retention (applies to events written from now on).
+        #[arg(long, value_enum)]
+        retention: Option<RetentionArg>,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -527,6 +563,7 @@ impl Command {
             Command::Workspaces(WorkspacesCommand::Add { out, .. }) => out.json,
             Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
             Command::Threads(ThreadsCommand::Create { out, .. })
+            | Command::Threads(ThreadsCommand::Configure { out, .. })
             | Command::Threads(ThreadsCommand::Show { out, .. }) => out.json,
             Command::Threads(ThreadsCommand::List(a)) => a.json,
             Command::Turns(

@@ -127,7 +127,9 @@ impl Writer {
     }
 
     /// Change a thread's configuration if `expected_version` is current and no
-    /// turn of the thread is active (queued, in flight or fenced).
+    /// turn of the thread is queued or in flight (a fenced turn does not
+    /// block it: it never runs again). Every turn claimed later reads the new
+    /// configuration; none accepted earlier can, since none is waiting.
     pub fn configure_thread(
         &mut self,
         actor: &Actor,
@@ -143,8 +145,12 @@ impl Writer {
         if cur.version != expected_version {
             return Err(StoreError::conflict("thread version is stale"));
         }
-        if self.live.values().any(|t| t.thread == id) {
-            return Err(StoreError::conflict("thread has an active turn"));
+        if self
+            .live
+            .values()
+            .any(|t| t.thread == id && !t.state.is_fenced())
+        {
+            return Err(StoreError::conflict("thread has a queued or running turn"));
         }
         let next = Thread {
             provider: patch.provider.clone().unwrap_or(cur.provider.clone()),

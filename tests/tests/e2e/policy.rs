@@ -195,3 +195,143 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     assert!(err.stderr.contains("forbidden"), "{}", err.stderr);
     server.finish(&[], &[]);
 }
+
+#[test]
+fn threads_configure_is_optimistic_refused_while_a_turn_waits_and_applies_to_later_turns() {
+    let server = Server::start_full(
+        json!({}),
+        json!({ "asks": fixture(&["--permissions", "1"]) }),
+    );
+    let created = server
+        .ctx
+        .run([
+            "threads",
+            "create",
+            "--workspace",
+            "proj",
+            "--provider",
+            "asks",
+            "--restricted",
+            "--retention",
+            "metadata-only",
+            "--json",
+        ])
+        .success()
+        .json();
+    let thread = created["thread"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["thread"]["restricted"], true);
+    assert_eq!(created["thread"]["retention"], "metadata-only");
+    assert_eq!(created["thread"]["version"], 1);
+
+    // A stale version: conflict, exit 2, nothing changed.
+    let out = server.ctx.run([
+        "threads",
+        "configure",
+        &thread,
+        "--expected-version",
+        "7",
+        "--approval",
+        "allow-all",
+        "--json",
+    ]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "conflict");
+
+    let out = server
+        .ctx
+        .run([
+            "threads",
+            "configure",
+            &thread,
+            "--expected-version",
+            "1",
+            "--restricted",
+            "false",
+            "--retention",
+            "full",
+        ])
+        .success()
+        .stdout
+        .clone();
+    assert_eq!(out.trim(), format!("{thread}\tversion 2"));
+
+    // A turn that waits for a permission answer blocks configuration.
+    let mut cli = app(&server, OWNER, "lapis-cli");
+    let first = cli.turns_submit(&thread, "k-1", "ask me").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let request = loop {
+        if let Some(r) = cli.permissions_list(None, Some(&first.id)).unwrap().pop() {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no permission request");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = server.ctx.run([
+        "threads",
+        "configure",
+        &thread,
+        "--expected-version",
+        "2",
+        "--approval",
+        "allow-all",
+        "--json",
+    ]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "conflict");
+    cli.permissions_respond(&first.id, &request.id, "opt-reject_once")
+        .unwrap();
+    assert_eq!(settle(&mut cli, &first.id).state, TurnState::Completed);
+
+    // Idle again: the change lands and the next turn runs under it (allow-all
+    // answers the agent's request automatically).
+    let shown = server
+        .ctx
+        .run([
+            "threads",
+            "configure",
+            &thread,
+            "--expected-version",
+            "2",
+            "--approval",
+            "allow-all",
+            "--json",
+        ])
+        .success()
+        .json();
+    assert_eq!(shown["thread"]["version"], 3);
+    assert_eq!(shown["thread"]["approval"], "allow-all");
+    let plain = server
+        .ctx
+        .run(["threads", "show", &thread])
+        .success()
+        .stdout
+        .clone();
+    assert!(
+        plain.contains("approval   allow-all\nrestricted no\nretention  full\nversion    3"),
+        "{plain}"
+    );
+    let second = cli.turns_submit(&thread, "k-2", "ask me again").unwrap();
+    assert_eq!(settle(&mut cli, &second.id).state, TurnState::Completed);
+    let page = cli.journal_replay(Some(&thread), 0, None).unwrap();
+    let decided: Vec<(Option<String>, String)> = page
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::PermissionDecided)
+        .map(|e| {
+            let p = e.payload.as_ref().unwrap();
+            (
+                e.turn_id.clone(),
+                p["decidedBy"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        vec![
+            (Some(first.id.clone()), "user".to_owned()),
+            (Some(second.id.clone()), "automatic".to_owned()),
+        ],
+        "the earlier turn kept the earlier policy"
+    );
+    server.finish(&[], &[]);
+}

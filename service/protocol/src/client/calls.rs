@@ -6,9 +6,9 @@ use super::{Client, ClientError};
 use crate::params::{
     JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond,
     PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
-    SubscribeResult, ThreadRef, ThreadResult, ThreadsCreate, ThreadsList, ThreadsResult, TurnRef,
-    TurnResult, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd,
-    WorkspacesResult,
+    SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure, ThreadsCreate, ThreadsList,
+    ThreadsResult, TurnRef, TurnResult, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit,
+    WorkspaceResult, WorkspacesAdd, WorkspacesResult,
 };
 use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
@@ -69,6 +69,22 @@ impl Client {
             command_id: command_id.map(str::to_owned),
         };
         let r: ThreadResult = self.call("threads.create", &p)?;
+        Ok(r.thread)
+    }
+
+    /// `threads.create` with every parameter (restricted, retention,
+    /// command id); the result says whether the command id replayed.
+    pub fn threads_create_with(
+        &mut self,
+        params: &ThreadsCreate,
+    ) -> Result<ThreadResult, ClientError> {
+        self.call("threads.create", params)
+    }
+
+    /// `threads.configure`: optimistic on `expectedVersion` (`conflict` when
+    /// stale or while a turn of the thread is queued or running).
+    pub fn threads_configure(&mut self, params: &ThreadsConfigure) -> Result<Thread, ClientError> {
+        let r: ThreadResult = self.call("threads.configure", params)?;
         Ok(r.thread)
     }
 

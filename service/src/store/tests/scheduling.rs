@@ -362,6 +362,39 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
     assert_eq!(t3.version, 3);
     assert!(t3.restricted);
     assert_eq!(s.get_thread(&th.id).await.unwrap(), t3);
+
+    // Refused while a turn is in flight; a fenced turn does not block it,
+    // and the next turn is claimed with the new configuration.
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&t.id).await.unwrap();
+    assert_eq!(
+        s.configure_thread(&owner(), &th.id, 3, patch.clone())
+            .await
+            .unwrap_err()
+            .code(),
+        "conflict"
+    );
+    s.finish_turn(&t.id, TurnEnd::Unknown("agent_exited".into()))
+        .await
+        .unwrap();
+    let t4 = s
+        .configure_thread(&owner(), &th.id, 3, patch.clone())
+        .await
+        .unwrap();
+    assert_eq!((t4.version, t4.approval), (4, ApprovalPolicy::AllowAll));
+    s.resolve_turn(&owner(), &t.id, ResolveAs::Failed, true)
+        .await
+        .unwrap();
+    s.submit_turn(&owner(), submit(&th.id, "c3", "p"))
+        .await
+        .unwrap();
+    let claim = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(claim.thread, t4, "later turns run under the new version");
 }
 
 #[tokio::test]
