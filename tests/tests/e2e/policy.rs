@@ -335,3 +335,42 @@ fn threads_configure_is_optimistic_refused_while_a_turn_waits_and_applies_to_lat
     );
     server.finish(&[], &[]);
 }
+
+#[test]
+fn the_controllers_own_cancel_never_marks_a_turn_running() {
+    // `--hang` says nothing until cancelled, then answers `cancelled`.
+    let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
+    let mut client = app(&server, OWNER, "canceller");
+    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let turn = client.turns_submit(&thread.id, "h-1", "wait").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.turns_get(&turn.id).unwrap().state != TurnState::Dispatched {
+        assert!(Instant::now() < deadline, "never dispatched");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let flagged = client.turns_cancel(&turn.id).unwrap();
+    assert!(flagged.cancel_requested);
+    let done = settle(&mut client, &turn.id);
+    assert_eq!(done.state, TurnState::Cancelled);
+    assert_eq!(
+        done.started_at, None,
+        "the agent never acknowledged the prompt"
+    );
+    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
+    let states: Vec<String> = page
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::TurnState)
+        .map(|e| {
+            e.payload.as_ref().unwrap()["to"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(states, ["preparing", "dispatched", "cancelled"]);
+    // The controller's cancel is journaled as an observation of the turn.
+    assert!(page.events.iter().any(|e| e.kind == EventKind::Observation
+        && e.payload.as_ref().unwrap()["type"] == "cancel_requested"));
+    server.finish(&[], &[]);
+}
