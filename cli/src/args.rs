@@ -94,6 +94,16 @@ pub struct HomeArg {
     pub workspace: Option<PathBuf>,
 }
 
+/// `--command-id ID` of a mutating command.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CommandIdArg {
+    /// Idempotency key: the same command repeated with the same id returns
+    /// its first answer instead of running twice [default: a fresh id,
+    /// printed on stderr before the request is sent].
+    #[arg(long, value_name = "ID")]
+    pub command_id: Option<String>,
+}
+
 /// A lone `--json` flag.
 #[derive(Debug, Args, Clone, Copy, Default)]
 pub struct JsonArg {
@@ -245,6 +255,8 @@ pub enum WorkspacesCommand {
         /// Project directory.
         dir: PathBuf,
         #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
         out: JsonArg,
     },
     /// List registered workspaces.
@@ -283,6 +295,8 @@ pub enum ThreadsCommand {
         #[arg(long, value_enum, default_value = "full")]
         retention: RetentionArg,
         #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
         out: JsonArg,
     },
     /// Change a thread's provider, approval, restricted flag or retention
@@ -306,6 +320,8 @@ pub enum ThreadsCommand {
         /// New retention (applies to events written from now on).
         #[arg(long, value_enum)]
         retention: Option<RetentionArg>,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -336,9 +352,8 @@ pub enum TurnsCommand {
         thread: String,
         #[command(flatten)]
         prompt: PromptArgs,
-        /// Idempotency key [default: a fresh random id].
-        #[arg(long, value_name = "ID")]
-        command_id: Option<String>,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         /// Wait for the turn to end and print its reply.
         #[arg(long, conflicts_with = "follow")]
         wait: bool,
@@ -359,17 +374,24 @@ pub enum TurnsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
-    /// Show one turn.
+    /// Show one turn, by id or by the command id of the submit that made it.
     Show {
         /// Turn id.
-        turn: String,
+        #[arg(required_unless_present = "command_id", conflicts_with = "command_id")]
+        turn: Option<String>,
+        /// The command id of your `turns submit` (finds the turn of a lost
+        /// answer without resending the prompt).
+        #[arg(long, value_name = "ID")]
+        command_id: Option<String>,
         #[command(flatten)]
         out: JsonArg,
     },
-    /// Ask the agent to stop a turn.
+    /// Ask the agent to stop a turn; a fenced turn is resolved as cancelled.
     Cancel {
         /// Turn id.
         turn: String,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -383,6 +405,8 @@ pub enum TurnsCommand {
         /// Confirm the agent is no longer running this turn.
         #[arg(long)]
         confirm_stopped: bool,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -459,6 +483,8 @@ pub enum PermissionsCommand {
         #[arg(long)]
         reject: bool,
         #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
         out: JsonArg,
     },
 }
@@ -482,6 +508,9 @@ pub struct AskArgs {
     /// Write NDJSON (one event per line) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Command id of the turn's submit (see `turns submit --command-id`).
+    #[command(flatten)]
+    pub cmd: CommandIdArg,
 }
 
 #[derive(Debug, Subcommand)]

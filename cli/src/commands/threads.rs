@@ -18,15 +18,17 @@ pub fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             approval,
             restricted,
             retention,
+            cmd,
             out,
         } => {
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let params = ThreadsCreate {
                 workspace_id: workspace,
                 provider,
                 approval: Some(approval_name(approval).to_owned()),
                 restricted,
                 retention: Some(retention_name(retention).to_owned()),
-                command_id: None,
+                command_id: Some(command_id),
             };
             let thread = client
                 .threads_create_with(&params)
@@ -45,8 +47,10 @@ pub fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             approval,
             restricted,
             retention,
+            cmd,
             out,
         } => {
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let params = ThreadsConfigure {
                 thread_id: thread,
                 expected_version,
@@ -54,8 +58,12 @@ pub fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 approval: approval.map(|a| approval_name(a).to_owned()),
                 restricted,
                 retention: retention.map(|r| retention_name(r).to_owned()),
+                command_id: Some(command_id),
             };
-            let thread = client.threads_configure(&params).map_err(client_error)?;
+            let thread = client
+                .threads_configure(&params)
+                .map_err(client_error)?
+                .thread;
             if out.json {
                 crate::output::json(&json!({ "thread": thread }))?;
             } else {

@@ -1,5 +1,6 @@
 //! `workspaces add ID DIR` and `workspaces list`.
 
+use lapis_protocol::params::WorkspacesAdd;
 use serde_json::json;
 
 use crate::args::{GlobalArgs, WorkspacesCommand};
@@ -10,7 +11,7 @@ use super::connect::{client_error, connect};
 pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
-        WorkspacesCommand::Add { id, dir, out } => {
+        WorkspacesCommand::Add { id, dir, cmd, out } => {
             // The server canonicalizes; an absolute path is all it needs.
             let dir =
                 std::path::absolute(&dir).map_err(|e| CliError::failure("invalid_request", e))?;
@@ -20,7 +21,15 @@ pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
                     anyhow::anyhow!("the directory path is not UTF-8"),
                 )
             })?;
-            let ws = client.workspaces_add(&id, path).map_err(client_error)?;
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            let ws = client
+                .workspaces_add_with(&WorkspacesAdd {
+                    id,
+                    path: path.to_owned(),
+                    command_id: Some(command_id),
+                })
+                .map_err(client_error)?
+                .workspace;
             if out.json {
                 crate::output::json(&json!({ "workspace": ws }))?;
             } else {

@@ -19,6 +19,10 @@ pub struct WorkspacesAdd {
     pub id: String,
     /// Project directory (absolute).
     pub path: String,
+    /// Makes the call idempotent: a receipt of (principal, application,
+    /// command id) replays the first answer; other input is `conflict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `threads.create`.
@@ -83,6 +87,9 @@ pub struct ThreadsConfigure {
     /// New retention.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<String>,
+    /// Makes the call idempotent (replays the first answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `turns.submit`. The prompt is a payload: never logged.
@@ -110,12 +117,29 @@ impl std::fmt::Debug for TurnsSubmit {
     }
 }
 
-/// Methods that name one turn.
+/// `turns.get`: by turn id, or by the command id of the `turns.submit` that
+/// created it (exactly one): finds the turn of a lost answer without
+/// resending the prompt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnsGet {
+    /// Turn id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The submit's command id (the caller's own principal and application).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
+}
+
+/// `turns.cancel`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TurnRef {
+pub struct TurnsCancel {
     /// Turn id.
     pub turn_id: String,
+    /// Makes the call idempotent (replays the first answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `turns.list`.
@@ -145,6 +169,9 @@ pub struct TurnsResolve {
     /// Must be `true`: the owner confirms the agent is no longer running it.
     #[serde(default)]
     pub confirm_stopped: bool,
+    /// Makes the call idempotent (replays the first answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `journal.replay`.
@@ -206,6 +233,10 @@ pub struct PermissionsRespond {
     pub request_id: String,
     /// One of the exact option ids the agent offered.
     pub option_id: String,
+    /// Makes the call idempotent: a lost answer is asked for again with the
+    /// same id and replays `accepted` instead of `not_found`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `sessions.revoke`.
@@ -335,7 +366,8 @@ pub struct WorkspacesResult {
     pub fences: Vec<StatusTurn>,
 }
 
-/// `threads.create` / `threads.configure` result.
+/// `threads.create` / `threads.configure` result (`replayed` also for
+/// `threads.configure` with a command id seen before).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadResult {
@@ -360,7 +392,8 @@ pub struct ThreadsResult {
 pub struct TurnResult {
     /// The turn.
     pub turn: crate::Turn,
-    /// True when the command id was seen before (`turns.submit`).
+    /// True when the command id was seen before (`turns.submit`,
+    /// `turns.cancel`, `turns.resolve`).
     #[serde(default)]
     pub replayed: bool,
 }
@@ -403,6 +436,9 @@ pub struct UnsubscribeResult {
 pub struct RespondResult {
     /// Always true: the answer reached the waiting turn.
     pub accepted: bool,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 /// `sessions.revoke` result.

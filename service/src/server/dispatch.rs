@@ -86,7 +86,7 @@ pub async fn method(
                 .await;
             serde_json::to_value(outcome).map_err(internal)
         }
-        Method::WorkspacesAdd => handlers::workspaces_add(ctx, request.params()?).await,
+        Method::WorkspacesAdd => handlers::workspaces_add(ctx, session, request.params()?).await,
         Method::WorkspacesList => {
             let _: Empty = request.params()?;
             handlers::workspaces_list(ctx).await

@@ -16,7 +16,8 @@ use crate::domain::{
 
 use super::ids::{check_name, digest, new_id};
 use super::read;
-use super::transition::{check_replay, receipt, stage_transition};
+use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
+use super::transition::stage_transition;
 use super::writer::{LiveTurn, Writer};
 
 /// Outcome code of a turn cancelled while still queued.
@@ -106,8 +107,8 @@ impl Writer {
         }
         let cont = input.continues.as_deref().unwrap_or("");
         let dig = digest(&["turn.submit", &input.thread_id, &input.prompt, cont]);
-        if let Some(found) = receipt(&self.conn, &actor.principal, &input.command_id)? {
-            check_replay(&found, "turn.submit", &dig)?;
+        if let Some(found) = receipt(&self.conn, actor, &input.command_id)? {
+            check_replay(&found, CommandKind::TurnSubmit, &dig)?;
             return Ok(Receipt {
                 value: self.turn_or_404(&found.resource_id)?,
                 replayed: true,
@@ -153,10 +154,15 @@ impl Writer {
                     now
                 ],
             )?;
-            tx.execute(
-                "INSERT INTO receipts (principal, command_id, kind, digest, resource_id, created_at) \
-                 VALUES (?1, ?2, 'turn.submit', ?3, ?4, ?5)",
-                params![actor.principal, input.command_id, dig, id, now],
+            stage_receipt(
+                tx,
+                actor,
+                &input.command_id,
+                CommandKind::TurnSubmit,
+                &dig,
+                &id,
+                None,
+                now,
             )?;
             let payload = json!({ "turnId": id, "commandId": input.command_id, "continues": input.continues });
             j.append(tx, st, &thread.id, Some(&id), EventKind::TurnSubmitted, now, Some(payload))?;
@@ -318,13 +324,30 @@ impl Writer {
     /// nothing is retried); any other turn goes through [`Self::request_cancel`].
     /// The controller's own cancels (deadlines) use `request_cancel`, which
     /// never resolves a fence.
-    pub fn owner_cancel(&mut self, actor: &Actor, id: &str) -> StoreResult<Turn> {
-        let row = self.turn_or_404(id)?;
-        if row.state.is_fenced() {
-            self.resolve_fenced(actor, &row, ResolveAs::Cancelled, ResolvedVia::Cancel)
-        } else {
-            self.request_cancel(actor, id)
-        }
+    pub fn owner_cancel(
+        &mut self,
+        actor: &Actor,
+        id: &str,
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Turn>> {
+        let command = Command {
+            actor,
+            id: command_id,
+            kind: CommandKind::TurnCancel,
+            digest: digest(&["turn.cancel", id]),
+        };
+        self.command(
+            command,
+            |t: &Turn| t.id.clone(),
+            |w| {
+                let row = w.turn_or_404(id)?;
+                if row.state.is_fenced() {
+                    w.resolve_fenced(actor, &row, ResolveAs::Cancelled, ResolvedVia::Cancel)
+                } else {
+                    w.request_cancel(actor, id)
+                }
+            },
+        )
     }
 
     /// The owner's resolution of a fenced turn (see module docs of `store`).
@@ -334,14 +357,31 @@ impl Writer {
         id: &str,
         as_: ResolveAs,
         confirmed_stopped: bool,
-    ) -> StoreResult<Turn> {
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Turn>> {
         if !confirmed_stopped {
             return Err(StoreError::invalid(
                 "resolution requires confirmation that the agent stopped",
             ));
         }
-        let row = self.turn_or_404(id)?;
-        self.resolve_fenced(actor, &row, as_, ResolvedVia::Resolve)
+        let as_name = match as_ {
+            ResolveAs::Failed => "failed",
+            ResolveAs::Cancelled => "cancelled",
+        };
+        let command = Command {
+            actor,
+            id: command_id,
+            kind: CommandKind::TurnResolve,
+            digest: digest(&["turn.resolve", id, as_name]),
+        };
+        self.command(
+            command,
+            |t: &Turn| t.id.clone(),
+            |w| {
+                let row = w.turn_or_404(id)?;
+                w.resolve_fenced(actor, &row, as_, ResolvedVia::Resolve)
+            },
+        )
     }
 
     /// Settles a fenced turn as `as_` in one transaction: the transition,

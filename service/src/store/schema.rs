@@ -17,13 +17,14 @@ use crate::domain::{StoreError, StoreResult};
 pub const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE workspaces (
     id          TEXT PRIMARY KEY NOT NULL,
     path        TEXT NOT NULL UNIQUE,
@@ -103,7 +104,37 @@ CREATE TABLE auth_sessions (
     revoked_at    INTEGER
 );
 CREATE INDEX auth_sessions_credential ON auth_sessions(credential);
-"#];
+"#,
+    // Receipts keyed by (principal, application, command id), with the
+    // result as first returned. Existing receipts take their thread's
+    // application (every receipt so far names a thread or a turn).
+    r#"
+CREATE TABLE receipts_keyed (
+    principal   TEXT NOT NULL,
+    application TEXT NOT NULL,
+    command_id  TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    resource_id TEXT NOT NULL,
+    result      TEXT,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (principal, application, command_id)
+) WITHOUT ROWID;
+INSERT INTO receipts_keyed (principal, application, command_id, kind, digest, resource_id,
+    result, created_at)
+SELECT r.principal,
+       coalesce(
+           (SELECT t.application FROM threads t
+             WHERE r.kind = 'thread.create' AND t.id = r.resource_id),
+           (SELECT t.application FROM turns u JOIN threads t ON t.id = u.thread_id
+             WHERE r.kind = 'turn.submit' AND u.id = r.resource_id),
+           ''),
+       r.command_id, r.kind, r.digest, r.resource_id, NULL, r.created_at
+FROM receipts r;
+DROP TABLE receipts;
+ALTER TABLE receipts_keyed RENAME TO receipts;
+"#,
+];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
 /// commit durable (the WAL is fsynced at commit).
@@ -197,6 +228,50 @@ mod tests {
             .pragma_query_value(None, "application_id", |r| r.get(0))
             .unwrap();
         assert_eq!((v, a), (SCHEMA_VERSION, APPLICATION_ID));
+    }
+
+    /// A version-1 database keeps its receipts: each takes the application
+    /// of the thread it names (directly, or through its turn).
+    #[test]
+    fn a_version_1_database_keys_its_receipts_by_application() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads VALUES ('thr_1', 'owner', 'editor', 'ws', 'echo', 'ask', 0, \
+                 'full', 1, 1, 1); \
+                 INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
+                 state, prompt, created_at, updated_at) \
+                 VALUES ('turn_1', 'thr_1', 'ws', 'owner', 'submit-1', 1, 'queued', 'p', 1, 1); \
+                 INSERT INTO receipts VALUES ('owner', 'create-1', 'thread.create', 'd1', 'thr_1', 1); \
+                 INSERT INTO receipts VALUES ('owner', 'submit-1', 'turn.submit', 'd2', 'turn_1', 2);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let rows: Vec<(String, String, String, Option<String>)> = conn
+            .prepare(
+                "SELECT application, command_id, resource_id, result FROM receipts \
+                 ORDER BY created_at",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                ("editor".into(), "create-1".into(), "thr_1".into(), None),
+                ("editor".into(), "submit-1".into(), "turn_1".into(), None),
+            ]
+        );
     }
 
     #[test]

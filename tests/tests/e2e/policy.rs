@@ -374,3 +374,214 @@ fn the_controllers_own_cancel_never_marks_a_turn_running() {
         && e.payload.as_ref().unwrap()["type"] == "cancel_requested"));
     server.finish(&[], &[]);
 }
+
+/// Calls `method` twice with the same params (a lost answer asked for
+/// again): the second answer is the first one, marked `replayed` (for
+/// `turns.submit`: the same turn, as it is now).
+fn twice(client: &mut Client, method: &str, params: Value) -> Value {
+    let first = client.call_value(method, params.clone()).unwrap();
+    assert_eq!(first["replayed"], false, "{method}: {first}");
+    let second = client.call_value(method, params).unwrap();
+    assert_eq!(second["replayed"], true, "{method}: {second}");
+    if method == "turns.submit" {
+        // A submit replays the turn as it is now (it may have moved on).
+        assert_eq!(first["turn"]["id"], second["turn"]["id"]);
+        return first;
+    }
+    let strip = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("replayed");
+        v
+    };
+    assert_eq!(strip(first.clone()), strip(second), "{method}");
+    first
+}
+
+fn conflict(client: &mut Client, method: &str, params: Value) {
+    let err = client.call_value(method, params).unwrap_err();
+    assert_eq!(err.code(), "conflict", "{method}");
+}
+
+#[test]
+fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
+    let server = Server::start_full(
+        json!({}),
+        json!({
+            "hang": fixture(&["--hang"]),
+            "dies": fixture(&["--chunks", "1", "--exit-after-stream"]),
+            "asks": fixture(&["--permissions", "1"]),
+        }),
+    );
+    let mut c = app(&server, OWNER, "replayer");
+    let extra = server.ctx.home().join("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    let path = extra.to_str().unwrap();
+
+    // workspaces.add
+    let ws = json!({ "id": "extra", "path": path, "commandId": "w-1" });
+    twice(&mut c, "workspaces.add", ws);
+    conflict(
+        &mut c,
+        "workspaces.add",
+        json!({ "id": "extra2", "path": path, "commandId": "w-1" }),
+    );
+
+    // threads.create and threads.configure
+    let create = json!({ "workspaceId": "extra", "provider": "dies", "commandId": "t-1" });
+    let thread = twice(&mut c, "threads.create", create)["thread"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let configure = json!({ "threadId": thread, "expectedVersion": 1, "approval": "allow-all", "commandId": "c-1" });
+    let configured = twice(&mut c, "threads.configure", configure);
+    assert_eq!(configured["thread"]["version"], 2);
+    conflict(
+        &mut c,
+        "threads.configure",
+        json!({ "threadId": thread, "expectedVersion": 1, "approval": "ask", "commandId": "c-1" }),
+    );
+
+    // turns.submit, and turns.get {commandId} for a lost submit answer.
+    let submit = json!({ "threadId": thread, "commandId": "s-1", "prompt": "run once" });
+    let lost = twice(&mut c, "turns.submit", submit)["turn"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(c.turns_get_by_command("s-1").unwrap().id, lost);
+    let both = c
+        .call_value("turns.get", json!({ "turnId": lost, "commandId": "s-1" }))
+        .unwrap_err();
+    assert_eq!(both.code(), "invalid_request");
+    assert_eq!(
+        app(&server, OWNER, "another-app")
+            .turns_get_by_command("s-1")
+            .unwrap_err()
+            .code(),
+        "not_found"
+    );
+
+    // turns.resolve of the fenced turn.
+    assert_eq!(settle(&mut c, &lost).state, TurnState::SubmissionUnknown);
+    let resolve =
+        json!({ "turnId": lost, "as": "failed", "confirmStopped": true, "commandId": "r-1" });
+    let resolved = twice(&mut c, "turns.resolve", resolve);
+    assert_eq!(resolved["turn"]["state"], "failed");
+    conflict(
+        &mut c,
+        "turns.resolve",
+        json!({ "turnId": lost, "as": "cancelled", "confirmStopped": true, "commandId": "r-1" }),
+    );
+
+    // turns.cancel of a turn in flight.
+    let hang = c.threads_create("proj", "hang", "ask", None).unwrap();
+    let running = c.turns_submit(&hang.id, "s-2", "wait").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.turns_get(&running.id).unwrap().state != TurnState::Dispatched {
+        assert!(Instant::now() < deadline, "never dispatched");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let cancelled = twice(
+        &mut c,
+        "turns.cancel",
+        json!({ "turnId": running.id, "commandId": "k-1" }),
+    );
+    assert_eq!(cancelled["turn"]["cancelRequested"], true);
+    assert_eq!(settle(&mut c, &running.id).state, TurnState::Cancelled);
+
+    // permissions.respond: the retry replays instead of `not_found`.
+    let asks = c.threads_create("proj", "asks", "ask", None).unwrap();
+    let asking = c.turns_submit(&asks.id, "s-3", "ask").unwrap();
+    let request = loop {
+        if let Some(r) = c.permissions_list(None, Some(&asking.id)).unwrap().pop() {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no permission request");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let respond = json!({ "turnId": asking.id, "requestId": request.id, "optionId": "opt-allow_once", "commandId": "p-1" });
+    twice(&mut c, "permissions.respond", respond);
+    conflict(
+        &mut c,
+        "permissions.respond",
+        json!({ "turnId": asking.id, "requestId": request.id, "optionId": "opt-reject_once", "commandId": "p-1" }),
+    );
+    assert_eq!(settle(&mut c, &asking.id).state, TurnState::Completed);
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn the_cli_announces_generated_command_ids_and_replays_given_ones() {
+    let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
+    let ctx = &server.ctx;
+    let created = ctx.run([
+        "threads",
+        "create",
+        "--workspace",
+        "proj",
+        "--provider",
+        "hang",
+    ]);
+    let generated = created.success().stderr.trim().to_owned();
+    assert!(generated.starts_with("command id cmd_"), "{generated}");
+    let thread = created.stdout.trim().to_owned();
+
+    // A submit whose answer is lost: its command id finds the turn.
+    let submitted = ctx.run(["turns", "submit", &thread, "--prompt", "wait", "--json"]);
+    let command = submitted
+        .success()
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("command id "))
+        .expect("the generated id is printed")
+        .to_owned();
+    let turn = submitted.json()["turn"]["id"].as_str().unwrap().to_owned();
+    let shown = ctx
+        .run(["turns", "show", "--command-id", &command, "--json"])
+        .success()
+        .json();
+    assert_eq!(shown["turn"]["id"], turn.as_str());
+    // Repeating the submit with that id runs nothing new.
+    let again = ctx
+        .run([
+            "turns",
+            "submit",
+            &thread,
+            "--prompt",
+            "wait",
+            "--command-id",
+            &command,
+            "--json",
+        ])
+        .success()
+        .json();
+    assert_eq!(again["turn"]["id"], turn.as_str());
+
+    // A given command id is not announced, and repeats replay.
+    for _ in 0..2 {
+        let out = ctx.run([
+            "turns",
+            "cancel",
+            &turn,
+            "--command-id",
+            "cli-cancel",
+            "--json",
+        ]);
+        assert_eq!(out.success().stderr, "");
+        assert_eq!(out.json()["turn"]["cancelRequested"], true);
+    }
+    let mut sdk = app(&server, OWNER, "lapis-cli");
+    assert_eq!(settle(&mut sdk, &turn).state, TurnState::Cancelled);
+    let other = ctx.run([
+        "threads",
+        "configure",
+        &thread,
+        "--expected-version",
+        "1",
+        "--approval",
+        "allow-all",
+        "--command-id",
+        "cli-cancel",
+    ]);
+    other.expect_code(2);
+    assert!(other.stderr.contains("conflict"), "{}", other.stderr);
+    server.finish(&[], &[]);
+}

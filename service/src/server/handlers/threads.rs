@@ -46,6 +46,7 @@ fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
 /// `workspaces.add`: one id per canonical path (`workspace_alias`).
 pub async fn workspaces_add(
     ctx: &ServerContext,
+    session: &AuthSession,
     p: params::WorkspacesAdd,
 ) -> Result<Value, RpcError> {
     if !valid_workspace_id(&p.id) {
@@ -55,10 +56,12 @@ pub async fn workspaces_add(
     if !path.is_absolute() {
         return Err(invalid("workspace path must be absolute"));
     }
+    let actor = actor(session);
+    let command = p.command_id.as_deref().map(|c| (&actor, c));
     let receipt = ctx
         .core
         .store
-        .add_workspace(&p.id, path)
+        .add_workspace_as(&p.id, path, command)
         .await
         .map_err(store_err)?;
     Ok(json!({ "workspace": receipt.value, "replayed": receipt.replayed }))
@@ -151,11 +154,17 @@ pub async fn threads_configure(
         restricted: p.restricted,
         retention: retention(p.retention.as_deref())?,
     };
-    let thread = ctx
+    let receipt = ctx
         .core
         .store
-        .configure_thread(&actor(session), &p.thread_id, p.expected_version, patch)
+        .configure_thread(
+            &actor(session),
+            &p.thread_id,
+            p.expected_version,
+            patch,
+            p.command_id.as_deref(),
+        )
         .await
         .map_err(store_err)?;
-    wrap("thread", thread)
+    Ok(json!({ "thread": receipt.value, "replayed": receipt.replayed }))
 }

@@ -4,6 +4,7 @@
 
 mod journal;
 mod lifecycle;
+mod receipts;
 mod scheduling;
 
 use std::path::Path;

@@ -123,25 +123,29 @@ async fn lost_outcome_fences_until_confirmed_resolution_which_never_redispatches
     assert_eq!(err.code(), "workspace_fenced");
 
     let err = s
-        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, false)
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, false, None)
         .await
+        .map(|r| r.value)
         .unwrap_err();
     assert_eq!(err.code(), "invalid_request");
     let err = s
-        .resolve_turn(&owner(), &t2.id, ResolveAs::Failed, true)
+        .resolve_turn(&owner(), &t2.id, ResolveAs::Failed, true, None)
         .await
+        .map(|r| r.value)
         .unwrap_err();
     assert_eq!(err.code(), "conflict", "queued turn is not fenced");
     let r = s
-        .resolve_turn(&owner(), &t1.id, ResolveAs::Cancelled, true)
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Cancelled, true, None)
         .await
+        .map(|r| r.value)
         .unwrap();
     assert_eq!(r.state, TurnState::Cancelled);
     assert!(r.resolved_at.is_some());
     assert!(s.status().fenced_workspaces.is_empty());
     let err = s
-        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, true)
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, true, None)
         .await
+        .map(|r| r.value)
         .unwrap_err();
     assert_eq!(err.code(), "conflict", "resolution happens once");
     let next = s.try_claim().await.unwrap().unwrap();
@@ -258,19 +262,28 @@ async fn the_owners_cancel_of_a_fenced_turn_resolves_it_cancelled_without_retryi
     assert!(s.try_claim().await.unwrap().is_none());
 
     let operator = Actor::new("owner", "lapis-cli");
-    let t = s.cancel_turn(&operator, &lost.id).await.unwrap();
+    let t = s
+        .cancel_turn(&operator, &lost.id, None)
+        .await
+        .map(|r| r.value)
+        .unwrap();
     assert_eq!(t.state, TurnState::Cancelled);
     assert_eq!(t.outcome.as_deref(), Some(RESOLVED_BY_OWNER));
     assert!(t.resolved_at.is_some());
     assert!(s.status().fenced_workspaces.is_empty());
     // Once settled, cancelling again changes nothing and resolving conflicts.
     assert_eq!(
-        s.cancel_turn(&operator, &lost.id).await.unwrap().state,
+        s.cancel_turn(&operator, &lost.id, None)
+            .await
+            .map(|r| r.value)
+            .unwrap()
+            .state,
         TurnState::Cancelled
     );
     assert_eq!(
-        s.resolve_turn(&operator, &lost.id, ResolveAs::Failed, true)
+        s.resolve_turn(&operator, &lost.id, ResolveAs::Failed, true, None)
             .await
+            .map(|r| r.value)
             .unwrap_err()
             .code(),
         "conflict"
@@ -323,13 +336,15 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
         ..Default::default()
     };
     let t2 = s
-        .configure_thread(&owner(), &th.id, 1, patch.clone())
+        .configure_thread(&owner(), &th.id, 1, patch.clone(), None)
         .await
+        .map(|r| r.value)
         .unwrap();
     assert_eq!((t2.version, t2.approval), (2, ApprovalPolicy::AllowAll));
     assert_eq!(
-        s.configure_thread(&owner(), &th.id, 1, patch.clone())
+        s.configure_thread(&owner(), &th.id, 1, patch.clone(), None)
             .await
+            .map(|r| r.value)
             .unwrap_err()
             .code(),
         "conflict"
@@ -340,8 +355,9 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
         .unwrap()
         .value;
     assert_eq!(
-        s.configure_thread(&owner(), &th.id, 2, patch.clone())
+        s.configure_thread(&owner(), &th.id, 2, patch.clone(), None)
             .await
+            .map(|r| r.value)
             .unwrap_err()
             .code(),
         "conflict"
@@ -356,8 +372,10 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
                 restricted: Some(true),
                 ..Default::default()
             },
+            None,
         )
         .await
+        .map(|r| r.value)
         .unwrap();
     assert_eq!(t3.version, 3);
     assert!(t3.restricted);
@@ -373,8 +391,9 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
     s.try_claim().await.unwrap().unwrap();
     s.mark_dispatched(&t.id).await.unwrap();
     assert_eq!(
-        s.configure_thread(&owner(), &th.id, 3, patch.clone())
+        s.configure_thread(&owner(), &th.id, 3, patch.clone(), None)
             .await
+            .map(|r| r.value)
             .unwrap_err()
             .code(),
         "conflict"
@@ -383,12 +402,14 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
         .await
         .unwrap();
     let t4 = s
-        .configure_thread(&owner(), &th.id, 3, patch.clone())
+        .configure_thread(&owner(), &th.id, 3, patch.clone(), None)
         .await
+        .map(|r| r.value)
         .unwrap();
     assert_eq!((t4.version, t4.approval), (4, ApprovalPolicy::AllowAll));
-    s.resolve_turn(&owner(), &t.id, ResolveAs::Failed, true)
+    s.resolve_turn(&owner(), &t.id, ResolveAs::Failed, true, None)
         .await
+        .map(|r| r.value)
         .unwrap();
     s.submit_turn(&owner(), submit(&th.id, "c3", "p"))
         .await
