@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::completions::{provider_names, thread_ids, turn_ids, workspace_ids};
 
 /// Local controller that runs coding-agent turns durably, one per workspace.
 #[derive(Debug, Parser)]
@@ -76,7 +79,7 @@ pub enum Command {
     /// Add, remove, list and check agent providers (built-in catalogue).
     #[command(subcommand)]
     Providers(ProvidersCommand),
-    /// Show, validate and describe the configuration; reload the service's.
+    /// Show, validate and describe the configuration, or make the service reload it.
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Built-in deterministic ACP agent (the `echo` provider).
@@ -279,11 +282,12 @@ pub enum RetentionArg {
 pub enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
     Create {
-        /// Workspace id.
-        #[arg(long)]
+        /// Agent workspace id (from `workspaces list`). Positional, because
+        /// `--workspace` always means the controller home.
+        #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(workspace_ids))]
         workspace: String,
         /// Provider name from the configuration.
-        #[arg(long, default_value = "echo")]
+        #[arg(long, default_value = "echo", add = ArgValueCandidates::new(provider_names))]
         provider: String,
         /// Approval policy for the agent's permission requests.
         #[arg(long, value_enum, default_value = "ask")]
@@ -304,12 +308,13 @@ pub enum ThreadsCommand {
     /// thread's version is not EXPECTED or a turn of it is queued or running.
     Configure {
         /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: String,
         /// The version you last saw (`threads show`).
         #[arg(long, value_name = "EXPECTED")]
         expected_version: u64,
         /// New provider.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCandidates::new(provider_names))]
         provider: Option<String>,
         /// New approval policy.
         #[arg(long, value_enum)]
@@ -330,6 +335,7 @@ pub enum ThreadsCommand {
     /// Show one thread with its recent activity.
     Show {
         /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: String,
         #[command(flatten)]
         out: JsonArg,
@@ -349,6 +355,7 @@ pub enum TurnsCommand {
     /// ends other than completed).
     Submit {
         /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: String,
         #[command(flatten)]
         prompt: PromptArgs,
@@ -369,7 +376,7 @@ pub enum TurnsCommand {
     /// List turns.
     List {
         /// Only turns of this thread.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCandidates::new(thread_ids))]
         thread: Option<String>,
         #[command(flatten)]
         out: JsonArg,
@@ -377,7 +384,11 @@ pub enum TurnsCommand {
     /// Show one turn, by id or by the command id of the submit that made it.
     Show {
         /// Turn id.
-        #[arg(required_unless_present = "command_id", conflicts_with = "command_id")]
+        #[arg(
+            add = ArgValueCandidates::new(turn_ids),
+            required_unless_present = "command_id",
+            conflicts_with = "command_id"
+        )]
         turn: Option<String>,
         /// The command id of your `turns submit` (finds the turn of a lost
         /// answer without resending the prompt).
@@ -389,6 +400,7 @@ pub enum TurnsCommand {
     /// Ask the agent to stop a turn; a fenced turn is resolved as cancelled.
     Cancel {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         #[command(flatten)]
         cmd: CommandIdArg,
@@ -398,12 +410,13 @@ pub enum TurnsCommand {
     /// Record the owner's resolution of a turn whose outcome is unknown.
     Resolve {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         /// The outcome to record.
         #[arg(long = "as", value_enum)]
         resolution: ResolveAsArg,
-        /// Confirm the agent is no longer running this turn.
-        #[arg(long)]
+        /// Confirm the agent is no longer running this turn (required).
+        #[arg(long, required = true)]
         confirm_stopped: bool,
         #[command(flatten)]
         cmd: CommandIdArg,
@@ -418,6 +431,7 @@ pub enum JournalCommand {
     /// following (NDJSON with --json --follow).
     Tail {
         /// Thread id [default: every thread of the owner].
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: Option<String>,
         /// Print the last N events [default: 20].
         #[arg(

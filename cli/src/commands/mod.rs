@@ -3,7 +3,7 @@
 mod acp_echo;
 mod ask;
 mod command_id;
-mod completions;
+pub mod completions;
 mod config;
 mod connect;
 mod doctor;

@@ -39,7 +39,7 @@ pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
         WorkspacesCommand::List(out) => {
             let list = client.workspaces_with_fences().map_err(client_error)?;
             if out.json {
-                crate::output::json(&list)?;
+                crate::output::json(&json!(list))?;
             } else {
                 for ws in &list.workspaces {
                     crate::output::line(format!("{}\t{}", ws.id, ws.path))?;

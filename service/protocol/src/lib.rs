@@ -25,6 +25,8 @@ mod permissions;
 mod records;
 mod scopes;
 mod state;
+mod strict;
+pub mod time;
 
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
@@ -41,3 +43,4 @@ pub use permissions::{PendingRequest, PermissionChoice};
 pub use records::{ApprovalPolicy, Retention, Thread, Turn, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};
+pub use strict::{DUPLICATE_KEY, StrictValue, is_duplicate_key};

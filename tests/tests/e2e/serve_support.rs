@@ -88,7 +88,12 @@ impl Server {
 
     /// Starts `serve` with the given limits and providers.
     pub fn start_full(limits: Value, providers: Value) -> Server {
-        let ctx = TestContext::new();
+        Server::start_in(TestContext::new(), limits, providers)
+    }
+
+    /// [`Server::start_full`] in a context the caller prepared (a file
+    /// system mounted under its HOME, for example).
+    pub fn start_in(ctx: TestContext, limits: Value, providers: Value) -> Server {
         let project = ctx.home().join("project");
         std::fs::create_dir_all(&project).unwrap();
         let config = write_config_with(

@@ -6,6 +6,7 @@
 //! handler that names a thread or a turn goes through [`owned_thread`] or
 //! [`owned_turn`] before touching it.
 
+mod fit;
 mod journal;
 mod permissions;
 mod status;
@@ -35,8 +36,24 @@ pub use turns::{
 /// Maps a core error to the wire. Request-level codes pass through with the
 /// core's (content-free) message; anything else is `internal`.
 pub fn store_err(e: StoreError) -> RpcError {
+    if let Some(condition) = e.storage_condition() {
+        tracing::error!(condition, error = %e, "store write failed");
+        return RpcError::new(
+            ErrorCode::StorageUnavailable,
+            format!(
+                "the controller cannot write its store ({condition}); reads still work and writes resume when the condition clears"
+            ),
+        )
+        .with_data("condition", condition.into());
+    }
     match ErrorCode::parse(e.code()) {
         Some(ErrorCode::Internal) | None => internal(e),
+        // The code already says "conflict"; the message is the reason alone,
+        // so clients do not print "conflict: … [conflict]".
+        Some(code @ ErrorCode::Conflict) => match e {
+            StoreError::Conflict { reason } => RpcError::new(code, reason),
+            other => RpcError::new(code, other.to_string()),
+        },
         Some(code) => RpcError::new(code, e.to_string()),
     }
 }
