@@ -55,6 +55,17 @@ pub struct ThreadRef {
     pub thread_id: String,
 }
 
+/// `threads.attach`: (re)attach to a thread stating the binding relied on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsAttach {
+    /// Thread id.
+    pub thread_id: String,
+    /// The expected binding; a difference is `binding_mismatch`.
+    #[serde(default)]
+    pub expect: crate::ThreadExpect,
+}
+
 /// `threads.list`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -105,6 +116,11 @@ pub struct TurnsSubmit {
     /// A turn of the same thread this one continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<String>,
+    /// The binding the caller relies on: checked in the same step that
+    /// queues the turn; a difference is `binding_mismatch` and nothing is
+    /// queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<crate::ThreadExpect>,
 }
 
 impl std::fmt::Debug for TurnsSubmit {

@@ -98,6 +98,7 @@ pub enum Method {
     ThreadsGet,
     ThreadsList,
     ThreadsConfigure,
+    ThreadsAttach,
     TurnsSubmit,
     TurnsGet,
     TurnsList,
@@ -158,6 +159,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Method::ThreadsConfigure,
         "threads.configure",
         Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ThreadsAttach,
+        "threads.attach",
+        Requirement::Scope(Scope::ThreadsRead),
     ),
     (
         Method::TurnsSubmit,
@@ -265,6 +271,7 @@ mod tests {
             | Method::ThreadsGet
             | Method::ThreadsList
             | Method::ThreadsConfigure
+            | Method::ThreadsAttach
             | Method::TurnsSubmit
             | Method::TurnsGet
             | Method::TurnsList
@@ -287,6 +294,7 @@ mod tests {
             Method::ThreadsGet,
             Method::ThreadsList,
             Method::ThreadsConfigure,
+            Method::ThreadsAttach,
             Method::TurnsSubmit,
             Method::TurnsGet,
             Method::TurnsList,

@@ -13,6 +13,8 @@ use crate::domain::{
     ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent, Workspace,
 };
 
+use lapis_protocol::ThreadExpect;
+
 use super::handle::{PendingAppend, Store};
 use super::read::{self, ThreadFilter, TurnFilter};
 use super::receipts::{self, CommandKind};
@@ -122,8 +124,22 @@ impl Store {
         actor: &Actor,
         input: SubmitTurn,
     ) -> StoreResult<Receipt<Turn>> {
+        self.submit_turn_expecting(actor, input, None).await
+    }
+
+    /// [`Store::submit_turn`] that first checks the thread still has the
+    /// binding the caller relies on (`binding_mismatch` naming the differing
+    /// fields; nothing is queued). A replayed command id answers with its
+    /// turn without checking again.
+    pub async fn submit_turn_expecting(
+        &self,
+        actor: &Actor,
+        input: SubmitTurn,
+        expect: Option<ThreadExpect>,
+    ) -> StoreResult<Receipt<Turn>> {
         let actor = actor.clone();
-        self.op(move |w| w.submit_turn(&actor, input)).await
+        self.op(move |w| w.submit_turn(&actor, input, expect.as_ref()))
+            .await
     }
 
     /// One turn.

@@ -14,6 +14,8 @@ use crate::domain::{
     TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
 };
 
+use lapis_protocol::ThreadExpect;
+
 use super::ids::{check_name, digest, new_id};
 use super::read;
 use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
@@ -98,8 +100,15 @@ impl Writer {
         }
     }
 
-    /// Accept a turn (idempotent by `(principal, command id)`).
-    pub fn submit_turn(&mut self, actor: &Actor, input: SubmitTurn) -> StoreResult<Receipt<Turn>> {
+    /// Accept a turn (idempotent by `(principal, application, command id)`).
+    /// With `expect`, the thread's binding is compared in the same step, so
+    /// no turn is ever queued under a binding the caller did not state.
+    pub fn submit_turn(
+        &mut self,
+        actor: &Actor,
+        input: SubmitTurn,
+        expect: Option<&ThreadExpect>,
+    ) -> StoreResult<Receipt<Turn>> {
         check_name("command id", &input.command_id)?;
         check_name("thread id", &input.thread_id)?;
         if input.prompt.is_empty() {
@@ -116,6 +125,12 @@ impl Writer {
         }
         let thread = read::thread(&self.conn, &input.thread_id)?
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
+        if let Some(expect) = expect {
+            let fields = expect.mismatches(&thread);
+            if !fields.is_empty() {
+                return Err(StoreError::BindingMismatch { fields });
+            }
+        }
         if let Some(prev) = &input.continues {
             let prev = self.turn_or_404(prev)?;
             if prev.thread_id != thread.id {

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use lapis_protocol::client::{Client, Credential};
-use lapis_protocol::{EventKind, TurnState};
+use lapis_protocol::client::{Client, ClientError, Credential};
+use lapis_protocol::params::ThreadsConfigure;
+use lapis_protocol::{EventKind, ThreadExpect, TurnState};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
@@ -573,5 +574,153 @@ fn the_cli_announces_generated_command_ids_and_replays_given_ones() {
     ]);
     other.expect_code(2);
     assert!(other.stderr.contains("conflict"), "{}", other.stderr);
+    server.finish(&[], &[]);
+}
+
+#[test]
+fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
+    let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
+    let mut c = app(&server, OWNER, "attacher");
+    let thread = c.threads_create("proj", "echo", "ask", None).unwrap();
+    let held = ThreadExpect::of(&thread);
+    let snap = c.threads_attach(&thread.id, &held).unwrap();
+    assert_eq!(snap.thread, thread);
+
+    // Each field, alone, is named (never its value).
+    let cases: [(&str, ThreadExpect); 6] = [
+        (
+            "application",
+            ThreadExpect {
+                application: Some("other".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "provider",
+            ThreadExpect {
+                provider: Some("hang".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "approval",
+            ThreadExpect {
+                approval: Some("allow-all".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "restricted",
+            ThreadExpect {
+                restricted: Some(true),
+                ..Default::default()
+            },
+        ),
+        (
+            "retention",
+            ThreadExpect {
+                retention: Some("metadata-only".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "version",
+            ThreadExpect {
+                version: Some(7),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (field, expect) in &cases {
+        let err = c
+            .call_value(
+                "threads.attach",
+                json!({ "threadId": thread.id, "expect": expect }),
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), "binding_mismatch", "{field}");
+        let ClientError::Rpc(rpc) = &err else {
+            panic!("{err:?}")
+        };
+        let data = rpc.data.as_ref().unwrap();
+        assert_eq!(data["fields"], json!([field]), "{field}");
+        let text = serde_json::to_string(rpc).unwrap();
+        for value in ["other", "\"hang\"", "metadata-only"] {
+            assert!(!text.contains(value), "{field}: a value leaked: {text}");
+        }
+        // A submit stating the same expectation queues nothing.
+        let err = c
+            .call_value(
+                "turns.submit",
+                json!({ "threadId": thread.id, "commandId": format!("x-{field}"), "prompt": "p", "expect": expect }),
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), "binding_mismatch", "{field}");
+    }
+    assert!(c.turns_list(Some(&thread.id)).unwrap().is_empty());
+    // Unknown expectation fields are refused, not ignored.
+    let err = c
+        .call_value(
+            "threads.attach",
+            json!({ "threadId": thread.id, "expect": { "model": "x" } }),
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    // A foreign thread stays forbidden, whatever is expected.
+    let err = app(&server, OWNER, "someone-else")
+        .threads_attach(&thread.id, &ThreadExpect::default())
+        .unwrap_err();
+    assert_eq!(err.code(), "forbidden");
+
+    // A matching submit runs.
+    let ok = c
+        .call_value(
+            "turns.submit",
+            json!({ "threadId": thread.id, "commandId": "ok-1", "prompt": "p", "expect": held }),
+        )
+        .unwrap();
+    assert_eq!(
+        settle(&mut c, ok["turn"]["id"].as_str().unwrap()).state,
+        TurnState::Completed
+    );
+
+    // The SDK attaches again after a reconnect, with a fresh snapshot.
+    let loose = ThreadExpect {
+        provider: Some("echo".into()),
+        ..Default::default()
+    };
+    c.threads_attach(&thread.id, &loose).unwrap();
+    let mut other = app(&server, OWNER, "attacher");
+    other
+        .threads_configure(&ThreadsConfigure {
+            thread_id: thread.id.clone(),
+            expected_version: 1,
+            provider: None,
+            approval: Some("allow-all".into()),
+            restricted: None,
+            retention: None,
+            command_id: None,
+        })
+        .unwrap();
+    c.reconnect().unwrap();
+    let fresh = c.attached_snapshot(&thread.id).unwrap();
+    assert_eq!(fresh.thread.version, 2);
+    assert_eq!(fresh.thread.approval.as_str(), "allow-all");
+    // A binding that no longer holds fails the reconnect's re-attach.
+    c.threads_attach(&thread.id, &ThreadExpect::of(&fresh.thread.clone()))
+        .unwrap();
+    other
+        .threads_configure(&ThreadsConfigure {
+            thread_id: thread.id.clone(),
+            expected_version: 2,
+            provider: Some("hang".into()),
+            approval: None,
+            restricted: None,
+            retention: None,
+            command_id: None,
+        })
+        .unwrap();
+    let err = c.reconnect().unwrap_err();
+    assert_eq!(err.code(), "binding_mismatch");
     server.finish(&[], &[]);
 }

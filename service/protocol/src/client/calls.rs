@@ -120,6 +120,7 @@ impl Client {
             command_id: command_id.to_owned(),
             prompt: prompt.to_owned(),
             continues: None,
+            expect: None,
         };
         let r: TurnResult = self.call("turns.submit", &p)?;
         Ok(r.turn)

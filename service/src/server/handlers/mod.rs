@@ -27,7 +27,8 @@ pub use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub use permissions::permissions_list;
 pub use status::status;
 pub use threads::{
-    threads_configure, threads_create, threads_get, threads_list, workspaces_add, workspaces_list,
+    threads_attach, threads_configure, threads_create, threads_get, threads_list, workspaces_add,
+    workspaces_list,
 };
 pub use turns::{
     permissions_respond, turns_cancel, turns_get, turns_list, turns_resolve, turns_submit,
@@ -45,6 +46,11 @@ pub fn store_err(e: StoreError) -> RpcError {
             ),
         )
         .with_data("condition", condition.into());
+    }
+    if let StoreError::BindingMismatch { fields } = &e {
+        let fields = json!(fields);
+        return RpcError::new(ErrorCode::BindingMismatch, e.to_string())
+            .with_data("fields", fields);
     }
     match ErrorCode::parse(e.code()) {
         Some(ErrorCode::Internal) | None => internal(e),

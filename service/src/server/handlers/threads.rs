@@ -118,6 +118,30 @@ pub async fn threads_get(
     serde_json::to_value(snapshot).map_err(super::internal)
 }
 
+/// `threads.attach`: the thread snapshot when the thread still has the
+/// binding the caller states, else `binding_mismatch` naming the fields.
+pub async fn threads_attach(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::ThreadsAttach,
+) -> Result<Value, RpcError> {
+    let thread = owned_thread(ctx, session, &p.thread_id).await?;
+    let fields = p.expect.mismatches(&thread);
+    if !fields.is_empty() {
+        return Err(store_err(crate::domain::StoreError::BindingMismatch {
+            fields,
+        }));
+    }
+    threads_get(
+        ctx,
+        session,
+        params::ThreadRef {
+            thread_id: p.thread_id,
+        },
+    )
+    .await
+}
+
 /// `threads.list`: the session's own threads only.
 pub async fn threads_list(
     ctx: &ServerContext,
