@@ -107,6 +107,7 @@ mod tests {
             version: 3,
             created_at: 1,
             updated_at: 1,
+            agent_session: None,
         }
     }
 

@@ -13,7 +13,7 @@ async fn fenced(s: &Store, th: &str, cmd: &str) -> Turn {
         .unwrap()
         .value;
     s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&t.id).await.unwrap();
+    s.mark_dispatched(&t.id, super::binding()).await.unwrap();
     s.finish_turn(&t.id, TurnEnd::Unknown("agent_exited".into()))
         .await
         .unwrap()

@@ -105,7 +105,9 @@ async fn lost_outcome_fences_until_confirmed_resolution_which_never_redispatches
         .unwrap()
         .value;
     let c = s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&c.turn.id).await.unwrap();
+    s.mark_dispatched(&c.turn.id, super::binding())
+        .await
+        .unwrap();
     let lost = s
         .finish_turn(&t1.id, TurnEnd::Unknown("agent_exited".into()))
         .await
@@ -207,7 +209,10 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
     c1.cancel.changed().await.unwrap();
     assert!(*c1.cancel.borrow());
     assert_eq!(
-        s.mark_dispatched(&t1.id).await.unwrap_err().code(),
+        s.mark_dispatched(&t1.id, super::binding())
+            .await
+            .unwrap_err()
+            .code(),
         "conflict"
     );
     s.finish_turn(&t1.id, TurnEnd::Cancelled("cancelled".into()))
@@ -217,7 +222,7 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
     // Cancel in flight, then the outcome is lost: interrupted, fenced.
     let c3 = s.try_claim().await.unwrap().unwrap();
     assert_eq!(c3.turn.id, t3.id);
-    s.mark_dispatched(&t3.id).await.unwrap();
+    s.mark_dispatched(&t3.id, super::binding()).await.unwrap();
     s.request_cancel(&owner(), &t3.id).await.unwrap();
     let out = s
         .finish_turn(&t3.id, TurnEnd::Unknown("deadline".into()))
@@ -254,7 +259,7 @@ async fn the_owners_cancel_of_a_fenced_turn_resolves_it_cancelled_without_retryi
         .unwrap()
         .value;
     s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&lost.id).await.unwrap();
+    s.mark_dispatched(&lost.id, super::binding()).await.unwrap();
     s.finish_turn(&lost.id, TurnEnd::Unknown("agent_exited".into()))
         .await
         .unwrap();
@@ -389,7 +394,7 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
         .unwrap()
         .value;
     s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&t.id).await.unwrap();
+    s.mark_dispatched(&t.id, super::binding()).await.unwrap();
     assert_eq!(
         s.configure_thread(&owner(), &th.id, 3, patch.clone(), None)
             .await
@@ -453,10 +458,12 @@ async fn recovery_at_open_settles_every_in_flight_turn_and_keeps_queued_ones() {
         t_disp = ids[1].clone();
         t_run = ids[2].clone();
         t_cancel = ids[3].clone();
-        s.mark_dispatched(&t_disp).await.unwrap();
-        s.mark_dispatched(&t_run).await.unwrap();
+        s.mark_dispatched(&t_disp, super::binding()).await.unwrap();
+        s.mark_dispatched(&t_run, super::binding()).await.unwrap();
         s.mark_running(&t_run).await.unwrap();
-        s.mark_dispatched(&t_cancel).await.unwrap();
+        s.mark_dispatched(&t_cancel, super::binding())
+            .await
+            .unwrap();
         s.request_cancel(&owner(), &t_cancel).await.unwrap();
         // "Crash": drop the store with everything in flight.
     }
