@@ -97,6 +97,16 @@ pub struct HomeArg {
     pub workspace: Option<PathBuf>,
 }
 
+/// `--command-id ID` of a mutating command.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CommandIdArg {
+    /// Idempotency key: the same command repeated with the same id returns
+    /// its first answer instead of running twice [default: a fresh id,
+    /// printed on stderr before the request is sent].
+    #[arg(long, value_name = "ID")]
+    pub command_id: Option<String>,
+}
+
 /// A lone `--json` flag.
 #[derive(Debug, Args, Clone, Copy, Default)]
 pub struct JsonArg {
@@ -248,6 +258,8 @@ pub enum WorkspacesCommand {
         /// Project directory.
         dir: PathBuf,
         #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
         out: JsonArg,
     },
     /// List registered workspaces.
@@ -258,6 +270,12 @@ pub enum WorkspacesCommand {
 pub enum ApprovalArg {
     Ask,
     AllowAll,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RetentionArg {
+    Full,
+    MetadataOnly,
 }
 
 #[derive(Debug, Subcommand)]
@@ -274,6 +292,41 @@ pub enum ThreadsCommand {
         /// Approval policy for the agent's permission requests.
         #[arg(long, value_enum, default_value = "ask")]
         approval: ApprovalArg,
+        /// Restricted thread: never auto-approves.
+        #[arg(long)]
+        restricted: bool,
+        /// What the journal keeps of the thread's content.
+        #[arg(long, value_enum, default_value = "full")]
+        retention: RetentionArg,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Change a thread's provider, approval, restricted flag or retention
+    /// for its later turns. Optimistic: refused (`conflict`) when the
+    /// thread's version is not EXPECTED or a turn of it is queued or running.
+    Configure {
+        /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        thread: String,
+        /// The version you last saw (`threads show`).
+        #[arg(long, value_name = "EXPECTED")]
+        expected_version: u64,
+        /// New provider.
+        #[arg(long, add = ArgValueCandidates::new(provider_names))]
+        provider: Option<String>,
+        /// New approval policy.
+        #[arg(long, value_enum)]
+        approval: Option<ApprovalArg>,
+        /// New restricted flag.
+        #[arg(long, value_name = "BOOL")]
+        restricted: Option<bool>,
+        /// New retention (applies to events written from now on).
+        #[arg(long, value_enum)]
+        retention: Option<RetentionArg>,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -306,9 +359,8 @@ pub enum TurnsCommand {
         thread: String,
         #[command(flatten)]
         prompt: PromptArgs,
-        /// Idempotency key [default: a fresh random id].
-        #[arg(long, value_name = "ID")]
-        command_id: Option<String>,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         /// Wait for the turn to end and print its reply.
         #[arg(long, conflicts_with = "follow")]
         wait: bool,
@@ -354,19 +406,29 @@ pub enum TurnsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
-    /// Show one turn.
+    /// Show one turn, by id or by the command id of the submit that made it.
     Show {
         /// Turn id.
-        #[arg(add = ArgValueCandidates::new(turn_ids))]
-        turn: String,
+        #[arg(
+            add = ArgValueCandidates::new(turn_ids),
+            required_unless_present = "command_id",
+            conflicts_with = "command_id"
+        )]
+        turn: Option<String>,
+        /// The command id of your `turns submit` (finds the turn of a lost
+        /// answer without resending the prompt).
+        #[arg(long, value_name = "ID")]
+        command_id: Option<String>,
         #[command(flatten)]
         out: JsonArg,
     },
-    /// Ask the agent to stop a turn.
+    /// Ask the agent to stop a turn; a fenced turn is resolved as cancelled.
     Cancel {
         /// Turn id.
         #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -381,6 +443,8 @@ pub enum TurnsCommand {
         /// Confirm the agent is no longer running this turn (required).
         #[arg(long, required = true)]
         confirm_stopped: bool,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -458,6 +522,8 @@ pub enum PermissionsCommand {
         #[arg(long)]
         reject: bool,
         #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
         out: JsonArg,
     },
 }
@@ -481,6 +547,9 @@ pub struct AskArgs {
     /// Write NDJSON (one event per line) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Command id of the turn's submit (see `turns submit --command-id`).
+    #[command(flatten)]
+    pub cmd: CommandIdArg,
 }
 
 #[derive(Debug, Subcommand)]
@@ -562,6 +631,7 @@ impl Command {
             Command::Workspaces(WorkspacesCommand::Add { out, .. }) => out.json,
             Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
             Command::Threads(ThreadsCommand::Create { out, .. })
+            | Command::Threads(ThreadsCommand::Configure { out, .. })
             | Command::Threads(ThreadsCommand::Show { out, .. }) => out.json,
             Command::Threads(ThreadsCommand::List(a)) => a.json,
             Command::Turns(

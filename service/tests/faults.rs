@@ -71,8 +71,9 @@ async fn child(mode: &str, root: PathBuf) {
         .filter(|t| t.state.is_fenced());
     for t in fenced {
         store
-            .resolve_turn(&actor(), &t.id, ResolveAs::Failed, true)
+            .resolve_turn(&actor(), &t.id, ResolveAs::Failed, true, None)
             .await
+            .map(|r| r.value)
             .unwrap();
     }
     let pid = std::process::id();
@@ -156,8 +157,9 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             ..Default::default()
         };
         let th = store
-            .configure_thread(&actor(), &th.id, th.version, patch)
+            .configure_thread(&actor(), &th.id, th.version, patch, None)
             .await
+            .map(|r| r.value)
             .unwrap();
         ack("configured", &format!("{}:{}", th.id, th.version));
         let session = NewAuthSession {
@@ -199,8 +201,9 @@ async fn cancel_and_resolve(store: &Store, threads: &[String], pid: u32) -> ! {
         assert_eq!(out.turn.state, TurnState::Interrupted);
         ack("interrupted", &id);
         store
-            .resolve_turn(&actor(), &id, ResolveAs::Cancelled, true)
+            .resolve_turn(&actor(), &id, ResolveAs::Cancelled, true, None)
             .await
+            .map(|r| r.value)
             .unwrap();
         ack("resolved", &id);
     }

@@ -195,7 +195,11 @@ async fn run(ops: Vec<Op>) {
                     } else {
                         ResolveAs::Cancelled
                     };
-                    let t = store.resolve_turn(&actor(), &id, as_, true).await.unwrap();
+                    let t = store
+                        .resolve_turn(&actor(), &id, as_, true, None)
+                        .await
+                        .map(|r| r.value)
+                        .unwrap();
                     assert!(t.state.is_terminal());
                 }
             }
@@ -243,8 +247,9 @@ async fn run(ops: Vec<Op>) {
             .collect();
         for id in &fenced {
             store
-                .resolve_turn(&actor(), id, ResolveAs::Failed, true)
+                .resolve_turn(&actor(), id, ResolveAs::Failed, true, None)
                 .await
+                .map(|r| r.value)
                 .unwrap();
         }
         for (id, s) in &turns {

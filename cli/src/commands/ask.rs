@@ -18,7 +18,7 @@ use crate::args::{AskArgs, GlobalArgs};
 use crate::exit::{CliError, CliResult};
 
 use super::connect::{client_error, connect};
-use super::turns::{Submission, Watch, fresh_command_id, submit_and_watch};
+use super::turns::{Submission, Watch, submit_and_watch};
 
 pub fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
     let prompt = match args.prompt.as_deref() {
@@ -62,12 +62,13 @@ pub fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
             t.id
         }
     };
+    let command_id = super::command_id::given_or_fresh(args.cmd.command_id)?;
     submit_and_watch(
         global,
         &mut client,
         Submission {
             thread: &thread,
-            command_id: fresh_command_id()?,
+            command_id,
             prompt: &prompt,
             continues: None,
             watch: Watch::Follow,

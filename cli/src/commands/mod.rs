@@ -2,6 +2,7 @@
 
 mod acp_echo;
 mod ask;
+mod command_id;
 pub mod completions;
 mod config;
 mod connect;

@@ -9,6 +9,7 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 
 use lapis_protocol::client::Client;
+use lapis_protocol::params::PermissionsRespond;
 use lapis_protocol::{PendingRequest, PermissionChoice};
 use serde_json::json;
 
@@ -50,6 +51,7 @@ pub fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult {
             option,
             allow,
             reject,
+            cmd,
             out,
         } => {
             let option = match (option, allow, reject) {
@@ -65,8 +67,14 @@ pub fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult {
                     ));
                 }
             };
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             client
-                .permissions_respond(&turn, &request, &option)
+                .permissions_respond_with(&PermissionsRespond {
+                    turn_id: turn.clone(),
+                    request_id: request.clone(),
+                    option_id: option.clone(),
+                    command_id: Some(command_id),
+                })
                 .map_err(client_error)?;
             if out.json {
                 crate::output::json(&json!({

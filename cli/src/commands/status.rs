@@ -108,9 +108,10 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     }
     for f in &running.fences {
         warnings.push(format!(
-            "workspace {} is fenced by turn {}: once the agent no longer runs it, resolve with `{}` (or `--as cancelled`)",
+            "workspace {} is fenced by turn {} of application {}: once the agent no longer runs it, resolve with `{}` (or `--as cancelled`, as `turns cancel` records it)",
             f.workspace,
             f.turn,
+            f.application,
             resolve_command(&f.turn)
         ));
     }
@@ -267,10 +268,11 @@ fn plain(r: &StatusReport) -> String {
     }
     for f in &s.fences {
         text.push_str(&format!(
-            "\nfenced    {}: turn {} (thread {}) is {} since {}",
+            "\nfenced    {}: turn {} (thread {}, application {}) is {} since {}",
             f.workspace,
             f.turn,
             f.thread,
+            f.application,
             f.state,
             lapis_protocol::time::format_ms(f.since),
         ));

@@ -1,8 +1,10 @@
-//! `threads create|list|show`.
+//! `threads create|configure|list|show`.
 
 use serde_json::json;
 
-use crate::args::{ApprovalArg, GlobalArgs, ThreadsCommand};
+use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
+
+use crate::args::{ApprovalArg, GlobalArgs, RetentionArg, ThreadsCommand};
 use crate::exit::CliResult;
 
 use super::connect::{client_error, connect};
@@ -14,19 +16,58 @@ pub fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             workspace,
             provider,
             approval,
+            restricted,
+            retention,
+            cmd,
             out,
         } => {
-            let approval = match approval {
-                ApprovalArg::Ask => "ask",
-                ApprovalArg::AllowAll => "allow-all",
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            let params = ThreadsCreate {
+                workspace_id: workspace,
+                provider,
+                approval: Some(approval_name(approval).to_owned()),
+                restricted,
+                retention: Some(retention_name(retention).to_owned()),
+                command_id: Some(command_id),
             };
             let thread = client
-                .threads_create(&workspace, &provider, approval, None)
-                .map_err(client_error)?;
+                .threads_create_with(&params)
+                .map_err(client_error)?
+                .thread;
             if out.json {
                 crate::output::json(&json!({ "thread": thread }))?;
             } else {
                 crate::output::line(&thread.id)?;
+            }
+        }
+        ThreadsCommand::Configure {
+            thread,
+            expected_version,
+            provider,
+            approval,
+            restricted,
+            retention,
+            cmd,
+            out,
+        } => {
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            let params = ThreadsConfigure {
+                thread_id: thread,
+                expected_version,
+                provider,
+                approval: approval.map(|a| approval_name(a).to_owned()),
+                restricted,
+                retention: retention.map(|r| retention_name(r).to_owned()),
+                command_id: Some(command_id),
+            };
+            let thread = client
+                .threads_configure(&params)
+                .map_err(client_error)?
+                .thread;
+            if out.json {
+                crate::output::json(&json!({ "thread": thread }))?;
+            } else {
+                crate::output::line(format!("{}\tversion {}", thread.id, thread.version))?;
             }
         }
         ThreadsCommand::List(out) => {
@@ -52,11 +93,13 @@ pub fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             } else {
                 let t = &snap.thread;
                 crate::output::line(format!(
-                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nversion    {}\nturns:",
+                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\nturns:",
                     t.id,
                     t.workspace_id,
                     t.provider,
                     t.approval.as_str(),
+                    if t.restricted { "yes" } else { "no" },
+                    t.retention.as_str(),
                     t.version
                 ))?;
                 for turn in &snap.recent_turns {
@@ -69,4 +112,18 @@ pub fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
         }
     }
     Ok(())
+}
+
+fn approval_name(a: ApprovalArg) -> &'static str {
+    match a {
+        ApprovalArg::Ask => "ask",
+        ApprovalArg::AllowAll => "allow-all",
+    }
+}
+
+fn retention_name(r: RetentionArg) -> &'static str {
+    match r {
+        RetentionArg::Full => "full",
+        RetentionArg::MetadataOnly => "metadata-only",
+    }
 }

@@ -7,7 +7,7 @@
 //! resubmitted: run `turns show` to see the outcome.
 
 use lapis_protocol::client::{Client, JournalFollower};
-use lapis_protocol::params::TurnsContinue;
+use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve};
 use lapis_protocol::{Turn, TurnState};
 use serde_json::json;
 
@@ -43,14 +43,6 @@ pub struct Submission<'a> {
     pub thoughts: bool,
     /// JSON (one document for wait, NDJSON for follow).
     pub json: bool,
-}
-
-/// A fresh command id.
-pub fn fresh_command_id() -> Result<String, CliError> {
-    Ok(format!(
-        "cmd_{}",
-        lapis_service::auth::random_hex(16).map_err(|e| CliError::failure("internal", e))?
-    ))
 }
 
 /// Submits a turn and watches it to its end (see the module docs).
@@ -134,17 +126,14 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
         TurnsCommand::Submit {
             thread,
             prompt,
-            command_id,
+            cmd,
             wait,
             follow,
             no_thoughts,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
-            let command_id = match command_id {
-                Some(c) => c,
-                None => fresh_command_id()?,
-            };
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let watch = match (wait, follow) {
                 (_, true) => Watch::Follow,
                 (true, false) => Watch::Wait,
@@ -184,10 +173,7 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
-            let command_id = match command_id {
-                Some(c) => c,
-                None => fresh_command_id()?,
-            };
+            let command_id = super::command_id::given_or_fresh(command_id)?;
             let watch = match (wait, follow) {
                 (_, true) => Watch::Follow,
                 (true, false) => Watch::Wait,
@@ -240,12 +226,28 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 }
             }
         }
-        TurnsCommand::Show { turn, out } => {
-            let t = client.turns_get(&turn).map_err(client_error)?;
+        TurnsCommand::Show {
+            turn,
+            command_id,
+            out,
+        } => {
+            let t = match (turn, command_id) {
+                (Some(turn), _) => client.turns_get(&turn),
+                (None, Some(cmd)) => client.turns_get_by_command(&cmd),
+                (None, None) => unreachable!("clap requires TURN or --command-id"),
+            }
+            .map_err(client_error)?;
             print_turn(&t, out.json)?;
         }
-        TurnsCommand::Cancel { turn, out } => {
-            let t = client.turns_cancel(&turn).map_err(client_error)?;
+        TurnsCommand::Cancel { turn, cmd, out } => {
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            let t = client
+                .turns_cancel_with(&TurnsCancel {
+                    turn_id: turn,
+                    command_id: Some(command_id),
+                })
+                .map_err(client_error)?
+                .turn;
             // Cancelling is idempotent for scripts ("make sure it is not
             // running"): a finished turn exits 0, but a person is told.
             if t.state.is_terminal() {
@@ -261,15 +263,23 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             turn,
             resolution,
             confirm_stopped,
+            cmd,
             out,
         } => {
             let as_ = match resolution {
                 ResolveAsArg::Failed => "failed",
                 ResolveAsArg::Cancelled => "cancelled",
             };
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let t = client
-                .turns_resolve(&turn, as_, confirm_stopped)
-                .map_err(client_error)?;
+                .turns_resolve_with(&TurnsResolve {
+                    turn_id: turn,
+                    resolve_as: as_.to_owned(),
+                    confirm_stopped,
+                    command_id: Some(command_id),
+                })
+                .map_err(client_error)?
+                .turn;
             print_turn(&t, out.json)?;
         }
     }

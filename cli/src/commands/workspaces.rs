@@ -1,5 +1,6 @@
 //! `workspaces add ID DIR` and `workspaces list`.
 
+use lapis_protocol::params::WorkspacesAdd;
 use serde_json::json;
 
 use crate::args::{GlobalArgs, WorkspacesCommand};
@@ -10,7 +11,7 @@ use super::connect::{client_error, connect};
 pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
-        WorkspacesCommand::Add { id, dir, out } => {
+        WorkspacesCommand::Add { id, dir, cmd, out } => {
             // The server canonicalizes; an absolute path is all it needs.
             let dir =
                 std::path::absolute(&dir).map_err(|e| CliError::failure("invalid_request", e))?;
@@ -20,7 +21,15 @@ pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
                     anyhow::anyhow!("the directory path is not UTF-8"),
                 )
             })?;
-            let ws = client.workspaces_add(&id, path).map_err(client_error)?;
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            let ws = client
+                .workspaces_add_with(&WorkspacesAdd {
+                    id,
+                    path: path.to_owned(),
+                    command_id: Some(command_id),
+                })
+                .map_err(client_error)?
+                .workspace;
             if out.json {
                 crate::output::json(&json!({ "workspace": ws }))?;
             } else {
@@ -28,12 +37,22 @@ pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
             }
         }
         WorkspacesCommand::List(out) => {
-            let list = client.workspaces_list().map_err(client_error)?;
+            let list = client.workspaces_with_fences().map_err(client_error)?;
             if out.json {
-                crate::output::json(&json!({ "workspaces": list }))?;
+                crate::output::json(&json!(list))?;
             } else {
-                for ws in list {
+                for ws in &list.workspaces {
                     crate::output::line(format!("{}\t{}", ws.id, ws.path))?;
+                    for f in list.fences.iter().filter(|f| f.workspace == ws.id) {
+                        crate::output::line(format!(
+                            "  fenced by turn {} (thread {}, application {}), {} since {}",
+                            f.turn,
+                            f.thread,
+                            f.application,
+                            f.state,
+                            super::paths::utc(u64::try_from(f.since).unwrap_or(0))
+                        ))?;
+                    }
                 }
             }
         }

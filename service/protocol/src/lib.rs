@@ -11,6 +11,7 @@
 //! thiserror only (no SQLite, no async runtime, no server), so an
 //! application that embeds the SDK compiles nothing else. CI checks it.
 
+mod binding;
 pub mod client;
 pub mod config;
 mod error;
@@ -28,6 +29,7 @@ mod state;
 mod strict;
 pub mod time;
 
+pub use binding::ThreadExpect;
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
 pub use frame::{

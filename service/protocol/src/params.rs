@@ -19,6 +19,10 @@ pub struct WorkspacesAdd {
     pub id: String,
     /// Project directory (absolute).
     pub path: String,
+    /// Makes the call idempotent: a receipt of (principal, application,
+    /// command id) replays the first answer; other input is `conflict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `threads.create`.
@@ -49,6 +53,17 @@ pub struct ThreadsCreate {
 pub struct ThreadRef {
     /// Thread id.
     pub thread_id: String,
+}
+
+/// `threads.attach`: (re)attach to a thread stating the binding relied on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsAttach {
+    /// Thread id.
+    pub thread_id: String,
+    /// The expected binding; a difference is `binding_mismatch`.
+    #[serde(default)]
+    pub expect: crate::ThreadExpect,
 }
 
 /// `threads.list`.
@@ -83,6 +98,9 @@ pub struct ThreadsConfigure {
     /// New retention.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<String>,
+    /// Makes the call idempotent (replays the first answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `turns.submit`. The prompt is a payload: never logged.
@@ -102,6 +120,11 @@ pub struct TurnsSubmit {
     /// provider's `maxTurnSeconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// The binding the caller relies on: checked in the same step that
+    /// queues the turn; a difference is `binding_mismatch` and nothing is
+    /// queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<crate::ThreadExpect>,
 }
 
 impl std::fmt::Debug for TurnsSubmit {
@@ -141,12 +164,29 @@ impl std::fmt::Debug for TurnsContinue {
     }
 }
 
-/// Methods that name one turn.
+/// `turns.get`: by turn id, or by the command id of the `turns.submit` that
+/// created it (exactly one): finds the turn of a lost answer without
+/// resending the prompt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnsGet {
+    /// Turn id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The submit's command id (the caller's own principal and application).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
+}
+
+/// `turns.cancel`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TurnRef {
+pub struct TurnsCancel {
     /// Turn id.
     pub turn_id: String,
+    /// Makes the call idempotent (replays the first answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `turns.list`.
@@ -176,6 +216,9 @@ pub struct TurnsResolve {
     /// Must be `true`: the owner confirms the agent is no longer running it.
     #[serde(default)]
     pub confirm_stopped: bool,
+    /// Makes the call idempotent (replays the first answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `journal.replay`.
@@ -237,6 +280,10 @@ pub struct PermissionsRespond {
     pub request_id: String,
     /// One of the exact option ids the agent offered.
     pub option_id: String,
+    /// Makes the call idempotent: a lost answer is asked for again with the
+    /// same id and replays `accepted` instead of `not_found`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
 }
 
 /// `sessions.revoke`.
@@ -320,6 +367,11 @@ pub struct StatusTurn {
     pub thread: String,
     /// Its workspace.
     pub workspace: String,
+    /// The application of its thread (the one that submitted it). A fence
+    /// of another application is resolved by an operator session holding
+    /// `turns:resolve-any`.
+    #[serde(default)]
+    pub application: String,
     /// Its state (`running`, `submission_unknown`, …).
     pub state: crate::TurnState,
     /// When it entered that state (ms since epoch; RFC 3339 UTC on the wire).
@@ -382,9 +434,14 @@ pub struct WorkspaceResult {
 pub struct WorkspacesResult {
     /// Every registered workspace.
     pub workspaces: Vec<crate::Workspace>,
+    /// The turns fencing some of them (as in `status`): which turn, its
+    /// thread and application, and since when.
+    #[serde(default)]
+    pub fences: Vec<StatusTurn>,
 }
 
-/// `threads.create` / `threads.configure` result.
+/// `threads.create` / `threads.configure` result (`replayed` also for
+/// `threads.configure` with a command id seen before).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadResult {
@@ -411,7 +468,7 @@ pub struct TurnResult {
     /// The turn.
     pub turn: crate::Turn,
     /// True when the command id was seen before (`turns.submit`,
-    /// `turns.continue`).
+    /// `turns.continue`, `turns.cancel`, `turns.resolve`).
     #[serde(default)]
     pub replayed: bool,
 }
@@ -454,6 +511,9 @@ pub struct UnsubscribeResult {
 pub struct RespondResult {
     /// Always true: the answer reached the waiting turn.
     pub accepted: bool,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 /// `sessions.revoke` result.

@@ -32,6 +32,11 @@ pub enum Scope {
     /// Resolve fenced turns (the owner's confirmation).
     #[serde(rename = "turns:resolve")]
     TurnsResolve,
+    /// Resolve (or cancel-as-resolution) a fenced turn of *any* application
+    /// of the session's principal: the operator's way to unblock a
+    /// workspace another application fenced. Never crosses principals.
+    #[serde(rename = "turns:resolve-any")]
+    TurnsResolveAny,
     /// Answer an agent's permission requests.
     #[serde(rename = "permissions:respond")]
     PermissionsRespond,
@@ -45,7 +50,7 @@ pub enum Scope {
 
 impl Scope {
     /// Every scope; config tokens without `scopes` get all of them.
-    pub const ALL: [Scope; 10] = [
+    pub const ALL: [Scope; 11] = [
         Scope::StatusRead,
         Scope::WorkspacesRead,
         Scope::WorkspacesWrite,
@@ -53,6 +58,7 @@ impl Scope {
         Scope::ThreadsWrite,
         Scope::TurnsWrite,
         Scope::TurnsResolve,
+        Scope::TurnsResolveAny,
         Scope::PermissionsRespond,
         Scope::SessionsRevoke,
         Scope::ConfigReload,
@@ -68,6 +74,7 @@ impl Scope {
             Scope::ThreadsWrite => "threads:write",
             Scope::TurnsWrite => "turns:write",
             Scope::TurnsResolve => "turns:resolve",
+            Scope::TurnsResolveAny => "turns:resolve-any",
             Scope::PermissionsRespond => "permissions:respond",
             Scope::SessionsRevoke => "sessions:revoke",
             Scope::ConfigReload => "config:reload",
@@ -91,6 +98,7 @@ pub enum Method {
     ThreadsGet,
     ThreadsList,
     ThreadsConfigure,
+    ThreadsAttach,
     TurnsSubmit,
     TurnsContinue,
     TurnsGet,
@@ -152,6 +160,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Method::ThreadsConfigure,
         "threads.configure",
         Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ThreadsAttach,
+        "threads.attach",
+        Requirement::Scope(Scope::ThreadsRead),
     ),
     (
         Method::TurnsSubmit,
@@ -264,6 +277,7 @@ mod tests {
             | Method::ThreadsGet
             | Method::ThreadsList
             | Method::ThreadsConfigure
+            | Method::ThreadsAttach
             | Method::TurnsSubmit
             | Method::TurnsContinue
             | Method::TurnsGet
@@ -287,6 +301,7 @@ mod tests {
             Method::ThreadsGet,
             Method::ThreadsList,
             Method::ThreadsConfigure,
+            Method::ThreadsAttach,
             Method::TurnsSubmit,
             Method::TurnsContinue,
             Method::TurnsGet,

@@ -79,6 +79,31 @@ pub enum ActivityEvent {
 }
 
 impl ActivityEvent {
+    /// Whether the event shows the agent working on the prompt, so a
+    /// dispatched turn may be marked `running`. What the controller records
+    /// itself — its own `session/cancel`, its answers to permission
+    /// requests, the prompt's answer, output after it, the session it
+    /// opened — never does: a turn is `running` only once the agent acknowledged the
+    /// prompt. (Observations after the dispatch boundary come from the agent:
+    /// its updates, notifications and refused requests; the controller's own
+    /// observations are recorded before the boundary.)
+    pub fn shows_agent_progress(&self) -> bool {
+        match self {
+            ActivityEvent::Message(_)
+            | ActivityEvent::Reasoning(_)
+            | ActivityEvent::Invocation(_)
+            | ActivityEvent::Observation { .. }
+            | ActivityEvent::PermissionRequested { .. } => true,
+            // The prompt's answer ends the turn (straight from `dispatched`
+            // when nothing came before it, e.g. a cancel the agent honoured).
+            ActivityEvent::Stopped { .. }
+            | ActivityEvent::SessionStarted { .. }
+            | ActivityEvent::PermissionResolved { .. }
+            | ActivityEvent::CancelRequested
+            | ActivityEvent::Late { .. } => false,
+        }
+    }
+
     /// The event's kind as journaled (`message`, `reasoning`, …).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -26,6 +26,12 @@ pub enum StoreError {
         /// A short, content-free explanation.
         reason: String,
     },
+    /// The thread no longer has the binding the caller stated (`expect`).
+    #[error("the thread's binding differs in: {}", .fields.join(", "))]
+    BindingMismatch {
+        /// The wire names of the differing fields (never their values).
+        fields: Vec<&'static str>,
+    },
     /// A second workspace id for a canonical path that already has one.
     #[error("path is already registered as workspace `{existing}`")]
     WorkspaceAlias {
@@ -118,6 +124,7 @@ impl StoreError {
         match self {
             StoreError::NotFound { .. } => "not_found",
             StoreError::Conflict { .. } => "conflict",
+            StoreError::BindingMismatch { .. } => "binding_mismatch",
             StoreError::WorkspaceAlias { .. } => "workspace_alias",
             StoreError::WorkspaceFenced { .. } => "workspace_fenced",
             StoreError::QueueFull { .. } => "queue_full",

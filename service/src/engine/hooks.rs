@@ -118,7 +118,12 @@ impl TurnHooks for StoreHooks {
     }
 
     async fn event(&self, event: ActivityEvent) -> Result<(), HookError> {
-        if self.dispatched.load(Ordering::SeqCst) && !self.running.swap(true, Ordering::SeqCst) {
+        // Only the agent's own progress marks the turn running; the
+        // controller's cancel or permission answers never do.
+        if event.shows_agent_progress()
+            && self.dispatched.load(Ordering::SeqCst)
+            && !self.running.swap(true, Ordering::SeqCst)
+        {
             self.store
                 .mark_running(&self.turn_id)
                 .await

@@ -86,7 +86,7 @@ pub async fn method(
                 .await;
             serde_json::to_value(outcome).map_err(internal)
         }
-        Method::WorkspacesAdd => handlers::workspaces_add(ctx, request.params()?).await,
+        Method::WorkspacesAdd => handlers::workspaces_add(ctx, session, request.params()?).await,
         Method::WorkspacesList => {
             let _: Empty = request.params()?;
             handlers::workspaces_list(ctx).await
@@ -94,6 +94,7 @@ pub async fn method(
         Method::ThreadsCreate => handlers::threads_create(ctx, session, request.params()?).await,
         Method::ThreadsGet => handlers::threads_get(ctx, session, request.params()?).await,
         Method::ThreadsList => handlers::threads_list(ctx, session, request.params()?).await,
+        Method::ThreadsAttach => handlers::threads_attach(ctx, session, request.params()?).await,
         Method::ThreadsConfigure => {
             handlers::threads_configure(ctx, session, request.params()?).await
         }

@@ -14,10 +14,13 @@ use crate::domain::{
     Workspace,
 };
 
+use lapis_protocol::ThreadExpect;
+
 use super::handle::{PendingAppend, Store};
 use super::read::{self, ThreadFilter, TurnFilter};
-use super::replay;
+use super::receipts::{self, CommandKind};
 use super::writer::{AppendReq, Cmd};
+use super::{ids, replay};
 
 impl Store {
     // ---- workspaces -------------------------------------------------------
@@ -26,6 +29,18 @@ impl Store {
     /// id for one canonical path fails `workspace_alias`; the same id and path
     /// again returns the existing record with `replayed: true`.
     pub async fn add_workspace(&self, id: &str, path: &Path) -> StoreResult<Receipt<Workspace>> {
+        self.add_workspace_as(id, path, None).await
+    }
+
+    /// [`Store::add_workspace`] for an application's `workspaces.add`: with a
+    /// command id, a receipt of (principal, application, command id) records
+    /// the answer (same id, other input: `conflict`).
+    pub async fn add_workspace_as(
+        &self,
+        id: &str,
+        path: &Path,
+        command: Option<(&Actor, &str)>,
+    ) -> StoreResult<Receipt<Workspace>> {
         let canonical = std::fs::canonicalize(path)
             .map_err(|_| StoreError::invalid("workspace path does not exist"))?;
         if !canonical.is_dir() {
@@ -36,7 +51,12 @@ impl Store {
             .ok_or_else(|| StoreError::invalid("workspace path is not UTF-8"))?
             .to_owned();
         let id = id.to_owned();
-        self.op(move |w| w.add_workspace(&id, &canonical)).await
+        let command = command.map(|(a, c)| (a.clone(), c.to_owned()));
+        self.op(move |w| {
+            let command = command.as_ref().map(|(a, c)| (a, c.as_str()));
+            w.add_workspace(&id, &canonical, command)
+        })
+        .await
     }
 
     /// Every workspace, by id.
@@ -81,16 +101,19 @@ impl Store {
             .await
     }
 
-    /// Reconfigure a thread; `conflict` on a stale version or an active turn.
+    /// Reconfigure a thread; `conflict` on a stale version or while a turn
+    /// of the thread is queued or in flight. Idempotent with a command id.
     pub async fn configure_thread(
         &self,
         actor: &Actor,
         id: &str,
         expected_version: u64,
         patch: ThreadPatch,
-    ) -> StoreResult<Thread> {
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Thread>> {
         let (actor, id) = (actor.clone(), id.to_owned());
-        self.op(move |w| w.configure_thread(&actor, &id, expected_version, patch))
+        let cmd = command_id.map(str::to_owned);
+        self.op(move |w| w.configure_thread(&actor, &id, expected_version, patch, cmd.as_deref()))
             .await
     }
 
@@ -102,8 +125,22 @@ impl Store {
         actor: &Actor,
         input: SubmitTurn,
     ) -> StoreResult<Receipt<Turn>> {
+        self.submit_turn_expecting(actor, input, None).await
+    }
+
+    /// [`Store::submit_turn`] that first checks the thread still has the
+    /// binding the caller relies on (`binding_mismatch` naming the differing
+    /// fields; nothing is queued). A replayed command id answers with its
+    /// turn without checking again.
+    pub async fn submit_turn_expecting(
+        &self,
+        actor: &Actor,
+        input: SubmitTurn,
+        expect: Option<ThreadExpect>,
+    ) -> StoreResult<Receipt<Turn>> {
         let actor = actor.clone();
-        self.op(move |w| w.submit_turn(&actor, input)).await
+        self.op(move |w| w.submit_turn(&actor, input, expect.as_ref()))
+            .await
     }
 
     /// One turn.
@@ -133,25 +170,101 @@ impl Store {
 
     /// Cancel: a queued turn becomes `cancelled` at once; a turn in flight
     /// gets its durable cancel flag (the runner's [`Claim::cancel`] flips);
-    /// other states are returned unchanged.
+    /// other states (fenced ones included) are returned unchanged. The
+    /// controller's own cancels use this; an owner's goes through
+    /// [`Store::cancel_turn`].
     pub async fn request_cancel(&self, actor: &Actor, turn: &str) -> StoreResult<Turn> {
         let (actor, turn) = (actor.clone(), turn.to_owned());
         self.op(move |w| w.request_cancel(&actor, &turn)).await
+    }
+
+    /// The owner's cancel (`turns.cancel`): like [`Store::request_cancel`],
+    /// except that a fenced (`submission_unknown`/`interrupted`) turn is
+    /// resolved as `cancelled` — the cancel is the owner's confirmation —
+    /// with an audit row and a `turn_resolved` event; the fence is released
+    /// and nothing is retried.
+    /// Idempotent with a command id (the replay is the first answer).
+    pub async fn cancel_turn(
+        &self,
+        actor: &Actor,
+        turn: &str,
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Turn>> {
+        let (actor, turn) = (actor.clone(), turn.to_owned());
+        let cmd = command_id.map(str::to_owned);
+        self.op(move |w| w.owner_cancel(&actor, &turn, cmd.as_deref()))
+            .await
     }
 
     /// Resolve a `submission_unknown`/`interrupted` turn as failed or
     /// cancelled. Refused (`invalid_request`) without `confirmed_stopped`,
     /// `conflict` for a turn that is not fenced. Writes an audit row and a
     /// `turn_resolved` event, releases the fence, never re-dispatches.
+    /// Idempotent with a command id (the replay is the first answer).
     pub async fn resolve_turn(
         &self,
         actor: &Actor,
         turn: &str,
         as_: ResolveAs,
         confirmed_stopped: bool,
-    ) -> StoreResult<Turn> {
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Turn>> {
         let (actor, turn) = (actor.clone(), turn.to_owned());
-        self.op(move |w| w.resolve_turn(&actor, &turn, as_, confirmed_stopped))
+        let cmd = command_id.map(str::to_owned);
+        self.op(move |w| w.resolve_turn(&actor, &turn, as_, confirmed_stopped, cmd.as_deref()))
+            .await
+    }
+
+    /// The turn a `turns.submit` with this command id created, for the
+    /// submitting principal and application (`not_found` otherwise): finds
+    /// the turn of a lost answer without resending the prompt.
+    pub async fn turn_by_command(&self, actor: &Actor, command_id: &str) -> StoreResult<Turn> {
+        let (actor, cmd) = (actor.clone(), command_id.to_owned());
+        self.read(move |c, _| {
+            let found = receipts::receipt(c, &actor, &cmd)?
+                .filter(|r| r.kind == CommandKind::TurnSubmit.as_str())
+                .ok_or_else(|| StoreError::not_found("command", cmd.clone()))?;
+            read::turn(c, &found.resource_id)?
+                .ok_or_else(|| StoreError::not_found("turn", found.resource_id))
+        })
+        .await
+    }
+
+    /// The recorded answer of a command the store does not run itself (a
+    /// permission answer): `Some` when this command id was used with the
+    /// same input, `conflict` with other input, `None` when unseen.
+    pub(crate) async fn replay_command(
+        &self,
+        actor: &Actor,
+        command_id: &str,
+        kind: CommandKind,
+        digest_parts: Vec<String>,
+    ) -> StoreResult<Option<Value>> {
+        let (actor, cmd) = (actor.clone(), command_id.to_owned());
+        self.read(move |c, _| {
+            let parts: Vec<&str> = digest_parts.iter().map(String::as_str).collect();
+            let Some(found) = receipts::receipt(c, &actor, &cmd)? else {
+                return Ok(None);
+            };
+            receipts::check_replay(&found, kind, &ids::digest(&parts))?;
+            Ok(found.result.and_then(|r| serde_json::from_str(&r).ok()))
+        })
+        .await
+    }
+
+    /// Records the answer of a command the store does not run itself, after
+    /// it took effect (see [`Store::replay_command`]).
+    pub(crate) async fn record_command(
+        &self,
+        actor: &Actor,
+        command_id: &str,
+        kind: CommandKind,
+        digest_parts: Vec<String>,
+        resource_id: &str,
+        result: Value,
+    ) -> StoreResult<()> {
+        let (actor, cmd, resource) = (actor.clone(), command_id.to_owned(), resource_id.to_owned());
+        self.op(move |w| w.record_command(&actor, &cmd, kind, &digest_parts, &resource, &result))
             .await
     }
 

@@ -23,7 +23,9 @@
 //!   id) with an input digest: same input → same turn, `replayed: true`; other
 //!   input → `conflict`; `workspace_fenced`; `queue_full`),
 //!   [`get_turn`](Store::get_turn), [`list_turns`](Store::list_turns),
-//!   [`request_cancel`](Store::request_cancel), [`resolve_turn`](Store::resolve_turn).
+//!   [`request_cancel`](Store::request_cancel) (the controller's cancel),
+//!   [`cancel_turn`](Store::cancel_turn) (the owner's: resolves a fenced turn
+//!   as `cancelled`), [`resolve_turn`](Store::resolve_turn).
 //! - Runner: [`next_runnable`](Store::next_runnable) / [`try_claim`](Store::try_claim)
 //!   → [`Claim`](crate::domain::Claim) (turn now `preparing`, prompt, cancel watch);
 //!   [`mark_dispatched`](Store::mark_dispatched) (durable before it returns —
@@ -55,6 +57,7 @@ mod lock;
 mod ops_threads;
 mod ops_turns;
 mod read;
+mod receipts;
 mod recovery;
 mod replay;
 mod scheduler;
@@ -67,6 +70,7 @@ pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
 pub use lock::LOCK_FILE;
 pub use ops_turns::{CANCELLED_BEFORE_START, CONTINUATION_REFUSED, RESOLVED_BY_OWNER};
 pub use read::{ThreadFilter, TurnFilter};
+pub(crate) use receipts::CommandKind;
 pub use recovery::{OUTCOME_LOST, Recovered, SETUP_INTERRUPTED};
 pub use schema::{APPLICATION_ID, DB_FILE, SCHEMA_VERSION};
 pub use validate::ValidationReport;

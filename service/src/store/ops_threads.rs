@@ -10,12 +10,40 @@ use crate::domain::{
 
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
 use super::read;
-use super::transition::{check_replay, receipt};
+use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
 use super::writer::Writer;
 
 impl Writer {
-    /// Register `id` for the canonical `path`; the same pair again is a no-op.
-    pub fn add_workspace(&mut self, id: &str, path: &str) -> StoreResult<Receipt<Workspace>> {
+    /// Register `id` for the canonical `path`; the same pair again is a
+    /// no-op (`replayed`). With a command id (an application's
+    /// `workspaces.add`) the answer is also recorded as a receipt.
+    pub fn add_workspace(
+        &mut self,
+        id: &str,
+        path: &str,
+        command: Option<(&Actor, &str)>,
+    ) -> StoreResult<Receipt<Workspace>> {
+        let Some((actor, command_id)) = command else {
+            return self.register_workspace(id, path);
+        };
+        let command = Command {
+            actor,
+            id: Some(command_id),
+            kind: CommandKind::WorkspaceAdd,
+            digest: digest(&["workspace.add", id, path]),
+        };
+        let r = self.command(
+            command,
+            |r: &Receipt<Workspace>| r.value.id.clone(),
+            |w| w.register_workspace(id, path),
+        )?;
+        Ok(Receipt {
+            value: r.value.value,
+            replayed: r.replayed || r.value.replayed,
+        })
+    }
+
+    fn register_workspace(&mut self, id: &str, path: &str) -> StoreResult<Receipt<Workspace>> {
         check_name("workspace id", id)?;
         if let Some(existing) = read::workspace(&self.conn, id)? {
             return if existing.path == path {
@@ -74,8 +102,8 @@ impl Writer {
         ]);
         if let Some(cmd) = &input.command_id {
             check_name("command id", cmd)?;
-            if let Some(found) = receipt(&self.conn, &actor.principal, cmd)? {
-                check_replay(&found, "thread.create", &dig)?;
+            if let Some(found) = receipt(&self.conn, actor, cmd)? {
+                check_replay(&found, CommandKind::ThreadCreate, &dig)?;
                 let t = read::thread(&self.conn, &found.resource_id)?
                     .ok_or_else(|| StoreError::not_found("thread", &found.resource_id))?;
                 return Ok(Receipt {
@@ -106,11 +134,7 @@ impl Writer {
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
-                tx.execute(
-                    "INSERT INTO receipts (principal, command_id, kind, digest, resource_id, created_at) \
-                     VALUES (?1, ?2, 'thread.create', ?3, ?4, ?5)",
-                    params![actor.principal, cmd, dig, id, now],
-                )?;
+                stage_receipt(tx, actor, cmd, CommandKind::ThreadCreate, &dig, &id, None, now)?;
             }
             j.stage_thread(st, &id, input.retention);
             let payload = json!({
@@ -127,8 +151,38 @@ impl Writer {
     }
 
     /// Change a thread's configuration if `expected_version` is current and no
-    /// turn of the thread is active (queued, in flight or fenced).
+    /// turn of the thread is queued or in flight (a fenced turn does not
+    /// block it: it never runs again). Every turn claimed later reads the new
+    /// configuration; none accepted earlier can, since none is waiting.
     pub fn configure_thread(
+        &mut self,
+        actor: &Actor,
+        id: &str,
+        expected_version: u64,
+        patch: ThreadPatch,
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Thread>> {
+        let input = serde_json::to_string(&patch)
+            .map_err(|_| StoreError::invalid("patch not serializable"))?;
+        let command = Command {
+            actor,
+            id: command_id,
+            kind: CommandKind::ThreadConfigure,
+            digest: digest(&[
+                "thread.configure",
+                id,
+                &expected_version.to_string(),
+                &input,
+            ]),
+        };
+        self.command(
+            command,
+            |t: &Thread| t.id.clone(),
+            |w| w.configure(actor, id, expected_version, patch),
+        )
+    }
+
+    fn configure(
         &mut self,
         actor: &Actor,
         id: &str,
@@ -143,8 +197,12 @@ impl Writer {
         if cur.version != expected_version {
             return Err(StoreError::conflict("thread version is stale"));
         }
-        if self.live.values().any(|t| t.thread == id) {
-            return Err(StoreError::conflict("thread has an active turn"));
+        if self
+            .live
+            .values()
+            .any(|t| t.thread == id && !t.state.is_fenced())
+        {
+            return Err(StoreError::conflict("thread has a queued or running turn"));
         }
         let next = Thread {
             provider: patch.provider.clone().unwrap_or(cur.provider.clone()),

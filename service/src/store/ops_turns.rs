@@ -15,9 +15,12 @@ use crate::domain::{
 };
 
 use super::continuation;
+use lapis_protocol::ThreadExpect;
+
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
 use super::read;
-use super::transition::{check_replay, receipt, stage_transition};
+use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
+use super::transition::stage_transition;
 use super::writer::{LiveTurn, Writer};
 
 /// Outcome code of a turn cancelled while still queued.
@@ -115,8 +118,15 @@ impl Writer {
         }
     }
 
-    /// Accept a turn (idempotent by `(principal, command id)`).
-    pub fn submit_turn(&mut self, actor: &Actor, input: SubmitTurn) -> StoreResult<Receipt<Turn>> {
+    /// Accept a turn (idempotent by `(principal, application, command id)`).
+    /// With `expect`, the thread's binding is compared in the same step, so
+    /// no turn is ever queued under a binding the caller did not state.
+    pub fn submit_turn(
+        &mut self,
+        actor: &Actor,
+        input: SubmitTurn,
+        expect: Option<&ThreadExpect>,
+    ) -> StoreResult<Receipt<Turn>> {
         check_name("command id", &input.command_id)?;
         check_name("thread id", &input.thread_id)?;
         if input.prompt.is_empty() {
@@ -136,8 +146,8 @@ impl Writer {
             parts.push(d);
         }
         let dig = digest(&parts);
-        if let Some(found) = receipt(&self.conn, &actor.principal, &input.command_id)? {
-            check_replay(&found, "turn.submit", &dig)?;
+        if let Some(found) = receipt(&self.conn, actor, &input.command_id)? {
+            check_replay(&found, CommandKind::TurnSubmit, &dig)?;
             return Ok(Receipt {
                 value: self.turn_or_404(&found.resource_id)?,
                 replayed: true,
@@ -145,6 +155,12 @@ impl Writer {
         }
         let thread = read::thread(&self.conn, &input.thread_id)?
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
+        if let Some(expect) = expect {
+            let fields = expect.mismatches(&thread);
+            if !fields.is_empty() {
+                return Err(StoreError::BindingMismatch { fields });
+            }
+        }
         if let Some(prev) = &input.continues {
             let prev = self.turn_or_404(prev)?;
             let memory = std::sync::Arc::clone(&self.journal.memory);
@@ -182,10 +198,15 @@ impl Writer {
                     input.max_turn_seconds.map(|s| s as i64)
                 ],
             )?;
-            tx.execute(
-                "INSERT INTO receipts (principal, command_id, kind, digest, resource_id, created_at) \
-                 VALUES (?1, ?2, 'turn.submit', ?3, ?4, ?5)",
-                params![actor.principal, input.command_id, dig, id, now],
+            stage_receipt(
+                tx,
+                actor,
+                &input.command_id,
+                CommandKind::TurnSubmit,
+                &dig,
+                &id,
+                None,
+                now,
             )?;
             let payload = json!({ "turnId": id, "commandId": input.command_id, "continues": input.continues });
             j.append(tx, st, &thread.id, Some(&id), EventKind::TurnSubmitted, now, Some(payload))?;
@@ -397,6 +418,37 @@ impl Writer {
         }
     }
 
+    /// The owner's cancel: a fenced turn is *resolved* as `cancelled` (the
+    /// cancel is the owner's confirmation; audited, the queue moves on,
+    /// nothing is retried); any other turn goes through [`Self::request_cancel`].
+    /// The controller's own cancels (deadlines) use `request_cancel`, which
+    /// never resolves a fence.
+    pub fn owner_cancel(
+        &mut self,
+        actor: &Actor,
+        id: &str,
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Turn>> {
+        let command = Command {
+            actor,
+            id: command_id,
+            kind: CommandKind::TurnCancel,
+            digest: digest(&["turn.cancel", id]),
+        };
+        self.command(
+            command,
+            |t: &Turn| t.id.clone(),
+            |w| {
+                let row = w.turn_or_404(id)?;
+                if row.state.is_fenced() {
+                    w.resolve_fenced(actor, &row, ResolveAs::Cancelled, ResolvedVia::Cancel)
+                } else {
+                    w.request_cancel(actor, id)
+                }
+            },
+        )
+    }
+
     /// The owner's resolution of a fenced turn (see module docs of `store`).
     pub fn resolve_turn(
         &mut self,
@@ -404,33 +456,93 @@ impl Writer {
         id: &str,
         as_: ResolveAs,
         confirmed_stopped: bool,
-    ) -> StoreResult<Turn> {
+        command_id: Option<&str>,
+    ) -> StoreResult<Receipt<Turn>> {
         if !confirmed_stopped {
             return Err(StoreError::invalid(
                 "resolution requires confirmation that the agent stopped",
             ));
         }
-        let row = self.turn_or_404(id)?;
+        let as_name = match as_ {
+            ResolveAs::Failed => "failed",
+            ResolveAs::Cancelled => "cancelled",
+        };
+        let command = Command {
+            actor,
+            id: command_id,
+            kind: CommandKind::TurnResolve,
+            digest: digest(&["turn.resolve", id, as_name]),
+        };
+        self.command(
+            command,
+            |t: &Turn| t.id.clone(),
+            |w| {
+                let row = w.turn_or_404(id)?;
+                w.resolve_fenced(actor, &row, as_, ResolvedVia::Resolve)
+            },
+        )
+    }
+
+    /// Settles a fenced turn as `as_` in one transaction: the transition,
+    /// an audit row naming the resolving principal and application (and the
+    /// thread's own application, which differs when an operator resolved it
+    /// with `turns:resolve-any`) and a `turn_resolved` event. Releases the
+    /// fence; never re-dispatches.
+    fn resolve_fenced(
+        &mut self,
+        actor: &Actor,
+        row: &Turn,
+        as_: ResolveAs,
+        via: ResolvedVia,
+    ) -> StoreResult<Turn> {
         if !row.state.is_fenced() {
             return Err(StoreError::conflict("turn is not awaiting resolution"));
         }
+        let thread = read::thread(&self.conn, &row.thread_id)?
+            .ok_or_else(|| StoreError::not_found("thread", &row.thread_id))?;
         let (event, name) = match as_ {
             ResolveAs::Failed => (TurnEvent::ResolveFailed, "failed"),
             ResolveAs::Cancelled => (TurnEvent::ResolveCancelled, "cancelled"),
         };
+        let id = row.id.as_str();
         let after = self.write(|tx, j, st, now| {
-            let after = stage_transition(tx, j, st, now, &row, event, Some(RESOLVED_BY_OWNER), false)?
+            let after = stage_transition(tx, j, st, now, row, event, Some(RESOLVED_BY_OWNER), false)?
                 .ok_or_else(|| StoreError::conflict("turn is not awaiting resolution"))?;
-            let detail = json!({ "as": name, "from": row.state, "application": actor.application });
+            let detail = json!({
+                "as": name, "from": row.state, "via": via.as_str(),
+                "application": actor.application, "threadApplication": thread.application,
+            });
             tx.execute(
                 "INSERT INTO audit (at, principal, action, turn_id, detail) VALUES (?1, ?2, 'turn.resolve', ?3, ?4)",
                 params![now, actor.principal, id, detail.to_string()],
             )?;
-            let payload = json!({ "as": name, "from": row.state, "principal": actor.principal });
+            let payload = json!({
+                "as": name, "from": row.state, "via": via.as_str(),
+                "principal": actor.principal, "application": actor.application,
+            });
             j.append(tx, st, &row.thread_id, Some(id), EventKind::TurnResolved, now, Some(payload))?;
             Ok(after)
         })?;
         self.after_transition(row.state, &after);
         Ok(after)
+    }
+}
+
+/// How a fenced turn came to be resolved (recorded in the audit row and the
+/// `turn_resolved` event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ResolvedVia {
+    /// `turns.resolve` with `confirmStopped`.
+    Resolve,
+    /// The owner's `turns.cancel` of the fenced turn.
+    Cancel,
+}
+
+impl ResolvedVia {
+    fn as_str(self) -> &'static str {
+        match self {
+            ResolvedVia::Resolve => "resolve",
+            ResolvedVia::Cancel => "cancel",
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -111,6 +111,35 @@ ALTER TABLE threads ADD COLUMN agent_fingerprint TEXT;
 ALTER TABLE threads ADD COLUMN agent_thread_version INTEGER;
 ALTER TABLE turns ADD COLUMN agent_session_id TEXT;
 ALTER TABLE turns ADD COLUMN max_turn_seconds INTEGER;
+"#,
+    // Receipts keyed by (principal, application, command id), with the
+    // result as first returned. Existing receipts take their thread's
+    // application (every receipt so far names a thread or a turn).
+    r#"
+CREATE TABLE receipts_keyed (
+    principal   TEXT NOT NULL,
+    application TEXT NOT NULL,
+    command_id  TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    resource_id TEXT NOT NULL,
+    result      TEXT,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (principal, application, command_id)
+) WITHOUT ROWID;
+INSERT INTO receipts_keyed (principal, application, command_id, kind, digest, resource_id,
+    result, created_at)
+SELECT r.principal,
+       coalesce(
+           (SELECT t.application FROM threads t
+             WHERE r.kind = 'thread.create' AND t.id = r.resource_id),
+           (SELECT t.application FROM turns u JOIN threads t ON t.id = u.thread_id
+             WHERE r.kind = 'turn.submit' AND u.id = r.resource_id),
+           ''),
+       r.command_id, r.kind, r.digest, r.resource_id, NULL, r.created_at
+FROM receipts r;
+DROP TABLE receipts;
+ALTER TABLE receipts_keyed RENAME TO receipts;
 "#,
 ];
 
@@ -262,5 +291,49 @@ mod tests {
             .execute_batch("CREATE TABLE t(x)")
             .unwrap();
         assert_eq!(open_writer(&other).unwrap_err().code(), "store_foreign");
+    }
+
+    /// A version-1 database keeps its receipts: each takes the application
+    /// of the thread it names (directly, or through its turn).
+    #[test]
+    fn a_version_1_database_keys_its_receipts_by_application() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads VALUES ('thr_1', 'owner', 'editor', 'ws', 'echo', 'ask', 0, \
+                 'full', 1, 1, 1); \
+                 INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
+                 state, prompt, created_at, updated_at) \
+                 VALUES ('turn_1', 'thr_1', 'ws', 'owner', 'submit-1', 1, 'queued', 'p', 1, 1); \
+                 INSERT INTO receipts VALUES ('owner', 'create-1', 'thread.create', 'd1', 'thr_1', 1); \
+                 INSERT INTO receipts VALUES ('owner', 'submit-1', 'turn.submit', 'd2', 'turn_1', 2);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let rows: Vec<(String, String, String, Option<String>)> = conn
+            .prepare(
+                "SELECT application, command_id, resource_id, result FROM receipts \
+                 ORDER BY created_at",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                ("editor".into(), "create-1".into(), "thr_1".into(), None),
+                ("editor".into(), "submit-1".into(), "turn_1".into(), None),
+            ]
+        );
     }
 }

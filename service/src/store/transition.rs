@@ -1,46 +1,13 @@
-//! The shared pieces of turn operations: command receipts and the one
-//! function that applies a table transition inside a transaction.
+//! The one function that applies a table transition inside a transaction
+//! (command receipts are in `receipts`).
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use serde_json::json;
 
 use crate::domain::{EventKind, StoreError, StoreResult, Turn, TurnEvent, next_state};
 
 use super::journal::{Journal, JournalTx};
 use super::read;
-
-/// A stored command receipt.
-pub(crate) struct StoredReceipt {
-    pub kind: String,
-    pub digest: String,
-    pub resource_id: String,
-}
-
-/// Look up the receipt of `(principal, command_id)`.
-pub(crate) fn receipt(
-    conn: &rusqlite::Connection,
-    principal: &str,
-    command_id: &str,
-) -> StoreResult<Option<StoredReceipt>> {
-    Ok(conn
-        .query_row(
-            "SELECT kind, digest, resource_id FROM receipts WHERE principal = ?1 AND command_id = ?2",
-            [principal, command_id],
-            |r| Ok(StoredReceipt { kind: r.get(0)?, digest: r.get(1)?, resource_id: r.get(2)? }),
-        )
-        .optional()?)
-}
-
-/// Check a reused command id: same kind and digest replays, anything else conflicts.
-pub(crate) fn check_replay(found: &StoredReceipt, kind: &str, digest: &str) -> StoreResult<()> {
-    if found.kind == kind && found.digest == digest {
-        Ok(())
-    } else {
-        Err(StoreError::conflict(
-            "command id was already used with different input",
-        ))
-    }
-}
 
 /// Apply `event` to `row` inside a transaction: update the row, journal the
 /// change. Returns the updated turn, or `None` when the table refuses.

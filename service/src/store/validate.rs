@@ -17,6 +17,7 @@ use serde::de::IgnoredAny;
 use crate::domain::{EventKind, StoreError, StoreResult};
 
 use super::ids::sql_name_ok;
+use super::receipts::CommandKind;
 
 /// Row counts seen by validation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +58,18 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
     let cred = sql_name_ok("credential");
     let bearer = hex64("bearer_sha256");
     let digest = hex64("digest");
+    // A receipt's kind is known and its resource exists.
+    let kind_resource = format!(
+        "CASE kind {} ELSE 1 END",
+        CommandKind::ALL
+            .iter()
+            .map(|k| format!(
+                "WHEN '{}' THEN NOT EXISTS (SELECT 1 FROM {} x WHERE x.id = r.resource_id) ",
+                k.as_str(),
+                k.resource_table()
+            ))
+            .collect::<String>()
+    );
     vec![
         ("workspaces", "fields", format!(
             "SELECT id FROM workspaces WHERE NOT {ws_id} OR typeof(path) != 'text' \
@@ -103,14 +116,15 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR (continues IS NOT NULL AND NOT EXISTS \
                  (SELECT 1 FROM turns p WHERE p.id = u.continues AND p.thread_id = u.thread_id)) \
              OR NOT EXISTS (SELECT 1 FROM receipts r WHERE r.principal = u.principal \
+                 AND r.application = (SELECT t.application FROM threads t WHERE t.id = u.thread_id) \
                  AND r.command_id = u.command_id AND r.kind = 'turn.submit' AND r.resource_id = u.id) \
              LIMIT 1".into()),
         ("receipts", "fields", format!(
             "SELECT principal || '/' || command_id FROM receipts r WHERE NOT {cmd} \
+             OR typeof(principal) != 'text' OR typeof(application) != 'text' \
              OR typeof(created_at) != 'integer' OR NOT {digest} \
-             OR (kind = 'turn.submit' AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = r.resource_id)) \
-             OR (kind = 'thread.create' AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.id = r.resource_id)) \
-             OR kind NOT IN ('turn.submit', 'thread.create') LIMIT 1")),
+             OR (result IS NOT NULL AND NOT json_valid(result)) \
+             OR {kind_resource} LIMIT 1")),
         ("audit", "fields", "SELECT id FROM audit WHERE action NOT IN ('turn.resolve') \
              OR typeof(at) != 'integer' OR typeof(principal) != 'text' OR NOT json_valid(detail) \
              OR (turn_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = audit.turn_id \

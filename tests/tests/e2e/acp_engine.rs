@@ -246,8 +246,9 @@ async fn a_lost_outcome_fences_the_workspace_and_is_never_redispatched() {
         .unwrap_err();
     assert_eq!(refused.code(), "workspace_fenced");
     rig.store
-        .resolve_turn(&owner(), &lost, ResolveAs::Failed, true)
+        .resolve_turn(&owner(), &lost, ResolveAs::Failed, true, None)
         .await
+        .map(|r| r.value)
         .unwrap();
     let next = rig.submit(&ok, "c3", "second prompt").await;
     assert_eq!(rig.settled(&next).await.state, TurnState::Completed);

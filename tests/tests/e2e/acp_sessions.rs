@@ -400,6 +400,7 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
         approval: Some("allow-all".into()),
         restricted: None,
         retention: None,
+        command_id: None,
     };
     let _: Value = client.call("threads.configure", &configure).unwrap();
     let third = run(&mut client, &thread.id, "r-3", "three");
@@ -448,6 +449,7 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
         prompt: "wait".into(),
         continues: None,
         max_turn_seconds: Some(seconds),
+        expect: None,
     };
     let turn = client.turns_submit_with(&submit("d-2", 1)).unwrap();
     assert_eq!(turn.max_turn_seconds, Some(1));

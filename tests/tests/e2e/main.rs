@@ -27,6 +27,7 @@ mod ops_logs_doctor;
 mod ops_notify;
 mod ops_reload;
 mod ops_status;
+mod policy;
 mod protocol;
 mod providers;
 mod providers_check;

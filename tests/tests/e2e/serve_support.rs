@@ -19,6 +19,9 @@ pub const OWNER: &str = "lapis_0000000000000000000000000000000000000000000000000
 pub const GUEST: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000b2";
 /// A token with only `status:read`.
 pub const READER: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000c3";
+/// The owner's token for an application that may drive and resolve its own
+/// turns but lacks `turns:resolve-any`.
+pub const NARROW: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000e5";
 
 /// A server process plus its temp HOME.
 pub struct Server {
@@ -59,6 +62,8 @@ pub fn write_config_with(
             { "name": "owner", "principal": "owner", "secret": OWNER },
             { "name": "guest", "principal": "guest", "secret": GUEST },
             { "name": "reader", "principal": "owner", "secret": READER, "scopes": ["status:read"] },
+            { "name": "narrow", "principal": "owner", "secret": NARROW,
+              "scopes": ["status:read", "threads:read", "threads:write", "turns:write", "turns:resolve"] },
         ],
         "providers": providers,
         "workspaces": workspaces,
@@ -225,7 +230,7 @@ impl Server {
                 self.ctx.capture(frame);
             }
         }
-        for secret in [OWNER, GUEST, READER] {
+        for secret in [OWNER, GUEST, READER, NARROW] {
             self.ctx.assert_no_secret(secret, &[&config]);
         }
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
-use crate::serve_support::{OWNER, Server};
+use crate::serve_support::{NARROW, OWNER, Server};
 
 fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -168,10 +168,17 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
     // The service refuses it too, whatever the client.
     let refused = client.turns_resolve(&turn.id, "failed", false).unwrap_err();
     assert_eq!(refused.code(), "invalid_request");
-    // Another application cannot resolve it.
-    let err = sdk(&server, "other")
-        .turns_resolve(&turn.id, "failed", true)
-        .unwrap_err();
+    // Another application cannot resolve it without `turns:resolve-any`.
+    let err = Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: NARROW.to_owned(),
+            application: "other".to_owned(),
+        },
+    )
+    .unwrap()
+    .turns_resolve(&turn.id, "failed", true)
+    .unwrap_err();
     assert_eq!(err.code(), "forbidden");
     let resolved = client.turns_resolve(&turn.id, "cancelled", true).unwrap();
     assert_eq!(resolved.state.as_str(), "cancelled");

@@ -6,17 +6,11 @@ use super::{Client, ClientError};
 use crate::params::{
     JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond,
     PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
-    SubscribeResult, ThreadRef, ThreadResult, ThreadsCreate, ThreadsList, ThreadsResult, TurnRef,
-    TurnResult, TurnsContinue, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult,
-    WorkspacesAdd, WorkspacesResult,
+    SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure, ThreadsCreate, ThreadsList,
+    ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet, TurnsList, TurnsResolve,
+    TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
 };
 use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
-
-fn turn_ref(turn_id: &str) -> TurnRef {
-    TurnRef {
-        turn_id: turn_id.to_owned(),
-    }
-}
 
 impl Client {
     /// `status`.
@@ -32,20 +26,31 @@ impl Client {
 
     /// `workspaces.add`.
     pub fn workspaces_add(&mut self, id: &str, path: &str) -> Result<Workspace, ClientError> {
-        let r: WorkspaceResult = self.call(
-            "workspaces.add",
-            &WorkspacesAdd {
-                id: id.to_owned(),
-                path: path.to_owned(),
-            },
-        )?;
+        let r = self.workspaces_add_with(&WorkspacesAdd {
+            id: id.to_owned(),
+            path: path.to_owned(),
+            command_id: None,
+        })?;
         Ok(r.workspace)
+    }
+
+    /// `workspaces.add` with every parameter (a command id makes it
+    /// idempotent).
+    pub fn workspaces_add_with(
+        &mut self,
+        params: &WorkspacesAdd,
+    ) -> Result<WorkspaceResult, ClientError> {
+        self.call("workspaces.add", params)
     }
 
     /// `workspaces.list`.
     pub fn workspaces_list(&mut self) -> Result<Vec<Workspace>, ClientError> {
-        let r: WorkspacesResult = self.call("workspaces.list", &NoParams {})?;
-        Ok(r.workspaces)
+        Ok(self.workspaces_with_fences()?.workspaces)
+    }
+
+    /// `workspaces.list` with the turns fencing any of the workspaces.
+    pub fn workspaces_with_fences(&mut self) -> Result<WorkspacesResult, ClientError> {
+        self.call("workspaces.list", &NoParams {})
     }
 
     /// `threads.create` with an explicit approval policy (`ask`|`allow-all`).
@@ -66,6 +71,25 @@ impl Client {
         };
         let r: ThreadResult = self.call("threads.create", &p)?;
         Ok(r.thread)
+    }
+
+    /// `threads.create` with every parameter (restricted, retention,
+    /// command id); the result says whether the command id replayed.
+    pub fn threads_create_with(
+        &mut self,
+        params: &ThreadsCreate,
+    ) -> Result<ThreadResult, ClientError> {
+        self.call("threads.create", params)
+    }
+
+    /// `threads.configure`: optimistic on `expectedVersion` (`conflict` when
+    /// stale or while a turn of the thread is queued or running).
+    /// With a command id seen before, the first answer is replayed.
+    pub fn threads_configure(
+        &mut self,
+        params: &ThreadsConfigure,
+    ) -> Result<ThreadResult, ClientError> {
+        self.call("threads.configure", params)
     }
 
     /// `threads.get`: the thread snapshot.
@@ -97,11 +121,12 @@ impl Client {
             prompt: prompt.to_owned(),
             continues: None,
             max_turn_seconds: None,
+            expect: None,
         })
     }
 
     /// `turns.submit` with every parameter (e.g. a per-turn
-    /// `maxTurnSeconds`).
+    /// `maxTurnSeconds`, an `expect`ed binding).
     pub fn turns_submit_with(&mut self, params: &TurnsSubmit) -> Result<Turn, ClientError> {
         let r: TurnResult = self.call("turns.submit", params)?;
         Ok(r.turn)
@@ -117,7 +142,23 @@ impl Client {
 
     /// `turns.get`.
     pub fn turns_get(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
-        let r: TurnResult = self.call("turns.get", &turn_ref(turn_id))?;
+        let p = TurnsGet {
+            turn_id: Some(turn_id.to_owned()),
+            command_id: None,
+        };
+        let r: TurnResult = self.call("turns.get", &p)?;
+        Ok(r.turn)
+    }
+
+    /// `turns.get {commandId}`: the turn this client's `turns.submit` with
+    /// that command id created (`not_found` when none landed), without
+    /// resending the prompt.
+    pub fn turns_get_by_command(&mut self, command_id: &str) -> Result<Turn, ClientError> {
+        let p = TurnsGet {
+            turn_id: None,
+            command_id: Some(command_id.to_owned()),
+        };
+        let r: TurnResult = self.call("turns.get", &p)?;
         Ok(r.turn)
     }
 
@@ -133,8 +174,16 @@ impl Client {
 
     /// `turns.cancel`.
     pub fn turns_cancel(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
-        let r: TurnResult = self.call("turns.cancel", &turn_ref(turn_id))?;
+        let r = self.turns_cancel_with(&TurnsCancel {
+            turn_id: turn_id.to_owned(),
+            command_id: None,
+        })?;
         Ok(r.turn)
+    }
+
+    /// `turns.cancel` with every parameter (a command id makes it idempotent).
+    pub fn turns_cancel_with(&mut self, params: &TurnsCancel) -> Result<TurnResult, ClientError> {
+        self.call("turns.cancel", params)
     }
 
     /// `turns.resolve` (`as_`: `failed`|`cancelled`).
@@ -148,9 +197,14 @@ impl Client {
             turn_id: turn_id.to_owned(),
             resolve_as: as_.to_owned(),
             confirm_stopped,
+            command_id: None,
         };
-        let r: TurnResult = self.call("turns.resolve", &p)?;
-        Ok(r.turn)
+        Ok(self.turns_resolve_with(&p)?.turn)
+    }
+
+    /// `turns.resolve` with every parameter (a command id makes it idempotent).
+    pub fn turns_resolve_with(&mut self, params: &TurnsResolve) -> Result<TurnResult, ClientError> {
+        self.call("turns.resolve", params)
     }
 
     /// `journal.replay`: one page after `after`.
@@ -208,9 +262,19 @@ impl Client {
             turn_id: turn_id.to_owned(),
             request_id: request_id.to_owned(),
             option_id: option_id.to_owned(),
+            command_id: None,
         };
-        let _: RespondResult = self.call("permissions.respond", &p)?;
+        self.permissions_respond_with(&p)?;
         Ok(())
+    }
+
+    /// `permissions.respond` with every parameter (a command id makes it
+    /// idempotent).
+    pub fn permissions_respond_with(
+        &mut self,
+        params: &PermissionsRespond,
+    ) -> Result<RespondResult, ClientError> {
+        self.call("permissions.respond", params)
     }
 
     /// `sessions.revoke` (default: this client's own session).

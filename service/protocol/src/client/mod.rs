@@ -21,7 +21,7 @@ mod calls;
 mod error;
 mod follow;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -32,9 +32,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::params::ThreadsAttach;
 use crate::{
     DEFAULT_MAX_FRAME_BYTES, FrameError, HelloParams, HelloResult, Id, Incoming, Notification,
-    PROTOCOL, Request, SessionView, continue_frame_blocking,
+    PROTOCOL, Request, SessionView, ThreadExpect, ThreadSnapshot, continue_frame_blocking,
 };
 
 pub use error::ClientError;
@@ -99,6 +100,9 @@ pub struct Client {
     partial: Vec<u8>,
     /// Longest wait for a response (`None`: forever).
     request_timeout: Option<Duration>,
+    /// Threads attached with [`Client::threads_attach`]: the binding stated
+    /// and the last snapshot; [`Client::reconnect`] attaches them again.
+    attachments: BTreeMap<String, (ThreadExpect, ThreadSnapshot)>,
 }
 
 impl fmt::Debug for Client {
@@ -160,6 +164,7 @@ impl Client {
             session: None,
             partial: Vec::new(),
             request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
+            attachments: BTreeMap::new(),
         })
     }
 
@@ -252,7 +257,50 @@ impl Client {
         {
             return Err(ClientError::SessionChanged);
         }
+        // Re-attach and re-snapshot every attached thread: what happened
+        // while disconnected shows in the fresh snapshots, and a thread
+        // whose binding changed fails here (`binding_mismatch`) before the
+        // caller sends anything for it.
+        let attached: Vec<(String, ThreadExpect)> = self
+            .attachments
+            .iter()
+            .map(|(id, (expect, _))| (id.clone(), expect.clone()))
+            .collect();
+        for (thread, expect) in attached {
+            self.threads_attach(&thread, &expect)?;
+        }
         Ok(result)
+    }
+
+    /// `threads.attach`: the thread's snapshot if it still has the binding
+    /// `expect` states (else `binding_mismatch`, naming the fields). The
+    /// thread is remembered and attached again by every
+    /// [`Client::reconnect`] until [`Client::detach`].
+    pub fn threads_attach(
+        &mut self,
+        thread_id: &str,
+        expect: &ThreadExpect,
+    ) -> Result<ThreadSnapshot, ClientError> {
+        let snapshot: ThreadSnapshot = self.call(
+            "threads.attach",
+            &ThreadsAttach {
+                thread_id: thread_id.to_owned(),
+                expect: expect.clone(),
+            },
+        )?;
+        self.attachments
+            .insert(thread_id.to_owned(), (expect.clone(), snapshot.clone()));
+        Ok(snapshot)
+    }
+
+    /// The last snapshot of an attached thread (refreshed by reconnects).
+    pub fn attached_snapshot(&self, thread_id: &str) -> Option<&ThreadSnapshot> {
+        self.attachments.get(thread_id).map(|(_, s)| s)
+    }
+
+    /// Stops re-attaching `thread_id` on reconnect.
+    pub fn detach(&mut self, thread_id: &str) {
+        self.attachments.remove(thread_id);
     }
 
     /// Sends one request and waits for its response; notifications that

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
 use crate::domain::{Actor, StoreError, Thread, Turn};
-use lapis_protocol::{ErrorCode, RpcError, params};
+use lapis_protocol::{ErrorCode, RpcError, Scope, params};
 
 use super::conn::Conn;
 use super::context::ServerContext;
@@ -27,7 +27,8 @@ pub use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub use permissions::permissions_list;
 pub use status::status;
 pub use threads::{
-    threads_configure, threads_create, threads_get, threads_list, workspaces_add, workspaces_list,
+    threads_attach, threads_configure, threads_create, threads_get, threads_list, workspaces_add,
+    workspaces_list,
 };
 pub use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
@@ -46,6 +47,11 @@ pub fn store_err(e: StoreError) -> RpcError {
             ),
         )
         .with_data("condition", condition.into());
+    }
+    if let StoreError::BindingMismatch { fields } = &e {
+        let fields = json!(fields);
+        return RpcError::new(ErrorCode::BindingMismatch, e.to_string())
+            .with_data("fields", fields);
     }
     match ErrorCode::parse(e.code()) {
         Some(ErrorCode::Internal) | None => internal(e),
@@ -104,6 +110,32 @@ pub async fn owned_turn(
     let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
     owned_thread(ctx, session, &turn.thread_id).await?;
     Ok(turn)
+}
+
+/// Loads a turn the session may settle: its own, or — with
+/// `turns:resolve-any` — a *fenced* turn of another application of the same
+/// principal (the operator unblocking a workspace). Never crosses
+/// principals; a foreign turn that is not fenced stays `forbidden`.
+pub async fn settleable_turn(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    turn_id: &str,
+) -> Result<Turn, RpcError> {
+    let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
+    let thread = ctx
+        .core
+        .store
+        .get_thread(&turn.thread_id)
+        .await
+        .map_err(store_err)?;
+    let operator = thread.principal == session.principal
+        && session.scopes.contains(&Scope::TurnsResolveAny)
+        && turn.state.is_fenced();
+    if owns(session, &thread) || operator {
+        Ok(turn)
+    } else {
+        Err(foreign())
+    }
 }
 
 /// Serializes a result member.

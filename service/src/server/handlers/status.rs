@@ -2,6 +2,8 @@
 //! flight and the fences with what blocks them, live agents and the last
 //! config reload.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use lapis_protocol::{
@@ -34,15 +36,7 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
         )
         .await?
     };
-    let fences = if s.fenced_workspaces.is_empty() {
-        Vec::new()
-    } else {
-        turns_in(
-            store,
-            &[TurnState::SubmissionUnknown, TurnState::Interrupted],
-        )
-        .await?
-    };
+    let fences = fences(store, !s.fenced_workspaces.is_empty()).await?;
     let id = &ctx.identity;
     let result = StatusResult {
         protocol: PROTOCOL.to_owned(),
@@ -76,8 +70,24 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
     serde_json::to_value(result).map_err(internal)
 }
 
-/// Turns in any of `states`, oldest first, with when they got there.
+/// The turns fencing their workspaces (none when `any` is false: the
+/// scheduler's counters say there are none, so the database is not read).
+pub async fn fences(store: &Store, any: bool) -> Result<Vec<StatusTurn>, RpcError> {
+    if !any {
+        return Ok(Vec::new());
+    }
+    turns_in(
+        store,
+        &[TurnState::SubmissionUnknown, TurnState::Interrupted],
+    )
+    .await
+}
+
+/// Turns in any of `states`, oldest first, with when they got there (Unix
+/// seconds, as documented; the store keeps milliseconds) and the
+/// application of their thread.
 async fn turns_in(store: &Store, states: &[TurnState]) -> Result<Vec<StatusTurn>, RpcError> {
+    let mut applications: HashMap<String, String> = HashMap::new();
     let mut out = Vec::new();
     for state in states {
         let filter = TurnFilter {
@@ -89,13 +99,24 @@ async fn turns_in(store: &Store, states: &[TurnState]) -> Result<Vec<StatusTurn>
                 TurnState::Preparing => t.prepared_at,
                 TurnState::Dispatched => t.dispatched_at,
                 TurnState::Running => t.started_at,
+                TurnState::SubmissionUnknown | TurnState::Interrupted => t.finished_at,
                 _ => None,
             }
-            .unwrap_or(t.updated_at);
+            .unwrap_or(t.updated_at)
+                / 1000;
+            let application = match applications.get(&t.thread_id) {
+                Some(a) => a.clone(),
+                None => {
+                    let thread = store.get_thread(&t.thread_id).await.map_err(internal)?;
+                    applications.insert(t.thread_id.clone(), thread.application.clone());
+                    thread.application
+                }
+            };
             out.push(StatusTurn {
                 turn: t.id,
                 thread: t.thread_id,
                 workspace: t.workspace_id,
+                application,
                 state: t.state,
                 since,
             });

@@ -8,6 +8,7 @@ use crate::auth::AuthSession;
 use crate::domain::{ApprovalPolicy, NewThread, Retention, ThreadPatch};
 use crate::store::ThreadFilter;
 use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+use lapis_protocol::params::WorkspacesResult;
 use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::super::context::ServerContext;
@@ -45,6 +46,7 @@ fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
 /// `workspaces.add`: one id per canonical path (`workspace_alias`).
 pub async fn workspaces_add(
     ctx: &ServerContext,
+    session: &AuthSession,
     p: params::WorkspacesAdd,
 ) -> Result<Value, RpcError> {
     if !valid_workspace_id(&p.id) {
@@ -54,19 +56,24 @@ pub async fn workspaces_add(
     if !path.is_absolute() {
         return Err(invalid("workspace path must be absolute"));
     }
+    let actor = actor(session);
+    let command = p.command_id.as_deref().map(|c| (&actor, c));
     let receipt = ctx
         .core
         .store
-        .add_workspace(&p.id, path)
+        .add_workspace_as(&p.id, path, command)
         .await
         .map_err(store_err)?;
     Ok(json!({ "workspace": receipt.value, "replayed": receipt.replayed }))
 }
 
-/// `workspaces.list`.
+/// `workspaces.list`: every workspace, and the turns fencing any of them
+/// (turn, thread, application, since when).
 pub async fn workspaces_list(ctx: &ServerContext) -> Result<Value, RpcError> {
-    let list = ctx.core.store.list_workspaces().await.map_err(store_err)?;
-    wrap("workspaces", list)
+    let store = &ctx.core.store;
+    let workspaces = store.list_workspaces().await.map_err(store_err)?;
+    let fences = super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
+    serde_json::to_value(WorkspacesResult { workspaces, fences }).map_err(super::internal)
 }
 
 /// `threads.create`: stamped with the session's principal and application.
@@ -111,6 +118,30 @@ pub async fn threads_get(
     serde_json::to_value(snapshot).map_err(super::internal)
 }
 
+/// `threads.attach`: the thread snapshot when the thread still has the
+/// binding the caller states, else `binding_mismatch` naming the fields.
+pub async fn threads_attach(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::ThreadsAttach,
+) -> Result<Value, RpcError> {
+    let thread = owned_thread(ctx, session, &p.thread_id).await?;
+    let fields = p.expect.mismatches(&thread);
+    if !fields.is_empty() {
+        return Err(store_err(crate::domain::StoreError::BindingMismatch {
+            fields,
+        }));
+    }
+    threads_get(
+        ctx,
+        session,
+        params::ThreadRef {
+            thread_id: p.thread_id,
+        },
+    )
+    .await
+}
+
 /// `threads.list`: the session's own threads only.
 pub async fn threads_list(
     ctx: &ServerContext,
@@ -148,11 +179,17 @@ pub async fn threads_configure(
         restricted: p.restricted,
         retention: retention(p.retention.as_deref())?,
     };
-    let thread = ctx
+    let receipt = ctx
         .core
         .store
-        .configure_thread(&actor(session), &p.thread_id, p.expected_version, patch)
+        .configure_thread(
+            &actor(session),
+            &p.thread_id,
+            p.expected_version,
+            patch,
+            p.command_id.as_deref(),
+        )
         .await
         .map_err(store_err)?;
-    wrap("thread", thread)
+    Ok(json!({ "thread": receipt.value, "replayed": receipt.replayed }))
 }

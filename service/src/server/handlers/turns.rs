@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
 use crate::domain::{ResolveAs, SubmitTurn, TurnState};
-use crate::store::TurnFilter;
+use crate::store::{CommandKind, TurnFilter};
 use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::super::context::ServerContext;
-use super::{actor, owned_thread, owned_turn, store_err, wrap};
+use super::{actor, owned_thread, owned_turn, settleable_turn, store_err, wrap};
 
 /// `turns.submit`: idempotent on (principal, command id). The prompt is
 /// handed to the core and never logged.
@@ -30,7 +30,7 @@ pub async fn turns_submit(
     let receipt = ctx
         .core
         .store
-        .submit_turn(&actor(session), input)
+        .submit_turn_expecting(&actor(session), input, p.expect)
         .await
         .map_err(store_err)?;
     Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
@@ -62,17 +62,35 @@ pub async fn turns_continue(
     Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
 }
 
-/// `turns.get`.
+/// `turns.get`: by turn id, or by the command id of the caller's own
+/// `turns.submit` (the turn of a lost answer, without resending the prompt).
 pub async fn turns_get(
     ctx: &ServerContext,
     session: &AuthSession,
-    p: params::TurnRef,
+    p: params::TurnsGet,
 ) -> Result<Value, RpcError> {
-    owned_turn(ctx, session, &p.turn_id).await?;
+    let turn_id = match (p.turn_id, p.command_id) {
+        (Some(id), None) => id,
+        (None, Some(cmd)) => {
+            ctx.core
+                .store
+                .turn_by_command(&actor(session), &cmd)
+                .await
+                .map_err(store_err)?
+                .id
+        }
+        _ => {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "`turns.get` needs exactly one of `turnId` or `commandId`",
+            ));
+        }
+    };
+    owned_turn(ctx, session, &turn_id).await?;
     let mut turn = ctx
         .core
         .store
-        .get_turn_asked(&p.turn_id)
+        .get_turn_asked(&turn_id)
         .await
         .map_err(store_err)?;
     super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
@@ -127,24 +145,28 @@ pub async fn turns_list(
 }
 
 /// `turns.cancel`: asks the runner to stop the agent; the turn keeps its
-/// workspace until the agent confirms or the deadline passes.
+/// workspace until the agent confirms or the deadline passes. A fenced
+/// turn is resolved `cancelled` (the owner's confirmation), also by an
+/// operator holding `turns:resolve-any`.
 pub async fn turns_cancel(
     ctx: &ServerContext,
     session: &AuthSession,
-    p: params::TurnRef,
+    p: params::TurnsCancel,
 ) -> Result<Value, RpcError> {
-    owned_turn(ctx, session, &p.turn_id).await?;
-    let mut turn = ctx
+    settleable_turn(ctx, session, &p.turn_id).await?;
+    let mut receipt = ctx
         .core
         .store
-        .request_cancel(&actor(session), &p.turn_id)
+        .cancel_turn(&actor(session), &p.turn_id, p.command_id.as_deref())
         .await
         .map_err(store_err)?;
-    super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
-    wrap("turn", turn)
+    super::permissions::mark_turns(ctx, std::slice::from_mut(&mut receipt.value));
+    Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
 }
 
-/// `turns.resolve`: only with `confirmStopped: true`, only for fenced turns.
+/// `turns.resolve`: only with `confirmStopped: true`, only for fenced turns;
+/// the thread's application, or any application of the principal holding
+/// `turns:resolve-any`.
 pub async fn turns_resolve(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -166,23 +188,56 @@ pub async fn turns_resolve(
             "resolution requires `confirmStopped: true`: confirm the agent is no longer running this turn",
         ));
     }
-    owned_turn(ctx, session, &p.turn_id).await?;
-    let turn = ctx
+    settleable_turn(ctx, session, &p.turn_id).await?;
+    let receipt = ctx
         .core
         .store
-        .resolve_turn(&actor(session), &p.turn_id, resolve_as, true)
+        .resolve_turn(
+            &actor(session),
+            &p.turn_id,
+            resolve_as,
+            true,
+            p.command_id.as_deref(),
+        )
         .await
         .map_err(store_err)?;
-    wrap("turn", turn)
+    Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
 }
 
-/// `permissions.respond`: delivered to the engine running the turn.
+/// `permissions.respond`: delivered to the engine running the turn. With a
+/// command id the accepted answer is recorded afterwards, so asking again
+/// with the same id replays `accepted` (other input: `conflict`).
 pub async fn permissions_respond(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsRespond,
 ) -> Result<Value, RpcError> {
     owned_turn(ctx, session, &p.turn_id).await?;
+    let command = p.command_id.as_deref().map(|cmd| {
+        let parts = vec![
+            "permission.respond".to_owned(),
+            p.turn_id.clone(),
+            p.request_id.clone(),
+            p.option_id.clone(),
+        ];
+        (cmd, parts)
+    });
+    if let Some((cmd, parts)) = &command
+        && ctx
+            .core
+            .store
+            .replay_command(
+                &actor(session),
+                cmd,
+                CommandKind::PermissionRespond,
+                parts.clone(),
+            )
+            .await
+            .map_err(store_err)?
+            .is_some()
+    {
+        return Ok(json!({ "accepted": true, "replayed": true }));
+    }
     let Some(engine) = &ctx.core.permissions else {
         return Err(RpcError::new(
             ErrorCode::NotFound,
@@ -192,5 +247,20 @@ pub async fn permissions_respond(
     engine
         .respond(&p.turn_id, &p.request_id, &p.option_id)
         .await?;
-    Ok(json!({ "accepted": true }))
+    let result = json!({ "accepted": true });
+    if let Some((cmd, parts)) = command {
+        ctx.core
+            .store
+            .record_command(
+                &actor(session),
+                cmd,
+                CommandKind::PermissionRespond,
+                parts,
+                &p.turn_id,
+                result.clone(),
+            )
+            .await
+            .map_err(store_err)?;
+    }
+    Ok(json!({ "accepted": true, "replayed": false }))
 }

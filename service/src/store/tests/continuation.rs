@@ -194,7 +194,7 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
     assert_eq!(refused.code(), "conflict");
     assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
     // Resolved by its owner it is settled (failed) and may be continued.
-    s.resolve_turn(&owner(), &unknown.id, ResolveAs::Failed, true)
+    s.resolve_turn(&owner(), &unknown.id, ResolveAs::Failed, true, None)
         .await
         .unwrap();
     s.submit_turn(&owner(), continues(&th.id, &unknown.id, "q6", "retry"))
@@ -225,7 +225,7 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
         .await
         .unwrap_err();
     assert_eq!(refused.code(), "conflict");
-    s.resolve_turn(&owner(), &t.id, ResolveAs::Cancelled, true)
+    s.resolve_turn(&owner(), &t.id, ResolveAs::Cancelled, true, None)
         .await
         .unwrap();
 

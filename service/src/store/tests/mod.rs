@@ -5,6 +5,7 @@
 mod continuation;
 mod journal;
 mod lifecycle;
+mod receipts;
 mod scheduling;
 
 use std::path::Path;

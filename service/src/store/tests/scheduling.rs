@@ -125,25 +125,29 @@ async fn lost_outcome_fences_until_confirmed_resolution_which_never_redispatches
     assert_eq!(err.code(), "workspace_fenced");
 
     let err = s
-        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, false)
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, false, None)
         .await
+        .map(|r| r.value)
         .unwrap_err();
     assert_eq!(err.code(), "invalid_request");
     let err = s
-        .resolve_turn(&owner(), &t2.id, ResolveAs::Failed, true)
+        .resolve_turn(&owner(), &t2.id, ResolveAs::Failed, true, None)
         .await
+        .map(|r| r.value)
         .unwrap_err();
     assert_eq!(err.code(), "conflict", "queued turn is not fenced");
     let r = s
-        .resolve_turn(&owner(), &t1.id, ResolveAs::Cancelled, true)
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Cancelled, true, None)
         .await
+        .map(|r| r.value)
         .unwrap();
     assert_eq!(r.state, TurnState::Cancelled);
     assert!(r.resolved_at.is_some());
     assert!(s.status().fenced_workspaces.is_empty());
     let err = s
-        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, true)
+        .resolve_turn(&owner(), &t1.id, ResolveAs::Failed, true, None)
         .await
+        .map(|r| r.value)
         .unwrap_err();
     assert_eq!(err.code(), "conflict", "resolution happens once");
     let next = s.try_claim().await.unwrap().unwrap();
@@ -226,7 +230,7 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
         .unwrap();
     assert_eq!(out.turn.state, TurnState::Interrupted);
     assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
-    // Cancelling a fenced or finished turn changes nothing.
+    // The controller's own cancel never settles a fence or a finished turn.
     assert_eq!(
         s.request_cancel(&owner(), &t3.id).await.unwrap().state,
         TurnState::Interrupted
@@ -235,6 +239,94 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
         s.request_cancel(&owner(), &t2.id).await.unwrap().state,
         TurnState::Cancelled
     );
+    assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
+}
+
+#[tokio::test]
+async fn the_owners_cancel_of_a_fenced_turn_resolves_it_cancelled_without_retrying() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let lost = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    let next = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&lost.id, super::binding()).await.unwrap();
+    s.finish_turn(&lost.id, TurnEnd::Unknown("agent_exited".into()))
+        .await
+        .unwrap();
+    assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
+    assert!(s.try_claim().await.unwrap().is_none());
+
+    let operator = Actor::new("owner", "lapis-cli");
+    let t = s
+        .cancel_turn(&operator, &lost.id, None)
+        .await
+        .map(|r| r.value)
+        .unwrap();
+    assert_eq!(t.state, TurnState::Cancelled);
+    assert_eq!(t.outcome.as_deref(), Some(RESOLVED_BY_OWNER));
+    assert!(t.resolved_at.is_some());
+    assert!(s.status().fenced_workspaces.is_empty());
+    // Once settled, cancelling again changes nothing and resolving conflicts.
+    assert_eq!(
+        s.cancel_turn(&operator, &lost.id, None)
+            .await
+            .map(|r| r.value)
+            .unwrap()
+            .state,
+        TurnState::Cancelled
+    );
+    assert_eq!(
+        s.resolve_turn(&operator, &lost.id, ResolveAs::Failed, true, None)
+            .await
+            .map(|r| r.value)
+            .unwrap_err()
+            .code(),
+        "conflict"
+    );
+    // The queue moves on to the next turn; the lost one is never claimed again.
+    let c = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(c.turn.id, next.id);
+    assert!(s.try_claim().await.unwrap().is_none());
+
+    // One audit row naming who resolved it, how, and the thread's application.
+    let conn = rusqlite::Connection::open(f.dir.path().join("home").join(DB_FILE)).unwrap();
+    let (principal, detail): (String, String) = conn
+        .query_row(
+            "SELECT principal, detail FROM audit WHERE turn_id = ?1",
+            [&lost.id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
+    assert_eq!(principal, "owner");
+    assert_eq!(detail["via"], "cancel");
+    assert_eq!(detail["as"], "cancelled");
+    assert_eq!(detail["from"], "submission_unknown");
+    assert_eq!(detail["application"], "lapis-cli");
+    assert_eq!(detail["threadApplication"], owner().application);
+    let page = s
+        .replay(ReplayScope::Thread(th.id.clone()), 0, 0)
+        .await
+        .unwrap();
+    let resolved: Vec<_> = page
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::TurnResolved)
+        .collect();
+    assert_eq!(resolved.len(), 1);
+    let payload = resolved[0].payload.as_ref().unwrap();
+    assert_eq!(payload["via"], "cancel");
+    assert_eq!(payload["application"], "lapis-cli");
 }
 
 #[tokio::test]
@@ -249,13 +341,15 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
         ..Default::default()
     };
     let t2 = s
-        .configure_thread(&owner(), &th.id, 1, patch.clone())
+        .configure_thread(&owner(), &th.id, 1, patch.clone(), None)
         .await
+        .map(|r| r.value)
         .unwrap();
     assert_eq!((t2.version, t2.approval), (2, ApprovalPolicy::AllowAll));
     assert_eq!(
-        s.configure_thread(&owner(), &th.id, 1, patch.clone())
+        s.configure_thread(&owner(), &th.id, 1, patch.clone(), None)
             .await
+            .map(|r| r.value)
             .unwrap_err()
             .code(),
         "conflict"
@@ -266,8 +360,9 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
         .unwrap()
         .value;
     assert_eq!(
-        s.configure_thread(&owner(), &th.id, 2, patch.clone())
+        s.configure_thread(&owner(), &th.id, 2, patch.clone(), None)
             .await
+            .map(|r| r.value)
             .unwrap_err()
             .code(),
         "conflict"
@@ -282,12 +377,50 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
                 restricted: Some(true),
                 ..Default::default()
             },
+            None,
         )
         .await
+        .map(|r| r.value)
         .unwrap();
     assert_eq!(t3.version, 3);
     assert!(t3.restricted);
     assert_eq!(s.get_thread(&th.id).await.unwrap(), t3);
+
+    // Refused while a turn is in flight; a fenced turn does not block it,
+    // and the next turn is claimed with the new configuration.
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&t.id, super::binding()).await.unwrap();
+    assert_eq!(
+        s.configure_thread(&owner(), &th.id, 3, patch.clone(), None)
+            .await
+            .map(|r| r.value)
+            .unwrap_err()
+            .code(),
+        "conflict"
+    );
+    s.finish_turn(&t.id, TurnEnd::Unknown("agent_exited".into()))
+        .await
+        .unwrap();
+    let t4 = s
+        .configure_thread(&owner(), &th.id, 3, patch.clone(), None)
+        .await
+        .map(|r| r.value)
+        .unwrap();
+    assert_eq!((t4.version, t4.approval), (4, ApprovalPolicy::AllowAll));
+    s.resolve_turn(&owner(), &t.id, ResolveAs::Failed, true, None)
+        .await
+        .map(|r| r.value)
+        .unwrap();
+    s.submit_turn(&owner(), submit(&th.id, "c3", "p"))
+        .await
+        .unwrap();
+    let claim = s.try_claim().await.unwrap().unwrap();
+    assert_eq!(claim.thread, t4, "later turns run under the new version");
 }
 
 #[tokio::test]
