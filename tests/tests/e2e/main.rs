@@ -29,6 +29,7 @@ mod ops_status;
 mod protocol;
 mod providers;
 mod providers_check;
+mod quickstart;
 mod release;
 mod release_update;
 mod serve;
