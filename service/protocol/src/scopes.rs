@@ -92,6 +92,7 @@ pub enum Method {
     ThreadsList,
     ThreadsConfigure,
     TurnsSubmit,
+    TurnsContinue,
     TurnsGet,
     TurnsList,
     TurnsCancel,
@@ -155,6 +156,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
     (
         Method::TurnsSubmit,
         "turns.submit",
+        Requirement::Scope(Scope::TurnsWrite),
+    ),
+    (
+        Method::TurnsContinue,
+        "turns.continue",
         Requirement::Scope(Scope::TurnsWrite),
     ),
     (
@@ -259,6 +265,7 @@ mod tests {
             | Method::ThreadsList
             | Method::ThreadsConfigure
             | Method::TurnsSubmit
+            | Method::TurnsContinue
             | Method::TurnsGet
             | Method::TurnsList
             | Method::TurnsCancel
@@ -281,6 +288,7 @@ mod tests {
             Method::ThreadsList,
             Method::ThreadsConfigure,
             Method::TurnsSubmit,
+            Method::TurnsContinue,
             Method::TurnsGet,
             Method::TurnsList,
             Method::TurnsCancel,
