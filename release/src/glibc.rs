@@ -7,7 +7,7 @@
 //! the binary's real glibc requirement, whatever machine built it.
 //! `scripts/release build` runs [`check_floor`] on every `*-linux-gnu`
 //! binary so a release never needs a newer glibc than [`GLIBC_FLOOR`], the
-//! floor the README documents and `install.sh` falls back to musl below.
+//! floor docs/releases.md documents and `install.sh` falls back to musl below.
 //!
 //! Only 64-bit little-endian ELF is read (every gnu target released); any
 //! other input is an error, never a pass.
@@ -19,7 +19,7 @@ use thiserror::Error;
 
 /// The documented floor: the gnu archives run on glibc 2.35 and newer
 /// (Ubuntu 22.04, Debian 12, Fedora 36, RHEL 10). Keep in step with
-/// `GLIBC_FLOOR` in `install.sh` and the README.
+/// `GLIBC_FLOOR` in `install.sh` and docs/releases.md.
 pub const GLIBC_FLOOR: GlibcVersion = GlibcVersion(2, 35, 0);
 
 /// A glibc symbol version, `GLIBC_2.2.5` = `GlibcVersion(2, 2, 5)`.

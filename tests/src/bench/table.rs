@@ -79,7 +79,7 @@ impl Table {
         self.notes.push(line);
     }
 
-    /// Markdown, so the README can take it as printed.
+    /// Markdown, so docs/performance.md can take it as printed.
     pub fn render(&self) -> String {
         let mut out = String::from(
             "| suite | figure | median | min | max | n | vs (same run) | ratio |\n|---|---|---|---|---|---|---|---|\n",

@@ -1,4 +1,4 @@
-//! Issue 15's hostile cases as measured suites (figures for the README's
+//! Issue 15's hostile cases as measured suites (figures for docs/performance.md's
 //! reliability table):
 //!
 //! - `flood`: 1,000 idle unauthenticated connections held, then 9,000 more

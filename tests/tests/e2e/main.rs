@@ -31,6 +31,7 @@ mod policy;
 mod protocol;
 mod providers;
 mod providers_check;
+mod quickstart;
 mod release;
 mod release_update;
 mod serve;
