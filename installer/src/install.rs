@@ -256,7 +256,7 @@ pub fn install_executable(
     let cleaned = staging::cleanup_leftovers(paths)?.removed;
     let manifest = snapshot::manifest_for_executable(exe, build)?;
     let digest = manifest.digest();
-    let existing = snapshot::existing(paths, &digest)?;
+    let existing = snapshot::existing(paths, &manifest)?;
     let (outcome, smoke) = match existing {
         Existing::Verified => reuse(paths, &digest, &manifest, opts)?,
         other => {
@@ -301,7 +301,7 @@ pub fn install_staged(
             source,
         })?;
     let digest = manifest.digest();
-    let (outcome, smoke) = match snapshot::existing(paths, &digest)? {
+    let (outcome, smoke) = match snapshot::existing(paths, &manifest)? {
         Existing::Verified => {
             // Still refuse a staged tree that does not match its manifest.
             staging::verify_staged(&staging, &manifest)?;

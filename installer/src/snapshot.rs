@@ -3,9 +3,14 @@
 //! A snapshot directory `releases/<digest>` only ever appears by a rename of a
 //! complete, fsynced and verified staging directory, so a directory with a
 //! digest name is never partial. Its `release.json` is the manifest whose
-//! digest is the directory name; [`verify`] re-checks both the name and every
-//! byte, so a snapshot modified after install is recognised and never reused
-//! or re-activated.
+//! digest is the directory name; [`verify`] re-checks the name, every byte
+//! and full mode of every entry (setuid, setgid and sticky bits included),
+//! that no extra directory exists, and the seal (directories 0555,
+//! `release.json` a 0444 regular file), so a snapshot modified after install
+//! is recognised and never reused or re-activated. The digest does not cover
+//! the build identity in `release.json`; [`existing`] compares it with the
+//! release being installed, and `rollback` has the binary confirm it in the
+//! smoke test.
 //!
 //! Names under the releases root:
 //!
@@ -22,16 +27,16 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use lapis_release::archive::BINARY_MODE;
 use lapis_release::{BuildIdentity, Entry, MANIFEST_FILE, Manifest, ManifestError};
 use thiserror::Error;
 
 use crate::fsx::{self, FsError, IoContext};
 use crate::paths::{PRODUCT, Paths, is_digest};
 
-/// Mode of the binary in a snapshot built from a local executable.
-pub const BIN_MODE: u32 = 0o755;
-/// Mode of `release.json` and of sealed snapshot directories.
+/// Mode of `release.json` in a sealed snapshot.
 pub(crate) const MANIFEST_MODE: u32 = 0o444;
+/// Mode of every directory of a sealed snapshot, its root included.
 pub(crate) const SEALED_DIR_MODE: u32 = 0o555;
 
 /// Why a snapshot could not be built, found or trusted.
@@ -67,7 +72,8 @@ pub enum SnapshotError {
 }
 
 /// Reads `releases/<digest>/release.json` and checks that it names the
-/// directory and that the tree matches it byte for byte.
+/// directory, that the tree matches it byte for byte and mode for mode, and
+/// that the snapshot is still sealed.
 pub fn verify(paths: &Paths, digest: &str) -> Result<Manifest, SnapshotError> {
     let dir = paths.snapshot_dir(digest);
     let tampered = |source| SnapshotError::Tampered {
@@ -82,22 +88,88 @@ pub fn verify(paths: &Paths, digest: &str) -> Result<Manifest, SnapshotError> {
         }));
     }
     manifest.verify_tree(&dir).map_err(tampered)?;
+    check_sealed(&dir, Path::new("")).map_err(|e| match e {
+        Sealed::Mismatch(source) => tampered(source),
+        Sealed::Fs(e) => e.into(),
+    })?;
     Ok(manifest)
 }
 
-/// What is at `releases/<digest>` before an install.
+/// Why [`check_sealed`] failed.
+enum Sealed {
+    /// The seal is broken.
+    Mismatch(ManifestError),
+    /// The tree could not be read.
+    Fs(FsError),
+}
+
+/// Every directory under and including `root.join(rel)` has the full mode
+/// [`SEALED_DIR_MODE`] (no write bit, no sticky bit), and `release.json` at
+/// the root is a regular file with the full mode [`MANIFEST_MODE`]. Entries
+/// themselves are checked by [`Manifest::verify_tree`].
+fn check_sealed(root: &Path, rel: &Path) -> Result<(), Sealed> {
+    use std::os::unix::fs::PermissionsExt;
+    let broken = |rel: &Path, reason| {
+        let path = match rel.to_string_lossy() {
+            p if p.is_empty() => ".".to_owned(),
+            p => p.into_owned(),
+        };
+        Sealed::Mismatch(ManifestError::Mismatch { path, reason })
+    };
+    let dir = root.join(rel);
+    let meta = fs::symlink_metadata(&dir)
+        .at("inspect", &dir)
+        .map_err(Sealed::Fs)?;
+    if meta.permissions().mode() & 0o7777 != SEALED_DIR_MODE {
+        return Err(broken(rel, "directory mode differs from the sealed 0555"));
+    }
+    if rel.as_os_str().is_empty() {
+        let json = dir.join(MANIFEST_FILE);
+        let meta = fs::symlink_metadata(&json)
+            .at("inspect", &json)
+            .map_err(Sealed::Fs)?;
+        if !meta.is_file() || meta.permissions().mode() & 0o7777 != MANIFEST_MODE {
+            return Err(broken(
+                Path::new(MANIFEST_FILE),
+                "not a regular file with the sealed mode 0444",
+            ));
+        }
+    }
+    for entry in fs::read_dir(&dir)
+        .at("read directory", &dir)
+        .map_err(Sealed::Fs)?
+    {
+        let entry = entry.at("read directory", &dir).map_err(Sealed::Fs)?;
+        let kind = entry
+            .file_type()
+            .at("inspect", &entry.path())
+            .map_err(Sealed::Fs)?;
+        if kind.is_dir() {
+            check_sealed(root, &rel.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// What is at `releases/<digest>` before an install of the release
+/// `expected` describes.
 #[derive(Debug)]
 pub enum Existing {
     /// Nothing.
     Missing,
-    /// A complete snapshot that verifies.
+    /// A complete snapshot that verifies and whose `release.json` is the
+    /// one being installed (build identity included).
     Verified,
     /// Something that does not verify; the reason names the first difference.
     Tampered(String),
 }
 
-/// Classifies `releases/<digest>`.
-pub fn existing(paths: &Paths, digest: &str) -> Result<Existing, SnapshotError> {
+/// Classifies `releases/<digest>` for the release `expected` describes (the
+/// digest is `expected`'s). The digest does not cover the build identity, so
+/// a snapshot whose `release.json` differs from `expected` in any field is
+/// not the release being installed and counts as tampered, never reused.
+pub fn existing(paths: &Paths, expected: &Manifest) -> Result<Existing, SnapshotError> {
+    let digest = &expected.digest();
     let dir = paths.snapshot_dir(digest);
     match fs::symlink_metadata(&dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Existing::Missing),
@@ -105,7 +177,21 @@ pub fn existing(paths: &Paths, digest: &str) -> Result<Existing, SnapshotError> 
         Ok(_) => {}
     }
     match verify(paths, digest) {
-        Ok(_) => Ok(Existing::Verified),
+        Ok(found) if found == *expected => Ok(Existing::Verified),
+        Ok(found) => {
+            let what = if found.build != expected.build {
+                "build identity differs from the release being installed"
+            } else {
+                "differs from the release being installed"
+            };
+            Ok(Existing::Tampered(
+                ManifestError::Mismatch {
+                    path: MANIFEST_FILE.to_owned(),
+                    reason: what,
+                }
+                .to_string(),
+            ))
+        }
         Err(SnapshotError::Tampered { source, .. }) => Ok(Existing::Tampered(source.to_string())),
         Err(other) => Err(other),
     }
@@ -173,7 +259,7 @@ pub fn remove_snapshot(paths: &Paths, digest: &str) -> Result<(), FsError> {
 }
 
 /// The manifest of a release tree holding only `exe` as
-/// `bin/lapis-ai-controller` (mode [`BIN_MODE`]), without copying anything.
+/// `bin/lapis-ai-controller` (mode [`BINARY_MODE`]), without copying anything.
 pub fn manifest_for_executable(
     exe: &Path,
     build: &BuildIdentity,
@@ -181,7 +267,7 @@ pub fn manifest_for_executable(
     let (sha256, size) = lapis_release::sha256_file(exe).at("read", exe)?;
     let entries = vec![Entry::File {
         path: format!("bin/{PRODUCT}"),
-        mode: BIN_MODE,
+        mode: BINARY_MODE,
         size,
         sha256,
     }];

@@ -14,11 +14,12 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use lapis_release::archive::BINARY_MODE;
 use lapis_release::{Entry, MANIFEST_FILE, Manifest, ManifestError};
 
 use crate::fsx::{self, FsError, IoContext, LockGuard};
 use crate::paths::{PRODUCT, Paths};
-use crate::snapshot::{BIN_MODE, MANIFEST_MODE, SEALED_DIR_MODE, SnapshotError};
+use crate::snapshot::{MANIFEST_MODE, SEALED_DIR_MODE, SnapshotError};
 
 /// A staging directory `releases/.staging-<random>`, locked by this process
 /// until dropped. Dropping it without [`StagingDir::commit`] removes it.
@@ -176,7 +177,7 @@ pub fn stage_executable(
     fs::create_dir(&bin_dir).at("create directory", &bin_dir)?;
     let bin = bin_dir.join(PRODUCT);
     fs::copy(exe, &bin).at("copy", exe)?;
-    fs::set_permissions(&bin, fs::Permissions::from_mode(BIN_MODE)).at("chmod", &bin)?;
+    fs::set_permissions(&bin, fs::Permissions::from_mode(BINARY_MODE)).at("chmod", &bin)?;
     after_copy();
     // The staging dir is private (locked, unnamed), so release.json needs no
     // atomic replace, only durability before the directory gets its name.

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! bin/                      directory, 0755
-//! bin/lapis-ai-controller   regular file, 0755
+//! bin/lapis-ai-controller   regular file, 0555
 //! release.json              regular file, 0644 (the installer's manifest)
 //! ```
 //!
@@ -28,8 +28,11 @@ use crate::{BuildIdentity, Entry, MANIFEST_FILE, Manifest, ManifestError, PRODUC
 
 /// Relative path of the executable inside a release tree.
 pub const BINARY_PATH: &str = "bin/lapis-ai-controller";
-/// Permission bits of the executable in every archive.
-pub const BINARY_MODE: u32 = 0o755;
+/// Permission bits of the executable in every release tree: in archives and
+/// in every installed snapshot, whichever way it was installed. Read-only
+/// (a snapshot is immutable) and part of the digest, so this one value is
+/// what keeps one binary at one digest.
+pub const BINARY_MODE: u32 = 0o555;
 /// Permission bits of `release.json` in every archive.
 pub const MANIFEST_MODE: u32 = 0o644;
 /// Pinned deflate level. Changing it changes every archive's bytes.
@@ -331,7 +334,7 @@ mod tests {
             seen,
             vec![
                 ("bin/".to_owned(), 0o755),
-                (BINARY_PATH.to_owned(), 0o755),
+                (BINARY_PATH.to_owned(), 0o555),
                 (MANIFEST_FILE.to_owned(), 0o644),
             ]
         );

@@ -10,8 +10,12 @@
 //!    regular files and directories are accepted; links, devices, fifos and
 //!    extension headers are refused, as are absolute paths, `.`/`..`/empty
 //!    components, permission bits beyond `0o777`, duplicate paths, and
-//!    entries or totals over the limits. Nothing is ever skipped: an entry
-//!    that cannot be extracted fails the whole extraction;
+//!    entries or totals over the limits. The limits are checked against each
+//!    entry's declared size *before* any of its data is written, and the tar
+//!    reader never yields more than the declared size, so the bytes written
+//!    while streaming never exceed [`Limits::max_total_bytes`] (a gzip bomb
+//!    stops at its header). Nothing is ever skipped: an entry that cannot be
+//!    extracted fails the whole extraction;
 //! 3. files are created with `create_new` inside a new directory made for
 //!    this extraction (no link can exist there to be followed), fsynced, and
 //!    given exactly the header's permission bits;
@@ -54,14 +58,16 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// Generous for a single binary, small enough that a hostile archive
-    /// cannot fill a disk: 512 MiB compressed, 1 GiB per entry and in total,
-    /// 64 entries.
+    /// Generous for a single binary (a release build is tens of MiB, an
+    /// unoptimised debug build under 200 MiB), small enough that a hostile
+    /// archive cannot fill a disk: 256 MiB compressed (also the download
+    /// bound), 256 MiB per entry and in total, 64 entries. A 1 GB gzip bomb
+    /// is refused at its entry header, before any of it is written.
     fn default() -> Limits {
         Limits {
-            max_archive_bytes: 512 << 20,
-            max_entry_bytes: 1 << 30,
-            max_total_bytes: 1 << 30,
+            max_archive_bytes: 256 << 20,
+            max_entry_bytes: 256 << 20,
+            max_total_bytes: 256 << 20,
             max_entries: 64,
         }
     }

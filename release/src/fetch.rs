@@ -2,9 +2,16 @@
 //!
 //! Archives and checksum lists are read whole into memory so that the bytes
 //! hashed are the bytes later parsed (no file can change in between). URLs
-//! go through `self_update`'s downloader (ureq with rustls): `https://`
+//! go through `self_update`'s HTTP client (ureq with rustls): `https://`
 //! anywhere, plain `http://` only to the loopback address, which is what the
 //! tests and a local mirror need and nothing else should use.
+//!
+//! What must stay true of a download: a response whose declared
+//! `Content-Length` exceeds the caller's limit is refused on its headers,
+//! before any of the body is read; the body is streamed into a buffer that
+//! never grows past the smaller of the declared length and the limit (one
+//! byte more is read only to notice an undeclared body that runs over); and
+//! a body shorter than declared is a failed download, never a short file.
 
 use std::fs;
 use std::io::{self, Read};
@@ -130,6 +137,8 @@ pub enum FetchError {
 
 /// Whole-transfer timeout for one download.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+/// Read size while streaming a body.
+const CHUNK: usize = 64 << 10;
 
 /// Fetches at most `limit` bytes from `location`.
 pub fn fetch(location: &Location, limit: u64, opts: &FetchOptions) -> Result<Vec<u8>, FetchError> {
@@ -154,31 +163,118 @@ pub fn fetch(location: &Location, limit: u64, opts: &FetchOptions) -> Result<Vec
             }
             Ok(bytes)
         }
-        Location::Url(url) => {
-            let mut download = self_update::Download::from_url(url.as_str());
-            download
-                .show_download_progress(opts.progress)
-                .timeout(DOWNLOAD_TIMEOUT)
-                .max_download_size(limit);
-            if opts.octet_stream {
-                download.request_header("Accept", "application/octet-stream");
-            }
-            if let Some(token) = &opts.token {
-                download.request_header("Authorization", format!("token {token}"));
-            }
-            let mut bytes = Vec::new();
-            download
-                .download_to(&mut bytes)
-                .map_err(|source| FetchError::Download {
-                    url: url.clone(),
-                    source,
-                })?;
-            if bytes.len() as u64 > limit {
-                return Err(too_large());
-            }
-            Ok(bytes)
+        Location::Url(url) => download(url, limit, opts),
+    }
+}
+
+/// GETs `url`, bounded as the module docs say.
+fn download(url: &str, limit: u64, opts: &FetchOptions) -> Result<Vec<u8>, FetchError> {
+    use self_update::http_client::{HttpClient, UreqClient, header};
+    let failed = |source: self_update::errors::Error| FetchError::Download {
+        url: url.to_owned(),
+        source,
+    };
+    let too_large = || FetchError::TooLarge {
+        location: url.to_owned(),
+        limit,
+    };
+    let mut headers = header::HeaderMap::new();
+    headers.insert(
+        header::USER_AGENT,
+        header::HeaderValue::from_static(concat!(
+            "lapis-ai-controller/",
+            env!("CARGO_PKG_VERSION")
+        )),
+    );
+    if opts.octet_stream {
+        headers.insert(
+            header::ACCEPT,
+            header::HeaderValue::from_static("application/octet-stream"),
+        );
+    }
+    if let Some(token) = &opts.token {
+        let mut value = header::HeaderValue::from_str(&format!("token {token}")).map_err(|_| {
+            failed(io::Error::other("the token is not a valid header value").into())
+        })?;
+        value.set_sensitive(true);
+        headers.insert(header::AUTHORIZATION, value);
+    }
+    let response = UreqClient::default()
+        .get(url, &headers, Some(DOWNLOAD_TIMEOUT))
+        .map_err(failed)?;
+    // A transfer encoding (gzip) makes the declared length that of the
+    // encoded body; only the limit bounds the decoded one then.
+    let encoded = response
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes() != b"identity");
+    let declared = match response.headers().get(header::CONTENT_LENGTH) {
+        Some(value) if !encoded => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| failed(io::Error::other("malformed Content-Length").into()))?,
+        ),
+        _ => None,
+    };
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let bound = declared.unwrap_or(limit);
+    let progress = (opts.progress && declared.is_some()).then(|| progress_bar(bound));
+    let mut body = response.body().take(bound + 1);
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let n = match body.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(failed(e.into())),
+        };
+        if (bytes.len() + n) as u64 > bound {
+            // Only reachable without a declared length (ureq stops at it).
+            return Err(too_large());
+        }
+        // Grow by doubling, but never past the bound.
+        if bytes.len() + n > bytes.capacity() {
+            let want = (bytes.capacity() * 2).max(bytes.len() + n).max(CHUNK);
+            let want = want.min(usize::try_from(bound).unwrap_or(usize::MAX));
+            bytes.reserve_exact(want - bytes.len());
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        if let Some(bar) = &progress {
+            bar.set_position(bytes.len() as u64);
         }
     }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    if let Some(n) = declared
+        && bytes.len() as u64 != n
+    {
+        return Err(failed(
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{} of {n} declared bytes received", bytes.len()),
+            )
+            .into(),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A byte progress bar on stderr (indicatif hides it when stderr is not a
+/// terminal).
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::default_bar()
+        .template("[{elapsed_precise}] [{bar:40}] {bytes}/{total_bytes} ({eta})")
+    {
+        bar.set_style(style.progress_chars("=>-"));
+    }
+    bar
 }
 
 #[cfg(test)]
@@ -213,6 +309,97 @@ mod tests {
         let url = Location::parse("https://h/releases/download/v1/a.tar.gz?x=1").unwrap();
         assert_eq!(url.file_name().as_deref(), Some("a.tar.gz"));
         assert_eq!(Location::parse("https://h").unwrap().file_name(), None);
+    }
+
+    /// A one-connection HTTP server on 127.0.0.1 that answers with `head`
+    /// and then streams up to `body` zero bytes (or until the client hangs
+    /// up). Returns the URL and a handle yielding how many body bytes it got
+    /// to write.
+    fn serve_once(head: String, body: u64) -> (String, std::thread::JoinHandle<u64>) {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/a.tar.gz", listener.local_addr().unwrap());
+        let handle = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut reader = io::BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            stream.write_all(head.as_bytes()).unwrap();
+            let chunk = vec![0u8; 64 << 10];
+            let mut sent = 0u64;
+            while sent < body {
+                let n = chunk.len().min((body - sent) as usize);
+                if stream.write_all(&chunk[..n]).is_err() {
+                    break;
+                }
+                sent += n as u64;
+            }
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            sent
+        });
+        (url, handle)
+    }
+
+    const LIMIT: u64 = 1 << 20;
+
+    fn get(url: &str) -> Result<Vec<u8>, FetchError> {
+        fetch(
+            &Location::parse(url).unwrap(),
+            LIMIT,
+            &FetchOptions::default(),
+        )
+    }
+
+    /// Issue 15: a response declaring 100 GB is refused on its headers, not
+    /// after buffering up to the limit.
+    #[test]
+    fn a_declared_length_over_the_limit_is_refused_at_once() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 107374182400\r\n\r\n".to_owned();
+        let (url, server) = serve_once(head, 8 * LIMIT);
+        let err = get(&url).unwrap_err();
+        assert!(
+            matches!(err, FetchError::TooLarge { limit: LIMIT, .. }),
+            "{err:?}"
+        );
+        // The client hung up instead of reading the body to the limit.
+        assert!(server.join().unwrap() < 8 * LIMIT);
+    }
+
+    /// Without a declared length the limit still stops the transfer.
+    #[test]
+    fn an_undeclared_length_is_bounded_by_the_limit() {
+        let head = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_owned();
+        let (url, server) = serve_once(head, 8 * LIMIT);
+        let err = get(&url).unwrap_err();
+        assert!(
+            matches!(err, FetchError::TooLarge { limit: LIMIT, .. }),
+            "{err:?}"
+        );
+        server.join().unwrap();
+
+        let head = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_owned();
+        let (url, server) = serve_once(head, LIMIT);
+        assert_eq!(get(&url).unwrap().len() as u64, LIMIT);
+        server.join().unwrap();
+    }
+
+    /// A body shorter than declared is a failed download, never a short file.
+    #[test]
+    fn a_body_shorter_than_declared_fails() {
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n".to_owned();
+        let (url, server) = serve_once(head, 500);
+        let err = get(&url).unwrap_err();
+        assert!(matches!(err, FetchError::Download { .. }), "{err:?}");
+        server.join().unwrap();
+
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n".to_owned();
+        let (url, server) = serve_once(head, 1000);
+        assert_eq!(get(&url).unwrap(), vec![0u8; 1000]);
+        server.join().unwrap();
     }
 
     #[test]

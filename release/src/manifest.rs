@@ -16,6 +16,13 @@
 //! characters, unique and sorted; link targets are relative and resolve inside
 //! the tree; hashes are 64 lowercase hex digits; modes are permission bits only.
 //! `release.json` itself is never an entry.
+//!
+//! What a tree must be to match a manifest ([`Manifest::verify_tree`]): the
+//! same entries and nothing else. Modes are compared in full, as read from
+//! the file system (setuid, setgid and sticky included), so a file that gained
+//! a special bit no longer matches the permission bits its manifest holds.
+//! Directories are not entries: each one must lie on the path of some entry,
+//! so an extra directory, even an empty one, is a difference too.
 
 use std::fs;
 use std::io::{self, Read};
@@ -46,7 +53,8 @@ pub enum Entry {
     File {
         /// Relative, normalised path.
         path: String,
-        /// Permission bits (`0o7777` mask, no file type).
+        /// Permission bits (at most `0o777`: a manifest never grants setuid,
+        /// setgid or sticky bits, so the full mode of a matching file is this).
         mode: u32,
         /// Length in bytes.
         size: u64,
@@ -131,7 +139,10 @@ impl Manifest {
     /// Builds the manifest of the tree at `root` (skipping a root-level
     /// `release.json`) for the given build identity.
     pub fn from_tree(root: &Path, build: BuildIdentity) -> Result<Manifest, ManifestError> {
-        let entries = scan_tree(root)?;
+        let tree = scan_tree(root)?;
+        // A manifest describes the tree it was made from, or nothing.
+        tree.check_dirs(&tree.entries)?;
+        let entries = tree.entries;
         let manifest = Manifest {
             schema: MANIFEST_SCHEMA,
             name: PRODUCT.to_owned(),
@@ -206,14 +217,15 @@ impl Manifest {
     }
 
     /// Checks that the tree at `root` holds exactly these entries, byte for
-    /// byte, besides `release.json`. Reports the first difference by path.
+    /// byte and full mode, besides `release.json`, and no directory that no
+    /// entry lies under. Reports the first difference by path.
     pub fn verify_tree(&self, root: &Path) -> Result<(), ManifestError> {
         let actual = scan_tree(root)?;
         let mut expected = self.entries.iter();
-        let mut found = actual.iter();
+        let mut found = actual.entries.iter();
         loop {
             match (expected.next(), found.next()) {
-                (None, None) => return Ok(()),
+                (None, None) => return actual.check_dirs(&self.entries),
                 (Some(e), None) => return Err(mismatch(e.path(), "missing")),
                 (None, Some(f)) => return Err(mismatch(f.path(), "not in the manifest")),
                 (Some(e), Some(f)) if e.path() != f.path() => {
@@ -291,12 +303,40 @@ pub fn sha256_file(path: &Path) -> io::Result<(String, u64)> {
     Ok((hex::encode(hasher.finalize()), len))
 }
 
-fn scan_tree(root: &Path) -> Result<Vec<Entry>, ManifestError> {
+/// What is on disk under a root: its entries (files with their full mode)
+/// and its directories (relative paths, parents before children).
+struct Scanned {
+    /// Files and links, sorted by path.
+    entries: Vec<Entry>,
+    /// Every directory below the root.
+    dirs: Vec<String>,
+}
+
+impl Scanned {
+    /// Every directory must lie on the path of one of `entries`; reports the
+    /// first (outermost) one that does not.
+    fn check_dirs(&self, entries: &[Entry]) -> Result<(), ManifestError> {
+        let implied: std::collections::BTreeSet<&str> = entries
+            .iter()
+            .flat_map(|e| {
+                let path = e.path();
+                path.match_indices('/').map(move |(i, _)| &path[..i])
+            })
+            .collect();
+        match self.dirs.iter().find(|d| !implied.contains(d.as_str())) {
+            Some(extra) => Err(mismatch(extra, "directory not in the manifest")),
+            None => Ok(()),
+        }
+    }
+}
+
+fn scan_tree(root: &Path) -> Result<Scanned, ManifestError> {
     let io_err = |path: &Path, source: io::Error| ManifestError::Io {
         path: path.to_path_buf(),
         source,
     };
     let mut entries = Vec::new();
+    let mut dirs = Vec::new();
     let walker = walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
@@ -322,13 +362,14 @@ fn scan_tree(root: &Path) -> Result<Vec<Entry>, ManifestError> {
         }
         let file_type = item.file_type();
         if file_type.is_dir() {
-            continue;
+            dirs.push(rel);
         } else if file_type.is_file() {
             let meta = item.metadata().map_err(|e| io_err(item.path(), e.into()))?;
             let (sha256, size) = sha256_file(item.path()).map_err(|e| io_err(item.path(), e))?;
             entries.push(Entry::File {
                 path: rel,
-                mode: meta.permissions().mode() & 0o777,
+                // The full mode: a special bit must show as a difference.
+                mode: meta.permissions().mode() & 0o7777,
                 size,
                 sha256,
             });
@@ -346,7 +387,7 @@ fn scan_tree(root: &Path) -> Result<Vec<Entry>, ManifestError> {
     // walkdir sorts per directory by file name; the manifest order is by full
     // path string, which differs when a name sorts around `/`.
     entries.sort_by(|a, b| a.path().cmp(b.path()));
-    Ok(entries)
+    Ok(Scanned { entries, dirs })
 }
 
 fn entry_difference(expected: &Entry, found: &Entry) -> Option<&'static str> {

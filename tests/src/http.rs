@@ -24,6 +24,9 @@ pub struct Route {
     pub body: Vec<u8>,
     /// Send only this many body bytes, then drop the connection.
     pub cut_after: Option<usize>,
+    /// Advertise this `Content-Length` instead of the body's length (a
+    /// server that lies, or announces more than anyone should accept).
+    pub declared: Option<u64>,
 }
 
 impl Route {
@@ -34,6 +37,15 @@ impl Route {
             content_type: content_type.to_owned(),
             body: body.into(),
             cut_after: None,
+            declared: None,
+        }
+    }
+
+    /// `200` that advertises `declared` bytes and sends `body` (then closes).
+    pub fn declaring(declared: u64, body: impl Into<Vec<u8>>) -> Route {
+        Route {
+            declared: Some(declared),
+            ..Route::ok("application/octet-stream", body)
         }
     }
 
@@ -166,6 +178,7 @@ fn serve(stream: TcpStream, routes: &Routes, seen: &Mutex<Vec<Seen>>) -> std::io
         content_type: "application/json".into(),
         body: br#"{"message":"Not Found"}"#.to_vec(),
         cut_after: None,
+        declared: None,
     });
     let mut out = stream;
     write!(
@@ -173,7 +186,7 @@ fn serve(stream: TcpStream, routes: &Routes, seen: &Mutex<Vec<Seen>>) -> std::io
         "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         route.status,
         route.content_type,
-        route.body.len()
+        route.declared.unwrap_or(route.body.len() as u64)
     )?;
     let sent = route
         .cut_after

@@ -103,7 +103,7 @@ fn extracts_a_good_archive_with_exact_modes() {
     assert_eq!(fs::read(&bin).unwrap(), b"#!/bin/sh\n");
     assert_eq!(
         fs::metadata(&bin).unwrap().permissions().mode() & 0o7777,
-        0o755
+        crate::archive::BINARY_MODE
     );
     assert_eq!(tree.manifest().build.target, TARGET);
     assert!(
@@ -325,4 +325,35 @@ fn manifest_must_match_files_list_the_binary_and_name_the_target() {
         matches!(&err, ExtractError::WrongTarget { found, .. } if found == "aarch64-apple-darwin"),
         "{err}"
     );
+}
+
+/// Issue 15: a 1 GB gzip bomb used to fit under the default bounds, so all
+/// of it was written to staging before the manifest check refused it. The
+/// extractor decides from the entry header, which declares the size before
+/// any data: here the first MiB of such a bomb (the rest of the stream need
+/// not exist, nothing may read it). The default bounds now refuse it before a
+/// byte is written, and nothing is left behind.
+#[test]
+fn a_one_gigabyte_gzip_bomb_is_refused_before_it_reaches_the_disk() {
+    const BOMB: u64 = 1_000_000_000;
+    let mut header = tar::Header::new_ustar();
+    header.set_path(BINARY_PATH).unwrap();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(0o555);
+    header.set_size(BOMB);
+    header.set_cksum();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(header.as_bytes()).unwrap();
+    gz.write_all(&vec![0u8; 1 << 20]).unwrap();
+    let bytes = gz.finish().unwrap();
+
+    let limits = Limits::default();
+
+    let parent = tempfile::tempdir().unwrap();
+    let err = extract_with(&bytes, parent.path(), &limits).unwrap_err();
+    assert!(
+        matches!(err, ExtractError::OverLimit { found: BOMB, .. }),
+        "{err}"
+    );
+    assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 0);
 }

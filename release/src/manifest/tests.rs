@@ -101,3 +101,54 @@ fn parse_refuses_bad_manifests() {
     assert!(Manifest::parse(b"{not json").is_err());
     assert!(Manifest::parse(br#"{"schema":1,"extra":true}"#).is_err());
 }
+
+/// Setuid, setgid and sticky bits are part of the full mode: a file that
+/// gained one no longer matches its manifest (the scan used to mask them).
+#[test]
+fn special_permission_bits_are_a_mode_difference() {
+    let dir = tree();
+    let m = Manifest::from_tree(dir.path(), build()).unwrap();
+    let bin = dir.path().join("bin/lapis-ai-controller");
+    for special in [0o4755, 0o2755, 0o6755, 0o1755] {
+        fs::set_permissions(&bin, fs::Permissions::from_mode(special)).unwrap();
+        let err = m.verify_tree(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("mode differs"), "{special:o}: {err}");
+        // Nor can such a tree be described: manifests hold permission bits only.
+        let err = Manifest::from_tree(dir.path(), build())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("beyond 0o777"), "{special:o}: {err}");
+    }
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    m.verify_tree(dir.path()).unwrap();
+}
+
+/// A directory no entry lies under is an extra item of the tree, even empty.
+#[test]
+fn an_extra_empty_directory_is_caught() {
+    let dir = tree();
+    let m = Manifest::from_tree(dir.path(), build()).unwrap();
+    // (what is created, the directory the error names, what to remove)
+    for (extra, shown, remove) in [
+        ("extra", "extra", "extra"),
+        ("bin/empty", "bin/empty", "bin/empty"),
+        ("deep/er/still", "deep", "deep"),
+    ] {
+        fs::create_dir_all(dir.path().join(extra)).unwrap();
+        let err = m.verify_tree(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("directory not in the manifest"),
+            "{extra}: {err}"
+        );
+        assert!(err.contains(&format!("{shown:?}")), "{extra}: {err}");
+        let err = Manifest::from_tree(dir.path(), build())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("directory not in the manifest"),
+            "{extra}: {err}"
+        );
+        fs::remove_dir_all(dir.path().join(remove)).unwrap();
+    }
+    m.verify_tree(dir.path()).unwrap();
+}

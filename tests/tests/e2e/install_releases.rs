@@ -191,6 +191,117 @@ fn tampered_snapshot_is_refused_and_restaged() {
     assert!(!quarantined.exists());
 }
 
+/// Full mode (setuid, setgid, sticky; not masked to 0o777) of `path`.
+fn full_mode(path: &std::path::Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Runs `change` on snapshot `digest` with its directories and manifest
+/// writable for a moment, then seals them again: the same modes as before,
+/// so only the change itself can be noticed.
+fn with_unsealed(ctx: &TestContext, digest: &str, change: impl FnOnce(&std::path::Path)) {
+    let dir = releases_root(ctx).join(digest);
+    let (bin_dir, json) = (dir.join("bin"), dir.join("release.json"));
+    let set = |p: &std::path::Path, m: u32| {
+        fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap()
+    };
+    set(&dir, 0o755);
+    set(&bin_dir, 0o755);
+    set(&json, 0o644);
+    change(&dir);
+    set(&json, 0o444);
+    set(&bin_dir, 0o555);
+    set(&dir, 0o555);
+}
+
+/// Issue 15 item 4: what the snapshot check used to let through. Each change
+/// keeps the digest (no entry's bytes, path or permission bits change), yet
+/// `rollback --to` must refuse the snapshot and `install` must not reuse it.
+#[test]
+fn special_bits_extra_directories_and_edited_identity_are_never_trusted() {
+    let ctx = TestContext::new();
+    let (v1, v2) = (variant(&ctx, "v1"), variant(&ctx, "v2"));
+    let d1 = digest(&install(&ctx, &v1, &[]));
+    let d2 = digest(&install(&ctx, &v2, &[]));
+    let snap = releases_root(&ctx).join(&d1);
+    let bin = snap.join("bin").join(PRODUCT);
+    // Snapshot files are read-only: the binary 0555, the manifest 0444, the
+    // directories 0555.
+    assert_eq!(full_mode(&bin), 0o555);
+    assert_eq!(full_mode(&snap.join("release.json")), 0o444);
+    assert_eq!(full_mode(&snap), 0o555);
+    assert_eq!(full_mode(&snap.join("bin")), 0o555);
+
+    let chmod = |p: &std::path::Path, m: u32| {
+        fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap()
+    };
+    type Change<'a> = Box<dyn Fn() + 'a>;
+    let cases: Vec<(&str, Change, &str)> = vec![
+        (
+            "setuid+setgid binary",
+            Box::new(|| chmod(&bin, 0o6555)),
+            "mode differs",
+        ),
+        (
+            "sticky snapshot directory",
+            Box::new(|| chmod(&snap, 0o1555)),
+            "sealed",
+        ),
+        (
+            "extra empty directory",
+            Box::new(|| with_unsealed(&ctx, &d1, |dir| fs::create_dir(dir.join("extra")).unwrap())),
+            "directory not in the manifest",
+        ),
+        (
+            "edited build identity",
+            Box::new(|| {
+                with_unsealed(&ctx, &d1, |dir| {
+                    let json = dir.join("release.json");
+                    let mut doc: serde_json::Value =
+                        serde_json::from_slice(&fs::read(&json).unwrap()).unwrap();
+                    doc["build"]["commit"] = "0000000edited".into();
+                    fs::write(&json, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+                })
+            }),
+            "build identity",
+        ),
+    ];
+    for (what, change, found) in cases {
+        assert_eq!(active(&ctx).as_deref(), Some(d2.as_str()), "{what}");
+        change();
+
+        // rollback re-verifies and refuses; the launcher does not move.
+        let out = ctx.run(["rollback", "--json", "--to", &d1]);
+        out.expect_code(2);
+        let code = out.json()["error"]["code"].clone();
+        assert!(
+            code == "snapshot_tampered"
+                || (what == "edited build identity" && code == "smoke_test_failed"),
+            "{what}: {code} {}",
+            out.stderr
+        );
+        assert_eq!(active(&ctx).as_deref(), Some(d2.as_str()), "{what}");
+
+        // install never reuses it: it says what it found and stages afresh.
+        let doc = install(&ctx, &v1, &[]);
+        assert_eq!(doc["digest"], d1.as_str(), "{what}");
+        assert_eq!(doc["snapshot"], "restaged", "{what}: {doc}");
+        assert!(
+            doc["found"].as_str().unwrap().contains(found),
+            "{what}: {doc}"
+        );
+        verify_snapshot(&ctx, &d1).unwrap();
+        assert_eq!(full_mode(&bin), 0o555, "{what}");
+        assert_eq!(full_mode(&snap), 0o555, "{what}");
+        assert!(!snap.join("extra").exists(), "{what}");
+        // Back to v2 (reused: it was never touched).
+        let doc = install(&ctx, &v2, &[]);
+        assert_eq!(doc["snapshot"], "reused", "{what}");
+    }
+    let gc = ctx.run(["releases", "gc", "--json"]).success().json();
+    assert_eq!(gc["removedQuarantine"].as_array().unwrap().len(), 4);
+}
+
 #[test]
 fn uninstall_removes_launcher_and_snapshots_and_purge_removes_config() {
     let mut ctx = TestContext::new();

@@ -84,6 +84,24 @@ fn install_from_a_real_release_archive_activates_it() {
         version.success().json()["snapshot"],
         built.manifest.digest()
     );
+    // One binary, one digest: the same executable installed directly is the
+    // snapshot the archive made (its files read-only, the binary 0555).
+    let snap = ctx
+        .home()
+        .join(".local/lib/lapis-ai-controller/releases")
+        .join(built.manifest.digest());
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    };
+    assert_eq!(mode(&snap.join("bin/lapis-ai-controller")), 0o555);
+    assert_eq!(mode(&snap.join("release.json")), 0o444);
+    let direct = ctx
+        .run(["install", "--no-service", "--json"])
+        .success()
+        .json();
+    assert_eq!(direct["digest"], built.manifest.digest());
+    assert_eq!(direct["snapshot"], "reused", "{direct}");
 }
 
 #[test]
@@ -313,6 +331,24 @@ fn install_from_url_verifies_and_survives_a_dropped_download() {
         "{}",
         out.stdout
     );
+    assert_eq!(Fingerprint::of(ctx.home()), before);
+
+    // Issue 15: a download announcing 100 GB is refused on its headers
+    // (it used to be buffered up to the 512 MiB limit first).
+    server.route(
+        &format!("/huge/{name}"),
+        Route::declaring(100 << 30, vec![0u8; 4 << 20]),
+    );
+    let out = ctx.run([
+        "install",
+        "--from",
+        &server.url(&format!("/huge/{name}")),
+        "--sha256",
+        &sha,
+        "--no-service",
+        "--json",
+    ]);
+    refused(&out, "invalid_archive", "byte limit");
     assert_eq!(Fingerprint::of(ctx.home()), before);
 
     server.route(&format!("/ok/{name}"), Route::ok("application/gzip", good));
