@@ -8,6 +8,7 @@
 pub mod acp;
 pub mod domain;
 pub mod engine;
+pub mod redact;
 pub mod store;
 
 pub mod auth;
