@@ -4,6 +4,10 @@
 //! run twice. Everything here is built around that: a single-writer durable
 //! store, a turn state machine with a persisted dispatch boundary, and fences
 //! on workspaces whose last turn's outcome is unknown.
+//!
+//! What clients see (wire messages, records, config schema, the home rule,
+//! the SDK) is defined once in `lapis-protocol`; this crate re-uses those
+//! types and adds what only the controller needs: SQLite, tokio, the server.
 
 pub mod acp;
 pub mod domain;

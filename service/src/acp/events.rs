@@ -79,14 +79,6 @@ pub enum ActivityEvent {
 }
 
 impl ActivityEvent {
-    /// Streamed agent output: may be group-committed (one fsync for many).
-    pub fn is_streamed(&self) -> bool {
-        matches!(
-            self,
-            ActivityEvent::Message(_) | ActivityEvent::Reasoning(_) | ActivityEvent::Invocation(_)
-        )
-    }
-
     /// The event's kind as journaled (`message`, `reasoning`, …).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -23,6 +23,7 @@ mod registry;
 mod runner;
 mod session;
 mod smoke;
+mod turn;
 
 pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
@@ -34,8 +35,9 @@ pub use lapis_protocol::config::{
 pub use lines::{BoundedLines, LineError};
 pub use process::{LaunchError, StderrLimits, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
-pub use runner::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelHandle, CancelSignal, HookError, PermissionRequest,
-    RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
-};
+pub use runner::{TurnOutcome, run_turn};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
+pub use turn::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelHandle, CancelSignal, HookError, PermissionRequest,
+    RunnerLimits, TurnHooks, TurnRequest, cancel_channel,
+};

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption, UpdateMapper};
 use super::lines::{BoundedLines, LineError};
 use super::process::{AgentPipes, AgentProcess, TeardownLimits};
-use super::runner::{CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
+use super::turn::{CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
 use lapis_protocol::ApprovalPolicy;
 
 mod permissions;

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Mutex;
 
-use super::sessions::AuthSession;
+use super::session::AuthSession;
 
 /// Where sessions survive restarts (the store, or memory in tests).
 ///

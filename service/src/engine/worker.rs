@@ -158,11 +158,6 @@ impl Engine {
         }
     }
 
-    /// Whether a provider of this name exists (for `threads.create`).
-    pub fn has_provider(&self, name: &str) -> bool {
-        self.config.providers.contains_key(name)
-    }
-
     /// Pending permission requests, optionally of one turn.
     pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
         self.broker.pending(turn_id)

@@ -63,5 +63,5 @@ pub struct ServerContext {
     /// Frame bound, connection limit, subscriber buffer.
     pub limits: ServerLimits,
     /// The controller core; every domain method goes through it.
-    pub core: super::core::Core,
+    pub core: super::controller::Core,
 }

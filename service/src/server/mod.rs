@@ -10,7 +10,7 @@
 
 mod connection;
 mod context;
-mod core;
+mod controller;
 mod dispatch;
 mod frames;
 mod handlers;
@@ -34,9 +34,9 @@ use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
 use lapis_protocol::config::Config;
 
-pub use self::core::{Core, PermissionResponder};
 pub use connection::serve_connection;
 pub use context::{ServerContext, ServerIdentity};
+pub use controller::{Core, PermissionResponder};
 pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
 pub use session_store::StoreSessions;

@@ -235,11 +235,6 @@ impl Config {
         Ok(config)
     }
 
-    /// The socket path in the controller home.
-    pub fn socket_path(&self) -> PathBuf {
-        self.controller_home.join(crate::home::SOCKET_FILE)
-    }
-
     /// The configured providers as the runner launches them (the rules were
     /// checked when the config was validated).
     pub fn provider_specs(&self) -> Result<BTreeMap<String, ProviderSpec>, ProviderError> {

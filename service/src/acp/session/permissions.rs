@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption};
-use super::super::runner::{PermissionRequest, TurnHooks};
+use super::super::turn::{PermissionRequest, TurnHooks};
 use super::{CallError, Pending, Session};
 use lapis_protocol::ApprovalPolicy;
 

@@ -1,0 +1,143 @@
+//! What a turn is made of, shared by the runner and the agent session: the
+//! request, its bounds, the storage hooks and the cancel signal. Its own file
+//! so `runner` and `session` both depend on it without depending on each
+//! other.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::events::{ActivityEvent, Invocation, PermissionAnswer, PermissionOption};
+use super::process::{StderrLimits, TeardownLimits};
+use super::registry::AgentRegistry;
+use lapis_protocol::ApprovalPolicy;
+use lapis_protocol::config::{CommandLookup, ProviderSpec};
+
+/// The ACP protocol version this client speaks (pinned).
+pub const ACP_PROTOCOL_VERSION: u64 = 1;
+
+/// JSON-RPC error code ACP uses for "authentication required".
+pub const AUTH_REQUIRED: i64 = -32000;
+
+/// Bounds and deadlines of one turn.
+#[derive(Debug, Clone, Copy)]
+pub struct RunnerLimits {
+    /// Longest accepted stdout line from the agent.
+    pub max_line_bytes: usize,
+    /// Deadline for each of `initialize` and `session/new`.
+    pub setup_timeout: Duration,
+    /// How long a permission request may stay unanswered.
+    pub permission_timeout: Duration,
+    /// After `session/cancel`, how long to wait for `stopReason: cancelled`.
+    pub cancel_timeout: Duration,
+    /// Teardown waits.
+    pub teardown: TeardownLimits,
+    /// Stderr logging bounds.
+    pub stderr: StderrLimits,
+}
+
+impl Default for RunnerLimits {
+    fn default() -> Self {
+        RunnerLimits {
+            max_line_bytes: 8 * 1024 * 1024,
+            setup_timeout: Duration::from_secs(60),
+            permission_timeout: Duration::from_secs(600),
+            cancel_timeout: Duration::from_secs(30),
+            teardown: TeardownLimits {
+                exit_grace: Duration::from_secs(2),
+                term_grace: Duration::from_secs(2),
+            },
+            stderr: StderrLimits {
+                line_bytes: 4096,
+                total_bytes: 64 * 1024,
+            },
+        }
+    }
+}
+
+/// Everything a turn needs besides its hooks.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// The provider to launch.
+    pub spec: ProviderSpec,
+    /// The agent's working directory (the agent workspace).
+    pub workspace: PathBuf,
+    /// The user's prompt text.
+    pub prompt: String,
+    /// The thread's approval policy.
+    pub approval: ApprovalPolicy,
+    /// Restricted threads never get automatic approval.
+    pub restricted: bool,
+    /// Deadlines and bounds.
+    pub limits: RunnerLimits,
+    /// Where bare command names are found.
+    pub lookup: CommandLookup,
+    /// Where the agent's process group is recorded for crash cleanup.
+    pub registry: Option<AgentRegistry>,
+}
+
+/// A storage failure reported by a hook. Carries no payload.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HookError(pub String);
+
+/// A permission request handed to [`TurnHooks::ask`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionRequest {
+    /// Unique within the turn.
+    pub request_id: String,
+    /// The tool call it is about.
+    pub invocation: Invocation,
+    /// The only acceptable answers.
+    pub options: Vec<PermissionOption>,
+}
+
+/// What the runner needs from storage. Implementations decide durability;
+/// the runner decides order.
+pub trait TurnHooks: Send + Sync + 'static {
+    /// Durably records the dispatch boundary. Awaited immediately before
+    /// `session/prompt` is written; an error means the prompt is not sent
+    /// and the turn is `failed`.
+    fn before_dispatch(&self) -> impl Future<Output = Result<(), HookError>> + Send;
+
+    /// Journals one event, in order. An error ends the turn.
+    fn event(&self, event: ActivityEvent) -> impl Future<Output = Result<(), HookError>> + Send;
+
+    /// Creates a pending interaction and waits for its answer. The runner
+    /// bounds the wait and drops the future when the deadline passes or the
+    /// turn is cancelled; the resolution is then reported as an event. An
+    /// answer naming an option that was not offered is treated as
+    /// `cancelled`, never as approval.
+    fn ask(&self, request: PermissionRequest) -> impl Future<Output = PermissionAnswer> + Send;
+}
+
+/// Sends the cancel request for one turn.
+#[derive(Debug, Clone)]
+pub struct CancelHandle(Arc<watch::Sender<bool>>);
+
+/// The runner's side of [`CancelHandle`].
+#[derive(Debug, Clone)]
+pub struct CancelSignal(pub(super) watch::Receiver<bool>);
+
+/// A new cancel pair.
+pub fn cancel_channel() -> (CancelHandle, CancelSignal) {
+    let (tx, rx) = watch::channel(false);
+    (CancelHandle(Arc::new(tx)), CancelSignal(rx))
+}
+
+impl From<watch::Receiver<bool>> for CancelSignal {
+    /// Adopts an existing flag (e.g. the store's per-turn cancel watch).
+    fn from(rx: watch::Receiver<bool>) -> CancelSignal {
+        CancelSignal(rx)
+    }
+}
+
+impl CancelHandle {
+    /// Requests cancellation (idempotent).
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
