@@ -144,4 +144,7 @@ pub struct Turn {
     pub finished_at: Option<i64>,
     /// Resolved by the owner.
     pub resolved_at: Option<i64>,
+    /// Credentials replaced by `[REDACTED:…]` markers in this turn's journal.
+    #[serde(default)]
+    pub redactions: u64,
 }

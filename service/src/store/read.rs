@@ -75,7 +75,7 @@ pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
 /// Columns of a turn row, in [`turn_row`] order.
 pub const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
      cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
-     started_at, finished_at, resolved_at";
+     started_at, finished_at, resolved_at, redactions";
 
 /// Map a turn row.
 pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
@@ -98,6 +98,7 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
         started_at: r.get(14)?,
         finished_at: r.get(15)?,
         resolved_at: r.get(16)?,
+        redactions: r.get::<_, i64>(17)? as u64,
         id,
     })
 }
