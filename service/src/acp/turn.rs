@@ -53,6 +53,7 @@ impl Default for RunnerLimits {
             stderr: StderrLimits {
                 line_bytes: 4096,
                 total_bytes: 64 * 1024,
+                keep: true,
             },
         }
     }

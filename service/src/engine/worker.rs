@@ -285,18 +285,30 @@ impl Engine {
             self.broker.clone(),
             dispatched,
         ));
+        let mut limits = self.config.limits;
+        // A metadata-only thread keeps no agent stderr, not even redacted.
+        limits.stderr.keep = claim.thread.retention == crate::domain::Retention::Full;
         let request = TurnRequest {
             spec,
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
             approval: claim.thread.approval,
             restricted: claim.thread.restricted,
-            limits: self.config.limits,
+            limits,
             lookup: self.config.lookup.clone(),
             registry: Some(self.registry.clone()),
         };
         let cancel = claim.cancel.clone();
-        let outcome = run_turn(request, hooks, CancelSignal::from(claim.cancel)).await;
+        let outcome = run_turn(
+            request,
+            Arc::clone(&hooks),
+            CancelSignal::from(claim.cancel),
+        )
+        .await;
+        // Text held back for redaction is journaled before the turn's end.
+        if let Err(err) = hooks.flush_held().await {
+            tracing::warn!(turn = %turn_id, error = %err.0, "held-back text could not be journaled");
+        }
         let end = turn_end(&outcome, *cancel.borrow());
         self.finish(&turn_id, end).await;
     }
