@@ -334,6 +334,12 @@ pub enum JournalCommand {
         #[command(flatten)]
         out: JsonArg,
     },
+    /// Check the journal's hash chain in the database file (read-only; the
+    /// service may be running or stopped). Fails naming the first bad event.
+    Verify {
+        #[command(flatten)]
+        out: JsonArg,
+    },
 }
 
 impl Command {
@@ -361,7 +367,9 @@ impl Command {
                 | TurnsCommand::Cancel { out, .. }
                 | TurnsCommand::Resolve { out, .. },
             ) => out.json,
-            Command::Journal(JournalCommand::Tail { out, .. }) => out.json,
+            Command::Journal(JournalCommand::Tail { out, .. } | JournalCommand::Verify { out }) => {
+                out.json
+            }
             Command::Completions(_) | Command::Serve(_) | Command::AcpEcho => false,
         }
     }

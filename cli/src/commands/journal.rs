@@ -2,6 +2,12 @@
 //! of all the CLI's threads, then (with `--follow`) new ones as they commit.
 //! The follow subscribes from the last printed cursor, so nothing is missed
 //! between the replay and the live stream.
+//!
+//! `journal verify [--json]`: checks the hash chain of the controller home's
+//! database directly, read-only, with no protocol method: it needs no token
+//! and works while the service is stopped (and, through SQLite's WAL
+//! snapshot, while it runs). A broken chain exits 2 with code
+//! `journal_tampered` naming the first bad `seq` and the failed check.
 
 use std::time::Duration;
 
@@ -16,11 +22,14 @@ use super::connect::{client_error, connect};
 use super::turns::print_event;
 
 pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
-    let JournalCommand::Tail {
-        thread,
-        follow,
-        out,
-    } = command;
+    let (thread, follow, out) = match command {
+        JournalCommand::Tail {
+            thread,
+            follow,
+            out,
+        } => (thread, follow, out),
+        JournalCommand::Verify { out } => return verify(global, out.json),
+    };
     if follow && out.json {
         return Err(CliError::failure(
             "invalid_request",
@@ -65,5 +74,43 @@ pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
         {
             print_event(&e)?;
         }
+    }
+}
+
+fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
+    let target = super::connect::target(global, None)?;
+    let db = target.home.join(lapis_service::store::DB_FILE);
+    if !db.is_file() {
+        return Err(CliError::failure(
+            "not_found",
+            anyhow::anyhow!("no controller database at {}", db.display()),
+        ));
+    }
+    match lapis_service::store::verify_journal(&db) {
+        Ok(report) => {
+            if json_out {
+                crate::output::json(&json!({
+                    "verified": true,
+                    "events": report.events,
+                    "head": report.head,
+                }))?;
+            } else {
+                crate::output::line(format!(
+                    "journal verified: {} events, chain head {}",
+                    report.events, report.head
+                ))?;
+            }
+            Ok(())
+        }
+        Err(lapis_service::StoreError::InvalidRow {
+            table: "events",
+            row,
+            check,
+        }) => Err(CliError::failure(
+            "journal_tampered",
+            anyhow::anyhow!("journal verification failed at seq {row} ({check})"),
+        )
+        .with_details(json!({ "seq": row.parse::<u64>().ok(), "check": check }))),
+        Err(e) => Err(CliError::failure(e.code(), e)),
     }
 }

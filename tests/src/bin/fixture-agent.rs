@@ -9,7 +9,10 @@
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
-//! `--structured-input`; `--sleeper PIDFILE` is the grandchild itself.
+//! `--structured-input` `--secrets`; `--sleeper PIDFILE` is the grandchild
+//! itself. `--secrets` prints every sample credential of
+//! `lapis_service::redact` to stderr and streams each as two message chunks
+//! split in its middle, plus one tool call whose title carries one.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -87,6 +90,11 @@ fn main() {
     }
     for i in 0..script.num("stderr") {
         eprintln!("fixture stderr line {i}");
+    }
+    if script.has("secrets") {
+        for sample in lapis_service::redact::sample_credentials() {
+            eprintln!("debug: {}", sample.text);
+        }
     }
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
     let cancelled = Arc::new(AtomicBool::new(false));
@@ -332,6 +340,30 @@ fn run_prompt(
                 "content": {"type": "text", "text": text}}),
             );
         }
+    }
+    if script.has("secrets") {
+        for sample in lapis_service::redact::sample_credentials() {
+            let text = format!("found {} in the repo; ", sample.text);
+            let mut mid = text.len() / 2;
+            while !text.is_char_boundary(mid) {
+                mid -= 1;
+            }
+            for part in [&text[..mid], &text[mid..]] {
+                update(
+                    out,
+                    s,
+                    json!({"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": part}}),
+                );
+            }
+        }
+        let token = &lapis_service::redact::sample_credentials()[3].text;
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "secret-call",
+            "title": format!("curl -H 'Authorization: Bearer {token}'"), "status": "completed"}),
+        );
     }
     let text = script.get("chunk-text").unwrap_or("chunk");
     for i in 0..script.num("chunks") {

@@ -18,6 +18,7 @@ mod install_service;
 mod install_support;
 mod leaks;
 mod protocol;
+mod redaction;
 mod release;
 mod release_update;
 mod serve;
