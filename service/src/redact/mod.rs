@@ -250,10 +250,10 @@ impl Redactor {
             }
         }
         // An unterminated PEM block.
-        if let Some(begin) = text.rfind("-----BEGIN") {
-            if text[begin..].find("-----END").is_none() {
-                cut = cut.min(begin);
-            }
+        if let Some(begin) = text.rfind("-----BEGIN")
+            && !text[begin..].contains("-----END")
+        {
+            cut = cut.min(begin);
         }
         if let Some(m) = self
             .pending

@@ -164,19 +164,23 @@ pub fn head(conn: &Connection) -> StoreResult<String> {
     Ok(h.unwrap_or_else(|| GENESIS.to_owned()))
 }
 
+/// An event row as the backfill reads it: seq, thread, thread seq, turn,
+/// kind, at, has_payload, payload.
+type Row = (
+    i64,
+    String,
+    i64,
+    Option<String>,
+    String,
+    i64,
+    bool,
+    Option<String>,
+);
+
 /// Migration step: digest every stored payload and chain every existing
 /// row, once, inside the migration's transaction.
 pub fn backfill(conn: &Connection) -> StoreResult<()> {
-    let rows: Vec<(
-        i64,
-        String,
-        i64,
-        Option<String>,
-        String,
-        i64,
-        bool,
-        Option<String>,
-    )> = {
+    let rows: Vec<Row> = {
         let mut stmt = conn.prepare(
             "SELECT seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload \
              FROM events ORDER BY seq",

@@ -35,7 +35,7 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
     let (state, _) = wait_turn(&mut client, &turn.id, settled);
     assert_eq!(state, "completed");
     let t = client.turns_get(&turn.id).unwrap();
-    assert!(t.redactions >= samples.len() as u64 + 1, "{}", t.redactions);
+    assert!(t.redactions > samples.len() as u64, "{}", t.redactions);
 
     let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
     let reply: String = page
