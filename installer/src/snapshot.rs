@@ -27,8 +27,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use lapis_release::archive::BINARY_MODE;
-use lapis_release::{BuildIdentity, Entry, MANIFEST_FILE, Manifest, ManifestError};
+use lapis_release::{BuildIdentity, MANIFEST_FILE, Manifest, ManifestError};
 use thiserror::Error;
 
 use crate::fsx::{self, FsError, IoContext};
@@ -258,24 +257,22 @@ pub fn remove_snapshot(paths: &Paths, digest: &str) -> Result<(), FsError> {
     fsx::remove_tree(&trash)
 }
 
-/// The manifest of a release tree holding only `exe` as
-/// `bin/lapis-ai-controller` (mode [`BINARY_MODE`]), without copying anything.
+/// The manifest of the release tree for `exe`, without copying anything:
+/// `exe` as `bin/lapis-ai-controller` (mode [`lapis_release::archive::BINARY_MODE`]) plus the licence
+/// files compiled into `lapis-release`, the same entries an archive of `exe`
+/// lists ([`lapis_release::release_entries`]), so one binary has one digest
+/// whether it is installed from itself or from its archive.
 pub fn manifest_for_executable(
     exe: &Path,
     build: &BuildIdentity,
 ) -> Result<Manifest, SnapshotError> {
     let (sha256, size) = lapis_release::sha256_file(exe).at("read", exe)?;
-    let entries = vec![Entry::File {
-        path: format!("bin/{PRODUCT}"),
-        mode: BINARY_MODE,
-        size,
-        sha256,
-    }];
+    let sha256 = lapis_release::Sha256Hex::parse(&sha256).expect("sha256_file yields hex");
     let manifest = Manifest {
         schema: lapis_release::MANIFEST_SCHEMA,
         name: PRODUCT.to_owned(),
         build: build.clone(),
-        entries,
+        entries: lapis_release::release_entries(size, &sha256),
     };
     // Round-trip through the parser so the invariants are checked once.
     Manifest::parse(&manifest.to_json()).map_err(|source| SnapshotError::BadTree {

@@ -164,8 +164,8 @@ pub fn cleanup_leftovers(paths: &Paths) -> Result<Cleanup, FsError> {
     Ok(cleanup)
 }
 
-/// Fills `staging` with `exe` as the release tree described by `manifest`
-/// (from [`manifest_for_executable`]). `after_copy` runs once the bytes are
+/// Fills `staging` with `exe` and the licence files as the release tree
+/// described by `manifest` (from [`manifest_for_executable`]). `after_copy` runs once the bytes are
 /// written but not yet synced (fault injection).
 pub fn stage_executable(
     staging: &StagingDir,
@@ -179,6 +179,11 @@ pub fn stage_executable(
     fs::copy(exe, &bin).at("copy", exe)?;
     fs::set_permissions(&bin, fs::Permissions::from_mode(BINARY_MODE)).at("chmod", &bin)?;
     after_copy();
+    // write_new_file syncs each licence file itself.
+    for licence in lapis_release::LICENSE_FILES {
+        let path = staging.path().join(licence.path);
+        fsx::write_new_file(&path, licence.bytes, lapis_release::SHIPPED_FILE_MODE)?;
+    }
     // The staging dir is private (locked, unnamed), so release.json needs no
     // atomic replace, only durability before the directory gets its name.
     let json = staging.path().join(MANIFEST_FILE);

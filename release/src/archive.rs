@@ -3,12 +3,15 @@
 //! `lapis-ai-controller-<version>-<target>.tar.gz` holds exactly
 //!
 //! ```text
+//! LICENSE-APACHE            regular file, 0444
+//! LICENSE-MIT               regular file, 0444
 //! bin/                      directory, 0755
 //! bin/lapis-ai-controller   regular file, 0555
 //! release.json              regular file, 0644 (the installer's manifest)
 //! ```
 //!
-//! in that (sorted) order. What must stay true for two builds from the same
+//! in that (sorted) order; every file but `release.json` is an entry of the
+//! manifest (see [`crate::shipped`]). What must stay true for two builds from the same
 //! binary and identity to be byte-identical: every header is ustar with uid
 //! and gid 0, no user or group names, the same fixed mtime
 //! (`SOURCE_DATE_EPOCH`, else 0) and fixed modes; nothing is read from the
@@ -85,25 +88,48 @@ pub struct BuiltArchive {
     pub manifest: Manifest,
 }
 
-/// The manifest of the one-binary release tree for `binary` (its bytes).
+/// The manifest of a tree holding only `binary` (its bytes): the smallest
+/// tree extraction accepts, for tests of the archive format. Releases are
+/// built with [`manifest_for_release`].
 pub fn manifest_for_binary(binary: &[u8], build: BuildIdentity) -> Result<Manifest, ManifestError> {
-    let manifest = Manifest {
-        schema: crate::MANIFEST_SCHEMA,
-        name: PRODUCT.to_owned(),
-        build,
-        entries: vec![Entry::File {
+    manifest_of(
+        vec![Entry::File {
             path: BINARY_PATH.to_owned(),
             mode: BINARY_MODE,
             size: binary.len() as u64,
             sha256: Sha256Hex::of(binary).as_str().to_owned(),
         }],
+        build,
+    )
+}
+
+/// The manifest of the full release tree for `binary`: the binary and the
+/// licence files ([`crate::shipped::release_entries`]).
+pub fn manifest_for_release(
+    binary: &[u8],
+    build: BuildIdentity,
+) -> Result<Manifest, ManifestError> {
+    let entries = crate::shipped::release_entries(binary.len() as u64, &Sha256Hex::of(binary));
+    manifest_of(entries, build)
+}
+
+fn manifest_of(entries: Vec<Entry>, build: BuildIdentity) -> Result<Manifest, ManifestError> {
+    let manifest = Manifest {
+        schema: crate::MANIFEST_SCHEMA,
+        name: PRODUCT.to_owned(),
+        build,
+        entries,
     };
     // Round-trip through the parser so the same invariants hold as for a
     // manifest read back from an archive.
     Manifest::parse(&manifest.to_json())
 }
 
-/// The archive bytes for `binary` with `manifest`, every entry stamped `mtime`.
+/// The archive bytes for `binary` with `manifest`, every entry stamped
+/// `mtime`. Writes exactly the manifest's files: the binary at
+/// [`BINARY_PATH`] and shipped files ([`crate::shipped`]) by path; any other
+/// entry is refused (`InvalidInput`), so an archive never lists a file it
+/// does not carry.
 pub fn archive_bytes(binary: &[u8], manifest: &Manifest, mtime: u64) -> io::Result<Vec<u8>> {
     let gz = GzBuilder::new()
         .mtime(0)
@@ -111,16 +137,28 @@ pub fn archive_bytes(binary: &[u8], manifest: &Manifest, mtime: u64) -> io::Resu
         .write(Vec::new(), Compression::new(COMPRESSION_LEVEL));
     let mut tar = tar::Builder::new(gz);
     let manifest_json = manifest.to_json();
-    let entries: [(&str, tar::EntryType, u32, &[u8]); 3] = [
-        ("bin/", tar::EntryType::Directory, 0o755, &[]),
-        (BINARY_PATH, tar::EntryType::Regular, BINARY_MODE, binary),
-        (
-            MANIFEST_FILE,
-            tar::EntryType::Regular,
-            MANIFEST_MODE,
-            &manifest_json,
-        ),
-    ];
+    let mut entries: Vec<(&str, tar::EntryType, u32, &[u8])> =
+        vec![("bin/", tar::EntryType::Directory, 0o755, &[])];
+    for entry in &manifest.entries {
+        let (path, mode) = match entry {
+            Entry::File { path, mode, .. } => (path.as_str(), *mode),
+            Entry::Link { path, .. } => return Err(not_writable(path)),
+        };
+        let data = if path == BINARY_PATH {
+            binary
+        } else {
+            crate::shipped::shipped_bytes(path).ok_or_else(|| not_writable(path))?
+        };
+        entries.push((path, tar::EntryType::Regular, mode, data));
+    }
+    entries.push((
+        MANIFEST_FILE,
+        tar::EntryType::Regular,
+        MANIFEST_MODE,
+        &manifest_json,
+    ));
+    // Byte order of the stored paths, so the archive is sorted like the tree.
+    entries.sort_by(|a, b| a.0.cmp(b.0));
     for (path, kind, mode, data) in entries {
         let mut header = tar::Header::new_ustar();
         header.set_entry_type(kind);
@@ -135,6 +173,13 @@ pub fn archive_bytes(binary: &[u8], manifest: &Manifest, mtime: u64) -> io::Resu
     let mut bytes = gz.finish()?;
     bytes.flush()?;
     Ok(bytes)
+}
+
+fn not_writable(path: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("the manifest lists {path:?}, which an archive cannot carry"),
+    )
 }
 
 /// Builds `<out_dir>/lapis-ai-controller-<version>-<target>.tar.gz` from the
@@ -154,7 +199,7 @@ pub fn build_archive(
         path: binary.to_path_buf(),
         source,
     })?;
-    let manifest = manifest_for_binary(&bytes, build)?;
+    let manifest = manifest_for_release(&bytes, build)?;
     let archive = archive_bytes(&bytes, &manifest, mtime).map_err(|source| ArchiveError::Io {
         action: "cannot build the archive for",
         path: binary.to_path_buf(),
@@ -309,7 +354,7 @@ mod tests {
 
     #[test]
     fn headers_are_normalised_and_sorted() {
-        let manifest = manifest_for_binary(b"bin", build("t")).unwrap();
+        let manifest = manifest_for_release(b"bin", build("t")).unwrap();
         let bytes = archive_bytes(b"bin", &manifest, 42).unwrap();
         // gzip header: magic, method, flags = 0 (no name), mtime = 0, OS = 255.
         assert_eq!(&bytes[..4], &[0x1f, 0x8b, 8, 0]);
@@ -333,11 +378,29 @@ mod tests {
         assert_eq!(
             seen,
             vec![
+                ("LICENSE-APACHE".to_owned(), 0o444),
+                ("LICENSE-MIT".to_owned(), 0o444),
                 ("bin/".to_owned(), 0o755),
                 (BINARY_PATH.to_owned(), 0o555),
                 (MANIFEST_FILE.to_owned(), 0o644),
             ]
         );
+    }
+
+    #[test]
+    fn an_archive_never_lists_a_file_it_cannot_carry() {
+        let mut manifest = manifest_for_release(b"bin", build("t")).unwrap();
+        manifest.entries.insert(
+            0,
+            Entry::File {
+                path: "EXTRA".into(),
+                mode: 0o644,
+                size: 1,
+                sha256: Sha256Hex::of(b"x").as_str().to_owned(),
+            },
+        );
+        let err = archive_bytes(b"bin", &manifest, 0).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `lapis-release`: what a release *is*, independent of how it is installed.
 //!
-//! A release is a tree (`bin/lapis-ai-controller` plus anything shipped beside
-//! it) described by a [`Manifest`] stored as `release.json` at the tree's root.
+//! A release is a tree (`bin/lapis-ai-controller` plus the licence files
+//! shipped beside it, [`shipped`]) described by a [`Manifest`] stored as
+//! `release.json` at the tree's root.
 //! The manifest's canonical form is hashed into the tree digest that names the
 //! installed snapshot directory, so the same bytes always land in the same
 //! place and a modified snapshot can never pass as the original.
@@ -16,8 +17,10 @@ pub mod archive;
 pub mod checksums;
 pub mod extract;
 pub mod fetch;
+pub mod glibc;
 mod identity;
 mod manifest;
+pub mod shipped;
 pub mod update;
 pub mod verify;
 
@@ -31,3 +34,4 @@ pub use identity::{BuildIdentity, date_from_epoch, utc_from_epoch};
 pub use manifest::{
     Entry, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest, ManifestError, PRODUCT, sha256_file,
 };
+pub use shipped::{LICENSE_FILES, SHIPPED_FILE_MODE, ShippedFile, release_entries};

@@ -4,7 +4,10 @@
 //! publishing: `SHA256SUMS` must list exactly the archives in the directory,
 //! each archive must hash to its entry and extract safely into a tree that
 //! matches its `release.json`, each archive's name must be the one its
-//! manifest implies, and all archives must carry one version.
+//! manifest implies, each must carry the licence files
+//! ([`crate::shipped::LICENSE_FILES`]), and all archives must carry one
+//! version. (Extraction alone accepts any tree that matches its manifest, so
+//! archives published before the licences were added still install.)
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +70,14 @@ pub enum VerifyError {
         /// The name its manifest implies.
         expected: String,
     },
+    /// An archive's release tree lacks a licence file.
+    #[error("{name} does not carry {path}")]
+    MissingLicence {
+        /// The archive's file name.
+        name: String,
+        /// The missing file.
+        path: &'static str,
+    },
     /// The archives carry different versions.
     #[error("archives carry different versions: {0} and {1}")]
     MixedVersions(String, String),
@@ -109,6 +120,19 @@ pub fn verify_dir(dir: &Path, limits: &Limits) -> Result<Vec<VerifiedArchive>, V
                 found: name,
                 expected: implied,
             });
+        }
+        for licence in crate::shipped::LICENSE_FILES {
+            if !tree
+                .manifest()
+                .entries
+                .iter()
+                .any(|e| e.path() == licence.path)
+            {
+                return Err(VerifyError::MissingLicence {
+                    name,
+                    path: licence.path,
+                });
+            }
         }
         if let Some(first) = out.first()
             && first.version != build.version

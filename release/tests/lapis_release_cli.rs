@@ -144,3 +144,67 @@ fn verify_catches_tampering_and_missing_entries() {
     std::fs::remove_file(out.join("SHA256SUMS")).unwrap();
     verify_fails("SHA256SUMS");
 }
+
+#[test]
+fn archives_carry_the_licences_and_verify_refuses_one_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("lapis-ai-controller");
+    std::fs::write(&binary, b"\x7fELF stand-in").unwrap();
+    let out = dir.path().join("out");
+    ok(&build(&binary, &out, TARGET));
+    // What `tar` itself lists.
+    let listing = Command::new("tar")
+        .args(["-tzf", out.join(NAME).to_str().unwrap()])
+        .output()
+        .expect("tar");
+    let listing = ok(&listing);
+    assert_eq!(
+        listing.lines().collect::<Vec<_>>(),
+        [
+            "LICENSE-APACHE",
+            "LICENSE-MIT",
+            "bin/",
+            "bin/lapis-ai-controller",
+            "release.json"
+        ]
+    );
+
+    // The same binary packed as a bare tree (binary and release.json only):
+    // installable, but never publishable.
+    let build_identity: lapis_release::BuildIdentity = serde_json::from_value(
+        serde_json::json!({"version": "1.2.3", "commit": "0123abc", "date": "2026-01-01", "target": TARGET}),
+    )
+    .unwrap();
+    let bytes = std::fs::read(&binary).unwrap();
+    let bare = lapis_release::archive::manifest_for_binary(&bytes, build_identity).unwrap();
+    let archive = lapis_release::archive::archive_bytes(&bytes, &bare, 0).unwrap();
+    std::fs::write(out.join(NAME), archive).unwrap();
+    ok(&lapis_release(&["checksums", out.to_str().unwrap()], "0"));
+    let res = lapis_release(&["verify", out.to_str().unwrap()], "0");
+    assert_eq!(res.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(err.contains("does not carry LICENSE-APACHE"), "{err}");
+}
+
+/// The release build's glibc gate on a real gnu binary (this crate's own
+/// `lapis-release`), with a floor it meets and one it cannot.
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[test]
+fn check_glibc_passes_under_the_floor_and_fails_above_it() {
+    let exe = env!("CARGO_BIN_EXE_lapis-release");
+    let text = ok(&lapis_release(
+        &["check-glibc", exe, "--floor", "99.0"],
+        "0",
+    ));
+    assert!(text.contains("needs GLIBC_2."), "{text}");
+    let res = lapis_release(&["check-glibc", exe, "--floor", "2.0"], "0");
+    assert_eq!(res.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(err.contains("newer than the floor GLIBC_2.0"), "{err}");
+    // A file that is not ELF never passes.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script");
+    std::fs::write(&script, b"#!/bin/sh\n").unwrap();
+    let res = lapis_release(&["check-glibc", script.to_str().unwrap()], "0");
+    assert_eq!(res.status.code(), Some(2));
+}

@@ -4,6 +4,7 @@
 //! lapis-release build --binary PATH --target T --out DIR [--version V] [--commit C] [--date D]
 //! lapis-release checksums DIR
 //! lapis-release verify DIR
+//! lapis-release check-glibc BINARY [--floor X.Y]
 //! ```
 //!
 //! `build` stamps the identity the binary was compiled with: version
@@ -11,6 +12,9 @@
 //! (`--commit`, `LAPIS_BUILD_COMMIT`, else `dev`) and date (from
 //! `--date`, else `SOURCE_DATE_EPOCH`, else `dev`); `SOURCE_DATE_EPOCH` (else 0) is also every
 //! entry's mtime. It then rewrites `DIR/SHA256SUMS` over every archive in DIR.
+//! `check-glibc` fails when a Linux gnu binary needs a newer glibc than the
+//! floor (default: the documented [`lapis_release::glibc::GLIBC_FLOOR`]);
+//! `scripts/release build` runs it on every `*-linux-gnu` binary.
 //! Exit status: 0 ok, 2 failure (usage errors included).
 
 use std::path::PathBuf;
@@ -18,6 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use lapis_release::glibc::{self, GLIBC_FLOOR};
 use lapis_release::{BuildIdentity, Limits, build_archive, date_from_epoch, write_checksums};
 
 #[derive(Debug, Parser)]
@@ -61,6 +66,14 @@ enum Command {
     Checksums {
         /// Directory holding the archives.
         dir: PathBuf,
+    },
+    /// Fail when a Linux gnu binary needs a newer glibc than the floor.
+    CheckGlibc {
+        /// The compiled executable (64-bit little-endian ELF).
+        binary: PathBuf,
+        /// Highest glibc version allowed [default: the documented floor].
+        #[arg(long, value_name = "X.Y")]
+        floor: Option<String>,
     },
     /// Re-check SHA256SUMS, every archive's contents, names and versions.
     Verify {
@@ -142,6 +155,20 @@ fn run(command: Command) -> Result<()> {
                 );
             }
             print!("{}", sums.to_text());
+        }
+        Command::CheckGlibc { binary, floor } => {
+            let floor = match floor {
+                Some(text) => text.parse()?,
+                None => GLIBC_FLOOR,
+            };
+            let elf =
+                std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
+            let needed = glibc::check_floor(&elf, floor)
+                .with_context(|| format!("{} fails the glibc check", binary.display()))?;
+            match needed {
+                Some(v) => println!("{} needs GLIBC_{v} (floor {floor})", binary.display()),
+                None => println!("{} needs no versioned glibc symbol", binary.display()),
+            }
         }
         Command::Verify { dir, json } => {
             let verified = lapis_release::verify::verify_dir(&dir, &Limits::default())?;

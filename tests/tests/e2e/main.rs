@@ -14,6 +14,7 @@ mod install;
 mod install_faults;
 mod install_launchd;
 mod install_releases;
+mod install_script;
 mod install_service;
 mod install_support;
 mod leaks;

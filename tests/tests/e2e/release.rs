@@ -446,3 +446,31 @@ fn install_from_killed_at_every_checkpoint_stays_consistent() {
         );
     }
 }
+
+/// `install` of the bare executable writes the licence files compiled into it,
+/// so the snapshot is the one its release archive would install: one binary,
+/// one digest, either way.
+#[test]
+fn install_from_the_executable_and_from_its_archive_share_one_digest() {
+    let ctx = TestContext::new();
+    let out = ctx.home().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let built =
+        lapis_release::build_archive(&TestContext::bin(), host_build(&ctx), &out, 0).unwrap();
+    let doc = ctx
+        .run(["install", "--no-service", "--json"])
+        .success()
+        .json();
+    assert_eq!(doc["digest"], built.manifest.digest());
+    let snapshot = ctx
+        .home()
+        .join(".local/lib/lapis-ai-controller/releases")
+        .join(built.manifest.digest());
+    for licence in lapis_release::LICENSE_FILES {
+        let path = snapshot.join(licence.path);
+        assert_eq!(std::fs::read(&path).unwrap(), licence.bytes);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, lapis_release::SHIPPED_FILE_MODE, "{}", licence.path);
+    }
+}
