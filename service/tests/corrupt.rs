@@ -97,10 +97,11 @@ fn intact_store_reopens() {
 #[test]
 fn newer_schema_fails_closed() {
     let p = populated(0);
-    edit(&p.home, "PRAGMA user_version = 2;");
+    let newer = lapis_service::store::SCHEMA_VERSION + 1;
+    edit(&p.home, &format!("PRAGMA user_version = {newer};"));
     let err = open_err(&p.home);
     assert_eq!(err.code(), "store_schema_unsupported");
-    assert!(err.to_string().contains('2'));
+    assert!(err.to_string().contains(&newer.to_string()));
 }
 
 #[test]

@@ -148,4 +148,7 @@ pub struct Turn {
     /// (`permissions.list`). Live state, not stored: the server fills it in.
     #[serde(default)]
     pub awaiting_input: bool,
+    /// Credentials replaced by `[REDACTED:…]` markers in this turn's journal.
+    #[serde(default)]
+    pub redactions: u64,
 }

@@ -323,24 +323,36 @@ impl Engine {
             self.broker.clone(),
             dispatched,
         ));
+        let mut limits = self.config.limits;
+        // A metadata-only thread keeps no agent stderr, not even redacted.
+        limits.stderr.keep = claim.thread.retention == crate::domain::Retention::Full;
         let request = TurnRequest {
             spec,
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
             approval: claim.thread.approval,
             restricted: claim.thread.restricted,
-            limits: self.config.limits,
+            limits,
             lookup: self.lookup(),
             registry: Some(self.registry.clone()),
         };
         let cancel = claim.cancel.clone();
         let outcome = run_turn(request, hooks.clone(), CancelSignal::from(claim.cancel)).await;
         let mut end = turn_end(&outcome, *cancel.borrow());
-        if let Err(err) = hooks.confirm_streamed().await {
+        // Text held back for redaction is journaled before the turn's end,
+        // then every streamed append is confirmed.
+        let held = hooks.flush_held().await;
+        let confirmed = hooks.confirm_streamed().await;
+        if held.is_err() || confirmed.is_err() {
             // Some of the agent's output was refused by the store (disk
             // full, …): the outcome the agent reported stands on an
             // incomplete record, so it is the owner's to confirm.
-            tracing::error!(turn = %turn_id, code = err.code(), "streamed events were not journaled");
+            let code = match (&confirmed, &held) {
+                (Err(e), _) => e.code().to_owned(),
+                (_, Err(e)) => e.0.clone(),
+                _ => String::new(),
+            };
+            tracing::error!(turn = %turn_id, code = %code, "streamed events were not journaled");
             if hooks.dispatched.load(Ordering::SeqCst) {
                 end = TurnEnd::Unknown("journal_write_failed".into());
             } else {

@@ -47,6 +47,7 @@
 //! [`code`](crate::domain::StoreError::code).
 
 mod api;
+mod chain;
 mod handle;
 mod ids;
 mod journal;
@@ -62,6 +63,7 @@ mod transition;
 mod validate;
 mod writer;
 
+pub use chain::{ChainReport, GENESIS};
 pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
 pub use lock::LOCK_FILE;
 pub use ops_turns::{CANCELLED_BEFORE_START, RESOLVED_BY_OWNER};
@@ -69,6 +71,33 @@ pub use read::{ThreadFilter, TurnFilter};
 pub use recovery::{OUTCOME_LOST, Recovered, SETUP_INTERRUPTED};
 pub use schema::{APPLICATION_ID, DB_FILE, SCHEMA_VERSION};
 pub use validate::ValidationReport;
+
+/// Verifies the journal's hash chain of the database at `db` directly,
+/// read-only: works whether or not `serve` is running (a read sees the last
+/// commit; no lock is taken). Fails as `store_invalid_row` naming the first
+/// bad `seq` (check `chain` or `payload_digest`), `store_schema_unsupported`
+/// for a database not yet migrated to the chain.
+pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainReport> {
+    let conn = schema::open_reader(db)?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(crate::domain::StoreError::from_sqlite)?;
+    let app: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(crate::domain::StoreError::from_sqlite)?;
+    if app != APPLICATION_ID {
+        return Err(crate::domain::StoreError::ForeignDatabase {
+            path: db.to_owned(),
+        });
+    }
+    if version != SCHEMA_VERSION {
+        return Err(crate::domain::StoreError::SchemaUnsupported {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    chain::verify(&conn)
+}
 
 #[cfg(test)]
 mod tests;

@@ -76,7 +76,7 @@ pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
 /// Columns of a turn row, in [`turn_row`] order.
 pub const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
      cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
-     started_at, finished_at, resolved_at";
+     started_at, finished_at, resolved_at, redactions";
 
 /// Map a turn row.
 pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
@@ -100,6 +100,7 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
         finished_at: r.get(15)?,
         resolved_at: r.get(16)?,
         awaiting_input: false,
+        redactions: r.get::<_, i64>(17)? as u64,
         id,
     })
 }

@@ -17,13 +17,26 @@ use crate::domain::{StoreError, StoreResult};
 pub const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
 
-/// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+/// One schema step: SQL, then an optional data step in the same transaction.
+struct Migration {
+    /// The DDL.
+    sql: &'static str,
+    /// Run after `sql`, before the version bump.
+    then: Option<fn(&Connection) -> StoreResult<()>>,
+}
+
+/// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`. Each step
+/// is self-contained (its own `user_version` bump), so steps added on other
+/// branches chain by appending.
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        then: None,
+        sql: r#"
 CREATE TABLE workspaces (
     id          TEXT PRIMARY KEY NOT NULL,
     path        TEXT NOT NULL UNIQUE,
@@ -103,7 +116,19 @@ CREATE TABLE auth_sessions (
     revoked_at    INTEGER
 );
 CREATE INDEX auth_sessions_credential ON auth_sessions(credential);
-"#];
+"#,
+    },
+    Migration {
+        // The tamper-evident journal (see `chain`) and the per-turn redaction
+        // count; existing rows are chained once, here.
+        sql: r#"
+ALTER TABLE events ADD COLUMN payload_sha256 TEXT;
+ALTER TABLE events ADD COLUMN hash TEXT;
+ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
+"#,
+        then: Some(super::chain::backfill),
+    },
+];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
 /// commit durable (the WAL is fsynced at commit).
@@ -159,9 +184,12 @@ pub fn open_writer(path: &Path) -> StoreResult<Connection> {
 }
 
 fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(from as usize) {
         let tx = conn.unchecked_transaction()?;
-        tx.execute_batch(sql)?;
+        tx.execute_batch(step.sql)?;
+        if let Some(then) = step.then {
+            then(&tx)?;
+        }
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
         tx.commit()?;

@@ -5,7 +5,9 @@
 //! one) is checked in ONE streaming scan in `seq` order with borrowed column
 //! values — no per-row allocation — which also proves what aggregates cannot:
 //! every thread's sequence grows by exactly one in global order. A failure names the table, the row id
-//! and the check — never the row's content. SQLite's own corruption errors
+//! and the check — never the row's content. The journal's hash chain is
+//! verified last ([`super::chain::verify`]): an edited, inserted or deleted
+//! event fails the open naming the first bad `seq`. SQLite's own corruption errors
 //! (truncated or damaged pages met during the scans) fail as `store_corrupt`.
 
 use std::collections::HashMap;
@@ -122,6 +124,7 @@ pub fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
         }
     }
     let events = validate_events(conn)?;
+    super::chain::verify(conn)?;
     let count = |t: &str| -> StoreResult<u64> {
         conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| {
             r.get::<_, i64>(0)

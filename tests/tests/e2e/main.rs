@@ -27,6 +27,7 @@ mod ops_status;
 mod protocol;
 mod providers;
 mod providers_check;
+mod redaction;
 mod release;
 mod release_update;
 mod serve;
