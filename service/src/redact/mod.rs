@@ -28,11 +28,15 @@
 //! capture group `s` replaces only that group, so `password=[REDACTED:…]`
 //! keeps its key. Replacement is idempotent: no detector matches a marker.
 //!
-//! One compiled [`RegexSet`] answers "does anything match" in one pass (the
-//! common answer is no); only matched detectors then run their own regex.
+//! A literal prefilter ([`prefilter`]) answers "could anything match" first
+//! (almost always no, at memory-scan speed); then one compiled [`RegexSet`]
+//! answers "does anything match" in one pass; only matched detectors then
+//! run their own regex. Word boundaries are ASCII (`(?-u:\b)`), so the
+//! regexes run on their DFAs for any text, non-ASCII included.
 
 mod corpus;
 mod detectors;
+mod prefilter;
 
 pub use corpus::{Sample, sample_credentials};
 
@@ -118,6 +122,8 @@ const TOKEN_PREFIXES: &[&str] = &[
 /// The compiled detectors. Build once ([`redactor`]).
 #[derive(Debug)]
 pub struct Redactor {
+    /// The literal scan that rules most text out before the set runs.
+    prefilter: prefilter::Prefilter,
     /// All patterns, for the one-pass "anything here?" check.
     set: RegexSet,
     /// `(name, regex, marker)` in table order.
@@ -125,6 +131,15 @@ pub struct Redactor {
     /// An assignment key (or `Bearer`) at the end of the text, with its
     /// value not yet ended.
     pending: Regex,
+    /// [`TOKEN_PREFIXES`], lowercased once.
+    prefixes: Vec<String>,
+}
+
+/// A detector pattern as compiled: `\b` is the ASCII word boundary, which
+/// the regex DFAs support on any text (a Unicode `\b` makes them give up on
+/// the first non-ASCII byte and fall back to a much slower engine).
+fn ascii_boundaries(pattern: &str) -> String {
+    pattern.replace(r"\b", r"(?-u:\b)")
 }
 
 /// The process-wide redactor (compiled on first use).
@@ -140,13 +155,14 @@ fn is_id_key(key: &str) -> bool {
 
 impl Redactor {
     fn new() -> Redactor {
-        let set = RegexSet::new(DETECTORS.iter().map(|(_, p)| p)).expect("detectors compile");
+        let set = RegexSet::new(DETECTORS.iter().map(|(_, p)| ascii_boundaries(p)))
+            .expect("detectors compile");
         let detectors = DETECTORS
             .iter()
             .map(|(name, p)| {
                 (
                     *name,
-                    Regex::new(p).expect("detector compiles"),
+                    Regex::new(&ascii_boundaries(p)).expect("detector compiles"),
                     format!("[REDACTED:{name}]"),
                 )
             })
@@ -156,9 +172,14 @@ impl Redactor {
         )
         .expect("pending pattern compiles");
         Redactor {
+            prefilter: prefilter::Prefilter::new(),
             set,
             detectors,
             pending,
+            prefixes: TOKEN_PREFIXES
+                .iter()
+                .map(|p| p.to_ascii_lowercase())
+                .collect(),
         }
     }
 
@@ -170,6 +191,9 @@ impl Redactor {
     /// `text` with every credential replaced by its marker, and the number
     /// of markers inserted. Borrowed (and 0) when nothing matched.
     pub fn redact_str<'a>(&self, text: &'a str) -> (Cow<'a, str>, u32) {
+        if !self.prefilter.candidate(text) {
+            return (Cow::Borrowed(text), 0);
+        }
         let hits = self.set.matches(text);
         if !hits.matched_any() {
             return (Cow::Borrowed(text), 0);
@@ -222,6 +246,9 @@ impl Redactor {
 
     /// Byte ranges of every detector match in `text`.
     pub fn match_spans(&self, text: &str) -> Vec<(usize, usize)> {
+        if !self.prefilter.candidate(text) {
+            return Vec::new();
+        }
         let hits = self.set.matches(text);
         hits.iter()
             .flat_map(|i| {
@@ -240,9 +267,9 @@ impl Redactor {
         let len = text.len();
         let mut cut = len;
         // A match that reaches the end may continue in the next chunk.
-        if self.set.is_match(text) {
-            for (_, re, _) in &self.detectors {
-                for m in re.find_iter(text) {
+        if self.prefilter.candidate(text) {
+            for i in self.set.matches(text).iter() {
+                for m in self.detectors[i].1.find_iter(text) {
                     if m.end() == len {
                         cut = cut.min(m.start());
                     }
@@ -270,9 +297,8 @@ impl Redactor {
             .map_or(0, |(i, c)| i + c.len_utf8());
         let run = text[run_start..].to_ascii_lowercase();
         if !run.is_empty() {
-            for p in TOKEN_PREFIXES {
-                let p = p.to_ascii_lowercase();
-                if let Some(i) = run.find(&p) {
+            for p in &self.prefixes {
+                if let Some(i) = run.find(p.as_str()) {
                     cut = cut.min(run_start + i);
                 }
                 for k in (1..p.len()).rev() {

@@ -179,3 +179,43 @@ proptest! {
         prop_assert!(!v["text"].as_str().unwrap().contains(&s.secret));
     }
 }
+
+proptest! {
+    /// The literal prefilter never rules out text a detector matches: text
+    /// built from token characters, separators and fragments of every
+    /// sample (so near-misses and real matches both occur).
+    #[test]
+    fn the_prefilter_never_hides_a_match(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                "[A-Za-z0-9_.:=/+~ -]{0,40}",
+                (0..sample_credentials().len(), 0usize..200, 0usize..200).prop_map(|(i, a, b)| {
+                    let t = &sample_credentials()[i].text;
+                    let (a, b) = (a.min(t.len()), b.min(t.len()));
+                    let (a, b) = (a.min(b), a.max(b));
+                    t.get(a..b).unwrap_or(t).to_owned()
+                }),
+            ],
+            0..6,
+        )
+    ) {
+        let text: String = parts.concat();
+        let r = redactor();
+        if r.set.is_match(&text) {
+            prop_assert!(r.prefilter.candidate(&text), "{text:?}");
+        }
+    }
+}
+
+#[test]
+fn ordinary_prose_and_code_pass_the_prefilter_untouched() {
+    let r = redactor();
+    for text in [
+        "chunk 7: the quick brown fox jumps over the lazy dog",
+        "fn main() { println!(\"hello, world\"); }",
+        "Résumé: naïve café — ça marche.",
+    ] {
+        assert!(!r.prefilter.candidate(text), "{text}");
+        assert!(!r.set.is_match(text), "{text}");
+    }
+}

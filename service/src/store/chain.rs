@@ -1,24 +1,36 @@
 //! The tamper-evident journal: a SHA-256 hash chain over the events table.
 //!
-//! # Canonical encoding (the one definition; version `lapis-journal-chain/1`)
-//! `hash(seq) = hex(SHA-256(E))`, lowercase, where `E` is the concatenation of
+//! # Canonical encoding (the one definition; tag `lapis-journal-chain/1`)
+//! `hash(seq) = SHA-256(E)`, stored as the 32 raw bytes in `events.hash`
+//! (shown as lowercase hex), where `E` is the concatenation of
 //! 1. the domain tag `lapis-journal-chain/1` (its bytes, then one `0x00`),
-//! 2. the previous event's hash as 64 lowercase hex bytes (for `seq` 1:
-//!    64 `0` bytes),
-//! 3. the fields, each as an 8-byte big-endian length then its UTF-8 bytes
-//!    (an absent field is the length `u64::MAX` and no bytes), in this order:
-//!    `seq` (decimal), `thread_id`, `thread_seq` (decimal), `turn_id`,
-//!    `kind`, `at` (decimal), `has_payload` (`0`/`1`), `payload_sha256`.
+//! 2. the previous event's hash, 32 bytes (for the first event: 32 zero
+//!    bytes, [`GENESIS`]),
+//! 3. the fields, in this order: `seq` (i64, 8 bytes big-endian),
+//!    `thread_id` (text), `thread_seq` (i64), `turn_id` (optional text),
+//!    `kind` (text), `at` (i64), `has_payload` (one byte, 0 or 1), the
+//!    payload digest (optional, 32 bytes). A text is its length as u64
+//!    big-endian then its UTF-8 bytes; an absent optional field is
+//!    `u64::MAX` big-endian and nothing else.
 //!
-//! `payload_sha256` is the lowercase hex SHA-256 of the payload text exactly
-//! as stored (the JSON after redaction), absent when no payload was written
-//! to disk. A payload dropped later (metadata-only retention) leaves its
-//! digest in place, so the chain still verifies; a payload present must match
-//! its digest. The chain's order is the journal's global `seq`.
+//! The payload digest is the SHA-256 of the payload text exactly as stored
+//! (the JSON after redaction), present when the payload was written to disk
+//! and absent when none was (no payload, or a metadata-only thread's content,
+//! which lives in memory only). It is not stored: verification recomputes it
+//! from the row, so an edited payload, and a payload removed from a row that
+//! had one, both break the chain at that row. Nothing in the controller
+//! drops a stored payload; a future purge would have to keep the digest.
 //!
-//! What must stay true: every event row is inserted with its hash in the same
-//! transaction; nothing rewrites a hashed field; verification stops at the
-//! first bad `seq` and names it.
+//! # Cost
+//! Writing an event costs two SHA-256 computations (the payload's, the
+//! link's) and 32 bytes of row; no allocation. Verification is one pass in
+//! `seq` order with borrowed column values and no per-row allocation, folded
+//! into startup validation's own scan of the events table
+//! (`super::validate`) so the table is read once.
+//!
+//! What must stay true: every event row is inserted with its hash in the
+//! same transaction; nothing rewrites a hashed field; verification stops at
+//! the first bad `seq` and names it (check `chain`).
 
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
@@ -26,8 +38,11 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::{StoreError, StoreResult};
 
+/// A hash in the chain: SHA-256, raw.
+pub type Hash = [u8; 32];
+
 /// The hash before the first event.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub const GENESIS: Hash = [0; 32];
 
 /// Domain tag of the encoding.
 const TAG: &[u8] = b"lapis-journal-chain/1\0";
@@ -38,27 +53,22 @@ pub struct Link<'a> {
     /// Global sequence.
     pub seq: i64,
     /// Thread id.
-    pub thread_id: &'a str,
+    pub thread_id: &'a [u8],
     /// Per-thread sequence.
     pub thread_seq: i64,
     /// Turn id, if any.
-    pub turn_id: Option<&'a str>,
+    pub turn_id: Option<&'a [u8]>,
     /// Event kind.
-    pub kind: &'a str,
+    pub kind: &'a [u8],
     /// Event time (epoch ms).
     pub at: i64,
     /// Whether the event had a payload.
     pub has_payload: bool,
-    /// Digest of the stored payload text.
-    pub payload_sha256: Option<&'a str>,
+    /// The payload text as stored, when it was written to disk.
+    pub stored_payload: Option<&'a [u8]>,
 }
 
-/// Lowercase hex SHA-256 of a stored payload text.
-pub fn payload_digest(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
-fn field(h: &mut Sha256, bytes: Option<&[u8]>) {
+fn text(h: &mut Sha256, bytes: Option<&[u8]>) {
     match bytes {
         Some(b) => {
             h.update((b.len() as u64).to_be_bytes());
@@ -69,19 +79,25 @@ fn field(h: &mut Sha256, bytes: Option<&[u8]>) {
 }
 
 /// The hash of `link` after `prev` (see the module docs).
-pub fn link_hash(prev: &str, link: &Link<'_>) -> String {
+pub fn link_hash(prev: &Hash, link: &Link<'_>) -> Hash {
     let mut h = Sha256::new();
     h.update(TAG);
-    h.update(prev.as_bytes());
-    field(&mut h, Some(link.seq.to_string().as_bytes()));
-    field(&mut h, Some(link.thread_id.as_bytes()));
-    field(&mut h, Some(link.thread_seq.to_string().as_bytes()));
-    field(&mut h, link.turn_id.map(str::as_bytes));
-    field(&mut h, Some(link.kind.as_bytes()));
-    field(&mut h, Some(link.at.to_string().as_bytes()));
-    field(&mut h, Some(if link.has_payload { b"1" } else { b"0" }));
-    field(&mut h, link.payload_sha256.map(str::as_bytes));
-    hex::encode(h.finalize())
+    h.update(prev);
+    h.update(link.seq.to_be_bytes());
+    text(&mut h, Some(link.thread_id));
+    h.update(link.thread_seq.to_be_bytes());
+    text(&mut h, link.turn_id);
+    text(&mut h, Some(link.kind));
+    h.update(link.at.to_be_bytes());
+    h.update([u8::from(link.has_payload)]);
+    match link.stored_payload {
+        Some(p) => {
+            h.update(32u64.to_be_bytes());
+            h.update(Sha256::digest(p));
+        }
+        None => h.update(u64::MAX.to_be_bytes()),
+    }
+    h.finalize().into()
 }
 
 /// What a verification saw.
@@ -89,69 +105,110 @@ pub fn link_hash(prev: &str, link: &Link<'_>) -> String {
 pub struct ChainReport {
     /// Events checked.
     pub events: u64,
-    /// The last event's hash (the chain head), [`GENESIS`] when empty.
+    /// The last event's hash (the chain head) in lowercase hex; [`GENESIS`]
+    /// when empty.
     pub head: String,
 }
 
-fn text<'a>(v: ValueRef<'a>) -> Option<&'a str> {
+/// The columns [`Verifier::row`] reads, in this order, after whatever the
+/// caller selects first (`at` is column `first + 5`, …).
+pub const COLUMNS: &str =
+    "seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, hash";
+
+/// Follows the chain one row at a time, in `seq` order (see the module
+/// docs); holds only the previous hash.
+#[derive(Debug)]
+pub struct Verifier {
+    /// The hash the next row must chain from.
+    prev: Hash,
+    /// Rows checked.
+    events: u64,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Verifier {
+            prev: GENESIS,
+            events: 0,
+        }
+    }
+}
+
+fn bytes(v: ValueRef<'_>) -> Option<&[u8]> {
     match v {
-        ValueRef::Text(t) => std::str::from_utf8(t).ok(),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(t),
         _ => None,
     }
 }
 
-/// Verifies the whole chain in `seq` order; the first bad event fails as
-/// `InvalidRow { table: "events", row: seq, check: "chain" }` (or
-/// `payload_digest` when a present payload does not match its digest).
-pub fn verify(conn: &Connection) -> StoreResult<ChainReport> {
-    let mut stmt = conn.prepare(
-        "SELECT seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload_sha256, \
-         payload, hash FROM events ORDER BY seq",
-    )?;
-    let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
-    let mut prev = GENESIS.to_owned();
-    let mut events = 0;
-    while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
-        let seq: i64 = r.get_ref(0)?.as_i64().unwrap_or(-1);
-        let bad = |check: &'static str| StoreError::InvalidRow {
-            table: "events",
-            row: seq.to_string(),
-            check,
+impl Verifier {
+    /// Checks one row whose [`COLUMNS`] start at column `at`. Returns
+    /// whether its stored hash is the one the chain expects; a row whose
+    /// columns do not even have the right types is not.
+    pub fn row(&mut self, r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<bool> {
+        let col = |i: usize| r.get_ref(at + i);
+        let (Ok(seq), Some(thread_id), Ok(thread_seq), Some(kind), Ok(when), Ok(has)) = (
+            col(0)?.as_i64(),
+            bytes(col(1)?),
+            col(2)?.as_i64(),
+            bytes(col(4)?),
+            col(5)?.as_i64(),
+            col(6)?.as_i64(),
+        ) else {
+            return Ok(false);
         };
-        let digest = match r.get_ref(7)? {
-            ValueRef::Null => None,
-            v => Some(text(v).ok_or_else(|| bad("chain"))?),
-        };
-        if let (Some(d), Some(p)) = (digest, text(r.get_ref(8)?)) {
-            if payload_digest(p) != d {
-                return Err(bad("payload_digest"));
-            }
-        } else if digest.is_none() && !matches!(r.get_ref(8)?, ValueRef::Null) {
-            return Err(bad("payload_digest"));
-        }
         let link = Link {
             seq,
-            thread_id: text(r.get_ref(1)?).ok_or_else(|| bad("chain"))?,
-            thread_seq: r.get_ref(2)?.as_i64().map_err(|_| bad("chain"))?,
-            turn_id: text(r.get_ref(3)?),
-            kind: text(r.get_ref(4)?).ok_or_else(|| bad("chain"))?,
-            at: r.get_ref(5)?.as_i64().map_err(|_| bad("chain"))?,
-            has_payload: r.get_ref(6)?.as_i64().map_err(|_| bad("chain"))? != 0,
-            payload_sha256: digest,
+            thread_id,
+            thread_seq,
+            turn_id: bytes(col(3)?),
+            kind,
+            at: when,
+            has_payload: has != 0,
+            stored_payload: bytes(col(7)?),
         };
-        let expected = link_hash(&prev, &link);
-        if text(r.get_ref(9)?) != Some(expected.as_str()) {
-            return Err(bad("chain"));
+        let expected = link_hash(&self.prev, &link);
+        if col(8)?.as_blob().ok() != Some(&expected[..]) {
+            return Ok(false);
         }
-        prev = expected;
-        events += 1;
+        self.prev = expected;
+        self.events += 1;
+        Ok(true)
     }
-    Ok(ChainReport { events, head: prev })
+
+    /// What was verified so far.
+    pub fn report(&self) -> ChainReport {
+        ChainReport {
+            events: self.events,
+            head: hex::encode(self.prev),
+        }
+    }
 }
 
-/// The chain head (the last event's stored hash), [`GENESIS`] when empty.
-pub fn head(conn: &Connection) -> StoreResult<String> {
-    let h: Option<String> = conn
+/// Verifies the whole chain in `seq` order; the first bad event fails as
+/// `InvalidRow { table: "events", row: seq, check: "chain" }`.
+pub fn verify(conn: &Connection) -> StoreResult<ChainReport> {
+    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM events ORDER BY seq"))?;
+    let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
+    let mut chain = Verifier::default();
+    while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
+        if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
+            let seq = r.get_ref(0)?.as_i64().unwrap_or(-1);
+            return Err(StoreError::InvalidRow {
+                table: "events",
+                row: seq.to_string(),
+                check: "chain",
+            });
+        }
+    }
+    Ok(chain.report())
+}
+
+/// The chain head (the last event's stored hash), [`GENESIS`] when empty or
+/// when the stored value is not a hash (validation has failed the open
+/// before the writer uses it then).
+pub fn head(conn: &Connection) -> StoreResult<Hash> {
+    let h: Option<Vec<u8>> = conn
         .query_row(
             "SELECT hash FROM events ORDER BY seq DESC LIMIT 1",
             [],
@@ -161,64 +218,40 @@ pub fn head(conn: &Connection) -> StoreResult<String> {
             rusqlite::Error::QueryReturnedNoRows => Ok(None),
             e => Err(e),
         })?;
-    Ok(h.unwrap_or_else(|| GENESIS.to_owned()))
+    Ok(h.and_then(|h| Hash::try_from(h.as_slice()).ok())
+        .unwrap_or(GENESIS))
 }
 
-/// An event row as the backfill reads it: seq, thread, thread seq, turn,
-/// kind, at, has_payload, payload.
-type Row = (
-    i64,
-    String,
-    i64,
-    Option<String>,
-    String,
-    i64,
-    bool,
-    Option<String>,
-);
-
-/// Migration step: digest every stored payload and chain every existing
-/// row, once, inside the migration's transaction.
+/// Migration step: chain every existing row once, in `seq` order, inside
+/// the migration's transaction.
 pub fn backfill(conn: &Connection) -> StoreResult<()> {
-    let rows: Vec<Row> = {
+    let mut hashes: Vec<(i64, Hash)> = Vec::new();
+    {
         let mut stmt = conn.prepare(
             "SELECT seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload \
              FROM events ORDER BY seq",
         )?;
-        stmt.query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-            ))
-        })?
-        .collect::<Result<_, _>>()?
-    };
-    let mut update =
-        conn.prepare("UPDATE events SET payload_sha256 = ?2, hash = ?3 WHERE seq = ?1")?;
-    let mut prev = GENESIS.to_owned();
-    for (seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload) in &rows {
-        let digest = payload.as_deref().map(payload_digest);
-        let hash = link_hash(
-            &prev,
-            &Link {
-                seq: *seq,
-                thread_id,
-                thread_seq: *thread_seq,
-                turn_id: turn_id.as_deref(),
-                kind,
-                at: *at,
-                has_payload: *has_payload,
-                payload_sha256: digest.as_deref(),
-            },
-        );
-        update.execute(rusqlite::params![seq, digest, hash])?;
-        prev = hash;
+        let mut rows = stmt.query([])?;
+        let mut prev = GENESIS;
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let link = Link {
+                seq,
+                thread_id: bytes(r.get_ref(1)?).unwrap_or_default(),
+                thread_seq: r.get(2)?,
+                turn_id: bytes(r.get_ref(3)?),
+                kind: bytes(r.get_ref(4)?).unwrap_or_default(),
+                at: r.get(5)?,
+                has_payload: r.get::<_, i64>(6)? != 0,
+                stored_payload: bytes(r.get_ref(7)?),
+            };
+            prev = link_hash(&prev, &link);
+            hashes.push((seq, prev));
+        }
+    }
+    let mut update = conn.prepare("UPDATE events SET hash = ?2 WHERE seq = ?1")?;
+    for (seq, hash) in &hashes {
+        update.execute(rusqlite::params![seq, &hash[..]])?;
     }
     Ok(())
 }

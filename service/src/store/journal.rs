@@ -77,7 +77,7 @@ pub struct Journal {
     /// The last committed owner-wide `seq`.
     pub last_seq: u64,
     /// The hash of the event at `last_seq` (the chain head).
-    pub last_hash: String,
+    pub last_hash: chain::Hash,
     /// Per-thread state, for every thread.
     pub threads: HashMap<String, ThreadJournal>,
     /// In-memory payloads of metadata-only threads.
@@ -90,7 +90,7 @@ pub struct JournalTx {
     /// The last seq assigned in this stage.
     last_seq: u64,
     /// The chain head after this stage's events.
-    last_hash: String,
+    last_hash: chain::Hash,
     /// Thread seqs assigned in this stage.
     threads: HashMap<String, u64>,
     /// New threads created in this stage (with their retention).
@@ -108,7 +108,7 @@ impl Journal {
     pub fn begin(&self) -> JournalTx {
         JournalTx {
             last_seq: self.last_seq,
-            last_hash: self.last_hash.clone(),
+            last_hash: self.last_hash,
             ..Default::default()
         }
     }
@@ -173,7 +173,7 @@ impl Journal {
     /// The payload is redacted first (every string but ids, see
     /// [`crate::redact`]); the markers inserted are added to the turn's
     /// `redactions` count in the same transaction. The row carries its
-    /// payload digest and chain hash ([`chain`]).
+    /// chain hash ([`chain`]).
     #[allow(clippy::too_many_arguments)]
     pub fn append(
         &self,
@@ -207,23 +207,22 @@ impl Journal {
             (Some(v), true) => Some(serde_json::to_string(v).unwrap_or_else(|_| "null".into())),
             _ => None,
         };
-        let digest = text.as_deref().map(chain::payload_digest);
         let hash = chain::link_hash(
             &stage.last_hash,
             &Link {
                 seq: seq as i64,
-                thread_id: thread,
+                thread_id: thread.as_bytes(),
                 thread_seq: thread_seq as i64,
-                turn_id: turn,
-                kind: kind.as_str(),
+                turn_id: turn.map(str::as_bytes),
+                kind: kind.as_str().as_bytes(),
                 at,
                 has_payload,
-                payload_sha256: digest.as_deref(),
+                stored_payload: text.as_deref().map(str::as_bytes),
             },
         );
         let mut stmt = tx.prepare_cached(
             "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, \
-             has_payload, payload_sha256, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             has_payload, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?;
         stmt.execute(params![
             seq as i64,
@@ -234,8 +233,7 @@ impl Journal {
             at,
             text,
             has_payload,
-            digest,
-            hash
+            &hash[..]
         ])?;
         if let (Some(turn), true) = (turn, redactions > 0) {
             tx.prepare_cached("UPDATE turns SET redactions = redactions + ?2 WHERE id = ?1")?

@@ -75,7 +75,7 @@ pub use validate::ValidationReport;
 /// Verifies the journal's hash chain of the database at `db` directly,
 /// read-only: works whether or not `serve` is running (a read sees the last
 /// commit; no lock is taken). Fails as `store_invalid_row` naming the first
-/// bad `seq` (check `chain` or `payload_digest`), `store_schema_unsupported`
+/// bad `seq` (check `chain`), `store_schema_unsupported`
 /// for a database not yet migrated to the chain.
 pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainReport> {
     let conn = schema::open_reader(db)?;

@@ -122,8 +122,7 @@ CREATE INDEX auth_sessions_credential ON auth_sessions(credential);
         // The tamper-evident journal (see `chain`) and the per-turn redaction
         // count; existing rows are chained once, here.
         sql: r#"
-ALTER TABLE events ADD COLUMN payload_sha256 TEXT;
-ALTER TABLE events ADD COLUMN hash TEXT;
+ALTER TABLE events ADD COLUMN hash BLOB;
 ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
 "#,
         then: Some(super::chain::backfill),

@@ -6,8 +6,9 @@
 //! values — no per-row allocation — which also proves what aggregates cannot:
 //! every thread's sequence grows by exactly one in global order. A failure names the table, the row id
 //! and the check — never the row's content. The journal's hash chain is
-//! verified last ([`super::chain::verify`]): an edited, inserted or deleted
-//! event fails the open naming the first bad `seq`. SQLite's own corruption errors
+//! followed in the same scan ([`super::chain::Verifier`]): an edited,
+//! inserted or deleted event fails the open naming the first bad `seq`
+//! (check `chain`). SQLite's own corruption errors
 //! (truncated or damaged pages met during the scans) fail as `store_corrupt`.
 
 use std::collections::HashMap;
@@ -124,7 +125,6 @@ pub fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
         }
     }
     let events = validate_events(conn)?;
-    super::chain::verify(conn)?;
     let count = |t: &str| -> StoreResult<u64> {
         conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| {
             r.get::<_, i64>(0)
@@ -158,11 +158,12 @@ fn validate_events(conn: &Connection) -> StoreResult<u64> {
             threads.insert(r.get(0)?, 0);
         }
     }
-    let mut stmt = conn.prepare(
-        "SELECT seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload \
-         FROM events ORDER BY seq",
-    )?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {} FROM events ORDER BY seq",
+        super::chain::COLUMNS
+    ))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
+    let mut chain = super::chain::Verifier::default();
     let mut expected: i64 = 1;
     while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
         let seq: i64 = r.get(0)?;
@@ -209,6 +210,9 @@ fn validate_events(conn: &Connection) -> StoreResult<u64> {
                 }
             }
             _ => return Err(bad("payload")),
+        }
+        if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
+            return Err(bad("chain"));
         }
     }
     Ok((expected - 1) as u64)

@@ -52,7 +52,7 @@ async fn an_edited_deleted_or_rehashed_row_fails_verification_naming_its_seq() {
             |r| r.get(0),
         )
         .unwrap();
-    // An edited payload: its digest no longer matches.
+    // An edited payload: the digest the chain covers no longer matches.
     conn.execute(
         "UPDATE events SET payload = replace(payload, 'chunk 2', 'chunk X') WHERE seq = ?1",
         [seq],
@@ -66,30 +66,66 @@ async fn an_edited_deleted_or_rehashed_row_fails_verification_naming_its_seq() {
             crate::domain::StoreError::InvalidRow {
                 table: "events",
                 row: seq.to_string(),
-                check: "payload_digest"
+                check: "chain"
             }
         )
     );
-    // A digest recomputed to match: the hash chain catches it.
-    let text: String = conn
-        .query_row("SELECT payload FROM events WHERE seq = ?1", [seq], |r| {
+    // The edited row rehashed to match: the next row no longer chains.
+    let prev: Vec<u8> = conn
+        .query_row("SELECT hash FROM events WHERE seq = ?1", [seq - 1], |r| {
             r.get(0)
         })
         .unwrap();
+    let rehashed = conn
+        .query_row(
+            "SELECT thread_id, thread_seq, turn_id, kind, at, payload FROM events WHERE seq = ?1",
+            [seq],
+            |r| {
+                let (thread, tseq, turn, kind, at, payload): (
+                    String,
+                    i64,
+                    Option<String>,
+                    String,
+                    i64,
+                    String,
+                ) = (
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                );
+                Ok(crate::store::chain::link_hash(
+                    &prev.clone().try_into().unwrap(),
+                    &crate::store::chain::Link {
+                        seq,
+                        thread_id: thread.as_bytes(),
+                        thread_seq: tseq,
+                        turn_id: turn.as_deref().map(str::as_bytes),
+                        kind: kind.as_bytes(),
+                        at,
+                        has_payload: true,
+                        stored_payload: Some(payload.as_bytes()),
+                    },
+                ))
+            },
+        )
+        .unwrap();
     conn.execute(
-        "UPDATE events SET payload_sha256 = ?2 WHERE seq = ?1",
-        rusqlite::params![seq, crate::store::chain::payload_digest(&text)],
+        "UPDATE events SET hash = ?2 WHERE seq = ?1",
+        rusqlite::params![seq, &rehashed[..]],
     )
     .unwrap();
     let err = verify_journal(&db(&dir)).unwrap_err();
     assert!(
-        err.to_string().contains(&format!("{seq}")) && err.to_string().contains("chain"),
+        err.to_string().contains(&format!("{}", seq + 1)) && err.to_string().contains("chain"),
         "{err}"
     );
     // The open fails closed too, with the same seq.
     let open = Store::open(options(&dir.path().join("home"))).unwrap_err();
     assert_eq!(open.code(), "store_invalid_row");
-    assert!(open.to_string().contains(&seq.to_string()), "{open}");
+    assert!(open.to_string().contains(&(seq + 1).to_string()), "{open}");
 }
 
 #[tokio::test]
@@ -112,16 +148,21 @@ async fn a_deleted_event_breaks_the_chain_at_the_next_one() {
 }
 
 #[tokio::test]
-async fn a_dropped_payload_keeps_its_digest_and_the_chain_verifies() {
+async fn a_removed_payload_breaks_the_chain_a_never_written_one_does_not() {
     let (dir, _) = journal_with(&[json!({ "text": "hello" })], Retention::Full).await;
     let conn = Connection::open(db(&dir)).unwrap();
-    conn.execute(
-        "UPDATE events SET payload = NULL WHERE kind = 'message_chunk'",
-        [],
-    )
-    .unwrap();
-    verify_journal(&db(&dir)).unwrap();
-    // A metadata-only thread never wrote its content: verifies as well.
+    let seq: i64 = conn
+        .query_row(
+            "SELECT seq FROM events WHERE kind = 'message_chunk'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute("UPDATE events SET payload = NULL WHERE seq = ?1", [seq])
+        .unwrap();
+    let err = verify_journal(&db(&dir)).unwrap_err();
+    assert!(err.to_string().contains(&seq.to_string()), "{err}");
+    // A metadata-only thread never wrote its content: it verifies.
     let (dir, _) = journal_with(&[json!({ "text": "hello" })], Retention::MetadataOnly).await;
     verify_journal(&db(&dir)).unwrap();
 }
@@ -132,7 +173,7 @@ async fn a_version_1_database_is_chained_once_by_the_migration() {
     let conn = Connection::open(db(&dir)).unwrap();
     // Back to the version-1 shape: no digests, no hashes, no count.
     conn.execute_batch(
-        "ALTER TABLE events DROP COLUMN hash; ALTER TABLE events DROP COLUMN payload_sha256; \
+        "ALTER TABLE events DROP COLUMN hash; \
          ALTER TABLE turns DROP COLUMN redactions; PRAGMA user_version = 1;",
     )
     .unwrap();
@@ -141,7 +182,7 @@ async fn a_version_1_database_is_chained_once_by_the_migration() {
     s.close().await;
     let report = verify_journal(&db(&dir)).unwrap();
     assert!(report.events >= 3);
-    assert_ne!(report.head, crate::store::GENESIS);
+    assert_ne!(report.head, hex::encode(crate::store::GENESIS));
 }
 
 #[tokio::test]
