@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::completions::{provider_names, thread_ids, turn_ids, workspace_ids};
 
 /// Local controller that runs coding-agent turns durably, one per workspace.
 #[derive(Debug, Parser)]
@@ -76,7 +79,7 @@ pub enum Command {
     /// Add, remove, list and check agent providers (built-in catalogue).
     #[command(subcommand)]
     Providers(ProvidersCommand),
-    /// Show, validate and describe the configuration; reload the service's.
+    /// Show, validate and describe the configuration, or make the service reload it.
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Built-in deterministic ACP agent (the `echo` provider).
@@ -261,11 +264,12 @@ pub enum ApprovalArg {
 pub enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
     Create {
-        /// Workspace id.
-        #[arg(long)]
+        /// Agent workspace id (from `workspaces list`). Positional, because
+        /// `--workspace` always means the controller home.
+        #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(workspace_ids))]
         workspace: String,
         /// Provider name from the configuration.
-        #[arg(long, default_value = "echo")]
+        #[arg(long, default_value = "echo", add = ArgValueCandidates::new(provider_names))]
         provider: String,
         /// Approval policy for the agent's permission requests.
         #[arg(long, value_enum, default_value = "ask")]
@@ -278,6 +282,7 @@ pub enum ThreadsCommand {
     /// Show one thread with its recent activity.
     Show {
         /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: String,
         #[command(flatten)]
         out: JsonArg,
@@ -297,6 +302,7 @@ pub enum TurnsCommand {
     /// ends other than completed).
     Submit {
         /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: String,
         #[command(flatten)]
         prompt: PromptArgs,
@@ -318,7 +324,7 @@ pub enum TurnsCommand {
     /// List turns.
     List {
         /// Only turns of this thread.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCandidates::new(thread_ids))]
         thread: Option<String>,
         #[command(flatten)]
         out: JsonArg,
@@ -326,6 +332,7 @@ pub enum TurnsCommand {
     /// Show one turn.
     Show {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         #[command(flatten)]
         out: JsonArg,
@@ -333,6 +340,7 @@ pub enum TurnsCommand {
     /// Ask the agent to stop a turn.
     Cancel {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         #[command(flatten)]
         out: JsonArg,
@@ -340,12 +348,13 @@ pub enum TurnsCommand {
     /// Record the owner's resolution of a turn whose outcome is unknown.
     Resolve {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
         turn: String,
         /// The outcome to record.
         #[arg(long = "as", value_enum)]
         resolution: ResolveAsArg,
-        /// Confirm the agent is no longer running this turn.
-        #[arg(long)]
+        /// Confirm the agent is no longer running this turn (required).
+        #[arg(long, required = true)]
         confirm_stopped: bool,
         #[command(flatten)]
         out: JsonArg,
@@ -358,6 +367,7 @@ pub enum JournalCommand {
     /// following (NDJSON with --json --follow).
     Tail {
         /// Thread id [default: every thread of the owner].
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
         thread: Option<String>,
         /// Print the last N events [default: 20].
         #[arg(

@@ -13,7 +13,11 @@ use clap::Parser;
 use crate::exit::{CliError, ExitClass};
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    commands::completions::complete_env();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
     let wants_json = cli.command.wants_json();
     match commands::run(cli) {
         Ok(()) => ExitClass::Success.into(),
@@ -22,6 +26,39 @@ fn main() -> ExitCode {
             err.class.into()
         }
     }
+}
+
+/// A command line clap rejected (or `--help`/`--version`, which clap reports
+/// the same way). With `--json` anywhere before `--`, the failure is also the
+/// usual error document on stdout, code `usage`, so a script that asked for
+/// JSON gets JSON whatever went wrong; the exit class stays 2.
+fn usage_error(err: clap::Error) -> ExitCode {
+    if !err.use_stderr() {
+        let _ = err.print();
+        return ExitClass::Success.into();
+    }
+    let wants_json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    let _ = err.print();
+    if wants_json {
+        let rendered = err.render().to_string();
+        // The first paragraph, without clap's usage and hint lines.
+        let message = rendered
+            .split("\n\n")
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let doc = serde_json::json!({
+            "error": { "code": "usage", "message": message, "causes": [] }
+        });
+        let _ = output::json(&doc);
+    }
+    ExitClass::Failure.into()
 }
 
 /// Prints a failure: the message with its causes on stderr, and with `--json`

@@ -2,7 +2,7 @@
 
 mod acp_echo;
 mod ask;
-mod completions;
+pub mod completions;
 mod config;
 mod connect;
 mod doctor;

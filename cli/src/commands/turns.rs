@@ -183,6 +183,15 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
         }
         TurnsCommand::Cancel { turn, out } => {
             let t = client.turns_cancel(&turn).map_err(client_error)?;
+            // Cancelling is idempotent for scripts ("make sure it is not
+            // running"): a finished turn exits 0, but a person is told.
+            if t.state.is_terminal() {
+                eprintln!(
+                    "turn {} had already finished ({}): nothing to cancel",
+                    t.id,
+                    t.state.as_str()
+                );
+            }
             print_turn(&t, out.json)?;
         }
         TurnsCommand::Resolve {

@@ -114,7 +114,8 @@ pub struct JournalEvent {
     pub turn_id: Option<String>,
     /// Kind.
     pub kind: EventKind,
-    /// Commit time (ms since epoch).
+    /// Commit time (ms since epoch; RFC 3339 UTC on the wire).
+    #[serde(with = "crate::time::rfc3339")]
     pub at: i64,
     /// The payload, when available.
     pub payload: Option<serde_json::Value>,

@@ -26,6 +26,7 @@ mod records;
 mod scopes;
 mod state;
 mod strict;
+pub mod time;
 
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};

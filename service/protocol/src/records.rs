@@ -2,7 +2,8 @@
 //!
 //! Ids are strings with a kind prefix (`thr_`, `turn_`, `ses_`) and 32 random
 //! hex digits; workspace ids are chosen by the owner. Times are milliseconds
-//! since the Unix epoch, from the store's injected clock.
+//! since the Unix epoch, from the store's injected clock; on the wire they are
+//! RFC 3339 UTC (`crate::time`).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,7 @@ pub struct Workspace {
     /// The canonical absolute path (symlinks resolved).
     pub path: String,
     /// When it was registered.
+    #[serde(with = "crate::time::rfc3339")]
     pub created_at: i64,
 }
 
@@ -101,8 +103,10 @@ pub struct Thread {
     /// Optimistic version, bumped by every configure.
     pub version: u64,
     /// Creation time.
+    #[serde(with = "crate::time::rfc3339")]
     pub created_at: i64,
     /// Last configuration time.
+    #[serde(with = "crate::time::rfc3339")]
     pub updated_at: i64,
 }
 
@@ -131,18 +135,25 @@ pub struct Turn {
     /// Global FIFO position (submission order).
     pub queue_seq: u64,
     /// Submission time.
+    #[serde(with = "crate::time::rfc3339")]
     pub created_at: i64,
     /// Last state change.
+    #[serde(with = "crate::time::rfc3339")]
     pub updated_at: i64,
     /// Claimed by the runner.
+    #[serde(with = "crate::time::rfc3339_opt", default)]
     pub prepared_at: Option<i64>,
     /// The dispatch boundary.
+    #[serde(with = "crate::time::rfc3339_opt", default)]
     pub dispatched_at: Option<i64>,
     /// Agent acknowledged.
+    #[serde(with = "crate::time::rfc3339_opt", default)]
     pub started_at: Option<i64>,
     /// Reached a terminal or fenced state.
+    #[serde(with = "crate::time::rfc3339_opt", default)]
     pub finished_at: Option<i64>,
     /// Resolved by the owner.
+    #[serde(with = "crate::time::rfc3339_opt", default)]
     pub resolved_at: Option<i64>,
     /// `true` while a permission request of this turn waits for an answer
     /// (`permissions.list`). Live state, not stored: the server fills it in.

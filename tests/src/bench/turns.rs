@@ -76,11 +76,7 @@ pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Re
     let prompt = |i: usize| format!("bench prompt {i}: echo me back");
 
     // Threads belong to their application: the CLI opens its own.
-    let created = run_ok(
-        &rig.ctx,
-        &bin,
-        &["threads", "create", "--workspace", "ws0", "--json"],
-    )?;
+    let created = run_ok(&rig.ctx, &bin, &["threads", "create", "ws0", "--json"])?;
     let cli_thread = created.json()["thread"]["id"]
         .as_str()
         .unwrap_or_default()

@@ -20,8 +20,13 @@ fn completions_generate_for_bash() {
     let ctx = TestContext::new();
     let out = ctx.run(["completions", "bash"]);
     out.success();
-    assert!(out.stdout.contains("lapis-ai-controller"));
-    assert!(out.stdout.contains("install"));
+    // The script registers a function that calls the binary back; what it
+    // offers is tested through a real bash in `cli_surface`.
+    assert!(
+        out.stdout
+            .contains("-F _clap_complete_lapis_ai_controller lapis-ai-controller")
+    );
+    assert!(out.stdout.contains("LAPIS_AI_CONTROLLER_COMPLETE"));
 }
 
 #[test]

@@ -15,14 +15,7 @@ use crate::serve_support::Server;
 fn thread(server: &Server, provider: &str) -> String {
     server
         .ctx
-        .run([
-            "threads",
-            "create",
-            "--workspace",
-            "proj",
-            "--provider",
-            provider,
-        ])
+        .run(["threads", "create", "proj", "--provider", provider])
         .success()
         .stdout
         .trim()

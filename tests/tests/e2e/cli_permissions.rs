@@ -23,14 +23,7 @@ fn asker(kinds: &str) -> (Server, String) {
     );
     let thread = server
         .ctx
-        .run([
-            "threads",
-            "create",
-            "--workspace",
-            "proj",
-            "--provider",
-            "asker",
-        ])
+        .run(["threads", "create", "proj", "--provider", "asker"])
         .success()
         .stdout
         .trim()
@@ -187,12 +180,19 @@ fn without_a_terminal_the_exact_respond_command_is_printed_and_an_ambiguous_flag
     // Read the hint: one exact command per option.
     let mut commands = Vec::new();
     let mut line = String::new();
+    let mut seen = String::new();
     while commands.len() < 3 {
         line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "stderr ended early"
-        );
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "stderr ended early: {seen:?}; exit {:?}; stdout {:?}; serve log: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                server.log_text()
+            );
+        }
+        seen.push_str(&line);
         if let Some(rest) = line.trim().strip_prefix("lapis-ai-controller ") {
             commands.push(rest.split("    #").next().unwrap().trim().to_owned());
         }

@@ -10,6 +10,7 @@ mod acp_teardown;
 mod basics;
 mod cli_drive;
 mod cli_permissions;
+mod cli_surface;
 mod client;
 mod home;
 mod install;

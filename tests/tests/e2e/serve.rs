@@ -132,17 +132,10 @@ fn config_workspace_alias_and_runtime_alias_are_refused() {
 fn cli_threads_turns_and_journal() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let thread = ctx.run(["threads", "create", "--workspace", "proj", "--json"]);
+    let thread = ctx.run(["threads", "create", "proj", "--json"]);
     thread.success();
     let thread_id = thread.json()["thread"]["id"].as_str().unwrap().to_owned();
-    let plain = ctx.run([
-        "threads",
-        "create",
-        "--workspace",
-        "proj",
-        "--approval",
-        "allow-all",
-    ]);
+    let plain = ctx.run(["threads", "create", "proj", "--approval", "allow-all"]);
     plain.success();
     assert!(plain.stdout.trim().starts_with("thr_"), "{}", plain.stdout);
     let list = ctx.run(["threads", "list", "--json"]).json();
@@ -197,10 +190,18 @@ fn cli_threads_turns_and_journal() {
     let snapshot = ctx.run(["threads", "show", &thread_id, "--json"]).json();
     assert_eq!(snapshot["thread"]["id"], thread_id.as_str());
 
-    // Resolution without confirmation is refused with its code.
+    // Resolution without confirmation is refused in CLI terms, naming the flag.
     let resolve = ctx.run(["turns", "resolve", &turn_id, "--as", "failed", "--json"]);
     resolve.expect_code(2);
-    assert_eq!(resolve.json()["error"]["code"], "invalid_request");
+    let err = resolve.json();
+    assert_eq!(err["error"]["code"], "usage");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--confirm-stopped"),
+        "{err}"
+    );
 
     let journal = ctx.run(["journal", "tail", &thread_id, "--json"]).json();
     let kinds: Vec<&str> = journal["events"]
@@ -320,7 +321,7 @@ fn managed_mode_wrong_credential_gets_a_failure_frame() {
 fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let thread = ctx.run(["threads", "create", "--workspace", "proj"]);
+    let thread = ctx.run(["threads", "create", "proj"]);
     thread.success();
     let thread_id = thread.stdout.trim().to_owned();
     let out = ctx.run([
@@ -387,7 +388,7 @@ fn submit_wait_and_follow_run_a_turn_through_the_echo_agent() {
 fn journal_tail_follow_prints_new_events() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let first = ctx.run(["threads", "create", "--workspace", "proj"]);
+    let first = ctx.run(["threads", "create", "proj"]);
     first.success();
     let mut cmd = ctx.command(["journal", "tail", "--follow"]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::null());
@@ -397,9 +398,7 @@ fn journal_tail_follow_prints_new_events() {
     out.read_line(&mut line).unwrap();
     assert!(line.contains("thread_created"), "replayed first: {line}");
     // A thread created now arrives through the live subscription.
-    let second = ctx
-        .run(["threads", "create", "--workspace", "proj", "--json"])
-        .json();
+    let second = ctx.run(["threads", "create", "proj", "--json"]).json();
     let id = second["thread"]["id"].as_str().unwrap().to_owned();
     line.clear();
     out.read_line(&mut line).unwrap();

@@ -164,7 +164,10 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
         .ctx
         .run(["turns", "resolve", &turn.id, "--as", "failed", "--json"]);
     out.expect_code(2);
-    assert_eq!(out.json()["error"]["code"], "invalid_request");
+    assert_eq!(out.json()["error"]["code"], "usage");
+    // The service refuses it too, whatever the client.
+    let refused = client.turns_resolve(&turn.id, "failed", false).unwrap_err();
+    assert_eq!(refused.code(), "invalid_request");
     // Another application cannot resolve it.
     let err = sdk(&server, "other")
         .turns_resolve(&turn.id, "failed", true)

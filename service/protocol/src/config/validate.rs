@@ -49,7 +49,7 @@ pub(super) fn valid_name(s: &str, max: usize) -> bool {
 }
 
 fn valid_secret(s: &str) -> bool {
-    s.strip_prefix("lapis_").is_some_and(|hex| {
+    s.strip_prefix(super::TOKEN_PREFIX).is_some_and(|hex| {
         hex.len() == 64
             && hex
                 .bytes()

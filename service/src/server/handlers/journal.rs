@@ -55,7 +55,7 @@ pub async fn journal_replay(
     if let Some(thread) = &p.thread_id {
         owned_thread(ctx, session, thread).await?;
     }
-    let page = ctx
+    let mut page = ctx
         .core
         .store
         .replay(
@@ -65,6 +65,10 @@ pub async fn journal_replay(
         )
         .await
         .map_err(store_err)?;
+    let by_thread = p.thread_id.is_some();
+    super::fit::page(&mut page, ctx.limits.max_frame_bytes, |e| {
+        if by_thread { e.thread_seq } else { e.seq }
+    });
     serde_json::to_value(page).map_err(super::internal)
 }
 

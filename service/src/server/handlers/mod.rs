@@ -6,6 +6,7 @@
 //! handler that names a thread or a turn goes through [`owned_thread`] or
 //! [`owned_turn`] before touching it.
 
+mod fit;
 mod journal;
 mod permissions;
 mod status;
@@ -47,6 +48,12 @@ pub fn store_err(e: StoreError) -> RpcError {
     }
     match ErrorCode::parse(e.code()) {
         Some(ErrorCode::Internal) | None => internal(e),
+        // The code already says "conflict"; the message is the reason alone,
+        // so clients do not print "conflict: … [conflict]".
+        Some(code @ ErrorCode::Conflict) => match e {
+            StoreError::Conflict { reason } => RpcError::new(code, reason),
+            other => RpcError::new(code, other.to_string()),
+        },
         Some(code) => RpcError::new(code, e.to_string()),
     }
 }

@@ -37,7 +37,7 @@ fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
     } else {
         Err(RpcError::new(
             ErrorCode::NotFound,
-            "no such provider in the configuration",
+            format!("no such provider `{name}` in the configuration"),
         ))
     }
 }
@@ -107,6 +107,7 @@ pub async fn threads_get(
         .await
         .map_err(store_err)?;
     super::permissions::mark_snapshot(ctx, &mut snapshot);
+    super::fit::snapshot(&mut snapshot, ctx.limits.max_frame_bytes);
     serde_json::to_value(snapshot).map_err(super::internal)
 }
 
