@@ -206,6 +206,16 @@ async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
         conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
             .unwrap();
     }
+    // The first open chains the raw rows (the migration rewrites every row
+    // into the WAL); checkpoint it so the timed opens read a settled file,
+    // as a file written by the controller itself would be.
+    Store::open(StoreOptions::new(dir.path().join("home")))
+        .unwrap()
+        .close()
+        .await;
+    raw_conn(&dir.path().join("home"))
+        .pragma_update(None, "wal_checkpoint", "TRUNCATE")
+        .unwrap();
     let mut times = vec![];
     let mut cpu = vec![];
     for _ in 0..runs {

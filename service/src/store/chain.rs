@@ -9,21 +9,21 @@
 //! 3. the fields, in this order: `seq` (i64, 8 bytes big-endian),
 //!    `thread_id` (text), `thread_seq` (i64), `turn_id` (optional text),
 //!    `kind` (text), `at` (i64), `has_payload` (one byte, 0 or 1), the
-//!    payload digest (optional, 32 bytes). A text is its length as u64
+//!    stored payload (optional text). A text is its length as u64
 //!    big-endian then its UTF-8 bytes; an absent optional field is
 //!    `u64::MAX` big-endian and nothing else.
 //!
-//! The payload digest is the SHA-256 of the payload text exactly as stored
-//! (the JSON after redaction), present when the payload was written to disk
-//! and absent when none was (no payload, or a metadata-only thread's content,
-//! which lives in memory only). It is not stored: verification recomputes it
-//! from the row, so an edited payload, and a payload removed from a row that
-//! had one, both break the chain at that row. Nothing in the controller
-//! drops a stored payload; a future purge would have to keep the digest.
+//! The stored payload is the payload text exactly as written to disk (the
+//! JSON after redaction), absent when none was (no payload, or a
+//! metadata-only thread's content, which lives in memory only). The hash
+//! covers it directly, so an edited payload, and a payload removed from a
+//! row that had one, both break the chain at that row. Nothing in the
+//! controller drops a stored payload; a future purge would have to keep a
+//! digest in its place (and this encoding would grow one).
 //!
 //! # Cost
-//! Writing an event costs two SHA-256 computations (the payload's, the
-//! link's) and 32 bytes of row; no allocation. Verification is one pass in
+//! Writing an event costs one SHA-256 over the link (the payload included)
+//! and 32 bytes of row; no allocation. Verification is one pass in
 //! `seq` order with borrowed column values and no per-row allocation, folded
 //! into startup validation's own scan of the events table
 //! (`super::validate`) so the table is read once.
@@ -90,13 +90,7 @@ pub fn link_hash(prev: &Hash, link: &Link<'_>) -> Hash {
     text(&mut h, Some(link.kind));
     h.update(link.at.to_be_bytes());
     h.update([u8::from(link.has_payload)]);
-    match link.stored_payload {
-        Some(p) => {
-            h.update(32u64.to_be_bytes());
-            h.update(Sha256::digest(p));
-        }
-        None => h.update(u64::MAX.to_be_bytes()),
-    }
+    text(&mut h, link.stored_payload);
     h.finalize().into()
 }
 
