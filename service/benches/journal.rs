@@ -55,6 +55,7 @@ async fn setup(root: &Path) -> (Store, String, String) {
         thread_id: th.id.clone(),
         prompt: "p".into(),
         continues: None,
+        max_turn_seconds: None,
     };
     let turn = store.submit_turn(&actor, input).await.unwrap().value;
     store.try_claim().await.unwrap().unwrap();

@@ -47,10 +47,11 @@ fn populated(chunks: usize) -> Populated {
             thread_id: th.id.clone(),
             prompt: "p".into(),
             continues: None,
+            max_turn_seconds: None,
         };
         let t = s.submit_turn(&actor, sub).await.unwrap().value;
         s.try_claim().await.unwrap().unwrap();
-        s.mark_dispatched(&t.id).await.unwrap();
+        s.mark_dispatched(&t.id, binding()).await.unwrap();
         let mut last = None;
         for i in 0..chunks {
             last = Some(s.append_activity(
@@ -137,6 +138,11 @@ fn hand_edited_rows_fail_closed_naming_table_and_row_only() {
         ("UPDATE turns SET state = 'queued'".into(), "turns", None),
         ("UPDATE turns SET dispatched_at = NULL".into(), "turns", None),
         ("UPDATE threads SET approval = 'SECRET'".into(), "threads", None),
+        ("UPDATE threads SET agent_fingerprint = 'SECRET'".into(), "threads", None),
+        ("UPDATE threads SET agent_thread_version = 99".into(), "threads", None),
+        ("UPDATE threads SET agent_session_id = NULL".into(), "threads", None),
+        ("UPDATE turns SET agent_session_id = 'SECRET' || char(10)".into(), "turns", None),
+        ("UPDATE turns SET max_turn_seconds = 0".into(), "turns", None),
         ("UPDATE events SET payload = '{SECRET not json' WHERE thread_seq = 5".into(), "events", Some("5".into())),
         ("UPDATE events SET kind = 'SECRET' WHERE seq = 3".into(), "events", Some("3".into())),
         ("UPDATE events SET payload = '[1]' WHERE seq = 2".into(), "events", Some("2".into())),
@@ -176,5 +182,14 @@ fn hand_edited_rows_fail_closed_naming_table_and_row_only() {
             other => panic!("{other:?}"),
         }
         assert!(!err.to_string().contains("SECRET"), "content leaked: {err}");
+    }
+}
+
+/// A session binding as the engine passes it at the dispatch boundary.
+fn binding() -> lapis_service::domain::SessionBinding {
+    lapis_service::domain::SessionBinding {
+        session_id: "sess-1".into(),
+        fingerprint: "0".repeat(64),
+        thread_version: 1,
     }
 }

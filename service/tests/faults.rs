@@ -101,6 +101,7 @@ async fn child(mode: &str, root: PathBuf) {
             thread_id: th.clone(),
             prompt: "p".into(),
             continues: None,
+            max_turn_seconds: None,
         };
         let turn = store.submit_turn(&actor(), input).await.unwrap().value;
         ack("accepted", &turn.id);
@@ -112,7 +113,7 @@ async fn child(mode: &str, root: PathBuf) {
         };
         let id = claim.turn.id.clone();
         ack("claimed", &id);
-        store.mark_dispatched(&id).await.unwrap();
+        store.mark_dispatched(&id, binding()).await.unwrap();
         ack("dispatched", &id);
         if n.is_multiple_of(3) {
             deferred = Some(id);
@@ -182,11 +183,12 @@ async fn cancel_and_resolve(store: &Store, threads: &[String], pid: u32) -> ! {
             thread_id: threads[(n % 4) as usize].clone(),
             prompt: "p".into(),
             continues: None,
+            max_turn_seconds: None,
         };
         store.submit_turn(&actor(), input).await.unwrap();
         let claim = store.try_claim().await.unwrap().expect("a free workspace");
         let id = claim.turn.id;
-        store.mark_dispatched(&id).await.unwrap();
+        store.mark_dispatched(&id, binding()).await.unwrap();
         ack("c_dispatched", &id);
         store.request_cancel(&actor(), &id).await.unwrap();
         ack("cancel_requested", &id);
@@ -529,4 +531,13 @@ fn a_live_holder_is_named_by_pid_and_its_death_frees_the_lock() {
     child.kill().unwrap();
     child.wait().unwrap();
     Store::open(StoreOptions::new(dir.path().join("home"))).expect("lock freed by the kernel");
+}
+
+/// A session binding as the engine passes it at the dispatch boundary.
+fn binding() -> lapis_service::domain::SessionBinding {
+    lapis_service::domain::SessionBinding {
+        session_id: "sess-1".into(),
+        fingerprint: "0".repeat(64),
+        thread_version: 1,
+    }
 }

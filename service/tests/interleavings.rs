@@ -107,6 +107,7 @@ async fn run(ops: Vec<Op>) {
                     thread_id: threads[ws].clone(),
                     prompt: "p".into(),
                     continues: None,
+                    max_turn_seconds: None,
                 };
                 match store.submit_turn(&actor(), input).await {
                     Ok(r) => {
@@ -127,7 +128,7 @@ async fn run(ops: Vec<Op>) {
             Op::Dispatch(i) => {
                 if let Some(id) = pick(&in_state(|s| s == TurnState::Preparing), i) {
                     let cancel = store.get_turn(&id).await.unwrap().cancel_requested;
-                    match store.mark_dispatched(&id).await {
+                    match store.mark_dispatched(&id, binding()).await {
                         Ok(t) => {
                             assert!(!cancel);
                             assert_eq!(t.state, TurnState::Dispatched);
@@ -278,5 +279,14 @@ proptest! {
     fn interleavings_never_dispatch_twice_and_never_lose_a_turn(ops in prop::collection::vec(op(), 1..40)) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(run(ops));
+    }
+}
+
+/// A session binding as the engine passes it at the dispatch boundary.
+fn binding() -> lapis_service::domain::SessionBinding {
+    lapis_service::domain::SessionBinding {
+        session_id: "sess-1".into(),
+        fingerprint: "0".repeat(64),
+        thread_version: 1,
     }
 }

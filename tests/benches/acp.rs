@@ -80,7 +80,7 @@ fn floor_turn(bin: &std::path::Path, cwd: &std::path::Path) {
 struct Counting(std::sync::atomic::AtomicU64);
 
 impl TurnHooks for Counting {
-    async fn before_dispatch(&self) -> Result<(), HookError> {
+    async fn before_dispatch(&self, _session_id: &str) -> Result<(), HookError> {
         Ok(())
     }
     async fn event(&self, _e: ActivityEvent) -> Result<(), HookError> {
@@ -102,6 +102,8 @@ fn request(spec: ProviderSpec, cwd: &std::path::Path) -> TurnRequest {
         limits: RunnerLimits::default(),
         lookup: CommandLookup::default(),
         registry: None,
+        resume: None,
+        keep_alive: false,
     }
 }
 
@@ -174,6 +176,7 @@ async fn engine_batch(rig: &Rig, per_ws: usize, tag: &str) -> Duration {
                 thread_id: thread.clone(),
                 prompt: PROMPT.into(),
                 continues: None,
+                max_turn_seconds: None,
             };
             let turn = rig.store.submit_turn(&actor, input).await.unwrap().value.id;
             if i + 1 == per_ws {

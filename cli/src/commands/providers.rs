@@ -158,6 +158,8 @@ fn definition(args: &ProvidersAddArgs) -> Result<ProviderConfig, CliError> {
             env: Default::default(),
             env_allowlist: Vec::new(),
             vcs_identity: None,
+            idle_seconds: None,
+            max_turn_seconds: None,
         },
         (None, None) => {
             return Err(CliError::failure(

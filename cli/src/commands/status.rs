@@ -240,6 +240,12 @@ fn plain(r: &StatusReport) -> String {
         s.live_agents,
         if s.live_agents == 1 { "" } else { "s" },
     );
+    if let Some(a) = &s.agents {
+        text.push_str(&format!(
+            "\nlimits    {}/{} turns running, {}/{} agents live ({} idle)",
+            a.running_turns, a.max_running_turns, a.live, a.max_live, a.idle
+        ));
+    }
     for t in &s.running_turns {
         text.push_str(&format!(
             "\nrunning   {}: turn {} (thread {}), {} since {}",

@@ -98,6 +98,10 @@ pub struct TurnsSubmit {
     /// A turn of the same thread this one continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continues: Option<String>,
+    /// Deadline for this turn in seconds (1-604800), overriding the
+    /// provider's `maxTurnSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
 }
 
 impl std::fmt::Debug for TurnsSubmit {
@@ -257,6 +261,26 @@ pub struct StatusResult {
     /// The last configuration reload since start, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadResult>,
+    /// The engine's live agents and running turns with their limits
+    /// (absent when the server runs no engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<EngineCounters>,
+}
+
+/// The engine's counters and limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineCounters {
+    /// Agent processes the engine keeps alive (running a turn or idle).
+    pub live: usize,
+    /// Of those, idle (kept for their thread's next turn).
+    pub idle: usize,
+    /// `server.maxLiveAgents`.
+    pub max_live: usize,
+    /// Turns running now.
+    pub running_turns: usize,
+    /// `server.maxRunningTurns`.
+    pub max_running_turns: usize,
 }
 
 /// A turn as `status` shows it: which, where, in what state since when.

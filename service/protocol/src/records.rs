@@ -108,6 +108,24 @@ pub struct Thread {
     /// Last configuration time.
     #[serde(with = "crate::time::rfc3339")]
     pub updated_at: i64,
+    /// The native agent session the thread is bound to, once a turn was
+    /// dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_session: Option<SessionBinding>,
+}
+
+/// A thread's native agent session and what it was made under: a turn whose
+/// provider definition (fingerprint) or thread version differs replaces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionBinding {
+    /// The agent's own session id (from `session/new`), 1-512 bytes.
+    pub session_id: String,
+    /// Lowercase hex SHA-256 of the provider definition's identity
+    /// (command, args, environment names, `vcsIdentity`).
+    pub fingerprint: String,
+    /// The thread's configuration version when the session was bound.
+    pub thread_version: u64,
 }
 
 /// One turn: a prompt run once by the thread's provider.
@@ -155,6 +173,12 @@ pub struct Turn {
     /// Resolved by the owner.
     #[serde(with = "crate::time::rfc3339_opt", default)]
     pub resolved_at: Option<i64>,
+    /// The native agent session the prompt was sent to (set at dispatch).
+    #[serde(default)]
+    pub agent_session_id: Option<String>,
+    /// Per-turn deadline override (seconds), if the submitter set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
     /// `true` while a permission request of this turn waits for an answer
     /// (`permissions.list`). Live state, not stored: the server fills it in.
     #[serde(default)]

@@ -1,10 +1,12 @@
 //! Providers: external coding agents driven over the Agent Client Protocol
 //! (ACP v1, JSON-RPC 2.0 over the agent's stdio, one object per line).
 //!
-//! The runner knows nothing of storage: [`run_turn`] launches the agent for
-//! one prompt and reports through [`TurnHooks`] — the dispatch boundary,
-//! every event in order, and permission requests — then returns a
-//! [`TurnOutcome`].
+//! The runner knows nothing of storage: [`run_turn_on`] runs one prompt on a
+//! [`LiveAgent`] (or a new agent, resuming the thread's session) and reports
+//! through [`TurnHooks`] — the dispatch boundary, every event in order, and
+//! permission requests — then returns a [`TurnOutcome`] and the agent, to
+//! keep for the thread's next turn or to tear down. [`run_turn`] is the
+//! one-shot form (fresh agent, torn down before it returns).
 //!
 //! Why no official crate: the schema crate ships protocol v1 and an unstable
 //! v2 side by side under fast-moving major versions and pulls `schemars`,
@@ -15,29 +17,38 @@
 //! The v1 surface used here is small and tolerant: unknown fields are
 //! ignored and unknown updates are kept verbatim as observations.
 
+mod agent;
 pub mod echo;
 mod events;
+mod fingerprint;
 mod lines;
 mod probe;
 mod process;
 mod registry;
 mod runner;
 mod session;
+mod setup;
 mod smoke;
 mod turn;
 
+pub use agent::{LiveAgent, Stale};
 pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
     PermissionOption, UpdateMapper,
 };
+pub use fingerprint::fingerprint;
 pub use lapis_protocol::config::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, VcsIdentity,
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+    VcsIdentity,
 };
 pub use lines::{BoundedLines, LineError};
 pub use probe::{ProbeError, ProbeReport, ProbeRequest, SessionProbe, probe};
-pub use process::{LaunchError, StderrLimits, TeardownLimits};
+pub use process::{LaunchError, StderrLimits, Stopped, TeardownLimits};
 pub use registry::{AgentRecord, AgentRegistry, start_time};
-pub use runner::{TurnOutcome, run_turn};
+pub use runner::{
+    AfterTurn, SessionOrigin, Teardown, TurnOutcome, TurnRun, run_turn, run_turn_detached,
+    run_turn_on,
+};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
 pub use turn::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelHandle, CancelSignal, HookError, PermissionRequest,

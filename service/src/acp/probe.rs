@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::events::{ActivityEvent, PermissionAnswer};
 use super::process::{AgentProcess, LaunchError};
-use super::session::{CallError, Session};
+use super::session::{CallError, Conn, Session};
 use super::turn::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, HookError, PermissionRequest, RunnerLimits, TurnHooks,
     TurnRequest, cancel_channel, initialize_params,
@@ -118,7 +118,7 @@ impl ProbeError {
 struct ProbeHooks;
 
 impl TurnHooks for ProbeHooks {
-    async fn before_dispatch(&self) -> Result<(), HookError> {
+    async fn before_dispatch(&self, _session_id: &str) -> Result<(), HookError> {
         Err(HookError("a check never dispatches a prompt".into()))
     }
 
@@ -155,9 +155,11 @@ pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeError> {
         limits,
         lookup: request.lookup.clone(),
         registry: None,
+        resume: None,
+        keep_alive: false,
     };
     let (_cancel, signal) = cancel_channel();
-    let mut session = Session::start(pipes, Arc::new(ProbeHooks), signal, &turn);
+    let mut session = Session::start(Conn::open(pipes), Arc::new(ProbeHooks), signal, &turn);
     let result = exchange(&mut session, &request, command).await;
     session.finish(process, limits.teardown).await;
     result

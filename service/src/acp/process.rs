@@ -159,59 +159,137 @@ impl AgentProcess {
         ))
     }
 
+    /// Whether the group leader has exited (it is reaped if so).
+    pub(super) fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Ends the agent and everything in its group. The caller has already
     /// dropped stdin (that is the polite request to exit); this waits
     /// `exit_grace` for the leader, then TERMs the group, waits `term_grace`,
     /// KILLs it, and reaps the leader. Grandchildren are signalled even when
     /// the leader exited on its own.
-    pub async fn shutdown(mut self, limits: TeardownLimits) {
-        let exited = tokio::time::timeout(limits.exit_grace, self.child.wait())
+    ///
+    /// The leader is reaped *while* the group is watched: an exited but
+    /// unreaped leader is a zombie that keeps its group "alive", which once
+    /// made every lingering agent cost the full TERM grace and be reported
+    /// as having ignored SIGTERM. What is logged (and returned) is what the
+    /// leader's wait status says happened.
+    pub async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
+        let mut status = tokio::time::timeout(limits.exit_grace, self.child.wait())
             .await
             .ok()
             .and_then(Result::ok);
+        let mut escalated = Escalation::None;
         // The group id cannot be reused while any member lives, so signalling
         // it after the leader was reaped reaches only its own descendants.
         if group_alive(self.pgid) {
             let _ = killpg(self.pgid, Signal::SIGTERM);
-            if !wait_group_gone(self.pgid, limits.term_grace).await {
-                tracing::warn!(provider = %self.provider, pgid = self.pgid.as_raw(), "agent group ignored SIGTERM; killing");
+            escalated = Escalation::Term;
+            if !self.reap_until_gone(&mut status, limits.term_grace).await {
+                tracing::warn!(provider = %self.provider, pgid = self.pgid.as_raw(), "agent group outlived SIGTERM; killing");
                 let _ = killpg(self.pgid, Signal::SIGKILL);
+                escalated = Escalation::Kill;
             }
         }
-        let status = match exited {
-            Some(status) => Some(status),
-            None => self.child.wait().await.ok(),
-        };
+        if status.is_none() {
+            status = self.child.wait().await.ok();
+        }
         // Zombies of orphaned grandchildren are reaped by init; wait briefly
         // so callers observe an empty group.
-        if !wait_group_gone(self.pgid, Duration::from_secs(2)).await {
+        if !self
+            .reap_until_gone(&mut status, Duration::from_secs(2))
+            .await
+        {
             let _ = killpg(self.pgid, Signal::SIGKILL);
             tracing::warn!(provider = %self.provider, pgid = self.pgid.as_raw(), "agent group still has members after SIGKILL");
         }
         self.shut_down = true;
-        tracing::info!(provider = %self.provider, status = ?status, "agent stopped");
+        let stopped = Stopped::from_status(status, escalated);
+        tracing::info!(provider = %self.provider, pid = self.pgid.as_raw(), how = stopped.as_str(), status = ?status, "agent stopped");
+        stopped
+    }
+
+    /// Polls until the group is empty or `limit` passes, reaping the leader
+    /// as soon as it exits; true when empty.
+    async fn reap_until_gone(
+        &mut self,
+        status: &mut Option<std::process::ExitStatus>,
+        limit: Duration,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut step = Duration::from_millis(1);
+        loop {
+            if status.is_none()
+                && let Ok(Some(s)) = self.child.try_wait()
+            {
+                *status = Some(s);
+            }
+            if !group_alive(self.pgid) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(step).await;
+            step = (step * 2).min(Duration::from_millis(25));
+        }
+    }
+}
+
+/// Which signals teardown had to send to the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escalation {
+    None,
+    Term,
+    Kill,
+}
+
+/// What ended the agent, as its wait status tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// It exited by itself after stdin closed (any exit code).
+    Exited,
+    /// It died of the SIGTERM teardown sent.
+    Terminated,
+    /// The group needed SIGKILL (or the agent died of another signal).
+    Killed,
+    /// Its status could not be read.
+    Unknown,
+}
+
+impl Stopped {
+    fn from_status(status: Option<std::process::ExitStatus>, escalated: Escalation) -> Stopped {
+        use std::os::unix::process::ExitStatusExt;
+        let Some(status) = status else {
+            return Stopped::Unknown;
+        };
+        if escalated == Escalation::Kill {
+            return Stopped::Killed;
+        }
+        match status.signal() {
+            None => Stopped::Exited,
+            Some(sig) if sig == Signal::SIGTERM as i32 && escalated != Escalation::None => {
+                Stopped::Terminated
+            }
+            Some(_) => Stopped::Killed,
+        }
+    }
+
+    /// Stable name for the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stopped::Exited => "exited",
+            Stopped::Terminated => "sigterm",
+            Stopped::Killed => "sigkill",
+            Stopped::Unknown => "unknown",
+        }
     }
 }
 
 /// Whether any process (zombies included) is in the group.
 fn group_alive(pgid: Pid) -> bool {
     !matches!(killpg(pgid, None), Err(Errno::ESRCH))
-}
-
-/// Polls until the group is empty or `limit` passes; true when empty.
-async fn wait_group_gone(pgid: Pid, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut step = Duration::from_millis(1);
-    loop {
-        if !group_alive(pgid) {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(step).await;
-        step = (step * 2).min(Duration::from_millis(25));
-    }
 }
 
 /// Copies the agent's stderr into the log, line by line, within the limits,

@@ -1,9 +1,13 @@
-//! The turn runner: one prompt through one freshly started agent, with the
-//! storage behind a [`TurnHooks`] implementation.
+//! The turn runner: one prompt through the thread's live agent or a freshly
+//! started one, with the storage behind a [`TurnHooks`] implementation.
 //!
-//! The order of a turn is fixed: spawn → `initialize` → `session/new` →
-//! [`TurnHooks::before_dispatch`] (the durable dispatch boundary) →
-//! `session/prompt` → updates until the prompt's response → teardown.
+//! The order of a turn is fixed: on a fresh agent spawn → `initialize` →
+//! `session/load` of the stored session or `session/new` (see `setup`); on
+//! a live agent its open session is used as is; then
+//! [`TurnHooks::before_dispatch`] (the durable dispatch boundary, which also
+//! binds the session) → `session/prompt` → updates until the prompt's
+//! response. The outcome is returned at once; keeping or tearing down the
+//! agent ([`AfterTurn`]) is the caller's, after the outcome is durable.
 //! Everything that goes wrong before the boundary is a plain `failed`; after
 //! it, an outcome the agent did not report is `submission_unknown` (or
 //! `interrupted` when a cancel was pending). The runner never re-sends a
@@ -11,12 +15,12 @@
 
 use std::sync::Arc;
 
+use super::agent::LiveAgent;
 use super::events::ActivityEvent;
-use super::process::AgentProcess;
-use super::session::{CallError, Session};
-use super::turn::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelSignal, TurnHooks, TurnRequest, initialize_params,
-};
+use super::process::{AgentProcess, Stopped, TeardownLimits};
+use super::session::{CallError, Conn, Session};
+use super::setup::establish;
+use super::turn::{CancelSignal, TurnHooks, TurnRequest};
 
 /// How a turn ended. `dispatched` says whether the boundary was passed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,76 +97,205 @@ pub async fn run_turn<H: TurnHooks>(
     hooks: Arc<H>,
     cancel: CancelSignal,
 ) -> TurnOutcome {
-    let limits = request.limits;
-    let spawned = AgentProcess::spawn(
-        &request.spec,
-        &request.workspace,
-        &request.lookup,
-        limits.max_line_bytes,
-        limits.stderr,
-        request.registry.as_ref(),
-    );
-    let (process, pipes) = match spawned {
-        Ok(p) => p,
-        Err(err) => {
-            tracing::warn!(provider = %request.spec.name, error = %err, "agent launch failed");
-            return TurnOutcome::Failed {
-                code: err.code(),
-                dispatched: false,
-            };
-        }
-    };
-    let mut session = Session::start(pipes, hooks, cancel, &request);
-    let outcome = drive(&mut session, &request).await;
-    session.finish(process, limits.teardown).await;
-    tracing::info!(provider = %request.spec.name, state = outcome.state(), code = ?outcome.code(), "turn finished");
+    let (outcome, teardown) = run_turn_detached(request, hooks, cancel).await;
+    if let Some(teardown) = teardown {
+        teardown.run().await;
+    }
     outcome
 }
 
-async fn drive<H: TurnHooks>(s: &mut Session<H>, request: &TurnRequest) -> TurnOutcome {
-    let setup = request.limits.setup_timeout;
-    let failed = |code| TurnOutcome::Failed {
-        code,
-        dispatched: false,
+/// Runs one turn on a fresh agent to its outcome and hands back the agent's
+/// teardown instead of running it, so the caller can make the outcome
+/// durable first and keep the teardown off the turn's critical path.
+pub async fn run_turn_detached<H: TurnHooks>(
+    mut request: TurnRequest,
+    hooks: Arc<H>,
+    cancel: CancelSignal,
+) -> (TurnOutcome, Option<Teardown<H>>) {
+    request.keep_alive = false;
+    let run = run_turn_on(request, None, hooks, cancel).await;
+    let teardown = match run.after {
+        AfterTurn::Teardown(t) => Some(*t),
+        AfterTurn::Keep(_) | AfterTurn::Gone => None,
     };
-    let setup_failure = |err: CallError, rpc_code: &'static str, timeout: &'static str| match err {
-        CallError::Rpc { code, .. } if code == AUTH_REQUIRED => failed("auth_required"),
-        CallError::Rpc { .. } => failed(rpc_code),
-        CallError::Closed(code) => failed(code),
-        CallError::Timeout => failed(timeout),
-        CallError::Cancelled => TurnOutcome::Cancelled { dispatched: false },
-        CallError::Hook => failed("journal_failed"),
-        CallError::Interrupted => failed("cancelled"),
+    (run.outcome, teardown)
+}
+
+/// How a turn's session came to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionOrigin {
+    /// No session was established (the turn failed or was cancelled first).
+    None,
+    /// `session/new` on a thread without a session to resume.
+    New,
+    /// The live agent's session was used again.
+    Reused,
+    /// `session/load` restored the stored session.
+    Loaded,
+    /// The stored session could not be resumed; a new one was started and
+    /// a `context_reset` observation journaled.
+    Reset,
+}
+
+/// What is left of the agent after a turn.
+#[derive(Debug)]
+pub enum AfterTurn<H> {
+    /// Intact and reusable: the caller may keep it for the thread's next turn.
+    Keep(Box<LiveAgent>),
+    /// Must be torn down (by the caller, after the outcome is durable).
+    Teardown(Box<Teardown<H>>),
+    /// No agent was started.
+    Gone,
+}
+
+/// A turn's result: its outcome, the agent, and how its session began.
+#[derive(Debug)]
+pub struct TurnRun<H> {
+    /// How the turn ended.
+    pub outcome: TurnOutcome,
+    /// The agent, to keep or to tear down.
+    pub after: AfterTurn<H>,
+    /// How the session was obtained.
+    pub origin: SessionOrigin,
+}
+
+/// Runs one turn on `agent` (a live agent of the thread, whose session is
+/// reused) or on a freshly started agent (resuming `request.resume` when
+/// the agent can load sessions). The agent comes back reusable only when
+/// `request.keep_alive` is set, the agent reported the outcome, and the
+/// connection is intact: never after `submission_unknown` or `interrupted`.
+pub async fn run_turn_on<H: TurnHooks>(
+    request: TurnRequest,
+    agent: Option<LiveAgent>,
+    hooks: Arc<H>,
+    cancel: CancelSignal,
+) -> TurnRun<H> {
+    let limits = request.limits;
+    let (process, conn, known) = match agent {
+        Some(a) => (a.process, a.conn, Some((a.session_id, a.load_session))),
+        None => {
+            let spawned = AgentProcess::spawn(
+                &request.spec,
+                &request.workspace,
+                &request.lookup,
+                limits.max_line_bytes,
+                limits.stderr,
+                request.registry.as_ref(),
+            );
+            match spawned {
+                Ok((process, pipes)) => (process, Conn::open(pipes), None),
+                Err(err) => {
+                    tracing::warn!(provider = %request.spec.name, error = %err, "agent launch failed");
+                    let outcome = TurnOutcome::Failed {
+                        code: err.code(),
+                        dispatched: false,
+                    };
+                    return TurnRun {
+                        outcome,
+                        after: AfterTurn::Gone,
+                        origin: SessionOrigin::None,
+                    };
+                }
+            }
+        }
     };
-    let init = match s.call("initialize", initialize_params(), Some(setup)).await {
-        Ok(v) => v,
-        Err(e) => return setup_failure(e, "initialize_failed", "initialize_timeout"),
+    let mut session = Session::start(conn, hooks, cancel, &request);
+    let mut setup = Setup {
+        session_id: None,
+        load_session: false,
+        origin: SessionOrigin::None,
     };
-    if init.get("protocolVersion").and_then(|v| v.as_u64()) != Some(ACP_PROTOCOL_VERSION) {
-        return failed("protocol_version_unsupported");
+    if let Some((id, load)) = known {
+        setup = Setup {
+            session_id: Some(id),
+            load_session: load,
+            origin: SessionOrigin::Reused,
+        };
     }
-    let new = serde_json::json!({"cwd": request.workspace, "mcpServers": []});
-    let session_id = match s.call("session/new", new, Some(setup)).await {
-        Ok(v) => match v.get("sessionId").and_then(|v| v.as_str()) {
-            Some(id) => id.to_string(),
-            None => return failed("session_new_failed"),
+    let outcome = drive(&mut session, &request, &mut setup).await;
+    tracing::info!(provider = %request.spec.name, state = outcome.state(), code = ?outcome.code(), "turn finished");
+    let keep = request.keep_alive
+        && session.reusable()
+        && matches!(
+            outcome,
+            TurnOutcome::Completed { .. }
+                | TurnOutcome::Cancelled { dispatched: true }
+                | TurnOutcome::Failed {
+                    code: "agent_error",
+                    ..
+                }
+        );
+    let after = match (keep, setup.session_id) {
+        (true, Some(session_id)) => AfterTurn::Keep(Box::new(LiveAgent {
+            process,
+            conn: session.into_conn().await,
+            session_id,
+            load_session: setup.load_session,
+            provider: request.spec.name.clone(),
+        })),
+        _ => AfterTurn::Teardown(Box::new(Teardown {
+            session,
+            process,
+            limits: limits.teardown,
+        })),
+    };
+    TurnRun {
+        outcome,
+        after,
+        origin: setup.origin,
+    }
+}
+
+/// The rest of a turn after its outcome: answer what is pending, journal
+/// late output, and end the agent's process group.
+#[derive(Debug)]
+pub struct Teardown<H> {
+    /// The connection (stdin is closed by the teardown).
+    session: Session<H>,
+    /// The agent.
+    process: AgentProcess,
+    /// Teardown waits.
+    limits: TeardownLimits,
+}
+
+impl<H: TurnHooks> Teardown<H> {
+    /// Runs the teardown to its end; returns what ended the agent.
+    pub async fn run(self) -> Stopped {
+        self.session.finish(self.process, self.limits).await
+    }
+}
+
+/// What session setup established.
+pub(super) struct Setup {
+    /// The session the prompt goes to.
+    pub(super) session_id: Option<String>,
+    /// The agent advertised `loadSession`.
+    pub(super) load_session: bool,
+    /// How the session came to be.
+    pub(super) origin: SessionOrigin,
+}
+
+async fn drive<H: TurnHooks>(
+    s: &mut Session<H>,
+    request: &TurnRequest,
+    setup: &mut Setup,
+) -> TurnOutcome {
+    let session_id = match setup.session_id.clone() {
+        Some(id) => id,
+        None => match establish(s, request, setup).await {
+            Ok(id) => id,
+            Err(outcome) => return outcome,
         },
-        Err(e) => return setup_failure(e, "session_new_failed", "session_new_timeout"),
     };
-    if s.emit(ActivityEvent::SessionStarted {
-        session_id: session_id.clone(),
-    })
-    .await
-    .is_err()
-    {
-        return failed("journal_failed");
-    }
     if s.cancel_requested() {
         return TurnOutcome::Cancelled { dispatched: false };
     }
-    if let Err(err) = s.hooks().before_dispatch().await {
+    if let Err(err) = s.hooks().before_dispatch(&session_id).await {
         tracing::warn!(provider = %request.spec.name, error = %err, "dispatch boundary not persisted; prompt not sent");
-        return failed("boundary_not_persisted");
+        return TurnOutcome::Failed {
+            code: "boundary_not_persisted",
+            dispatched: false,
+        };
     }
     s.mark_dispatched(session_id.clone());
     let prompt = serde_json::json!({

@@ -1,9 +1,12 @@
-//! One ACP connection during a turn: JSON-RPC framing over the agent's stdio,
+//! One ACP connection ([`Conn`], which lives as long as the agent process)
+//! and one turn on it ([`Session`]): JSON-RPC framing over the agent's stdio,
 //! the permission broker, and cancellation.
 //!
 //! Agent output is read by one task, in order, into a bounded channel, so an
 //! update that precedes the prompt's response is always handled before it
 //! (no lost tail) and a flood of output applies backpressure to the agent.
+//! Between turns the channel simply fills; what an idle agent said is
+//! drained when the agent is next used or retired.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +21,7 @@ use tokio::time::Instant;
 
 use super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption, UpdateMapper};
 use super::lines::{BoundedLines, LineError};
-use super::process::{AgentPipes, AgentProcess, TeardownLimits};
+use super::process::{AgentPipes, AgentProcess, Stopped, TeardownLimits};
 use super::turn::{CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
 use lapis_protocol::ApprovalPolicy;
 
@@ -26,7 +29,7 @@ mod permissions;
 
 /// What the reader task forwards.
 #[derive(Debug)]
-enum Inbound {
+pub(super) enum Inbound {
     /// One JSON object from the agent.
     Message(Value),
     /// Stdout closed.
@@ -63,20 +66,62 @@ struct Pending {
     task: AbortHandle,
 }
 
+/// The agent's side of the connection; outlives turns.
+#[derive(Debug)]
+pub(super) struct Conn {
+    /// Closed (dropped) at teardown to ask the agent to exit.
+    pub(super) stdin: Option<ChildStdin>,
+    /// Messages from the reader task, in arrival order.
+    pub(super) inbox: mpsc::Receiver<Inbound>,
+    /// The reader task.
+    pub(super) reader: AbortHandle,
+    /// Next JSON-RPC id for our requests (unique over the connection).
+    next_id: u64,
+    /// The stream ended or broke, or a write failed: never reused.
+    pub(super) broken: bool,
+}
+
+impl Conn {
+    /// Starts reading the agent's stdout.
+    pub(super) fn open(pipes: AgentPipes) -> Conn {
+        let (tx, inbox) = mpsc::channel(256);
+        let reader = tokio::spawn(read_loop(pipes.stdout, tx)).abort_handle();
+        Conn {
+            stdin: Some(pipes.stdin),
+            inbox,
+            reader,
+            next_id: 0,
+            broken: false,
+        }
+    }
+
+    /// Writes one message; a failure marks the connection broken.
+    pub(super) async fn write(&mut self, msg: &Value) -> Result<(), CallError> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(CallError::Closed("broken_pipe"));
+        };
+        let mut bytes = serde_json::to_vec(msg).map_err(|_| CallError::Closed("protocol_error"))?;
+        bytes.push(b'\n');
+        let res = async {
+            stdin.write_all(&bytes).await?;
+            stdin.flush().await
+        }
+        .await;
+        res.map_err(|_| {
+            self.broken = true;
+            CallError::Closed("broken_pipe")
+        })
+    }
+}
+
 /// The connection state of one turn.
 pub(super) struct Session<H> {
-    /// Closed (dropped) at teardown to ask the agent to exit.
-    stdin: Option<ChildStdin>,
-    /// Messages from the reader task, in arrival order.
-    inbox: mpsc::Receiver<Inbound>,
-    /// The reader task.
-    reader: AbortHandle,
+    /// The connection (handed back by [`Session::into_conn`]).
+    conn: Conn,
     /// Storage.
     hooks: Arc<H>,
     /// Tool call state.
     mapper: UpdateMapper,
-    /// Next JSON-RPC id for our requests.
-    next_id: u64,
     /// Unanswered permission requests by request id.
     pending: HashMap<String, Pending>,
     /// Answers from ask tasks: (request id, answer or `None` on deadline).
@@ -99,6 +144,9 @@ pub(super) struct Session<H> {
     limits: RunnerLimits,
     /// A session/update already went unjournaled; the turn ends.
     hook_failed: bool,
+    /// While `session/load` runs: how many replayed updates were dropped.
+    /// History the agent replays is never journaled as this turn's output.
+    replaying: Option<u64>,
 }
 
 impl<H> std::fmt::Debug for Session<H> {
@@ -111,23 +159,18 @@ impl<H> std::fmt::Debug for Session<H> {
 }
 
 impl<H: TurnHooks> Session<H> {
-    /// Starts reading the agent's stdout.
+    /// A turn on `conn`.
     pub(super) fn start(
-        pipes: AgentPipes,
+        conn: Conn,
         hooks: Arc<H>,
         cancel: CancelSignal,
         request: &TurnRequest,
     ) -> Session<H> {
-        let (tx, inbox) = mpsc::channel(256);
-        let reader = tokio::spawn(read_loop(pipes.stdout, tx)).abort_handle();
         let (answers_tx, answers) = mpsc::channel(64);
         Session {
-            stdin: Some(pipes.stdin),
-            inbox,
-            reader,
+            conn,
             hooks,
             mapper: UpdateMapper::default(),
-            next_id: 0,
             pending: HashMap::new(),
             answers_tx,
             answers,
@@ -139,7 +182,33 @@ impl<H: TurnHooks> Session<H> {
             restricted: request.restricted,
             limits: request.limits,
             hook_failed: false,
+            replaying: None,
         }
+    }
+
+    /// Whether the connection can carry another turn: nothing broke and
+    /// every event of this turn was journaled.
+    pub(super) fn reusable(&self) -> bool {
+        !self.conn.broken && !self.hook_failed && self.conn.stdin.is_some()
+    }
+
+    /// Ends the turn's use of the connection: answers what is still
+    /// pending (`turn_ended`) and hands the connection back.
+    pub(super) async fn into_conn(mut self) -> Conn {
+        if !self.pending.is_empty() && !self.hook_failed {
+            let _ = self.resolve_all(DecidedBy::TurnEnded).await;
+        }
+        for (_, p) in self.pending.drain() {
+            p.task.abort();
+        }
+        self.conn
+    }
+
+    /// Starts or stops dropping replayed history; returns the count dropped.
+    pub(super) fn set_replaying(&mut self, on: bool) -> u64 {
+        let dropped = self.replaying.unwrap_or(0);
+        self.replaying = on.then_some(0);
+        dropped
     }
 
     pub(super) fn hooks(&self) -> &H {
@@ -174,8 +243,8 @@ impl<H: TurnHooks> Session<H> {
         params: Value,
         timeout: Option<Duration>,
     ) -> Result<Value, CallError> {
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.conn.next_id;
+        self.conn.next_id += 1;
         self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
         let deadline = timeout.map(|t| Instant::now() + t);
@@ -185,14 +254,20 @@ impl<H: TurnHooks> Session<H> {
             }
             tokio::select! {
                 biased;
-                inbound = self.inbox.recv() => match inbound {
+                inbound = self.conn.inbox.recv() => match inbound {
                     Some(Inbound::Message(msg)) => {
                         if let Some(result) = self.handle(msg, id).await? {
                             return result;
                         }
                     }
-                    Some(Inbound::Eof) | None => return Err(CallError::Closed("agent_exited")),
-                    Some(Inbound::Broken(code)) => return Err(CallError::Closed(code)),
+                    Some(Inbound::Eof) | None => {
+                        self.conn.broken = true;
+                        return Err(CallError::Closed("agent_exited"));
+                    }
+                    Some(Inbound::Broken(code)) => {
+                        self.conn.broken = true;
+                        return Err(CallError::Closed(code));
+                    }
                 },
                 Some((request_id, answer)) = self.answers.recv() => {
                     self.answer_pending(&request_id, answer).await?;
@@ -239,6 +314,13 @@ impl<H: TurnHooks> Session<H> {
                 self.on_request(&method, id, params).await?;
                 Ok(None)
             }
+            (Some(method), None) if method == "session/update" && self.replaying.is_some() => {
+                // History replayed by `session/load`: counted, never journaled.
+                if let Some(n) = self.replaying.as_mut() {
+                    *n += 1;
+                }
+                Ok(None)
+            }
             (Some(method), None) => {
                 let mut params = msg.get("params").cloned().unwrap_or(Value::Null);
                 let event = if method == "session/update" {
@@ -274,33 +356,23 @@ impl<H: TurnHooks> Session<H> {
     }
 
     async fn write(&mut self, msg: &Value) -> Result<(), CallError> {
-        let Some(stdin) = self.stdin.as_mut() else {
-            return Err(CallError::Closed("broken_pipe"));
-        };
-        let mut bytes = serde_json::to_vec(msg).map_err(|_| CallError::Closed("protocol_error"))?;
-        bytes.push(b'\n');
-        let res = async {
-            stdin.write_all(&bytes).await?;
-            stdin.flush().await
-        }
-        .await;
-        res.map_err(|_| CallError::Closed("broken_pipe"))
+        self.conn.write(msg).await
     }
 
     /// Teardown: answer what is still pending, close stdin, journal late
     /// output until the agent closes stdout or the grace passes, then end
     /// the process group.
-    pub(super) async fn finish(mut self, process: AgentProcess, limits: TeardownLimits) {
+    pub(super) async fn finish(mut self, process: AgentProcess, limits: TeardownLimits) -> Stopped {
         if !self.pending.is_empty() && !self.hook_failed {
             let _ = self.resolve_all(DecidedBy::TurnEnded).await;
         }
         for (_, p) in self.pending.drain() {
             p.task.abort();
         }
-        self.stdin = None;
+        self.conn.stdin = None;
         let deadline = Instant::now() + limits.exit_grace;
         while let Ok(Some(Inbound::Message(msg))) =
-            tokio::time::timeout_at(deadline, self.inbox.recv()).await
+            tokio::time::timeout_at(deadline, self.conn.inbox.recv()).await
         {
             if self.hook_failed {
                 continue;
@@ -316,14 +388,14 @@ impl<H: TurnHooks> Session<H> {
                 .event(ActivityEvent::Late { kind, payload: msg })
                 .await;
         }
-        self.reader.abort();
+        self.conn.reader.abort();
         let remaining = deadline.saturating_duration_since(Instant::now());
         process
             .shutdown(TeardownLimits {
                 exit_grace: remaining,
                 term_grace: limits.term_grace,
             })
-            .await;
+            .await
     }
 }
 

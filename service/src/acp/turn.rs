@@ -88,6 +88,11 @@ pub struct TurnRequest {
     pub lookup: CommandLookup,
     /// Where the agent's process group is recorded for crash cleanup.
     pub registry: Option<AgentRegistry>,
+    /// The thread's stored native session, resumed with `session/load` when
+    /// a new agent must be started and it advertises `loadSession`.
+    pub resume: Option<String>,
+    /// Whether the caller keeps the agent for the thread's next turn.
+    pub keep_alive: bool,
 }
 
 /// A storage failure reported by a hook. Carries no payload.
@@ -114,7 +119,12 @@ pub trait TurnHooks: Send + Sync + 'static {
     /// Durably records the dispatch boundary. Awaited immediately before
     /// `session/prompt` is written; an error means the prompt is not sent
     /// and the turn is `failed`.
-    fn before_dispatch(&self) -> impl Future<Output = Result<(), HookError>> + Send;
+    /// `session_id` is the native session the prompt goes to; the store
+    /// binds it to the turn and the thread in the same commit.
+    fn before_dispatch(
+        &self,
+        session_id: &str,
+    ) -> impl Future<Output = Result<(), HookError>> + Send;
 
     /// Journals one event, in order. An error ends the turn.
     fn event(&self, event: ActivityEvent) -> impl Future<Output = Result<(), HookError>> + Send;

@@ -69,6 +69,9 @@ pub struct SubmitTurn {
     pub prompt: String,
     /// Optional turn this one continues (must belong to the same thread).
     pub continues: Option<String>,
+    /// Deadline override in seconds (else the provider's `maxTurnSeconds`).
+    #[serde(default)]
+    pub max_turn_seconds: Option<u64>,
 }
 
 /// The answer to an idempotent mutation.

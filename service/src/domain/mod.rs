@@ -14,7 +14,7 @@ pub use inputs::{
     TransitionOutcome, TurnEnd,
 };
 pub use lapis_protocol::{
-    ApprovalPolicy, EventKind, JournalEvent, ReplayPage, ReplayScope, Retention, TRANSITIONS,
-    Thread, ThreadSnapshot, Turn, TurnEvent, TurnState, Workspace, next_state,
+    ApprovalPolicy, EventKind, JournalEvent, ReplayPage, ReplayScope, Retention, SessionBinding,
+    TRANSITIONS, Thread, ThreadSnapshot, Turn, TurnEvent, TurnState, Workspace, next_state,
 };
 pub use session::{AuthSession, NewAuthSession, credential_key};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::acp::{ActivityEvent, HookError, PermissionAnswer, PermissionRequest, TurnHooks};
-use crate::domain::EventKind;
+use crate::domain::{EventKind, SessionBinding};
 use crate::redact::StreamHold;
 use crate::store::Store;
 
@@ -29,6 +29,10 @@ pub(super) struct StoreHooks {
     pub broker: PermissionBroker,
     /// Set once the boundary is durable (read by shutdown settling).
     pub dispatched: Arc<AtomicBool>,
+    /// The provider definition's fingerprint, bound with the session.
+    pub fingerprint: String,
+    /// The thread's configuration version, bound with the session.
+    pub thread_version: u64,
     /// Set once the turn was marked `running`.
     running: AtomicBool,
     /// Streamed events appended so far.
@@ -79,6 +83,8 @@ impl StoreHooks {
         thread_id: String,
         broker: PermissionBroker,
         dispatched: Arc<AtomicBool>,
+        fingerprint: String,
+        thread_version: u64,
     ) -> StoreHooks {
         StoreHooks {
             store,
@@ -86,6 +92,8 @@ impl StoreHooks {
             thread_id,
             broker,
             dispatched,
+            fingerprint,
+            thread_version,
             running: AtomicBool::new(false),
             streamed: AtomicU64::new(0),
             unconfirmed: std::sync::Mutex::new(Vec::new()),
@@ -197,9 +205,14 @@ fn hook_err(err: crate::domain::StoreError) -> HookError {
 }
 
 impl TurnHooks for StoreHooks {
-    async fn before_dispatch(&self) -> Result<(), HookError> {
+    async fn before_dispatch(&self, session_id: &str) -> Result<(), HookError> {
+        let binding = SessionBinding {
+            session_id: session_id.to_owned(),
+            fingerprint: self.fingerprint.clone(),
+            thread_version: self.thread_version,
+        };
         self.store
-            .mark_dispatched(&self.turn_id)
+            .mark_dispatched(&self.turn_id, binding)
             .await
             .map_err(hook_err)?;
         self.dispatched.store(true, Ordering::SeqCst);

@@ -12,10 +12,16 @@
 
 mod broker;
 mod hooks;
+mod outcome;
+mod pool;
 mod worker;
 
 pub use broker::{AnswerError, PendingPermission, PermissionBroker};
-pub use worker::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineError, EngineHandle};
+pub use outcome::DEADLINE_EXCEEDED;
+pub use pool::PoolStatus;
+pub use worker::{
+    CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineError, EngineHandle, EngineStatus,
+};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! Unit tests of the engine's pure parts; the engine with real agents is
 //! tested end to end in `tests/tests/e2e/acp_engine.rs`.
 
-use super::worker::turn_end;
+use super::outcome::{deadline_end, turn_end};
 use crate::acp::TurnOutcome;
 use crate::domain::TurnEnd;
 
@@ -84,4 +84,27 @@ fn providers_from_config_json_are_validated() {
     let config = EngineConfig::new(EngineConfig::providers_from_json(&own).unwrap())
         .with_builtin_echo("/x".into());
     assert!(config.providers["echo"].args.is_empty());
+}
+
+#[test]
+fn a_deadline_marks_every_unconfirmed_end_and_never_a_completion() {
+    let code = || super::DEADLINE_EXCEEDED.to_string();
+    assert_eq!(
+        deadline_end(TurnEnd::Cancelled("cancelled".into())),
+        TurnEnd::Cancelled(code())
+    );
+    assert_eq!(
+        deadline_end(TurnEnd::Interrupted("cancel_deadline".into())),
+        TurnEnd::Interrupted(code())
+    );
+    assert_eq!(
+        deadline_end(TurnEnd::Unknown("agent_exited".into())),
+        TurnEnd::Interrupted(code())
+    );
+    for kept in [
+        TurnEnd::Completed("end_turn".into()),
+        TurnEnd::Failed("agent_error".into()),
+    ] {
+        assert_eq!(deadline_end(kept.clone()), kept);
+    }
 }

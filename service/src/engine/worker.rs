@@ -1,27 +1,30 @@
 //! The engine: claims runnable turns from the store and runs each through
 //! the ACP runner, one task per turn (the scheduler already guarantees one
-//! turn per workspace).
+//! turn per workspace), at most `maxRunningTurns` at once, on the thread's
+//! live agent from the [`AgentPool`] when there is one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::acp::{
-    self, AgentRegistry, CancelSignal, CommandLookup, PermissionAnswer, ProviderSpec, RunnerLimits,
-    TurnOutcome, TurnRequest, run_turn,
+    self, ActivityEvent, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent,
+    PermissionAnswer, ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
 };
 use lapis_protocol::config::EnvFile;
 
-use crate::domain::{Claim, EventKind, StoreError, TurnEnd};
+use crate::domain::{Claim, EventKind, SessionBinding, StoreError, TurnEnd};
 use crate::store::Store;
 
 use super::broker::{AnswerError, PendingPermission, PermissionBroker};
 use super::hooks::StoreHooks;
+use super::outcome::{Deadline, deadline_end, turn_end};
+use super::pool::{AgentPool, PoolStatus};
 
 /// Outcome code of turns settled because the controller stopped.
 pub const CONTROLLER_SHUTDOWN: &str = "controller_shutdown";
@@ -38,6 +41,10 @@ pub struct EngineConfig {
     /// At shutdown, how long running turns may take to finish on their own
     /// before their agents are killed and the turns settled.
     pub shutdown_grace: Duration,
+    /// Agent processes alive at once (`server.maxLiveAgents`).
+    pub max_live_agents: usize,
+    /// Turns running at once (`server.maxRunningTurns`).
+    pub max_running_turns: usize,
 }
 
 impl EngineConfig {
@@ -48,6 +55,8 @@ impl EngineConfig {
             limits: RunnerLimits::default(),
             lookup: CommandLookup::from_env(),
             shutdown_grace: Duration::from_secs(10),
+            max_live_agents: 16,
+            max_running_turns: 16,
         }
     }
 
@@ -121,10 +130,31 @@ pub struct Engine {
     /// Agent secrets (the env file); a config reload replaces them for
     /// later turns, like the providers.
     secrets: Arc<std::sync::RwLock<EnvFile>>,
+    /// Bumped by every secrets reload: an agent started under an older
+    /// generation is never kept for a later turn (its environment is stale).
+    secrets_generation: Arc<AtomicU64>,
     /// Pending permission interactions.
     broker: PermissionBroker,
     /// Running agents' process groups (`<controller home>/agents`).
     registry: AgentRegistry,
+    /// Live agents kept between the turns of their threads.
+    pool: AgentPool,
+    /// One permit per running turn (`maxRunningTurns`); the claim loop
+    /// takes one before claiming, so excess turns stay queued in order.
+    slots: Arc<Semaphore>,
+    /// Turns between claim and durable outcome.
+    running: Arc<AtomicUsize>,
+}
+
+/// Counters for `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineStatus {
+    /// Live agents and their bound.
+    pub agents: PoolStatus,
+    /// Turns running now.
+    pub running_turns: usize,
+    /// `server.maxRunningTurns`.
+    pub max_running_turns: usize,
 }
 
 /// A started engine; [`EngineHandle::shutdown`] stops it.
@@ -152,19 +182,37 @@ struct Live {
     turn_id: String,
     /// Whether the boundary was persisted.
     dispatched: Arc<AtomicBool>,
+    /// Set once the outcome is durable; the task may still be tearing the
+    /// agent down, and shutdown must not settle the turn a second time.
+    settled: Arc<AtomicBool>,
 }
 
 impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
         let registry = AgentRegistry::of_home(&store.options().home);
+        let pool = AgentPool::new(config.max_live_agents, config.limits.teardown);
+        let slots = Arc::new(Semaphore::new(config.max_running_turns.max(1)));
         Engine {
             store,
             providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
             secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
+            secrets_generation: Arc::default(),
             config: Arc::new(config),
             broker: PermissionBroker::default(),
             registry,
+            pool,
+            slots,
+            running: Arc::default(),
+        }
+    }
+
+    /// Live agents and running turns, with their bounds.
+    pub fn status(&self) -> EngineStatus {
+        EngineStatus {
+            agents: self.pool.status(),
+            running_turns: self.running.load(Ordering::SeqCst),
+            max_running_turns: self.config.max_running_turns.max(1),
         }
     }
 
@@ -182,6 +230,8 @@ impl Engine {
     /// Replaces the agent secrets for turns started from now on (reload).
     pub fn replace_secrets(&self, secrets: EnvFile) {
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
+        self.secrets_generation.fetch_add(1, Ordering::SeqCst);
+        self.pool.retire_idle();
     }
 
     /// The lookup a turn launches with: the one at start, with the current
@@ -246,6 +296,7 @@ impl Engine {
             );
         }
         let (stop, stop_rx) = watch::channel(false);
+        tokio::spawn(self.pool.clone().reap_idle(stop_rx.clone()));
         let task = tokio::spawn(self.clone().run(stop_rx));
         EngineHandle { stop, task }
     }
@@ -257,6 +308,15 @@ impl Engine {
             while let Some(done) = tasks.try_join_next_with_id() {
                 forget(&mut live, done);
             }
+            // A free running slot first: without one the turn stays queued,
+            // and the store's first-fit order decides who runs next.
+            let permit = tokio::select! {
+                permit = self.slots.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+                _ = stop.changed() => break,
+            };
             // Only the stop signal may interrupt a claim: a claim dropped
             // mid-commit would strand its turn in `preparing` until the
             // next open's recovery.
@@ -267,13 +327,18 @@ impl Engine {
             match claim {
                 Ok(claim) => {
                     let dispatched = Arc::new(AtomicBool::new(false));
+                    let settled = Arc::new(AtomicBool::new(false));
                     let turn_id = claim.turn.id.clone();
-                    let handle = tasks.spawn(self.clone().run_claim(claim, dispatched.clone()));
+                    let task =
+                        self.clone()
+                            .run_claim(claim, dispatched.clone(), settled.clone(), permit);
+                    let handle = tasks.spawn(task);
                     live.insert(
                         handle.id(),
                         Live {
                             turn_id,
                             dispatched,
+                            settled,
                         },
                     );
                 }
@@ -297,7 +362,17 @@ impl Engine {
         while let Some(done) = tasks.join_next_with_id().await {
             forget(&mut live, done);
         }
+        // Idle agents get their polite teardown (stdin closed, then TERM).
+        let teardown = self.config.limits.teardown;
+        let pool_deadline = tokio::time::Instant::now()
+            + teardown.exit_grace
+            + teardown.term_grace
+            + Duration::from_secs(1);
+        self.pool.shutdown(pool_deadline.max(deadline)).await;
         for (_, l) in live {
+            if l.settled.load(Ordering::SeqCst) {
+                continue;
+            }
             let end = if l.dispatched.load(Ordering::SeqCst) {
                 TurnEnd::Unknown(CONTROLLER_SHUTDOWN.into())
             } else {
@@ -309,25 +384,66 @@ impl Engine {
         }
     }
 
-    async fn run_claim(self, claim: Claim, dispatched: Arc<AtomicBool>) {
+    /// Runs one claimed turn on the thread's live agent or a new one. The
+    /// outcome is made durable as soon as the runner has it; only then is
+    /// the agent kept or torn down, so a crash during teardown never turns
+    /// a reported outcome into an unknown one.
+    async fn run_claim(
+        self,
+        claim: Claim,
+        dispatched: Arc<AtomicBool>,
+        settled: Arc<AtomicBool>,
+        permit: OwnedSemaphorePermit,
+    ) {
+        self.running.fetch_add(1, Ordering::SeqCst);
         let turn_id = claim.turn.id.clone();
+        let thread_id = claim.thread.id.clone();
         let Some(spec) = self.provider(&claim.thread.provider) else {
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
                 .await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
+        let fingerprint = acp::fingerprint(&spec);
+        let bound = claim.thread.agent_session.clone();
+        let replace = bound.as_ref().and_then(|b| {
+            if b.fingerprint != fingerprint {
+                Some("provider_changed")
+            } else if b.thread_version != claim.thread.version {
+                Some("thread_reconfigured")
+            } else {
+                None
+            }
+        });
         let hooks = Arc::new(StoreHooks::new(
             self.store.clone(),
             turn_id.clone(),
-            claim.thread.id.clone(),
+            thread_id.clone(),
             self.broker.clone(),
             dispatched,
+            fingerprint,
+            claim.thread.version,
         ));
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
         limits.stderr.keep = claim.thread.retention == crate::domain::Retention::Full;
+        let generation = self.secrets_generation.load(Ordering::SeqCst);
+        let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
+        if let (Some(reason), Some(b)) = (replace, &bound) {
+            tracing::info!(thread = %thread_id, reason, "agent session replaced");
+            let payload = serde_json::json!({"reason": reason, "previousSessionId": b.session_id});
+            let _ = hooks
+                .event(ActivityEvent::Observation {
+                    kind: "session_replaced".into(),
+                    payload,
+                })
+                .await;
+        }
+        let resume = match (&agent, replace) {
+            (None, None) => bound.map(|b| b.session_id),
+            _ => None,
+        };
         let request = TurnRequest {
-            spec,
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
             approval: claim.thread.approval,
@@ -335,10 +451,27 @@ impl Engine {
             limits,
             lookup: self.lookup(),
             registry: Some(self.registry.clone()),
+            resume,
+            keep_alive: spec.session.idle_seconds > 0,
+            spec: spec.clone(),
         };
         let cancel = claim.cancel.clone();
-        let outcome = run_turn(request, hooks.clone(), CancelSignal::from(claim.cancel)).await;
-        let mut end = turn_end(&outcome, *cancel.borrow());
+        let limit = claim
+            .turn
+            .max_turn_seconds
+            .unwrap_or(spec.session.max_turn_seconds);
+        let deadline = Deadline::arm(self.store.clone(), turn_id.clone(), limit);
+        let run = run_turn_on(
+            request,
+            agent,
+            hooks.clone(),
+            CancelSignal::from(claim.cancel),
+        )
+        .await;
+        let mut end = turn_end(&run.outcome, *cancel.borrow());
+        if deadline.disarm() {
+            end = deadline_end(end);
+        }
         // Text held back for redaction is journaled before the turn's end,
         // then every streamed append is confirmed.
         let held = hooks.flush_held().await;
@@ -360,6 +493,60 @@ impl Engine {
             }
         }
         self.finish(&turn_id, end).await;
+        settled.store(true, Ordering::SeqCst);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        drop(permit);
+        let idle = Duration::from_secs(spec.session.idle_seconds);
+        match run.after {
+            AfterTurn::Keep(agent)
+                if generation != self.secrets_generation.load(Ordering::SeqCst) =>
+            {
+                tracing::info!(thread = %thread_id, "agent not kept: agent secrets were reloaded during its turn");
+                self.pool.retire(*agent);
+                self.pool.checkin(&thread_id, None, &turn_id, idle);
+            }
+            AfterTurn::Keep(agent) => self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle),
+            AfterTurn::Teardown(teardown) => {
+                teardown.run().await;
+                self.pool.checkin(&thread_id, None, &turn_id, idle);
+            }
+            AfterTurn::Gone => self.pool.checkin(&thread_id, None, &turn_id, idle),
+        }
+    }
+
+    /// The thread's live agent, if it may carry this turn: same session as
+    /// the thread's binding, no replacement due, still running. What it said
+    /// while idle is journaled as late output of the turn it last ran.
+    async fn live_agent(
+        &self,
+        thread: &str,
+        bound: Option<&SessionBinding>,
+        replace: Option<&str>,
+    ) -> Option<LiveAgent> {
+        let mut out = self.pool.checkout(thread)?;
+        let stale = out.agent.take_stale().await;
+        for msg in stale.messages {
+            let kind = msg
+                .pointer("/params/update/sessionUpdate")
+                .or_else(|| msg.get("method"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("unknown")
+                .to_string();
+            let late = ActivityEvent::Late { kind, payload: msg };
+            if let Ok(payload) = serde_json::to_value(&late) {
+                drop(self.store.append_activity(
+                    &out.last_turn,
+                    EventKind::Observation,
+                    Some(payload),
+                ));
+            }
+        }
+        let same = bound.is_some_and(|b| b.session_id == out.agent.session_id());
+        if stale.gone || replace.is_some() || !same {
+            self.pool.retire(out.agent);
+            return None;
+        }
+        Some(out.agent)
     }
 
     /// Records the turn's end. A write refused by the storage (disk full,
@@ -410,24 +597,5 @@ fn forget(
             tracing::error!("a turn task panicked");
         }
         Err(_) => {}
-    }
-}
-
-/// Maps the runner's outcome to the store's turn end.
-pub(super) fn turn_end(outcome: &TurnOutcome, cancel_requested: bool) -> TurnEnd {
-    match outcome {
-        TurnOutcome::Completed { stop_reason } => TurnEnd::Completed(stop_reason.clone()),
-        TurnOutcome::Cancelled { dispatched: true } => TurnEnd::Cancelled("cancelled".into()),
-        TurnOutcome::Cancelled { dispatched: false } => {
-            TurnEnd::Cancelled("cancelled_before_dispatch".into())
-        }
-        // The store refuses the boundary when a cancel is already pending.
-        TurnOutcome::Failed {
-            code: "boundary_not_persisted",
-            dispatched: false,
-        } if cancel_requested => TurnEnd::Cancelled("cancelled_before_dispatch".into()),
-        TurnOutcome::Failed { code, .. } => TurnEnd::Failed((*code).into()),
-        TurnOutcome::SubmissionUnknown { code } => TurnEnd::Unknown((*code).into()),
-        TurnOutcome::Interrupted => TurnEnd::Interrupted("cancel_deadline".into()),
     }
 }

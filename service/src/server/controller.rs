@@ -39,6 +39,8 @@ pub struct Core {
     /// The engine's permission channel; without an engine no request is ever
     /// pending.
     pub permissions: Option<Arc<dyn PermissionResponder>>,
+    /// The engine, for its live-agent and running-turn counters.
+    pub engine: Option<Arc<Engine>>,
 }
 
 /// The provider names threads may use, shared by every connection and

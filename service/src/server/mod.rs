@@ -191,6 +191,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         Some(exe) => {
             let mut config = EngineConfig::new(specs).with_builtin_echo(exe.clone());
             config.shutdown_grace = Duration::from_secs(limits.shutdown_grace_seconds);
+            config.max_live_agents = limits.max_live_agents;
+            config.max_running_turns = limits.max_running_turns;
             config.lookup.secrets = options.secrets.clone();
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
@@ -218,7 +220,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         core: Core {
             store: store.clone(),
             providers: ProviderNames::new(providers),
-            permissions: engine.map(|e| e as Arc<dyn PermissionResponder>),
+            permissions: engine.clone().map(|e| e as Arc<dyn PermissionResponder>),
+            engine,
         },
         reload,
     });

@@ -9,8 +9,9 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{
     Actor, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread, Receipt,
-    ReplayPage, ReplayScope, ResolveAs, StoreError, StoreResult, StoreStatus, SubmitTurn, Thread,
-    ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent, Workspace,
+    ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult, StoreStatus,
+    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
+    Workspace,
 };
 
 use super::handle::{PendingAppend, Store};
@@ -166,9 +167,9 @@ impl Store {
     /// Persist the dispatch boundary (durable when this returns `Ok`). Fails
     /// `conflict` unless the turn is `preparing` with no pending cancel; then
     /// the prompt must not be written.
-    pub async fn mark_dispatched(&self, turn: &str) -> StoreResult<Turn> {
+    pub async fn mark_dispatched(&self, turn: &str, binding: SessionBinding) -> StoreResult<Turn> {
         let turn = turn.to_owned();
-        self.op(move |w| w.mark_dispatched(&turn)).await
+        self.op(move |w| w.mark_dispatched(&turn, &binding)).await
     }
 
     /// The agent started on the prompt (`dispatched → running`).

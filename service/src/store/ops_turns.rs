@@ -10,11 +10,11 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::domain::{
-    Actor, Claim, EventKind, Receipt, ResolveAs, Retention, StoreError, StoreResult, SubmitTurn,
-    TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
+    Actor, Claim, EventKind, Receipt, ResolveAs, Retention, SessionBinding, StoreError,
+    StoreResult, SubmitTurn, TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
 };
 
-use super::ids::{check_name, digest, new_id};
+use super::ids::{check_name, check_sha256_hex, digest, new_id};
 use super::read;
 use super::transition::{check_replay, receipt, stage_transition};
 use super::writer::{LiveTurn, Writer};
@@ -23,6 +23,21 @@ use super::writer::{LiveTurn, Writer};
 pub const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
 /// Outcome code of a fenced turn resolved by its owner.
 pub const RESOLVED_BY_OWNER: &str = "resolved_by_owner";
+/// Largest accepted per-turn deadline (one week).
+pub const MAX_TURN_SECONDS: u64 = 604_800;
+/// Longest native session id the store keeps.
+pub const MAX_SESSION_ID_BYTES: usize = 512;
+
+/// A native session id is opaque to the controller but bounded, and free of
+/// control characters (it is shown in records and logs).
+fn check_session_id(id: &str) -> StoreResult<()> {
+    if id.is_empty() || id.len() > MAX_SESSION_ID_BYTES || id.chars().any(char::is_control) {
+        return Err(StoreError::invalid(
+            "agent session id is empty, too long or has control characters",
+        ));
+    }
+    Ok(())
+}
 
 impl Writer {
     /// Load a turn or fail `not_found`.
@@ -104,8 +119,20 @@ impl Writer {
         if input.prompt.is_empty() {
             return Err(StoreError::invalid("prompt is empty"));
         }
+        if input.max_turn_seconds == Some(0) || input.max_turn_seconds > Some(MAX_TURN_SECONDS) {
+            return Err(StoreError::invalid(
+                "maxTurnSeconds must be between 1 and 604800",
+            ));
+        }
         let cont = input.continues.as_deref().unwrap_or("");
-        let dig = digest(&["turn.submit", &input.thread_id, &input.prompt, cont]);
+        // The deadline is part of the input only when given, so receipts of
+        // turns submitted before it existed still replay.
+        let deadline = input.max_turn_seconds.map(|s| s.to_string());
+        let mut parts = vec!["turn.submit", &input.thread_id, &input.prompt, cont];
+        if let Some(d) = &deadline {
+            parts.push(d);
+        }
+        let dig = digest(&parts);
         if let Some(found) = receipt(&self.conn, &actor.principal, &input.command_id)? {
             check_replay(&found, "turn.submit", &dig)?;
             return Ok(Receipt {
@@ -139,8 +166,8 @@ impl Writer {
         let turn = self.write(|tx, j, st, now| {
             tx.execute(
                 "INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
-                 state, continues, prompt, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?9)",
+                 state, continues, prompt, created_at, updated_at, max_turn_seconds) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?9, ?10)",
                 params![
                     id,
                     thread.id,
@@ -150,7 +177,8 @@ impl Writer {
                     queue_seq as i64,
                     input.continues,
                     input.prompt,
-                    now
+                    now,
+                    input.max_turn_seconds.map(|s| s as i64)
                 ],
             )?;
             tx.execute(
@@ -223,19 +251,44 @@ impl Writer {
         }))
     }
 
-    /// Persist the dispatch boundary. Refused (`conflict`) unless the turn is
-    /// `preparing` without a pending cancel: the runner must then not write
-    /// the prompt.
-    pub fn mark_dispatched(&mut self, id: &str) -> StoreResult<Turn> {
+    /// Persist the dispatch boundary and, in the same transaction, the
+    /// native session the prompt goes to: on the turn, and as the thread's
+    /// binding. Refused (`conflict`) unless the turn is `preparing` without a
+    /// pending cancel: the runner must then not write the prompt.
+    pub fn mark_dispatched(&mut self, id: &str, binding: &SessionBinding) -> StoreResult<Turn> {
+        check_session_id(&binding.session_id)?;
+        check_sha256_hex(&binding.fingerprint)?;
         let row = self.turn_or_404(id)?;
         if row.state == TurnState::Preparing && row.cancel_requested {
             return Err(StoreError::conflict("cancel requested before dispatch"));
         }
-        let out = self.transition(id, TurnEvent::Dispatch, None, false)?;
-        if out.applied {
-            Ok(out.turn)
-        } else {
-            Err(StoreError::conflict("turn is not preparing"))
+        let after = self.write(|tx, j, st, now| {
+            let Some(_) = stage_transition(tx, j, st, now, &row, TurnEvent::Dispatch, None, false)?
+            else {
+                return Ok(None);
+            };
+            tx.execute(
+                "UPDATE turns SET agent_session_id = ?1 WHERE id = ?2",
+                params![binding.session_id, id],
+            )?;
+            tx.execute(
+                "UPDATE threads SET agent_session_id = ?1, agent_fingerprint = ?2, \
+                 agent_thread_version = ?3 WHERE id = ?4",
+                params![
+                    binding.session_id,
+                    binding.fingerprint,
+                    binding.thread_version as i64,
+                    row.thread_id
+                ],
+            )?;
+            read::turn(tx, id)
+        })?;
+        match after {
+            Some(turn) => {
+                self.after_transition(row.state, &turn);
+                Ok(turn)
+            }
+            None => Err(StoreError::conflict("turn is not preparing")),
         }
     }
 

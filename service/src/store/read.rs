@@ -6,8 +6,8 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::domain::{
-    ApprovalPolicy, AuthSession, EventKind, JournalEvent, Retention, StoreError, StoreResult,
-    Thread, Turn, TurnState, Workspace,
+    ApprovalPolicy, AuthSession, EventKind, JournalEvent, Retention, SessionBinding, StoreError,
+    StoreResult, Thread, Turn, TurnState, Workspace,
 };
 
 use super::journal::MemoryPayloads;
@@ -50,7 +50,8 @@ pub fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 
 /// Columns of a thread row, in [`thread_row`] order.
 pub const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
-     restricted, retention, version, created_at, updated_at";
+     restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
+     agent_thread_version";
 
 /// Map a thread row.
 pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -69,6 +70,17 @@ pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
         version: r.get::<_, i64>(8)? as u64,
         created_at: r.get(9)?,
         updated_at: r.get(10)?,
+        agent_session: match (
+            r.get::<_, Option<String>>(11)?,
+            r.get::<_, Option<String>>(12)?,
+        ) {
+            (Some(session_id), Some(fingerprint)) => Some(SessionBinding {
+                session_id,
+                fingerprint,
+                thread_version: r.get::<_, Option<i64>>(13)?.unwrap_or(0) as u64,
+            }),
+            _ => None,
+        },
         id,
     })
 }
@@ -76,7 +88,7 @@ pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
 /// Columns of a turn row, in [`turn_row`] order.
 pub const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
      cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
-     started_at, finished_at, resolved_at, redactions";
+     started_at, finished_at, resolved_at, agent_session_id, max_turn_seconds, redactions";
 
 /// Map a turn row.
 pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
@@ -99,8 +111,10 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
         started_at: r.get(14)?,
         finished_at: r.get(15)?,
         resolved_at: r.get(16)?,
+        agent_session_id: r.get(17)?,
+        max_turn_seconds: r.get::<_, Option<i64>>(18)?.map(|s| s as u64),
         awaiting_input: false,
-        redactions: r.get::<_, i64>(17)? as u64,
+        redactions: r.get::<_, i64>(19)? as u64,
         id,
     })
 }

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -116,6 +116,17 @@ CREATE TABLE auth_sessions (
     revoked_at    INTEGER
 );
 CREATE INDEX auth_sessions_credential ON auth_sessions(credential);
+"#,
+    },
+    Migration {
+        // Agent sessions per thread (issue 11).
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN agent_session_id TEXT;
+ALTER TABLE threads ADD COLUMN agent_fingerprint TEXT;
+ALTER TABLE threads ADD COLUMN agent_thread_version INTEGER;
+ALTER TABLE turns ADD COLUMN agent_session_id TEXT;
+ALTER TABLE turns ADD COLUMN max_turn_seconds INTEGER;
 "#,
     },
     Migration {
@@ -224,6 +235,40 @@ mod tests {
             .pragma_query_value(None, "application_id", |r| r.get(0))
             .unwrap();
         assert_eq!((v, a), (SCHEMA_VERSION, APPLICATION_ID));
+    }
+
+    /// A version-1 database (before agent sessions) upgrades in place: its
+    /// rows keep their values and the new columns start empty.
+    #[test]
+    fn a_version_1_database_upgrades_to_agent_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0].sql).unwrap();
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, \
+                 'full', 3, 1, 1);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let (version, session): (i64, Option<String>) = conn
+            .query_row(
+                "SELECT version, agent_session_id FROM threads WHERE id = 'thr_1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((version, session), (3, None));
     }
 
     #[test]

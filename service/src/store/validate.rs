@@ -42,6 +42,14 @@ fn hex64(col: &str) -> String {
     format!("(typeof({col}) = 'text' AND {})", HEX64.replace("{c}", col))
 }
 
+/// A stored native session id: text of 1-512 bytes without control bytes.
+fn session_id(col: &str) -> String {
+    format!(
+        "(typeof({col}) = 'text' AND length(CAST({col} AS BLOB)) BETWEEN 1 AND 512 \
+         AND {col} NOT GLOB '*[' || char(1) || '-' || char(31) || char(127) || ']*')"
+    )
+}
+
 /// `(table, check, query returning the first bad row's id)`.
 fn checks() -> Vec<(&'static str, &'static str, String)> {
     let ws_id = sql_name_ok("id");
@@ -63,6 +71,12 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR approval NOT IN ('ask', 'allow-all') OR retention NOT IN ('full', 'metadata-only') \
              OR restricted NOT IN (0, 1) OR typeof(version) != 'integer' OR version < 1 \
              OR typeof(created_at) != 'integer' OR typeof(updated_at) != 'integer' LIMIT 1")),
+        ("threads", "agent_session", format!(
+            "SELECT id FROM threads WHERE NOT ((agent_session_id IS NULL AND agent_fingerprint IS NULL \
+             AND agent_thread_version IS NULL) OR ({sid} AND {fp} \
+             AND typeof(agent_thread_version) = 'integer' AND agent_thread_version >= 1 \
+             AND agent_thread_version <= version)) LIMIT 1",
+            sid = session_id("agent_session_id"), fp = hex64("agent_fingerprint"))),
         ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
              (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
         ("turns", "fields", format!(
@@ -81,6 +95,12 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
                  AND (finished_at IS NULL OR outcome IS NULL)) \
              OR (state IN ('queued','preparing','dispatched','running') AND finished_at IS NOT NULL) \
              OR (resolved_at IS NOT NULL AND state NOT IN ('failed', 'cancelled')) LIMIT 1".into()),
+        ("turns", "agent_session", format!(
+            "SELECT id FROM turns WHERE (agent_session_id IS NOT NULL AND (NOT {sid} \
+             OR dispatched_at IS NULL)) OR (max_turn_seconds IS NOT NULL \
+             AND (typeof(max_turn_seconds) != 'integer' OR max_turn_seconds < 1 \
+             OR max_turn_seconds > 604800)) LIMIT 1",
+            sid = session_id("agent_session_id"))),
         ("turns", "references", "SELECT id FROM turns u WHERE NOT EXISTS \
              (SELECT 1 FROM threads t WHERE t.id = u.thread_id AND t.workspace_id = u.workspace_id) \
              OR (continues IS NOT NULL AND NOT EXISTS \

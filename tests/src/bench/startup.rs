@@ -43,6 +43,7 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
             thread_id: thread.id.clone(),
             prompt: "seed".into(),
             continues: None,
+            max_turn_seconds: None,
         };
         let turn = store.submit_turn(&actor, input).await?.value;
         store.try_claim().await?;

@@ -1,6 +1,9 @@
 //! `turns`: N sequential `turns submit --wait` with the built-in echo agent
 //! vs the same prompts through `acpx exec` on the same agent; then
-//! throughput over one persistent SDK connection with 1 and 8 workspaces.
+//! throughput over one persistent SDK connection with 1 and 8 workspaces
+//! (warm turns: each thread's agent stays alive between turns), and the
+//! time from the agent's answer to the durable `completed` for the echo
+//! agent and for the lingering fixture agent torn down after every turn.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +15,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::acpx::Acpx;
-use super::rig::{Rig, run_ok, wait_turns};
+use anyhow::Context;
+use lapis_protocol::client::Client;
+
+use super::rig::{Rig, fixture_agent, run_ok, wait_turns};
 use super::table::{Table, Unit, time_ms};
 
 /// The agent's own time: one raw ACP exchange with the echo agent (spawn,
@@ -55,6 +61,89 @@ fn floor_turn(bin: &Path, cwd: &Path, prompt: &str) -> Result<()> {
     Ok(())
 }
 
+/// The agent's own time for a warm turn: one `session/prompt` exchange on
+/// an echo agent already initialized with an open session; `n` samples.
+fn warm_floor(bin: &Path, cwd: &Path, n: usize) -> Result<Vec<f64>> {
+    let mut child = Command::new(bin)
+        .arg("acp-echo")
+        .env_clear()
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    let mut call =
+        |id: u64, method: &str, params: serde_json::Value| -> Result<serde_json::Value> {
+            let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            writeln!(stdin, "{msg}")?;
+            loop {
+                line.clear();
+                anyhow::ensure!(out.read_line(&mut line)? > 0, "echo agent closed");
+                let v: serde_json::Value = serde_json::from_str(&line)?;
+                if v["id"] == id {
+                    return Ok(v);
+                }
+            }
+        };
+    call(0, "initialize", json!({"protocolVersion": 1}))?;
+    let s = call(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))?;
+    let sid = s["result"]["sessionId"].clone();
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": format!("bench prompt {i}: echo me back")}]});
+        let (t, r) = time_ms(|| call(2 + i as u64, "session/prompt", prompt));
+        r?;
+        samples.push(t);
+    }
+    drop(stdin);
+    child.wait()?;
+    Ok(samples)
+}
+
+/// Runs `n` sequential turns on `thread` and returns, per turn, the ms from
+/// the agent's answer (the journaled `stopped` marker) to the durable
+/// `completed` (the turn's `finishedAt`); both from the store's clock, so
+/// the resolution is 1 ms.
+fn answer_to_completed(client: &mut Client, thread: &str, tag: &str, n: usize) -> Result<Vec<f64>> {
+    let mut samples = Vec::with_capacity(n);
+    let mut cursor = 0;
+    for i in 0..n {
+        let turn = client.turns_submit(thread, &format!("{tag}-{i}"), "answer me")?;
+        let states = wait_turns(
+            client,
+            std::slice::from_ref(&turn.id),
+            Duration::from_secs(60),
+        )?;
+        anyhow::ensure!(states == ["completed"], "turn ended {states:?}");
+        let done = client.turns_get(&turn.id)?;
+        // Page from the last cursor: the thread's journal only grows.
+        let mut stopped = None;
+        loop {
+            let page = client.journal_replay(Some(thread), cursor, None)?;
+            cursor = page.next_after;
+            stopped = stopped.or(page
+                .events
+                .iter()
+                .find(|e| {
+                    e.turn_id.as_deref() == Some(turn.id.as_str())
+                        && e.payload.as_ref().is_some_and(|p| p["type"] == "stopped")
+                })
+                .map(|e| e.at));
+            if !page.more {
+                break;
+            }
+        }
+        let stopped = stopped.context("no stopped marker journaled")?;
+        let finished = done
+            .finished_at
+            .context("completed turn without finishedAt")?;
+        samples.push((finished - stopped) as f64);
+    }
+    Ok(samples)
+}
+
 /// CPU time (user + system) a process has used, in ms (from
 /// /proc/<pid>/stat; clock ticks assumed 100/s, Linux's USER_HZ).
 fn cpu_ms(pid: u32) -> Option<f64> {
@@ -68,7 +157,9 @@ fn cpu_ms(pid: u32) -> Option<f64> {
 
 /// Adds the suite's rows.
 pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
-    let mut rig = Rig::new(8, json!({}), json!({}))?;
+    let lingering = fixture_agent()
+        .map(|agent| json!({"linger": {"command": agent, "args": ["--linger"], "idleSeconds": 0}}));
+    let mut rig = Rig::new(8, lingering.clone().unwrap_or(json!({})), json!({}))?;
     rig.start()?;
     let bin = rig.bin.clone();
     let mut client = rig.client()?;
@@ -167,8 +258,21 @@ pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Re
         r?;
         floor.push(t);
     }
-    let floor_name = "echo agent alone, raw ACP exchange (floor, per turn)";
-    table.add("turns", floor_name, Unit::Ms, floor, None);
+    table.add(
+        "turns",
+        "echo agent alone, raw ACP exchange with spawn (cold floor, per turn)",
+        Unit::Ms,
+        floor,
+        None,
+    );
+    let floor_name = "echo agent alone, one prompt on an open session (warm floor, per turn)";
+    table.add(
+        "turns",
+        floor_name,
+        Unit::Ms,
+        warm_floor(&bin, &cwd, n)?,
+        None,
+    );
 
     for ws in [1usize, 8] {
         let mut rates = Vec::new();
@@ -209,7 +313,7 @@ pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Re
             let per_turn = rates.iter().map(|r| 1e3 / r).collect();
             table.add(
                 "turns",
-                "SDK, 1 workspace, ms per turn (overhead = this - floor)",
+                "SDK, 1 workspace, ms per warm turn (overhead = this - warm floor)",
                 Unit::Ms,
                 per_turn,
                 Some(floor_name),
@@ -222,6 +326,29 @@ pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Re
             format!("SDK throughput, {ws} workspaces")
         };
         table.add("turns", figure, Unit::PerSec("turns"), rates, against);
+    }
+
+    let fresh = client.threads_create(&rig.workspaces[0], "echo", "ask", None)?;
+    let echo = answer_to_completed(&mut client, &fresh.id, "ac-echo", n)?;
+    table.add(
+        "turns",
+        "agent answer -> durable completed, echo (warm)",
+        Unit::Ms,
+        echo,
+        None,
+    );
+    if lingering.is_some() {
+        let thread = client.threads_create(&rig.workspaces[1], "linger", "ask", None)?;
+        let linger = answer_to_completed(&mut client, &thread.id, "ac-linger", n.min(20))?;
+        table.add(
+            "turns",
+            "agent answer -> durable completed, lingering agent (idleSeconds 0: torn down after every turn)",
+            Unit::Ms,
+            linger,
+            None,
+        );
+    } else {
+        table.note("turns: lingering agent skipped (build the fixture agent: cargo build --release -p lapis-e2e)");
     }
     rig.stop();
     Ok(())

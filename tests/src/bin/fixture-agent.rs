@@ -9,14 +9,27 @@
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
-//! `--structured-input` `--advertise` (agent info, capabilities, an auth
-//! method and session modes) `--expect-env NAME=VALUE` (initialize fails
-//! unless the environment has exactly that; `VALUE` `@PATH` reads it from
-//! a file, so it need not appear in argv or output; never echoed)
-//! `--secrets` (prints every sample credential of `lapis_service::redact`
-//! to stderr and streams each as two message chunks split in its middle,
-//! plus one tool call whose title carries one); `--sleeper PIDFILE` is the
-//! grandchild itself.
+//! `--structured-input` `--pidfile PATH` `--load-session` `--history PATH`
+//! `--recall` `--advertise` (agent info, capabilities, an auth method and
+//! session modes) `--expect-env NAME=VALUE` (initialize fails unless the
+//! environment has exactly that; `VALUE` `@PATH` reads it from a file, so it
+//! need not appear in argv or output; never echoed) `--secrets` (prints
+//! every sample credential of `lapis_service::redact` to stderr and streams
+//! each as two message chunks split in its middle, plus one tool call whose
+//! title carries one); `--sleeper PIDFILE` is the grandchild itself.
+//!
+//! Sessions: each `session/new` gets an id unique to this process
+//! (`fx-<pid>-<n>`); a prompt naming another session is refused. `--history
+//! PATH` keeps every prompt of the session in a file (the agent's own
+//! session store, surviving the process); `--load-session` advertises
+//! `loadSession` and replays that history on `session/load` as
+//! `user_message_chunk` updates; `--recall` makes the reply start with
+//! `recall: p1 | p2 | …`, every prompt the session has seen.
+//!
+//! `--linger` is the third-party agent that keeps running after its stdin
+//! closes but dies at once of SIGTERM (the default action: no handler is
+//! installed). `--pidfile PATH` writes the agent's own pid before it reads
+//! anything, so a test can watch the process itself.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -86,11 +99,12 @@ fn update(out: &Out, session: &str, update: Value) {
 fn main() {
     let script = Script::parse();
     if let Some(pidfile) = script.get("sleeper") {
-        let tmp = format!("{pidfile}.tmp");
-        std::fs::write(&tmp, std::process::id().to_string()).expect("pidfile");
-        std::fs::rename(&tmp, pidfile).expect("pidfile rename");
+        write_pid(pidfile);
         std::thread::sleep(Duration::from_secs(600));
         return;
+    }
+    if let Some(pidfile) = script.get("pidfile") {
+        write_pid(pidfile);
     }
     for i in 0..script.num("stderr") {
         eprintln!("fixture stderr line {i}");
@@ -103,6 +117,9 @@ fn main() {
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
     let cancelled = Arc::new(AtomicBool::new(false));
     let mut answers: Option<mpsc::Sender<(String, Value)>> = None;
+    let mut session: Option<String> = None;
+    let mut sessions = 0u32;
+    let mut memory: Vec<String> = Vec::new();
     let mut worker: Option<std::thread::JoinHandle<()>> = None;
     let stdin = std::io::stdin().lock();
     for line in stdin.lines() {
@@ -157,7 +174,9 @@ fn main() {
                             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true}},
                         "authMethods": [{"id": "fixture-login", "name": "Fixture login", "description": "run fixture login"}]})
                 } else {
-                    json!({"protocolVersion": version, "agentCapabilities": {}, "authMethods": []})
+                    json!({"protocolVersion": version,
+                        "agentCapabilities": {"loadSession": script.has("load-session")},
+                        "authMethods": []})
                 };
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
@@ -191,15 +210,60 @@ fn main() {
                         std::thread::sleep(Duration::from_millis(2));
                     }
                 }
-                let mut result = json!({"sessionId": "fx-1"});
+                sessions += 1;
+                let sid = format!("fx-{}-{sessions}", std::process::id());
+                memory.clear();
+                session = Some(sid.clone());
+                let mut result = json!({"sessionId": sid});
                 if script.has("advertise") {
                     result["modes"] = json!({"currentModeId": "default", "availableModes": [
                         {"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]});
                 }
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
+            ("session/load", Some(id)) if script.has("load-session") => {
+                let sid = msg["params"]["sessionId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                memory = script
+                    .get("history")
+                    .and_then(|h| std::fs::read_to_string(h).ok())
+                    .map(|t| t.lines().map(str::to_string).collect())
+                    .unwrap_or_default();
+                for text in &memory {
+                    update(
+                        &out,
+                        &sid,
+                        json!({"sessionUpdate": "user_message_chunk",
+                        "content": {"type": "text", "text": text}}),
+                    );
+                }
+                session = Some(sid);
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
             ("session/prompt", Some(id)) => {
                 let params = msg.get("params").cloned().unwrap_or(Value::Null);
+                if params["sessionId"].as_str() != session.as_deref() {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32602, "message": "unknown session"}}),
+                    );
+                    continue;
+                }
+                let text = prompt_text(&params);
+                if let Some(history) = script.get("history") {
+                    let mut f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(history)
+                        .expect("history");
+                    writeln!(f, "{text}").expect("history write");
+                }
+                memory.push(text);
+                let recall = script.has("recall").then(|| memory.join(" | "));
+                let sid = session.clone().unwrap_or_default();
                 if let Some(ledger) = script.get("ledger") {
                     record(ledger, &params);
                 }
@@ -209,7 +273,13 @@ fn main() {
                 let (tx, rx) = mpsc::channel();
                 answers = Some(tx);
                 let (s, o, c) = (script.clone(), out.clone(), cancelled.clone());
-                worker = Some(std::thread::spawn(move || run_prompt(&s, &o, &c, id, rx)));
+                cancelled.store(false, Ordering::SeqCst);
+                if let Some(previous) = worker.take() {
+                    let _ = previous.join();
+                }
+                worker = Some(std::thread::spawn(move || {
+                    run_prompt(&s, &o, &c, id, rx, &sid, recall)
+                }));
             }
             ("session/cancel", None) => cancelled.store(true, Ordering::SeqCst),
             ("", Some(id)) => {
@@ -239,19 +309,32 @@ fn main() {
     }
 }
 
-/// Appends the prompt text to the ledger and fsyncs, so chaos tests can
-/// count how often a prompt really reached an agent.
-fn record(ledger: &str, params: &Value) {
+/// Writes this process's pid atomically (a reader never sees half a pid).
+fn write_pid(pidfile: &str) {
+    let tmp = format!("{pidfile}.tmp");
+    std::fs::write(&tmp, std::process::id().to_string()).expect("pidfile");
+    std::fs::rename(&tmp, pidfile).expect("pidfile rename");
+}
+
+/// The prompt's text blocks, joined, on one line.
+fn prompt_text(params: &Value) -> String {
     let text: String = params["prompt"]
         .as_array()
         .map(|b| b.iter().filter_map(|x| x["text"].as_str()).collect())
         .unwrap_or_default();
+    text.replace('\n', " ")
+}
+
+/// Appends the prompt text to the ledger and fsyncs, so chaos tests can
+/// count how often a prompt really reached an agent.
+fn record(ledger: &str, params: &Value) {
+    let text = prompt_text(params);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(ledger)
         .expect("ledger");
-    writeln!(f, "{}", text.replace('\n', " ")).expect("ledger write");
+    writeln!(f, "{text}").expect("ledger write");
     f.sync_all().expect("ledger fsync");
 }
 
@@ -261,8 +344,17 @@ fn run_prompt(
     cancelled: &AtomicBool,
     id: Value,
     answers: mpsc::Receiver<(String, Value)>,
+    s: &str,
+    recall: Option<String>,
 ) {
-    let s = "fx-1";
+    if let Some(recall) = recall {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("recall: {recall}\n")}}),
+        );
+    }
     if script.has("report-env") {
         let mut vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
         vars.sort();

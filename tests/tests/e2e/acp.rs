@@ -90,7 +90,7 @@ impl Recorder {
 }
 
 impl TurnHooks for Recorder {
-    async fn before_dispatch(&self) -> Result<(), HookError> {
+    async fn before_dispatch(&self, _session_id: &str) -> Result<(), HookError> {
         if self.fail_boundary {
             return Err(HookError("store unavailable".into()));
         }
@@ -160,6 +160,8 @@ pub(crate) fn request(spec: ProviderSpec, workspace: &Path) -> TurnRequest {
         limits: test_limits(),
         lookup: CommandLookup::from_env(),
         registry: None,
+        resume: None,
+        keep_alive: false,
     }
 }
 

@@ -89,6 +89,7 @@ impl Rig {
             thread_id: thread.into(),
             prompt: prompt.into(),
             continues: None,
+            max_turn_seconds: None,
         };
         self.store
             .submit_turn(&owner(), input)
@@ -238,6 +239,7 @@ async fn a_lost_outcome_fences_the_workspace_and_is_never_redispatched() {
                 thread_id: ok.clone(),
                 prompt: "second prompt".into(),
                 continues: None,
+                max_turn_seconds: None,
             },
         )
         .await
@@ -394,7 +396,10 @@ async fn agent_records_exist_only_while_agents_run() {
     assert_eq!(std::fs::read_dir(&agents).unwrap().count(), 1);
     rig.store.request_cancel(&owner(), &turn).await.unwrap();
     rig.settled(&turn).await;
-    // Teardown (and the record's removal) completes before the turn's end is recorded.
-    assert_eq!(std::fs::read_dir(&agents).unwrap().count(), 0);
+    // The agent confirmed the cancel, so it is kept for the thread's next
+    // turn: alive, and so still recorded.
+    assert_eq!(std::fs::read_dir(&agents).unwrap().count(), 1);
+    // Shutdown retires it, and with it the record.
     rig.handle.unwrap().shutdown().await;
+    assert_eq!(std::fs::read_dir(&agents).unwrap().count(), 0);
 }

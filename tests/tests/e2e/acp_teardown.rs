@@ -111,6 +111,51 @@ async fn an_agent_that_ignores_stdin_close_is_terminated() {
     assert!(!alive(read_pid(&pidfile)));
 }
 
+/// The lingering agent (keeps running after stdin EOF, dies at once of
+/// SIGTERM) is reaped while teardown waits: with a TERM grace far longer than
+/// the test, it is reported as ended by SIGTERM, never escalated to SIGKILL
+/// (its unreaped zombie once kept the group "alive" for the whole grace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lingering_agent_dies_of_sigterm_and_is_reaped_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("agent.pid");
+    let mut req = request(
+        fixture(&["--linger", "--pidfile", &arg(&pidfile)]),
+        dir.path(),
+    );
+    req.limits.teardown.exit_grace = Duration::from_millis(50);
+    req.limits.teardown.term_grace = Duration::from_secs(3600);
+    let (handle, signal) = lapis_service::acp::cancel_channel();
+    drop(handle);
+    let hooks = std::sync::Arc::new(Recorder::new(AskMode::Never));
+    let (outcome, teardown) = lapis_service::acp::run_turn_detached(req, hooks, signal).await;
+    assert_eq!(outcome, completed());
+    let agent = read_pid(&pidfile);
+    // The outcome is known while the agent still runs: teardown is the
+    // caller's to schedule.
+    assert!(alive(agent));
+    let stopped = teardown
+        .expect("a started agent has a teardown")
+        .run()
+        .await;
+    assert_eq!(stopped, lapis_service::acp::Stopped::Terminated);
+    assert!(!alive(agent));
+}
+
+/// An agent that exits on stdin EOF is reported as having exited by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_exiting_on_stdin_close_is_reported_as_exited() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(fixture(&["--chunks", "1"]), dir.path());
+    req.limits.teardown.exit_grace = Duration::from_secs(3600);
+    let (_handle, signal) = lapis_service::acp::cancel_channel();
+    let hooks = std::sync::Arc::new(Recorder::new(AskMode::Never));
+    let (outcome, teardown) = lapis_service::acp::run_turn_detached(req, hooks, signal).await;
+    assert_eq!(outcome, completed());
+    let stopped = teardown.unwrap().run().await;
+    assert_eq!(stopped, lapis_service::acp::Stopped::Exited);
+}
+
 /// A sleeping fixture in its own process group, as a crashed controller
 /// would have left an agent behind.
 fn orphan(dir: &std::path::Path, name: &str) -> std::process::Child {

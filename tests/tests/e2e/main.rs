@@ -6,6 +6,7 @@ mod acp_engine;
 mod acp_failures;
 mod acp_permissions;
 mod acp_serve;
+mod acp_sessions;
 mod acp_teardown;
 mod basics;
 mod cli_drive;

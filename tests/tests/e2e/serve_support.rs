@@ -83,20 +83,31 @@ impl Server {
 
     /// Starts `serve` with the given limits and providers.
     pub fn start_full(limits: Value, providers: Value) -> Server {
-        Server::start_in(TestContext::new(), limits, providers)
+        Server::start_workspaces(limits, providers, &[])
+    }
+
+    /// Like [`Server::start_full`], with more workspaces (`<home>/<id>`)
+    /// beside `proj`.
+    pub fn start_workspaces(limits: Value, providers: Value, more: &[&str]) -> Server {
+        Server::start_in_with(TestContext::new(), limits, providers, more)
     }
 
     /// [`Server::start_full`] in a context the caller prepared (a file
     /// system mounted under its HOME, for example).
     pub fn start_in(ctx: TestContext, limits: Value, providers: Value) -> Server {
+        Server::start_in_with(ctx, limits, providers, &[])
+    }
+
+    fn start_in_with(ctx: TestContext, limits: Value, providers: Value, more: &[&str]) -> Server {
         let project = ctx.home().join("project");
         std::fs::create_dir_all(&project).unwrap();
-        let config = write_config_with(
-            &ctx,
-            limits,
-            json!({ "proj": { "path": project } }),
-            providers,
-        );
+        let mut workspaces = json!({ "proj": { "path": project } });
+        for id in more {
+            let dir = ctx.home().join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            workspaces[*id] = json!({ "path": dir });
+        }
+        let config = write_config_with(&ctx, limits, workspaces, providers);
         let mut server = Server {
             home: ctx.home().join(".lapis/ai-controller"),
             ctx,

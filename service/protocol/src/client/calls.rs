@@ -91,13 +91,19 @@ impl Client {
         command_id: &str,
         prompt: &str,
     ) -> Result<Turn, ClientError> {
-        let p = TurnsSubmit {
+        self.turns_submit_with(&TurnsSubmit {
             thread_id: thread_id.to_owned(),
             command_id: command_id.to_owned(),
             prompt: prompt.to_owned(),
             continues: None,
-        };
-        let r: TurnResult = self.call("turns.submit", &p)?;
+            max_turn_seconds: None,
+        })
+    }
+
+    /// `turns.submit` with every parameter (e.g. a per-turn
+    /// `maxTurnSeconds`).
+    pub fn turns_submit_with(&mut self, params: &TurnsSubmit) -> Result<Turn, ClientError> {
+        let r: TurnResult = self.call("turns.submit", params)?;
         Ok(r.turn)
     }
 

@@ -50,6 +50,8 @@ impl CatalogueEntry {
             env: BTreeMap::new(),
             env_allowlist: self.env.iter().map(|e| e.to_string()).collect(),
             vcs_identity: None,
+            idle_seconds: None,
+            max_turn_seconds: None,
         }
     }
 }

@@ -22,7 +22,9 @@ use crate::Scope;
 
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
-pub use provider::{CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec};
+pub use provider::{
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+};
 pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
@@ -137,6 +139,14 @@ pub struct ProviderConfig {
     /// Identity the agent commits as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcs_identity: Option<VcsIdentity>,
+    /// Seconds an idle agent is kept alive for its thread's next turn
+    /// (0-604800, default 300; 0 stops it after every turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<u64>,
+    /// Seconds a turn may run before it is cancelled with
+    /// `deadline_exceeded` (1-604800, default 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
 }
 
 /// `vcsIdentity`.
@@ -186,6 +196,11 @@ pub struct ServerLimits {
     /// Journal subscriptions one connection may hold at once; one more is
     /// refused with `limit_reached`.
     pub max_subscriptions_per_connection: usize,
+    /// Agent processes kept alive at once (busy and idle); idle ones are
+    /// evicted least recently used to make room.
+    pub max_live_agents: usize,
+    /// Turns running at once; further runnable turns wait in the queue.
+    pub max_running_turns: usize,
 }
 
 impl Default for ServerLimits {
@@ -200,6 +215,8 @@ impl Default for ServerLimits {
             hello_timeout_seconds: 10,
             idle_timeout_seconds: 300,
             max_subscriptions_per_connection: 64,
+            max_live_agents: 16,
+            max_running_turns: 16,
         }
     }
 }

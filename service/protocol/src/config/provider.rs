@@ -83,6 +83,8 @@ pub struct ProviderSpec {
     pub env_allowlist: Vec<String>,
     /// Exported as `GIT_AUTHOR_*` / `GIT_COMMITTER_*`.
     pub vcs_identity: Option<VcsIdentity>,
+    /// How long the agent is kept and how long a turn may run.
+    pub session: SessionPolicy,
 }
 
 /// The service's environment as an agent launch sees it: where bare command
@@ -140,6 +142,11 @@ impl ProviderSpec {
         } else {
             CommandRef::Bare(config.command.clone())
         };
+        let session = SessionPolicy::from_fields(config.idle_seconds, config.max_turn_seconds)
+            .map_err(|reason| ProviderError::Malformed {
+                provider: name.to_string(),
+                reason,
+            })?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -147,6 +154,7 @@ impl ProviderSpec {
             env: config.env.clone(),
             env_allowlist: config.env_allowlist.clone(),
             vcs_identity: config.vcs_identity.clone(),
+            session,
         };
         spec.validate()?;
         Ok(spec)
@@ -166,7 +174,13 @@ impl ProviderSpec {
         for key in obj.keys() {
             if !matches!(
                 key.as_str(),
-                "command" | "args" | "env" | "envAllowlist" | "vcsIdentity"
+                "command"
+                    | "args"
+                    | "env"
+                    | "envAllowlist"
+                    | "vcsIdentity"
+                    | "idleSeconds"
+                    | "maxTurnSeconds"
             ) {
                 return Err(bad(
                     "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity)".into(),
@@ -228,6 +242,7 @@ impl ProviderSpec {
             }
             Some(_) => return Err(bad("`vcsIdentity` must be an object".into())),
         };
+        let session = SessionPolicy::from_json(obj).map_err(bad)?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -235,6 +250,7 @@ impl ProviderSpec {
             env,
             env_allowlist,
             vcs_identity,
+            session,
         };
         spec.validate()?;
         Ok(spec)
@@ -250,6 +266,7 @@ impl ProviderSpec {
             env: BTreeMap::new(),
             env_allowlist: Vec::new(),
             vcs_identity: None,
+            session: SessionPolicy::default(),
         }
     }
 
@@ -442,6 +459,10 @@ fn is_executable(path: &Path) -> bool {
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
 }
+
+mod policy;
+
+pub use policy::SessionPolicy;
 
 #[cfg(test)]
 mod tests;

@@ -287,6 +287,18 @@ fn validate_limits(config: &Config) -> Result<(), ConfigError> {
             "must be between 1 and 1000000",
         ));
     }
+    if !(1..=4096).contains(&s.max_live_agents) {
+        return Err(invalid(
+            "server.maxLiveAgents",
+            "must be between 1 and 4096",
+        ));
+    }
+    if !(1..=4096).contains(&s.max_running_turns) {
+        return Err(invalid(
+            "server.maxRunningTurns",
+            "must be between 1 and 4096",
+        ));
+    }
     Ok(())
 }
 
@@ -330,6 +342,10 @@ mod tests {
         assert_eq!(c.server.max_frame_bytes, 1024 * 1024);
         assert_eq!(c.server.queue_capacity, 1024);
         assert_eq!(c.server.max_connections, 256);
+        assert_eq!(
+            (c.server.max_live_agents, c.server.max_running_turns),
+            (16, 16)
+        );
         assert_eq!(
             c.tokens[0].effective_scopes().len(),
             crate::Scope::ALL.len()
@@ -455,6 +471,25 @@ mod tests {
             .is_ok()
         );
         assert!(parse(&doc(r#","server":{"bogus":1}"#)).is_err());
+        assert!(parse(&doc(r#","server":{"maxLiveAgents":0}"#)).is_err());
+        assert!(parse(&doc(r#","server":{"maxRunningTurns":5000}"#)).is_err());
+        let c = parse(&doc(r#","server":{"maxLiveAgents":2,"maxRunningTurns":3}"#)).unwrap();
+        assert_eq!(
+            (c.server.max_live_agents, c.server.max_running_turns),
+            (2, 3)
+        );
+        assert!(
+            parse(&doc(
+                r#","providers":{"x":{"command":"a","idleSeconds":0,"maxTurnSeconds":5}}"#
+            ))
+            .is_ok()
+        );
+        assert!(
+            parse(&doc(
+                r#","providers":{"x":{"command":"a","maxTurnSeconds":0}}"#
+            ))
+            .is_err()
+        );
         assert!(parse(&doc(r#","providers":{"x":{"command":"rel/path"}}"#)).is_err());
         assert!(
             parse(&doc(

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use lapis_protocol::{
     PROTOCOL, RpcError, TurnState,
-    params::{QueueStatus, StatusResult, StatusTurn},
+    params::{EngineCounters, QueueStatus, StatusResult, StatusTurn},
 };
 
 use crate::acp::AgentRegistry;
@@ -62,6 +62,16 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
         running_turns,
         fences,
         last_reload: ctx.reload.last(),
+        agents: ctx.core.engine.as_ref().map(|e| {
+            let st = e.status();
+            EngineCounters {
+                live: st.agents.live,
+                idle: st.agents.idle,
+                max_live: st.agents.max_live,
+                running_turns: st.running_turns,
+                max_running_turns: st.max_running_turns,
+            }
+        }),
     };
     serde_json::to_value(result).map_err(internal)
 }

@@ -25,6 +25,7 @@ pub async fn turns_submit(
         thread_id: p.thread_id,
         prompt: p.prompt,
         continues: p.continues,
+        max_turn_seconds: p.max_turn_seconds,
     };
     let receipt = ctx
         .core

@@ -168,14 +168,15 @@ async fn a_removed_payload_breaks_the_chain_a_never_written_one_does_not() {
 }
 
 #[tokio::test]
-async fn a_version_1_database_is_chained_once_by_the_migration() {
+async fn an_unchained_database_is_chained_once_by_the_migration() {
     let (dir, _) = journal_with(&[json!({ "text": "old" })], Retention::Full).await;
     let conn = Connection::open(db(&dir)).unwrap();
-    // Back to the version-1 shape: no digests, no hashes, no count.
-    conn.execute_batch(
+    // Back to the shape before the chain: no hashes, no count.
+    conn.execute_batch(&format!(
         "ALTER TABLE events DROP COLUMN hash; \
-         ALTER TABLE turns DROP COLUMN redactions; PRAGMA user_version = 1;",
-    )
+         ALTER TABLE turns DROP COLUMN redactions; PRAGMA user_version = {};",
+        crate::store::SCHEMA_VERSION - 1
+    ))
     .unwrap();
     drop(conn);
     let s = Store::open(options(&dir.path().join("home"))).unwrap();

@@ -24,7 +24,7 @@ async fn metadata_only_payloads_live_in_memory_and_are_unavailable_after_restart
             .value;
         let c = s.try_claim().await.unwrap().unwrap();
         assert_eq!(c.prompt, "secret prompt");
-        s.mark_dispatched(&t.id).await.unwrap();
+        s.mark_dispatched(&t.id, super::binding()).await.unwrap();
         s.append_activity(
             &t.id,
             EventKind::MessageChunk,

@@ -30,7 +30,10 @@ async fn a_turn_runs_through_its_whole_lifecycle_and_is_journaled_in_order() {
     );
     assert_eq!(s.status().running_workspaces, vec!["ws1".to_owned()]);
 
-    let d = s.mark_dispatched(&claim.turn.id).await.unwrap();
+    let d = s
+        .mark_dispatched(&claim.turn.id, super::binding())
+        .await
+        .unwrap();
     assert_eq!(d.state, TurnState::Dispatched);
     assert!(d.dispatched_at.is_some());
     s.mark_running(&claim.turn.id).await.unwrap();

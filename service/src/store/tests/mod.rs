@@ -81,5 +81,15 @@ pub(crate) fn submit(thread: &str, cmd: &str, prompt: &str) -> SubmitTurn {
         thread_id: thread.into(),
         prompt: prompt.into(),
         continues: None,
+        max_turn_seconds: None,
+    }
+}
+
+/// A session binding as the engine passes it at the dispatch boundary.
+pub(crate) fn binding() -> crate::domain::SessionBinding {
+    crate::domain::SessionBinding {
+        session_id: "sess-1".into(),
+        fingerprint: "0".repeat(64),
+        thread_version: 1,
     }
 }

@@ -105,7 +105,9 @@ async fn lost_outcome_fences_until_confirmed_resolution_which_never_redispatches
         .unwrap()
         .value;
     let c = s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&c.turn.id).await.unwrap();
+    s.mark_dispatched(&c.turn.id, super::binding())
+        .await
+        .unwrap();
     let lost = s
         .finish_turn(&t1.id, TurnEnd::Unknown("agent_exited".into()))
         .await
@@ -203,7 +205,10 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
     c1.cancel.changed().await.unwrap();
     assert!(*c1.cancel.borrow());
     assert_eq!(
-        s.mark_dispatched(&t1.id).await.unwrap_err().code(),
+        s.mark_dispatched(&t1.id, super::binding())
+            .await
+            .unwrap_err()
+            .code(),
         "conflict"
     );
     s.finish_turn(&t1.id, TurnEnd::Cancelled("cancelled".into()))
@@ -213,7 +218,7 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
     // Cancel in flight, then the outcome is lost: interrupted, fenced.
     let c3 = s.try_claim().await.unwrap().unwrap();
     assert_eq!(c3.turn.id, t3.id);
-    s.mark_dispatched(&t3.id).await.unwrap();
+    s.mark_dispatched(&t3.id, super::binding()).await.unwrap();
     s.request_cancel(&owner(), &t3.id).await.unwrap();
     let out = s
         .finish_turn(&t3.id, TurnEnd::Unknown("deadline".into()))
@@ -320,10 +325,12 @@ async fn recovery_at_open_settles_every_in_flight_turn_and_keeps_queued_ones() {
         t_disp = ids[1].clone();
         t_run = ids[2].clone();
         t_cancel = ids[3].clone();
-        s.mark_dispatched(&t_disp).await.unwrap();
-        s.mark_dispatched(&t_run).await.unwrap();
+        s.mark_dispatched(&t_disp, super::binding()).await.unwrap();
+        s.mark_dispatched(&t_run, super::binding()).await.unwrap();
         s.mark_running(&t_run).await.unwrap();
-        s.mark_dispatched(&t_cancel).await.unwrap();
+        s.mark_dispatched(&t_cancel, super::binding())
+            .await
+            .unwrap();
         s.request_cancel(&owner(), &t_cancel).await.unwrap();
         // "Crash": drop the store with everything in flight.
     }

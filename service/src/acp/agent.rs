@@ -1,0 +1,102 @@
+//! A live agent: one process with its open ACP connection and the native
+//! session bound on it, kept between the turns of one thread.
+//!
+//! What must stay true: a live agent is only handed out when its previous
+//! turn ended with an outcome the agent reported (never after
+//! `submission_unknown` or `interrupted`) and its connection is intact; what
+//! it says while idle is never taken for a later turn's output; retiring it
+//! always ends its whole process group.
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::process::{AgentProcess, Stopped, TeardownLimits};
+use super::session::{Conn, Inbound};
+
+/// An agent process kept alive between turns.
+#[derive(Debug)]
+pub struct LiveAgent {
+    /// The process group.
+    pub(super) process: AgentProcess,
+    /// Its stdio connection.
+    pub(super) conn: Conn,
+    /// The native session the last turn's prompt went to.
+    pub(super) session_id: String,
+    /// `initialize` advertised `agentCapabilities.loadSession`.
+    pub(super) load_session: bool,
+    /// Provider name, for log lines.
+    pub(super) provider: String,
+}
+
+/// What an idle agent said since its last turn.
+#[derive(Debug, Default)]
+pub struct Stale {
+    /// Messages it sent while no turn ran (requests were refused).
+    pub messages: Vec<Value>,
+    /// It exited or its stream broke: it must be retired, not reused.
+    pub gone: bool,
+}
+
+impl LiveAgent {
+    /// The native session bound on this process.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// Whether the agent supports `session/load`.
+    pub fn loads_sessions(&self) -> bool {
+        self.load_session
+    }
+
+    /// Drains what arrived while the agent was idle, without waiting.
+    /// Requests (no turn can answer them) are refused with a JSON-RPC error.
+    pub async fn take_stale(&mut self) -> Stale {
+        let mut stale = Stale::default();
+        if self.process.exited() || self.conn.broken {
+            stale.gone = true;
+        }
+        while let Ok(item) = self.conn.inbox.try_recv() {
+            match item {
+                Inbound::Message(msg) => {
+                    if let (Some(_), Some(id)) = (msg.get("method"), msg.get("id")) {
+                        let refusal = json!({"jsonrpc": "2.0", "id": id,
+                            "error": {"code": -32603, "message": "no turn is running"}});
+                        if self.conn.write(&refusal).await.is_err() {
+                            stale.gone = true;
+                        }
+                    }
+                    stale.messages.push(msg);
+                }
+                Inbound::Eof | Inbound::Broken(_) => {
+                    self.conn.broken = true;
+                    stale.gone = true;
+                }
+            }
+        }
+        stale
+    }
+
+    /// Ends the agent: closes stdin, discards (and counts) what it still
+    /// says until it exits or the grace passes, then ends the group.
+    pub async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
+        self.conn.stdin = None;
+        let deadline = Instant::now() + limits.exit_grace;
+        let mut discarded = 0usize;
+        while let Ok(Some(Inbound::Message(_))) =
+            tokio::time::timeout_at(deadline, self.conn.inbox.recv()).await
+        {
+            discarded += 1;
+        }
+        self.conn.reader.abort();
+        if discarded > 0 {
+            tracing::debug!(provider = %self.provider, discarded, "output of a retired agent discarded");
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        self.process
+            .shutdown(TeardownLimits {
+                exit_grace: remaining,
+                term_grace: limits.term_grace,
+            })
+            .await
+    }
+}

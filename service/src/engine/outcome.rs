@@ -1,0 +1,77 @@
+//! From the runner's outcome to the store's turn end, and the turn
+//! deadline that ends overlong turns through the cancel path.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::acp::TurnOutcome;
+use crate::domain::{Actor, TurnEnd};
+use crate::store::Store;
+
+/// Outcome code of a turn ended by its deadline.
+pub const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+
+/// A turn's deadline: when it passes, the turn is cancelled through the
+/// store like an owner's cancel (durable flag, `cancel_requested` event, the
+/// runner's `session/cancel` and cancel deadline).
+pub(super) struct Deadline {
+    /// The timer task.
+    timer: tokio::task::JoinHandle<()>,
+    /// Set when the deadline fired.
+    fired: Arc<AtomicBool>,
+}
+
+impl Deadline {
+    pub(super) fn arm(store: Store, turn: String, seconds: u64) -> Deadline {
+        let fired = Arc::new(AtomicBool::new(false));
+        let flag = fired.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            flag.store(true, Ordering::SeqCst);
+            tracing::warn!(turn = %turn, seconds, "turn deadline passed; cancelling");
+            let actor = Actor::new("controller", "deadline");
+            if let Err(err) = store.request_cancel(&actor, &turn).await {
+                tracing::error!(turn = %turn, code = err.code(), "cancelling an overdue turn failed");
+            }
+        });
+        Deadline { timer, fired }
+    }
+
+    /// Stops the timer; whether the deadline had fired.
+    pub(super) fn disarm(self) -> bool {
+        self.timer.abort();
+        self.fired.load(Ordering::SeqCst)
+    }
+}
+
+/// A turn ended after its deadline fired carries `deadline_exceeded`,
+/// unless the agent completed it anyway.
+pub(super) fn deadline_end(end: TurnEnd) -> TurnEnd {
+    match end {
+        TurnEnd::Cancelled(_) => TurnEnd::Cancelled(DEADLINE_EXCEEDED.into()),
+        TurnEnd::Interrupted(_) | TurnEnd::Unknown(_) => {
+            TurnEnd::Interrupted(DEADLINE_EXCEEDED.into())
+        }
+        other => other,
+    }
+}
+
+/// Maps the runner's outcome to the store's turn end.
+pub(super) fn turn_end(outcome: &TurnOutcome, cancel_requested: bool) -> TurnEnd {
+    match outcome {
+        TurnOutcome::Completed { stop_reason } => TurnEnd::Completed(stop_reason.clone()),
+        TurnOutcome::Cancelled { dispatched: true } => TurnEnd::Cancelled("cancelled".into()),
+        TurnOutcome::Cancelled { dispatched: false } => {
+            TurnEnd::Cancelled("cancelled_before_dispatch".into())
+        }
+        // The store refuses the boundary when a cancel is already pending.
+        TurnOutcome::Failed {
+            code: "boundary_not_persisted",
+            dispatched: false,
+        } if cancel_requested => TurnEnd::Cancelled("cancelled_before_dispatch".into()),
+        TurnOutcome::Failed { code, .. } => TurnEnd::Failed((*code).into()),
+        TurnOutcome::SubmissionUnknown { code } => TurnEnd::Unknown((*code).into()),
+        TurnOutcome::Interrupted => TurnEnd::Interrupted("cancel_deadline".into()),
+    }
+}

@@ -1,0 +1,539 @@
+//! Agent sessions through the real `serve`: outcome before teardown, the
+//! live-agent pool, resume, replacement and bounded execution.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::params::{ThreadsConfigure, TurnsSubmit};
+use serde_json::{Value, json};
+
+use crate::acp::{alive, arg, read_pid};
+use crate::serve_support::{OWNER, Server};
+
+fn fixture(args: &[&str]) -> Value {
+    json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
+}
+
+fn sdk(server: &Server) -> Client {
+    sdk_as(server, "sessions-e2e")
+}
+
+/// A client of `application` (the CLI is `lapis-cli`).
+fn sdk_as(server: &Server, application: &str) -> Client {
+    Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: OWNER.to_owned(),
+            application: application.to_owned(),
+        },
+    )
+    .unwrap()
+}
+
+/// Polls until `done(state)`; returns (state, outcome).
+fn wait_turn(
+    client: &mut Client,
+    turn: &str,
+    done: impl Fn(&str) -> bool,
+) -> (String, Option<String>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = client.turns_get(turn).unwrap();
+        let state = t.state.as_str().to_owned();
+        if done(&state) {
+            return (state, t.outcome);
+        }
+        assert!(Instant::now() < deadline, "turn stuck in {state}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn settled(s: &str) -> bool {
+    !matches!(s, "queued" | "preparing" | "dispatched" | "running")
+}
+
+/// Waits (bounded) until `cond` holds.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn pid_of(path: &Path) -> u32 {
+    eventually("the agent's pid file", || path.exists());
+    read_pid(&path.to_path_buf())
+}
+
+/// The turn's outcome is durable the moment the agent answers: it is
+/// visible while the lingering agent is still being torn down, and a
+/// `kill -9` of serve in that window leaves the turn `completed` and the
+/// workspace unfenced (the orphaned agent dies at the next start).
+#[test]
+fn a_crash_after_the_outcome_commit_leaves_the_turn_completed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pidfile = scratch.path().join("agent.pid");
+    let mut linger = fixture(&["--linger", "--pidfile", &arg(&pidfile)]);
+    linger["idleSeconds"] = json!(0);
+    let mut server = Server::start_full(json!({}), json!({ "linger": linger }));
+    let mut client = sdk(&server);
+    let thread = client
+        .threads_create("proj", "linger", "ask", None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "l-1", "answer").unwrap();
+    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("completed", Some("end_turn"))
+    );
+    let agent = pid_of(&pidfile);
+    assert!(
+        alive(agent),
+        "the outcome was committed only after teardown"
+    );
+    drop(client);
+    server.kill9();
+    server.spawn();
+    let mut client = sdk(&server);
+    let t = client.turns_get(&turn.id).unwrap();
+    assert_eq!(t.state.as_str(), "completed");
+    let status = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(status["fencedWorkspaces"], json!([]), "{status}");
+    eventually("the orphaned agent to die", || !alive(agent));
+    server.finish(&[], &[]);
+}
+
+/// Teardown of the lingering agent logs what really happened: it died of
+/// SIGTERM (it did not "ignore" it and was never SIGKILLed).
+#[test]
+fn a_lingering_agents_teardown_is_logged_as_sigterm() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pidfile = scratch.path().join("agent.pid");
+    let mut linger = fixture(&["--linger", "--pidfile", &arg(&pidfile)]);
+    linger["idleSeconds"] = json!(0);
+    let server = Server::start_full(json!({}), json!({ "linger": linger }));
+    let mut client = sdk(&server);
+    let thread = client
+        .threads_create("proj", "linger", "ask", None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "l-1", "answer").unwrap();
+    wait_turn(&mut client, &turn.id, settled);
+    let agent = pid_of(&pidfile);
+    eventually("the agent to be stopped", || {
+        server.log_text().contains("agent stopped")
+    });
+    assert!(!alive(agent));
+    let log = server.log_text();
+    let line = log.lines().find(|l| l.contains("agent stopped")).unwrap();
+    assert!(line.contains("sigterm"), "{line}");
+    assert!(!log.contains("outlived SIGTERM"), "{log}");
+    server.finish(&[], &[]);
+}
+
+/// The text of a turn's message chunks.
+fn reply(client: &mut Client, thread: &str, turn: &str) -> String {
+    let page = client.journal_replay(Some(thread), 0, None).unwrap();
+    page.events
+        .iter()
+        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind.as_str() == "message_chunk")
+        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The observations of a turn with this `kind` (payloads).
+fn observations(client: &mut Client, thread: &str, turn: &str, kind: &str) -> Vec<Value> {
+    let page = client.journal_replay(Some(thread), 0, None).unwrap();
+    page.events
+        .iter()
+        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind.as_str() == "observation")
+        .filter_map(|e| e.payload.clone())
+        .filter(|p| p["kind"] == kind)
+        .collect()
+}
+
+/// Submits and waits for the outcome; returns the turn id.
+fn run(client: &mut Client, thread: &str, cmd: &str, prompt: &str) -> String {
+    let turn = client.turns_submit(thread, cmd, prompt).unwrap();
+    let (state, outcome) = wait_turn(client, &turn.id, settled);
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("completed", Some("end_turn")),
+        "{cmd}"
+    );
+    turn.id
+}
+
+fn session_of(client: &mut Client, turn: &str) -> String {
+    client
+        .turns_get(turn)
+        .unwrap()
+        .agent_session_id
+        .expect("a dispatched turn names its session")
+}
+
+fn status(server: &Server) -> Value {
+    server.ctx.run(["status", "--json"]).json()
+}
+
+/// Two turns of a thread go to one agent process and one native session,
+/// and the agent remembers the first prompt when answering the second.
+#[test]
+fn two_turns_share_one_agent_process_and_session() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pidfile = scratch.path().join("agent.pid");
+    let server = Server::start_full(
+        json!({}),
+        json!({ "mem": fixture(&["--recall", "--pidfile", &arg(&pidfile)]) }),
+    );
+    // The CLI's application, so `turns show` may read the thread.
+    let mut client = sdk_as(&server, "lapis-cli");
+    let thread = client.threads_create("proj", "mem", "ask", None).unwrap();
+    let first = run(&mut client, &thread.id, "m-1", "first question");
+    let pid = pid_of(&pidfile);
+    let second = run(&mut client, &thread.id, "m-2", "second question");
+    assert_eq!(
+        read_pid(&pidfile.to_path_buf()),
+        pid,
+        "a second agent process was started"
+    );
+    assert!(alive(pid));
+    assert_eq!(
+        session_of(&mut client, &first),
+        session_of(&mut client, &second)
+    );
+    assert!(
+        reply(&mut client, &thread.id, &second)
+            .starts_with("recall: first question | second question"),
+        "{}",
+        reply(&mut client, &thread.id, &second)
+    );
+    // `turns show --json` reports the session.
+    let shown = server.ctx.run(["turns", "show", &second, "--json"]).json();
+    assert_eq!(
+        shown["turn"]["agentSessionId"],
+        json!(session_of(&mut client, &second)),
+        "{shown}"
+    );
+    let s = status(&server);
+    assert_eq!(s["agents"]["live"], 1, "{s}");
+    assert_eq!(s["agents"]["idle"], 1, "{s}");
+    assert_eq!(s["agents"]["maxLive"], 16, "{s}");
+    server.finish(&[], &[]);
+}
+
+/// With room for one live agent, a second thread's turn evicts the first
+/// thread's idle agent; the first thread's next turn starts a new agent that
+/// `session/load`s the stored session. The replayed history is counted,
+/// never journaled as output. An idle agent past `idleSeconds` is stopped.
+#[test]
+fn an_evicted_agent_is_resumed_with_session_load() {
+    let scratch = tempfile::tempdir().unwrap();
+    let history = |n: &str| arg(&scratch.path().join(n));
+    let (ha, hb) = (history("a.history"), history("b.history"));
+    let mut a = fixture(&["--recall", "--load-session", "--history", &ha]);
+    let mut b = fixture(&["--recall", "--load-session", "--history", &hb]);
+    a["idleSeconds"] = json!(1);
+    b["idleSeconds"] = json!(600);
+    let server = Server::start_full(json!({ "maxLiveAgents": 1 }), json!({ "a": a, "b": b }));
+    let mut client = sdk(&server);
+    let ta = client.threads_create("proj", "a", "ask", None).unwrap();
+    let tb = client.threads_create("proj", "b", "ask", None).unwrap();
+    let a1 = run(&mut client, &ta.id, "a-1", "alpha one");
+    let b1 = run(&mut client, &tb.id, "b-1", "beta one");
+    let s = status(&server);
+    assert_eq!(
+        (
+            s["agents"]["live"].as_u64(),
+            s["agents"]["maxLive"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    let a2 = run(&mut client, &ta.id, "a-2", "alpha two");
+    assert_eq!(session_of(&mut client, &a1), session_of(&mut client, &a2));
+    assert!(reply(&mut client, &ta.id, &a2).starts_with("recall: alpha one | alpha two"));
+    let loaded = observations(&mut client, &ta.id, &a2, "session_loaded");
+    assert_eq!(loaded.len(), 1, "{loaded:?}");
+    assert_eq!(loaded[0]["payload"]["replayedUpdates"], 1, "{loaded:?}");
+    let page = client.journal_replay(Some(&ta.id), 0, None).unwrap();
+    assert!(
+        !page.events.iter().any(|e| e.turn_id.as_deref() == Some(&a2)
+            && e.payload
+                .as_ref()
+                .is_some_and(|p| p.to_string().contains("user_message_chunk"))),
+        "replayed history was journaled as turn output"
+    );
+    assert!(observations(&mut client, &ta.id, &a2, "context_reset").is_empty());
+    // b's agent was evicted for a2 and resumes the same way.
+    let b2 = run(&mut client, &tb.id, "b-2", "beta two");
+    assert_eq!(session_of(&mut client, &b1), session_of(&mut client, &b2));
+    assert!(reply(&mut client, &tb.id, &b2).starts_with("recall: beta one | beta two"));
+    // a2's agent was evicted for b2; run a3 and let its one idle second pass.
+    run(&mut client, &ta.id, "a-3", "alpha three");
+    eventually("the idle agent to be stopped", || {
+        status(&server)["agents"]["live"] == 0
+    });
+    server.finish(&[], &[]);
+}
+
+/// An agent that cannot load sessions gets a new one, and the turn says so
+/// with a `context_reset` observation.
+#[test]
+fn an_agent_without_load_session_gives_context_reset() {
+    let mut once = fixture(&["--recall"]);
+    once["idleSeconds"] = json!(0);
+    let server = Server::start_full(json!({}), json!({ "once": once }));
+    let mut client = sdk(&server);
+    let thread = client.threads_create("proj", "once", "ask", None).unwrap();
+    let first = run(&mut client, &thread.id, "o-1", "first");
+    assert!(observations(&mut client, &thread.id, &first, "context_reset").is_empty());
+    let second = run(&mut client, &thread.id, "o-2", "second");
+    let reset = observations(&mut client, &thread.id, &second, "context_reset");
+    assert_eq!(reset.len(), 1, "{reset:?}");
+    assert_eq!(reset[0]["payload"]["reason"], "load_unsupported");
+    let (s1, s2) = (
+        session_of(&mut client, &first),
+        session_of(&mut client, &second),
+    );
+    assert_eq!(reset[0]["payload"]["previousSessionId"], json!(s1));
+    assert_ne!(s1, s2);
+    assert!(reply(&mut client, &thread.id, &second).starts_with("recall: second\n"));
+    server.finish(&[], &[]);
+}
+
+/// `kill -9` of serve between turns: the orphaned (lingering) agent dies at
+/// the next start, and the thread's next turn loads its session in a new
+/// agent.
+#[test]
+fn a_killed_controller_resumes_the_session_at_the_next_turn() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pidfile = scratch.path().join("agent.pid");
+    let history = arg(&scratch.path().join("history"));
+    let agent = fixture(&[
+        "--linger",
+        "--recall",
+        "--load-session",
+        "--history",
+        &history,
+        "--pidfile",
+        &arg(&pidfile),
+    ]);
+    let mut server = Server::start_full(json!({}), json!({ "mem": agent }));
+    let mut client = sdk(&server);
+    let thread = client.threads_create("proj", "mem", "ask", None).unwrap();
+    let first = run(&mut client, &thread.id, "k-1", "before the crash");
+    let old = pid_of(&pidfile);
+    drop(client);
+    server.kill9();
+    assert!(alive(old), "the live agent is orphaned by kill -9");
+    server.spawn();
+    eventually("the orphaned agent to die", || !alive(old));
+    let mut client = sdk(&server);
+    assert_eq!(
+        client.turns_get(&first).unwrap().state.as_str(),
+        "completed"
+    );
+    let second = run(&mut client, &thread.id, "k-2", "after the crash");
+    assert_ne!(pid_of(&pidfile), old);
+    assert_eq!(
+        session_of(&mut client, &first),
+        session_of(&mut client, &second)
+    );
+    assert_eq!(
+        observations(&mut client, &thread.id, &second, "session_loaded").len(),
+        1
+    );
+    assert!(
+        reply(&mut client, &thread.id, &second)
+            .starts_with("recall: before the crash | after the crash")
+    );
+    server.finish(&[], &[]);
+}
+
+/// A changed provider definition (here its arguments) replaces the session
+/// at the next turn, and so does a new thread configuration version; both
+/// are journaled with their reason.
+#[test]
+fn a_changed_provider_or_thread_version_replaces_the_session() {
+    let scratch = tempfile::tempdir().unwrap();
+    let history = arg(&scratch.path().join("history"));
+    let agent = fixture(&["--recall", "--load-session", "--history", &history]);
+    let mut server = Server::start_full(json!({}), json!({ "mem": agent }));
+    let mut client = sdk(&server);
+    let thread = client.threads_create("proj", "mem", "ask", None).unwrap();
+    let first = run(&mut client, &thread.id, "r-1", "one");
+    drop(client);
+    assert_eq!(server.stop(), Some(0));
+    let mut config: Value =
+        serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
+    config["providers"]["mem"]["args"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("--thoughts"));
+    config["providers"]["mem"]["args"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("1"));
+    std::fs::write(&server.config, serde_json::to_vec(&config).unwrap()).unwrap();
+    server.spawn();
+    let mut client = sdk(&server);
+    let second = run(&mut client, &thread.id, "r-2", "two");
+    let replaced = observations(&mut client, &thread.id, &second, "session_replaced");
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert_eq!(replaced[0]["payload"]["reason"], "provider_changed");
+    assert_eq!(
+        replaced[0]["payload"]["previousSessionId"],
+        json!(session_of(&mut client, &first))
+    );
+    assert_ne!(
+        session_of(&mut client, &first),
+        session_of(&mut client, &second)
+    );
+    assert!(observations(&mut client, &thread.id, &second, "session_loaded").is_empty());
+    // A new configuration version replaces the (live) session as well.
+    let configure = ThreadsConfigure {
+        thread_id: thread.id.clone(),
+        expected_version: 1,
+        provider: None,
+        approval: Some("allow-all".into()),
+        restricted: None,
+        retention: None,
+    };
+    let _: Value = client.call("threads.configure", &configure).unwrap();
+    let third = run(&mut client, &thread.id, "r-3", "three");
+    let replaced = observations(&mut client, &thread.id, &third, "session_replaced");
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert_eq!(replaced[0]["payload"]["reason"], "thread_reconfigured");
+    assert_ne!(
+        session_of(&mut client, &second),
+        session_of(&mut client, &third)
+    );
+    // The unchanged session is kept from here on.
+    let fourth = run(&mut client, &thread.id, "r-4", "four");
+    assert_eq!(
+        session_of(&mut client, &third),
+        session_of(&mut client, &fourth)
+    );
+    server.finish(&[], &[]);
+}
+
+/// A turn past its deadline is cancelled through the cancel path: the agent
+/// confirms, and the turn ends `cancelled` with `deadline_exceeded`. The
+/// per-turn `maxTurnSeconds` overrides the provider's.
+#[test]
+fn an_overlong_turn_is_cancelled_at_its_deadline() {
+    let mut slow = fixture(&["--chunks", "1", "--hang"]);
+    slow["maxTurnSeconds"] = json!(1);
+    let server = Server::start_full(
+        json!({}),
+        json!({ "slow": slow, "hang": fixture(&["--chunks", "1", "--hang"]) }),
+    );
+    let mut client = sdk(&server);
+    let thread = client.threads_create("proj", "slow", "ask", None).unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "d-1", "never ends")
+        .unwrap();
+    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("cancelled", Some("deadline_exceeded"))
+    );
+    assert!(client.turns_get(&turn.id).unwrap().cancel_requested);
+    let hang = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let submit = |cmd: &str, seconds: u64| TurnsSubmit {
+        thread_id: hang.id.clone(),
+        command_id: cmd.into(),
+        prompt: "wait".into(),
+        continues: None,
+        max_turn_seconds: Some(seconds),
+    };
+    let turn = client.turns_submit_with(&submit("d-2", 1)).unwrap();
+    assert_eq!(turn.max_turn_seconds, Some(1));
+    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("cancelled", Some("deadline_exceeded"))
+    );
+    assert!(client.turns_submit_with(&submit("d-3", 0)).is_err());
+    server.finish(&[], &[]);
+}
+
+/// `server.maxRunningTurns` caps concurrent turns: with one slot, a
+/// runnable turn in another workspace waits in the queue until the running
+/// one has its outcome; `status` shows running/limit.
+#[test]
+fn max_running_turns_caps_concurrent_turns() {
+    let server = Server::start_workspaces(
+        json!({ "maxRunningTurns": 1 }),
+        json!({ "hang": fixture(&["--chunks", "1", "--hang"]), "quick": fixture(&["--chunks", "1"]) }),
+        &["other"],
+    );
+    let mut client = sdk(&server);
+    let ta = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let tb = client
+        .threads_create("other", "quick", "ask", None)
+        .unwrap();
+    let a = client.turns_submit(&ta.id, "c-1", "hold").unwrap();
+    wait_turn(&mut client, &a.id, |s| s == "running");
+    let b = client.turns_submit(&tb.id, "c-2", "go").unwrap();
+    let s = status(&server);
+    assert_eq!(s["agents"]["runningTurns"], 1, "{s}");
+    assert_eq!(s["agents"]["maxRunningTurns"], 1, "{s}");
+    assert_eq!(client.turns_get(&b.id).unwrap().state.as_str(), "queued");
+    client.turns_cancel(&a.id).unwrap();
+    let (state, _) = wait_turn(&mut client, &b.id, settled);
+    assert_eq!(state, "completed");
+    let (a, b) = (
+        client.turns_get(&a.id).unwrap(),
+        client.turns_get(&b.id).unwrap(),
+    );
+    assert!(
+        b.prepared_at.unwrap() >= a.finished_at.unwrap(),
+        "the second turn was claimed while the first still ran"
+    );
+    server.finish(&[], &[]);
+}
+
+/// An agent that ignores the deadline's `session/cancel` is `interrupted`
+/// with `deadline_exceeded` when the cancel deadline passes, and its
+/// workspace is fenced; its process is never reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_ignoring_the_deadline_cancel_is_interrupted() {
+    use lapis_service::engine::{Engine, EngineConfig};
+    use lapis_service::{ApprovalPolicy, Store, StoreOptions, TurnState};
+
+    use crate::acp_engine::Rig;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
+    let mut spec = crate::acp::fixture(&["--chunks", "1", "--hang", "--ignore-cancel"]);
+    spec.name = "stuck".into();
+    spec.session.max_turn_seconds = 1;
+    let mut config = EngineConfig::new([("stuck".to_string(), spec)].into_iter().collect());
+    config.limits = crate::acp::test_limits();
+    config.limits.cancel_timeout = Duration::from_millis(300);
+    config.shutdown_grace = Duration::from_secs(5);
+    let engine = Engine::new(store.clone(), config);
+    let handle = Some(engine.start());
+    let rig = Rig {
+        dir,
+        store,
+        engine,
+        handle,
+    };
+    let thread = rig.thread("ws", "stuck", ApprovalPolicy::Ask).await;
+    let turn = rig.submit(&thread, "s-1", "never ends").await;
+    let t = rig.settled(&turn).await;
+    assert_eq!(t.state, TurnState::Interrupted);
+    assert_eq!(t.outcome.as_deref(), Some("deadline_exceeded"));
+    assert!(t.cancel_requested);
+    assert_eq!(rig.store.status().fenced_workspaces, ["ws"]);
+    // The interrupted agent was not kept.
+    let engine = rig.engine.clone();
+    eventually("the interrupted agent to be retired", || {
+        engine.status().agents.live == 0
+    });
+    rig.handle.unwrap().shutdown().await;
+}
