@@ -478,6 +478,12 @@ pub enum JournalCommand {
         #[command(flatten)]
         out: JsonArg,
     },
+    /// Check the journal's hash chain in the database file (read-only; the
+    /// service may be running or stopped). Fails naming the first bad event.
+    Verify {
+        #[command(flatten)]
+        out: JsonArg,
+    },
 }
 
 /// Where a prompt comes from: `--prompt TEXT`, `--prompt -` (stdin) or
@@ -642,7 +648,9 @@ impl Command {
                 | TurnsCommand::Cancel { out, .. }
                 | TurnsCommand::Resolve { out, .. },
             ) => out.json,
-            Command::Journal(JournalCommand::Tail { out, .. }) => out.json,
+            Command::Journal(JournalCommand::Tail { out, .. } | JournalCommand::Verify { out }) => {
+                out.json
+            }
             Command::Permissions(
                 PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
             ) => out.json,

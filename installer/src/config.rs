@@ -85,23 +85,28 @@ pub struct ConfigSummary {
 /// Reads the config at `path` and checks its structure. `Ok(None)` when it
 /// does not exist.
 pub fn read(path: &Path) -> Result<Option<(Config, ConfigSummary)>, ConfigError> {
-    use lapis_protocol::config::{ConfigError as Read, read_config_file};
     let malformed = |reason: String| ConfigError::Malformed {
         path: path.to_path_buf(),
         reason,
     };
     // The one bounded, regular-file-only read every config reader uses.
-    let bytes = match read_config_file(path) {
+    let bytes = match schema::read_config_file(path) {
         Ok(bytes) => bytes,
-        Err(Read::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+        Err(schema::ConfigError::Read { source, .. })
+            if source.kind() == io::ErrorKind::NotFound =>
+        {
             return Ok(None);
         }
-        Err(Read::Read { source, .. }) => return Err(FsError::new("read", path, source).into()),
-        Err(Read::NotRegular { .. }) => return Err(malformed("not a regular file".into())),
-        Err(Read::TooLarge { .. }) => {
+        Err(schema::ConfigError::Read { source, .. }) => {
+            return Err(FsError::new("read", path, source).into());
+        }
+        Err(schema::ConfigError::NotRegular { .. }) => {
+            return Err(malformed("not a regular file".into()));
+        }
+        Err(schema::ConfigError::TooLarge { .. }) => {
             return Err(malformed(format!(
                 "larger than {} bytes",
-                lapis_protocol::config::MAX_CONFIG_BYTES
+                schema::MAX_CONFIG_BYTES
             )));
         }
         Err(other) => return Err(malformed(reason(&other))),
@@ -125,7 +130,7 @@ fn reason(e: &schema::ConfigError) -> String {
         ),
         schema::ConfigError::Parse {
             line, column, kind, ..
-        } if *kind == "duplicate key" => {
+        } if *kind == schema::PARSE_DUPLICATE_KEY => {
             format!("a JSON object repeats a key (line {line}, column {column})")
         }
         schema::ConfigError::Parse { line, column, .. } => {

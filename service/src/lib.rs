@@ -12,6 +12,7 @@
 pub mod acp;
 pub mod domain;
 pub mod engine;
+pub mod redact;
 pub mod store;
 
 pub mod auth;

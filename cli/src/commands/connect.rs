@@ -146,9 +146,9 @@ pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 pub fn connect_to(target: &Target) -> Result<Client, CliError> {
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     // A server at its connection cap answers `limit_reached` before it
-    // reads `hello`, so nothing was applied: a few spaced retries ride out a
-    // burst of other connections.
-    let mut backoff = std::time::Duration::from_millis(100);
+    // reads `hello`, so nothing was applied: a few spaced retries (waits of
+    // 50, 100, 200, 400 ms) ride out a burst of other connections.
+    let mut backoff = std::time::Duration::from_millis(50);
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -171,7 +171,7 @@ pub fn connect_to(target: &Target) -> Result<Client, CliError> {
         }) {
             Ok(_) => return Ok(client),
             Err(ClientError::Rpc(e))
-                if attempts < 4
+                if attempts < 5
                     && e.error_code() == Some(lapis_protocol::ErrorCode::LimitReached) =>
             {
                 std::thread::sleep(backoff);

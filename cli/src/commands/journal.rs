@@ -5,6 +5,12 @@
 //! the replay and the live stream. With `--json --follow` the output is
 //! NDJSON (one `{"event": …}` per line), the one streaming exception to
 //! "one JSON document".
+//!
+//! `journal verify [--json]`: checks the hash chain of the controller home's
+//! database directly, read-only, with no protocol method: it needs no token
+//! and works while the service is stopped (and, through SQLite's WAL
+//! snapshot, while it runs). A broken chain exits 2 with code
+//! `journal_tampered` naming the first bad `seq` and the failed check.
 
 use std::collections::VecDeque;
 
@@ -13,7 +19,7 @@ use lapis_protocol::client::JournalFollower;
 use serde_json::json;
 
 use crate::args::{GlobalArgs, JournalCommand};
-use crate::exit::CliResult;
+use crate::exit::{CliError, CliResult};
 
 use super::connect::{client_error, connect};
 use super::follow::{Halt, Printer, settle};
@@ -25,14 +31,17 @@ const DEFAULT_LINES: usize = 20;
 const IDLE: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
-    let JournalCommand::Tail {
-        thread,
-        lines,
-        since,
-        follow,
-        no_thoughts,
-        out,
-    } = command;
+    let (thread, lines, since, follow, no_thoughts, out) = match command {
+        JournalCommand::Tail {
+            thread,
+            lines,
+            since,
+            follow,
+            no_thoughts,
+            out,
+        } => (thread, lines, since, follow, no_thoughts, out),
+        JournalCommand::Verify { out } => return verify(global, out.json),
+    };
     let mut client = connect(global)?;
     // Where to start reading, and how many of the events read to keep.
     let (mut after, keep) = match (since, lines) {
@@ -88,4 +97,42 @@ pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
             }
         }
     })())
+}
+
+fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
+    let target = super::connect::target(global, None)?;
+    let db = target.home.join(lapis_service::store::DB_FILE);
+    if !db.is_file() {
+        return Err(CliError::failure(
+            "not_found",
+            anyhow::anyhow!("no controller database at {}", db.display()),
+        ));
+    }
+    match lapis_service::store::verify_journal(&db) {
+        Ok(report) => {
+            if json_out {
+                crate::output::json(&json!({
+                    "verified": true,
+                    "events": report.events,
+                    "head": report.head,
+                }))?;
+            } else {
+                crate::output::line(format!(
+                    "journal verified: {} events, chain head {}",
+                    report.events, report.head
+                ))?;
+            }
+            Ok(())
+        }
+        Err(lapis_service::StoreError::InvalidRow {
+            table: "events",
+            row,
+            check,
+        }) => Err(CliError::failure(
+            "journal_tampered",
+            anyhow::anyhow!("journal verification failed at seq {row} ({check})"),
+        )
+        .with_details(json!({ "seq": row.parse::<u64>().ok(), "check": check }))),
+        Err(e) => Err(CliError::failure(e.code(), e)),
+    }
 }

@@ -183,6 +183,9 @@ pub struct Turn {
     /// (`permissions.list`). Live state, not stored: the server fills it in.
     #[serde(default)]
     pub awaiting_input: bool,
+    /// Credentials replaced by `[REDACTED:…]` markers in this turn's journal.
+    #[serde(default)]
+    pub redactions: u64,
     /// What the turn asked: its `user_message` journal event. Filled in by
     /// `turns.get` only (absent from lists and receipts).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -35,6 +35,9 @@ pub struct StderrLimits {
     pub line_bytes: usize,
     /// Total stderr bytes logged per agent; the rest is counted, not logged.
     pub total_bytes: usize,
+    /// Whether stderr is logged at all: false for a metadata-only thread,
+    /// whose agent's stderr is drained and discarded unread.
+    pub keep: bool,
 }
 
 /// Why an agent could not be started.
@@ -289,7 +292,9 @@ fn group_alive(pgid: Pid) -> bool {
     !matches!(killpg(pgid, None), Err(Errno::ESRCH))
 }
 
-/// Copies the agent's stderr into the log, line by line, within the limits.
+/// Copies the agent's stderr into the log, line by line, within the limits,
+/// each line redacted ([`crate::redact::StderrRedactor`]) before it is
+/// logged; when `limits.keep` is false it is drained and nothing is logged.
 async fn log_stderr(
     provider: String,
     pid: u32,
@@ -298,16 +303,32 @@ async fn log_stderr(
 ) {
     // Lines longer than the bound are cut by reading them through a reader
     // with a large bound and truncating; a line past even that ends logging.
+    if !limits.keep {
+        let mut sink = tokio::io::sink();
+        let mut stderr = stderr;
+        let _ = tokio::io::copy(&mut stderr, &mut sink).await;
+        return;
+    }
     let mut lines = BoundedLines::new(BufReader::new(stderr), limits.line_bytes.max(1) * 16);
+    let mut redact = crate::redact::StderrRedactor::default();
     let mut logged = 0usize;
     let mut dropped = 0usize;
     loop {
         match lines.next_line().await {
             Ok(Some(line)) => {
-                let cut = &line[..line.len().min(limits.line_bytes)];
+                // Redacted whole, then cut: a cut never splits a secret.
+                let text = String::from_utf8_lossy(&line);
+                let Some(text) = redact.line(&text) else {
+                    continue;
+                };
+                let mut end = text.len().min(limits.line_bytes);
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let cut = &text[..end];
                 if logged + cut.len() <= limits.total_bytes {
                     logged += cut.len();
-                    tracing::info!(target: "lapis_service::agent_stderr", provider = %provider, pid, line = %String::from_utf8_lossy(cut));
+                    tracing::info!(target: "lapis_service::agent_stderr", provider = %provider, pid, line = %cut);
                 } else {
                     dropped += line.len();
                 }

@@ -63,6 +63,7 @@ impl Default for RunnerLimits {
             stderr: StderrLimits {
                 line_bytes: 4096,
                 total_bytes: 64 * 1024,
+                keep: true,
             },
         }
     }

@@ -2,11 +2,12 @@
 //! `mark_dispatched`, events through group-committed `append_activity`,
 //! permissions through the [`PermissionBroker`].
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::acp::{ActivityEvent, HookError, PermissionAnswer, PermissionRequest, TurnHooks};
 use crate::domain::{EventKind, SessionBinding};
+use crate::redact::StreamHold;
 use crate::store::Store;
 
 use super::broker::PermissionBroker;
@@ -40,6 +41,39 @@ pub(super) struct StoreHooks {
     /// the turn's end is recorded, so an append the store refused (disk
     /// full) is never lost without a word.
     unconfirmed: std::sync::Mutex<Vec<crate::store::PendingAppend>>,
+    /// Text chunks held back so no secret is split across two events.
+    hold: Mutex<Held>,
+}
+
+/// The text stream being held: which one, and its chunks.
+#[derive(Debug, Default)]
+struct Held {
+    /// (reasoning?, messageId) of the held chunks; `None` when empty.
+    key: Option<(bool, Option<String>)>,
+    /// The chunks, each with its event (whose text is set on release).
+    hold: StreamHold<ActivityEvent>,
+}
+
+/// The stream a plain text chunk belongs to, and its text.
+fn text_chunk(event: &mut ActivityEvent) -> Option<((bool, Option<String>), String)> {
+    let (reasoning, c) = match event {
+        ActivityEvent::Message(c) => (false, c),
+        ActivityEvent::Reasoning(c) => (true, c),
+        _ => return None,
+    };
+    if c.content.is_some() {
+        return None;
+    }
+    let text = c.text.take()?;
+    Some(((reasoning, c.message_id.clone()), text))
+}
+
+/// Puts released text back into its event.
+fn with_text((text, mut event): (String, ActivityEvent)) -> ActivityEvent {
+    if let ActivityEvent::Message(c) | ActivityEvent::Reasoning(c) = &mut event {
+        c.text = Some(text);
+    }
+    event
 }
 
 impl StoreHooks {
@@ -63,7 +97,21 @@ impl StoreHooks {
             running: AtomicBool::new(false),
             streamed: AtomicU64::new(0),
             unconfirmed: std::sync::Mutex::new(Vec::new()),
+            hold: Mutex::new(Held::default()),
         }
+    }
+
+    /// Journals whatever text is still held (the turn is over).
+    pub(super) async fn flush_held(&self) -> Result<(), HookError> {
+        let released: Vec<ActivityEvent> = {
+            let mut h = self.hold.lock().unwrap_or_else(|p| p.into_inner());
+            h.key = None;
+            h.hold.finish().into_iter().map(with_text).collect()
+        };
+        for e in released {
+            self.journal(e).await?;
+        }
+        Ok(())
     }
 
     /// Awaits every streamed append not yet confirmed; the first refusal.
@@ -79,6 +127,60 @@ impl StoreHooks {
             }
         }
         first
+    }
+
+    /// Holds a text chunk or releases what may go now, in order (see
+    /// [`crate::redact`]): a different stream or any other event releases
+    /// everything held first.
+    fn hold_or_release(&self, mut event: ActivityEvent) -> Vec<ActivityEvent> {
+        let mut h = self.hold.lock().unwrap_or_else(|p| p.into_inner());
+        let chunk = text_chunk(&mut event);
+        let key = chunk.as_ref().map(|(k, _)| k.clone());
+        let mut out: Vec<ActivityEvent> = Vec::new();
+        if h.key.is_some() && h.key != key {
+            out.extend(h.hold.finish().into_iter().map(with_text));
+            h.key = None;
+        }
+        match chunk {
+            Some((key, text)) => {
+                out.extend(h.hold.push(text, event).into_iter().map(with_text));
+                h.key = (!h.hold.is_empty()).then_some(key);
+            }
+            None => out.push(event),
+        }
+        out
+    }
+
+    /// Appends one event to the journal (see [`TurnHooks::event`]).
+    async fn journal(&self, event: ActivityEvent) -> Result<(), HookError> {
+        let kind = journal_kind(&event);
+        // Permission events are awaited: a pending interaction must never be
+        // visible before its request is durable. Everything else rides the
+        // group commit (the writer keeps order, and the turn's end is a later
+        // write), with a wait every STREAM_WINDOW events for backpressure.
+        let streamed = !matches!(
+            event,
+            ActivityEvent::PermissionRequested { .. } | ActivityEvent::PermissionResolved { .. }
+        );
+        let payload =
+            serde_json::to_value(&event).map_err(|_| HookError("event not serializable".into()))?;
+        let pending = self
+            .store
+            .append_activity(&self.turn_id, kind, Some(payload));
+        if streamed {
+            let n = self.streamed.fetch_add(1, Ordering::Relaxed) + 1;
+            if !n.is_multiple_of(STREAM_WINDOW) {
+                // Committed in order with the next group commit; confirmed
+                // at the next window or before the turn's end.
+                self.unconfirmed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(pending);
+                return Ok(());
+            }
+            self.confirm_streamed().await.map_err(hook_err)?;
+        }
+        pending.await.map(|_| ()).map_err(hook_err)
     }
 }
 
@@ -129,34 +231,10 @@ impl TurnHooks for StoreHooks {
                 .await
                 .map_err(hook_err)?;
         }
-        let kind = journal_kind(&event);
-        // Permission events are awaited: a pending interaction must never be
-        // visible before its request is durable. Everything else rides the
-        // group commit (the writer keeps order, and the turn's end is a later
-        // write), with a wait every STREAM_WINDOW events for backpressure.
-        let streamed = !matches!(
-            event,
-            ActivityEvent::PermissionRequested { .. } | ActivityEvent::PermissionResolved { .. }
-        );
-        let payload =
-            serde_json::to_value(&event).map_err(|_| HookError("event not serializable".into()))?;
-        let pending = self
-            .store
-            .append_activity(&self.turn_id, kind, Some(payload));
-        if streamed {
-            let n = self.streamed.fetch_add(1, Ordering::Relaxed) + 1;
-            if !n.is_multiple_of(STREAM_WINDOW) {
-                // Committed in order with the next group commit; confirmed
-                // at the next window or before the turn's end.
-                self.unconfirmed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(pending);
-                return Ok(());
-            }
-            self.confirm_streamed().await.map_err(hook_err)?;
+        for e in self.hold_or_release(event) {
+            self.journal(e).await?;
         }
-        pending.await.map(|_| ()).map_err(hook_err)
+        Ok(())
     }
 
     async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {

@@ -424,6 +424,9 @@ impl Engine {
             fingerprint,
             claim.thread.version,
         ));
+        let mut limits = self.config.limits;
+        // A metadata-only thread keeps no agent stderr, not even redacted.
+        limits.stderr.keep = claim.thread.retention == crate::domain::Retention::Full;
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
         if let (Some(reason), Some(b)) = (replace, &bound) {
@@ -445,7 +448,7 @@ impl Engine {
             prompt: claim.prompt,
             approval: claim.thread.approval,
             restricted: claim.thread.restricted,
-            limits: self.config.limits,
+            limits,
             lookup: self.lookup(),
             registry: Some(self.registry.clone()),
             resume,
@@ -470,11 +473,20 @@ impl Engine {
         if deadline.disarm() {
             end = deadline_end(end);
         }
-        if let Err(err) = hooks.confirm_streamed().await {
+        // Text held back for redaction is journaled before the turn's end,
+        // then every streamed append is confirmed.
+        let held = hooks.flush_held().await;
+        let confirmed = hooks.confirm_streamed().await;
+        if held.is_err() || confirmed.is_err() {
             // Some of the agent's output was refused by the store (disk
             // full, …): the outcome the agent reported stands on an
             // incomplete record, so it is the owner's to confirm.
-            tracing::error!(turn = %turn_id, code = err.code(), "streamed events were not journaled");
+            let code = match (&confirmed, &held) {
+                (Err(e), _) => e.code().to_owned(),
+                (_, Err(e)) => e.0.clone(),
+                _ => String::new(),
+            };
+            tracing::error!(turn = %turn_id, code = %code, "streamed events were not journaled");
             if hooks.dispatched.load(Ordering::SeqCst) {
                 end = TurnEnd::Unknown("journal_write_failed".into());
             } else {

@@ -238,6 +238,7 @@ impl Store {
             conn,
             journal: Journal {
                 last_seq: 0,
+                last_hash: super::chain::GENESIS,
                 threads: Default::default(),
                 memory: Arc::clone(&memory),
             },

@@ -13,6 +13,9 @@ use rusqlite::{Connection, params};
 use serde_json::Value;
 
 use crate::domain::{EventKind, JournalEvent, Retention, StoreResult};
+use crate::redact::redactor;
+
+use super::chain::{self, Link};
 
 /// Per-thread journal state.
 #[derive(Debug, Clone)]
@@ -73,6 +76,8 @@ pub type SharedPayloads = Arc<Mutex<MemoryPayloads>>;
 pub struct Journal {
     /// The last committed owner-wide `seq`.
     pub last_seq: u64,
+    /// The hash of the event at `last_seq` (the chain head).
+    pub last_hash: chain::Hash,
     /// Per-thread state, for every thread.
     pub threads: HashMap<String, ThreadJournal>,
     /// In-memory payloads of metadata-only threads.
@@ -84,6 +89,8 @@ pub struct Journal {
 pub struct JournalTx {
     /// The last seq assigned in this stage.
     last_seq: u64,
+    /// The chain head after this stage's events.
+    last_hash: chain::Hash,
     /// Thread seqs assigned in this stage.
     threads: HashMap<String, u64>,
     /// New threads created in this stage (with their retention).
@@ -101,6 +108,7 @@ impl Journal {
     pub fn begin(&self) -> JournalTx {
         JournalTx {
             last_seq: self.last_seq,
+            last_hash: self.last_hash,
             ..Default::default()
         }
     }
@@ -122,6 +130,7 @@ impl Journal {
             }
         }
         self.last_seq = stage.last_seq;
+        self.last_hash = stage.last_hash;
         if !stage.memory.is_empty() {
             let mut mem = self.memory.lock().unwrap_or_else(|p| p.into_inner());
             for (seq, v) in stage.memory {
@@ -161,6 +170,10 @@ impl Journal {
     }
 
     /// Insert one event inside `tx`, assigning both sequences in `stage`.
+    /// The payload is redacted first (every string but ids, see
+    /// [`crate::redact`]); the markers inserted are added to the turn's
+    /// `redactions` count in the same transaction. The row carries its
+    /// chain hash ([`chain`]).
     #[allow(clippy::too_many_arguments)]
     pub fn append(
         &self,
@@ -170,7 +183,7 @@ impl Journal {
         turn: Option<&str>,
         kind: EventKind,
         at: i64,
-        payload: Option<Value>,
+        mut payload: Option<Value>,
     ) -> StoreResult<()> {
         // Assigned in the stage up front; a failed insert fails the whole
         // transaction and the stage is dropped with it.
@@ -186,6 +199,7 @@ impl Journal {
             }
         };
         let seq = stage.last_seq + 1;
+        let redactions = payload.as_mut().map_or(0, |v| redactor().redact_value(v));
         let keep_on_disk =
             !kind.is_content() || self.retention_of(stage, thread) == Retention::Full;
         let has_payload = payload.is_some();
@@ -193,9 +207,22 @@ impl Journal {
             (Some(v), true) => Some(serde_json::to_string(v).unwrap_or_else(|_| "null".into())),
             _ => None,
         };
+        let hash = chain::link_hash(
+            &stage.last_hash,
+            &Link {
+                seq: seq as i64,
+                thread_id: thread.as_bytes(),
+                thread_seq: thread_seq as i64,
+                turn_id: turn.map(str::as_bytes),
+                kind: kind.as_str().as_bytes(),
+                at,
+                has_payload,
+                stored_payload: text.as_deref().map(str::as_bytes),
+            },
+        );
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, has_payload) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, \
+             has_payload, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?;
         stmt.execute(params![
             seq as i64,
@@ -205,9 +232,15 @@ impl Journal {
             kind.as_str(),
             at,
             text,
-            has_payload
+            has_payload,
+            &hash[..]
         ])?;
+        if let (Some(turn), true) = (turn, redactions > 0) {
+            tx.prepare_cached("UPDATE turns SET redactions = redactions + ?2 WHERE id = ?1")?
+                .execute(params![turn, redactions])?;
+        }
         stage.last_seq = seq;
+        stage.last_hash = hash;
         if let (Some(v), false) = (&payload, keep_on_disk) {
             stage.memory.push((seq, v.clone()));
         }

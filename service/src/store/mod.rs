@@ -49,6 +49,7 @@
 //! [`code`](crate::domain::StoreError::code).
 
 mod api;
+mod chain;
 mod continuation;
 mod handle;
 mod ids;
@@ -66,6 +67,7 @@ mod transition;
 mod validate;
 mod writer;
 
+pub use chain::{ChainReport, GENESIS};
 pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
 pub use lock::LOCK_FILE;
 pub use ops_turns::{CANCELLED_BEFORE_START, CONTINUATION_REFUSED, RESOLVED_BY_OWNER};
@@ -74,6 +76,33 @@ pub(crate) use receipts::CommandKind;
 pub use recovery::{OUTCOME_LOST, Recovered, SETUP_INTERRUPTED};
 pub use schema::{APPLICATION_ID, DB_FILE, SCHEMA_VERSION};
 pub use validate::ValidationReport;
+
+/// Verifies the journal's hash chain of the database at `db` directly,
+/// read-only: works whether or not `serve` is running (a read sees the last
+/// commit; no lock is taken). Fails as `store_invalid_row` naming the first
+/// bad `seq` (check `chain`), `store_schema_unsupported`
+/// for a database not yet migrated to the chain.
+pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainReport> {
+    let conn = schema::open_reader(db)?;
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(crate::domain::StoreError::from_sqlite)?;
+    let app: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(crate::domain::StoreError::from_sqlite)?;
+    if app != APPLICATION_ID {
+        return Err(crate::domain::StoreError::ForeignDatabase {
+            path: db.to_owned(),
+        });
+    }
+    if version != SCHEMA_VERSION {
+        return Err(crate::domain::StoreError::SchemaUnsupported {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    chain::verify(&conn)
+}
 
 #[cfg(test)]
 mod tests;

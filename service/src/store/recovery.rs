@@ -39,6 +39,7 @@ impl Writer {
         let conn = &self.conn;
         let last_seq: i64 =
             conn.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))?;
+        let last_hash = super::chain::head(conn)?;
         let mut threads = HashMap::new();
         {
             let mut stmt = conn.prepare(
@@ -98,6 +99,7 @@ impl Writer {
             }
         }
         self.journal.last_seq = last_seq as u64;
+        self.journal.last_hash = last_hash;
         self.journal.threads = threads;
         self.last_queue_seq = last_queue_seq as u64;
         self.sched = sched;

@@ -17,14 +17,26 @@ use crate::domain::{StoreError, StoreResult};
 pub const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
 
-/// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    r#"
+/// One schema step: SQL, then an optional data step in the same transaction.
+struct Migration {
+    /// The DDL.
+    sql: &'static str,
+    /// Run after `sql`, before the version bump.
+    then: Option<fn(&Connection) -> StoreResult<()>>,
+}
+
+/// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`. Each step
+/// is self-contained (its own `user_version` bump), so steps added on other
+/// branches chain by appending.
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        then: None,
+        sql: r#"
 CREATE TABLE workspaces (
     id          TEXT PRIMARY KEY NOT NULL,
     path        TEXT NOT NULL UNIQUE,
@@ -105,17 +117,24 @@ CREATE TABLE auth_sessions (
 );
 CREATE INDEX auth_sessions_credential ON auth_sessions(credential);
 "#,
-    r#"
+    },
+    Migration {
+        // Agent sessions per thread (issue 11).
+        then: None,
+        sql: r#"
 ALTER TABLE threads ADD COLUMN agent_session_id TEXT;
 ALTER TABLE threads ADD COLUMN agent_fingerprint TEXT;
 ALTER TABLE threads ADD COLUMN agent_thread_version INTEGER;
 ALTER TABLE turns ADD COLUMN agent_session_id TEXT;
 ALTER TABLE turns ADD COLUMN max_turn_seconds INTEGER;
 "#,
-    // Receipts keyed by (principal, application, command id), with the
-    // result as first returned. Existing receipts take their thread's
-    // application (every receipt so far names a thread or a turn).
-    r#"
+    },
+    Migration {
+        // Receipts keyed by (principal, application, command id), with the
+        // result as first returned. Existing receipts take their thread's
+        // application (every receipt so far names a thread or a turn).
+        then: None,
+        sql: r#"
 CREATE TABLE receipts_keyed (
     principal   TEXT NOT NULL,
     application TEXT NOT NULL,
@@ -141,6 +160,16 @@ FROM receipts r;
 DROP TABLE receipts;
 ALTER TABLE receipts_keyed RENAME TO receipts;
 "#,
+    },
+    Migration {
+        // The tamper-evident journal (see `chain`) and the per-turn redaction
+        // count; existing rows are chained once, here.
+        sql: r#"
+ALTER TABLE events ADD COLUMN hash BLOB;
+ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
+"#,
+        then: Some(super::chain::backfill),
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -197,9 +226,12 @@ pub fn open_writer(path: &Path) -> StoreResult<Connection> {
 }
 
 fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(from as usize) {
         let tx = conn.unchecked_transaction()?;
-        tx.execute_batch(sql)?;
+        tx.execute_batch(step.sql)?;
+        if let Some(then) = step.then {
+            then(&tx)?;
+        }
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
         tx.commit()?;
@@ -245,7 +277,7 @@ mod tests {
         let path = dir.path().join(DB_FILE);
         {
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[0].sql).unwrap();
             conn.pragma_update(None, "application_id", APPLICATION_ID)
                 .unwrap();
             conn.pragma_update(None, "user_version", 1).unwrap();
@@ -301,7 +333,7 @@ mod tests {
         let path = dir.path().join(DB_FILE);
         {
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[0].sql).unwrap();
             conn.pragma_update(None, "application_id", APPLICATION_ID)
                 .unwrap();
             conn.pragma_update(None, "user_version", 1).unwrap();

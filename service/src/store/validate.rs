@@ -5,7 +5,10 @@
 //! one) is checked in ONE streaming scan in `seq` order with borrowed column
 //! values — no per-row allocation — which also proves what aggregates cannot:
 //! every thread's sequence grows by exactly one in global order. A failure names the table, the row id
-//! and the check — never the row's content. SQLite's own corruption errors
+//! and the check — never the row's content. The journal's hash chain is
+//! followed in the same scan ([`super::chain::Verifier`]): an edited,
+//! inserted or deleted event fails the open naming the first bad `seq`
+//! (check `chain`). SQLite's own corruption errors
 //! (truncated or damaged pages met during the scans) fail as `store_corrupt`.
 
 use std::collections::HashMap;
@@ -189,11 +192,12 @@ fn validate_events(conn: &Connection) -> StoreResult<u64> {
             threads.insert(r.get(0)?, 0);
         }
     }
-    let mut stmt = conn.prepare(
-        "SELECT seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload \
-         FROM events ORDER BY seq",
-    )?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {} FROM events ORDER BY seq",
+        super::chain::COLUMNS
+    ))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
+    let mut chain = super::chain::Verifier::default();
     let mut expected: i64 = 1;
     while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
         let seq: i64 = r.get(0)?;
@@ -240,6 +244,9 @@ fn validate_events(conn: &Connection) -> StoreResult<u64> {
                 }
             }
             _ => return Err(bad("payload")),
+        }
+        if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
+            return Err(bad("chain"));
         }
     }
     Ok((expected - 1) as u64)

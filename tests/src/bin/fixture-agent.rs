@@ -14,8 +14,10 @@
 //! `--recall` `--advertise` (agent info, capabilities, an auth method and
 //! session modes) `--expect-env NAME=VALUE` (initialize fails unless the
 //! environment has exactly that; `VALUE` `@PATH` reads it from a file, so it
-//! need not appear in argv or output; never echoed); `--sleeper PIDFILE` is
-//! the grandchild itself.
+//! need not appear in argv or output; never echoed) `--secrets` (prints
+//! every sample credential of `lapis_service::redact` to stderr and streams
+//! each as two message chunks split in its middle, plus one tool call whose
+//! title carries one); `--sleeper PIDFILE` is the grandchild itself.
 //!
 //! Sessions: each `session/new` gets an id unique to this process
 //! (`fx-<pid>-<n>`); a prompt naming another session is refused. `--history
@@ -107,6 +109,11 @@ fn main() {
     }
     for i in 0..script.num("stderr") {
         eprintln!("fixture stderr line {i}");
+    }
+    if script.has("secrets") {
+        for sample in lapis_service::redact::sample_credentials() {
+            eprintln!("debug: {}", sample.text);
+        }
     }
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
     let cancelled = Arc::new(AtomicBool::new(false));
@@ -472,6 +479,30 @@ fn run_prompt(
                 "content": {"type": "text", "text": text}}),
             );
         }
+    }
+    if script.has("secrets") {
+        for sample in lapis_service::redact::sample_credentials() {
+            let text = format!("found {} in the repo; ", sample.text);
+            let mut mid = text.len() / 2;
+            while !text.is_char_boundary(mid) {
+                mid -= 1;
+            }
+            for part in [&text[..mid], &text[mid..]] {
+                update(
+                    out,
+                    s,
+                    json!({"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": part}}),
+                );
+            }
+        }
+        let token = &lapis_service::redact::sample_credentials()[3].text;
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "secret-call",
+            "title": format!("curl -H 'Authorization: Bearer {token}'"), "status": "completed"}),
+        );
     }
     let text = script.get("chunk-text").unwrap_or("chunk");
     for i in 0..script.num("chunks") {

@@ -9,11 +9,11 @@ use serde_json::{Value, json};
 use crate::acp::{alive, arg, read_pid};
 use crate::serve_support::{OWNER, Server};
 
-fn fixture(args: &[&str]) -> Value {
+pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
 }
 
-fn sdk(server: &Server) -> Client {
+pub(crate) fn sdk(server: &Server) -> Client {
     Client::open(
         &server.socket(),
         Credential::Token {
@@ -25,7 +25,7 @@ fn sdk(server: &Server) -> Client {
 }
 
 /// Polls `turns.get` until `done` holds; returns (state, outcome).
-fn wait_turn(
+pub(crate) fn wait_turn(
     client: &mut Client,
     turn: &str,
     done: impl Fn(&str) -> bool,
@@ -42,7 +42,7 @@ fn wait_turn(
     }
 }
 
-fn settled(s: &str) -> bool {
+pub(crate) fn settled(s: &str) -> bool {
     !matches!(s, "queued" | "preparing" | "dispatched" | "running")
 }
 

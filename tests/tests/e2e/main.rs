@@ -32,6 +32,7 @@ mod protocol;
 mod providers;
 mod providers_check;
 mod quickstart;
+mod redaction;
 mod release;
 mod release_update;
 mod serve;

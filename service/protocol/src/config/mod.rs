@@ -35,6 +35,9 @@ pub const DEFAULT_SESSION_TTL_SECS: u64 = 30 * 24 * 3600;
 /// is missing, unknown or of the wrong type.
 pub const PARSE_DATA: &str = "wrong type or unknown field";
 
+/// [`ConfigError::Parse`]'s `kind` for a key repeated in one JSON object.
+pub const PARSE_DUPLICATE_KEY: &str = "duplicate key";
+
 /// Prefix of every bootstrap token secret (`lapis_` + 64 lowercase hex).
 pub const TOKEN_PREFIX: &str = "lapis_";
 
@@ -390,7 +393,7 @@ impl Config {
             line: e.line(),
             column: e.column(),
             kind: match e.classify() {
-                _ if crate::is_duplicate_key(&e) => "duplicate key",
+                _ if crate::is_duplicate_key(&e) => PARSE_DUPLICATE_KEY,
                 serde_json::error::Category::Io => "io",
                 serde_json::error::Category::Syntax => "syntax",
                 serde_json::error::Category::Data => PARSE_DATA,

@@ -1,0 +1,139 @@
+//! The cheap first look: can this text contain a credential at all?
+//!
+//! Almost every journaled payload holds none, so the writer asks this before
+//! the [`RegexSet`](regex::RegexSet): one Aho-Corasick scan for literals that
+//! every match of some detector must contain, plus a scan of the `.`s for the
+//! one detector without a literal (Discord bot tokens). "No" here means no
+//! detector can match; "yes" only means the set must look.
+//!
+//! What must stay true: every detector in [`super::detectors`] has a literal
+//! in [`CASED`] or [`ANY_CASE`] that each of its matches contains (or is the
+//! Discord pattern checked by [`dotted_token`]). A detector added without one
+//! would be skipped on text that needs it; the corpus test
+//! (`every_sample_is_caught_with_its_typed_marker`) and the property test
+//! `the_prefilter_never_hides_a_match` catch that.
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+/// Literals compared as written (their detectors are case-sensitive).
+const CASED: &[&str] = &[
+    "-----BEGIN",       // private-key
+    "lapis_",           // lapis-token, lapis-bearer
+    "A3T",              // aws-access-key-id
+    "AKIA",             // aws-access-key-id
+    "ASIA",             // aws-access-key-id
+    "ABIA",             // aws-access-key-id
+    "ACCA",             // aws-access-key-id
+    "AIza",             // gcp-api-key
+    "GOCSPX-",          // gcp-oauth-secret
+    "ya29.",            // gcp-access-token
+    "Q~",               // azure-client-secret
+    "_v1_",             // digitalocean-token
+    "AGE-SECRET-KEY-1", // age-secret-key
+    "ghp_",             // github-token
+    "gho_",             // github-token
+    "ghu_",             // github-token
+    "ghs_",             // github-token
+    "ghr_",             // github-token
+    "github_pat_",      // github-fine-grained-pat
+    "glpat-",           // gitlab-token
+    "glrt-",            // gitlab-token
+    "gldt-",            // gitlab-token
+    "glptt-",           // gitlab-token
+    "glft-",            // gitlab-token
+    "gloas-",           // gitlab-token
+    "ATBB",             // bitbucket-app-password
+    "ATATT3",           // atlassian-api-token
+    "xox",              // slack-token
+    "xapp-",            // slack-app-token
+    "://",              // slack-webhook, discord-webhook, url-password
+    ":AA",              // telegram-bot-token
+    "k_live_",          // stripe-key (sk_, rk_)
+    "k_test_",          // stripe-key (sk_, rk_)
+    "whsec_",           // stripe-webhook-secret
+    "sq0",              // square-token
+    "shp",              // shopify-token
+    "SK",               // twilio-api-key
+    "SG.",              // sendgrid-api-key
+    "key-",             // mailgun-key
+    "sk-",              // anthropic-api-key, openai-api-key
+    "hf_",              // huggingface-token
+    "api_org_",         // huggingface-token
+    "npm_",             // npm-token
+    "pypi-",            // pypi-token
+    "lin_api_",         // linear-api-key
+    "dapi",             // databricks-token
+    "dp.pt.",           // doppler-token
+    "eyJ",              // jwt
+];
+
+/// Literals compared ASCII-case-insensitively (their detectors are `(?i)`).
+const ANY_CASE: &[&str] = &[
+    "aws",    // aws-secret-access-key
+    "key",    // azure-storage-key (AccountKey=), secret-assignment (api/access/private key)
+    "bearer", // bearer-token
+    "passw",  // secret-assignment (password, passwd)
+    "pwd",    // secret-assignment
+    "secret", // secret-assignment (secret, client secret)
+    "token",  // secret-assignment (token, auth token)
+];
+
+/// The compiled literal scans.
+#[derive(Debug)]
+pub(super) struct Prefilter {
+    /// [`CASED`].
+    cased: AhoCorasick,
+    /// [`ANY_CASE`].
+    any_case: AhoCorasick,
+}
+
+impl Prefilter {
+    pub(super) fn new() -> Prefilter {
+        let build = |lits: &[&str], ci: bool| {
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(ci)
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(lits)
+                .expect("prefilter literals compile")
+        };
+        Prefilter {
+            cased: build(CASED, false),
+            any_case: build(ANY_CASE, true),
+        }
+    }
+
+    /// Whether some detector could match `text` (see the module docs).
+    pub(super) fn candidate(&self, text: &str) -> bool {
+        self.cased.is_match(text) || self.any_case.is_match(text) || dotted_token(text.as_bytes())
+    }
+}
+
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Whether `text` has the shape of a Discord bot token somewhere: at least
+/// 10 token bytes, `.`, exactly 6, `.`, at least 27 (the detector's
+/// `[A-Za-z0-9_-]{10,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}`).
+fn dotted_token(text: &[u8]) -> bool {
+    dots(text).any(|i| {
+        let mid = text.get(i + 1..i + 7);
+        mid.is_some_and(|m| m.iter().all(|b| token_byte(*b)))
+            && text.get(i + 7) == Some(&b'.')
+            && text[..i]
+                .iter()
+                .rev()
+                .take_while(|b| token_byte(**b))
+                .count()
+                >= 10
+            && text[i + 8..].iter().take_while(|b| token_byte(**b)).count() >= 27
+    })
+}
+
+/// Positions of `.` in `text`.
+fn dots(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    text.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'.')
+        .map(|(i, _)| i)
+}

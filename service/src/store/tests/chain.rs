@@ -1,0 +1,221 @@
+//! The tamper-evident journal and redaction at the durable write.
+
+use rusqlite::Connection;
+use serde_json::json;
+
+use super::*;
+use crate::domain::{EventKind, Retention};
+use crate::redact::sample_credentials;
+use crate::store::{DB_FILE, verify_journal};
+
+/// A store with one claimed turn that streamed `chunks`; returns the home.
+async fn journal_with(
+    chunks: &[serde_json::Value],
+    retention: Retention,
+) -> (tempfile::TempDir, String) {
+    let Fixture { dir, store } = fixture().await;
+    let s = &store;
+    workspace(s, dir.path(), "w").await;
+    let th = thread(s, "w", retention).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    for c in chunks {
+        s.append_activity(&t.id, EventKind::MessageChunk, Some(c.clone()))
+            .await
+            .unwrap();
+    }
+    store.close().await;
+    (dir, t.id)
+}
+
+fn db(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("home").join(DB_FILE)
+}
+
+#[tokio::test]
+async fn an_edited_deleted_or_rehashed_row_fails_verification_naming_its_seq() {
+    let chunks: Vec<_> = (0..5)
+        .map(|i| json!({ "text": format!("chunk {i}") }))
+        .collect();
+    let (dir, _) = journal_with(&chunks, Retention::Full).await;
+    let report = verify_journal(&db(&dir)).unwrap();
+    assert!(report.events >= 7, "{report:?}");
+    let conn = Connection::open(db(&dir)).unwrap();
+    let seq: i64 = conn
+        .query_row(
+            "SELECT seq FROM events WHERE payload LIKE '%chunk 2%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    // An edited payload: the digest the chain covers no longer matches.
+    conn.execute(
+        "UPDATE events SET payload = replace(payload, 'chunk 2', 'chunk X') WHERE seq = ?1",
+        [seq],
+    )
+    .unwrap();
+    let err = verify_journal(&db(&dir)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}",
+            crate::domain::StoreError::InvalidRow {
+                table: "events",
+                row: seq.to_string(),
+                check: "chain"
+            }
+        )
+    );
+    // The edited row rehashed to match: the next row no longer chains.
+    let prev: Vec<u8> = conn
+        .query_row("SELECT hash FROM events WHERE seq = ?1", [seq - 1], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let rehashed = conn
+        .query_row(
+            "SELECT thread_id, thread_seq, turn_id, kind, at, payload FROM events WHERE seq = ?1",
+            [seq],
+            |r| {
+                let (thread, tseq, turn, kind, at, payload): (
+                    String,
+                    i64,
+                    Option<String>,
+                    String,
+                    i64,
+                    String,
+                ) = (
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                );
+                Ok(crate::store::chain::link_hash(
+                    &prev.clone().try_into().unwrap(),
+                    &crate::store::chain::Link {
+                        seq,
+                        thread_id: thread.as_bytes(),
+                        thread_seq: tseq,
+                        turn_id: turn.as_deref().map(str::as_bytes),
+                        kind: kind.as_bytes(),
+                        at,
+                        has_payload: true,
+                        stored_payload: Some(payload.as_bytes()),
+                    },
+                ))
+            },
+        )
+        .unwrap();
+    conn.execute(
+        "UPDATE events SET hash = ?2 WHERE seq = ?1",
+        rusqlite::params![seq, &rehashed[..]],
+    )
+    .unwrap();
+    let err = verify_journal(&db(&dir)).unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("{}", seq + 1)) && err.to_string().contains("chain"),
+        "{err}"
+    );
+    // The open fails closed too, with the same seq.
+    let open = Store::open(options(&dir.path().join("home"))).unwrap_err();
+    assert_eq!(open.code(), "store_invalid_row");
+    assert!(open.to_string().contains(&(seq + 1).to_string()), "{open}");
+}
+
+#[tokio::test]
+async fn a_deleted_event_breaks_the_chain_at_the_next_one() {
+    let chunks: Vec<_> = (0..3).map(|i| json!({ "text": format!("c{i}") })).collect();
+    let (dir, _) = journal_with(&chunks, Retention::Full).await;
+    let conn = Connection::open(db(&dir)).unwrap();
+    let last: i64 = conn
+        .query_row("SELECT max(seq) FROM events", [], |r| r.get(0))
+        .unwrap();
+    conn.execute("DELETE FROM events WHERE seq = ?1", [last - 1])
+        .unwrap();
+    conn.execute(
+        "UPDATE events SET seq = ?1 WHERE seq = ?2",
+        [last - 1, last],
+    )
+    .unwrap();
+    let err = verify_journal(&db(&dir)).unwrap_err();
+    assert!(err.to_string().contains(&(last - 1).to_string()), "{err}");
+}
+
+#[tokio::test]
+async fn a_removed_payload_breaks_the_chain_a_never_written_one_does_not() {
+    let (dir, _) = journal_with(&[json!({ "text": "hello" })], Retention::Full).await;
+    let conn = Connection::open(db(&dir)).unwrap();
+    let seq: i64 = conn
+        .query_row(
+            "SELECT seq FROM events WHERE kind = 'message_chunk'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute("UPDATE events SET payload = NULL WHERE seq = ?1", [seq])
+        .unwrap();
+    let err = verify_journal(&db(&dir)).unwrap_err();
+    assert!(err.to_string().contains(&seq.to_string()), "{err}");
+    // A metadata-only thread never wrote its content: it verifies.
+    let (dir, _) = journal_with(&[json!({ "text": "hello" })], Retention::MetadataOnly).await;
+    verify_journal(&db(&dir)).unwrap();
+}
+
+#[tokio::test]
+async fn an_unchained_database_is_chained_once_by_the_migration() {
+    let (dir, _) = journal_with(&[json!({ "text": "old" })], Retention::Full).await;
+    let conn = Connection::open(db(&dir)).unwrap();
+    // Back to the shape before the chain: no hashes, no count.
+    conn.execute_batch(&format!(
+        "ALTER TABLE events DROP COLUMN hash; \
+         ALTER TABLE turns DROP COLUMN redactions; PRAGMA user_version = {};",
+        crate::store::SCHEMA_VERSION - 1
+    ))
+    .unwrap();
+    drop(conn);
+    let s = Store::open(options(&dir.path().join("home"))).unwrap();
+    s.close().await;
+    let report = verify_journal(&db(&dir)).unwrap();
+    assert!(report.events >= 3);
+    assert_ne!(report.head, hex::encode(crate::store::GENESIS));
+}
+
+#[tokio::test]
+async fn credentials_are_redacted_before_the_write_ids_kept_and_counted() {
+    let samples = sample_credentials();
+    let chunks: Vec<_> = samples
+        .iter()
+        .map(|s| json!({ "type": "message", "text": s.text, "messageId": "msg-1" }))
+        .collect();
+    let secret_id = samples[14].text.clone();
+    let mut chunks = chunks;
+    chunks.push(json!({ "type": "invocation", "id": secret_id, "title": "t" }));
+    let (dir, turn) = journal_with(&chunks, Retention::Full).await;
+    let s = Store::open(options(&dir.path().join("home"))).unwrap();
+    let t = s.get_turn(&turn).await.unwrap();
+    assert!(t.redactions >= samples.len() as u64, "{}", t.redactions);
+    s.close().await;
+    let conn = Connection::open(db(&dir)).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT payload FROM events WHERE payload IS NOT NULL")
+        .unwrap();
+    let all: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let all = all.join("\n");
+    // Ids are structure: kept verbatim even when they look like a token.
+    assert!(all.contains(&format!("\"id\":\"{secret_id}\"")));
+    let without_id = all.replace(&secret_id, "");
+    for s in &samples {
+        assert!(!without_id.contains(&s.secret), "{} survived", s.detector);
+        assert!(all.contains(&format!("[REDACTED:{}]", s.detector)));
+    }
+}
