@@ -28,8 +28,9 @@ pub struct Target {
     /// only the part a client needs: see [`client_target`]).
     pub config: Config,
     /// Why the file as a whole was refused, when a client command goes on
-    /// with the part it needs. Names fields, never values.
-    pub problem: Option<String>,
+    /// with the part it needs: the refusal's stable code and its message
+    /// (names fields, never values).
+    pub problem: Option<(&'static str, String)>,
     /// Controller home, by the one precedence (flag, environment, config).
     pub home: PathBuf,
     /// The instance's paths (unit, launcher), for what-to-do messages.
@@ -72,11 +73,12 @@ pub fn client_target(global: &GlobalArgs) -> Result<Target, CliError> {
         return Err(strict);
     };
     let problem = format!("{:#}", strict.error);
+    let code = strict.code;
     eprintln!(
         "warning: {problem}\nwarning: going on with the controller home and the first token; `serve` and `config reload` refuse this file until it is fixed (`{} config validate`)",
         lapis_release::PRODUCT
     );
-    t.problem = Some(problem);
+    t.problem = Some((code, problem));
     Ok(t)
 }
 
@@ -154,7 +156,16 @@ pub fn connect_to(target: &Target) -> Result<Client, CliError> {
         attempts += 1;
         let mut client = Client::connect(&socket).map_err(|e| {
             let code = e.code();
-            if e.is_unavailable() {
+            if let (true, Some((code, problem))) = (e.is_unavailable(), &target.problem) {
+                // Nothing runs, and `serve` would refuse this file: the
+                // configuration is what to fix first.
+                CliError::failure(
+                    code,
+                    anyhow::anyhow!(
+                        "{problem}; the controller is not running and will not start with this configuration"
+                    ),
+                )
+            } else if e.is_unavailable() {
                 CliError::unavailable(
                     code,
                     anyhow::Error::new(e).context(start_hint(&target.paths)),

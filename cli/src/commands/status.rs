@@ -74,7 +74,7 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
         }
     };
     let mut warnings = Vec::new();
-    if let Some(problem) = &target.problem {
+    if let Some((_, problem)) = &target.problem {
         warnings.push(format!(
             "the configuration file is refused ({problem}): the service keeps running with the last good one, but will not start or reload with this one; check it with `{} config validate`",
             lapis_release::PRODUCT

@@ -102,8 +102,7 @@ async fn turns_in(store: &Store, states: &[TurnState]) -> Result<Vec<StatusTurn>
                 TurnState::SubmissionUnknown | TurnState::Interrupted => t.finished_at,
                 _ => None,
             }
-            .unwrap_or(t.updated_at)
-                / 1000;
+            .unwrap_or(t.updated_at);
             let application = match applications.get(&t.thread_id) {
                 Some(a) => a.clone(),
                 None => {
