@@ -267,12 +267,26 @@ pub fn watch(
     prompter: &mut Prompter,
 ) -> Result<Watched, Halt> {
     let mut reply = String::new();
+    // Requests journaled but not yet listed when their event arrived.
+    let mut unshown: Vec<String> = Vec::new();
     loop {
         let next = follower.next(Some(IDLE)).map_err(client_error)?;
         let Some(event) = next else {
             if crate::output::stdout_closed() {
                 return Err(Halt::Closed);
             }
+            let mut still = Vec::new();
+            for request in std::mem::take(&mut unshown) {
+                if !prompter.ask(
+                    follower.client(),
+                    &turn.id,
+                    &request,
+                    printer.as_deref_mut(),
+                )? {
+                    still.push(request);
+                }
+            }
+            unshown = still;
             // Quiet for a while: re-read the turn; if it ended, collect what
             // the journal holds that was not seen yet.
             turn = follower
@@ -315,12 +329,23 @@ pub fn watch(
                 p.end_run()?;
             }
             let request = request.to_owned();
-            prompter.ask(
+            if !prompter.ask(
                 follower.client(),
                 &turn.id,
                 &request,
                 printer.as_deref_mut(),
-            )?;
+            )? {
+                unshown.push(request);
+            }
+        }
+        if event.kind == EventKind::PermissionDecided
+            && let Some(request) = event
+                .payload
+                .as_ref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(Value::as_str)
+        {
+            unshown.retain(|r| r != request);
         }
         if event.kind == EventKind::TurnState {
             turn = follower

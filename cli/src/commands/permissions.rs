@@ -172,23 +172,25 @@ impl Prompter {
         }
     }
 
-    /// Handles request `request` of `turn`: a request already answered or
-    /// expired is skipped. With `--json` the request is also written as an
-    /// NDJSON `permission` line.
+    /// Handles request `request` of `turn`; `false` when it is not (or not
+    /// yet) pending: the engine journals the request just before it
+    /// registers it, so a caller that saw the event asks again until the
+    /// request shows up or a `permission_decided` event settles it. With
+    /// `--json` the request is also written as an NDJSON `permission` line.
     pub fn ask(
         &mut self,
         client: &mut Client,
         turn: &str,
         request: &str,
         printer: Option<&mut Printer>,
-    ) -> Result<(), Halt> {
+    ) -> Result<bool, Halt> {
         let Some(pending) = client
             .permissions_list(None, Some(turn))
             .map_err(client_error)?
             .into_iter()
             .find(|r| r.id == request)
         else {
-            return Ok(());
+            return Ok(false);
         };
         if let Some(p) = printer
             && p.is_json()
@@ -212,7 +214,7 @@ impl Prompter {
                     Ok(()) => eprintln!("answered with {choice}"),
                     Err(e) => eprintln!("the answer was not taken: {e}"),
                 }
-                return Ok(());
+                return Ok(true);
             }
             err = io::stderr().lock();
         }
@@ -229,7 +231,7 @@ impl Prompter {
                 o.kind
             );
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Reads a numbered choice from the terminal; `None` at end of input.
