@@ -342,3 +342,49 @@ fn list_shows_catalogue_configured_and_whether_commands_are_found() {
         plain.stdout
     );
 }
+
+#[test]
+fn on_a_terminal_the_secret_is_read_from_a_hidden_prompt() {
+    use std::io::{Read, Write};
+    let ctx = TestContext::new();
+    let config = rich_config(&ctx);
+    // `script` runs the CLI on a fresh pseudo-terminal and relays our pipe to
+    // its input; the terminal's output is what a person would see.
+    let line = format!(
+        "{} providers add claude --secret ANTHROPIC_API_KEY",
+        TestContext::bin().display()
+    );
+    let mut cmd = ctx.command_for(Path::new("script"), ["-qec", line.as_str(), "/dev/null"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("(input hidden): ") {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "terminal closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stdin.write_all(format!("{SECRET}\n").as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    out.read_to_end(&mut seen).unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let terminal = String::from_utf8_lossy(&seen).into_owned();
+    assert!(status.success(), "{terminal}");
+    // The terminal never showed the secret: the prompt turned echo off.
+    assert!(!terminal.contains(SECRET), "echoed: {terminal}");
+    let env = std::fs::read_to_string(env_path(&config)).unwrap();
+    assert!(
+        env.lines()
+            .any(|l| l == format!("ANTHROPIC_API_KEY={SECRET}")),
+        "stored: {}",
+        env.lines()
+            .map(|l| l.split('=').next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+}
