@@ -370,9 +370,28 @@ fn on_a_terminal_the_secret_is_read_from_the_hidden_prompt() {
     }
     stdin.write_all(format!("{SECRET}\n").as_bytes()).unwrap();
     stdin.flush().unwrap();
-    out.read_to_end(&mut seen).unwrap();
+    // Bounded, so a prompt that never returns fails instead of hanging.
+    let reader = std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = out.read_to_end(&mut rest);
+        rest
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "providers add did not end: {}",
+                String::from_utf8_lossy(&seen)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     drop(stdin);
-    let status = child.wait().unwrap();
+    seen.extend(reader.join().unwrap());
     let terminal = String::from_utf8_lossy(&seen).into_owned();
     assert!(status.success(), "{terminal}");
     // The value came from the terminal, after the hidden prompt. (Whether
