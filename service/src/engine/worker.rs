@@ -27,6 +27,10 @@ use super::outcome::{Deadline, deadline_end, turn_end};
 use super::pool::{AgentPool, PoolStatus};
 
 /// Outcome code of turns settled because the controller stopped.
+mod around;
+
+use around::forget;
+
 pub const CONTROLLER_SHUTDOWN: &str = "controller_shutdown";
 
 /// What the engine needs besides the store.
@@ -214,91 +218,6 @@ impl Engine {
             running_turns: self.running.load(Ordering::SeqCst),
             max_running_turns: self.config.max_running_turns.max(1),
         }
-    }
-
-    fn provider(&self, name: &str) -> Option<ProviderSpec> {
-        let providers = self.providers.read().unwrap_or_else(|p| p.into_inner());
-        providers.get(name).cloned()
-    }
-
-    /// Replaces the providers for turns claimed from now on (config
-    /// reload; the caller adds the built-in `echo` as at start).
-    pub fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
-        *self.providers.write().unwrap_or_else(|p| p.into_inner()) = providers;
-    }
-
-    /// Replaces the agent secrets for turns started from now on (reload).
-    pub fn replace_secrets(&self, secrets: EnvFile) {
-        *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
-        self.secrets_generation.fetch_add(1, Ordering::SeqCst);
-        self.pool.retire_idle();
-    }
-
-    /// The lookup a turn launches with: the one at start, with the current
-    /// secrets.
-    fn lookup(&self) -> CommandLookup {
-        let mut lookup = self.config.lookup.clone();
-        lookup.secrets = self
-            .secrets
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        lookup
-    }
-
-    /// Pending permission requests, optionally of one turn.
-    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
-        self.broker.pending(turn_id)
-    }
-
-    /// Answers a pending permission request (`permissions.respond`). The
-    /// caller authorizes first (the pending entry names its thread). A
-    /// selected option must be one of the offered ids exactly. An answer for
-    /// a finished turn is journaled as an observation and refused.
-    pub async fn respond_permission(
-        &self,
-        turn_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<(), EngineError> {
-        match self.broker.answer(turn_id, request_id, answer.clone()) {
-            Ok(()) => Ok(()),
-            Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
-            Err(e @ AnswerError::NotPending { .. }) => {
-                let turn = self.store.get_turn(turn_id).await?;
-                if turn.state.is_active() {
-                    return Err(EngineError::NotPending(e));
-                }
-                // Recorded as an observation by the store: a late answer
-                // never moves a finished turn.
-                let payload =
-                    serde_json::json!({"late": true, "requestId": request_id, "answer": answer});
-                let _ = self
-                    .store
-                    .append_activity(turn_id, EventKind::PermissionDecided, Some(payload))
-                    .await;
-                Err(EngineError::TurnFinished {
-                    turn_id: turn_id.to_string(),
-                })
-            }
-        }
-    }
-
-    /// Starts claiming and running turns on the current tokio runtime.
-    /// First kills agents a previous controller left running (their turns
-    /// were already settled by the store's recovery at open).
-    pub fn start(&self) -> EngineHandle {
-        let reaped = self.registry.reap_orphans();
-        if !reaped.is_empty() {
-            tracing::warn!(
-                groups = reaped.len(),
-                "killed orphaned agents of a previous controller"
-            );
-        }
-        let (stop, stop_rx) = watch::channel(false);
-        tokio::spawn(self.pool.clone().reap_idle(stop_rx.clone()));
-        let task = tokio::spawn(self.clone().run(stop_rx));
-        EngineHandle { stop, task }
     }
 
     async fn run(self, mut stop: watch::Receiver<bool>) {
@@ -513,90 +432,5 @@ impl Engine {
             }
             AfterTurn::Gone => self.pool.checkin(&thread_id, None, &turn_id, idle),
         }
-    }
-
-    /// The thread's live agent, if it may carry this turn: same session as
-    /// the thread's binding, no replacement due, still running. What it said
-    /// while idle is journaled as late output of the turn it last ran.
-    async fn live_agent(
-        &self,
-        thread: &str,
-        bound: Option<&SessionBinding>,
-        replace: Option<&str>,
-    ) -> Option<LiveAgent> {
-        let mut out = self.pool.checkout(thread)?;
-        let stale = out.agent.take_stale().await;
-        for msg in stale.messages {
-            let kind = msg
-                .pointer("/params/update/sessionUpdate")
-                .or_else(|| msg.get("method"))
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("unknown")
-                .to_string();
-            let late = ActivityEvent::Late { kind, payload: msg };
-            if let Ok(payload) = serde_json::to_value(&late) {
-                drop(self.store.append_activity(
-                    &out.last_turn,
-                    EventKind::Observation,
-                    Some(payload),
-                ));
-            }
-        }
-        let same = bound.is_some_and(|b| b.session_id == out.agent.session_id());
-        if stale.gone || replace.is_some() || !same {
-            self.pool.retire(out.agent);
-            return None;
-        }
-        Some(out.agent)
-    }
-
-    /// Records the turn's end. A write refused by the storage (disk full,
-    /// read-only, I/O) is retried with a bounded backoff until it commits,
-    /// so the turn settles and its workspace is released as soon as the
-    /// condition clears, without a restart; the turn keeps its lease
-    /// meanwhile, so nothing else runs in that workspace on a half-written
-    /// record.
-    async fn finish(&self, turn_id: &str, end: TurnEnd) {
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            match self.store.finish_turn(turn_id, end.clone()).await {
-                Ok(out) if !out.applied => {
-                    tracing::warn!(turn = %turn_id, "turn end refused by the state table (recorded as observation)");
-                }
-                Ok(_) => {}
-                Err(err) if err.storage_condition().is_some() => {
-                    tracing::warn!(
-                        turn = %turn_id,
-                        condition = err.storage_condition().unwrap_or(""),
-                        retry_ms = backoff.as_millis() as u64,
-                        "cannot record the turn's end yet; retrying"
-                    );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    continue;
-                }
-                Err(err) => {
-                    tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
-                }
-            }
-            return;
-        }
-    }
-}
-
-fn forget(
-    live: &mut HashMap<tokio::task::Id, Live>,
-    done: Result<(tokio::task::Id, ()), tokio::task::JoinError>,
-) {
-    match done {
-        Ok((id, ())) => {
-            live.remove(&id);
-        }
-        Err(err) if err.is_panic() => {
-            // A panicked runner left its turn unsettled; keep it in `live`
-            // so shutdown settles it, and say so now.
-            tracing::error!("a turn task panicked");
-        }
-        Err(_) => {}
     }
 }
