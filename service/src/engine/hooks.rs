@@ -99,10 +99,8 @@ impl TurnHooks for StoreHooks {
 
     async fn event(&self, event: ActivityEvent) -> Result<(), HookError> {
         if self.dispatched.load(Ordering::SeqCst) && !self.running.swap(true, Ordering::SeqCst) {
-            self.store
-                .mark_running(&self.turn_id)
-                .await
-                .map_err(hook_err)?;
+            // Queued before the event, committed with it.
+            self.store.mark_running_detached(&self.turn_id);
         }
         let kind = journal_kind(&event);
         // Permission events are awaited: a pending interaction must never be
