@@ -4,32 +4,32 @@
 //! Applications hold the bootstrap token from this file, so rewriting it would
 //! lock every one of them out. The installer therefore only ever *creates* the
 //! file (all or nothing, never over an existing one, see
-//! [`crate::fsx::create_new_atomic`]) and otherwise checks that the existing
-//! file has the basic shape (a JSON object with `schema` 1 and at least one
-//! token with a secret). Full validation belongs to the service.
+//! [`crate::fsx::create_new_atomic`]) and otherwise reads the existing file
+//! through the one schema and its structural validator
+//! ([`Config::parse`]: shape, names, limits, tokens). What depends on the
+//! machine at run time (workspace directories exist) is `serve`'s step
+//! ([`Config::check_on_this_machine`]), never the installer's, so a config
+//! whose workspace directory is missing does not fail an install.
 //!
 //! The one exception is [`edit`] (`providers add`/`remove`): it rewrites the
 //! file atomically, refuses any change to `tokens`, and writes only a
 //! document the full validator accepts.
 //!
-//! Error messages never quote file contents: the file holds secrets, so the
-//! JSON is parsed as an untyped value (whose syntax errors carry only line and
-//! column) and checked by hand.
+//! Error messages never quote file contents: the shared validator reports
+//! fields and positions, never values.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use lapis_protocol::config::{self as schema, Config, TokenSpec};
 use serde_json::{Value, json};
 use thiserror::Error;
 
 use crate::fsx::{self, FsError};
 use crate::paths::Paths;
 
-/// Largest config file read.
-const MAX_CONFIG_BYTES: u64 = 4 << 20;
-/// Prefix of every generated token.
-pub const TOKEN_PREFIX: &str = "lapis_";
+pub use lapis_protocol::config::TOKEN_PREFIX;
 
 /// Why the configuration was refused or could not be written.
 #[derive(Debug, Error)]
@@ -82,112 +82,69 @@ pub struct ConfigSummary {
     pub tokens: usize,
 }
 
-/// A token from the config. `Debug` hides the secret.
-#[derive(Clone)]
-pub struct Token {
-    /// Token name (`owner`).
-    pub name: String,
-    /// Principal it authenticates as.
-    pub principal: String,
-    /// The secret itself. Print only from `token show`.
-    pub secret: String,
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Token")
-            .field("name", &self.name)
-            .field("principal", &self.principal)
-            .field("secret", &"<redacted>")
-            .finish()
-    }
-}
-
-/// Reads and checks the config at `path`. `Ok(None)` when it does not exist.
-pub fn read(path: &Path) -> Result<Option<(Value, ConfigSummary)>, ConfigError> {
-    let meta = match fs::metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(FsError::new("read", path, e).into()),
-        Ok(m) => m,
-    };
+/// Reads the config at `path` and checks its structure. `Ok(None)` when it
+/// does not exist.
+pub fn read(path: &Path) -> Result<Option<(Config, ConfigSummary)>, ConfigError> {
+    use lapis_protocol::config::{ConfigError as Read, read_config_file};
     let malformed = |reason: String| ConfigError::Malformed {
         path: path.to_path_buf(),
         reason,
     };
-    if !meta.is_file() {
-        return Err(malformed("not a regular file".into()));
+    // The one bounded, regular-file-only read every config reader uses.
+    let bytes = match read_config_file(path) {
+        Ok(bytes) => bytes,
+        Err(Read::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(Read::Read { source, .. }) => return Err(FsError::new("read", path, source).into()),
+        Err(Read::NotRegular { .. }) => return Err(malformed("not a regular file".into())),
+        Err(Read::TooLarge { .. }) => {
+            return Err(malformed(format!(
+                "larger than {} bytes",
+                lapis_protocol::config::MAX_CONFIG_BYTES
+            )));
+        }
+        Err(other) => return Err(malformed(reason(&other))),
+    };
+    let config = Config::parse(&bytes, path).map_err(|e| malformed(reason(&e)))?;
+    let summary = ConfigSummary {
+        controller_home: Some(config.controller_home.clone()),
+        tokens: config.tokens.len(),
+    };
+    Ok(Some((config, summary)))
+}
+
+/// The shared validator's refusal as the installer words it (after "is
+/// malformed: "). Names fields and positions, never values.
+fn reason(e: &schema::ConfigError) -> String {
+    match e {
+        schema::ConfigError::Parse {
+            line, column, kind, ..
+        } if *kind == schema::PARSE_DATA => format!(
+            "a member is missing, unknown or of the wrong type (line {line}, column {column})"
+        ),
+        schema::ConfigError::Parse {
+            line, column, kind, ..
+        } if *kind == "duplicate key" => {
+            format!("a JSON object repeats a key (line {line}, column {column})")
+        }
+        schema::ConfigError::Parse { line, column, .. } => {
+            format!("not valid JSON (line {line}, column {column})")
+        }
+        schema::ConfigError::Invalid { field, problem } => format!("field `{field}` {problem}"),
+        schema::ConfigError::Read { .. } => "cannot be read".to_owned(),
+        other => other.to_string(),
     }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(malformed(format!("larger than {MAX_CONFIG_BYTES} bytes")));
-    }
-    let bytes = fs::read(path).map_err(|e| FsError::new("read", path, e))?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        malformed(format!(
-            "not valid JSON (line {}, column {})",
-            e.line(),
-            e.column()
-        ))
-    })?;
-    let summary = check_shape(&value).map_err(|r| malformed(r.to_owned()))?;
-    Ok(Some((value, summary)))
 }
 
 /// Like [`read`], but a missing file is an error.
-pub fn read_existing(path: &Path) -> Result<(Value, ConfigSummary), ConfigError> {
+pub fn read_existing(path: &Path) -> Result<(Config, ConfigSummary), ConfigError> {
     read(path)?.ok_or_else(|| ConfigError::Missing(path.to_path_buf()))
 }
 
-/// The basic shape every config must have. Reasons name fields, never values.
-fn check_shape(value: &Value) -> Result<ConfigSummary, &'static str> {
-    let obj = value.as_object().ok_or("the top level is not an object")?;
-    match obj.get("schema").and_then(Value::as_u64) {
-        Some(1) => {}
-        Some(_) => return Err("`schema` is not 1"),
-        None => return Err("`schema` is missing or not a number"),
-    }
-    let tokens = obj
-        .get("tokens")
-        .and_then(Value::as_array)
-        .ok_or("`tokens` is missing or not an array")?;
-    if tokens.is_empty() {
-        return Err("`tokens` is empty");
-    }
-    for token in tokens {
-        let secret = token
-            .get("secret")
-            .and_then(Value::as_str)
-            .ok_or("a token has no string `secret`")?;
-        if secret.is_empty() {
-            return Err("a token has an empty `secret`");
-        }
-    }
-    let controller_home = match obj.get("controllerHome") {
-        None => None,
-        Some(Value::String(s)) if Path::new(s).is_absolute() => Some(PathBuf::from(s)),
-        Some(_) => return Err("`controllerHome` is not an absolute path"),
-    };
-    Ok(ConfigSummary {
-        controller_home,
-        tokens: tokens.len(),
-    })
-}
-
 /// The first token of the config (the owner's bootstrap token).
-pub fn first_token(value: &Value) -> Option<Token> {
-    let t = value.get("tokens")?.as_array()?.first()?;
-    Some(Token {
-        name: t
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("owner")
-            .to_owned(),
-        principal: t
-            .get("principal")
-            .and_then(Value::as_str)
-            .unwrap_or("owner")
-            .to_owned(),
-        secret: t.get("secret")?.as_str()?.to_owned(),
-    })
+pub fn first_token(config: &Config) -> Option<&TokenSpec> {
+    config.tokens.first()
 }
 
 /// A fresh bootstrap token: `lapis_` and 64 lowercase hex digits (256 bits
@@ -235,6 +192,11 @@ pub fn bootstrap(
     let mut bytes = serde_json::to_vec_pretty(&initial_document(paths, &secret))
         .expect("config document serialises");
     bytes.push(b'\n');
+    // What is created passes the same structural validator it is read with.
+    Config::parse(&bytes, &paths.config).map_err(|e| ConfigError::Malformed {
+        path: paths.config.clone(),
+        reason: reason(&e),
+    })?;
     let created = fsx::create_new_atomic_deferred(&paths.config, &bytes, 0o600, before_link)?;
     // Either way the file on disk is now complete; report what it says.
     let (_, summary) = read_existing(&paths.config)?;
@@ -264,9 +226,16 @@ where
     ));
     let _lock =
         fsx::LockGuard::acquire(&lock_path, fsx::LockMode::Exclusive).map_err(ConfigError::from)?;
-    let (mut value, _) = read_existing(path)?;
+    // Bounded, a regular file, and structurally valid before anything else.
+    read_existing(path)?;
     let bytes = fs::read(path).map_err(|e| ConfigError::from(FsError::new("read", path, e)))?;
     lapis_protocol::config::Config::parse(&bytes, path).map_err(ConfigError::from)?;
+    // Edited as a document, so members `change` does not touch keep their
+    // form and order.
+    let mut value: Value = serde_json::from_slice(&bytes).map_err(|e| ConfigError::Malformed {
+        path: path.to_path_buf(),
+        reason: format!("not valid JSON (line {}, column {})", e.line(), e.column()),
+    })?;
     let tokens = value.get("tokens").cloned();
     change(&mut value)?;
     if value.get("tokens").cloned() != tokens {
@@ -333,8 +302,8 @@ mod tests {
         let (outcome, _) = bootstrap(&p, &|| {}).unwrap();
         assert_eq!(outcome, ConfigOutcome::Reused);
         assert_eq!(fs::read(&p.config).unwrap(), first);
-        let (value, _) = read_existing(&p.config).unwrap();
-        let token = first_token(&value).unwrap();
+        let (config, _) = read_existing(&p.config).unwrap();
+        let token = first_token(&config).unwrap();
         assert!(token.secret.starts_with(TOKEN_PREFIX));
         assert_eq!(token.secret.len(), TOKEN_PREFIX.len() + 64);
         assert!(!format!("{token:?}").contains(&token.secret));
@@ -384,9 +353,6 @@ mod tests {
         /// Whatever shape the config has, a refusal never quotes a value.
         #[test]
         fn shape_errors_never_quote_values(value in json_with_secret()) {
-            if let Err(reason) = check_shape(&value) {
-                proptest::prop_assert!(!reason.contains("SECRET"));
-            }
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("config.json");
             fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
@@ -435,16 +401,16 @@ mod tests {
         fs::create_dir_all(p.config.parent().unwrap()).unwrap();
         let cases: &[(&str, &str)] = &[
             ("{\"tokens\": [lapis_secretvalue", "not valid JSON"),
-            ("[]", "not an object"),
-            ("{\"schema\":2,\"tokens\":[]}", "`schema` is not 1"),
-            ("{\"schema\":1,\"tokens\":[]}", "`tokens` is empty"),
+            ("[]", "a member is missing, unknown or of the wrong type"),
+            ("{\"schema\":2,\"tokens\":[]}", "a member is missing"),
+            ("{\"schema\":1,\"tokens\":[]}", "a member is missing"),
             (
                 "{\"schema\":1,\"tokens\":\"lapis_secretvalue\"}",
-                "`tokens` is missing",
+                "a member is missing, unknown or of the wrong type",
             ),
             (
                 "{\"schema\":1,\"tokens\":[{\"secret\":7}]}",
-                "no string `secret`",
+                "a member is missing, unknown or of the wrong type",
             ),
         ];
         for (text, want) in cases {
@@ -454,5 +420,50 @@ mod tests {
             assert!(!err.contains("secretvalue"), "{err}");
             assert_eq!(fs::read_to_string(&p.config).unwrap(), *text);
         }
+        // Complete documents reach the structural rules, which name the field.
+        let structural: Vec<(String, &str)> = vec![
+            (complete("\"schema\":2"), "field `schema` must be 1"),
+            (complete("\"tokens\":[]"), "field `tokens` must hold"),
+            (
+                complete(
+                    "\"tokens\":[{\"name\":\"owner\",\"principal\":\"owner\",\"secret\":\"lapis_secretvalue\"}]",
+                ),
+                "field `tokens[0].secret`",
+            ),
+        ];
+        for (text, want) in &structural {
+            fs::write(&p.config, text).unwrap();
+            let err = bootstrap(&p, &|| {}).unwrap_err().to_string();
+            assert!(err.contains(want), "{text}: {err}");
+            assert!(!err.contains("secretvalue"), "{err}");
+            assert_eq!(fs::read_to_string(&p.config).unwrap(), *text);
+        }
+    }
+
+    /// A valid document with `member` (`"key":value`) replacing its own.
+    fn complete(member: &str) -> String {
+        let mut doc = json!({
+            "schema": 1,
+            "instance": "default",
+            "controllerHome": "/tmp/h",
+            "tokens": [{"name": "owner", "principal": "owner", "secret": format!("lapis_{}", "0".repeat(64))}],
+        });
+        let over: Value = serde_json::from_str(&format!("{{{member}}}")).unwrap();
+        for (k, v) in over.as_object().unwrap() {
+            doc[k] = v.clone();
+        }
+        doc.to_string()
+    }
+
+    #[test]
+    fn a_missing_workspace_directory_does_not_fail_the_installer() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        fs::create_dir_all(p.config.parent().unwrap()).unwrap();
+        let text = complete(r#""workspaces":{"a":{"path":"/nonexistent/lapis-h1b"}}"#);
+        fs::write(&p.config, &text).unwrap();
+        let (outcome, _) = bootstrap(&p, &|| {}).unwrap();
+        assert_eq!(outcome, ConfigOutcome::Reused);
+        assert_eq!(fs::read_to_string(&p.config).unwrap(), text);
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use lapis_protocol::client::{Client, Credential};
 use lapis_protocol::config::{Config, ServerLimits, TokenSpec};
 use lapis_service::server::{Listener, ServeOptions, ServerIdentity, bind, prepare};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 const SECRET: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000e6";
 
@@ -34,6 +34,7 @@ fn config(home: &Path) -> Config {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }],
         providers: Default::default(),
         workspaces: Default::default(),
@@ -110,7 +111,7 @@ fn in_process() {
         let task = tokio::spawn(
             Listener {
                 listener,
-                limit: Arc::new(Semaphore::new(256)),
+                max_connections: 256,
                 ctx: prepared.ctx.clone(),
                 shutdown: stop_rx,
                 drain: Duration::from_secs(5),

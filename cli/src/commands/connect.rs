@@ -17,6 +17,11 @@ use crate::exit::CliError;
 /// The application name the CLI's sessions carry.
 pub const APPLICATION: &str = "lapis-cli";
 
+/// How long one CLI request may wait for its answer: every method answers
+/// promptly, so a controller that has not answered by then is wedged and the
+/// command exits 3 instead of hanging.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The configuration and the controller home it designates.
 pub struct Target {
     /// Validated configuration.
@@ -49,7 +54,7 @@ pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, C
 /// with the server's stable code.
 pub fn client_error(e: ClientError) -> CliError {
     match &e {
-        ClientError::Unavailable { .. } | ClientError::Disconnected { .. } => {
+        _ if e.is_service_unavailable() => {
             let code = e.code();
             CliError::unavailable(
                 code,
@@ -80,23 +85,39 @@ pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 /// Connects to `target`'s socket and says hello with its first token.
 pub fn connect_to(target: &Target) -> Result<Client, CliError> {
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
-    let mut client = Client::connect(&socket).map_err(|e| {
-        let code = e.code();
-        if e.is_unavailable() {
-            CliError::unavailable(
-                code,
-                anyhow::Error::new(e).context(start_hint(&target.paths)),
-            )
-        } else {
-            client_error(e)
-        }
-    })?;
-    client.set_max_frame(target.config.server.max_frame_bytes);
-    client
-        .hello(Credential::Token {
+    // A server at its connection cap answers `limit_reached` before it
+    // reads `hello`, so nothing was applied: a few spaced retries ride out a
+    // burst of other connections.
+    let mut backoff = std::time::Duration::from_millis(100);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut client = Client::connect(&socket).map_err(|e| {
+            let code = e.code();
+            if e.is_unavailable() {
+                CliError::unavailable(
+                    code,
+                    anyhow::Error::new(e).context(start_hint(&target.paths)),
+                )
+            } else {
+                client_error(e)
+            }
+        })?;
+        client.set_max_frame(target.config.server.max_frame_bytes);
+        client.set_request_timeout(Some(REQUEST_TIMEOUT));
+        match client.hello(Credential::Token {
             token: target.config.primary_token().secret.clone(),
             application: APPLICATION.to_owned(),
-        })
-        .map_err(client_error)?;
-    Ok(client)
+        }) {
+            Ok(_) => return Ok(client),
+            Err(ClientError::Rpc(e))
+                if attempts < 4
+                    && e.error_code() == Some(lapis_protocol::ErrorCode::LimitReached) =>
+            {
+                std::thread::sleep(backoff);
+                backoff *= 2;
+            }
+            Err(e) => return Err(client_error(e)),
+        }
+    }
 }

@@ -12,7 +12,15 @@ use crate::identity::build_identity;
 
 pub fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     init_logging();
-    let target = super::connect::target(global, args.home.workspace.as_deref())?;
+    // Managed mode answers every start failure with a frame.
+    let startup_failed = |e: CliError| {
+        if args.stdio {
+            lapis_service::server::report_startup_failure(e.code, &format!("{:#}", e.error));
+        }
+        e
+    };
+    let target =
+        super::connect::target(global, args.home.workspace.as_deref()).map_err(startup_failed)?;
     let config_path = target.paths.config.clone();
     let build = build_identity();
     let snapshot = std::env::current_exe()
@@ -22,7 +30,9 @@ pub fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     let mut options = ServeOptions::new(target.config, target.home, identity, args.stdio);
     // Agent secrets: read at start (and by each reload); a bad env file
     // stops the start.
-    options.secrets = super::providers::load_env_file(&config_path)?.1;
+    options.secrets = super::providers::load_env_file(&config_path)
+        .map_err(startup_failed)?
+        .1;
     // This binary is also the built-in `echo` agent (`acp-echo`).
     options.agent_exe = std::env::current_exe().ok();
     // Re-read by SIGHUP and `config reload`.

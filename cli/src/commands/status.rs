@@ -281,6 +281,11 @@ fn plain(r: &StatusReport) -> String {
             )
         });
     }
+    if let Some(condition) = &s.storage_fault {
+        text.push_str(&format!(
+            "\nstorage   cannot write ({condition}); reads work, writes resume when it clears"
+        ));
+    }
     for w in &r.warnings {
         text.push_str("\nwarning: ");
         text.push_str(w);

@@ -10,8 +10,9 @@ use crate::exit::{CliError, CliResult};
 pub fn run(global: &GlobalArgs, command: TokenCommand) -> CliResult {
     let TokenCommand::Show(out) = command;
     let paths = resolve(global, None, None)?;
-    let (value, _) = config::read_existing(&paths.config).map_err(|e| installer_error(e.into()))?;
-    let token = config::first_token(&value).ok_or_else(|| {
+    let (config, _) =
+        config::read_existing(&paths.config).map_err(|e| installer_error(e.into()))?;
+    let token = config::first_token(&config).ok_or_else(|| {
         CliError::failure(
             "invalid_config",
             anyhow::anyhow!("{} has no token", paths.config.display()),

@@ -30,6 +30,7 @@ pub fn frames_and_hello(data: &[u8]) {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }],
         60,
         Arc::new(ManualClock::new(1_000)),

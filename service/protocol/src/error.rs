@@ -42,11 +42,18 @@ pub enum ErrorCode {
     Internal,
     /// Another process holds the controller home's instance lock.
     InstanceLocked,
+    /// A server limit refused the request or the connection (connection
+    /// cap, subscriptions per connection); the message names the limit.
+    LimitReached,
+    /// The controller cannot write its store (disk full, read-only file
+    /// system, I/O error); reads still work and writes resume by themselves
+    /// when the condition clears.
+    StorageUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -60,6 +67,8 @@ impl ErrorCode {
         ErrorCode::TranscriptUnavailable,
         ErrorCode::Internal,
         ErrorCode::InstanceLocked,
+        ErrorCode::LimitReached,
+        ErrorCode::StorageUnavailable,
     ];
 
     /// The stable string form.
@@ -78,6 +87,8 @@ impl ErrorCode {
             ErrorCode::TranscriptUnavailable => "transcript_unavailable",
             ErrorCode::Internal => "internal",
             ErrorCode::InstanceLocked => "instance_locked",
+            ErrorCode::LimitReached => "limit_reached",
+            ErrorCode::StorageUnavailable => "storage_unavailable",
         }
     }
 
@@ -101,6 +112,8 @@ impl ErrorCode {
             ErrorCode::QueueFull => -32009,
             ErrorCode::TranscriptUnavailable => -32010,
             ErrorCode::InstanceLocked => -32011,
+            ErrorCode::LimitReached => -32012,
+            ErrorCode::StorageUnavailable => -32013,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

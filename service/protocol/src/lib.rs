@@ -25,6 +25,7 @@ mod permissions;
 mod records;
 mod scopes;
 mod state;
+mod strict;
 pub mod time;
 
 pub use error::{ErrorCode, RpcError, rpc};
@@ -44,3 +45,4 @@ pub use records::{
 };
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};
+pub use strict::{DUPLICATE_KEY, StrictValue, is_duplicate_key};

@@ -72,9 +72,13 @@ impl Request {
 
     /// Parses one frame. Never panics, whatever the bytes.
     pub fn parse(frame: &[u8]) -> Result<Request, BadRequest> {
-        let value: Value = serde_json::from_slice(frame).map_err(|_| BadRequest {
+        let value: Value = crate::StrictValue::from_slice(frame).map_err(|e| BadRequest {
             id: None,
-            error: RpcError::parse_error(),
+            error: if crate::is_duplicate_key(&e) {
+                RpcError::new(ErrorCode::InvalidRequest, crate::DUPLICATE_KEY)
+            } else {
+                RpcError::parse_error()
+            },
         })?;
         let id = value
             .get("id")
@@ -194,7 +198,7 @@ pub enum Incoming {
 impl Incoming {
     /// Parses one server frame.
     pub fn parse(frame: &[u8]) -> Result<Incoming, serde_json::Error> {
-        let value: Value = serde_json::from_slice(frame)?;
+        let value: Value = crate::StrictValue::from_slice(frame)?;
         if value.get("method").is_some() && value.get("id").is_none() {
             Ok(Incoming::Notification(serde_json::from_value(value)?))
         } else {
@@ -225,6 +229,17 @@ mod tests {
             Request::parse(br#"{"jsonrpc":"2.0","id":"a","method":"status","x":1}"#).unwrap_err();
         assert_eq!(b.id, Some(Id::String("a".into())));
         assert_eq!(code(b), Some(ErrorCode::InvalidRequest));
+    }
+
+    #[test]
+    fn refuses_duplicate_keys_in_the_envelope_and_in_params() {
+        for frame in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"status","method":"hello"}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"token":"a","token":"b"}}"#,
+        ] {
+            let b = Request::parse(frame).unwrap_err();
+            assert_eq!(code(b), Some(ErrorCode::InvalidRequest));
+        }
     }
 
     #[test]

@@ -270,6 +270,11 @@ pub struct StatusResult {
     pub running_workspaces: Vec<String>,
     /// Workspaces fenced by a turn with an unknown outcome.
     pub fenced_workspaces: Vec<String>,
+    /// Present while the controller cannot write its store: `disk_full`,
+    /// `read_only` or `io_error`. Reads keep working; writes resume by
+    /// themselves when the condition clears.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_fault: Option<String>,
     /// Agent processes running now.
     #[serde(default)]
     pub live_agents: usize,

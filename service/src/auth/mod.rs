@@ -8,4 +8,4 @@ mod sessions;
 pub use crate::domain::{AuthSession, Clock, ManualClock, SystemClock, credential_key};
 pub use persist::{MemorySessions, PersistError, SessionPersistence};
 pub use secret::{BEARER_PREFIX, hash_bearer, new_bearer, random_hex, secrets_equal};
-pub use sessions::{Authenticated, Authority, valid_application};
+pub use sessions::{Authenticated, Authority};

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use super::persist::SessionPersistence;
 use super::secret::{hash_bearer, new_bearer, secrets_equal};
 use crate::domain::{AuthSession, Clock, NewAuthSession, credential_key, secs_to_ms};
-use lapis_protocol::config::TokenSpec;
+use lapis_protocol::config::{TokenSpec, valid_application};
 use lapis_protocol::{ErrorCode, HelloParams, RpcError};
 
 /// The outcome of a successful `hello`.
@@ -42,6 +42,9 @@ pub struct Authority {
     persist: Arc<dyn SessionPersistence>,
     /// Every known session by id (the persisted set, cached).
     sessions: Mutex<HashMap<String, AuthSession>>,
+    /// Bumped after every revocation, so holders of a session that are not
+    /// making requests (journal subscriptions) re-check it at once.
+    revocations: tokio::sync::watch::Sender<u64>,
 }
 
 fn unauthenticated(msg: &str) -> RpcError {
@@ -51,15 +54,6 @@ fn unauthenticated(msg: &str) -> RpcError {
 fn internal(e: impl fmt::Display) -> RpcError {
     tracing::error!(error = %e, "session storage failed");
     RpcError::new(ErrorCode::Internal, "session storage failed")
-}
-
-/// Application names: 1–64 of `[A-Za-z0-9._-]`.
-pub fn valid_application(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 impl Authority {
@@ -77,7 +71,19 @@ impl Authority {
             clock,
             persist,
             sessions: Mutex::new(HashMap::new()),
+            revocations: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Changes after every revocation; a long-lived holder of a session
+    /// re-checks it with [`Authority::check`] when it does.
+    pub fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.revocations.subscribe()
+    }
+
+    /// The current time from the injected clock (milliseconds).
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// Authenticates `hello` params whose protocol the caller already checked.
@@ -115,6 +121,12 @@ impl Authority {
             }
         }
         let spec = matched.ok_or_else(|| unauthenticated("unknown token"))?;
+        if !spec.allows_application(application) {
+            return Err(RpcError::new(
+                ErrorCode::Forbidden,
+                "this token may not speak for that application",
+            ));
+        }
         let now = self.clock.now_ms();
         let key = credential_key(&spec.name, application);
         let mut sessions = self.sessions.lock().expect("poisoned");
@@ -218,6 +230,7 @@ impl Authority {
             .ok_or_else(|| RpcError::new(ErrorCode::NotFound, "no such session"))?;
         if session.revoked_at.is_none() {
             *session = self.persist.revoke(&session.id).map_err(internal)?;
+            self.revocations.send_modify(|n| *n += 1);
             tracing::info!(session = %session.id, "session revoked");
         }
         Ok(session.id.clone())
@@ -239,6 +252,7 @@ mod tests {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }];
         let persist = Arc::new(MemorySessions::new(clock.clone()));
         Authority::new(tokens, 100, clock, persist)
@@ -327,6 +341,24 @@ mod tests {
     }
 
     #[test]
+    fn a_token_pinned_to_applications_refuses_others() {
+        let tokens = vec![TokenSpec {
+            name: "bot".into(),
+            principal: "owner".into(),
+            secret: SECRET.into(),
+            scopes: None,
+            applications: Some(vec!["bot".into()]),
+        }];
+        let clock = Arc::new(ManualClock::new(0));
+        let a = Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()));
+        assert!(a.hello(&token("bot")).is_ok());
+        assert_eq!(
+            code(a.hello(&token("editor")).unwrap_err()),
+            ErrorCode::Forbidden
+        );
+    }
+
+    #[test]
     fn sessions_survive_through_persistence() {
         let clock = Arc::new(ManualClock::new(0));
         let persist = Arc::new(MemorySessions::new(clock.clone()));
@@ -335,6 +367,7 @@ mod tests {
             principal: "owner".into(),
             secret: SECRET.into(),
             scopes: None,
+            applications: None,
         }];
         let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone());
         let b = a.hello(&token("app")).unwrap().bearer.unwrap();

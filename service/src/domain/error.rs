@@ -128,7 +128,32 @@ impl StoreError {
             StoreError::SchemaUnsupported { .. } => "store_schema_unsupported",
             StoreError::InvalidRow { .. } => "store_invalid_row",
             StoreError::Corrupt(_) => "store_corrupt",
+            _ if self.storage_condition().is_some() => "storage_unavailable",
             StoreError::Closed | StoreError::Sqlite(_) | StoreError::Io { .. } => "internal",
+        }
+    }
+
+    /// When the store could not write because of its storage, which
+    /// condition: `disk_full`, `read_only` or `io_error`. These clear by
+    /// themselves when the file system does; the writer keeps going and
+    /// `status` names the condition meanwhile.
+    pub fn storage_condition(&self) -> Option<&'static str> {
+        use rusqlite::ffi::ErrorCode;
+        match self {
+            StoreError::Sqlite(e) => match e.sqlite_error_code() {
+                Some(ErrorCode::DiskFull) => Some("disk_full"),
+                Some(ErrorCode::ReadOnly) => Some("read_only"),
+                Some(ErrorCode::SystemIoFailure) => Some("io_error"),
+                _ => None,
+            },
+            StoreError::Io { source, .. } => match source.raw_os_error() {
+                Some(nix::libc::ENOSPC) | Some(nix::libc::EDQUOT) | Some(nix::libc::EFBIG) => {
+                    Some("disk_full")
+                }
+                Some(nix::libc::EROFS) => Some("read_only"),
+                _ => None,
+            },
+            _ => None,
         }
     }
 

@@ -36,6 +36,10 @@ pub(super) struct StoreHooks {
     running: AtomicBool,
     /// Streamed events appended so far.
     streamed: AtomicU64,
+    /// Streamed appends not yet awaited: checked at every window and before
+    /// the turn's end is recorded, so an append the store refused (disk
+    /// full) is never lost without a word.
+    unconfirmed: std::sync::Mutex<Vec<crate::store::PendingAppend>>,
 }
 
 impl StoreHooks {
@@ -58,7 +62,23 @@ impl StoreHooks {
             thread_version,
             running: AtomicBool::new(false),
             streamed: AtomicU64::new(0),
+            unconfirmed: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// Awaits every streamed append not yet confirmed; the first refusal.
+    pub(super) async fn confirm_streamed(&self) -> Result<(), crate::domain::StoreError> {
+        let pending: Vec<_> =
+            std::mem::take(&mut *self.unconfirmed.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut first = Ok(());
+        for p in pending {
+            if let Err(e) = p.await
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
     }
 }
 
@@ -119,9 +139,15 @@ impl TurnHooks for StoreHooks {
         if streamed {
             let n = self.streamed.fetch_add(1, Ordering::Relaxed) + 1;
             if !n.is_multiple_of(STREAM_WINDOW) {
-                // Committed in order with the next group commit.
+                // Committed in order with the next group commit; confirmed
+                // at the next window or before the turn's end.
+                self.unconfirmed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(pending);
                 return Ok(());
             }
+            self.confirm_streamed().await.map_err(hook_err)?;
         }
         pending.await.map(|_| ()).map_err(hook_err)
     }

@@ -459,10 +459,27 @@ impl Engine {
             .max_turn_seconds
             .unwrap_or(spec.session.max_turn_seconds);
         let deadline = Deadline::arm(self.store.clone(), turn_id.clone(), limit);
-        let run = run_turn_on(request, agent, hooks, CancelSignal::from(claim.cancel)).await;
+        let run = run_turn_on(
+            request,
+            agent,
+            hooks.clone(),
+            CancelSignal::from(claim.cancel),
+        )
+        .await;
         let mut end = turn_end(&run.outcome, *cancel.borrow());
         if deadline.disarm() {
             end = deadline_end(end);
+        }
+        if let Err(err) = hooks.confirm_streamed().await {
+            // Some of the agent's output was refused by the store (disk
+            // full, …): the outcome the agent reported stands on an
+            // incomplete record, so it is the owner's to confirm.
+            tracing::error!(turn = %turn_id, code = err.code(), "streamed events were not journaled");
+            if hooks.dispatched.load(Ordering::SeqCst) {
+                end = TurnEnd::Unknown("journal_write_failed".into());
+            } else {
+                end = TurnEnd::Failed("journal_write_failed".into());
+            }
         }
         self.finish(&turn_id, end).await;
         settled.store(true, Ordering::SeqCst);
@@ -521,15 +538,36 @@ impl Engine {
         Some(out.agent)
     }
 
+    /// Records the turn's end. A write refused by the storage (disk full,
+    /// read-only, I/O) is retried with a bounded backoff until it commits,
+    /// so the turn settles and its workspace is released as soon as the
+    /// condition clears, without a restart; the turn keeps its lease
+    /// meanwhile, so nothing else runs in that workspace on a half-written
+    /// record.
     async fn finish(&self, turn_id: &str, end: TurnEnd) {
-        match self.store.finish_turn(turn_id, end).await {
-            Ok(out) if !out.applied => {
-                tracing::warn!(turn = %turn_id, "turn end refused by the state table (recorded as observation)");
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.store.finish_turn(turn_id, end.clone()).await {
+                Ok(out) if !out.applied => {
+                    tracing::warn!(turn = %turn_id, "turn end refused by the state table (recorded as observation)");
+                }
+                Ok(_) => {}
+                Err(err) if err.storage_condition().is_some() => {
+                    tracing::warn!(
+                        turn = %turn_id,
+                        condition = err.storage_condition().unwrap_or(""),
+                        retry_ms = backoff.as_millis() as u64,
+                        "cannot record the turn's end yet; retrying"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+                Err(err) => {
+                    tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
+                }
             }
-            Ok(_) => {}
-            Err(err) => {
-                tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
-            }
+            return;
         }
     }
 }

@@ -9,7 +9,12 @@
 //!   closed (the rest of that line is never read);
 //! - malformed frames are answered and the connection stays usable;
 //! - requests are answered in order; notifications (journal events) share the
-//!   one writer, so a frame is never interleaved with another.
+//!   one writer, so a frame is never interleaved with another;
+//! - a socket connection that has not said `hello` within
+//!   `server.helloTimeoutSeconds`, or that is authenticated, holds no
+//!   subscription and sends nothing for `server.idleTimeoutSeconds`, or that
+//!   was shed under the connection cap, gets a `limit_reached` error frame
+//!   naming the limit and is closed; no connection is dropped without a word.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +23,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
+use super::admission::Slot;
 use super::frames::read_frame;
 use crate::auth::AuthSession;
 use lapis_protocol::{ErrorCode, FrameError, Id, Method, Request, Requirement, Response, RpcError};
@@ -28,18 +34,50 @@ use super::dispatch;
 use super::subscriptions::Subscriptions;
 
 /// Serves one connection until the peer leaves, the frame bound is broken or
-/// shutdown is signalled. `session` pre-authenticates (managed mode).
+/// shutdown is signalled. `session` pre-authenticates (managed mode). No
+/// deadlines apply: the caller owns the peer (managed mode's parent).
 pub async fn serve_connection<R, W>(
     ctx: Arc<ServerContext>,
     reader: R,
     writer: W,
     session: Option<AuthSession>,
     number: u64,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    run_connection(ctx, reader, writer, session, number, shutdown, None).await;
+}
+
+/// Why a connection is being closed by the server.
+fn closing_frame(limit: &str, message: String) -> Response {
+    Response::err(
+        None,
+        RpcError::new(ErrorCode::LimitReached, message).with_data("limit", limit.into()),
+    )
+}
+
+/// Serves one connection; with a `slot` (socket connections) the hello and
+/// idle deadlines apply and the connection may be shed under the cap.
+pub(crate) async fn run_connection<R, W>(
+    ctx: Arc<ServerContext>,
+    reader: R,
+    writer: W,
+    session: Option<AuthSession>,
+    number: u64,
+    mut shutdown: watch::Receiver<bool>,
+    slot: Option<Slot>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let hello_timeout = std::time::Duration::from_secs(ctx.limits.hello_timeout_seconds);
+    let idle_timeout = std::time::Duration::from_secs(ctx.limits.idle_timeout_seconds);
+    // The hello deadline runs from the connection's start, so frames that
+    // are not a successful `hello` do not extend it.
+    let hello_by = tokio::time::Instant::now() + hello_timeout;
+    let mut counted_as_authenticated = false;
     let (tx, rx) = mpsc::channel::<Vec<u8>>(OUTBOX);
     let writer_task = tokio::spawn(write_loop(writer, rx));
     let mut conn = Conn {
@@ -53,9 +91,72 @@ pub async fn serve_connection<R, W>(
     let max = ctx.limits.max_frame_bytes;
     tracing::debug!(conn = number, "connection opened");
     loop {
-        let read = tokio::select! {
-            r = read_frame(&mut reader, &mut buf, max) => r,
-            _ = shutdown.wait_for(|stop| *stop) => break,
+        // Which deadline the next frame must beat, if any.
+        let deadline = match &slot {
+            None => None,
+            Some(_) if conn.session.is_none() => {
+                Some((hello_by, hello_timeout, "helloTimeoutSeconds"))
+            }
+            Some(_) if conn.subscriptions.active() == 0 => Some((
+                tokio::time::Instant::now() + idle_timeout,
+                idle_timeout,
+                "idleTimeoutSeconds",
+            )),
+            Some(_) => None,
+        };
+        let expired = async {
+            match deadline {
+                Some((at, _, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let shed = async {
+            match &slot {
+                Some(slot) => slot.shed().await,
+                None => std::future::pending().await,
+            }
+        };
+        enum Wake {
+            Read(Result<bool, FrameError>),
+            Stop,
+            Expired,
+            Shed,
+        }
+        let wake = tokio::select! {
+            r = read_frame(&mut reader, &mut buf, max) => Wake::Read(r),
+            _ = shutdown.wait_for(|stop| *stop) => Wake::Stop,
+            _ = expired => Wake::Expired,
+            _ = shed => Wake::Shed,
+        };
+        let read = match wake {
+            Wake::Read(r) => r,
+            Wake::Stop => break,
+            Wake::Expired => {
+                let (_, after, limit) = deadline.expect("only armed with a deadline");
+                tracing::info!(conn = number, limit, "connection deadline passed; closing");
+                let what = if limit == "helloTimeoutSeconds" {
+                    "no `hello`"
+                } else {
+                    "no request"
+                };
+                let message = format!(
+                    "{what} within {} s (server.{limit}); closing the connection",
+                    after.as_secs()
+                );
+                conn.outbox.respond(&closing_frame(limit, message)).await;
+                break;
+            }
+            Wake::Shed => {
+                tracing::info!(
+                    conn = number,
+                    "unauthenticated connection shed at the connection cap"
+                );
+                let message = "the server is at its connection limit (server.maxConnections) and closed this unauthenticated connection";
+                conn.outbox
+                    .respond(&closing_frame("maxConnections", message.into()))
+                    .await;
+                break;
+            }
         };
         match read {
             Ok(true) => {}
@@ -86,6 +187,15 @@ pub async fn serve_connection<R, W>(
         };
         if !conn.outbox.respond(&response).await {
             break;
+        }
+        if let Some(slot) = &slot
+            && conn.session.is_some()
+            && !counted_as_authenticated
+        {
+            if !slot.authenticated() {
+                break;
+            }
+            counted_as_authenticated = true;
         }
     }
     conn.subscriptions.stop_all();

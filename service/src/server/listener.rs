@@ -13,12 +13,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::connection::serve_connection;
+use super::admission::{Admission, Admit};
+use super::connection::run_connection;
 use super::context::ServerContext;
+use lapis_protocol::{ErrorCode, Response, RpcError, encode};
 
 /// Proof that the caller holds the controller home's instance lock. Only
 /// lock holders may delete a stale socket.
@@ -86,8 +89,10 @@ pub fn bind(path: &Path, _lock: &dyn InstanceLockHeld) -> Result<UnixListener, L
 pub struct Listener {
     /// The bound socket.
     pub listener: UnixListener,
-    /// Limits concurrent connections; a permit is held for each connection's life.
-    pub limit: Arc<Semaphore>,
+    /// Most connections served at once (see [`Admission`]): one more is
+    /// answered with a `limit_reached` frame, or an unauthenticated one is
+    /// shed to make room.
+    pub max_connections: usize,
     /// Shared server state.
     pub ctx: Arc<ServerContext>,
     /// Flips to true once to stop.
@@ -101,14 +106,8 @@ impl Listener {
     pub async fn run(mut self) {
         let mut connections = JoinSet::new();
         let mut number: u64 = 0;
+        let admission = Admission::new(self.max_connections);
         loop {
-            let permit = tokio::select! {
-                p = self.limit.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                _ = self.shutdown.wait_for(|s| *s) => break,
-            };
             let accepted = tokio::select! {
                 a = self.listener.accept() => a,
                 _ = self.shutdown.wait_for(|s| *s) => break,
@@ -118,12 +117,22 @@ impl Listener {
             match accepted {
                 Ok((stream, _)) => {
                     number += 1;
+                    let slot = match admission.admit(number, std::time::Instant::now()) {
+                        Admit::Yes(slot) => slot,
+                        Admit::Full => {
+                            tracing::warn!(
+                                limit = self.max_connections,
+                                "connection refused at the connection limit"
+                            );
+                            connections.spawn(refuse(stream, self.max_connections));
+                            continue;
+                        }
+                    };
                     let (r, w) = stream.into_split();
                     let ctx = self.ctx.clone();
                     let shutdown = self.shutdown.clone();
                     connections.spawn(async move {
-                        serve_connection(ctx, r, w, None, number, shutdown).await;
-                        drop(permit);
+                        run_connection(ctx, r, w, None, number, shutdown, Some(slot)).await;
                     });
                 }
                 Err(e) => {
@@ -134,6 +143,7 @@ impl Listener {
             }
         }
         tracing::info!(open = connections.len(), "stopped accepting; draining");
+        drop(admission);
         let drained = tokio::time::timeout(self.drain, async {
             while connections.join_next().await.is_some() {}
         })
@@ -143,4 +153,22 @@ impl Listener {
             connections.shutdown().await;
         }
     }
+}
+
+/// Answers a connection over the cap with one `limit_reached` frame and
+/// closes it; a peer that does not read gets a second at most.
+async fn refuse(mut stream: tokio::net::UnixStream, max: usize) {
+    let frame = encode(&Response::err(
+        None,
+        RpcError::new(
+            ErrorCode::LimitReached,
+            format!("the server is at its connection limit ({max}, server.maxConnections); try again later"),
+        )
+        .with_data("limit", "maxConnections".into()),
+    ));
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(&frame).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
 }

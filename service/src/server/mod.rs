@@ -8,6 +8,7 @@
 //! socket can only be replaced by the lock holder); only then are clients
 //! served.
 
+mod admission;
 mod conn;
 mod connection;
 mod context;
@@ -30,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::acp::ECHO_PROVIDER;
 use crate::auth::{Authority, Clock, SystemClock};
@@ -45,7 +46,9 @@ pub use dispatch::authenticate;
 pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
 pub use reload::Reloader;
 pub use session_store::StoreSessions;
-pub use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
+pub use stdio::{
+    STARTUP_TIMEOUT, StartupError, report_startup_failure, serve_stdio, startup_failed_frame,
+};
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}
@@ -246,6 +249,19 @@ pub fn stop_on_signals(tx: watch::Sender<bool>) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// An error and its causes on one line (the causes are codes, paths and
+/// fixed sentences; none carries a credential).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Reloads the configuration on each SIGHUP (the unit's `ExecReload`)
 /// until `stop` flips. The handler is installed by [`sighup`] before the
 /// store opens, so an early SIGHUP waits for this loop instead of ending
@@ -282,9 +298,20 @@ fn sighup() -> Result<tokio::signal::unix::Signal, ServeError> {
 /// ends), then drains connections and closes the store.
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    stop_on_signals(stop_tx)?;
-    let hup = sighup()?;
-    let Prepared { ctx, store, engine } = prepare(&options).await?;
+    let prepared = match stop_on_signals(stop_tx).and_then(|()| sighup()) {
+        Ok(hup) => prepare(&options).await.map(|p| (p, hup)),
+        Err(e) => Err(e),
+    };
+    let (Prepared { ctx, store, engine }, hup) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            if options.stdio {
+                // Managed mode's parent waits for a frame, not an exit code.
+                report_startup_failure(e.code(), &error_chain(&e));
+            }
+            return Err(e);
+        }
+    };
     reload_on_sighup(hup, ctx.clone(), stop_rx.clone());
     let result = if options.stdio {
         serve_stdio(
@@ -305,7 +332,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
                 notify::ready();
                 Listener {
                     listener,
-                    limit: Arc::new(Semaphore::new(ctx.limits.max_connections)),
+                    max_connections: ctx.limits.max_connections,
                     ctx: ctx.clone(),
                     shutdown: stop_rx,
                     drain: DRAIN,

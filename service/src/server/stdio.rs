@@ -79,16 +79,32 @@ where
             ready.1
         }
         Err(e) => {
-            let frame = encode(&Notification::new(
-                STARTUP_FAILED,
-                json!({ "code": e.code.as_str(), "message": e.message }),
-            ));
+            let frame = startup_failed_frame(e.code.as_str(), &e.message);
             let _ = write(&mut writer, &frame).await;
             return Err(e);
         }
     };
     serve_connection(ctx, reader, writer, Some(session), 0, shutdown).await;
     Ok(())
+}
+
+/// The one `startupFailed` frame managed mode sends when it cannot start,
+/// whatever the cause (configuration, instance lock, store, credential):
+/// a stable code and a reason, never the credential.
+pub fn startup_failed_frame(code: &str, message: &str) -> Vec<u8> {
+    encode(&Notification::new(
+        STARTUP_FAILED,
+        json!({ "code": code, "message": message }),
+    ))
+}
+
+/// Writes a `startupFailed` frame to this process's stdout (managed mode's
+/// channel), for failures before the protocol loop exists.
+pub fn report_startup_failure(code: &str, message: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(&startup_failed_frame(code, message));
+    let _ = out.flush();
 }
 
 async fn write<W: AsyncWrite + Unpin>(writer: &mut W, frame: &[u8]) -> Result<(), StartupError> {

@@ -25,6 +25,12 @@ impl Subscriptions {
         format!("sub_{}", self.next)
     }
 
+    /// Subscriptions still running (finished ones are forgotten first).
+    pub fn active(&mut self) -> usize {
+        self.tasks.retain(|_, t| !t.is_finished());
+        self.tasks.len()
+    }
+
     /// Registers a running forwarder.
     pub fn insert(&mut self, id: String, task: JoinHandle<()>) {
         self.tasks.retain(|_, t| !t.is_finished());

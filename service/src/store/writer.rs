@@ -104,6 +104,9 @@ pub(crate) struct Shared {
     pub status: Mutex<StoreStatus>,
     /// Transactions committed by the writer (each one fsync).
     pub commits: std::sync::atomic::AtomicU64,
+    /// The storage condition that made the last write fail (`disk_full`,
+    /// `read_only`, `io_error`), cleared by the next write that commits.
+    pub storage_fault: Mutex<Option<&'static str>>,
 }
 
 /// A turn that is not terminal, as the writer tracks it.
@@ -256,18 +259,52 @@ impl Writer {
                     self.shared
                         .commits
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.storage_recovered();
                 }
                 let events = self.journal.commit(stage);
                 self.outbox.extend(events);
                 Ok(v)
             }
             Err(e) => {
+                self.note_storage(&e);
                 if matches!(e, StoreError::Sqlite(_) | StoreError::Corrupt(_)) {
                     // Best effort: the next request sees the committed truth.
                     let _ = self.reload();
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// Records a storage condition (disk full, read-only, I/O) that made a
+    /// write fail, logging it once when it starts.
+    fn note_storage(&self, e: &StoreError) {
+        let Some(condition) = e.storage_condition() else {
+            return;
+        };
+        let mut fault = self
+            .shared
+            .storage_fault
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if fault.is_none() {
+            tracing::error!(
+                condition,
+                "the store cannot write ({condition}); reads continue, writes are refused until it clears"
+            );
+        }
+        *fault = Some(condition);
+    }
+
+    /// A write committed: a recorded storage condition has cleared.
+    fn storage_recovered(&self) {
+        let mut fault = self
+            .shared
+            .storage_fault
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(condition) = fault.take() {
+            tracing::info!(condition, "the store writes again");
         }
     }
 
@@ -472,11 +509,14 @@ impl Batch {
                         w.shared
                             .commits
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        w.storage_recovered();
                     }
                     None
                 }
                 Err(e) => {
-                    let code = StoreError::from_sqlite(e).code();
+                    let e = StoreError::from_sqlite(e);
+                    w.note_storage(&e);
+                    let code = e.code();
                     let _ = w.conn.execute_batch("ROLLBACK");
                     // Nothing of the batch happened: drop its events and
                     // rebuild memory from what is committed.

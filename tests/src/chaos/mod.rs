@@ -2,6 +2,7 @@
 //! iterations and time, stops by itself and returns a [`Summary`].
 
 pub mod check;
+pub mod hostile;
 pub mod install_kill;
 pub mod load;
 pub mod serve_kill;

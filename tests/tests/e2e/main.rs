@@ -34,6 +34,7 @@ mod providers_check;
 mod release;
 mod release_update;
 mod serve;
+mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod ts_agent;

@@ -89,7 +89,16 @@ impl Server {
     /// Like [`Server::start_full`], with more workspaces (`<home>/<id>`)
     /// beside `proj`.
     pub fn start_workspaces(limits: Value, providers: Value, more: &[&str]) -> Server {
-        let ctx = TestContext::new();
+        Server::start_in_with(TestContext::new(), limits, providers, more)
+    }
+
+    /// [`Server::start_full`] in a context the caller prepared (a file
+    /// system mounted under its HOME, for example).
+    pub fn start_in(ctx: TestContext, limits: Value, providers: Value) -> Server {
+        Server::start_in_with(ctx, limits, providers, &[])
+    }
+
+    fn start_in_with(ctx: TestContext, limits: Value, providers: Value, more: &[&str]) -> Server {
         let project = ctx.home().join("project");
         std::fs::create_dir_all(&project).unwrap();
         let mut workspaces = json!({ "proj": { "path": project } });

@@ -23,6 +23,15 @@ pub enum ClientError {
         /// Whether the request had been written.
         request_sent: bool,
     },
+    /// The server did not answer within the request deadline (wedged or
+    /// overloaded). With `request_sent`, the request may have been applied.
+    #[error("the controller did not answer within {} ms{}", after.as_millis(), if *request_sent { "; the request's outcome is unknown" } else { "" })]
+    Unresponsive {
+        /// Whether the request had been written.
+        request_sent: bool,
+        /// The deadline that passed.
+        after: std::time::Duration,
+    },
     /// The server answered with an error.
     #[error("{} [{}]", .0.message, .0.error_code().map(|c| c.as_str()).unwrap_or("unknown"))]
     Rpc(RpcError),
@@ -53,6 +62,7 @@ impl ClientError {
         match self {
             ClientError::Unavailable { .. } => "unavailable",
             ClientError::Disconnected { .. } => "disconnected",
+            ClientError::Unresponsive { .. } => "unresponsive",
             ClientError::Rpc(e) => e.error_code().map(ErrorCode::as_str).unwrap_or("internal"),
             ClientError::Protocol(_) => "protocol_error",
             ClientError::Encode(_) | ClientError::Io(_) => "io_error",
@@ -65,5 +75,18 @@ impl ClientError {
     /// Whether the service could not be reached at all.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, ClientError::Unavailable { .. })
+    }
+
+    /// Whether the service is unusable right now: unreachable, gone
+    /// mid-call, not answering in time, or refusing connections at its
+    /// limit. Commands report these as exit class 3.
+    pub fn is_service_unavailable(&self) -> bool {
+        match self {
+            ClientError::Unavailable { .. }
+            | ClientError::Disconnected { .. }
+            | ClientError::Unresponsive { .. } => true,
+            ClientError::Rpc(e) => e.error_code() == Some(ErrorCode::LimitReached),
+            _ => false,
+        }
     }
 }

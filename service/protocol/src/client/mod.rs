@@ -10,7 +10,12 @@
 //! - the SDK never resends a request: a connection lost after a request was
 //!   written is reported as [`ClientError::Disconnected`] with
 //!   `request_sent: true`, and the caller decides (a mutation should be
-//!   checked with a read, or retried with the same command id).
+//!   checked with a read, or retried with the same command id);
+//! - nothing waits forever on a wedged server: connecting is bounded by
+//!   [`DEFAULT_CONNECT_TIMEOUT`] (or [`Client::connect_timeout`]) and every
+//!   request by the request deadline ([`Client::set_request_timeout`]); past
+//!   it the call fails [`ClientError::Unresponsive`] and the connection should
+//!   be dropped (a late response would be read as the next one's).
 
 mod calls;
 mod error;
@@ -34,6 +39,15 @@ use crate::{
 
 pub use error::ClientError;
 pub use follow::JournalFollower;
+
+/// How long [`Client::connect`] waits for the socket to accept.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a request waits for its response unless
+/// [`Client::set_request_timeout`] says otherwise. Every method answers
+/// promptly (turns run after `turns.submit` returns), so this only fires on a
+/// wedged or overloaded server.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to authenticate.
 #[derive(Clone, PartialEq, Eq)]
@@ -83,6 +97,8 @@ pub struct Client {
     session: Option<SessionView>,
     /// A frame partly read when a read timed out.
     partial: Vec<u8>,
+    /// Longest wait for a response (`None`: forever).
+    request_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for Client {
@@ -95,13 +111,42 @@ impl fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects to the socket. An absent socket or a refused connection is
-    /// [`ClientError::Unavailable`].
+    /// Connects to the socket within [`DEFAULT_CONNECT_TIMEOUT`]. An absent
+    /// socket, a refused connection or a listener that does not accept in
+    /// time is [`ClientError::Unavailable`].
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(path).map_err(|source| ClientError::Unavailable {
+        Client::connect_timeout(path, DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// [`Client::connect`] with an explicit connect deadline.
+    pub fn connect_timeout(path: &Path, timeout: Duration) -> Result<Client, ClientError> {
+        let unavailable = |source| ClientError::Unavailable {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        // `std` has no connect deadline for Unix sockets and a full accept
+        // backlog blocks `connect`: connect on a helper thread and stop
+        // waiting at the deadline (a late connection is then dropped).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let target = path.to_owned();
+        std::thread::Builder::new()
+            .name("lapis-connect".into())
+            .spawn(move || {
+                let _ = tx.send(UnixStream::connect(target));
+            })
+            .map_err(ClientError::Io)?;
+        let stream = match rx.recv_timeout(timeout) {
+            Ok(r) => r.map_err(unavailable)?,
+            Err(_) => {
+                return Err(unavailable(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the socket did not accept within {} ms",
+                        timeout.as_millis()
+                    ),
+                )));
+            }
+        };
         let reader = BufReader::new(stream.try_clone().map_err(ClientError::Io)?);
         Ok(Client {
             path: path.to_owned(),
@@ -114,7 +159,14 @@ impl Client {
             bearer: None,
             session: None,
             partial: Vec::new(),
+            request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
         })
+    }
+
+    /// Bounds how long each request waits for its response (`None`: no
+    /// bound). Default [`DEFAULT_REQUEST_TIMEOUT`].
+    pub fn set_request_timeout(&mut self, timeout: Option<Duration>) {
+        self.request_timeout = timeout;
     }
 
     /// Connects and says `hello`.
@@ -228,13 +280,44 @@ impl Client {
             params,
         }
         .to_frame();
-        self.stream
-            .write_all(&frame)
-            .map_err(|_| ClientError::Disconnected {
-                request_sent: false,
-            })?;
+        let deadline = self.request_timeout.map(|t| std::time::Instant::now() + t);
+        let after = self.request_timeout.unwrap_or_default();
+        let unresponsive = |request_sent| ClientError::Unresponsive {
+            request_sent,
+            after,
+        };
+        let _ = self.stream.set_write_timeout(self.request_timeout);
+        let written = self.stream.write_all(&frame);
+        let _ = self.stream.set_write_timeout(None);
+        match written {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(unresponsive(false));
+            }
+            Err(_) => {
+                return Err(ClientError::Disconnected {
+                    request_sent: false,
+                });
+            }
+        }
         loop {
-            match self.read_incoming(None)? {
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Err(unresponsive(true)),
+                },
+            };
+            let incoming = match self.read_incoming(left) {
+                Err(ClientError::Timeout) => return Err(unresponsive(true)),
+                other => other?,
+            };
+            match incoming {
                 Some(Incoming::Notification(n)) => self.queued.push_back(n),
                 Some(Incoming::Response(r)) => {
                     if r.id != Some(Id::Number(id)) && r.id.is_some() {

@@ -25,11 +25,18 @@ pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
 };
-pub use validate::{WORKSPACE_ID_RULE, valid_workspace_id};
+pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
 /// says otherwise: 30 days.
 pub const DEFAULT_SESSION_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// [`ConfigError::Parse`]'s `kind` when the JSON is well-formed but a member
+/// is missing, unknown or of the wrong type.
+pub const PARSE_DATA: &str = "wrong type or unknown field";
+
+/// Prefix of every bootstrap token secret (`lapis_` + 64 lowercase hex).
+pub const TOKEN_PREFIX: &str = "lapis_";
 
 /// Schema version this build reads.
 pub const CONFIG_SCHEMA: u32 = 1;
@@ -72,9 +79,21 @@ pub struct TokenSpec {
     /// Granted scopes; absent means every scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<Scope>>,
+    /// Applications this token may speak for; absent means any. A `hello`
+    /// naming another application with this token fails `forbidden`, so a
+    /// token handed to one application cannot impersonate another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applications: Option<Vec<String>>,
 }
 
 impl TokenSpec {
+    /// Whether a `hello` with this token may name `application`.
+    pub fn allows_application(&self, application: &str) -> bool {
+        self.applications
+            .as_ref()
+            .is_none_or(|apps| apps.iter().any(|a| a == application))
+    }
+
     /// The scopes a session of this token gets.
     pub fn effective_scopes(&self) -> Vec<Scope> {
         let mut scopes = self.scopes.clone().unwrap_or_else(|| Scope::ALL.to_vec());
@@ -91,6 +110,7 @@ impl fmt::Debug for TokenSpec {
             .field("principal", &self.principal)
             .field("secret", &"<redacted>")
             .field("scopes", &self.scopes)
+            .field("applications", &self.applications)
             .finish()
     }
 }
@@ -164,6 +184,15 @@ pub struct ServerLimits {
     /// On stop, how long running turns may take to finish before their
     /// agents are killed and the turns settled.
     pub shutdown_grace_seconds: u64,
+    /// How long a new socket connection may take to authenticate (`hello`)
+    /// before it is closed with an explicit error frame.
+    pub hello_timeout_seconds: u64,
+    /// How long an authenticated connection with no subscription may stay
+    /// silent before it is closed with an explicit error frame.
+    pub idle_timeout_seconds: u64,
+    /// Journal subscriptions one connection may hold at once; one more is
+    /// refused with `limit_reached`.
+    pub max_subscriptions_per_connection: usize,
     /// Agent processes kept alive at once (busy and idle); idle ones are
     /// evicted least recently used to make room.
     pub max_live_agents: usize,
@@ -180,6 +209,9 @@ impl Default for ServerLimits {
             session_ttl_seconds: DEFAULT_SESSION_TTL_SECS,
             subscriber_buffer: 1024,
             shutdown_grace_seconds: 10,
+            hello_timeout_seconds: 10,
+            idle_timeout_seconds: 300,
+            max_subscriptions_per_connection: 64,
             max_live_agents: 16,
             max_running_turns: 16,
         }
@@ -198,6 +230,18 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is not a regular file (a FIFO, a device, a directory).
+    #[error("configuration {} is not a regular file", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The file is larger than [`MAX_CONFIG_BYTES`].
+    #[error("configuration {} is larger than {MAX_CONFIG_BYTES} bytes", path.display())]
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+    },
     /// Not JSON of the expected shape.
     #[error("configuration {} is malformed at {}line {line}, column {column} ({kind})", path.display(), field.as_ref().map(|f| format!("`{f}`, ")).unwrap_or_default())]
     Parse {
@@ -210,7 +254,7 @@ pub enum ConfigError {
         line: usize,
         /// Column of the problem.
         column: usize,
-        /// `syntax`, `data` (wrong type or unknown field) or `eof`.
+        /// `syntax`, `data` (wrong type or unknown field), `duplicate key` or `eof`.
         kind: &'static str,
     },
     /// A rule is broken; `field` names where, `problem` says what.
@@ -241,26 +285,102 @@ impl ConfigError {
     }
 }
 
-impl Config {
-    /// Reads the file at `path` and checks its structure ([`Config::parse`]).
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+/// The largest configuration file anything reads (serve, status, the
+/// installer): far above any real config, far below trouble.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// Reads a configuration file with the one set of rules every reader uses:
+/// it must be a regular file (a FIFO or `/dev/zero` is refused before it is
+/// opened, and the opened file is checked again) and at most
+/// [`MAX_CONFIG_BYTES`] long (the read stops one byte past the bound, so a
+/// file that grows meanwhile cannot exhaust memory).
+pub fn read_config_file(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    use std::io::Read;
+    let read_err = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let not_regular = || ConfigError::NotRegular {
+        path: path.to_owned(),
+    };
+    if !std::fs::metadata(path).map_err(read_err)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
             path: path.to_owned(),
-            source,
-        })?;
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            path: path.to_owned(),
+        });
+    }
+    Ok(bytes)
+}
+
+/// A JSON path for an error message that never quotes a value: a map key
+/// that is not a plain name (a token secret used as a key is longer than any
+/// name may be) is shown by its position instead (`providers.?`).
+fn error_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                if validate::valid_name(key, 64) {
+                    out.push_str(key);
+                } else {
+                    out.push('?');
+                }
+            }
+            Segment::Unknown => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push('?');
+            }
+        }
+    }
+    if out.is_empty() { ".".to_owned() } else { out }
+}
+
+impl Config {
+    /// Reads (bounded, regular files only) and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let bytes = read_config_file(path)?;
         Config::parse(&bytes, path)
     }
 
     /// Parses file content and checks its structure: shape, names, limits,
     /// tokens. Nothing here looks at the machine, so the installer can use
-    /// it; see [`Config::check_on_this_machine`]. `path` is only used in errors.
+    /// it; see [`Config::check_on_this_machine`]. `path` is only used in
+    /// errors. Duplicate keys are refused anywhere in the document.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<Config, ConfigError> {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let parsed = match serde_path_to_error::deserialize::<_, Config>(&mut de) {
-            Ok(c) => de.end().map(|()| c).map_err(|e| (None, e)),
-            Err(e) => {
-                let field = e.path().to_string();
-                Err(((field != ".").then_some(field), e.into_inner()))
+        let parsed = match crate::StrictValue::from_slice(bytes) {
+            Err(e) => Err((None, e)),
+            Ok(_) => {
+                let mut de = serde_json::Deserializer::from_slice(bytes);
+                match serde_path_to_error::deserialize::<_, Config>(&mut de) {
+                    Ok(c) => de.end().map(|()| c).map_err(|e| (None, e)),
+                    Err(e) => {
+                        let field = error_path(e.path());
+                        Err(((field != ".").then_some(field), e.into_inner()))
+                    }
+                }
             }
         };
         let mut config = parsed.map_err(|(field, e)| ConfigError::Parse {
@@ -270,9 +390,10 @@ impl Config {
             line: e.line(),
             column: e.column(),
             kind: match e.classify() {
+                _ if crate::is_duplicate_key(&e) => "duplicate key",
                 serde_json::error::Category::Io => "io",
                 serde_json::error::Category::Syntax => "syntax",
-                serde_json::error::Category::Data => "wrong type or unknown field",
+                serde_json::error::Category::Data => PARSE_DATA,
                 serde_json::error::Category::Eof => "unexpected end",
             },
         })?;

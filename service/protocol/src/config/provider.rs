@@ -31,22 +31,22 @@ const VCS_VARS: [&str; 4] = [
 /// Why a provider definition was refused. Messages carry names and keys only.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProviderError {
-    #[error(
-        "provider name `{name}` is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)"
-    )]
-    InvalidName { name: String },
+    #[error("a provider name is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)")]
+    InvalidName {},
     #[error("providers.{provider}: {reason}")]
     Malformed { provider: String, reason: String },
     #[error(
         "providers.{provider}: `command` must be an absolute path or a bare name, got a relative path"
     )]
     RelativeCommand { provider: String },
-    #[error("providers.{provider}: {key} is not a valid environment variable name")]
-    InvalidEnvName { provider: String, key: String },
     #[error(
-        "providers.{provider}: `{key}` is set more than once (env, envAllowlist and vcsIdentity must not overlap)"
+        "providers.{provider}: environment key #{position} (env keys, then envAllowlist) is not a valid variable name"
     )]
-    DuplicateEnv { provider: String, key: String },
+    InvalidEnvName { provider: String, position: usize },
+    #[error(
+        "providers.{provider}: environment key #{position} (env keys, then envAllowlist, then vcsIdentity) is set more than once (they must not overlap)"
+    )]
+    DuplicateEnv { provider: String, position: usize },
     #[error("providers.{provider}: vcsIdentity.{field} is invalid: {reason}")]
     InvalidVcsIdentity {
         provider: String,
@@ -182,7 +182,9 @@ impl ProviderSpec {
                     | "idleSeconds"
                     | "maxTurnSeconds"
             ) {
-                return Err(bad(format!("unknown key `{key}`")));
+                return Err(bad(
+                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity)".into(),
+                ));
             }
         }
         let command = match obj.get("command") {
@@ -207,10 +209,10 @@ impl ProviderSpec {
         match obj.get("env") {
             None => {}
             Some(Value::Object(map)) => {
-                for (k, v) in map {
-                    let v = v
-                        .as_str()
-                        .ok_or_else(|| bad(format!("env.{k} must be a string")))?;
+                for (i, (k, v)) in map.iter().enumerate() {
+                    let v = v.as_str().ok_or_else(|| {
+                        bad(format!("the value of env key #{} must be a string", i + 1))
+                    })?;
                     env.insert(k.clone(), v.to_string());
                 }
             }
@@ -222,7 +224,9 @@ impl ProviderSpec {
             Some(Value::Object(map)) => {
                 for key in map.keys() {
                     if key != "name" && key != "email" {
-                        return Err(bad(format!("unknown key `vcsIdentity.{key}`")));
+                        return Err(bad(
+                            "unknown key in `vcsIdentity` (allowed: name, email)".into()
+                        ));
                     }
                 }
                 let field = |f: &str| {
@@ -278,15 +282,8 @@ impl ProviderSpec {
         if self.args.iter().any(|a| a.contains('\0')) {
             return Err(malformed("`args` entries must not contain NUL".into()));
         }
-        if let Some(k) = self
-            .env
-            .iter()
-            .find(|(_, v)| v.contains('\0'))
-            .map(|(k, _)| k)
-        {
-            // Only a valid name is quoted; an invalid one is reported below.
-            let k = if valid_env_name(k) { k.as_str() } else { "?" };
-            return Err(malformed(format!("env.{k} must not contain NUL")));
+        if self.env.values().any(|v| v.contains('\0')) {
+            return Err(malformed("an `env` value must not contain NUL".into()));
         }
         if let CommandRef::Absolute(p) = &self.command
             && !p.is_absolute()
@@ -307,25 +304,19 @@ impl ProviderSpec {
             .map(String::as_str)
             .chain(self.env_allowlist.iter().map(String::as_str))
             .chain(derived.iter().copied());
-        for key in keys {
+        // Keys are reported by position, never quoted: a secret pasted
+        // where a key belongs is still a valid variable name.
+        for (i, key) in keys.enumerate() {
             if !valid_env_name(key) {
-                // Only the part before any `=` is named: a mistaken
-                // `NAME=value` entry must not echo its value.
                 return Err(ProviderError::InvalidEnvName {
                     provider: provider(),
-                    key: key
-                        .split('=')
-                        .next()
-                        .unwrap_or("")
-                        .chars()
-                        .take(64)
-                        .collect(),
+                    position: i + 1,
                 });
             }
             if !seen.insert(key) {
                 return Err(ProviderError::DuplicateEnv {
                     provider: provider(),
-                    key: key.to_string(),
+                    position: i + 1,
                 });
             }
         }
@@ -414,9 +405,7 @@ fn validate_name(name: &str) -> Result<(), ProviderError> {
     if super::validate::valid_name(name, 64) {
         Ok(())
     } else {
-        Err(ProviderError::InvalidName {
-            name: name.chars().take(80).collect(),
-        })
+        Err(ProviderError::InvalidName {})
     }
 }
 

@@ -12,6 +12,16 @@ use std::path::PathBuf;
 
 use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderError, ProviderSpec};
 
+/// Application names (in `hello` and a token's `applications`): 1-64 of
+/// `[A-Za-z0-9._-]`.
+pub fn valid_application(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
@@ -39,7 +49,7 @@ pub(super) fn valid_name(s: &str, max: usize) -> bool {
 }
 
 fn valid_secret(s: &str) -> bool {
-    s.strip_prefix("lapis_").is_some_and(|hex| {
+    s.strip_prefix(super::TOKEN_PREFIX).is_some_and(|hex| {
         hex.len() == 64
             && hex
                 .bytes()
@@ -113,6 +123,20 @@ fn validate_tokens(config: &Config) -> Result<(), ConfigError> {
                 "must not be empty (omit it for every scope)",
             ));
         }
+        if let Some(apps) = &t.applications {
+            if apps.is_empty() {
+                return Err(invalid(
+                    format!("tokens[{i}].applications"),
+                    "must not be empty (omit it for any application)",
+                ));
+            }
+            if let Some(j) = apps.iter().position(|a| !valid_application(a)) {
+                return Err(invalid(
+                    format!("tokens[{i}].applications[{j}]"),
+                    "must be 1-64 of [A-Za-z0-9._-]",
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -120,43 +144,54 @@ fn validate_tokens(config: &Config) -> Result<(), ConfigError> {
 /// Every provider through [`ProviderSpec::from_config`]: one set of rules for
 /// the config and the runner. Commands are resolved at launch, not here.
 fn validate_providers(providers: &BTreeMap<String, ProviderConfig>) -> Result<(), ConfigError> {
-    for (name, p) in providers {
+    for (i, (name, p)) in providers.iter().enumerate() {
         ProviderSpec::from_config(name, p)
-            .map_err(|e| invalid(provider_field(name, p, &e), format!("is invalid ({e})")))?;
+            .map_err(|e| invalid(provider_field(name, i, p, &e), format!("is invalid ({e})")))?;
     }
     Ok(())
 }
 
+/// How an error names the entry `key` (the `index`th in sorted order) of the
+/// map `map`: by key when the key passes the name rule (a token secret is
+/// longer than a name may be, so it never does), by position otherwise.
+fn map_key(map: &str, key: &str, index: usize) -> String {
+    if valid_name(key, 64) {
+        format!("{map}.{key}")
+    } else {
+        format!("{map} (key #{} in sorted order)", index + 1)
+    }
+}
+
 /// The JSON path a provider error is about, as precise as the error allows
-/// (`providers.claude.envAllowlist[2]`).
-fn provider_field(name: &str, p: &ProviderConfig, e: &ProviderError) -> String {
-    let base = format!("providers.{name}");
-    let env_key = |key: &str, last: bool| {
-        let hit = |a: &String| a == key || a.split('=').next().unwrap_or("").starts_with(key);
-        let index = if last {
-            p.env_allowlist.iter().rposition(hit)
+/// (`providers.claude.envAllowlist[2]`) without quoting a key: environment
+/// keys are located by the error's position (env keys, then envAllowlist,
+/// then the vcsIdentity variables).
+fn provider_field(name: &str, index: usize, p: &ProviderConfig, e: &ProviderError) -> String {
+    let base = map_key("providers", name, index);
+    let env_key = |position: usize| {
+        let i = position.saturating_sub(1);
+        if i < p.env.len() {
+            format!("{base}.env")
+        } else if i - p.env.len() < p.env_allowlist.len() {
+            format!("{base}.envAllowlist[{}]", i - p.env.len())
         } else {
-            p.env_allowlist.iter().position(hit)
-        };
-        match index {
-            Some(i) => format!("{base}.envAllowlist[{i}]"),
-            None => format!("{base}.env.{key}"),
+            format!("{base}.vcsIdentity")
         }
     };
     match e {
         ProviderError::RelativeCommand { .. } => format!("{base}.command"),
-        ProviderError::InvalidEnvName { key, .. } => env_key(key, false),
-        ProviderError::DuplicateEnv { key, .. } => env_key(key, true),
+        ProviderError::InvalidEnvName { position, .. }
+        | ProviderError::DuplicateEnv { position, .. } => env_key(*position),
         ProviderError::InvalidVcsIdentity { field, .. } => format!("{base}.vcsIdentity.{field}"),
         _ => base,
     }
 }
 
 fn validate_workspace_ids(config: &Config) -> Result<(), ConfigError> {
-    for (id, ws) in &config.workspaces {
+    for (i, (id, ws)) in config.workspaces.iter().enumerate() {
         if !valid_workspace_id(id) {
             return Err(invalid(
-                format!("workspaces.{id}"),
+                map_key("workspaces", id, i),
                 format!("id must be {WORKSPACE_ID_RULE}"),
             ));
         }
@@ -226,6 +261,24 @@ fn validate_limits(config: &Config) -> Result<(), ConfigError> {
         return Err(invalid(
             "server.shutdownGraceSeconds",
             "must be at most 3600",
+        ));
+    }
+    if !(1..=3600).contains(&s.hello_timeout_seconds) {
+        return Err(invalid(
+            "server.helloTimeoutSeconds",
+            "must be between 1 and 3600",
+        ));
+    }
+    if !(1..=30 * 24 * 3600).contains(&s.idle_timeout_seconds) {
+        return Err(invalid(
+            "server.idleTimeoutSeconds",
+            "must be between 1 and 2592000",
+        ));
+    }
+    if !(1..=100_000).contains(&s.max_subscriptions_per_connection) {
+        return Err(invalid(
+            "server.maxSubscriptionsPerConnection",
+            "must be between 1 and 100000",
         ));
     }
     if !(1..=1_000_000).contains(&s.subscriber_buffer) {
@@ -314,6 +367,47 @@ mod tests {
         assert!(!e.contains("LEAK"), "{e}");
         let unknown = doc(r#","extra":"lapis_LEAK2""#);
         assert!(!parse(&unknown).unwrap_err().to_string().contains("LEAK2"));
+    }
+
+    #[test]
+    fn a_secret_in_a_key_is_never_quoted() {
+        let tail = &SECRET[6..];
+        for extra in [
+            format!(r#","workspaces":{{"{SECRET}":{{"path":"/tmp"}}}}"#),
+            format!(r#","providers":{{"{SECRET}":{{"command":"a"}}}}"#),
+            format!(
+                r#","providers":{{"p":{{"command":"a","env":{{"{SECRET}":"v"}},"envAllowlist":["{SECRET}"]}}}}"#
+            ),
+            format!(r#","providers":{{"p":{{"command":"a","envAllowlist":["{SECRET}=x"]}}}}"#),
+            format!(r#","providers":{{"p":{{"command":"a","env":{{"{SECRET}":1}}}}}}"#),
+            format!(r#","providers":{{"p":{{"command":"a","{SECRET}":1}}}}"#),
+            r#","workspaces":{"a":{"path":"/tmp"},"a":{"path":"/tmp"}}"#.to_string(),
+            format!(r#","tokens2":1,"{SECRET}":1"#),
+        ] {
+            let e = parse(&doc(&extra)).unwrap_err().to_string();
+            assert!(!e.contains(tail), "{e}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        let e = parse(&doc(r#","schema":1"#)).unwrap_err();
+        assert!(e.to_string().contains("duplicate key"), "{e}");
+    }
+
+    #[test]
+    fn token_applications_are_checked() {
+        let with = |apps: &str| {
+            doc("").replace(
+                "\"principal\":\"owner\"",
+                &format!("\"principal\":\"owner\",\"applications\":{apps}"),
+            )
+        };
+        let c = parse(&with(r#"["editor","bot.1"]"#)).unwrap();
+        assert!(c.tokens[0].allows_application("editor"));
+        assert!(!c.tokens[0].allows_application("other"));
+        assert!(parse(&with("[]")).is_err());
+        assert!(parse(&with(r#"["has space"]"#)).is_err());
     }
 
     #[test]

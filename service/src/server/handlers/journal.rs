@@ -5,6 +5,12 @@
 //! events it has not already sent. If it falls behind the bounded broadcast
 //! buffer it sends one `journal.lagged` notice with the cursor to replay from
 //! and ends; it never skips an event silently.
+//!
+//! A subscription lives no longer than its session: the session is checked
+//! before every event is sent, at every revocation and at the session's
+//! expiry, so a silent subscriber of a revoked or expired session gets not one
+//! more event, only a `journal.ended` notice whose error names the reason
+//! (`unauthenticated`, "session revoked" / "session expired").
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +18,12 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::auth::AuthSession;
+use std::time::Duration;
+
+use crate::auth::{AuthSession, Authority};
 use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
-use lapis_protocol::{Notification, RpcError, params};
+use lapis_protocol::{ErrorCode, Notification, RpcError, params};
 
 use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
@@ -75,10 +83,22 @@ pub async fn journal_subscribe(
     if let Some(thread) = &p.thread_id {
         owned_thread(ctx, session, thread).await?;
     }
+    if conn.subscriptions.active() >= ctx.limits.max_subscriptions_per_connection {
+        return Err(RpcError::new(
+            ErrorCode::LimitReached,
+            format!(
+                "this connection already holds {} subscriptions (server.maxSubscriptionsPerConnection)",
+                ctx.limits.max_subscriptions_per_connection
+            ),
+        )
+        .with_data("limit", "maxSubscriptionsPerConnection".into()));
+    }
     let id = conn.subscriptions.next_id();
     // Subscribe before replaying, so nothing committed in between is missed.
     let rx = ctx.core.store.subscribe();
     let forwarder = Forwarder {
+        authority: ctx.authority.clone(),
+        session: session.id.clone(),
         store: ctx.core.store.clone(),
         outbox: conn.outbox.clone(),
         subscription: id.clone(),
@@ -102,6 +122,10 @@ pub fn journal_unsubscribe(
 
 /// One subscription's forwarding task.
 struct Forwarder {
+    /// Checks the session before each event, at revocations and at expiry.
+    authority: Arc<Authority>,
+    /// The subscribing session's id.
+    session: String,
     /// For catch-up replay and thread lookups.
     store: Store,
     /// The connection's writer.
@@ -148,6 +172,37 @@ impl Forwarder {
         self.outbox.notify(&Notification::new(method, params)).await;
     }
 
+    /// Whether the session is gone; if so, the subscription's last notice
+    /// (`journal.ended` naming the reason) has been queued.
+    async fn session_ended(&self, cursor: u64) -> bool {
+        match self.authority.check(&self.session) {
+            Ok(_) => false,
+            Err(error) => {
+                tracing::info!(subscription = %self.subscription, session = %self.session, "session ended; closing its subscription");
+                let params = JournalEndedParams {
+                    subscription: self.subscription.clone(),
+                    resume_after: Some(cursor),
+                    error: Some(error),
+                };
+                self.notify(JOURNAL_ENDED, params).await;
+                true
+            }
+        }
+    }
+
+    /// Time until the session expires by the authority's clock (at least a
+    /// second, so a clock that does not move cannot spin the loop; a session
+    /// without an expiry is re-checked hourly).
+    fn until_expiry(&self) -> Duration {
+        let left_ms = match self.authority.check(&self.session) {
+            Ok(s) => s
+                .expires_at
+                .map_or(3_600_000, |at| at.saturating_sub(self.authority.now_ms())),
+            Err(_) => 0,
+        };
+        Duration::from_millis(u64::try_from(left_ms).unwrap_or(0).max(1000))
+    }
+
     async fn send(&self, e: &JournalEvent) -> bool {
         let params = JournalEventParams {
             subscription: self.subscription.clone(),
@@ -189,7 +244,7 @@ impl Forwarder {
                     }
                 };
                 for e in &page.events {
-                    if !self.send(e).await {
+                    if self.session_ended(cursor).await || !self.send(e).await {
                         return;
                     }
                     sent_seq = sent_seq.max(e.seq);
@@ -201,13 +256,37 @@ impl Forwarder {
                 }
             }
         }
+        let mut revocations = Some(self.authority.revocations());
         loop {
-            match rx.recv().await {
+            let received = tokio::select! {
+                r = rx.recv() => r,
+                changed = async {
+                    match revocations.as_mut() {
+                        Some(w) => w.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if !changed {
+                        revocations = None;
+                    }
+                    if self.session_ended(cursor).await {
+                        return;
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep(self.until_expiry()) => {
+                    if self.session_ended(cursor).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match received {
                 Ok(e) => {
                     if e.seq <= sent_seq || !self.wanted(&e).await {
                         continue;
                     }
-                    if !self.send(&e).await {
+                    if self.session_ended(cursor).await || !self.send(&e).await {
                         return;
                     }
                     sent_seq = e.seq;

@@ -37,6 +37,16 @@ pub use turns::{
 /// Maps a core error to the wire. Request-level codes pass through with the
 /// core's (content-free) message; anything else is `internal`.
 pub fn store_err(e: StoreError) -> RpcError {
+    if let Some(condition) = e.storage_condition() {
+        tracing::error!(condition, error = %e, "store write failed");
+        return RpcError::new(
+            ErrorCode::StorageUnavailable,
+            format!(
+                "the controller cannot write its store ({condition}); reads still work and writes resume when the condition clears"
+            ),
+        )
+        .with_data("condition", condition.into());
+    }
     match ErrorCode::parse(e.code()) {
         Some(ErrorCode::Internal) | None => internal(e),
         // The code already says "conflict"; the message is the reason alone,

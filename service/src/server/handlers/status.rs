@@ -57,6 +57,7 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
         },
         running_workspaces: s.running_workspaces,
         fenced_workspaces: s.fenced_workspaces,
+        storage_fault: ctx.core.store.storage_fault().map(str::to_owned),
         live_agents: AgentRegistry::of_home(&store.options().home).live(),
         running_turns,
         fences,

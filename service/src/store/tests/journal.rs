@@ -318,3 +318,40 @@ async fn queued_operations_share_one_commit_and_a_refused_one_rolls_back_alone()
     assert_eq!(turns.len(), 20, "c0 plus nineteen accepted");
     assert!(turns.iter().all(|t| t.state == TurnState::Queued));
 }
+
+#[tokio::test]
+async fn database_files_are_0600_and_an_existing_home_is_tightened_to_0700() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = Store::open(options(&home)).unwrap();
+    // A write makes sure the WAL and the shared-memory file exist.
+    workspace(&store, dir.path(), "ws1").await;
+    let mode = |name: &str| {
+        std::fs::metadata(home.join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode(""), 0o700);
+    for name in ["controller.db", "controller.db-wal", "controller.db-shm"] {
+        assert_eq!(mode(name), 0o600, "{name}");
+    }
+    store.close().await;
+    // An older version's world-readable files are tightened at the next open.
+    for name in ["controller.db", "controller.db-wal", "controller.db-shm"] {
+        let p = home.join(name);
+        if p.exists() {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+    }
+    let store = Store::open(options(&home)).unwrap();
+    workspace(&store, dir.path(), "ws2").await;
+    for name in ["controller.db", "controller.db-wal", "controller.db-shm"] {
+        assert_eq!(mode(name), 0o600, "{name}");
+    }
+    store.close().await;
+}
