@@ -470,18 +470,13 @@ impl Engine {
         if deadline.disarm() {
             end = deadline_end(end);
         }
-        if let Err(err) = hooks.confirm_streamed().await {
-            // Some of the agent's output was refused by the store (disk
-            // full, …): the outcome the agent reported stands on an
-            // incomplete record, so it is the owner's to confirm.
-            tracing::error!(turn = %turn_id, code = err.code(), "streamed events were not journaled");
-            if hooks.dispatched.load(Ordering::SeqCst) {
-                end = TurnEnd::Unknown("journal_write_failed".into());
-            } else {
-                end = TurnEnd::Failed("journal_write_failed".into());
-            }
-        }
+        // Output the store refused or failed to write (disk full, …) makes
+        // the store end the turn `journal_write_failed` instead (unknown
+        // past the boundary, failed before it): the finish runs after every
+        // append queued before it and commits with them, so it is not held
+        // back waiting for their answers.
         self.finish(&turn_id, end).await;
+        let _ = hooks.confirm_streamed().await;
         settled.store(true, Ordering::SeqCst);
         self.running.fetch_sub(1, Ordering::SeqCst);
         drop(permit);

@@ -118,6 +118,10 @@ pub(crate) struct LiveTurn {
     pub state: TurnState,
     /// Cancel flag, watched by the runner's claim.
     pub cancel: watch::Sender<bool>,
+    /// A streamed append of this turn was refused or failed to write: its
+    /// record is incomplete, so [`Writer::finish_turn`] does not let the
+    /// reported outcome stand (`journal_write_failed`).
+    pub append_failed: bool,
 }
 
 /// Tunables the writer needs.
@@ -348,6 +352,13 @@ impl Writer {
         }
         // Where this write's events land in the batch's published list.
         let base = self.outbox.len();
+        for (req, plan) in &plans {
+            if plan.is_err()
+                && let Some(live) = self.live.get_mut(&req.turn)
+            {
+                live.append_failed = true;
+            }
+        }
         let result = self.write(|tx, journal, stage, now| {
             let mut idx = Vec::with_capacity(plans.len());
             for (req, plan) in plans.iter_mut() {
@@ -370,6 +381,13 @@ impl Writer {
             }
             Ok(idx)
         });
+        if result.is_err() {
+            for (req, _) in &plans {
+                if let Some(live) = self.live.get_mut(&req.turn) {
+                    live.append_failed = true;
+                }
+            }
+        }
         Box::new(move |failed, published| match (result, failed) {
             (Ok(idx), None) => {
                 for ((req, plan), i) in plans.into_iter().zip(idx) {
