@@ -392,27 +392,22 @@ impl Engine {
         if deadline.disarm() {
             end = deadline_end(end);
         }
-        // Text held back for redaction is journaled before the turn's end,
-        // then every streamed append is confirmed.
-        let held = hooks.flush_held().await;
-        let confirmed = hooks.confirm_streamed().await;
-        if held.is_err() || confirmed.is_err() {
-            // Some of the agent's output was refused by the store (disk
-            // full, …): the outcome the agent reported stands on an
-            // incomplete record, so it is the owner's to confirm.
-            let code = match (&confirmed, &held) {
-                (Err(e), _) => e.code().to_owned(),
-                (_, Err(e)) => e.0.clone(),
-                _ => String::new(),
-            };
-            tracing::error!(turn = %turn_id, code = %code, "streamed events were not journaled");
-            if hooks.dispatched.load(Ordering::SeqCst) {
-                end = TurnEnd::Unknown("journal_write_failed".into());
+        // Text held back for redaction is queued before the turn's end.
+        // Output the store refused or failed to write (disk full, …) makes
+        // the store end the turn `journal_write_failed` instead (unknown
+        // past the boundary, failed before it): the finish runs after every
+        // append queued before it and commits with them, so it is not held
+        // back waiting for their answers.
+        if let Err(e) = hooks.flush_held().await {
+            tracing::error!(turn = %turn_id, code = %e.0, "held text was not journaled");
+            end = if hooks.dispatched.load(Ordering::SeqCst) {
+                TurnEnd::Unknown("journal_write_failed".into())
             } else {
-                end = TurnEnd::Failed("journal_write_failed".into());
-            }
+                TurnEnd::Failed("journal_write_failed".into())
+            };
         }
         self.finish(&turn_id, end).await;
+        let _ = hooks.confirm_streamed().await;
         settled.store(true, Ordering::SeqCst);
         self.running.fetch_sub(1, Ordering::SeqCst);
         drop(permit);

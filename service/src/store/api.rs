@@ -270,7 +270,7 @@ impl Store {
 
     // ---- runner -----------------------------------------------------------
 
-    /// Claim the next runnable turn now, if any.
+    /// Claim the next runnable turn now, if any (durable when it returns).
     pub async fn try_claim(&self) -> StoreResult<Option<Claim>> {
         self.op(|w| w.claim()).await
     }
@@ -282,7 +282,12 @@ impl Store {
             let notified = self.shared().runnable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(claim) = self.try_claim().await? {
+            // Answered as soon as the claim ran, before it is durable: it
+            // commits with the next durable request (the dispatch boundary,
+            // typically) or after the deferred linger. Losing it in a crash
+            // is harmless — the turn is still queued, and no prompt is
+            // written before the durable dispatch boundary.
+            if let Some(claim) = self.op_early(|w| w.claim()).await? {
                 return Ok(claim);
             }
             notified.await;
@@ -302,6 +307,16 @@ impl Store {
         let turn = turn.to_owned();
         self.op(move |w| w.transition(&turn, TurnEvent::Start, None, false))
             .await
+    }
+
+    /// [`Store::mark_running`] queued in order without waiting: it commits
+    /// with the turn's first output (a lost `running` changes nothing: a
+    /// `dispatched` turn is recovered exactly like a `running` one).
+    pub fn mark_running_detached(&self, turn: &str) {
+        let turn = turn.to_owned();
+        self.op_detached("mark_running", move |w| {
+            w.transition(&turn, TurnEvent::Start, None, false)
+        });
     }
 
     /// End a turn. A change the table refuses (e.g. a duplicate completion) is

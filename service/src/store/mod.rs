@@ -70,7 +70,9 @@ mod writer;
 pub use chain::{ChainReport, GENESIS};
 pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
 pub use lock::LOCK_FILE;
-pub use ops_turns::{CANCELLED_BEFORE_START, CONTINUATION_REFUSED, RESOLVED_BY_OWNER};
+pub use ops_turns::{
+    CANCELLED_BEFORE_START, CONTINUATION_REFUSED, JOURNAL_WRITE_FAILED, RESOLVED_BY_OWNER,
+};
 pub use read::{ThreadFilter, TurnFilter};
 pub(crate) use receipts::CommandKind;
 pub use recovery::{OUTCOME_LOST, Recovered, SETUP_INTERRUPTED};
