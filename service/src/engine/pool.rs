@@ -203,6 +203,15 @@ impl AgentPool {
         });
     }
 
+    /// Retires the thread's idle agent, if any (its last turn's outcome
+    /// was lost, so it is never reused).
+    pub(super) fn discard(&self, thread: &str) {
+        let idle = self.lock().idle.remove(thread);
+        if let Some(i) = idle {
+            self.retire(i.agent);
+        }
+    }
+
     /// Stops expired idle agents every quarter second until `stop` flips.
     pub(super) async fn reap_idle(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {

@@ -406,26 +406,44 @@ impl Engine {
                 TurnEnd::Failed("journal_write_failed".into())
             };
         }
-        self.finish(&turn_id, end).await;
-        let _ = hooks.confirm_streamed().await;
-        settled.store(true, Ordering::SeqCst);
-        self.running.fetch_sub(1, Ordering::SeqCst);
-        drop(permit);
+        // A kept agent goes back to the pool before the outcome is recorded:
+        // the outcome's commit releases the workspace, and the thread's next
+        // turn, claimed as soon as it is released, must find its agent idle
+        // rather than start another. Nothing can take it earlier: the
+        // workspace's lease (one turn at a time) is held until that commit.
         let idle = Duration::from_secs(spec.session.idle_seconds);
-        match run.after {
+        let teardown = match run.after {
             AfterTurn::Keep(agent)
                 if generation != self.secrets_generation.load(Ordering::SeqCst) =>
             {
                 tracing::info!(thread = %thread_id, "agent not kept: agent secrets were reloaded during its turn");
                 self.pool.retire(*agent);
                 self.pool.checkin(&thread_id, None, &turn_id, idle);
+                None
             }
-            AfterTurn::Keep(agent) => self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle),
-            AfterTurn::Teardown(teardown) => {
-                teardown.run().await;
+            AfterTurn::Keep(agent) => {
+                self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle);
+                None
+            }
+            AfterTurn::Teardown(teardown) => Some(teardown),
+            AfterTurn::Gone => {
                 self.pool.checkin(&thread_id, None, &turn_id, idle);
+                None
             }
-            AfterTurn::Gone => self.pool.checkin(&thread_id, None, &turn_id, idle),
+        };
+        let fenced = self.finish(&turn_id, end).await;
+        if fenced {
+            // The store recorded an unknown outcome (its journal refused
+            // the turn's output): that agent is never reused.
+            self.pool.discard(&thread_id);
+        }
+        let _ = hooks.confirm_streamed().await;
+        settled.store(true, Ordering::SeqCst);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        drop(permit);
+        if let Some(teardown) = teardown {
+            teardown.run().await;
+            self.pool.checkin(&thread_id, None, &turn_id, idle);
         }
     }
 }

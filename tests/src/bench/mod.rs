@@ -10,3 +10,4 @@ pub mod startup;
 pub mod status;
 pub mod table;
 pub mod turns;
+pub mod warm;

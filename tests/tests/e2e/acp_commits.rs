@@ -98,3 +98,76 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_turn() {
     assert_eq!(lines.lines().count(), 3, "{lines}");
     handle.shutdown().await;
 }
+
+/// Turns queued back to back on one thread all run on its one agent: the
+/// agent is back in the pool before the outcome's commit releases the
+/// workspace, so the next turn, claimed at once, never starts another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_turns_of_a_thread_reuse_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
+    let mut config = EngineConfig::new(BTreeMap::new()).with_builtin_echo(TestContext::bin());
+    config.limits = test_limits();
+    let engine = Engine::new(store.clone(), config);
+    let handle = engine.start();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    store.add_workspace("ws", &ws).await.unwrap();
+    let thread = store
+        .create_thread(
+            &owner(),
+            NewThread {
+                command_id: None,
+                workspace_id: "ws".into(),
+                provider: "echo".into(),
+                approval: ApprovalPolicy::Ask,
+                restricted: false,
+                retention: Retention::Full,
+            },
+        )
+        .await
+        .unwrap()
+        .value;
+    let mut events = store.subscribe();
+    let mut turns = Vec::new();
+    for i in 0..12 {
+        let turn = store
+            .submit_turn(
+                &owner(),
+                SubmitTurn {
+                    command_id: format!("q-{i}"),
+                    thread_id: thread.id.clone(),
+                    prompt: format!("prompt {i}"),
+                    continues: None,
+                    max_turn_seconds: None,
+                },
+            )
+            .await
+            .unwrap()
+            .value;
+        turns.push(turn.id);
+    }
+    let mut started = 0;
+    let mut completed = 0;
+    while completed < turns.len() {
+        let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("turns never completed")
+            .unwrap();
+        let payload = e.payload.clone().unwrap_or_default();
+        if payload.get("type") == Some(&"session_started".into()) {
+            started += 1;
+        }
+        if e.kind == EventKind::TurnState {
+            match payload.get("to").and_then(|v| v.as_str()) {
+                Some("completed") => completed += 1,
+                Some("queued" | "preparing" | "dispatched" | "running") => {}
+                other => panic!("a turn ended {other:?}"),
+            }
+        }
+    }
+    assert_eq!(started, 1, "agent sessions started for one thread's turns");
+    let s = engine.status();
+    assert_eq!((s.agents.live, s.agents.idle), (1, 1), "{s:?}");
+    handle.shutdown().await;
+}
