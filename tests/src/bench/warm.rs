@@ -39,21 +39,6 @@ pub fn turn_latency(client: &mut Client, thread: &str, tag: &str, n: usize) -> R
             let e = follow
                 .next(Some(left))?
                 .with_context(|| format!("turn {} did not complete in 60 s", turn.id))?;
-            if std::env::var_os("HC_TRACE").is_some() && i < 6 {
-                eprintln!(
-                    "TRACE {i} +{:.3}ms {:?} at={} {}",
-                    started.elapsed().as_secs_f64() * 1e3,
-                    e.kind,
-                    e.at % 100000,
-                    e.payload
-                        .as_ref()
-                        .map(|p| p.to_string())
-                        .unwrap_or_default()
-                        .chars()
-                        .take(80)
-                        .collect::<String>()
-                );
-            }
             if e.kind != EventKind::TurnState || e.turn_id.as_deref() != Some(turn.id.as_str()) {
                 continue;
             }
