@@ -373,6 +373,30 @@ pub enum TurnsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
+    /// Continue a settled turn (completed, failed or cancelled) with new
+    /// instructions: a linked turn in its thread, under the thread's current
+    /// configuration. Never cancels, releases a fence, resends the earlier
+    /// prompt or reruns a tool. Prints the new turn id (--wait/--follow as
+    /// for submit).
+    Continue {
+        /// The turn to continue.
+        turn: String,
+        #[command(flatten)]
+        prompt: PromptArgs,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        /// Wait for the turn to end and print its reply.
+        #[arg(long, conflicts_with = "follow")]
+        wait: bool,
+        /// Stream the turn's reply and activity until it ends (NDJSON with --json).
+        #[arg(long)]
+        follow: bool,
+        /// Do not show the agent's thoughts while following.
+        #[arg(long)]
+        no_thoughts: bool,
+        #[command(flatten)]
+        out: JsonArg,
+    },
     /// List turns.
     List {
         /// Only turns of this thread.
@@ -611,6 +635,7 @@ impl Command {
             Command::Threads(ThreadsCommand::List(a)) => a.json,
             Command::Turns(
                 TurnsCommand::Submit { out, .. }
+                | TurnsCommand::Continue { out, .. }
                 | TurnsCommand::List { out, .. }
                 | TurnsCommand::Show { out, .. }
                 | TurnsCommand::Cancel { out, .. }

@@ -104,6 +104,7 @@ fn request(spec: ProviderSpec, cwd: &std::path::Path) -> TurnRequest {
         registry: None,
         resume: None,
         keep_alive: false,
+        context: None,
     }
 }
 

@@ -70,6 +70,7 @@ pub fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
             thread: &thread,
             command_id,
             prompt: &prompt,
+            continues: None,
             watch: Watch::Follow,
             thoughts: !args.no_thoughts,
             json: args.json,

@@ -24,8 +24,12 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 
 /// The configuration and the controller home it designates.
 pub struct Target {
-    /// Validated configuration.
+    /// Validated configuration (for a client command with a broken file,
+    /// only the part a client needs: see [`client_target`]).
     pub config: Config,
+    /// Why the file as a whole was refused, when a client command goes on
+    /// with the part it needs. Names fields, never values.
+    pub problem: Option<String>,
     /// Controller home, by the one precedence (flag, environment, config).
     pub home: PathBuf,
     /// The instance's paths (unit, launcher), for what-to-do messages.
@@ -47,6 +51,62 @@ pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, C
         config,
         home,
         paths,
+        problem: None,
+    })
+}
+
+/// [`target`] for commands that only talk to the running service (`status`,
+/// threads, turns, …). One typo in a provider or workspace must not lock the
+/// owner out of the service that is running with the last good file: when
+/// the whole file is refused but its `controllerHome`, first token and frame
+/// limit still form a valid configuration, the command goes on with those and
+/// says once, on stderr, what is wrong. `serve` and `config reload` keep the
+/// strict [`target`]. A file that is missing, unreadable or not JSON at all,
+/// or whose first token is itself invalid, is still an error.
+pub fn client_target(global: &GlobalArgs) -> Result<Target, CliError> {
+    let strict = match target(global, None) {
+        Ok(t) => return Ok(t),
+        Err(e) => e,
+    };
+    let Some(mut t) = client_part(global) else {
+        return Err(strict);
+    };
+    let problem = format!("{:#}", strict.error);
+    eprintln!(
+        "warning: {problem}\nwarning: going on with the controller home and the first token; `serve` and `config reload` refuse this file until it is fixed (`{} config validate`)",
+        lapis_release::PRODUCT
+    );
+    t.problem = Some(problem);
+    Ok(t)
+}
+
+/// The part of the configuration a client needs, validated on its own.
+fn client_part(global: &GlobalArgs) -> Option<Target> {
+    use serde_json::{Value, json};
+    let paths = super::paths::resolve(global, None, None).ok()?;
+    let bytes = lapis_protocol::config::read_config_file(&paths.config).ok()?;
+    let doc: Value = serde_json::from_slice(&bytes).ok()?;
+    let mut server = json!({});
+    if let Some(max) = doc.pointer("/server/maxFrameBytes").filter(|v| v.is_u64()) {
+        server["maxFrameBytes"] = max.clone();
+    }
+    let part = json!({
+        "schema": doc.get("schema")?,
+        "instance": doc.get("instance")?,
+        "controllerHome": doc.get("controllerHome")?,
+        "tokens": [doc.pointer("/tokens/0")?],
+        "server": server,
+    });
+    let part = serde_json::to_vec(&part).ok()?;
+    let config = Config::parse(&part, &paths.config).ok()?;
+    let home = paths
+        .controller_home_for(Some(&config.controller_home))
+        .path;
+    Some(Target {
+        config,
+        home,
+        paths,
+        problem: None,
     })
 }
 
@@ -78,7 +138,7 @@ pub fn start_hint(paths: &Paths) -> String {
 
 /// Connects to the selected instance's socket and says hello.
 pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
-    let target = target(global, None)?;
+    let target = client_target(global)?;
     connect_to(&target)
 }
 

@@ -403,12 +403,15 @@ fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
 /// The controller answers on its socket; a running snapshot other than the
 /// launcher's warns with the restart command.
 fn socket_check(paths: &Paths, config: &Config) -> Check {
-    let socket = config.controller_home.join("controller.sock");
+    let socket = config
+        .controller_home
+        .join(lapis_protocol::home::SOCKET_FILE);
     let start = unit::start_command(paths);
     let target = super::connect::Target {
         config: config.clone(),
         home: config.controller_home.clone(),
         paths: paths.clone(),
+        problem: None,
     };
     let status = super::connect::connect_to(&target)
         .and_then(|mut c| c.status().map_err(super::connect::client_error));

@@ -59,7 +59,7 @@ struct ManagerView {
 }
 
 pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
-    let target = super::connect::target(global, None)?;
+    let target = super::connect::client_target(global)?;
     let installed = launcher_view(&target.paths);
     let manager = manager_view(&target.paths);
     let answer = super::connect::connect_to(&target)
@@ -74,6 +74,12 @@ pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
         }
     };
     let mut warnings = Vec::new();
+    if let Some(problem) = &target.problem {
+        warnings.push(format!(
+            "the configuration file is refused ({problem}): the service keeps running with the last good one, but will not start or reload with this one; check it with `{} config validate`",
+            lapis_release::PRODUCT
+        ));
+    }
     if let (Some(run), Some(inst)) = (running.snapshot.as_deref(), installed.snapshot.as_deref())
         && run != inst
     {

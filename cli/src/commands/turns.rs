@@ -1,4 +1,4 @@
-//! `turns submit|list|show|cancel|resolve`.
+//! `turns submit|continue|list|show|cancel|resolve`.
 //!
 //! `submit --wait/--follow` subscribes to the thread's journal *before*
 //! submitting, so no event of the new turn can be missed, and stops once the
@@ -7,7 +7,7 @@
 //! resubmitted: run `turns show` to see the outcome.
 
 use lapis_protocol::client::{Client, JournalFollower};
-use lapis_protocol::params::{TurnsCancel, TurnsResolve};
+use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve};
 use lapis_protocol::{Turn, TurnState};
 use serde_json::json;
 
@@ -35,6 +35,8 @@ pub struct Submission<'a> {
     pub command_id: String,
     /// Prompt text (never printed or logged).
     pub prompt: &'a str,
+    /// The settled turn this one continues (`turns.continue`), if any.
+    pub continues: Option<&'a str>,
     /// Wait or follow.
     pub watch: Watch,
     /// Show the agent's thoughts.
@@ -47,10 +49,19 @@ pub struct Submission<'a> {
 pub fn submit_and_watch(global: &GlobalArgs, client: &mut Client, s: Submission<'_>) -> CliResult {
     let mut follower =
         JournalFollower::start(client, Some(s.thread), None).map_err(client_error)?;
-    let turn = follower
-        .client()
-        .turns_submit(s.thread, &s.command_id, s.prompt)
-        .map_err(client_error)?;
+    let turn = match s.continues {
+        Some(prior) => follower.client().turns_continue(&TurnsContinue {
+            turn_id: prior.to_owned(),
+            command_id: s.command_id.clone(),
+            prompt: s.prompt.to_owned(),
+            max_turn_seconds: None,
+            expect: None,
+        }),
+        None => follower
+            .client()
+            .turns_submit(s.thread, &s.command_id, s.prompt),
+    }
+    .map_err(client_error)?;
     let mut printer = Printer::new(s.json, s.thoughts, false);
     let mut prompter = Prompter::new(global);
     let result = (|| -> Result<Turn, Halt> {
@@ -146,6 +157,56 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     thread: &thread,
                     command_id,
                     prompt: &prompt,
+                    continues: None,
+                    watch,
+                    thoughts: !no_thoughts,
+                    json: out.json,
+                },
+            );
+        }
+        TurnsCommand::Continue {
+            turn,
+            prompt,
+            cmd,
+            wait,
+            follow,
+            no_thoughts,
+            out,
+        } => {
+            let prompt = super::prompt::from_args(&prompt)?;
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            let watch = match (wait, follow) {
+                (_, true) => Watch::Follow,
+                (true, false) => Watch::Wait,
+                (false, false) => {
+                    let next = client
+                        .turns_continue(&TurnsContinue {
+                            turn_id: turn,
+                            command_id: command_id.clone(),
+                            prompt,
+                            max_turn_seconds: None,
+                            expect: None,
+                        })
+                        .map_err(client_error)?;
+                    if out.json {
+                        crate::output::json(&json!({ "turn": next, "commandId": command_id }))?;
+                    } else {
+                        crate::output::line(&next.id)?;
+                    }
+                    return Ok(());
+                }
+            };
+            // The follower subscribes to the prior's thread before the new
+            // turn exists, so none of its events can be missed.
+            let prior = client.turns_get(&turn).map_err(client_error)?;
+            return submit_and_watch(
+                global,
+                &mut client,
+                Submission {
+                    thread: &prior.thread_id,
+                    command_id,
+                    prompt: &prompt,
+                    continues: Some(&turn),
                     watch,
                     thoughts: !no_thoughts,
                     json: out.json,
@@ -239,6 +300,14 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
             t.state.as_str(),
             t.outcome.as_deref().unwrap_or("-")
         ))?;
+        if let Some(asked) = &t.user_message {
+            let text = match (&asked.text, asked.payload_unavailable) {
+                (Some(text), _) => text.replace('\n', "\n          "),
+                (None, true) => "(unavailable: the thread keeps metadata only)".to_owned(),
+                (None, false) => "-".to_owned(),
+            };
+            crate::output::line(format!("asked     {text}"))?;
+        }
         if t.awaiting_input {
             crate::output::line(
                 "input     awaiting a permission answer (see `lapis-ai-controller permissions list`)",

@@ -20,6 +20,10 @@ pub enum EventKind {
     ThreadConfigured,
     /// A turn was accepted (payload: turn id, command id, never the prompt).
     TurnSubmitted,
+    /// What the turn asked: its prompt (`{"text": …}`), committed with the
+    /// turn. Content: under metadata-only retention the payload is kept in
+    /// memory only, like the agent's reply.
+    UserMessage,
     /// A turn changed state (payload: from, to, outcome).
     TurnState,
     /// A cancel was requested for a turn in flight.
@@ -43,10 +47,11 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
+        EventKind::UserMessage,
         EventKind::TurnState,
         EventKind::CancelRequested,
         EventKind::TurnResolved,
@@ -64,6 +69,7 @@ impl EventKind {
             EventKind::ThreadCreated => "thread_created",
             EventKind::ThreadConfigured => "thread_configured",
             EventKind::TurnSubmitted => "turn_submitted",
+            EventKind::UserMessage => "user_message",
             EventKind::TurnState => "turn_state",
             EventKind::CancelRequested => "cancel_requested",
             EventKind::TurnResolved => "turn_resolved",
@@ -85,7 +91,8 @@ impl EventKind {
     pub fn is_content(self) -> bool {
         matches!(
             self,
-            EventKind::MessageChunk
+            EventKind::UserMessage
+                | EventKind::MessageChunk
                 | EventKind::ThoughtChunk
                 | EventKind::ToolCall
                 | EventKind::PermissionRequested
@@ -94,9 +101,10 @@ impl EventKind {
         )
     }
 
-    /// Kinds the runner may append through `append_activity`.
+    /// Kinds the runner may append through `append_activity` (the agent's
+    /// side: never the user's message, which only the submit writes).
     pub fn is_activity(self) -> bool {
-        self.is_content()
+        self.is_content() && self != EventKind::UserMessage
     }
 }
 

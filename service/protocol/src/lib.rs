@@ -42,7 +42,9 @@ pub use hello::{
 };
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use permissions::{PendingRequest, PermissionChoice};
-pub use records::{ApprovalPolicy, Retention, SessionBinding, Thread, Turn, Workspace};
+pub use records::{
+    ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
+};
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};
 pub use strict::{DUPLICATE_KEY, StrictValue, is_duplicate_key};

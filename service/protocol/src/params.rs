@@ -137,6 +137,36 @@ impl std::fmt::Debug for TurnsSubmit {
     }
 }
 
+/// `turns.continue`: a linked attempt after a settled turn, in its thread,
+/// with new instructions. The prompt is a payload: never logged.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnsContinue {
+    /// The prior turn (completed, failed or cancelled).
+    pub turn_id: String,
+    /// Idempotency key: same id + same input = same turn.
+    pub command_id: String,
+    /// The new instructions (the prior prompt is never sent again).
+    pub prompt: String,
+    /// Deadline for this turn in seconds (1-604800), overriding the
+    /// provider's `maxTurnSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turn_seconds: Option<u64>,
+    /// The binding the caller relies on, as for `turns.submit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<crate::ThreadExpect>,
+}
+
+impl std::fmt::Debug for TurnsContinue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnsContinue")
+            .field("turn_id", &self.turn_id)
+            .field("command_id", &self.command_id)
+            .field("prompt", &format_args!("<{} bytes>", self.prompt.len()))
+            .finish_non_exhaustive()
+    }
+}
+
 /// `turns.get`: by turn id, or by the command id of the `turns.submit` that
 /// created it (exactly one): finds the turn of a lost answer without
 /// resending the prompt.
@@ -431,14 +461,15 @@ pub struct ThreadsResult {
     pub threads: Vec<crate::Thread>,
 }
 
-/// `turns.submit` / `turns.get` / `turns.cancel` / `turns.resolve` result.
+/// `turns.submit` / `turns.continue` / `turns.get` / `turns.cancel` /
+/// `turns.resolve` result.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnResult {
     /// The turn.
     pub turn: crate::Turn,
     /// True when the command id was seen before (`turns.submit`,
-    /// `turns.cancel`, `turns.resolve`).
+    /// `turns.cancel`, `turns.resolve`, `turns.continue`).
     #[serde(default)]
     pub replayed: bool,
 }

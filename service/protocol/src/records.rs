@@ -183,4 +183,22 @@ pub struct Turn {
     /// (`permissions.list`). Live state, not stored: the server fills it in.
     #[serde(default)]
     pub awaiting_input: bool,
+    /// What the turn asked: its `user_message` journal event. Filled in by
+    /// `turns.get` only (absent from lists and receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_message: Option<UserMessage>,
+}
+
+/// A turn's prompt as its thread's journal keeps it (`user_message`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserMessage {
+    /// The event's thread sequence.
+    pub thread_seq: u64,
+    /// The prompt text; absent when the payload is unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// `true` when the thread is metadata-only and the payload is gone
+    /// (after a restart or eviction), as for any content event.
+    pub payload_unavailable: bool,
 }

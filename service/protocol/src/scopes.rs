@@ -100,6 +100,7 @@ pub enum Method {
     ThreadsConfigure,
     ThreadsAttach,
     TurnsSubmit,
+    TurnsContinue,
     TurnsGet,
     TurnsList,
     TurnsCancel,
@@ -168,6 +169,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
     (
         Method::TurnsSubmit,
         "turns.submit",
+        Requirement::Scope(Scope::TurnsWrite),
+    ),
+    (
+        Method::TurnsContinue,
+        "turns.continue",
         Requirement::Scope(Scope::TurnsWrite),
     ),
     (
@@ -273,6 +279,7 @@ mod tests {
             | Method::ThreadsConfigure
             | Method::ThreadsAttach
             | Method::TurnsSubmit
+            | Method::TurnsContinue
             | Method::TurnsGet
             | Method::TurnsList
             | Method::TurnsCancel
@@ -296,6 +303,7 @@ mod tests {
             Method::ThreadsConfigure,
             Method::ThreadsAttach,
             Method::TurnsSubmit,
+            Method::TurnsContinue,
             Method::TurnsGet,
             Method::TurnsList,
             Method::TurnsCancel,

@@ -157,6 +157,7 @@ pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeError> {
         registry: None,
         resume: None,
         keep_alive: false,
+        context: None,
     };
     let (_cancel, signal) = cancel_channel();
     let mut session = Session::start(Conn::open(pipes), Arc::new(ProbeHooks), signal, &turn);

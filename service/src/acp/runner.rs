@@ -298,10 +298,13 @@ async fn drive<H: TurnHooks>(
         };
     }
     s.mark_dispatched(session_id.clone());
-    let prompt = serde_json::json!({
-        "sessionId": session_id,
-        "prompt": [{"type": "text", "text": request.prompt}],
-    });
+    let mut blocks = vec![serde_json::json!({"type": "text", "text": request.prompt})];
+    if let (Some(context), SessionOrigin::New | SessionOrigin::Reset) =
+        (&request.context, &setup.origin)
+    {
+        blocks.push(serde_json::json!({"type": "text", "text": context}));
+    }
+    let prompt = serde_json::json!({ "sessionId": session_id, "prompt": blocks });
     match s.call("session/prompt", prompt, None).await {
         Ok(result) => {
             let Some(stop) = result.get("stopReason").and_then(|v| v.as_str()) else {

@@ -92,6 +92,10 @@ pub struct TurnRequest {
     pub resume: Option<String>,
     /// Whether the caller keeps the agent for the thread's next turn.
     pub keep_alive: bool,
+    /// A continuation's digest of its prior turn: sent as a second content
+    /// block only when the session is new (not reused, not loaded), so an
+    /// agent that lost the thread's history still sees what came before.
+    pub context: Option<String>,
 }
 
 /// A storage failure reported by a hook. Carries no payload.

@@ -135,6 +135,9 @@ pub struct Claim {
     pub workspace: Workspace,
     /// The prompt (a payload).
     pub prompt: String,
+    /// For a continuation: the bounded digest of the prior turn, sent as a
+    /// separate content block only when the agent session is not resumed.
+    pub context: Option<String>,
     /// Flips to `true` when a cancel is requested.
     pub cancel: tokio::sync::watch::Receiver<bool>,
 }

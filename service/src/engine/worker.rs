@@ -450,6 +450,7 @@ impl Engine {
             registry: Some(self.registry.clone()),
             resume,
             keep_alive: spec.session.idle_seconds > 0,
+            context: claim.context,
             spec: spec.clone(),
         };
         let cancel = claim.cancel.clone();

@@ -99,6 +99,7 @@ pub async fn method(
             handlers::threads_configure(ctx, session, request.params()?).await
         }
         Method::TurnsSubmit => handlers::turns_submit(ctx, session, request.params()?).await,
+        Method::TurnsContinue => handlers::turns_continue(ctx, session, request.params()?).await,
         Method::TurnsGet => handlers::turns_get(ctx, session, request.params()?).await,
         Method::TurnsList => handlers::turns_list(ctx, session, request.params()?).await,
         Method::TurnsCancel => handlers::turns_cancel(ctx, session, request.params()?).await,

@@ -150,6 +150,18 @@ impl Store {
             .await
     }
 
+    /// One turn with its `user_message` (what it asked), as `turns.get`
+    /// shows it.
+    pub async fn get_turn_asked(&self, id: &str) -> StoreResult<Turn> {
+        let id = id.to_owned();
+        self.read(move |c, m| {
+            let mut turn = read::turn(c, &id)?.ok_or_else(|| StoreError::not_found("turn", &id))?;
+            turn.user_message = read::user_message(c, m, &turn.thread_id, &turn.id)?;
+            Ok(turn)
+        })
+        .await
+    }
+
     /// Turns matching the filter, newest first, bounded by the page size.
     pub async fn list_turns(&self, filter: TurnFilter) -> StoreResult<Vec<Turn>> {
         let limit = self.limit(filter.limit);

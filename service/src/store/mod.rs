@@ -49,6 +49,7 @@
 //! [`code`](crate::domain::StoreError::code).
 
 mod api;
+mod continuation;
 mod handle;
 mod ids;
 mod journal;
@@ -67,7 +68,7 @@ mod writer;
 
 pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
 pub use lock::LOCK_FILE;
-pub use ops_turns::{CANCELLED_BEFORE_START, RESOLVED_BY_OWNER};
+pub use ops_turns::{CANCELLED_BEFORE_START, CONTINUATION_REFUSED, RESOLVED_BY_OWNER};
 pub use read::{ThreadFilter, TurnFilter};
 pub(crate) use receipts::CommandKind;
 pub use recovery::{OUTCOME_LOST, Recovered, SETUP_INTERRUPTED};

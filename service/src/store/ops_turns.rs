@@ -16,6 +16,7 @@ use crate::domain::{
 
 use lapis_protocol::ThreadExpect;
 
+use super::continuation;
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
 use super::read;
 use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
@@ -24,6 +25,8 @@ use super::writer::{LiveTurn, Writer};
 
 /// Outcome code of a turn cancelled while still queued.
 pub const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
+/// Outcome code of a continuation whose prior no longer qualifies at claim.
+pub const CONTINUATION_REFUSED: &str = "continuation_refused";
 /// Outcome code of a fenced turn resolved by its owner.
 pub const RESOLVED_BY_OWNER: &str = "resolved_by_owner";
 /// Largest accepted per-turn deadline (one week).
@@ -160,11 +163,9 @@ impl Writer {
         }
         if let Some(prev) = &input.continues {
             let prev = self.turn_or_404(prev)?;
-            if prev.thread_id != thread.id {
-                return Err(StoreError::invalid(
-                    "continued turn belongs to another thread",
-                ));
-            }
+            let memory = std::sync::Arc::clone(&self.journal.memory);
+            let memory = memory.lock().unwrap_or_else(|p| p.into_inner());
+            continuation::check_prior(&self.conn, &memory, &prev, &thread.id)?;
         }
         if let Some(fence) = self.sched.fenced_by(&thread.workspace_id) {
             return Err(StoreError::WorkspaceFenced {
@@ -209,6 +210,10 @@ impl Writer {
             )?;
             let payload = json!({ "turnId": id, "commandId": input.command_id, "continues": input.continues });
             j.append(tx, st, &thread.id, Some(&id), EventKind::TurnSubmitted, now, Some(payload))?;
+            // What was asked, in the thread's transcript (content: it follows
+            // the thread's retention like the agent's reply).
+            let asked = json!({ "text": input.prompt });
+            j.append(tx, st, &thread.id, Some(&id), EventKind::UserMessage, now, Some(asked))?;
             read::turn(tx, &id)?.ok_or_else(|| StoreError::not_found("turn", &id))
         })?;
         self.last_queue_seq = queue_seq;
@@ -248,6 +253,31 @@ impl Writer {
             row: id.clone(),
             check: "prompt",
         })?;
+        // A continuation's prior is checked again: its record must still be
+        // whole, and the digest for a lost session is made from it now.
+        let context = match &row.continues {
+            Some(prior) => {
+                let prior = self.turn_or_404(prior)?;
+                let memory = std::sync::Arc::clone(&self.journal.memory);
+                let memory = memory.lock().unwrap_or_else(|p| p.into_inner());
+                match continuation::check_prior(&self.conn, &memory, &prior, &thread.id) {
+                    Ok(events) => Some(continuation::digest(&prior, &events)),
+                    Err(err) => {
+                        drop(memory);
+                        tracing::warn!(turn = %id, code = err.code(), "continuation refused at claim");
+                        self.transition(&id, TurnEvent::Claim, None, false)?;
+                        self.transition(
+                            &id,
+                            TurnEvent::Fail,
+                            Some(CONTINUATION_REFUSED.into()),
+                            false,
+                        )?;
+                        return Ok(None);
+                    }
+                }
+            }
+            None => None,
+        };
         let forget_prompt = thread.retention == Retention::MetadataOnly;
         let after = self.write(|tx, j, st, now| {
             let after = stage_transition(tx, j, st, now, &row, TurnEvent::Claim, None, false)?
@@ -268,6 +298,7 @@ impl Writer {
             thread,
             workspace,
             prompt,
+            context,
             cancel,
         }))
     }

@@ -9,6 +9,7 @@ use crate::domain::{
     ApprovalPolicy, AuthSession, EventKind, JournalEvent, Retention, SessionBinding, StoreError,
     StoreResult, Thread, Turn, TurnState, Workspace,
 };
+use lapis_protocol::UserMessage;
 
 use super::journal::MemoryPayloads;
 use lapis_protocol::Scope;
@@ -114,6 +115,7 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
         agent_session_id: r.get(17)?,
         max_turn_seconds: r.get::<_, Option<i64>>(18)?.map(|s| s as u64),
         awaiting_input: false,
+        user_message: None,
         id,
     })
 }
@@ -174,6 +176,51 @@ pub fn event_row(r: &Row<'_>, memory: &MemoryPayloads) -> rusqlite::Result<Journ
         payload,
         payload_unavailable,
     })
+}
+
+/// Every event of one turn, in thread order (a scan of its thread).
+pub fn turn_events(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    thread: &str,
+    turn: &str,
+) -> StoreResult<Vec<JournalEvent>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND turn_id = ?2 ORDER BY thread_seq"
+    ))?;
+    let rows = stmt.query_map(params![thread, turn], |r| event_row(r, memory))?;
+    rows.collect::<Result<_, _>>().map_err(unwrap_err)
+}
+
+/// The turn's `user_message` event as its record shows it (none for turns
+/// submitted before the event existed).
+pub fn user_message(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    thread: &str,
+    turn: &str,
+) -> StoreResult<Option<UserMessage>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND turn_id = ?2 AND kind = ?3 \
+         ORDER BY thread_seq LIMIT 1"
+    ))?;
+    let event = stmt
+        .query_row(
+            params![thread, turn, EventKind::UserMessage.as_str()],
+            |r| event_row(r, memory),
+        )
+        .optional()
+        .map_err(unwrap_err)?;
+    Ok(event.map(|e| UserMessage {
+        thread_seq: e.thread_seq,
+        text: e
+            .payload
+            .as_ref()
+            .and_then(|p| p.get("text"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+        payload_unavailable: e.payload_unavailable,
+    }))
 }
 
 /// One workspace by id.

@@ -2,7 +2,8 @@
 //! behaviour with arguments (the controller clears the agent's environment,
 //! so arguments are the one reliable channel):
 //!
-//! `--chunks N` `--chunk-text T` `--thoughts N` `--tool-calls N` `--plan`
+//! `--chunks N` `--chunk-text T` `--thoughts N` `--tool-calls N`
+//! `--tool-final STATUS` (the calls' last status; `in_progress` sends none) `--plan`
 //! `--message-id` `--permissions N` `--perm-kinds k1,k2` `--hang`
 //! `--ignore-cancel` `--cancel-stop R` `--stop-reason R`
 //! `--exit-at initialize|session_new|prompt` `--fail-initialize`
@@ -357,7 +358,17 @@ fn prompt_text(params: &Value) -> String {
 /// Appends the prompt text to the ledger and fsyncs, so chaos tests can
 /// count how often a prompt really reached an agent.
 fn record(ledger: &str, params: &Value) {
-    let text = prompt_text(params);
+    // Content blocks apart (` || `), so a test sees a separate block.
+    let text: Vec<String> = params["prompt"]
+        .as_array()
+        .map(|b| {
+            b.iter()
+                .filter_map(|x| x["text"].as_str())
+                .map(|t| t.replace('\n', " "))
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = text.join(" || ");
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -430,12 +441,16 @@ fn run_prompt(
             json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
             "status": "in_progress", "locations": [{"path": format!("/w/f{i}.rs"), "line": i + 1}]}),
         );
-        update(
-            out,
-            s,
-            json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
-            "status": "completed"}),
-        );
+        // `--tool-final in_progress` leaves the call without a terminal status.
+        let last = script.get("tool-final").unwrap_or("completed");
+        if last != "in_progress" {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
+                "status": last}),
+            );
+        }
     }
     if script.has("structured-input") {
         // An agent asking for structured input must never be auto-approved:

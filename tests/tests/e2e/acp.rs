@@ -162,6 +162,7 @@ pub(crate) fn request(spec: ProviderSpec, workspace: &Path) -> TurnRequest {
         registry: None,
         resume: None,
         keep_alive: false,
+        context: None,
     }
 }
 

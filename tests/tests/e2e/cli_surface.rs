@@ -171,8 +171,7 @@ fn settings(home: &Path) -> insta::Settings {
     s.add_filter(r"turn_[0-9a-f]{32}", "[TURN]");
     s.add_filter(r"ses_[0-9a-f]{32}", "[SESSION]");
     s.add_filter(r"cmd_[0-9a-f]{32}", "[COMMAND]");
-    // A provider definition's fingerprint covers the command's path, which
-    // differs between checkouts.
+    // The provider fingerprint hashes the built-in echo's path (the build dir).
     s.add_filter(
         r#""fingerprint": "[0-9a-f]{64}""#,
         r#""fingerprint": "[FINGERPRINT]""#,

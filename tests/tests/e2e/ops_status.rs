@@ -179,3 +179,43 @@ fn status_names_running_turns_live_agents_and_fences_with_the_resolve_command() 
     assert_eq!(doc["fencedWorkspaces"], json!([]));
     server.finish(&[], &[]);
 }
+
+#[test]
+fn a_typo_in_the_config_does_not_lock_client_commands_out_of_the_running_service() {
+    let server = Server::start();
+    let ctx = &server.ctx;
+    let good = std::fs::read(&server.config).unwrap();
+    // A typo in a provider: the whole file is refused by the strict reader.
+    let mut doc: serde_json::Value = serde_json::from_slice(&good).unwrap();
+    doc["providers"]["typo"] = json!({ "comand": "/bin/true" });
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    ctx.run(["config", "validate"]).expect_code(2);
+
+    let status = ctx.run(["status", "--json"]);
+    let report = status.success().json();
+    assert_eq!(report["protocol"], "lapis-ai-controller/1");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| {
+            let w = w.as_str().unwrap();
+            w.contains("configuration file is refused") && w.contains("config validate")
+        }),
+        "{report:#}"
+    );
+    assert!(status.stderr.contains("warning:"), "{}", status.stderr);
+    // Other client commands work too, and the refusal names the field.
+    let threads = ctx.run(["threads", "list", "--json"]);
+    threads.success();
+    assert!(threads.stderr.contains("typo"), "{}", threads.stderr);
+    // The strict readers still refuse it: a reload is not applied.
+    ctx.run(["config", "reload"]).expect_code(2);
+
+    // A file that is not JSON at all gives the client nothing to go on.
+    std::fs::write(&server.config, b"{ not json").unwrap();
+    let broken = ctx.run(["status", "--json"]);
+    broken.expect_code(2);
+    assert!(broken.json()["error"]["code"].is_string());
+
+    std::fs::write(&server.config, &good).unwrap();
+    server.finish(&[], &[]);
+}

@@ -322,3 +322,83 @@ fn turns_through_serve_on_the_sdk_agent() {
     assert_eq!(settle(&mut client, &turn.id).0, "cancelled");
     server.finish(&[], &[]);
 }
+
+/// The reply text of one turn.
+fn turn_reply(client: &mut Client, thread: &str, turn: &str) -> String {
+    let page = client.journal_replay(Some(thread), 0, None).unwrap();
+    page.events
+        .iter()
+        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind.as_str() == "message_chunk")
+        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `session_loaded` observations of one turn.
+fn loads(client: &mut Client, thread: &str, turn: &str) -> usize {
+    let page = client.journal_replay(Some(thread), 0, None).unwrap();
+    page.events
+        .iter()
+        .filter(|e| e.turn_id.as_deref() == Some(turn))
+        .filter(|e| {
+            e.payload
+                .as_ref()
+                .is_some_and(|p| p["kind"] == "session_loaded")
+        })
+        .count()
+}
+
+/// The SDK agent remembers: the second turn of a thread goes to the kept
+/// agent and its session, and the agent answers with the first turn's text;
+/// after its agent was evicted, the third turn's new process `session/load`s
+/// the session and still answers with the second turn's text.
+#[test]
+fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
+    let Some(ts) = TsAgent::find("the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction")
+    else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let state = scratch.path().join("state");
+    let server = Server::start_full(
+        json!({ "maxLiveAgents": 1 }),
+        json!({ "ts": ts.provider(&state) }),
+    );
+    let mut client = sdk(&server);
+    let thread = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let run = |client: &mut Client, cmd: &str, prompt: &str| {
+        let turn = client.turns_submit(&thread.id, cmd, prompt).unwrap();
+        let (state, outcome) = settle(client, &turn.id);
+        assert_eq!(
+            (state.as_str(), outcome.as_deref()),
+            ("completed", Some("end_turn"))
+        );
+        let t = client.turns_get(&turn.id).unwrap();
+        (turn.id, t.agent_session_id.expect("session bound"))
+    };
+    let (first, session) = run(&mut client, "mem-1", "the sky is green");
+    assert!(session.starts_with("ts-"), "{session}");
+    let (second, kept) = run(&mut client, "mem-2", "what did I say?");
+    assert_eq!(kept, session, "the session was not kept");
+    assert_eq!(
+        turn_reply(&mut client, &thread.id, &second),
+        format!("turn 2 of session {session}; you said before: \"the sky is green\"")
+    );
+    assert_eq!(loads(&mut client, &thread.id, &second), 0, "not reused");
+    assert!(!turn_reply(&mut client, &thread.id, &first).is_empty());
+
+    // Another thread's turn takes the one agent slot: ours is evicted.
+    let other = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let t = client
+        .turns_submit(&other.id, "mem-x", "elsewhere")
+        .unwrap();
+    assert_eq!(settle(&mut client, &t.id).0, "completed");
+
+    let (third, loaded) = run(&mut client, "mem-3", "and now?");
+    assert_eq!(loaded, session, "the session was not loaded");
+    assert_eq!(loads(&mut client, &thread.id, &third), 1, "no session/load");
+    assert_eq!(
+        turn_reply(&mut client, &thread.id, &third),
+        format!("turn 3 of session {session}; you said before: \"what did I say?\"")
+    );
+    server.finish(&[], &[]);
+}

@@ -7,8 +7,8 @@ use crate::params::{
     JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond,
     PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
     SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure, ThreadsCreate, ThreadsList,
-    ThreadsResult, TurnResult, TurnsCancel, TurnsGet, TurnsList, TurnsResolve, TurnsResult,
-    TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
+    ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet, TurnsList, TurnsResolve,
+    TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
 };
 use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
@@ -129,6 +129,14 @@ impl Client {
     /// `maxTurnSeconds`, an `expect`ed binding).
     pub fn turns_submit_with(&mut self, params: &TurnsSubmit) -> Result<Turn, ClientError> {
         let r: TurnResult = self.call("turns.submit", params)?;
+        Ok(r.turn)
+    }
+
+    /// `turns.continue`: a linked attempt after the settled turn `turn_id`,
+    /// with new instructions. Same command id + same input returns the same
+    /// turn.
+    pub fn turns_continue(&mut self, params: &TurnsContinue) -> Result<Turn, ClientError> {
+        let r: TurnResult = self.call("turns.continue", params)?;
         Ok(r.turn)
     }
 

@@ -31,7 +31,8 @@ pub use threads::{
     workspaces_list,
 };
 pub use turns::{
-    permissions_respond, turns_cancel, turns_get, turns_list, turns_resolve, turns_submit,
+    permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
+    turns_submit,
 };
 
 /// Maps a core error to the wire. Request-level codes pass through with the

@@ -36,6 +36,32 @@ pub async fn turns_submit(
     Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
 }
 
+/// `turns.continue`: a linked attempt in the prior turn's thread with new
+/// instructions and the thread's current configuration. The store refuses a
+/// prior that is not settled or whose record is not whole; the prompt is
+/// handed to the core and never logged.
+pub async fn turns_continue(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::TurnsContinue,
+) -> Result<Value, RpcError> {
+    let prior = owned_turn(ctx, session, &p.turn_id).await?;
+    let input = SubmitTurn {
+        command_id: p.command_id,
+        thread_id: prior.thread_id,
+        prompt: p.prompt,
+        continues: Some(prior.id),
+        max_turn_seconds: p.max_turn_seconds,
+    };
+    let receipt = ctx
+        .core
+        .store
+        .submit_turn_expecting(&actor(session), input, p.expect)
+        .await
+        .map_err(store_err)?;
+    Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
+}
+
 /// `turns.get`: by turn id, or by the command id of the caller's own
 /// `turns.submit` (the turn of a lost answer, without resending the prompt).
 pub async fn turns_get(
@@ -60,7 +86,13 @@ pub async fn turns_get(
             ));
         }
     };
-    let mut turn = owned_turn(ctx, session, &turn_id).await?;
+    owned_turn(ctx, session, &turn_id).await?;
+    let mut turn = ctx
+        .core
+        .store
+        .get_turn_asked(&turn_id)
+        .await
+        .map_err(store_err)?;
     super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
     wrap("turn", turn)
 }

@@ -62,12 +62,13 @@ async fn metadata_only_payloads_live_in_memory_and_are_unavailable_after_restart
         .await
         .unwrap_err();
     assert_eq!(err.code(), "transcript_unavailable");
-    // Metadata is still there: the page before the missing payload replays.
+    // Metadata is still there: the page before the first missing payload
+    // (the prompt's `user_message`) replays.
     let page = s
-        .replay(ReplayScope::Thread(th_id.clone()), 0, 4)
+        .replay(ReplayScope::Thread(th_id.clone()), 0, 2)
         .await
         .unwrap();
-    assert_eq!(page.events.len(), 4);
+    assert_eq!(page.events.len(), 2);
     let owner_page = s
         .replay(
             ReplayScope::Owner {
@@ -123,7 +124,8 @@ async fn replay_pages_are_bounded_and_snapshots_say_when_truncated() {
         }
     }
     assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>());
-    assert_eq!(all.len(), 1 + 1 + 1 + 20);
+    // thread created, turn submitted, user message, claim, 20 chunks.
+    assert_eq!(all.len(), 1 + 1 + 1 + 1 + 20);
     let snap = s.thread_snapshot(&th.id).await.unwrap();
     assert!(snap.truncated);
     assert_eq!(snap.tail.len(), 5);

@@ -2,6 +2,7 @@
 //! scheduling, fencing, resolution and recovery in `lifecycle`; journal,
 //! retention, sessions and the instance lock in `journal`.
 
+mod continuation;
 mod journal;
 mod lifecycle;
 mod receipts;

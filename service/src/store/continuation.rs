@@ -1,0 +1,203 @@
+//! Continuations (`turns.continue`): a linked attempt after a settled turn.
+//!
+//! What must stay true: a continuation never cancels anything, never
+//! releases a fence, never sends the prior prompt again and never reruns a
+//! tool. It is accepted only after a prior whose outcome is known
+//! (`completed`, `failed`, `cancelled`, resolved ones included) and whose
+//! record is whole: no permission request left unanswered, no tool call
+//! without a terminal status, no payload lost to metadata-only retention
+//! (`transcript_unavailable`). The claim checks the prior again. When the
+//! agent session cannot be resumed, the attempt carries a bounded
+//! [`digest`] of the prior turn as a separate content block.
+
+use std::collections::{BTreeMap, HashSet};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use crate::domain::{EventKind, JournalEvent, StoreError, StoreResult, Turn, TurnState};
+
+use super::journal::MemoryPayloads;
+use super::read;
+
+/// Longest digest of a prior turn sent to a new session, in bytes.
+pub const MAX_DIGEST_BYTES: usize = 4096;
+/// Longest part (prompt, reply) of a digest, in bytes.
+const MAX_PART_BYTES: usize = 1536;
+
+/// Tool-call statuses after which a call will not run again.
+fn terminal_tool_status(status: &str) -> bool {
+    matches!(status, "completed" | "failed")
+}
+
+/// Refuses a prior turn that may not be continued (see the module docs).
+/// `thread` is the thread the continuation is submitted to.
+pub fn check_prior(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    prior: &Turn,
+    thread: &str,
+) -> StoreResult<Vec<JournalEvent>> {
+    if prior.thread_id != thread {
+        return Err(StoreError::invalid(
+            "continued turn belongs to another thread",
+        ));
+    }
+    match prior.state {
+        TurnState::Completed | TurnState::Failed | TurnState::Cancelled => {}
+        TurnState::SubmissionUnknown | TurnState::Interrupted => {
+            return Err(StoreError::conflict(format!(
+                "turn `{}` is {}: its outcome is unknown; resolve it first (`turns resolve`); \
+                 a continuation never releases a fence",
+                prior.id,
+                prior.state.as_str()
+            )));
+        }
+        s => {
+            return Err(StoreError::conflict(format!(
+                "turn `{}` is {}: only a settled turn (completed, failed, cancelled) can be continued",
+                prior.id,
+                s.as_str()
+            )));
+        }
+    }
+    let events = read::turn_events(conn, memory, &prior.thread_id, &prior.id)?;
+    if let Some(e) = events.iter().find(|e| e.payload_unavailable) {
+        return Err(StoreError::TranscriptUnavailable {
+            thread: prior.thread_id.clone(),
+            seq: e.thread_seq,
+        });
+    }
+    let mut asked = HashSet::new();
+    let mut answered = HashSet::new();
+    let mut tools: BTreeMap<String, String> = BTreeMap::new();
+    for e in &events {
+        let Some(p) = &e.payload else { continue };
+        let str_of = |key: &str| p.get(key).and_then(Value::as_str).map(str::to_owned);
+        match e.kind {
+            EventKind::PermissionRequested => {
+                asked.extend(str_of("requestId"));
+                if let Some(inv) = p.get("invocation") {
+                    note_tool(&mut tools, inv);
+                }
+            }
+            EventKind::PermissionDecided => answered.extend(str_of("requestId")),
+            EventKind::ToolCall => note_tool(&mut tools, p),
+            _ => {}
+        }
+    }
+    if asked.iter().any(|id| !answered.contains(id)) {
+        return Err(StoreError::conflict(format!(
+            "turn `{}` has a permission request that was never answered",
+            prior.id
+        )));
+    }
+    if let Some((id, status)) = tools.iter().find(|(_, s)| !terminal_tool_status(s)) {
+        return Err(StoreError::conflict(format!(
+            "turn `{}` has tool call `{id}` without a terminal status ({status})",
+            prior.id
+        )));
+    }
+    Ok(events)
+}
+
+/// Records the latest status of a tool call envelope (`pending` when the
+/// agent never gave one).
+fn note_tool(tools: &mut BTreeMap<String, String>, invocation: &Value) {
+    let Some(id) = invocation.get("id").and_then(Value::as_str) else {
+        return;
+    };
+    let status = invocation.get("status").and_then(Value::as_str);
+    match (tools.get_mut(id), status) {
+        (Some(old), Some(s)) => *old = s.to_owned(),
+        (Some(_), None) => {}
+        (None, s) => {
+            tools.insert(id.to_owned(), s.unwrap_or("pending").to_owned());
+        }
+    }
+}
+
+/// A bounded, plain-text digest of the prior turn for an agent that lost
+/// its session: what was asked, what was replied, and each tool call's title
+/// and final status. At most [`MAX_DIGEST_BYTES`].
+pub fn digest(prior: &Turn, events: &[JournalEvent]) -> String {
+    let mut asked = String::new();
+    let mut reply = String::new();
+    let mut tools: Vec<(String, String, String)> = Vec::new();
+    for e in events {
+        let Some(p) = &e.payload else { continue };
+        let text = p.get("text").and_then(Value::as_str).unwrap_or("");
+        match e.kind {
+            EventKind::UserMessage => asked.push_str(text),
+            EventKind::MessageChunk => reply.push_str(text),
+            EventKind::ToolCall => {
+                let Some(id) = p.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                let title = p.get("title").and_then(Value::as_str);
+                let status = p.get("status").and_then(Value::as_str);
+                match tools.iter_mut().find(|(i, _, _)| i == id) {
+                    Some(t) => {
+                        if let Some(title) = title {
+                            t.1 = title.to_owned();
+                        }
+                        if let Some(status) = status {
+                            t.2 = status.to_owned();
+                        }
+                    }
+                    None => tools.push((
+                        id.to_owned(),
+                        title.unwrap_or(id).to_owned(),
+                        status.unwrap_or("pending").to_owned(),
+                    )),
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = format!(
+        "[Context: this turn continues turn {} ({}{}); the agent session it ran in could not be resumed, so this is what it recorded.]\n",
+        prior.id,
+        prior.state.as_str(),
+        prior
+            .outcome
+            .as_deref()
+            .map(|o| format!(", {o}"))
+            .unwrap_or_default()
+    );
+    out.push_str("Asked: ");
+    out.push_str(bounded(&asked, MAX_PART_BYTES));
+    out.push_str("\nReplied: ");
+    out.push_str(bounded(&reply, MAX_PART_BYTES));
+    if !tools.is_empty() {
+        out.push_str("\nTool calls:");
+        for (_, title, status) in &tools {
+            out.push_str(&format!("\n- {} ({status})", bounded(title, 200)));
+        }
+    }
+    bounded(&out, MAX_DIGEST_BYTES).to_owned()
+}
+
+/// `s` cut to at most `max` bytes on a character boundary.
+fn bounded(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_cuts_on_a_char_boundary() {
+        assert_eq!(bounded("héllo", 2), "h");
+        assert_eq!(bounded("héllo", 3), "hé");
+        assert_eq!(bounded("abc", 10), "abc");
+    }
+}
