@@ -20,7 +20,7 @@ pub mod server;
 
 pub use domain::{
     Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,
-    Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError, StoreResult, StoreStatus,
+    Preparer, ProviderFacts, Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError, StoreResult, StoreStatus,
     SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
     TurnState, Workspace,
 };
