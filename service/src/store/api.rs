@@ -8,10 +8,10 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{
-    Actor, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread, Preparer, Receipt,
-    ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult, StoreStatus,
-    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
-    Workspace,
+    Actor, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread, Preparer,
+    Receipt, ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult,
+    StoreStatus, SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd,
+    TurnEvent, Workspace,
 };
 
 use lapis_protocol::ThreadExpect;

@@ -17,8 +17,8 @@ use crate::domain::{
 use super::continuation;
 use lapis_protocol::ThreadExpect;
 
-use super::prepared;
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
+use super::prepared;
 use super::read;
 use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
 use super::transition::stage_transition;

@@ -100,7 +100,10 @@ async fn the_claim_commits_the_prepared_configuration_and_its_event_together() {
     );
     assert_eq!(claim.provider.unwrap().fingerprint, "f".repeat(64));
     // Stored: `turns.get` reads what the claim wrote.
-    assert_eq!(f.store.get_turn(&t.id).await.unwrap().prepared, Some(p.clone()));
+    assert_eq!(
+        f.store.get_turn(&t.id).await.unwrap().prepared,
+        Some(p.clone())
+    );
     // Journaled right after the claim's state change, same value, and the
     // turn is preparing, not running.
     let events = turn_events(&f.store, &open.id, &t.id).await;
@@ -114,7 +117,10 @@ async fn the_claim_commits_the_prepared_configuration_and_its_event_together() {
             EventKind::TurnPrepared
         ]
     );
-    assert_eq!(events[2].at, events[3].at, "one transaction, one clock read");
+    assert_eq!(
+        events[2].at, events[3].at,
+        "one transaction, one clock read"
+    );
     assert_eq!(
         events[3].payload.as_ref().unwrap(),
         &serde_json::to_value(&p).unwrap()
@@ -244,7 +250,10 @@ async fn each_turn_records_the_thread_version_it_was_claimed_under() {
         .unwrap_err();
     assert_eq!(err.code(), "conflict");
     f.store.try_claim_with(facts(false)).await.unwrap().unwrap();
-    f.store.mark_dispatched(&first.id, super::binding()).await.unwrap();
+    f.store
+        .mark_dispatched(&first.id, super::binding())
+        .await
+        .unwrap();
     f.store
         .finish_turn(&first.id, TurnEnd::Completed("end_turn".into()))
         .await
@@ -261,10 +270,23 @@ async fn each_turn_records_the_thread_version_it_was_claimed_under() {
         .value;
     f.store.try_claim_with(facts(false)).await.unwrap().unwrap();
     let one = f.store.get_turn(&first.id).await.unwrap().prepared.unwrap();
-    let two = f.store.get_turn(&second.id).await.unwrap().prepared.unwrap();
-    assert_eq!((one.thread_version, one.approval.requested), (1, ApprovalPolicy::Ask));
+    let two = f
+        .store
+        .get_turn(&second.id)
+        .await
+        .unwrap()
+        .prepared
+        .unwrap();
     assert_eq!(
-        (two.thread_version, two.approval.effective, two.approval.suppressed),
+        (one.thread_version, one.approval.requested),
+        (1, ApprovalPolicy::Ask)
+    );
+    assert_eq!(
+        (
+            two.thread_version,
+            two.approval.effective,
+            two.approval.suppressed
+        ),
         (
             2,
             ApprovalPolicy::AllowAll,
@@ -300,4 +322,45 @@ async fn a_malformed_prepared_record_fails_the_open() {
     let err = Store::open(options(&home)).unwrap_err();
     assert_eq!(err.code(), "store_invalid_row");
     assert!(err.to_string().contains("prepared"), "{err}");
+}
+
+/// A configure race: two callers that saw the same version change the
+/// thread at once; exactly one wins, the other gets `conflict`, and the
+/// next turn is prepared under the winner's version.
+#[tokio::test]
+async fn of_two_configures_racing_on_one_version_exactly_one_wins() {
+    let f = fixture().await;
+    let ws = workspace(&f.store, f.dir.path(), "ws1").await;
+    let th = thread(&f.store, &ws.id, Retention::Full).await;
+    let patch = |approval| ThreadPatch {
+        approval: Some(approval),
+        ..Default::default()
+    };
+    let me = owner();
+    let (a, b) = tokio::join!(
+        f.store
+            .configure_thread(&me, &th.id, 1, patch(ApprovalPolicy::AllowAll), None),
+        f.store
+            .configure_thread(&me, &th.id, 1, patch(ApprovalPolicy::Ask), None),
+    );
+    let (won, lost) = match (a, b) {
+        (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w.value, l),
+        other => panic!("exactly one must win: {other:?}"),
+    };
+    assert_eq!(lost.code(), "conflict");
+    assert_eq!(won.version, 2);
+    f.store
+        .submit_turn(&owner(), submit(&th.id, "c1", "hi"))
+        .await
+        .unwrap();
+    let p = f
+        .store
+        .try_claim_with(facts(false))
+        .await
+        .unwrap()
+        .unwrap()
+        .turn
+        .prepared
+        .unwrap();
+    assert_eq!((p.thread_version, p.approval.requested), (2, won.approval));
 }
