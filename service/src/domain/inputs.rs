@@ -10,9 +10,9 @@ use lapis_protocol::{ApprovalPolicy, Retention, Thread, Turn, Workspace};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Actor {
     /// The principal (e.g. `owner`).
-    pub principal: String,
+    pub(crate) principal: String,
     /// The application name the session was opened for.
-    pub application: String,
+    pub(crate) application: String,
 }
 
 impl Actor {
@@ -81,7 +81,7 @@ pub struct Receipt<T> {
     /// The resource as it is now.
     pub value: T,
     /// `true` when the command id was seen before with the same input.
-    pub replayed: bool,
+    pub(crate) replayed: bool,
 }
 
 /// How the runner ends a turn.
@@ -130,16 +130,16 @@ pub struct Claim {
     /// The turn, now `preparing`.
     pub turn: Turn,
     /// Its thread.
-    pub thread: Thread,
+    pub(crate) thread: Thread,
     /// Its workspace.
-    pub workspace: Workspace,
+    pub(crate) workspace: Workspace,
     /// The prompt (a payload).
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// For a continuation: the bounded digest of the prior turn, sent as a
     /// separate content block only when the agent session is not resumed.
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     /// Flips to `true` when a cancel is requested.
-    pub cancel: tokio::sync::watch::Receiver<bool>,
+    pub(crate) cancel: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Counters for `status`.
@@ -147,9 +147,9 @@ pub struct Claim {
 #[serde(rename_all = "camelCase")]
 pub struct StoreStatus {
     /// Turns in `queued`.
-    pub queue_depth: usize,
+    pub(crate) queue_depth: usize,
     /// The bound on `queue_depth`.
-    pub queue_capacity: usize,
+    pub(crate) queue_capacity: usize,
     /// Workspaces with a turn in flight.
     pub running_workspaces: Vec<String>,
     /// Workspaces fenced by a turn with an unknown outcome.
