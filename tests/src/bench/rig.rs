@@ -56,13 +56,13 @@ pub fn context() -> Result<TestContext> {
 #[derive(Debug)]
 pub struct Rig {
     /// Temp HOME, environment.
-    pub ctx: TestContext,
+    pub(crate) ctx: TestContext,
     /// The release binary.
-    pub bin: PathBuf,
+    pub(crate) bin: PathBuf,
     /// Controller home.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// Workspace ids, in order (`ws0`…).
-    pub workspaces: Vec<String>,
+    pub(crate) workspaces: Vec<String>,
     /// The running server, if any.
     child: Option<Child>,
 }
@@ -70,7 +70,7 @@ pub struct Rig {
 impl Rig {
     /// Writes a config with `workspaces` agent workspaces, the given
     /// providers and server limits. Nothing is started.
-    pub fn new(workspaces: usize, providers: Value, server: Value) -> Result<Rig> {
+    pub(crate) fn new(workspaces: usize, providers: Value, server: Value) -> Result<Rig> {
         let ctx = context()?;
         let bin = release_bin()?;
         let home = ctx.home().join(".lapis/ai-controller");
@@ -106,13 +106,13 @@ impl Rig {
     }
 
     /// The socket path.
-    pub fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.home.join("controller.sock")
     }
 
     /// Starts `serve` and returns the time until the socket accepted a
     /// connection and `status` answered.
-    pub fn start(&mut self) -> Result<Duration> {
+    pub(crate) fn start(&mut self) -> Result<Duration> {
         let _ = std::fs::remove_file(self.socket());
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -148,12 +148,12 @@ impl Rig {
     }
 
     /// The server's pid.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// SIGKILL and reap.
-    pub fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -161,7 +161,7 @@ impl Rig {
     }
 
     /// SIGTERM and reap.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = std::process::Command::new("kill")
                 .arg(child.id().to_string())
@@ -171,7 +171,7 @@ impl Rig {
     }
 
     /// One authenticated SDK connection.
-    pub fn client(&self) -> Result<Client> {
+    pub(crate) fn client(&self) -> Result<Client> {
         Ok(Client::open(
             &self.socket(),
             Credential::Token {
@@ -182,7 +182,7 @@ impl Rig {
     }
 
     /// Creates one thread per workspace with `provider`.
-    pub fn threads(&self, client: &mut Client, provider: &str) -> Result<Vec<String>> {
+    pub(crate) fn threads(&self, client: &mut Client, provider: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for ws in &self.workspaces {
             out.push(client.threads_create(ws, provider, "allow-all", None)?.id);

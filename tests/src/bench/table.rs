@@ -18,20 +18,20 @@ pub enum Unit {
 #[derive(Debug, Clone)]
 pub struct Row {
     /// Suite name.
-    pub suite: &'static str,
+    pub(crate) suite: &'static str,
     /// What was measured.
-    pub figure: String,
+    pub(crate) figure: String,
     /// Samples.
-    pub samples: Vec<f64>,
+    pub(crate) samples: Vec<f64>,
     /// Unit.
-    pub unit: Unit,
+    pub(crate) unit: Unit,
     /// The figure of the row this one is compared with, if any.
-    pub against: Option<String>,
+    pub(crate) against: Option<String>,
 }
 
 impl Row {
     /// Median, min, max.
-    pub fn stats(&self) -> (f64, f64, f64) {
+    pub(crate) fn stats(&self) -> (f64, f64, f64) {
         let mut v = self.samples.clone();
         v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
         (v[v.len() / 2], v[0], v[v.len() - 1])
@@ -42,14 +42,14 @@ impl Row {
 #[derive(Debug, Default)]
 pub struct Table {
     /// In insertion order.
-    pub rows: Vec<Row>,
+    pub(crate) rows: Vec<Row>,
     /// Lines printed under the table (skips, notes).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Table {
     /// Adds a row; `against` names an earlier row's figure.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         suite: &'static str,
         figure: impl Into<String>,
@@ -73,14 +73,14 @@ impl Table {
     }
 
     /// A note printed with the table.
-    pub fn note(&mut self, line: impl Into<String>) {
+    pub(crate) fn note(&mut self, line: impl Into<String>) {
         let line = line.into();
         eprintln!("  {line}");
         self.notes.push(line);
     }
 
     /// Markdown, so docs/performance.md can take it as printed.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::from(
             "| suite | figure | median | min | max | n | vs (same run) | ratio |\n|---|---|---|---|---|---|---|---|\n",
         );

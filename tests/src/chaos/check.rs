@@ -11,11 +11,11 @@ use lapis_service::EventKind;
 #[derive(Debug, Default, Clone)]
 pub struct TurnHistory {
     /// Terminal `turn_state` transitions (completed, failed, cancelled).
-    pub terminal: Vec<String>,
+    pub(crate) terminal: Vec<String>,
     /// Whether the turn was ever fenced (submission_unknown, interrupted).
-    pub fenced: bool,
+    pub(crate) fenced: bool,
     /// Whether the turn was ever dispatched (the boundary was persisted).
-    pub dispatched: bool,
+    pub(crate) dispatched: bool,
 }
 
 /// Replays every thread and collects each turn's history.
