@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 /// An installed `acpx` and the prefix that owns it.
 #[derive(Debug)]
-pub struct Acpx {
+pub(crate) struct Acpx {
     /// Temp prefix (removed on drop) unless `ACPX` named an existing binary.
     _prefix: Option<tempfile::TempDir>,
     /// The `acpx` executable.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 /// Whether a larger value is better (throughput) or worse (time, memory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// Milliseconds.
     Ms,
     /// Per second.
@@ -16,7 +16,7 @@ pub enum Unit {
 
 /// One measured figure.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     /// Suite name.
     pub(crate) suite: &'static str,
     /// What was measured.
@@ -40,7 +40,7 @@ impl Row {
 
 /// All rows of one run.
 #[derive(Debug, Default)]
-pub struct Table {
+pub(crate) struct Table {
     /// In insertion order.
     pub(crate) rows: Vec<Row>,
     /// Lines printed under the table (skips, notes).
@@ -127,13 +127,13 @@ fn fmt(v: f64) -> String {
 }
 
 /// Milliseconds taken by `f`.
-pub fn time_ms<T>(f: impl FnOnce() -> T) -> (f64, T) {
+pub(crate) fn time_ms<T>(f: impl FnOnce() -> T) -> (f64, T) {
     let started = Instant::now();
     let out = f();
     (ms(started.elapsed()), out)
 }
 
 /// A duration in milliseconds.
-pub fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

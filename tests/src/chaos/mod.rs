@@ -9,7 +9,7 @@ pub(crate) mod serve_kill;
 
 /// One suite's result line.
 #[derive(Debug, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Suite name.
     pub(crate) suite: &'static str,
     /// Loop iterations run.
@@ -42,7 +42,7 @@ impl Summary {
 
 /// A small xorshift generator; the seed is printed so a run can be repeated.
 #[derive(Debug)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// Seeded generator (0 is replaced).
