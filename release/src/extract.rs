@@ -50,11 +50,11 @@ pub struct Limits {
     /// Largest archive file accepted, compressed.
     pub max_archive_bytes: u64,
     /// Largest single entry, uncompressed.
-    pub(crate) max_entry_bytes: u64,
+    pub max_entry_bytes: u64,
     /// Largest sum of all entries, uncompressed.
-    pub(crate) max_total_bytes: u64,
+    pub max_total_bytes: u64,
     /// Most entries (files and directories) accepted.
-    pub(crate) max_entries: usize,
+    pub max_entries: usize,
 }
 
 impl Default for Limits {
