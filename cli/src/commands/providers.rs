@@ -160,6 +160,8 @@ fn definition(args: &ProvidersAddArgs) -> Result<ProviderConfig, CliError> {
             vcs_identity: None,
             idle_seconds: None,
             max_turn_seconds: None,
+            restricted_mode: None,
+            allow_unrestricted: None,
         },
         (None, None) => {
             return Err(CliError::failure(
