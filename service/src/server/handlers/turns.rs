@@ -8,7 +8,7 @@ use crate::auth::AuthSession;
 use crate::domain::{ResolveAs, SubmitTurn, TurnState};
 use crate::store::{CommandKind, TurnFilter};
 use lapis_protocol::params::{RespondResult, TurnResult, TurnsResult};
-use lapis_protocol::{ErrorCode, RpcError, params};
+use lapis_protocol::{ErrorCode, RpcError, ThreadExpect, params};
 
 use super::super::context::ServerContext;
 use crate::domain::{Receipt, Turn};
@@ -30,13 +30,7 @@ pub(crate) async fn turns_submit(
         continues: p.continues,
         max_turn_seconds: p.max_turn_seconds,
     };
-    let receipt = ctx
-        .core
-        .store
-        .submit_turn_expecting(&actor(session), input, p.expect)
-        .await
-        .map_err(store_err)?;
-    Ok(receipted(receipt))
+    submit(ctx, session, input, p.expect).await
 }
 
 /// `turns.continue`: a linked attempt in the prior turn's thread with new
@@ -56,13 +50,7 @@ pub(crate) async fn turns_continue(
         continues: Some(prior.id),
         max_turn_seconds: p.max_turn_seconds,
     };
-    let receipt = ctx
-        .core
-        .store
-        .submit_turn_expecting(&actor(session), input, p.expect)
-        .await
-        .map_err(store_err)?;
-    Ok(receipted(receipt))
+    submit(ctx, session, input, p.expect).await
 }
 
 /// `turns.get`: by turn id, or by the command id of the caller's own
@@ -275,6 +263,23 @@ pub(crate) async fn permissions_respond(
         accepted: true,
         replayed: false,
     })
+}
+
+/// Queues `input` as the session's actor, checking the thread against
+/// `expect` where the turn is queued (`turns.submit` and `turns.continue`).
+async fn submit(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    input: SubmitTurn,
+    expect: Option<ThreadExpect>,
+) -> Result<TurnResult, RpcError> {
+    let receipt = ctx
+        .core
+        .store
+        .submit_turn_expecting(&actor(session), input, expect)
+        .await
+        .map_err(store_err)?;
+    Ok(receipted(receipt))
 }
 
 /// A mutation's turn with its receipt flag (`replayed` always present).
