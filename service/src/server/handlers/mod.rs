@@ -1,5 +1,7 @@
 //! Method handlers: decode nothing (params arrive typed), check resource
-//! ownership, call the core, shape the result.
+//! ownership, call the core, return the method's typed result (a
+//! `lapis_protocol::params` result or record, the same type the SDK decodes);
+//! `dispatch` turns it into JSON, nothing here builds a result by hand.
 //!
 //! Resource isolation lives here and nowhere else: a thread belongs to the
 //! principal and application of the session that created it, and every
