@@ -27,6 +27,7 @@ mod message;
 pub mod notifications;
 pub mod params;
 mod permissions;
+mod prepared;
 mod records;
 mod scopes;
 mod state;
@@ -46,6 +47,7 @@ pub use hello::{
 };
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use permissions::{PendingRequest, PermissionChoice};
+pub use prepared::{ApprovalSuppression, McpEndpoint, PreparedApproval, PreparedConfig};
 pub use records::{
     ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
 };
