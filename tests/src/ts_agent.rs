@@ -26,7 +26,7 @@ pub struct TsAgent {
 
 impl TsAgent {
     /// The agent directory, `tests/agents/ts-agent`.
-    pub fn dir() -> PathBuf {
+    pub(crate) fn dir() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("agents/ts-agent")
     }
 
@@ -88,14 +88,6 @@ impl TsAgent {
             "args": [self.script],
             "env": { "TS_AGENT_STATE_DIR": state_dir },
         })
-    }
-
-    /// [`TsAgent::provider`] for an agent that does not advertise
-    /// `loadSession` (`TS_AGENT_NO_LOAD=1`).
-    pub fn provider_without_load(&self, state_dir: &Path) -> Value {
-        let mut provider = self.provider(state_dir);
-        provider["env"]["TS_AGENT_NO_LOAD"] = json!("1");
-        provider
     }
 
     /// A command that runs the agent directly, with only `PATH` and the

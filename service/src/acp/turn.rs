@@ -17,10 +17,10 @@ use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
 
 /// The ACP protocol version this client speaks (pinned).
-pub const ACP_PROTOCOL_VERSION: u64 = 1;
+pub(crate) const ACP_PROTOCOL_VERSION: u64 = 1;
 
 /// JSON-RPC error code ACP uses for "authentication required".
-pub const AUTH_REQUIRED: i64 = -32000;
+pub(crate) const AUTH_REQUIRED: i64 = -32000;
 
 /// The `initialize` params every launch sends (turns and `providers check`
 /// alike, so a check sees what a turn will).
@@ -108,13 +108,13 @@ pub struct HookError(pub String);
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionRequest {
     /// Unique within the turn.
-    pub request_id: String,
+    pub(crate) request_id: String,
     /// The tool call it is about.
     pub invocation: Invocation,
     /// The only acceptable answers.
     pub options: Vec<PermissionOption>,
     /// When the runner stops waiting and answers by itself.
-    pub deadline: std::time::SystemTime,
+    pub(crate) deadline: std::time::SystemTime,
 }
 
 /// What the runner needs from storage. Implementations decide durability;
@@ -166,5 +166,73 @@ impl CancelHandle {
     /// Requests cancellation (idempotent).
     pub fn cancel(&self) {
         self.0.send_replace(true);
+    }
+}
+
+/// How a turn ended. `dispatched` says whether the boundary was passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// The agent answered the prompt with a stop reason other than
+    /// `cancelled` (`end_turn`, `max_tokens`, `refusal`, …), even after a
+    /// cancel request.
+    Completed {
+        /// As sent by the agent.
+        stop_reason: String,
+    },
+    /// The agent reported `stopReason: cancelled`, or the cancel came
+    /// before the boundary (then `dispatched` is false).
+    Cancelled {
+        /// Whether the prompt had been sent.
+        dispatched: bool,
+    },
+    /// A known failure: before the boundary (spawn, setup, auth) or an
+    /// explicit error answer to the prompt.
+    Failed {
+        /// Short stable code.
+        code: &'static str,
+        /// Whether the prompt had been sent.
+        dispatched: bool,
+    },
+    /// After the boundary the agent vanished or broke the protocol without
+    /// a stop reason: the workspace must be fenced.
+    SubmissionUnknown {
+        /// Short stable code (`agent_exited`, `broken_pipe`, …).
+        code: &'static str,
+    },
+    /// A cancel was requested and no stop reason came before the deadline
+    /// (or the agent vanished meanwhile): fenced as well.
+    Interrupted,
+}
+
+impl TurnOutcome {
+    /// The turn state this outcome maps to.
+    pub(crate) fn state(&self) -> &'static str {
+        match self {
+            TurnOutcome::Completed { .. } => "completed",
+            TurnOutcome::Cancelled { .. } => "cancelled",
+            TurnOutcome::Failed { .. } => "failed",
+            TurnOutcome::SubmissionUnknown { .. } => "submission_unknown",
+            TurnOutcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// The outcome code, when there is one.
+    pub(crate) fn code(&self) -> Option<&str> {
+        match self {
+            TurnOutcome::Completed { stop_reason } => Some(stop_reason),
+            TurnOutcome::Failed { code, .. } | TurnOutcome::SubmissionUnknown { code } => {
+                Some(code)
+            }
+            TurnOutcome::Cancelled { .. } => None,
+            TurnOutcome::Interrupted => Some("cancel_deadline"),
+        }
+    }
+
+    /// Whether the outcome is unknown and the workspace must be fenced.
+    pub fn fences(&self) -> bool {
+        matches!(
+            self,
+            TurnOutcome::SubmissionUnknown { .. } | TurnOutcome::Interrupted
+        )
     }
 }

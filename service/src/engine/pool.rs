@@ -37,9 +37,9 @@ struct Idle {
 #[derive(Debug)]
 pub(super) struct Checkout {
     /// The agent.
-    pub agent: LiveAgent,
+    pub(crate) agent: LiveAgent,
     /// The turn it last ran.
-    pub last_turn: String,
+    pub(crate) last_turn: String,
 }
 
 #[derive(Debug, Default)]
@@ -60,7 +60,7 @@ pub struct PoolStatus {
     /// Of those, idle ones.
     pub idle: usize,
     /// `server.maxLiveAgents`.
-    pub max_live: usize,
+    pub(crate) max_live: usize,
 }
 
 /// Cheap to clone; all clones share one pool.

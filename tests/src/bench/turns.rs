@@ -118,7 +118,7 @@ fn cpu_ms(pid: u32) -> Option<f64> {
 }
 
 /// Adds the suite's rows.
-pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
+pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
     let lingering = fixture_agent()
         .map(|agent| json!({"command": agent, "args": ["--linger"], "idleSeconds": 0}));
     let ts = TsAgent::find("bench turns");

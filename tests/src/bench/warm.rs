@@ -23,7 +23,12 @@ use super::table::{Table, Unit, time_ms};
 /// `n` sequential warm turns on `thread` (one warm-up turn first, so its
 /// agent is running): ms from sending `turns.submit` to receiving the
 /// turn's `completed` event (published only after its commit).
-pub fn turn_latency(client: &mut Client, thread: &str, tag: &str, n: usize) -> Result<Vec<f64>> {
+pub(crate) fn turn_latency(
+    client: &mut Client,
+    thread: &str,
+    tag: &str,
+    n: usize,
+) -> Result<Vec<f64>> {
     let mut follow = JournalFollower::start(client, Some(thread), None)?;
     let mut samples = Vec::with_capacity(n);
     for i in 0..=n {
@@ -59,7 +64,7 @@ pub fn turn_latency(client: &mut Client, thread: &str, tag: &str, n: usize) -> R
 /// The agent's own time for a warm turn: one `session/prompt` exchange on
 /// an agent already initialized with an open session; `n` samples after
 /// one warm-up prompt.
-pub fn agent_floor(mut cmd: Command, cwd: &Path, n: usize) -> Result<Vec<f64>> {
+pub(crate) fn agent_floor(mut cmd: Command, cwd: &Path, n: usize) -> Result<Vec<f64>> {
     let mut child = cmd
         .current_dir(cwd)
         .stdin(Stdio::piped())
@@ -106,7 +111,7 @@ pub fn agent_floor(mut cmd: Command, cwd: &Path, n: usize) -> Result<Vec<f64>> {
 
 /// The TypeScript SDK agent's rows: its floor, a warm turn through serve,
 /// and acpx `exec` and persistent `prompt` on the same agent.
-pub fn ts_agent_rows(
+pub(crate) fn ts_agent_rows(
     table: &mut Table,
     client: &mut Client,
     thread: &str,

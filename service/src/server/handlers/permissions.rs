@@ -6,23 +6,22 @@
 use std::collections::HashMap;
 use std::time::UNIX_EPOCH;
 
-use serde_json::Value;
-
 use crate::auth::AuthSession;
 use crate::domain::Turn;
 use crate::engine::PendingPermission;
+use lapis_protocol::params::PermissionsResult;
 use lapis_protocol::{PendingRequest, PermissionChoice, RpcError, ThreadSnapshot, params};
 
 use super::super::context::ServerContext;
-use super::{internal, owned_thread, owned_turn, wrap};
+use super::{internal, owned_thread, owned_turn};
 
 /// `permissions.list`: pending requests of the session's threads, oldest
 /// deadline first.
-pub async fn permissions_list(
+pub(crate) async fn permissions_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsList,
-) -> Result<Value, RpcError> {
+) -> Result<PermissionsResult, RpcError> {
     if let Some(turn) = &p.turn_id {
         owned_turn(ctx, session, turn).await?;
     }
@@ -54,7 +53,7 @@ pub async fn permissions_list(
         (a.deadline, &a.turn_id, &a.request_id).cmp(&(b.deadline, &b.turn_id, &b.request_id))
     });
     let requests = shown.into_iter().map(view).collect::<Result<Vec<_>, _>>()?;
-    wrap("requests", requests)
+    Ok(PermissionsResult { requests })
 }
 
 /// The wire view of a pending request.
@@ -83,7 +82,7 @@ fn view(p: PendingPermission) -> Result<PendingRequest, RpcError> {
 }
 
 /// Sets `awaitingInput` on turns from the broker's live state.
-pub fn mark_turns(ctx: &ServerContext, turns: &mut [Turn]) {
+pub(super) fn mark_turns(ctx: &ServerContext, turns: &mut [Turn]) {
     let pending = ctx.core.pending_permissions(None);
     for turn in turns {
         turn.awaiting_input = pending.iter().any(|p| p.turn_id == turn.id);
@@ -91,7 +90,7 @@ pub fn mark_turns(ctx: &ServerContext, turns: &mut [Turn]) {
 }
 
 /// Sets `awaitingInput` on a snapshot and its recent turns.
-pub fn mark_snapshot(ctx: &ServerContext, snapshot: &mut ThreadSnapshot) {
+pub(super) fn mark_snapshot(ctx: &ServerContext, snapshot: &mut ThreadSnapshot) {
     mark_turns(ctx, &mut snapshot.recent_turns);
     snapshot.awaiting_input = ctx
         .core
