@@ -19,6 +19,7 @@ use lapis_protocol::ThreadExpect;
 use super::handle::{PendingAppend, Store};
 use super::read::{self, ThreadFilter, TurnFilter};
 use super::receipts::{self, CommandKind};
+use super::journal::ReadyPayload;
 use super::writer::{AppendReq, Cmd};
 use super::{ids, replay};
 
@@ -325,7 +326,9 @@ impl Store {
         let req = AppendReq {
             turn: turn.to_owned(),
             kind,
-            payload,
+            // Redacted and serialized here, on the caller's thread, not on
+            // the single writer (see `ReadyPayload`).
+            payload: payload.map(ReadyPayload::new),
             reply,
         };
         match self.send(Cmd::Append(req)) {
