@@ -17,9 +17,9 @@ use crate::domain::{
 use lapis_protocol::ThreadExpect;
 
 use super::handle::{PendingAppend, Store};
+use super::journal::ReadyPayload;
 use super::read::{self, ThreadFilter, TurnFilter};
 use super::receipts::{self, CommandKind};
-use super::journal::ReadyPayload;
 use super::writer::{AppendReq, Cmd};
 use super::{ids, replay};
 

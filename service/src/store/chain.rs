@@ -254,8 +254,7 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
     /// Sends the full batch to the helper, or checks it here when the
     /// helper is busy (or absent).
     fn hand_off(&mut self) {
-        if self.helper.is_none()
-            && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+        if self.helper.is_none() && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
         {
             let (to, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
             let (tx_back, back) = std::sync::mpsc::channel::<Batch>();

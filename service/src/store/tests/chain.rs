@@ -155,7 +155,13 @@ async fn a_journal_of_several_batches_still_fails_at_its_first_bad_seq() {
         .value;
     s.try_claim().await.unwrap().unwrap();
     let pending: Vec<_> = (0..7000)
-        .map(|i| s.append_activity(&t.id, EventKind::MessageChunk, Some(json!({ "text": format!("c{i}.") }))))
+        .map(|i| {
+            s.append_activity(
+                &t.id,
+                EventKind::MessageChunk,
+                Some(json!({ "text": format!("c{i}.") })),
+            )
+        })
         .collect();
     for p in pending {
         p.await.unwrap();
@@ -183,14 +189,23 @@ async fn a_journal_of_several_batches_still_fails_at_its_first_bad_seq() {
         .unwrap()
     };
     edit(late);
-    assert_eq!(verify_journal(&db(&dir)).unwrap_err().to_string(), invalid(late, "chain"));
+    assert_eq!(
+        verify_journal(&db(&dir)).unwrap_err().to_string(),
+        invalid(late, "chain")
+    );
     edit(early);
-    assert_eq!(verify_journal(&db(&dir)).unwrap_err().to_string(), invalid(early, "chain"));
+    assert_eq!(
+        verify_journal(&db(&dir)).unwrap_err().to_string(),
+        invalid(early, "chain")
+    );
     let open = Store::open(options(&home)).unwrap_err().to_string();
     assert_eq!(open, invalid(early, "chain"));
     // Another check failing after the first bad link: the link is first.
-    conn.execute("UPDATE events SET kind = 'bogus' WHERE seq = ?1", [late + 1])
-        .unwrap();
+    conn.execute(
+        "UPDATE events SET kind = 'bogus' WHERE seq = ?1",
+        [late + 1],
+    )
+    .unwrap();
     let open = Store::open(options(&home)).unwrap_err().to_string();
     assert_eq!(open, invalid(early, "chain"));
     // … and before it: that check is first.
