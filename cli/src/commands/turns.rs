@@ -20,7 +20,7 @@ use super::permissions::Prompter;
 
 /// How a submitted turn is watched.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Watch {
+pub(super) enum Watch {
     /// Print the reply once the turn ended.
     Wait,
     /// Stream the reply and activity as they arrive.
@@ -28,25 +28,29 @@ pub enum Watch {
 }
 
 /// What to submit and how to show it.
-pub struct Submission<'a> {
+pub(super) struct Submission<'a> {
     /// Thread id.
-    pub thread: &'a str,
+    pub(crate) thread: &'a str,
     /// Idempotency key.
-    pub command_id: String,
+    pub(crate) command_id: String,
     /// Prompt text (never printed or logged).
-    pub prompt: &'a str,
+    pub(crate) prompt: &'a str,
     /// The settled turn this one continues (`turns.continue`), if any.
-    pub continues: Option<&'a str>,
+    pub(crate) continues: Option<&'a str>,
     /// Wait or follow.
-    pub watch: Watch,
+    pub(crate) watch: Watch,
     /// Show the agent's thoughts.
-    pub thoughts: bool,
+    pub(crate) thoughts: bool,
     /// JSON (one document for wait, NDJSON for follow).
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Submits a turn and watches it to its end (see the module docs).
-pub fn submit_and_watch(global: &GlobalArgs, client: &mut Client, s: Submission<'_>) -> CliResult {
+pub(super) fn submit_and_watch(
+    global: &GlobalArgs,
+    client: &mut Client,
+    s: Submission<'_>,
+) -> CliResult {
     let mut follower =
         JournalFollower::start(client, Some(s.thread), None).map_err(client_error)?;
     let turn = match s.continues {
@@ -55,6 +59,7 @@ pub fn submit_and_watch(global: &GlobalArgs, client: &mut Client, s: Submission<
             command_id: s.command_id.clone(),
             prompt: s.prompt.to_owned(),
             max_turn_seconds: None,
+            expect: None,
         }),
         None => follower
             .client()
@@ -120,7 +125,7 @@ fn describe(t: &Turn) -> String {
     )
 }
 
-pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
         TurnsCommand::Submit {
@@ -166,14 +171,14 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
         TurnsCommand::Continue {
             turn,
             prompt,
-            command_id,
+            cmd,
             wait,
             follow,
             no_thoughts,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
-            let command_id = super::command_id::given_or_fresh(command_id)?;
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let watch = match (wait, follow) {
                 (_, true) => Watch::Follow,
                 (true, false) => Watch::Wait,
@@ -184,6 +189,7 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                             command_id: command_id.clone(),
                             prompt,
                             max_turn_seconds: None,
+                            expect: None,
                         })
                         .map_err(client_error)?;
                     if out.json {
@@ -298,6 +304,9 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
             t.state.as_str(),
             t.outcome.as_deref().unwrap_or("-")
         ))?;
+        if let Some(p) = &t.prepared {
+            crate::output::line(format!("prepared  {}", prepared_line(p)))?;
+        }
         if let Some(asked) = &t.user_message {
             let text = match (&asked.text, asked.payload_unavailable) {
                 (Some(text), _) => text.replace('\n', "\n          "),
@@ -313,4 +322,31 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// One line of what a turn runs under (`turns show`): provider, approval
+/// (with why automatic approval is withheld), restriction, retention and
+/// the thread version it was claimed under.
+fn prepared_line(p: &lapis_protocol::PreparedConfig) -> String {
+    let a = &p.approval;
+    let approval = if a.requested == a.effective {
+        a.effective.as_str().to_owned()
+    } else {
+        format!(
+            "{} ({} requested; restricted)",
+            a.effective.as_str(),
+            a.requested.as_str()
+        )
+    };
+    let restricted = match (p.restricted, &p.restricted_mode) {
+        (false, _) => "unrestricted".to_owned(),
+        (true, Some(mode)) => format!("restricted (mode {mode})"),
+        (true, None) => "restricted (no mode)".to_owned(),
+    };
+    format!(
+        "provider {}, approval {approval}, {restricted}, retention {}, thread version {}",
+        p.provider,
+        p.retention.as_str(),
+        p.thread_version
+    )
 }

@@ -11,6 +11,10 @@
 //! thiserror only (no SQLite, no async runtime, no server), so an
 //! application that embeds the SDK compiles nothing else. CI checks it.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 mod binding;
 pub mod client;
 pub mod config;
@@ -23,6 +27,7 @@ mod message;
 pub mod notifications;
 pub mod params;
 mod permissions;
+mod prepared;
 mod records;
 mod scopes;
 mod state;
@@ -42,6 +47,7 @@ pub use hello::{
 };
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use permissions::{PendingRequest, PermissionChoice};
+pub use prepared::{ApprovalSuppression, McpEndpoint, PreparedApproval, PreparedConfig};
 pub use records::{
     ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
 };

@@ -18,7 +18,9 @@ use crate::acp::{
 };
 use lapis_protocol::config::EnvFile;
 
-use crate::domain::{Claim, EventKind, SessionBinding, StoreError, TurnEnd};
+use crate::domain::{
+    Claim, EventKind, Preparer, ProviderFacts, SessionBinding, StoreError, TurnEnd,
+};
 use crate::store::Store;
 
 use super::broker::{AnswerError, PendingPermission, PermissionBroker};
@@ -37,18 +39,18 @@ pub const CONTROLLER_SHUTDOWN: &str = "controller_shutdown";
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Providers by name (validated specs).
-    pub providers: BTreeMap<String, ProviderSpec>,
+    pub(crate) providers: BTreeMap<String, ProviderSpec>,
     /// Runner deadlines and bounds.
     pub limits: RunnerLimits,
     /// Where bare provider commands are found.
-    pub lookup: CommandLookup,
+    pub(crate) lookup: CommandLookup,
     /// At shutdown, how long running turns may take to finish on their own
     /// before their agents are killed and the turns settled.
     pub shutdown_grace: Duration,
     /// Agent processes alive at once (`server.maxLiveAgents`).
-    pub max_live_agents: usize,
+    pub(crate) max_live_agents: usize,
     /// Turns running at once (`server.maxRunningTurns`).
-    pub max_running_turns: usize,
+    pub(crate) max_running_turns: usize,
 }
 
 impl EngineConfig {
@@ -67,7 +69,8 @@ impl EngineConfig {
     /// Validates the config's `providers` object (name → definition, the
     /// shape in the config docs) into specs. The server's config module can
     /// pass its parsed providers re-serialized with `serde_json::to_value`.
-    pub fn providers_from_json(
+    #[cfg(test)]
+    pub(crate) fn providers_from_json(
         providers: &serde_json::Value,
     ) -> Result<BTreeMap<String, ProviderSpec>, acp::ProviderError> {
         let mut out = BTreeMap::new();
@@ -156,9 +159,9 @@ pub struct EngineStatus {
     /// Live agents and their bound.
     pub agents: PoolStatus,
     /// Turns running now.
-    pub running_turns: usize,
+    pub(crate) running_turns: usize,
     /// `server.maxRunningTurns`.
-    pub max_running_turns: usize,
+    pub(crate) max_running_turns: usize,
 }
 
 /// A started engine; [`EngineHandle::shutdown`] stops it.
@@ -223,6 +226,7 @@ impl Engine {
     async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut live: HashMap<tokio::task::Id, Live> = HashMap::new();
+        let prepare = self.preparer();
         loop {
             while let Some(done) = tasks.try_join_next_with_id() {
                 forget(&mut live, done);
@@ -240,7 +244,7 @@ impl Engine {
             // mid-commit would strand its turn in `preparing` until the
             // next open's recovery.
             let claim = tokio::select! {
-                claim = self.store.next_runnable() => claim,
+                claim = self.store.next_runnable_with(prepare.clone()) => claim,
                 _ = stop.changed() => break,
             };
             match claim {
@@ -317,13 +321,15 @@ impl Engine {
         self.running.fetch_add(1, Ordering::SeqCst);
         let turn_id = claim.turn.id.clone();
         let thread_id = claim.thread.id.clone();
-        let Some(spec) = self.provider(&claim.thread.provider) else {
+        // The provider and policy the turn was prepared with, as recorded
+        // in the claim's transaction; a reload since does not change them.
+        let (Some(facts), Some(prepared)) = (claim.provider, claim.turn.prepared.clone()) else {
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
                 .await;
             self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
-        let fingerprint = acp::fingerprint(&spec);
+        let (spec, fingerprint) = (facts.spec, facts.fingerprint);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {
             if b.fingerprint != fingerprint {
@@ -345,7 +351,7 @@ impl Engine {
         ));
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
-        limits.stderr.keep = claim.thread.retention == crate::domain::Retention::Full;
+        limits.stderr.keep = prepared.retention == crate::domain::Retention::Full;
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
         if let (Some(reason), Some(b)) = (replace, &bound) {
@@ -365,8 +371,8 @@ impl Engine {
         let request = TurnRequest {
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
-            approval: claim.thread.approval,
-            restricted: claim.thread.restricted,
+            approval: prepared.approval.effective,
+            restricted: prepared.restricted,
             limits,
             lookup: self.lookup(),
             registry: Some(self.registry.clone()),

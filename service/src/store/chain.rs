@@ -43,33 +43,33 @@ use sha2::{Digest, Sha256};
 use crate::domain::{StoreError, StoreResult};
 
 /// A hash in the chain: SHA-256, raw.
-pub type Hash = [u8; 32];
+pub(super) type Hash = [u8; 32];
 
 /// The hash before the first event.
-pub const GENESIS: Hash = [0; 32];
+pub(crate) const GENESIS: Hash = [0; 32];
 
 /// Domain tag of the encoding.
 const TAG: &[u8] = b"lapis-journal-chain/1\0";
 
 /// The hashed fields of one event.
 #[derive(Debug, Clone, Copy)]
-pub struct Link<'a> {
+pub(super) struct Link<'a> {
     /// Global sequence.
-    pub seq: i64,
+    pub(crate) seq: i64,
     /// Thread id.
-    pub thread_id: &'a [u8],
+    pub(crate) thread_id: &'a [u8],
     /// Per-thread sequence.
-    pub thread_seq: i64,
+    pub(crate) thread_seq: i64,
     /// Turn id, if any.
-    pub turn_id: Option<&'a [u8]>,
+    pub(crate) turn_id: Option<&'a [u8]>,
     /// Event kind.
-    pub kind: &'a [u8],
+    pub(crate) kind: &'a [u8],
     /// Event time (epoch ms).
-    pub at: i64,
+    pub(crate) at: i64,
     /// Whether the event had a payload.
-    pub has_payload: bool,
+    pub(crate) has_payload: bool,
     /// The payload text as stored, when it was written to disk.
-    pub stored_payload: Option<&'a [u8]>,
+    pub(crate) stored_payload: Option<&'a [u8]>,
 }
 
 /// Feeds the encoding `E` of `link` after `prev` to `put`, piece by piece
@@ -98,7 +98,7 @@ fn encode<F: FnMut(&[u8])>(prev: &Hash, link: &Link<'_>, put: &mut F) {
 }
 
 /// The hash of `link` after `prev` (see the module docs).
-pub fn link_hash(prev: &Hash, link: &Link<'_>) -> Hash {
+pub(super) fn link_hash(prev: &Hash, link: &Link<'_>) -> Hash {
     let mut h = Sha256::new();
     encode(prev, link, &mut |b| h.update(b));
     h.finalize().into()
@@ -116,7 +116,7 @@ pub struct ChainReport {
 
 /// The columns [`ChainCheck::row`] reads, in this order, after whatever the
 /// caller selects first (`at` is column `first + 5`, …).
-pub const COLUMNS: &str =
+pub(super) const COLUMNS: &str =
     "seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, hash";
 
 fn bytes(v: ValueRef<'_>) -> Option<&[u8]> {
@@ -176,7 +176,7 @@ impl Batch {
 /// hashing runs beside the table scan. What must stay true: every row
 /// added is checked before [`Self::finish`] returns; the answer is the
 /// smallest failing `seq`.
-pub struct ChainCheck<'scope, 'env> {
+pub(super) struct ChainCheck<'scope, 'env> {
     /// Where the helper is spawned (on the first full batch).
     scope: &'scope std::thread::Scope<'scope, 'env>,
     /// Rows being laid out.
@@ -207,7 +207,7 @@ fn min_seq(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 impl<'scope, 'env> ChainCheck<'scope, 'env> {
     /// A check starting at [`GENESIS`]; a helper thread is spawned in
     /// `scope` once there is more than one batch and more than one CPU.
-    pub fn new(scope: &'scope std::thread::Scope<'scope, 'env>) -> Self {
+    pub(super) fn new(scope: &'scope std::thread::Scope<'scope, 'env>) -> Self {
         ChainCheck {
             scope,
             batch: Batch::default(),
@@ -221,7 +221,7 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
     /// Adds the row whose [`COLUMNS`] start at column `at`. Returns `false`
     /// when the row already fails (its stored hash is not 32 bytes): the
     /// caller stops reading; [`Self::finish`] names the first bad `seq`.
-    pub fn row(&mut self, r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<bool> {
+    pub(super) fn row(&mut self, r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<bool> {
         let col = |i: usize| r.get_ref(at + i);
         let seq = col(0)?.as_i64().unwrap_or(-1);
         let link = Link {
@@ -295,7 +295,7 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
 
     /// Checks what is left, waits for the helper, and returns the report,
     /// or the first failing `seq`.
-    pub fn finish(mut self) -> Result<ChainReport, i64> {
+    pub(super) fn finish(mut self) -> Result<ChainReport, i64> {
         let mut bad = min_seq(self.bad, self.batch.first_bad());
         if let Some(h) = self.helper.take() {
             drop(h.to);
@@ -315,7 +315,7 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
 
 /// Verifies the whole chain in `seq` order; the first bad event fails as
 /// `InvalidRow { table: "events", row: seq, check: "chain" }`.
-pub fn verify(conn: &Connection) -> StoreResult<ChainReport> {
+pub(super) fn verify(conn: &Connection) -> StoreResult<ChainReport> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM events ORDER BY seq"))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
     std::thread::scope(|scope| {
@@ -341,7 +341,7 @@ pub fn verify(conn: &Connection) -> StoreResult<ChainReport> {
 /// The chain head (the last event's stored hash), [`GENESIS`] when empty or
 /// when the stored value is not a hash (validation has failed the open
 /// before the writer uses it then).
-pub fn head(conn: &Connection) -> StoreResult<Hash> {
+pub(super) fn head(conn: &Connection) -> StoreResult<Hash> {
     let h: Option<Vec<u8>> = conn
         .query_row(
             "SELECT hash FROM events ORDER BY seq DESC LIMIT 1",
@@ -358,7 +358,7 @@ pub fn head(conn: &Connection) -> StoreResult<Hash> {
 
 /// Migration step: chain every existing row once, in `seq` order, inside
 /// the migration's transaction.
-pub fn backfill(conn: &Connection) -> StoreResult<()> {
+pub(super) fn backfill(conn: &Connection) -> StoreResult<()> {
     let mut hashes: Vec<(i64, Hash)> = Vec::new();
     {
         let mut stmt = conn.prepare(

@@ -18,7 +18,7 @@ use crate::redact::redactor;
 use super::chain::{self, Link};
 
 /// The insert of one event row, as [`Journal::append_ready`] binds it.
-pub const INSERT_EVENT: &str = "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, \
+pub(super) const INSERT_EVENT: &str = "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, \
      payload, has_payload, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// A payload made ready for the durable write: redacted (every string but
@@ -32,7 +32,7 @@ pub const INSERT_EVENT: &str = "INSERT INTO events (seq, thread_id, thread_seq, 
 /// through [`crate::redact::Redactor::redact_value`]; the fields are only
 /// set by the constructors below.
 #[derive(Debug)]
-pub struct ReadyPayload {
+pub(super) struct ReadyPayload {
     /// The redacted value (published to subscribers).
     value: Value,
     /// `value` as JSON text (stored, and covered by the chain hash).
@@ -43,7 +43,7 @@ pub struct ReadyPayload {
 
 impl ReadyPayload {
     /// Redacts `value` and serializes it.
-    pub fn new(mut value: Value) -> ReadyPayload {
+    pub(super) fn new(mut value: Value) -> ReadyPayload {
         let redactions = redactor().redact_value(&mut value);
         ReadyPayload {
             text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
@@ -55,7 +55,7 @@ impl ReadyPayload {
     /// A late activity of `kind` as the observation that records it:
     /// `{"late": kind, "data": payload}`. The inner payload is already
     /// redacted and the rest is the kind's name, so its count carries over.
-    pub fn late(kind: EventKind, inner: Option<ReadyPayload>) -> ReadyPayload {
+    pub(super) fn late(kind: EventKind, inner: Option<ReadyPayload>) -> ReadyPayload {
         let (data, redactions) = inner.map_or((Value::Null, 0), |p| (p.value, p.redactions));
         let value = json!({ "late": kind.as_str(), "data": data });
         ReadyPayload {
@@ -68,16 +68,16 @@ impl ReadyPayload {
 
 /// Per-thread journal state.
 #[derive(Debug, Clone)]
-pub struct ThreadJournal {
+pub(super) struct ThreadJournal {
     /// The last `thread_seq` committed (0 when empty).
-    pub last: u64,
+    pub(crate) last: u64,
     /// Current retention of the thread.
-    pub retention: Retention,
+    pub(crate) retention: Retention,
 }
 
 /// Payloads kept in memory only, bounded; oldest evicted first.
 #[derive(Debug, Default)]
-pub struct MemoryPayloads {
+pub(super) struct MemoryPayloads {
     /// seq -> payload.
     map: HashMap<u64, Value>,
     /// Insertion order for eviction.
@@ -88,7 +88,7 @@ pub struct MemoryPayloads {
 
 impl MemoryPayloads {
     /// An empty map holding at most `capacity` payloads.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         MemoryPayloads {
             capacity,
             ..Default::default()
@@ -112,30 +112,30 @@ impl MemoryPayloads {
     }
 
     /// The payload of `seq`, if still in memory.
-    pub fn get(&self, seq: u64) -> Option<&Value> {
+    pub(super) fn get(&self, seq: u64) -> Option<&Value> {
         self.map.get(&seq)
     }
 }
 
 /// Shared handle to the in-memory payloads.
-pub type SharedPayloads = Arc<Mutex<MemoryPayloads>>;
+pub(super) type SharedPayloads = Arc<Mutex<MemoryPayloads>>;
 
 /// The writer's journal state.
 #[derive(Debug)]
-pub struct Journal {
+pub(super) struct Journal {
     /// The last committed owner-wide `seq`.
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
     /// The hash of the event at `last_seq` (the chain head).
-    pub last_hash: chain::Hash,
+    pub(crate) last_hash: chain::Hash,
     /// Per-thread state, for every thread.
-    pub threads: HashMap<String, ThreadJournal>,
+    pub(crate) threads: HashMap<String, ThreadJournal>,
     /// In-memory payloads of metadata-only threads.
-    pub memory: SharedPayloads,
+    pub(crate) memory: SharedPayloads,
 }
 
 /// Events staged inside one database transaction.
 #[derive(Debug, Default)]
-pub struct JournalTx {
+pub(super) struct JournalTx {
     /// The last seq assigned in this stage.
     last_seq: u64,
     /// The chain head after this stage's events.
@@ -147,14 +147,14 @@ pub struct JournalTx {
     /// Retention changes made in this stage.
     retention: Vec<(String, Retention)>,
     /// Events to publish after commit.
-    pub events: Vec<JournalEvent>,
+    pub(crate) events: Vec<JournalEvent>,
     /// Payloads to keep in memory after commit.
     memory: Vec<(u64, Value)>,
 }
 
 impl Journal {
     /// Begin a stage for one transaction.
-    pub fn begin(&self) -> JournalTx {
+    pub(super) fn begin(&self) -> JournalTx {
         JournalTx {
             last_seq: self.last_seq,
             last_hash: self.last_hash,
@@ -163,7 +163,7 @@ impl Journal {
     }
 
     /// Adopt a committed stage; returns the events to publish.
-    pub fn commit(&mut self, stage: JournalTx) -> Vec<JournalEvent> {
+    pub(super) fn commit(&mut self, stage: JournalTx) -> Vec<JournalEvent> {
         for (id, retention) in stage.new_threads {
             self.threads
                 .insert(id, ThreadJournal { last: 0, retention });
@@ -190,13 +190,13 @@ impl Journal {
     }
 
     /// Stage a new thread (so events can be appended to it in the same stage).
-    pub fn stage_thread(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+    pub(super) fn stage_thread(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
         stage.new_threads.push((id.to_owned(), retention));
         stage.threads.insert(id.to_owned(), 0);
     }
 
     /// Stage a retention change.
-    pub fn stage_retention(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+    pub(super) fn stage_retention(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
         stage.retention.push((id.to_owned(), retention));
     }
 
@@ -222,7 +222,7 @@ impl Journal {
     /// [`Self::append_ready`] with the payload made ready here (redacted and
     /// serialized on the writer: for the operations' own few events).
     #[allow(clippy::too_many_arguments)]
-    pub fn append(
+    pub(super) fn append(
         &self,
         tx: &Connection,
         stage: &mut JournalTx,
@@ -253,7 +253,7 @@ impl Journal {
     /// per-event cost that must stay on the writer, since it links to the
     /// previous event.
     #[allow(clippy::too_many_arguments)]
-    pub fn append_ready(
+    pub(super) fn append_ready(
         &self,
         tx: &Connection,
         insert: &mut Statement<'_>,

@@ -14,10 +14,10 @@ use rusqlite::{Connection, OpenFlags};
 use crate::domain::{StoreError, StoreResult};
 
 /// `PRAGMA application_id` of a controller database: ASCII `LAPI`.
-pub const APPLICATION_ID: i64 = 0x4C41_5049;
+pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -170,6 +170,12 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
 "#,
         then: Some(super::chain::backfill),
     },
+    Migration {
+        // Each turn's prepared configuration (issue 14), JSON written in the
+        // claim's transaction; turns claimed before it have none.
+        then: None,
+        sql: "ALTER TABLE turns ADD COLUMN prepared TEXT;",
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -182,7 +188,7 @@ fn configure(conn: &Connection) -> StoreResult<()> {
 }
 
 /// Open the write connection: check identity and version, migrate, enable WAL.
-pub fn open_writer(path: &Path) -> StoreResult<Connection> {
+pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -240,7 +246,7 @@ fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
 }
 
 /// Open a read connection (after the writer has migrated the file).
-pub fn open_reader(path: &Path) -> StoreResult<Connection> {
+pub(super) fn open_reader(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -301,6 +307,42 @@ mod tests {
             )
             .unwrap();
         assert_eq!((version, session), (3, None));
+    }
+
+    /// A version-4 database (before prepared configurations) upgrades in
+    /// place: turns claimed before it have no prepared record.
+    #[test]
+    fn a_version_4_database_upgrades_to_prepared_configurations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            migrate(&conn, 0).unwrap();
+            conn.pragma_update(None, "user_version", 4).unwrap();
+            conn.execute_batch("ALTER TABLE turns DROP COLUMN prepared;")
+                .unwrap();
+            conn.execute_batch(
+                "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+                 restricted, retention, version, created_at, updated_at) \
+                 VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1); \
+                 INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
+                 state, outcome, created_at, updated_at, prepared_at, finished_at) \
+                 VALUES ('turn_1', 'thr_1', 'ws', 'owner', 'c1', 1, 'failed', 'x', 1, 1, 1, 1);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let prepared: Option<String> = conn
+            .query_row("SELECT prepared FROM turns WHERE id = 'turn_1'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(prepared, None);
     }
 
     #[test]

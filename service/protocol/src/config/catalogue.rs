@@ -52,6 +52,8 @@ impl CatalogueEntry {
             vcs_identity: None,
             idle_seconds: None,
             max_turn_seconds: None,
+            restricted_mode: self.restricted_mode.map(str::to_owned),
+            allow_unrestricted: None,
         }
     }
 }

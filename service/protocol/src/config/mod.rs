@@ -23,7 +23,8 @@ use crate::Scope;
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
+    SessionPolicy,
 };
 pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 
@@ -147,6 +148,15 @@ pub struct ProviderConfig {
     /// `deadline_exceeded` (1-604800, default 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// The ACP session mode (`session/set_mode`) requested for restricted
+    /// threads (e.g. `plan`); without it a restricted turn fails
+    /// `restricted_mode_unavailable` unless `allowUnrestricted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restricted_mode: Option<String>,
+    /// Let restricted turns run when their mode cannot be applied (they
+    /// still never auto-approve). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unrestricted: Option<bool>,
 }
 
 /// `vcsIdentity`.

@@ -85,6 +85,8 @@ pub struct ProviderSpec {
     pub vcs_identity: Option<VcsIdentity>,
     /// How long the agent is kept and how long a turn may run.
     pub session: SessionPolicy,
+    /// The session mode restricted threads request.
+    pub restricted: RestrictedPolicy,
 }
 
 /// The service's environment as an agent launch sees it: where bare command
@@ -147,6 +149,14 @@ impl ProviderSpec {
                 provider: name.to_string(),
                 reason,
             })?;
+        let restricted = RestrictedPolicy::from_fields(
+            config.restricted_mode.as_deref(),
+            config.allow_unrestricted,
+        )
+        .map_err(|reason| ProviderError::Malformed {
+            provider: name.to_string(),
+            reason,
+        })?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -155,6 +165,7 @@ impl ProviderSpec {
             env_allowlist: config.env_allowlist.clone(),
             vcs_identity: config.vcs_identity.clone(),
             session,
+            restricted,
         };
         spec.validate()?;
         Ok(spec)
@@ -181,9 +192,11 @@ impl ProviderSpec {
                     | "vcsIdentity"
                     | "idleSeconds"
                     | "maxTurnSeconds"
+                    | "restrictedMode"
+                    | "allowUnrestricted"
             ) {
                 return Err(bad(
-                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity)".into(),
+                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, restrictedMode, allowUnrestricted)".into(),
                 ));
             }
         }
@@ -243,6 +256,7 @@ impl ProviderSpec {
             Some(_) => return Err(bad("`vcsIdentity` must be an object".into())),
         };
         let session = SessionPolicy::from_json(obj).map_err(bad)?;
+        let restricted = RestrictedPolicy::from_json(obj).map_err(bad)?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -251,6 +265,7 @@ impl ProviderSpec {
             env_allowlist,
             vcs_identity,
             session,
+            restricted,
         };
         spec.validate()?;
         Ok(spec)
@@ -267,6 +282,7 @@ impl ProviderSpec {
             env_allowlist: Vec::new(),
             vcs_identity: None,
             session: SessionPolicy::default(),
+            restricted: RestrictedPolicy::default(),
         }
     }
 
@@ -461,8 +477,10 @@ fn is_executable(path: &Path) -> bool {
 }
 
 mod policy;
+mod restricted;
 
 pub use policy::SessionPolicy;
+pub use restricted::RestrictedPolicy;
 
 #[cfg(test)]
 mod tests;

@@ -7,19 +7,30 @@ use std::time::Duration;
 use super::*;
 
 impl Engine {
-    pub(super) fn provider(&self, name: &str) -> Option<ProviderSpec> {
-        let providers = self.providers.read().unwrap_or_else(|p| p.into_inner());
-        providers.get(name).cloned()
+    /// What the store's claim records of a thread's provider: the current
+    /// definition (a reload is seen by the next claim), its fingerprint and
+    /// the MCP servers its session gets.
+    pub(super) fn preparer(&self) -> Preparer {
+        let providers = Arc::clone(&self.providers);
+        Arc::new(move |thread: &crate::domain::Thread| {
+            let providers = providers.read().unwrap_or_else(|p| p.into_inner());
+            let spec = providers.get(&thread.provider)?.clone();
+            Some(ProviderFacts {
+                fingerprint: acp::fingerprint(&spec),
+                spec,
+                mcp_servers: Vec::new(),
+            })
+        })
     }
 
     /// Replaces the providers for turns claimed from now on (config
     /// reload; the caller adds the built-in `echo` as at start).
-    pub fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
+    pub(crate) fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
         *self.providers.write().unwrap_or_else(|p| p.into_inner()) = providers;
     }
 
     /// Replaces the agent secrets for turns started from now on (reload).
-    pub fn replace_secrets(&self, secrets: EnvFile) {
+    pub(crate) fn replace_secrets(&self, secrets: EnvFile) {
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
         self.secrets_generation.fetch_add(1, Ordering::SeqCst);
         self.pool.retire_idle();
