@@ -1,12 +1,16 @@
 //! Redaction of credentials before anything reaches durable storage.
 //!
 //! # What runs where
-//! - Every journal payload is redacted by the store's writer right before its
-//!   row is written ([`Redactor::redact_value`]): every string of the JSON
-//!   payload except the values of id fields (`id`, `*Id`, `*_id`): ids are
-//!   structure, not content, and are never altered. The number of markers
+//! - Every journal payload is redacted before its row is written
+//!   ([`Redactor::redact_value`]): every string of the JSON payload except
+//!   the values of id fields (`id`, `*Id`, `*_id`): ids are structure, not
+//!   content, and are never altered. Streamed appends are redacted (and
+//!   serialized) where they are submitted, on the caller's thread, so the
+//!   store's single writer does not pay for it; the operations' own events
+//!   are redacted on the writer (`store::journal::ReadyPayload` is the only
+//!   way a payload reaches the events table). The number of markers
 //!   inserted is added to the turn's `redactions` count in the same
-//!   transaction.
+//!   transaction as the row.
 //! - Every agent stderr line is redacted before it is logged
 //!   ([`StderrRedactor`], which also swallows the body lines of a PEM block);
 //!   a metadata-only thread's agent stderr is not logged at all.

@@ -1,6 +1,6 @@
 //! The cheap first look: can this text contain a credential at all?
 //!
-//! Almost every journaled payload holds none, so the writer asks this before
+//! Almost every journaled payload holds none, so redaction asks this before
 //! the [`RegexSet`](regex::RegexSet): one Aho-Corasick scan for literals that
 //! every match of some detector must contain, plus a scan of the `.`s for the
 //! one detector without a literal (Discord bot tokens). "No" here means no
@@ -13,7 +13,7 @@
 //! (`every_sample_is_caught_with_its_typed_marker`) and the property test
 //! `the_prefilter_never_hides_a_match` catch that.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 /// Literals compared as written (their detectors are case-sensitive).
 const CASED: &[&str] = &[
@@ -78,33 +78,59 @@ const ANY_CASE: &[&str] = &[
     "token",  // secret-assignment (token, auth token)
 ];
 
-/// The compiled literal scans.
+/// The compiled literal scan.
 #[derive(Debug)]
 pub(super) struct Prefilter {
-    /// [`CASED`].
-    cased: AhoCorasick,
-    /// [`ANY_CASE`].
-    any_case: AhoCorasick,
+    /// [`CASED`] as written and every ASCII case variant of [`ANY_CASE`],
+    /// in one DFA: one pass over the text, one table lookup per byte.
+    literals: AhoCorasick,
+}
+
+/// Every ASCII case variant of `lit` (`aws` → `aws`, `Aws`, …, `AWS`).
+fn case_variants(lit: &str) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = vec![Vec::new()];
+    for b in lit.bytes() {
+        let (lo, up) = (b.to_ascii_lowercase(), b.to_ascii_uppercase());
+        out = out
+            .into_iter()
+            .flat_map(|v| {
+                let mut a = v.clone();
+                a.push(lo);
+                let mut both = vec![a];
+                if up != lo {
+                    let mut z = v;
+                    z.push(up);
+                    both.push(z);
+                }
+                both
+            })
+            .collect();
+    }
+    out
 }
 
 impl Prefilter {
     pub(super) fn new() -> Prefilter {
-        let build = |lits: &[&str], ci: bool| {
-            AhoCorasickBuilder::new()
-                .ascii_case_insensitive(ci)
-                .match_kind(MatchKind::LeftmostFirst)
-                .build(lits)
-                .expect("prefilter literals compile")
-        };
-        Prefilter {
-            cased: build(CASED, false),
-            any_case: build(ANY_CASE, true),
+        let mut patterns: Vec<Vec<u8>> = CASED.iter().map(|l| l.as_bytes().to_vec()).collect();
+        for lit in ANY_CASE {
+            patterns.extend(case_variants(lit));
         }
+        // A DFA without the crate's own prefilter: on short texts (most
+        // chunks) the packed searchers fall back to slower paths, and two
+        // scans (cased, then case-insensitive) cost twice; one DFA walk is
+        // the cheapest exact answer.
+        let literals = AhoCorasickBuilder::new()
+            .kind(Some(AhoCorasickKind::DFA))
+            .match_kind(MatchKind::Standard)
+            .prefilter(false)
+            .build(&patterns)
+            .expect("prefilter literals compile");
+        Prefilter { literals }
     }
 
     /// Whether some detector could match `text` (see the module docs).
     pub(super) fn candidate(&self, text: &str) -> bool {
-        self.cased.is_match(text) || self.any_case.is_match(text) || dotted_token(text.as_bytes())
+        self.literals.is_match(text) || dotted_token(text.as_bytes())
     }
 }
 
@@ -132,8 +158,5 @@ fn dotted_token(text: &[u8]) -> bool {
 
 /// Positions of `.` in `text`.
 fn dots(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    text.iter()
-        .enumerate()
-        .filter(|(_, b)| **b == b'.')
-        .map(|(i, _)| i)
+    memchr::memchr_iter(b'.', text)
 }

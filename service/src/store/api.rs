@@ -17,6 +17,7 @@ use crate::domain::{
 use lapis_protocol::ThreadExpect;
 
 use super::handle::{PendingAppend, Store};
+use super::journal::ReadyPayload;
 use super::read::{self, ThreadFilter, TurnFilter};
 use super::receipts::{self, CommandKind};
 use super::writer::{AppendReq, Cmd};
@@ -354,7 +355,9 @@ impl Store {
         let req = AppendReq {
             turn: turn.to_owned(),
             kind,
-            payload,
+            // Redacted and serialized here, on the caller's thread, not on
+            // the single writer (see `ReadyPayload`).
+            payload: payload.map(ReadyPayload::new),
             reply,
         };
         match self.send(Cmd::Append(req)) {

@@ -23,10 +23,14 @@
 //!
 //! # Cost
 //! Writing an event costs one SHA-256 over the link (the payload included)
-//! and 32 bytes of row; no allocation. Verification is one pass in
-//! `seq` order with borrowed column values and no per-row allocation, folded
-//! into startup validation's own scan of the events table
-//! (`super::validate`) so the table is read once.
+//! and 32 bytes of row; no allocation; redaction and serialization of a
+//! streamed payload happen before it reaches the writer
+//! (`super::journal::ReadyPayload`). Verification is one pass in `seq`
+//! order with borrowed column values, folded into startup validation's own
+//! scan of the events table (`super::validate`) so the table is read once;
+//! each row is checked against the previous row's *stored* hash, which
+//! lets a helper thread hash batches of rows while the scan reads on
+//! ([`ChainCheck`]).
 //!
 //! What must stay true: every event row is inserted with its hash in the
 //! same transaction; nothing rewrites a hashed field; verification stops at
@@ -68,29 +72,35 @@ pub(super) struct Link<'a> {
     pub(crate) stored_payload: Option<&'a [u8]>,
 }
 
-fn text(h: &mut Sha256, bytes: Option<&[u8]>) {
-    match bytes {
-        Some(b) => {
-            h.update((b.len() as u64).to_be_bytes());
-            h.update(b);
+/// Feeds the encoding `E` of `link` after `prev` to `put`, piece by piece
+/// (see the module docs): the one definition, hashed directly by
+/// [`link_hash`] and laid out in a batch by [`ChainCheck`].
+fn encode<F: FnMut(&[u8])>(prev: &Hash, link: &Link<'_>, put: &mut F) {
+    fn text<F: FnMut(&[u8])>(put: &mut F, bytes: Option<&[u8]>) {
+        match bytes {
+            Some(b) => {
+                put(&(b.len() as u64).to_be_bytes());
+                put(b);
+            }
+            None => put(&u64::MAX.to_be_bytes()),
         }
-        None => h.update(u64::MAX.to_be_bytes()),
     }
+    put(TAG);
+    put(prev);
+    put(&link.seq.to_be_bytes());
+    text(put, Some(link.thread_id));
+    put(&link.thread_seq.to_be_bytes());
+    text(put, link.turn_id);
+    text(put, Some(link.kind));
+    put(&link.at.to_be_bytes());
+    put(&[u8::from(link.has_payload)]);
+    text(put, link.stored_payload);
 }
 
 /// The hash of `link` after `prev` (see the module docs).
 pub(super) fn link_hash(prev: &Hash, link: &Link<'_>) -> Hash {
     let mut h = Sha256::new();
-    h.update(TAG);
-    h.update(prev);
-    h.update(link.seq.to_be_bytes());
-    text(&mut h, Some(link.thread_id));
-    h.update(link.thread_seq.to_be_bytes());
-    text(&mut h, link.turn_id);
-    text(&mut h, Some(link.kind));
-    h.update(link.at.to_be_bytes());
-    h.update([u8::from(link.has_payload)]);
-    text(&mut h, link.stored_payload);
+    encode(prev, link, &mut |b| h.update(b));
     h.finalize().into()
 }
 
@@ -104,29 +114,10 @@ pub struct ChainReport {
     pub head: String,
 }
 
-/// The columns [`Verifier::row`] reads, in this order, after whatever the
+/// The columns [`ChainCheck::row`] reads, in this order, after whatever the
 /// caller selects first (`at` is column `first + 5`, …).
 pub(super) const COLUMNS: &str =
     "seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, hash";
-
-/// Follows the chain one row at a time, in `seq` order (see the module
-/// docs); holds only the previous hash.
-#[derive(Debug)]
-pub(super) struct Verifier {
-    /// The hash the next row must chain from.
-    prev: Hash,
-    /// Rows checked.
-    events: u64,
-}
-
-impl Default for Verifier {
-    fn default() -> Self {
-        Verifier {
-            prev: GENESIS,
-            events: 0,
-        }
-    }
-}
 
 fn bytes(v: ValueRef<'_>) -> Option<&[u8]> {
     match v {
@@ -135,46 +126,189 @@ fn bytes(v: ValueRef<'_>) -> Option<&[u8]> {
     }
 }
 
-impl Verifier {
-    /// Checks one row whose [`COLUMNS`] start at column `at`. Returns
-    /// whether its stored hash is the one the chain expects; a row whose
-    /// columns do not even have the right types is not.
+/// Rows per batch handed to a checker.
+const BATCH_ROWS: usize = 2048;
+
+/// Rows laid out for checking: each row's encoding `E` (see the module
+/// docs, with the previous row's *stored* hash as `prev`) and its stored
+/// hash.
+#[derive(Debug, Default)]
+struct Batch {
+    /// The rows' encodings, back to back.
+    buf: Vec<u8>,
+    /// `(seq, end of its encoding in buf, stored hash)` per row.
+    rows: Vec<(i64, usize, Hash)>,
+}
+
+impl Batch {
+    /// The first row whose stored hash is not the hash of its encoding.
+    fn first_bad(&self) -> Option<i64> {
+        let mut start = 0;
+        for (seq, end, stored) in &self.rows {
+            let h: Hash = Sha256::digest(&self.buf[start..*end]).into();
+            if h != *stored {
+                return Some(*seq);
+            }
+            start = *end;
+        }
+        None
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.rows.clear();
+    }
+}
+
+/// Follows the chain over rows given in `seq` order, hashing in batches
+/// that a helper thread checks while the caller reads on.
+///
+/// Why this is the same check as following the chain one hash at a time:
+/// row `n` is checked as `SHA-256(E(stored hash of row n-1, fields of row
+/// n)) == stored hash of row n` (row 1 against [`GENESIS`]). If every row
+/// up to `n` passes, the stored hashes *are* the chain computed from
+/// genesis, by induction; and the first row that fails is exactly the row
+/// where a one-at-a-time walk stops. So rows can be checked in any order,
+/// on any thread, and the smallest failing `seq` is the answer.
+///
+/// When the helper is busy (its queue of 2 batches is full) the caller
+/// checks the batch itself, so on one core nothing waits and on two the
+/// hashing runs beside the table scan. What must stay true: every row
+/// added is checked before [`Self::finish`] returns; the answer is the
+/// smallest failing `seq`.
+pub(super) struct ChainCheck<'scope, 'env> {
+    /// Where the helper is spawned (on the first full batch).
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    /// Rows being laid out.
+    batch: Batch,
+    /// The stored hash of the last row added.
+    prev: Hash,
+    /// Rows added.
+    events: u64,
+    /// The smallest failing `seq` found by this thread.
+    bad: Option<i64>,
+    /// Batches to the helper, and emptied batches back.
+    helper: Option<Helper<'scope>>,
+}
+
+struct Helper<'scope> {
+    to: std::sync::mpsc::SyncSender<Batch>,
+    back: std::sync::mpsc::Receiver<Batch>,
+    done: std::thread::ScopedJoinHandle<'scope, Option<i64>>,
+}
+
+fn min_seq(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl<'scope, 'env> ChainCheck<'scope, 'env> {
+    /// A check starting at [`GENESIS`]; a helper thread is spawned in
+    /// `scope` once there is more than one batch and more than one CPU.
+    pub(super) fn new(scope: &'scope std::thread::Scope<'scope, 'env>) -> Self {
+        ChainCheck {
+            scope,
+            batch: Batch::default(),
+            prev: GENESIS,
+            events: 0,
+            bad: None,
+            helper: None,
+        }
+    }
+
+    /// Adds the row whose [`COLUMNS`] start at column `at`. Returns `false`
+    /// when the row already fails (its stored hash is not 32 bytes): the
+    /// caller stops reading; [`Self::finish`] names the first bad `seq`.
     pub(super) fn row(&mut self, r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<bool> {
         let col = |i: usize| r.get_ref(at + i);
-        let (Ok(seq), Some(thread_id), Ok(thread_seq), Some(kind), Ok(when), Ok(has)) = (
-            col(0)?.as_i64(),
-            bytes(col(1)?),
-            col(2)?.as_i64(),
-            bytes(col(4)?),
-            col(5)?.as_i64(),
-            col(6)?.as_i64(),
-        ) else {
-            return Ok(false);
-        };
+        let seq = col(0)?.as_i64().unwrap_or(-1);
         let link = Link {
             seq,
-            thread_id,
-            thread_seq,
+            thread_id: bytes(col(1)?).unwrap_or_default(),
+            thread_seq: col(2)?.as_i64().unwrap_or(-1),
             turn_id: bytes(col(3)?),
-            kind,
-            at: when,
-            has_payload: has != 0,
+            kind: bytes(col(4)?).unwrap_or_default(),
+            at: col(5)?.as_i64().unwrap_or(-1),
+            has_payload: col(6)?.as_i64().is_ok_and(|h| h != 0),
             stored_payload: bytes(col(7)?),
         };
-        let expected = link_hash(&self.prev, &link);
-        if col(8)?.as_blob().ok() != Some(&expected[..]) {
+        // A row whose other columns have the wrong types is refused by its
+        // caller's own checks (validation) or hashes to something else.
+        let Some(stored) = col(8)?.as_blob().ok().and_then(|b| Hash::try_from(b).ok()) else {
+            self.bad = min_seq(self.bad, Some(seq));
             return Ok(false);
-        }
-        self.prev = expected;
+        };
+        let buf = &mut self.batch.buf;
+        encode(&self.prev, &link, &mut |b| buf.extend_from_slice(b));
+        self.batch.rows.push((seq, buf.len(), stored));
+        self.prev = stored;
         self.events += 1;
+        if self.batch.rows.len() >= BATCH_ROWS {
+            self.hand_off();
+        }
         Ok(true)
     }
 
-    /// What was verified so far.
-    pub(super) fn report(&self) -> ChainReport {
-        ChainReport {
-            events: self.events,
-            head: hex::encode(self.prev),
+    /// Sends the full batch to the helper, or checks it here when the
+    /// helper is busy (or absent).
+    fn hand_off(&mut self) {
+        if self.helper.is_none() && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+        {
+            let (to, rx) = std::sync::mpsc::sync_channel::<Batch>(2);
+            let (tx_back, back) = std::sync::mpsc::channel::<Batch>();
+            let done = self.scope.spawn(move || {
+                let mut bad = None;
+                for mut batch in rx {
+                    if bad.is_none() {
+                        bad = batch.first_bad();
+                    }
+                    batch.clear();
+                    let _ = tx_back.send(batch);
+                }
+                bad
+            });
+            self.helper = Some(Helper { to, back, done });
+        }
+        let next = self
+            .helper
+            .as_ref()
+            .and_then(|h| h.back.try_recv().ok())
+            .unwrap_or_default();
+        let batch = std::mem::replace(&mut self.batch, next);
+        let batch = match &self.helper {
+            Some(h) => match h.to.try_send(batch) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::TrySendError::Full(b))
+                | Err(std::sync::mpsc::TrySendError::Disconnected(b)) => b,
+            },
+            None => batch,
+        };
+        if self.bad.is_none() {
+            self.bad = batch.first_bad();
+        }
+        let mut batch = batch;
+        batch.clear();
+        self.batch = batch;
+    }
+
+    /// Checks what is left, waits for the helper, and returns the report,
+    /// or the first failing `seq`.
+    pub(super) fn finish(mut self) -> Result<ChainReport, i64> {
+        let mut bad = min_seq(self.bad, self.batch.first_bad());
+        if let Some(h) = self.helper.take() {
+            drop(h.to);
+            // A panicked helper checked nothing: fail closed on the first row.
+            let helper_bad = h.done.join().unwrap_or(Some(1));
+            bad = min_seq(bad, helper_bad);
+        }
+        match bad {
+            Some(seq) => Err(seq),
+            None => Ok(ChainReport {
+                events: self.events,
+                head: hex::encode(self.prev),
+            }),
         }
     }
 }
@@ -184,18 +318,24 @@ impl Verifier {
 pub(super) fn verify(conn: &Connection) -> StoreResult<ChainReport> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM events ORDER BY seq"))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
-    let mut chain = Verifier::default();
-    while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
-        if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
-            let seq = r.get_ref(0)?.as_i64().unwrap_or(-1);
-            return Err(StoreError::InvalidRow {
-                table: "events",
-                row: seq.to_string(),
-                check: "chain",
-            });
-        }
-    }
-    Ok(chain.report())
+    std::thread::scope(|scope| {
+        let mut chain = ChainCheck::new(scope);
+        let scanned: StoreResult<()> = (|| {
+            while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
+                if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        // A bad row comes before wherever the scan stopped.
+        let report = chain.finish().map_err(|seq| StoreError::InvalidRow {
+            table: "events",
+            row: seq.to_string(),
+            check: "chain",
+        })?;
+        scanned.map(|()| report)
+    })
 }
 
 /// The chain head (the last event's stored hash), [`GENESIS`] when empty or

@@ -9,13 +9,62 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, params};
-use serde_json::Value;
+use rusqlite::{Connection, Statement, params};
+use serde_json::{Value, json};
 
 use crate::domain::{EventKind, JournalEvent, Retention, StoreResult};
 use crate::redact::redactor;
 
 use super::chain::{self, Link};
+
+/// The insert of one event row, as [`Journal::append_ready`] binds it.
+pub(super) const INSERT_EVENT: &str = "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, \
+     payload, has_payload, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+/// A payload made ready for the durable write: redacted (every string but
+/// ids, see [`crate::redact`]) and serialized, once. Streamed appends build
+/// it where they are submitted ([`super::Store::append_activity`]), so that
+/// work runs on the caller's thread, in parallel with the single writer,
+/// which then only links and inserts the text as it is (see
+/// [`Journal::append_ready`]).
+///
+/// What must stay true: `text` is `value` serialized, and `value` has been
+/// through [`crate::redact::Redactor::redact_value`]; the fields are only
+/// set by the constructors below.
+#[derive(Debug)]
+pub(super) struct ReadyPayload {
+    /// The redacted value (published to subscribers).
+    value: Value,
+    /// `value` as JSON text (stored, and covered by the chain hash).
+    text: String,
+    /// Markers the redaction inserted.
+    redactions: u32,
+}
+
+impl ReadyPayload {
+    /// Redacts `value` and serializes it.
+    pub(super) fn new(mut value: Value) -> ReadyPayload {
+        let redactions = redactor().redact_value(&mut value);
+        ReadyPayload {
+            text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
+            value,
+            redactions,
+        }
+    }
+
+    /// A late activity of `kind` as the observation that records it:
+    /// `{"late": kind, "data": payload}`. The inner payload is already
+    /// redacted and the rest is the kind's name, so its count carries over.
+    pub(super) fn late(kind: EventKind, inner: Option<ReadyPayload>) -> ReadyPayload {
+        let (data, redactions) = inner.map_or((Value::Null, 0), |p| (p.value, p.redactions));
+        let value = json!({ "late": kind.as_str(), "data": data });
+        ReadyPayload {
+            text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
+            value,
+            redactions,
+        }
+    }
+}
 
 /// Per-thread journal state.
 #[derive(Debug, Clone)]
@@ -169,11 +218,9 @@ impl Journal {
             .unwrap_or(Retention::Full)
     }
 
-    /// Insert one event inside `tx`, assigning both sequences in `stage`.
-    /// The payload is redacted first (every string but ids, see
-    /// [`crate::redact`]); the markers inserted are added to the turn's
-    /// `redactions` count in the same transaction. The row carries its
-    /// chain hash ([`chain`]).
+    /// Insert one event inside `tx`, assigning both sequences in `stage`:
+    /// [`Self::append_ready`] with the payload made ready here (redacted and
+    /// serialized on the writer: for the operations' own few events).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn append(
         &self,
@@ -183,7 +230,39 @@ impl Journal {
         turn: Option<&str>,
         kind: EventKind,
         at: i64,
-        mut payload: Option<Value>,
+        payload: Option<Value>,
+    ) -> StoreResult<()> {
+        let mut insert = tx.prepare_cached(INSERT_EVENT)?;
+        self.append_ready(
+            tx,
+            &mut insert,
+            stage,
+            thread,
+            turn,
+            kind,
+            at,
+            payload.map(ReadyPayload::new),
+        )
+    }
+
+    /// Insert one event with `insert` ([`INSERT_EVENT`] prepared on `tx`,
+    /// reused across a batch), assigning both sequences in `stage`. The
+    /// payload was redacted when it was made ready ([`ReadyPayload`]); its
+    /// markers are added to the turn's `redactions` count in the same
+    /// transaction. The row carries its chain hash ([`chain`]): the one
+    /// per-event cost that must stay on the writer, since it links to the
+    /// previous event.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn append_ready(
+        &self,
+        tx: &Connection,
+        insert: &mut Statement<'_>,
+        stage: &mut JournalTx,
+        thread: &str,
+        turn: Option<&str>,
+        kind: EventKind,
+        at: i64,
+        payload: Option<ReadyPayload>,
     ) -> StoreResult<()> {
         // Assigned in the stage up front; a failed insert fails the whole
         // transaction and the stage is dropped with it.
@@ -199,13 +278,12 @@ impl Journal {
             }
         };
         let seq = stage.last_seq + 1;
-        let redactions = payload.as_mut().map_or(0, |v| redactor().redact_value(v));
         let keep_on_disk =
             !kind.is_content() || self.retention_of(stage, thread) == Retention::Full;
         let has_payload = payload.is_some();
-        let text = match (&payload, keep_on_disk) {
-            (Some(v), true) => Some(serde_json::to_string(v).unwrap_or_else(|_| "null".into())),
-            _ => None,
+        let (payload, text, redactions) = match payload {
+            Some(p) => (Some(p.value), keep_on_disk.then_some(p.text), p.redactions),
+            None => (None, None, 0),
         };
         let hash = chain::link_hash(
             &stage.last_hash,
@@ -220,11 +298,7 @@ impl Journal {
                 stored_payload: text.as_deref().map(str::as_bytes),
             },
         );
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, \
-             has_payload, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?;
-        stmt.execute(params![
+        insert.execute(params![
             seq as i64,
             thread,
             thread_seq as i64,

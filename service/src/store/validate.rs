@@ -6,7 +6,8 @@
 //! values — no per-row allocation — which also proves what aggregates cannot:
 //! every thread's sequence grows by exactly one in global order. A failure names the table, the row id
 //! and the check — never the row's content. The journal's hash chain is
-//! followed in the same scan ([`super::chain::Verifier`]): an edited,
+//! followed in the same scan ([`super::chain::ChainCheck`], which hashes
+//! batches of rows on a helper thread beside the scan): an edited,
 //! inserted or deleted event fails the open naming the first bad `seq`
 //! (check `chain`). SQLite's own corruption errors
 //! (truncated or damaged pages met during the scans) fail as `store_corrupt`.
@@ -222,7 +223,30 @@ fn validate_events(conn: &Connection) -> StoreResult<u64> {
         super::chain::COLUMNS
     ))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
-    let mut chain = super::chain::Verifier::default();
+    std::thread::scope(|scope| {
+        let mut chain = super::chain::ChainCheck::new(scope);
+        let scanned = scan_events(&mut rows, &turns, &mut threads, &mut chain);
+        // Every row before the one the scan stopped at was handed to the
+        // chain check: a bad link among them is the first failure.
+        match chain.finish() {
+            Err(seq) => Err(StoreError::InvalidRow {
+                table: "events",
+                row: seq.to_string(),
+                check: "chain",
+            }),
+            Ok(_) => scanned,
+        }
+    })
+}
+
+/// The per-row event checks of [`validate_events`]; each row that passes
+/// them goes to `chain`.
+fn scan_events(
+    rows: &mut rusqlite::Rows<'_>,
+    turns: &HashMap<String, String>,
+    threads: &mut HashMap<String, i64>,
+    chain: &mut super::chain::ChainCheck<'_, '_>,
+) -> StoreResult<u64> {
     let mut expected: i64 = 1;
     while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
         let seq: i64 = r.get(0)?;

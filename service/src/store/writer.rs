@@ -34,14 +34,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use serde_json::{Value, json};
+
 use tokio::sync::{Notify, broadcast, oneshot, watch};
 
 use crate::domain::{
     Clock, EventKind, JournalEvent, StoreError, StoreResult, StoreStatus, TurnState,
 };
 
-use super::journal::{Journal, JournalTx};
+use super::journal::{INSERT_EVENT, Journal, JournalTx, ReadyPayload};
 use super::lock::InstanceLock;
 use super::read;
 use super::scheduler::Scheduler;
@@ -87,8 +87,8 @@ pub(crate) struct AppendReq {
     pub(crate) turn: String,
     /// Activity kind.
     pub(crate) kind: EventKind,
-    /// Payload.
-    pub(crate) payload: Option<Value>,
+    /// Payload, already redacted and serialized by the caller.
+    pub(crate) payload: Option<ReadyPayload>,
     /// Where the committed event (or the error) goes; may be dropped by the caller.
     pub(crate) reply: oneshot::Sender<StoreResult<Arc<JournalEvent>>>,
 }
@@ -364,19 +364,31 @@ impl Writer {
         }
         let result = self.write(|tx, journal, stage, now| {
             let mut idx = Vec::with_capacity(plans.len());
+            // One prepared insert for the whole batch.
+            let mut insert = tx.prepare_cached(INSERT_EVENT)?;
             for (req, plan) in plans.iter_mut() {
                 match plan {
                     Ok((thread, late)) => {
                         // Moved, not cloned: the payload goes to the event.
                         let payload = req.payload.take();
                         let (kind, payload) = if *late {
-                            let late_payload =
-                                json!({ "late": req.kind.as_str(), "data": payload });
-                            (EventKind::Observation, Some(late_payload))
+                            (
+                                EventKind::Observation,
+                                Some(ReadyPayload::late(req.kind, payload)),
+                            )
                         } else {
                             (req.kind, payload)
                         };
-                        journal.append(tx, stage, thread, Some(&req.turn), kind, now, payload)?;
+                        journal.append_ready(
+                            tx,
+                            &mut insert,
+                            stage,
+                            thread,
+                            Some(&req.turn),
+                            kind,
+                            now,
+                            payload,
+                        )?;
                         idx.push(Some(base + stage.events.len() - 1));
                     }
                     Err(_) => idx.push(None),

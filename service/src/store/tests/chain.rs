@@ -128,6 +128,94 @@ async fn an_edited_deleted_or_rehashed_row_fails_verification_naming_its_seq() {
     assert!(open.to_string().contains(&(seq + 1).to_string()), "{open}");
 }
 
+/// The error `open` or `verify` gives for `seq` failing `check`.
+fn invalid(seq: i64, check: &'static str) -> String {
+    crate::domain::StoreError::InvalidRow {
+        table: "events",
+        row: seq.to_string(),
+        check,
+    }
+    .to_string()
+}
+
+/// A journal longer than one batch of the chain check (2,048 rows) is
+/// hashed partly on a helper thread: the answer is still the first bad
+/// `seq`, whichever batch or thread found it, and a row failing another
+/// check before it wins, as in a one-row-at-a-time walk.
+#[tokio::test]
+async fn a_journal_of_several_batches_still_fails_at_its_first_bad_seq() {
+    let Fixture { dir, store } = fixture().await;
+    let s = &store;
+    workspace(s, dir.path(), "w").await;
+    let th = thread(s, "w", Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    let pending: Vec<_> = (0..7000)
+        .map(|i| {
+            s.append_activity(
+                &t.id,
+                EventKind::MessageChunk,
+                Some(json!({ "text": format!("c{i}.") })),
+            )
+        })
+        .collect();
+    for p in pending {
+        p.await.unwrap();
+    }
+    store.close().await;
+    let home = dir.path().join("home");
+    let report = verify_journal(&db(&dir)).unwrap();
+    assert!(report.events > 7000, "{report:?}");
+    Store::open(options(&home)).unwrap().close().await;
+    let seq_of = |conn: &Connection, text: &str| -> i64 {
+        conn.query_row(
+            "SELECT seq FROM events WHERE payload = ?1",
+            [format!("{{\"text\":\"{text}\"}}")],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let conn = Connection::open(db(&dir)).unwrap();
+    let (early, late) = (seq_of(&conn, "c2500."), seq_of(&conn, "c6500."));
+    let edit = |seq: i64| {
+        conn.execute(
+            "UPDATE events SET payload = replace(payload, '.', '!') WHERE seq = ?1",
+            [seq],
+        )
+        .unwrap()
+    };
+    edit(late);
+    assert_eq!(
+        verify_journal(&db(&dir)).unwrap_err().to_string(),
+        invalid(late, "chain")
+    );
+    edit(early);
+    assert_eq!(
+        verify_journal(&db(&dir)).unwrap_err().to_string(),
+        invalid(early, "chain")
+    );
+    let open = Store::open(options(&home)).unwrap_err().to_string();
+    assert_eq!(open, invalid(early, "chain"));
+    // Another check failing after the first bad link: the link is first.
+    conn.execute(
+        "UPDATE events SET kind = 'bogus' WHERE seq = ?1",
+        [late + 1],
+    )
+    .unwrap();
+    let open = Store::open(options(&home)).unwrap_err().to_string();
+    assert_eq!(open, invalid(early, "chain"));
+    // … and before it: that check is first.
+    let first = seq_of(&conn, "c10.");
+    conn.execute("UPDATE events SET kind = 'bogus' WHERE seq = ?1", [first])
+        .unwrap();
+    let open = Store::open(options(&home)).unwrap_err().to_string();
+    assert_eq!(open, invalid(first, "kind"));
+}
+
 #[tokio::test]
 async fn a_deleted_event_breaks_the_chain_at_the_next_one() {
     let chunks: Vec<_> = (0..3).map(|i| json!({ "text": format!("c{i}") })).collect();
