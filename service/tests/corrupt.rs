@@ -40,6 +40,7 @@ fn populated(chunks: usize) -> Populated {
             approval: ApprovalPolicy::Ask,
             restricted: false,
             retention: Retention::Full,
+            mcp_servers: Vec::new(),
         };
         let th = s.create_thread(&actor, input).await.unwrap().value;
         let sub = SubmitTurn {

@@ -160,6 +160,8 @@ fn definition(args: &ProvidersAddArgs) -> Result<ProviderConfig, CliError> {
             vcs_identity: None,
             idle_seconds: None,
             max_turn_seconds: None,
+            mcp_servers: Vec::new(),
+            mcp_env_allowlist: Vec::new(),
         },
         (None, None) => {
             return Err(CliError::failure(

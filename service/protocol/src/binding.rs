@@ -108,6 +108,7 @@ mod tests {
             created_at: 1,
             updated_at: 1,
             agent_session: None,
+            mcp_servers: Vec::new(),
         }
     }
 

@@ -19,6 +19,7 @@ mod events;
 mod frame;
 mod hello;
 pub mod home;
+pub mod mcp;
 mod message;
 pub mod notifications;
 pub mod params;

@@ -112,6 +112,7 @@ pub enum Method {
     PermissionsRespond,
     SessionsRevoke,
     ConfigReload,
+    McpRegister,
 }
 
 /// What the server requires before running a method.
@@ -230,6 +231,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Method::ConfigReload,
         "config.reload",
         Requirement::Scope(Scope::ConfigReload),
+    ),
+    (
+        Method::McpRegister,
+        "mcp.register",
+        Requirement::Scope(Scope::ThreadsWrite),
     ),
 ];
 

@@ -22,6 +22,7 @@ pub mod echo;
 mod events;
 mod fingerprint;
 mod lines;
+pub mod mcp;
 mod probe;
 mod process;
 mod registry;
@@ -36,7 +37,7 @@ pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
     PermissionOption, UpdateMapper,
 };
-pub use fingerprint::fingerprint;
+pub use fingerprint::{fingerprint, with_app_servers};
 pub use lapis_protocol::config::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
     VcsIdentity,

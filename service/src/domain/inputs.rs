@@ -41,6 +41,8 @@ pub struct NewThread {
     pub restricted: bool,
     /// Journal retention.
     pub retention: Retention,
+    /// Application MCP server names (validated by the caller).
+    pub mcp_servers: Vec<String>,
 }
 
 /// Input of `configure_thread`: `None` fields are left unchanged.

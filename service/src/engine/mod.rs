@@ -12,11 +12,13 @@
 
 mod broker;
 mod hooks;
+mod mcp;
 mod outcome;
 mod pool;
 mod worker;
 
 pub use broker::{AnswerError, PendingPermission, PermissionBroker};
+pub use mcp::{McpLease, McpRegistry, RegisterError};
 pub use outcome::DEADLINE_EXCEEDED;
 pub use pool::PoolStatus;
 pub use worker::{

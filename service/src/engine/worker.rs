@@ -49,6 +49,9 @@ pub struct EngineConfig {
     pub max_live_agents: usize,
     /// Turns running at once (`server.maxRunningTurns`).
     pub max_running_turns: usize,
+    /// MCP servers applications registered on their connections (shared
+    /// with the server, which registers and withdraws them).
+    pub mcp: super::McpRegistry,
 }
 
 impl EngineConfig {
@@ -61,6 +64,7 @@ impl EngineConfig {
             shutdown_grace: Duration::from_secs(10),
             max_live_agents: 16,
             max_running_turns: 16,
+            mcp: super::McpRegistry::default(),
         }
     }
 
@@ -323,7 +327,20 @@ impl Engine {
             self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
-        let fingerprint = acp::fingerprint(&spec);
+        let mcp = match self.mcp_servers(&claim, &spec).await {
+            Ok(mcp) => mcp,
+            Err(code) => {
+                self.finish(&turn_id, TurnEnd::Failed(code.into())).await;
+                self.running.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+        };
+        let app_ids: Vec<String> = mcp
+            .iter()
+            .skip(spec.mcp_servers.len())
+            .map(|s| s.endpoint().identity)
+            .collect();
+        let fingerprint = acp::with_app_servers(&acp::fingerprint(&spec), &app_ids);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {
             if b.fingerprint != fingerprint {
@@ -373,6 +390,7 @@ impl Engine {
             resume,
             keep_alive: spec.session.idle_seconds > 0,
             context: claim.context,
+            mcp,
             spec: spec.clone(),
         };
         let cancel = claim.cancel.clone();

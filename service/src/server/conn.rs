@@ -40,4 +40,7 @@ pub struct Conn {
     pub subscriptions: Subscriptions,
     /// Connection number, for logs.
     pub number: u64,
+    /// The MCP servers this connection registered (`mcp.register`);
+    /// dropped with the connection, which withdraws them.
+    pub mcp: Option<crate::engine::McpLease>,
 }

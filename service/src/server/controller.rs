@@ -41,6 +41,8 @@ pub struct Core {
     pub permissions: Option<Arc<dyn PermissionResponder>>,
     /// The engine, for its live-agent and running-turn counters.
     pub engine: Option<Arc<Engine>>,
+    /// Application MCP servers (the engine's registry when there is one).
+    pub mcp: crate::engine::McpRegistry,
 }
 
 /// The provider names threads may use, shared by every connection and

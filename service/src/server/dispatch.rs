@@ -58,6 +58,7 @@ pub async fn hello(
         // A different session on the same connection: subscriptions of the
         // old one must not leak into the new one.
         conn.subscriptions.stop_all();
+        conn.mcp = None;
     }
     conn.session = Some(session);
     serde_json::to_value(result).map_err(internal)
@@ -115,6 +116,7 @@ pub async fn method(
         Method::PermissionsRespond => {
             handlers::permissions_respond(ctx, session, request.params()?).await
         }
+        Method::McpRegister => handlers::mcp_register(ctx, conn, session, request.params()?),
     }
 }
 

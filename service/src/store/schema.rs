@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -169,6 +169,16 @@ ALTER TABLE events ADD COLUMN hash BLOB;
 ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
 "#,
         then: Some(super::chain::backfill),
+    },
+    Migration {
+        // The application MCP servers (names, a JSON array) a thread's turns
+        // give the agent (issue 14 item 7). Only names persist: the
+        // descriptions live with the registering connection.
+        // TODO(merge): this is schema version 6 once hp's version 5 lands.
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN mcp_servers TEXT;
+"#,
     },
 ];
 

@@ -4,7 +4,7 @@
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond,
+    JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult, NoParams, PermissionsList, PermissionsRespond,
     PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
     SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure, ThreadsCreate, ThreadsList,
     ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet, TurnsList, TurnsResolve,
@@ -67,6 +67,7 @@ impl Client {
             approval: Some(approval.to_owned()),
             restricted: false,
             retention: None,
+            mcp_servers: Vec::new(),
             command_id: command_id.map(str::to_owned),
         };
         let r: ThreadResult = self.call("threads.create", &p)?;
@@ -80,6 +81,17 @@ impl Client {
         params: &ThreadsCreate,
     ) -> Result<ThreadResult, ClientError> {
         self.call("threads.create", params)
+    }
+
+    /// `mcp.register`: offers these MCP servers to this application's
+    /// threads for as long as this connection stays open (replacing what
+    /// it registered before). Threads select them by name in
+    /// `threads.create` (`mcpServers`).
+    pub fn mcp_register(
+        &mut self,
+        servers: Vec<crate::mcp::McpServer>,
+    ) -> Result<McpRegisterResult, ClientError> {
+        self.call("mcp.register", &McpRegister { servers })
     }
 
     /// `threads.configure`: optimistic on `expectedVersion` (`conflict` when

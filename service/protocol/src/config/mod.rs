@@ -26,6 +26,8 @@ pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
 };
 pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
+pub(crate) use envfile::valid_env_name;
+pub(crate) use validate::valid_name;
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
 /// says otherwise: 30 days.
@@ -147,6 +149,14 @@ pub struct ProviderConfig {
     /// `deadline_exceeded` (1-604800, default 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// MCP servers every session of this provider gets (at most 16; see
+    /// `docs/providers.md`). Restricted threads refuse them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
+    /// Environment names an application's MCP servers (`mcp.register`)
+    /// may draw from the controller's env file / environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_env_allowlist: Vec<String>,
 }
 
 /// `vcsIdentity`.

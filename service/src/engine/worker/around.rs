@@ -7,6 +7,11 @@ use std::time::Duration;
 use super::*;
 
 impl Engine {
+    /// The current definition of provider `name` (config reloads replace it).
+    pub fn provider_spec(&self, name: &str) -> Option<ProviderSpec> {
+        self.provider(name)
+    }
+
     pub(super) fn provider(&self, name: &str) -> Option<ProviderSpec> {
         let providers = self.providers.read().unwrap_or_else(|p| p.into_inner());
         providers.get(name).cloned()
@@ -35,6 +40,57 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         lookup
+    }
+
+    /// The registry of application MCP servers.
+    pub fn mcp(&self) -> &super::super::McpRegistry {
+        &self.config.mcp
+    }
+
+    /// The MCP servers the claimed turn's agent gets, resolved with their
+    /// environment values; a refusal (its stable code) fails the turn
+    /// before anything is launched. What the turn got is journaled as a
+    /// metadata observation: names, transports and identities, never values.
+    pub(super) async fn mcp_servers(
+        &self,
+        claim: &Claim,
+        spec: &ProviderSpec,
+    ) -> Result<Vec<acp::mcp::LaunchServer>, &'static str> {
+        let thread = &claim.thread;
+        let lookup = self.lookup();
+        let resolved = self
+            .config
+            .mcp
+            .lookup(&thread.principal, &thread.application, &thread.mcp_servers)
+            .and_then(|app| {
+                acp::mcp::resolve(spec, thread.restricted, &app, |n| lookup.env_value(n))
+            });
+        let (payload, result) = match resolved {
+            Ok(servers) if servers.is_empty() => return Ok(servers),
+            Ok(servers) => {
+                let endpoints: Vec<_> = servers.iter().map(|s| s.endpoint()).collect();
+                (serde_json::json!({"servers": endpoints}), Ok(servers))
+            }
+            Err(refusal) => {
+                let code = refusal.code().as_str();
+                tracing::warn!(turn = %claim.turn.id, code, "mcp servers refused before dispatch");
+                (
+                    serde_json::json!({"refused": code, "message": refusal.to_string()}),
+                    Err(code),
+                )
+            }
+        };
+        let event = ActivityEvent::Observation {
+            kind: "mcp_servers".into(),
+            payload,
+        };
+        if let Ok(payload) = serde_json::to_value(&event) {
+            let _ = self
+                .store
+                .append_activity(&claim.turn.id, EventKind::Observation, Some(payload))
+                .await;
+        }
+        result
     }
 
     /// Pending permission requests, optionally of one turn.

@@ -8,6 +8,7 @@
 
 mod fit;
 mod journal;
+mod mcp;
 mod permissions;
 mod status;
 mod threads;
@@ -24,6 +25,7 @@ use super::context::ServerContext;
 use super::failure::internal;
 
 pub use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
+pub use mcp::mcp_register;
 pub use permissions::permissions_list;
 pub use status::status;
 pub use threads::{

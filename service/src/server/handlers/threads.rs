@@ -83,6 +83,7 @@ pub async fn threads_create(
     p: params::ThreadsCreate,
 ) -> Result<Value, RpcError> {
     provider(ctx, &p.provider)?;
+    super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
@@ -90,6 +91,7 @@ pub async fn threads_create(
         approval: approval(p.approval.as_deref())?.unwrap_or(ApprovalPolicy::Ask),
         restricted: p.restricted,
         retention: retention(p.retention.as_deref())?.unwrap_or(Retention::Full),
+        mcp_servers: p.mcp_servers,
     };
     let receipt = ctx
         .core

@@ -173,9 +173,10 @@ async fn an_unchained_database_is_chained_once_by_the_migration() {
     let conn = Connection::open(db(&dir)).unwrap();
     // Back to the shape before the chain: no hashes, no count.
     conn.execute_batch(&format!(
-        "ALTER TABLE events DROP COLUMN hash; \
+        "ALTER TABLE events DROP COLUMN hash; ALTER TABLE threads DROP COLUMN mcp_servers; \
          ALTER TABLE turns DROP COLUMN redactions; PRAGMA user_version = {};",
-        crate::store::SCHEMA_VERSION - 1
+        // The version before the chain's migration (later steps undone too).
+        3
     ))
     .unwrap();
     drop(conn);
