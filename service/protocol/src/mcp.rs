@@ -136,7 +136,9 @@ pub enum McpRefusal {
         limit: usize,
     },
     /// An environment name is reserved for the controller.
-    #[error("mcp server `{server}`: environment name #{position} is reserved (LAPIS_* or one the controller runs on)")]
+    #[error(
+        "mcp server `{server}`: environment name #{position} is reserved (LAPIS_* or one the controller runs on)"
+    )]
     EnvReserved {
         /// The server's name.
         server: String,
@@ -144,7 +146,9 @@ pub enum McpRefusal {
         position: usize,
     },
     /// An application server names a variable outside the provider's `mcpEnvAllowlist`.
-    #[error("mcp server `{server}`: environment name #{position} is not in the provider's mcpEnvAllowlist")]
+    #[error(
+        "mcp server `{server}`: environment name #{position} is not in the provider's mcpEnvAllowlist"
+    )]
     EnvNotAllowed {
         /// The server's name.
         server: String,
@@ -152,7 +156,9 @@ pub enum McpRefusal {
         position: usize,
     },
     /// A variable a server needs has no value in the controller's env file or environment.
-    #[error("mcp server `{server}`: environment name #{position} has no value in the controller's env file or environment")]
+    #[error(
+        "mcp server `{server}`: environment name #{position} has no value in the controller's env file or environment"
+    )]
     EnvUnset {
         /// The server's name.
         server: String,
@@ -160,7 +166,9 @@ pub enum McpRefusal {
         position: usize,
     },
     /// One variable would get two different values (a server's vs the agent's own `env`).
-    #[error("mcp server `{server}`: environment name #{position} conflicts with a different value the agent is given")]
+    #[error(
+        "mcp server `{server}`: environment name #{position} conflicts with a different value the agent is given"
+    )]
     EnvConflict {
         /// The server's name.
         server: String,
@@ -180,7 +188,9 @@ pub enum McpRefusal {
     Restricted,
     /// An application server the thread selected is not registered (its
     /// connection closed, or it never was).
-    #[error("mcp server `{server}` is not registered by the thread's application (its connection is gone)")]
+    #[error(
+        "mcp server `{server}` is not registered by the thread's application (its connection is gone)"
+    )]
     Unavailable {
         /// The server's name.
         server: String,
@@ -278,7 +288,9 @@ fn validate_server(position: usize, s: &McpServer) -> Result<(), McpRefusal> {
             let rest = url
                 .strip_prefix("http://")
                 .or_else(|| url.strip_prefix("https://"));
-            if rest.is_none_or(|r| r.is_empty() || r.chars().any(|c| c.is_whitespace() || c.is_control())) {
+            if rest.is_none_or(|r| {
+                r.is_empty() || r.chars().any(|c| c.is_whitespace() || c.is_control())
+            }) {
                 return Err(invalid("`url` must be an http:// or https:// URL"));
             }
         }

@@ -296,7 +296,8 @@ mod tests {
             | Method::PermissionsList
             | Method::PermissionsRespond
             | Method::SessionsRevoke
-            | Method::ConfigReload => m,
+            | Method::ConfigReload
+            | Method::McpRegister => m,
         };
         [
             Method::Hello,
@@ -321,6 +322,7 @@ mod tests {
             Method::PermissionsRespond,
             Method::SessionsRevoke,
             Method::ConfigReload,
+            Method::McpRegister,
         ]
         .into_iter()
         .map(probe)

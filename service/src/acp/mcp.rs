@@ -205,8 +205,16 @@ mod tests {
         let p = spec(json!({"command": "agent",
             "mcpServers": [{"name": "files", "command": "/bin/files", "env": ["FILES_KEY"]}],
             "mcpEnvAllowlist": ["APP_KEY"]}));
-        let app = [server(json!({"name": "tickets", "command": "/bin/t", "args": ["-v"], "env": ["APP_KEY"]}))];
-        let out = resolve(&p, false, &app, env(&[("FILES_KEY", "f-secret"), ("APP_KEY", "a-secret")])).unwrap();
+        let app = [server(
+            json!({"name": "tickets", "command": "/bin/t", "args": ["-v"], "env": ["APP_KEY"]}),
+        )];
+        let out = resolve(
+            &p,
+            false,
+            &app,
+            env(&[("FILES_KEY", "f-secret"), ("APP_KEY", "a-secret")]),
+        )
+        .unwrap();
         let acp = acp_servers(&out);
         assert_eq!(
             acp,
@@ -227,14 +235,31 @@ mod tests {
         let none: [McpServer; 0] = [];
         assert_eq!(code(resolve(&p, true, &none, env(&[]))), "mcp_restricted");
         let dup = [server(json!({"name": "files", "command": "/bin/x"}))];
-        assert_eq!(code(resolve(&p, false, &dup, env(&[]))), "mcp_server_invalid");
-        let outside = [server(json!({"name": "a", "command": "/bin/x", "env": ["OTHER"]}))];
-        assert_eq!(code(resolve(&p, false, &outside, env(&[("OTHER", "v")]))), "mcp_env_not_allowed");
-        let unset = [server(json!({"name": "a", "command": "/bin/x", "env": ["OK"]}))];
-        assert_eq!(code(resolve(&p, false, &unset, env(&[]))), "mcp_env_unset");
-        let conflict = [server(json!({"name": "a", "command": "/bin/x", "env": ["SHARED"]}))];
         assert_eq!(
-            code(resolve(&p, false, &conflict, env(&[("SHARED", "controller-value")]))),
+            code(resolve(&p, false, &dup, env(&[]))),
+            "mcp_server_invalid"
+        );
+        let outside = [server(
+            json!({"name": "a", "command": "/bin/x", "env": ["OTHER"]}),
+        )];
+        assert_eq!(
+            code(resolve(&p, false, &outside, env(&[("OTHER", "v")]))),
+            "mcp_env_not_allowed"
+        );
+        let unset = [server(
+            json!({"name": "a", "command": "/bin/x", "env": ["OK"]}),
+        )];
+        assert_eq!(code(resolve(&p, false, &unset, env(&[]))), "mcp_env_unset");
+        let conflict = [server(
+            json!({"name": "a", "command": "/bin/x", "env": ["SHARED"]}),
+        )];
+        assert_eq!(
+            code(resolve(
+                &p,
+                false,
+                &conflict,
+                env(&[("SHARED", "controller-value")])
+            )),
             "mcp_env_conflict"
         );
         // The same value the agent gets is no conflict.
@@ -249,10 +274,16 @@ mod tests {
             {"name": "web", "transport": "http", "url": "http://127.0.0.1:1/mcp"},
             {"name": "files", "command": "/bin/files"}]}));
         let out = resolve(&p, false, &[], env(&[])).unwrap();
-        assert_eq!(out[0].to_acp(), json!({"type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp", "headers": []}));
+        assert_eq!(
+            out[0].to_acp(),
+            json!({"type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp", "headers": []})
+        );
         let yes = json!({"agentCapabilities": {"mcpCapabilities": {"http": true}}});
         check_capabilities(&out, &yes).unwrap();
-        for no in [json!({}), json!({"agentCapabilities": {"mcpCapabilities": {"http": false, "sse": true}}})] {
+        for no in [
+            json!({}),
+            json!({"agentCapabilities": {"mcpCapabilities": {"http": false, "sse": true}}}),
+        ] {
             assert_eq!(
                 check_capabilities(&out, &no).unwrap_err().code().as_str(),
                 "mcp_transport_unsupported"

@@ -42,7 +42,8 @@ pub(super) async fn establish<H: TurnHooks>(
     if let Some(previous) = &request.resume {
         if setup.load_session {
             s.set_replaying(true);
-            let load = json!({"sessionId": previous, "cwd": request.workspace, "mcpServers": servers});
+            let load =
+                json!({"sessionId": previous, "cwd": request.workspace, "mcpServers": servers});
             let loaded = s.call("session/load", load, limit).await;
             let replayed = s.set_replaying(false);
             match loaded {

@@ -170,7 +170,10 @@ mod tests {
             .register(&mut lease, "owner", "app", vec![server("a", "/bin/a")])
             .unwrap();
         assert_eq!(eps[0].name, "a");
-        assert_eq!(r.lookup("owner", "app", &["a".into()]).unwrap()[0].name, "a");
+        assert_eq!(
+            r.lookup("owner", "app", &["a".into()]).unwrap()[0].name,
+            "a"
+        );
         // Another application or principal never sees it.
         assert!(r.lookup("owner", "other", &["a".into()]).is_err());
         assert!(r.lookup("someone", "app", &["a".into()]).is_err());
@@ -195,7 +198,12 @@ mod tests {
         r.register(&mut one, "o", "app", vec![server("c", "/bin/c")])
             .unwrap();
         assert!(r.lookup("o", "app", &["a".into()]).is_err());
-        assert_eq!(r.lookup("o", "app", &["b".into(), "c".into()]).unwrap().len(), 2);
+        assert_eq!(
+            r.lookup("o", "app", &["b".into(), "c".into()])
+                .unwrap()
+                .len(),
+            2
+        );
         // A refused registration changes nothing.
         let bad = server("d", "relative");
         assert!(r.register(&mut one, "o", "app", vec![bad]).is_err());

@@ -60,7 +60,12 @@ fn desc(v: Value) -> McpServer {
     serde_json::from_value(v).unwrap()
 }
 
-fn create(client: &mut Client, provider: &str, restricted: bool, mcp: &[&str]) -> Result<String, ClientError> {
+fn create(
+    client: &mut Client,
+    provider: &str,
+    restricted: bool,
+    mcp: &[&str],
+) -> Result<String, ClientError> {
     let p = ThreadsCreate {
         workspace_id: "proj".into(),
         provider: provider.into(),
@@ -79,7 +84,9 @@ fn code(e: ClientError) -> String {
 }
 
 fn run(client: &mut Client, thread: &str, command: &str) -> lapis_protocol::Turn {
-    let turn = client.turns_submit(thread, command, "use your tools").unwrap();
+    let turn = client
+        .turns_submit(thread, command, "use your tools")
+        .unwrap();
     settle(client, &turn.id)
 }
 
@@ -102,11 +109,21 @@ fn provider_servers_reach_the_agent_on_new_and_on_load_and_values_stay_out_of_re
     let files = json!({"name": "files", "command": "/opt/mcp/files", "args": ["--root", "/srv"],
         "env": ["FILES_TOKEN"]});
     let provider = agent(
-        &["--mcp-ledger", &arg(&mcp_ledger), "--load-session", "--history", &arg(&history)],
+        &[
+            "--mcp-ledger",
+            &arg(&mcp_ledger),
+            "--load-session",
+            "--history",
+            &arg(&history),
+        ],
         // A fresh agent every turn, so the second turn loads the session.
         json!({"idleSeconds": 0, "mcpServers": [files]}),
     );
-    let server = Server::start_in(context_with_secrets(""), json!({}), json!({ "tools": provider }));
+    let server = Server::start_in(
+        context_with_secrets(""),
+        json!({}),
+        json!({ "tools": provider }),
+    );
     let mut client = app(&server, OWNER, "editor");
     let thread = create(&mut client, "tools", false, &[]).unwrap();
     let first = run(&mut client, &thread, "c1");
@@ -130,7 +147,21 @@ fn provider_servers_reach_the_agent_on_new_and_on_load_and_values_stay_out_of_re
     assert!(endpoint["identity"].as_str().unwrap().starts_with("mcp_"));
     server.ctx.run(["turns", "show", &first.id, "--json"]);
     server.ctx.run(["threads", "show", &thread, "--json"]);
-    server.ctx.run(["providers", "list", "--json"]);
+    let listed = server.ctx.run(["providers", "list", "--json"]).json();
+    let tools = listed["configured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "tools")
+        .unwrap();
+    assert_eq!(tools["mcpServers"][0]["name"], "files");
+    assert_eq!(tools["mcpServers"][0]["identity"], endpoint["identity"]);
+    let plain = server.ctx.run(["providers", "list"]);
+    assert!(
+        plain.stdout.contains("mcp: files (stdio)"),
+        "{}",
+        plain.stdout
+    );
     server.finish(&[], &[]);
 }
 
@@ -140,19 +171,33 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
     let mcp_ledger = scratch.path().join("mcp");
     let prompts = scratch.path().join("prompts");
     let provider = agent(
-        &["--mcp-ledger", &arg(&mcp_ledger), "--ledger", &arg(&prompts)],
+        &[
+            "--mcp-ledger",
+            &arg(&mcp_ledger),
+            "--ledger",
+            &arg(&prompts),
+        ],
         json!({"idleSeconds": 0, "mcpEnvAllowlist": ["APP_TOKEN"]}),
     );
-    let server = Server::start_in(context_with_secrets(""), json!({}), json!({ "tools": provider }));
+    let server = Server::start_in(
+        context_with_secrets(""),
+        json!({}),
+        json!({ "tools": provider }),
+    );
     let mut editor = app(&server, OWNER, "editor");
     let registered = editor
-        .mcp_register(vec![desc(json!({"name": "tickets", "command": "/opt/mcp/tickets",
-            "env": ["APP_TOKEN"]}))])
+        .mcp_register(vec![desc(
+            json!({"name": "tickets", "command": "/opt/mcp/tickets",
+            "env": ["APP_TOKEN"]}),
+        )])
         .unwrap();
     assert_eq!(registered.servers[0].name, "tickets");
     // Another application never sees the editor's servers.
     let mut other = app(&server, OWNER, "chat");
-    assert_eq!(code(create(&mut other, "tools", false, &["tickets"]).unwrap_err()), "mcp_server_unavailable");
+    assert_eq!(
+        code(create(&mut other, "tools", false, &["tickets"]).unwrap_err()),
+        "mcp_server_unavailable"
+    );
     let thread = create(&mut editor, "tools", false, &["tickets"]).unwrap();
     let shown = editor.threads_get(&thread).unwrap();
     assert_eq!(shown.thread.mcp_servers, ["tickets"]);
@@ -174,11 +219,16 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
     assert_eq!(failed.outcome.as_deref(), Some("mcp_server_unavailable"));
     assert_eq!(failed.dispatched_at, None);
     assert_eq!(ledger(&mcp_ledger).len(), 1);
-    assert_eq!(std::fs::read_to_string(&prompts).unwrap().lines().count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(&prompts).unwrap().lines().count(),
+        1
+    );
     // Registering again on the new connection brings the thread back.
     again
-        .mcp_register(vec![desc(json!({"name": "tickets", "command": "/opt/mcp/tickets",
-            "env": ["APP_TOKEN"]}))])
+        .mcp_register(vec![desc(
+            json!({"name": "tickets", "command": "/opt/mcp/tickets",
+            "env": ["APP_TOKEN"]}),
+        )])
         .unwrap();
     assert_eq!(run(&mut again, &thread, "c3").state, TurnState::Completed);
     assert_eq!(ledger(&mcp_ledger).len(), 2);
@@ -206,31 +256,79 @@ fn every_refusal_has_its_stable_code() {
         providers,
     );
     let mut c = app(&server, OWNER, "editor");
-    let register = |c: &mut Client, v: Value| c.mcp_register(vec![desc(v)]).map(|_| ()).map_err(code);
+    let register =
+        |c: &mut Client, v: Value| c.mcp_register(vec![desc(v)]).map(|_| ()).map_err(code);
     // At registration.
-    assert_eq!(register(&mut c, json!({"name": "x", "command": "relative/x"})), Err("mcp_server_invalid".into()));
-    assert_eq!(register(&mut c, json!({"name": "x", "command": "/x", "env": ["LAPIS_TOKEN"]})), Err("mcp_env_reserved".into()));
-    assert_eq!(register(&mut c, json!({"name": "x", "command": "/x", "env": ["HOME"]})), Err("mcp_env_reserved".into()));
     assert_eq!(
-        register(&mut c, json!({"name": "x", "command": "/x", "args": vec!["a"; 65]})),
+        register(&mut c, json!({"name": "x", "command": "relative/x"})),
+        Err("mcp_server_invalid".into())
+    );
+    assert_eq!(
+        register(
+            &mut c,
+            json!({"name": "x", "command": "/x", "env": ["LAPIS_TOKEN"]})
+        ),
+        Err("mcp_env_reserved".into())
+    );
+    assert_eq!(
+        register(
+            &mut c,
+            json!({"name": "x", "command": "/x", "env": ["HOME"]})
+        ),
+        Err("mcp_env_reserved".into())
+    );
+    assert_eq!(
+        register(
+            &mut c,
+            json!({"name": "x", "command": "/x", "args": vec!["a"; 65]})
+        ),
         Err("mcp_limit_exceeded".into())
     );
-    let many: Vec<McpServer> = (0..17).map(|i| desc(json!({"name": format!("s{i}"), "command": "/x"}))).collect();
-    assert_eq!(c.mcp_register(many).map(|_| ()).map_err(code), Err("mcp_limit_exceeded".into()));
+    let many: Vec<McpServer> = (0..17)
+        .map(|i| desc(json!({"name": format!("s{i}"), "command": "/x"})))
+        .collect();
+    assert_eq!(
+        c.mcp_register(many).map(|_| ()).map_err(code),
+        Err("mcp_limit_exceeded".into())
+    );
     // Another connection of the same application cannot take a name.
     register(&mut c, json!({"name": "taken", "command": "/x"})).unwrap();
     let mut second = app(&server, OWNER, "editor");
-    assert_eq!(register(&mut second, json!({"name": "taken", "command": "/y"})), Err("conflict".into()));
+    assert_eq!(
+        register(&mut second, json!({"name": "taken", "command": "/y"})),
+        Err("conflict".into())
+    );
     // At threads.create.
-    assert_eq!(code(create(&mut c, "plain", false, &["nope"]).unwrap_err()), "mcp_server_unavailable");
-    assert_eq!(code(create(&mut c, "plain", true, &["taken"]).unwrap_err()), "mcp_restricted");
-    assert_eq!(code(create(&mut c, "withfiles", true, &[]).unwrap_err()), "mcp_restricted");
-    assert_eq!(code(create(&mut c, "plain", false, &["a", "a"]).unwrap_err()), "mcp_server_invalid");
+    assert_eq!(
+        code(create(&mut c, "plain", false, &["nope"]).unwrap_err()),
+        "mcp_server_unavailable"
+    );
+    assert_eq!(
+        code(create(&mut c, "plain", true, &["taken"]).unwrap_err()),
+        "mcp_restricted"
+    );
+    assert_eq!(
+        code(create(&mut c, "withfiles", true, &[]).unwrap_err()),
+        "mcp_restricted"
+    );
+    assert_eq!(
+        code(create(&mut c, "plain", false, &["a", "a"]).unwrap_err()),
+        "mcp_server_invalid"
+    );
     // Before dispatch: each turn fails with its code and no session is made.
     let dispatch = [
-        (json!({"name": "t", "command": "/x", "env": ["FILES_TOKEN"]}), "mcp_env_not_allowed"),
-        (json!({"name": "t", "command": "/x", "env": ["UNSET_TOKEN"]}), "mcp_env_unset"),
-        (json!({"name": "t", "command": "/x", "env": ["SHARED"]}), "mcp_env_conflict"),
+        (
+            json!({"name": "t", "command": "/x", "env": ["FILES_TOKEN"]}),
+            "mcp_env_not_allowed",
+        ),
+        (
+            json!({"name": "t", "command": "/x", "env": ["UNSET_TOKEN"]}),
+            "mcp_env_unset",
+        ),
+        (
+            json!({"name": "t", "command": "/x", "env": ["SHARED"]}),
+            "mcp_env_conflict",
+        ),
     ];
     for (i, (description, expected)) in dispatch.into_iter().enumerate() {
         register(&mut c, description).unwrap();
@@ -270,5 +368,9 @@ fn a_provider_naming_a_reserved_variable_is_refused_by_the_config_check() {
     write_config_with(&ctx, json!({}), json!({}), providers);
     let out = ctx.output(ctx.command(["config", "validate"]));
     assert_eq!(out.code, Some(2), "{out:?}");
-    assert!(out.stderr.contains("mcpServers") && out.stderr.contains("reserved"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("mcpServers") && out.stderr.contains("reserved"),
+        "{}",
+        out.stderr
+    );
 }

@@ -4,11 +4,12 @@
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult, NoParams, PermissionsList, PermissionsRespond,
-    PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
-    SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure, ThreadsCreate, ThreadsList,
-    ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet, TurnsList, TurnsResolve,
-    TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
+    JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult, NoParams, PermissionsList,
+    PermissionsRespond, PermissionsResult, ReloadResult, RespondResult, RevokeResult,
+    SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure,
+    ThreadsCreate, ThreadsList, ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet,
+    TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd,
+    WorkspacesResult,
 };
 use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 

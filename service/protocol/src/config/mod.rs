@@ -21,13 +21,13 @@ use serde_json::Value;
 use crate::Scope;
 
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
+pub(crate) use envfile::valid_env_name;
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
 };
-pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
-pub(crate) use envfile::valid_env_name;
 pub(crate) use validate::valid_name;
+pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
 /// says otherwise: 30 days.

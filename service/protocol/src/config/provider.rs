@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::envfile::valid_env_name;
-use crate::mcp::McpServer;
 use super::{EnvFile, ProviderConfig, VcsIdentity};
+use crate::mcp::McpServer;
 
 /// The name of the built-in deterministic provider.
 pub const ECHO_PROVIDER: &str = "echo";
@@ -346,11 +346,9 @@ impl ProviderSpec {
                 });
             }
         }
-        crate::mcp::validate_servers(&self.mcp_servers).map_err(|refusal| {
-            ProviderError::Mcp {
-                provider: provider(),
-                refusal,
-            }
+        crate::mcp::validate_servers(&self.mcp_servers).map_err(|refusal| ProviderError::Mcp {
+            provider: provider(),
+            refusal,
         })?;
         for (i, key) in self.mcp_env_allowlist.iter().enumerate() {
             if !valid_env_name(key) || crate::mcp::reserved_env(key) {

@@ -9,7 +9,9 @@ fn server(v: serde_json::Value) -> McpServer {
 }
 
 fn stdio(name: &str) -> McpServer {
-    server(json!({"name": name, "command": "/usr/bin/mcp-files", "args": ["--root", "/srv"], "env": ["FILES_TOKEN"]}))
+    server(
+        json!({"name": name, "command": "/usr/bin/mcp-files", "args": ["--root", "/srv"], "env": ["FILES_TOKEN"]}),
+    )
 }
 
 fn code(servers: &[McpServer]) -> &'static str {
@@ -19,7 +21,8 @@ fn code(servers: &[McpServer]) -> &'static str {
 #[test]
 fn valid_descriptions_pass_for_every_transport() {
     let http = server(json!({"name": "web", "transport": "http", "url": "https://mcp.example/x"}));
-    let sse = server(json!({"name": "events", "transport": "sse", "url": "http://127.0.0.1:9/sse"}));
+    let sse =
+        server(json!({"name": "events", "transport": "sse", "url": "http://127.0.0.1:9/sse"}));
     validate_servers(&[stdio("files"), http, sse]).unwrap();
     validate_servers(&[]).unwrap();
 }
@@ -44,7 +47,11 @@ fn shape_refusals_are_mcp_server_invalid() {
         json!({"name": "web", "transport": "sse", "url": "http://h", "env": ["A"]}),
     ];
     for case in cases {
-        assert_eq!(code(&[server(case.clone())]), "mcp_server_invalid", "{case}");
+        assert_eq!(
+            code(&[server(case.clone())]),
+            "mcp_server_invalid",
+            "{case}"
+        );
     }
     assert_eq!(code(&[stdio("same"), stdio("same")]), "mcp_server_invalid");
 }
@@ -61,9 +68,13 @@ fn unknown_fields_and_transports_do_not_parse() {
 
 #[test]
 fn bounds_are_mcp_limit_exceeded() {
-    let many: Vec<McpServer> = (0..=MAX_MCP_SERVERS).map(|i| stdio(&format!("s{i}"))).collect();
+    let many: Vec<McpServer> = (0..=MAX_MCP_SERVERS)
+        .map(|i| stdio(&format!("s{i}")))
+        .collect();
     assert_eq!(code(&many), "mcp_limit_exceeded");
-    let at_bound: Vec<McpServer> = (0..MAX_MCP_SERVERS).map(|i| stdio(&format!("s{i}"))).collect();
+    let at_bound: Vec<McpServer> = (0..MAX_MCP_SERVERS)
+        .map(|i| stdio(&format!("s{i}")))
+        .collect();
     validate_servers(&at_bound).unwrap();
     let long = "a".repeat(MAX_MCP_STRING_BYTES + 1);
     let cases = [
@@ -82,11 +93,23 @@ fn bounds_are_mcp_limit_exceeded() {
 
 #[test]
 fn reserved_names_are_refused_by_position_never_value() {
-    for name in ["LAPIS_AI_CONTROLLER_WORKSPACE", "LAPIS_X", "HOME", "PATH", "XDG_RUNTIME_DIR"] {
+    for name in [
+        "LAPIS_AI_CONTROLLER_WORKSPACE",
+        "LAPIS_X",
+        "HOME",
+        "PATH",
+        "XDG_RUNTIME_DIR",
+    ] {
         let s = server(json!({"name": "f", "command": "/bin/x", "env": ["OK", name]}));
         let err = validate_servers(&[s]).unwrap_err();
         assert_eq!(err.code().as_str(), "mcp_env_reserved");
-        assert_eq!(err, McpRefusal::EnvReserved { server: "f".into(), position: 2 });
+        assert_eq!(
+            err,
+            McpRefusal::EnvReserved {
+                server: "f".into(),
+                position: 2
+            }
+        );
         assert!(!err.to_string().contains(name), "{err}");
     }
     assert!(!reserved_env("LAPISX"));
@@ -96,13 +119,22 @@ fn reserved_names_are_refused_by_position_never_value() {
 fn selections_are_bounded_valid_and_unique() {
     validate_selection(&["a".into(), "b".into()]).unwrap();
     let many: Vec<String> = (0..=MAX_MCP_SERVERS).map(|i| format!("s{i}")).collect();
-    assert_eq!(validate_selection(&many).unwrap_err().code().as_str(), "mcp_limit_exceeded");
     assert_eq!(
-        validate_selection(&["a".into(), "a".into()]).unwrap_err().code().as_str(),
+        validate_selection(&many).unwrap_err().code().as_str(),
+        "mcp_limit_exceeded"
+    );
+    assert_eq!(
+        validate_selection(&["a".into(), "a".into()])
+            .unwrap_err()
+            .code()
+            .as_str(),
         "mcp_server_invalid"
     );
     assert_eq!(
-        validate_selection(&["a/b".into()]).unwrap_err().code().as_str(),
+        validate_selection(&["a/b".into()])
+            .unwrap_err()
+            .code()
+            .as_str(),
         "mcp_server_invalid"
     );
 }
@@ -110,13 +142,34 @@ fn selections_are_bounded_valid_and_unique() {
 #[test]
 fn every_refusal_has_its_own_code() {
     let refusals = [
-        McpRefusal::Invalid { position: 1, reason: "x" },
-        McpRefusal::Limit { what: "x", limit: 1 },
-        McpRefusal::EnvReserved { server: "s".into(), position: 1 },
-        McpRefusal::EnvNotAllowed { server: "s".into(), position: 1 },
-        McpRefusal::EnvUnset { server: "s".into(), position: 1 },
-        McpRefusal::EnvConflict { server: "s".into(), position: 1 },
-        McpRefusal::TransportUnsupported { server: "s".into(), transport: "http" },
+        McpRefusal::Invalid {
+            position: 1,
+            reason: "x",
+        },
+        McpRefusal::Limit {
+            what: "x",
+            limit: 1,
+        },
+        McpRefusal::EnvReserved {
+            server: "s".into(),
+            position: 1,
+        },
+        McpRefusal::EnvNotAllowed {
+            server: "s".into(),
+            position: 1,
+        },
+        McpRefusal::EnvUnset {
+            server: "s".into(),
+            position: 1,
+        },
+        McpRefusal::EnvConflict {
+            server: "s".into(),
+            position: 1,
+        },
+        McpRefusal::TransportUnsupported {
+            server: "s".into(),
+            transport: "http",
+        },
         McpRefusal::Restricted,
         McpRefusal::Unavailable { server: "s".into() },
     ];
@@ -147,6 +200,15 @@ fn provider_config_carries_and_validates_servers() {
         &json!({"command": "agent", "mcpServers": [{"name": "f", "command": "/bin/x", "env": "sk-secret-value"}]}),
     )
     .unwrap_err();
-    assert!(!malformed.to_string().contains("sk-secret-value"), "{malformed}");
-    assert!(ProviderSpec::from_json("p", &json!({"command": "agent", "mcpEnvAllowlist": ["LAPIS_TOKEN"]})).is_err());
+    assert!(
+        !malformed.to_string().contains("sk-secret-value"),
+        "{malformed}"
+    );
+    assert!(
+        ProviderSpec::from_json(
+            "p",
+            &json!({"command": "agent", "mcpEnvAllowlist": ["LAPIS_TOKEN"]})
+        )
+        .is_err()
+    );
 }
