@@ -383,9 +383,8 @@ pub enum TurnsCommand {
         turn: String,
         #[command(flatten)]
         prompt: PromptArgs,
-        /// Idempotency key [default: a fresh random id].
-        #[arg(long, value_name = "ID")]
-        command_id: Option<String>,
+        #[command(flatten)]
+        cmd: CommandIdArg,
         /// Wait for the turn to end and print its reply.
         #[arg(long, conflicts_with = "follow")]
         wait: bool,

@@ -184,6 +184,8 @@ fn definition(args: &ProvidersAddArgs) -> Result<ProviderConfig, CliError> {
             max_turn_seconds: None,
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),
+            restricted_mode: None,
+            allow_unrestricted: None,
         },
         (None, None) => {
             return Err(CliError::failure(

@@ -55,6 +55,7 @@ pub fn submit_and_watch(global: &GlobalArgs, client: &mut Client, s: Submission<
             command_id: s.command_id.clone(),
             prompt: s.prompt.to_owned(),
             max_turn_seconds: None,
+            expect: None,
         }),
         None => follower
             .client()
@@ -166,14 +167,14 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
         TurnsCommand::Continue {
             turn,
             prompt,
-            command_id,
+            cmd,
             wait,
             follow,
             no_thoughts,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
-            let command_id = super::command_id::given_or_fresh(command_id)?;
+            let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let watch = match (wait, follow) {
                 (_, true) => Watch::Follow,
                 (true, false) => Watch::Wait,
@@ -184,6 +185,7 @@ pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                             command_id: command_id.clone(),
                             prompt,
                             max_turn_seconds: None,
+                            expect: None,
                         })
                         .map_err(client_error)?;
                     if out.json {

@@ -176,6 +176,9 @@ pub struct TurnsContinue {
     /// provider's `maxTurnSeconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// The binding the caller relies on, as for `turns.submit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<crate::ThreadExpect>,
 }
 
 impl std::fmt::Debug for TurnsContinue {

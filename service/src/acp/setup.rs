@@ -47,7 +47,7 @@ pub(super) async fn establish<H: TurnHooks>(
             let loaded = s.call("session/load", load, limit).await;
             let replayed = s.set_replaying(false);
             match loaded {
-                Ok(_) => {
+                Ok(loaded) => {
                     emit(
                         s,
                         observation(
@@ -58,6 +58,7 @@ pub(super) async fn establish<H: TurnHooks>(
                         ),
                     )
                     .await?;
+                    restrict(s, request, previous, loaded.get("modes")).await?;
                     setup.origin = SessionOrigin::Loaded;
                     setup.session_id = Some(previous.clone());
                     return Ok(previous.clone());
@@ -111,9 +112,107 @@ pub(super) async fn establish<H: TurnHooks>(
         .await?;
         setup.origin = SessionOrigin::Reset;
     }
+    restrict(s, request, &session_id, created.get("modes")).await?;
     setup.session_id = Some(session_id.clone());
     Ok(session_id)
 }
+
+/// What became of a restricted thread's mode request, as recorded (never
+/// inferred from having asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ModeResult {
+    /// The agent accepted `session/set_mode` (or already was in the mode).
+    Applied,
+    /// The provider names no restricted mode, the agent does not offer it,
+    /// or it does not implement `session/set_mode`.
+    Unsupported,
+    /// The agent refused the request.
+    Rejected,
+    /// The agent reported no session modes, so whether it could honour one
+    /// is unknown; the mode is not requested.
+    Unreported,
+}
+
+impl ModeResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            ModeResult::Applied => "applied",
+            ModeResult::Unsupported => "unsupported",
+            ModeResult::Rejected => "rejected",
+            ModeResult::Unreported => "unreported",
+        }
+    }
+}
+
+/// Requests the provider's restricted mode on a restricted thread's new or
+/// loaded session and journals the native result (`restricted_mode`
+/// observation). Anything but `applied` fails the turn before the dispatch
+/// boundary (`restricted_mode_unavailable`) unless the provider allows
+/// running without it.
+async fn restrict<H: TurnHooks>(
+    s: &mut Session<H>,
+    request: &TurnRequest,
+    session_id: &str,
+    modes: Option<&Value>,
+) -> Result<(), TurnOutcome> {
+    if !request.restricted {
+        return Ok(());
+    }
+    let policy = &request.spec.restricted;
+    let offered = |mode: &str| {
+        modes
+            .and_then(|m| m.get("availableModes"))
+            .and_then(Value::as_array)
+            .is_some_and(|list| {
+                list.iter()
+                    .any(|m| m.get("id").and_then(Value::as_str) == Some(mode))
+            })
+    };
+    let result = match (&policy.mode, modes) {
+        (None, _) => ModeResult::Unsupported,
+        (Some(_), None) => ModeResult::Unreported,
+        (Some(mode), Some(m)) if m.get("currentModeId").and_then(Value::as_str) == Some(mode) => {
+            ModeResult::Applied
+        }
+        (Some(mode), Some(_)) if !offered(mode) => ModeResult::Unsupported,
+        (Some(mode), Some(_)) => {
+            let params = json!({"sessionId": session_id, "modeId": mode});
+            match s
+                .call(
+                    "session/set_mode",
+                    params,
+                    Some(request.limits.setup_timeout),
+                )
+                .await
+            {
+                Ok(_) => ModeResult::Applied,
+                Err(CallError::Rpc { code }) if code == METHOD_NOT_FOUND => ModeResult::Unsupported,
+                Err(CallError::Rpc { .. }) => ModeResult::Rejected,
+                Err(e) => return Err(setup_failure(e, "set_mode_failed", "set_mode_timeout")),
+            }
+        }
+    };
+    let allowed = result == ModeResult::Applied || policy.allow_unrestricted;
+    emit(
+        s,
+        observation(
+            "restricted_mode",
+            json!({
+                "mode": policy.mode, "result": result.as_str(),
+                "runsUnrestricted": result != ModeResult::Applied && allowed,
+            }),
+        ),
+    )
+    .await?;
+    if allowed {
+        Ok(())
+    } else {
+        Err(failed("restricted_mode_unavailable"))
+    }
+}
+
+/// JSON-RPC "method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
 
 fn observation(kind: &str, payload: Value) -> ActivityEvent {
     ActivityEvent::Observation {

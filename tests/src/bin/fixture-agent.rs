@@ -17,10 +17,13 @@
 //! need not appear in argv or output; never echoed) `--secrets` (prints
 //! every sample credential of `lapis_service::redact` to stderr and streams
 //! each as two message chunks split in its middle, plus one tool call whose
-//! title carries one); `--sleeper PIDFILE` is the grandchild itself;
-//! `--mcp-ledger PATH` appends the `mcpServers` of every `session/new` and
-//! `session/load` (one JSON line each); `--mcp-caps http,sse|none` sets the
-//! advertised `mcpCapabilities`.
+//! title carries one); `--sleeper PIDFILE` is the grandchild itself.
+//! `session/set_mode` accepts `default` and `plan` (with a
+//! `current_mode_update`); `--reject-mode` refuses every request,
+//! `--no-set-mode` answers "method not found", `--mode-ledger PATH` appends
+//! each requested mode id. `--mcp-ledger PATH` appends the `mcpServers` of
+//! every `session/new` and `session/load` (one JSON line each);
+//! `--mcp-caps http,sse|none` sets the advertised `mcpCapabilities`.
 //!
 //! Sessions: each `session/new` gets an id unique to this process
 //! (`fx-<pid>-<n>`); a prompt naming another session is refused. `--history
@@ -295,6 +298,39 @@ fn main() {
                 }));
             }
             ("session/cancel", None) => cancelled.store(true, Ordering::SeqCst),
+            ("session/set_mode", Some(id)) => {
+                // Modes `default` and `plan` (see --advertise); --reject-mode
+                // refuses every request; --no-set-mode does not implement it.
+                let mode = msg.pointer("/params/modeId").and_then(Value::as_str);
+                let session = msg.pointer("/params/sessionId").and_then(Value::as_str);
+                if let Some(ledger) = script.get("mode-ledger") {
+                    let line = format!("{}\n", mode.unwrap_or("?"));
+                    let mut f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(ledger)
+                        .expect("mode ledger");
+                    f.write_all(line.as_bytes()).expect("mode ledger write");
+                }
+                let error = if script.has("no-set-mode") {
+                    Some(json!({"code": -32601, "message": "method not found"}))
+                } else if script.has("reject-mode") || !matches!(mode, Some("default" | "plan")) {
+                    Some(json!({"code": -32602, "message": "mode refused"}))
+                } else {
+                    None
+                };
+                match error {
+                    Some(error) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "error": error})),
+                    None => {
+                        update(
+                            &out,
+                            session.unwrap_or("fx-1"),
+                            json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+                        );
+                        send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+                    }
+                }
+            }
             ("", Some(id)) => {
                 // A response to one of our permission requests.
                 let key = id.as_str().unwrap_or_default().to_string();

@@ -76,6 +76,7 @@ fn cont(client: &mut Client, prior: &str, cmd: &str, prompt: &str) -> Result<Tur
         command_id: cmd.to_owned(),
         prompt: prompt.to_owned(),
         max_turn_seconds: None,
+        expect: None,
     })
 }
 

@@ -118,6 +118,8 @@ async fn restricted_threads_and_requests_without_allow_options_still_ask() {
         );
         req.approval = ApprovalPolicy::AllowAll;
         req.restricted = restricted;
+        // The fixture offers no restricted mode: let the turn run without it.
+        req.spec.restricted.allow_unrestricted = true;
         let (outcome, hooks) =
             run_with(req, |_| Recorder::new(AskMode::Answer("opt-reject_once"))).await;
         assert_eq!(outcome, completed());

@@ -29,6 +29,7 @@ mod ops_notify;
 mod ops_reload;
 mod ops_status;
 mod policy;
+mod policy_modes;
 mod policy_receipts;
 mod protocol;
 mod providers;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::mcp::McpServer;
-use lapis_protocol::params::ThreadsCreate;
+use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
 use lapis_protocol::{EventKind, TurnState};
 use serde_json::{Value, json};
 

@@ -64,7 +64,8 @@ fn add_and_remove_keep_tokens_and_every_other_field() {
     let after = doc(&config);
     assert_eq!(
         after["providers"]["claude"],
-        json!({"command": "claude-agent-acp", "envAllowlist": ["ANTHROPIC_API_KEY"]})
+        json!({"command": "claude-agent-acp", "envAllowlist": ["ANTHROPIC_API_KEY"],
+            "restrictedMode": "plan"})
     );
     let mut without = after.clone();
     without["providers"]
@@ -128,7 +129,8 @@ fn add_with_own_command_args_and_allowlist() {
     assert_eq!(
         doc(&config)["providers"]["gemini"],
         json!({"command": "gemini", "args": ["--acp"],
-            "envAllowlist": ["GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT"]})
+            "envAllowlist": ["GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT"],
+            "restrictedMode": "plan"})
     );
 }
 

@@ -54,6 +54,8 @@ impl CatalogueEntry {
             max_turn_seconds: None,
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),
+            restricted_mode: self.restricted_mode.map(str::to_owned),
+            allow_unrestricted: None,
         }
     }
 }

@@ -157,6 +157,15 @@ pub struct ProviderConfig {
     /// may draw from the controller's env file / environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_env_allowlist: Vec<String>,
+    /// The ACP session mode (`session/set_mode`) requested for restricted
+    /// threads (e.g. `plan`); without it a restricted turn fails
+    /// `restricted_mode_unavailable` unless `allowUnrestricted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restricted_mode: Option<String>,
+    /// Let restricted turns run when their mode cannot be applied (they
+    /// still never auto-approve). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unrestricted: Option<bool>,
 }
 
 /// `vcsIdentity`.

@@ -95,6 +95,8 @@ pub struct ProviderSpec {
     pub mcp_servers: Vec<McpServer>,
     /// Environment names application MCP servers may draw.
     pub mcp_env_allowlist: Vec<String>,
+    /// The session mode restricted threads request.
+    pub restricted: RestrictedPolicy,
 }
 
 /// The service's environment as an agent launch sees it: where bare command
@@ -157,6 +159,14 @@ impl ProviderSpec {
                 provider: name.to_string(),
                 reason,
             })?;
+        let restricted = RestrictedPolicy::from_fields(
+            config.restricted_mode.as_deref(),
+            config.allow_unrestricted,
+        )
+        .map_err(|reason| ProviderError::Malformed {
+            provider: name.to_string(),
+            reason,
+        })?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -167,6 +177,7 @@ impl ProviderSpec {
             session,
             mcp_servers: config.mcp_servers.clone(),
             mcp_env_allowlist: config.mcp_env_allowlist.clone(),
+            restricted,
         };
         spec.validate()?;
         Ok(spec)
@@ -195,9 +206,11 @@ impl ProviderSpec {
                     | "maxTurnSeconds"
                     | "mcpServers"
                     | "mcpEnvAllowlist"
+                    | "restrictedMode"
+                    | "allowUnrestricted"
             ) {
                 return Err(bad(
-                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, mcpServers, mcpEnvAllowlist)".into(),
+                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, restrictedMode, allowUnrestricted, mcpServers, mcpEnvAllowlist)".into(),
                 ));
             }
         }
@@ -265,6 +278,7 @@ impl ProviderSpec {
         };
         let mcp_env_allowlist =
             string_list(obj.get("mcpEnvAllowlist"), "mcpEnvAllowlist").map_err(bad)?;
+        let restricted = RestrictedPolicy::from_json(obj).map_err(bad)?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -275,6 +289,7 @@ impl ProviderSpec {
             session,
             mcp_servers,
             mcp_env_allowlist,
+            restricted,
         };
         spec.validate()?;
         Ok(spec)
@@ -293,6 +308,7 @@ impl ProviderSpec {
             session: SessionPolicy::default(),
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),
+            restricted: RestrictedPolicy::default(),
         }
     }
 
@@ -499,8 +515,10 @@ fn is_executable(path: &Path) -> bool {
 }
 
 mod policy;
+mod restricted;
 
 pub use policy::SessionPolicy;
+pub use restricted::RestrictedPolicy;
 
 #[cfg(test)]
 mod tests;

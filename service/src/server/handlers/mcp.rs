@@ -59,18 +59,33 @@ pub(super) fn check_create(
     names: &[String],
 ) -> Result<(), RpcError> {
     validate_selection(names).map_err(refusal)?;
+    check_restricted(ctx, provider, restricted, names)?;
+    ctx.core
+        .mcp
+        .lookup(&session.principal, &session.application, names)
+        .map_err(refusal)?;
+    Ok(())
+}
+
+/// A restricted thread gets no MCP servers: neither the application's
+/// (`names`) nor its provider's (`threads.create` and `threads.configure`).
+pub(super) fn check_restricted(
+    ctx: &ServerContext,
+    provider: &str,
+    restricted: bool,
+    names: &[String],
+) -> Result<(), RpcError> {
+    if !restricted {
+        return Ok(());
+    }
     let provider_servers = ctx
         .core
         .engine
         .as_ref()
         .and_then(|e| e.provider_spec(provider))
         .is_some_and(|s| !s.mcp_servers.is_empty());
-    if restricted && (provider_servers || !names.is_empty()) {
+    if provider_servers || !names.is_empty() {
         return Err(refusal(McpRefusal::Restricted));
     }
-    ctx.core
-        .mcp
-        .lookup(&session.principal, &session.application, names)
-        .map_err(refusal)?;
     Ok(())
 }

@@ -171,10 +171,13 @@ pub async fn threads_configure(
     session: &AuthSession,
     p: params::ThreadsConfigure,
 ) -> Result<Value, RpcError> {
-    owned_thread(ctx, session, &p.thread_id).await?;
+    let thread = owned_thread(ctx, session, &p.thread_id).await?;
     if let Some(name) = &p.provider {
         provider(ctx, name)?;
     }
+    let provider_name = p.provider.as_deref().unwrap_or(&thread.provider);
+    let restricted = p.restricted.unwrap_or(thread.restricted);
+    super::mcp::check_restricted(ctx, provider_name, restricted, &thread.mcp_servers)?;
     let patch = ThreadPatch {
         provider: p.provider,
         approval: approval(p.approval.as_deref())?,

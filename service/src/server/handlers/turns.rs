@@ -56,7 +56,7 @@ pub async fn turns_continue(
     let receipt = ctx
         .core
         .store
-        .submit_turn(&actor(session), input)
+        .submit_turn_expecting(&actor(session), input, p.expect)
         .await
         .map_err(store_err)?;
     Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))

@@ -196,6 +196,7 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
     // Resolved by its owner it is settled (failed) and may be continued.
     s.resolve_turn(&owner(), &unknown.id, ResolveAs::Failed, true, None)
         .await
+        .map(|r| r.value)
         .unwrap();
     s.submit_turn(&owner(), continues(&th.id, &unknown.id, "q6", "retry"))
         .await
@@ -227,6 +228,7 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
     assert_eq!(refused.code(), "conflict");
     s.resolve_turn(&owner(), &t.id, ResolveAs::Cancelled, true, None)
         .await
+        .map(|r| r.value)
         .unwrap();
 
     // A completed prior with an unanswered permission request, or a tool
