@@ -315,6 +315,21 @@ fn every_refusal_has_its_stable_code() {
         code(create(&mut c, "plain", false, &["a", "a"]).unwrap_err()),
         "mcp_server_invalid"
     );
+    // threads.configure cannot make a thread with MCP servers restricted.
+    let open = create(&mut c, "plain", false, &["taken"]).unwrap();
+    let configure = ThreadsConfigure {
+        thread_id: open.clone(),
+        expected_version: 1,
+        provider: None,
+        approval: None,
+        restricted: Some(true),
+        retention: None,
+        command_id: None,
+    };
+    assert_eq!(
+        code(c.threads_configure(&configure).unwrap_err()),
+        "mcp_restricted"
+    );
     // Before dispatch: each turn fails with its code and no session is made.
     let dispatch = [
         (
