@@ -39,17 +39,6 @@ struct Inner {
 #[derive(Debug, Clone, Default)]
 pub struct McpRegistry(Arc<Mutex<Inner>>);
 
-/// Why `mcp.register` was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum RegisterError {
-    /// A description breaks a rule.
-    #[error(transparent)]
-    Refused(#[from] McpRefusal),
-    /// Another open connection of the application holds the name.
-    #[error("mcp server `{0}` is registered by another connection of this application")]
-    Taken(String),
-}
-
 /// A connection's hold on its registrations; dropping it withdraws them.
 #[derive(Debug)]
 pub struct McpLease {
@@ -87,7 +76,7 @@ impl McpRegistry {
         principal: &str,
         application: &str,
         servers: Vec<McpServer>,
-    ) -> Result<Vec<McpEndpoint>, RegisterError> {
+    ) -> Result<Vec<McpEndpoint>, McpRefusal> {
         validate_servers(&servers)?;
         let owner = (principal.to_owned(), application.to_owned());
         if lease.as_ref().is_some_and(|l| l.owner != owner) {
@@ -102,12 +91,10 @@ impl McpRegistry {
             }
         };
         let map = inner.servers.entry(owner.clone()).or_default();
-        if let Some(s) = servers
-            .iter()
-            .find(|s| map.get(&s.name).is_some_and(|e| e.lease != id))
-        {
-            return Err(RegisterError::Taken(s.name.clone()));
-        }
+        // A name another connection of the same application holds moves to
+        // this one: the newest registration wins, so an application that
+        // reconnects registers again without waiting for the server to
+        // notice that its old connection closed.
         map.retain(|_, e| e.lease != id);
         for s in &servers {
             map.insert(
@@ -183,16 +170,20 @@ mod tests {
     }
 
     #[test]
-    fn re_registering_replaces_and_other_connections_cannot_take_a_name() {
+    fn re_registering_replaces_and_the_newest_connection_takes_a_name_over() {
         let r = McpRegistry::default();
         let mut one = None;
         let mut two = None;
         r.register(&mut one, "o", "app", vec![server("a", "/bin/a")])
             .unwrap();
-        assert!(matches!(
-            r.register(&mut two, "o", "app", vec![server("a", "/bin/other")]),
-            Err(RegisterError::Taken(_))
-        ));
+        r.register(&mut two, "o", "app", vec![server("a", "/bin/other")])
+            .unwrap();
+        let a = r.lookup("o", "app", &["a".into()]).unwrap();
+        assert_eq!(a[0].command.as_deref(), Some("/bin/other"));
+        // The first connection closing no longer withdraws it.
+        drop(one);
+        assert!(r.lookup("o", "app", &["a".into()]).is_ok());
+        let mut one = None;
         r.register(&mut two, "o", "app", vec![server("b", "/bin/b")])
             .unwrap();
         r.register(&mut one, "o", "app", vec![server("c", "/bin/c")])

@@ -18,7 +18,7 @@ mod pool;
 mod worker;
 
 pub use broker::{AnswerError, PendingPermission, PermissionBroker};
-pub use mcp::{McpLease, McpRegistry, RegisterError};
+pub use mcp::{McpLease, McpRegistry};
 pub use outcome::DEADLINE_EXCEEDED;
 pub use pool::PoolStatus;
 pub use worker::{

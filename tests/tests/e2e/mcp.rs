@@ -232,6 +232,10 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
         .unwrap();
     assert_eq!(run(&mut again, &thread, "c3").state, TurnState::Completed);
     assert_eq!(ledger(&mcp_ledger).len(), 2);
+    // The SDK registers them again on its new connection when it reconnects.
+    again.reconnect().unwrap();
+    assert_eq!(run(&mut again, &thread, "c4").state, TurnState::Completed);
+    assert_eq!(ledger(&mcp_ledger).len(), 3);
     server.ctx.run(["turns", "show", &failed.id, "--json"]);
     server.finish(&[], &[]);
 }
@@ -291,13 +295,10 @@ fn every_refusal_has_its_stable_code() {
         c.mcp_register(many).map(|_| ()).map_err(code),
         Err("mcp_limit_exceeded".into())
     );
-    // Another connection of the same application cannot take a name.
+    // The newest connection of the application takes a name over.
     register(&mut c, json!({"name": "taken", "command": "/x"})).unwrap();
     let mut second = app(&server, OWNER, "editor");
-    assert_eq!(
-        register(&mut second, json!({"name": "taken", "command": "/y"})),
-        Err("conflict".into())
-    );
+    register(&mut second, json!({"name": "taken", "command": "/y"})).unwrap();
     // At threads.create.
     assert_eq!(
         code(create(&mut c, "plain", false, &["nope"]).unwrap_err()),

@@ -86,13 +86,17 @@ impl Client {
 
     /// `mcp.register`: offers these MCP servers to this application's
     /// threads for as long as this connection stays open (replacing what
-    /// it registered before). Threads select them by name in
-    /// `threads.create` (`mcpServers`).
+    /// it registered before; `[]` withdraws them). Threads select them by
+    /// name in `threads.create` (`mcpServers`). [`Client::reconnect`]
+    /// registers the last accepted list again on the new connection.
     pub fn mcp_register(
         &mut self,
         servers: Vec<crate::mcp::McpServer>,
     ) -> Result<McpRegisterResult, ClientError> {
-        self.call("mcp.register", &McpRegister { servers })
+        let params = McpRegister { servers };
+        let result = self.call("mcp.register", &params)?;
+        self.mcp = (!params.servers.is_empty()).then_some(params.servers);
+        Ok(result)
     }
 
     /// `threads.configure`: optimistic on `expectedVersion` (`conflict` when

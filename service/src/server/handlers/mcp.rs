@@ -3,10 +3,9 @@
 use serde_json::Value;
 
 use crate::auth::AuthSession;
-use crate::engine::RegisterError;
 use lapis_protocol::mcp::{McpRefusal, validate_selection};
 use lapis_protocol::params::{self, McpRegisterResult};
-use lapis_protocol::{ErrorCode, RpcError};
+use lapis_protocol::RpcError;
 
 use super::super::conn::Conn;
 use super::super::context::ServerContext;
@@ -34,10 +33,7 @@ pub fn mcp_register(
             &session.application,
             p.servers,
         )
-        .map_err(|e| match e {
-            RegisterError::Refused(r) => refusal(r),
-            e @ RegisterError::Taken(_) => RpcError::new(ErrorCode::Conflict, e.to_string()),
-        })?;
+        .map_err(refusal)?;
     tracing::info!(
         conn = conn.number,
         application = %session.application,
