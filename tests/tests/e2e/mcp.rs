@@ -12,7 +12,7 @@ use std::path::Path;
 use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::mcp::McpServer;
 use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
-use lapis_protocol::{EventKind, TurnState};
+use lapis_protocol::{EventKind, ThreadExpect, TurnState};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
@@ -201,6 +201,13 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
     let thread = create(&mut editor, "tools", false, &["tickets"]).unwrap();
     let shown = editor.threads_get(&thread).unwrap();
     assert_eq!(shown.thread.mcp_servers, ["tickets"]);
+    // Reattachment states the servers relied on; another list is a mismatch.
+    let mut expect = ThreadExpect::of(&shown.thread);
+    editor.threads_attach(&thread, &expect).unwrap();
+    expect.mcp_servers = Some(vec!["other".into()]);
+    let err = editor.threads_attach(&thread, &expect).unwrap_err();
+    assert_eq!(err.code(), "binding_mismatch");
+    editor.detach(&thread);
     let done = run(&mut editor, &thread, "c1");
     assert_eq!(done.state, TurnState::Completed, "{done:?}");
     let got = ledger(&mcp_ledger);

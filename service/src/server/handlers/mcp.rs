@@ -3,9 +3,9 @@
 use serde_json::Value;
 
 use crate::auth::AuthSession;
+use lapis_protocol::RpcError;
 use lapis_protocol::mcp::{McpRefusal, validate_selection};
 use lapis_protocol::params::{self, McpRegisterResult};
-use lapis_protocol::RpcError;
 
 use super::super::conn::Conn;
 use super::super::context::ServerContext;
