@@ -20,8 +20,8 @@ pub mod server;
 
 pub use domain::{
     Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,
-    Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError, StoreResult, StoreStatus,
-    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
-    TurnState, Workspace,
+    Preparer, ProviderFacts, Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError,
+    StoreResult, StoreStatus, SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome,
+    Turn, TurnEnd, TurnEvent, TurnState, Workspace,
 };
 pub use store::{OpenReport, PendingAppend, Store, StoreOptions, ThreadFilter, TurnFilter};

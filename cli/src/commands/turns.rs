@@ -300,6 +300,9 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
             t.state.as_str(),
             t.outcome.as_deref().unwrap_or("-")
         ))?;
+        if let Some(p) = &t.prepared {
+            crate::output::line(format!("prepared  {}", prepared_line(p)))?;
+        }
         if let Some(asked) = &t.user_message {
             let text = match (&asked.text, asked.payload_unavailable) {
                 (Some(text), _) => text.replace('\n', "\n          "),
@@ -315,4 +318,36 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// One line of what a turn runs under (`turns show`): provider, approval
+/// (with why automatic approval is withheld), restriction, retention and
+/// the thread version it was claimed under.
+fn prepared_line(p: &lapis_protocol::PreparedConfig) -> String {
+    let a = &p.approval;
+    let approval = if a.requested == a.effective {
+        a.effective.as_str().to_owned()
+    } else {
+        format!(
+            "{} ({} requested; restricted)",
+            a.effective.as_str(),
+            a.requested.as_str()
+        )
+    };
+    let restricted = match (p.restricted, &p.restricted_mode) {
+        (false, _) => "unrestricted".to_owned(),
+        (true, Some(mode)) => format!("restricted (mode {mode})"),
+        (true, None) => "restricted (no mode)".to_owned(),
+    };
+    let mut line = format!(
+        "provider {}, approval {approval}, {restricted}, retention {}, thread version {}",
+        p.provider,
+        p.retention.as_str(),
+        p.thread_version
+    );
+    if !p.mcp_servers.is_empty() {
+        let names: Vec<&str> = p.mcp_servers.iter().map(|m| m.name.as_str()).collect();
+        line.push_str(&format!(", mcp {}", names.join(" ")));
+    }
+    line
 }

@@ -24,6 +24,12 @@ pub enum EventKind {
     /// turn. Content: under metadata-only retention the payload is kept in
     /// memory only, like the agent's reply.
     UserMessage,
+    /// What a claimed turn runs under (payload: its
+    /// [`PreparedConfig`](crate::PreparedConfig)), committed with the claim.
+    /// Metadata: kept under every retention; not content, so never part of
+    /// the turn's transcript (reply, continuation digest), and never a sign
+    /// that the agent started.
+    TurnPrepared,
     /// A turn changed state (payload: from, to, outcome).
     TurnState,
     /// A cancel was requested for a turn in flight.
@@ -47,11 +53,12 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
         EventKind::UserMessage,
+        EventKind::TurnPrepared,
         EventKind::TurnState,
         EventKind::CancelRequested,
         EventKind::TurnResolved,
@@ -70,6 +77,7 @@ impl EventKind {
             EventKind::ThreadConfigured => "thread_configured",
             EventKind::TurnSubmitted => "turn_submitted",
             EventKind::UserMessage => "user_message",
+            EventKind::TurnPrepared => "turn_prepared",
             EventKind::TurnState => "turn_state",
             EventKind::CancelRequested => "cancel_requested",
             EventKind::TurnResolved => "turn_resolved",

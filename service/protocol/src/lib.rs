@@ -24,6 +24,7 @@ mod message;
 pub mod notifications;
 pub mod params;
 mod permissions;
+mod prepared;
 mod records;
 mod scopes;
 mod state;
@@ -41,8 +42,10 @@ pub use hello::{
     BuildInfo, HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView,
     SessionView, StartupLine,
 };
+pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use permissions::{PendingRequest, PermissionChoice};
+pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{
     ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
 };

@@ -109,7 +109,8 @@ fn is_stdio(t: &McpTransport) -> bool {
 pub struct McpEndpoint {
     /// The server's name.
     pub name: String,
-    /// Its transport.
+    /// Its transport (`stdio` when absent).
+    #[serde(default)]
     pub transport: McpTransport,
     /// `mcp_` + lowercase hex SHA-256 of the description (name, transport,
     /// command, args, environment names, url).

@@ -189,6 +189,10 @@ pub struct Turn {
     /// Credentials replaced by `[REDACTED:…]` markers in this turn's journal.
     #[serde(default)]
     pub redactions: u64,
+    /// What the turn runs under, recorded when it was claimed (absent while
+    /// queued, and for turns claimed before schema version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared: Option<crate::PreparedConfig>,
     /// What the turn asked: its `user_message` journal event. Filled in by
     /// `turns.get` only (absent from lists and receipts).
     #[serde(default, skip_serializing_if = "Option::is_none")]

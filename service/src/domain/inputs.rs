@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use lapis_protocol::{ApprovalPolicy, Retention, Thread, Turn, Workspace};
+use lapis_protocol::config::ProviderSpec;
+use lapis_protocol::{ApprovalPolicy, McpEndpoint, Retention, Thread, Turn, Workspace};
 
 /// Who is asking: the authenticated principal and the application of its session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,12 +126,38 @@ pub struct TransitionOutcome {
     pub applied: bool,
 }
 
+/// What the engine knows of a thread's provider when one of its turns is
+/// claimed (the store holds no configuration). It goes into the turn's
+/// prepared record and back out in the [`Claim`], so the turn runs with
+/// exactly the definition that was recorded, even if a reload follows.
+#[derive(Debug, Clone)]
+pub struct ProviderFacts {
+    /// The provider definition the turn runs with.
+    pub spec: ProviderSpec,
+    /// Its identity fingerprint (lowercase hex SHA-256).
+    pub fingerprint: String,
+    /// The MCP servers the agent session is given, by identity.
+    pub mcp_servers: Vec<McpEndpoint>,
+    /// The same servers resolved with their environment values (never
+    /// persisted; `Debug` hides the values), or why they were refused: the
+    /// runner fails the turn with that code before anything is launched.
+    pub mcp: Result<Vec<crate::acp::mcp::LaunchServer>, lapis_protocol::mcp::McpRefusal>,
+}
+
+/// Called by the store's writer inside the claim, with the claimed turn's
+/// thread as it is at that moment; `None` when no provider of the thread's
+/// name is configured. Must be quick and must not call the store.
+pub type Preparer = std::sync::Arc<dyn Fn(&Thread) -> Option<ProviderFacts> + Send + Sync>;
+
 /// A turn handed to the runner by the scheduler. The workspace lease is held
 /// until the turn reaches a terminal or fenced state.
 #[derive(Debug)]
 pub struct Claim {
-    /// The turn, now `preparing`.
+    /// The turn, now `preparing`, with its prepared configuration.
     pub turn: Turn,
+    /// The provider the turn was prepared with (`None`: not configured at
+    /// claim; the runner fails the turn `unknown_provider`).
+    pub provider: Option<ProviderFacts>,
     /// Its thread.
     pub thread: Thread,
     /// Its workspace.

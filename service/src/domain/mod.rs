@@ -10,8 +10,8 @@ mod session;
 pub use clock::{Clock, ManualClock, SystemClock, secs_to_ms};
 pub use error::{StoreError, StoreResult};
 pub use inputs::{
-    Actor, Claim, NewThread, Receipt, ResolveAs, StoreStatus, SubmitTurn, ThreadPatch,
-    TransitionOutcome, TurnEnd,
+    Actor, Claim, NewThread, Preparer, ProviderFacts, Receipt, ResolveAs, StoreStatus, SubmitTurn,
+    ThreadPatch, TransitionOutcome, TurnEnd,
 };
 pub use lapis_protocol::{
     ApprovalPolicy, EventKind, JournalEvent, ReplayPage, ReplayScope, Retention, SessionBinding,

@@ -18,7 +18,9 @@ use crate::acp::{
 };
 use lapis_protocol::config::EnvFile;
 
-use crate::domain::{Claim, EventKind, SessionBinding, StoreError, TurnEnd};
+use crate::domain::{
+    Claim, EventKind, Preparer, ProviderFacts, SessionBinding, StoreError, TurnEnd,
+};
 use crate::store::Store;
 
 use super::broker::{AnswerError, PendingPermission, PermissionBroker};
@@ -227,6 +229,7 @@ impl Engine {
     async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut live: HashMap<tokio::task::Id, Live> = HashMap::new();
+        let prepare = self.preparer();
         loop {
             while let Some(done) = tasks.try_join_next_with_id() {
                 forget(&mut live, done);
@@ -244,7 +247,7 @@ impl Engine {
             // mid-commit would strand its turn in `preparing` until the
             // next open's recovery.
             let claim = tokio::select! {
-                claim = self.store.next_runnable() => claim,
+                claim = self.store.next_runnable_with(prepare.clone()) => claim,
                 _ = stop.changed() => break,
             };
             match claim {
@@ -321,26 +324,23 @@ impl Engine {
         self.running.fetch_add(1, Ordering::SeqCst);
         let turn_id = claim.turn.id.clone();
         let thread_id = claim.thread.id.clone();
-        let Some(spec) = self.provider(&claim.thread.provider) else {
+        // The provider and policy the turn was prepared with, as recorded
+        // in the claim's transaction; a reload since does not change them.
+        let (Some(facts), Some(prepared)) = (claim.provider, claim.turn.prepared.clone()) else {
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
                 .await;
             self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
-        let mcp = match self.mcp_servers(&claim, &spec).await {
+        let mcp = match facts.mcp {
             Ok(mcp) => mcp,
-            Err(code) => {
-                self.finish(&turn_id, TurnEnd::Failed(code.into())).await;
+            Err(refusal) => {
+                self.refuse_mcp(&turn_id, &refusal).await;
                 self.running.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
         };
-        let app_ids: Vec<String> = mcp
-            .iter()
-            .skip(spec.mcp_servers.len())
-            .map(|s| s.endpoint().identity)
-            .collect();
-        let fingerprint = acp::with_app_servers(&acp::fingerprint(&spec), &app_ids);
+        let (spec, fingerprint) = (facts.spec, facts.fingerprint);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {
             if b.fingerprint != fingerprint {
@@ -362,7 +362,7 @@ impl Engine {
         ));
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
-        limits.stderr.keep = claim.thread.retention == crate::domain::Retention::Full;
+        limits.stderr.keep = prepared.retention == crate::domain::Retention::Full;
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
         if let (Some(reason), Some(b)) = (replace, &bound) {
@@ -382,8 +382,8 @@ impl Engine {
         let request = TurnRequest {
             workspace: PathBuf::from(&claim.workspace.path),
             prompt: claim.prompt,
-            approval: claim.thread.approval,
-            restricted: claim.thread.restricted,
+            approval: prepared.approval.effective,
+            restricted: prepared.restricted,
             limits,
             lookup: self.lookup(),
             registry: Some(self.registry.clone()),

@@ -8,10 +8,10 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{
-    Actor, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread, Receipt,
-    ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult, StoreStatus,
-    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
-    Workspace,
+    Actor, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread, Preparer,
+    Receipt, ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult,
+    StoreStatus, SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd,
+    TurnEvent, Workspace,
 };
 
 use lapis_protocol::ThreadExpect;
@@ -270,19 +270,36 @@ impl Store {
 
     // ---- runner -----------------------------------------------------------
 
-    /// Claim the next runnable turn now, if any.
+    /// Claim the next runnable turn now, if any, without provider facts:
+    /// its prepared record names the provider but no fingerprint, mode or
+    /// identity (for callers without a configuration; the engine uses
+    /// [`try_claim_with`](Store::try_claim_with)).
     pub async fn try_claim(&self) -> StoreResult<Option<Claim>> {
-        self.op(|w| w.claim()).await
+        self.try_claim_with(no_facts()).await
+    }
+
+    /// Claim the next runnable turn now, if any; `prepare` gives its
+    /// provider's facts for the prepared record, inside the claim.
+    pub async fn try_claim_with(&self, prepare: Preparer) -> StoreResult<Option<Claim>> {
+        self.op(move |w| w.claim(&prepare)).await
     }
 
     /// Wait for and claim the next runnable turn (one per workspace, FIFO
-    /// inside a workspace, first-fit across, fenced workspaces skipped).
+    /// inside a workspace, first-fit across, fenced workspaces skipped),
+    /// without provider facts (see [`try_claim`](Store::try_claim)).
     pub async fn next_runnable(&self) -> StoreResult<Claim> {
+        self.next_runnable_with(no_facts()).await
+    }
+
+    /// [`next_runnable`](Store::next_runnable) with `prepare` giving the
+    /// provider's facts at the moment of the claim (a reload while waiting
+    /// is seen).
+    pub async fn next_runnable_with(&self, prepare: Preparer) -> StoreResult<Claim> {
         loop {
             let notified = self.shared().runnable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(claim) = self.try_claim().await? {
+            if let Some(claim) = self.try_claim_with(prepare.clone()).await? {
                 return Ok(claim);
             }
             notified.await;
@@ -408,4 +425,9 @@ impl Store {
         let id = id.to_owned();
         self.op(move |w| w.revoke_session(&id)).await
     }
+}
+
+/// A preparer that knows no provider.
+fn no_facts() -> Preparer {
+    Arc::new(|_: &Thread| None)
 }

@@ -57,6 +57,7 @@ mod journal;
 mod lock;
 mod ops_threads;
 mod ops_turns;
+mod prepared;
 mod read;
 mod receipts;
 mod recovery;

@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::domain::{
-    Actor, Claim, EventKind, Receipt, ResolveAs, Retention, SessionBinding, StoreError,
+    Actor, Claim, EventKind, Preparer, Receipt, ResolveAs, Retention, SessionBinding, StoreError,
     StoreResult, SubmitTurn, TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
 };
 
@@ -18,6 +18,7 @@ use super::continuation;
 use lapis_protocol::ThreadExpect;
 
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
+use super::prepared;
 use super::read;
 use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
 use super::transition::stage_transition;
@@ -233,8 +234,10 @@ impl Writer {
         })
     }
 
-    /// Hand the next runnable turn to the runner, if any (moves it to `preparing`).
-    pub fn claim(&mut self) -> StoreResult<Option<Claim>> {
+    /// Hand the next runnable turn to the runner, if any (moves it to
+    /// `preparing`), with its prepared configuration made from `prepare`'s
+    /// facts and committed in the same transaction (see [`super::prepared`]).
+    pub fn claim(&mut self, prepare: &Preparer) -> StoreResult<Option<Claim>> {
         let Some((_, id)) = self.sched.pick() else {
             return Ok(None);
         };
@@ -279,13 +282,15 @@ impl Writer {
             None => None,
         };
         let forget_prompt = thread.retention == Retention::MetadataOnly;
+        let provider = prepare(&thread);
+        let config = prepared::prepare(&thread, provider.as_ref());
         let after = self.write(|tx, j, st, now| {
             let after = stage_transition(tx, j, st, now, &row, TurnEvent::Claim, None, false)?
                 .ok_or_else(|| StoreError::conflict("turn is not queued"))?;
             if forget_prompt {
                 tx.execute("UPDATE turns SET prompt = NULL WHERE id = ?1", [&id])?;
             }
-            Ok(after)
+            prepared::stage(tx, j, st, now, &after, &config)
         })?;
         self.after_transition(row.state, &after);
         let cancel = self
@@ -295,6 +300,7 @@ impl Writer {
             .unwrap_or_else(|| watch::channel(false).1);
         Ok(Some(Claim {
             turn: after,
+            provider,
             thread,
             workspace,
             prompt,

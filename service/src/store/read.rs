@@ -95,7 +95,7 @@ pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
 /// Columns of a turn row, in [`turn_row`] order.
 pub const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
      cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
-     started_at, finished_at, resolved_at, agent_session_id, max_turn_seconds, redactions";
+     started_at, finished_at, resolved_at, agent_session_id, max_turn_seconds, redactions, prepared";
 
 /// Map a turn row.
 pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
@@ -122,6 +122,12 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
         max_turn_seconds: r.get::<_, Option<i64>>(18)?.map(|s| s as u64),
         awaiting_input: false,
         redactions: r.get::<_, i64>(19)? as u64,
+        prepared: match r.get_ref(20)?.as_str_or_null()? {
+            Some(json) => {
+                Some(serde_json::from_str(json).map_err(|_| bad("turns", &id, "prepared"))?)
+            }
+            None => None,
+        },
         user_message: None,
         id,
     })

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -171,14 +171,17 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
         then: Some(super::chain::backfill),
     },
     Migration {
-        // The application MCP servers (names, a JSON array) a thread's turns
-        // give the agent (issue 14 item 7). Only names persist: the
-        // descriptions live with the registering connection.
-        // TODO(merge): this is schema version 6 once hp's version 5 lands.
+        // Each turn's prepared configuration (issue 14), JSON written in the
+        // claim's transaction; turns claimed before it have none.
         then: None,
-        sql: r#"
-ALTER TABLE threads ADD COLUMN mcp_servers TEXT;
-"#,
+        sql: "ALTER TABLE turns ADD COLUMN prepared TEXT;",
+    },
+    Migration {
+        // Version 6: the application MCP servers (names, a JSON array) a
+        // thread's turns give the agent (issue 14 item 7). Only names
+        // persist: the descriptions live with the registering connection.
+        then: None,
+        sql: "ALTER TABLE threads ADD COLUMN mcp_servers TEXT;",
     },
 ];
 
@@ -311,6 +314,73 @@ mod tests {
             )
             .unwrap();
         assert_eq!((version, session), (3, None));
+    }
+
+    /// A version-4 database (before prepared configurations) upgrades in
+    /// place: turns claimed before it have no prepared record.
+    #[test]
+    fn a_version_4_database_upgrades_to_prepared_configurations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            migrate(&conn, 0).unwrap();
+            conn.pragma_update(None, "user_version", 4).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE turns DROP COLUMN prepared; \
+                 ALTER TABLE threads DROP COLUMN mcp_servers;",
+            )
+            .unwrap();
+            conn.execute_batch(
+                "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+                 restricted, retention, version, created_at, updated_at) \
+                 VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1); \
+                 INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
+                 state, outcome, created_at, updated_at, prepared_at, finished_at) \
+                 VALUES ('turn_1', 'thr_1', 'ws', 'owner', 'c1', 1, 'failed', 'x', 1, 1, 1, 1);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let prepared: Option<String> = conn
+            .query_row("SELECT prepared FROM turns WHERE id = 'turn_1'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(prepared, None);
+    }
+
+    /// A version-5 database (before MCP servers) upgrades in place: its
+    /// threads select none, and reading them stays valid.
+    #[test]
+    fn a_version_5_database_upgrades_to_mcp_server_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            migrate(&conn, 0).unwrap();
+            conn.pragma_update(None, "user_version", 5).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE threads DROP COLUMN mcp_servers; \
+                 INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+                 restricted, retention, version, created_at, updated_at) \
+                 VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
+        assert!(thread.mcp_servers.is_empty());
     }
 
     #[test]

@@ -119,6 +119,12 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              AND (typeof(max_turn_seconds) != 'integer' OR max_turn_seconds < 1 \
              OR max_turn_seconds > 604800)) LIMIT 1",
             sid = session_id("agent_session_id"))),
+        // The prepared configuration is an object written at claim: never
+        // on a turn that was not claimed (the record itself is parsed where
+        // it is read, failing closed on a malformed one).
+        ("turns", "prepared", "SELECT id FROM turns WHERE prepared IS NOT NULL \
+             AND (typeof(prepared) != 'text' OR NOT json_valid(prepared) \
+             OR json_type(prepared) != 'object' OR prepared_at IS NULL) LIMIT 1".into()),
         ("turns", "references", "SELECT id FROM turns u WHERE NOT EXISTS \
              (SELECT 1 FROM threads t WHERE t.id = u.thread_id AND t.workspace_id = u.workspace_id) \
              OR (continues IS NOT NULL AND NOT EXISTS \
@@ -163,6 +169,7 @@ pub fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
             return Err(StoreError::InvalidRow { table, row, check });
         }
     }
+    validate_prepared(conn)?;
     let events = validate_events(conn)?;
     let count = |t: &str| -> StoreResult<u64> {
         conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| {
@@ -177,6 +184,24 @@ pub fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
         turns: count("turns")?,
         events,
     })
+}
+
+/// Every stored prepared configuration parses as the record it claims to
+/// be (one scan of the claimed turns; the object check is SQL's).
+fn validate_prepared(conn: &Connection) -> StoreResult<()> {
+    let mut stmt = conn.prepare("SELECT id, prepared FROM turns WHERE prepared IS NOT NULL")?;
+    let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
+    while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
+        let json = r.get_ref(1)?.as_bytes().unwrap_or_default();
+        if serde_json::from_slice::<lapis_protocol::PreparedConfig>(json).is_err() {
+            return Err(StoreError::InvalidRow {
+                table: "turns",
+                row: r.get::<_, String>(0).unwrap_or_else(|_| "?".to_owned()),
+                check: "prepared",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The event checks, in one scan (see module docs). Returns the row count.

@@ -176,6 +176,10 @@ fn settings(home: &Path) -> insta::Settings {
         r#""fingerprint": "[0-9a-f]{64}""#,
         r#""fingerprint": "[FINGERPRINT]""#,
     );
+    s.add_filter(
+        r#""providerFingerprint": "[0-9a-f]{64}""#,
+        r#""providerFingerprint": "[FINGERPRINT]""#,
+    );
     s.add_filter(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]");
     s.add_filter(
         r#""(pid|uptimeSeconds|version|commit|date|target|build)": ("[^"]*"|\d+)"#,

@@ -124,7 +124,8 @@ fn provider_servers_reach_the_agent_on_new_and_on_load_and_values_stay_out_of_re
         json!({}),
         json!({ "tools": provider }),
     );
-    let mut client = app(&server, OWNER, "editor");
+    // As the CLI's application, so `turns show` and `threads show` see it.
+    let mut client = app(&server, OWNER, "lapis-cli");
     let thread = create(&mut client, "tools", false, &[]).unwrap();
     let first = run(&mut client, &thread, "c1");
     let second = run(&mut client, &thread, "c2");
@@ -138,15 +139,24 @@ fn provider_servers_reach_the_agent_on_new_and_on_load_and_values_stay_out_of_re
     for line in &got {
         assert_eq!(line["mcpServers"], expected);
     }
-    // What persists: names, transports and identities, never values.
-    let seen = observations(&mut client, &thread);
-    assert_eq!(seen.len(), 2);
-    let endpoint = &seen[0]["payload"]["servers"][0];
+    // What persists: names, transports and identities in each turn's
+    // prepared configuration, never values.
+    for t in [&first, &second] {
+        let prepared = client.turns_get(&t.id).unwrap().prepared.unwrap();
+        assert_eq!(prepared.mcp_servers.len(), 1);
+    }
+    let shown = server
+        .ctx
+        .run(["turns", "show", &first.id, "--json"])
+        .json();
+    let endpoint = &shown["turn"]["prepared"]["mcpServers"][0];
     assert_eq!(endpoint["name"], "files");
     assert_eq!(endpoint["transport"], "stdio");
     assert!(endpoint["identity"].as_str().unwrap().starts_with("mcp_"));
-    server.ctx.run(["turns", "show", &first.id, "--json"]);
-    server.ctx.run(["threads", "show", &thread, "--json"]);
+    let plain = server.ctx.run(["turns", "show", &first.id]);
+    assert!(plain.stdout.contains(", mcp files"), "{}", plain.stdout);
+    let thread_shown = server.ctx.run(["threads", "show", &thread, "--json"]);
+    assert_eq!(thread_shown.code, Some(0), "{thread_shown:?}");
     let listed = server.ctx.run(["providers", "list", "--json"]).json();
     let tools = listed["configured"]
         .as_array()
@@ -225,6 +235,10 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
     assert_eq!(failed.state, TurnState::Failed, "{failed:?}");
     assert_eq!(failed.outcome.as_deref(), Some("mcp_server_unavailable"));
     assert_eq!(failed.dispatched_at, None);
+    let refused = observations(&mut again, &thread);
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0]["payload"]["refused"], "mcp_server_unavailable");
+    assert!(failed.prepared.as_ref().unwrap().mcp_servers.is_empty());
     assert_eq!(ledger(&mcp_ledger).len(), 1);
     assert_eq!(
         std::fs::read_to_string(&prompts).unwrap().lines().count(),
@@ -243,7 +257,6 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
     again.reconnect().unwrap();
     assert_eq!(run(&mut again, &thread, "c4").state, TurnState::Completed);
     assert_eq!(ledger(&mcp_ledger).len(), 3);
-    server.ctx.run(["turns", "show", &failed.id, "--json"]);
     server.finish(&[], &[]);
 }
 

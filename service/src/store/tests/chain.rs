@@ -171,13 +171,14 @@ async fn a_removed_payload_breaks_the_chain_a_never_written_one_does_not() {
 async fn an_unchained_database_is_chained_once_by_the_migration() {
     let (dir, _) = journal_with(&[json!({ "text": "old" })], Retention::Full).await;
     let conn = Connection::open(db(&dir)).unwrap();
-    // Back to the shape before the chain: no hashes, no count.
-    conn.execute_batch(&format!(
-        "ALTER TABLE events DROP COLUMN hash; ALTER TABLE threads DROP COLUMN mcp_servers; \
-         ALTER TABLE turns DROP COLUMN redactions; PRAGMA user_version = {};",
-        // The version before the chain's migration (later steps undone too).
-        3
-    ))
+    // Back to the shape before the chain (version 3): no hashes, no count,
+    // nor what later versions added (prepared configurations, MCP names).
+    conn.execute_batch(
+        "ALTER TABLE events DROP COLUMN hash; \
+         ALTER TABLE turns DROP COLUMN redactions; \
+         ALTER TABLE turns DROP COLUMN prepared; \
+         ALTER TABLE threads DROP COLUMN mcp_servers; PRAGMA user_version = 3;",
+    )
     .unwrap();
     drop(conn);
     let s = Store::open(options(&dir.path().join("home"))).unwrap();

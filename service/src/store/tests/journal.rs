@@ -124,8 +124,8 @@ async fn replay_pages_are_bounded_and_snapshots_say_when_truncated() {
         }
     }
     assert_eq!(all, (1..=all.len() as u64).collect::<Vec<_>>());
-    // thread created, turn submitted, user message, claim, 20 chunks.
-    assert_eq!(all.len(), 1 + 1 + 1 + 1 + 20);
+    // thread created, turn submitted, user message, claim, prepared, 20 chunks.
+    assert_eq!(all.len(), 1 + 1 + 1 + 1 + 1 + 20);
     let snap = s.thread_snapshot(&th.id).await.unwrap();
     assert!(snap.truncated);
     assert_eq!(snap.tail.len(), 5);

@@ -85,6 +85,7 @@ async fn a_turn_runs_through_its_whole_lifecycle_and_is_journaled_in_order() {
             K::TurnSubmitted,
             K::UserMessage,
             K::TurnState,
+            K::TurnPrepared,
             K::TurnState,
             K::TurnState,
             K::MessageChunk,
@@ -94,7 +95,7 @@ async fn a_turn_runs_through_its_whole_lifecycle_and_is_journaled_in_order() {
         ]
     );
     let seqs: Vec<_> = page.events.iter().map(|e| e.thread_seq).collect();
-    assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+    assert_eq!(seqs, (1..=11).collect::<Vec<_>>());
     for e in &page.events {
         let got = sub.recv().await.unwrap();
         assert_eq!(got.seq, e.seq, "published in commit order");

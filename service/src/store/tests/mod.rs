@@ -6,6 +6,7 @@ mod chain;
 mod continuation;
 mod journal;
 mod lifecycle;
+mod prepared;
 mod receipts;
 mod scheduling;
 

@@ -1,0 +1,64 @@
+//! A turn's prepared configuration ([`PreparedConfig`]), made from its
+//! thread and its provider's facts and staged in the claim's transaction:
+//! the `prepared` column and a `turn_prepared` journal event carry the same
+//! value, so the record can never exist without the claim or vice versa.
+//!
+//! `turn_prepared` is a lifecycle kind: its payload is metadata (names,
+//! flags, digests), kept under every retention, and it is never content,
+//! so it is no part of a reply or a continuation's digest and never moves
+//! the turn (only the agent's own progress marks a turn running).
+
+use rusqlite::Connection;
+
+use crate::domain::{EventKind, ProviderFacts, StoreError, StoreResult, Thread, Turn};
+use lapis_protocol::{PreparedApproval, PreparedConfig};
+
+use super::journal::{Journal, JournalTx};
+use super::read;
+
+/// The configuration a turn of `thread` runs under, given what the engine
+/// knows of its provider (`None`: not configured).
+pub(super) fn prepare(thread: &Thread, facts: Option<&ProviderFacts>) -> PreparedConfig {
+    let restricted = thread.restricted;
+    let policy = facts.map(|f| &f.spec.restricted);
+    PreparedConfig {
+        provider: thread.provider.clone(),
+        provider_fingerprint: facts.map(|f| f.fingerprint.clone()),
+        approval: PreparedApproval::new(thread.approval, restricted),
+        restricted,
+        restricted_mode: policy.filter(|_| restricted).and_then(|p| p.mode.clone()),
+        allow_unrestricted: restricted && policy.is_some_and(|p| p.allow_unrestricted),
+        retention: thread.retention,
+        vcs_identity: facts.and_then(|f| f.spec.vcs_identity.as_ref().map(|v| v.name.clone())),
+        thread_version: thread.version,
+        mcp_servers: facts.map(|f| f.mcp_servers.clone()).unwrap_or_default(),
+    }
+}
+
+/// Stores `prepared` on the claimed turn and journals it, inside the
+/// claim's transaction; returns the turn as it now reads.
+pub(super) fn stage(
+    tx: &Connection,
+    journal: &Journal,
+    stage: &mut JournalTx,
+    now: i64,
+    turn: &Turn,
+    prepared: &PreparedConfig,
+) -> StoreResult<Turn> {
+    let value = serde_json::to_value(prepared)
+        .map_err(|_| StoreError::invalid("prepared configuration does not serialize"))?;
+    tx.execute(
+        "UPDATE turns SET prepared = ?1 WHERE id = ?2",
+        rusqlite::params![value.to_string(), turn.id],
+    )?;
+    journal.append(
+        tx,
+        stage,
+        &turn.thread_id,
+        Some(&turn.id),
+        EventKind::TurnPrepared,
+        now,
+        Some(value),
+    )?;
+    read::turn(tx, &turn.id)?.ok_or_else(|| StoreError::not_found("turn", &turn.id))
+}
