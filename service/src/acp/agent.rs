@@ -15,7 +15,7 @@ use super::session::{Conn, Inbound};
 
 /// An agent process kept alive between turns.
 #[derive(Debug)]
-pub struct LiveAgent {
+pub(crate) struct LiveAgent {
     /// The process group.
     pub(super) process: AgentProcess,
     /// Its stdio connection.
@@ -30,27 +30,22 @@ pub struct LiveAgent {
 
 /// What an idle agent said since its last turn.
 #[derive(Debug, Default)]
-pub struct Stale {
+pub(crate) struct Stale {
     /// Messages it sent while no turn ran (requests were refused).
-    pub messages: Vec<Value>,
+    pub(crate) messages: Vec<Value>,
     /// It exited or its stream broke: it must be retired, not reused.
-    pub gone: bool,
+    pub(crate) gone: bool,
 }
 
 impl LiveAgent {
     /// The native session bound on this process.
-    pub fn session_id(&self) -> &str {
+    pub(crate) fn session_id(&self) -> &str {
         &self.session_id
-    }
-
-    /// Whether the agent supports `session/load`.
-    pub fn loads_sessions(&self) -> bool {
-        self.load_session
     }
 
     /// Drains what arrived while the agent was idle, without waiting.
     /// Requests (no turn can answer them) are refused with a JSON-RPC error.
-    pub async fn take_stale(&mut self) -> Stale {
+    pub(crate) async fn take_stale(&mut self) -> Stale {
         let mut stale = Stale::default();
         if self.process.exited() || self.conn.broken {
             stale.gone = true;
@@ -78,7 +73,7 @@ impl LiveAgent {
 
     /// Ends the agent: closes stdin, discards (and counts) what it still
     /// says until it exits or the grace passes, then ends the group.
-    pub async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
+    pub(crate) async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
         self.conn.stdin = None;
         let deadline = Instant::now() + limits.exit_grace;
         let mut discarded = 0usize;

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use lapis_protocol::config::{CommandRef, ProviderSpec};
 
 /// Lowercase hex SHA-256 of the definition's identity.
-pub fn fingerprint(spec: &ProviderSpec) -> String {
+pub(crate) fn fingerprint(spec: &ProviderSpec) -> String {
     let command = match &spec.command {
         CommandRef::Absolute(p) => p.to_string_lossy().into_owned(),
         CommandRef::Bare(name) => name.clone(),
@@ -43,7 +43,7 @@ pub fn fingerprint(spec: &ProviderSpec) -> String {
 /// The fingerprint a thread's session is bound to: the provider's, folded
 /// with the identities of the application MCP servers its turns get (a
 /// re-registered server with another description replaces the session).
-pub fn with_app_servers(provider: &str, identities: &[String]) -> String {
+pub(crate) fn with_app_servers(provider: &str, identities: &[String]) -> String {
     if identities.is_empty() {
         return provider.to_owned();
     }

@@ -17,17 +17,17 @@ use crate::acp::{Invocation, PermissionAnswer, PermissionOption, PermissionReque
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingPermission {
     /// The turn that asked.
-    pub turn_id: String,
+    pub(crate) turn_id: String,
     /// The request's id within the turn.
     pub request_id: String,
     /// The turn's thread (for authorization by the caller).
     pub thread_id: String,
     /// The only acceptable option ids.
-    pub options: Vec<PermissionOption>,
+    pub(crate) options: Vec<PermissionOption>,
     /// The tool call the request is about.
-    pub invocation: Invocation,
+    pub(crate) invocation: Invocation,
     /// When the runner stops waiting (`permissions.list` shows it).
-    pub deadline: std::time::SystemTime,
+    pub(crate) deadline: std::time::SystemTime,
 }
 
 /// Why an answer was refused.
@@ -59,7 +59,7 @@ struct Entry {
 
 /// The registry of pending interactions. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct PermissionBroker {
+pub(crate) struct PermissionBroker {
     /// Keyed by (turn id, request id).
     inner: Arc<Mutex<HashMap<(String, String), Entry>>>,
 }
@@ -118,7 +118,7 @@ impl PermissionBroker {
     }
 
     /// Pending requests, optionally of one turn, in no particular order.
-    pub fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+    pub(crate) fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
         self.lock()
             .values()
             .filter(|e| turn_id.is_none_or(|t| e.info.turn_id == t))
@@ -126,16 +126,9 @@ impl PermissionBroker {
             .collect()
     }
 
-    /// The pending request, if any (for authorization before answering).
-    pub fn get(&self, turn_id: &str, request_id: &str) -> Option<PendingPermission> {
-        self.lock()
-            .get(&(turn_id.to_string(), request_id.to_string()))
-            .map(|e| e.info.clone())
-    }
-
     /// Delivers an answer. A selected option must be one of the offered ids
     /// exactly; otherwise the request stays pending and the call fails.
-    pub fn answer(
+    pub(crate) fn answer(
         &self,
         turn_id: &str,
         request_id: &str,

@@ -17,13 +17,11 @@ mod outcome;
 mod pool;
 mod worker;
 
-pub use broker::{AnswerError, PendingPermission, PermissionBroker};
-pub use mcp::{McpLease, McpRegistry};
-pub use outcome::DEADLINE_EXCEEDED;
-pub use pool::PoolStatus;
-pub use worker::{
-    CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineError, EngineHandle, EngineStatus,
-};
+pub(crate) use broker::PendingPermission;
+pub(crate) use mcp::{McpLease, McpRegistry};
+#[cfg(test)]
+pub(crate) use outcome::DEADLINE_EXCEEDED;
+pub use worker::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineHandle};
 
 #[cfg(test)]
 mod tests;

@@ -37,9 +37,9 @@ struct Idle {
 #[derive(Debug)]
 pub(super) struct Checkout {
     /// The agent.
-    pub agent: LiveAgent,
+    pub(crate) agent: LiveAgent,
     /// The turn it last ran.
-    pub last_turn: String,
+    pub(crate) last_turn: String,
 }
 
 #[derive(Debug, Default)]
@@ -58,9 +58,9 @@ pub struct PoolStatus {
     /// Agent processes alive (busy + idle).
     pub live: usize,
     /// Of those, idle ones.
-    pub idle: usize,
+    pub(crate) idle: usize,
     /// `server.maxLiveAgents`.
-    pub max_live: usize,
+    pub(crate) max_live: usize,
 }
 
 /// Cheap to clone; all clones share one pool.

@@ -24,7 +24,8 @@ pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
 pub(crate) use envfile::valid_env_name;
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
+    SessionPolicy,
 };
 pub(crate) use validate::valid_name;
 pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};

@@ -18,7 +18,7 @@ pub(super) fn refusal(r: McpRefusal) -> RpcError {
 
 /// `mcp.register`: replaces the servers this connection offers its
 /// application's threads; they are withdrawn when the connection closes.
-pub fn mcp_register(
+pub(crate) fn mcp_register(
     ctx: &ServerContext,
     conn: &mut Conn,
     session: &AuthSession,
