@@ -410,3 +410,38 @@ fn a_provider_naming_a_reserved_variable_is_refused_by_the_config_check() {
         out.stderr
     );
 }
+
+#[test]
+fn a_live_agent_keeps_its_session_until_an_application_server_changes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mcp_ledger = scratch.path().join("mcp");
+    // Agents stay alive between turns (default idleSeconds).
+    let provider = agent(
+        &["--mcp-ledger", &arg(&mcp_ledger)],
+        json!({"mcpEnvAllowlist": ["APP_TOKEN"]}),
+    );
+    let server = Server::start_in(
+        context_with_secrets(""),
+        json!({}),
+        json!({ "tools": provider }),
+    );
+    let mut editor = app(&server, OWNER, "editor");
+    let tickets = |args: &[&str]| {
+        desc(json!({"name": "tickets", "command": "/opt/mcp/tickets", "args": args}))
+    };
+    editor.mcp_register(vec![tickets(&["-v"])]).unwrap();
+    let thread = create(&mut editor, "tools", false, &["tickets"]).unwrap();
+    assert_eq!(run(&mut editor, &thread, "k1").state, TurnState::Completed);
+    // Same description: the live agent's session carries the next turn.
+    editor.mcp_register(vec![tickets(&["-v"])]).unwrap();
+    assert_eq!(run(&mut editor, &thread, "k2").state, TurnState::Completed);
+    assert_eq!(ledger(&mcp_ledger).len(), 1);
+    // Another description: the session is replaced, and the new one gets it.
+    editor.mcp_register(vec![tickets(&["-q"])]).unwrap();
+    assert_eq!(run(&mut editor, &thread, "k3").state, TurnState::Completed);
+    let got = ledger(&mcp_ledger);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1]["method"], "session/new");
+    assert_eq!(got[1]["mcpServers"][0]["args"], json!(["-q"]));
+    server.finish(&[], &[]);
+}
