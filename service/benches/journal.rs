@@ -45,6 +45,7 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 approval: ApprovalPolicy::Ask,
                 restricted: false,
                 retention: Retention::Full,
+                mcp_servers: Vec::new(),
             },
         )
         .await

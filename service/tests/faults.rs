@@ -42,6 +42,7 @@ async fn new_thread(store: &Store, root: &Path, ws: &str) -> String {
         approval: ApprovalPolicy::Ask,
         restricted: false,
         retention: Retention::Full,
+        mcp_servers: Vec::new(),
     };
     store.create_thread(&actor(), input).await.unwrap().value.id
 }
@@ -149,6 +150,7 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             approval: ApprovalPolicy::Ask,
             restricted: false,
             retention: Retention::Full,
+            mcp_servers: Vec::new(),
         };
         let th = store.create_thread(&actor(), input).await.unwrap().value;
         ack("thread", &th.id);

@@ -83,6 +83,7 @@ async fn run(ops: Vec<Op>) {
             approval: ApprovalPolicy::Ask,
             restricted: false,
             retention: Retention::Full,
+            mcp_servers: Vec::new(),
         };
         threads.push(store.create_thread(&actor(), input).await.unwrap().value.id);
     }

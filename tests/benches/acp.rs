@@ -105,6 +105,7 @@ fn request(spec: ProviderSpec, cwd: &std::path::Path) -> TurnRequest {
         resume: None,
         keep_alive: false,
         context: None,
+        mcp: Vec::new(),
     }
 }
 
@@ -158,6 +159,7 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
             approval: ApprovalPolicy::Ask,
             restricted: false,
             retention: Retention::Full,
+            mcp_servers: Vec::new(),
         };
         threads.push(store.create_thread(&actor, t).await.unwrap().value.id);
     }

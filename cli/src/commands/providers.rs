@@ -15,6 +15,7 @@ use lapis_protocol::config::{
     CATALOGUE, CatalogueEntry, CommandLookup, Config, ECHO_PROVIDER, EnvFile, ProviderConfig,
     ProviderSpec, catalogue_entry,
 };
+use lapis_service::acp::mcp;
 use serde_json::{Value, json};
 
 use super::paths::{installer_error, resolve};
@@ -83,11 +84,19 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
         if name == ECHO_PROVIDER {
             configured.remove(0);
         }
-        configured.push(json!({
+        let mut entry = json!({
             "name": name, "command": p.command, "args": p.args, "envAllowlist": p.env_allowlist,
             "builtin": false, "catalogue": catalogue_entry(name).is_some(),
             "found": at.is_some(), "path": at,
-        }));
+        });
+        // MCP servers by name, transport and identity: never a value (the
+        // config holds none), and no argv either.
+        if !spec.mcp_servers.is_empty() {
+            let endpoints: Vec<_> = spec.mcp_servers.iter().map(mcp::endpoint).collect();
+            entry["mcpServers"] = json!(endpoints);
+            entry["mcpEnvAllowlist"] = json!(spec.mcp_env_allowlist);
+        }
+        configured.push(entry);
     }
     let catalogue: Vec<Value> = CATALOGUE
         .iter()
@@ -132,6 +141,19 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
             line(v)
         };
         output::line(format!("  {name:<14} {cmd:<40} {}", status(v)))?;
+        if let Some(servers) = v["mcpServers"].as_array() {
+            let names: Vec<String> = servers
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} ({})",
+                        s["name"].as_str().unwrap_or(""),
+                        s["transport"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            output::line(format!("  {:<14} mcp: {}", "", names.join(", ")))?;
+        }
     }
     output::line("catalogue (`providers add NAME`):")?;
     for v in &catalogue {
@@ -160,6 +182,8 @@ fn definition(args: &ProvidersAddArgs) -> Result<ProviderConfig, CliError> {
             vcs_identity: None,
             idle_seconds: None,
             max_turn_seconds: None,
+            mcp_servers: Vec::new(),
+            mcp_env_allowlist: Vec::new(),
             restricted_mode: None,
             allow_unrestricted: None,
         },

@@ -28,6 +28,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 approval: Some(approval_name(approval).to_owned()),
                 restricted,
                 retention: Some(retention_name(retention).to_owned()),
+                mcp_servers: Vec::new(),
                 command_id: Some(command_id),
             };
             let thread = client

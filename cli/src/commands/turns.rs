@@ -343,10 +343,15 @@ fn prepared_line(p: &lapis_protocol::PreparedConfig) -> String {
         (true, Some(mode)) => format!("restricted (mode {mode})"),
         (true, None) => "restricted (no mode)".to_owned(),
     };
-    format!(
+    let mut line = format!(
         "provider {}, approval {approval}, {restricted}, retention {}, thread version {}",
         p.provider,
         p.retention.as_str(),
         p.thread_version
-    )
+    );
+    if !p.mcp_servers.is_empty() {
+        let names: Vec<&str> = p.mcp_servers.iter().map(|m| m.name.as_str()).collect();
+        line.push_str(&format!(", mcp {}", names.join(" ")));
+    }
+    line
 }

@@ -32,6 +32,10 @@ pub struct ThreadExpect {
     /// changes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
+    /// The application MCP servers (names, in order) the thread's turns
+    /// give the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 impl ThreadExpect {
@@ -73,6 +77,12 @@ impl ThreadExpect {
                 .is_some_and(|r| r != thread.retention.as_str()),
         );
         check("version", self.version.is_some_and(|v| v != thread.version));
+        check(
+            "mcpServers",
+            self.mcp_servers
+                .as_ref()
+                .is_some_and(|m| *m != thread.mcp_servers),
+        );
         out
     }
 
@@ -85,6 +95,7 @@ impl ThreadExpect {
             restricted: Some(thread.restricted),
             retention: Some(thread.retention.as_str().to_owned()),
             version: Some(thread.version),
+            mcp_servers: Some(thread.mcp_servers.clone()),
         }
     }
 }
@@ -108,6 +119,7 @@ mod tests {
             created_at: 1,
             updated_at: 1,
             agent_session: None,
+            mcp_servers: Vec::new(),
         }
     }
 
@@ -116,7 +128,7 @@ mod tests {
         let t = thread();
         assert!(ThreadExpect::default().mismatches(&t).is_empty());
         assert!(ThreadExpect::of(&t).mismatches(&t).is_empty());
-        let cases: [(&str, ThreadExpect); 6] = [
+        let cases: [(&str, ThreadExpect); 7] = [
             (
                 "application",
                 ThreadExpect {
@@ -159,6 +171,13 @@ mod tests {
                     ..Default::default()
                 },
             ),
+            (
+                "mcpServers",
+                ThreadExpect {
+                    mcp_servers: Some(vec!["tickets".into()]),
+                    ..Default::default()
+                },
+            ),
         ];
         for (field, expect) in cases {
             assert_eq!(expect.mismatches(&t), [field]);
@@ -170,6 +189,7 @@ mod tests {
             restricted: Some(false),
             retention: Some("x".into()),
             version: Some(9),
+            mcp_servers: Some(vec!["x".into()]),
         };
         assert_eq!(
             all.mismatches(&t),
@@ -179,7 +199,8 @@ mod tests {
                 "approval",
                 "restricted",
                 "retention",
-                "version"
+                "version",
+                "mcpServers"
             ]
         );
     }

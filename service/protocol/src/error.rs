@@ -49,11 +49,37 @@ pub enum ErrorCode {
     /// system, I/O error); reads still work and writes resume by themselves
     /// when the condition clears.
     StorageUnavailable,
+    /// An MCP server description breaks a shape rule (name, absolute
+    /// command, url, environment name syntax) or two servers share a name.
+    McpServerInvalid,
+    /// Too many MCP servers, arguments or environment names, or a
+    /// description too long.
+    McpLimitExceeded,
+    /// An MCP server names a reserved environment variable (`LAPIS_*` or
+    /// one the controller runs on).
+    McpEnvReserved,
+    /// An application's MCP server names a variable outside the provider's
+    /// `mcpEnvAllowlist`.
+    McpEnvNotAllowed,
+    /// A variable an MCP server needs has no value in the controller's env
+    /// file or environment.
+    McpEnvUnset,
+    /// One environment name would get two different values (an MCP
+    /// server's and the agent's own).
+    McpEnvConflict,
+    /// The agent does not advertise the MCP server's transport (`http`,
+    /// `sse`).
+    McpTransportUnsupported,
+    /// A restricted thread was given MCP servers.
+    McpRestricted,
+    /// An application MCP server the thread selected is not registered:
+    /// its connection closed (registrations are volatile) or it never was.
+    McpServerUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -69,6 +95,15 @@ impl ErrorCode {
         ErrorCode::InstanceLocked,
         ErrorCode::LimitReached,
         ErrorCode::StorageUnavailable,
+        ErrorCode::McpServerInvalid,
+        ErrorCode::McpLimitExceeded,
+        ErrorCode::McpEnvReserved,
+        ErrorCode::McpEnvNotAllowed,
+        ErrorCode::McpEnvUnset,
+        ErrorCode::McpEnvConflict,
+        ErrorCode::McpTransportUnsupported,
+        ErrorCode::McpRestricted,
+        ErrorCode::McpServerUnavailable,
     ];
 
     /// The stable string form.
@@ -89,6 +124,15 @@ impl ErrorCode {
             ErrorCode::InstanceLocked => "instance_locked",
             ErrorCode::LimitReached => "limit_reached",
             ErrorCode::StorageUnavailable => "storage_unavailable",
+            ErrorCode::McpServerInvalid => "mcp_server_invalid",
+            ErrorCode::McpLimitExceeded => "mcp_limit_exceeded",
+            ErrorCode::McpEnvReserved => "mcp_env_reserved",
+            ErrorCode::McpEnvNotAllowed => "mcp_env_not_allowed",
+            ErrorCode::McpEnvUnset => "mcp_env_unset",
+            ErrorCode::McpEnvConflict => "mcp_env_conflict",
+            ErrorCode::McpTransportUnsupported => "mcp_transport_unsupported",
+            ErrorCode::McpRestricted => "mcp_restricted",
+            ErrorCode::McpServerUnavailable => "mcp_server_unavailable",
         }
     }
 
@@ -114,6 +158,15 @@ impl ErrorCode {
             ErrorCode::InstanceLocked => -32011,
             ErrorCode::LimitReached => -32012,
             ErrorCode::StorageUnavailable => -32013,
+            ErrorCode::McpServerInvalid => -32014,
+            ErrorCode::McpLimitExceeded => -32015,
+            ErrorCode::McpEnvReserved => -32016,
+            ErrorCode::McpEnvNotAllowed => -32017,
+            ErrorCode::McpEnvUnset => -32018,
+            ErrorCode::McpEnvConflict => -32019,
+            ErrorCode::McpTransportUnsupported => -32020,
+            ErrorCode::McpRestricted => -32021,
+            ErrorCode::McpServerUnavailable => -32022,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

@@ -23,6 +23,7 @@ mod events;
 mod frame;
 mod hello;
 pub mod home;
+pub mod mcp;
 mod message;
 pub mod notifications;
 pub mod params;
@@ -45,9 +46,10 @@ pub use hello::{
     BuildInfo, HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView,
     SessionView, StartupLine,
 };
+pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use permissions::{PendingRequest, PermissionChoice};
-pub use prepared::{ApprovalSuppression, McpEndpoint, PreparedApproval, PreparedConfig};
+pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{
     ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
 };

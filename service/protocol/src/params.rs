@@ -42,9 +42,33 @@ pub struct ThreadsCreate {
     /// `full` (default) or `metadata-only`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<String>,
+    /// Names of MCP servers this application registered (`mcp.register`)
+    /// that every turn of the thread gives the agent, besides the
+    /// provider's own. A turn whose server is no longer registered fails
+    /// `mcp_server_unavailable` before dispatch. Refused on restricted threads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
     /// Makes the creation idempotent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
+}
+
+/// `mcp.register`: the MCP servers this connection offers its
+/// application's threads (replacing what it registered before; an empty
+/// list withdraws them). Volatile: they are gone when the connection closes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpRegister {
+    /// Launch descriptions (environment *names* only).
+    pub servers: Vec<crate::mcp::McpServer>,
+}
+
+/// `mcp.register` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpRegisterResult {
+    /// What is registered now: names, transports and identities.
+    pub servers: Vec<crate::mcp::McpEndpoint>,
 }
 
 /// Methods that name one thread.

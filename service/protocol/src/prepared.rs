@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::mcp::McpEndpoint;
 use super::records::{ApprovalPolicy, Retention};
 
 /// What a turn runs under (`turns.get`, thread snapshots, `turn_prepared`).
@@ -41,8 +42,10 @@ pub struct PreparedConfig {
     pub vcs_identity: Option<String>,
     /// The thread's configuration version the turn was claimed under.
     pub thread_version: u64,
-    /// Identities of the MCP servers the agent session is given (empty
-    /// until MCP servers are configured).
+    /// The MCP servers the agent session is given (the provider's, then
+    /// the thread's application servers): names, transports and identities,
+    /// never an environment value. Empty when the turn was refused before
+    /// dispatch for its MCP servers (its outcome says why).
     pub mcp_servers: Vec<McpEndpoint>,
 }
 
@@ -91,17 +94,6 @@ pub enum ApprovalSuppression {
     /// Structured-input requests (elicitation) are refused, never
     /// answered automatically, whatever the policy.
     StructuredInput,
-}
-
-/// An MCP server as a turn records it: its name and the identity of its
-/// launch description (never its environment values).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct McpEndpoint {
-    /// The server's name as the agent sees it.
-    pub name: String,
-    /// Lowercase hex SHA-256 of the launch description's identity.
-    pub identity: String,
 }
 
 #[cfg(test)]

@@ -112,6 +112,9 @@ pub struct Thread {
     /// dispatched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_session: Option<SessionBinding>,
+    /// Application MCP servers (names) every turn gives the agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

@@ -112,6 +112,7 @@ pub enum Method {
     PermissionsRespond,
     SessionsRevoke,
     ConfigReload,
+    McpRegister,
 }
 
 /// What the server requires before running a method.
@@ -231,6 +232,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "config.reload",
         Requirement::Scope(Scope::ConfigReload),
     ),
+    (
+        Method::McpRegister,
+        "mcp.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
 ];
 
 impl Method {
@@ -290,7 +296,8 @@ mod tests {
             | Method::PermissionsList
             | Method::PermissionsRespond
             | Method::SessionsRevoke
-            | Method::ConfigReload => m,
+            | Method::ConfigReload
+            | Method::McpRegister => m,
         };
         [
             Method::Hello,
@@ -315,6 +322,7 @@ mod tests {
             Method::PermissionsRespond,
             Method::SessionsRevoke,
             Method::ConfigReload,
+            Method::McpRegister,
         ]
         .into_iter()
         .map(probe)

@@ -24,13 +24,34 @@ pub(crate) fn fingerprint(spec: &ProviderSpec) -> String {
         .chain(spec.env_allowlist.iter().map(String::as_str))
         .collect();
     env.sort_unstable();
-    let identity = json!({
+    let mut identity = json!({
         "command": command,
         "args": spec.args,
         "env": env,
         "vcsIdentity": spec.vcs_identity.as_ref().map(|v| json!({"name": v.name, "email": v.email})),
     });
-    let digest = Sha256::digest(identity.to_string().as_bytes());
+    // Only when present, so definitions without MCP servers keep the
+    // fingerprint their threads' sessions were made under.
+    if !spec.mcp_servers.is_empty() {
+        let ids: Vec<String> = spec.mcp_servers.iter().map(super::mcp::identity).collect();
+        identity["mcpServers"] = json!(ids);
+        identity["mcpEnvAllowlist"] = json!(spec.mcp_env_allowlist);
+    }
+    digest_hex(&identity.to_string())
+}
+
+/// The fingerprint a thread's session is bound to: the provider's, folded
+/// with the identities of the application MCP servers its turns get (a
+/// re-registered server with another description replaces the session).
+pub(crate) fn with_app_servers(provider: &str, identities: &[String]) -> String {
+    if identities.is_empty() {
+        return provider.to_owned();
+    }
+    digest_hex(&json!({"provider": provider, "mcpServers": identities}).to_string())
+}
+
+fn digest_hex(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 

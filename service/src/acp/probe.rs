@@ -158,6 +158,7 @@ pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeError> {
         resume: None,
         keep_alive: false,
         context: None,
+        mcp: Vec::new(),
     };
     let (_cancel, signal) = cancel_channel();
     let mut session = Session::start(Conn::open(pipes), Arc::new(ProbeHooks), signal, &turn);

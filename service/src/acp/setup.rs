@@ -10,6 +10,7 @@
 use serde_json::{Value, json};
 
 use super::events::ActivityEvent;
+use super::mcp;
 use super::session::{CallError, Session};
 use super::turn::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnOutcome, TurnRequest, initialize_params,
@@ -60,11 +61,16 @@ pub(super) async fn establish<H: TurnHooks>(
         return Err(failed("protocol_version_unsupported"));
     }
     setup.load_session = init.pointer("/agentCapabilities/loadSession") == Some(&Value::Bool(true));
+    if let Err(refusal) = mcp::check_capabilities(&request.mcp, &init) {
+        return Err(failed(refusal.code().as_str()));
+    }
+    let servers = mcp::acp_servers(&request.mcp);
     let mut reset = None;
     if let Some(previous) = &request.resume {
         if setup.load_session {
             s.set_replaying(true);
-            let load = json!({"sessionId": previous, "cwd": request.workspace, "mcpServers": []});
+            let load =
+                json!({"sessionId": previous, "cwd": request.workspace, "mcpServers": servers});
             let loaded = s.call("session/load", load, limit).await;
             let replayed = s.set_replaying(false);
             match loaded {
@@ -97,7 +103,7 @@ pub(super) async fn establish<H: TurnHooks>(
             reset = Some("load_unsupported");
         }
     }
-    let new = json!({"cwd": request.workspace, "mcpServers": []});
+    let new = json!({"cwd": request.workspace, "mcpServers": servers});
     let created = s
         .call("session/new", new, limit)
         .await

@@ -93,6 +93,10 @@ pub struct TurnRequest {
     pub resume: Option<String>,
     /// Whether the caller keeps the agent for the thread's next turn.
     pub keep_alive: bool,
+    /// MCP servers the session gets (`session/new` and `session/load`),
+    /// resolved with their environment values; checked against the
+    /// agent's advertised MCP capabilities before the session is made.
+    pub mcp: Vec<super::mcp::LaunchServer>,
     /// A continuation's digest of its prior turn: sent as a second content
     /// block only when the session is new (not reused, not loaded), so an
     /// agent that lost the thread's history still sees what came before.

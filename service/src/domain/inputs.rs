@@ -42,6 +42,8 @@ pub struct NewThread {
     pub restricted: bool,
     /// Journal retention.
     pub retention: Retention,
+    /// Application MCP server names (validated by the caller).
+    pub mcp_servers: Vec<String>,
 }
 
 /// Input of `configure_thread`: `None` fields are left unchanged.
@@ -136,6 +138,10 @@ pub struct ProviderFacts {
     pub fingerprint: String,
     /// The MCP servers the agent session is given, by identity.
     pub mcp_servers: Vec<McpEndpoint>,
+    /// The same servers resolved with their environment values (never
+    /// persisted; `Debug` hides the values), or why they were refused: the
+    /// runner fails the turn with that code before anything is launched.
+    pub mcp: Result<Vec<crate::acp::mcp::LaunchServer>, lapis_protocol::mcp::McpRefusal>,
 }
 
 /// Called by the store's writer inside the claim, with the claimed turn's

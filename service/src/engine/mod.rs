@@ -12,11 +12,13 @@
 
 mod broker;
 mod hooks;
+mod mcp;
 mod outcome;
 mod pool;
 mod worker;
 
 pub(crate) use broker::PendingPermission;
+pub(crate) use mcp::{McpLease, McpRegistry};
 #[cfg(test)]
 pub(crate) use outcome::DEADLINE_EXCEEDED;
 pub use worker::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineHandle};

@@ -51,6 +51,9 @@ pub struct EngineConfig {
     pub(crate) max_live_agents: usize,
     /// Turns running at once (`server.maxRunningTurns`).
     pub(crate) max_running_turns: usize,
+    /// MCP servers applications registered on their connections (shared
+    /// with the server, which registers and withdraws them).
+    pub(crate) mcp: super::McpRegistry,
 }
 
 impl EngineConfig {
@@ -63,6 +66,7 @@ impl EngineConfig {
             shutdown_grace: Duration::from_secs(10),
             max_live_agents: 16,
             max_running_turns: 16,
+            mcp: super::McpRegistry::default(),
         }
     }
 
@@ -329,6 +333,14 @@ impl Engine {
             self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
+        let mcp = match facts.mcp {
+            Ok(mcp) => mcp,
+            Err(refusal) => {
+                self.refuse_mcp(&turn_id, &refusal).await;
+                self.running.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+        };
         let (spec, fingerprint) = (facts.spec, facts.fingerprint);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {
@@ -379,6 +391,7 @@ impl Engine {
             resume,
             keep_alive: spec.session.idle_seconds > 0,
             context: claim.context,
+            mcp,
             spec: spec.clone(),
         };
         let cancel = claim.cancel.clone();

@@ -40,4 +40,7 @@ pub(super) struct Conn {
     pub(crate) subscriptions: Subscriptions,
     /// Connection number, for logs.
     pub(crate) number: u64,
+    /// The MCP servers this connection registered (`mcp.register`);
+    /// dropped with the connection, which withdraws them.
+    pub(crate) mcp: Option<crate::engine::McpLease>,
 }

@@ -85,6 +85,7 @@ pub(crate) async fn run_connection<R, W>(
         outbox: Outbox(tx),
         subscriptions: Subscriptions::default(),
         number,
+        mcp: None,
     };
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
@@ -274,6 +275,7 @@ async fn run(
                     // Revoked or expired under us: the connection loses it.
                     conn.session = None;
                     conn.subscriptions.stop_all();
+                    conn.mcp = None;
                     return Err(e);
                 }
             };

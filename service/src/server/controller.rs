@@ -41,6 +41,8 @@ pub(crate) struct Core {
     pub(crate) permissions: Option<Arc<dyn PermissionResponder>>,
     /// The engine, for its live-agent and running-turn counters.
     pub(crate) engine: Option<Arc<Engine>>,
+    /// Application MCP servers (the engine's registry when there is one).
+    pub(crate) mcp: crate::engine::McpRegistry,
 }
 
 /// The provider names threads may use, shared by every connection and

@@ -61,6 +61,7 @@ pub(super) async fn hello(
         // A different session on the same connection: subscriptions of the
         // old one must not leak into the new one.
         conn.subscriptions.stop_all();
+        conn.mcp = None;
     }
     conn.session = Some(session);
     serde_json::to_value(result).map_err(internal)
@@ -135,6 +136,7 @@ pub(super) async fn method(
         Method::PermissionsRespond => {
             reply(handlers::permissions_respond(ctx, session, request.params()?).await)
         }
+        Method::McpRegister => handlers::mcp_register(ctx, conn, session, request.params()?),
     }
 }
 

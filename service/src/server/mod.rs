@@ -220,6 +220,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             store: store.clone(),
             providers: ProviderNames::new(providers),
             permissions: engine.clone().map(|e| e as Arc<dyn PermissionResponder>),
+            mcp: engine.as_ref().map(|e| e.mcp().clone()).unwrap_or_default(),
             engine,
         },
         reload,

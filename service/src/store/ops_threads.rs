@@ -91,7 +91,8 @@ impl Writer {
         check_name("workspace id", &input.workspace_id)?;
         check_name("provider", &input.provider)?;
         let restricted = if input.restricted { "1" } else { "0" };
-        let dig = digest(&[
+        let mcp = (!input.mcp_servers.is_empty()).then(|| json!(input.mcp_servers).to_string());
+        let mut parts = vec![
             "thread.create",
             &actor.application,
             &input.workspace_id,
@@ -99,7 +100,13 @@ impl Writer {
             input.approval.as_str(),
             restricted,
             input.retention.as_str(),
-        ]);
+        ];
+        // Only when present, so receipts made before MCP servers existed
+        // still replay.
+        if let Some(m) = &mcp {
+            parts.push(m);
+        }
+        let dig = digest(&parts);
         if let Some(cmd) = &input.command_id {
             check_name("command id", cmd)?;
             if let Some(found) = receipt(&self.conn, actor, cmd)? {
@@ -119,8 +126,8 @@ impl Writer {
         let thread = self.write(|tx, j, st, now| {
             tx.execute(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
-                 restricted, retention, version, created_at, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9)",
+                 restricted, retention, version, created_at, updated_at, mcp_servers) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10)",
                 params![
                     id,
                     actor.principal,
@@ -130,7 +137,8 @@ impl Writer {
                     input.approval.as_str(),
                     input.restricted,
                     input.retention.as_str(),
-                    now
+                    now,
+                    mcp
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
@@ -141,6 +149,10 @@ impl Writer {
                 "workspaceId": input.workspace_id, "provider": input.provider,
                 "approval": input.approval, "restricted": input.restricted, "retention": input.retention,
             });
+            let mut payload = payload;
+            if !input.mcp_servers.is_empty() {
+                payload["mcpServers"] = json!(input.mcp_servers);
+            }
             j.append(tx, st, &id, None, EventKind::ThreadCreated, now, Some(payload))?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))
         })?;

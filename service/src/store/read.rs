@@ -52,7 +52,7 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version";
+     agent_thread_version, mcp_servers";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -81,6 +81,12 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
                 thread_version: r.get::<_, Option<i64>>(13)?.unwrap_or(0) as u64,
             }),
             _ => None,
+        },
+        mcp_servers: match r.get::<_, Option<String>>(14)? {
+            None => Vec::new(),
+            Some(json) => {
+                serde_json::from_str(&json).map_err(|_| bad("threads", &id, "mcp_servers"))?
+            }
         },
         id,
     })

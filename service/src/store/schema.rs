@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -176,6 +176,13 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
         then: None,
         sql: "ALTER TABLE turns ADD COLUMN prepared TEXT;",
     },
+    Migration {
+        // Version 6: the application MCP servers (names, a JSON array) a
+        // thread's turns give the agent (issue 14 item 7). Only names
+        // persist: the descriptions live with the registering connection.
+        then: None,
+        sql: "ALTER TABLE threads ADD COLUMN mcp_servers TEXT;",
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -323,8 +330,11 @@ mod tests {
             let conn = Connection::open(&path).unwrap();
             migrate(&conn, 0).unwrap();
             conn.pragma_update(None, "user_version", 4).unwrap();
-            conn.execute_batch("ALTER TABLE turns DROP COLUMN prepared;")
-                .unwrap();
+            conn.execute_batch(
+                "ALTER TABLE turns DROP COLUMN prepared; \
+                 ALTER TABLE threads DROP COLUMN mcp_servers;",
+            )
+            .unwrap();
             conn.execute_batch(
                 "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
@@ -347,6 +357,34 @@ mod tests {
             })
             .unwrap();
         assert_eq!(prepared, None);
+    }
+
+    /// A version-5 database (before MCP servers) upgrades in place: its
+    /// threads select none, and reading them stays valid.
+    #[test]
+    fn a_version_5_database_upgrades_to_mcp_server_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            migrate(&conn, 0).unwrap();
+            conn.pragma_update(None, "user_version", 5).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE threads DROP COLUMN mcp_servers; \
+                 INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+                 restricted, retention, version, created_at, updated_at) \
+                 VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
+        assert!(thread.mcp_servers.is_empty());
     }
 
     #[test]

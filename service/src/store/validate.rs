@@ -91,6 +91,11 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              AND typeof(agent_thread_version) = 'integer' AND agent_thread_version >= 1 \
              AND agent_thread_version <= version)) LIMIT 1",
             sid = session_id("agent_session_id"), fp = hex64("agent_fingerprint"))),
+        ("threads", "mcp_servers", "SELECT id FROM threads WHERE mcp_servers IS NOT NULL \
+             AND (NOT json_valid(mcp_servers) OR json_type(mcp_servers) != 'array' \
+             OR json_array_length(mcp_servers) > 16 OR EXISTS (SELECT 1 FROM json_each(mcp_servers) e \
+             WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
+             OR e.value GLOB '*[^A-Za-z0-9._-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1".into()),
         ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
              (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
         ("turns", "fields", format!(

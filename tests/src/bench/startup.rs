@@ -34,6 +34,7 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
                     approval: ApprovalPolicy::Ask,
                     restricted: false,
                     retention: Retention::Full,
+                    mcp_servers: Vec::new(),
                 },
             )
             .await?

@@ -21,7 +21,9 @@
 //! `session/set_mode` accepts `default` and `plan` (with a
 //! `current_mode_update`); `--reject-mode` refuses every request,
 //! `--no-set-mode` answers "method not found", `--mode-ledger PATH` appends
-//! each requested mode id.
+//! each requested mode id. `--mcp-ledger PATH` appends the `mcpServers` of
+//! every `session/new` and `session/load` (one JSON line each);
+//! `--mcp-caps http,sse|none` sets the advertised `mcpCapabilities`.
 //!
 //! Sessions: each `session/new` gets an id unique to this process
 //! (`fx-<pid>-<n>`); a prompt naming another session is refused. `--history
@@ -48,6 +50,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+#[path = "fixture-agent/files.rs"]
+mod files;
+
+use files::{prompt_text, record, write_pid};
 
 #[derive(Debug, Default, Clone)]
 struct Script {
@@ -187,9 +194,12 @@ fn main() {
                         "agentCapabilities": {"loadSession": script.has("load-session")},
                         "authMethods": []})
                 };
+                let mut result = result;
+                files::mcp_capabilities(&script, &mut result);
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/new", Some(id)) => {
+                files::mcp_ledger(&script, "session/new", &msg["params"]);
                 if script.get("exit-at") == Some("session_new") {
                     std::process::exit(3);
                 }
@@ -231,6 +241,7 @@ fn main() {
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/load", Some(id)) if script.has("load-session") => {
+                files::mcp_ledger(&script, "session/load", &msg["params"]);
                 let sid = msg["params"]["sessionId"]
                     .as_str()
                     .unwrap_or("")
@@ -349,45 +360,6 @@ fn main() {
     if let Some(worker) = worker {
         let _ = worker.join();
     }
-}
-
-/// Writes this process's pid atomically (a reader never sees half a pid).
-fn write_pid(pidfile: &str) {
-    let tmp = format!("{pidfile}.tmp");
-    std::fs::write(&tmp, std::process::id().to_string()).expect("pidfile");
-    std::fs::rename(&tmp, pidfile).expect("pidfile rename");
-}
-
-/// The prompt's text blocks, joined, on one line.
-fn prompt_text(params: &Value) -> String {
-    let text: String = params["prompt"]
-        .as_array()
-        .map(|b| b.iter().filter_map(|x| x["text"].as_str()).collect())
-        .unwrap_or_default();
-    text.replace('\n', " ")
-}
-
-/// Appends the prompt text to the ledger and fsyncs, so chaos tests can
-/// count how often a prompt really reached an agent.
-fn record(ledger: &str, params: &Value) {
-    // Content blocks apart (` || `), so a test sees a separate block.
-    let text: Vec<String> = params["prompt"]
-        .as_array()
-        .map(|b| {
-            b.iter()
-                .filter_map(|x| x["text"].as_str())
-                .map(|t| t.replace('\n', " "))
-                .collect()
-        })
-        .unwrap_or_default();
-    let text = text.join(" || ");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(ledger)
-        .expect("ledger");
-    writeln!(f, "{text}").expect("ledger write");
-    f.sync_all().expect("ledger fsync");
 }
 
 fn run_prompt(

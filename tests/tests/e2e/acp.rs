@@ -163,6 +163,7 @@ pub(crate) fn request(spec: ProviderSpec, workspace: &Path) -> TurnRequest {
         resume: None,
         keep_alive: false,
         context: None,
+        mcp: Vec::new(),
     }
 }
 

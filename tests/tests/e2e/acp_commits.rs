@@ -48,6 +48,7 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_turn() {
                     approval: ApprovalPolicy::Ask,
                     restricted: false,
                     retention: Retention::Full,
+                    mcp_servers: Vec::new(),
                 },
             )
             .await
@@ -123,6 +124,7 @@ async fn queued_turns_of_a_thread_reuse_its_agent() {
                 approval: ApprovalPolicy::Ask,
                 restricted: false,
                 retention: Retention::Full,
+                mcp_servers: Vec::new(),
             },
         )
         .await

@@ -37,6 +37,7 @@ fn thread(client: &mut Client, provider: &str, retention: Option<&str>) -> Threa
         approval: Some("ask".into()),
         restricted: false,
         retention: retention.map(str::to_owned),
+        mcp_servers: Vec::new(),
         command_id: None,
     };
     let r: Value = client.call("threads.create", &p).unwrap();

@@ -74,6 +74,7 @@ impl Rig {
             approval,
             restricted: false,
             retention: Retention::Full,
+            mcp_servers: Vec::new(),
         };
         self.store
             .create_thread(&owner(), input)

@@ -24,6 +24,7 @@ mod install_script;
 mod install_service;
 mod install_support;
 mod leaks;
+mod mcp;
 mod ops_logs_doctor;
 mod ops_notify;
 mod ops_reload;

@@ -4,11 +4,12 @@
 
 use super::{Client, ClientError};
 use crate::params::{
-    JournalReplay, JournalSubscribe, NoParams, PermissionsList, PermissionsRespond,
-    PermissionsResult, ReloadResult, RespondResult, RevokeResult, SessionsRevoke, StatusResult,
-    SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure, ThreadsCreate, ThreadsList,
-    ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet, TurnsList, TurnsResolve,
-    TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd, WorkspacesResult,
+    JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult, NoParams, PermissionsList,
+    PermissionsRespond, PermissionsResult, ReloadResult, RespondResult, RevokeResult,
+    SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure,
+    ThreadsCreate, ThreadsList, ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet,
+    TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd,
+    WorkspacesResult,
 };
 use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
 
@@ -67,6 +68,7 @@ impl Client {
             approval: Some(approval.to_owned()),
             restricted: false,
             retention: None,
+            mcp_servers: Vec::new(),
             command_id: command_id.map(str::to_owned),
         };
         let r: ThreadResult = self.call("threads.create", &p)?;
@@ -80,6 +82,21 @@ impl Client {
         params: &ThreadsCreate,
     ) -> Result<ThreadResult, ClientError> {
         self.call("threads.create", params)
+    }
+
+    /// `mcp.register`: offers these MCP servers to this application's
+    /// threads for as long as this connection stays open (replacing what
+    /// it registered before; `[]` withdraws them). Threads select them by
+    /// name in `threads.create` (`mcpServers`). [`Client::reconnect`]
+    /// registers the last accepted list again on the new connection.
+    pub fn mcp_register(
+        &mut self,
+        servers: Vec<crate::mcp::McpServer>,
+    ) -> Result<McpRegisterResult, ClientError> {
+        let params = McpRegister { servers };
+        let result = self.call("mcp.register", &params)?;
+        self.mcp = (!params.servers.is_empty()).then_some(params.servers);
+        Ok(result)
     }
 
     /// `threads.configure`: optimistic on `expectedVersion` (`conflict` when

@@ -103,6 +103,10 @@ pub struct Client {
     /// Threads attached with [`Client::threads_attach`]: the binding stated
     /// and the last snapshot; [`Client::reconnect`] attaches them again.
     attachments: BTreeMap<String, (ThreadExpect, ThreadSnapshot)>,
+    /// The MCP servers last registered with [`Client::mcp_register`]:
+    /// registrations die with their connection, so [`Client::reconnect`]
+    /// registers them again before re-attaching threads.
+    pub(crate) mcp: Option<Vec<crate::mcp::McpServer>>,
 }
 
 impl fmt::Debug for Client {
@@ -165,6 +169,7 @@ impl Client {
             partial: Vec::new(),
             request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             attachments: BTreeMap::new(),
+            mcp: None,
         })
     }
 
@@ -256,6 +261,11 @@ impl Client {
             && prev.id != result.session.id
         {
             return Err(ClientError::SessionChanged);
+        }
+        // The old connection's MCP servers died with it; threads that
+        // select them would fail `mcp_server_unavailable` until they are back.
+        if let Some(servers) = self.mcp.clone() {
+            self.mcp_register(servers)?;
         }
         // Re-attach and re-snapshot every attached thread: what happened
         // while disconnected shows in the fresh snapshots, and a thread

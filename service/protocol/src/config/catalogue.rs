@@ -52,6 +52,8 @@ impl CatalogueEntry {
             vcs_identity: None,
             idle_seconds: None,
             max_turn_seconds: None,
+            mcp_servers: Vec::new(),
+            mcp_env_allowlist: Vec::new(),
             restricted_mode: self.restricted_mode.map(str::to_owned),
             allow_unrestricted: None,
         }

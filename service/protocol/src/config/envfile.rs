@@ -207,7 +207,7 @@ impl EnvFile {
 }
 
 /// POSIX portable names: `[A-Za-z_][A-Za-z0-9_]*` (the provider rule too).
-pub(super) fn valid_env_name(name: &str) -> bool {
+pub(crate) fn valid_env_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     !bytes.is_empty()
         && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')

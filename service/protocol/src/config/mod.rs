@@ -21,11 +21,13 @@ use serde_json::Value;
 use crate::Scope;
 
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
+pub(crate) use envfile::valid_env_name;
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
     SessionPolicy,
 };
+pub(crate) use validate::valid_name;
 pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
@@ -148,6 +150,14 @@ pub struct ProviderConfig {
     /// `deadline_exceeded` (1-604800, default 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// MCP servers every session of this provider gets (at most 16; see
+    /// `docs/providers.md`). Restricted threads refuse them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::mcp::McpServer>,
+    /// Environment names an application's MCP servers (`mcp.register`)
+    /// may draw from the controller's env file / environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_env_allowlist: Vec<String>,
     /// The ACP session mode (`session/set_mode`) requested for restricted
     /// threads (e.g. `plan`); without it a restricted turn fails
     /// `restricted_mode_unavailable` unless `allowUnrestricted`.

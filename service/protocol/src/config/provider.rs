@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::envfile::valid_env_name;
 use super::{EnvFile, ProviderConfig, VcsIdentity};
+use crate::mcp::McpServer;
 
 /// The name of the built-in deterministic provider.
 pub const ECHO_PROVIDER: &str = "echo";
@@ -53,6 +54,11 @@ pub enum ProviderError {
         field: &'static str,
         reason: &'static str,
     },
+    #[error("providers.{provider}.mcpServers: {refusal}")]
+    Mcp {
+        provider: String,
+        refusal: crate::mcp::McpRefusal,
+    },
     #[error("provider `{provider}`: command `{command}` not found in PATH or ~/.local/bin")]
     CommandNotFound { provider: String, command: String },
     #[error("provider `{provider}`: `{path}` is not an executable file")]
@@ -85,6 +91,10 @@ pub struct ProviderSpec {
     pub vcs_identity: Option<VcsIdentity>,
     /// How long the agent is kept and how long a turn may run.
     pub session: SessionPolicy,
+    /// MCP servers every session of this provider gets.
+    pub mcp_servers: Vec<McpServer>,
+    /// Environment names application MCP servers may draw.
+    pub mcp_env_allowlist: Vec<String>,
     /// The session mode restricted threads request.
     pub restricted: RestrictedPolicy,
 }
@@ -165,6 +175,8 @@ impl ProviderSpec {
             env_allowlist: config.env_allowlist.clone(),
             vcs_identity: config.vcs_identity.clone(),
             session,
+            mcp_servers: config.mcp_servers.clone(),
+            mcp_env_allowlist: config.mcp_env_allowlist.clone(),
             restricted,
         };
         spec.validate()?;
@@ -192,11 +204,13 @@ impl ProviderSpec {
                     | "vcsIdentity"
                     | "idleSeconds"
                     | "maxTurnSeconds"
+                    | "mcpServers"
+                    | "mcpEnvAllowlist"
                     | "restrictedMode"
                     | "allowUnrestricted"
             ) {
                 return Err(bad(
-                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, restrictedMode, allowUnrestricted)".into(),
+                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, restrictedMode, allowUnrestricted, mcpServers, mcpEnvAllowlist)".into(),
                 ));
             }
         }
@@ -256,6 +270,14 @@ impl ProviderSpec {
             Some(_) => return Err(bad("`vcsIdentity` must be an object".into())),
         };
         let session = SessionPolicy::from_json(obj).map_err(bad)?;
+        let mcp_servers = match obj.get("mcpServers") {
+            None => Vec::new(),
+            // The shape error names the field path, never a value.
+            Some(v) => serde_path_to_error::deserialize(v)
+                .map_err(|e| bad(format!("`mcpServers` is malformed at {}", e.path())))?,
+        };
+        let mcp_env_allowlist =
+            string_list(obj.get("mcpEnvAllowlist"), "mcpEnvAllowlist").map_err(bad)?;
         let restricted = RestrictedPolicy::from_json(obj).map_err(bad)?;
         let spec = ProviderSpec {
             name: name.to_string(),
@@ -265,6 +287,8 @@ impl ProviderSpec {
             env_allowlist,
             vcs_identity,
             session,
+            mcp_servers,
+            mcp_env_allowlist,
             restricted,
         };
         spec.validate()?;
@@ -282,6 +306,8 @@ impl ProviderSpec {
             env_allowlist: Vec::new(),
             vcs_identity: None,
             session: SessionPolicy::default(),
+            mcp_servers: Vec::new(),
+            mcp_env_allowlist: Vec::new(),
             restricted: RestrictedPolicy::default(),
         }
     }
@@ -334,6 +360,18 @@ impl ProviderSpec {
                     provider: provider(),
                     position: i + 1,
                 });
+            }
+        }
+        crate::mcp::validate_servers(&self.mcp_servers).map_err(|refusal| ProviderError::Mcp {
+            provider: provider(),
+            refusal,
+        })?;
+        for (i, key) in self.mcp_env_allowlist.iter().enumerate() {
+            if !valid_env_name(key) || crate::mcp::reserved_env(key) {
+                return Err(malformed(format!(
+                    "mcpEnvAllowlist entry #{} is not a variable name or is reserved (LAPIS_*, HOME, PATH, …)",
+                    i + 1
+                )));
             }
         }
         if let Some(id) = &self.vcs_identity {

@@ -41,7 +41,7 @@ pub fn valid_workspace_id(id: &str) -> bool {
 /// The rule for names in the config (tokens, principals, providers,
 /// workspace ids): `max` bytes at most of `[A-Za-z0-9._-]`, starting
 /// alphanumeric.
-pub(super) fn valid_name(s: &str, max: usize) -> bool {
+pub(crate) fn valid_name(s: &str, max: usize) -> bool {
     let mut bytes = s.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphanumeric())
         && s.len() <= max

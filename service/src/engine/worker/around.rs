@@ -4,21 +4,42 @@
 
 use std::time::Duration;
 
+use lapis_protocol::mcp::McpRefusal;
+
 use super::*;
 
 impl Engine {
+    /// The current definition of provider `name` (config reloads replace it).
+    pub fn provider_spec(&self, name: &str) -> Option<ProviderSpec> {
+        let providers = self.providers.read().unwrap_or_else(|p| p.into_inner());
+        providers.get(name).cloned()
+    }
+
     /// What the store's claim records of a thread's provider: the current
-    /// definition (a reload is seen by the next claim), its fingerprint and
-    /// the MCP servers its session gets.
+    /// definition (a reload is seen by the next claim), its fingerprint
+    /// (folded with the identities of the thread's application MCP
+    /// servers, so a changed server replaces the session) and the MCP
+    /// servers its session gets, resolved here so what is recorded is what
+    /// is sent.
     pub(super) fn preparer(&self) -> Preparer {
         let providers = Arc::clone(&self.providers);
+        let engine = self.clone();
         Arc::new(move |thread: &crate::domain::Thread| {
             let providers = providers.read().unwrap_or_else(|p| p.into_inner());
             let spec = providers.get(&thread.provider)?.clone();
+            drop(providers);
+            let mcp = engine.resolve_mcp(thread, &spec);
+            let launch = mcp.as_deref().unwrap_or_default();
+            let app_ids: Vec<String> = launch
+                .iter()
+                .skip(spec.mcp_servers.len())
+                .map(|s| s.endpoint().identity)
+                .collect();
             Some(ProviderFacts {
-                fingerprint: acp::fingerprint(&spec),
+                fingerprint: acp::with_app_servers(&acp::fingerprint(&spec), &app_ids),
+                mcp_servers: launch.iter().map(|s| s.endpoint()).collect(),
                 spec,
-                mcp_servers: Vec::new(),
+                mcp,
             })
         })
     }
@@ -46,6 +67,47 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         lookup
+    }
+
+    /// The registry of application MCP servers.
+    pub fn mcp(&self) -> &super::super::McpRegistry {
+        &self.config.mcp
+    }
+
+    /// The MCP servers a turn of `thread` gives the agent, resolved with
+    /// their environment values (the env file at this moment, then the
+    /// controller's environment), or the refusal that fails the turn.
+    fn resolve_mcp(
+        &self,
+        thread: &crate::domain::Thread,
+        spec: &ProviderSpec,
+    ) -> Result<Vec<acp::mcp::LaunchServer>, McpRefusal> {
+        let lookup = self.lookup();
+        self.config
+            .mcp
+            .lookup(&thread.principal, &thread.application, &thread.mcp_servers)
+            .and_then(|app| {
+                acp::mcp::resolve(spec, thread.restricted, &app, |n| lookup.env_value(n))
+            })
+    }
+
+    /// Fails a claimed turn whose MCP servers were refused, before anything
+    /// is launched: the refusal's code is the outcome, and an `mcp_servers`
+    /// observation says why (names and positions, never a value).
+    pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &McpRefusal) {
+        let code = refusal.code().as_str();
+        tracing::warn!(turn = %turn_id, code, "mcp servers refused before dispatch");
+        let event = ActivityEvent::Observation {
+            kind: "mcp_servers".into(),
+            payload: serde_json::json!({"refused": code, "message": refusal.to_string()}),
+        };
+        if let Ok(payload) = serde_json::to_value(&event) {
+            let _ = self
+                .store
+                .append_activity(turn_id, EventKind::Observation, Some(payload))
+                .await;
+        }
+        self.finish(turn_id, TurnEnd::Failed(code.into())).await;
     }
 
     /// Pending permission requests, optionally of one turn.

@@ -10,6 +10,7 @@
 
 mod fit;
 mod journal;
+mod mcp;
 mod permissions;
 mod status;
 mod threads;
@@ -27,6 +28,7 @@ use super::context::ServerContext;
 use super::failure::internal;
 
 pub(crate) use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
+pub(crate) use mcp::mcp_register;
 pub(crate) use permissions::permissions_list;
 pub(crate) use status::status;
 pub(crate) use threads::{

@@ -84,6 +84,7 @@ pub(crate) async fn threads_create(
     p: params::ThreadsCreate,
 ) -> Result<ThreadResult, RpcError> {
     provider(ctx, &p.provider)?;
+    super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
@@ -91,6 +92,7 @@ pub(crate) async fn threads_create(
         approval: approval(p.approval.as_deref())?.unwrap_or(ApprovalPolicy::Ask),
         restricted: p.restricted,
         retention: retention(p.retention.as_deref())?.unwrap_or(Retention::Full),
+        mcp_servers: p.mcp_servers,
     };
     let receipt = ctx
         .core
@@ -173,10 +175,13 @@ pub(crate) async fn threads_configure(
     session: &AuthSession,
     p: params::ThreadsConfigure,
 ) -> Result<ThreadResult, RpcError> {
-    owned_thread(ctx, session, &p.thread_id).await?;
+    let thread = owned_thread(ctx, session, &p.thread_id).await?;
     if let Some(name) = &p.provider {
         provider(ctx, name)?;
     }
+    let provider_name = p.provider.as_deref().unwrap_or(&thread.provider);
+    let restricted = p.restricted.unwrap_or(thread.restricted);
+    super::mcp::check_restricted(ctx, provider_name, restricted, &thread.mcp_servers)?;
     let patch = ThreadPatch {
         provider: p.provider,
         approval: approval(p.approval.as_deref())?,

@@ -24,6 +24,7 @@ fn new_thread(actor: &Actor) -> NewThread {
         approval: ApprovalPolicy::Ask,
         restricted: false,
         retention: Retention::Full,
+        mcp_servers: Vec::new(),
     }
 }
 

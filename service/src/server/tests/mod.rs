@@ -196,6 +196,7 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     approval: ApprovalPolicy::Ask,
                     restricted: false,
                     retention: Retention::Full,
+                    mcp_servers: Vec::new(),
                 },
             )
             .await

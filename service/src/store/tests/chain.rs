@@ -260,11 +260,12 @@ async fn an_unchained_database_is_chained_once_by_the_migration() {
     let (dir, _) = journal_with(&[json!({ "text": "old" })], Retention::Full).await;
     let conn = Connection::open(db(&dir)).unwrap();
     // Back to the shape before the chain (version 3): no hashes, no count,
-    // nor what later versions added (prepared configurations).
+    // nor what later versions added (prepared configurations, MCP names).
     conn.execute_batch(
         "ALTER TABLE events DROP COLUMN hash; \
          ALTER TABLE turns DROP COLUMN redactions; \
-         ALTER TABLE turns DROP COLUMN prepared; PRAGMA user_version = 3;",
+         ALTER TABLE turns DROP COLUMN prepared; \
+         ALTER TABLE threads DROP COLUMN mcp_servers; PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);

@@ -74,6 +74,7 @@ pub(crate) async fn thread(store: &Store, ws: &str, retention: Retention) -> Thr
         approval: ApprovalPolicy::Ask,
         restricted: false,
         retention,
+        mcp_servers: Vec::new(),
     };
     store.create_thread(&owner(), input).await.unwrap().value
 }

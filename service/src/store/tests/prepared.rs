@@ -10,6 +10,7 @@ use super::*;
 use crate::domain::*;
 use crate::store::*;
 use lapis_protocol::config::ProviderSpec;
+use lapis_protocol::mcp::McpTransport;
 use lapis_protocol::{ApprovalSuppression, McpEndpoint, PreparedConfig};
 
 /// A preparer that knows one provider, `echo`, with a restricted mode, a
@@ -31,8 +32,10 @@ fn facts(allow_unrestricted: bool) -> Preparer {
             fingerprint: "f".repeat(64),
             mcp_servers: vec![McpEndpoint {
                 name: "files".into(),
+                transport: McpTransport::Stdio,
                 identity: "a".repeat(64),
             }],
+            mcp: Ok(Vec::new()),
         })
     })
 }
@@ -45,6 +48,7 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         approval: ApprovalPolicy::AllowAll,
         restricted: true,
         retention,
+        mcp_servers: Vec::new(),
     };
     store.create_thread(&owner(), input).await.unwrap().value
 }
@@ -94,6 +98,7 @@ async fn the_claim_commits_the_prepared_configuration_and_its_event_together() {
             thread_version: 1,
             mcp_servers: vec![McpEndpoint {
                 name: "files".into(),
+                transport: McpTransport::Stdio,
                 identity: "a".repeat(64),
             }],
         }

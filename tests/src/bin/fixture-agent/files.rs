@@ -1,0 +1,73 @@
+//! The fixture agent's files: pid files, the prompt ledger, and the MCP
+//! ledger and capabilities (what a test asserts the agent received).
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use super::Script;
+
+/// Writes this process's pid atomically (a reader never sees half a pid).
+pub(crate) fn write_pid(pidfile: &str) {
+    let tmp = format!("{pidfile}.tmp");
+    std::fs::write(&tmp, std::process::id().to_string()).expect("pidfile");
+    std::fs::rename(&tmp, pidfile).expect("pidfile rename");
+}
+
+/// The prompt's text blocks, joined, on one line.
+pub(crate) fn prompt_text(params: &Value) -> String {
+    let text: String = params["prompt"]
+        .as_array()
+        .map(|b| b.iter().filter_map(|x| x["text"].as_str()).collect())
+        .unwrap_or_default();
+    text.replace('\n', " ")
+}
+
+/// Appends the prompt text to the ledger and fsyncs, so chaos tests can
+/// count how often a prompt really reached an agent.
+pub(crate) fn record(ledger: &str, params: &Value) {
+    // Content blocks apart (` || `), so a test sees a separate block.
+    let text: Vec<String> = params["prompt"]
+        .as_array()
+        .map(|b| {
+            b.iter()
+                .filter_map(|x| x["text"].as_str())
+                .map(|t| t.replace('\n', " "))
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = text.join(" || ");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(ledger)
+        .expect("ledger");
+    writeln!(f, "{text}").expect("ledger write");
+    f.sync_all().expect("ledger fsync");
+}
+
+/// `--mcp-ledger PATH`: appends `{"method", "mcpServers"}` as one JSON line
+/// (fsynced) for every session the agent makes or loads.
+pub(crate) fn mcp_ledger(script: &Script, method: &str, params: &Value) {
+    let Some(path) = script.get("mcp-ledger") else {
+        return;
+    };
+    let line = json!({"method": method, "mcpServers": params["mcpServers"]});
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("mcp ledger");
+    writeln!(f, "{line}").expect("mcp ledger write");
+    f.sync_all().expect("mcp ledger fsync");
+}
+
+/// `--mcp-caps http,sse|none`: the advertised `mcpCapabilities` (absent
+/// flag: whatever the result already says).
+pub(crate) fn mcp_capabilities(script: &Script, result: &mut Value) {
+    let Some(caps) = script.get("mcp-caps") else {
+        return;
+    };
+    let on = |k: &str| caps.split(',').any(|c| c == k);
+    result["agentCapabilities"]["mcpCapabilities"] = json!({"http": on("http"), "sse": on("sse")});
+}
