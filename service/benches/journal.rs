@@ -225,7 +225,8 @@ async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
         conn.execute_batch(
             "ALTER TABLE events DROP COLUMN hash; \
              ALTER TABLE turns DROP COLUMN redactions; \
-             ALTER TABLE turns DROP COLUMN prepared; PRAGMA user_version = 3;",
+             ALTER TABLE turns DROP COLUMN prepared; \
+             ALTER TABLE threads DROP COLUMN mcp_servers; PRAGMA user_version = 3;",
         )
         .unwrap();
         conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
