@@ -31,7 +31,7 @@ mod setup;
 mod smoke;
 mod turn;
 
-pub use agent::{LiveAgent, Stale};
+pub use agent::{IdleObserver, LiveAgent, MAX_IDLE_MESSAGES, Stale, Watched};
 pub use events::{
     ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
     PermissionOption, UpdateMapper,

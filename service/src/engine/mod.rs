@@ -16,7 +16,7 @@ mod outcome;
 mod pool;
 mod worker;
 
-pub use broker::{AnswerError, PendingPermission, PermissionBroker};
+pub use broker::{AnswerError, PendingPermission, PermissionBroker, Taken};
 pub use outcome::DEADLINE_EXCEEDED;
 pub use pool::PoolStatus;
 pub use worker::{

@@ -21,7 +21,9 @@
 //! `session/set_mode` accepts `default` and `plan` (with a
 //! `current_mode_update`); `--reject-mode` refuses every request,
 //! `--no-set-mode` answers "method not found", `--mode-ledger PATH` appends
-//! each requested mode id.
+//! each requested mode id. `--idle-request PATH`: after answering a prompt,
+//! sends a `fs/read_text_file` request and appends `idle-0=<outcome>` to
+//! PATH when its answer arrives.
 //!
 //! Sessions: each `session/new` gets an id unique to this process
 //! (`fx-<pid>-<n>`); a prompt naming another session is refused. `--history
@@ -595,5 +597,22 @@ fn run_prompt(
             json!({"sessionUpdate": "agent_message_chunk",
             "content": {"type": "text", "text": format!("late{i}")}}),
         );
+    }
+    if let Some(path) = script.get("idle-request") {
+        // Between turns: a request no client serves, then the answer as
+        // `key=outcome` appended to PATH the moment it arrives.
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "idle-0", "method": "fs/read_text_file",
+            "params": {"sessionId": s, "path": "/etc/hostname"}}),
+        );
+        if let Ok((key, outcome)) = answers.recv() {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("idle-request file");
+            writeln!(f, "{key}={outcome}").expect("idle-request write");
+        }
     }
 }

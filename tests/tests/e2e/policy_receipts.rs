@@ -21,7 +21,7 @@ fn twice(client: &mut Client, method: &str, params: Value) -> Value {
     assert_eq!(first["replayed"], false, "{method}: {first}");
     let second = client.call_value(method, params).unwrap();
     assert_eq!(second["replayed"], true, "{method}: {second}");
-    if method == "turns.submit" {
+    if method == "turns.submit" || method == "turns.continue" {
         // A submit replays the turn as it is now (it may have moved on).
         assert_eq!(first["turn"]["id"], second["turn"]["id"]);
         return first;
@@ -107,6 +107,17 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
         &mut c,
         "turns.resolve",
         json!({ "turnId": lost, "as": "cancelled", "confirmStopped": true, "commandId": "r-1" }),
+    );
+
+    // turns.continue of the resolved turn: a lost answer replays the same
+    // linked turn; other instructions under the id are a conflict.
+    let cont = json!({ "turnId": lost, "commandId": "n-1", "prompt": "again" });
+    let linked = twice(&mut c, "turns.continue", cont);
+    assert_eq!(linked["turn"]["continues"], lost.as_str());
+    conflict(
+        &mut c,
+        "turns.continue",
+        json!({ "turnId": lost, "commandId": "n-1", "prompt": "something else" }),
     );
 
     // turns.cancel of a turn in flight.
