@@ -335,6 +335,34 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
         TurnState::Completed
     );
 
+    // `turns.continue` takes the same `expect`: a difference queues nothing,
+    // a match makes the linked turn.
+    let prior = ok["turn"]["id"].as_str().unwrap();
+    let err = c
+        .call_value(
+            "turns.continue",
+            json!({ "turnId": prior, "commandId": "cx-1", "prompt": "more",
+                    "expect": { "approval": "allow-all" } }),
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "binding_mismatch");
+    let ClientError::Rpc(rpc) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(rpc.data.as_ref().unwrap()["fields"], json!(["approval"]));
+    assert_eq!(c.turns_list(Some(&thread.id)).unwrap().len(), 1);
+    let linked = c
+        .call_value(
+            "turns.continue",
+            json!({ "turnId": prior, "commandId": "cx-2", "prompt": "more", "expect": held }),
+        )
+        .unwrap();
+    assert_eq!(linked["turn"]["continues"], prior);
+    assert_eq!(
+        settle(&mut c, linked["turn"]["id"].as_str().unwrap()).state,
+        TurnState::Completed
+    );
+
     // The SDK attaches again after a reconnect, with a fresh snapshot.
     let loose = ThreadExpect {
         provider: Some("echo".into()),
