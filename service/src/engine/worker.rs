@@ -197,30 +197,7 @@ impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
         let registry = AgentRegistry::of_home(&store.options().home);
-        let journal_store = store.clone();
-        let journal: IdleJournal = Arc::new(move |turn: &str, msg: serde_json::Value| {
-            // A request (it has an id) was refused at once: observed as
-            // such; anything else is late output of the turn it last ran.
-            let method = msg.get("method").and_then(serde_json::Value::as_str);
-            let event = match (method, msg.get("id")) {
-                (Some(method), Some(_)) => ActivityEvent::Observation {
-                    kind: "unsupported_request".into(),
-                    payload: serde_json::json!({"method": method, "idle": true}),
-                },
-                _ => ActivityEvent::Late {
-                    kind: msg
-                        .pointer("/params/update/sessionUpdate")
-                        .or_else(|| msg.get("method"))
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("unknown")
-                        .to_string(),
-                    payload: msg,
-                },
-            };
-            if let Ok(payload) = serde_json::to_value(&event) {
-                drop(journal_store.append_activity(turn, EventKind::Observation, Some(payload)));
-            }
-        });
+        let journal = around::idle_journal(store.clone());
         let pool = AgentPool::new(config.max_live_agents, config.limits.teardown, journal);
         let slots = Arc::new(Semaphore::new(config.max_running_turns.max(1)));
         Engine {

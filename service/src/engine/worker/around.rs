@@ -189,6 +189,34 @@ impl Engine {
     }
 }
 
+/// Journals what an idle agent sends, on the turn it last ran (a finished
+/// turn: the store records it as a late observation that changes nothing).
+/// A request (it has an id), already refused at once, is observed as an
+/// `unsupported_request`; anything else as late output.
+pub(super) fn idle_journal(store: Store) -> IdleJournal {
+    Arc::new(move |turn: &str, msg: serde_json::Value| {
+        let method = msg.get("method").and_then(serde_json::Value::as_str);
+        let event = match (method, msg.get("id")) {
+            (Some(method), Some(_)) => ActivityEvent::Observation {
+                kind: "unsupported_request".into(),
+                payload: serde_json::json!({"method": method, "idle": true}),
+            },
+            _ => ActivityEvent::Late {
+                kind: msg
+                    .pointer("/params/update/sessionUpdate")
+                    .or_else(|| msg.get("method"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string(),
+                payload: msg,
+            },
+        };
+        if let Ok(payload) = serde_json::to_value(&event) {
+            drop(store.append_activity(turn, EventKind::Observation, Some(payload)));
+        }
+    })
+}
+
 pub(super) fn forget(
     live: &mut HashMap<tokio::task::Id, Live>,
     done: Result<(tokio::task::Id, ()), tokio::task::JoinError>,
