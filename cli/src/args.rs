@@ -11,26 +11,26 @@ use crate::commands::completions::{provider_names, thread_ids, turn_ids, workspa
 /// Local controller that runs coding-agent turns durably, one per workspace.
 #[derive(Debug, Parser)]
 #[command(name = "lapis-ai-controller", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
-    pub global: GlobalArgs,
+    pub(crate) global: GlobalArgs,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Options every command accepts; they select which installation is meant.
 #[derive(Debug, Args, Clone, Default)]
-pub struct GlobalArgs {
+pub(crate) struct GlobalArgs {
     /// Configuration file [default: ~/.config/lapis-ai-controller/config.json].
     #[arg(long, global = true, value_name = "PATH")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Isolated instance name (its own config, home, socket and service unit).
     #[arg(long, global = true, value_name = "NAME")]
-    pub instance: Option<String>,
+    pub(crate) instance: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Install this executable (or a release archive) as the active release.
     Install(InstallArgs),
     /// Remove the launcher, service unit and snapshots (config and data with --purge).
@@ -90,57 +90,57 @@ pub enum Command {
 /// `--workspace DIR`: the controller home, for the commands that create or
 /// open it. Other commands find it through the configuration.
 #[derive(Debug, Args, Clone, Default)]
-pub struct HomeArg {
+pub(crate) struct HomeArg {
     /// Controller home holding the database, lock and socket
     /// [default: ~/.lapis/ai-controller].
     #[arg(long, value_name = "DIR", env = "LAPIS_AI_CONTROLLER_WORKSPACE")]
-    pub workspace: Option<PathBuf>,
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 /// `--command-id ID` of a mutating command.
 #[derive(Debug, Args, Clone, Default)]
-pub struct CommandIdArg {
+pub(crate) struct CommandIdArg {
     /// Idempotency key: the same command repeated with the same id returns
     /// its first answer instead of running twice [default: a fresh id,
     /// printed on stderr before the request is sent].
     #[arg(long, value_name = "ID")]
-    pub command_id: Option<String>,
+    pub(crate) command_id: Option<String>,
 }
 
 /// A lone `--json` flag.
 #[derive(Debug, Args, Clone, Copy, Default)]
-pub struct JsonArg {
+pub(crate) struct JsonArg {
     /// Print one JSON document on stdout.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct LogsArgs {
+pub(crate) struct LogsArgs {
     /// Keep printing new log lines as they arrive.
     #[arg(long, short = 'f')]
-    pub follow: bool,
+    pub(crate) follow: bool,
     /// How many recent lines to show first.
     #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 100)]
-    pub lines: usize,
+    pub(crate) lines: usize,
 }
 
 #[derive(Debug, Args)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     #[command(flatten)]
-    pub home: HomeArg,
+    pub(crate) home: HomeArg,
     /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
     #[arg(long, value_name = "PATH")]
-    pub install_path: Option<PathBuf>,
+    pub(crate) install_path: Option<PathBuf>,
     /// Do not write or start the user service.
     #[arg(long)]
-    pub no_service: bool,
+    pub(crate) no_service: bool,
     /// Replace a launcher path this installer did not create.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Install from a release archive (path or URL) instead of this executable.
     #[arg(long, value_name = "ARCHIVE")]
-    pub from: Option<String>,
+    pub(crate) from: Option<String>,
     /// Expected SHA-256 of the archive given with --from.
     #[arg(
         long,
@@ -148,33 +148,33 @@ pub struct InstallArgs {
         requires = "from",
         conflicts_with = "checksums"
     )]
-    pub sha256: Option<String>,
+    pub(crate) sha256: Option<String>,
     /// SHA256SUMS file (path or URL) listing the archive given with --from.
     #[arg(long, value_name = "FILE", requires = "from")]
-    pub checksums: Option<String>,
+    pub(crate) checksums: Option<String>,
     /// Seconds to wait for the service to report ready.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
-    pub ready_timeout: u64,
+    pub(crate) ready_timeout: u64,
     #[command(flatten)]
-    pub out: JsonArg,
+    pub(crate) out: JsonArg,
 }
 
 #[derive(Debug, Args)]
-pub struct UninstallArgs {
+pub(crate) struct UninstallArgs {
     #[command(flatten)]
-    pub home: HomeArg,
+    pub(crate) home: HomeArg,
     /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
     #[arg(long, value_name = "PATH")]
-    pub install_path: Option<PathBuf>,
+    pub(crate) install_path: Option<PathBuf>,
     /// Also remove the configuration (with its tokens) and the controller home.
     #[arg(long)]
-    pub purge: bool,
+    pub(crate) purge: bool,
     #[command(flatten)]
-    pub out: JsonArg,
+    pub(crate) out: JsonArg,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ReleasesCommand {
+pub(crate) enum ReleasesCommand {
     /// List snapshots: active, previous, install time, running users.
     List(JsonArg),
     /// Remove old snapshots (never the active, previous or running ones).
@@ -182,75 +182,75 @@ pub enum ReleasesCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct GcArgs {
+pub(crate) struct GcArgs {
     /// Keep this many most recent snapshots besides the protected ones.
     #[arg(long, value_name = "N", default_value_t = 2)]
-    pub keep: usize,
+    pub(crate) keep: usize,
     #[command(flatten)]
-    pub out: JsonArg,
+    pub(crate) out: JsonArg,
 }
 
 #[derive(Debug, Args)]
-pub struct RollbackArgs {
+pub(crate) struct RollbackArgs {
     /// Snapshot digest (or unique prefix) to activate [default: previous].
     #[arg(long, value_name = "DIGEST")]
-    pub to: Option<String>,
+    pub(crate) to: Option<String>,
     /// Do not restart the installed user service; print the command instead.
     #[arg(long)]
-    pub no_restart: bool,
+    pub(crate) no_restart: bool,
     /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
     #[arg(long, value_name = "PATH")]
-    pub install_path: Option<PathBuf>,
+    pub(crate) install_path: Option<PathBuf>,
     #[command(flatten)]
-    pub out: JsonArg,
+    pub(crate) out: JsonArg,
 }
 
 #[derive(Debug, Args)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     /// Install this version (needed for a downgrade).
     #[arg(long = "version", value_name = "V")]
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// Only report whether an update is available.
     #[arg(long)]
-    pub check: bool,
+    pub(crate) check: bool,
     /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
     #[arg(long, value_name = "PATH")]
-    pub install_path: Option<PathBuf>,
+    pub(crate) install_path: Option<PathBuf>,
     /// Do not restart the user service after installing.
     #[arg(long)]
-    pub no_service: bool,
+    pub(crate) no_service: bool,
     /// Seconds to wait for the service to report ready.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
-    pub ready_timeout: u64,
+    pub(crate) ready_timeout: u64,
     #[command(flatten)]
-    pub out: JsonArg,
+    pub(crate) out: JsonArg,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum TokenCommand {
+pub(crate) enum TokenCommand {
     /// Print the bootstrap token from the configuration.
     Show(JsonArg),
 }
 
 #[derive(Debug, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// Shell to generate completions for.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     #[command(flatten)]
-    pub home: HomeArg,
+    pub(crate) home: HomeArg,
     /// Managed mode: read one startup line on stdin, then speak the protocol
     /// over stdin/stdout.
     #[arg(long)]
-    pub stdio: bool,
+    pub(crate) stdio: bool,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum WorkspacesCommand {
+pub(crate) enum WorkspacesCommand {
     /// Register a project directory under an id.
     Add {
         /// Workspace id.
@@ -267,19 +267,19 @@ pub enum WorkspacesCommand {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ApprovalArg {
+pub(crate) enum ApprovalArg {
     Ask,
     AllowAll,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum RetentionArg {
+pub(crate) enum RetentionArg {
     Full,
     MetadataOnly,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ThreadsCommand {
+pub(crate) enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
     Create {
         /// Agent workspace id (from `workspaces list`). Positional, because
@@ -343,13 +343,13 @@ pub enum ThreadsCommand {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ResolveAsArg {
+pub(crate) enum ResolveAsArg {
     Failed,
     Cancelled,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum TurnsCommand {
+pub(crate) enum TurnsCommand {
     /// Submit a prompt as a new turn; prints the turn id (with --wait the
     /// reply, with --follow the reply as it streams; exit 1 when the turn
     /// ends other than completed).
@@ -450,7 +450,7 @@ pub enum TurnsCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum JournalCommand {
+pub(crate) enum JournalCommand {
     /// Print the last journal events, optionally of one thread, optionally
     /// following (NDJSON with --json --follow).
     Tail {
@@ -489,17 +489,17 @@ pub enum JournalCommand {
 /// `--prompt-file PATH`.
 #[derive(Debug, Args)]
 #[group(required = true, multiple = false)]
-pub struct PromptArgs {
+pub(crate) struct PromptArgs {
     /// Prompt text, or `-` to read it from stdin.
     #[arg(long, value_name = "TEXT")]
-    pub prompt: Option<String>,
+    pub(crate) prompt: Option<String>,
     /// Read the prompt from a file.
     #[arg(long, value_name = "PATH")]
-    pub prompt_file: Option<PathBuf>,
+    pub(crate) prompt_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum PermissionsCommand {
+pub(crate) enum PermissionsCommand {
     /// List pending permission requests with their options.
     List {
         /// Only requests of this thread.
@@ -534,31 +534,31 @@ pub enum PermissionsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct AskArgs {
+pub(crate) struct AskArgs {
     /// The prompt [default: read from stdin; `-` reads stdin too].
-    pub prompt: Option<String>,
+    pub(crate) prompt: Option<String>,
     /// Project directory the agent works in [default: the current directory].
     #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Provider name from the configuration.
     #[arg(long, value_name = "NAME", default_value = "echo")]
-    pub provider: String,
+    pub(crate) provider: String,
     /// Start a new thread instead of continuing the directory's last one.
     #[arg(long)]
-    pub new: bool,
+    pub(crate) new: bool,
     /// Do not show the agent's thoughts.
     #[arg(long)]
-    pub no_thoughts: bool,
+    pub(crate) no_thoughts: bool,
     /// Write NDJSON (one event per line) instead of text.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Command id of the turn's submit (see `turns submit --command-id`).
     #[command(flatten)]
-    pub cmd: CommandIdArg,
+    pub(crate) cmd: CommandIdArg,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ProvidersCommand {
+pub(crate) enum ProvidersCommand {
     /// List the catalogue and the configured providers, and whether each
     /// command is found (PATH, then ~/.local/bin).
     List(JsonArg),
@@ -585,26 +585,26 @@ pub enum ProvidersCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ProvidersAddArgs {
+pub(crate) struct ProvidersAddArgs {
     /// Provider name (a catalogue name fills the defaults).
-    pub name: String,
+    pub(crate) name: String,
     /// Executable: absolute path or bare name [default: the catalogue's].
     #[arg(long, value_name = "C")]
-    pub command: Option<String>,
+    pub(crate) command: Option<String>,
     /// Argument (repeat; replaces the catalogue's arguments).
     #[arg(long = "arg", value_name = "A", allow_hyphen_values = true)]
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// Environment name the agent may read (repeat; added to the catalogue's).
     #[arg(long = "allow-env", value_name = "NAME")]
-    pub allow_env: Vec<String>,
+    pub(crate) allow_env: Vec<String>,
     /// Store this allowlisted variable's value in the env file; read from a
     /// hidden prompt, or one line per secret from stdin when it is not a TTY.
     #[arg(long = "secret", value_name = "NAME")]
-    pub secrets: Vec<String>,
+    pub(crate) secrets: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
+pub(crate) enum ConfigCommand {
     /// Print the configuration file's path.
     Path,
     /// Print the effective configuration, secrets masked.
@@ -622,7 +622,7 @@ pub enum ConfigCommand {
 impl Command {
     /// Whether the user asked for one JSON document on stdout, so errors are
     /// reported as JSON too.
-    pub fn wants_json(&self) -> bool {
+    pub(crate) fn wants_json(&self) -> bool {
         match self {
             Command::Install(a) => a.out.json,
             Command::Uninstall(a) => a.out.json,

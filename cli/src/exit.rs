@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 /// How a command ended, as the shell sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExitClass {
+pub(crate) enum ExitClass {
     /// 0: the command did what was asked.
     Success,
     /// 1: the command worked, but the turn it waited for ended other than
@@ -27,12 +27,12 @@ pub enum ExitClass {
 impl ExitClass {
     /// Exit 1 classes: the command printed its whole result (also its
     /// `--json` document or stream), so `main` adds no error document.
-    pub fn result_printed(self) -> bool {
+    pub(crate) fn result_printed(self) -> bool {
         matches!(self, ExitClass::TurnNotCompleted | ExitClass::Unhealthy)
     }
 
     /// The numeric exit code.
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             ExitClass::Success => 0,
             ExitClass::TurnNotCompleted => 1,
@@ -51,22 +51,22 @@ impl From<ExitClass> for ExitCode {
 
 /// A failed command: the error with its cause chain, a stable code for
 /// scripts, and the exit class.
-pub struct CliError {
+pub(crate) struct CliError {
     /// Exit class reported to the shell.
-    pub class: ExitClass,
+    pub(crate) class: ExitClass,
     /// Stable machine-readable code (`invalid_config`, `unavailable`, …).
-    pub code: &'static str,
+    pub(crate) code: &'static str,
     /// The error and its causes. Must never contain a secret.
-    pub error: anyhow::Error,
+    pub(crate) error: anyhow::Error,
     /// With `--json`: what the command did before it failed (for example
     /// `install` when only the service step failed), printed as
     /// `error.details`. Must never contain a secret.
-    pub details: Option<serde_json::Value>,
+    pub(crate) details: Option<serde_json::Value>,
 }
 
 impl CliError {
     /// A request or input failure (exit 2).
-    pub fn failure(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
+    pub(crate) fn failure(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
         CliError {
             class: ExitClass::Failure,
             code,
@@ -76,7 +76,7 @@ impl CliError {
     }
 
     /// The service or service manager is unreachable (exit 3).
-    pub fn unavailable(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
+    pub(crate) fn unavailable(code: &'static str, error: impl Into<anyhow::Error>) -> CliError {
         CliError {
             class: ExitClass::Unavailable,
             code,
@@ -88,7 +88,7 @@ impl CliError {
     /// The turn a `--wait`/`--follow`/`ask` watched ended other than
     /// `completed` (exit 1). The command has already printed its result, so
     /// only the message goes to stderr.
-    pub fn turn_not_completed(turn: &lapis_protocol::Turn) -> CliError {
+    pub(crate) fn turn_not_completed(turn: &lapis_protocol::Turn) -> CliError {
         let outcome = turn
             .outcome
             .as_deref()
@@ -103,7 +103,7 @@ impl CliError {
     }
 
     /// A health check failed (exit 1); the report is already printed.
-    pub fn unhealthy(error: impl Into<anyhow::Error>) -> CliError {
+    pub(crate) fn unhealthy(error: impl Into<anyhow::Error>) -> CliError {
         CliError {
             class: ExitClass::Unhealthy,
             code: "unhealthy",
@@ -113,7 +113,7 @@ impl CliError {
     }
 
     /// Attaches what the command did before failing (see `details`).
-    pub fn with_details(mut self, details: serde_json::Value) -> CliError {
+    pub(crate) fn with_details(mut self, details: serde_json::Value) -> CliError {
         self.details = Some(details);
         self
     }
@@ -133,4 +133,4 @@ impl fmt::Debug for CliError {
 }
 
 /// Result of a command handler.
-pub type CliResult = Result<(), CliError>;
+pub(crate) type CliResult = Result<(), CliError>;

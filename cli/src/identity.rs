@@ -3,7 +3,7 @@
 use lapis_release::BuildIdentity;
 
 /// The identity compiled into this binary.
-pub fn build_identity() -> BuildIdentity {
+pub(crate) fn build_identity() -> BuildIdentity {
     BuildIdentity {
         version: option_env!("LAPIS_BUILD_VERSION")
             .unwrap_or(env!("CARGO_PKG_VERSION"))

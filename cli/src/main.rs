@@ -1,5 +1,9 @@
 //! `lapis-ai-controller`: parse, run, map the result to an exit class once.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 mod args;
 mod commands;
 mod exit;

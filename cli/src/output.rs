@@ -6,13 +6,13 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 /// Writes `text` and a newline to stdout.
-pub fn line(text: impl AsRef<str>) -> io::Result<()> {
+pub(crate) fn line(text: impl AsRef<str>) -> io::Result<()> {
     let mut out = io::stdout().lock();
     quiet_pipe(writeln!(out, "{}", text.as_ref()).and_then(|()| out.flush()))
 }
 
 /// Writes one pretty JSON document and a newline to stdout.
-pub fn json<T: Serialize + ?Sized>(value: &T) -> io::Result<()> {
+pub(crate) fn json<T: Serialize + ?Sized>(value: &T) -> io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
     line(text)
 }
@@ -27,7 +27,7 @@ fn quiet_pipe(result: io::Result<()>) -> io::Result<()> {
 /// Whether stdout is a pipe whose reader has gone (`… | head` exited).
 /// Follow modes poll this while idle, so they end at once even when no
 /// new output would reveal the closed pipe.
-pub fn stdout_closed() -> bool {
+pub(crate) fn stdout_closed() -> bool {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
     let stdout = io::stdout();

@@ -65,7 +65,7 @@ pub enum ArchiveError {
 
 impl ArchiveError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             ArchiveError::NotAnArchive(_) => "invalid_archive",
             ArchiveError::ChecksumRequired => "checksum_required",

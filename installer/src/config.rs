@@ -29,7 +29,7 @@ use thiserror::Error;
 use crate::fsx::{self, FsError};
 use crate::paths::Paths;
 
-pub use lapis_protocol::config::TOKEN_PREFIX;
+pub(crate) use lapis_protocol::config::TOKEN_PREFIX;
 
 /// Why the configuration was refused or could not be written.
 #[derive(Debug, Error)]
@@ -78,8 +78,6 @@ impl ConfigOutcome {
 pub struct ConfigSummary {
     /// `controllerHome`, when the file names one.
     pub controller_home: Option<PathBuf>,
-    /// Number of tokens.
-    pub tokens: usize,
 }
 
 /// Reads the config at `path` and checks its structure. `Ok(None)` when it
@@ -114,7 +112,6 @@ pub fn read(path: &Path) -> Result<Option<(Config, ConfigSummary)>, ConfigError>
     let config = Config::parse(&bytes, path).map_err(|e| malformed(reason(&e)))?;
     let summary = ConfigSummary {
         controller_home: Some(config.controller_home.clone()),
-        tokens: config.tokens.len(),
     };
     Ok(Some((config, summary)))
 }
@@ -291,7 +288,8 @@ mod tests {
         let p = paths(dir.path());
         let (outcome, summary) = bootstrap(&p, &|| {}).unwrap();
         assert_eq!(outcome, ConfigOutcome::Created);
-        assert_eq!(summary.tokens, 1);
+        let (config, _) = read(&p.config).unwrap().unwrap();
+        assert_eq!(config.tokens.len(), 1);
         assert_eq!(
             summary.controller_home.as_deref(),
             Some(p.controller_home.as_path())

@@ -35,17 +35,17 @@ use thiserror::Error;
 #[error("cannot {op} {path}: {source}")]
 pub struct FsError {
     /// What was being done (`create`, `rename`, `lock`, …).
-    pub op: &'static str,
+    pub(crate) op: &'static str,
     /// The path it was done to.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The underlying error.
     #[source]
-    pub source: io::Error,
+    pub(crate) source: io::Error,
 }
 
 impl FsError {
     /// Wraps `source` with the operation and path.
-    pub fn new(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> FsError {
+    pub(crate) fn new(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> FsError {
         FsError {
             op,
             path: path.into(),
@@ -428,13 +428,11 @@ pub enum LockMode {
 pub struct LockGuard {
     /// The locked file; dropping it unlocks.
     _lock: Flock<File>,
-    /// The lock file's path, for messages.
-    path: PathBuf,
 }
 
 impl LockGuard {
     /// Opens (creating, mode 0600) `path` and blocks until the lock is held.
-    pub fn acquire(path: &Path, mode: LockMode) -> FsResult<LockGuard> {
+    pub(crate) fn acquire(path: &Path, mode: LockMode) -> FsResult<LockGuard> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -453,7 +451,7 @@ impl LockGuard {
 
     /// Tries to lock an already open file (a directory works too) without
     /// blocking; `None` when someone else holds it.
-    pub fn try_exclusive(file: File, path: &Path) -> FsResult<Option<LockGuard>> {
+    pub(crate) fn try_exclusive(file: File, path: &Path) -> FsResult<Option<LockGuard>> {
         Self::lock(file, FlockArg::LockExclusiveNonblock, path)
     }
 
@@ -462,21 +460,13 @@ impl LockGuard {
         loop {
             match Flock::lock(file, arg) {
                 Ok(lock) => {
-                    return Ok(Some(LockGuard {
-                        _lock: lock,
-                        path: path.to_path_buf(),
-                    }));
+                    return Ok(Some(LockGuard { _lock: lock }));
                 }
                 Err((f, nix::errno::Errno::EINTR)) => file = f,
                 Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
                 Err((_, errno)) => return Err(FsError::new("lock", path, errno.into())),
             }
         }
-    }
-
-    /// The locked path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -27,7 +27,7 @@ pub enum LogSource {
 #[error("no service log: {} does not exist (the launchd agent has not run yet)", path.display())]
 pub struct NoServiceLog {
     /// The log file the plist names.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 /// The service log of `paths`' unit: `journalctl --user --unit UNIT

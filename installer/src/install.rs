@@ -107,7 +107,7 @@ impl Checkpoint {
 
 /// The caller's second smoke stage: gets the staged binary, returns an error
 /// text (no secrets) when the binary fails it.
-pub type SmokeTurn<'a> = &'a dyn Fn(&Path) -> Result<(), String>;
+pub(crate) type SmokeTurn<'a> = &'a dyn Fn(&Path) -> Result<(), String>;
 
 /// How an install behaves.
 #[derive(Clone, Copy)]
@@ -156,7 +156,7 @@ impl InstallOptions<'_> {
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -214,7 +214,10 @@ pub struct InstallReport {
 
 /// Checks what can be checked without changing anything: the config (if it
 /// exists) is well-formed and the launcher can be placed.
-pub fn preflight(paths: &Paths, opts: &InstallOptions<'_>) -> Result<LauncherState, InstallError> {
+pub(crate) fn preflight(
+    paths: &Paths,
+    opts: &InstallOptions<'_>,
+) -> Result<LauncherState, InstallError> {
     if opts.bootstrap_config {
         config::read(&paths.config)?;
     }
@@ -236,7 +239,7 @@ fn prepare_dirs(paths: &Paths, opts: &InstallOptions<'_>) -> Result<(), InstallE
 }
 
 /// Takes the exclusive releases lock (creating the releases root).
-pub fn lock_releases(paths: &Paths, mode: LockMode) -> Result<LockGuard, InstallError> {
+pub(crate) fn lock_releases(paths: &Paths, mode: LockMode) -> Result<LockGuard, InstallError> {
     fsx::create_dir_all_mode(&paths.releases_root, 0o755)?;
     Ok(LockGuard::acquire(&paths.releases_lock(), mode)?)
 }

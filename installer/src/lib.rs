@@ -23,12 +23,16 @@
 //! Nothing here prints or exits; every operation returns a report or an
 //! [`InstallError`] whose message names paths and digests, never secrets.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 pub mod archive;
 pub mod config;
 mod error;
 pub mod fsx;
 pub mod inspect;
-pub mod install;
+pub(crate) mod install;
 pub mod launcher;
 pub mod paths;
 pub mod releases;
@@ -36,15 +40,14 @@ pub mod service;
 pub mod smoke;
 pub mod snapshot;
 pub mod staging;
-pub mod state;
+pub(crate) mod state;
 pub mod uninstall;
 pub mod unit;
 
-pub use archive::{ArchiveReport, Expected, UpdateReport, UpdateRequest, install_archive, update};
+pub use archive::{Expected, UpdateReport, UpdateRequest, install_archive, update};
+
 pub use error::InstallError;
-pub use install::{
-    Checkpoint, InstallOptions, InstallReport, SnapshotOutcome, install_executable, install_staged,
-    install_tree,
-};
-pub use paths::{Instance, PathError, PathOptions, Paths, ServiceKind};
+pub use install::{Checkpoint, InstallReport, install_executable};
+pub use install::{InstallOptions, SnapshotOutcome, install_staged, install_tree};
+pub use paths::{PathOptions, Paths, ServiceKind};
 pub use staging::StagingDir;

@@ -41,7 +41,7 @@ pub enum Instance {
 
 impl Instance {
     /// Validates `--instance NAME`. `default` names the default instance.
-    pub fn parse(name: Option<&str>) -> Result<Instance, PathError> {
+    pub(crate) fn parse(name: Option<&str>) -> Result<Instance, PathError> {
         let Some(name) = name else {
             return Ok(Instance::Default);
         };
@@ -105,7 +105,7 @@ pub enum ServiceKind {
 
 impl ServiceKind {
     /// The service manager of the platform this binary was built for.
-    pub fn native() -> ServiceKind {
+    pub(crate) fn native() -> ServiceKind {
         if cfg!(target_os = "macos") {
             ServiceKind::Launchd
         } else {
@@ -127,7 +127,7 @@ impl ServiceKind {
     /// path, plist, every `launchctl` call) run on Linux against a recording
     /// stand-in. Installing with it for real on the wrong platform writes a
     /// unit nothing reads, so an unknown value is an error, never a guess.
-    pub fn from_env() -> Result<Option<ServiceKind>, PathError> {
+    pub(crate) fn from_env() -> Result<Option<ServiceKind>, PathError> {
         match std::env::var(SERVICE_MANAGER_ENV) {
             Err(_) => Ok(None),
             Ok(v) if v.is_empty() => Ok(None),
@@ -227,7 +227,7 @@ pub struct Paths {
     /// The selected instance.
     pub instance: Instance,
     /// `$HOME`.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The launcher symlink (shared by all instances).
     pub launcher: PathBuf,
     /// `~/.local/lib/lapis-ai-controller/releases` (shared).
@@ -235,13 +235,13 @@ pub struct Paths {
     /// The instance's config file.
     pub config: PathBuf,
     /// Whether `config` came from `--config`.
-    pub config_explicit: bool,
+    pub(crate) config_explicit: bool,
     /// The instance's controller home before the config is read: `--workspace`
     /// (or the environment) when given, else the instance's default. Once a
     /// config is at hand, use [`Paths::controller_home_for`].
     pub controller_home: PathBuf,
     /// Whether `controller_home` came from `--workspace` / the environment.
-    pub controller_home_explicit: bool,
+    pub(crate) controller_home_explicit: bool,
     /// The service unit of this instance.
     pub unit: UnitPaths,
 }
@@ -340,25 +340,25 @@ impl Paths {
     }
 
     /// The lock serialising every change under the releases root.
-    pub fn releases_lock(&self) -> PathBuf {
+    pub(crate) fn releases_lock(&self) -> PathBuf {
         self.releases_root.join(".lock")
     }
 
     /// The install state (activation history) file.
-    pub fn state_file(&self) -> PathBuf {
+    pub(crate) fn state_file(&self) -> PathBuf {
         self.releases_root.join("state.json")
     }
 
     /// The optional env file beside the config (`NAME=VALUE` lines holding
     /// agents' secrets). The systemd unit loads it with `EnvironmentFile=-`,
     /// so a missing file is fine.
-    pub fn env_file(&self) -> PathBuf {
+    pub(crate) fn env_file(&self) -> PathBuf {
         lapis_protocol::config::EnvFile::path_for(&self.config)
     }
 
     /// Where the launchd agent sends the service's stdout and stderr (the
     /// service log on macOS; `logs` reads it).
-    pub fn launchd_log(&self) -> PathBuf {
+    pub(crate) fn launchd_log(&self) -> PathBuf {
         self.home
             .join("Library/Logs")
             .join(format!("{}.log", self.unit.name))

@@ -145,13 +145,6 @@ fn run_ok(program: &str, args: &[&str]) -> Result<Output, ServiceError> {
     })
 }
 
-/// What [`install_and_start`] did.
-#[derive(Debug)]
-pub struct ServiceReport {
-    /// Whether the unit file content changed.
-    pub unit_changed: bool,
-}
-
 /// Writes the unit file (atomically; an unchanged one is left alone). This
 /// step does not need the service manager.
 pub fn write_unit(paths: &Paths) -> Result<bool, ServiceError> {
@@ -174,8 +167,8 @@ pub fn install_and_start(
     paths: &Paths,
     ready_timeout: Duration,
     ready: impl FnMut() -> Probe,
-) -> Result<ServiceReport, ServiceError> {
-    let unit_changed = write_unit(paths)?;
+) -> Result<(), ServiceError> {
+    write_unit(paths)?;
     match paths.unit.kind {
         ServiceKind::Systemd => {
             let name = paths.unit.name.as_str();
@@ -205,8 +198,7 @@ pub fn install_and_start(
             }
         }
     }
-    restart_and_wait(paths, ready_timeout, ready)?;
-    Ok(ServiceReport { unit_changed })
+    restart_and_wait(paths, ready_timeout, ready)
 }
 
 /// Restarts the registered service (`systemctl --user restart UNIT`,
@@ -345,9 +337,9 @@ fn launchd_target(paths: &Paths) -> String {
 #[derive(Debug, Default)]
 pub struct RemoveReport {
     /// Whether a unit file was removed.
-    pub removed_unit: bool,
+    pub(crate) removed_unit: bool,
     /// A service manager problem that did not stop the removal.
-    pub warning: Option<String>,
+    pub(crate) warning: Option<String>,
 }
 
 /// Stops and disables the service (best effort: an unreachable manager is a

@@ -23,36 +23,36 @@ const MAX_ACTIVATIONS: usize = 64;
 /// Facts about one snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SnapshotRecord {
+pub(crate) struct SnapshotRecord {
     /// Unix seconds when the snapshot directory was created.
-    pub installed_at: u64,
+    pub(crate) installed_at: u64,
     /// Build identity from its manifest.
-    pub build: BuildIdentity,
+    pub(crate) build: BuildIdentity,
 }
 
 /// One launcher move.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Activation {
+pub(crate) struct Activation {
     /// The snapshot the launcher was pointed at.
-    pub digest: String,
+    pub(crate) digest: String,
     /// Unix seconds.
-    pub at: u64,
+    pub(crate) at: u64,
 }
 
 /// The whole state file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InstallState {
+pub(crate) struct InstallState {
     /// Always 1.
     #[serde(default = "one")]
-    pub schema: u32,
+    pub(crate) schema: u32,
     /// Per snapshot digest.
     #[serde(default)]
-    pub snapshots: BTreeMap<String, SnapshotRecord>,
+    pub(crate) snapshots: BTreeMap<String, SnapshotRecord>,
     /// Oldest first, bounded.
     #[serde(default)]
-    pub activations: Vec<Activation>,
+    pub(crate) activations: Vec<Activation>,
 }
 
 fn one() -> u32 {
@@ -61,7 +61,7 @@ fn one() -> u32 {
 
 impl InstallState {
     /// Reads the state; missing or unreadable means empty.
-    pub fn load(paths: &Paths) -> InstallState {
+    pub(crate) fn load(paths: &Paths) -> InstallState {
         fs::read(paths.state_file())
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -74,14 +74,14 @@ impl InstallState {
     /// Replaces the state file (atomically for readers, without fsync: a
     /// crash may lose the latest entries, which [`InstallState::load`] treats
     /// as history that never happened). Call with the releases lock held.
-    pub fn save(&self, paths: &Paths) -> Result<(), FsError> {
+    pub(crate) fn save(&self, paths: &Paths) -> Result<(), FsError> {
         let mut bytes = serde_json::to_vec_pretty(self).expect("state serialises");
         bytes.push(b'\n');
         fsx::replace_advisory(&paths.state_file(), &bytes, 0o644)
     }
 
     /// Records a snapshot's install time unless it is already known.
-    pub fn record_snapshot(&mut self, digest: &str, build: &BuildIdentity, now: u64) {
+    pub(crate) fn record_snapshot(&mut self, digest: &str, build: &BuildIdentity, now: u64) {
         self.snapshots
             .entry(digest.to_owned())
             .or_insert_with(|| SnapshotRecord {
@@ -91,7 +91,7 @@ impl InstallState {
     }
 
     /// Records that the launcher now points at `digest`.
-    pub fn record_activation(&mut self, digest: &str, now: u64) {
+    pub(crate) fn record_activation(&mut self, digest: &str, now: u64) {
         if self.activations.last().is_some_and(|a| a.digest == digest) {
             return;
         }
@@ -105,7 +105,11 @@ impl InstallState {
 
     /// The most recent activation of a snapshot other than `active` for which
     /// `exists` holds.
-    pub fn previous(&self, active: Option<&str>, exists: impl Fn(&str) -> bool) -> Option<String> {
+    pub(crate) fn previous(
+        &self,
+        active: Option<&str>,
+        exists: impl Fn(&str) -> bool,
+    ) -> Option<String> {
         self.activations
             .iter()
             .rev()
@@ -115,7 +119,7 @@ impl InstallState {
     }
 
     /// Forgets snapshots that were removed.
-    pub fn forget(&mut self, digest: &str) {
+    pub(crate) fn forget(&mut self, digest: &str) {
         self.snapshots.remove(digest);
         self.activations.retain(|a| a.digest != digest);
     }

@@ -42,7 +42,7 @@ use rules::{Seen, describe, normalise, record};
 
 /// Prefix of the staging directories made by [`extract_release`]; a later
 /// install may remove leftovers with this prefix.
-pub const STAGING_PREFIX: &str = ".extract-";
+pub(crate) const STAGING_PREFIX: &str = ".extract-";
 
 /// Bounds on what an archive may contain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,10 +165,12 @@ pub enum ExtractError {
 }
 
 /// A verified release tree in a staging directory that is removed on drop
-/// unless [`ExtractedRelease::keep`] is called.
+/// unless `ExtractedRelease::keep` (tests) is called.
 #[derive(Debug)]
 pub struct ExtractedRelease {
-    /// The staging directory (the tree's root).
+    /// The staging directory (the tree's root), held so that dropping the
+    /// release removes it; only the unit tests read it.
+    #[cfg_attr(not(test), allow(dead_code))]
     dir: Option<tempfile::TempDir>,
     /// The verified `release.json`.
     manifest: Manifest,
@@ -176,24 +178,26 @@ pub struct ExtractedRelease {
 
 impl ExtractedRelease {
     /// Root of the extracted tree.
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         self.dir.as_ref().expect("present until keep").path()
     }
 
     /// The verified manifest.
-    pub fn manifest(&self) -> &Manifest {
+    pub(crate) fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
     /// Stops the automatic removal and returns the tree's root, for a caller
     /// that renames the tree into place.
-    pub fn keep(mut self) -> PathBuf {
+    #[cfg(test)]
+    pub(crate) fn keep(mut self) -> PathBuf {
         self.dir.take().expect("present until keep").keep()
     }
 }
 
 /// Reads an archive file into memory, refusing one over `limits`.
-pub fn read_archive(path: &Path, limits: &Limits) -> Result<Vec<u8>, ExtractError> {
+pub(crate) fn read_archive(path: &Path, limits: &Limits) -> Result<Vec<u8>, ExtractError> {
     let err = |source| ExtractError::ReadArchive {
         path: path.to_path_buf(),
         source,

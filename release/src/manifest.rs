@@ -196,7 +196,7 @@ impl Manifest {
     }
 
     /// The canonical form hashed into the digest (see the module docs).
-    pub fn canonical(&self) -> Vec<u8> {
+    pub(crate) fn canonical(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.entries.len() * 96);
         for entry in &self.entries {
             match entry {

@@ -62,7 +62,7 @@ pub fn release_entries(size: u64, sha256: &Sha256Hex) -> Vec<Entry> {
 }
 
 /// The contents of a shipped file by its relative path.
-pub fn shipped_bytes(path: &str) -> Option<&'static [u8]> {
+pub(crate) fn shipped_bytes(path: &str) -> Option<&'static [u8]> {
     LICENSE_FILES
         .iter()
         .find(|file| file.path == path)

@@ -35,13 +35,13 @@ const MAX_CHECKSUMS_BYTES: u64 = 1 << 20;
 #[derive(Clone)]
 pub struct UpdateSource {
     /// API base URL, e.g. `https://api.github.com` or `https://ghe/api/v3`.
-    pub api_base: String,
+    pub(crate) api_base: String,
     /// Repository owner.
-    pub owner: String,
+    pub(crate) owner: String,
     /// Repository name.
-    pub repo: String,
+    pub(crate) repo: String,
     /// Token for the API's rate limits (`GH_TOKEN`, else `GITHUB_TOKEN`).
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
 }
 
 impl std::fmt::Debug for UpdateSource {
@@ -58,7 +58,7 @@ impl std::fmt::Debug for UpdateSource {
 impl UpdateSource {
     /// The token, only for URLs under the API base: an asset URL pointing at
     /// another host (a mirror's listing can say anything) never gets it.
-    pub fn token_for(&self, url: &str) -> Option<String> {
+    pub(crate) fn token_for(&self, url: &str) -> Option<String> {
         let under_api = url
             .strip_prefix(self.api_base.as_str())
             .is_some_and(|rest| rest.starts_with('/'));
@@ -93,7 +93,7 @@ pub struct Asset {
     /// File name.
     pub name: String,
     /// API URL that serves the bytes with `Accept: application/octet-stream`.
-    pub url: String,
+    pub(crate) url: String,
 }
 
 /// A published release that has an archive for the target.
@@ -104,7 +104,7 @@ pub struct Candidate {
     /// This target's archive.
     pub archive: Asset,
     /// The release's `SHA256SUMS`.
-    pub checksums: Asset,
+    pub(crate) checksums: Asset,
 }
 
 /// What `update` should do.

@@ -9,6 +9,10 @@
 //! the SDK) is defined once in `lapis-protocol`; this crate re-uses those
 //! types and adds what only the controller needs: SQLite, tokio, the server.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 pub mod acp;
 pub mod domain;
 pub mod engine;
@@ -19,9 +23,8 @@ pub mod auth;
 pub mod server;
 
 pub use domain::{
-    Actor, ApprovalPolicy, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread,
-    Preparer, ProviderFacts, Receipt, ReplayPage, ReplayScope, ResolveAs, Retention, StoreError,
-    StoreResult, StoreStatus, SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome,
-    Turn, TurnEnd, TurnEvent, TurnState, Workspace,
+    Actor, ApprovalPolicy, EventKind, JournalEvent, NewAuthSession, NewThread, ReplayScope,
+    ResolveAs, Retention, StoreError, SubmitTurn, ThreadPatch, Turn, TurnEnd, TurnState,
 };
-pub use store::{OpenReport, PendingAppend, Store, StoreOptions, ThreadFilter, TurnFilter};
+
+pub use store::{Store, StoreOptions, TurnFilter};

@@ -48,15 +48,15 @@ pub fn with_version(build: &BuildIdentity, version: &str) -> BuildIdentity {
 #[derive(Debug, Clone)]
 pub struct RawEntry {
     /// Path exactly as stored in the header.
-    pub path: Vec<u8>,
+    pub(crate) path: Vec<u8>,
     /// Entry type.
-    pub kind: tar::EntryType,
+    pub(crate) kind: tar::EntryType,
     /// Mode bits as stored.
-    pub mode: u32,
+    pub(crate) mode: u32,
     /// Contents.
     pub data: Vec<u8>,
     /// Link name (for link entries).
-    pub link: Vec<u8>,
+    pub(crate) link: Vec<u8>,
 }
 
 impl RawEntry {
@@ -153,7 +153,7 @@ pub struct Fingerprint {
     /// The config file's bytes, if any.
     pub config: Option<Vec<u8>>,
     /// Sorted names directly under the releases root.
-    pub releases: Vec<String>,
+    pub(crate) releases: Vec<String>,
 }
 
 impl Fingerprint {

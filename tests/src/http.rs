@@ -17,16 +17,16 @@ use std::thread::JoinHandle;
 #[derive(Clone, Debug)]
 pub struct Route {
     /// HTTP status code.
-    pub status: u16,
+    pub(crate) status: u16,
     /// `Content-Type`.
-    pub content_type: String,
+    pub(crate) content_type: String,
     /// The full body (its length is the advertised `Content-Length`).
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     /// Send only this many body bytes, then drop the connection.
-    pub cut_after: Option<usize>,
+    pub(crate) cut_after: Option<usize>,
     /// Advertise this `Content-Length` instead of the body's length (a
     /// server that lies, or announces more than anyone should accept).
-    pub declared: Option<u64>,
+    pub(crate) declared: Option<u64>,
 }
 
 impl Route {

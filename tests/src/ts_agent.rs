@@ -26,7 +26,7 @@ pub struct TsAgent {
 
 impl TsAgent {
     /// The agent directory, `tests/agents/ts-agent`.
-    pub fn dir() -> PathBuf {
+    pub(crate) fn dir() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("agents/ts-agent")
     }
 
@@ -74,11 +74,6 @@ impl TsAgent {
         })
     }
 
-    /// The agent's script.
-    pub fn script(&self) -> &Path {
-        &self.script
-    }
-
     /// A provider definition for the controller's config: command `node`
     /// (resolved from `PATH` by the controller), the script, and the state
     /// directory that lets a later agent process `session/load` a session.
@@ -90,17 +85,9 @@ impl TsAgent {
         })
     }
 
-    /// [`TsAgent::provider`] for an agent that does not advertise
-    /// `loadSession` (`TS_AGENT_NO_LOAD=1`).
-    pub fn provider_without_load(&self, state_dir: &Path) -> Value {
-        let mut provider = self.provider(state_dir);
-        provider["env"]["TS_AGENT_NO_LOAD"] = json!("1");
-        provider
-    }
-
     /// A command that runs the agent directly, with only `PATH` and the
     /// state directory in its environment.
-    pub fn command(&self, state_dir: &Path) -> Command {
+    pub(crate) fn command(&self, state_dir: &Path) -> Command {
         let mut cmd = Command::new("node");
         cmd.arg(&self.script)
             .env_clear()

@@ -4,7 +4,7 @@
 use crate::exit::{CliError, CliResult};
 
 /// Serves until stdin closes.
-pub fn run() -> CliResult {
+pub(super) fn run() -> CliResult {
     let stdin = std::io::stdin().lock();
     let stdout = std::io::stdout().lock();
     lapis_service::acp::echo::serve(stdin, stdout)

@@ -20,7 +20,7 @@ use crate::exit::{CliError, CliResult};
 use super::connect::{client_error, connect};
 use super::turns::{Submission, Watch, submit_and_watch};
 
-pub fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
     let prompt = match args.prompt.as_deref() {
         Some("-") => super::prompt::from_stdin("ask -")?,
         Some(text) if text.trim().is_empty() => {

@@ -10,7 +10,7 @@
 use crate::exit::CliError;
 
 /// A fresh command id (`cmd_` and 32 random hex digits).
-pub fn fresh() -> Result<String, CliError> {
+pub(super) fn fresh() -> Result<String, CliError> {
     Ok(format!(
         "cmd_{}",
         lapis_service::auth::random_hex(16).map_err(|e| CliError::failure("internal", e))?
@@ -18,7 +18,7 @@ pub fn fresh() -> Result<String, CliError> {
 }
 
 /// The caller's id, or a fresh one announced on stderr.
-pub fn given_or_fresh(given: Option<String>) -> Result<String, CliError> {
+pub(super) fn given_or_fresh(given: Option<String>) -> Result<String, CliError> {
     match given {
         Some(id) => Ok(id),
         None => {

@@ -25,13 +25,13 @@ use crate::exit::{CliError, CliResult};
 
 /// The environment variable that turns a run into a completion request. Not
 /// clap's generic `COMPLETE`, so an unrelated variable cannot hijack a run.
-pub const COMPLETE_VAR: &str = "LAPIS_AI_CONTROLLER_COMPLETE";
+pub(crate) const COMPLETE_VAR: &str = "LAPIS_AI_CONTROLLER_COMPLETE";
 
 const BIN: &str = "lapis-ai-controller";
 
 /// Answers a completion request and exits when [`COMPLETE_VAR`] is set;
 /// returns at once otherwise. Runs before anything writes to stdout.
-pub fn complete_env() {
+pub(crate) fn complete_env() {
     CompleteEnv::with_factory(completion_command)
         .var(COMPLETE_VAR)
         .bin(BIN)
@@ -61,7 +61,7 @@ fn completion_command() -> clap::Command {
 /// Prints the registration script for `args.shell`. The script calls back the
 /// program as it was invoked here (a bare name is looked up on `PATH` at TAB
 /// time, so the launcher keeps working across updates).
-pub fn run(args: CompletionsArgs) -> CliResult {
+pub(crate) fn run(args: CompletionsArgs) -> CliResult {
     let name = args.shell.to_string();
     let shells = Shells::builtins();
     let shell = shells.completer(&name).ok_or_else(|| {
@@ -134,7 +134,7 @@ fn from_service<T>(
 }
 
 /// Thread ids, with workspace and provider as help.
-pub fn thread_ids() -> Vec<CompletionCandidate> {
+pub(crate) fn thread_ids() -> Vec<CompletionCandidate> {
     from_service(
         |c| c.threads_list().ok(),
         |t| {
@@ -145,7 +145,7 @@ pub fn thread_ids() -> Vec<CompletionCandidate> {
 }
 
 /// Turn ids, with their state as help.
-pub fn turn_ids() -> Vec<CompletionCandidate> {
+pub(crate) fn turn_ids() -> Vec<CompletionCandidate> {
     from_service(
         |c| c.turns_list(None).ok(),
         |t| CompletionCandidate::new(t.id).help(Some(t.state.as_str().to_owned().into())),
@@ -153,7 +153,7 @@ pub fn turn_ids() -> Vec<CompletionCandidate> {
 }
 
 /// Registered workspace ids, with their directory as help.
-pub fn workspace_ids() -> Vec<CompletionCandidate> {
+pub(crate) fn workspace_ids() -> Vec<CompletionCandidate> {
     from_service(
         |c| c.workspaces_list().ok(),
         |w| CompletionCandidate::new(w.id).help(Some(w.path.into())),
@@ -162,7 +162,7 @@ pub fn workspace_ids() -> Vec<CompletionCandidate> {
 
 /// Provider names from the configuration (no service needed) plus the
 /// built-in `echo`.
-pub fn provider_names() -> Vec<CompletionCandidate> {
+pub(crate) fn provider_names() -> Vec<CompletionCandidate> {
     let mut names = vec![lapis_protocol::config::ECHO_PROVIDER.to_owned()];
     if let Ok(target) = super::connect::target(&typed_global(), None) {
         names.extend(target.config.providers.into_keys());

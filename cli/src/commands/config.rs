@@ -22,7 +22,7 @@ use crate::output;
 /// What `config show` prints instead of a secret.
 const MASK: &str = "********";
 
-pub fn run(global: &GlobalArgs, command: ConfigCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: ConfigCommand) -> CliResult {
     match command {
         ConfigCommand::Path => {
             output::line(config_path(global)?.display().to_string())?;
@@ -40,7 +40,7 @@ pub fn run(global: &GlobalArgs, command: ConfigCommand) -> CliResult {
 
 /// The configuration's JSON Schema, generated from its types (the same text
 /// is committed as `docs/config.schema.json`; a test keeps them equal).
-pub fn schema() -> String {
+pub(super) fn schema() -> String {
     serde_json::to_string_pretty(&Config::json_schema()).expect("schema serialises")
 }
 

@@ -15,31 +15,31 @@ use crate::args::GlobalArgs;
 use crate::exit::CliError;
 
 /// The application name the CLI's sessions carry.
-pub const APPLICATION: &str = "lapis-cli";
+pub(super) const APPLICATION: &str = "lapis-cli";
 
 /// How long one CLI request may wait for its answer: every method answers
 /// promptly, so a controller that has not answered by then is wedged and the
 /// command exits 3 instead of hanging.
-pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(super) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The configuration and the controller home it designates.
-pub struct Target {
+pub(super) struct Target {
     /// Validated configuration (for a client command with a broken file,
     /// only the part a client needs: see [`client_target`]).
-    pub config: Config,
+    pub(crate) config: Config,
     /// Why the file as a whole was refused, when a client command goes on
     /// with the part it needs: the refusal's stable code and its message
     /// (names fields, never values).
-    pub problem: Option<(&'static str, String)>,
+    pub(crate) problem: Option<(&'static str, String)>,
     /// Controller home, by the one precedence (flag, environment, config).
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The instance's paths (unit, launcher), for what-to-do messages.
-    pub paths: Paths,
+    pub(crate) paths: Paths,
 }
 
 /// Loads the configuration of the selected instance and runs both of its
 /// checks (structure, then this machine).
-pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, CliError> {
+pub(super) fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, CliError> {
     let paths = super::paths::resolve(global, workspace, None)?;
     let mut config = Config::load(&paths.config).map_err(|e| CliError::failure(e.code(), e))?;
     config
@@ -64,7 +64,7 @@ pub fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Target, C
 /// says once, on stderr, what is wrong. `serve` and `config reload` keep the
 /// strict [`target`]. A file that is missing, unreadable or not JSON at all,
 /// or whose first token is itself invalid, is still an error.
-pub fn client_target(global: &GlobalArgs) -> Result<Target, CliError> {
+pub(super) fn client_target(global: &GlobalArgs) -> Result<Target, CliError> {
     let strict = match target(global, None) {
         Ok(t) => return Ok(t),
         Err(e) => e,
@@ -114,7 +114,7 @@ fn client_part(global: &GlobalArgs) -> Option<Target> {
 
 /// A client error as a CLI error: unreachable is exit 3, the rest exit 2
 /// with the server's stable code.
-pub fn client_error(e: ClientError) -> CliError {
+pub(super) fn client_error(e: ClientError) -> CliError {
     match &e {
         _ if e.is_service_unavailable() => {
             let code = e.code();
@@ -130,7 +130,7 @@ pub fn client_error(e: ClientError) -> CliError {
 }
 
 /// What to do when nothing answers: start the unit, or run `serve` by hand.
-pub fn start_hint(paths: &Paths) -> String {
+pub(super) fn start_hint(paths: &Paths) -> String {
     format!(
         "the controller is not running: start it with `{}`, or run `{}`",
         unit::start_command(paths),
@@ -139,13 +139,13 @@ pub fn start_hint(paths: &Paths) -> String {
 }
 
 /// Connects to the selected instance's socket and says hello.
-pub fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
+pub(super) fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
     let target = client_target(global)?;
     connect_to(&target)
 }
 
 /// Connects to `target`'s socket and says hello with its first token.
-pub fn connect_to(target: &Target) -> Result<Client, CliError> {
+pub(super) fn connect_to(target: &Target) -> Result<Client, CliError> {
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     // A server at its connection cap answers `limit_reached` before it
     // reads `hello`, so nothing was applied: a few spaced retries (waits of

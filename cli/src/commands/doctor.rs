@@ -79,7 +79,7 @@ struct Report {
     checks: Vec<Check>,
 }
 
-pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     let paths = super::paths::resolve(global, None, None)?;
     let mut checks = Vec::new();
     launcher_checks(&paths, &mut checks);

@@ -28,7 +28,7 @@ use super::permissions::Prompter;
 const IDLE: Duration = Duration::from_millis(250);
 
 /// Why a follow loop stopped early.
-pub enum Halt {
+pub(super) enum Halt {
     /// Stdout's reader is gone: stop quietly, exit 0.
     Closed,
     /// A real failure.
@@ -42,7 +42,7 @@ impl<E: Into<CliError>> From<E> for Halt {
 }
 
 /// Maps a follow result to a command result: a closed stdout is success.
-pub fn settle(r: Result<(), Halt>) -> Result<(), CliError> {
+pub(super) fn settle(r: Result<(), Halt>) -> Result<(), CliError> {
     match r {
         Ok(()) | Err(Halt::Closed) => Ok(()),
         Err(Halt::Failed(e)) => Err(e),
@@ -58,7 +58,7 @@ enum Run {
 }
 
 /// Writes events for a person (plain) or a script (NDJSON).
-pub struct Printer {
+pub(super) struct Printer {
     /// NDJSON instead of text.
     json: bool,
     /// ANSI styling (stdout is a terminal and `NO_COLOR` is unset).
@@ -80,7 +80,7 @@ const RESET: &str = "\x1b[0m";
 
 impl Printer {
     /// A printer for stdout.
-    pub fn new(json: bool, thoughts: bool, lifecycle: bool) -> Printer {
+    pub(super) fn new(json: bool, thoughts: bool, lifecycle: bool) -> Printer {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Printer {
             json,
@@ -93,7 +93,7 @@ impl Printer {
     }
 
     /// Whether output is NDJSON.
-    pub fn is_json(&self) -> bool {
+    pub(super) fn is_json(&self) -> bool {
         self.json
     }
 
@@ -123,7 +123,7 @@ impl Printer {
 
     /// Ends an open run of streamed text with a newline (unless the text
     /// ended its line itself).
-    pub fn end_run(&mut self) -> Result<(), Halt> {
+    pub(super) fn end_run(&mut self) -> Result<(), Halt> {
         if self.run != Run::None {
             self.run = Run::None;
             if !self.at_line_start {
@@ -134,31 +134,31 @@ impl Printer {
     }
 
     /// Writes text as it is (the reply of `--wait`).
-    pub fn write_text(&mut self, text: &str) -> Result<(), Halt> {
+    pub(super) fn write_text(&mut self, text: &str) -> Result<(), Halt> {
         self.write(text)
     }
 
     /// One NDJSON line holding `value`.
-    pub fn record_value(&mut self, value: &Value) -> Result<(), Halt> {
+    pub(super) fn record_value(&mut self, value: &Value) -> Result<(), Halt> {
         let line = serde_json::to_string(value).map_err(CliError::from)?;
         self.write(&format!("{line}\n"))
     }
 
     /// One NDJSON line `{key: value}`.
-    pub fn record(&mut self, key: &str, value: &impl serde::Serialize) -> Result<(), Halt> {
+    pub(super) fn record(&mut self, key: &str, value: &impl serde::Serialize) -> Result<(), Halt> {
         let line = serde_json::to_string(&json!({ key: value })).map_err(CliError::from)?;
         self.write(&format!("{line}\n"))
     }
 
     /// A status line (plain mode), dimmed on a terminal.
-    pub fn status(&mut self, text: &str) -> Result<(), Halt> {
+    pub(super) fn status(&mut self, text: &str) -> Result<(), Halt> {
         self.end_run()?;
         let line = self.styled(DIM, text);
         self.write(&format!("{line}\n"))
     }
 
     /// Shows one event.
-    pub fn event(&mut self, e: &JournalEvent) -> Result<(), Halt> {
+    pub(super) fn event(&mut self, e: &JournalEvent) -> Result<(), Halt> {
         if self.json {
             return self.record("event", e);
         }
@@ -248,18 +248,18 @@ fn ended(t: &Turn) -> bool {
 }
 
 /// What watching a turn produced.
-pub struct Watched {
+pub(super) struct Watched {
     /// The turn as it ended.
-    pub turn: Turn,
+    pub(crate) turn: Turn,
     /// The reply text (every reply chunk, joined).
-    pub reply: String,
+    pub(crate) reply: String,
 }
 
 /// Runs `turn` to its end: shows its events when `printer` is given,
 /// collects the reply, and hands each permission request to `prompter`.
 /// Stops at the journal's own record of the final state, so every event of
 /// the turn before it has been seen.
-pub fn watch(
+pub(super) fn watch(
     follower: &mut JournalFollower<'_>,
     thread: &str,
     mut turn: Turn,

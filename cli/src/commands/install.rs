@@ -21,7 +21,7 @@ use crate::identity::build_identity;
 /// Environment variable naming the checkpoint to pause at.
 const FAULT_PAUSE_ENV: &str = "LAPIS_INSTALL_FAULT_PAUSE";
 
-pub fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
     let started = Instant::now();
     let paths = resolve(
         global,
@@ -40,7 +40,7 @@ pub fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
 /// The options of every install, update and rollback this binary runs: the
 /// fault-pause hook and the ACP smoke turn, with the caller's `force` and
 /// config bootstrap.
-pub fn install_options(force: bool, bootstrap_config: bool) -> InstallOptions<'static> {
+pub(super) fn install_options(force: bool, bootstrap_config: bool) -> InstallOptions<'static> {
     InstallOptions {
         force,
         bootstrap_config,
@@ -69,18 +69,18 @@ fn fault_pause(point: Checkpoint) {
 }
 
 /// What the service step after an install is asked to do.
-pub struct ServiceStep {
+pub(super) struct ServiceStep {
     /// `--no-service`: neither write nor start the unit.
-    pub skip: bool,
+    pub(crate) skip: bool,
     /// `--ready-timeout`.
-    pub ready_timeout: Duration,
+    pub(crate) ready_timeout: Duration,
     /// `--json`.
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 impl ServiceStep {
     /// The step as `install`'s flags ask for it.
-    pub fn of(args: &InstallArgs) -> ServiceStep {
+    pub(super) fn of(args: &InstallArgs) -> ServiceStep {
         ServiceStep {
             skip: args.no_service,
             ready_timeout: Duration::from_secs(args.ready_timeout),
@@ -91,7 +91,7 @@ impl ServiceStep {
 
 /// Everything after the release is active: the service step and the report.
 /// Shared by every install source, so they all say the same things.
-pub fn finish(
+pub(super) fn finish(
     paths: &Paths,
     report: &InstallReport,
     step: &ServiceStep,
@@ -161,7 +161,7 @@ const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// so a restart is not "ready" while the old process still answers). Exit 3
 /// (nothing answers yet) and any other failure are "not yet"; the last
 /// message is kept for the timeout error.
-pub fn status_probe(paths: &Paths, snapshot: Option<&str>) -> Probe {
+pub(super) fn status_probe(paths: &Paths, snapshot: Option<&str>) -> Probe {
     let mut cmd = std::process::Command::new(&paths.launcher);
     cmd.arg("status")
         .arg("--json")

@@ -15,7 +15,7 @@ use crate::args::{GlobalArgs, InstallArgs};
 use crate::exit::CliResult;
 use crate::identity::build_identity;
 
-pub fn run(global: &GlobalArgs, args: InstallArgs, from: &str) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: InstallArgs, from: &str) -> CliResult {
     let started = Instant::now();
     let paths = resolve(
         global,

@@ -30,7 +30,7 @@ const DEFAULT_LINES: usize = 20;
 /// How long the live follow waits before checking whether stdout closed.
 const IDLE: std::time::Duration = std::time::Duration::from_millis(250);
 
-pub fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
     let (thread, lines, since, follow, no_thoughts, out) = match command {
         JournalCommand::Tail {
             thread,

@@ -19,7 +19,7 @@ use crate::exit::{CliError, CliResult};
 /// How often a followed log file is checked for new lines.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
-pub fn run(global: &GlobalArgs, args: LogsArgs) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: LogsArgs) -> CliResult {
     let paths = super::paths::resolve(global, None, None)?;
     let by_hand = serve_command_line(&paths);
     match inspect::log_source(&paths, args.lines, args.follow) {

@@ -3,7 +3,7 @@
 mod acp_echo;
 mod ask;
 mod command_id;
-pub mod completions;
+pub(crate) mod completions;
 mod config;
 mod connect;
 mod doctor;
@@ -33,7 +33,7 @@ use crate::args::{Cli, Command};
 use crate::exit::CliResult;
 
 /// Runs the parsed command line.
-pub fn run(cli: Cli) -> CliResult {
+pub(crate) fn run(cli: Cli) -> CliResult {
     let global = cli.global;
     match cli.command {
         Command::Version(out) => version::run(&global, out),

@@ -12,7 +12,7 @@ use crate::exit::CliError;
 /// Paths for the selected instance: `--config`, `--instance`, and the
 /// command's `--workspace` / `--install-path` when it has them. `HOME`,
 /// `XDG_CONFIG_HOME` and the working directory come from the environment.
-pub fn resolve(
+pub(super) fn resolve(
     global: &GlobalArgs,
     workspace: Option<&Path>,
     install_path: Option<&Path>,
@@ -34,7 +34,7 @@ pub fn resolve(
 
 /// An installer error as a CLI error: service problems are exit 3, the rest
 /// exit 2, each with the installer's stable code.
-pub fn installer_error(err: InstallError) -> CliError {
+pub(super) fn installer_error(err: InstallError) -> CliError {
     let code = err.code();
     if err.is_unavailable() {
         CliError::unavailable(code, err)
@@ -44,12 +44,12 @@ pub fn installer_error(err: InstallError) -> CliError {
 }
 
 /// Milliseconds with microsecond precision, for timing fields.
-pub fn millis(d: std::time::Duration) -> f64 {
+pub(super) fn millis(d: std::time::Duration) -> f64 {
     (d.as_micros() as f64) / 1000.0
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds (UTC).
-pub fn utc(secs: u64) -> String {
+pub(super) fn utc(secs: u64) -> String {
     lapis_release::utc_from_epoch(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 

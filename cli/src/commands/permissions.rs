@@ -19,7 +19,7 @@ use crate::exit::{CliError, CliResult};
 use super::connect::{client_error, connect};
 use super::follow::{Halt, Printer};
 
-pub fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
         PermissionsCommand::List { thread, turn, out } => {
@@ -148,7 +148,7 @@ fn title(r: &PendingRequest) -> String {
 }
 
 /// Answers permission requests of a watched turn.
-pub struct Prompter {
+pub(super) struct Prompter {
     /// Ask on the terminal (stdin and stderr are terminals).
     interactive: bool,
     /// Global options to repeat in the printed commands, so they reach the
@@ -158,7 +158,7 @@ pub struct Prompter {
 
 impl Prompter {
     /// Decides once whether requests are answered inline.
-    pub fn new(global: &GlobalArgs) -> Prompter {
+    pub(super) fn new(global: &GlobalArgs) -> Prompter {
         let mut prefix = String::from("lapis-ai-controller");
         if let Some(config) = &global.config {
             prefix.push_str(&format!(" --config {}", quote(&config.to_string_lossy())));
@@ -177,7 +177,7 @@ impl Prompter {
     /// registers it, so a caller that saw the event asks again until the
     /// request shows up or a `permission_decided` event settles it. With
     /// `--json` the request is also written as an NDJSON `permission` line.
-    pub fn ask(
+    pub(super) fn ask(
         &mut self,
         client: &mut Client,
         turn: &str,

@@ -9,7 +9,7 @@ use crate::exit::CliError;
 
 /// The prompt named by `--prompt`/`--prompt-file` (clap makes them
 /// exclusive and requires one).
-pub fn from_args(args: &PromptArgs) -> Result<String, CliError> {
+pub(super) fn from_args(args: &PromptArgs) -> Result<String, CliError> {
     match (&args.prompt, &args.prompt_file) {
         (Some(text), None) if text == "-" => from_stdin("--prompt -"),
         (Some(text), None) => non_empty(text.clone(), "--prompt"),
@@ -21,7 +21,7 @@ pub fn from_args(args: &PromptArgs) -> Result<String, CliError> {
 }
 
 /// Reads the whole of stdin; refuses a terminal (nothing was piped).
-pub fn from_stdin(what: &str) -> Result<String, CliError> {
+pub(super) fn from_stdin(what: &str) -> Result<String, CliError> {
     let mut stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Err(invalid(format!(

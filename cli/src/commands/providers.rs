@@ -22,7 +22,7 @@ use crate::args::{GlobalArgs, JsonArg, ProvidersAddArgs, ProvidersCommand};
 use crate::exit::{CliError, CliResult};
 use crate::output;
 
-pub fn run(global: &GlobalArgs, command: ProvidersCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: ProvidersCommand) -> CliResult {
     match command {
         ProvidersCommand::List(out) => list(global, out),
         ProvidersCommand::Add(args) => add(global, args),

@@ -19,7 +19,7 @@ use crate::args::{GlobalArgs, JsonArg};
 use crate::exit::{CliError, CliResult};
 use crate::output;
 
-pub fn run(
+pub(super) fn run(
     global: &GlobalArgs,
     name: &str,
     session: bool,

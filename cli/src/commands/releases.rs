@@ -7,7 +7,7 @@ use super::paths::{installer_error, resolve, utc};
 use crate::args::{GcArgs, GlobalArgs, JsonArg, ReleasesCommand};
 use crate::exit::CliResult;
 
-pub fn run(global: &GlobalArgs, command: ReleasesCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: ReleasesCommand) -> CliResult {
     match command {
         ReleasesCommand::List(out) => list(global, out),
         ReleasesCommand::Gc(args) => gc(global, args),

@@ -16,7 +16,7 @@ use super::paths::{installer_error, resolve};
 use crate::args::{GlobalArgs, RollbackArgs};
 use crate::exit::CliResult;
 
-pub fn run(global: &GlobalArgs, args: RollbackArgs) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: RollbackArgs) -> CliResult {
     let paths = resolve(global, None, args.install_path.as_deref())?;
     let opts = install_options(false, false);
     let report = releases::rollback(&paths, args.to.as_deref(), &opts).map_err(installer_error)?;

@@ -10,7 +10,7 @@ use crate::args::{GlobalArgs, ServeArgs};
 use crate::exit::{CliError, CliResult};
 use crate::identity::build_identity;
 
-pub fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     init_logging();
     // Managed mode answers every start failure with a frame.
     let startup_failed = |e: CliError| {

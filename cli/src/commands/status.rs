@@ -58,7 +58,7 @@ struct ManagerView {
     error: Option<String>,
 }
 
-pub fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     let target = super::connect::client_target(global)?;
     let installed = launcher_view(&target.paths);
     let manager = manager_view(&target.paths);

@@ -9,7 +9,7 @@ use crate::exit::CliResult;
 
 use super::connect::{client_error, connect};
 
-pub fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
         ThreadsCommand::Create {

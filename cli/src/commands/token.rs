@@ -7,7 +7,7 @@ use super::paths::{installer_error, resolve};
 use crate::args::{GlobalArgs, TokenCommand};
 use crate::exit::{CliError, CliResult};
 
-pub fn run(global: &GlobalArgs, command: TokenCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: TokenCommand) -> CliResult {
     let TokenCommand::Show(out) = command;
     let paths = resolve(global, None, None)?;
     let (config, _) =

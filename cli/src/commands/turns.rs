@@ -20,7 +20,7 @@ use super::permissions::Prompter;
 
 /// How a submitted turn is watched.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Watch {
+pub(super) enum Watch {
     /// Print the reply once the turn ended.
     Wait,
     /// Stream the reply and activity as they arrive.
@@ -28,25 +28,29 @@ pub enum Watch {
 }
 
 /// What to submit and how to show it.
-pub struct Submission<'a> {
+pub(super) struct Submission<'a> {
     /// Thread id.
-    pub thread: &'a str,
+    pub(crate) thread: &'a str,
     /// Idempotency key.
-    pub command_id: String,
+    pub(crate) command_id: String,
     /// Prompt text (never printed or logged).
-    pub prompt: &'a str,
+    pub(crate) prompt: &'a str,
     /// The settled turn this one continues (`turns.continue`), if any.
-    pub continues: Option<&'a str>,
+    pub(crate) continues: Option<&'a str>,
     /// Wait or follow.
-    pub watch: Watch,
+    pub(crate) watch: Watch,
     /// Show the agent's thoughts.
-    pub thoughts: bool,
+    pub(crate) thoughts: bool,
     /// JSON (one document for wait, NDJSON for follow).
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Submits a turn and watches it to its end (see the module docs).
-pub fn submit_and_watch(global: &GlobalArgs, client: &mut Client, s: Submission<'_>) -> CliResult {
+pub(super) fn submit_and_watch(
+    global: &GlobalArgs,
+    client: &mut Client,
+    s: Submission<'_>,
+) -> CliResult {
     let mut follower =
         JournalFollower::start(client, Some(s.thread), None).map_err(client_error)?;
     let turn = match s.continues {
@@ -121,7 +125,7 @@ fn describe(t: &Turn) -> String {
     )
 }
 
-pub fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
         TurnsCommand::Submit {

@@ -7,7 +7,7 @@ use super::paths::{installer_error, resolve};
 use crate::args::{GlobalArgs, UninstallArgs};
 use crate::exit::CliResult;
 
-pub fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
     let paths = resolve(
         global,
         args.home.workspace.as_deref(),

@@ -22,7 +22,7 @@ use crate::args::{GlobalArgs, UpdateArgs};
 use crate::exit::CliResult;
 use crate::identity::build_identity;
 
-pub fn run(global: &GlobalArgs, args: UpdateArgs) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, args: UpdateArgs) -> CliResult {
     let started = Instant::now();
     let build = build_identity();
     let source = lapis_installer::archive::update_source().map_err(installer_error)?;

@@ -7,7 +7,7 @@ use crate::args::{GlobalArgs, JsonArg};
 use crate::exit::CliResult;
 use crate::identity::build_identity;
 
-pub fn run(_global: &GlobalArgs, out: JsonArg) -> CliResult {
+pub(super) fn run(_global: &GlobalArgs, out: JsonArg) -> CliResult {
     let build = build_identity();
     // Only the manifest is read and hashed, not the binary, so this stays
     // cheap enough for every call (including the installer's smoke test).

@@ -8,7 +8,7 @@ use crate::exit::{CliError, CliResult};
 
 use super::connect::{client_error, connect};
 
-pub fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
+pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
         WorkspacesCommand::Add { id, dir, cmd, out } => {

@@ -11,6 +11,10 @@
 //! thiserror only (no SQLite, no async runtime, no server), so an
 //! application that embeds the SDK compiles nothing else. CI checks it.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 mod binding;
 pub mod client;
 pub mod config;

@@ -19,7 +19,7 @@ use super::session::{Conn, Inbound};
 
 /// An agent process kept alive between turns.
 #[derive(Debug)]
-pub struct LiveAgent {
+pub(crate) struct LiveAgent {
     /// The process group.
     pub(super) process: AgentProcess,
     /// Its stdio connection.
@@ -33,14 +33,14 @@ pub struct LiveAgent {
 }
 
 /// Most messages an idle agent may send before it is retired.
-pub const MAX_IDLE_MESSAGES: usize = 256;
+const MAX_IDLE_MESSAGES: usize = 256;
 
 /// Receives each message an idle agent sends, as it arrives.
-pub type IdleObserver = Arc<dyn Fn(Value) + Send + Sync>;
+pub(crate) type IdleObserver = Arc<dyn Fn(Value) + Send + Sync>;
 
 /// An idle agent under watch ([`LiveAgent::watch`]).
 #[derive(Debug)]
-pub struct Watched {
+pub(crate) struct Watched {
     /// Ends the watch.
     stop: Option<oneshot::Sender<()>>,
     /// The watch; yields the agent back.
@@ -50,7 +50,7 @@ pub struct Watched {
 impl Watched {
     /// Ends the watch and returns the agent (`None` only if the watch
     /// task died; its process group was then killed with it).
-    pub async fn resume(mut self) -> Option<LiveAgent> {
+    pub(crate) async fn resume(mut self) -> Option<LiveAgent> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -68,27 +68,22 @@ impl Drop for Watched {
 
 /// What an idle agent said since its last turn.
 #[derive(Debug, Default)]
-pub struct Stale {
+pub(crate) struct Stale {
     /// Messages it sent while no turn ran (requests were refused).
-    pub messages: Vec<Value>,
+    pub(crate) messages: Vec<Value>,
     /// It exited or its stream broke: it must be retired, not reused.
-    pub gone: bool,
+    pub(crate) gone: bool,
 }
 
 impl LiveAgent {
     /// The native session bound on this process.
-    pub fn session_id(&self) -> &str {
+    pub(crate) fn session_id(&self) -> &str {
         &self.session_id
-    }
-
-    /// Whether the agent supports `session/load`.
-    pub fn loads_sessions(&self) -> bool {
-        self.load_session
     }
 
     /// Drains what arrived while the agent was idle, without waiting.
     /// Requests (no turn can answer them) are refused with a JSON-RPC error.
-    pub async fn take_stale(&mut self) -> Stale {
+    pub(crate) async fn take_stale(&mut self) -> Stale {
         let mut stale = Stale::default();
         if self.process.exited() || self.conn.broken {
             stale.gone = true;
@@ -126,7 +121,7 @@ impl LiveAgent {
     /// agent last ran). An agent that sends more than
     /// [`MAX_IDLE_MESSAGES`] while idle is no longer watched and is marked
     /// gone (retired instead of reused). [`Watched::resume`] takes it back.
-    pub fn watch(self, observe: IdleObserver) -> Watched {
+    pub(crate) fn watch(self, observe: IdleObserver) -> Watched {
         let (stop, mut stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let mut agent = self;
@@ -160,7 +155,7 @@ impl LiveAgent {
 
     /// Ends the agent: closes stdin, discards (and counts) what it still
     /// says until it exits or the grace passes, then ends the group.
-    pub async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
+    pub(crate) async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
         self.conn.stdin = None;
         let deadline = Instant::now() + limits.exit_grace;
         let mut discarded = 0usize;

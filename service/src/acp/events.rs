@@ -87,7 +87,7 @@ impl ActivityEvent {
     /// prompt. (Observations after the dispatch boundary come from the agent:
     /// its updates, notifications and refused requests; the controller's own
     /// observations are recorded before the boundary.)
-    pub fn shows_agent_progress(&self) -> bool {
+    pub(crate) fn shows_agent_progress(&self) -> bool {
         match self {
             ActivityEvent::Message(_)
             | ActivityEvent::Reasoning(_)
@@ -130,13 +130,13 @@ pub struct ContentActivity {
     pub text: Option<String>,
     /// Any other content block, verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<Value>,
+    pub(crate) content: Option<Value>,
     /// `messageId`, when the agent sends one: chunks of one message share it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
     /// `_meta` of the update (completion markers live here for some agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<Value>,
+    pub(crate) meta: Option<Value>,
 }
 
 /// One tool call, merged across its updates.
@@ -159,13 +159,13 @@ pub struct Invocation {
     pub locations: Vec<Location>,
     /// The call's content blocks (diffs, text), latest wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<Value>,
+    pub(crate) content: Option<Value>,
     /// `rawInput`, latest wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raw_input: Option<Value>,
+    pub(crate) raw_input: Option<Value>,
     /// `rawOutput`, latest wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raw_output: Option<Value>,
+    pub(crate) raw_output: Option<Value>,
 }
 
 /// A file location a tool call touches.
@@ -176,7 +176,7 @@ pub struct Location {
     pub path: String,
     /// 1-based line, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
+    pub(crate) line: Option<u64>,
 }
 
 /// One option of a permission request.
@@ -184,21 +184,21 @@ pub struct Location {
 #[serde(rename_all = "camelCase")]
 pub struct PermissionOption {
     /// `optionId`: the only values an answer may carry.
-    pub option_id: String,
+    pub(crate) option_id: String,
     /// Label shown to the user.
-    pub name: String,
+    pub(crate) name: String,
     /// `allow_once`, `allow_always`, `reject_once`, `reject_always`.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 impl PermissionOption {
     /// An allow option (`allow_once` / `allow_always`).
-    pub fn is_allow(&self) -> bool {
+    pub(crate) fn is_allow(&self) -> bool {
         self.kind.starts_with("allow")
     }
 
     /// A reject option (`reject_once` / `reject_always`).
-    pub fn is_reject(&self) -> bool {
+    pub(crate) fn is_reject(&self) -> bool {
         self.kind.starts_with("reject")
     }
 }
@@ -238,14 +238,14 @@ pub enum DecidedBy {
 
 /// Turns `session/update` payloads into events, keeping tool call state.
 #[derive(Debug, Default)]
-pub struct UpdateMapper {
+pub(crate) struct UpdateMapper {
     /// Merged state per tool call id.
     tools: HashMap<String, Invocation>,
 }
 
 impl UpdateMapper {
     /// Maps the `update` object of one `session/update` notification.
-    pub fn map(&mut self, update: Value) -> ActivityEvent {
+    pub(crate) fn map(&mut self, update: Value) -> ActivityEvent {
         let kind = update
             .get("sessionUpdate")
             .and_then(Value::as_str)
@@ -276,7 +276,7 @@ impl UpdateMapper {
 
     /// The invocation a permission request's `toolCall` describes: the
     /// known state merged with the request's fields (state is not changed).
-    pub fn preview(&self, tool_call: &Value) -> Invocation {
+    pub(crate) fn preview(&self, tool_call: &Value) -> Invocation {
         let id = tool_call
             .get("toolCallId")
             .and_then(Value::as_str)

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use lapis_protocol::config::{CommandRef, ProviderSpec};
 
 /// Lowercase hex SHA-256 of the definition's identity.
-pub fn fingerprint(spec: &ProviderSpec) -> String {
+pub(crate) fn fingerprint(spec: &ProviderSpec) -> String {
     let command = match &spec.command {
         CommandRef::Absolute(p) => p.to_string_lossy().into_owned(),
         CommandRef::Bare(name) => name.clone(),

@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// Why no further line can be read.
 #[derive(Debug, thiserror::Error)]
-pub enum LineError {
+pub(crate) enum LineError {
     /// A line exceeded the bound; the stream is no longer usable.
     #[error("line longer than {max} bytes")]
     TooLong { max: usize },
@@ -22,7 +22,7 @@ pub enum LineError {
 
 /// Reads `\n`-terminated lines of at most `max` bytes (terminator excluded).
 #[derive(Debug)]
-pub struct BoundedLines<R> {
+pub(crate) struct BoundedLines<R> {
     /// The byte source.
     reader: R,
     /// Longest accepted line.
@@ -34,7 +34,7 @@ pub struct BoundedLines<R> {
 
 impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
     /// Wraps `reader`.
-    pub fn new(reader: R, max: usize) -> BoundedLines<R> {
+    pub(crate) fn new(reader: R, max: usize) -> BoundedLines<R> {
         BoundedLines {
             reader,
             max,
@@ -43,13 +43,13 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
     }
 
     /// The underlying reader (a partly assembled line is discarded).
-    pub fn into_inner(self) -> R {
+    pub(crate) fn into_inner(self) -> R {
         self.reader
     }
 
     /// The next line without its terminator (and without a trailing `\r`),
     /// `Ok(None)` at end of input. A final unterminated line is returned.
-    pub async fn next_line(&mut self) -> Result<Option<Vec<u8>>, LineError> {
+    pub(crate) async fn next_line(&mut self) -> Result<Option<Vec<u8>>, LineError> {
         loop {
             let available = self.reader.fill_buf().await?;
             if available.is_empty() {

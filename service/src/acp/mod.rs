@@ -31,26 +31,21 @@ mod setup;
 mod smoke;
 mod turn;
 
-pub use agent::{IdleObserver, LiveAgent, MAX_IDLE_MESSAGES, Stale, Watched};
-pub use events::{
-    ActivityEvent, ContentActivity, DecidedBy, Invocation, Location, PermissionAnswer,
-    PermissionOption, UpdateMapper,
-};
-pub use fingerprint::fingerprint;
-pub use lapis_protocol::config::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
-    VcsIdentity,
-};
-pub use lines::{BoundedLines, LineError};
+pub(crate) use agent::{LiveAgent, Watched};
+pub(crate) use events::PermissionOption;
+pub use events::{ActivityEvent, DecidedBy, Invocation, PermissionAnswer};
+pub(crate) use fingerprint::fingerprint;
+pub use lapis_protocol::config::{CommandLookup, ProviderSpec};
+pub(crate) use lapis_protocol::config::{ECHO_PROVIDER, ProviderError};
 pub use probe::{ProbeError, ProbeReport, ProbeRequest, SessionProbe, probe};
-pub use process::{LaunchError, StderrLimits, Stopped, TeardownLimits};
-pub use registry::{AgentRecord, AgentRegistry, start_time};
-pub use runner::{
-    AfterTurn, SessionOrigin, Teardown, TurnOutcome, TurnRun, run_turn, run_turn_detached,
-    run_turn_on,
-};
+pub(crate) use process::TeardownLimits;
+pub use process::{LaunchError, Stopped};
+pub use registry::{AgentRegistry, start_time};
+pub(crate) use runner::{AfterTurn, run_turn_on};
+pub use runner::{TurnOutcome, run_turn, run_turn_detached};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
+pub(crate) use turn::CancelSignal;
 pub use turn::{
-    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, CancelHandle, CancelSignal, HookError, PermissionRequest,
-    RunnerLimits, TurnHooks, TurnRequest, cancel_channel,
+    CancelHandle, HookError, PermissionRequest, RunnerLimits, TurnHooks, TurnRequest,
+    cancel_channel,
 };

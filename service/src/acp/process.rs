@@ -32,12 +32,12 @@ pub struct TeardownLimits {
 #[derive(Debug, Clone, Copy)]
 pub struct StderrLimits {
     /// Longest stderr line logged; longer lines are cut.
-    pub line_bytes: usize,
+    pub(crate) line_bytes: usize,
     /// Total stderr bytes logged per agent; the rest is counted, not logged.
-    pub total_bytes: usize,
+    pub(crate) total_bytes: usize,
     /// Whether stderr is logged at all: false for a metadata-only thread,
     /// whose agent's stderr is drained and discarded unread.
-    pub keep: bool,
+    pub(crate) keep: bool,
 }
 
 /// Why an agent could not be started.
@@ -56,7 +56,7 @@ pub enum LaunchError {
 
 impl LaunchError {
     /// Short stable code for the turn's outcome.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             LaunchError::Command(ProviderError::CommandNotFound { .. }) => "command_not_found",
             LaunchError::Command(_) => "command_not_executable",
@@ -68,7 +68,7 @@ impl LaunchError {
 
 /// A running agent: the process group leader plus the pipes the runner uses.
 #[derive(Debug)]
-pub struct AgentProcess {
+pub(super) struct AgentProcess {
     /// The group leader; its pid is the group id.
     child: Child,
     /// Process group id (= leader pid).
@@ -93,17 +93,17 @@ impl Drop for AgentProcess {
 
 /// The agent's stdio as handed to the protocol layer.
 #[derive(Debug)]
-pub struct AgentPipes {
+pub(super) struct AgentPipes {
     /// Requests and answers to the agent.
-    pub stdin: ChildStdin,
+    pub(crate) stdin: ChildStdin,
     /// Bounded line reader over the agent's stdout.
-    pub stdout: BoundedLines<BufReader<ChildStdout>>,
+    pub(crate) stdout: BoundedLines<BufReader<ChildStdout>>,
 }
 
 impl AgentProcess {
     /// Starts the agent in `workspace` with an environment rebuilt from the
     /// spec (nothing inherited) in a new process group.
-    pub fn spawn(
+    pub(super) fn spawn(
         spec: &ProviderSpec,
         workspace: &Path,
         lookup: &CommandLookup,
@@ -175,7 +175,7 @@ impl AgentProcess {
     /// made every lingering agent cost the full TERM grace and be reported
     /// as having ignored SIGTERM. What is logged (and returned) is what the
     /// leader's wait status says happened.
-    pub async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
+    pub(super) async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
         let mut status = tokio::time::timeout(limits.exit_grace, self.child.wait())
             .await
             .ok()
@@ -277,7 +277,7 @@ impl Stopped {
     }
 
     /// Stable name for the log.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Stopped::Exited => "exited",
             Stopped::Terminated => "sigterm",

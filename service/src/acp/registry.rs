@@ -51,7 +51,7 @@ impl AgentRegistry {
     }
 
     /// The registry of the controller home `home` (its `agents/`).
-    pub fn of_home(home: &Path) -> AgentRegistry {
+    pub(crate) fn of_home(home: &Path) -> AgentRegistry {
         AgentRegistry::new(home.join("agents"))
     }
 
@@ -62,7 +62,7 @@ impl AgentRegistry {
 
     /// How many agents are recorded as running now (one record per live
     /// process group; a record goes when its group is torn down).
-    pub fn live(&self) -> usize {
+    pub(crate) fn live(&self) -> usize {
         std::fs::read_dir(&self.dir)
             .map(|entries| {
                 entries

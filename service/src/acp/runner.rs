@@ -59,7 +59,7 @@ pub enum TurnOutcome {
 
 impl TurnOutcome {
     /// The turn state this outcome maps to.
-    pub fn state(&self) -> &'static str {
+    pub(crate) fn state(&self) -> &'static str {
         match self {
             TurnOutcome::Completed { .. } => "completed",
             TurnOutcome::Cancelled { .. } => "cancelled",
@@ -70,7 +70,7 @@ impl TurnOutcome {
     }
 
     /// The outcome code, when there is one.
-    pub fn code(&self) -> Option<&str> {
+    pub(crate) fn code(&self) -> Option<&str> {
         match self {
             TurnOutcome::Completed { stop_reason } => Some(stop_reason),
             TurnOutcome::Failed { code, .. } | TurnOutcome::SubmissionUnknown { code } => {
@@ -123,7 +123,7 @@ pub async fn run_turn_detached<H: TurnHooks>(
 
 /// How a turn's session came to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionOrigin {
+pub(crate) enum SessionOrigin {
     /// No session was established (the turn failed or was cancelled first).
     None,
     /// `session/new` on a thread without a session to resume.
@@ -139,7 +139,7 @@ pub enum SessionOrigin {
 
 /// What is left of the agent after a turn.
 #[derive(Debug)]
-pub enum AfterTurn<H> {
+pub(crate) enum AfterTurn<H> {
     /// Intact and reusable: the caller may keep it for the thread's next turn.
     Keep(Box<LiveAgent>),
     /// Must be torn down (by the caller, after the outcome is durable).
@@ -148,15 +148,13 @@ pub enum AfterTurn<H> {
     Gone,
 }
 
-/// A turn's result: its outcome, the agent, and how its session began.
+/// A turn's result: its outcome and the agent.
 #[derive(Debug)]
-pub struct TurnRun<H> {
+pub(crate) struct TurnRun<H> {
     /// How the turn ended.
-    pub outcome: TurnOutcome,
+    pub(crate) outcome: TurnOutcome,
     /// The agent, to keep or to tear down.
-    pub after: AfterTurn<H>,
-    /// How the session was obtained.
-    pub origin: SessionOrigin,
+    pub(crate) after: AfterTurn<H>,
 }
 
 /// Runs one turn on `agent` (a live agent of the thread, whose session is
@@ -164,7 +162,7 @@ pub struct TurnRun<H> {
 /// the agent can load sessions). The agent comes back reusable only when
 /// `request.keep_alive` is set, the agent reported the outcome, and the
 /// connection is intact: never after `submission_unknown` or `interrupted`.
-pub async fn run_turn_on<H: TurnHooks>(
+pub(crate) async fn run_turn_on<H: TurnHooks>(
     request: TurnRequest,
     agent: Option<LiveAgent>,
     hooks: Arc<H>,
@@ -193,7 +191,6 @@ pub async fn run_turn_on<H: TurnHooks>(
                     return TurnRun {
                         outcome,
                         after: AfterTurn::Gone,
-                        origin: SessionOrigin::None,
                     };
                 }
             }
@@ -239,11 +236,7 @@ pub async fn run_turn_on<H: TurnHooks>(
             limits: limits.teardown,
         })),
     };
-    TurnRun {
-        outcome,
-        after,
-        origin: setup.origin,
-    }
+    TurnRun { outcome, after }
 }
 
 /// The rest of a turn after its outcome: answer what is pending, journal

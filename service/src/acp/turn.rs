@@ -17,10 +17,10 @@ use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
 
 /// The ACP protocol version this client speaks (pinned).
-pub const ACP_PROTOCOL_VERSION: u64 = 1;
+pub(crate) const ACP_PROTOCOL_VERSION: u64 = 1;
 
 /// JSON-RPC error code ACP uses for "authentication required".
-pub const AUTH_REQUIRED: i64 = -32000;
+pub(crate) const AUTH_REQUIRED: i64 = -32000;
 
 /// The `initialize` params every launch sends (turns and `providers check`
 /// alike, so a check sees what a turn will).
@@ -108,13 +108,13 @@ pub struct HookError(pub String);
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionRequest {
     /// Unique within the turn.
-    pub request_id: String,
+    pub(crate) request_id: String,
     /// The tool call it is about.
     pub invocation: Invocation,
     /// The only acceptable answers.
     pub options: Vec<PermissionOption>,
     /// When the runner stops waiting and answers by itself.
-    pub deadline: std::time::SystemTime,
+    pub(crate) deadline: std::time::SystemTime,
 }
 
 /// What the runner needs from storage. Implementations decide durability;

@@ -5,7 +5,10 @@ mod persist;
 mod secret;
 mod sessions;
 
-pub use crate::domain::{AuthSession, Clock, ManualClock, SystemClock, credential_key};
-pub use persist::{MemorySessions, PersistError, SessionPersistence};
-pub use secret::{BEARER_PREFIX, hash_bearer, new_bearer, random_hex, secrets_equal};
-pub use sessions::{Authenticated, Authority};
+pub use crate::domain::ManualClock;
+
+pub(crate) use crate::domain::{AuthSession, Clock, SystemClock};
+pub use persist::MemorySessions;
+pub(crate) use persist::{PersistError, SessionPersistence};
+pub use secret::random_hex;
+pub use sessions::Authority;

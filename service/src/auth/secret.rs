@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// Prefix of session bearers, so a leaked one is recognisable in a scan.
-pub const BEARER_PREFIX: &str = "lapis_s_";
+pub(crate) const BEARER_PREFIX: &str = "lapis_s_";
 
 /// Why no randomness could be had.
 #[derive(Debug, thiserror::Error)]
@@ -23,17 +23,17 @@ pub fn random_hex(n: usize) -> Result<String, RandomError> {
 }
 
 /// A fresh session bearer (`lapis_s_` + 64 hex digits).
-pub fn new_bearer() -> Result<String, RandomError> {
+pub(crate) fn new_bearer() -> Result<String, RandomError> {
     Ok(format!("{BEARER_PREFIX}{}", random_hex(32)?))
 }
 
 /// The stored form of a bearer: lowercase hex SHA-256.
-pub fn hash_bearer(bearer: &str) -> String {
+pub(crate) fn hash_bearer(bearer: &str) -> String {
     hex::encode(Sha256::digest(bearer.as_bytes()))
 }
 
 /// Constant-time equality of two secrets of any length.
-pub fn secrets_equal(a: &str, b: &str) -> bool {
+pub(crate) fn secrets_equal(a: &str, b: &str) -> bool {
     let ha = Sha256::digest(a.as_bytes());
     let hb = Sha256::digest(b.as_bytes());
     ha.as_slice().ct_eq(hb.as_slice()).into()

@@ -24,9 +24,9 @@ use lapis_protocol::{ErrorCode, HelloParams, RpcError};
 #[derive(Debug)]
 pub struct Authenticated {
     /// The session.
-    pub session: AuthSession,
+    pub(crate) session: AuthSession,
     /// The bearer, only when the session was just issued.
-    pub bearer: Option<String>,
+    pub(crate) bearer: Option<String>,
 }
 
 /// Issues, resumes, checks and revokes sessions.
@@ -77,12 +77,12 @@ impl Authority {
 
     /// Changes after every revocation; a long-lived holder of a session
     /// re-checks it with [`Authority::check`] when it does.
-    pub fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub(crate) fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
         self.revocations.subscribe()
     }
 
     /// The current time from the injected clock (milliseconds).
-    pub fn now_ms(&self) -> i64 {
+    pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }
 
@@ -211,7 +211,7 @@ impl Authority {
     }
 
     /// Re-checks a connection's session before each request.
-    pub fn check(&self, session_id: &str) -> Result<AuthSession, RpcError> {
+    pub(crate) fn check(&self, session_id: &str) -> Result<AuthSession, RpcError> {
         let sessions = self.sessions.lock().expect("poisoned");
         let session = sessions
             .get(session_id)
@@ -221,7 +221,11 @@ impl Authority {
 
     /// Revokes `target` (default: the caller's own session). A principal may
     /// revoke only its own sessions.
-    pub fn revoke(&self, caller: &AuthSession, target: Option<&str>) -> Result<String, RpcError> {
+    pub(crate) fn revoke(
+        &self,
+        caller: &AuthSession,
+        target: Option<&str>,
+    ) -> Result<String, RpcError> {
         let target = target.unwrap_or(&caller.id);
         let mut sessions = self.sessions.lock().expect("poisoned");
         let session = sessions

@@ -17,7 +17,7 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 
 /// The system clock.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
@@ -48,7 +48,8 @@ impl ManualClock {
     }
 
     /// A clock reading `start_ms` that advances `step_ms` after each read.
-    pub fn ticking(start_ms: i64, step_ms: i64) -> ManualClock {
+    #[cfg(test)]
+    pub(crate) fn ticking(start_ms: i64, step_ms: i64) -> ManualClock {
         ManualClock {
             now_ms: AtomicI64::new(start_ms),
             step_ms,
@@ -56,7 +57,8 @@ impl ManualClock {
     }
 
     /// Moves the clock forward by whole seconds.
-    pub fn advance(&self, secs: u64) {
+    #[cfg(test)]
+    pub(crate) fn advance(&self, secs: u64) {
         self.now_ms.fetch_add(secs_to_ms(secs), Ordering::SeqCst);
     }
 }
@@ -68,6 +70,6 @@ impl Clock for ManualClock {
 }
 
 /// Whole seconds as ms, saturating (lifetimes come from configuration).
-pub fn secs_to_ms(secs: u64) -> i64 {
+pub(crate) fn secs_to_ms(secs: u64) -> i64 {
     i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
 }

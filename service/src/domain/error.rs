@@ -144,7 +144,7 @@ impl StoreError {
     /// condition: `disk_full`, `read_only` or `io_error`. These clear by
     /// themselves when the file system does; the writer keeps going and
     /// `status` names the condition meanwhile.
-    pub fn storage_condition(&self) -> Option<&'static str> {
+    pub(crate) fn storage_condition(&self) -> Option<&'static str> {
         use rusqlite::ffi::ErrorCode;
         match self {
             StoreError::Sqlite(e) => match e.sqlite_error_code() {
@@ -201,4 +201,4 @@ impl StoreError {
 }
 
 /// Result alias for the controller core.
-pub type StoreResult<T> = Result<T, StoreError>;
+pub(crate) type StoreResult<T> = Result<T, StoreError>;

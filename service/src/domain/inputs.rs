@@ -11,9 +11,9 @@ use lapis_protocol::{ApprovalPolicy, McpEndpoint, Retention, Thread, Turn, Works
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Actor {
     /// The principal (e.g. `owner`).
-    pub principal: String,
+    pub(crate) principal: String,
     /// The application name the session was opened for.
-    pub application: String,
+    pub(crate) application: String,
 }
 
 impl Actor {
@@ -82,7 +82,7 @@ pub struct Receipt<T> {
     /// The resource as it is now.
     pub value: T,
     /// `true` when the command id was seen before with the same input.
-    pub replayed: bool,
+    pub(crate) replayed: bool,
 }
 
 /// How the runner ends a turn.
@@ -141,7 +141,7 @@ pub struct ProviderFacts {
 /// Called by the store's writer inside the claim, with the claimed turn's
 /// thread as it is at that moment; `None` when no provider of the thread's
 /// name is configured. Must be quick and must not call the store.
-pub type Preparer = std::sync::Arc<dyn Fn(&Thread) -> Option<ProviderFacts> + Send + Sync>;
+pub(crate) type Preparer = std::sync::Arc<dyn Fn(&Thread) -> Option<ProviderFacts> + Send + Sync>;
 
 /// A turn handed to the runner by the scheduler. The workspace lease is held
 /// until the turn reaches a terminal or fenced state.
@@ -153,16 +153,16 @@ pub struct Claim {
     /// claim; the runner fails the turn `unknown_provider`).
     pub provider: Option<ProviderFacts>,
     /// Its thread.
-    pub thread: Thread,
+    pub(crate) thread: Thread,
     /// Its workspace.
-    pub workspace: Workspace,
+    pub(crate) workspace: Workspace,
     /// The prompt (a payload).
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// For a continuation: the bounded digest of the prior turn, sent as a
     /// separate content block only when the agent session is not resumed.
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     /// Flips to `true` when a cancel is requested.
-    pub cancel: tokio::sync::watch::Receiver<bool>,
+    pub(crate) cancel: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Counters for `status`.
@@ -170,9 +170,9 @@ pub struct Claim {
 #[serde(rename_all = "camelCase")]
 pub struct StoreStatus {
     /// Turns in `queued`.
-    pub queue_depth: usize,
+    pub(crate) queue_depth: usize,
     /// The bound on `queue_depth`.
-    pub queue_capacity: usize,
+    pub(crate) queue_capacity: usize,
     /// Workspaces with a turn in flight.
     pub running_workspaces: Vec<String>,
     /// Workspaces fenced by a turn with an unknown outcome.

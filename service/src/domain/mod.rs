@@ -7,14 +7,19 @@ mod error;
 mod inputs;
 mod session;
 
-pub use clock::{Clock, ManualClock, SystemClock, secs_to_ms};
-pub use error::{StoreError, StoreResult};
-pub use inputs::{
-    Actor, Claim, NewThread, Preparer, ProviderFacts, Receipt, ResolveAs, StoreStatus, SubmitTurn,
-    ThreadPatch, TransitionOutcome, TurnEnd,
-};
+pub use clock::ManualClock;
+
+pub(crate) use clock::{Clock, SystemClock, secs_to_ms};
+pub use error::StoreError;
+pub(crate) use error::StoreResult;
+pub use inputs::{Actor, NewThread, ResolveAs, SubmitTurn, ThreadPatch, TurnEnd};
+pub(crate) use inputs::{Claim, Preparer, ProviderFacts, Receipt, StoreStatus, TransitionOutcome};
+pub use lapis_protocol::SessionBinding;
 pub use lapis_protocol::{
-    ApprovalPolicy, EventKind, JournalEvent, ReplayPage, ReplayScope, Retention, SessionBinding,
-    TRANSITIONS, Thread, ThreadSnapshot, Turn, TurnEvent, TurnState, Workspace, next_state,
+    ApprovalPolicy, EventKind, JournalEvent, ReplayScope, Retention, Turn, TurnState,
 };
-pub use session::{AuthSession, NewAuthSession, credential_key};
+pub(crate) use lapis_protocol::{
+    ReplayPage, Thread, ThreadSnapshot, TurnEvent, Workspace, next_state,
+};
+pub use session::NewAuthSession;
+pub(crate) use session::{AuthSession, credential_key};

@@ -11,7 +11,7 @@ use std::fmt;
 use lapis_protocol::{Scope, SessionView};
 
 /// The persistence key of a session: `token:application`.
-pub fn credential_key(token: &str, application: &str) -> String {
+pub(crate) fn credential_key(token: &str, application: &str) -> String {
     format!("{token}:{application}")
 }
 
@@ -19,24 +19,24 @@ pub fn credential_key(token: &str, application: &str) -> String {
 #[derive(Clone, PartialEq, Eq)]
 pub struct AuthSession {
     /// Public id (`ses_…`).
-    pub id: String,
+    pub(crate) id: String,
     /// [`credential_key`] of the config token that issued it.
-    pub credential: String,
+    pub(crate) credential: String,
     /// Principal it acts for.
-    pub principal: String,
+    pub(crate) principal: String,
     /// Application it belongs to.
-    pub application: String,
+    pub(crate) application: String,
     /// Granted scopes (a stored scope this build does not know grants nothing).
-    pub scopes: Vec<Scope>,
+    pub(crate) scopes: Vec<Scope>,
     /// Lowercase hex SHA-256 of the bearer; the bearer itself is never stored.
     pub bearer_sha256: String,
     /// Issue time (ms).
-    pub created_at: i64,
+    pub(crate) created_at: i64,
     /// Expiry (ms); at or after it the session fails closed. A session
     /// without one is treated as expired: this server always writes one.
-    pub expires_at: Option<i64>,
+    pub(crate) expires_at: Option<i64>,
     /// Revocation time (ms), once revoked.
-    pub revoked_at: Option<i64>,
+    pub(crate) revoked_at: Option<i64>,
 }
 
 impl fmt::Debug for AuthSession {
@@ -54,7 +54,7 @@ impl fmt::Debug for AuthSession {
 
 impl AuthSession {
     /// The client's view.
-    pub fn view(&self) -> SessionView {
+    pub(crate) fn view(&self) -> SessionView {
         SessionView {
             id: self.id.clone(),
             principal: self.principal.clone(),
@@ -64,17 +64,17 @@ impl AuthSession {
     }
 
     /// Whether the session holds `scope`.
-    pub fn has(&self, scope: Scope) -> bool {
+    pub(crate) fn has(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope)
     }
 
     /// Whether it is unexpired at `now_ms`.
-    pub fn unexpired_at(&self, now_ms: i64) -> bool {
+    pub(crate) fn unexpired_at(&self, now_ms: i64) -> bool {
         self.expires_at.is_some_and(|e| now_ms < e)
     }
 
     /// Neither revoked nor expired at `now_ms`.
-    pub fn live_at(&self, now_ms: i64) -> bool {
+    pub(crate) fn live_at(&self, now_ms: i64) -> bool {
         self.revoked_at.is_none() && self.unexpired_at(now_ms)
     }
 }

@@ -17,17 +17,17 @@ use crate::acp::{Invocation, PermissionAnswer, PermissionOption, PermissionReque
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingPermission {
     /// The turn that asked.
-    pub turn_id: String,
+    pub(crate) turn_id: String,
     /// The request's id within the turn.
     pub request_id: String,
     /// The turn's thread (for authorization by the caller).
     pub thread_id: String,
     /// The only acceptable option ids.
-    pub options: Vec<PermissionOption>,
+    pub(crate) options: Vec<PermissionOption>,
     /// The tool call the request is about.
-    pub invocation: Invocation,
+    pub(crate) invocation: Invocation,
     /// When the runner stops waiting (`permissions.list` shows it).
-    pub deadline: std::time::SystemTime,
+    pub(crate) deadline: std::time::SystemTime,
 }
 
 /// Why an answer was refused.
@@ -62,7 +62,7 @@ struct Entry {
 
 /// The registry of pending interactions. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct PermissionBroker {
+pub(crate) struct PermissionBroker {
     /// Keyed by (turn id, request id).
     inner: Arc<Mutex<HashMap<(String, String), Entry>>>,
 }
@@ -128,7 +128,7 @@ impl PermissionBroker {
     }
 
     /// Pending requests, optionally of one turn, in no particular order.
-    pub fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+    pub(crate) fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
         self.lock()
             .values()
             .filter(|e| !e.taken && turn_id.is_none_or(|t| e.info.turn_id == t))
@@ -136,17 +136,10 @@ impl PermissionBroker {
             .collect()
     }
 
-    /// The pending request, if any (for authorization before answering).
-    pub fn get(&self, turn_id: &str, request_id: &str) -> Option<PendingPermission> {
-        self.lock()
-            .get(&(turn_id.to_string(), request_id.to_string()))
-            .filter(|e| !e.taken)
-            .map(|e| e.info.clone())
-    }
-
     /// Delivers an answer at once ([`take`](Self::take) then
     /// [`Taken::deliver`]).
-    pub fn answer(
+    #[cfg(test)]
+    fn answer(
         &self,
         turn_id: &str,
         request_id: &str,
@@ -161,7 +154,7 @@ impl PermissionBroker {
     /// stays pending and the call fails. While reserved, every other answer
     /// is refused as not pending; dropping the [`Taken`] undelivered
     /// releases the request again.
-    pub fn take(
+    pub(crate) fn take(
         &self,
         turn_id: &str,
         request_id: &str,
@@ -194,7 +187,7 @@ impl PermissionBroker {
 
 /// A checked answer holding its request (see [`PermissionBroker::take`]).
 #[derive(Debug)]
-pub struct Taken {
+pub(crate) struct Taken {
     /// Owner registry.
     broker: PermissionBroker,
     /// The request's key.
@@ -207,7 +200,7 @@ impl Taken {
     /// Hands the answer to the waiting runner. Fails as not pending when the
     /// runner stopped waiting meanwhile (deadline, cancel, end of turn): the
     /// request was then resolved another way, as its journal says.
-    pub fn deliver(mut self) -> Result<(), AnswerError> {
+    pub(crate) fn deliver(mut self) -> Result<(), AnswerError> {
         let answer = self.answer.take().expect("delivered once");
         let entry = self.broker.lock().remove(&self.key);
         let not_pending = || AnswerError::NotPending {
@@ -283,7 +276,6 @@ mod tests {
         };
         let taken = broker.take("t1", "r1", yes.clone()).unwrap();
         assert!(broker.pending(None).is_empty());
-        assert!(broker.get("t1", "r1").is_none());
         assert!(matches!(
             broker.take("t1", "r1", yes.clone()),
             Err(AnswerError::NotPending { .. })

@@ -20,19 +20,19 @@ const STREAM_WINDOW: u64 = 1024;
 #[derive(Debug)]
 pub(super) struct StoreHooks {
     /// The store.
-    pub store: Store,
+    pub(crate) store: Store,
     /// The claimed turn.
-    pub turn_id: String,
+    pub(crate) turn_id: String,
     /// Its thread.
-    pub thread_id: String,
+    pub(crate) thread_id: String,
     /// Pending interactions.
-    pub broker: PermissionBroker,
+    pub(crate) broker: PermissionBroker,
     /// Set once the boundary is durable (read by shutdown settling).
-    pub dispatched: Arc<AtomicBool>,
+    pub(crate) dispatched: Arc<AtomicBool>,
     /// The provider definition's fingerprint, bound with the session.
-    pub fingerprint: String,
+    pub(crate) fingerprint: String,
     /// The thread's configuration version, bound with the session.
-    pub thread_version: u64,
+    pub(crate) thread_version: u64,
     /// Set once the turn was marked `running`.
     running: AtomicBool,
     /// Streamed events appended so far.

@@ -16,12 +16,10 @@ mod outcome;
 mod pool;
 mod worker;
 
-pub use broker::{AnswerError, PendingPermission, PermissionBroker, Taken};
-pub use outcome::DEADLINE_EXCEEDED;
-pub use pool::PoolStatus;
-pub use worker::{
-    CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineError, EngineHandle, EngineStatus,
-};
+pub(crate) use broker::{PendingPermission, Taken};
+#[cfg(test)]
+pub(crate) use outcome::DEADLINE_EXCEEDED;
+pub use worker::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineHandle};
 
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use crate::domain::{Actor, TurnEnd};
 use crate::store::Store;
 
 /// Outcome code of a turn ended by its deadline.
-pub const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+pub(crate) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
 
 /// A turn's deadline: when it passes, the turn is cancelled through the
 /// store like an owner's cancel (durable flag, `cancel_requested` event, the

@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::acp::{LiveAgent, TeardownLimits, Watched};
 
 /// Journals what an idle agent sent, on the turn it last ran.
-pub(super) type IdleJournal = Arc<dyn Fn(&str, Value) + Send + Sync>;
+pub(crate) type IdleJournal = Arc<dyn Fn(&str, Value) + Send + Sync>;
 
 /// An agent waiting for its thread's next turn.
 #[derive(Debug)]
@@ -46,9 +46,9 @@ struct Idle {
 #[derive(Debug)]
 pub(super) struct Checkout {
     /// The agent, still under watch until resumed.
-    pub agent: Watched,
+    pub(crate) agent: Watched,
     /// The turn it last ran.
-    pub last_turn: String,
+    pub(crate) last_turn: String,
 }
 
 #[derive(Debug, Default)]
@@ -67,9 +67,9 @@ pub struct PoolStatus {
     /// Agent processes alive (busy + idle).
     pub live: usize,
     /// Of those, idle ones.
-    pub idle: usize,
+    pub(crate) idle: usize,
     /// `server.maxLiveAgents`.
-    pub max_live: usize,
+    pub(crate) max_live: usize,
 }
 
 /// Cheap to clone; all clones share one pool.

@@ -39,18 +39,18 @@ pub const CONTROLLER_SHUTDOWN: &str = "controller_shutdown";
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Providers by name (validated specs).
-    pub providers: BTreeMap<String, ProviderSpec>,
+    pub(crate) providers: BTreeMap<String, ProviderSpec>,
     /// Runner deadlines and bounds.
     pub limits: RunnerLimits,
     /// Where bare provider commands are found.
-    pub lookup: CommandLookup,
+    pub(crate) lookup: CommandLookup,
     /// At shutdown, how long running turns may take to finish on their own
     /// before their agents are killed and the turns settled.
     pub shutdown_grace: Duration,
     /// Agent processes alive at once (`server.maxLiveAgents`).
-    pub max_live_agents: usize,
+    pub(crate) max_live_agents: usize,
     /// Turns running at once (`server.maxRunningTurns`).
-    pub max_running_turns: usize,
+    pub(crate) max_running_turns: usize,
 }
 
 impl EngineConfig {
@@ -69,7 +69,8 @@ impl EngineConfig {
     /// Validates the config's `providers` object (name → definition, the
     /// shape in the config docs) into specs. The server's config module can
     /// pass its parsed providers re-serialized with `serde_json::to_value`.
-    pub fn providers_from_json(
+    #[cfg(test)]
+    pub(crate) fn providers_from_json(
         providers: &serde_json::Value,
     ) -> Result<BTreeMap<String, ProviderSpec>, acp::ProviderError> {
         let mut out = BTreeMap::new();
@@ -158,9 +159,9 @@ pub struct EngineStatus {
     /// Live agents and their bound.
     pub agents: PoolStatus,
     /// Turns running now.
-    pub running_turns: usize,
+    pub(crate) running_turns: usize,
     /// `server.maxRunningTurns`.
-    pub max_running_turns: usize,
+    pub(crate) max_running_turns: usize,
 }
 
 /// A started engine; [`EngineHandle::shutdown`] stops it.

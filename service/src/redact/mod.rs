@@ -38,7 +38,7 @@ mod corpus;
 mod detectors;
 mod prefilter;
 
-pub use corpus::{Sample, sample_credentials};
+pub use corpus::sample_credentials;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -184,13 +184,14 @@ impl Redactor {
     }
 
     /// The detectors' names, in table order.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.detectors.iter().map(|(n, _, _)| *n)
     }
 
     /// `text` with every credential replaced by its marker, and the number
     /// of markers inserted. Borrowed (and 0) when nothing matched.
-    pub fn redact_str<'a>(&self, text: &'a str) -> (Cow<'a, str>, u32) {
+    pub(crate) fn redact_str<'a>(&self, text: &'a str) -> (Cow<'a, str>, u32) {
         if !self.prefilter.candidate(text) {
             return (Cow::Borrowed(text), 0);
         }
@@ -225,7 +226,7 @@ impl Redactor {
 
     /// Redacts every string in `value` except id fields, in place; returns
     /// the number of markers inserted.
-    pub fn redact_value(&self, value: &mut Value) -> u32 {
+    pub(crate) fn redact_value(&self, value: &mut Value) -> u32 {
         match value {
             Value::String(s) => {
                 let (out, n) = self.redact_str(s);
@@ -245,7 +246,7 @@ impl Redactor {
     }
 
     /// Byte ranges of every detector match in `text`.
-    pub fn match_spans(&self, text: &str) -> Vec<(usize, usize)> {
+    pub(crate) fn match_spans(&self, text: &str) -> Vec<(usize, usize)> {
         if !self.prefilter.candidate(text) {
             return Vec::new();
         }
@@ -263,7 +264,7 @@ impl Redactor {
     /// Where streamed `text` must be cut so that no secret can be split:
     /// `text[..cut]` may be sent now, `text[cut..]` must wait for more.
     /// Returns `text.len()` when nothing needs holding (see module docs).
-    pub fn hold_from(&self, text: &str) -> usize {
+    pub(crate) fn hold_from(&self, text: &str) -> usize {
         let len = text.len();
         let mut cut = len;
         // A match that reaches the end may continue in the next chunk.
@@ -366,12 +367,12 @@ impl<T> Default for StreamHold<T> {
 
 impl<T> StreamHold<T> {
     /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.held.is_empty()
     }
 
     /// Adds a chunk; returns the chunks that may be released now, in order.
-    pub fn push(&mut self, text: String, data: T) -> Vec<(String, T)> {
+    pub(crate) fn push(&mut self, text: String, data: T) -> Vec<(String, T)> {
         self.held.push((text, data));
         let joined: String = self.held.iter().map(|(t, _)| t.as_str()).collect();
         let r = redactor();
@@ -400,7 +401,7 @@ impl<T> StreamHold<T> {
     }
 
     /// Releases whatever is held (the stream ended).
-    pub fn finish(&mut self) -> Vec<(String, T)> {
+    pub(crate) fn finish(&mut self) -> Vec<(String, T)> {
         let out = std::mem::take(&mut self.held);
         let joined: String = out.iter().map(|(t, _)| t.as_str()).collect();
         let spans = redactor().match_spans(&joined);
@@ -434,7 +435,7 @@ pub struct StderrRedactor {
 
 impl StderrRedactor {
     /// The line as it may be logged, or `None` to drop it.
-    pub fn line<'a>(&mut self, line: &'a str) -> Option<Cow<'a, str>> {
+    pub(crate) fn line<'a>(&mut self, line: &'a str) -> Option<Cow<'a, str>> {
         if self.in_key {
             if line.contains("-----END") && line.contains("PRIVATE KEY") {
                 self.in_key = false;

@@ -15,29 +15,29 @@ pub(super) const OUTBOX: usize = 256;
 
 /// A cloneable way to send frames to this connection's peer.
 #[derive(Debug, Clone)]
-pub struct Outbox(pub(super) mpsc::Sender<Vec<u8>>);
+pub(super) struct Outbox(pub(super) mpsc::Sender<Vec<u8>>);
 
 impl Outbox {
     /// Queues a response. Returns false when the connection is gone.
-    pub async fn respond(&self, response: &Response) -> bool {
+    pub(super) async fn respond(&self, response: &Response) -> bool {
         self.0.send(encode(response)).await.is_ok()
     }
 
     /// Queues a notification. Returns false when the connection is gone.
-    pub async fn notify(&self, notification: &Notification) -> bool {
+    pub(super) async fn notify(&self, notification: &Notification) -> bool {
         self.0.send(encode(notification)).await.is_ok()
     }
 }
 
 /// Per-connection state handed to method handlers.
 #[derive(Debug)]
-pub struct Conn {
+pub(super) struct Conn {
     /// The authenticated session, once `hello` succeeded.
-    pub session: Option<AuthSession>,
+    pub(crate) session: Option<AuthSession>,
     /// Where responses and notifications go.
-    pub outbox: Outbox,
+    pub(crate) outbox: Outbox,
     /// This connection's journal subscriptions.
-    pub subscriptions: Subscriptions,
+    pub(crate) subscriptions: Subscriptions,
     /// Connection number, for logs.
-    pub number: u64,
+    pub(crate) number: u64,
 }

@@ -36,7 +36,7 @@ use super::subscriptions::Subscriptions;
 /// Serves one connection until the peer leaves, the frame bound is broken or
 /// shutdown is signalled. `session` pre-authenticates (managed mode). No
 /// deadlines apply: the caller owns the peer (managed mode's parent).
-pub async fn serve_connection<R, W>(
+pub(crate) async fn serve_connection<R, W>(
     ctx: Arc<ServerContext>,
     reader: R,
     writer: W,

@@ -15,13 +15,13 @@ use lapis_protocol::{BuildInfo, PROTOCOL, ServerView};
 #[derive(Debug, Clone)]
 pub struct ServerIdentity {
     /// The binary's build identity.
-    pub build: BuildIdentity,
+    pub(crate) build: BuildIdentity,
     /// Digest of the release snapshot the binary runs from, when installed.
-    pub snapshot: Option<String>,
+    pub(crate) snapshot: Option<String>,
     /// Process id.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// When the server started, for uptime.
-    pub started: Instant,
+    pub(crate) started: Instant,
 }
 
 impl ServerIdentity {
@@ -36,7 +36,7 @@ impl ServerIdentity {
     }
 
     /// The `server` member of `hello` and of the readiness frame.
-    pub fn view(&self) -> ServerView {
+    pub(crate) fn view(&self) -> ServerView {
         ServerView {
             protocol: PROTOCOL.to_owned(),
             version: self.build.version.clone(),
@@ -45,7 +45,7 @@ impl ServerIdentity {
     }
 
     /// The build identity as the protocol carries it (an object).
-    pub fn build_info(&self) -> BuildInfo {
+    pub(crate) fn build_info(&self) -> BuildInfo {
         match serde_json::to_value(&self.build) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => BuildInfo::new(),
@@ -57,13 +57,13 @@ impl ServerIdentity {
 #[derive(Debug)]
 pub struct ServerContext {
     /// Sessions and credentials.
-    pub authority: Arc<Authority>,
+    pub(crate) authority: Arc<Authority>,
     /// Identity for `hello` and `status`.
-    pub identity: ServerIdentity,
+    pub(crate) identity: ServerIdentity,
     /// Frame bound, connection limit, subscriber buffer.
-    pub limits: ServerLimits,
+    pub(crate) limits: ServerLimits,
     /// The controller core; every domain method goes through it.
-    pub core: super::controller::Core,
+    pub(crate) core: super::controller::Core,
     /// Config reloads (SIGHUP, `config.reload`) and the last outcome.
-    pub reload: super::reload::Reloader,
+    pub(crate) reload: super::reload::Reloader,
 }

@@ -13,7 +13,7 @@ use lapis_protocol::{ErrorCode, RpcError};
 
 /// Answers an agent's pending permission request (implemented by the engine
 /// that runs turns).
-pub trait PermissionResponder: Send + Sync + std::fmt::Debug {
+pub(crate) trait PermissionResponder: Send + Sync + std::fmt::Debug {
     /// Checks `option_id` for request `request_id` of turn `turn_id` and
     /// reserves the request for it; [`Taken::deliver`] hands it to the
     /// agent. Refuses option ids the agent did not offer.
@@ -31,32 +31,32 @@ pub trait PermissionResponder: Send + Sync + std::fmt::Debug {
 
 /// What the handlers need besides the authority.
 #[derive(Debug, Clone)]
-pub struct Core {
+pub(crate) struct Core {
     /// The durable store (cheap to clone).
-    pub store: Store,
+    pub(crate) store: Store,
     /// Provider names a thread may name (`echo` plus the configured ones);
     /// a config reload replaces them.
-    pub providers: ProviderNames,
+    pub(crate) providers: ProviderNames,
     /// The engine's permission channel; without an engine no request is ever
     /// pending.
-    pub permissions: Option<Arc<dyn PermissionResponder>>,
+    pub(crate) permissions: Option<Arc<dyn PermissionResponder>>,
     /// The engine, for its live-agent and running-turn counters.
-    pub engine: Option<Arc<Engine>>,
+    pub(crate) engine: Option<Arc<Engine>>,
 }
 
 /// The provider names threads may use, shared by every connection and
 /// replaced as a whole by a config reload.
 #[derive(Debug, Clone, Default)]
-pub struct ProviderNames(Arc<RwLock<BTreeSet<String>>>);
+pub(crate) struct ProviderNames(Arc<RwLock<BTreeSet<String>>>);
 
 impl ProviderNames {
     /// These names.
-    pub fn new(names: BTreeSet<String>) -> ProviderNames {
+    pub(crate) fn new(names: BTreeSet<String>) -> ProviderNames {
         ProviderNames(Arc::new(RwLock::new(names)))
     }
 
     /// Whether `name` is one of them.
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.0
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -64,13 +64,13 @@ impl ProviderNames {
     }
 
     /// The names, sorted.
-    pub fn list(&self) -> Vec<String> {
+    pub(crate) fn list(&self) -> Vec<String> {
         let names = self.0.read().unwrap_or_else(|p| p.into_inner());
         names.iter().cloned().collect()
     }
 
     /// Replaces every name at once.
-    pub fn replace(&self, names: BTreeSet<String>) {
+    pub(crate) fn replace(&self, names: BTreeSet<String>) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = names;
     }
 }
@@ -102,7 +102,7 @@ impl PermissionResponder for Engine {
 
 impl Core {
     /// Pending requests, optionally of one turn (none without an engine).
-    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+    pub(crate) fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
         self.permissions
             .as_ref()
             .map(|p| p.pending(turn_id))

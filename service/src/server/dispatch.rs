@@ -18,7 +18,10 @@ use super::handlers;
 
 /// Checks the protocol, then the credential, in that order: an unsupported
 /// protocol is refused before any credential is compared.
-pub fn authenticate(ctx: &ServerContext, params: &HelloParams) -> Result<HelloResult, RpcError> {
+pub(crate) fn authenticate(
+    ctx: &ServerContext,
+    params: &HelloParams,
+) -> Result<HelloResult, RpcError> {
     if params.protocol != PROTOCOL {
         return Err(RpcError::new(
             ErrorCode::ProtocolUnsupported,
@@ -35,7 +38,7 @@ pub fn authenticate(ctx: &ServerContext, params: &HelloParams) -> Result<HelloRe
 }
 
 /// `hello`: (re)authenticates the connection.
-pub async fn hello(
+pub(super) async fn hello(
     ctx: &Arc<ServerContext>,
     conn: &mut Conn,
     request: &Request,
@@ -64,7 +67,7 @@ pub async fn hello(
 }
 
 /// Routes an authorized request.
-pub async fn method(
+pub(super) async fn method(
     ctx: &Arc<ServerContext>,
     conn: &mut Conn,
     session: &AuthSession,

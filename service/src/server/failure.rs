@@ -6,7 +6,7 @@ use lapis_protocol::{ErrorCode, RpcError};
 
 /// Maps an unexpected failure to `internal`, logging the cause (which must
 /// not hold a secret).
-pub fn internal(e: impl std::fmt::Display) -> RpcError {
+pub(super) fn internal(e: impl std::fmt::Display) -> RpcError {
     tracing::error!(error = %e, "internal error");
     RpcError::new(ErrorCode::Internal, "internal error; see the server log")
 }

@@ -6,7 +6,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// Reads the next frame into `buf` (cleared first). `Ok(false)` is a clean
 /// end of stream between frames.
-pub async fn read_frame<R: AsyncBufRead + Unpin>(
+pub(super) async fn read_frame<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     buf: &mut Vec<u8>,
     max: usize,

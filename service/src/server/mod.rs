@@ -39,16 +39,15 @@ use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
 use lapis_protocol::config::{Config, EnvFile};
 
-pub use connection::serve_connection;
-pub use context::{ServerContext, ServerIdentity};
-pub use controller::{Core, PermissionResponder, ProviderNames};
-pub use dispatch::authenticate;
-pub use listener::{InstanceLockHeld, ListenError, Listener, bind};
-pub use reload::Reloader;
-pub use session_store::StoreSessions;
-pub use stdio::{
-    STARTUP_TIMEOUT, StartupError, report_startup_failure, serve_stdio, startup_failed_frame,
-};
+pub(crate) use context::ServerContext;
+pub use context::ServerIdentity;
+pub(crate) use controller::{Core, PermissionResponder, ProviderNames};
+pub(crate) use listener::{InstanceLockHeld, ListenError};
+pub use listener::{Listener, bind};
+pub(crate) use reload::Reloader;
+pub(crate) use session_store::StoreSessions;
+pub use stdio::report_startup_failure;
+pub(crate) use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}
@@ -60,15 +59,15 @@ pub const DRAIN: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Validated configuration.
-    pub config: Config,
+    pub(crate) config: Config,
     /// Controller home (config's `controllerHome` unless overridden).
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The running binary's identity.
-    pub identity: ServerIdentity,
+    pub(crate) identity: ServerIdentity,
     /// Managed mode: serve stdin/stdout instead of the socket.
-    pub stdio: bool,
+    pub(crate) stdio: bool,
     /// Time source for the store's rows and the sessions' expiry.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// The executable that serves the built-in `echo` agent (`acp-echo`);
     /// with it an engine runs turns, without it turns stay queued (tests of
     /// the protocol alone).
@@ -147,7 +146,7 @@ pub struct Prepared {
     /// The store, closed after the last connection.
     pub store: Store,
     /// The engine running turns, stopped before the store closes.
-    pub engine: Option<EngineHandle>,
+    pub(crate) engine: Option<EngineHandle>,
 }
 
 /// Opens the store and builds the context: everything up to listening.

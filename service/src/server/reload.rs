@@ -30,7 +30,7 @@ use super::notify;
 
 /// Runs reloads for one server.
 #[derive(Debug)]
-pub struct Reloader {
+pub(crate) struct Reloader {
     /// Where the config comes from and what the reload updates; `None` when
     /// the server was started without a config file (tests), which refuses.
     source: Option<Source>,
@@ -80,14 +80,14 @@ impl Reloader {
     }
 
     /// The last reload's outcome, if any ran.
-    pub fn last(&self) -> Option<ReloadResult> {
+    pub(crate) fn last(&self) -> Option<ReloadResult> {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Re-reads the config and applies what a reload can change, or refuses
     /// and keeps everything as it was. Tells the service manager
     /// (`RELOADING=1` … `READY=1`) and logs the outcome.
-    pub async fn reload(&self, store: &Store, names: &ProviderNames) -> ReloadResult {
+    pub(crate) async fn reload(&self, store: &Store, names: &ProviderNames) -> ReloadResult {
         let _one = self.running.lock().await;
         notify::reloading();
         let outcome = match self.try_reload(store, names).await {

@@ -14,7 +14,7 @@ use crate::store::Store;
 
 /// [`SessionPersistence`] over the store.
 #[derive(Debug, Clone)]
-pub struct StoreSessions(pub Store);
+pub(crate) struct StoreSessions(pub Store);
 
 fn block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| Handle::current().block_on(f))

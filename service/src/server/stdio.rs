@@ -25,16 +25,16 @@ use super::context::ServerContext;
 use super::dispatch::authenticate;
 
 /// How long the parent has to send the startup line.
-pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why managed mode did not start.
 #[derive(Debug, thiserror::Error)]
 #[error("managed-mode startup failed: {message} ({code})")]
 pub struct StartupError {
     /// Stable code.
-    pub code: ErrorCode,
+    pub(crate) code: ErrorCode,
     /// Reason, without the credential.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl From<RpcError> for StartupError {
@@ -48,7 +48,7 @@ impl From<RpcError> for StartupError {
 
 /// Runs managed mode to completion: startup line, readiness, then the
 /// protocol until stdin ends or shutdown is signalled.
-pub async fn serve_stdio<R, W>(
+pub(crate) async fn serve_stdio<R, W>(
     ctx: Arc<ServerContext>,
     reader: R,
     mut writer: W,
@@ -91,7 +91,7 @@ where
 /// The one `startupFailed` frame managed mode sends when it cannot start,
 /// whatever the cause (configuration, instance lock, store, credential):
 /// a stable code and a reason, never the credential.
-pub fn startup_failed_frame(code: &str, message: &str) -> Vec<u8> {
+pub(crate) fn startup_failed_frame(code: &str, message: &str) -> Vec<u8> {
     encode(&Notification::new(
         STARTUP_FAILED,
         json!({ "code": code, "message": message }),

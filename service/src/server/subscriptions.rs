@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 /// Subscriptions of one connection, by id.
 #[derive(Debug, Default)]
-pub struct Subscriptions {
+pub(super) struct Subscriptions {
     /// Running forwarders; aborted on unsubscribe or when the connection ends.
     tasks: HashMap<String, JoinHandle<()>>,
     /// Counter for ids (`sub_1`, `sub_2`, …), unique per connection.
@@ -20,25 +20,25 @@ pub struct Subscriptions {
 
 impl Subscriptions {
     /// Allocates the next id.
-    pub fn next_id(&mut self) -> String {
+    pub(super) fn next_id(&mut self) -> String {
         self.next += 1;
         format!("sub_{}", self.next)
     }
 
     /// Subscriptions still running (finished ones are forgotten first).
-    pub fn active(&mut self) -> usize {
+    pub(super) fn active(&mut self) -> usize {
         self.tasks.retain(|_, t| !t.is_finished());
         self.tasks.len()
     }
 
     /// Registers a running forwarder.
-    pub fn insert(&mut self, id: String, task: JoinHandle<()>) {
+    pub(super) fn insert(&mut self, id: String, task: JoinHandle<()>) {
         self.tasks.retain(|_, t| !t.is_finished());
         self.tasks.insert(id, task);
     }
 
     /// Stops one subscription; false when it did not exist.
-    pub fn stop(&mut self, id: &str) -> bool {
+    pub(super) fn stop(&mut self, id: &str) -> bool {
         match self.tasks.remove(id) {
             Some(task) => {
                 task.abort();
@@ -49,7 +49,7 @@ impl Subscriptions {
     }
 
     /// Stops every subscription.
-    pub fn stop_all(&mut self) {
+    pub(super) fn stop_all(&mut self) {
         for (_, task) in self.tasks.drain() {
             task.abort();
         }

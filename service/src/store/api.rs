@@ -35,7 +35,7 @@ impl Store {
     /// [`Store::add_workspace`] for an application's `workspaces.add`: with a
     /// command id, a receipt of (principal, application, command id) records
     /// the answer (same id, other input: `conflict`).
-    pub async fn add_workspace_as(
+    pub(crate) async fn add_workspace_as(
         &self,
         id: &str,
         path: &Path,
@@ -60,17 +60,8 @@ impl Store {
     }
 
     /// Every workspace, by id.
-    pub async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>> {
+    pub(crate) async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>> {
         self.read(|c, _| read::workspaces(c)).await
-    }
-
-    /// One workspace.
-    pub async fn get_workspace(&self, id: &str) -> StoreResult<Workspace> {
-        let id = id.to_owned();
-        self.read(move |c, _| {
-            read::workspace(c, &id)?.ok_or_else(|| StoreError::not_found("workspace", id))
-        })
-        .await
     }
 
     // ---- threads ----------------------------------------------------------
@@ -95,7 +86,7 @@ impl Store {
     }
 
     /// Threads matching the filter, newest first, bounded by the page size.
-    pub async fn list_threads(&self, filter: ThreadFilter) -> StoreResult<Vec<Thread>> {
+    pub(crate) async fn list_threads(&self, filter: ThreadFilter) -> StoreResult<Vec<Thread>> {
         let limit = self.limit(filter.limit);
         self.read(move |c, _| read::threads(c, &filter, limit))
             .await
@@ -132,7 +123,7 @@ impl Store {
     /// binding the caller relies on (`binding_mismatch` naming the differing
     /// fields; nothing is queued). A replayed command id answers with its
     /// turn without checking again.
-    pub async fn submit_turn_expecting(
+    pub(crate) async fn submit_turn_expecting(
         &self,
         actor: &Actor,
         input: SubmitTurn,
@@ -152,7 +143,7 @@ impl Store {
 
     /// One turn with its `user_message` (what it asked), as `turns.get`
     /// shows it.
-    pub async fn get_turn_asked(&self, id: &str) -> StoreResult<Turn> {
+    pub(crate) async fn get_turn_asked(&self, id: &str) -> StoreResult<Turn> {
         let id = id.to_owned();
         self.read(move |c, m| {
             let mut turn = read::turn(c, &id)?.ok_or_else(|| StoreError::not_found("turn", &id))?;
@@ -184,7 +175,7 @@ impl Store {
     /// with an audit row and a `turn_resolved` event; the fence is released
     /// and nothing is retried.
     /// Idempotent with a command id (the replay is the first answer).
-    pub async fn cancel_turn(
+    pub(crate) async fn cancel_turn(
         &self,
         actor: &Actor,
         turn: &str,
@@ -218,7 +209,11 @@ impl Store {
     /// The turn a `turns.submit` with this command id created, for the
     /// submitting principal and application (`not_found` otherwise): finds
     /// the turn of a lost answer without resending the prompt.
-    pub async fn turn_by_command(&self, actor: &Actor, command_id: &str) -> StoreResult<Turn> {
+    pub(crate) async fn turn_by_command(
+        &self,
+        actor: &Actor,
+        command_id: &str,
+    ) -> StoreResult<Turn> {
         let (actor, cmd) = (actor.clone(), command_id.to_owned());
         self.read(move |c, _| {
             let found = receipts::receipt(c, &actor, &cmd)?
@@ -280,21 +275,22 @@ impl Store {
 
     /// Claim the next runnable turn now, if any; `prepare` gives its
     /// provider's facts for the prepared record, inside the claim.
-    pub async fn try_claim_with(&self, prepare: Preparer) -> StoreResult<Option<Claim>> {
+    pub(crate) async fn try_claim_with(&self, prepare: Preparer) -> StoreResult<Option<Claim>> {
         self.op(move |w| w.claim(&prepare)).await
     }
 
     /// Wait for and claim the next runnable turn (one per workspace, FIFO
     /// inside a workspace, first-fit across, fenced workspaces skipped),
     /// without provider facts (see [`try_claim`](Store::try_claim)).
-    pub async fn next_runnable(&self) -> StoreResult<Claim> {
+    #[cfg(test)]
+    pub(crate) async fn next_runnable(&self) -> StoreResult<Claim> {
         self.next_runnable_with(no_facts()).await
     }
 
     /// [`next_runnable`](Store::next_runnable) with `prepare` giving the
     /// provider's facts at the moment of the claim (a reload while waiting
     /// is seen).
-    pub async fn next_runnable_with(&self, prepare: Preparer) -> StoreResult<Claim> {
+    pub(crate) async fn next_runnable_with(&self, prepare: Preparer) -> StoreResult<Claim> {
         loop {
             let notified = self.shared().runnable.notified();
             tokio::pin!(notified);
@@ -376,7 +372,7 @@ impl Store {
     }
 
     /// A thread, its recent turns and a bounded tail (`truncated` when older events exist).
-    pub async fn thread_snapshot(&self, thread: &str) -> StoreResult<ThreadSnapshot> {
+    pub(crate) async fn thread_snapshot(&self, thread: &str) -> StoreResult<ThreadSnapshot> {
         let thread = thread.to_owned();
         let (tail, turns) = (self.options().snapshot_tail, self.options().snapshot_turns);
         self.read(move |c, m| replay::snapshot(c, m, &thread, tail, turns))
@@ -402,7 +398,7 @@ impl Store {
     }
 
     /// The newest unrevoked session of a credential (the caller checks expiry).
-    pub async fn find_session_by_credential(
+    pub(crate) async fn find_session_by_credential(
         &self,
         credential: &str,
     ) -> StoreResult<Option<AuthSession>> {
@@ -421,7 +417,7 @@ impl Store {
     }
 
     /// Revoke a session (idempotent).
-    pub async fn revoke_session(&self, id: &str) -> StoreResult<AuthSession> {
+    pub(crate) async fn revoke_session(&self, id: &str) -> StoreResult<AuthSession> {
         let id = id.to_owned();
         self.op(move |w| w.revoke_session(&id)).await
     }

@@ -39,33 +39,33 @@ use sha2::{Digest, Sha256};
 use crate::domain::{StoreError, StoreResult};
 
 /// A hash in the chain: SHA-256, raw.
-pub type Hash = [u8; 32];
+pub(super) type Hash = [u8; 32];
 
 /// The hash before the first event.
-pub const GENESIS: Hash = [0; 32];
+pub(crate) const GENESIS: Hash = [0; 32];
 
 /// Domain tag of the encoding.
 const TAG: &[u8] = b"lapis-journal-chain/1\0";
 
 /// The hashed fields of one event.
 #[derive(Debug, Clone, Copy)]
-pub struct Link<'a> {
+pub(super) struct Link<'a> {
     /// Global sequence.
-    pub seq: i64,
+    pub(crate) seq: i64,
     /// Thread id.
-    pub thread_id: &'a [u8],
+    pub(crate) thread_id: &'a [u8],
     /// Per-thread sequence.
-    pub thread_seq: i64,
+    pub(crate) thread_seq: i64,
     /// Turn id, if any.
-    pub turn_id: Option<&'a [u8]>,
+    pub(crate) turn_id: Option<&'a [u8]>,
     /// Event kind.
-    pub kind: &'a [u8],
+    pub(crate) kind: &'a [u8],
     /// Event time (epoch ms).
-    pub at: i64,
+    pub(crate) at: i64,
     /// Whether the event had a payload.
-    pub has_payload: bool,
+    pub(crate) has_payload: bool,
     /// The payload text as stored, when it was written to disk.
-    pub stored_payload: Option<&'a [u8]>,
+    pub(crate) stored_payload: Option<&'a [u8]>,
 }
 
 fn text(h: &mut Sha256, bytes: Option<&[u8]>) {
@@ -79,7 +79,7 @@ fn text(h: &mut Sha256, bytes: Option<&[u8]>) {
 }
 
 /// The hash of `link` after `prev` (see the module docs).
-pub fn link_hash(prev: &Hash, link: &Link<'_>) -> Hash {
+pub(super) fn link_hash(prev: &Hash, link: &Link<'_>) -> Hash {
     let mut h = Sha256::new();
     h.update(TAG);
     h.update(prev);
@@ -106,13 +106,13 @@ pub struct ChainReport {
 
 /// The columns [`Verifier::row`] reads, in this order, after whatever the
 /// caller selects first (`at` is column `first + 5`, …).
-pub const COLUMNS: &str =
+pub(super) const COLUMNS: &str =
     "seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, hash";
 
 /// Follows the chain one row at a time, in `seq` order (see the module
 /// docs); holds only the previous hash.
 #[derive(Debug)]
-pub struct Verifier {
+pub(super) struct Verifier {
     /// The hash the next row must chain from.
     prev: Hash,
     /// Rows checked.
@@ -139,7 +139,7 @@ impl Verifier {
     /// Checks one row whose [`COLUMNS`] start at column `at`. Returns
     /// whether its stored hash is the one the chain expects; a row whose
     /// columns do not even have the right types is not.
-    pub fn row(&mut self, r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<bool> {
+    pub(super) fn row(&mut self, r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<bool> {
         let col = |i: usize| r.get_ref(at + i);
         let (Ok(seq), Some(thread_id), Ok(thread_seq), Some(kind), Ok(when), Ok(has)) = (
             col(0)?.as_i64(),
@@ -171,7 +171,7 @@ impl Verifier {
     }
 
     /// What was verified so far.
-    pub fn report(&self) -> ChainReport {
+    pub(super) fn report(&self) -> ChainReport {
         ChainReport {
             events: self.events,
             head: hex::encode(self.prev),
@@ -181,7 +181,7 @@ impl Verifier {
 
 /// Verifies the whole chain in `seq` order; the first bad event fails as
 /// `InvalidRow { table: "events", row: seq, check: "chain" }`.
-pub fn verify(conn: &Connection) -> StoreResult<ChainReport> {
+pub(super) fn verify(conn: &Connection) -> StoreResult<ChainReport> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM events ORDER BY seq"))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
     let mut chain = Verifier::default();
@@ -201,7 +201,7 @@ pub fn verify(conn: &Connection) -> StoreResult<ChainReport> {
 /// The chain head (the last event's stored hash), [`GENESIS`] when empty or
 /// when the stored value is not a hash (validation has failed the open
 /// before the writer uses it then).
-pub fn head(conn: &Connection) -> StoreResult<Hash> {
+pub(super) fn head(conn: &Connection) -> StoreResult<Hash> {
     let h: Option<Vec<u8>> = conn
         .query_row(
             "SELECT hash FROM events ORDER BY seq DESC LIMIT 1",
@@ -218,7 +218,7 @@ pub fn head(conn: &Connection) -> StoreResult<Hash> {
 
 /// Migration step: chain every existing row once, in `seq` order, inside
 /// the migration's transaction.
-pub fn backfill(conn: &Connection) -> StoreResult<()> {
+pub(super) fn backfill(conn: &Connection) -> StoreResult<()> {
     let mut hashes: Vec<(i64, Hash)> = Vec::new();
     {
         let mut stmt = conn.prepare(

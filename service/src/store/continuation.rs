@@ -21,7 +21,7 @@ use super::journal::MemoryPayloads;
 use super::read;
 
 /// Longest digest of a prior turn sent to a new session, in bytes.
-pub const MAX_DIGEST_BYTES: usize = 4096;
+pub(super) const MAX_DIGEST_BYTES: usize = 4096;
 /// Longest part (prompt, reply) of a digest, in bytes.
 const MAX_PART_BYTES: usize = 1536;
 
@@ -32,7 +32,7 @@ fn terminal_tool_status(status: &str) -> bool {
 
 /// Refuses a prior turn that may not be continued (see the module docs).
 /// `thread` is the thread the continuation is submitted to.
-pub fn check_prior(
+pub(super) fn check_prior(
     conn: &Connection,
     memory: &MemoryPayloads,
     prior: &Turn,
@@ -120,7 +120,7 @@ fn note_tool(tools: &mut BTreeMap<String, String>, invocation: &Value) {
 /// A bounded, plain-text digest of the prior turn for an agent that lost
 /// its session: what was asked, what was replied, and each tool call's title
 /// and final status. At most [`MAX_DIGEST_BYTES`].
-pub fn digest(prior: &Turn, events: &[JournalEvent]) -> String {
+pub(super) fn digest(prior: &Turn, events: &[JournalEvent]) -> String {
     let mut asked = String::new();
     let mut reply = String::new();
     let mut tools: Vec<(String, String, String)> = Vec::new();

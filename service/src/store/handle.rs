@@ -26,25 +26,25 @@ use super::writer::{Cmd, Op, Reply, Shared, Writer, WriterLimits};
 #[derive(Clone)]
 pub struct StoreOptions {
     /// The controller home (created 0700 if missing); holds the db and the lock.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// Bound on queued turns (`queue_full` beyond it).
     pub queue_capacity: usize,
     /// Most events committed by one group commit.
-    pub group_commit_max: usize,
+    pub(crate) group_commit_max: usize,
     /// Longest extra wait for more streamed events once a batch started.
-    pub group_commit_linger: Duration,
+    pub(crate) group_commit_linger: Duration,
     /// Capacity of the committed-event broadcast (a slower subscriber lags).
-    pub broadcast_capacity: usize,
+    pub(crate) broadcast_capacity: usize,
     /// Events in a thread snapshot's tail.
-    pub snapshot_tail: usize,
+    pub(crate) snapshot_tail: usize,
     /// Turns in a thread snapshot.
-    pub snapshot_turns: usize,
+    pub(crate) snapshot_turns: usize,
     /// Largest replay / list page.
-    pub page_max: usize,
+    pub(crate) page_max: usize,
     /// Metadata-only payloads kept in memory (oldest evicted first).
-    pub memory_payload_capacity: usize,
+    pub(crate) memory_payload_capacity: usize,
     /// Time source (ms since epoch).
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -282,7 +282,7 @@ impl Store {
 
     /// The storage condition (`disk_full`, `read_only`, `io_error`) that
     /// made the last write fail, until a write commits again.
-    pub fn storage_fault(&self) -> Option<&'static str> {
+    pub(crate) fn storage_fault(&self) -> Option<&'static str> {
         *self
             .inner
             .shared
@@ -307,7 +307,7 @@ impl Store {
     }
 
     /// Options in effect.
-    pub fn options(&self) -> &StoreOptions {
+    pub(crate) fn options(&self) -> &StoreOptions {
         &self.inner.options
     }
 

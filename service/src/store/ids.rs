@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 use crate::domain::{StoreError, StoreResult};
 
 /// A new random id: `prefix` + 32 lowercase hex digits.
-pub fn new_id(prefix: &str) -> StoreResult<String> {
+pub(super) fn new_id(prefix: &str) -> StoreResult<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| {
         StoreError::io(
@@ -17,7 +17,7 @@ pub fn new_id(prefix: &str) -> StoreResult<String> {
 }
 
 /// Lowercase hex SHA-256 over length-prefixed parts (unambiguous framing).
-pub fn digest(parts: &[&str]) -> String {
+pub(super) fn digest(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_le_bytes());
@@ -28,7 +28,7 @@ pub fn digest(parts: &[&str]) -> String {
 
 /// Names chosen by callers (workspace ids, command ids, providers, codes):
 /// 1..=128 bytes of `[A-Za-z0-9._:-]`. Keeps them safe to log and to key on.
-pub fn check_name(what: &str, value: &str) -> StoreResult<()> {
+pub(super) fn check_name(what: &str, value: &str) -> StoreResult<()> {
     let ok = !value.is_empty()
         && value.len() <= 128
         && value
@@ -42,14 +42,14 @@ pub fn check_name(what: &str, value: &str) -> StoreResult<()> {
 }
 
 /// SQL expression form of [`check_name`] on `col`, for startup validation.
-pub fn sql_name_ok(col: &str) -> String {
+pub(super) fn sql_name_ok(col: &str) -> String {
     format!(
         "(typeof({col}) = 'text' AND length({col}) BETWEEN 1 AND 128 AND {col} NOT GLOB '*[^A-Za-z0-9._:-]*')"
     )
 }
 
 /// Lowercase hex SHA-256 strings.
-pub fn check_sha256_hex(value: &str) -> StoreResult<()> {
+pub(super) fn check_sha256_hex(value: &str) -> StoreResult<()> {
     let ok = value.len() == 64
         && value
             .bytes()

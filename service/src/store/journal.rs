@@ -19,16 +19,16 @@ use super::chain::{self, Link};
 
 /// Per-thread journal state.
 #[derive(Debug, Clone)]
-pub struct ThreadJournal {
+pub(super) struct ThreadJournal {
     /// The last `thread_seq` committed (0 when empty).
-    pub last: u64,
+    pub(crate) last: u64,
     /// Current retention of the thread.
-    pub retention: Retention,
+    pub(crate) retention: Retention,
 }
 
 /// Payloads kept in memory only, bounded; oldest evicted first.
 #[derive(Debug, Default)]
-pub struct MemoryPayloads {
+pub(super) struct MemoryPayloads {
     /// seq -> payload.
     map: HashMap<u64, Value>,
     /// Insertion order for eviction.
@@ -39,7 +39,7 @@ pub struct MemoryPayloads {
 
 impl MemoryPayloads {
     /// An empty map holding at most `capacity` payloads.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         MemoryPayloads {
             capacity,
             ..Default::default()
@@ -63,30 +63,30 @@ impl MemoryPayloads {
     }
 
     /// The payload of `seq`, if still in memory.
-    pub fn get(&self, seq: u64) -> Option<&Value> {
+    pub(super) fn get(&self, seq: u64) -> Option<&Value> {
         self.map.get(&seq)
     }
 }
 
 /// Shared handle to the in-memory payloads.
-pub type SharedPayloads = Arc<Mutex<MemoryPayloads>>;
+pub(super) type SharedPayloads = Arc<Mutex<MemoryPayloads>>;
 
 /// The writer's journal state.
 #[derive(Debug)]
-pub struct Journal {
+pub(super) struct Journal {
     /// The last committed owner-wide `seq`.
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
     /// The hash of the event at `last_seq` (the chain head).
-    pub last_hash: chain::Hash,
+    pub(crate) last_hash: chain::Hash,
     /// Per-thread state, for every thread.
-    pub threads: HashMap<String, ThreadJournal>,
+    pub(crate) threads: HashMap<String, ThreadJournal>,
     /// In-memory payloads of metadata-only threads.
-    pub memory: SharedPayloads,
+    pub(crate) memory: SharedPayloads,
 }
 
 /// Events staged inside one database transaction.
 #[derive(Debug, Default)]
-pub struct JournalTx {
+pub(super) struct JournalTx {
     /// The last seq assigned in this stage.
     last_seq: u64,
     /// The chain head after this stage's events.
@@ -98,14 +98,14 @@ pub struct JournalTx {
     /// Retention changes made in this stage.
     retention: Vec<(String, Retention)>,
     /// Events to publish after commit.
-    pub events: Vec<JournalEvent>,
+    pub(crate) events: Vec<JournalEvent>,
     /// Payloads to keep in memory after commit.
     memory: Vec<(u64, Value)>,
 }
 
 impl Journal {
     /// Begin a stage for one transaction.
-    pub fn begin(&self) -> JournalTx {
+    pub(super) fn begin(&self) -> JournalTx {
         JournalTx {
             last_seq: self.last_seq,
             last_hash: self.last_hash,
@@ -114,7 +114,7 @@ impl Journal {
     }
 
     /// Adopt a committed stage; returns the events to publish.
-    pub fn commit(&mut self, stage: JournalTx) -> Vec<JournalEvent> {
+    pub(super) fn commit(&mut self, stage: JournalTx) -> Vec<JournalEvent> {
         for (id, retention) in stage.new_threads {
             self.threads
                 .insert(id, ThreadJournal { last: 0, retention });
@@ -141,13 +141,13 @@ impl Journal {
     }
 
     /// Stage a new thread (so events can be appended to it in the same stage).
-    pub fn stage_thread(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+    pub(super) fn stage_thread(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
         stage.new_threads.push((id.to_owned(), retention));
         stage.threads.insert(id.to_owned(), 0);
     }
 
     /// Stage a retention change.
-    pub fn stage_retention(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+    pub(super) fn stage_retention(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
         stage.retention.push((id.to_owned(), retention));
     }
 
@@ -175,7 +175,7 @@ impl Journal {
     /// `redactions` count in the same transaction. The row carries its
     /// chain hash ([`chain`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn append(
+    pub(super) fn append(
         &self,
         tx: &Connection,
         stage: &mut JournalTx,

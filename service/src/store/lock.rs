@@ -17,11 +17,11 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::domain::{StoreError, StoreResult};
 
 /// File name of the lock inside the controller home.
-pub const LOCK_FILE: &str = "controller.lock";
+pub(crate) const LOCK_FILE: &str = "controller.lock";
 
 /// A held instance lock; released on drop.
 #[derive(Debug)]
-pub struct InstanceLock {
+pub(super) struct InstanceLock {
     /// The locked file; dropping it unlocks.
     _file: Flock<File>,
 }
@@ -29,7 +29,7 @@ pub struct InstanceLock {
 impl InstanceLock {
     /// Take the lock in `home` without waiting; fail with `instance_locked`
     /// (naming the holder's pid when readable) if another process holds it.
-    pub fn acquire(home: &Path) -> StoreResult<InstanceLock> {
+    pub(super) fn acquire(home: &Path) -> StoreResult<InstanceLock> {
         let path = home.join(LOCK_FILE);
         let file = OpenOptions::new()
             .read(true)

@@ -13,8 +13,7 @@
 //!
 //! # API overview (all `async` unless noted)
 //! - Workspaces: [`add_workspace`](Store::add_workspace) (canonicalises the
-//!   path; `workspace_alias` for a second id), [`list_workspaces`](Store::list_workspaces),
-//!   [`get_workspace`](Store::get_workspace).
+//!   path; `workspace_alias` for a second id), [`list_workspaces`](Store::list_workspaces).
 //! - Threads: [`create_thread`](Store::create_thread) (idempotent with a command id),
 //!   [`get_thread`](Store::get_thread), [`list_threads`](Store::list_threads),
 //!   [`configure_thread`](Store::configure_thread) (optimistic `version`;
@@ -68,15 +67,20 @@ mod transition;
 mod validate;
 mod writer;
 
-pub use chain::{ChainReport, GENESIS};
-pub use handle::{OpenReport, PendingAppend, Store, StoreOptions};
-pub use lock::LOCK_FILE;
-pub use ops_turns::{CANCELLED_BEFORE_START, CONTINUATION_REFUSED, RESOLVED_BY_OWNER};
-pub use read::{ThreadFilter, TurnFilter};
+pub(crate) use chain::ChainReport;
+#[cfg(test)]
+pub(crate) use chain::GENESIS;
+pub(crate) use handle::PendingAppend;
+pub use handle::{Store, StoreOptions};
+#[cfg(test)]
+pub(crate) use ops_turns::{CANCELLED_BEFORE_START, CONTINUATION_REFUSED, RESOLVED_BY_OWNER};
+pub(crate) use read::ThreadFilter;
+pub use read::TurnFilter;
 pub(crate) use receipts::CommandKind;
-pub use recovery::{OUTCOME_LOST, Recovered, SETUP_INTERRUPTED};
-pub use schema::{APPLICATION_ID, DB_FILE, SCHEMA_VERSION};
-pub use validate::ValidationReport;
+#[cfg(test)]
+pub(crate) use recovery::SETUP_INTERRUPTED;
+pub(crate) use schema::APPLICATION_ID;
+pub use schema::{DB_FILE, SCHEMA_VERSION};
 
 /// Verifies the journal's hash chain of the database at `db` directly,
 /// read-only: works whether or not `serve` is running (a read sees the last

@@ -17,7 +17,7 @@ impl Writer {
     /// Register `id` for the canonical `path`; the same pair again is a
     /// no-op (`replayed`). With a command id (an application's
     /// `workspaces.add`) the answer is also recorded as a receipt.
-    pub fn add_workspace(
+    pub(super) fn add_workspace(
         &mut self,
         id: &str,
         path: &str,
@@ -83,7 +83,7 @@ impl Writer {
     }
 
     /// Create a thread stamped with the actor (idempotent when a command id is given).
-    pub fn create_thread(
+    pub(super) fn create_thread(
         &mut self,
         actor: &Actor,
         input: NewThread,
@@ -154,7 +154,7 @@ impl Writer {
     /// turn of the thread is queued or in flight (a fenced turn does not
     /// block it: it never runs again). Every turn claimed later reads the new
     /// configuration; none accepted earlier can, since none is waiting.
-    pub fn configure_thread(
+    pub(super) fn configure_thread(
         &mut self,
         actor: &Actor,
         id: &str,
@@ -247,7 +247,7 @@ impl Writer {
     }
 
     /// Store a new session; the caller generated the bearer and passes its hash.
-    pub fn issue_session(&mut self, input: NewAuthSession) -> StoreResult<AuthSession> {
+    pub(super) fn issue_session(&mut self, input: NewAuthSession) -> StoreResult<AuthSession> {
         check_sha256_hex(&input.bearer_sha256)?;
         check_name("credential", &input.credential)?;
         let id = new_id("ses_")?;
@@ -272,7 +272,7 @@ impl Writer {
     }
 
     /// Revoke a session (idempotent: a revoked session keeps its first revocation time).
-    pub fn revoke_session(&mut self, id: &str) -> StoreResult<AuthSession> {
+    pub(super) fn revoke_session(&mut self, id: &str) -> StoreResult<AuthSession> {
         self.write(|tx, _, _, now| {
             tx.execute(
                 "UPDATE auth_sessions SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",

@@ -25,15 +25,15 @@ use super::transition::stage_transition;
 use super::writer::{LiveTurn, Writer};
 
 /// Outcome code of a turn cancelled while still queued.
-pub const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
+pub(crate) const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
 /// Outcome code of a continuation whose prior no longer qualifies at claim.
-pub const CONTINUATION_REFUSED: &str = "continuation_refused";
+pub(crate) const CONTINUATION_REFUSED: &str = "continuation_refused";
 /// Outcome code of a fenced turn resolved by its owner.
-pub const RESOLVED_BY_OWNER: &str = "resolved_by_owner";
+pub(crate) const RESOLVED_BY_OWNER: &str = "resolved_by_owner";
 /// Largest accepted per-turn deadline (one week).
-pub const MAX_TURN_SECONDS: u64 = 604_800;
+pub(super) const MAX_TURN_SECONDS: u64 = 604_800;
 /// Longest native session id the store keeps.
-pub const MAX_SESSION_ID_BYTES: usize = 512;
+pub(super) const MAX_SESSION_ID_BYTES: usize = 512;
 
 /// A native session id is opaque to the controller but bounded, and free of
 /// control characters (it is shown in records and logs).
@@ -76,7 +76,7 @@ impl Writer {
     }
 
     /// Apply `event` to a turn through the table (see module docs).
-    pub fn transition(
+    pub(super) fn transition(
         &mut self,
         id: &str,
         event: TurnEvent,
@@ -122,7 +122,7 @@ impl Writer {
     /// Accept a turn (idempotent by `(principal, application, command id)`).
     /// With `expect`, the thread's binding is compared in the same step, so
     /// no turn is ever queued under a binding the caller did not state.
-    pub fn submit_turn(
+    pub(super) fn submit_turn(
         &mut self,
         actor: &Actor,
         input: SubmitTurn,
@@ -237,7 +237,7 @@ impl Writer {
     /// Hand the next runnable turn to the runner, if any (moves it to
     /// `preparing`), with its prepared configuration made from `prepare`'s
     /// facts and committed in the same transaction (see [`super::prepared`]).
-    pub fn claim(&mut self, prepare: &Preparer) -> StoreResult<Option<Claim>> {
+    pub(super) fn claim(&mut self, prepare: &Preparer) -> StoreResult<Option<Claim>> {
         let Some((_, id)) = self.sched.pick() else {
             return Ok(None);
         };
@@ -313,7 +313,11 @@ impl Writer {
     /// native session the prompt goes to: on the turn, and as the thread's
     /// binding. Refused (`conflict`) unless the turn is `preparing` without a
     /// pending cancel: the runner must then not write the prompt.
-    pub fn mark_dispatched(&mut self, id: &str, binding: &SessionBinding) -> StoreResult<Turn> {
+    pub(super) fn mark_dispatched(
+        &mut self,
+        id: &str,
+        binding: &SessionBinding,
+    ) -> StoreResult<Turn> {
         check_session_id(&binding.session_id)?;
         check_sha256_hex(&binding.fingerprint)?;
         let row = self.turn_or_404(id)?;
@@ -353,7 +357,7 @@ impl Writer {
     /// End a turn as the runner saw it (see [`TurnEnd`]). A lost outcome
     /// before the dispatch boundary is a plain failure: the prompt was never
     /// written, so nothing needs fencing.
-    pub fn finish_turn(&mut self, id: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
+    pub(super) fn finish_turn(&mut self, id: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
         let preparing = self
             .live
             .get(id)
@@ -385,7 +389,7 @@ impl Writer {
     /// Request cancellation: a queued turn is cancelled at once; a turn in
     /// flight gets its durable cancel flag (the runner stops the agent);
     /// anything else is returned unchanged.
-    pub fn request_cancel(&mut self, actor: &Actor, id: &str) -> StoreResult<Turn> {
+    pub(super) fn request_cancel(&mut self, actor: &Actor, id: &str) -> StoreResult<Turn> {
         let row = self.turn_or_404(id)?;
         match row.state {
             TurnState::Queued => Ok(self
@@ -429,7 +433,7 @@ impl Writer {
     /// nothing is retried); any other turn goes through [`Self::request_cancel`].
     /// The controller's own cancels (deadlines) use `request_cancel`, which
     /// never resolves a fence.
-    pub fn owner_cancel(
+    pub(super) fn owner_cancel(
         &mut self,
         actor: &Actor,
         id: &str,
@@ -456,7 +460,7 @@ impl Writer {
     }
 
     /// The owner's resolution of a fenced turn (see module docs of `store`).
-    pub fn resolve_turn(
+    pub(super) fn resolve_turn(
         &mut self,
         actor: &Actor,
         id: &str,

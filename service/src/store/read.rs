@@ -27,7 +27,7 @@ fn bad(table: &'static str, row: &str, check: &'static str) -> rusqlite::Error {
 }
 
 /// Turn a mapping error back into the typed error it carries.
-pub fn unwrap_err(err: rusqlite::Error) -> StoreError {
+pub(super) fn unwrap_err(err: rusqlite::Error) -> StoreError {
     match err {
         rusqlite::Error::FromSqlConversionFailure(i, ty, e) => match e.downcast::<StoreError>() {
             Ok(se) => *se,
@@ -38,10 +38,10 @@ pub fn unwrap_err(err: rusqlite::Error) -> StoreError {
 }
 
 /// Columns of a workspace row, in [`workspace_row`] order.
-pub const WORKSPACE_COLS: &str = "id, path, created_at";
+pub(super) const WORKSPACE_COLS: &str = "id, path, created_at";
 
 /// Map a workspace row.
-pub fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
+pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
     Ok(Workspace {
         id: r.get(0)?,
         path: r.get(1)?,
@@ -50,12 +50,12 @@ pub fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 }
 
 /// Columns of a thread row, in [`thread_row`] order.
-pub const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
+pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
      agent_thread_version";
 
 /// Map a thread row.
-pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
+pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
     let id: String = r.get(0)?;
     let approval: String = r.get(5)?;
     let retention: String = r.get(7)?;
@@ -87,12 +87,12 @@ pub fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
 }
 
 /// Columns of a turn row, in [`turn_row`] order.
-pub const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
+pub(super) const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
      cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
      started_at, finished_at, resolved_at, agent_session_id, max_turn_seconds, redactions, prepared";
 
 /// Map a turn row.
-pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
+pub(super) fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
     let id: String = r.get(0)?;
     let state: String = r.get(5)?;
     Ok(Turn {
@@ -128,11 +128,11 @@ pub fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
 }
 
 /// Columns of a session row, in [`session_row`] order.
-pub const SESSION_COLS: &str = "id, credential, principal, application, scopes, bearer_sha256, \
+pub(super) const SESSION_COLS: &str = "id, credential, principal, application, scopes, bearer_sha256, \
      created_at, expires_at, revoked_at";
 
 /// Map a session row.
-pub fn session_row(r: &Row<'_>) -> rusqlite::Result<AuthSession> {
+pub(super) fn session_row(r: &Row<'_>) -> rusqlite::Result<AuthSession> {
     let id: String = r.get(0)?;
     let scopes: String = r.get(4)?;
     let scopes: Vec<String> =
@@ -152,11 +152,12 @@ pub fn session_row(r: &Row<'_>) -> rusqlite::Result<AuthSession> {
 }
 
 /// Columns of an event row, in [`event_row`] order.
-pub const EVENT_COLS: &str = "seq, thread_id, thread_seq, turn_id, kind, at, payload, has_payload";
+pub(super) const EVENT_COLS: &str =
+    "seq, thread_id, thread_seq, turn_id, kind, at, payload, has_payload";
 
 /// Map an event row; payloads missing from disk are taken from `memory` or
 /// flagged `payload_unavailable`.
-pub fn event_row(r: &Row<'_>, memory: &MemoryPayloads) -> rusqlite::Result<JournalEvent> {
+pub(super) fn event_row(r: &Row<'_>, memory: &MemoryPayloads) -> rusqlite::Result<JournalEvent> {
     let seq = r.get::<_, i64>(0)? as u64;
     let kind: String = r.get(4)?;
     let text: Option<String> = r.get(6)?;
@@ -186,7 +187,7 @@ pub fn event_row(r: &Row<'_>, memory: &MemoryPayloads) -> rusqlite::Result<Journ
 }
 
 /// Every event of one turn, in thread order (a scan of its thread).
-pub fn turn_events(
+pub(super) fn turn_events(
     conn: &Connection,
     memory: &MemoryPayloads,
     thread: &str,
@@ -201,7 +202,7 @@ pub fn turn_events(
 
 /// The turn's `user_message` event as its record shows it (none for turns
 /// submitted before the event existed).
-pub fn user_message(
+pub(super) fn user_message(
     conn: &Connection,
     memory: &MemoryPayloads,
     thread: &str,
@@ -231,7 +232,7 @@ pub fn user_message(
 }
 
 /// One workspace by id.
-pub fn workspace(conn: &Connection, id: &str) -> StoreResult<Option<Workspace>> {
+pub(super) fn workspace(conn: &Connection, id: &str) -> StoreResult<Option<Workspace>> {
     conn.query_row(
         &format!("SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"),
         [id],
@@ -242,7 +243,7 @@ pub fn workspace(conn: &Connection, id: &str) -> StoreResult<Option<Workspace>> 
 }
 
 /// Every workspace, by id.
-pub fn workspaces(conn: &Connection) -> StoreResult<Vec<Workspace>> {
+pub(super) fn workspaces(conn: &Connection) -> StoreResult<Vec<Workspace>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {WORKSPACE_COLS} FROM workspaces ORDER BY id"
     ))?;
@@ -251,7 +252,7 @@ pub fn workspaces(conn: &Connection) -> StoreResult<Vec<Workspace>> {
 }
 
 /// One thread by id.
-pub fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>> {
+pub(super) fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>> {
     conn.query_row(
         &format!("SELECT {THREAD_COLS} FROM threads WHERE id = ?1"),
         [id],
@@ -263,19 +264,23 @@ pub fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>> {
 
 /// Filter for `Store::list_threads`; `None` fields match everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ThreadFilter {
+pub(crate) struct ThreadFilter {
     /// Only this principal's threads.
-    pub principal: Option<String>,
+    pub(crate) principal: Option<String>,
     /// Only this application's threads.
-    pub application: Option<String>,
+    pub(crate) application: Option<String>,
     /// Only threads of this workspace.
-    pub workspace_id: Option<String>,
+    pub(crate) workspace_id: Option<String>,
     /// At most this many (newest first); 0 means the store's page bound.
-    pub limit: usize,
+    pub(crate) limit: usize,
 }
 
 /// Threads matching `f`, newest first.
-pub fn threads(conn: &Connection, f: &ThreadFilter, limit: usize) -> StoreResult<Vec<Thread>> {
+pub(super) fn threads(
+    conn: &Connection,
+    f: &ThreadFilter,
+    limit: usize,
+) -> StoreResult<Vec<Thread>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {THREAD_COLS} FROM threads WHERE (?1 IS NULL OR principal = ?1) \
          AND (?2 IS NULL OR application = ?2) AND (?3 IS NULL OR workspace_id = ?3) \
@@ -289,7 +294,7 @@ pub fn threads(conn: &Connection, f: &ThreadFilter, limit: usize) -> StoreResult
 }
 
 /// One turn by id.
-pub fn turn(conn: &Connection, id: &str) -> StoreResult<Option<Turn>> {
+pub(super) fn turn(conn: &Connection, id: &str) -> StoreResult<Option<Turn>> {
     conn.query_row(
         &format!("SELECT {TURN_COLS} FROM turns WHERE id = ?1"),
         [id],
@@ -313,7 +318,7 @@ pub struct TurnFilter {
 }
 
 /// Turns matching `f`, newest first.
-pub fn turns(conn: &Connection, f: &TurnFilter, limit: usize) -> StoreResult<Vec<Turn>> {
+pub(super) fn turns(conn: &Connection, f: &TurnFilter, limit: usize) -> StoreResult<Vec<Turn>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {TURN_COLS} FROM turns WHERE (?1 IS NULL OR thread_id = ?1) \
          AND (?2 IS NULL OR principal = ?2) AND (?3 IS NULL OR state = ?3) \
@@ -332,7 +337,7 @@ pub fn turns(conn: &Connection, f: &TurnFilter, limit: usize) -> StoreResult<Vec
 }
 
 /// The newest unrevoked session of a credential.
-pub fn session_by_credential(
+pub(super) fn session_by_credential(
     conn: &Connection,
     credential: &str,
 ) -> StoreResult<Option<AuthSession>> {
@@ -349,7 +354,10 @@ pub fn session_by_credential(
 }
 
 /// The session with this bearer hash (revoked or not: the caller decides).
-pub fn session_by_bearer(conn: &Connection, sha256: &str) -> StoreResult<Option<AuthSession>> {
+pub(super) fn session_by_bearer(
+    conn: &Connection,
+    sha256: &str,
+) -> StoreResult<Option<AuthSession>> {
     conn.query_row(
         &format!("SELECT {SESSION_COLS} FROM auth_sessions WHERE bearer_sha256 = ?1"),
         [sha256],
@@ -360,7 +368,7 @@ pub fn session_by_bearer(conn: &Connection, sha256: &str) -> StoreResult<Option<
 }
 
 /// One session by id.
-pub fn session(conn: &Connection, id: &str) -> StoreResult<Option<AuthSession>> {
+pub(super) fn session(conn: &Connection, id: &str) -> StoreResult<Option<AuthSession>> {
     conn.query_row(
         &format!("SELECT {SESSION_COLS} FROM auth_sessions WHERE id = ?1"),
         [id],

@@ -79,13 +79,13 @@ impl CommandKind {
 /// A stored command receipt.
 pub(crate) struct StoredReceipt {
     /// The command's kind (stored name).
-    pub kind: String,
+    pub(crate) kind: String,
     /// Digest of its input.
-    pub digest: String,
+    pub(crate) digest: String,
     /// The resource it made or changed.
-    pub resource_id: String,
+    pub(crate) resource_id: String,
     /// The result as first returned, for kinds that replay it.
-    pub result: Option<String>,
+    pub(crate) result: Option<String>,
 }
 
 /// Look up the receipt of `(principal, application, command_id)`.
@@ -158,13 +158,13 @@ pub(crate) fn stage_receipt(
 /// A command to run under an optional command id.
 pub(crate) struct Command<'a> {
     /// Who runs it (the receipt's principal and application).
-    pub actor: &'a Actor,
+    pub(crate) actor: &'a Actor,
     /// The caller's command id, if any.
-    pub id: Option<&'a str>,
+    pub(crate) id: Option<&'a str>,
     /// What it is.
-    pub kind: CommandKind,
+    pub(crate) kind: CommandKind,
     /// Digest of its input (kind-specific parts, see `ids::digest`).
-    pub digest: String,
+    pub(crate) digest: String,
 }
 
 impl Writer {

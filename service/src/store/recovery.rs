@@ -18,9 +18,9 @@ use super::scheduler::Scheduler;
 use super::writer::{LiveTurn, Writer};
 
 /// Outcome code of turns failed by recovery before their dispatch boundary.
-pub const SETUP_INTERRUPTED: &str = "setup_interrupted";
+pub(crate) const SETUP_INTERRUPTED: &str = "setup_interrupted";
 /// Outcome code of turns whose outcome was lost after the dispatch boundary.
-pub const OUTCOME_LOST: &str = "outcome_lost";
+pub(crate) const OUTCOME_LOST: &str = "outcome_lost";
 
 /// One turn changed by recovery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,14 +28,14 @@ pub struct Recovered {
     /// Turn id.
     pub turn: String,
     /// State found.
-    pub from: TurnState,
+    pub(crate) from: TurnState,
     /// State recorded.
-    pub to: TurnState,
+    pub(crate) to: TurnState,
 }
 
 impl Writer {
     /// Rebuild journal counters, live turns and the scheduler from the database.
-    pub fn reload(&mut self) -> StoreResult<()> {
+    pub(super) fn reload(&mut self) -> StoreResult<()> {
         let conn = &self.conn;
         let last_seq: i64 =
             conn.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))?;
@@ -108,7 +108,7 @@ impl Writer {
     }
 
     /// Settle every turn a previous process left in flight (see module docs).
-    pub fn recover(&mut self) -> StoreResult<Vec<Recovered>> {
+    pub(super) fn recover(&mut self) -> StoreResult<Vec<Recovered>> {
         let stuck: Vec<(String, TurnState, bool)> = {
             let mut v: Vec<_> = self
                 .live

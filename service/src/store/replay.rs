@@ -15,7 +15,7 @@ use super::read::{self, EVENT_COLS, TurnFilter};
 /// the first event whose payload is gone, rather than return a partial
 /// history; owner scope pages by `seq` and flags such events instead (one
 /// metadata-only thread must not hide every other thread's history).
-pub fn replay(
+pub(super) fn replay(
     conn: &Connection,
     memory: &MemoryPayloads,
     scope: &ReplayScope,
@@ -81,7 +81,7 @@ pub fn replay(
 }
 
 /// A thread with its last `tail` events and its `turns` most recent turns.
-pub fn snapshot(
+pub(super) fn snapshot(
     conn: &Connection,
     memory: &MemoryPayloads,
     thread_id: &str,

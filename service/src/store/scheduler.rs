@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Queues, leases and fences.
 #[derive(Debug, Default)]
-pub struct Scheduler {
+pub(super) struct Scheduler {
     /// Queued turns per workspace, oldest first: `(queue_seq, turn id)`.
     queues: BTreeMap<String, VecDeque<(u64, String)>>,
     /// The turn holding each leased workspace.
@@ -30,7 +30,7 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// An empty scheduler with a queue bound.
-    pub fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize) -> Self {
         Scheduler {
             capacity,
             ..Default::default()
@@ -38,23 +38,23 @@ impl Scheduler {
     }
 
     /// The queue bound.
-    pub fn capacity(&self) -> usize {
+    pub(super) fn capacity(&self) -> usize {
         self.capacity
     }
 
     /// Turns waiting.
-    pub fn queued(&self) -> usize {
+    pub(super) fn queued(&self) -> usize {
         self.queued
     }
 
     /// `true` when one more turn fits (restored turns may exceed the bound).
-    pub fn has_room(&self) -> bool {
+    pub(super) fn has_room(&self) -> bool {
         self.queued < self.capacity
     }
 
     /// Add a queued turn at the back of its workspace's queue. `queue_seq`
     /// must be larger than every seq already queued there.
-    pub fn enqueue(&mut self, workspace: &str, queue_seq: u64, turn: &str) {
+    pub(super) fn enqueue(&mut self, workspace: &str, queue_seq: u64, turn: &str) {
         let q = self.queues.entry(workspace.to_owned()).or_default();
         debug_assert!(q.back().is_none_or(|(s, _)| *s < queue_seq));
         q.push_back((queue_seq, turn.to_owned()));
@@ -62,7 +62,7 @@ impl Scheduler {
     }
 
     /// Remove a queued turn (cancelled before it ran). Returns whether it was queued.
-    pub fn remove_queued(&mut self, workspace: &str, turn: &str) -> bool {
+    pub(super) fn remove_queued(&mut self, workspace: &str, turn: &str) -> bool {
         let Some(q) = self.queues.get_mut(workspace) else {
             return false;
         };
@@ -78,7 +78,7 @@ impl Scheduler {
     }
 
     /// The next turn to claim: `(workspace, turn)`, without taking it.
-    pub fn pick(&self) -> Option<(String, String)> {
+    pub(super) fn pick(&self) -> Option<(String, String)> {
         self.queues
             .iter()
             .filter(|(ws, _)| !self.in_flight.contains_key(*ws) && !self.fenced.contains_key(*ws))
@@ -88,7 +88,7 @@ impl Scheduler {
     }
 
     /// Take the head of `workspace`'s queue into flight (after `pick`).
-    pub fn claim(&mut self, workspace: &str, turn: &str) {
+    pub(super) fn claim(&mut self, workspace: &str, turn: &str) {
         let q = self
             .queues
             .get_mut(workspace)
@@ -103,12 +103,12 @@ impl Scheduler {
     }
 
     /// Mark a turn as in flight directly (restoring after open).
-    pub fn restore_in_flight(&mut self, workspace: &str, turn: &str) {
+    pub(super) fn restore_in_flight(&mut self, workspace: &str, turn: &str) {
         self.in_flight.insert(workspace.to_owned(), turn.to_owned());
     }
 
     /// The in-flight turn finished; release the lease, fencing if `fence`.
-    pub fn release(&mut self, workspace: &str, turn: &str, fence: bool) {
+    pub(super) fn release(&mut self, workspace: &str, turn: &str, fence: bool) {
         if self.in_flight.get(workspace).is_some_and(|t| t == turn) {
             self.in_flight.remove(workspace);
         }
@@ -118,7 +118,7 @@ impl Scheduler {
     }
 
     /// Record a fencing turn.
-    pub fn fence(&mut self, workspace: &str, turn: &str) {
+    pub(super) fn fence(&mut self, workspace: &str, turn: &str) {
         self.fenced
             .entry(workspace.to_owned())
             .or_default()
@@ -126,7 +126,7 @@ impl Scheduler {
     }
 
     /// A fencing turn was resolved; the workspace moves again when no fence is left.
-    pub fn unfence(&mut self, workspace: &str, turn: &str) {
+    pub(super) fn unfence(&mut self, workspace: &str, turn: &str) {
         if let Some(set) = self.fenced.get_mut(workspace) {
             set.remove(turn);
             if set.is_empty() {
@@ -136,7 +136,7 @@ impl Scheduler {
     }
 
     /// The first fencing turn of a workspace, if fenced.
-    pub fn fenced_by(&self, workspace: &str) -> Option<&str> {
+    pub(super) fn fenced_by(&self, workspace: &str) -> Option<&str> {
         self.fenced
             .get(workspace)
             .and_then(|s| s.iter().next())
@@ -144,12 +144,12 @@ impl Scheduler {
     }
 
     /// Workspaces holding a lease.
-    pub fn running_workspaces(&self) -> Vec<String> {
+    pub(super) fn running_workspaces(&self) -> Vec<String> {
         self.in_flight.keys().cloned().collect()
     }
 
     /// Fenced workspaces.
-    pub fn fenced_workspaces(&self) -> Vec<String> {
+    pub(super) fn fenced_workspaces(&self) -> Vec<String> {
         self.fenced.keys().cloned().collect()
     }
 }

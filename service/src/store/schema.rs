@@ -14,7 +14,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::domain::{StoreError, StoreResult};
 
 /// `PRAGMA application_id` of a controller database: ASCII `LAPI`.
-pub const APPLICATION_ID: i64 = 0x4C41_5049;
+pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = 5;
@@ -188,7 +188,7 @@ fn configure(conn: &Connection) -> StoreResult<()> {
 }
 
 /// Open the write connection: check identity and version, migrate, enable WAL.
-pub fn open_writer(path: &Path) -> StoreResult<Connection> {
+pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -246,7 +246,7 @@ fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
 }
 
 /// Open a read connection (after the writer has migrated the file).
-pub fn open_reader(path: &Path) -> StoreResult<Connection> {
+pub(super) fn open_reader(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

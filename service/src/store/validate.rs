@@ -26,9 +26,9 @@ use super::receipts::CommandKind;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ValidationReport {
     /// Rows in `workspaces`.
-    pub workspaces: u64,
+    pub(crate) workspaces: u64,
     /// Rows in `threads`.
-    pub threads: u64,
+    pub(crate) threads: u64,
     /// Rows in `turns`.
     pub turns: u64,
     /// Rows in `events`.
@@ -149,7 +149,7 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
 }
 
 /// Check every row; the first failure stops the open.
-pub fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
+pub(super) fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
     for (table, check, sql) in checks() {
         let bad: Option<rusqlite::types::Value> = conn
             .query_row(&sql, [], |r| r.get(0))

@@ -57,74 +57,74 @@ pub(crate) enum Cmd {
 /// One streamed append.
 pub(crate) struct AppendReq {
     /// The turn the activity belongs to.
-    pub turn: String,
+    pub(crate) turn: String,
     /// Activity kind.
-    pub kind: EventKind,
+    pub(crate) kind: EventKind,
     /// Payload.
-    pub payload: Option<Value>,
+    pub(crate) payload: Option<Value>,
     /// Where the committed event (or the error) goes; may be dropped by the caller.
-    pub reply: oneshot::Sender<StoreResult<Arc<JournalEvent>>>,
+    pub(crate) reply: oneshot::Sender<StoreResult<Arc<JournalEvent>>>,
 }
 
 /// State shared between the writer and the handles.
 #[derive(Debug)]
 pub(crate) struct Shared {
     /// Committed events, in `seq` order.
-    pub events: broadcast::Sender<Arc<JournalEvent>>,
+    pub(crate) events: broadcast::Sender<Arc<JournalEvent>>,
     /// Woken whenever the scheduler may have a runnable turn.
-    pub runnable: Notify,
+    pub(crate) runnable: Notify,
     /// Latest status counters.
-    pub status: Mutex<StoreStatus>,
+    pub(crate) status: Mutex<StoreStatus>,
     /// Transactions committed by the writer (each one fsync).
-    pub commits: std::sync::atomic::AtomicU64,
+    pub(crate) commits: std::sync::atomic::AtomicU64,
     /// The storage condition that made the last write fail (`disk_full`,
     /// `read_only`, `io_error`), cleared by the next write that commits.
-    pub storage_fault: Mutex<Option<&'static str>>,
+    pub(crate) storage_fault: Mutex<Option<&'static str>>,
 }
 
 /// A turn that is not terminal, as the writer tracks it.
 #[derive(Debug)]
 pub(crate) struct LiveTurn {
     /// Thread id.
-    pub thread: String,
+    pub(crate) thread: String,
     /// Current state.
-    pub state: TurnState,
+    pub(crate) state: TurnState,
     /// Cancel flag, watched by the runner's claim.
-    pub cancel: watch::Sender<bool>,
+    pub(crate) cancel: watch::Sender<bool>,
 }
 
 /// Tunables the writer needs.
 #[derive(Debug, Clone)]
 pub(crate) struct WriterLimits {
     /// Most events in one group commit.
-    pub group_commit_max: usize,
+    pub(crate) group_commit_max: usize,
     /// Longest wait for more events once a batch has started.
-    pub group_commit_linger: Duration,
+    pub(crate) group_commit_linger: Duration,
 }
 
 /// The writer's state. Field order matters for drop: the connection closes
 /// before the instance lock is released.
 pub(crate) struct Writer {
     /// The only write connection.
-    pub conn: Connection,
+    pub(crate) conn: Connection,
     /// Journal counters and in-memory payloads.
-    pub journal: Journal,
+    pub(crate) journal: Journal,
     /// Queues, leases, fences.
-    pub sched: Scheduler,
+    pub(crate) sched: Scheduler,
     /// Every non-terminal turn.
-    pub live: HashMap<String, LiveTurn>,
+    pub(crate) live: HashMap<String, LiveTurn>,
     /// Last `queue_seq` assigned.
-    pub last_queue_seq: u64,
+    pub(crate) last_queue_seq: u64,
     /// Time source.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// Handles' view.
-    pub shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// Batching limits.
-    pub limits: WriterLimits,
+    pub(crate) limits: WriterLimits,
     /// Events committed but not yet published.
-    pub outbox: Vec<JournalEvent>,
+    pub(crate) outbox: Vec<JournalEvent>,
     /// Held for the life of the writer.
-    pub _lock: InstanceLock,
+    pub(crate) _lock: InstanceLock,
 }
 
 impl std::fmt::Debug for Writer {
@@ -137,7 +137,7 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// The writer loop; returns when told to shut down or every handle is gone.
-    pub fn run(mut self, rx: Receiver<Cmd>) {
+    pub(super) fn run(mut self, rx: Receiver<Cmd>) {
         let mut stash: Option<Cmd> = None;
         loop {
             let cmd = match stash.take() {
@@ -240,7 +240,7 @@ impl Writer {
     /// transaction. On success adopt the stage and queue its events for
     /// publication (after the commit). On error nothing changes in memory;
     /// on a database error the memory state is rebuilt.
-    pub fn write<T>(
+    pub(super) fn write<T>(
         &mut self,
         f: impl FnOnce(&Connection, &Journal, &mut JournalTx, i64) -> StoreResult<T>,
     ) -> StoreResult<T> {
@@ -327,7 +327,7 @@ impl Writer {
     }
 
     /// Publish committed events, refresh the status mirror, wake the scheduler.
-    pub fn flush_outbox(&mut self) -> Vec<Arc<JournalEvent>> {
+    pub(super) fn flush_outbox(&mut self) -> Vec<Arc<JournalEvent>> {
         let events: Vec<Arc<JournalEvent>> = self.outbox.drain(..).map(Arc::new).collect();
         for e in &events {
             // No subscribers is fine.

@@ -7,18 +7,18 @@ use std::process::{Command, Stdio};
 
 /// An installed `acpx` and the prefix that owns it.
 #[derive(Debug)]
-pub struct Acpx {
+pub(crate) struct Acpx {
     /// Temp prefix (removed on drop) unless `ACPX` named an existing binary.
     _prefix: Option<tempfile::TempDir>,
     /// The `acpx` executable.
-    pub bin: PathBuf,
+    pub(crate) bin: PathBuf,
     /// Its own HOME, so it never reads or writes the real one.
-    pub home: tempfile::TempDir,
+    pub(crate) home: tempfile::TempDir,
 }
 
 impl Acpx {
     /// Installs acpx (or uses `$ACPX`); `Err` is the reason for the skip line.
-    pub fn install() -> Result<Acpx, String> {
+    pub(crate) fn install() -> Result<Acpx, String> {
         let home = tempfile::tempdir().map_err(|e| e.to_string())?;
         if let Some(bin) = std::env::var_os("ACPX") {
             return Ok(Acpx {
@@ -64,7 +64,7 @@ impl Acpx {
     }
 
     /// `acpx --agent "<lapis> acp-echo" <args…>` in `cwd`; panics on failure.
-    pub fn run(&self, lapis: &Path, cwd: &Path, args: &[&str]) {
+    pub(crate) fn run(&self, lapis: &Path, cwd: &Path, args: &[&str]) {
         let agent = format!("{} acp-echo", lapis.display());
         let out = Command::new(&self.bin)
             .args(["--agent", &agent, "--cwd"])
@@ -83,7 +83,7 @@ impl Acpx {
     }
 
     /// `acpx --version`.
-    pub fn version(&self) -> String {
+    pub(crate) fn version(&self) -> String {
         Command::new(&self.bin)
             .arg("--version")
             .output()

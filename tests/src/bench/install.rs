@@ -42,7 +42,7 @@ fn install_ms(ctx: &TestContext, bin: &Path, args: &[&str]) -> Result<(f64, f64)
 }
 
 /// Adds the suite's rows.
-pub fn run(table: &mut Table, runs: usize) -> Result<()> {
+pub(crate) fn run(table: &mut Table, runs: usize) -> Result<()> {
     let bin = release_bin()?;
     let work = tempfile::tempdir()?;
     let mut fresh = Vec::new();

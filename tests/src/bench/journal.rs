@@ -11,7 +11,7 @@ use super::rig::{Rig, fixture_agent, wait_turns};
 use super::table::{Table, Unit};
 
 /// Adds the suite's rows.
-pub fn run(table: &mut Table, chunks: usize, runs: usize) -> Result<()> {
+pub(crate) fn run(table: &mut Table, chunks: usize, runs: usize) -> Result<()> {
     let Some(agent) = fixture_agent() else {
         table.note(
             "journal: skipped: target/release/fixture-agent is missing (`cargo build --release -p lapis-e2e --bin fixture-agent`)",

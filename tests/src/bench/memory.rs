@@ -12,7 +12,7 @@ use super::rig::{Rig, fixture_agent, vm_hwm_kib, wait_turns};
 use super::table::{Table, Unit};
 
 /// Adds the suite's rows.
-pub fn run(table: &mut Table, runs: usize) -> Result<()> {
+pub(crate) fn run(table: &mut Table, runs: usize) -> Result<()> {
     let (providers, provider, per_ws, busy) = match fixture_agent() {
         Some(agent) => (
             json!({ "chunks": { "command": agent, "args": ["--chunks", "5000"] } }),

@@ -1,12 +1,12 @@
 //! The `bench` runner's suites (see `src/bin/bench.rs`) and the serve rig
 //! the chaos runner shares.
 
-pub mod acpx;
-pub mod install;
-pub mod journal;
-pub mod memory;
-pub mod rig;
-pub mod startup;
-pub mod status;
-pub mod table;
-pub mod turns;
+pub(crate) mod acpx;
+pub(crate) mod install;
+pub(crate) mod journal;
+pub(crate) mod memory;
+pub(crate) mod rig;
+pub(crate) mod startup;
+pub(crate) mod status;
+pub(crate) mod table;
+pub(crate) mod turns;

@@ -16,16 +16,17 @@ use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
 /// The owner token every rig writes into its config.
-pub const OWNER: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000d7";
+pub(crate) const OWNER: &str =
+    "lapis_00000000000000000000000000000000000000000000000000000000000000d7";
 
 /// `target/<profile>/` of the running runner.
-pub fn profile_dir() -> PathBuf {
+pub(crate) fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     exe.parent().expect("exe dir").to_path_buf()
 }
 
 /// The release CLI beside the runner (`LAPIS_BIN` overrides).
-pub fn release_bin() -> Result<PathBuf> {
+pub(crate) fn release_bin() -> Result<PathBuf> {
     if let Some(bin) = std::env::var_os("LAPIS_BIN") {
         return Ok(PathBuf::from(bin));
     }
@@ -40,29 +41,29 @@ pub fn release_bin() -> Result<PathBuf> {
 }
 
 /// The fixture agent beside the runner, if built.
-pub fn fixture_agent() -> Option<PathBuf> {
+pub(crate) fn fixture_agent() -> Option<PathBuf> {
     let path = profile_dir().join("fixture-agent");
     path.is_file().then_some(path)
 }
 
 /// A context whose commands run the release binary. Its leak check runs
 /// on drop here too: no runner output or file may hold the owner token.
-pub fn context() -> Result<TestContext> {
+pub(crate) fn context() -> Result<TestContext> {
     release_bin()?;
     Ok(TestContext::new())
 }
 
 /// A `serve` process plus its temp HOME.
 #[derive(Debug)]
-pub struct Rig {
+pub(crate) struct Rig {
     /// Temp HOME, environment.
-    pub ctx: TestContext,
+    pub(crate) ctx: TestContext,
     /// The release binary.
-    pub bin: PathBuf,
+    pub(crate) bin: PathBuf,
     /// Controller home.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// Workspace ids, in order (`ws0`…).
-    pub workspaces: Vec<String>,
+    pub(crate) workspaces: Vec<String>,
     /// The running server, if any.
     child: Option<Child>,
 }
@@ -70,7 +71,7 @@ pub struct Rig {
 impl Rig {
     /// Writes a config with `workspaces` agent workspaces, the given
     /// providers and server limits. Nothing is started.
-    pub fn new(workspaces: usize, providers: Value, server: Value) -> Result<Rig> {
+    pub(crate) fn new(workspaces: usize, providers: Value, server: Value) -> Result<Rig> {
         let ctx = context()?;
         let bin = release_bin()?;
         let home = ctx.home().join(".lapis/ai-controller");
@@ -106,13 +107,13 @@ impl Rig {
     }
 
     /// The socket path.
-    pub fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.home.join("controller.sock")
     }
 
     /// Starts `serve` and returns the time until the socket accepted a
     /// connection and `status` answered.
-    pub fn start(&mut self) -> Result<Duration> {
+    pub(crate) fn start(&mut self) -> Result<Duration> {
         let _ = std::fs::remove_file(self.socket());
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -148,12 +149,12 @@ impl Rig {
     }
 
     /// The server's pid.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// SIGKILL and reap.
-    pub fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -161,7 +162,7 @@ impl Rig {
     }
 
     /// SIGTERM and reap.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = std::process::Command::new("kill")
                 .arg(child.id().to_string())
@@ -171,7 +172,7 @@ impl Rig {
     }
 
     /// One authenticated SDK connection.
-    pub fn client(&self) -> Result<Client> {
+    pub(crate) fn client(&self) -> Result<Client> {
         Ok(Client::open(
             &self.socket(),
             Credential::Token {
@@ -182,7 +183,7 @@ impl Rig {
     }
 
     /// Creates one thread per workspace with `provider`.
-    pub fn threads(&self, client: &mut Client, provider: &str) -> Result<Vec<String>> {
+    pub(crate) fn threads(&self, client: &mut Client, provider: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for ws in &self.workspaces {
             out.push(client.threads_create(ws, provider, "allow-all", None)?.id);
@@ -198,7 +199,7 @@ impl Drop for Rig {
 }
 
 /// Peak resident set (`VmHWM`) of a live process, in KiB.
-pub fn vm_hwm_kib(pid: u32) -> Option<u64> {
+pub(crate) fn vm_hwm_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
@@ -212,7 +213,11 @@ pub fn vm_hwm_kib(pid: u32) -> Option<u64> {
 /// Waits until every turn in `turns` is terminal or fenced; returns their
 /// final states. Polls one turn at a time (FIFO per workspace: callers pass
 /// the last turn of each workspace when they only need completion).
-pub fn wait_turns(client: &mut Client, turns: &[String], limit: Duration) -> Result<Vec<String>> {
+pub(crate) fn wait_turns(
+    client: &mut Client,
+    turns: &[String],
+    limit: Duration,
+) -> Result<Vec<String>> {
     let deadline = Instant::now() + limit;
     let mut states = Vec::new();
     for turn in turns {
@@ -237,7 +242,7 @@ pub fn wait_turns(client: &mut Client, turns: &[String], limit: Duration) -> Res
 }
 
 /// Runs the release binary in `ctx` to completion; fails unless it exits 0.
-pub fn run_ok(ctx: &TestContext, bin: &Path, args: &[&str]) -> Result<lapis_e2e::Output> {
+pub(crate) fn run_ok(ctx: &TestContext, bin: &Path, args: &[&str]) -> Result<lapis_e2e::Output> {
     let out = ctx.output(ctx.command_for(bin, args));
     if out.code != Some(0) {
         bail!("{args:?} exited {:?}: {}", out.code, out.stderr.trim());

@@ -87,7 +87,7 @@ fn seed_events(rig: &Rig, thread: &str, turn: &str, n: usize) -> Result<()> {
 }
 
 /// Adds the suite's rows.
-pub fn run(table: &mut Table, runs: usize, sizes: &[usize]) -> Result<()> {
+pub(crate) fn run(table: &mut Table, runs: usize, sizes: &[usize]) -> Result<()> {
     let mut rig = Rig::new(1, json!({}), json!({}))?;
     let (thread, turn) = seed_base(&rig)?;
     // The first start recovers the claimed turn; not measured.

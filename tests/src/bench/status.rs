@@ -8,7 +8,7 @@ use super::rig::{Rig, run_ok};
 use super::table::{Table, Unit, time_ms};
 
 /// Adds the suite's rows.
-pub fn run(table: &mut Table, runs: usize, acpx: Option<&Acpx>) -> Result<()> {
+pub(crate) fn run(table: &mut Table, runs: usize, acpx: Option<&Acpx>) -> Result<()> {
     let mut rig = Rig::new(1, serde_json::json!({}), serde_json::json!({}))?;
     rig.start()?;
     let bin = rig.bin.clone();

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 /// Whether a larger value is better (throughput) or worse (time, memory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// Milliseconds.
     Ms,
     /// Per second.
@@ -16,22 +16,22 @@ pub enum Unit {
 
 /// One measured figure.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     /// Suite name.
-    pub suite: &'static str,
+    pub(crate) suite: &'static str,
     /// What was measured.
-    pub figure: String,
+    pub(crate) figure: String,
     /// Samples.
-    pub samples: Vec<f64>,
+    pub(crate) samples: Vec<f64>,
     /// Unit.
-    pub unit: Unit,
+    pub(crate) unit: Unit,
     /// The figure of the row this one is compared with, if any.
-    pub against: Option<String>,
+    pub(crate) against: Option<String>,
 }
 
 impl Row {
     /// Median, min, max.
-    pub fn stats(&self) -> (f64, f64, f64) {
+    pub(crate) fn stats(&self) -> (f64, f64, f64) {
         let mut v = self.samples.clone();
         v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
         (v[v.len() / 2], v[0], v[v.len() - 1])
@@ -40,16 +40,16 @@ impl Row {
 
 /// All rows of one run.
 #[derive(Debug, Default)]
-pub struct Table {
+pub(crate) struct Table {
     /// In insertion order.
-    pub rows: Vec<Row>,
+    pub(crate) rows: Vec<Row>,
     /// Lines printed under the table (skips, notes).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Table {
     /// Adds a row; `against` names an earlier row's figure.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         suite: &'static str,
         figure: impl Into<String>,
@@ -73,14 +73,14 @@ impl Table {
     }
 
     /// A note printed with the table.
-    pub fn note(&mut self, line: impl Into<String>) {
+    pub(crate) fn note(&mut self, line: impl Into<String>) {
         let line = line.into();
         eprintln!("  {line}");
         self.notes.push(line);
     }
 
     /// Markdown, so docs/performance.md can take it as printed.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::from(
             "| suite | figure | median | min | max | n | vs (same run) | ratio |\n|---|---|---|---|---|---|---|---|\n",
         );
@@ -127,13 +127,13 @@ fn fmt(v: f64) -> String {
 }
 
 /// Milliseconds taken by `f`.
-pub fn time_ms<T>(f: impl FnOnce() -> T) -> (f64, T) {
+pub(crate) fn time_ms<T>(f: impl FnOnce() -> T) -> (f64, T) {
     let started = Instant::now();
     let out = f();
     (ms(started.elapsed()), out)
 }
 
 /// A duration in milliseconds.
-pub fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

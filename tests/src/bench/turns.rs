@@ -156,7 +156,7 @@ fn cpu_ms(pid: u32) -> Option<f64> {
 }
 
 /// Adds the suite's rows.
-pub fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
+pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
     let lingering = fixture_agent()
         .map(|agent| json!({"linger": {"command": agent, "args": ["--linger"], "idleSeconds": 0}}));
     let mut rig = Rig::new(8, lingering.clone().unwrap_or(json!({})), json!({}))?;

@@ -12,6 +12,10 @@
 //! (median, min, max, ratio against a floor or peer measured in the same
 //! run), printed as Markdown at the end with the machine it ran on.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 #[path = "../bench/mod.rs"]
 mod bench;
 

@@ -16,6 +16,10 @@
 //! iterations and time and prints one line: iterations, faults injected,
 //! violations (must be 0). Exit status 1 when any violation was found.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 #[path = "../bench/mod.rs"]
 #[allow(dead_code)]
 mod bench;

@@ -38,6 +38,10 @@
 //! installed). `--pidfile PATH` writes the agent's own pid before it reads
 //! anything, so a test can watch the process itself.
 
+// Visibility is a design statement: an item another crate does not use is
+// `pub(crate)`, so the compiler reports what nothing uses.
+#![warn(unreachable_pub)]
+
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

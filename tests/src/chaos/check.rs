@@ -9,17 +9,20 @@ use lapis_service::EventKind;
 
 /// What the journal says about one turn.
 #[derive(Debug, Default, Clone)]
-pub struct TurnHistory {
+pub(crate) struct TurnHistory {
     /// Terminal `turn_state` transitions (completed, failed, cancelled).
-    pub terminal: Vec<String>,
+    pub(crate) terminal: Vec<String>,
     /// Whether the turn was ever fenced (submission_unknown, interrupted).
-    pub fenced: bool,
+    pub(crate) fenced: bool,
     /// Whether the turn was ever dispatched (the boundary was persisted).
-    pub dispatched: bool,
+    pub(crate) dispatched: bool,
 }
 
 /// Replays every thread and collects each turn's history.
-pub fn histories(client: &mut Client, threads: &[String]) -> Result<BTreeMap<String, TurnHistory>> {
+pub(crate) fn histories(
+    client: &mut Client,
+    threads: &[String],
+) -> Result<BTreeMap<String, TurnHistory>> {
     let mut out: BTreeMap<String, TurnHistory> = BTreeMap::new();
     for thread in threads {
         let mut after = 0;
@@ -56,7 +59,7 @@ pub fn histories(client: &mut Client, threads: &[String]) -> Result<BTreeMap<Str
 
 /// Prompts recorded by the fixture agent's ledger (one per line) with
 /// their delivery counts.
-pub fn ledger(path: &std::path::Path) -> BTreeMap<String, usize> {
+pub(crate) fn ledger(path: &std::path::Path) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
         *out.entry(line.to_owned()).or_insert(0) += 1;
@@ -66,7 +69,7 @@ pub fn ledger(path: &std::path::Path) -> BTreeMap<String, usize> {
 
 /// Resolves every fenced turn of `turns` as failed (the owner confirming
 /// the agent stopped); returns how many.
-pub fn resolve_fenced(client: &mut Client, turns: &BTreeSet<String>) -> Result<usize> {
+pub(crate) fn resolve_fenced(client: &mut Client, turns: &BTreeSet<String>) -> Result<usize> {
     let mut n = 0;
     for turn in turns {
         let t = client.turns_get(turn)?;

@@ -25,7 +25,7 @@ use super::Summary;
 use crate::bench::rig::{OWNER, Rig, fixture_agent, run_ok, wait_turns};
 
 /// `flood`: see the module docs. `idle` held, `attempts` in total.
-pub fn flood(idle: usize, attempts: usize) -> Result<Summary> {
+pub(crate) fn flood(idle: usize, attempts: usize) -> Result<Summary> {
     let mut summary = Summary {
         suite: "flood",
         ..Summary::default()
@@ -161,7 +161,7 @@ fn watch(c: &mut Client, quiet: Duration) -> Result<(usize, usize, bool)> {
 }
 
 /// `revoke`: see the module docs; `turns` streaming turns per case.
-pub fn revoke(turns: usize) -> Result<Summary> {
+pub(crate) fn revoke(turns: usize) -> Result<Summary> {
     let mut summary = Summary {
         suite: "revoke",
         ..Summary::default()
@@ -227,7 +227,7 @@ pub fn revoke(turns: usize) -> Result<Summary> {
 }
 
 /// `disk-full`: see the module docs.
-pub fn disk_full() -> Result<Summary> {
+pub(crate) fn disk_full() -> Result<Summary> {
     let mut summary = Summary {
         suite: "disk-full",
         ..Summary::default()

@@ -121,7 +121,7 @@ fn killed(s: &Setup, args: &[&str], delay: Duration) -> Result<bool> {
 }
 
 /// Runs the three suites with `iterations` each.
-pub fn run(iterations: usize, rng: &mut Rng, limit: Duration) -> Result<Vec<Summary>> {
+pub(crate) fn run(iterations: usize, rng: &mut Rng, limit: Duration) -> Result<Vec<Summary>> {
     let s = setup()?;
     let install = |i: usize| -> Vec<String> {
         let (path, sha) = &s.archives[i % s.archives.len()];

@@ -15,7 +15,7 @@ use super::check::{histories, ledger};
 use crate::bench::rig::{Rig, fixture_agent, wait_turns};
 
 /// Runs the suite.
-pub fn run(clients: usize, per_client: usize, queue: usize) -> Result<Summary> {
+pub(crate) fn run(clients: usize, per_client: usize, queue: usize) -> Result<Summary> {
     let mut summary = Summary {
         suite: "load",
         ..Summary::default()

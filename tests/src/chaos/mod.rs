@@ -1,30 +1,30 @@
 //! The chaos runner's suites (see `src/bin/chaos.rs`). Each is bounded in
 //! iterations and time, stops by itself and returns a [`Summary`].
 
-pub mod check;
-pub mod hostile;
-pub mod install_kill;
-pub mod load;
-pub mod serve_kill;
+pub(crate) mod check;
+pub(crate) mod hostile;
+pub(crate) mod install_kill;
+pub(crate) mod load;
+pub(crate) mod serve_kill;
 
 /// One suite's result line.
 #[derive(Debug, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Suite name.
-    pub suite: &'static str,
+    pub(crate) suite: &'static str,
     /// Loop iterations run.
-    pub iterations: usize,
+    pub(crate) iterations: usize,
     /// Faults actually injected (a kill that found the process alive).
-    pub faults: usize,
+    pub(crate) faults: usize,
     /// Invariant violations, each described (never with a secret).
-    pub violations: Vec<String>,
+    pub(crate) violations: Vec<String>,
     /// Extra figures for the line.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl Summary {
     /// The summary line.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "chaos {}: iterations {}, faults injected {}, violations {}{}",
             self.suite,
@@ -42,15 +42,15 @@ impl Summary {
 
 /// A small xorshift generator; the seed is printed so a run can be repeated.
 #[derive(Debug)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// Seeded generator (0 is replaced).
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed.max(1))
     }
     /// Next value.
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -59,7 +59,7 @@ impl Rng {
         x
     }
     /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }

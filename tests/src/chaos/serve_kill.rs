@@ -24,7 +24,12 @@ use super::{Rng, Summary};
 use crate::bench::rig::{Rig, fixture_agent};
 
 /// Runs the suite: `turns` submissions over `workspaces`, kills between.
-pub fn run(turns: usize, workspaces: usize, rng: &mut Rng, limit: Duration) -> Result<Summary> {
+pub(crate) fn run(
+    turns: usize,
+    workspaces: usize,
+    rng: &mut Rng,
+    limit: Duration,
+) -> Result<Summary> {
     let mut summary = Summary {
         suite: "serve-kill",
         ..Summary::default()

@@ -76,7 +76,7 @@ impl AgentProcess {
     }
 
     /// Reads the next frame; panics when none comes within [`HANG_GUARD`].
-    pub fn recv(&mut self) -> Value {
+    pub(crate) fn recv(&mut self) -> Value {
         let line = self
             .lines
             .recv_timeout(HANG_GUARD)
@@ -85,7 +85,7 @@ impl AgentProcess {
     }
 
     /// Sends a request; returns its id.
-    pub fn request(&mut self, method: &str, params: Value) -> u64 {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next;
         self.next += 1;
         self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));

@@ -23,7 +23,8 @@ use crate::Scope;
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, SessionPolicy,
+    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
+    SessionPolicy,
 };
 pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 

@@ -25,12 +25,12 @@ impl Engine {
 
     /// Replaces the providers for turns claimed from now on (config
     /// reload; the caller adds the built-in `echo` as at start).
-    pub fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
+    pub(crate) fn replace_providers(&self, providers: BTreeMap<String, ProviderSpec>) {
         *self.providers.write().unwrap_or_else(|p| p.into_inner()) = providers;
     }
 
     /// Replaces the agent secrets for turns started from now on (reload).
-    pub fn replace_secrets(&self, secrets: EnvFile) {
+    pub(crate) fn replace_secrets(&self, secrets: EnvFile) {
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
         self.secrets_generation.fetch_add(1, Ordering::SeqCst);
         self.pool.retire_idle();
@@ -73,7 +73,7 @@ impl Engine {
     /// thread). A selected option must be one of the offered ids exactly.
     /// An answer for a finished turn is journaled as an observation and
     /// refused.
-    pub async fn take_permission(
+    pub(crate) async fn take_permission(
         &self,
         turn_id: &str,
         request_id: &str,

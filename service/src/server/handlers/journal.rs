@@ -47,7 +47,7 @@ fn scope(session: &AuthSession, thread: Option<&String>) -> ReplayScope {
 }
 
 /// `journal.replay`: one bounded page after a cursor.
-pub async fn journal_replay(
+pub(crate) async fn journal_replay(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::JournalReplay,
@@ -74,7 +74,7 @@ pub async fn journal_replay(
 
 /// `journal.subscribe`: returns the subscription id; events follow as
 /// `journal.event` notifications.
-pub async fn journal_subscribe(
+pub(crate) async fn journal_subscribe(
     ctx: &ServerContext,
     conn: &mut Conn,
     session: &AuthSession,
@@ -113,7 +113,7 @@ pub async fn journal_subscribe(
 }
 
 /// `journal.unsubscribe`.
-pub fn journal_unsubscribe(
+pub(crate) fn journal_unsubscribe(
     conn: &mut Conn,
     p: params::JournalUnsubscribe,
 ) -> Result<Value, RpcError> {

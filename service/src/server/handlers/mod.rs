@@ -23,21 +23,21 @@ use super::conn::Conn;
 use super::context::ServerContext;
 use super::failure::internal;
 
-pub use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
-pub use permissions::permissions_list;
-pub use status::status;
-pub use threads::{
+pub(crate) use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
+pub(crate) use permissions::permissions_list;
+pub(crate) use status::status;
+pub(crate) use threads::{
     threads_attach, threads_configure, threads_create, threads_get, threads_list, workspaces_add,
     workspaces_list,
 };
-pub use turns::{
+pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
     turns_submit,
 };
 
 /// Maps a core error to the wire. Request-level codes pass through with the
 /// core's (content-free) message; anything else is `internal`.
-pub fn store_err(e: StoreError) -> RpcError {
+pub(super) fn store_err(e: StoreError) -> RpcError {
     if let Some(condition) = e.storage_condition() {
         tracing::error!(condition, error = %e, "store write failed");
         return RpcError::new(
@@ -66,7 +66,7 @@ pub fn store_err(e: StoreError) -> RpcError {
 }
 
 /// The actor a session's mutations are recorded as.
-pub fn actor(session: &AuthSession) -> Actor {
+pub(super) fn actor(session: &AuthSession) -> Actor {
     Actor::new(session.principal.clone(), session.application.clone())
 }
 
@@ -83,7 +83,7 @@ fn foreign() -> RpcError {
 }
 
 /// Loads a thread the session owns.
-pub async fn owned_thread(
+pub(super) async fn owned_thread(
     ctx: &ServerContext,
     session: &AuthSession,
     thread_id: &str,
@@ -102,7 +102,7 @@ pub async fn owned_thread(
 }
 
 /// Loads a turn whose thread the session owns.
-pub async fn owned_turn(
+pub(super) async fn owned_turn(
     ctx: &ServerContext,
     session: &AuthSession,
     turn_id: &str,
@@ -116,7 +116,7 @@ pub async fn owned_turn(
 /// `turns:resolve-any` — a *fenced* turn of another application of the same
 /// principal (the operator unblocking a workspace). Never crosses
 /// principals; a foreign turn that is not fenced stays `forbidden`.
-pub async fn settleable_turn(
+pub(super) async fn settleable_turn(
     ctx: &ServerContext,
     session: &AuthSession,
     turn_id: &str,
@@ -146,7 +146,7 @@ fn wrap(key: &str, value: impl serde::Serialize) -> Result<Value, RpcError> {
 
 /// `sessions.revoke`: a principal revokes its own sessions (default: the
 /// caller's). Revoking the caller's session ends its subscriptions at once.
-pub fn sessions_revoke(
+pub(super) fn sessions_revoke(
     ctx: &ServerContext,
     conn: &mut Conn,
     session: &AuthSession,

@@ -18,7 +18,7 @@ use super::{internal, owned_thread, owned_turn, wrap};
 
 /// `permissions.list`: pending requests of the session's threads, oldest
 /// deadline first.
-pub async fn permissions_list(
+pub(crate) async fn permissions_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsList,
@@ -83,7 +83,7 @@ fn view(p: PendingPermission) -> Result<PendingRequest, RpcError> {
 }
 
 /// Sets `awaitingInput` on turns from the broker's live state.
-pub fn mark_turns(ctx: &ServerContext, turns: &mut [Turn]) {
+pub(super) fn mark_turns(ctx: &ServerContext, turns: &mut [Turn]) {
     let pending = ctx.core.pending_permissions(None);
     for turn in turns {
         turn.awaiting_input = pending.iter().any(|p| p.turn_id == turn.id);
@@ -91,7 +91,7 @@ pub fn mark_turns(ctx: &ServerContext, turns: &mut [Turn]) {
 }
 
 /// Sets `awaitingInput` on a snapshot and its recent turns.
-pub fn mark_snapshot(ctx: &ServerContext, snapshot: &mut ThreadSnapshot) {
+pub(super) fn mark_snapshot(ctx: &ServerContext, snapshot: &mut ThreadSnapshot) {
     mark_turns(ctx, &mut snapshot.recent_turns);
     snapshot.awaiting_input = ctx
         .core

@@ -20,7 +20,7 @@ use super::super::failure::internal;
 /// Reads counters the core keeps in memory; the database (a read
 /// connection, never the writer) only when turns are in flight or fenced,
 /// to say which.
-pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
+pub(crate) async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
     let store = &ctx.core.store;
     let s = store.status();
     let running_turns = if s.running_workspaces.is_empty() {
@@ -72,7 +72,7 @@ pub async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
 
 /// The turns fencing their workspaces (none when `any` is false: the
 /// scheduler's counters say there are none, so the database is not read).
-pub async fn fences(store: &Store, any: bool) -> Result<Vec<StatusTurn>, RpcError> {
+pub(super) async fn fences(store: &Store, any: bool) -> Result<Vec<StatusTurn>, RpcError> {
     if !any {
         return Ok(Vec::new());
     }

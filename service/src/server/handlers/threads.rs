@@ -44,7 +44,7 @@ fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
 }
 
 /// `workspaces.add`: one id per canonical path (`workspace_alias`).
-pub async fn workspaces_add(
+pub(crate) async fn workspaces_add(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::WorkspacesAdd,
@@ -69,7 +69,7 @@ pub async fn workspaces_add(
 
 /// `workspaces.list`: every workspace, and the turns fencing any of them
 /// (turn, thread, application, since when).
-pub async fn workspaces_list(ctx: &ServerContext) -> Result<Value, RpcError> {
+pub(crate) async fn workspaces_list(ctx: &ServerContext) -> Result<Value, RpcError> {
     let store = &ctx.core.store;
     let workspaces = store.list_workspaces().await.map_err(store_err)?;
     let fences = super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
@@ -77,7 +77,7 @@ pub async fn workspaces_list(ctx: &ServerContext) -> Result<Value, RpcError> {
 }
 
 /// `threads.create`: stamped with the session's principal and application.
-pub async fn threads_create(
+pub(crate) async fn threads_create(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsCreate,
@@ -101,7 +101,7 @@ pub async fn threads_create(
 }
 
 /// `threads.get`: the thread, its recent turns and a bounded event tail.
-pub async fn threads_get(
+pub(crate) async fn threads_get(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadRef,
@@ -120,7 +120,7 @@ pub async fn threads_get(
 
 /// `threads.attach`: the thread snapshot when the thread still has the
 /// binding the caller states, else `binding_mismatch` naming the fields.
-pub async fn threads_attach(
+pub(crate) async fn threads_attach(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsAttach,
@@ -143,7 +143,7 @@ pub async fn threads_attach(
 }
 
 /// `threads.list`: the session's own threads only.
-pub async fn threads_list(
+pub(crate) async fn threads_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsList,
@@ -164,7 +164,7 @@ pub async fn threads_list(
 }
 
 /// `threads.configure`: optimistic on the version; refused while a turn is active.
-pub async fn threads_configure(
+pub(crate) async fn threads_configure(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsConfigure,

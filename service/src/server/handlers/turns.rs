@@ -14,7 +14,7 @@ use super::{actor, owned_thread, owned_turn, settleable_turn, store_err, wrap};
 
 /// `turns.submit`: idempotent on (principal, command id). The prompt is
 /// handed to the core and never logged.
-pub async fn turns_submit(
+pub(crate) async fn turns_submit(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsSubmit,
@@ -40,7 +40,7 @@ pub async fn turns_submit(
 /// instructions and the thread's current configuration. The store refuses a
 /// prior that is not settled or whose record is not whole; the prompt is
 /// handed to the core and never logged.
-pub async fn turns_continue(
+pub(crate) async fn turns_continue(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsContinue,
@@ -64,7 +64,7 @@ pub async fn turns_continue(
 
 /// `turns.get`: by turn id, or by the command id of the caller's own
 /// `turns.submit` (the turn of a lost answer, without resending the prompt).
-pub async fn turns_get(
+pub(crate) async fn turns_get(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsGet,
@@ -98,7 +98,7 @@ pub async fn turns_get(
 }
 
 /// `turns.list`: one thread's turns, or every turn of the session's threads.
-pub async fn turns_list(
+pub(crate) async fn turns_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsList,
@@ -148,7 +148,7 @@ pub async fn turns_list(
 /// workspace until the agent confirms or the deadline passes. A fenced
 /// turn is resolved `cancelled` (the owner's confirmation), also by an
 /// operator holding `turns:resolve-any`.
-pub async fn turns_cancel(
+pub(crate) async fn turns_cancel(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsCancel,
@@ -167,7 +167,7 @@ pub async fn turns_cancel(
 /// `turns.resolve`: only with `confirmStopped: true`, only for fenced turns;
 /// the thread's application, or any application of the principal holding
 /// `turns:resolve-any`.
-pub async fn turns_resolve(
+pub(crate) async fn turns_resolve(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsResolve,
@@ -210,7 +210,7 @@ pub async fn turns_resolve(
 /// lost and who asks again with the same id gets the same result
 /// (`accepted`, replayed; other input: `conflict`) and the agent never
 /// gets the answer without the receipt existing.
-pub async fn permissions_respond(
+pub(crate) async fn permissions_respond(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsRespond,

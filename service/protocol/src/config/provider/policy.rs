@@ -6,11 +6,11 @@
 use serde_json::{Map, Value};
 
 /// Default `idleSeconds`: an idle agent is kept five minutes.
-pub const DEFAULT_IDLE_SECONDS: u64 = 300;
+pub(super) const DEFAULT_IDLE_SECONDS: u64 = 300;
 /// Default `maxTurnSeconds`: a turn may run one hour.
-pub const DEFAULT_MAX_TURN_SECONDS: u64 = 3600;
+pub(super) const DEFAULT_MAX_TURN_SECONDS: u64 = 3600;
 /// Upper bound of both (one week).
-pub const MAX_POLICY_SECONDS: u64 = 604_800;
+pub(super) const MAX_POLICY_SECONDS: u64 = 604_800;
 
 /// How long the agent of a thread lives and a turn may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
