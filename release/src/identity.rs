@@ -4,6 +4,7 @@
 //! by the build) and handed to the libraries as a value; nothing here reads the
 //! live checkout or the clock.
 
+use lapis_protocol::time::civil_from_days;
 use serde::{Deserialize, Serialize};
 
 /// The four facts that identify a build. A plain `cargo build` reports `dev`
@@ -38,21 +39,6 @@ pub fn utc_from_epoch(secs: i64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
-}
-
-/// Days since 1970-01-01 to `(year, month, day)`: Howard Hinnant's
-/// civil_from_days, exact for the proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -135,6 +135,12 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
     };
     let mut opts = StoreOptions::new(dir.path().join("home"));
     opts.queue_capacity = 100_000;
+    if let Some(ms) = std::env::var("LAPIS_BENCH_DEFERRED_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        opts.deferred_linger = Duration::from_millis(ms);
+    }
     let store = Store::open(opts).unwrap();
     let config = EngineConfig::new(specs).with_builtin_echo(TestContext::bin());
     let engine = Engine::new(store.clone(), config);
@@ -244,6 +250,9 @@ fn main() {
     let echo = ProviderSpec::builtin_echo(bin.clone());
     let runs = 200;
 
+    // LAPIS_BENCH_ONLY=engine runs the engine rows alone (commits per turn).
+    let only_engine = std::env::var("LAPIS_BENCH_ONLY").is_ok_and(|v| v == "engine");
+    let runs = if only_engine { 5 } else { runs };
     let floor: Vec<f64> = (0..runs)
         .map(|_| {
             let t = Instant::now();
@@ -306,6 +315,9 @@ fn main() {
         }
     }
 
+    if only_engine {
+        return;
+    }
     let fixture = ProviderSpec::from_json(
         "chunks",
         &json!({"command": env!("CARGO_BIN_EXE_fixture-agent"), "args": ["--chunks", "100000"]}),

@@ -74,6 +74,11 @@ impl TsAgent {
         })
     }
 
+    /// The agent's script.
+    pub fn script(&self) -> &Path {
+        &self.script
+    }
+
     /// A provider definition for the controller's config: command `node`
     /// (resolved from `PATH` by the controller), the script, and the state
     /// directory that lets a later agent process `session/load` a session.
@@ -87,7 +92,7 @@ impl TsAgent {
 
     /// A command that runs the agent directly, with only `PATH` and the
     /// state directory in its environment.
-    pub(crate) fn command(&self, state_dir: &Path) -> Command {
+    pub fn command(&self, state_dir: &Path) -> Command {
         let mut cmd = Command::new("node");
         cmd.arg(&self.script)
             .env_clear()

@@ -470,10 +470,11 @@ pub struct ThreadsResult {
 pub struct TurnResult {
     /// The turn.
     pub turn: crate::Turn,
-    /// True when the command id was seen before (`turns.submit`,
-    /// `turns.continue`, `turns.cancel`, `turns.resolve`).
-    #[serde(default)]
-    pub replayed: bool,
+    /// Whether the command id was seen before: present (true or false) in
+    /// the results of `turns.submit`, `turns.continue`, `turns.cancel` and
+    /// `turns.resolve`; absent from `turns.get`'s, which carries no receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed: Option<bool>,
 }
 
 /// `permissions.list` result.

@@ -77,8 +77,11 @@ pub fn parse_ms(text: &str) -> Option<i64> {
     Some(secs * 1000 + millis)
 }
 
-/// Howard Hinnant's civil_from_days (proleptic Gregorian).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+/// Days since 1970-01-01 to `(year, month, day)`: Howard Hinnant's
+/// civil_from_days, exact for the proleptic Gregorian calendar. The one
+/// calendar conversion of the workspace (`lapis-release` renders build dates
+/// with it).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

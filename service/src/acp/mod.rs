@@ -42,10 +42,10 @@ pub(crate) use process::TeardownLimits;
 pub use process::{LaunchError, Stopped};
 pub use registry::{AgentRegistry, start_time};
 pub(crate) use runner::{AfterTurn, run_turn_on};
-pub use runner::{TurnOutcome, run_turn, run_turn_detached};
+pub use runner::{run_turn, run_turn_detached};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
 pub(crate) use turn::CancelSignal;
 pub use turn::{
-    CancelHandle, HookError, PermissionRequest, RunnerLimits, TurnHooks, TurnRequest,
+    CancelHandle, HookError, PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest,
     cancel_channel,
 };

@@ -19,76 +19,8 @@ use super::agent::LiveAgent;
 use super::events::ActivityEvent;
 use super::process::{AgentProcess, Stopped, TeardownLimits};
 use super::session::{CallError, Conn, Session};
-use super::setup::establish;
-use super::turn::{CancelSignal, TurnHooks, TurnRequest};
-
-/// How a turn ended. `dispatched` says whether the boundary was passed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnOutcome {
-    /// The agent answered the prompt with a stop reason other than
-    /// `cancelled` (`end_turn`, `max_tokens`, `refusal`, …), even after a
-    /// cancel request.
-    Completed {
-        /// As sent by the agent.
-        stop_reason: String,
-    },
-    /// The agent reported `stopReason: cancelled`, or the cancel came
-    /// before the boundary (then `dispatched` is false).
-    Cancelled {
-        /// Whether the prompt had been sent.
-        dispatched: bool,
-    },
-    /// A known failure: before the boundary (spawn, setup, auth) or an
-    /// explicit error answer to the prompt.
-    Failed {
-        /// Short stable code.
-        code: &'static str,
-        /// Whether the prompt had been sent.
-        dispatched: bool,
-    },
-    /// After the boundary the agent vanished or broke the protocol without
-    /// a stop reason: the workspace must be fenced.
-    SubmissionUnknown {
-        /// Short stable code (`agent_exited`, `broken_pipe`, …).
-        code: &'static str,
-    },
-    /// A cancel was requested and no stop reason came before the deadline
-    /// (or the agent vanished meanwhile): fenced as well.
-    Interrupted,
-}
-
-impl TurnOutcome {
-    /// The turn state this outcome maps to.
-    pub(crate) fn state(&self) -> &'static str {
-        match self {
-            TurnOutcome::Completed { .. } => "completed",
-            TurnOutcome::Cancelled { .. } => "cancelled",
-            TurnOutcome::Failed { .. } => "failed",
-            TurnOutcome::SubmissionUnknown { .. } => "submission_unknown",
-            TurnOutcome::Interrupted => "interrupted",
-        }
-    }
-
-    /// The outcome code, when there is one.
-    pub(crate) fn code(&self) -> Option<&str> {
-        match self {
-            TurnOutcome::Completed { stop_reason } => Some(stop_reason),
-            TurnOutcome::Failed { code, .. } | TurnOutcome::SubmissionUnknown { code } => {
-                Some(code)
-            }
-            TurnOutcome::Cancelled { .. } => None,
-            TurnOutcome::Interrupted => Some("cancel_deadline"),
-        }
-    }
-
-    /// Whether the outcome is unknown and the workspace must be fenced.
-    pub fn fences(&self) -> bool {
-        matches!(
-            self,
-            TurnOutcome::SubmissionUnknown { .. } | TurnOutcome::Interrupted
-        )
-    }
-}
+use super::setup::{SessionOrigin, Setup, establish};
+use super::turn::{CancelSignal, TurnHooks, TurnOutcome, TurnRequest};
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
 /// agent misbehaviour; never sends the prompt twice.
@@ -119,22 +51,6 @@ pub async fn run_turn_detached<H: TurnHooks>(
         AfterTurn::Keep(_) | AfterTurn::Gone => None,
     };
     (run.outcome, teardown)
-}
-
-/// How a turn's session came to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SessionOrigin {
-    /// No session was established (the turn failed or was cancelled first).
-    None,
-    /// `session/new` on a thread without a session to resume.
-    New,
-    /// The live agent's session was used again.
-    Reused,
-    /// `session/load` restored the stored session.
-    Loaded,
-    /// The stored session could not be resumed; a new one was started and
-    /// a `context_reset` observation journaled.
-    Reset,
 }
 
 /// What is left of the agent after a turn.
@@ -256,16 +172,6 @@ impl<H: TurnHooks> Teardown<H> {
     pub async fn run(self) -> Stopped {
         self.session.finish(self.process, self.limits).await
     }
-}
-
-/// What session setup established.
-pub(super) struct Setup {
-    /// The session the prompt goes to.
-    pub(super) session_id: Option<String>,
-    /// The agent advertised `loadSession`.
-    pub(super) load_session: bool,
-    /// How the session came to be.
-    pub(super) origin: SessionOrigin,
 }
 
 async fn drive<H: TurnHooks>(

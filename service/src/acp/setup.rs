@@ -10,9 +10,36 @@
 use serde_json::{Value, json};
 
 use super::events::ActivityEvent;
-use super::runner::{SessionOrigin, Setup, TurnOutcome};
 use super::session::{CallError, Session};
-use super::turn::{ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnRequest, initialize_params};
+use super::turn::{
+    ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnOutcome, TurnRequest, initialize_params,
+};
+
+/// How a turn's session came to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SessionOrigin {
+    /// No session was established (the turn failed or was cancelled first).
+    None,
+    /// `session/new` on a thread without a session to resume.
+    New,
+    /// The live agent's session was used again.
+    Reused,
+    /// `session/load` restored the stored session.
+    Loaded,
+    /// The stored session could not be resumed; a new one was started and
+    /// a `context_reset` observation journaled.
+    Reset,
+}
+
+/// What session setup established.
+pub(crate) struct Setup {
+    /// The session the prompt goes to.
+    pub(crate) session_id: Option<String>,
+    /// The agent advertised `loadSession`.
+    pub(crate) load_session: bool,
+    /// How the session came to be.
+    pub(crate) origin: SessionOrigin,
+}
 
 /// Longest native session id accepted from an agent (the store's bound).
 const MAX_SESSION_ID_BYTES: usize = 512;

@@ -168,3 +168,71 @@ impl CancelHandle {
         self.0.send_replace(true);
     }
 }
+
+/// How a turn ended. `dispatched` says whether the boundary was passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// The agent answered the prompt with a stop reason other than
+    /// `cancelled` (`end_turn`, `max_tokens`, `refusal`, …), even after a
+    /// cancel request.
+    Completed {
+        /// As sent by the agent.
+        stop_reason: String,
+    },
+    /// The agent reported `stopReason: cancelled`, or the cancel came
+    /// before the boundary (then `dispatched` is false).
+    Cancelled {
+        /// Whether the prompt had been sent.
+        dispatched: bool,
+    },
+    /// A known failure: before the boundary (spawn, setup, auth) or an
+    /// explicit error answer to the prompt.
+    Failed {
+        /// Short stable code.
+        code: &'static str,
+        /// Whether the prompt had been sent.
+        dispatched: bool,
+    },
+    /// After the boundary the agent vanished or broke the protocol without
+    /// a stop reason: the workspace must be fenced.
+    SubmissionUnknown {
+        /// Short stable code (`agent_exited`, `broken_pipe`, …).
+        code: &'static str,
+    },
+    /// A cancel was requested and no stop reason came before the deadline
+    /// (or the agent vanished meanwhile): fenced as well.
+    Interrupted,
+}
+
+impl TurnOutcome {
+    /// The turn state this outcome maps to.
+    pub(crate) fn state(&self) -> &'static str {
+        match self {
+            TurnOutcome::Completed { .. } => "completed",
+            TurnOutcome::Cancelled { .. } => "cancelled",
+            TurnOutcome::Failed { .. } => "failed",
+            TurnOutcome::SubmissionUnknown { .. } => "submission_unknown",
+            TurnOutcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// The outcome code, when there is one.
+    pub(crate) fn code(&self) -> Option<&str> {
+        match self {
+            TurnOutcome::Completed { stop_reason } => Some(stop_reason),
+            TurnOutcome::Failed { code, .. } | TurnOutcome::SubmissionUnknown { code } => {
+                Some(code)
+            }
+            TurnOutcome::Cancelled { .. } => None,
+            TurnOutcome::Interrupted => Some("cancel_deadline"),
+        }
+    }
+
+    /// Whether the outcome is unknown and the workspace must be fenced.
+    pub fn fences(&self) -> bool {
+        matches!(
+            self,
+            TurnOutcome::SubmissionUnknown { .. } | TurnOutcome::Interrupted
+        )
+    }
+}

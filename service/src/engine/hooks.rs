@@ -221,15 +221,13 @@ impl TurnHooks for StoreHooks {
 
     async fn event(&self, event: ActivityEvent) -> Result<(), HookError> {
         // Only the agent's own progress marks the turn running; the
-        // controller's cancel or permission answers never do.
+        // controller's cancel or permission answers never do. Queued before
+        // the event, committed with it.
         if event.shows_agent_progress()
             && self.dispatched.load(Ordering::SeqCst)
             && !self.running.swap(true, Ordering::SeqCst)
         {
-            self.store
-                .mark_running(&self.turn_id)
-                .await
-                .map_err(hook_err)?;
+            self.store.mark_running_detached(&self.turn_id);
         }
         for e in self.hold_or_release(event) {
             self.journal(e).await?;

@@ -67,7 +67,7 @@ pub struct PoolStatus {
     /// Agent processes alive (busy + idle).
     pub live: usize,
     /// Of those, idle ones.
-    pub(crate) idle: usize,
+    pub idle: usize,
     /// `server.maxLiveAgents`.
     pub(crate) max_live: usize,
 }
@@ -238,6 +238,15 @@ impl AgentPool {
                 agent.shutdown(limits).await;
             }
         });
+    }
+
+    /// Retires the thread's idle agent, if any (its last turn's outcome
+    /// was lost, so it is never reused).
+    pub(super) fn discard(&self, thread: &str) {
+        let idle = self.lock().idle.remove(thread);
+        if let Some(i) = idle {
+            self.retire_watched(i.agent);
+        }
     }
 
     /// Stops expired idle agents every quarter second until `stop` flips.

@@ -399,45 +399,58 @@ impl Engine {
         if deadline.disarm() {
             end = deadline_end(end);
         }
-        // Text held back for redaction is journaled before the turn's end,
-        // then every streamed append is confirmed.
-        let held = hooks.flush_held().await;
-        let confirmed = hooks.confirm_streamed().await;
-        if held.is_err() || confirmed.is_err() {
-            // Some of the agent's output was refused by the store (disk
-            // full, …): the outcome the agent reported stands on an
-            // incomplete record, so it is the owner's to confirm.
-            let code = match (&confirmed, &held) {
-                (Err(e), _) => e.code().to_owned(),
-                (_, Err(e)) => e.0.clone(),
-                _ => String::new(),
-            };
-            tracing::error!(turn = %turn_id, code = %code, "streamed events were not journaled");
-            if hooks.dispatched.load(Ordering::SeqCst) {
-                end = TurnEnd::Unknown("journal_write_failed".into());
+        // Text held back for redaction is queued before the turn's end.
+        // Output the store refused or failed to write (disk full, …) makes
+        // the store end the turn `journal_write_failed` instead (unknown
+        // past the boundary, failed before it): the finish runs after every
+        // append queued before it and commits with them, so it is not held
+        // back waiting for their answers.
+        if let Err(e) = hooks.flush_held().await {
+            tracing::error!(turn = %turn_id, code = %e.0, "held text was not journaled");
+            end = if hooks.dispatched.load(Ordering::SeqCst) {
+                TurnEnd::Unknown("journal_write_failed".into())
             } else {
-                end = TurnEnd::Failed("journal_write_failed".into());
-            }
+                TurnEnd::Failed("journal_write_failed".into())
+            };
         }
-        self.finish(&turn_id, end).await;
-        settled.store(true, Ordering::SeqCst);
-        self.running.fetch_sub(1, Ordering::SeqCst);
-        drop(permit);
+        // A kept agent goes back to the pool before the outcome is recorded:
+        // the outcome's commit releases the workspace, and the thread's next
+        // turn, claimed as soon as it is released, must find its agent idle
+        // rather than start another. Nothing can take it earlier: the
+        // workspace's lease (one turn at a time) is held until that commit.
         let idle = Duration::from_secs(spec.session.idle_seconds);
-        match run.after {
+        let teardown = match run.after {
             AfterTurn::Keep(agent)
                 if generation != self.secrets_generation.load(Ordering::SeqCst) =>
             {
                 tracing::info!(thread = %thread_id, "agent not kept: agent secrets were reloaded during its turn");
                 self.pool.retire(*agent);
                 self.pool.checkin(&thread_id, None, &turn_id, idle);
+                None
             }
-            AfterTurn::Keep(agent) => self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle),
-            AfterTurn::Teardown(teardown) => {
-                teardown.run().await;
+            AfterTurn::Keep(agent) => {
+                self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle);
+                None
+            }
+            AfterTurn::Teardown(teardown) => Some(teardown),
+            AfterTurn::Gone => {
                 self.pool.checkin(&thread_id, None, &turn_id, idle);
+                None
             }
-            AfterTurn::Gone => self.pool.checkin(&thread_id, None, &turn_id, idle),
+        };
+        let fenced = self.finish(&turn_id, end).await;
+        if fenced {
+            // The store recorded an unknown outcome (its journal refused
+            // the turn's output): that agent is never reused.
+            self.pool.discard(&thread_id);
+        }
+        let _ = hooks.confirm_streamed().await;
+        settled.store(true, Ordering::SeqCst);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        drop(permit);
+        if let Some(teardown) = teardown {
+            teardown.run().await;
+            self.pool.checkin(&thread_id, None, &turn_id, idle);
         }
     }
 }

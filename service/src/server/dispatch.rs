@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
@@ -78,47 +78,71 @@ pub(super) async fn method(
         Method::Hello => hello(ctx, conn, request).await,
         Method::Status => {
             let _: Empty = request.params()?;
-            handlers::status(ctx).await
+            reply(handlers::status(ctx).await)
         }
-        Method::SessionsRevoke => handlers::sessions_revoke(ctx, conn, session, request.params()?),
+        Method::SessionsRevoke => reply(handlers::sessions_revoke(
+            ctx,
+            conn,
+            session,
+            request.params()?,
+        )),
         Method::ConfigReload => {
             let _: Empty = request.params()?;
             let outcome = ctx
                 .reload
                 .reload(&ctx.core.store, &ctx.core.providers)
                 .await;
-            serde_json::to_value(outcome).map_err(internal)
+            reply(Ok(outcome))
         }
-        Method::WorkspacesAdd => handlers::workspaces_add(ctx, session, request.params()?).await,
+        Method::WorkspacesAdd => {
+            reply(handlers::workspaces_add(ctx, session, request.params()?).await)
+        }
         Method::WorkspacesList => {
             let _: Empty = request.params()?;
-            handlers::workspaces_list(ctx).await
+            reply(handlers::workspaces_list(ctx).await)
         }
-        Method::ThreadsCreate => handlers::threads_create(ctx, session, request.params()?).await,
-        Method::ThreadsGet => handlers::threads_get(ctx, session, request.params()?).await,
-        Method::ThreadsList => handlers::threads_list(ctx, session, request.params()?).await,
-        Method::ThreadsAttach => handlers::threads_attach(ctx, session, request.params()?).await,
+        Method::ThreadsCreate => {
+            reply(handlers::threads_create(ctx, session, request.params()?).await)
+        }
+        Method::ThreadsGet => reply(handlers::threads_get(ctx, session, request.params()?).await),
+        Method::ThreadsList => reply(handlers::threads_list(ctx, session, request.params()?).await),
+        Method::ThreadsAttach => {
+            reply(handlers::threads_attach(ctx, session, request.params()?).await)
+        }
         Method::ThreadsConfigure => {
-            handlers::threads_configure(ctx, session, request.params()?).await
+            reply(handlers::threads_configure(ctx, session, request.params()?).await)
         }
-        Method::TurnsSubmit => handlers::turns_submit(ctx, session, request.params()?).await,
-        Method::TurnsContinue => handlers::turns_continue(ctx, session, request.params()?).await,
-        Method::TurnsGet => handlers::turns_get(ctx, session, request.params()?).await,
-        Method::TurnsList => handlers::turns_list(ctx, session, request.params()?).await,
-        Method::TurnsCancel => handlers::turns_cancel(ctx, session, request.params()?).await,
-        Method::TurnsResolve => handlers::turns_resolve(ctx, session, request.params()?).await,
-        Method::JournalReplay => handlers::journal_replay(ctx, session, request.params()?).await,
+        Method::TurnsSubmit => reply(handlers::turns_submit(ctx, session, request.params()?).await),
+        Method::TurnsContinue => {
+            reply(handlers::turns_continue(ctx, session, request.params()?).await)
+        }
+        Method::TurnsGet => reply(handlers::turns_get(ctx, session, request.params()?).await),
+        Method::TurnsList => reply(handlers::turns_list(ctx, session, request.params()?).await),
+        Method::TurnsCancel => reply(handlers::turns_cancel(ctx, session, request.params()?).await),
+        Method::TurnsResolve => {
+            reply(handlers::turns_resolve(ctx, session, request.params()?).await)
+        }
+        Method::JournalReplay => {
+            reply(handlers::journal_replay(ctx, session, request.params()?).await)
+        }
         Method::JournalSubscribe => {
-            handlers::journal_subscribe(ctx, conn, session, request.params()?).await
+            reply(handlers::journal_subscribe(ctx, conn, session, request.params()?).await)
         }
-        Method::JournalUnsubscribe => handlers::journal_unsubscribe(conn, request.params()?),
+        Method::JournalUnsubscribe => reply(handlers::journal_unsubscribe(conn, request.params()?)),
         Method::PermissionsList => {
-            handlers::permissions_list(ctx, session, request.params()?).await
+            reply(handlers::permissions_list(ctx, session, request.params()?).await)
         }
         Method::PermissionsRespond => {
-            handlers::permissions_respond(ctx, session, request.params()?).await
+            reply(handlers::permissions_respond(ctx, session, request.params()?).await)
         }
     }
+}
+
+/// Serializes a handler's typed result (a `lapis_protocol::params` type or a
+/// record) into the response's `result` member: the one place results
+/// become JSON.
+fn reply<T: Serialize>(result: Result<T, RpcError>) -> Result<Value, RpcError> {
+    serde_json::to_value(result?).map_err(internal)
 }
 
 /// Params of methods that take none: an empty object (or nothing).

@@ -295,7 +295,13 @@ impl Store {
             let notified = self.shared().runnable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(claim) = self.try_claim_with(prepare.clone()).await? {
+            // Answered as soon as the claim ran, before it is durable: it
+            // commits with the next durable request (the dispatch boundary,
+            // typically) or after the deferred linger. Losing it in a crash
+            // is harmless — the turn is still queued, and no prompt is
+            // written before the durable dispatch boundary.
+            let prepare = prepare.clone();
+            if let Some(claim) = self.op_early(move |w| w.claim(&prepare)).await? {
                 return Ok(claim);
             }
             notified.await;
@@ -315,6 +321,16 @@ impl Store {
         let turn = turn.to_owned();
         self.op(move |w| w.transition(&turn, TurnEvent::Start, None, false))
             .await
+    }
+
+    /// [`Store::mark_running`] queued in order without waiting: it commits
+    /// with the turn's first output (a lost `running` changes nothing: a
+    /// `dispatched` turn is recovered exactly like a `running` one).
+    pub fn mark_running_detached(&self, turn: &str) {
+        let turn = turn.to_owned();
+        self.op_detached("mark_running", move |w| {
+            w.transition(&turn, TurnEvent::Start, None, false)
+        });
     }
 
     /// End a turn. A change the table refuses (e.g. a duplicate completion) is

@@ -20,7 +20,7 @@ use super::recovery::Recovered;
 use super::scheduler::Scheduler;
 use super::schema;
 use super::validate::{ValidationReport, validate};
-use super::writer::{Cmd, Op, Reply, Shared, Writer, WriterLimits};
+use super::writer::{Cmd, Op, OpMode, Reply, Shared, Writer, WriterLimits};
 
 /// How to open a store. Build with [`StoreOptions::new`] and adjust fields.
 #[derive(Clone)]
@@ -33,6 +33,13 @@ pub struct StoreOptions {
     pub(crate) group_commit_max: usize,
     /// Longest extra wait for more streamed events once a batch started.
     pub(crate) group_commit_linger: Duration,
+    /// Longest wait for more requests once a batch holds a claim or a
+    /// turn's `running` mark (answered or not awaited before the commit),
+    /// so the dispatch boundary or the turn's output and outcome that follow
+    /// share its commit. A request someone waits for ends the wait at once,
+    /// so it never delays an answer; it only bounds how late a claim alone
+    /// (a cold agent start) or the first output of a long turn is published.
+    pub deferred_linger: Duration,
     /// Capacity of the committed-event broadcast (a slower subscriber lags).
     pub(crate) broadcast_capacity: usize,
     /// Events in a thread snapshot's tail.
@@ -66,6 +73,7 @@ impl StoreOptions {
             queue_capacity: 1024,
             group_commit_max: 8192,
             group_commit_linger: Duration::ZERO,
+            deferred_linger: Duration::from_millis(5),
             broadcast_capacity: 4096,
             snapshot_tail: 64,
             snapshot_turns: 16,
@@ -250,6 +258,7 @@ impl Store {
             limits: WriterLimits {
                 group_commit_max: options.group_commit_max.max(1),
                 group_commit_linger: options.group_commit_linger,
+                deferred_linger: options.deferred_linger,
             },
             outbox: Vec::new(),
             _lock: lock,
@@ -333,23 +342,63 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
     {
+        self.op_with(OpMode::Durable, f).await
+    }
+
+    /// Run `f` on the writer and answer as soon as it ran, before its batch
+    /// commits (see [`OpMode::Early`]: only for work whose loss is harmless).
+    pub(super) async fn op_early<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
+    {
+        self.op_with(OpMode::Early, f).await
+    }
+
+    /// Queue `f` on the writer, in order, without waiting for it
+    /// ([`OpMode::Detached`]); an error is logged.
+    pub(super) fn op_detached<T, F>(&self, what: &'static str, f: F)
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
+    {
+        let job: Op = Box::new(move |w: &mut Writer| -> Reply {
+            let result = f(w).err();
+            Box::new(
+                move |failed: Option<&'static str>, _: &[Arc<JournalEvent>]| {
+                    if let Some(code) = result.as_ref().map(StoreError::code).or(failed) {
+                        tracing::warn!(code, what, "detached store operation failed");
+                    }
+                },
+            )
+        });
+        let _ = self.inner.cmd.send(Cmd::Op(job, OpMode::Detached));
+    }
+
+    async fn op_with<T, F>(&self, mode: OpMode, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
         let job: Op = Box::new(move |w: &mut Writer| -> Reply {
             let result = f(w);
-            Box::new(move |failed: Option<&'static str>| {
-                let result = match failed {
-                    None => result,
-                    Some(code) => Err(StoreError::io(
-                        format!("operation rolled back with its batch ({code})"),
-                        std::io::Error::other("group commit failed"),
-                    )),
-                };
-                let _ = tx.send(result);
-            })
+            Box::new(
+                move |failed: Option<&'static str>, _: &[Arc<JournalEvent>]| {
+                    let result = match failed {
+                        None => result,
+                        Some(code) => Err(StoreError::io(
+                            format!("operation rolled back with its batch ({code})"),
+                            std::io::Error::other("group commit failed"),
+                        )),
+                    };
+                    let _ = tx.send(result);
+                },
+            )
         });
         self.inner
             .cmd
-            .send(Cmd::Op(job))
+            .send(Cmd::Op(job, mode))
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }

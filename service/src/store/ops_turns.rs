@@ -26,6 +26,8 @@ use super::writer::{LiveTurn, Writer};
 
 /// Outcome code of a turn cancelled while still queued.
 pub(crate) const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
+/// Outcome code of a turn some of whose streamed output was not journaled.
+pub(crate) const JOURNAL_WRITE_FAILED: &str = "journal_write_failed";
 /// Outcome code of a continuation whose prior no longer qualifies at claim.
 pub(crate) const CONTINUATION_REFUSED: &str = "continuation_refused";
 /// Outcome code of a fenced turn resolved by its owner.
@@ -226,6 +228,7 @@ impl Writer {
                 thread: thread.id,
                 state: turn.state,
                 cancel,
+                append_failed: false,
             },
         );
         Ok(Receipt {
@@ -358,6 +361,16 @@ impl Writer {
     /// before the dispatch boundary is a plain failure: the prompt was never
     /// written, so nothing needs fencing.
     pub(super) fn finish_turn(&mut self, id: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
+        // Output the store refused or failed to write (it ran before this,
+        // in order): the reported outcome stands on an incomplete record,
+        // so it is the owner's to confirm.
+        let end = match self.live.get(id) {
+            Some(l) if l.append_failed => {
+                tracing::error!(turn = %id, "streamed events were not journaled");
+                TurnEnd::Unknown(JOURNAL_WRITE_FAILED.into())
+            }
+            _ => end,
+        };
         let preparing = self
             .live
             .get(id)

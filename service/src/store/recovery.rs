@@ -94,6 +94,7 @@ impl Writer {
                         thread: t.thread_id,
                         state: t.state,
                         cancel,
+                        append_failed: false,
                     },
                 );
             }

@@ -7,14 +7,23 @@
 //! more (the bounded delay; 0 = take only what is already queued, so the batch
 //! naturally grows while a commit is in flight).
 //!
-//! Operations are group-committed too: the operations already queued when
-//! the writer picks one up (never waiting for more) run in one outer
-//! transaction, each inside its own savepoint, so a refused operation rolls
-//! back alone while the others commit with one fsync. Every reply of the
-//! batch waits for that commit — a caller is never told of a write that is
-//! not durable (the dispatch boundary in particular) — and if the commit
-//! fails, every operation of the batch is answered with an error and memory
-//! is rebuilt from the database. Events are published to subscribers only
+//! Operations are group-committed too, with the appends around them: the
+//! requests already queued when the writer picks one up run in order in one
+//! outer transaction, each operation inside its own savepoint, so a refused
+//! operation rolls back alone while the others commit with one fsync. Every
+//! reply of a durable operation waits for that commit — a caller is never
+//! told of a write that is not durable (the dispatch boundary in particular)
+//! — and if the commit fails, every request of the batch is answered with an
+//! error and memory is rebuilt from the database.
+//!
+//! Two kinds of operation let a batch wait (up to `deferred_linger`) for the
+//! requests that follow them, so a lone workspace's turn costs three commits
+//! (submit; claim + dispatch boundary; running mark + output + outcome)
+//! instead of one per step: the engine's claim is *early* (answered before
+//! the commit: losing it in a crash leaves the turn queued, and nothing is
+//! written to an agent before the durable boundary), the `running` mark is
+//! *detached* (nobody waits for it). A durable operation in the batch ends
+//! the wait at once. Events of an uncommitted batch are never published. Events are published to subscribers only
 //! after their commit, then replies are sent. In-memory state (journal counters, scheduler, live turns) changes
 //! only after the matching commit; if a transaction fails it is rebuilt from
 //! the database.
@@ -38,16 +47,34 @@ use super::read;
 use super::scheduler::Scheduler;
 
 /// Sends an operation's answer once its batch's fate is known: `None` when
-/// the batch committed, `Some(code)` when its commit failed.
-pub(crate) type Reply = Box<dyn FnOnce(Option<&'static str>) + Send>;
+/// the batch committed, `Some(code)` when its commit failed; with the
+/// batch's published events.
+pub(crate) type Reply = Box<dyn FnOnce(Option<&'static str>, &[Arc<JournalEvent>]) + Send>;
 
 /// An operation: runs on the writer, returns how to answer its caller.
 pub(crate) type Op = Box<dyn FnOnce(&mut Writer) -> Reply + Send>;
 
+/// When an operation is answered, and whether its batch may wait for more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpMode {
+    /// Answered after its batch's commit; the batch commits as soon as what
+    /// is queued has run (the caller is waiting).
+    Durable,
+    /// Answered as soon as it ran, before the commit (only for work whose
+    /// loss in a crash is harmless: a claim — the prompt is never written
+    /// before the later, durable dispatch boundary). Its batch may wait up
+    /// to the deferred linger for more, so the next durable operation
+    /// commits it in the same transaction.
+    Early,
+    /// Nobody waits for the answer (a turn's `running` mark); the batch
+    /// may wait like [`OpMode::Early`].
+    Detached,
+}
+
 /// A request to the writer.
 pub(crate) enum Cmd {
-    /// Run an operation on the writer (answered after its batch commits).
-    Op(Op),
+    /// Run an operation on the writer.
+    Op(Op, OpMode),
     /// A streamed activity append (group-committed).
     Append(AppendReq),
     /// Stop after the requests already queued before it.
@@ -91,6 +118,10 @@ pub(crate) struct LiveTurn {
     pub(crate) state: TurnState,
     /// Cancel flag, watched by the runner's claim.
     pub(crate) cancel: watch::Sender<bool>,
+    /// A streamed append of this turn was refused or failed to write: its
+    /// record is incomplete, so [`Writer::finish_turn`] does not let the
+    /// reported outcome stand (`journal_write_failed`).
+    pub(crate) append_failed: bool,
 }
 
 /// Tunables the writer needs.
@@ -100,6 +131,9 @@ pub(crate) struct WriterLimits {
     pub(crate) group_commit_max: usize,
     /// Longest wait for more events once a batch has started.
     pub(crate) group_commit_linger: Duration,
+    /// Longest wait for more requests once a batch holds an early or
+    /// detached operation (see [`OpMode`]); a durable operation ends it.
+    pub(crate) deferred_linger: Duration,
 }
 
 /// The writer's state. Field order matters for drop: the connection closes
@@ -137,101 +171,53 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// The writer loop; returns when told to shut down or every handle is gone.
+    ///
+    /// Requests are taken in order into one batch and run as they arrive,
+    /// inside one open transaction: everything already queued, and — while
+    /// the batch holds only appends — more for up to `group_commit_linger`,
+    /// or while it holds an early or detached operation that wrote something
+    /// and no durable one, for up to `deferred_linger`. Then the batch
+    /// commits (one fsync), its events are published and its durable
+    /// requests answered.
     pub(super) fn run(mut self, rx: Receiver<Cmd>) {
         let mut stash: Option<Cmd> = None;
         loop {
-            let cmd = match stash.take() {
+            let first = match stash.take() {
                 Some(c) => c,
                 None => match rx.recv() {
                     Ok(c) => c,
                     Err(_) => break,
                 },
             };
-            match cmd {
-                Cmd::Shutdown => break,
-                Cmd::Op(first) => {
-                    let mut ops = vec![first];
-                    while ops.len() < self.limits.group_commit_max {
-                        match rx.try_recv() {
-                            Ok(Cmd::Op(op)) => ops.push(op),
-                            Ok(other) => {
-                                stash = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
+            if matches!(first, Cmd::Shutdown) {
+                break;
+            }
+            let started = Instant::now();
+            let mut batch = Batch::begin(&mut self);
+            batch.take(&mut self, first);
+            while batch.len < self.limits.group_commit_max {
+                let next = match rx.try_recv() {
+                    Ok(c) => Ok(c),
+                    Err(TryRecvError::Empty) => {
+                        let wait = batch.linger(&self.limits);
+                        let left = (started + wait).saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
                         }
+                        rx.recv_timeout(left)
                     }
-                    self.run_ops(ops);
-                }
-                Cmd::Append(first) => {
-                    let mut batch = vec![first];
-                    let deadline = Instant::now() + self.limits.group_commit_linger;
-                    while batch.len() < self.limits.group_commit_max {
-                        let next = match rx.try_recv() {
-                            Ok(c) => Ok(c),
-                            Err(TryRecvError::Empty) => {
-                                let left = deadline.saturating_duration_since(Instant::now());
-                                if left.is_zero() {
-                                    break;
-                                }
-                                rx.recv_timeout(left)
-                            }
-                            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
-                        };
-                        match next {
-                            Ok(Cmd::Append(a)) => batch.push(a),
-                            Ok(other) => {
-                                stash = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
-                        }
+                    Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+                };
+                match next {
+                    Ok(Cmd::Shutdown) => {
+                        stash = Some(Cmd::Shutdown);
+                        break;
                     }
-                    self.append_batch(batch);
+                    Ok(c) => batch.take(&mut self, c),
+                    Err(_) => break,
                 }
             }
-        }
-    }
-
-    /// Runs a batch of operations in one outer transaction (see the module
-    /// docs), then publishes their events and answers them.
-    fn run_ops(&mut self, ops: Vec<Op>) {
-        // Without the outer transaction each operation commits on its own.
-        let batched = self.conn.execute_batch("BEGIN IMMEDIATE").is_ok();
-        let changes_before = self.conn.total_changes();
-        let replies: Vec<Reply> = ops.into_iter().map(|op| op(self)).collect();
-        let failed = if batched {
-            let wrote = self.conn.total_changes() != changes_before;
-            match self.conn.execute_batch("COMMIT") {
-                Ok(()) => {
-                    // A batch that changed nothing writes no WAL frame and
-                    // costs no fsync; it is not counted as a commit.
-                    if wrote {
-                        self.shared
-                            .commits
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        self.storage_recovered();
-                    }
-                    None
-                }
-                Err(e) => {
-                    let e = StoreError::from_sqlite(e);
-                    self.note_storage(&e);
-                    let code = e.code();
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                    // Nothing of the batch happened: drop its events and
-                    // rebuild memory from what is committed.
-                    self.outbox.clear();
-                    let _ = self.reload();
-                    Some(code)
-                }
-            }
-        } else {
-            None
-        };
-        self.flush_outbox();
-        for reply in replies {
-            reply(failed);
+            batch.finish(&mut self);
         }
     }
 
@@ -354,13 +340,24 @@ impl Writer {
         events
     }
 
-    /// Commit a batch of streamed appends in one transaction.
-    fn append_batch(&mut self, batch: Vec<AppendReq>) {
-        // Resolve each turn first (outside the transaction: reads only).
+    /// Journals a run of streamed appends in one write (a savepoint of the
+    /// batch's transaction); returns how to answer them once the batch's
+    /// fate is known.
+    fn append_batch(&mut self, batch: Vec<AppendReq>) -> Reply {
+        // Resolve each turn first (reads only).
         let mut plans = Vec::with_capacity(batch.len());
         for req in batch {
             let plan = self.plan_append(&req);
             plans.push((req, plan));
+        }
+        // Where this write's events land in the batch's published list.
+        let base = self.outbox.len();
+        for (req, plan) in &plans {
+            if plan.is_err()
+                && let Some(live) = self.live.get_mut(&req.turn)
+            {
+                live.append_failed = true;
+            }
         }
         let result = self.write(|tx, journal, stage, now| {
             let mut idx = Vec::with_capacity(plans.len());
@@ -377,26 +374,32 @@ impl Writer {
                             (req.kind, payload)
                         };
                         journal.append(tx, stage, thread, Some(&req.turn), kind, now, payload)?;
-                        idx.push(Some(stage.events.len() - 1));
+                        idx.push(Some(base + stage.events.len() - 1));
                     }
                     Err(_) => idx.push(None),
                 }
             }
             Ok(idx)
         });
-        let published = self.flush_outbox();
-        match result {
-            Ok(idx) => {
+        if result.is_err() {
+            for (req, _) in &plans {
+                if let Some(live) = self.live.get_mut(&req.turn) {
+                    live.append_failed = true;
+                }
+            }
+        }
+        Box::new(move |failed, published| match (result, failed) {
+            (Ok(idx), None) => {
                 for ((req, plan), i) in plans.into_iter().zip(idx) {
-                    let answer = match (plan, i) {
-                        (Ok(_), Some(i)) => Ok(Arc::clone(&published[i])),
+                    let answer = match (plan, i.and_then(|i| published.get(i))) {
+                        (Ok(_), Some(e)) => Ok(Arc::clone(e)),
                         (Err(e), _) => Err(e),
                         (Ok(_), None) => Err(StoreError::Closed),
                     };
                     let _ = req.reply.send(answer);
                 }
             }
-            Err(e) => {
+            (Err(e), _) => {
                 let code = e.code();
                 for (req, _) in plans {
                     let _ = req.reply.send(Err(StoreError::io(
@@ -405,7 +408,15 @@ impl Writer {
                     )));
                 }
             }
-        }
+            (Ok(_), Some(code)) => {
+                for (req, _) in plans {
+                    let _ = req.reply.send(Err(StoreError::io(
+                        format!("journal batch rolled back ({code})"),
+                        std::io::Error::other("group commit failed"),
+                    )));
+                }
+            }
+        })
     }
 
     /// Where an append goes: `(thread, late)`; late appends become observations.
@@ -422,6 +433,122 @@ impl Writer {
         match read::turn(&self.conn, &req.turn)? {
             Some(t) => Ok((t.thread_id, true)),
             None => Err(StoreError::not_found("turn", req.turn.clone())),
+        }
+    }
+}
+
+/// One batch of requests run in one outer transaction (see the module docs):
+/// operations each in a savepoint as they arrive, consecutive appends
+/// together.
+struct Batch {
+    /// The outer transaction is open (without it each write commits alone).
+    batched: bool,
+    /// `total_changes` when the batch began.
+    changes_before: u64,
+    /// Answers due after the commit.
+    replies: Vec<Reply>,
+    /// Appends not yet written (written before the next operation runs).
+    appends: Vec<AppendReq>,
+    /// Requests taken.
+    len: usize,
+    /// It holds an operation someone waits for: take only what is queued.
+    durable: bool,
+    /// It holds an early or detached operation that wrote something.
+    deferred: bool,
+}
+
+impl Batch {
+    fn begin(w: &mut Writer) -> Batch {
+        let batched = w.conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+        Batch {
+            batched,
+            changes_before: w.conn.total_changes(),
+            replies: Vec::new(),
+            appends: Vec::new(),
+            len: 0,
+            durable: false,
+            deferred: false,
+        }
+    }
+
+    /// Runs `cmd` now (appends: with the next operation or at the end).
+    fn take(&mut self, w: &mut Writer, cmd: Cmd) {
+        self.len += 1;
+        match cmd {
+            Cmd::Append(a) => self.appends.push(a),
+            Cmd::Op(op, mode) => {
+                self.write_appends(w);
+                let before = w.conn.total_changes();
+                let reply = op(w);
+                match mode {
+                    OpMode::Durable => {
+                        self.durable = true;
+                        self.replies.push(reply);
+                    }
+                    OpMode::Early => reply(None, &[]),
+                    OpMode::Detached => self.replies.push(reply),
+                }
+                if mode != OpMode::Durable && w.conn.total_changes() != before {
+                    self.deferred = true;
+                }
+            }
+            Cmd::Shutdown => {}
+        }
+    }
+
+    fn write_appends(&mut self, w: &mut Writer) {
+        if !self.appends.is_empty() {
+            let appends = std::mem::take(&mut self.appends);
+            self.replies.push(w.append_batch(appends));
+        }
+    }
+
+    /// How long the batch may wait for more requests, from what it holds.
+    fn linger(&self, limits: &WriterLimits) -> Duration {
+        if self.durable {
+            Duration::ZERO
+        } else if self.deferred {
+            limits.deferred_linger.max(limits.group_commit_linger)
+        } else {
+            limits.group_commit_linger
+        }
+    }
+
+    /// Commits, publishes the events and answers.
+    fn finish(mut self, w: &mut Writer) {
+        self.write_appends(w);
+        let failed = if self.batched {
+            let wrote = w.conn.total_changes() != self.changes_before;
+            match w.conn.execute_batch("COMMIT") {
+                Ok(()) => {
+                    // A batch that changed nothing writes no WAL frame and
+                    // costs no fsync; it is not counted as a commit.
+                    if wrote {
+                        w.shared
+                            .commits
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        w.storage_recovered();
+                    }
+                    None
+                }
+                Err(e) => {
+                    let e = StoreError::from_sqlite(e);
+                    w.note_storage(&e);
+                    let code = e.code();
+                    let _ = w.conn.execute_batch("ROLLBACK");
+                    // Nothing of the batch happened: drop its events and
+                    // rebuild memory from what is committed.
+                    w.outbox.clear();
+                    let _ = w.reload();
+                    Some(code)
+                }
+            }
+        } else {
+            None
+        };
+        let published = w.flush_outbox();
+        for reply in self.replies {
+            reply(failed, &published);
         }
     }
 }

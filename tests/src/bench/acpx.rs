@@ -66,11 +66,18 @@ impl Acpx {
     /// `acpx --agent "<lapis> acp-echo" <args…>` in `cwd`; panics on failure.
     pub(crate) fn run(&self, lapis: &Path, cwd: &Path, args: &[&str]) {
         let agent = format!("{} acp-echo", lapis.display());
+        self.run_agent(&agent, &[], cwd, args);
+    }
+
+    /// `acpx --agent "<agent>" <args…>` in `cwd` with `env` added (the
+    /// agent inherits it); panics on failure.
+    pub(crate) fn run_agent(&self, agent: &str, env: &[(&str, &Path)], cwd: &Path, args: &[&str]) {
         let out = Command::new(&self.bin)
-            .args(["--agent", &agent, "--cwd"])
+            .args(["--agent", agent, "--cwd"])
             .arg(cwd)
             .args(args)
             .current_dir(cwd)
+            .envs(env.iter().copied())
             .env("HOME", self.home.path())
             .stdin(Stdio::null())
             .output()

@@ -10,3 +10,4 @@ pub(crate) mod startup;
 pub(crate) mod status;
 pub(crate) mod table;
 pub(crate) mod turns;
+pub(crate) mod warm;

@@ -3,7 +3,8 @@
 //! throughput over one persistent SDK connection with 1 and 8 workspaces
 //! (warm turns: each thread's agent stays alive between turns), and the
 //! time from the agent's answer to the durable `completed` for the echo
-//! agent and for the lingering fixture agent torn down after every turn.
+//! agent, the lingering fixture agent torn down after every turn and the
+//! TypeScript SDK agent; warm turns one at a time (see [`super::warm`]).
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::acpx::Acpx;
+use super::warm;
 use anyhow::Context;
+use lapis_e2e::ts_agent::TsAgent;
 use lapis_protocol::client::Client;
 
 use super::rig::{Rig, fixture_agent, run_ok, wait_turns};
@@ -59,47 +62,6 @@ fn floor_turn(bin: &Path, cwd: &Path, prompt: &str) -> Result<()> {
     drop(stdin);
     child.wait()?;
     Ok(())
-}
-
-/// The agent's own time for a warm turn: one `session/prompt` exchange on
-/// an echo agent already initialized with an open session; `n` samples.
-fn warm_floor(bin: &Path, cwd: &Path, n: usize) -> Result<Vec<f64>> {
-    let mut child = Command::new(bin)
-        .arg("acp-echo")
-        .env_clear()
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
-    let mut line = String::new();
-    let mut call =
-        |id: u64, method: &str, params: serde_json::Value| -> Result<serde_json::Value> {
-            let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-            writeln!(stdin, "{msg}")?;
-            loop {
-                line.clear();
-                anyhow::ensure!(out.read_line(&mut line)? > 0, "echo agent closed");
-                let v: serde_json::Value = serde_json::from_str(&line)?;
-                if v["id"] == id {
-                    return Ok(v);
-                }
-            }
-        };
-    call(0, "initialize", json!({"protocolVersion": 1}))?;
-    let s = call(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))?;
-    let sid = s["result"]["sessionId"].clone();
-    let mut samples = Vec::with_capacity(n);
-    for i in 0..n {
-        let prompt = json!({"sessionId": sid, "prompt": [{"type": "text", "text": format!("bench prompt {i}: echo me back")}]});
-        let (t, r) = time_ms(|| call(2 + i as u64, "session/prompt", prompt));
-        r?;
-        samples.push(t);
-    }
-    drop(stdin);
-    child.wait()?;
-    Ok(samples)
 }
 
 /// Runs `n` sequential turns on `thread` and returns, per turn, the ms from
@@ -158,8 +120,17 @@ fn cpu_ms(pid: u32) -> Option<f64> {
 /// Adds the suite's rows.
 pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
     let lingering = fixture_agent()
-        .map(|agent| json!({"linger": {"command": agent, "args": ["--linger"], "idleSeconds": 0}}));
-    let mut rig = Rig::new(8, lingering.clone().unwrap_or(json!({})), json!({}))?;
+        .map(|agent| json!({"command": agent, "args": ["--linger"], "idleSeconds": 0}));
+    let ts = TsAgent::find("bench turns");
+    let ts_state = tempfile::tempdir()?;
+    let mut providers = serde_json::Map::new();
+    if let Some(linger) = &lingering {
+        providers.insert("linger".into(), linger.clone());
+    }
+    if let Some(ts) = &ts {
+        providers.insert("ts".into(), ts.provider(ts_state.path()));
+    }
+    let mut rig = Rig::new(8, providers.into(), json!({}))?;
     rig.start()?;
     let bin = rig.bin.clone();
     let mut client = rig.client()?;
@@ -266,12 +237,22 @@ pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>
         None,
     );
     let floor_name = "echo agent alone, one prompt on an open session (warm floor, per turn)";
+    let mut echo = Command::new(&bin);
+    echo.arg("acp-echo").env_clear();
     table.add(
         "turns",
         floor_name,
         Unit::Ms,
-        warm_floor(&bin, &cwd, n)?,
+        warm::agent_floor(echo, &cwd, n)?,
         None,
+    );
+    let thread = client.threads_create(&rig.workspaces[2], "echo", "ask", None)?;
+    table.add(
+        "turns",
+        "SDK, 1 workspace, warm turn one at a time: submit -> completed event",
+        Unit::Ms,
+        warm::turn_latency(&mut client, &thread.id, "lat-echo", n.max(50))?,
+        Some(floor_name),
     );
 
     for ws in [1usize, 8] {
@@ -349,6 +330,31 @@ pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>
         );
     } else {
         table.note("turns: lingering agent skipped (build the fixture agent: cargo build --release -p lapis-e2e)");
+    }
+    match &ts {
+        Some(ts) => {
+            let thread = client.threads_create(&rig.workspaces[3], "ts", "ask", None)?;
+            let cwd = rig.ctx.home().join("ws3");
+            warm::ts_agent_rows(
+                table,
+                &mut client,
+                &thread.id,
+                (ts, ts_state.path()),
+                &cwd,
+                n,
+                acpx,
+            )?;
+            let echo = answer_to_completed(&mut client, &thread.id, "ac-ts", n)?;
+            table.add(
+                "turns",
+                "agent answer -> durable completed, TS SDK agent (warm)",
+                Unit::Ms,
+                echo,
+                None,
+            );
+        }
+        None => table
+            .note("turns: TS SDK agent skipped (node or its SDK missing: tests/agents/install)"),
     }
     rig.stop();
     Ok(())

@@ -160,15 +160,17 @@ impl Engine {
     /// so the turn settles and its workspace is released as soon as the
     /// condition clears, without a restart; the turn keeps its lease
     /// meanwhile, so nothing else runs in that workspace on a half-written
-    /// record.
-    pub(super) async fn finish(&self, turn_id: &str, end: TurnEnd) {
+    /// record. `true` when the turn ended fenced (outcome unknown or
+    /// interrupted).
+    pub(super) async fn finish(&self, turn_id: &str, end: TurnEnd) -> bool {
         let mut backoff = Duration::from_millis(100);
         loop {
             match self.store.finish_turn(turn_id, end.clone()).await {
                 Ok(out) if !out.applied => {
                     tracing::warn!(turn = %turn_id, "turn end refused by the state table (recorded as observation)");
+                    return out.turn.state.is_fenced();
                 }
-                Ok(_) => {}
+                Ok(out) => return out.turn.state.is_fenced(),
                 Err(err) if err.storage_condition().is_some() => {
                     tracing::warn!(
                         turn = %turn_id,
@@ -182,9 +184,9 @@ impl Engine {
                 }
                 Err(err) => {
                     tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
+                    return true;
                 }
             }
-            return;
         }
     }
 }

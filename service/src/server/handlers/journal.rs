@@ -15,7 +15,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use std::time::Duration;
@@ -23,7 +22,8 @@ use std::time::Duration;
 use crate::auth::{AuthSession, Authority};
 use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
-use lapis_protocol::{ErrorCode, Notification, RpcError, params};
+use lapis_protocol::params::{SubscribeResult, UnsubscribeResult};
+use lapis_protocol::{ErrorCode, Notification, ReplayPage, RpcError, params};
 
 use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
@@ -51,7 +51,7 @@ pub(crate) async fn journal_replay(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::JournalReplay,
-) -> Result<Value, RpcError> {
+) -> Result<ReplayPage, RpcError> {
     if let Some(thread) = &p.thread_id {
         owned_thread(ctx, session, thread).await?;
     }
@@ -69,7 +69,7 @@ pub(crate) async fn journal_replay(
     super::fit::page(&mut page, ctx.limits.max_frame_bytes, |e| {
         if by_thread { e.thread_seq } else { e.seq }
     });
-    serde_json::to_value(page).map_err(super::internal)
+    Ok(page)
 }
 
 /// `journal.subscribe`: returns the subscription id; events follow as
@@ -79,7 +79,7 @@ pub(crate) async fn journal_subscribe(
     conn: &mut Conn,
     session: &AuthSession,
     p: params::JournalSubscribe,
-) -> Result<Value, RpcError> {
+) -> Result<SubscribeResult, RpcError> {
     if let Some(thread) = &p.thread_id {
         owned_thread(ctx, session, thread).await?;
     }
@@ -109,15 +109,17 @@ pub(crate) async fn journal_subscribe(
     };
     let task = tokio::spawn(forwarder.run(rx, p.after));
     conn.subscriptions.insert(id.clone(), task);
-    Ok(json!({ "subscription": id }))
+    Ok(SubscribeResult { subscription: id })
 }
 
 /// `journal.unsubscribe`.
 pub(crate) fn journal_unsubscribe(
     conn: &mut Conn,
     p: params::JournalUnsubscribe,
-) -> Result<Value, RpcError> {
-    Ok(json!({ "stopped": conn.subscriptions.stop(&p.subscription) }))
+) -> Result<UnsubscribeResult, RpcError> {
+    Ok(UnsubscribeResult {
+        stopped: conn.subscriptions.stop(&p.subscription),
+    })
 }
 
 /// One subscription's forwarding task.

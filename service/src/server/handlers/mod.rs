@@ -1,5 +1,7 @@
 //! Method handlers: decode nothing (params arrive typed), check resource
-//! ownership, call the core, shape the result.
+//! ownership, call the core, return the method's typed result (a
+//! `lapis_protocol::params` result or record, the same type the SDK decodes);
+//! `dispatch` turns it into JSON, nothing here builds a result by hand.
 //!
 //! Resource isolation lives here and nowhere else: a thread belongs to the
 //! principal and application of the session that created it, and every
@@ -13,10 +15,11 @@ mod status;
 mod threads;
 mod turns;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::auth::AuthSession;
 use crate::domain::{Actor, StoreError, Thread, Turn};
+use lapis_protocol::params::RevokeResult;
 use lapis_protocol::{ErrorCode, RpcError, Scope, params};
 
 use super::conn::Conn;
@@ -138,12 +141,6 @@ pub(super) async fn settleable_turn(
     }
 }
 
-/// Serializes a result member.
-fn wrap(key: &str, value: impl serde::Serialize) -> Result<Value, RpcError> {
-    let v = serde_json::to_value(value).map_err(internal)?;
-    Ok(json!({ key: v }))
-}
-
 /// `sessions.revoke`: a principal revokes its own sessions (default: the
 /// caller's). Revoking the caller's session ends its subscriptions at once.
 pub(super) fn sessions_revoke(
@@ -151,10 +148,10 @@ pub(super) fn sessions_revoke(
     conn: &mut Conn,
     session: &AuthSession,
     p: params::SessionsRevoke,
-) -> Result<Value, RpcError> {
+) -> Result<RevokeResult, RpcError> {
     let revoked = ctx.authority.revoke(session, p.session_id.as_deref())?;
     if revoked == session.id {
         conn.subscriptions.stop_all();
     }
-    Ok(json!({ "revoked": revoked }))
+    Ok(RevokeResult { revoked })
 }

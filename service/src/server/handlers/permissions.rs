@@ -6,15 +6,14 @@
 use std::collections::HashMap;
 use std::time::UNIX_EPOCH;
 
-use serde_json::Value;
-
 use crate::auth::AuthSession;
 use crate::domain::Turn;
 use crate::engine::PendingPermission;
+use lapis_protocol::params::PermissionsResult;
 use lapis_protocol::{PendingRequest, PermissionChoice, RpcError, ThreadSnapshot, params};
 
 use super::super::context::ServerContext;
-use super::{internal, owned_thread, owned_turn, wrap};
+use super::{internal, owned_thread, owned_turn};
 
 /// `permissions.list`: pending requests of the session's threads, oldest
 /// deadline first.
@@ -22,7 +21,7 @@ pub(crate) async fn permissions_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsList,
-) -> Result<Value, RpcError> {
+) -> Result<PermissionsResult, RpcError> {
     if let Some(turn) = &p.turn_id {
         owned_turn(ctx, session, turn).await?;
     }
@@ -54,7 +53,7 @@ pub(crate) async fn permissions_list(
         (a.deadline, &a.turn_id, &a.request_id).cmp(&(b.deadline, &b.turn_id, &b.request_id))
     });
     let requests = shown.into_iter().map(view).collect::<Result<Vec<_>, _>>()?;
-    wrap("requests", requests)
+    Ok(PermissionsResult { requests })
 }
 
 /// The wire view of a pending request.

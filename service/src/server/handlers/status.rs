@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use lapis_protocol::{
     PROTOCOL, RpcError, TurnState,
     params::{EngineCounters, QueueStatus, StatusResult, StatusTurn},
@@ -20,7 +18,7 @@ use super::super::failure::internal;
 /// Reads counters the core keeps in memory; the database (a read
 /// connection, never the writer) only when turns are in flight or fenced,
 /// to say which.
-pub(crate) async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
+pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
     let store = &ctx.core.store;
     let s = store.status();
     let running_turns = if s.running_workspaces.is_empty() {
@@ -67,7 +65,7 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<Value, RpcError> {
             }
         }),
     };
-    serde_json::to_value(result).map_err(internal)
+    Ok(result)
 }
 
 /// The turns fencing their workspaces (none when `any` is false: the

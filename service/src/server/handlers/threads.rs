@@ -2,17 +2,15 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
-
 use crate::auth::AuthSession;
 use crate::domain::{ApprovalPolicy, NewThread, Retention, ThreadPatch};
 use crate::store::ThreadFilter;
 use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
-use lapis_protocol::params::WorkspacesResult;
-use lapis_protocol::{ErrorCode, RpcError, params};
+use lapis_protocol::params::{ThreadResult, ThreadsResult, WorkspaceResult, WorkspacesResult};
+use lapis_protocol::{ErrorCode, RpcError, ThreadSnapshot, params};
 
 use super::super::context::ServerContext;
-use super::{actor, owned_thread, store_err, wrap};
+use super::{actor, owned_thread, store_err};
 
 fn invalid(msg: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidRequest, msg)
@@ -48,7 +46,7 @@ pub(crate) async fn workspaces_add(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::WorkspacesAdd,
-) -> Result<Value, RpcError> {
+) -> Result<WorkspaceResult, RpcError> {
     if !valid_workspace_id(&p.id) {
         return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
     }
@@ -64,16 +62,19 @@ pub(crate) async fn workspaces_add(
         .add_workspace_as(&p.id, path, command)
         .await
         .map_err(store_err)?;
-    Ok(json!({ "workspace": receipt.value, "replayed": receipt.replayed }))
+    Ok(WorkspaceResult {
+        workspace: receipt.value,
+        replayed: receipt.replayed,
+    })
 }
 
 /// `workspaces.list`: every workspace, and the turns fencing any of them
 /// (turn, thread, application, since when).
-pub(crate) async fn workspaces_list(ctx: &ServerContext) -> Result<Value, RpcError> {
+pub(crate) async fn workspaces_list(ctx: &ServerContext) -> Result<WorkspacesResult, RpcError> {
     let store = &ctx.core.store;
     let workspaces = store.list_workspaces().await.map_err(store_err)?;
     let fences = super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
-    serde_json::to_value(WorkspacesResult { workspaces, fences }).map_err(super::internal)
+    Ok(WorkspacesResult { workspaces, fences })
 }
 
 /// `threads.create`: stamped with the session's principal and application.
@@ -81,7 +82,7 @@ pub(crate) async fn threads_create(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsCreate,
-) -> Result<Value, RpcError> {
+) -> Result<ThreadResult, RpcError> {
     provider(ctx, &p.provider)?;
     let input = NewThread {
         command_id: p.command_id,
@@ -97,7 +98,10 @@ pub(crate) async fn threads_create(
         .create_thread(&actor(session), input)
         .await
         .map_err(store_err)?;
-    Ok(json!({ "thread": receipt.value, "replayed": receipt.replayed }))
+    Ok(ThreadResult {
+        thread: receipt.value,
+        replayed: receipt.replayed,
+    })
 }
 
 /// `threads.get`: the thread, its recent turns and a bounded event tail.
@@ -105,7 +109,7 @@ pub(crate) async fn threads_get(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadRef,
-) -> Result<Value, RpcError> {
+) -> Result<ThreadSnapshot, RpcError> {
     owned_thread(ctx, session, &p.thread_id).await?;
     let mut snapshot = ctx
         .core
@@ -115,7 +119,7 @@ pub(crate) async fn threads_get(
         .map_err(store_err)?;
     super::permissions::mark_snapshot(ctx, &mut snapshot);
     super::fit::snapshot(&mut snapshot, ctx.limits.max_frame_bytes);
-    serde_json::to_value(snapshot).map_err(super::internal)
+    Ok(snapshot)
 }
 
 /// `threads.attach`: the thread snapshot when the thread still has the
@@ -124,7 +128,7 @@ pub(crate) async fn threads_attach(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsAttach,
-) -> Result<Value, RpcError> {
+) -> Result<ThreadSnapshot, RpcError> {
     let thread = owned_thread(ctx, session, &p.thread_id).await?;
     let fields = p.expect.mismatches(&thread);
     if !fields.is_empty() {
@@ -147,7 +151,7 @@ pub(crate) async fn threads_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsList,
-) -> Result<Value, RpcError> {
+) -> Result<ThreadsResult, RpcError> {
     let filter = ThreadFilter {
         principal: Some(session.principal.clone()),
         application: Some(session.application.clone()),
@@ -160,7 +164,7 @@ pub(crate) async fn threads_list(
         .list_threads(filter)
         .await
         .map_err(store_err)?;
-    wrap("threads", list)
+    Ok(ThreadsResult { threads: list })
 }
 
 /// `threads.configure`: optimistic on the version; refused while a turn is active.
@@ -168,7 +172,7 @@ pub(crate) async fn threads_configure(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsConfigure,
-) -> Result<Value, RpcError> {
+) -> Result<ThreadResult, RpcError> {
     owned_thread(ctx, session, &p.thread_id).await?;
     if let Some(name) = &p.provider {
         provider(ctx, name)?;
@@ -191,5 +195,8 @@ pub(crate) async fn threads_configure(
         )
         .await
         .map_err(store_err)?;
-    Ok(json!({ "thread": receipt.value, "replayed": receipt.replayed }))
+    Ok(ThreadResult {
+        thread: receipt.value,
+        replayed: receipt.replayed,
+    })
 }

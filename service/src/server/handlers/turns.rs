@@ -2,15 +2,18 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::auth::AuthSession;
 use crate::domain::{ResolveAs, SubmitTurn, TurnState};
 use crate::store::{CommandKind, TurnFilter};
-use lapis_protocol::{ErrorCode, RpcError, params};
+use lapis_protocol::params::{RespondResult, TurnResult, TurnsResult};
+use lapis_protocol::{ErrorCode, RpcError, ThreadExpect, params};
 
 use super::super::context::ServerContext;
-use super::{actor, owned_thread, owned_turn, settleable_turn, store_err, wrap};
+use crate::domain::{Receipt, Turn};
+
+use super::{actor, owned_thread, owned_turn, settleable_turn, store_err};
 
 /// `turns.submit`: idempotent on (principal, command id). The prompt is
 /// handed to the core and never logged.
@@ -18,7 +21,7 @@ pub(crate) async fn turns_submit(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsSubmit,
-) -> Result<Value, RpcError> {
+) -> Result<TurnResult, RpcError> {
     owned_thread(ctx, session, &p.thread_id).await?;
     let input = SubmitTurn {
         command_id: p.command_id,
@@ -27,13 +30,7 @@ pub(crate) async fn turns_submit(
         continues: p.continues,
         max_turn_seconds: p.max_turn_seconds,
     };
-    let receipt = ctx
-        .core
-        .store
-        .submit_turn_expecting(&actor(session), input, p.expect)
-        .await
-        .map_err(store_err)?;
-    Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
+    submit(ctx, session, input, p.expect).await
 }
 
 /// `turns.continue`: a linked attempt in the prior turn's thread with new
@@ -44,7 +41,7 @@ pub(crate) async fn turns_continue(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsContinue,
-) -> Result<Value, RpcError> {
+) -> Result<TurnResult, RpcError> {
     let prior = owned_turn(ctx, session, &p.turn_id).await?;
     let input = SubmitTurn {
         command_id: p.command_id,
@@ -53,13 +50,7 @@ pub(crate) async fn turns_continue(
         continues: Some(prior.id),
         max_turn_seconds: p.max_turn_seconds,
     };
-    let receipt = ctx
-        .core
-        .store
-        .submit_turn_expecting(&actor(session), input, p.expect)
-        .await
-        .map_err(store_err)?;
-    Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
+    submit(ctx, session, input, p.expect).await
 }
 
 /// `turns.get`: by turn id, or by the command id of the caller's own
@@ -68,7 +59,7 @@ pub(crate) async fn turns_get(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsGet,
-) -> Result<Value, RpcError> {
+) -> Result<TurnResult, RpcError> {
     let turn_id = match (p.turn_id, p.command_id) {
         (Some(id), None) => id,
         (None, Some(cmd)) => {
@@ -94,7 +85,10 @@ pub(crate) async fn turns_get(
         .await
         .map_err(store_err)?;
     super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
-    wrap("turn", turn)
+    Ok(TurnResult {
+        turn,
+        replayed: None,
+    })
 }
 
 /// `turns.list`: one thread's turns, or every turn of the session's threads.
@@ -102,7 +96,7 @@ pub(crate) async fn turns_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsList,
-) -> Result<Value, RpcError> {
+) -> Result<TurnsResult, RpcError> {
     let state = p
         .state
         .as_deref()
@@ -141,7 +135,7 @@ pub(crate) async fn turns_list(
         turns = kept;
     }
     super::permissions::mark_turns(ctx, &mut turns);
-    wrap("turns", turns)
+    Ok(TurnsResult { turns })
 }
 
 /// `turns.cancel`: asks the runner to stop the agent; the turn keeps its
@@ -152,7 +146,7 @@ pub(crate) async fn turns_cancel(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsCancel,
-) -> Result<Value, RpcError> {
+) -> Result<TurnResult, RpcError> {
     settleable_turn(ctx, session, &p.turn_id).await?;
     let mut receipt = ctx
         .core
@@ -161,7 +155,7 @@ pub(crate) async fn turns_cancel(
         .await
         .map_err(store_err)?;
     super::permissions::mark_turns(ctx, std::slice::from_mut(&mut receipt.value));
-    Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
+    Ok(receipted(receipt))
 }
 
 /// `turns.resolve`: only with `confirmStopped: true`, only for fenced turns;
@@ -171,7 +165,7 @@ pub(crate) async fn turns_resolve(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsResolve,
-) -> Result<Value, RpcError> {
+) -> Result<TurnResult, RpcError> {
     let resolve_as = match p.resolve_as.as_str() {
         "failed" => ResolveAs::Failed,
         "cancelled" => ResolveAs::Cancelled,
@@ -201,7 +195,7 @@ pub(crate) async fn turns_resolve(
         )
         .await
         .map_err(store_err)?;
-    Ok(json!({ "turn": receipt.value, "replayed": receipt.replayed }))
+    Ok(receipted(receipt))
 }
 
 /// `permissions.respond`: checked by the engine running the turn, which
@@ -214,7 +208,7 @@ pub(crate) async fn permissions_respond(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsRespond,
-) -> Result<Value, RpcError> {
+) -> Result<RespondResult, RpcError> {
     owned_turn(ctx, session, &p.turn_id).await?;
     let command = p.command_id.as_deref().map(|cmd| {
         let parts = vec![
@@ -239,7 +233,10 @@ pub(crate) async fn permissions_respond(
             .map_err(store_err)?
             .is_some()
     {
-        return Ok(json!({ "accepted": true, "replayed": true }));
+        return Ok(RespondResult {
+            accepted: true,
+            replayed: true,
+        });
     }
     let Some(engine) = &ctx.core.permissions else {
         return Err(RpcError::new(
@@ -274,5 +271,33 @@ pub(crate) async fn permissions_respond(
             return Err(RpcError::new(ErrorCode::NotFound, err.to_string()));
         }
     }
-    Ok(json!({ "accepted": true, "replayed": false }))
+    Ok(RespondResult {
+        accepted: true,
+        replayed: false,
+    })
+}
+
+/// Queues `input` as the session's actor, checking the thread against
+/// `expect` where the turn is queued (`turns.submit` and `turns.continue`).
+async fn submit(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    input: SubmitTurn,
+    expect: Option<ThreadExpect>,
+) -> Result<TurnResult, RpcError> {
+    let receipt = ctx
+        .core
+        .store
+        .submit_turn_expecting(&actor(session), input, expect)
+        .await
+        .map_err(store_err)?;
+    Ok(receipted(receipt))
+}
+
+/// A mutation's turn with its receipt flag (`replayed` always present).
+fn receipted(receipt: Receipt<Turn>) -> TurnResult {
+    TurnResult {
+        turn: receipt.value,
+        replayed: Some(receipt.replayed),
+    }
 }

@@ -1,0 +1,173 @@
+//! Durable commits per turn for a lone workspace: at most three (the
+//! submit; the claim with the dispatch boundary; the `running` mark with the
+//! turn's output and outcome), and the dispatch boundary is still committed
+//! before the agent sees the prompt.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lapis_e2e::TestContext;
+use lapis_service::engine::{Engine, EngineConfig};
+use lapis_service::{
+    ApprovalPolicy, EventKind, NewThread, Retention, Store, StoreOptions, SubmitTurn, TurnState,
+};
+
+use crate::acp::{arg, fixture, test_limits};
+use crate::acp_engine::owner;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_workspace_pays_at_most_three_commits_per_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = StoreOptions::new(dir.path().join("home"));
+    // A long deferred linger makes the count independent of scheduling: a
+    // batch that holds the claim (or the running mark) commits only with the
+    // durable request that follows it, never alone because a slow machine
+    // let the linger run out.
+    opts.deferred_linger = Duration::from_secs(60);
+    let store = Store::open(opts).unwrap();
+    let ledger = dir.path().join("ledger");
+    let mut spec = fixture(&["--chunks", "3", "--ledger", &arg(&ledger)]);
+    spec.name = "fx".into();
+    let mut config = EngineConfig::new(BTreeMap::from([("fx".to_string(), spec)]))
+        .with_builtin_echo(TestContext::bin());
+    config.limits = test_limits();
+    let engine = Engine::new(store.clone(), config);
+    let handle = engine.start();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    store.add_workspace("ws", &ws).await.unwrap();
+    let mut per_turn = Vec::new();
+    for provider in ["echo", "fx"] {
+        let thread = store
+            .create_thread(
+                &owner(),
+                NewThread {
+                    command_id: None,
+                    workspace_id: "ws".into(),
+                    provider: provider.into(),
+                    approval: ApprovalPolicy::Ask,
+                    restricted: false,
+                    retention: Retention::Full,
+                },
+            )
+            .await
+            .unwrap()
+            .value;
+        // The first turn starts the agent (cold), the others reuse it.
+        for i in 0..3 {
+            let mut events = store.subscribe();
+            let before = store.commit_count();
+            let turn = store
+                .submit_turn(
+                    &owner(),
+                    SubmitTurn {
+                        command_id: format!("{provider}-{i}"),
+                        thread_id: thread.id.clone(),
+                        prompt: format!("prompt {i}"),
+                        continues: None,
+                        max_turn_seconds: None,
+                    },
+                )
+                .await
+                .unwrap()
+                .value;
+            // Completion is published only after its commit.
+            loop {
+                let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                    .await
+                    .expect("turn never completed")
+                    .unwrap();
+                if e.kind == EventKind::TurnState
+                    && e.turn_id.as_deref() == Some(turn.id.as_str())
+                    && e.payload.as_ref().and_then(|p| p.get("to")) == Some(&"completed".into())
+                {
+                    break;
+                }
+            }
+            per_turn.push((provider, i, store.commit_count() - before));
+            let t = store.get_turn(&turn.id).await.unwrap();
+            assert_eq!(t.state, TurnState::Completed);
+        }
+    }
+    assert!(
+        per_turn.iter().all(|(_, _, n)| *n <= 3),
+        "commits per turn: {per_turn:?}"
+    );
+    // The fixture received each prompt exactly once, after its boundary.
+    let lines = std::fs::read_to_string(&ledger).unwrap();
+    assert_eq!(lines.lines().count(), 3, "{lines}");
+    handle.shutdown().await;
+}
+
+/// Turns queued back to back on one thread all run on its one agent: the
+/// agent is back in the pool before the outcome's commit releases the
+/// workspace, so the next turn, claimed at once, never starts another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_turns_of_a_thread_reuse_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
+    let mut config = EngineConfig::new(BTreeMap::new()).with_builtin_echo(TestContext::bin());
+    config.limits = test_limits();
+    let engine = Engine::new(store.clone(), config);
+    let handle = engine.start();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    store.add_workspace("ws", &ws).await.unwrap();
+    let thread = store
+        .create_thread(
+            &owner(),
+            NewThread {
+                command_id: None,
+                workspace_id: "ws".into(),
+                provider: "echo".into(),
+                approval: ApprovalPolicy::Ask,
+                restricted: false,
+                retention: Retention::Full,
+            },
+        )
+        .await
+        .unwrap()
+        .value;
+    let mut events = store.subscribe();
+    let mut turns = Vec::new();
+    for i in 0..12 {
+        let turn = store
+            .submit_turn(
+                &owner(),
+                SubmitTurn {
+                    command_id: format!("q-{i}"),
+                    thread_id: thread.id.clone(),
+                    prompt: format!("prompt {i}"),
+                    continues: None,
+                    max_turn_seconds: None,
+                },
+            )
+            .await
+            .unwrap()
+            .value;
+        turns.push(turn.id);
+    }
+    let mut started = 0;
+    let mut completed = 0;
+    while completed < turns.len() {
+        let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("turns never completed")
+            .unwrap();
+        let payload = e.payload.clone().unwrap_or_default();
+        if payload.get("type") == Some(&"session_started".into()) {
+            started += 1;
+        }
+        if e.kind == EventKind::TurnState {
+            match payload.get("to").and_then(|v| v.as_str()) {
+                Some("completed") => completed += 1,
+                Some("queued" | "preparing" | "dispatched" | "running") => {}
+                other => panic!("a turn ended {other:?}"),
+            }
+        }
+    }
+    assert_eq!(started, 1, "agent sessions started for one thread's turns");
+    let s = engine.status();
+    assert_eq!((s.agents.live, s.agents.idle), (1, 1), "{s:?}");
+    handle.shutdown().await;
+}
