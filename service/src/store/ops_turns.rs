@@ -184,10 +184,11 @@ impl Writer {
         let id = new_id("turn_")?;
         let queue_seq = self.last_queue_seq + 1;
         let turn = self.write(|tx, j, st, now| {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
                  state, continues, prompt, created_at, updated_at, max_turn_seconds) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?9, ?10)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?9, ?10)")?
+.execute(
                 params![
                     id,
                     thread.id,
@@ -332,20 +333,18 @@ impl Writer {
             else {
                 return Ok(None);
             };
-            tx.execute(
-                "UPDATE turns SET agent_session_id = ?1 WHERE id = ?2",
-                params![binding.session_id, id],
-            )?;
-            tx.execute(
+            tx.prepare_cached("UPDATE turns SET agent_session_id = ?1 WHERE id = ?2")?
+                .execute(params![binding.session_id, id])?;
+            tx.prepare_cached(
                 "UPDATE threads SET agent_session_id = ?1, agent_fingerprint = ?2, \
                  agent_thread_version = ?3 WHERE id = ?4",
-                params![
-                    binding.session_id,
-                    binding.fingerprint,
-                    binding.thread_version as i64,
-                    row.thread_id
-                ],
-            )?;
+            )?
+            .execute(params![
+                binding.session_id,
+                binding.fingerprint,
+                binding.thread_version as i64,
+                row.thread_id
+            ])?;
             read::turn(tx, id)
         })?;
         match after {
@@ -415,10 +414,10 @@ impl Writer {
                 .turn),
             s if s.is_in_flight() && !row.cancel_requested => {
                 let turn = self.write(|tx, j, st, now| {
-                    tx.execute(
+                    tx.prepare_cached(
                         "UPDATE turns SET cancel_requested = 1, updated_at = ?1 WHERE id = ?2",
-                        params![now, id],
-                    )?;
+                    )?
+                    .execute(params![now, id])?;
                     let payload =
                         json!({ "principal": actor.principal, "application": actor.application });
                     j.append(
@@ -535,8 +534,9 @@ impl Writer {
                 "as": name, "from": row.state, "via": via.as_str(),
                 "application": actor.application, "threadApplication": thread.application,
             });
-            tx.execute(
-                "INSERT INTO audit (at, principal, action, turn_id, detail) VALUES (?1, ?2, 'turn.resolve', ?3, ?4)",
+            tx.prepare_cached(
+                "INSERT INTO audit (at, principal, action, turn_id, detail) VALUES (?1, ?2, 'turn.resolve', ?3, ?4)")?
+.execute(
                 params![now, actor.principal, id, detail.to_string()],
             )?;
             let payload = json!({

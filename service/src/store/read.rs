@@ -233,11 +233,10 @@ pub(super) fn user_message(
 
 /// One workspace by id.
 pub(super) fn workspace(conn: &Connection, id: &str) -> StoreResult<Option<Workspace>> {
-    conn.query_row(
-        &format!("SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"),
-        [id],
-        workspace_row,
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"
+    ))?
+    .query_row([id], workspace_row)
     .optional()
     .map_err(unwrap_err)
 }
@@ -253,13 +252,10 @@ pub(super) fn workspaces(conn: &Connection) -> StoreResult<Vec<Workspace>> {
 
 /// One thread by id.
 pub(super) fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>> {
-    conn.query_row(
-        &format!("SELECT {THREAD_COLS} FROM threads WHERE id = ?1"),
-        [id],
-        thread_row,
-    )
-    .optional()
-    .map_err(unwrap_err)
+    conn.prepare_cached(&format!("SELECT {THREAD_COLS} FROM threads WHERE id = ?1"))?
+        .query_row([id], thread_row)
+        .optional()
+        .map_err(unwrap_err)
 }
 
 /// Filter for `Store::list_threads`; `None` fields match everything.
@@ -295,13 +291,10 @@ pub(super) fn threads(
 
 /// One turn by id.
 pub(super) fn turn(conn: &Connection, id: &str) -> StoreResult<Option<Turn>> {
-    conn.query_row(
-        &format!("SELECT {TURN_COLS} FROM turns WHERE id = ?1"),
-        [id],
-        turn_row,
-    )
-    .optional()
-    .map_err(unwrap_err)
+    conn.prepare_cached(&format!("SELECT {TURN_COLS} FROM turns WHERE id = ?1"))?
+        .query_row([id], turn_row)
+        .optional()
+        .map_err(unwrap_err)
 }
 
 /// Filter for `Store::list_turns`; `None` fields match everything.
@@ -358,22 +351,20 @@ pub(super) fn session_by_bearer(
     conn: &Connection,
     sha256: &str,
 ) -> StoreResult<Option<AuthSession>> {
-    conn.query_row(
-        &format!("SELECT {SESSION_COLS} FROM auth_sessions WHERE bearer_sha256 = ?1"),
-        [sha256],
-        session_row,
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLS} FROM auth_sessions WHERE bearer_sha256 = ?1"
+    ))?
+    .query_row([sha256], session_row)
     .optional()
     .map_err(unwrap_err)
 }
 
 /// One session by id.
 pub(super) fn session(conn: &Connection, id: &str) -> StoreResult<Option<AuthSession>> {
-    conn.query_row(
-        &format!("SELECT {SESSION_COLS} FROM auth_sessions WHERE id = ?1"),
-        [id],
-        session_row,
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLS} FROM auth_sessions WHERE id = ?1"
+    ))?
+    .query_row([id], session_row)
     .optional()
     .map_err(unwrap_err)
 }

@@ -95,19 +95,18 @@ pub(crate) fn receipt(
     command_id: &str,
 ) -> StoreResult<Option<StoredReceipt>> {
     Ok(conn
-        .query_row(
+        .prepare_cached(
             "SELECT kind, digest, resource_id, result FROM receipts \
              WHERE principal = ?1 AND application = ?2 AND command_id = ?3",
-            [&actor.principal, &actor.application, command_id],
-            |r| {
-                Ok(StoredReceipt {
-                    kind: r.get(0)?,
-                    digest: r.get(1)?,
-                    resource_id: r.get(2)?,
-                    result: r.get(3)?,
-                })
-            },
-        )
+        )?
+        .query_row([&actor.principal, &actor.application, command_id], |r| {
+            Ok(StoredReceipt {
+                kind: r.get(0)?,
+                digest: r.get(1)?,
+                resource_id: r.get(2)?,
+                result: r.get(3)?,
+            })
+        })
         .optional()?)
 }
 
@@ -138,20 +137,20 @@ pub(crate) fn stage_receipt(
     result: Option<&str>,
     now: i64,
 ) -> StoreResult<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO receipts (principal, application, command_id, kind, digest, resource_id, \
          result, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            actor.principal,
-            actor.application,
-            command_id,
-            kind.as_str(),
-            digest,
-            resource_id,
-            result,
-            now
-        ],
-    )?;
+    )?
+    .execute(params![
+        actor.principal,
+        actor.application,
+        command_id,
+        kind.as_str(),
+        digest,
+        resource_id,
+        result,
+        now
+    ])?;
     Ok(())
 }
 

@@ -32,13 +32,18 @@ pub(crate) fn stage_transition(
         TurnEvent::ResolveFailed | TurnEvent::ResolveCancelled => "resolved_at",
         _ => "finished_at",
     };
-    let changed = tx.execute(
-        &format!(
+    let changed = tx
+        .prepare_cached(&format!(
             "UPDATE turns SET state = ?1, outcome = coalesce(?2, outcome), updated_at = ?3, \
              {column} = ?3 WHERE id = ?4 AND state = ?5"
-        ),
-        params![to.as_str(), outcome, now, row.id, row.state.as_str()],
-    )?;
+        ))?
+        .execute(params![
+            to.as_str(),
+            outcome,
+            now,
+            row.id,
+            row.state.as_str()
+        ])?;
     if changed != 1 {
         return Err(StoreError::conflict("turn changed concurrently"));
     }
