@@ -7,7 +7,11 @@
 //! it says while idle is never taken for a later turn's output; retiring it
 //! always ends its whole process group.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::process::{AgentProcess, Stopped, TeardownLimits};
@@ -26,6 +30,40 @@ pub(crate) struct LiveAgent {
     pub(super) load_session: bool,
     /// Provider name, for log lines.
     pub(super) provider: String,
+}
+
+/// Most messages an idle agent may send before it is retired.
+const MAX_IDLE_MESSAGES: usize = 256;
+
+/// Receives each message an idle agent sends, as it arrives.
+pub(crate) type IdleObserver = Arc<dyn Fn(Value) + Send + Sync>;
+
+/// An idle agent under watch ([`LiveAgent::watch`]).
+#[derive(Debug)]
+pub(crate) struct Watched {
+    /// Ends the watch.
+    stop: Option<oneshot::Sender<()>>,
+    /// The watch; yields the agent back.
+    task: JoinHandle<LiveAgent>,
+}
+
+impl Watched {
+    /// Ends the watch and returns the agent (`None` only if the watch
+    /// task died; its process group was then killed with it).
+    pub(crate) async fn resume(mut self) -> Option<LiveAgent> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.task).await.ok()
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        // Never resumed (shutdown abort): the agent goes with its task, and
+        // its process group is killed on drop.
+        self.task.abort();
+    }
 }
 
 /// What an idle agent said since its last turn.
@@ -51,24 +89,68 @@ impl LiveAgent {
             stale.gone = true;
         }
         while let Ok(item) = self.conn.inbox.try_recv() {
-            match item {
-                Inbound::Message(msg) => {
-                    if let (Some(_), Some(id)) = (msg.get("method"), msg.get("id")) {
-                        let refusal = json!({"jsonrpc": "2.0", "id": id,
-                            "error": {"code": -32603, "message": "no turn is running"}});
-                        if self.conn.write(&refusal).await.is_err() {
-                            stale.gone = true;
-                        }
-                    }
-                    stale.messages.push(msg);
-                }
-                Inbound::Eof | Inbound::Broken(_) => {
-                    self.conn.broken = true;
-                    stale.gone = true;
-                }
-            }
+            self.idle_item(item, &mut stale).await;
         }
         stale
+    }
+
+    /// One message of an idle agent: a request is refused at once.
+    async fn idle_item(&mut self, item: Inbound, stale: &mut Stale) {
+        match item {
+            Inbound::Message(msg) => {
+                if let (Some(_), Some(id)) = (msg.get("method"), msg.get("id")) {
+                    let refusal = json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32603, "message": "no turn is running"}});
+                    if self.conn.write(&refusal).await.is_err() {
+                        stale.gone = true;
+                    }
+                }
+                stale.messages.push(msg);
+            }
+            Inbound::Eof | Inbound::Broken(_) => {
+                self.conn.broken = true;
+                stale.gone = true;
+            }
+        }
+    }
+
+    /// Keeps the idle agent answered while it waits for its thread's next
+    /// turn: a request it sends is refused the moment it arrives (never a
+    /// silent wait until the agent is next used), and every message is
+    /// handed to `observe` at once (the engine journals it on the turn the
+    /// agent last ran). An agent that sends more than
+    /// [`MAX_IDLE_MESSAGES`] while idle is no longer watched and is marked
+    /// gone (retired instead of reused). [`Watched::resume`] takes it back.
+    pub(crate) fn watch(self, observe: IdleObserver) -> Watched {
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut agent = self;
+            let mut seen = 0usize;
+            let mut gone = agent.conn.broken;
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut stopped => break,
+                    item = agent.conn.inbox.recv(), if !gone => {
+                        let mut stale = Stale::default();
+                        agent.idle_item(item.unwrap_or(Inbound::Eof), &mut stale).await;
+                        for msg in stale.messages {
+                            observe(msg);
+                        }
+                        seen += 1;
+                        gone = stale.gone || seen > MAX_IDLE_MESSAGES;
+                        if gone {
+                            agent.conn.broken = true;
+                        }
+                    }
+                }
+            }
+            agent
+        });
+        Watched {
+            stop: Some(stop),
+            task,
+        }
     }
 
     /// Ends the agent: closes stdin, discards (and counts) what it still

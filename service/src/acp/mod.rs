@@ -32,7 +32,7 @@ mod setup;
 mod smoke;
 mod turn;
 
-pub(crate) use agent::LiveAgent;
+pub(crate) use agent::{LiveAgent, Watched};
 pub(crate) use events::PermissionOption;
 pub use events::{ActivityEvent, DecidedBy, Invocation, PermissionAnswer};
 pub(crate) use fingerprint::{fingerprint, with_app_servers};

@@ -55,6 +55,9 @@ struct Entry {
     info: PendingPermission,
     /// Delivers the answer to the runner.
     tx: oneshot::Sender<PermissionAnswer>,
+    /// A checked answer is on its way (see [`Taken`]): hidden from
+    /// `pending`, and every other answer is refused as not pending.
+    taken: bool,
 }
 
 /// The registry of pending interactions. Cheap to clone.
@@ -109,7 +112,14 @@ impl PermissionBroker {
             invocation: request.invocation.clone(),
             deadline: request.deadline,
         };
-        self.lock().insert(key.clone(), Entry { info, tx });
+        self.lock().insert(
+            key.clone(),
+            Entry {
+                info,
+                tx,
+                taken: false,
+            },
+        );
         let reg = Registration {
             broker: self.clone(),
             key,
@@ -121,26 +131,43 @@ impl PermissionBroker {
     pub(crate) fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
         self.lock()
             .values()
-            .filter(|e| turn_id.is_none_or(|t| e.info.turn_id == t))
+            .filter(|e| !e.taken && turn_id.is_none_or(|t| e.info.turn_id == t))
             .map(|e| e.info.clone())
             .collect()
     }
 
-    /// Delivers an answer. A selected option must be one of the offered ids
-    /// exactly; otherwise the request stays pending and the call fails.
-    pub(crate) fn answer(
+    /// Delivers an answer at once ([`take`](Self::take) then
+    /// [`Taken::deliver`]).
+    #[cfg(test)]
+    fn answer(
         &self,
         turn_id: &str,
         request_id: &str,
         answer: PermissionAnswer,
     ) -> Result<(), AnswerError> {
+        self.take(turn_id, request_id, answer)?.deliver()
+    }
+
+    /// Checks an answer and reserves the request for it without delivering
+    /// it yet, so the caller can make its receipt durable first. A selected
+    /// option must be one of the offered ids exactly; otherwise the request
+    /// stays pending and the call fails. While reserved, every other answer
+    /// is refused as not pending; dropping the [`Taken`] undelivered
+    /// releases the request again.
+    pub(crate) fn take(
+        &self,
+        turn_id: &str,
+        request_id: &str,
+        answer: PermissionAnswer,
+    ) -> Result<Taken, AnswerError> {
         let key = (turn_id.to_string(), request_id.to_string());
         let mut map = self.lock();
-        let Some(entry) = map.get(&key) else {
-            return Err(AnswerError::NotPending {
-                turn_id: turn_id.to_string(),
-                request_id: request_id.to_string(),
-            });
+        let not_pending = || AnswerError::NotPending {
+            turn_id: turn_id.to_string(),
+            request_id: request_id.to_string(),
+        };
+        let Some(entry) = map.get_mut(&key).filter(|e| !e.taken) else {
+            return Err(not_pending());
         };
         if let PermissionAnswer::Selected { option_id } = &answer
             && !entry.info.options.iter().any(|o| &o.option_id == option_id)
@@ -149,13 +176,51 @@ impl PermissionBroker {
                 option_id: option_id.chars().take(128).collect(),
             });
         }
-        let entry = map.remove(&key).expect("entry checked above");
-        // The runner may have stopped waiting this instant; then the answer
-        // is moot and the request was resolved another way.
-        entry.tx.send(answer).map_err(|_| AnswerError::NotPending {
-            turn_id: turn_id.to_string(),
-            request_id: request_id.to_string(),
+        entry.taken = true;
+        Ok(Taken {
+            broker: self.clone(),
+            key,
+            answer: Some(answer),
         })
+    }
+}
+
+/// A checked answer holding its request (see [`PermissionBroker::take`]).
+#[derive(Debug)]
+pub(crate) struct Taken {
+    /// Owner registry.
+    broker: PermissionBroker,
+    /// The request's key.
+    key: (String, String),
+    /// The answer; `None` once delivered.
+    answer: Option<PermissionAnswer>,
+}
+
+impl Taken {
+    /// Hands the answer to the waiting runner. Fails as not pending when the
+    /// runner stopped waiting meanwhile (deadline, cancel, end of turn): the
+    /// request was then resolved another way, as its journal says.
+    pub(crate) fn deliver(mut self) -> Result<(), AnswerError> {
+        let answer = self.answer.take().expect("delivered once");
+        let entry = self.broker.lock().remove(&self.key);
+        let not_pending = || AnswerError::NotPending {
+            turn_id: self.key.0.clone(),
+            request_id: self.key.1.clone(),
+        };
+        match entry {
+            Some(entry) => entry.tx.send(answer).map_err(|_| not_pending()),
+            None => Err(not_pending()),
+        }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if self.answer.is_some()
+            && let Some(entry) = self.broker.lock().get_mut(&self.key)
+        {
+            entry.taken = false;
+        }
     }
 }
 
@@ -196,6 +261,43 @@ mod tests {
             Err(AnswerError::NotPending { .. })
         ));
         drop(reg);
+        assert!(broker.pending(None).is_empty());
+    }
+
+    /// The receipt of `permissions.respond` is written between `take` and
+    /// `deliver`: meanwhile the request is reserved, an undelivered answer
+    /// releases it, and a runner that stopped waiting refuses delivery.
+    #[test]
+    fn a_taken_answer_reserves_the_request_until_delivered_or_dropped() {
+        let broker = PermissionBroker::default();
+        let (mut rx, reg) = broker.register("t1", "th1", &request());
+        let yes = PermissionAnswer::Selected {
+            option_id: "yes".into(),
+        };
+        let taken = broker.take("t1", "r1", yes.clone()).unwrap();
+        assert!(broker.pending(None).is_empty());
+        assert!(matches!(
+            broker.take("t1", "r1", yes.clone()),
+            Err(AnswerError::NotPending { .. })
+        ));
+        assert!(rx.try_recv().is_err(), "nothing delivered before `deliver`");
+        drop(taken);
+        assert_eq!(broker.pending(None).len(), 1, "released again");
+        broker
+            .take("t1", "r1", yes.clone())
+            .unwrap()
+            .deliver()
+            .unwrap();
+        assert_eq!(rx.try_recv().unwrap(), yes);
+        drop(reg);
+
+        let (_rx, reg) = broker.register("t1", "r2-thread", &request());
+        let taken = broker.take("t1", "r1", yes).unwrap();
+        drop(reg);
+        assert!(matches!(
+            taken.deliver(),
+            Err(AnswerError::NotPending { .. })
+        ));
         assert!(broker.pending(None).is_empty());
     }
 

@@ -17,7 +17,7 @@ mod outcome;
 mod pool;
 mod worker;
 
-pub(crate) use broker::PendingPermission;
+pub(crate) use broker::{PendingPermission, Taken};
 pub(crate) use mcp::{McpLease, McpRegistry};
 #[cfg(test)]
 pub(crate) use outcome::DEADLINE_EXCEEDED;

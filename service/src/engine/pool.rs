@@ -10,6 +10,10 @@
 //!
 //! Teardown of a retired agent runs on its own task, never on a turn's
 //! critical path; shutdown waits for those tasks within the grace.
+//!
+//! An idle agent is watched ([`LiveAgent::watch`]): a request it sends
+//! while no turn runs is refused at once and every message it sends is
+//! journaled at once on the turn it last ran, never left for its next use.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,13 +22,18 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::acp::{LiveAgent, TeardownLimits};
+use serde_json::Value;
+
+use crate::acp::{LiveAgent, TeardownLimits, Watched};
+
+/// Journals what an idle agent sent, on the turn it last ran.
+pub(crate) type IdleJournal = Arc<dyn Fn(&str, Value) + Send + Sync>;
 
 /// An agent waiting for its thread's next turn.
 #[derive(Debug)]
 struct Idle {
-    /// The agent.
-    agent: LiveAgent,
+    /// The agent, under watch.
+    agent: Watched,
     /// The last turn it ran (late output it sent is journaled there).
     last_turn: String,
     /// LRU order: larger is more recent.
@@ -36,8 +45,8 @@ struct Idle {
 /// A checked-out agent: its last turn travels with it.
 #[derive(Debug)]
 pub(super) struct Checkout {
-    /// The agent.
-    pub(crate) agent: LiveAgent,
+    /// The agent, still under watch until resumed.
+    pub(crate) agent: Watched,
     /// The turn it last ran.
     pub(crate) last_turn: String,
 }
@@ -64,7 +73,7 @@ pub struct PoolStatus {
 }
 
 /// Cheap to clone; all clones share one pool.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(super) struct AgentPool {
     /// The agents.
     inner: Arc<Mutex<Inner>>,
@@ -74,15 +83,26 @@ pub(super) struct AgentPool {
     max_live: usize,
     /// Teardown waits for retired agents.
     limits: TeardownLimits,
+    /// Where idle agents' messages go.
+    journal: IdleJournal,
+}
+
+impl std::fmt::Debug for AgentPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentPool")
+            .field("max_live", &self.max_live)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentPool {
-    pub(super) fn new(max_live: usize, limits: TeardownLimits) -> AgentPool {
+    pub(super) fn new(max_live: usize, limits: TeardownLimits, journal: IdleJournal) -> AgentPool {
         AgentPool {
             inner: Arc::default(),
             teardowns: Arc::default(),
             max_live: max_live.max(1),
             limits,
+            journal,
         }
     }
 
@@ -118,7 +138,7 @@ impl AgentPool {
         };
         for (thread, agent) in retired {
             tracing::info!(thread = %thread, "idle agent evicted (least recently used) to make room");
-            self.retire(agent);
+            self.retire_watched(agent);
         }
         found.map(|i| Checkout {
             agent: i.agent,
@@ -143,6 +163,8 @@ impl AgentPool {
                 Some(agent) if !idle.is_zero() && inner.idle.len() + inner.busy < self.max_live => {
                     inner.tick += 1;
                     let used = inner.tick;
+                    let (journal, turn) = (Arc::clone(&self.journal), last_turn.to_owned());
+                    let agent = agent.watch(Arc::new(move |msg| journal(&turn, msg)));
                     let previous = inner.idle.insert(
                         thread.to_owned(),
                         Idle {
@@ -152,7 +174,10 @@ impl AgentPool {
                             expires: Instant::now() + idle,
                         },
                     );
-                    previous.map(|p| p.agent)
+                    if let Some(p) = previous {
+                        self.retire_watched(p.agent);
+                    }
+                    None
                 }
                 other => other,
             }
@@ -179,7 +204,7 @@ impl AgentPool {
         };
         for (thread, i) in expired {
             tracing::info!(thread = %thread, "idle agent stopped (idleSeconds passed)");
-            self.retire(i.agent);
+            self.retire_watched(i.agent);
         }
     }
 
@@ -189,7 +214,7 @@ impl AgentPool {
         let idle: Vec<(String, Idle)> = self.lock().idle.drain().collect();
         for (thread, i) in idle {
             tracing::info!(thread = %thread, "idle agent stopped (agent secrets reloaded)");
-            self.retire(i.agent);
+            self.retire_watched(i.agent);
         }
     }
 
@@ -203,12 +228,24 @@ impl AgentPool {
         });
     }
 
+    /// Ends an idle agent's watch and tears it down, on its own task.
+    pub(super) fn retire_watched(&self, agent: Watched) {
+        let limits = self.limits;
+        let mut tasks = self.teardowns.lock().unwrap_or_else(|p| p.into_inner());
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move {
+            if let Some(agent) = agent.resume().await {
+                agent.shutdown(limits).await;
+            }
+        });
+    }
+
     /// Retires the thread's idle agent, if any (its last turn's outcome
     /// was lost, so it is never reused).
     pub(super) fn discard(&self, thread: &str) {
         let idle = self.lock().idle.remove(thread);
         if let Some(i) = idle {
-            self.retire(i.agent);
+            self.retire_watched(i.agent);
         }
     }
 
@@ -237,7 +274,7 @@ impl AgentPool {
     pub(super) async fn shutdown(&self, deadline: Instant) {
         let idle: Vec<Idle> = self.lock().idle.drain().map(|(_, i)| i).collect();
         for i in idle {
-            self.retire(i.agent);
+            self.retire_watched(i.agent);
         }
         let mut tasks =
             std::mem::take(&mut *self.teardowns.lock().unwrap_or_else(|p| p.into_inner()));

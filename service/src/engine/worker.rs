@@ -23,10 +23,10 @@ use crate::domain::{
 };
 use crate::store::Store;
 
-use super::broker::{AnswerError, PendingPermission, PermissionBroker};
+use super::broker::{AnswerError, PendingPermission, PermissionBroker, Taken};
 use super::hooks::StoreHooks;
 use super::outcome::{Deadline, deadline_end, turn_end};
-use super::pool::{AgentPool, PoolStatus};
+use super::pool::{AgentPool, IdleJournal, PoolStatus};
 
 /// Outcome code of turns settled because the controller stopped.
 mod around;
@@ -202,7 +202,8 @@ impl Engine {
     /// An engine over `store`.
     pub fn new(store: Store, config: EngineConfig) -> Engine {
         let registry = AgentRegistry::of_home(&store.options().home);
-        let pool = AgentPool::new(config.max_live_agents, config.limits.teardown);
+        let journal = around::idle_journal(store.clone());
+        let pool = AgentPool::new(config.max_live_agents, config.limits.teardown, journal);
         let slots = Arc::new(Semaphore::new(config.max_running_turns.max(1)));
         Engine {
             store,

@@ -7,21 +7,22 @@ use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use crate::acp::PermissionAnswer;
-use crate::engine::{Engine, PendingPermission};
+use crate::engine::{Engine, PendingPermission, Taken};
 use crate::store::Store;
 use lapis_protocol::{ErrorCode, RpcError};
 
 /// Answers an agent's pending permission request (implemented by the engine
 /// that runs turns).
 pub(crate) trait PermissionResponder: Send + Sync + std::fmt::Debug {
-    /// Delivers `option_id` to request `request_id` of turn `turn_id`.
-    /// Refuses option ids the agent did not offer.
-    fn respond<'a>(
+    /// Checks `option_id` for request `request_id` of turn `turn_id` and
+    /// reserves the request for it; [`Taken::deliver`] hands it to the
+    /// agent. Refuses option ids the agent did not offer.
+    fn take<'a>(
         &'a self,
         turn_id: &'a str,
         request_id: &'a str,
         option_id: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<Taken, RpcError>> + Send + 'a>>;
 
     /// Requests waiting for an answer, optionally of one turn. Callers
     /// filter by ownership before showing any.
@@ -77,17 +78,17 @@ impl ProviderNames {
 }
 
 impl PermissionResponder for Engine {
-    fn respond<'a>(
+    fn take<'a>(
         &'a self,
         turn_id: &'a str,
         request_id: &'a str,
         option_id: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Taken, RpcError>> + Send + 'a>> {
         Box::pin(async move {
             let answer = PermissionAnswer::Selected {
                 option_id: option_id.to_owned(),
             };
-            self.respond_permission(turn_id, request_id, answer)
+            self.take_permission(turn_id, request_id, answer)
                 .await
                 .map_err(|e| match ErrorCode::parse(e.code()) {
                     Some(ErrorCode::Internal) | None => super::failure::internal(e),

@@ -24,6 +24,9 @@
 //! each requested mode id. `--mcp-ledger PATH` appends the `mcpServers` of
 //! every `session/new` and `session/load` (one JSON line each);
 //! `--mcp-caps http,sse|none` sets the advertised `mcpCapabilities`.
+//! `--idle-request PATH`: after answering a prompt, sends a
+//! `fs/read_text_file` request and appends `idle-0=<outcome>` to PATH when
+//! its answer arrives.
 //!
 //! Sessions: each `session/new` gets an id unique to this process
 //! (`fx-<pid>-<n>`); a prompt naming another session is refused. `--history
@@ -571,5 +574,22 @@ fn run_prompt(
             json!({"sessionUpdate": "agent_message_chunk",
             "content": {"type": "text", "text": format!("late{i}")}}),
         );
+    }
+    if let Some(path) = script.get("idle-request") {
+        // Between turns: a request no client serves, then the answer as
+        // `key=outcome` appended to PATH the moment it arrives.
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "idle-0", "method": "fs/read_text_file",
+            "params": {"sessionId": s, "path": "/etc/hostname"}}),
+        );
+        if let Ok((key, outcome)) = answers.recv() {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("idle-request file");
+            writeln!(f, "{key}={outcome}").expect("idle-request write");
+        }
     }
 }

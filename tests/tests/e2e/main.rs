@@ -30,6 +30,7 @@ mod ops_notify;
 mod ops_reload;
 mod ops_status;
 mod policy;
+mod policy_agent;
 mod policy_modes;
 mod policy_prepared;
 mod policy_receipts;

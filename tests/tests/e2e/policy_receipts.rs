@@ -21,7 +21,7 @@ fn twice(client: &mut Client, method: &str, params: Value) -> Value {
     assert_eq!(first["replayed"], false, "{method}: {first}");
     let second = client.call_value(method, params).unwrap();
     assert_eq!(second["replayed"], true, "{method}: {second}");
-    if method == "turns.submit" {
+    if method == "turns.submit" || method == "turns.continue" {
         // A submit replays the turn as it is now (it may have moved on).
         assert_eq!(first["turn"]["id"], second["turn"]["id"]);
         return first;
@@ -107,6 +107,17 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
         &mut c,
         "turns.resolve",
         json!({ "turnId": lost, "as": "cancelled", "confirmStopped": true, "commandId": "r-1" }),
+    );
+
+    // turns.continue of the resolved turn: a lost answer replays the same
+    // linked turn; other instructions under the id are a conflict.
+    let cont = json!({ "turnId": lost, "commandId": "n-1", "prompt": "again" });
+    let linked = twice(&mut c, "turns.continue", cont);
+    assert_eq!(linked["turn"]["continues"], lost.as_str());
+    conflict(
+        &mut c,
+        "turns.continue",
+        json!({ "turnId": lost, "commandId": "n-1", "prompt": "something else" }),
     );
 
     // turns.cancel of a turn in flight.
@@ -321,6 +332,34 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
         .unwrap();
     assert_eq!(
         settle(&mut c, ok["turn"]["id"].as_str().unwrap()).state,
+        TurnState::Completed
+    );
+
+    // `turns.continue` takes the same `expect`: a difference queues nothing,
+    // a match makes the linked turn.
+    let prior = ok["turn"]["id"].as_str().unwrap();
+    let err = c
+        .call_value(
+            "turns.continue",
+            json!({ "turnId": prior, "commandId": "cx-1", "prompt": "more",
+                    "expect": { "approval": "allow-all" } }),
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "binding_mismatch");
+    let ClientError::Rpc(rpc) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(rpc.data.as_ref().unwrap()["fields"], json!(["approval"]));
+    assert_eq!(c.turns_list(Some(&thread.id)).unwrap().len(), 1);
+    let linked = c
+        .call_value(
+            "turns.continue",
+            json!({ "turnId": prior, "commandId": "cx-2", "prompt": "more", "expect": held }),
+        )
+        .unwrap();
+    assert_eq!(linked["turn"]["continues"], prior);
+    assert_eq!(
+        settle(&mut c, linked["turn"]["id"].as_str().unwrap()).state,
         TurnState::Completed
     );
 

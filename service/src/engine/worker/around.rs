@@ -115,18 +115,34 @@ impl Engine {
         self.broker.pending(turn_id)
     }
 
-    /// Answers a pending permission request (`permissions.respond`). The
-    /// caller authorizes first (the pending entry names its thread). A
-    /// selected option must be one of the offered ids exactly. An answer for
-    /// a finished turn is journaled as an observation and refused.
+    /// Answers a pending permission request at once (see
+    /// [`take_permission`](Engine::take_permission)).
     pub async fn respond_permission(
         &self,
         turn_id: &str,
         request_id: &str,
         answer: PermissionAnswer,
     ) -> Result<(), EngineError> {
-        match self.broker.answer(turn_id, request_id, answer.clone()) {
-            Ok(()) => Ok(()),
+        self.take_permission(turn_id, request_id, answer)
+            .await?
+            .deliver()
+            .map_err(EngineError::NotPending)
+    }
+
+    /// Checks an answer to a pending permission request and reserves the
+    /// request for it (`permissions.respond` makes its receipt durable, then
+    /// delivers). The caller authorizes first (the pending entry names its
+    /// thread). A selected option must be one of the offered ids exactly.
+    /// An answer for a finished turn is journaled as an observation and
+    /// refused.
+    pub(crate) async fn take_permission(
+        &self,
+        turn_id: &str,
+        request_id: &str,
+        answer: PermissionAnswer,
+    ) -> Result<Taken, EngineError> {
+        match self.broker.take(turn_id, request_id, answer.clone()) {
+            Ok(taken) => Ok(taken),
             Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
             Err(e @ AnswerError::NotPending { .. }) => {
                 let turn = self.store.get_turn(turn_id).await?;
@@ -174,8 +190,9 @@ impl Engine {
         bound: Option<&SessionBinding>,
         replace: Option<&str>,
     ) -> Option<LiveAgent> {
-        let mut out = self.pool.checkout(thread)?;
-        let stale = out.agent.take_stale().await;
+        let out = self.pool.checkout(thread)?;
+        let mut agent = out.agent.resume().await?;
+        let stale = agent.take_stale().await;
         for msg in stale.messages {
             let kind = msg
                 .pointer("/params/update/sessionUpdate")
@@ -192,12 +209,12 @@ impl Engine {
                 ));
             }
         }
-        let same = bound.is_some_and(|b| b.session_id == out.agent.session_id());
+        let same = bound.is_some_and(|b| b.session_id == agent.session_id());
         if stale.gone || replace.is_some() || !same {
-            self.pool.retire(out.agent);
+            self.pool.retire(agent);
             return None;
         }
-        Some(out.agent)
+        Some(agent)
     }
 
     /// Records the turn's end. A write refused by the storage (disk full,
@@ -234,6 +251,34 @@ impl Engine {
             }
         }
     }
+}
+
+/// Journals what an idle agent sends, on the turn it last ran (a finished
+/// turn: the store records it as a late observation that changes nothing).
+/// A request (it has an id), already refused at once, is observed as an
+/// `unsupported_request`; anything else as late output.
+pub(super) fn idle_journal(store: Store) -> IdleJournal {
+    Arc::new(move |turn: &str, msg: serde_json::Value| {
+        let method = msg.get("method").and_then(serde_json::Value::as_str);
+        let event = match (method, msg.get("id")) {
+            (Some(method), Some(_)) => ActivityEvent::Observation {
+                kind: "unsupported_request".into(),
+                payload: serde_json::json!({"method": method, "idle": true}),
+            },
+            _ => ActivityEvent::Late {
+                kind: msg
+                    .pointer("/params/update/sessionUpdate")
+                    .or_else(|| msg.get("method"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string(),
+                payload: msg,
+            },
+        };
+        if let Ok(payload) = serde_json::to_value(&event) {
+            drop(store.append_activity(turn, EventKind::Observation, Some(payload)));
+        }
+    })
 }
 
 pub(super) fn forget(

@@ -198,9 +198,12 @@ pub(crate) async fn turns_resolve(
     Ok(receipted(receipt))
 }
 
-/// `permissions.respond`: delivered to the engine running the turn. With a
-/// command id the accepted answer is recorded afterwards, so asking again
-/// with the same id replays `accepted` (other input: `conflict`).
+/// `permissions.respond`: checked by the engine running the turn, which
+/// reserves the request for it; with a command id the receipt is made
+/// durable *before* the answer is delivered, so a caller whose answer was
+/// lost and who asks again with the same id gets the same result
+/// (`accepted`, replayed; other input: `conflict`) and the agent never
+/// gets the answer without the receipt existing.
 pub(crate) async fn permissions_respond(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -241,9 +244,7 @@ pub(crate) async fn permissions_respond(
             "no pending permission request with that id",
         ));
     };
-    engine
-        .respond(&p.turn_id, &p.request_id, &p.option_id)
-        .await?;
+    let taken = engine.take(&p.turn_id, &p.request_id, &p.option_id).await?;
     let result = json!({ "accepted": true });
     if let Some((cmd, parts)) = command {
         ctx.core
@@ -258,6 +259,17 @@ pub(crate) async fn permissions_respond(
             )
             .await
             .map_err(store_err)?;
+    }
+    // The runner may stop waiting in the instant between the check and the
+    // delivery (deadline, cancel): the request was then resolved another
+    // way, as its `permission_decided` event says. Without a receipt that is
+    // reported; with one, the receipt's answer stands (`accepted` means the
+    // answer was valid and handed over), so a retry agrees with this one.
+    if let Err(err) = taken.deliver() {
+        tracing::warn!(turn = %p.turn_id, "permission answer arrived as the request ended");
+        if p.command_id.is_none() {
+            return Err(RpcError::new(ErrorCode::NotFound, err.to_string()));
+        }
     }
     Ok(RespondResult {
         accepted: true,

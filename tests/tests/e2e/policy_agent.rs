@@ -1,0 +1,86 @@
+//! Agent requests this client does not serve (issue 14, item 8): answered
+//! with a JSON-RPC error at once and observed in the journal, also when the
+//! agent sends one between turns, while it waits idle in the pool.
+
+use std::time::{Duration, Instant};
+
+use lapis_protocol::{EventKind, TurnState};
+use serde_json::json;
+
+use crate::acp::arg;
+use crate::policy::{app, fixture, settle};
+use crate::serve_support::{OWNER, Server};
+
+#[test]
+fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
+    let scratch = tempfile::tempdir().unwrap();
+    let answers = scratch.path().join("answers");
+    let pidfile = scratch.path().join("pid");
+    let mut idle = fixture(&[
+        "--idle-request",
+        &arg(&answers),
+        "--pidfile",
+        &arg(&pidfile),
+    ]);
+    idle["idleSeconds"] = json!(600);
+    let server = Server::start_full(json!({}), json!({ "idle": idle }));
+    let mut c = app(&server, OWNER, "idler");
+    let thread = c.threads_create("proj", "idle", "ask", None).unwrap();
+    let first = c.turns_submit(&thread.id, "i-1", "one").unwrap();
+    assert_eq!(settle(&mut c, &first.id).state, TurnState::Completed);
+
+    // No turn runs, and none is submitted: the answer still arrives (before,
+    // it waited until the agent's next use).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let answer = loop {
+        if let Ok(text) = std::fs::read_to_string(&answers)
+            && !text.is_empty()
+        {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the idle request was never answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(answer.trim(), r#"idle-0={"error":-32603}"#);
+
+    // Observed on the turn the agent last ran (a late observation: that
+    // turn had ended), naming the method and that the agent was idle.
+    let observed = loop {
+        let page = c.journal_replay(Some(&thread.id), 0, None).unwrap();
+        let hit = page.events.into_iter().find(|e| {
+            e.kind == EventKind::Observation
+                && e.turn_id.as_deref() == Some(first.id.as_str())
+                && e.payload
+                    .as_ref()
+                    .is_some_and(|p| p.pointer("/data/kind") == Some(&json!("unsupported_request")))
+        });
+        if let Some(hit) = hit {
+            break hit.payload.unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the idle request was not journaled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        observed["data"]["payload"],
+        json!({"method": "fs/read_text_file", "idle": true}),
+        "{observed}"
+    );
+    assert_eq!(
+        c.turns_get(&first.id).unwrap().state,
+        TurnState::Completed,
+        "an observation changes nothing"
+    );
+
+    // The agent stays usable: the next turn goes to the same process.
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let second = c.turns_submit(&thread.id, "i-2", "two").unwrap();
+    assert_eq!(settle(&mut c, &second.id).state, TurnState::Completed);
+    assert_eq!(std::fs::read_to_string(&pidfile).unwrap(), pid);
+    server.finish(&[], &[]);
+}
