@@ -32,7 +32,7 @@ pub struct StoreOptions {
     /// Most events committed by one group commit.
     pub(crate) group_commit_max: usize,
     /// Longest extra wait for more streamed events once a batch started.
-    pub(crate) group_commit_linger: Duration,
+    pub group_commit_linger: Duration,
     /// Longest wait for more requests once a batch holds a claim or a
     /// turn's `running` mark (answered or not awaited before the commit),
     /// so the dispatch boundary or the turn's output and outcome that follow
