@@ -54,6 +54,7 @@ mod handle;
 mod ids;
 mod journal;
 mod lock;
+mod ops_cancel;
 mod ops_threads;
 mod ops_turns;
 mod prepared;

@@ -1,0 +1,133 @@
+//! A writer batch: requests taken in order into one outer transaction, each
+//! operation in a savepoint as it arrives, consecutive appends together
+//! (see the parent module's docs for what must stay true).
+
+use std::time::Duration;
+
+use crate::domain::StoreError;
+
+use super::{AppendReq, Cmd, OpMode, Reply, Writer, WriterLimits};
+
+/// One batch of requests run in one outer transaction (see the module docs):
+/// operations each in a savepoint as they arrive, consecutive appends
+/// together.
+pub(super) struct Batch {
+    /// The outer transaction is open (without it each write commits alone).
+    batched: bool,
+    /// `total_changes` when the batch began.
+    changes_before: u64,
+    /// Answers due after the commit.
+    replies: Vec<Reply>,
+    /// Appends not yet written (written before the next operation runs).
+    appends: Vec<AppendReq>,
+    /// Requests taken.
+    pub(super) len: usize,
+    /// It holds an operation someone waits for: take only what is queued.
+    durable: bool,
+    /// It holds an early or detached operation that wrote something.
+    deferred: bool,
+}
+
+impl Batch {
+    pub(super) fn begin(w: &mut Writer) -> Batch {
+        let batched = w
+            .conn
+            .prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut s| s.execute([]))
+            .is_ok();
+        Batch {
+            batched,
+            changes_before: w.conn.total_changes(),
+            replies: Vec::new(),
+            appends: Vec::new(),
+            len: 0,
+            durable: false,
+            deferred: false,
+        }
+    }
+
+    /// Runs `cmd` now (appends: with the next operation or at the end).
+    pub(super) fn take(&mut self, w: &mut Writer, cmd: Cmd) {
+        self.len += 1;
+        match cmd {
+            Cmd::Append(a) => self.appends.push(a),
+            Cmd::Op(op, mode) => {
+                self.write_appends(w);
+                let before = w.conn.total_changes();
+                let reply = op(w);
+                match mode {
+                    OpMode::Durable => {
+                        self.durable = true;
+                        self.replies.push(reply);
+                    }
+                    OpMode::Early => reply(None, &[]),
+                    OpMode::Detached => self.replies.push(reply),
+                }
+                if mode != OpMode::Durable && w.conn.total_changes() != before {
+                    self.deferred = true;
+                }
+            }
+            Cmd::Shutdown => {}
+        }
+    }
+
+    fn write_appends(&mut self, w: &mut Writer) {
+        if !self.appends.is_empty() {
+            let appends = std::mem::take(&mut self.appends);
+            self.replies.push(w.append_batch(appends));
+        }
+    }
+
+    /// How long the batch may wait for more requests, from what it holds.
+    pub(super) fn linger(&self, limits: &WriterLimits) -> Duration {
+        if self.durable {
+            Duration::ZERO
+        } else if self.deferred {
+            limits.deferred_linger.max(limits.group_commit_linger)
+        } else {
+            limits.group_commit_linger
+        }
+    }
+
+    /// Commits, publishes the events and answers.
+    pub(super) fn finish(mut self, w: &mut Writer) {
+        self.write_appends(w);
+        let failed = if self.batched {
+            let wrote = w.conn.total_changes() != self.changes_before;
+            match w
+                .conn
+                .prepare_cached("COMMIT")
+                .and_then(|mut s| s.execute([]).map(|_| ()))
+            {
+                Ok(()) => {
+                    // A batch that changed nothing writes no WAL frame and
+                    // costs no fsync; it is not counted as a commit.
+                    if wrote {
+                        w.shared
+                            .commits
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        w.storage_recovered();
+                    }
+                    None
+                }
+                Err(e) => {
+                    let e = StoreError::from_sqlite(e);
+                    w.note_storage(&e);
+                    let code = e.code();
+                    let _ = w.conn.execute_batch("ROLLBACK");
+                    // Nothing of the batch happened: drop its events and
+                    // rebuild memory from what is committed.
+                    w.outbox.clear();
+                    let _ = w.reload();
+                    Some(code)
+                }
+            }
+        } else {
+            None
+        };
+        let published = w.flush_outbox();
+        for reply in self.replies {
+            reply(failed, &published);
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! One prompt turn of the fixture agent: the scripted updates, permission
+//! requests, tool calls and stop reason its flags ask for.
+
+use super::*;
+
+pub(crate) fn run_prompt(
+    script: &Script,
+    out: &Out,
+    cancelled: &AtomicBool,
+    id: Value,
+    answers: mpsc::Receiver<(String, Value)>,
+    s: &str,
+    recall: Option<String>,
+) {
+    if let Some(recall) = recall {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("recall: {recall}\n")}}),
+        );
+    }
+    if script.has("report-env") {
+        let mut vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+        vars.sort();
+        vars.push(format!(
+            "cwd={}",
+            std::env::current_dir().unwrap().display()
+        ));
+        for v in vars {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": v}}),
+            );
+        }
+    }
+    for i in 0..script.num("thoughts") {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": format!("thought {i}")}}),
+        );
+    }
+    if script.has("plan") {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "plan",
+            "entries": [{"content": "step", "priority": "high", "status": "pending"}]}),
+        );
+    }
+    for i in 0..script.num("tool-calls") {
+        let tid = format!("tool-{i}");
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call", "toolCallId": tid,
+            "title": format!("Edit file {i}"), "kind": "edit", "status": "pending"}),
+        );
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
+            "status": "in_progress", "locations": [{"path": format!("/w/f{i}.rs"), "line": i + 1}]}),
+        );
+        // `--tool-final in_progress` leaves the call without a terminal status.
+        let last = script.get("tool-final").unwrap_or("completed");
+        if last != "in_progress" {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
+                "status": last}),
+            );
+        }
+    }
+    if script.has("structured-input") {
+        // An agent asking for structured input must never be auto-approved:
+        // this client refuses the method; report what came back.
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "elicit-0", "method": "elicitation/create",
+            "params": {"sessionId": s, "message": "Pick one", "requestedSchema": {}}}),
+        );
+        if let Ok((key, outcome)) = answers.recv() {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": format!("{key}={outcome}")}}),
+            );
+        }
+    }
+    let perms = script.num("permissions");
+    if perms > 0 {
+        let kinds = script.get("perm-kinds").unwrap_or("allow_once,reject_once");
+        let options: Vec<Value> = kinds
+            .split(',')
+            .map(|k| json!({"optionId": format!("opt-{k}"), "name": k, "kind": k}))
+            .collect();
+        for i in 0..perms {
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": format!("perm-{i}"),
+                "method": "session/request_permission", "params": {"sessionId": s,
+                "toolCall": {"toolCallId": format!("guarded-{i}"), "title": "Run command",
+                    "kind": "execute", "status": "pending"},
+                "options": options}}),
+            );
+        }
+        let mut got: Vec<(String, Value)> = Vec::new();
+        while got.len() < perms {
+            match answers.recv() {
+                Ok(a) => got.push(a),
+                Err(_) => return,
+            }
+        }
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        for (key, outcome) in got {
+            let text = match outcome["outcome"].as_str() {
+                Some("selected") => {
+                    format!("{key}={}", outcome["optionId"].as_str().unwrap_or("?"))
+                }
+                other => format!("{key}={}", other.unwrap_or("?")),
+            };
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text}}),
+            );
+        }
+    }
+    if script.has("secrets") {
+        for sample in lapis_service::redact::sample_credentials() {
+            let text = format!("found {} in the repo; ", sample.text);
+            let mut mid = text.len() / 2;
+            while !text.is_char_boundary(mid) {
+                mid -= 1;
+            }
+            for part in [&text[..mid], &text[mid..]] {
+                update(
+                    out,
+                    s,
+                    json!({"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": part}}),
+                );
+            }
+        }
+        let token = &lapis_service::redact::sample_credentials()[3].text;
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "secret-call",
+            "title": format!("curl -H 'Authorization: Bearer {token}'"), "status": "completed"}),
+        );
+    }
+    let text = script.get("chunk-text").unwrap_or("chunk");
+    for i in 0..script.num("chunks") {
+        let mut u = json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("{text}{i} ")}});
+        if script.has("message-id") {
+            u["messageId"] = json!("msg-1");
+        }
+        update(out, s, u);
+    }
+    if let Some(n) = script
+        .get("oversized")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "x".repeat(n)}}),
+        );
+    }
+    if script.has("hang") {
+        while !cancelled.load(Ordering::SeqCst) || script.has("ignore-cancel") {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stop = script.get("cancel-stop").unwrap_or("cancelled");
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": stop}}),
+        );
+        return;
+    }
+    if script.has("prompt-error") {
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32603, "message": "model unavailable"}}),
+        );
+        return;
+    }
+    if script.has("exit-after-stream") {
+        std::process::exit(3);
+    }
+    let stop = script.get("stop-reason").unwrap_or("end_turn");
+    send(
+        out,
+        &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": stop}}),
+    );
+    for i in 0..script.num("after-response") {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("late{i}")}}),
+        );
+    }
+    if let Some(path) = script.get("idle-request") {
+        // Between turns: a request no client serves, then the answer as
+        // `key=outcome` appended to PATH the moment it arrives.
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "idle-0", "method": "fs/read_text_file",
+            "params": {"sessionId": s, "path": "/etc/hostname"}}),
+        );
+        if let Ok((key, outcome)) = answers.recv() {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("idle-request file");
+            writeln!(f, "{key}={outcome}").expect("idle-request write");
+        }
+    }
+}
