@@ -27,6 +27,17 @@ pub(super) enum Watch {
     Follow,
 }
 
+impl Watch {
+    /// From `--wait` / `--follow` (follow wins); `None`: print the id and return.
+    fn from_flags(wait: bool, follow: bool) -> Option<Watch> {
+        match (wait, follow) {
+            (_, true) => Some(Watch::Follow),
+            (true, false) => Some(Watch::Wait),
+            (false, false) => None,
+        }
+    }
+}
+
 /// What to submit and how to show it.
 pub(super) struct Submission<'a> {
     /// Thread id.
@@ -139,10 +150,9 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
-            let watch = match (wait, follow) {
-                (_, true) => Watch::Follow,
-                (true, false) => Watch::Wait,
-                (false, false) => {
+            let watch = match Watch::from_flags(wait, follow) {
+                Some(watch) => watch,
+                None => {
                     let turn = client
                         .turns_submit(&thread, &command_id, &prompt)
                         .map_err(client_error)?;
@@ -179,10 +189,9 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
-            let watch = match (wait, follow) {
-                (_, true) => Watch::Follow,
-                (true, false) => Watch::Wait,
-                (false, false) => {
+            let watch = match Watch::from_flags(wait, follow) {
+                Some(watch) => watch,
+                None => {
                     let next = client
                         .turns_continue(&TurnsContinue {
                             turn_id: turn,
