@@ -158,6 +158,11 @@ impl Writer {
         }
         let thread = read::thread(&self.conn, &input.thread_id)?
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
+        // Checked here rather than by a read before the request: one store
+        // round trip per submit instead of two.
+        if thread.principal != actor.principal || thread.application != actor.application {
+            return Err(StoreError::Forbidden);
+        }
         if let Some(expect) = expect {
             let fields = expect.mismatches(&thread);
             if !fields.is_empty() {

@@ -123,10 +123,11 @@ async fn command_ids_are_idempotent_per_principal_with_input_digest() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "conflict");
-    // Another principal has its own command-id space.
+    // Another principal has its own command-id space (and threads).
     let other = Actor::new("bob", "app");
+    let th_bob = super::thread_of(s, &other, &ws.id, Retention::Full).await;
     let c = s
-        .submit_turn(&other, submit(&th.id, "c1", "p"))
+        .submit_turn(&other, submit(&th_bob.id, "c1", "p"))
         .await
         .unwrap();
     assert!(!c.replayed);
