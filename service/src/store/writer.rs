@@ -41,7 +41,7 @@ use crate::domain::{
     Clock, EventKind, JournalEvent, StoreError, StoreResult, StoreStatus, TurnState,
 };
 
-use super::journal::{INSERT_EVENT, Journal, JournalTx, ReadyPayload};
+use super::journal::{Journal, JournalTx, ReadyPayload};
 use super::lock::InstanceLock;
 use super::read;
 use super::scheduler::Scheduler;
@@ -94,6 +94,17 @@ pub(crate) struct AppendReq {
     pub(crate) payload: Option<ReadyPayload>,
     /// Where the committed event (or the error) goes; may be dropped by the caller.
     pub(crate) reply: oneshot::Sender<StoreResult<Arc<JournalEvent>>>,
+}
+
+/// Where a streamed append goes, resolved before its batch's write (a
+/// turn's state does not change in between: the appends of one batch are
+/// written together, before any later operation runs).
+#[derive(Debug, Clone)]
+struct Plan {
+    /// The turn's thread (shared by a run of appends to one turn).
+    thread: Arc<str>,
+    /// The turn is terminal or fenced: the append becomes an observation.
+    late: bool,
 }
 
 /// State shared between the writer and the handles.
@@ -241,7 +252,10 @@ impl Writer {
                 // Cached: parsing these two statements again for every
                 // operation was a measurable part of the writer's CPU.
                 self.conn.prepare_cached("SAVEPOINT op")?.execute([])?;
-                match f(&self.conn, &self.journal, &mut stage, now) {
+                // Staged rows are inserted before the savepoint ends.
+                let done = f(&self.conn, &self.journal, &mut stage, now)
+                    .and_then(|v| self.journal.flush(&self.conn, &mut stage).map(|()| v));
+                match done {
                     Ok(value) => {
                         self.conn
                             .prepare_cached("RELEASE op")
@@ -259,6 +273,7 @@ impl Writer {
             (|| {
                 let tx = self.conn.transaction()?;
                 let value = f(&tx, &self.journal, &mut stage, now)?;
+                self.journal.flush(&tx, &mut stage)?;
                 tx.commit().map_err(StoreError::from_sqlite)?;
                 Ok(value)
             })()
@@ -350,10 +365,16 @@ impl Writer {
     /// batch's transaction); returns how to answer them once the batch's
     /// fate is known.
     fn append_batch(&mut self, batch: Vec<AppendReq>) -> Reply {
-        // Resolve each turn first (reads only).
-        let mut plans = Vec::with_capacity(batch.len());
+        // Resolve each turn first (reads only); a run of appends to one
+        // turn, the usual stream, resolves it once and shares the plan.
+        let mut plans: Vec<(AppendReq, StoreResult<Plan>)> = Vec::with_capacity(batch.len());
         for req in batch {
-            let plan = self.plan_append(&req);
+            let plan = match plans.last() {
+                Some((prev, Ok(p))) if prev.turn == req.turn && req.kind.is_activity() => {
+                    Ok(p.clone())
+                }
+                _ => self.plan_append(&req),
+            };
             plans.push((req, plan));
         }
         // Where this write's events land in the batch's published list.
@@ -367,11 +388,9 @@ impl Writer {
         }
         let result = self.write(|tx, journal, stage, now| {
             let mut idx = Vec::with_capacity(plans.len());
-            // One prepared insert for the whole batch.
-            let mut insert = tx.prepare_cached(INSERT_EVENT)?;
             for (req, plan) in plans.iter_mut() {
                 match plan {
-                    Ok((thread, late)) => {
+                    Ok(Plan { thread, late }) => {
                         // Moved, not cloned: the payload goes to the event.
                         let payload = req.payload.take();
                         let (kind, payload) = if *late {
@@ -384,7 +403,6 @@ impl Writer {
                         };
                         journal.append_ready(
                             tx,
-                            &mut insert,
                             stage,
                             thread,
                             Some(&req.turn),
@@ -437,19 +455,25 @@ impl Writer {
         })
     }
 
-    /// Where an append goes: `(thread, late)`; late appends become observations.
-    fn plan_append(&self, req: &AppendReq) -> StoreResult<(String, bool)> {
+    /// Where an append goes; late appends become observations.
+    fn plan_append(&self, req: &AppendReq) -> StoreResult<Plan> {
         if !req.kind.is_activity() {
             return Err(StoreError::invalid("not an activity kind"));
         }
         if let Some(live) = self.live.get(&req.turn) {
             return match live.state {
                 TurnState::Queued => Err(StoreError::invalid("turn has not been claimed")),
-                s => Ok((live.thread.clone(), s.is_fenced())),
+                s => Ok(Plan {
+                    thread: Arc::from(live.thread.as_str()),
+                    late: s.is_fenced(),
+                }),
             };
         }
         match read::turn(&self.conn, &req.turn)? {
-            Some(t) => Ok((t.thread_id, true)),
+            Some(t) => Ok(Plan {
+                thread: Arc::from(t.thread_id),
+                late: true,
+            }),
             None => Err(StoreError::not_found("turn", req.turn.clone())),
         }
     }
