@@ -24,7 +24,9 @@
 //! written to an agent before the durable boundary), the `running` mark is
 //! *detached* (nobody waits for it). A durable operation in the batch ends
 //! the wait at once. Events of an uncommitted batch are never published. Events are published to subscribers only
-//! after their commit, then replies are sent. In-memory state (journal counters, scheduler, live turns) changes
+//! after their commit, then replies are sent: by a publisher thread for a
+//! large batch, so the writer starts the next one meanwhile, in commit
+//! order either way (see [`publish`]). In-memory state (journal counters, scheduler, live turns) changes
 //! only after the matching commit; if a transaction fails it is rebuilt from
 //! the database.
 
@@ -47,7 +49,10 @@ use super::read;
 use super::scheduler::Scheduler;
 
 mod batch;
+mod publish;
 use batch::Batch;
+use publish::Published;
+pub(super) use publish::Publisher;
 
 /// Sends an operation's answer once its batch's fate is known: `None` when
 /// the batch committed, `Some(code)` when its commit failed; with the
@@ -171,6 +176,8 @@ pub(crate) struct Writer {
     pub(crate) limits: WriterLimits,
     /// Events committed but not yet published.
     pub(crate) outbox: Vec<JournalEvent>,
+    /// Delivers committed batches (events, status, replies) in order.
+    pub(crate) publisher: Publisher,
     /// Held for the life of the writer.
     pub(crate) _lock: InstanceLock,
 }
@@ -333,32 +340,22 @@ impl Writer {
         }
     }
 
-    /// Publish committed events, refresh the status mirror, wake the scheduler.
-    pub(super) fn flush_outbox(&mut self) -> Vec<Arc<JournalEvent>> {
-        let events: Vec<Arc<JournalEvent>> = self.outbox.drain(..).map(Arc::new).collect();
-        for e in &events {
-            // No subscribers is fine.
-            let _ = self.shared.events.send(Arc::clone(e));
-        }
-        let status = StoreStatus {
-            queue_depth: self.sched.queued(),
-            queue_capacity: self.sched.capacity(),
-            running_workspaces: self.sched.running_workspaces(),
-            fenced_workspaces: self.sched.fenced_workspaces(),
+    /// Publish committed events, refresh the status mirror, wake the
+    /// scheduler, then send `replies` (with `failed`, the batch's fate),
+    /// after every batch published before (see [`publish`]).
+    pub(super) fn publish(&mut self, failed: Option<&'static str>, replies: Vec<Reply>) {
+        let batch = Published {
+            events: std::mem::take(&mut self.outbox),
+            status: StoreStatus {
+                queue_depth: self.sched.queued(),
+                queue_capacity: self.sched.capacity(),
+                running_workspaces: self.sched.running_workspaces(),
+                fenced_workspaces: self.sched.fenced_workspaces(),
+            },
+            failed,
+            replies,
         };
-        // Wake the scheduler only when something it depends on changed: a
-        // claim that found nothing commits no events and changes no counter,
-        // and waking on it made an idle engine spin (claim → wake → claim).
-        let changed = {
-            let mut shared = self.shared.status.lock().unwrap_or_else(|p| p.into_inner());
-            let changed = !events.is_empty() || *shared != status;
-            *shared = status;
-            changed
-        };
-        if changed {
-            self.shared.runnable.notify_waiters();
-        }
-        events
+        self.publisher.publish(batch);
     }
 
     /// Journals a run of streamed appends in one write (a savepoint of the
