@@ -272,7 +272,7 @@ async fn queued_streamed_appends_share_one_commit_and_publish_in_order() {
 async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_delivered() {
     use crate::store::writer::{Cmd, Op, OpMode, Reply};
     use std::sync::mpsc::channel;
-    use std::task::{Context, Poll, Waker};
+    use std::task::{Context, Waker};
 
     let f = fixture().await;
     let s = &f.store;
