@@ -32,6 +32,9 @@ pub enum StoreError {
         /// The wire names of the differing fields (never their values).
         fields: Vec<&'static str>,
     },
+    /// The resource belongs to another principal or application.
+    #[error("the resource belongs to another principal or application")]
+    Forbidden,
     /// A second workspace id for a canonical path that already has one.
     #[error("path is already registered as workspace `{existing}`")]
     WorkspaceAlias {
@@ -125,6 +128,7 @@ impl StoreError {
             StoreError::NotFound { .. } => "not_found",
             StoreError::Conflict { .. } => "conflict",
             StoreError::BindingMismatch { .. } => "binding_mismatch",
+            StoreError::Forbidden => "forbidden",
             StoreError::WorkspaceAlias { .. } => "workspace_alias",
             StoreError::WorkspaceFenced { .. } => "workspace_fenced",
             StoreError::QueueFull { .. } => "queue_full",

@@ -367,6 +367,12 @@ impl Engine {
         limits.stderr.keep = prepared.retention == crate::domain::Retention::Full;
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
+        if agent.is_none() {
+            // A cold start: the boundary is far off, so the batch that
+            // answered the claim (maybe holding the turn's submit) commits
+            // now instead of waiting for it.
+            self.store.boundary_later();
+        }
         if let (Some(reason), Some(b)) = (replace, &bound) {
             tracing::info!(thread = %thread_id, reason, "agent session replaced");
             let payload = serde_json::json!({"reason": reason, "previousSessionId": b.session_id});

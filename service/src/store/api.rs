@@ -292,21 +292,13 @@ impl Store {
     /// provider's facts at the moment of the claim (a reload while waiting
     /// is seen).
     pub(crate) async fn next_runnable_with(&self, prepare: Preparer) -> StoreResult<Claim> {
-        loop {
-            let notified = self.shared().runnable.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // Answered as soon as the claim ran, before it is durable: it
-            // commits with the next durable request (the dispatch boundary,
-            // typically) or after the deferred linger. Losing it in a crash
-            // is harmless — the turn is still queued, and no prompt is
-            // written before the durable dispatch boundary.
-            let prepare = prepare.clone();
-            if let Some(claim) = self.op_early(move |w| w.claim(&prepare)).await? {
-                return Ok(claim);
-            }
-            notified.await;
-        }
+        // Parked on the writer, which claims inside the batch that makes a
+        // turn runnable and answers before that batch commits: the claim
+        // commits with the dispatch boundary that follows (see
+        // `writer::ParkedClaim`). Losing it in a crash is harmless — the
+        // turn is still queued, and no prompt is written before the
+        // durable dispatch boundary.
+        self.park_claim(prepare).await
     }
 
     /// Persist the dispatch boundary (durable when this returns `Ok`). Fails

@@ -20,7 +20,7 @@ use super::recovery::Recovered;
 use super::scheduler::Scheduler;
 use super::schema;
 use super::validate::{ValidationReport, validate};
-use super::writer::{Cmd, Op, OpMode, Publisher, Reply, Shared, Writer, WriterLimits};
+use super::writer::{Cmd, Op, OpMode, ParkedClaim, Publisher, Reply, Shared, Writer, WriterLimits};
 
 /// How to open a store. Build with [`StoreOptions::new`] and adjust fields.
 #[derive(Clone)]
@@ -252,6 +252,7 @@ impl Store {
             },
             sched: Scheduler::new(options.queue_capacity),
             live: Default::default(),
+            parked: Default::default(),
             last_queue_seq: 0,
             clock: Arc::clone(&options.clock),
             shared: Arc::clone(&shared),
@@ -346,16 +347,6 @@ impl Store {
         self.op_with(OpMode::Durable, f).await
     }
 
-    /// Run `f` on the writer and answer as soon as it ran, before its batch
-    /// commits (see [`OpMode::Early`]: only for work whose loss is harmless).
-    pub(super) async fn op_early<T, F>(&self, f: F) -> StoreResult<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
-    {
-        self.op_with(OpMode::Early, f).await
-    }
-
     /// Queue `f` on the writer, in order, without waiting for it
     /// ([`OpMode::Detached`]); an error is logged.
     pub(super) fn op_detached<T, F>(&self, what: &'static str, f: F)
@@ -402,6 +393,27 @@ impl Store {
             .send(Cmd::Op(job, mode))
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Waits on the writer for the next runnable turn (see [`ParkedClaim`]).
+    pub(super) async fn park_claim(
+        &self,
+        prepare: crate::domain::Preparer,
+    ) -> StoreResult<crate::domain::Claim> {
+        let (reply, rx) = oneshot::channel();
+        self.inner
+            .cmd
+            .send(Cmd::Park(ParkedClaim { prepare, reply }))
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Ends a batch's wait for a claimed turn's dispatch boundary: the
+    /// engine sends it when the boundary will not follow at once (a cold
+    /// agent start), so the requests in that batch commit now.
+    pub(crate) fn boundary_later(&self) {
+        let job: Op = Box::new(|_: &mut Writer| -> Reply { Box::new(|_, _| {}) });
+        let _ = self.inner.cmd.send(Cmd::Op(job, OpMode::Early));
     }
 
     /// Run a read on a pooled read connection, on the blocking pool.

@@ -158,6 +158,11 @@ impl Writer {
         }
         let thread = read::thread(&self.conn, &input.thread_id)?
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
+        // Checked here rather than by a read before the request: one store
+        // round trip per submit instead of two.
+        if thread.principal != actor.principal || thread.application != actor.application {
+            return Err(StoreError::Forbidden);
+        }
         if let Some(expect) = expect {
             let fields = expect.mismatches(&thread);
             if !fields.is_empty() {
@@ -250,11 +255,10 @@ impl Writer {
             .ok_or_else(|| StoreError::not_found("thread", &row.thread_id))?;
         let workspace = read::workspace(&self.conn, &row.workspace_id)?
             .ok_or_else(|| StoreError::not_found("workspace", &row.workspace_id))?;
-        let prompt: Option<String> =
-            self.conn
-                .query_row("SELECT prompt FROM turns WHERE id = ?1", [&id], |r| {
-                    r.get(0)
-                })?;
+        let prompt: Option<String> = self
+            .conn
+            .prepare_cached("SELECT prompt FROM turns WHERE id = ?1")?
+            .query_row([&id], |r| r.get(0))?;
         let prompt = prompt.ok_or(StoreError::InvalidRow {
             table: "turns",
             row: id.clone(),
@@ -292,7 +296,8 @@ impl Writer {
             let after = stage_transition(tx, j, st, now, &row, TurnEvent::Claim, None, false)?
                 .ok_or_else(|| StoreError::conflict("turn is not queued"))?;
             if forget_prompt {
-                tx.execute("UPDATE turns SET prompt = NULL WHERE id = ?1", [&id])?;
+                tx.prepare_cached("UPDATE turns SET prompt = NULL WHERE id = ?1")?
+                    .execute([&id])?;
             }
             prepared::stage(tx, j, st, now, &after, &config)
         })?;
@@ -329,7 +334,8 @@ impl Writer {
             return Err(StoreError::conflict("cancel requested before dispatch"));
         }
         let after = self.write(|tx, j, st, now| {
-            let Some(_) = stage_transition(tx, j, st, now, &row, TurnEvent::Dispatch, None, false)?
+            let Some(mut after) =
+                stage_transition(tx, j, st, now, &row, TurnEvent::Dispatch, None, false)?
             else {
                 return Ok(None);
             };
@@ -345,7 +351,8 @@ impl Writer {
                 binding.thread_version as i64,
                 row.thread_id
             ])?;
-            read::turn(tx, id)
+            after.agent_session_id = Some(binding.session_id.clone());
+            Ok(Some(after))
         })?;
         match after {
             Some(turn) => {

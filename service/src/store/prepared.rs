@@ -14,7 +14,6 @@ use crate::domain::{EventKind, ProviderFacts, StoreError, StoreResult, Thread, T
 use lapis_protocol::{PreparedApproval, PreparedConfig};
 
 use super::journal::{Journal, JournalTx};
-use super::read;
 
 /// The configuration a turn of `thread` runs under, given what the engine
 /// knows of its provider (`None`: not configured).
@@ -47,10 +46,8 @@ pub(super) fn stage(
 ) -> StoreResult<Turn> {
     let value = serde_json::to_value(prepared)
         .map_err(|_| StoreError::invalid("prepared configuration does not serialize"))?;
-    tx.execute(
-        "UPDATE turns SET prepared = ?1 WHERE id = ?2",
-        rusqlite::params![value.to_string(), turn.id],
-    )?;
+    tx.prepare_cached("UPDATE turns SET prepared = ?1 WHERE id = ?2")?
+        .execute(rusqlite::params![value.to_string(), turn.id])?;
     journal.append(
         tx,
         stage,
@@ -60,5 +57,8 @@ pub(super) fn stage(
         now,
         Some(value),
     )?;
-    read::turn(tx, &turn.id)?.ok_or_else(|| StoreError::not_found("turn", &turn.id))
+    // The row as it now is, without reading it back.
+    let mut after = turn.clone();
+    after.prepared = Some(prepared.clone());
+    Ok(after)
 }

@@ -214,15 +214,16 @@ pub(super) fn user_message(
     thread: &str,
     turn: &str,
 ) -> StoreResult<Option<UserMessage>> {
+    // `kind` is a literal so that the partial index `events_user_message`
+    // (schema version 7) serves it instead of a scan of the thread.
+    debug_assert_eq!(EventKind::UserMessage.as_str(), "user_message");
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND turn_id = ?2 AND kind = ?3 \
+        "SELECT {EVENT_COLS} FROM events INDEXED BY events_user_message \
+         WHERE turn_id = ?2 AND kind = 'user_message' AND thread_id = ?1 \
          ORDER BY thread_seq LIMIT 1"
     ))?;
     let event = stmt
-        .query_row(
-            params![thread, turn, EventKind::UserMessage.as_str()],
-            |r| event_row(r, memory),
-        )
+        .query_row(params![thread, turn], |r| event_row(r, memory))
         .optional()
         .map_err(unwrap_err)?;
     Ok(event.map(|e| UserMessage {

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -183,6 +183,15 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
         then: None,
         sql: "ALTER TABLE threads ADD COLUMN mcp_servers TEXT;",
     },
+    Migration {
+        // Version 7: a turn's prompt event found without scanning its
+        // thread's journal (`turns.get` read every event of a long thread).
+        // Partial: only `user_message` rows enter it, one per turn, so the
+        // streamed appends pay nothing for it. Queries must name the kind
+        // as a literal for SQLite to use it.
+        then: None,
+        sql: "CREATE INDEX events_user_message ON events(turn_id) WHERE kind = 'user_message';",
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -332,7 +341,8 @@ mod tests {
             conn.pragma_update(None, "user_version", 4).unwrap();
             conn.execute_batch(
                 "ALTER TABLE turns DROP COLUMN prepared; \
-                 ALTER TABLE threads DROP COLUMN mcp_servers;",
+                 ALTER TABLE threads DROP COLUMN mcp_servers; \
+                 DROP INDEX events_user_message;",
             )
             .unwrap();
             conn.execute_batch(
@@ -371,6 +381,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 5).unwrap();
             conn.execute_batch(
                 "ALTER TABLE threads DROP COLUMN mcp_servers; \
+                 DROP INDEX events_user_message; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at) \

@@ -7,7 +7,6 @@ use serde_json::json;
 use crate::domain::{EventKind, StoreError, StoreResult, Turn, TurnEvent, next_state};
 
 use super::journal::{Journal, JournalTx};
-use super::read;
 
 /// Apply `event` to `row` inside a transaction: update the row, journal the
 /// change. Returns the updated turn, or `None` when the table refuses.
@@ -63,5 +62,20 @@ pub(crate) fn stage_transition(
         now,
         Some(payload),
     )?;
-    read::turn(tx, &row.id)
+    // The row as the UPDATE above left it, without reading it back: the
+    // caller read `row` in this transaction, and only these columns changed.
+    let mut after = row.clone();
+    after.state = to;
+    if let Some(code) = outcome {
+        after.outcome = Some(code.to_owned());
+    }
+    after.updated_at = now;
+    *match event {
+        TurnEvent::Claim => &mut after.prepared_at,
+        TurnEvent::Dispatch => &mut after.dispatched_at,
+        TurnEvent::Start => &mut after.started_at,
+        TurnEvent::ResolveFailed | TurnEvent::ResolveCancelled => &mut after.resolved_at,
+        _ => &mut after.finished_at,
+    } = Some(now);
+    Ok(Some(after))
 }

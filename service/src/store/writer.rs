@@ -16,19 +16,25 @@
 //! — and if the commit fails, every request of the batch is answered with an
 //! error and memory is rebuilt from the database.
 //!
-//! Two kinds of operation let a batch wait (up to `deferred_linger`) for the
-//! requests that follow them, so a lone workspace's turn costs three commits
-//! (submit; claim + dispatch boundary; running mark + output + outcome)
-//! instead of one per step: the engine's claim is *early* (answered before
-//! the commit: losing it in a crash leaves the turn queued, and nothing is
-//! written to an agent before the durable boundary), the `running` mark is
-//! *detached* (nobody waits for it). A durable operation in the batch ends
-//! the wait at once. Events of an uncommitted batch are never published. Events are published to subscribers only
-//! after their commit, then replies are sent: by a publisher thread for a
-//! large batch, so the writer starts the next one meanwhile, in commit
-//! order either way (see [`publish`]). In-memory state (journal counters, scheduler, live turns) changes
-//! only after the matching commit; if a transaction fails it is rebuilt from
-//! the database.
+//! Some requests let a batch wait (up to `deferred_linger`) for the requests
+//! that follow them, so a lone workspace's turn costs two commits (submit +
+//! claim + dispatch boundary; running mark + output + outcome) instead of
+//! one per step, and a queued turn's claim and boundary share the commit of
+//! the outcome before it. The engine's claim is *parked* on the writer
+//! ([`ParkedClaim`]) and served inside the batch that made a turn runnable,
+//! answered before the commit (losing it in a crash leaves the turn queued,
+//! and nothing is written to an agent before the durable boundary); that
+//! batch then waits for the engine's next request — the boundary, or
+//! [`Cmd::Op`] saying it will come later — even if it holds durable
+//! operations. The `running` mark is *detached* (nobody waits for it) and
+//! an early operation is answered before its commit; a batch holding either
+//! waits too, and a durable operation ends that wait at once. Events of an
+//! uncommitted batch are never published. Events are published to
+//! subscribers only after their commit, then replies are sent: by a
+//! publisher thread for a large batch, so the writer starts the next one
+//! meanwhile, in commit order either way (see [`publish`]). In-memory
+//! state (journal counters, scheduler, live turns) changes only after the
+//! matching commit; if a transaction fails it is rebuilt from the database.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -85,6 +91,8 @@ pub(crate) enum Cmd {
     Op(Op, OpMode),
     /// A streamed activity append (group-committed).
     Append(AppendReq),
+    /// The engine waits for the next runnable turn (see [`ParkedClaim`]).
+    Park(ParkedClaim),
     /// Stop after the requests already queued before it.
     Shutdown,
 }
@@ -110,6 +118,22 @@ struct Plan {
     thread: Arc<str>,
     /// The turn is terminal or fenced: the append becomes an observation.
     late: bool,
+}
+
+/// The engine's standing request for the next runnable turn. The writer
+/// claims as soon as a turn is runnable — inside the very batch that made it
+/// runnable (a submit to a free workspace, the outcome that frees one) — and
+/// answers at once, before the commit, like an [`OpMode::Early`] claim. The
+/// batch then waits (up to the deferred linger) for the engine's next
+/// request — the dispatch boundary on a warm agent — so acceptance, claim
+/// and boundary, or one turn's outcome and the next one's boundary, share
+/// one commit. Losing the claim in a crash is harmless: nothing is written
+/// to an agent before the durable boundary.
+pub(crate) struct ParkedClaim {
+    /// The provider's facts at the moment of the claim.
+    pub(crate) prepare: crate::domain::Preparer,
+    /// Where the claim goes; closed when the engine stopped waiting.
+    pub(crate) reply: oneshot::Sender<StoreResult<crate::domain::Claim>>,
 }
 
 /// State shared between the writer and the handles.
@@ -178,6 +202,8 @@ pub(crate) struct Writer {
     pub(crate) outbox: Vec<JournalEvent>,
     /// Delivers committed batches (events, status, replies) in order.
     pub(crate) publisher: Publisher,
+    /// Claim requests waiting for a runnable turn, oldest first.
+    pub(crate) parked: std::collections::VecDeque<ParkedClaim>,
     /// Held for the life of the writer.
     pub(crate) _lock: InstanceLock,
 }

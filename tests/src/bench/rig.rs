@@ -141,7 +141,9 @@ impl Rig {
                 let _ = child.kill();
                 bail!("serve did not become ready in 120 s");
             }
-            std::thread::sleep(Duration::from_millis(2));
+            // Not faster: every poll is a request serve answers, CPU the
+            // throughput rows would count against the turns.
+            std::thread::sleep(Duration::from_millis(5));
         }
         let took = started.elapsed();
         self.child = Some(child);
@@ -235,7 +237,9 @@ pub(crate) fn wait_turns(
             if Instant::now() > deadline {
                 bail!("turn did not finish in {limit:?}");
             }
-            std::thread::sleep(Duration::from_millis(2));
+            // Not faster: every poll is a request serve answers, CPU the
+            // throughput rows would count against the turns.
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
     Ok(states)

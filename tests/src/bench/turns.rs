@@ -117,8 +117,15 @@ fn cpu_ms(pid: u32) -> Option<f64> {
     Some((utime + stime) * 10.0)
 }
 
-/// Adds the suite's rows.
-pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>) -> Result<()> {
+/// Adds the suite's rows; `warm_only` (suite `warm`) keeps the echo warm
+/// floor, warm turns one at a time and the 1 / 8 workspace throughput.
+pub(crate) fn run(
+    table: &mut Table,
+    n: usize,
+    batch: usize,
+    acpx: Option<&Acpx>,
+    warm_only: bool,
+) -> Result<()> {
     let lingering = fixture_agent()
         .map(|agent| json!({"command": agent, "args": ["--linger"], "idleSeconds": 0}));
     let ts = TsAgent::find("bench turns");
@@ -137,105 +144,10 @@ pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>
     let threads = rig.threads(&mut client, "echo")?;
     let prompt = |i: usize| format!("bench prompt {i}: echo me back");
 
-    // Threads belong to their application: the CLI opens its own.
-    let created = run_ok(&rig.ctx, &bin, &["threads", "create", "ws0", "--json"])?;
-    let cli_thread = created.json()["thread"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    run_ok(
-        &rig.ctx,
-        &bin,
-        &[
-            "turns",
-            "submit",
-            &cli_thread,
-            "--prompt",
-            "warm",
-            "--wait",
-            "--json",
-        ],
-    )?;
-    let mut cli = Vec::new();
-    for i in 0..n {
-        let p = prompt(i);
-        let (t, out) = time_ms(|| {
-            run_ok(
-                &rig.ctx,
-                &bin,
-                &[
-                    "turns",
-                    "submit",
-                    &cli_thread,
-                    "--prompt",
-                    &p,
-                    "--wait",
-                    "--json",
-                ],
-            )
-        });
-        let out = out?;
-        anyhow::ensure!(
-            out.stdout.contains("completed"),
-            "turn did not complete: {}",
-            out.stdout
-        );
-        cli.push(t);
+    if !warm_only {
+        cli_and_cold_rows(table, &mut rig, n, acpx)?;
     }
-    table.add(
-        "turns",
-        "turns submit --wait, echo (per turn)",
-        Unit::Ms,
-        cli,
-        None,
-    );
-
-    match acpx {
-        Some(acpx) => {
-            let cwd = rig.ctx.home().join("ws0");
-            acpx.run(
-                &bin,
-                &cwd,
-                &["--approve-all", "--format", "quiet", "exec", "warm"],
-            );
-            let samples = (0..n)
-                .map(|i| {
-                    let p = prompt(i);
-                    time_ms(|| {
-                        acpx.run(
-                            &bin,
-                            &cwd,
-                            &["--approve-all", "--format", "quiet", "exec", &p],
-                        )
-                    })
-                    .0
-                })
-                .collect();
-            table.add(
-                "turns",
-                "acpx exec, same echo agent (per turn, peer)",
-                Unit::Ms,
-                samples,
-                Some("turns submit --wait, echo (per turn)"),
-            );
-        }
-        None => table.note("turns: acpx exec skipped (acpx unavailable, see above)"),
-    }
-
     let cwd = rig.ctx.home().join("ws0");
-    let mut floor = Vec::new();
-    for i in 0..n {
-        let (t, r) = time_ms(|| floor_turn(&bin, &cwd, &prompt(i)));
-        r?;
-        floor.push(t);
-    }
-    table.add(
-        "turns",
-        "echo agent alone, raw ACP exchange with spawn (cold floor, per turn)",
-        Unit::Ms,
-        floor,
-        None,
-    );
     let floor_name = "echo agent alone, one prompt on an open session (warm floor, per turn)";
     let mut echo = Command::new(&bin);
     echo.arg("acp-echo").env_clear();
@@ -309,53 +221,167 @@ pub(crate) fn run(table: &mut Table, n: usize, batch: usize, acpx: Option<&Acpx>
         table.add("turns", figure, Unit::PerSec("turns"), rates, against);
     }
 
-    let fresh = client.threads_create(&rig.workspaces[0], "echo", "ask", None)?;
-    let echo = answer_to_completed(&mut client, &fresh.id, "ac-echo", n)?;
-    table.add(
-        "turns",
-        "agent answer -> durable completed, echo (warm)",
-        Unit::Ms,
-        echo,
-        None,
-    );
-    if lingering.is_some() {
-        let thread = client.threads_create(&rig.workspaces[1], "linger", "ask", None)?;
-        let linger = answer_to_completed(&mut client, &thread.id, "ac-linger", n.min(20))?;
+    if !warm_only {
+        let fresh = client.threads_create(&rig.workspaces[0], "echo", "ask", None)?;
+        let echo = answer_to_completed(&mut client, &fresh.id, "ac-echo", n)?;
         table.add(
             "turns",
-            "agent answer -> durable completed, lingering agent (idleSeconds 0: torn down after every turn)",
+            "agent answer -> durable completed, echo (warm)",
             Unit::Ms,
-            linger,
+            echo,
             None,
         );
-    } else {
-        table.note("turns: lingering agent skipped (build the fixture agent: cargo build --release -p lapis-e2e)");
-    }
-    match &ts {
-        Some(ts) => {
-            let thread = client.threads_create(&rig.workspaces[3], "ts", "ask", None)?;
-            let cwd = rig.ctx.home().join("ws3");
-            warm::ts_agent_rows(
-                table,
-                &mut client,
-                &thread.id,
-                (ts, ts_state.path()),
-                &cwd,
-                n,
-                acpx,
-            )?;
-            let echo = answer_to_completed(&mut client, &thread.id, "ac-ts", n)?;
+        if lingering.is_some() {
+            let thread = client.threads_create(&rig.workspaces[1], "linger", "ask", None)?;
+            let linger = answer_to_completed(&mut client, &thread.id, "ac-linger", n.min(20))?;
             table.add(
                 "turns",
-                "agent answer -> durable completed, TS SDK agent (warm)",
+                "agent answer -> durable completed, lingering agent (idleSeconds 0: torn down after every turn)",
                 Unit::Ms,
-                echo,
+                linger,
                 None,
             );
+        } else {
+            table.note("turns: lingering agent skipped (build the fixture agent: cargo build --release -p lapis-e2e)");
         }
-        None => table
-            .note("turns: TS SDK agent skipped (node or its SDK missing: tests/agents/install)"),
+        match &ts {
+            Some(ts) => {
+                let thread = client.threads_create(&rig.workspaces[3], "ts", "ask", None)?;
+                let cwd = rig.ctx.home().join("ws3");
+                warm::ts_agent_rows(
+                    table,
+                    &mut client,
+                    &thread.id,
+                    (ts, ts_state.path()),
+                    &cwd,
+                    n,
+                    acpx,
+                )?;
+                let echo = answer_to_completed(&mut client, &thread.id, "ac-ts", n)?;
+                table.add(
+                    "turns",
+                    "agent answer -> durable completed, TS SDK agent (warm)",
+                    Unit::Ms,
+                    echo,
+                    None,
+                );
+            }
+            None => table.note(
+                "turns: TS SDK agent skipped (node or its SDK missing: tests/agents/install)",
+            ),
+        }
     }
     rig.stop();
+    Ok(())
+}
+
+/// The CLI's `turns submit --wait` against `acpx exec`, and the echo
+/// agent's cold floor (spawn + initialize + session + prompt).
+fn cli_and_cold_rows(
+    table: &mut Table,
+    rig: &mut Rig,
+    n: usize,
+    acpx: Option<&Acpx>,
+) -> Result<()> {
+    let bin = rig.bin.clone();
+    let cwd = rig.ctx.home().join("ws0");
+    let prompt = |i: usize| format!("bench prompt {i}: echo me back");
+    // Threads belong to their application: the CLI opens its own.
+    let created = run_ok(&rig.ctx, &bin, &["threads", "create", "ws0", "--json"])?;
+    let cli_thread = created.json()["thread"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    run_ok(
+        &rig.ctx,
+        &bin,
+        &[
+            "turns",
+            "submit",
+            &cli_thread,
+            "--prompt",
+            "warm",
+            "--wait",
+            "--json",
+        ],
+    )?;
+    let mut cli = Vec::new();
+    for i in 0..n {
+        let p = prompt(i);
+        let (t, out) = time_ms(|| {
+            run_ok(
+                &rig.ctx,
+                &bin,
+                &[
+                    "turns",
+                    "submit",
+                    &cli_thread,
+                    "--prompt",
+                    &p,
+                    "--wait",
+                    "--json",
+                ],
+            )
+        });
+        let out = out?;
+        anyhow::ensure!(
+            out.stdout.contains("completed"),
+            "turn did not complete: {}",
+            out.stdout
+        );
+        cli.push(t);
+    }
+    table.add(
+        "turns",
+        "turns submit --wait, echo (per turn)",
+        Unit::Ms,
+        cli,
+        None,
+    );
+
+    match acpx {
+        Some(acpx) => {
+            acpx.run(
+                &bin,
+                &cwd,
+                &["--approve-all", "--format", "quiet", "exec", "warm"],
+            );
+            let samples = (0..n)
+                .map(|i| {
+                    let p = prompt(i);
+                    time_ms(|| {
+                        acpx.run(
+                            &bin,
+                            &cwd,
+                            &["--approve-all", "--format", "quiet", "exec", &p],
+                        )
+                    })
+                    .0
+                })
+                .collect();
+            table.add(
+                "turns",
+                "acpx exec, same echo agent (per turn, peer)",
+                Unit::Ms,
+                samples,
+                Some("turns submit --wait, echo (per turn)"),
+            );
+        }
+        None => table.note("turns: acpx exec skipped (acpx unavailable, see above)"),
+    }
+
+    let mut floor = Vec::new();
+    for i in 0..n {
+        let (t, r) = time_ms(|| floor_turn(&bin, &cwd, &prompt(i)));
+        r?;
+        floor.push(t);
+    }
+    table.add(
+        "turns",
+        "echo agent alone, raw ACP exchange with spawn (cold floor, per turn)",
+        Unit::Ms,
+        floor,
+        None,
+    );
     Ok(())
 }

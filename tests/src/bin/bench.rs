@@ -23,7 +23,9 @@ use std::process::ExitCode;
 
 use bench::table::Table;
 
-const SUITES: [&str; 6] = ["status", "turns", "journal", "startup", "install", "memory"];
+const SUITES: [&str; 7] = [
+    "status", "turns", "warm", "journal", "startup", "install", "memory",
+];
 
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -107,7 +109,8 @@ fn main() -> ExitCode {
         eprintln!("suite {suite}…");
         let result = match suite.as_str() {
             "status" => bench::status::run(&mut table, runs, acpx.as_ref()),
-            "turns" => bench::turns::run(&mut table, turns_n, batch, acpx.as_ref()),
+            "turns" => bench::turns::run(&mut table, turns_n, batch, acpx.as_ref(), false),
+            "warm" => bench::turns::run(&mut table, turns_n, batch, None, true),
             "journal" => bench::journal::run(&mut table, chunks, runs.clamp(1, 5)),
             "startup" => bench::startup::run(&mut table, runs.clamp(1, 5), sizes),
             "install" => bench::install::run(&mut table, runs.clamp(1, 9)),

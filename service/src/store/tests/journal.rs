@@ -309,7 +309,14 @@ async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_deliver
     while s.commit_count() == before {
         tokio::task::yield_now().await;
     }
-    s.op_early(|_| Ok(())).await.unwrap();
+    let (answered, early) = tokio::sync::oneshot::channel::<()>();
+    let job: Op = Box::new(move |_| -> Reply {
+        Box::new(move |_, _| {
+            let _ = answered.send(());
+        })
+    });
+    s.send(Cmd::Op(job, OpMode::Early)).unwrap();
+    early.await.unwrap();
     let mut cx = Context::from_waker(Waker::noop());
     assert!(
         small.as_mut().poll(&mut cx).is_pending(),

@@ -123,10 +123,11 @@ async fn command_ids_are_idempotent_per_principal_with_input_digest() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "conflict");
-    // Another principal has its own command-id space.
+    // Another principal has its own command-id space (and threads).
     let other = Actor::new("bob", "app");
+    let th_bob = super::thread_of(s, &other, &ws.id, Retention::Full).await;
     let c = s
-        .submit_turn(&other, submit(&th.id, "c1", "p"))
+        .submit_turn(&other, submit(&th_bob.id, "c1", "p"))
         .await
         .unwrap();
     assert!(!c.replayed);
@@ -208,4 +209,47 @@ async fn workspaces_are_canonical_and_aliases_are_refused() {
         s.create_thread(&owner(), th).await.unwrap_err().code(),
         "not_found"
     );
+}
+
+/// Transitions return the row as the store now holds it, built without
+/// reading it back: every step's answer equals a fresh read.
+#[tokio::test]
+async fn every_transition_returns_the_row_as_stored() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let queued = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "hello"))
+        .await
+        .unwrap()
+        .value;
+    let stored = |t: &Turn| {
+        let mut t = t.clone();
+        t.user_message = None;
+        t
+    };
+    let fresh = |id: String| async move {
+        let mut t = s.get_turn(&id).await.unwrap();
+        t.user_message = None;
+        t
+    };
+    assert_eq!(stored(&queued), fresh(queued.id.clone()).await);
+    let claim = s.try_claim().await.unwrap().expect("runnable");
+    assert!(claim.turn.prepared.is_some());
+    assert_eq!(stored(&claim.turn), fresh(queued.id.clone()).await);
+    let d = s
+        .mark_dispatched(&queued.id, super::binding())
+        .await
+        .unwrap();
+    assert_eq!(d.agent_session_id.as_deref(), Some("sess-1"));
+    assert_eq!(stored(&d), fresh(queued.id.clone()).await);
+    let r = s.mark_running(&queued.id).await.unwrap();
+    assert_eq!(stored(&r.turn), fresh(queued.id.clone()).await);
+    let done = s
+        .finish_turn(&queued.id, TurnEnd::Completed("end_turn".into()))
+        .await
+        .unwrap();
+    assert_eq!(done.turn.state, TurnState::Completed);
+    assert_eq!(stored(&done.turn), fresh(queued.id.clone()).await);
 }

@@ -67,6 +67,16 @@ pub(crate) async fn workspace(store: &Store, root: &Path, id: &str) -> Workspace
 }
 
 pub(crate) async fn thread(store: &Store, ws: &str, retention: Retention) -> Thread {
+    thread_of(store, &owner(), ws, retention).await
+}
+
+/// A thread owned by `actor`.
+pub(crate) async fn thread_of(
+    store: &Store,
+    actor: &Actor,
+    ws: &str,
+    retention: Retention,
+) -> Thread {
     let input = NewThread {
         command_id: None,
         workspace_id: ws.into(),
@@ -76,7 +86,7 @@ pub(crate) async fn thread(store: &Store, ws: &str, retention: Retention) -> Thr
         retention,
         mcp_servers: Vec::new(),
     };
-    store.create_thread(&owner(), input).await.unwrap().value
+    store.create_thread(actor, input).await.unwrap().value
 }
 
 pub(crate) fn submit(thread: &str, cmd: &str, prompt: &str) -> SubmitTurn {

@@ -30,10 +30,18 @@ async fn command_ids_are_scoped_to_the_application() {
         .submit_turn(&owner(), submit(&th.id, "same", "p"))
         .await
         .unwrap();
-    // The same principal through another application: its own id space.
+    // The same principal through another application: its own id space
+    // (and its own threads: the owner's is not its to submit on).
     let other = Actor::new("owner", "other-app");
-    let b = s
+    let foreign = s
         .submit_turn(&other, submit(&th.id, "same", "different prompt"))
+        .await
+        .unwrap_err();
+    assert_eq!(foreign.code(), "forbidden");
+    let ws2 = workspace(s, f.dir.path(), "ws2").await;
+    let th2 = super::thread_of(s, &other, &ws2.id, Retention::Full).await;
+    let b = s
+        .submit_turn(&other, submit(&th2.id, "same", "different prompt"))
         .await
         .unwrap();
     assert!(!b.replayed);

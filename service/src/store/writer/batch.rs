@@ -26,6 +26,11 @@ pub(super) struct Batch {
     durable: bool,
     /// It holds an early or detached operation that wrote something.
     deferred: bool,
+    /// A parked claim was answered in it and no operation has arrived
+    /// since: it waits (up to the deferred linger) for the engine's next
+    /// request, the claimed turn's dispatch boundary, even if it holds a
+    /// durable operation (see [`super::ParkedClaim`]).
+    boundary: bool,
 }
 
 impl Batch {
@@ -43,6 +48,7 @@ impl Batch {
             len: 0,
             durable: false,
             deferred: false,
+            boundary: false,
         }
     }
 
@@ -53,6 +59,7 @@ impl Batch {
             Cmd::Append(a) => self.appends.push(a),
             Cmd::Op(op, mode) => {
                 self.write_appends(w);
+                self.boundary = false;
                 let before = w.conn.total_changes();
                 let reply = op(w);
                 match mode {
@@ -66,8 +73,45 @@ impl Batch {
                 if mode != OpMode::Durable && w.conn.total_changes() != before {
                     self.deferred = true;
                 }
+                self.serve_parked(w);
+            }
+            Cmd::Park(claim) => {
+                w.parked.push_back(claim);
+                self.serve_parked(w);
             }
             Cmd::Shutdown => {}
+        }
+    }
+
+    /// Answers parked claims while turns are runnable, in this batch.
+    fn serve_parked(&mut self, w: &mut Writer) {
+        while let Some(parked) = w.parked.pop_front() {
+            if parked.reply.is_closed() {
+                // The engine stopped waiting; claiming now would strand
+                // the turn in `preparing`.
+                continue;
+            }
+            let before = w.conn.total_changes();
+            match w.claim(&parked.prepare) {
+                Ok(Some(claim)) => {
+                    self.deferred = true;
+                    self.boundary = true;
+                    let _ = parked.reply.send(Ok(claim));
+                }
+                Ok(None) => {
+                    let wrote = w.conn.total_changes() != before;
+                    w.parked.push_front(parked);
+                    if !wrote {
+                        return;
+                    }
+                    // A continuation refused at claim settled its turn:
+                    // another may be runnable.
+                    self.deferred = true;
+                }
+                Err(e) => {
+                    let _ = parked.reply.send(Err(e));
+                }
+            }
         }
     }
 
@@ -80,7 +124,9 @@ impl Batch {
 
     /// How long the batch may wait for more requests, from what it holds.
     pub(super) fn linger(&self, limits: &WriterLimits) -> Duration {
-        if self.durable {
+        if self.boundary {
+            limits.deferred_linger.max(limits.group_commit_linger)
+        } else if self.durable {
             Duration::ZERO
         } else if self.deferred {
             limits.deferred_linger.max(limits.group_commit_linger)
