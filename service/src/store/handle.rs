@@ -20,7 +20,7 @@ use super::recovery::Recovered;
 use super::scheduler::Scheduler;
 use super::schema;
 use super::validate::{ValidationReport, validate};
-use super::writer::{Cmd, Op, OpMode, ParkedClaim, Reply, Shared, Writer, WriterLimits};
+use super::writer::{Cmd, Op, OpMode, ParkedClaim, Publisher, Reply, Shared, Writer, WriterLimits};
 
 /// How to open a store. Build with [`StoreOptions::new`] and adjust fields.
 #[derive(Clone)]
@@ -262,6 +262,7 @@ impl Store {
                 deferred_linger: options.deferred_linger,
             },
             outbox: Vec::new(),
+            publisher: Publisher::start(Arc::clone(&shared)),
             _lock: lock,
         };
         writer.reload()?;

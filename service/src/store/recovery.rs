@@ -134,7 +134,7 @@ impl Writer {
                 to: outcome.turn.state,
             });
         }
-        self.flush_outbox();
+        self.publish(None, Vec::new());
         Ok(out)
     }
 }

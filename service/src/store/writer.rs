@@ -29,7 +29,9 @@
 //! *detached* (nobody waits for it): a batch holding it waits too, and a
 //! durable operation ends that wait at once. Events of an
 //! uncommitted batch are never published. Events are published to
-//! subscribers only after their commit, then replies are sent. In-memory
+//! subscribers only after their commit, then replies are sent: by a
+//! publisher thread for a large batch, so the writer starts the next one
+//! meanwhile, in commit order either way (see [`publish`]). In-memory
 //! state (journal counters, scheduler, live turns) changes only after the
 //! matching commit; if a transaction fails it is rebuilt from the database.
 
@@ -46,13 +48,16 @@ use crate::domain::{
     Clock, EventKind, JournalEvent, StoreError, StoreResult, StoreStatus, TurnState,
 };
 
-use super::journal::{INSERT_EVENT, Journal, JournalTx, ReadyPayload};
+use super::journal::{Journal, JournalTx, ReadyPayload};
 use super::lock::InstanceLock;
 use super::read;
 use super::scheduler::Scheduler;
 
 mod batch;
+mod publish;
 use batch::Batch;
+use publish::Published;
+pub(super) use publish::Publisher;
 
 /// Sends an operation's answer once its batch's fate is known: `None` when
 /// the batch committed, `Some(code)` when its commit failed; with the
@@ -103,6 +108,17 @@ pub(crate) struct AppendReq {
     pub(crate) payload: Option<ReadyPayload>,
     /// Where the committed event (or the error) goes; may be dropped by the caller.
     pub(crate) reply: oneshot::Sender<StoreResult<Arc<JournalEvent>>>,
+}
+
+/// Where a streamed append goes, resolved before its batch's write (a
+/// turn's state does not change in between: the appends of one batch are
+/// written together, before any later operation runs).
+#[derive(Debug, Clone)]
+struct Plan {
+    /// The turn's thread (shared by a run of appends to one turn).
+    thread: Arc<str>,
+    /// The turn is terminal or fenced: the append becomes an observation.
+    late: bool,
 }
 
 /// The engine's standing request for the next runnable turn. The writer
@@ -187,6 +203,8 @@ pub(crate) struct Writer {
     pub(crate) limits: WriterLimits,
     /// Events committed but not yet published.
     pub(crate) outbox: Vec<JournalEvent>,
+    /// Delivers committed batches (events, status, replies) in order.
+    pub(crate) publisher: Publisher,
     /// Claim requests waiting for a runnable turn, oldest first.
     pub(crate) parked: std::collections::VecDeque<ParkedClaim>,
     /// Held for the life of the writer.
@@ -270,7 +288,10 @@ impl Writer {
                 // Cached: parsing these two statements again for every
                 // operation was a measurable part of the writer's CPU.
                 self.conn.prepare_cached("SAVEPOINT op")?.execute([])?;
-                match f(&self.conn, &self.journal, &mut stage, now) {
+                // Staged rows are inserted before the savepoint ends.
+                let done = f(&self.conn, &self.journal, &mut stage, now)
+                    .and_then(|v| self.journal.flush(&self.conn, &mut stage).map(|()| v));
+                match done {
                     Ok(value) => {
                         self.conn
                             .prepare_cached("RELEASE op")
@@ -288,6 +309,7 @@ impl Writer {
             (|| {
                 let tx = self.conn.transaction()?;
                 let value = f(&tx, &self.journal, &mut stage, now)?;
+                self.journal.flush(&tx, &mut stage)?;
                 tx.commit().map_err(StoreError::from_sqlite)?;
                 Ok(value)
             })()
@@ -347,42 +369,38 @@ impl Writer {
         }
     }
 
-    /// Publish committed events, refresh the status mirror, wake the scheduler.
-    pub(super) fn flush_outbox(&mut self) -> Vec<Arc<JournalEvent>> {
-        let events: Vec<Arc<JournalEvent>> = self.outbox.drain(..).map(Arc::new).collect();
-        for e in &events {
-            // No subscribers is fine.
-            let _ = self.shared.events.send(Arc::clone(e));
-        }
-        let status = StoreStatus {
-            queue_depth: self.sched.queued(),
-            queue_capacity: self.sched.capacity(),
-            running_workspaces: self.sched.running_workspaces(),
-            fenced_workspaces: self.sched.fenced_workspaces(),
+    /// Publish committed events, refresh the status mirror, wake the
+    /// scheduler, then send `replies` (with `failed`, the batch's fate),
+    /// after every batch published before (see [`publish`]).
+    pub(super) fn publish(&mut self, failed: Option<&'static str>, replies: Vec<Reply>) {
+        let batch = Published {
+            events: std::mem::take(&mut self.outbox),
+            status: StoreStatus {
+                queue_depth: self.sched.queued(),
+                queue_capacity: self.sched.capacity(),
+                running_workspaces: self.sched.running_workspaces(),
+                fenced_workspaces: self.sched.fenced_workspaces(),
+            },
+            failed,
+            replies,
         };
-        // Wake the scheduler only when something it depends on changed: a
-        // claim that found nothing commits no events and changes no counter,
-        // and waking on it made an idle engine spin (claim → wake → claim).
-        let changed = {
-            let mut shared = self.shared.status.lock().unwrap_or_else(|p| p.into_inner());
-            let changed = !events.is_empty() || *shared != status;
-            *shared = status;
-            changed
-        };
-        if changed {
-            self.shared.runnable.notify_waiters();
-        }
-        events
+        self.publisher.publish(batch);
     }
 
     /// Journals a run of streamed appends in one write (a savepoint of the
     /// batch's transaction); returns how to answer them once the batch's
     /// fate is known.
     fn append_batch(&mut self, batch: Vec<AppendReq>) -> Reply {
-        // Resolve each turn first (reads only).
-        let mut plans = Vec::with_capacity(batch.len());
+        // Resolve each turn first (reads only); a run of appends to one
+        // turn, the usual stream, resolves it once and shares the plan.
+        let mut plans: Vec<(AppendReq, StoreResult<Plan>)> = Vec::with_capacity(batch.len());
         for req in batch {
-            let plan = self.plan_append(&req);
+            let plan = match plans.last() {
+                Some((prev, Ok(p))) if prev.turn == req.turn && req.kind.is_activity() => {
+                    Ok(p.clone())
+                }
+                _ => self.plan_append(&req),
+            };
             plans.push((req, plan));
         }
         // Where this write's events land in the batch's published list.
@@ -396,11 +414,9 @@ impl Writer {
         }
         let result = self.write(|tx, journal, stage, now| {
             let mut idx = Vec::with_capacity(plans.len());
-            // One prepared insert for the whole batch.
-            let mut insert = tx.prepare_cached(INSERT_EVENT)?;
             for (req, plan) in plans.iter_mut() {
                 match plan {
-                    Ok((thread, late)) => {
+                    Ok(Plan { thread, late }) => {
                         // Moved, not cloned: the payload goes to the event.
                         let payload = req.payload.take();
                         let (kind, payload) = if *late {
@@ -413,7 +429,6 @@ impl Writer {
                         };
                         journal.append_ready(
                             tx,
-                            &mut insert,
                             stage,
                             thread,
                             Some(&req.turn),
@@ -466,19 +481,25 @@ impl Writer {
         })
     }
 
-    /// Where an append goes: `(thread, late)`; late appends become observations.
-    fn plan_append(&self, req: &AppendReq) -> StoreResult<(String, bool)> {
+    /// Where an append goes; late appends become observations.
+    fn plan_append(&self, req: &AppendReq) -> StoreResult<Plan> {
         if !req.kind.is_activity() {
             return Err(StoreError::invalid("not an activity kind"));
         }
         if let Some(live) = self.live.get(&req.turn) {
             return match live.state {
                 TurnState::Queued => Err(StoreError::invalid("turn has not been claimed")),
-                s => Ok((live.thread.clone(), s.is_fenced())),
+                s => Ok(Plan {
+                    thread: Arc::from(live.thread.as_str()),
+                    late: s.is_fenced(),
+                }),
             };
         }
         match read::turn(&self.conn, &req.turn)? {
-            Some(t) => Ok((t.thread_id, true)),
+            Some(t) => Ok(Plan {
+                thread: Arc::from(t.thread_id),
+                late: true,
+            }),
             None => Err(StoreError::not_found("turn", req.turn.clone())),
         }
     }

@@ -310,3 +310,86 @@ async fn credentials_are_redacted_before_the_write_ids_kept_and_counted() {
         assert!(all.contains(&format!("[REDACTED:{}]", s.detector)));
     }
 }
+
+/// One batch holding long runs (inserted by multi-row statements) and
+/// short ones (row by row) of two turns on two threads, one of them
+/// metadata-only: every event is stored as if appended alone (contiguous
+/// thread sequences, the payload on disk only for the full thread, the
+/// chain intact across the runs) and published in order.
+#[tokio::test]
+async fn interleaved_runs_of_one_batch_are_stored_and_chained_like_single_appends() {
+    let Fixture { dir, store } = fixture().await;
+    let s = &store;
+    workspace(s, dir.path(), "w1").await;
+    workspace(s, dir.path(), "w2").await;
+    let full = thread(s, "w1", Retention::Full).await;
+    let meta = thread(s, "w2", Retention::MetadataOnly).await;
+    let mut turns = vec![];
+    for (th, cmd) in [(&full, "c1"), (&meta, "c2")] {
+        let t = s
+            .submit_turn(&owner(), submit(&th.id, cmd, "p"))
+            .await
+            .unwrap()
+            .value;
+        s.try_claim().await.unwrap().unwrap();
+        turns.push(t);
+    }
+    let mut sub = s.subscribe();
+    let (release, held) = hold_writer(s).await;
+    let before = s.commit_count();
+    // Runs: 600 full, 1 meta, 1 full, 300 meta, 5 full, 257 meta.
+    let mut sent = vec![];
+    for (who, n) in [(0, 600), (1, 1), (0, 1), (1, 300), (0, 5), (1, 257)] {
+        for _ in 0..n {
+            let i = sent.len();
+            let payload = json!({ "text": format!("e{i}.") });
+            sent.push((
+                who,
+                payload.clone(),
+                s.append_activity(&turns[who].id, EventKind::MessageChunk, Some(payload)),
+            ));
+        }
+    }
+    release.send(()).unwrap();
+    held.await.unwrap().unwrap();
+    let mut last_thread_seq = [0u64; 2];
+    let mut last_seq = 0;
+    for (who, payload, pending) in sent {
+        let e = pending.await.unwrap();
+        assert!(e.seq > last_seq);
+        last_seq = e.seq;
+        assert!(
+            last_thread_seq[who] == 0 || e.thread_seq == last_thread_seq[who] + 1,
+            "thread_seq {} after {}",
+            e.thread_seq,
+            last_thread_seq[who]
+        );
+        last_thread_seq[who] = e.thread_seq;
+        assert_eq!(e.payload.as_ref(), Some(&payload));
+        let published = sub.recv().await.unwrap();
+        assert_eq!(published.seq, e.seq);
+    }
+    assert_eq!(s.commit_count() - before, 1, "one batch, one commit");
+    store.close().await;
+    verify_journal(&db(&dir)).unwrap();
+    let conn = Connection::open(db(&dir)).unwrap();
+    let rows = |thread: &str, stored: bool| -> i64 {
+        conn.query_row(
+            &format!(
+                "SELECT count(*) FROM events WHERE thread_id = ?1 AND kind = 'message_chunk' \
+                 AND has_payload = 1 AND payload IS {} NULL",
+                if stored { "NOT" } else { "" }
+            ),
+            [thread],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!((rows(&full.id, true), rows(&full.id, false)), (606, 0));
+    assert_eq!((rows(&meta.id, true), rows(&meta.id, false)), (0, 558));
+    // The open validates the chain and the thread sequences again.
+    Store::open(options(&dir.path().join("home")))
+        .unwrap()
+        .close()
+        .await;
+}

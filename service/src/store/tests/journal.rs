@@ -264,6 +264,77 @@ async fn queued_streamed_appends_share_one_commit_and_publish_in_order() {
     }
 }
 
+/// While the publisher thread still delivers a large batch, a later small
+/// batch is not delivered on the writer ahead of it: its answer waits for
+/// the large batch's last reply, and every event is published once, in
+/// `seq` order, before its answer.
+#[tokio::test]
+async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_delivered() {
+    use crate::store::writer::{Cmd, Op, OpMode, Reply};
+    use std::sync::mpsc::channel;
+    use std::task::{Context, Waker};
+
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    // A turn for the probe below: a claim parked on the writer is answered
+    // as soon as the writer takes it, before its batch commits.
+    let ws2 = workspace(s, f.dir.path(), "ws2").await;
+    let th2 = thread(s, &ws2.id, Retention::Full).await;
+    s.submit_turn(&owner(), submit(&th2.id, "c2", "p"))
+        .await
+        .unwrap();
+    let mut sub = s.subscribe();
+    // A large batch (handed off) whose last reply blocks the publisher
+    // until `unblock` fires.
+    let (release, held) = hold_writer(s).await;
+    let big: Vec<_> = (0..100)
+        .map(|i| s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))))
+        .collect();
+    let (delivering, in_reply) = channel::<()>();
+    let (unblock, gate) = channel::<()>();
+    let job: Op = Box::new(move |_| -> Reply {
+        Box::new(move |_, _| {
+            let _ = delivering.send(());
+            let _ = gate.recv();
+        })
+    });
+    s.send(Cmd::Op(job, OpMode::Durable)).unwrap();
+    release.send(()).unwrap();
+    in_reply.recv().unwrap();
+    // A small batch commits meanwhile; a claim parked after it is answered
+    // once the writer is past that batch's delivery.
+    let before = s.commit_count();
+    let mut small = Box::pin(s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(100))));
+    while s.commit_count() == before {
+        tokio::task::yield_now().await;
+    }
+    s.next_runnable().await.unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(
+        small.as_mut().poll(&mut cx).is_pending(),
+        "answered before the batch ahead of it was delivered"
+    );
+    unblock.send(()).unwrap();
+    let small = small.await.unwrap();
+    held.await.unwrap().unwrap();
+    let mut seqs = vec![];
+    for p in big {
+        seqs.push(p.await.unwrap().seq);
+    }
+    seqs.push(small.seq);
+    for seq in seqs {
+        assert_eq!(sub.recv().await.unwrap().seq, seq, "published in order");
+    }
+}
+
 #[tokio::test]
 async fn queued_operations_share_one_commit_and_a_refused_one_rolls_back_alone() {
     let f = fixture().await;

@@ -174,9 +174,6 @@ impl Batch {
         } else {
             None
         };
-        let published = w.flush_outbox();
-        for reply in self.replies {
-            reply(failed, &published);
-        }
+        w.publish(failed, self.replies);
     }
 }
