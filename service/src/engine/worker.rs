@@ -232,24 +232,29 @@ impl Engine {
         let mut tasks: JoinSet<()> = JoinSet::new();
         let mut live: HashMap<tokio::task::Id, Live> = HashMap::new();
         let prepare = self.preparer();
+        // One claim parked on the store per free running slot (each holds
+        // its slot's permit), so one store batch can claim a turn in every
+        // free workspace; without a free slot turns stay queued, and the
+        // store's first-fit order decides who runs next.
+        let (claimed, mut claims) = tokio::sync::mpsc::unbounded_channel();
+        let mut parked: JoinSet<()> = JoinSet::new();
         loop {
             while let Some(done) = tasks.try_join_next_with_id() {
                 forget(&mut live, done);
             }
-            // A free running slot first: without one the turn stays queued,
-            // and the store's first-fit order decides who runs next.
-            let permit = tokio::select! {
-                permit = self.slots.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => break,
-                },
-                _ = stop.changed() => break,
-            };
-            // Only the stop signal may interrupt a claim: a claim dropped
-            // mid-commit would strand its turn in `preparing` until the
-            // next open's recovery.
-            let claim = tokio::select! {
-                claim = self.store.next_runnable_with(prepare.clone()) => claim,
+            while parked.try_join_next().is_some() {}
+            let (claim, permit) = tokio::select! {
+                Some(answer) = claims.recv() => answer,
+                permit = self.slots.clone().acquire_owned() => {
+                    let Ok(permit) = permit else { break };
+                    let (store, prepare, claimed) =
+                        (self.store.clone(), prepare.clone(), claimed.clone());
+                    parked.spawn(async move {
+                        let claim = store.next_runnable_with(prepare).await;
+                        let _ = claimed.send((claim, permit));
+                    });
+                    continue;
+                }
                 _ = stop.changed() => break,
             };
             match claim {
@@ -273,8 +278,24 @@ impl Engine {
                 Err(StoreError::Closed) => break,
                 Err(err) => {
                     tracing::error!(code = err.code(), "claiming a turn failed");
+                    drop(permit);
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
+            }
+        }
+        // Claims still parked are withdrawn (the store skips a parked claim
+        // nobody waits for, so none strands a turn in `preparing`); one
+        // answered meanwhile is settled below like any running turn.
+        parked.abort_all();
+        while parked.join_next().await.is_some() {}
+        claims.close();
+        while let Ok((Ok(claim), _permit)) = claims.try_recv() {
+            if let Err(err) = self
+                .store
+                .finish_turn(&claim.turn.id, TurnEnd::Failed(CONTROLLER_SHUTDOWN.into()))
+                .await
+            {
+                tracing::error!(turn = %claim.turn.id, code = err.code(), "settling a claimed turn at shutdown failed");
             }
         }
         let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
@@ -329,6 +350,7 @@ impl Engine {
         // The provider and policy the turn was prepared with, as recorded
         // in the claim's transaction; a reload since does not change them.
         let (Some(facts), Some(prepared)) = (claim.provider, claim.turn.prepared.clone()) else {
+            self.store.boundary_later();
             self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
                 .await;
             self.running.fetch_sub(1, Ordering::SeqCst);
@@ -337,6 +359,7 @@ impl Engine {
         let mcp = match facts.mcp {
             Ok(mcp) => mcp,
             Err(refusal) => {
+                self.store.boundary_later();
                 self.refuse_mcp(&turn_id, &refusal).await;
                 self.running.fetch_sub(1, Ordering::SeqCst);
                 return;
@@ -414,6 +437,12 @@ impl Engine {
             CancelSignal::from(claim.cancel),
         )
         .await;
+        if !hooks.dispatched.load(Ordering::SeqCst) {
+            // Ended before its boundary (cancelled, refused): the batch
+            // that claimed it need not wait for one. A stray notice only
+            // makes some batch commit sooner.
+            self.store.boundary_later();
+        }
         let mut end = turn_end(&run.outcome, *cancel.borrow());
         if deadline.disarm() {
             end = deadline_end(end);

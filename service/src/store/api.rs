@@ -306,7 +306,8 @@ impl Store {
     /// the prompt must not be written.
     pub async fn mark_dispatched(&self, turn: &str, binding: SessionBinding) -> StoreResult<Turn> {
         let turn = turn.to_owned();
-        self.op(move |w| w.mark_dispatched(&turn, &binding)).await
+        self.op_boundary(move |w| w.mark_dispatched(&turn, &binding))
+            .await
     }
 
     /// The agent started on the prompt (`dispatched → running`).

@@ -347,6 +347,16 @@ impl Store {
         self.op_with(OpMode::Durable, f).await
     }
 
+    /// [`Store::op`] for a claimed turn's dispatch boundary
+    /// ([`OpMode::Boundary`]).
+    pub(super) async fn op_boundary<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
+    {
+        self.op_with(OpMode::Boundary, f).await
+    }
+
     /// Queue `f` on the writer, in order, without waiting for it
     /// ([`OpMode::Detached`]); an error is logged.
     pub(super) fn op_detached<T, F>(&self, what: &'static str, f: F)
@@ -410,10 +420,10 @@ impl Store {
 
     /// Ends a batch's wait for a claimed turn's dispatch boundary: the
     /// engine sends it when the boundary will not follow at once (a cold
-    /// agent start), so the requests in that batch commit now.
+    /// agent start, a turn refused before dispatch), so the requests in
+    /// that batch commit now.
     pub(crate) fn boundary_later(&self) {
-        let job: Op = Box::new(|_: &mut Writer| -> Reply { Box::new(|_, _| {}) });
-        let _ = self.inner.cmd.send(Cmd::Op(job, OpMode::Early));
+        let _ = self.inner.cmd.send(Cmd::BoundaryLater);
     }
 
     /// Run a read on a pooled read connection, on the blocking pool.

@@ -24,11 +24,10 @@
 //! ([`ParkedClaim`]) and served inside the batch that made a turn runnable,
 //! answered before the commit (losing it in a crash leaves the turn queued,
 //! and nothing is written to an agent before the durable boundary); that
-//! batch then waits for the engine's next request — the boundary, or
-//! [`Cmd::Op`] saying it will come later — even if it holds durable
-//! operations. The `running` mark is *detached* (nobody waits for it) and
-//! an early operation is answered before its commit; a batch holding either
-//! waits too, and a durable operation ends that wait at once. Events of an
+//! batch then waits for each claim's boundary (or word that it comes
+//! later) even if it holds durable operations. The `running` mark is
+//! *detached* (nobody waits for it): a batch holding it waits too, and a
+//! durable operation ends that wait at once. Events of an
 //! uncommitted batch are never published. Events are published to
 //! subscribers only after their commit, then replies are sent: by a
 //! publisher thread for a large batch, so the writer starts the next one
@@ -74,15 +73,14 @@ pub(crate) enum OpMode {
     /// Answered after its batch's commit; the batch commits as soon as what
     /// is queued has run (the caller is waiting).
     Durable,
-    /// Answered as soon as it ran, before the commit (only for work whose
-    /// loss in a crash is harmless: a claim — the prompt is never written
-    /// before the later, durable dispatch boundary). Its batch may wait up
-    /// to the deferred linger for more, so the next durable operation
+    /// Nobody waits for the answer (a turn's `running` mark: losing it in
+    /// a crash changes nothing). Its batch may wait up to the deferred
+    /// linger for more, so the next durable operation (the turn's outcome)
     /// commits it in the same transaction.
-    Early,
-    /// Nobody waits for the answer (a turn's `running` mark); the batch
-    /// may wait like [`OpMode::Early`].
     Detached,
+    /// A claimed turn's dispatch boundary: [`OpMode::Durable`], and one of
+    /// the boundaries its batch waits for is in (see [`ParkedClaim`]).
+    Boundary,
 }
 
 /// A request to the writer.
@@ -93,6 +91,9 @@ pub(crate) enum Cmd {
     Append(AppendReq),
     /// The engine waits for the next runnable turn (see [`ParkedClaim`]).
     Park(ParkedClaim),
+    /// A claimed turn's boundary will not follow at once (a cold agent
+    /// start, a turn refused before dispatch): its batch stops waiting.
+    BoundaryLater,
     /// Stop after the requests already queued before it.
     Shutdown,
 }
@@ -123,11 +124,13 @@ struct Plan {
 /// The engine's standing request for the next runnable turn. The writer
 /// claims as soon as a turn is runnable — inside the very batch that made it
 /// runnable (a submit to a free workspace, the outcome that frees one) — and
-/// answers at once, before the commit, like an [`OpMode::Early`] claim. The
-/// batch then waits (up to the deferred linger) for the engine's next
-/// request — the dispatch boundary on a warm agent — so acceptance, claim
-/// and boundary, or one turn's outcome and the next one's boundary, share
-/// one commit. Losing the claim in a crash is harmless: nothing is written
+/// answers at once, before the commit (only the claim is answered early). The
+/// engine parks one claim per free running slot, so one batch can claim a
+/// turn in every free workspace. The batch then waits (up to the deferred
+/// linger) until each of its claims has its dispatch boundary
+/// ([`OpMode::Boundary`], on a warm agent) or [`Cmd::BoundaryLater`], so
+/// acceptance, claim and boundary, or one turn's outcome and the next
+/// one's boundary, share one commit. Losing the claim in a crash is harmless: nothing is written
 /// to an agent before the durable boundary.
 pub(crate) struct ParkedClaim {
     /// The provider's facts at the moment of the claim.

@@ -16,7 +16,7 @@ use crate::acp::{arg, fixture, test_limits};
 use crate::acp_engine::owner;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lone_workspace_pays_at_most_three_commits_per_turn() {
+async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_warm_turn() {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = StoreOptions::new(dir.path().join("home"));
     // A long deferred linger makes the count independent of scheduling: a
@@ -100,6 +100,13 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_turn() {
     assert!(
         per_turn.iter().all(|(_, _, n)| *n <= 3),
         "commits per turn: {per_turn:?}"
+    );
+    // A warm turn's claim is made in its submit's batch, which waits for
+    // the dispatch boundary: submit + claim + boundary, then running +
+    // output + outcome.
+    assert!(
+        per_turn.iter().all(|(_, i, n)| *i == 0 || *n <= 2),
+        "commits per warm turn: {per_turn:?}"
     );
     // The fixture received each prompt exactly once, after its boundary.
     let lines = std::fs::read_to_string(&ledger).unwrap();

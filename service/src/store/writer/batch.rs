@@ -26,11 +26,11 @@ pub(super) struct Batch {
     durable: bool,
     /// It holds an early or detached operation that wrote something.
     deferred: bool,
-    /// A parked claim was answered in it and no operation has arrived
-    /// since: it waits (up to the deferred linger) for the engine's next
-    /// request, the claimed turn's dispatch boundary, even if it holds a
-    /// durable operation (see [`super::ParkedClaim`]).
-    boundary: bool,
+    /// Parked claims answered in it whose dispatch boundary (or word that
+    /// it comes later) has not arrived: it waits for them (up to the
+    /// deferred linger) even if it holds a durable operation (see
+    /// [`super::ParkedClaim`]).
+    boundaries: usize,
 }
 
 impl Batch {
@@ -48,7 +48,7 @@ impl Batch {
             len: 0,
             durable: false,
             deferred: false,
-            boundary: false,
+            boundaries: 0,
         }
     }
 
@@ -59,18 +59,20 @@ impl Batch {
             Cmd::Append(a) => self.appends.push(a),
             Cmd::Op(op, mode) => {
                 self.write_appends(w);
-                self.boundary = false;
+                if mode == OpMode::Boundary {
+                    self.boundaries = self.boundaries.saturating_sub(1);
+                }
                 let before = w.conn.total_changes();
                 let reply = op(w);
                 match mode {
-                    OpMode::Durable => {
+                    OpMode::Durable | OpMode::Boundary => {
                         self.durable = true;
                         self.replies.push(reply);
                     }
-                    OpMode::Early => reply(None, &[]),
                     OpMode::Detached => self.replies.push(reply),
                 }
-                if mode != OpMode::Durable && w.conn.total_changes() != before {
+                let durable = matches!(mode, OpMode::Durable | OpMode::Boundary);
+                if !durable && w.conn.total_changes() != before {
                     self.deferred = true;
                 }
                 self.serve_parked(w);
@@ -79,6 +81,7 @@ impl Batch {
                 w.parked.push_back(claim);
                 self.serve_parked(w);
             }
+            Cmd::BoundaryLater => self.boundaries = self.boundaries.saturating_sub(1),
             Cmd::Shutdown => {}
         }
     }
@@ -95,7 +98,7 @@ impl Batch {
             match w.claim(&parked.prepare) {
                 Ok(Some(claim)) => {
                     self.deferred = true;
-                    self.boundary = true;
+                    self.boundaries += 1;
                     let _ = parked.reply.send(Ok(claim));
                 }
                 Ok(None) => {
@@ -124,7 +127,7 @@ impl Batch {
 
     /// How long the batch may wait for more requests, from what it holds.
     pub(super) fn linger(&self, limits: &WriterLimits) -> Duration {
-        if self.boundary {
+        if self.boundaries > 0 {
             limits.deferred_linger.max(limits.group_commit_linger)
         } else if self.durable {
             Duration::ZERO
