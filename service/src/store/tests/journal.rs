@@ -302,21 +302,21 @@ async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_deliver
     s.send(Cmd::Op(job, OpMode::Durable)).unwrap();
     release.send(()).unwrap();
     in_reply.recv().unwrap();
-    // A small batch commits meanwhile; an early operation queued after it
-    // is answered once the writer is past that batch's delivery.
+    // A small batch commits meanwhile; an operation queued after it runs
+    // once the writer is past that batch's delivery.
     let before = s.commit_count();
     let mut small = Box::pin(s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(100))));
     while s.commit_count() == before {
         tokio::task::yield_now().await;
     }
-    let (answered, early) = tokio::sync::oneshot::channel::<()>();
+    let (ran, on_writer) = tokio::sync::oneshot::channel::<()>();
     let job: Op = Box::new(move |_| -> Reply {
-        Box::new(move |_, _| {
-            let _ = answered.send(());
-        })
+        // Runs on the writer, in the batch after the small one.
+        let _ = ran.send(());
+        Box::new(|_, _| {})
     });
-    s.send(Cmd::Op(job, OpMode::Early)).unwrap();
-    early.await.unwrap();
+    s.send(Cmd::Op(job, OpMode::Detached)).unwrap();
+    on_writer.await.unwrap();
     let mut cx = Context::from_waker(Waker::noop());
     assert!(
         small.as_mut().poll(&mut cx).is_pending(),
