@@ -284,13 +284,6 @@ async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_deliver
         .unwrap()
         .value;
     s.try_claim().await.unwrap().unwrap();
-    // A turn for the probe below: a claim parked on the writer is answered
-    // as soon as the writer takes it, before its batch commits.
-    let ws2 = workspace(s, f.dir.path(), "ws2").await;
-    let th2 = thread(s, &ws2.id, Retention::Full).await;
-    s.submit_turn(&owner(), submit(&th2.id, "c2", "p"))
-        .await
-        .unwrap();
     let mut sub = s.subscribe();
     // A large batch (handed off) whose last reply blocks the publisher
     // until `unblock` fires.
@@ -309,14 +302,21 @@ async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_deliver
     s.send(Cmd::Op(job, OpMode::Durable)).unwrap();
     release.send(()).unwrap();
     in_reply.recv().unwrap();
-    // A small batch commits meanwhile; a claim parked after it is answered
+    // A small batch commits meanwhile; an operation queued after it runs
     // once the writer is past that batch's delivery.
     let before = s.commit_count();
     let mut small = Box::pin(s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(100))));
     while s.commit_count() == before {
         tokio::task::yield_now().await;
     }
-    s.next_runnable().await.unwrap();
+    let (ran, on_writer) = tokio::sync::oneshot::channel::<()>();
+    let job: Op = Box::new(move |_| -> Reply {
+        // Runs on the writer, in the batch after the small one.
+        let _ = ran.send(());
+        Box::new(|_, _| {})
+    });
+    s.send(Cmd::Op(job, OpMode::Detached)).unwrap();
+    on_writer.await.unwrap();
     let mut cx = Context::from_waker(Waker::noop());
     assert!(
         small.as_mut().poll(&mut cx).is_pending(),
