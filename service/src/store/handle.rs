@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use tokio::sync::{Notify, broadcast, oneshot};
+use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{Clock, JournalEvent, StoreError, StoreResult, StoreStatus, SystemClock};
 
@@ -229,7 +229,6 @@ impl Store {
         let (events, _) = broadcast::channel(options.broadcast_capacity.max(1));
         let shared = Arc::new(Shared {
             events,
-            runnable: Notify::new(),
             status: Mutex::new(StoreStatus {
                 queue_depth: 0,
                 queue_capacity: options.queue_capacity,

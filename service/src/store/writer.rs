@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-use tokio::sync::{Notify, broadcast, oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::domain::{
     Clock, EventKind, JournalEvent, StoreError, StoreResult, StoreStatus, TurnState,
@@ -144,8 +144,6 @@ pub(crate) struct ParkedClaim {
 pub(crate) struct Shared {
     /// Committed events, in `seq` order.
     pub(crate) events: broadcast::Sender<Arc<JournalEvent>>,
-    /// Woken whenever the scheduler may have a runnable turn.
-    pub(crate) runnable: Notify,
     /// Latest status counters.
     pub(crate) status: Mutex<StoreStatus>,
     /// Transactions committed by the writer (each one fsync).

@@ -117,26 +117,17 @@ impl Drop for Publisher {
     }
 }
 
-/// Publishes the batch's events, refreshes the status mirror, wakes the
-/// scheduler if something changed, then answers its requests.
+/// Publishes the batch's events, refreshes the status mirror, then answers
+/// its requests.
 fn deliver(shared: &Shared, batch: Published) {
     let events: Vec<Arc<JournalEvent>> = batch.events.into_iter().map(Arc::new).collect();
     for e in &events {
         // No subscribers is fine.
         let _ = shared.events.send(Arc::clone(e));
     }
-    // Wake the scheduler only when something it depends on changed: a
-    // claim that found nothing commits no events and changes no counter,
-    // and waking on it made an idle engine spin (claim → wake → claim).
-    let changed = {
-        let mut status = shared.status.lock().unwrap_or_else(|p| p.into_inner());
-        let changed = !events.is_empty() || *status != batch.status;
-        *status = batch.status;
-        changed
-    };
-    if changed {
-        shared.runnable.notify_waiters();
-    }
+    // The engine's claims are parked on the writer (`ParkedClaim`): nothing
+    // waits on a wake-up here.
+    *shared.status.lock().unwrap_or_else(|p| p.into_inner()) = batch.status;
     for reply in batch.replies {
         reply(batch.failed, &events);
     }
