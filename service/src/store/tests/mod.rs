@@ -3,9 +3,11 @@
 //! retention, sessions and the instance lock in `journal`.
 
 mod chain;
+mod configure;
 mod continuation;
 mod journal;
 mod lifecycle;
+mod parking;
 mod prepared;
 mod receipts;
 mod scheduling;

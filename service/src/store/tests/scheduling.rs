@@ -1,5 +1,5 @@
-//! Scheduling, bounded queue, fencing and resolution, cancel, configure,
-//! and recovery at open.
+//! Scheduling, bounded queue, fencing and resolution, cancel, and recovery
+//! at open (configure: `configure.rs`; parked claims: `parking.rs`).
 
 use super::*;
 use crate::domain::*;
@@ -330,100 +330,6 @@ async fn the_owners_cancel_of_a_fenced_turn_resolves_it_cancelled_without_retryi
 }
 
 #[tokio::test]
-async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
-    let f = fixture().await;
-    let s = &f.store;
-    let ws = workspace(s, f.dir.path(), "ws1").await;
-    let th = thread(s, &ws.id, Retention::Full).await;
-    assert_eq!(th.version, 1);
-    let patch = ThreadPatch {
-        approval: Some(ApprovalPolicy::AllowAll),
-        ..Default::default()
-    };
-    let t2 = s
-        .configure_thread(&owner(), &th.id, 1, patch.clone(), None)
-        .await
-        .map(|r| r.value)
-        .unwrap();
-    assert_eq!((t2.version, t2.approval), (2, ApprovalPolicy::AllowAll));
-    assert_eq!(
-        s.configure_thread(&owner(), &th.id, 1, patch.clone(), None)
-            .await
-            .map(|r| r.value)
-            .unwrap_err()
-            .code(),
-        "conflict"
-    );
-    let t = s
-        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
-        .await
-        .unwrap()
-        .value;
-    assert_eq!(
-        s.configure_thread(&owner(), &th.id, 2, patch.clone(), None)
-            .await
-            .map(|r| r.value)
-            .unwrap_err()
-            .code(),
-        "conflict"
-    );
-    s.request_cancel(&owner(), &t.id).await.unwrap();
-    let t3 = s
-        .configure_thread(
-            &owner(),
-            &th.id,
-            2,
-            ThreadPatch {
-                restricted: Some(true),
-                ..Default::default()
-            },
-            None,
-        )
-        .await
-        .map(|r| r.value)
-        .unwrap();
-    assert_eq!(t3.version, 3);
-    assert!(t3.restricted);
-    assert_eq!(s.get_thread(&th.id).await.unwrap(), t3);
-
-    // Refused while a turn is in flight; a fenced turn does not block it,
-    // and the next turn is claimed with the new configuration.
-    let t = s
-        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
-        .await
-        .unwrap()
-        .value;
-    s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&t.id, super::binding()).await.unwrap();
-    assert_eq!(
-        s.configure_thread(&owner(), &th.id, 3, patch.clone(), None)
-            .await
-            .map(|r| r.value)
-            .unwrap_err()
-            .code(),
-        "conflict"
-    );
-    s.finish_turn(&t.id, TurnEnd::Unknown("agent_exited".into()))
-        .await
-        .unwrap();
-    let t4 = s
-        .configure_thread(&owner(), &th.id, 3, patch.clone(), None)
-        .await
-        .map(|r| r.value)
-        .unwrap();
-    assert_eq!((t4.version, t4.approval), (4, ApprovalPolicy::AllowAll));
-    s.resolve_turn(&owner(), &t.id, ResolveAs::Failed, true, None)
-        .await
-        .map(|r| r.value)
-        .unwrap();
-    s.submit_turn(&owner(), submit(&th.id, "c3", "p"))
-        .await
-        .unwrap();
-    let claim = s.try_claim().await.unwrap().unwrap();
-    assert_eq!(claim.thread, t4, "later turns run under the new version");
-}
-
-#[tokio::test]
 async fn recovery_at_open_settles_every_in_flight_turn_and_keeps_queued_ones() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -547,65 +453,5 @@ async fn a_lost_outcome_before_the_dispatch_boundary_is_a_plain_failure() {
     assert_eq!(
         s.get_turn("turn_missing").await.unwrap_err().code(),
         "not_found"
-    );
-}
-
-/// A claim parked on the writer is made inside the batch of the submit that
-/// makes a turn runnable, and that batch waits for the claim's dispatch
-/// boundary: acceptance, claim and boundary cost one commit, and the
-/// submit is answered only once all three are durable. A turn queued
-/// behind it is claimed in the batch of the outcome that frees its
-/// workspace, and that batch too waits for the new claim's boundary.
-#[tokio::test]
-async fn a_parked_claim_shares_the_commit_of_the_submit_and_the_boundary() {
-    let f = fixture().await;
-    let s = &f.store;
-    let ws = workspace(s, f.dir.path(), "ws1").await;
-    let th = thread(s, &ws.id, Retention::Full).await;
-    // The engine's part: wait for a claim, then persist its boundary.
-    let engine = |s: Store| async move {
-        let claim = s.next_runnable().await.unwrap();
-        s.mark_dispatched(&claim.turn.id, super::binding())
-            .await
-            .unwrap();
-        claim.turn.id
-    };
-    let first = tokio::spawn(engine(s.clone()));
-    // Let the claim park before the submit arrives.
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let before = s.commit_count();
-    let t1 = s
-        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
-        .await
-        .unwrap()
-        .value;
-    // Answered after the commit that holds the claim and the boundary too.
-    assert_eq!(
-        s.get_turn(&t1.id).await.unwrap().state,
-        TurnState::Dispatched
-    );
-    assert_eq!(first.await.unwrap(), t1.id);
-    assert_eq!(s.commit_count() - before, 1, "submit + claim + boundary");
-
-    let t2 = s
-        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
-        .await
-        .unwrap()
-        .value;
-    let second = tokio::spawn(engine(s.clone()));
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let before = s.commit_count();
-    s.finish_turn(&t1.id, TurnEnd::Completed("end_turn".into()))
-        .await
-        .unwrap();
-    assert_eq!(
-        s.get_turn(&t2.id).await.unwrap().state,
-        TurnState::Dispatched
-    );
-    assert_eq!(second.await.unwrap(), t2.id);
-    assert_eq!(
-        s.commit_count() - before,
-        1,
-        "outcome + next claim + boundary"
     );
 }
