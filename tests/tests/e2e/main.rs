@@ -6,6 +6,7 @@ mod acp_commits;
 mod acp_continue;
 mod acp_engine;
 mod acp_failures;
+mod acp_limits;
 mod acp_permissions;
 mod acp_serve;
 mod acp_sessions;
