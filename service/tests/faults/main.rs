@@ -7,209 +7,18 @@
 //! are fenced.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lapis_service::{
-    Actor, ApprovalPolicy, EventKind, NewAuthSession, NewThread, ReplayScope, ResolveAs, Retention,
-    Store, StoreOptions, SubmitTurn, ThreadPatch, Turn, TurnEnd, TurnFilter, TurnState,
-};
-use serde_json::json;
+use lapis_service::{ReplayScope, Store, StoreOptions, Turn, TurnFilter, TurnState};
+
+mod child;
+use child::child;
 
 const MODE: &str = "LAPIS_FAULT_MODE";
 const HOME: &str = "LAPIS_FAULT_HOME";
-
-fn actor() -> Actor {
-    Actor::new("owner", "faults")
-}
-
-fn ack(what: &str, id: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "ack {what} {id}").unwrap();
-    out.flush().unwrap();
-}
-
-async fn new_thread(store: &Store, root: &Path, ws: &str) -> String {
-    let p = root.join(ws);
-    std::fs::create_dir_all(&p).unwrap();
-    store.add_workspace(ws, &p).await.unwrap();
-    let input = NewThread {
-        command_id: Some(format!("thread-{ws}")),
-        workspace_id: ws.into(),
-        provider: "echo".into(),
-        approval: ApprovalPolicy::Ask,
-        restricted: false,
-        retention: Retention::Full,
-        mcp_servers: Vec::new(),
-    };
-    store.create_thread(&actor(), input).await.unwrap().value.id
-}
-
-/// The child's writer loop for one mode; runs until killed.
-async fn child(mode: &str, root: PathBuf) {
-    let mut opts = StoreOptions::new(root.join("home"));
-    opts.queue_capacity = 1_000_000;
-    let store = Store::open(opts).unwrap();
-    ack("open", "-");
-    let threads: Vec<String> = {
-        let mut v = vec![];
-        for ws in ["w0", "w1", "w2", "w3"] {
-            v.push(new_thread(&store, &root, ws).await);
-        }
-        v
-    };
-    // Like an owner after a crash: resolve what the last kill fenced.
-    let fenced = store
-        .list_turns(TurnFilter {
-            limit: 1000,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|t| t.state.is_fenced());
-    for t in fenced {
-        store
-            .resolve_turn(&actor(), &t.id, ResolveAs::Failed, true, None)
-            .await
-            .map(|r| r.value)
-            .unwrap();
-    }
-    let pid = std::process::id();
-    if mode == "threads" {
-        threads_and_sessions(&store, pid).await;
-    }
-    if mode == "cancel" {
-        cancel_and_resolve(&store, &threads, pid).await;
-    }
-    let mut n = 0u64;
-    // A dispatched turn whose completion is deferred to the next iteration,
-    // so kills also find turns sitting past the dispatch boundary.
-    let mut deferred: Option<String> = None;
-    loop {
-        if let Some(id) = deferred.take() {
-            store
-                .finish_turn(&id, TurnEnd::Completed("end_turn".into()))
-                .await
-                .unwrap();
-            ack("completed", &id);
-        }
-        n += 1;
-        let th = &threads[(n % 4) as usize];
-        let input = SubmitTurn {
-            command_id: format!("c{pid}-{n}"),
-            thread_id: th.clone(),
-            prompt: "p".into(),
-            continues: None,
-            max_turn_seconds: None,
-        };
-        let turn = store.submit_turn(&actor(), input).await.unwrap().value;
-        ack("accepted", &turn.id);
-        if mode == "submit" {
-            continue;
-        }
-        let Some(claim) = store.try_claim().await.unwrap() else {
-            continue;
-        };
-        let id = claim.turn.id.clone();
-        ack("claimed", &id);
-        store.mark_dispatched(&id, binding()).await.unwrap();
-        ack("dispatched", &id);
-        if n.is_multiple_of(3) {
-            deferred = Some(id);
-            continue;
-        }
-        store.mark_running(&id).await.unwrap();
-        let mut last = None;
-        let chunks = if mode == "journal" { 200 } else { 3 };
-        for i in 0..chunks {
-            last =
-                Some(store.append_activity(&id, EventKind::MessageChunk, Some(json!({ "i": i }))));
-        }
-        let e = last.unwrap().await.unwrap();
-        ack("appended", &e.seq.to_string());
-        store
-            .finish_turn(&id, TurnEnd::Completed("end_turn".into()))
-            .await
-            .unwrap();
-        ack("completed", &id);
-    }
-}
-
-/// The child's loop for thread creation, configuration and session writes.
-async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
-    let mut n = 0u64;
-    loop {
-        n += 1;
-        let input = NewThread {
-            command_id: Some(format!("t{pid}-{n}")),
-            workspace_id: "w0".into(),
-            provider: "echo".into(),
-            approval: ApprovalPolicy::Ask,
-            restricted: false,
-            retention: Retention::Full,
-            mcp_servers: Vec::new(),
-        };
-        let th = store.create_thread(&actor(), input).await.unwrap().value;
-        ack("thread", &th.id);
-        let patch = ThreadPatch {
-            restricted: Some(true),
-            ..Default::default()
-        };
-        let th = store
-            .configure_thread(&actor(), &th.id, th.version, patch, None)
-            .await
-            .map(|r| r.value)
-            .unwrap();
-        ack("configured", &format!("{}:{}", th.id, th.version));
-        let session = NewAuthSession {
-            credential: "owner".into(),
-            principal: "owner".into(),
-            application: "faults".into(),
-            scopes: vec![lapis_protocol::Scope::ThreadsRead],
-            bearer_sha256: format!("{:064x}", u128::from(pid) << 64 | u128::from(n)),
-            expires_at: None,
-        };
-        let session = store.issue_session(session).await.unwrap();
-        ack("session", &session.bearer_sha256);
-    }
-}
-
-/// The child's loop for cancel requests, interrupted outcomes and resolutions.
-async fn cancel_and_resolve(store: &Store, threads: &[String], pid: u32) -> ! {
-    let mut n = 0u64;
-    loop {
-        n += 1;
-        let input = SubmitTurn {
-            command_id: format!("x{pid}-{n}"),
-            thread_id: threads[(n % 4) as usize].clone(),
-            prompt: "p".into(),
-            continues: None,
-            max_turn_seconds: None,
-        };
-        store.submit_turn(&actor(), input).await.unwrap();
-        let claim = store.try_claim().await.unwrap().expect("a free workspace");
-        let id = claim.turn.id;
-        store.mark_dispatched(&id, binding()).await.unwrap();
-        ack("c_dispatched", &id);
-        store.request_cancel(&actor(), &id).await.unwrap();
-        ack("cancel_requested", &id);
-        let out = store
-            .finish_turn(&id, TurnEnd::Unknown("cancel_deadline".into()))
-            .await
-            .unwrap();
-        assert_eq!(out.turn.state, TurnState::Interrupted);
-        ack("interrupted", &id);
-        store
-            .resolve_turn(&actor(), &id, ResolveAs::Cancelled, true, None)
-            .await
-            .map(|r| r.value)
-            .unwrap();
-        ack("resolved", &id);
-    }
-}
 
 /// Entry point of the child process; a no-op in the normal test run.
 #[test]
@@ -545,13 +354,4 @@ fn a_live_holder_is_named_by_pid_and_its_death_frees_the_lock() {
     child.kill().unwrap();
     child.wait().unwrap();
     Store::open(StoreOptions::new(dir.path().join("home"))).expect("lock freed by the kernel");
-}
-
-/// A session binding as the engine passes it at the dispatch boundary.
-fn binding() -> lapis_service::domain::SessionBinding {
-    lapis_service::domain::SessionBinding {
-        session_id: "sess-1".into(),
-        fingerprint: "0".repeat(64),
-        thread_version: 1,
-    }
 }
