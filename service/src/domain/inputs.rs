@@ -24,6 +24,17 @@ impl Actor {
             application: application.into(),
         }
     }
+
+    /// Whether `thread` is this actor's (see [`owned_by`]).
+    pub(crate) fn owns(&self, thread: &Thread) -> bool {
+        owned_by(thread, &self.principal, &self.application)
+    }
+}
+
+/// Whether `thread` belongs to this principal speaking for this
+/// application: the one ownership rule, for the store and the server.
+pub(crate) fn owned_by(thread: &Thread, principal: &str, application: &str) -> bool {
+    thread.principal == principal && thread.application == application
 }
 
 /// Input of `create_thread`.

@@ -13,7 +13,9 @@ pub(crate) use clock::{Clock, SystemClock, secs_to_ms};
 pub use error::StoreError;
 pub(crate) use error::StoreResult;
 pub use inputs::{Actor, NewThread, ResolveAs, SubmitTurn, ThreadPatch, TurnEnd};
-pub(crate) use inputs::{Claim, Preparer, ProviderFacts, Receipt, StoreStatus, TransitionOutcome};
+pub(crate) use inputs::{
+    Claim, Preparer, ProviderFacts, Receipt, StoreStatus, TransitionOutcome, owned_by,
+};
 pub use lapis_protocol::SessionBinding;
 pub use lapis_protocol::{
     ApprovalPolicy, EventKind, JournalEvent, ReplayScope, Retention, Turn, TurnState,

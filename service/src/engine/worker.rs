@@ -289,7 +289,8 @@ impl Engine {
         parked.abort_all();
         while parked.join_next().await.is_some() {}
         claims.close();
-        while let Ok((Ok(claim), _permit)) = claims.try_recv() {
+        while let Ok((answer, _permit)) = claims.try_recv() {
+            let Ok(claim) = answer else { continue };
             if let Err(err) = self
                 .store
                 .finish_turn(&claim.turn.id, TurnEnd::Failed(CONTROLLER_SHUTDOWN.into()))

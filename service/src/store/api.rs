@@ -20,6 +20,7 @@ use super::handle::{PendingAppend, Store};
 use super::journal::ReadyPayload;
 use super::read::{self, ThreadFilter, TurnFilter};
 use super::receipts::{self, CommandKind};
+use super::writer::OpMode;
 use super::writer::{AppendReq, Cmd};
 use super::{ids, replay};
 
@@ -306,8 +307,11 @@ impl Store {
     /// the prompt must not be written.
     pub async fn mark_dispatched(&self, turn: &str, binding: SessionBinding) -> StoreResult<Turn> {
         let turn = turn.to_owned();
-        self.op_boundary(move |w| w.mark_dispatched(&turn, &binding))
-            .await
+        // A claimed turn's boundary: its batch may be waiting for it.
+        self.op_with(OpMode::Boundary, move |w| {
+            w.mark_dispatched(&turn, &binding)
+        })
+        .await
     }
 
     /// The agent started on the prompt (`dispatched → running`).

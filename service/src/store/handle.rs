@@ -346,16 +346,6 @@ impl Store {
         self.op_with(OpMode::Durable, f).await
     }
 
-    /// [`Store::op`] for a claimed turn's dispatch boundary
-    /// ([`OpMode::Boundary`]).
-    pub(super) async fn op_boundary<T, F>(&self, f: F) -> StoreResult<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,
-    {
-        self.op_with(OpMode::Boundary, f).await
-    }
-
     /// Queue `f` on the writer, in order, without waiting for it
     /// ([`OpMode::Detached`]); an error is logged.
     pub(super) fn op_detached<T, F>(&self, what: &'static str, f: F)
@@ -376,7 +366,7 @@ impl Store {
         let _ = self.inner.cmd.send(Cmd::Op(job, OpMode::Detached));
     }
 
-    async fn op_with<T, F>(&self, mode: OpMode, f: F) -> StoreResult<T>
+    pub(super) async fn op_with<T, F>(&self, mode: OpMode, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Writer) -> StoreResult<T> + Send + 'static,

@@ -160,7 +160,7 @@ impl Writer {
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
         // Checked here rather than by a read before the request: one store
         // round trip per submit instead of two.
-        if thread.principal != actor.principal || thread.application != actor.application {
+        if !actor.owns(&thread) {
             return Err(StoreError::Forbidden);
         }
         if let Some(expect) = expect {

@@ -24,12 +24,16 @@ pub(crate) fn stage_transition(
     let Some(to) = next_state(row.state, event) else {
         return Ok(None);
     };
-    let column = match event {
-        TurnEvent::Claim => "prepared_at",
-        TurnEvent::Dispatch => "dispatched_at",
-        TurnEvent::Start => "started_at",
-        TurnEvent::ResolveFailed | TurnEvent::ResolveCancelled => "resolved_at",
-        _ => "finished_at",
+    // The timestamp this event sets: its column, and the same field of the
+    // in-memory row returned below.
+    let (column, stamp): (&str, fn(&mut Turn) -> &mut Option<i64>) = match event {
+        TurnEvent::Claim => ("prepared_at", |t| &mut t.prepared_at),
+        TurnEvent::Dispatch => ("dispatched_at", |t| &mut t.dispatched_at),
+        TurnEvent::Start => ("started_at", |t| &mut t.started_at),
+        TurnEvent::ResolveFailed | TurnEvent::ResolveCancelled => {
+            ("resolved_at", |t| &mut t.resolved_at)
+        }
+        _ => ("finished_at", |t| &mut t.finished_at),
     };
     let changed = tx
         .prepare_cached(&format!(
@@ -70,12 +74,6 @@ pub(crate) fn stage_transition(
         after.outcome = Some(code.to_owned());
     }
     after.updated_at = now;
-    *match event {
-        TurnEvent::Claim => &mut after.prepared_at,
-        TurnEvent::Dispatch => &mut after.dispatched_at,
-        TurnEvent::Start => &mut after.started_at,
-        TurnEvent::ResolveFailed | TurnEvent::ResolveCancelled => &mut after.resolved_at,
-        _ => &mut after.finished_at,
-    } = Some(now);
+    *stamp(&mut after) = Some(now);
     Ok(Some(after))
 }

@@ -77,7 +77,7 @@ pub(super) fn actor(session: &AuthSession) -> Actor {
 
 /// Whether the session may see `thread`.
 fn owns(session: &AuthSession, thread: &Thread) -> bool {
-    thread.principal == session.principal && thread.application == session.application
+    crate::domain::owned_by(thread, &session.principal, &session.application)
 }
 
 fn foreign() -> RpcError {
