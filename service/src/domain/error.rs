@@ -81,6 +81,16 @@ pub enum StoreError {
         /// The database path.
         path: PathBuf,
     },
+    /// The controller home is a directory with other files in it and no
+    /// database or marker: it is someone's directory, not a controller home.
+    #[error(
+        "{} is not a controller home (it holds other files and no controller.db); choose an empty or new directory for --workspace",
+        .path.display()
+    )]
+    NotControllerHome {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The schema version is newer (or otherwise unknown) than this build knows.
     #[error(
         "database schema version {found} is not supported (this build knows up to {supported})"
@@ -137,6 +147,7 @@ impl StoreError {
             StoreError::InstanceLocked { .. } => "instance_locked",
             StoreError::ForeignDatabase { .. } => "store_foreign",
             StoreError::SchemaUnsupported { .. } => "store_schema_unsupported",
+            StoreError::NotControllerHome { .. } => "not_controller_home",
             StoreError::InvalidRow { .. } => "store_invalid_row",
             StoreError::Corrupt(_) => "store_corrupt",
             _ if self.storage_condition().is_some() => "storage_unavailable",
