@@ -334,10 +334,7 @@ impl Store {
                 move |failed: Option<&'static str>, _: &[Arc<JournalEvent>]| {
                     let result = match failed {
                         None => result,
-                        Some(code) => Err(StoreError::io(
-                            format!("operation rolled back with its batch ({code})"),
-                            std::io::Error::other("group commit failed"),
-                        )),
+                        Some(cause) => Err(StoreError::rolled_back(cause)),
                     };
                     let _ = tx.send(result);
                 },
