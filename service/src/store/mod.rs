@@ -111,4 +111,4 @@ pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainR
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -306,7 +306,10 @@ async fn permissions_are_answered_through_the_engine_with_offered_ids_only() {
         )
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), "invalid_request");
+    assert_eq!(
+        refused.error_code(),
+        lapis_protocol::ErrorCode::InvalidRequest
+    );
     rig.engine
         .respond_permission(
             &turn,
@@ -326,7 +329,7 @@ async fn permissions_are_answered_through_the_engine_with_offered_ids_only() {
         .respond_permission(&turn, &request, PermissionAnswer::Cancelled)
         .await
         .unwrap_err();
-    assert_eq!(late.code(), "conflict");
+    assert_eq!(late.error_code(), lapis_protocol::ErrorCode::Conflict);
     rig.store.flush().await.unwrap();
     assert_eq!(
         rig.store.get_turn(&turn).await.unwrap().state,

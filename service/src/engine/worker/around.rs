@@ -110,60 +110,6 @@ impl Engine {
         self.finish(turn_id, TurnEnd::Failed(code.into())).await;
     }
 
-    /// Pending permission requests, optionally of one turn.
-    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
-        self.broker.pending(turn_id)
-    }
-
-    /// Answers a pending permission request at once (see
-    /// [`take_permission`](Engine::take_permission)).
-    pub async fn respond_permission(
-        &self,
-        turn_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<(), EngineError> {
-        self.take_permission(turn_id, request_id, answer)
-            .await?
-            .deliver()
-            .map_err(EngineError::NotPending)
-    }
-
-    /// Checks an answer to a pending permission request and reserves the
-    /// request for it (`permissions.respond` makes its receipt durable, then
-    /// delivers). The caller authorizes first (the pending entry names its
-    /// thread). A selected option must be one of the offered ids exactly.
-    /// An answer for a finished turn is journaled as an observation and
-    /// refused.
-    pub(crate) async fn take_permission(
-        &self,
-        turn_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<Taken, EngineError> {
-        match self.broker.take(turn_id, request_id, answer.clone()) {
-            Ok(taken) => Ok(taken),
-            Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
-            Err(e @ AnswerError::NotPending { .. }) => {
-                let turn = self.store.get_turn(turn_id).await?;
-                if turn.state.is_active() {
-                    return Err(EngineError::NotPending(e));
-                }
-                // Recorded as an observation by the store: a late answer
-                // never moves a finished turn.
-                let payload =
-                    serde_json::json!({"late": true, "requestId": request_id, "answer": answer});
-                let _ = self
-                    .store
-                    .append_activity(turn_id, EventKind::PermissionDecided, Some(payload))
-                    .await;
-                Err(EngineError::TurnFinished {
-                    turn_id: turn_id.to_string(),
-                })
-            }
-        }
-    }
-
     /// Starts claiming and running turns on the current tokio runtime.
     /// First kills agents a previous controller left running (their turns
     /// were already settled by the store's recovery at open).
