@@ -16,6 +16,7 @@
 #![warn(unreachable_pub)]
 
 mod binding;
+pub mod call;
 pub mod client;
 pub mod config;
 mod error;
@@ -51,7 +52,7 @@ pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use permissions::{PendingRequest, PermissionChoice};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{
-    ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
+    ApprovalPolicy, ResolveAs, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
 };
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};

@@ -80,6 +80,26 @@ impl Retention {
     }
 }
 
+/// What an owner's resolution (`turns.resolve`) records a fenced turn as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolveAs {
+    /// Record as failed.
+    Failed,
+    /// Record as cancelled.
+    Cancelled,
+}
+
+impl ResolveAs {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResolveAs::Failed => "failed",
+            ResolveAs::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// A conversation bound to one workspace and one provider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -117,16 +117,6 @@ pub enum TurnEnd {
     Interrupted(String),
 }
 
-/// What an owner's resolution records the fenced turn as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResolveAs {
-    /// Record as failed.
-    Failed,
-    /// Record as cancelled.
-    Cancelled,
-}
-
 /// The result of a state change requested by the runner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransitionOutcome {

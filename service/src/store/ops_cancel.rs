@@ -103,10 +103,7 @@ impl Writer {
                 "resolution requires confirmation that the agent stopped",
             ));
         }
-        let as_name = match as_ {
-            ResolveAs::Failed => "failed",
-            ResolveAs::Cancelled => "cancelled",
-        };
+        let as_name = as_.as_str();
         let command = Command {
             actor,
             id: command_id,

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::auth::AuthSession;
-use crate::domain::{ResolveAs, SubmitTurn, TurnState};
+use crate::domain::SubmitTurn;
 use crate::engine::EngineError;
 use crate::store::TurnFilter;
 use lapis_protocol::params::{RespondResult, TurnResult, TurnsResult};
@@ -96,14 +96,7 @@ pub(crate) async fn turns_list(
     session: &AuthSession,
     p: params::TurnsList,
 ) -> Result<TurnsResult, RpcError> {
-    let state = p
-        .state
-        .as_deref()
-        .map(|s| {
-            TurnState::parse(s)
-                .ok_or_else(|| RpcError::new(ErrorCode::InvalidRequest, "unknown turn state"))
-        })
-        .transpose()?;
+    let state = p.state;
     if let Some(thread) = &p.thread_id {
         owned_thread(ctx, session, thread).await?;
     }
@@ -165,16 +158,7 @@ pub(crate) async fn turns_resolve(
     session: &AuthSession,
     p: params::TurnsResolve,
 ) -> Result<TurnResult, RpcError> {
-    let resolve_as = match p.resolve_as.as_str() {
-        "failed" => ResolveAs::Failed,
-        "cancelled" => ResolveAs::Cancelled,
-        _ => {
-            return Err(RpcError::new(
-                ErrorCode::InvalidRequest,
-                "`as` must be `failed` or `cancelled`",
-            ));
-        }
-    };
+    let resolve_as = p.resolve_as;
     if !p.confirm_stopped {
         return Err(RpcError::new(
             ErrorCode::InvalidRequest,
