@@ -27,6 +27,7 @@ pub mod home;
 pub mod mcp;
 mod message;
 pub mod notifications;
+mod outcome;
 pub mod params;
 mod permissions;
 mod prepared;
@@ -49,6 +50,7 @@ pub use hello::{
 };
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
+pub use outcome::OutcomeCode;
 pub use permissions::{PendingRequest, PermissionChoice};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{

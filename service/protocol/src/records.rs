@@ -219,6 +219,18 @@ pub struct Turn {
     pub user_message: Option<UserMessage>,
 }
 
+impl Turn {
+    /// The controller's outcome code, when the turn ended for a reason the
+    /// controller names (`None` while in flight, and for a completion,
+    /// whose `outcome` is the agent's own stop reason).
+    pub fn outcome_code(&self) -> Option<crate::OutcomeCode> {
+        match self.state {
+            TurnState::Completed => None,
+            _ => self.outcome.as_deref().and_then(crate::OutcomeCode::parse),
+        }
+    }
+}
+
 /// A turn's prompt as its thread's journal keeps it (`user_message`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -21,9 +21,7 @@ mod worker;
 pub(crate) use broker::PendingPermission;
 use broker::Taken;
 pub(crate) use mcp::{McpLease, McpRegistry};
-#[cfg(test)]
-pub(crate) use outcome::DEADLINE_EXCEEDED;
-pub use worker::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineError, EngineHandle};
+pub use worker::{Engine, EngineConfig, EngineError, EngineHandle};
 
 #[cfg(test)]
 mod tests;

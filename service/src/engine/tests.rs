@@ -18,48 +18,48 @@ fn outcomes_map_to_turn_ends() {
         (
             TurnOutcome::Cancelled { dispatched: true },
             true,
-            TurnEnd::Cancelled("cancelled".into()),
+            TurnEnd::Cancelled(lapis_protocol::OutcomeCode::Cancelled),
         ),
         (
             TurnOutcome::Cancelled { dispatched: false },
             true,
-            TurnEnd::Cancelled("cancelled_before_dispatch".into()),
+            TurnEnd::Cancelled(lapis_protocol::OutcomeCode::CancelledBeforeDispatch),
         ),
         (
             TurnOutcome::Failed {
-                code: "boundary_not_persisted",
+                code: lapis_protocol::OutcomeCode::BoundaryNotPersisted,
                 dispatched: false,
             },
             true,
-            TurnEnd::Cancelled("cancelled_before_dispatch".into()),
+            TurnEnd::Cancelled(lapis_protocol::OutcomeCode::CancelledBeforeDispatch),
         ),
         (
             TurnOutcome::Failed {
-                code: "boundary_not_persisted",
+                code: lapis_protocol::OutcomeCode::BoundaryNotPersisted,
                 dispatched: false,
             },
             false,
-            TurnEnd::Failed("boundary_not_persisted".into()),
+            TurnEnd::Failed(lapis_protocol::OutcomeCode::BoundaryNotPersisted),
         ),
         (
             TurnOutcome::Failed {
-                code: "agent_error",
+                code: lapis_protocol::OutcomeCode::AgentError,
                 dispatched: true,
             },
             false,
-            TurnEnd::Failed("agent_error".into()),
+            TurnEnd::Failed(lapis_protocol::OutcomeCode::AgentError),
         ),
         (
             TurnOutcome::SubmissionUnknown {
-                code: "broken_pipe",
+                code: lapis_protocol::OutcomeCode::BrokenPipe,
             },
             false,
-            TurnEnd::Unknown("broken_pipe".into()),
+            TurnEnd::Unknown(lapis_protocol::OutcomeCode::BrokenPipe),
         ),
         (
             TurnOutcome::Interrupted,
             true,
-            TurnEnd::Interrupted("cancel_deadline".into()),
+            TurnEnd::Interrupted(lapis_protocol::OutcomeCode::CancelDeadline),
         ),
     ];
     for (outcome, cancel, want) in cases {
@@ -88,22 +88,24 @@ fn providers_from_config_json_are_validated() {
 
 #[test]
 fn a_deadline_marks_every_unconfirmed_end_and_never_a_completion() {
-    let code = || super::DEADLINE_EXCEEDED.to_string();
+    let code = || lapis_protocol::OutcomeCode::DeadlineExceeded;
     assert_eq!(
-        deadline_end(TurnEnd::Cancelled("cancelled".into())),
+        deadline_end(TurnEnd::Cancelled(lapis_protocol::OutcomeCode::Cancelled)),
         TurnEnd::Cancelled(code())
     );
     assert_eq!(
-        deadline_end(TurnEnd::Interrupted("cancel_deadline".into())),
+        deadline_end(TurnEnd::Interrupted(
+            lapis_protocol::OutcomeCode::CancelDeadline
+        )),
         TurnEnd::Interrupted(code())
     );
     assert_eq!(
-        deadline_end(TurnEnd::Unknown("agent_exited".into())),
+        deadline_end(TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited)),
         TurnEnd::Interrupted(code())
     );
     for kept in [
         TurnEnd::Completed("end_turn".into()),
-        TurnEnd::Failed("agent_error".into()),
+        TurnEnd::Failed(lapis_protocol::OutcomeCode::AgentError),
     ] {
         assert_eq!(deadline_end(kept.clone()), kept);
     }

@@ -16,6 +16,7 @@ use crate::acp::{
     self, ActivityEvent, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent,
     PermissionAnswer, ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
 };
+use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::EnvFile;
 
 use crate::domain::{
@@ -35,9 +36,6 @@ mod permissions;
 pub use permissions::EngineError;
 
 use around::forget;
-
-/// Outcome code of turns settled because the controller stopped.
-pub const CONTROLLER_SHUTDOWN: &str = "controller_shutdown";
 
 /// What the engine needs besides the store.
 #[derive(Debug, Clone)]
@@ -267,7 +265,10 @@ impl Engine {
             guard.boundary_later();
             if let Err(err) = self
                 .store
-                .finish_turn(&claim.turn.id, TurnEnd::Failed(CONTROLLER_SHUTDOWN.into()))
+                .finish_turn(
+                    &claim.turn.id,
+                    TurnEnd::Failed(OutcomeCode::ControllerShutdown),
+                )
                 .await
             {
                 tracing::error!(turn = %claim.turn.id, code = err.code(), "settling a claimed turn at shutdown failed");
@@ -298,9 +299,9 @@ impl Engine {
                 continue;
             }
             let end = if l.dispatched.load(Ordering::SeqCst) {
-                TurnEnd::Unknown(CONTROLLER_SHUTDOWN.into())
+                TurnEnd::Unknown(OutcomeCode::ControllerShutdown)
             } else {
-                TurnEnd::Failed(CONTROLLER_SHUTDOWN.into())
+                TurnEnd::Failed(OutcomeCode::ControllerShutdown)
             };
             if let Err(err) = self.store.finish_turn(&l.turn_id, end).await {
                 tracing::error!(turn = %l.turn_id, code = err.code(), "settling a turn at shutdown failed");
@@ -327,7 +328,7 @@ impl Engine {
         // in the claim's transaction; a reload since does not change them.
         let (Some(facts), Some(prepared)) = (claim.provider, claim.turn.prepared.clone()) else {
             guard.boundary_later();
-            self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
+            self.finish(&turn_id, TurnEnd::Failed(OutcomeCode::UnknownProvider))
                 .await;
             return;
         };
@@ -430,9 +431,9 @@ impl Engine {
         if let Err(e) = hooks.flush_held().await {
             tracing::error!(turn = %turn_id, code = %e.0, "held text was not journaled");
             end = if hooks.dispatched.load(Ordering::SeqCst) {
-                TurnEnd::Unknown("journal_write_failed".into())
+                TurnEnd::Unknown(OutcomeCode::JournalWriteFailed)
             } else {
-                TurnEnd::Failed("journal_write_failed".into())
+                TurnEnd::Failed(OutcomeCode::JournalWriteFailed)
             };
         }
         // A kept agent goes back to the pool before the outcome is recorded:

@@ -95,8 +95,8 @@ impl Engine {
     /// is launched: the refusal's code is the outcome, and an `mcp_servers`
     /// observation says why (names and positions, never a value).
     pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &McpRefusal) {
-        let code = refusal.code().as_str();
-        tracing::warn!(turn = %turn_id, code, "mcp servers refused before dispatch");
+        let code = OutcomeCode::Refused(refusal.code());
+        tracing::warn!(turn = %turn_id, code = code.as_str(), "mcp servers refused before dispatch");
         let event = ActivityEvent::Observation {
             kind: "mcp_servers".into(),
             payload: serde_json::json!({"refused": code, "message": refusal.to_string()}),
@@ -107,7 +107,7 @@ impl Engine {
                 .append_activity(turn_id, EventKind::Observation, Some(payload))
                 .await;
         }
-        self.finish(turn_id, TurnEnd::Failed(code.into())).await;
+        self.finish(turn_id, TurnEnd::Failed(code)).await;
     }
 
     /// Starts claiming and running turns on the current tokio runtime.
