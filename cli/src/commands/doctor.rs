@@ -114,7 +114,8 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
                 line.push_str(" — ");
                 line.push_str(fix);
             }
-            crate::output::line(line)?;
+            // A summary may quote an agent (its error, its stderr).
+            crate::output::line(crate::terminal::safe(&line))?;
         }
     }
     if failed > 0 {

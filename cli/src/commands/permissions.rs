@@ -15,6 +15,7 @@ use serde_json::json;
 
 use crate::args::{GlobalArgs, PermissionsCommand};
 use crate::exit::{CliError, CliResult};
+use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
 use super::follow::{Halt, Printer};
@@ -31,16 +32,17 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
             } else if requests.is_empty() {
                 crate::output::line("no pending permission requests")?;
             } else {
+                // Titles and option names are the agent's: terminal-safe.
                 for r in &requests {
-                    crate::output::line(format!(
+                    crate::output::line(safe(&format!(
                         "{}\t{}\t{}\tuntil {}",
                         r.turn_id,
                         r.id,
                         title(r),
                         r.deadline
-                    ))?;
+                    )))?;
                     for o in &r.options {
-                        crate::output::line(format!("  {}\t{}\t{}", o.id, o.name, o.kind))?;
+                        crate::output::line(safe(&format!("  {}\t{}\t{}", o.id, o.name, o.kind)))?;
                     }
                 }
             }
@@ -81,7 +83,7 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
                     "accepted": true, "turnId": turn, "requestId": request, "optionId": option
                 }))?;
             } else {
-                crate::output::line(format!("answered {request} of {turn} with {option}"))?;
+                crate::output::line(safe(&format!("answered {request} of {turn} with {option}")))?;
             }
         }
     }
@@ -197,22 +199,30 @@ impl Prompter {
         {
             p.record("permission", &pending)?;
         }
+        // Every line quotes the agent (title, option names): terminal-safe.
         let mut err = io::stderr().lock();
         let _ = writeln!(
             err,
-            "permission requested by turn {turn}: {} (answer before {})",
-            title(&pending),
-            pending.deadline
+            "{}",
+            safe(&format!(
+                "permission requested by turn {turn}: {} (answer before {})",
+                title(&pending),
+                pending.deadline
+            ))
         );
         if self.interactive {
             for (i, o) in pending.options.iter().enumerate() {
-                let _ = writeln!(err, "  {}) {} [{}]", i + 1, o.name, o.kind);
+                let _ = writeln!(
+                    err,
+                    "{}",
+                    safe(&format!("  {}) {} [{}]", i + 1, o.name, o.kind))
+                );
             }
             drop(err);
             if let Some(choice) = self.choose(&pending)? {
                 match client.permissions_respond(turn, &pending.id, &choice) {
-                    Ok(()) => eprintln!("answered with {choice}"),
-                    Err(e) => eprintln!("the answer was not taken: {e}"),
+                    Ok(()) => eprintln!("{}", safe(&format!("answered with {choice}"))),
+                    Err(e) => eprintln!("{}", safe(&format!("the answer was not taken: {e}"))),
                 }
                 return Ok(true);
             }
@@ -222,13 +232,16 @@ impl Prompter {
         for o in &pending.options {
             let _ = writeln!(
                 err,
-                "  {} permissions respond {} {} {}    # {} [{}]",
-                self.prefix,
-                quote(turn),
-                quote(&pending.id),
-                quote(&o.id),
-                o.name,
-                o.kind
+                "{}",
+                safe(&format!(
+                    "  {} permissions respond {} {} {}    # {} [{}]",
+                    self.prefix,
+                    quote(turn),
+                    quote(&pending.id),
+                    quote(&o.id),
+                    o.name,
+                    o.kind
+                ))
             );
         }
         Ok(true)

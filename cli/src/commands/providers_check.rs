@@ -135,7 +135,10 @@ fn auth_hint(report: &ProbeReport) -> String {
     format!("auth methods: {}", methods.join(", "))
 }
 
+/// The report in plain text: agent info, auth methods and mode ids are the
+/// agent's own strings, so every line is terminal-safe.
 fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
+    let line = |text: String| output::line(crate::terminal::safe(&text));
     let flags = |v: &Value| {
         let on: Vec<&str> = v
             .as_object()
@@ -150,8 +153,8 @@ fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
             on.join(", ")
         }
     };
-    output::line(format!("provider {name}: ok ({})", r.command.display()))?;
-    output::line(format!("  protocol version: {}", r.protocol_version))?;
+    line(format!("provider {name}: ok ({})", r.command.display()))?;
+    line(format!("  protocol version: {}", r.protocol_version))?;
     let info = r
         .agent_info
         .as_ref()
@@ -161,19 +164,19 @@ fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
             format!("{n} {v}")
         })
         .unwrap_or_else(|| "not reported".into());
-    output::line(format!("  agent: {info}"))?;
-    output::line(format!(
+    line(format!("  agent: {info}"))?;
+    line(format!(
         "  loadSession: {}",
         if r.load_session { "yes" } else { "no" }
     ))?;
-    output::line(format!("  MCP: {}", flags(&r.mcp_capabilities)))?;
-    output::line(format!("  prompt: {}", flags(&r.prompt_capabilities)))?;
+    line(format!("  MCP: {}", flags(&r.mcp_capabilities)))?;
+    line(format!("  prompt: {}", flags(&r.prompt_capabilities)))?;
     let auth: Vec<&str> = r
         .auth_methods
         .iter()
         .filter_map(|m| m.get("id").and_then(Value::as_str))
         .collect();
-    output::line(format!(
+    line(format!(
         "  auth methods: {}",
         if auth.is_empty() {
             "none".to_string()
@@ -195,7 +198,7 @@ fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
             .and_then(|m| m.get("currentModeId"))
             .and_then(Value::as_str)
             .unwrap_or("-");
-        output::line(format!(
+        line(format!(
             "  session: opened; modes: {} (current {current})",
             if ids.is_empty() {
                 "none".to_string()

@@ -47,7 +47,7 @@ fn pending(server: &Server) -> Value {
 }
 
 /// Waits for a child, bounded so a hang fails instead of blocking forever.
-fn finish(mut child: Child) -> (Option<i32>, String, String) {
+pub fn finish(mut child: Child) -> (Option<i32>, String, String) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
