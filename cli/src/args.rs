@@ -511,21 +511,32 @@ pub(crate) enum PermissionsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
-    /// Answer a pending request with one of its option ids.
+    /// Answer a pending request with one of its option ids, or by kind
+    /// (--allow, --allow-always, --reject, --reject-always).
+    #[command(group(clap::ArgGroup::new("answer").multiple(false)))]
     Respond {
         /// Turn id.
         turn: String,
         /// Request id.
         request: String,
         /// Option id (see `permissions list`).
-        #[arg(required_unless_present_any = ["allow", "reject"], conflicts_with_all = ["allow", "reject"])]
+        #[arg(
+            group = "answer",
+            required_unless_present_any = ["allow", "allow_always", "reject", "reject_always"]
+        )]
         option: Option<String>,
-        /// Choose the one allow option offered.
-        #[arg(long, conflicts_with = "reject")]
+        /// Choose the `allow_once` option.
+        #[arg(long, group = "answer")]
         allow: bool,
-        /// Choose the one reject option offered.
-        #[arg(long)]
+        /// Choose the `allow_always` option.
+        #[arg(long, group = "answer")]
+        allow_always: bool,
+        /// Choose the `reject_once` option.
+        #[arg(long, group = "answer")]
         reject: bool,
+        /// Choose the `reject_always` option.
+        #[arg(long, group = "answer")]
+        reject_always: bool,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]
