@@ -102,7 +102,10 @@ fn ensure_workspace(client: &mut Client, dir: &Path) -> Result<Workspace, CliErr
     }
     match client.workspaces_add(&id, path) {
         Ok(ws) => {
-            eprintln!("registered workspace {} for {}", ws.id, ws.path);
+            eprintln!(
+                "{}",
+                crate::terminal::safe(&format!("registered workspace {} for {}", ws.id, ws.path))
+            );
             Ok(ws)
         }
         Err(e) if e.code() == "workspace_alias" => Err(CliError::failure(
