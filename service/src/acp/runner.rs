@@ -184,11 +184,6 @@ pub(crate) const STOP_REASONS: [&str; 5] = [
     "cancelled",
 ];
 
-/// Outcome code of a prompt answered with a `stopReason` outside
-/// [`STOP_REASONS`] (empty, misspelt, oversized, …): the agent broke the
-/// protocol, so the turn failed after its dispatch.
-pub(crate) const INVALID_STOP_REASON: &str = "invalid_stop_reason";
-
 async fn drive<H: TurnHooks>(
     s: &mut Session<H>,
     request: &TurnRequest,
@@ -228,7 +223,11 @@ async fn drive<H: TurnHooks>(
             // agent's protocol error, recorded as one fixed code (the value
             // itself is neither journaled nor logged).
             let known = STOP_REASONS.contains(&stop);
-            let stop = if known { stop } else { INVALID_STOP_REASON };
+            let stop = if known {
+                stop
+            } else {
+                OutcomeCode::InvalidStopReason.as_str()
+            };
             let _ = s
                 .emit(ActivityEvent::Stopped {
                     stop_reason: stop.to_owned(),
@@ -238,7 +237,7 @@ async fn drive<H: TurnHooks>(
             match stop {
                 "cancelled" => TurnOutcome::Cancelled { dispatched: true },
                 _ if !known => TurnOutcome::Failed {
-                    code: INVALID_STOP_REASON,
+                    code: OutcomeCode::InvalidStopReason,
                     dispatched: true,
                 },
                 _ => TurnOutcome::Completed {

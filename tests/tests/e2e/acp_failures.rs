@@ -171,7 +171,7 @@ async fn a_stop_reason_outside_the_enum_fails_with_a_fixed_code() {
         assert_eq!(
             outcome,
             TurnOutcome::Failed {
-                code: "invalid_stop_reason",
+                code: OutcomeCode::InvalidStopReason,
                 dispatched: true
             },
             "for {stop:?}"

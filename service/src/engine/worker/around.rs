@@ -194,9 +194,9 @@ impl Engine {
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                     continue;
                 }
-                Err(err) if end != TurnEnd::Unknown(END_REFUSED.into()) => {
+                Err(err) if end != TurnEnd::Unknown(OutcomeCode::EndRefused) => {
                     tracing::error!(turn = %turn_id, code = err.code(), "the store refused the turn's end; recording it as unknown");
-                    end = TurnEnd::Unknown(END_REFUSED.into());
+                    end = TurnEnd::Unknown(OutcomeCode::EndRefused);
                     continue;
                 }
                 Err(err) => {
@@ -210,10 +210,6 @@ impl Engine {
         }
     }
 }
-
-/// Outcome code of a turn whose reported end the store refused (a value it
-/// cannot record): the outcome is the owner's to confirm.
-pub(crate) const END_REFUSED: &str = "end_refused";
 
 /// Journals what an idle agent sends, on the turn it last ran (a finished
 /// turn: the store records it as a late observation that changes nothing).
