@@ -7,8 +7,9 @@ use std::time::Duration;
 use lapis_protocol::params::TurnsSubmit;
 use serde_json::json;
 
-use crate::acp_sessions::{eventually, fixture, sdk, settled, status, wait_turn};
+use crate::acp_sessions::{fixture, sdk, status};
 use crate::serve_support::Server;
+use lapis_e2e::wait::{settled, until as eventually, wait_turn};
 
 /// A turn past its deadline is cancelled through the cancel path: the agent
 /// confirms, and the turn ends `cancelled` with `deadline_exceeded`. The
@@ -28,7 +29,10 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
     let turn = client
         .turns_submit(&thread.id, "d-1", "never ends")
         .unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("cancelled", Some("deadline_exceeded"))
@@ -47,7 +51,10 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
     };
     let turn = client.turns_submit_with(&submit("d-2", 1)).unwrap();
     assert_eq!(turn.max_turn_seconds, Some(1));
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("cancelled", Some("deadline_exceeded"))
@@ -81,7 +88,10 @@ fn max_running_turns_caps_concurrent_turns() {
     assert_eq!(s["agents"]["maxRunningTurns"], 1, "{s}");
     assert_eq!(client.turns_get(&b.id).unwrap().state.as_str(), "queued");
     client.turns_cancel(&a.id).unwrap();
-    let (state, _) = wait_turn(&mut client, &b.id, settled);
+    let (state, _) = {
+        let t = wait_turn(&mut client, &b.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(state, "completed");
     let (a, b) = (
         client.turns_get(&a.id).unwrap(),
