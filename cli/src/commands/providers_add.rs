@@ -64,6 +64,7 @@ fn definition(args: &ProvidersAddArgs) -> Result<(ProviderConfig, Resolved), Cli
             vcs_identity: None,
             idle_seconds: None,
             max_turn_seconds: None,
+            handshake_seconds: None,
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),
             restricted_mode: None,

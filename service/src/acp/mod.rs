@@ -21,6 +21,7 @@ mod agent;
 pub mod echo;
 mod events;
 mod fingerprint;
+mod leader;
 mod lines;
 pub mod mcp;
 mod probe;

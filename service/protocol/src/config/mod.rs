@@ -150,6 +150,11 @@ pub struct ProviderConfig {
     /// `deadline_exceeded` (1-604800, default 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// Seconds the agent may take to answer each handshake request
+    /// (`initialize`, `session/new`, `session/load`; 1-600, default 30);
+    /// past it the turn fails before its dispatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_seconds: Option<u64>,
     /// MCP servers every session of this provider gets (at most 16; see
     /// `docs/providers.md`). Restricted threads refuse them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
