@@ -74,6 +74,7 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
             watch: Watch::Follow,
             thoughts: !args.no_thoughts,
             json: args.json,
+            max_turn_seconds: args.timeout,
         },
     )
 }

@@ -226,16 +226,9 @@ pub(super) struct Prompter {
 impl Prompter {
     /// Decides once whether requests are answered inline.
     pub(super) fn new(global: &GlobalArgs) -> Prompter {
-        let mut prefix = String::from("lapis-ai-controller");
-        if let Some(config) = &global.config {
-            prefix.push_str(&format!(" --config {}", quote(&config.to_string_lossy())));
-        }
-        if let Some(instance) = &global.instance {
-            prefix.push_str(&format!(" --instance {}", quote(instance)));
-        }
         Prompter {
             interactive: io::stdin().is_terminal() && io::stderr().is_terminal(),
-            prefix,
+            prefix: command_prefix(global),
         }
     }
 
@@ -340,6 +333,19 @@ impl Prompter {
             }
         }
     }
+}
+
+/// `lapis-ai-controller` with the global options that reach the same
+/// instance (`--config`, `--instance`), for commands printed to be run.
+pub(super) fn command_prefix(global: &GlobalArgs) -> String {
+    let mut prefix = String::from("lapis-ai-controller");
+    if let Some(config) = &global.config {
+        prefix.push_str(&format!(" --config {}", quote(&config.to_string_lossy())));
+    }
+    if let Some(instance) = &global.instance {
+        prefix.push_str(&format!(" --instance {}", quote(instance)));
+    }
+    prefix
 }
 
 /// Quotes a word for a POSIX shell when it needs it.

@@ -13,6 +13,7 @@ mod acp_sessions;
 mod acp_teardown;
 mod basics;
 mod cli_drive;
+mod cli_live;
 mod cli_permissions;
 mod cli_surface;
 mod cli_terminal;
