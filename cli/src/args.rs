@@ -559,9 +559,18 @@ pub(crate) struct AskArgs {
     /// Project directory the agent works in [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) dir: Option<PathBuf>,
-    /// Provider name from the configuration.
-    #[arg(long, value_name = "NAME", default_value = "echo")]
-    pub(crate) provider: String,
+    /// Provider name from the configuration [default: the config's
+    /// `defaultProvider`, else `echo`].
+    #[arg(long, value_name = "NAME", add = ArgValueCandidates::new(provider_names))]
+    pub(crate) provider: Option<String>,
+    /// Answer every permission request of this turn with its `allow_once`
+    /// option (else `allow_always`), printing each answer.
+    #[arg(long, conflicts_with = "deny_all")]
+    pub(crate) approve_all: bool,
+    /// Answer every permission request of this turn with its `reject_once`
+    /// option (else `reject_always`), printing each answer.
+    #[arg(long)]
+    pub(crate) deny_all: bool,
     /// Start a new thread instead of continuing the directory's last one.
     #[arg(long)]
     pub(crate) new: bool,

@@ -18,7 +18,7 @@ use crate::terminal::safe;
 use super::connect::{client_error, connect};
 use super::follow::{self, Halt, Printer};
 use super::live::Live;
-use super::permissions::{Prompter, command_prefix};
+use super::permissions::{Answers, Prompter, command_prefix};
 
 /// How a submitted turn is watched.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,8 @@ pub(super) struct Submission<'a> {
     /// `--timeout`: the turn's own deadline (`maxTurnSeconds`), after which
     /// the service cancels it (`deadline_exceeded`).
     pub(crate) max_turn_seconds: Option<u64>,
+    /// How the turn's permission requests are answered.
+    pub(crate) answers: Answers,
 }
 
 /// Submits a turn and watches it to its end (see the module docs).
@@ -88,7 +90,7 @@ pub(super) fn submit_and_watch(
     }
     .map_err(client_error)?;
     let mut printer = Printer::new(s.json, s.thoughts, false);
-    let mut prompter = Prompter::new(global);
+    let mut prompter = Prompter::new(global, s.answers);
     let mut live = Live::new(s.json, command_prefix(global), s.thread);
     let result = (|| -> Result<Turn, Halt> {
         if s.watch == Watch::Follow {
@@ -204,6 +206,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     thoughts: !no_thoughts,
                     json: out.json,
                     max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }
@@ -254,6 +257,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     thoughts: !no_thoughts,
                     json: out.json,
                     max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }

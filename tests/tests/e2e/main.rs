@@ -12,6 +12,7 @@ mod acp_serve;
 mod acp_sessions;
 mod acp_teardown;
 mod basics;
+mod cli_ask;
 mod cli_drive;
 mod cli_live;
 mod cli_permissions;
