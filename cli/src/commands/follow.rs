@@ -24,6 +24,7 @@ use crate::exit::CliError;
 use crate::terminal::safe;
 
 use super::connect::client_error;
+use super::live::Live;
 use super::permissions::Prompter;
 
 /// How long a follower waits for an event before checking the turn and
@@ -98,6 +99,12 @@ impl Printer {
     /// Whether output is NDJSON.
     pub(super) fn is_json(&self) -> bool {
         self.json
+    }
+
+    /// Whether the last text written ended its line (a spinner may be
+    /// drawn on stderr without breaking into it).
+    pub(super) fn at_line_start(&self) -> bool {
+        self.at_line_start
     }
 
     /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
@@ -270,15 +277,20 @@ pub(super) fn watch(
     mut turn: Turn,
     mut printer: Option<&mut Printer>,
     prompter: &mut Prompter,
+    live: &mut Live,
 ) -> Result<Watched, Halt> {
     let mut reply = String::new();
     // Requests journaled but not yet listed when their event arrived.
     let mut unshown: Vec<String> = Vec::new();
     loop {
+        live.check(follower.client(), &turn)?;
         let next = follower.next(Some(IDLE)).map_err(client_error)?;
         let Some(event) = next else {
             if crate::output::stdout_closed() {
                 return Err(Halt::Closed);
+            }
+            if !unshown.is_empty() {
+                live.clear();
             }
             let mut still = Vec::new();
             for request in std::mem::take(&mut unshown) {
@@ -317,10 +329,17 @@ pub(super) fn watch(
                 }
                 return Ok(Watched { turn, reply });
             }
+            live.tick(&turn, printer.as_deref().is_none_or(Printer::at_line_start));
             continue;
         };
         if event.turn_id.as_deref() != Some(turn.id.as_str()) {
             continue;
+        }
+        // Whatever is written next must not land on the spinner's line.
+        if printer.is_some() || event.kind == EventKind::PermissionRequested {
+            live.clear();
+        } else {
+            live.tick(&turn, true);
         }
         take(&event, &mut reply, printer.as_deref_mut())?;
         if event.kind == EventKind::PermissionRequested

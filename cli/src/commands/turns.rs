@@ -7,7 +7,7 @@
 //! resubmitted: run `turns show` to see the outcome.
 
 use lapis_protocol::client::{Client, JournalFollower};
-use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve};
+use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve, TurnsSubmit};
 use lapis_protocol::{Turn, TurnState};
 use serde_json::json;
 
@@ -17,7 +17,8 @@ use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
 use super::follow::{self, Halt, Printer};
-use super::permissions::Prompter;
+use super::live::Live;
+use super::permissions::{Answers, Prompter, command_prefix};
 
 /// How a submitted turn is watched.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,11 @@ pub(super) struct Submission<'a> {
     pub(crate) thoughts: bool,
     /// JSON (one document for wait, NDJSON for follow).
     pub(crate) json: bool,
+    /// `--timeout`: the turn's own deadline (`maxTurnSeconds`), after which
+    /// the service cancels it (`deadline_exceeded`).
+    pub(crate) max_turn_seconds: Option<u64>,
+    /// How the turn's permission requests are answered.
+    pub(crate) answers: Answers,
 }
 
 /// Submits a turn and watches it to its end (see the module docs).
@@ -70,16 +76,22 @@ pub(super) fn submit_and_watch(
             turn_id: prior.to_owned(),
             command_id: s.command_id.clone(),
             prompt: s.prompt.to_owned(),
-            max_turn_seconds: None,
+            max_turn_seconds: s.max_turn_seconds,
             expect: None,
         }),
-        None => follower
-            .client()
-            .turns_submit(s.thread, &s.command_id, s.prompt),
+        None => follower.client().turns_submit_with(&TurnsSubmit {
+            thread_id: s.thread.to_owned(),
+            command_id: s.command_id.clone(),
+            prompt: s.prompt.to_owned(),
+            continues: None,
+            max_turn_seconds: s.max_turn_seconds,
+            expect: None,
+        }),
     }
     .map_err(client_error)?;
     let mut printer = Printer::new(s.json, s.thoughts, false);
-    let mut prompter = Prompter::new(global);
+    let mut prompter = Prompter::new(global, s.answers);
+    let mut live = Live::new(s.json, command_prefix(global), s.thread);
     let result = (|| -> Result<Turn, Halt> {
         if s.watch == Watch::Follow {
             if s.json {
@@ -90,7 +102,16 @@ pub(super) fn submit_and_watch(
             }
         }
         let shown = (s.watch == Watch::Follow).then_some(&mut printer);
-        let watched = follow::watch(&mut follower, s.thread, turn, shown, &mut prompter)?;
+        let watched = follow::watch(
+            &mut follower,
+            s.thread,
+            turn,
+            shown,
+            &mut prompter,
+            &mut live,
+        );
+        live.clear();
+        let watched = watched?;
         match (s.watch, s.json) {
             (Watch::Follow, true) => printer.record("turn", &watched.turn)?,
             (Watch::Follow, false) => printer.end_run()?,
@@ -147,6 +168,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             wait,
             follow,
             no_thoughts,
+            timeout,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
@@ -155,7 +177,14 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 Some(watch) => watch,
                 None => {
                     let turn = client
-                        .turns_submit(&thread, &command_id, &prompt)
+                        .turns_submit_with(&TurnsSubmit {
+                            thread_id: thread.clone(),
+                            command_id: command_id.clone(),
+                            prompt,
+                            continues: None,
+                            max_turn_seconds: timeout,
+                            expect: None,
+                        })
                         .map_err(client_error)?;
                     if out.json {
                         crate::output::json(&json!({ "turn": turn, "commandId": command_id }))?;
@@ -176,6 +205,8 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     watch,
                     thoughts: !no_thoughts,
                     json: out.json,
+                    max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }
@@ -186,6 +217,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             wait,
             follow,
             no_thoughts,
+            timeout,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
@@ -198,7 +230,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                             turn_id: turn,
                             command_id: command_id.clone(),
                             prompt,
-                            max_turn_seconds: None,
+                            max_turn_seconds: timeout,
                             expect: None,
                         })
                         .map_err(client_error)?;
@@ -224,6 +256,8 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     watch,
                     thoughts: !no_thoughts,
                     json: out.json,
+                    max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }
