@@ -426,11 +426,12 @@ async fn read_loop<R>(
         }
         // `next_line` is cancel-safe (its partial line lives in `lines`).
         let next = match (&mut leader_exit, exited) {
-            (_, true) => match tokio::time::timeout(super::leader::DRAIN, lines.next_line()).await
-            {
-                Ok(next) => next,
-                Err(_) => Ok(None),
-            },
+            (_, true) => {
+                match tokio::time::timeout(super::leader::DRAIN, lines.next_line()).await {
+                    Ok(next) => next,
+                    Err(_) => Ok(None),
+                }
+            }
             (Some(watch), false) => tokio::select! {
                 biased;
                 next = lines.next_line() => next,

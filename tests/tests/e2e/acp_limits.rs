@@ -159,17 +159,22 @@ fn an_agent_that_never_answers_initialize_fails_at_the_handshake_deadline() {
         json!({ "mute": mute, "ok": fixture(&["--chunks", "1"]) }),
     );
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "mute", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "mute", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "h-1", "hello").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("failed", Some("initialize_timeout"))
     );
-    let ok = client.threads_create("proj", "ok", "ask", None).unwrap();
+    let ok = client
+        .threads_create("proj", "ok", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let next = client.turns_submit(&ok.id, "h-2", "hello").unwrap();
-    let (state, _) = wait_turn(&mut client, &next.id, settled);
-    assert_eq!(state, "completed");
+    let t = wait_turn(&mut client, &next.id, settled);
+    assert_eq!(t.state.as_str(), "completed");
     server.finish(&[], &[]);
 }
 
@@ -183,14 +188,19 @@ fn an_agent_that_closes_stdout_and_keeps_running_settles_its_turn() {
     gone["maxTurnSeconds"] = json!(604_800);
     let server = Server::start_full(json!({}), json!({ "gone": gone }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "gone", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "e-1", "hello").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))
     );
-    client.turns_resolve(&turn.id, "failed", true).unwrap();
+    client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap();
     server.finish(&[], &[]);
 }
 
@@ -206,9 +216,12 @@ fn an_agent_whose_descendant_holds_stdout_open_settles_when_it_exits() {
     gone["maxTurnSeconds"] = json!(604_800);
     let server = Server::start_full(json!({}), json!({ "gone": gone }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "gone", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "k-1", "hello").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))
@@ -220,6 +233,8 @@ fn an_agent_whose_descendant_holds_stdout_open_settles_when_it_exits() {
     eventually("the descendant is killed with the group", || {
         !crate::acp::alive(keeper)
     });
-    client.turns_resolve(&turn.id, "failed", true).unwrap();
+    client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap();
     server.finish(&[], &[]);
 }
