@@ -9,5 +9,6 @@ pub mod archives;
 mod context;
 pub mod http;
 pub mod ts_agent;
+pub mod wait;
 
 pub use context::{Output, TestContext};

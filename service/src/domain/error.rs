@@ -1,12 +1,16 @@
 //! The one error type of the controller core.
 //!
-//! Every variant maps to a stable string code through [`StoreError::code`];
-//! request-level codes are the wire codes of the protocol (`not_found`,
-//! `conflict`, …), open-time codes name what made the store refuse to start.
+//! Every variant maps to its typed wire code through
+//! [`StoreError::error_code`] (request-level errors keep theirs, the rest is
+//! `internal` to a client) and to a stable string through
+//! [`StoreError::code`], which adds finer open-time codes naming what made
+//! the store refuse to start.
 //! Messages name tables, row ids and codes, never a row's content, a prompt or
 //! a bearer: errors end up in logs.
 
 use std::path::PathBuf;
+
+use lapis_protocol::ErrorCode;
 
 /// Errors returned by the store and the domain operations on it.
 #[derive(Debug, thiserror::Error)]
@@ -141,29 +145,45 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The stable code of this error (the wire code for request errors).
+    /// The wire code: request-level errors keep their own, a storage
+    /// condition is `storage_unavailable`, everything else (a foreign or
+    /// corrupt database, SQLite and I/O failures) is `internal` to a
+    /// client.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            StoreError::NotFound { .. } => ErrorCode::NotFound,
+            StoreError::Conflict { .. } => ErrorCode::Conflict,
+            StoreError::BindingMismatch { .. } => ErrorCode::BindingMismatch,
+            StoreError::Forbidden => ErrorCode::Forbidden,
+            StoreError::WorkspaceAlias { .. } => ErrorCode::WorkspaceAlias,
+            StoreError::WorkspaceFenced { .. } => ErrorCode::WorkspaceFenced,
+            StoreError::QueueFull { .. } => ErrorCode::QueueFull,
+            StoreError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
+            StoreError::TranscriptUnavailable { .. } => ErrorCode::TranscriptUnavailable,
+            StoreError::InstanceLocked { .. } => ErrorCode::InstanceLocked,
+            _ if self.storage_condition().is_some() => ErrorCode::StorageUnavailable,
+            StoreError::ForeignDatabase { .. }
+            | StoreError::SchemaUnsupported { .. }
+            | StoreError::NotControllerHome { .. }
+            | StoreError::RolledBack { .. }
+            | StoreError::InvalidRow { .. }
+            | StoreError::Corrupt(_)
+            | StoreError::Closed
+            | StoreError::Sqlite(_)
+            | StoreError::Io { .. } => ErrorCode::Internal,
+        }
+    }
+
+    /// The stable code for logs and the CLI: the wire code, or a finer one
+    /// for a store that refuses to open (`store_corrupt`, …).
     pub fn code(&self) -> &'static str {
         match self {
-            StoreError::NotFound { .. } => "not_found",
-            StoreError::Conflict { .. } => "conflict",
-            StoreError::BindingMismatch { .. } => "binding_mismatch",
-            StoreError::Forbidden => "forbidden",
-            StoreError::WorkspaceAlias { .. } => "workspace_alias",
-            StoreError::WorkspaceFenced { .. } => "workspace_fenced",
-            StoreError::QueueFull { .. } => "queue_full",
-            StoreError::InvalidRequest { .. } => "invalid_request",
-            StoreError::TranscriptUnavailable { .. } => "transcript_unavailable",
-            StoreError::InstanceLocked { .. } => "instance_locked",
             StoreError::ForeignDatabase { .. } => "store_foreign",
             StoreError::SchemaUnsupported { .. } => "store_schema_unsupported",
             StoreError::NotControllerHome { .. } => "not_controller_home",
             StoreError::InvalidRow { .. } => "store_invalid_row",
             StoreError::Corrupt(_) => "store_corrupt",
-            _ if self.storage_condition().is_some() => "storage_unavailable",
-            StoreError::Closed
-            | StoreError::Sqlite(_)
-            | StoreError::Io { .. }
-            | StoreError::RolledBack { .. } => "internal",
+            other => other.error_code().as_str(),
         }
     }
 

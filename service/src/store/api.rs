@@ -306,12 +306,27 @@ impl Store {
     /// `conflict` unless the turn is `preparing` with no pending cancel; then
     /// the prompt must not be written.
     pub async fn mark_dispatched(&self, turn: &str, binding: SessionBinding) -> StoreResult<Turn> {
+        self.mark_dispatched_as(turn, binding, true).await
+    }
+
+    /// [`Store::mark_dispatched`], saying whether the batch that claimed
+    /// the turn still waits for this boundary (`awaited`): false once the
+    /// engine sent [`Store::boundary_later`] for the claim, so one claim
+    /// never ends two waits.
+    pub(crate) async fn mark_dispatched_as(
+        &self,
+        turn: &str,
+        binding: SessionBinding,
+        awaited: bool,
+    ) -> StoreResult<Turn> {
         let turn = turn.to_owned();
-        // A claimed turn's boundary: its batch may be waiting for it.
-        self.op_with(OpMode::Boundary, move |w| {
-            w.mark_dispatched(&turn, &binding)
-        })
-        .await
+        let mode = if awaited {
+            OpMode::Boundary
+        } else {
+            OpMode::Durable
+        };
+        self.op_with(mode, move |w| w.mark_dispatched(&turn, &binding))
+            .await
     }
 
     /// The agent started on the prompt (`dispatched → running`).

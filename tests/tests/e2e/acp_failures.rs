@@ -2,14 +2,15 @@
 //! dispatch boundary are plain `failed`; after it, an unreported outcome is
 //! `submission_unknown` and the prompt is never sent twice.
 
+use lapis_protocol::OutcomeCode;
 use lapis_service::acp::{ProviderSpec, TurnOutcome};
 use serde_json::json;
 
 use crate::acp::{AskMode, Recorder, arg, fixture, request, run_fixture, run_with};
 
-fn failed(code: &'static str) -> TurnOutcome {
+fn failed(code: &str) -> TurnOutcome {
     TurnOutcome::Failed {
-        code,
+        code: OutcomeCode::parse(code).expect("an outcome code"),
         dispatched: false,
     }
 }
@@ -93,7 +94,7 @@ async fn agent_exit_after_the_prompt_is_submission_unknown() {
     assert_eq!(
         outcome,
         TurnOutcome::SubmissionUnknown {
-            code: "agent_exited"
+            code: OutcomeCode::AgentExited
         }
     );
     assert!(outcome.fences());
@@ -108,7 +109,7 @@ async fn streamed_output_survives_an_agent_that_dies_without_answering() {
     assert_eq!(
         outcome,
         TurnOutcome::SubmissionUnknown {
-            code: "agent_exited"
+            code: OutcomeCode::AgentExited
         }
     );
     let want: String = (0..10).map(|i| format!("chunk{i} ")).collect();
@@ -128,7 +129,7 @@ async fn an_oversized_line_is_a_protocol_failure_not_a_crash() {
     assert_eq!(
         outcome,
         TurnOutcome::SubmissionUnknown {
-            code: "line_too_long"
+            code: OutcomeCode::LineTooLong
         }
     );
     assert_eq!(hooks.reply(), "chunk0 chunk1 ");
@@ -151,7 +152,7 @@ async fn an_error_answer_to_the_prompt_is_a_reported_failure() {
     assert_eq!(
         outcome,
         TurnOutcome::Failed {
-            code: "agent_error",
+            code: OutcomeCode::AgentError,
             dispatched: true
         }
     );
@@ -170,7 +171,7 @@ async fn a_stop_reason_outside_the_enum_fails_with_a_fixed_code() {
         assert_eq!(
             outcome,
             TurnOutcome::Failed {
-                code: "invalid_stop_reason",
+                code: OutcomeCode::InvalidStopReason,
                 dispatched: true
             },
             "for {stop:?}"

@@ -7,8 +7,9 @@ use std::time::Duration;
 use lapis_protocol::params::TurnsSubmit;
 use serde_json::json;
 
-use crate::acp_sessions::{eventually, fixture, sdk, settled, status, wait_turn};
+use crate::acp_sessions::{fixture, sdk, status};
 use crate::serve_support::Server;
+use lapis_e2e::wait::{settled, until as eventually, wait_turn};
 
 /// A turn past its deadline is cancelled through the cancel path: the agent
 /// confirms, and the turn ends `cancelled` with `deadline_exceeded`. The
@@ -22,17 +23,24 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
         json!({ "slow": slow, "hang": fixture(&["--chunks", "1", "--hang"]) }),
     );
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "slow", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "slow", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client
         .turns_submit(&thread.id, "d-1", "never ends")
         .unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("cancelled", Some("deadline_exceeded"))
     );
     assert!(client.turns_get(&turn.id).unwrap().cancel_requested);
-    let hang = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let hang = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let submit = |cmd: &str, seconds: u64| TurnsSubmit {
         thread_id: hang.id.clone(),
         command_id: cmd.into(),
@@ -43,7 +51,10 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
     };
     let turn = client.turns_submit_with(&submit("d-2", 1)).unwrap();
     assert_eq!(turn.max_turn_seconds, Some(1));
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("cancelled", Some("deadline_exceeded"))
@@ -63,9 +74,11 @@ fn max_running_turns_caps_concurrent_turns() {
         &["other"],
     );
     let mut client = sdk(&server);
-    let ta = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let ta = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let tb = client
-        .threads_create("other", "quick", "ask", None)
+        .threads_create("other", "quick", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let a = client.turns_submit(&ta.id, "c-1", "hold").unwrap();
     wait_turn(&mut client, &a.id, |s| s == "running");
@@ -75,7 +88,10 @@ fn max_running_turns_caps_concurrent_turns() {
     assert_eq!(s["agents"]["maxRunningTurns"], 1, "{s}");
     assert_eq!(client.turns_get(&b.id).unwrap().state.as_str(), "queued");
     client.turns_cancel(&a.id).unwrap();
-    let (state, _) = wait_turn(&mut client, &b.id, settled);
+    let (state, _) = {
+        let t = wait_turn(&mut client, &b.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(state, "completed");
     let (a, b) = (
         client.turns_get(&a.id).unwrap(),
@@ -143,17 +159,22 @@ fn an_agent_that_never_answers_initialize_fails_at_the_handshake_deadline() {
         json!({ "mute": mute, "ok": fixture(&["--chunks", "1"]) }),
     );
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "mute", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "mute", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "h-1", "hello").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("failed", Some("initialize_timeout"))
     );
-    let ok = client.threads_create("proj", "ok", "ask", None).unwrap();
+    let ok = client
+        .threads_create("proj", "ok", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let next = client.turns_submit(&ok.id, "h-2", "hello").unwrap();
-    let (state, _) = wait_turn(&mut client, &next.id, settled);
-    assert_eq!(state, "completed");
+    let t = wait_turn(&mut client, &next.id, settled);
+    assert_eq!(t.state.as_str(), "completed");
     server.finish(&[], &[]);
 }
 
@@ -167,14 +188,19 @@ fn an_agent_that_closes_stdout_and_keeps_running_settles_its_turn() {
     gone["maxTurnSeconds"] = json!(604_800);
     let server = Server::start_full(json!({}), json!({ "gone": gone }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "gone", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "e-1", "hello").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))
     );
-    client.turns_resolve(&turn.id, "failed", true).unwrap();
+    client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap();
     server.finish(&[], &[]);
 }
 
@@ -190,9 +216,12 @@ fn an_agent_whose_descendant_holds_stdout_open_settles_when_it_exits() {
     gone["maxTurnSeconds"] = json!(604_800);
     let server = Server::start_full(json!({}), json!({ "gone": gone }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "gone", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "k-1", "hello").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))
@@ -204,6 +233,8 @@ fn an_agent_whose_descendant_holds_stdout_open_settles_when_it_exits() {
     eventually("the descendant is killed with the group", || {
         !crate::acp::alive(keeper)
     });
-    client.turns_resolve(&turn.id, "failed", true).unwrap();
+    client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap();
     server.finish(&[], &[]);
 }

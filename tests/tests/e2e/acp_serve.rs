@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};
 use crate::serve_support::{OWNER, Server};
+use lapis_e2e::wait::{settled, wait_turn};
 
 pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -24,28 +25,6 @@ pub(crate) fn sdk(server: &Server) -> Client {
     .unwrap()
 }
 
-/// Polls `turns.get` until `done` holds; returns (state, outcome).
-pub(crate) fn wait_turn(
-    client: &mut Client,
-    turn: &str,
-    done: impl Fn(&str) -> bool,
-) -> (String, Option<String>) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        let state = t.state.as_str().to_owned();
-        if done(&state) {
-            return (state, t.outcome);
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-pub(crate) fn settled(s: &str) -> bool {
-    !matches!(s, "queued" | "preparing" | "dispatched" | "running")
-}
-
 #[test]
 fn agents_orphaned_by_a_killed_controller_die_at_restart_and_the_prompt_is_never_resent() {
     let scratch = tempfile::tempdir().unwrap();
@@ -60,7 +39,9 @@ fn agents_orphaned_by_a_killed_controller_die_at_restart_and_the_prompt_is_never
     ]);
     let mut server = Server::start_full(json!({}), json!({ "hang": hang }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "o-1", "run once").unwrap();
     wait_turn(&mut client, &turn.id, |s| {
         s == "dispatched" || s == "running"
@@ -101,9 +82,14 @@ fn outcomes_and_journal_through_serve() {
     );
     let mut client = sdk(&server);
     // A streamed turn: every kind of activity journaled, in order.
-    let rich = client.threads_create("proj", "rich", "ask", None).unwrap();
+    let rich = client
+        .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&rich.id, "r-1", "do it").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("completed", Some("end_turn"))
@@ -134,16 +120,26 @@ fn outcomes_and_journal_through_serve() {
     assert_eq!(last_tool["status"], "completed");
     assert_eq!(last_tool["locations"][0]["path"], "/w/f0.rs");
     // Cancel reaches the agent and the turn ends cancelled, unfenced.
-    let hang = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let hang = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&hang.id, "h-1", "wait").unwrap();
     wait_turn(&mut client, &turn.id, |s| s == "running");
     client.turns_cancel(&turn.id).unwrap();
-    let (state, _) = wait_turn(&mut client, &turn.id, settled);
+    let (state, _) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(state, "cancelled");
     // An agent that dies after streaming: output kept, outcome unknown, fenced.
-    let dies = client.threads_create("proj", "dies", "ask", None).unwrap();
+    let dies = client
+        .threads_create("proj", "dies", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&dies.id, "d-1", "die").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))

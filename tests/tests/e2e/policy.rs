@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::acp::arg;
 use crate::serve_support::{GUEST, NARROW, OWNER, Server};
+pub(crate) use lapis_e2e::wait::settle;
 
 pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -25,19 +26,6 @@ pub(crate) fn app(server: &Server, token: &str, application: &str) -> Client {
         },
     )
     .unwrap()
-}
-
-/// Polls `turns.get` until the turn is neither queued nor in flight.
-pub(crate) fn settle(client: &mut Client, turn: &str) -> lapis_protocol::Turn {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        if !t.state.is_active() || t.state.is_fenced() {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {}", t.state);
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Submits a turn on `thread` whose agent dies after streaming: fenced.
@@ -57,7 +45,9 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
         json!({ "dies": fixture(&["--ledger", &arg(&ledger), "--chunks", "1", "--exit-after-stream"]) }),
     );
     let mut editor = app(&server, OWNER, "my-editor");
-    let thread = editor.threads_create("proj", "dies", "ask", None).unwrap();
+    let thread = editor
+        .threads_create("proj", "dies", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let lost = fenced_turn(&mut editor, &thread.id, "e-1");
 
     // status and workspaces list name the fence: turn, thread, application, since.
@@ -109,7 +99,7 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     );
     assert_eq!(
         guest
-            .turns_resolve(&lost.id, "failed", true)
+            .turns_resolve(&lost.id, lapis_protocol::ResolveAs::Failed, true)
             .unwrap_err()
             .code(),
         "forbidden"
@@ -121,7 +111,7 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     );
     assert_eq!(
         narrow
-            .turns_resolve(&lost.id, "failed", true)
+            .turns_resolve(&lost.id, lapis_protocol::ResolveAs::Failed, true)
             .unwrap_err()
             .code(),
         "forbidden"
@@ -193,7 +183,9 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     let third = editor.turns_submit(&thread.id, "e-3", "again").unwrap();
     let third = settle(&mut editor, &third.id);
     assert_eq!(third.state, TurnState::SubmissionUnknown);
-    editor.turns_resolve(&third.id, "cancelled", true).unwrap();
+    editor
+        .turns_resolve(&third.id, lapis_protocol::ResolveAs::Cancelled, true)
+        .unwrap();
     let err = server.ctx.run(["turns", "cancel", &third.id]);
     assert_eq!(err.code, Some(2), "{}", err.stderr);
     assert!(err.stderr.contains("forbidden"), "{}", err.stderr);
@@ -344,7 +336,9 @@ fn the_controllers_own_cancel_never_marks_a_turn_running() {
     // `--hang` says nothing until cancelled, then answers `cancelled`.
     let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
     let mut client = app(&server, OWNER, "canceller");
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "h-1", "wait").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while client.turns_get(&turn.id).unwrap().state != TurnState::Dispatched {

@@ -2,8 +2,6 @@
 //! with a JSON-RPC error at once and observed in the journal, also when the
 //! agent sends one between turns, while it waits idle in the pool.
 
-use std::time::{Duration, Instant};
-
 use lapis_protocol::{EventKind, TurnState};
 use serde_json::json;
 
@@ -25,30 +23,24 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
     idle["idleSeconds"] = json!(600);
     let server = Server::start_full(json!({}), json!({ "idle": idle }));
     let mut c = app(&server, OWNER, "idler");
-    let thread = c.threads_create("proj", "idle", "ask", None).unwrap();
+    let thread = c
+        .threads_create("proj", "idle", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let first = c.turns_submit(&thread.id, "i-1", "one").unwrap();
     assert_eq!(settle(&mut c, &first.id).state, TurnState::Completed);
 
     // No turn runs, and none is submitted: the answer still arrives (before,
     // it waited until the agent's next use).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let answer = loop {
-        if let Ok(text) = std::fs::read_to_string(&answers)
-            && !text.is_empty()
-        {
-            break text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the idle request was never answered"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let answer = lapis_e2e::wait::eventually("the idle request's answer", || {
+        std::fs::read_to_string(&answers)
+            .ok()
+            .filter(|text| !text.is_empty())
+    });
     assert_eq!(answer.trim(), r#"idle-0={"error":-32603}"#);
 
     // Observed on the turn the agent last ran (a late observation: that
     // turn had ended), naming the method and that the agent was idle.
-    let observed = loop {
+    let observed = lapis_e2e::wait::eventually("the idle request's observation", || {
         let page = c.journal_replay(Some(&thread.id), 0, None).unwrap();
         let hit = page.events.into_iter().find(|e| {
             e.kind == EventKind::Observation
@@ -57,15 +49,8 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
                     .as_ref()
                     .is_some_and(|p| p.pointer("/data/kind") == Some(&json!("unsupported_request")))
         });
-        if let Some(hit) = hit {
-            break hit.payload.unwrap();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the idle request was not journaled"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        hit.and_then(|hit| hit.payload)
+    });
     assert_eq!(
         observed["data"]["payload"],
         json!({"method": "fs/read_text_file", "idle": true}),

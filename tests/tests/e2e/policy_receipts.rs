@@ -3,8 +3,6 @@
 //! CLI announces the ids it generates, and `threads.attach` / `expect` name
 //! the fields of a binding that differs.
 
-use std::time::{Duration, Instant};
-
 use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::params::ThreadsConfigure;
 use lapis_protocol::{ThreadExpect, TurnState};
@@ -121,13 +119,11 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
     );
 
     // turns.cancel of a turn in flight.
-    let hang = c.threads_create("proj", "hang", "ask", None).unwrap();
+    let hang = c
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let running = c.turns_submit(&hang.id, "s-2", "wait").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.turns_get(&running.id).unwrap().state != TurnState::Dispatched {
-        assert!(Instant::now() < deadline, "never dispatched");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    lapis_e2e::wait::wait_turn(&mut c, &running.id, |s| s == "dispatched");
     let cancelled = twice(
         &mut c,
         "turns.cancel",
@@ -137,15 +133,13 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
     assert_eq!(settle(&mut c, &running.id).state, TurnState::Cancelled);
 
     // permissions.respond: the retry replays instead of `not_found`.
-    let asks = c.threads_create("proj", "asks", "ask", None).unwrap();
+    let asks = c
+        .threads_create("proj", "asks", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let asking = c.turns_submit(&asks.id, "s-3", "ask").unwrap();
-    let request = loop {
-        if let Some(r) = c.permissions_list(None, Some(&asking.id)).unwrap().pop() {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "no permission request");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let request = lapis_e2e::wait::eventually("a permission request", || {
+        c.permissions_list(None, Some(&asking.id)).unwrap().pop()
+    });
     let respond = json!({ "turnId": asking.id, "requestId": request.id, "optionId": "opt-allow_once", "commandId": "p-1" });
     twice(&mut c, "permissions.respond", respond);
     conflict(
@@ -232,7 +226,9 @@ fn the_cli_announces_generated_command_ids_and_replays_given_ones() {
 fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
     let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
     let mut c = app(&server, OWNER, "attacher");
-    let thread = c.threads_create("proj", "echo", "ask", None).unwrap();
+    let thread = c
+        .threads_create("proj", "echo", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let held = ThreadExpect::of(&thread);
     let snap = c.threads_attach(&thread.id, &held).unwrap();
     assert_eq!(snap.thread, thread);
@@ -256,7 +252,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
         (
             "approval",
             ThreadExpect {
-                approval: Some("allow-all".into()),
+                approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
                 ..Default::default()
             },
         ),
@@ -270,7 +266,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
         (
             "retention",
             ThreadExpect {
-                retention: Some("metadata-only".into()),
+                retention: Some(lapis_protocol::Retention::MetadataOnly),
                 ..Default::default()
             },
         ),
@@ -375,7 +371,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             thread_id: thread.id.clone(),
             expected_version: 1,
             provider: None,
-            approval: Some("allow-all".into()),
+            approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
             restricted: None,
             retention: None,
             command_id: None,

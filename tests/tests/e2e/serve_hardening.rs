@@ -13,6 +13,7 @@ use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
 use crate::serve_support::{OWNER, Server, write_config};
+use lapis_e2e::wait::{settled, wait_turn};
 
 fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -63,22 +64,6 @@ fn sdk(server: &Server) -> Client {
         },
     )
     .unwrap()
-}
-
-fn wait_state(client: &mut Client, turn: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let state = client.turns_get(turn).unwrap().state.as_str().to_owned();
-        if done(&state) {
-            return state;
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn settled(s: &str) -> bool {
-    !matches!(s, "queued" | "preparing" | "dispatched" | "running")
 }
 
 /// The controller home on a 6 MiB tmpfs; a turn streams ~2 MB into it with
@@ -141,21 +126,26 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
     client.journal_replay(Some(&thread_id), 0, None).unwrap();
     // Space returns: the turn settles and the scheduler moves on.
     std::fs::remove_file(&filler).unwrap();
-    let state = wait_state(&mut client, &turn.id, settled);
+    let state = wait_turn(&mut client, &turn.id, settled).state;
+    let state = state.as_str();
     assert!(
-        matches!(
-            state.as_str(),
-            "failed" | "submission_unknown" | "completed"
-        ),
+        matches!(state, "failed" | "submission_unknown" | "completed"),
         "{state}"
     );
     if state == "submission_unknown" {
         // After the dispatch boundary the outcome is the owner's to confirm.
-        client.turns_resolve(&turn.id, "failed", true).unwrap();
+        client
+            .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+            .unwrap();
     }
-    let small = client.threads_create("proj", "small", "ask", None).unwrap();
+    let small = client
+        .threads_create("proj", "small", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let next = client.turns_submit(&small.id, "small-1", "hi").unwrap();
-    assert_eq!(wait_state(&mut client, &next.id, settled), "completed");
+    assert_eq!(
+        wait_turn(&mut client, &next.id, settled).state.as_str(),
+        "completed"
+    );
     let s = server.ctx.run(["status", "--json"]).json();
     assert!(s.get("storageFault").is_none(), "{s}");
     drop(client);

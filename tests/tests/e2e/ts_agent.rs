@@ -11,6 +11,7 @@ use lapis_e2e::ts_agent::TsAgent;
 use lapis_e2e::ts_agent::client::{
     AgentProcess, HANG_GUARD, new_session, reply, stored_history, texts,
 };
+use lapis_e2e::wait::settle;
 use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
@@ -216,23 +217,6 @@ fn sdk(server: &Server) -> Client {
     .unwrap()
 }
 
-/// Polls `turns.get` until the turn leaves the in-flight states.
-fn settle(client: &mut Client, turn: &str) -> (String, Option<String>) {
-    let deadline = Instant::now() + HANG_GUARD;
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        let state = t.state.as_str().to_owned();
-        if !matches!(
-            state.as_str(),
-            "queued" | "preparing" | "dispatched" | "running"
-        ) {
-            return (state, t.outcome);
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn turns_through_serve_on_the_sdk_agent() {
     let Some(ts) = TsAgent::find("turns_through_serve_on_the_sdk_agent") else {
@@ -244,11 +228,16 @@ fn turns_through_serve_on_the_sdk_agent() {
     let mut client = sdk(&server);
 
     // A plain turn: the streamed reply is journaled.
-    let thread = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client
         .turns_submit(&thread.id, "ts-1", "remember the number 42")
         .unwrap();
-    let (state_name, outcome) = settle(&mut client, &turn.id);
+    let (state_name, outcome) = {
+        let t = settle(&mut client, &turn.id);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state_name.as_str(), outcome.as_deref()),
         ("completed", Some("end_turn"))
@@ -273,12 +262,12 @@ fn turns_through_serve_on_the_sdk_agent() {
 
     // Tool calls and a permission request on an allow-all thread.
     let auto = client
-        .threads_create("proj", "ts", "allow-all", None)
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::AllowAll, None)
         .unwrap();
     let turn = client
         .turns_submit(&auto.id, "ts-2", "edit [tool] [permission]")
         .unwrap();
-    assert_eq!(settle(&mut client, &turn.id).0, "completed");
+    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "completed");
     let page = client.journal_replay(Some(&auto.id), 0, None).unwrap();
     let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
     for k in ["tool_call", "permission_requested", "permission_decided"] {
@@ -296,7 +285,9 @@ fn turns_through_serve_on_the_sdk_agent() {
     );
 
     // Cancel reaches the agent as session/cancel; it confirms `cancelled`.
-    let slow = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let slow = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&slow.id, "ts-3", "[slow]").unwrap();
     let deadline = Instant::now() + HANG_GUARD;
     loop {
@@ -319,7 +310,7 @@ fn turns_through_serve_on_the_sdk_agent() {
         std::thread::sleep(Duration::from_millis(10));
     }
     client.turns_cancel(&turn.id).unwrap();
-    assert_eq!(settle(&mut client, &turn.id).0, "cancelled");
+    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "cancelled");
     server.finish(&[], &[]);
 }
 
@@ -364,10 +355,15 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
         json!({ "ts": ts.provider(&state) }),
     );
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let run = |client: &mut Client, cmd: &str, prompt: &str| {
         let turn = client.turns_submit(&thread.id, cmd, prompt).unwrap();
-        let (state, outcome) = settle(client, &turn.id);
+        let (state, outcome) = {
+            let t = settle(client, &turn.id);
+            (t.state.as_str().to_owned(), t.outcome)
+        };
         assert_eq!(
             (state.as_str(), outcome.as_deref()),
             ("completed", Some("end_turn"))
@@ -387,11 +383,13 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
     assert!(!turn_reply(&mut client, &thread.id, &first).is_empty());
 
     // Another thread's turn takes the one agent slot: ours is evicted.
-    let other = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let other = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let t = client
         .turns_submit(&other.id, "mem-x", "elsewhere")
         .unwrap();
-    assert_eq!(settle(&mut client, &t.id).0, "completed");
+    assert_eq!(settle(&mut client, &t.id).state.as_str(), "completed");
 
     let (third, loaded) = run(&mut client, "mem-3", "and now?");
     assert_eq!(loaded, session, "the session was not loaded");

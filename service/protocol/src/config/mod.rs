@@ -66,6 +66,10 @@ pub struct Config {
     /// Agent workspaces by id.
     #[serde(default)]
     pub workspaces: BTreeMap<String, WorkspaceConfig>,
+    /// The provider `ask` uses without `--provider`: a key of `providers`
+    /// or `echo` [default: `echo`]. The first `providers add` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_provider: Option<String>,
     /// Server limits.
     #[serde(default)]
     pub server: ServerLimits,

@@ -95,8 +95,8 @@ impl Engine {
     /// is launched: the refusal's code is the outcome, and an `mcp_servers`
     /// observation says why (names and positions, never a value).
     pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &McpRefusal) {
-        let code = refusal.code().as_str();
-        tracing::warn!(turn = %turn_id, code, "mcp servers refused before dispatch");
+        let code = OutcomeCode::Refused(refusal.code());
+        tracing::warn!(turn = %turn_id, code = code.as_str(), "mcp servers refused before dispatch");
         let event = ActivityEvent::Observation {
             kind: "mcp_servers".into(),
             payload: serde_json::json!({"refused": code, "message": refusal.to_string()}),
@@ -107,61 +107,7 @@ impl Engine {
                 .append_activity(turn_id, EventKind::Observation, Some(payload))
                 .await;
         }
-        self.finish(turn_id, TurnEnd::Failed(code.into())).await;
-    }
-
-    /// Pending permission requests, optionally of one turn.
-    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
-        self.broker.pending(turn_id)
-    }
-
-    /// Answers a pending permission request at once (see
-    /// [`take_permission`](Engine::take_permission)).
-    pub async fn respond_permission(
-        &self,
-        turn_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<(), EngineError> {
-        self.take_permission(turn_id, request_id, answer)
-            .await?
-            .deliver()
-            .map_err(EngineError::NotPending)
-    }
-
-    /// Checks an answer to a pending permission request and reserves the
-    /// request for it (`permissions.respond` makes its receipt durable, then
-    /// delivers). The caller authorizes first (the pending entry names its
-    /// thread). A selected option must be one of the offered ids exactly.
-    /// An answer for a finished turn is journaled as an observation and
-    /// refused.
-    pub(crate) async fn take_permission(
-        &self,
-        turn_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<Taken, EngineError> {
-        match self.broker.take(turn_id, request_id, answer.clone()) {
-            Ok(taken) => Ok(taken),
-            Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
-            Err(e @ AnswerError::NotPending { .. }) => {
-                let turn = self.store.get_turn(turn_id).await?;
-                if turn.state.is_active() {
-                    return Err(EngineError::NotPending(e));
-                }
-                // Recorded as an observation by the store: a late answer
-                // never moves a finished turn.
-                let payload =
-                    serde_json::json!({"late": true, "requestId": request_id, "answer": answer});
-                let _ = self
-                    .store
-                    .append_activity(turn_id, EventKind::PermissionDecided, Some(payload))
-                    .await;
-                Err(EngineError::TurnFinished {
-                    turn_id: turn_id.to_string(),
-                })
-            }
-        }
+        self.finish(turn_id, TurnEnd::Failed(code)).await;
     }
 
     /// Starts claiming and running turns on the current tokio runtime.
@@ -248,9 +194,9 @@ impl Engine {
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                     continue;
                 }
-                Err(err) if end != TurnEnd::Unknown(END_REFUSED.into()) => {
+                Err(err) if end != TurnEnd::Unknown(OutcomeCode::EndRefused) => {
                     tracing::error!(turn = %turn_id, code = err.code(), "the store refused the turn's end; recording it as unknown");
-                    end = TurnEnd::Unknown(END_REFUSED.into());
+                    end = TurnEnd::Unknown(OutcomeCode::EndRefused);
                     continue;
                 }
                 Err(err) => {
@@ -264,10 +210,6 @@ impl Engine {
         }
     }
 }
-
-/// Outcome code of a turn whose reported end the store refused (a value it
-/// cannot record): the outcome is the owner's to confirm.
-pub(crate) const END_REFUSED: &str = "end_refused";
 
 /// Journals what an idle agent sends, on the turn it last ran (a finished
 /// turn: the store records it as a late observation that changes nothing).
