@@ -31,12 +31,13 @@ impl TsAgent {
     }
 
     /// The agent when it can run here; otherwise prints
-    /// `SKIPPED: <why> [<test>]` and returns `None`.
+    /// `SKIPPED: <why> [<test>]` and returns `None` (under `CI=true` a
+    /// missing agent fails the test instead: see [`crate::skip`]).
     pub fn find(test: &str) -> Option<TsAgent> {
         match Self::probe() {
             Ok(agent) => Some(agent),
             Err(why) => {
-                eprintln!("SKIPPED: {why} [{test}]");
+                crate::skip::skip(&format!("{why} [{test}]"));
                 None
             }
         }

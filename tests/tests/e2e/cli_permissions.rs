@@ -100,7 +100,7 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
         deadline.len() == 20 && deadline.ends_with('Z') && &deadline[10..11] == "T",
         "RFC 3339 UTC: {deadline}"
     );
-    // Filters: by turn, by thread; a foreign thread is refused.
+    // Filters: by turn, by thread.
     let by_turn = ctx
         .run(["permissions", "list", "--turn", &turn, "--json"])
         .json();
@@ -109,6 +109,21 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
         .run(["permissions", "list", "--thread", &thread, "--json"])
         .json();
     assert_eq!(by_thread["requests"].as_array().unwrap().len(), 1);
+    // A thread of another principal (the guest's) is refused, not listed
+    // as empty.
+    let (mut guest, _) = server.hello(crate::serve_support::GUEST, "other");
+    let foreign = guest.call(
+        "threads.create",
+        json!({ "workspaceId": "proj", "provider": "echo" }),
+    );
+    let foreign = foreign["result"]["thread"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("guest thread: {foreign}"))
+        .to_owned();
+    let refused = ctx.run(["permissions", "list", "--thread", &foreign, "--json"]);
+    refused.expect_code(2);
+    let code = refused.json()["error"]["code"].clone();
+    assert!(code == "forbidden" || code == "not_found", "{code}");
     // The turn and the thread say they wait for input.
     let shown = ctx.run(["turns", "show", &turn, "--json"]).json();
     assert_eq!(shown["turn"]["awaitingInput"], true, "{shown}");
