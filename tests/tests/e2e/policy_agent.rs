@@ -2,7 +2,6 @@
 //! with a JSON-RPC error at once and observed in the journal, also when the
 //! agent sends one between turns, while it waits idle in the pool.
 
-
 use lapis_protocol::{EventKind, TurnState};
 use serde_json::json;
 

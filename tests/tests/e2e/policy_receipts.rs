@@ -3,7 +3,6 @@
 //! CLI announces the ids it generates, and `threads.attach` / `expect` name
 //! the fields of a binding that differs.
 
-
 use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::params::ThreadsConfigure;
 use lapis_protocol::{ThreadExpect, TurnState};
