@@ -6,6 +6,8 @@
 //! - plain output joins a run of reply chunks into running text (no newline
 //!   per chunk); thoughts are marked apart and never mixed into the reply;
 //!   colour only when stdout is a terminal and `NO_COLOR` is unset;
+//! - plain output passes every agent-supplied string through
+//!   [`crate::terminal::safe`] (only the printer's own styling is raw ANSI);
 //! - `--json` follow output is NDJSON: one compact object per line, each
 //!   with exactly one member (`turn`, `event` or `permission`);
 //! - a closed stdout ends the loop at once ([`Halt::Closed`]), found either
@@ -19,8 +21,10 @@ use lapis_protocol::{EventKind, JournalEvent, Turn, TurnState};
 use serde_json::{Value, json};
 
 use crate::exit::CliError;
+use crate::terminal::safe;
 
 use super::connect::client_error;
+use super::live::Live;
 use super::permissions::Prompter;
 
 /// How long a follower waits for an event before checking the turn and
@@ -97,6 +101,12 @@ impl Printer {
         self.json
     }
 
+    /// Whether the last text written ended its line (a spinner may be
+    /// drawn on stderr without breaking into it).
+    pub(super) fn at_line_start(&self) -> bool {
+        self.at_line_start
+    }
+
     /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
     fn write(&mut self, text: &str) -> Result<(), Halt> {
         if text.is_empty() {
@@ -133,9 +143,9 @@ impl Printer {
         Ok(())
     }
 
-    /// Writes text as it is (the reply of `--wait`).
+    /// Writes agent text made terminal-safe (the reply of `--wait`).
     pub(super) fn write_text(&mut self, text: &str) -> Result<(), Halt> {
-        self.write(text)
+        self.write(&safe(text))
     }
 
     /// One NDJSON line holding `value`.
@@ -150,10 +160,11 @@ impl Printer {
         self.write(&format!("{line}\n"))
     }
 
-    /// A status line (plain mode), dimmed on a terminal.
+    /// A status line (plain mode), dimmed on a terminal; made
+    /// terminal-safe, since it quotes what the agent sent.
     pub(super) fn status(&mut self, text: &str) -> Result<(), Halt> {
         self.end_run()?;
-        let line = self.styled(DIM, text);
+        let line = self.styled(DIM, &safe(text));
         self.write(&format!("{line}\n"))
     }
 
@@ -172,7 +183,7 @@ impl Printer {
                     self.end_run()?;
                     self.run = Run::Reply;
                 }
-                self.write(&text)
+                self.write(&safe(&text))
             }
             EventKind::ThoughtChunk => {
                 if !self.thoughts {
@@ -187,7 +198,7 @@ impl Printer {
                     let mark = self.styled(DIM, "thinking: ");
                     self.write(&mark)?;
                 }
-                let text = self.styled(DIM, &text);
+                let text = self.styled(DIM, &safe(&text));
                 self.write(&text)
             }
             EventKind::ToolCall => {
@@ -199,7 +210,8 @@ impl Printer {
                     .unwrap_or_default();
                 let status = p["status"].as_str().unwrap_or("pending");
                 self.end_run()?;
-                let line = format!("{} {title}{kind}: {status}", self.styled(BOLD, "tool"));
+                let what = safe(&format!("{title}{kind}: {status}")).into_owned();
+                let line = format!("{} {what}", self.styled(BOLD, "tool"));
                 self.write(&format!("{line}\n"))
             }
             EventKind::PermissionRequested => {
@@ -265,15 +277,20 @@ pub(super) fn watch(
     mut turn: Turn,
     mut printer: Option<&mut Printer>,
     prompter: &mut Prompter,
+    live: &mut Live,
 ) -> Result<Watched, Halt> {
     let mut reply = String::new();
     // Requests journaled but not yet listed when their event arrived.
     let mut unshown: Vec<String> = Vec::new();
     loop {
+        live.check(follower.client(), &turn)?;
         let next = follower.next(Some(IDLE)).map_err(client_error)?;
         let Some(event) = next else {
             if crate::output::stdout_closed() {
                 return Err(Halt::Closed);
+            }
+            if !unshown.is_empty() {
+                live.clear();
             }
             let mut still = Vec::new();
             for request in std::mem::take(&mut unshown) {
@@ -312,10 +329,17 @@ pub(super) fn watch(
                 }
                 return Ok(Watched { turn, reply });
             }
+            live.tick(&turn, printer.as_deref().is_none_or(Printer::at_line_start));
             continue;
         };
         if event.turn_id.as_deref() != Some(turn.id.as_str()) {
             continue;
+        }
+        // Whatever is written next must not land on the spinner's line.
+        if printer.is_some() || event.kind == EventKind::PermissionRequested {
+            live.clear();
+        } else {
+            live.tick(&turn, true);
         }
         take(&event, &mut reply, printer.as_deref_mut())?;
         if event.kind == EventKind::PermissionRequested

@@ -7,16 +7,18 @@
 //! resubmitted: run `turns show` to see the outcome.
 
 use lapis_protocol::client::{Client, JournalFollower};
-use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve};
+use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve, TurnsSubmit};
 use lapis_protocol::{Turn, TurnState};
 use serde_json::json;
 
 use crate::args::{GlobalArgs, ResolveAsArg, TurnsCommand};
 use crate::exit::{CliError, CliResult};
+use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
 use super::follow::{self, Halt, Printer};
-use super::permissions::Prompter;
+use super::live::Live;
+use super::permissions::{Answers, Prompter, command_prefix};
 
 /// How a submitted turn is watched.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -54,6 +56,11 @@ pub(super) struct Submission<'a> {
     pub(crate) thoughts: bool,
     /// JSON (one document for wait, NDJSON for follow).
     pub(crate) json: bool,
+    /// `--timeout`: the turn's own deadline (`maxTurnSeconds`), after which
+    /// the service cancels it (`deadline_exceeded`).
+    pub(crate) max_turn_seconds: Option<u64>,
+    /// How the turn's permission requests are answered.
+    pub(crate) answers: Answers,
 }
 
 /// Submits a turn and watches it to its end (see the module docs).
@@ -69,16 +76,22 @@ pub(super) fn submit_and_watch(
             turn_id: prior.to_owned(),
             command_id: s.command_id.clone(),
             prompt: s.prompt.to_owned(),
-            max_turn_seconds: None,
+            max_turn_seconds: s.max_turn_seconds,
             expect: None,
         }),
-        None => follower
-            .client()
-            .turns_submit(s.thread, &s.command_id, s.prompt),
+        None => follower.client().turns_submit_with(&TurnsSubmit {
+            thread_id: s.thread.to_owned(),
+            command_id: s.command_id.clone(),
+            prompt: s.prompt.to_owned(),
+            continues: None,
+            max_turn_seconds: s.max_turn_seconds,
+            expect: None,
+        }),
     }
     .map_err(client_error)?;
     let mut printer = Printer::new(s.json, s.thoughts, false);
-    let mut prompter = Prompter::new(global);
+    let mut prompter = Prompter::new(global, s.answers);
+    let mut live = Live::new(s.json, command_prefix(global), s.thread);
     let result = (|| -> Result<Turn, Halt> {
         if s.watch == Watch::Follow {
             if s.json {
@@ -89,7 +102,16 @@ pub(super) fn submit_and_watch(
             }
         }
         let shown = (s.watch == Watch::Follow).then_some(&mut printer);
-        let watched = follow::watch(&mut follower, s.thread, turn, shown, &mut prompter)?;
+        let watched = follow::watch(
+            &mut follower,
+            s.thread,
+            turn,
+            shown,
+            &mut prompter,
+            &mut live,
+        );
+        live.clear();
+        let watched = watched?;
         match (s.watch, s.json) {
             (Watch::Follow, true) => printer.record("turn", &watched.turn)?,
             (Watch::Follow, false) => printer.end_run()?,
@@ -118,7 +140,7 @@ pub(super) fn submit_and_watch(
         return Err(CliError::turn_not_completed(&last));
     }
     if !s.json {
-        eprintln!("{}", describe(&last));
+        eprintln!("{}", safe(&describe(&last)));
     }
     Ok(())
 }
@@ -146,6 +168,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             wait,
             follow,
             no_thoughts,
+            timeout,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
@@ -154,7 +177,14 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 Some(watch) => watch,
                 None => {
                     let turn = client
-                        .turns_submit(&thread, &command_id, &prompt)
+                        .turns_submit_with(&TurnsSubmit {
+                            thread_id: thread.clone(),
+                            command_id: command_id.clone(),
+                            prompt,
+                            continues: None,
+                            max_turn_seconds: timeout,
+                            expect: None,
+                        })
                         .map_err(client_error)?;
                     if out.json {
                         crate::output::json(&json!({ "turn": turn, "commandId": command_id }))?;
@@ -175,6 +205,8 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     watch,
                     thoughts: !no_thoughts,
                     json: out.json,
+                    max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }
@@ -185,6 +217,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             wait,
             follow,
             no_thoughts,
+            timeout,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
@@ -197,7 +230,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                             turn_id: turn,
                             command_id: command_id.clone(),
                             prompt,
-                            max_turn_seconds: None,
+                            max_turn_seconds: timeout,
                             expect: None,
                         })
                         .map_err(client_error)?;
@@ -223,6 +256,8 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     watch,
                     thoughts: !no_thoughts,
                     json: out.json,
+                    max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }
@@ -305,7 +340,9 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
     if json_out {
         crate::output::json(&json!({ "turn": t }))?;
     } else {
-        crate::output::line(format!(
+        // The outcome and the prompt echo may hold anything: terminal-safe.
+        let line = |text: String| crate::output::line(safe(&text));
+        line(format!(
             "turn      {}\nthread    {}\nworkspace {}\nstate     {}\noutcome   {}",
             t.id,
             t.thread_id,
@@ -314,7 +351,7 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
             t.outcome.as_deref().unwrap_or("-")
         ))?;
         if let Some(p) = &t.prepared {
-            crate::output::line(format!("prepared  {}", prepared_line(p)))?;
+            line(format!("prepared  {}", prepared_line(p)))?;
         }
         if let Some(asked) = &t.user_message {
             let text = match (&asked.text, asked.payload_unavailable) {
@@ -322,7 +359,7 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
                 (None, true) => "(unavailable: the thread keeps metadata only)".to_owned(),
                 (None, false) => "-".to_owned(),
             };
-            crate::output::line(format!("asked     {text}"))?;
+            line(format!("asked     {text}"))?;
         }
         if t.awaiting_input {
             crate::output::line(

@@ -65,6 +65,10 @@ pub enum OutcomeCode {
     // ---- the agent's answer ----
     /// The agent answered the prompt with an error.
     AgentError,
+    /// The agent answered the prompt with a `stopReason` outside ACP's
+    /// enum (empty, misspelt, oversized): a protocol error after the
+    /// dispatch, so the turn failed; the value itself is never recorded.
+    InvalidStopReason,
 
     // ---- lost outcomes (after the boundary: `submission_unknown`) ----
     /// The agent exited without a stop reason.
@@ -87,6 +91,9 @@ pub enum OutcomeCode {
     JournalFailed,
     /// Streamed output of the turn was refused by the store (disk full, …).
     JournalWriteFailed,
+    /// The store refused to record the turn's reported end (a value it
+    /// cannot record): the outcome is the owner's to confirm.
+    EndRefused,
 
     // ---- cancellation and limits ----
     /// The agent confirmed the cancel.
@@ -110,7 +117,7 @@ pub enum OutcomeCode {
 impl OutcomeCode {
     /// Every code of the controller's own (the [`OutcomeCode::Refused`]
     /// ones are the MCP error codes of [`ErrorCode`]).
-    pub const ALL: [OutcomeCode; 37] = [
+    pub const ALL: [OutcomeCode; 39] = [
         OutcomeCode::CommandNotFound,
         OutcomeCode::CommandNotExecutable,
         OutcomeCode::WorkspaceUnavailable,
@@ -131,6 +138,7 @@ impl OutcomeCode {
         OutcomeCode::ContinuationRefused,
         OutcomeCode::SetupInterrupted,
         OutcomeCode::AgentError,
+        OutcomeCode::InvalidStopReason,
         OutcomeCode::AgentExited,
         OutcomeCode::BrokenPipe,
         OutcomeCode::ProtocolError,
@@ -141,6 +149,7 @@ impl OutcomeCode {
         OutcomeCode::OutcomeLost,
         OutcomeCode::JournalFailed,
         OutcomeCode::JournalWriteFailed,
+        OutcomeCode::EndRefused,
         OutcomeCode::Cancelled,
         OutcomeCode::CancelledBeforeDispatch,
         OutcomeCode::CancelledBeforeStart,
@@ -174,6 +183,7 @@ impl OutcomeCode {
             OutcomeCode::ContinuationRefused => "continuation_refused",
             OutcomeCode::SetupInterrupted => "setup_interrupted",
             OutcomeCode::AgentError => "agent_error",
+            OutcomeCode::InvalidStopReason => "invalid_stop_reason",
             OutcomeCode::AgentExited => "agent_exited",
             OutcomeCode::BrokenPipe => "broken_pipe",
             OutcomeCode::ProtocolError => "protocol_error",
@@ -184,6 +194,7 @@ impl OutcomeCode {
             OutcomeCode::OutcomeLost => "outcome_lost",
             OutcomeCode::JournalFailed => "journal_failed",
             OutcomeCode::JournalWriteFailed => "journal_write_failed",
+            OutcomeCode::EndRefused => "end_refused",
             OutcomeCode::Cancelled => "cancelled",
             OutcomeCode::CancelledBeforeDispatch => "cancelled_before_dispatch",
             OutcomeCode::CancelledBeforeStart => "cancelled_before_start",

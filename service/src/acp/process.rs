@@ -2,7 +2,8 @@
 //!
 //! What must stay true: the agent sees only the environment its spec grants;
 //! it runs in its own process group so that teardown reaches everything it
-//! spawned; its stderr goes to the service log, bounded per line and in total;
+//! spawned; its stderr goes to the service log, bounded per line and in total,
+//! and its last redacted lines to a [`StderrTail`];
 //! and no process of the group survives [`AgentProcess::shutdown`].
 
 use std::path::Path;
@@ -17,6 +18,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::lines::{BoundedLines, LineError};
 use super::registry::{AgentRecord, AgentRegistry};
+use super::stderr_tail::StderrTail;
 use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::{CommandLookup, ProviderError, ProviderSpec};
 
@@ -82,6 +84,10 @@ pub(super) struct AgentProcess {
     shut_down: bool,
     /// Crash-cleanup record, removed (dropped) after the group is gone.
     _record: Option<AgentRecord>,
+    /// The last redacted stderr lines (see `stderr_tail.rs`).
+    tail: StderrTail,
+    /// The task copying stderr; it ends at the pipe's end of file.
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for AgentProcess {
@@ -101,9 +107,17 @@ pub(super) struct AgentPipes {
     pub(crate) stdin: ChildStdin,
     /// Bounded line reader over the agent's stdout.
     pub(crate) stdout: BoundedLines<BufReader<ChildStdout>>,
+    /// Turns `true` once the group leader has exited (see `leader`).
+    pub(crate) leader_exit: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl AgentProcess {
+    /// The agent's stderr tail, and the task that fills it (await it, after
+    /// the group is gone, to have every line).
+    pub(super) fn stderr_watch(&mut self) -> (StderrTail, Option<tokio::task::JoinHandle<()>>) {
+        (self.tail.clone(), self.stderr_task.take())
+    }
+
     /// Starts the agent in `workspace` with an environment rebuilt from the
     /// spec (nothing inherited) in a new process group.
     pub(super) fn spawn(
@@ -145,7 +159,9 @@ impl AgentProcess {
         let provider = spec.name.clone();
         let record = registry.map(|r| r.record(pid));
         tracing::info!(provider = %provider, pid, "agent started");
-        tokio::spawn(log_stderr(provider.clone(), pid, err, stderr));
+        let tail = StderrTail::default();
+        let stderr_task =
+            tokio::spawn(log_stderr(provider.clone(), pid, err, stderr, tail.clone()));
         let pgid = Pid::from_raw(pid as i32);
         Ok((
             AgentProcess {
@@ -154,10 +170,13 @@ impl AgentProcess {
                 provider,
                 shut_down: false,
                 _record: record,
+                tail,
+                stderr_task: Some(stderr_task),
             },
             AgentPipes {
                 stdin,
                 stdout: BoundedLines::new(BufReader::with_capacity(64 * 1024, stdout), max_line),
+                leader_exit: super::leader::watch_exit(pid),
             },
         ))
     }
@@ -303,6 +322,7 @@ async fn log_stderr(
     pid: u32,
     stderr: tokio::process::ChildStderr,
     limits: StderrLimits,
+    tail: StderrTail,
 ) {
     // Lines longer than the bound are cut by reading them through a reader
     // with a large bound and truncating; a line past even that ends logging.
@@ -329,6 +349,7 @@ async fn log_stderr(
                     end -= 1;
                 }
                 let cut = &text[..end];
+                tail.push(cut);
                 if logged + cut.len() <= limits.total_bytes {
                     logged += cut.len();
                     tracing::info!(target: "lapis_service::agent_stderr", provider = %provider, pid, line = %cut);

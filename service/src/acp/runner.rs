@@ -175,6 +175,15 @@ impl<H: TurnHooks> Teardown<H> {
     }
 }
 
+/// ACP v1's `StopReason` values, the only ones a turn records as its own.
+pub(crate) const STOP_REASONS: [&str; 5] = [
+    "end_turn",
+    "max_tokens",
+    "max_turn_requests",
+    "refusal",
+    "cancelled",
+];
+
 async fn drive<H: TurnHooks>(
     s: &mut Session<H>,
     request: &TurnRequest,
@@ -210,17 +219,30 @@ async fn drive<H: TurnHooks>(
             let Some(stop) = result.get("stopReason").and_then(|v| v.as_str()) else {
                 return unknown(s, OutcomeCode::MissingStopReason);
             };
-            let stop = stop.to_string();
+            // Only ACP's own values are recorded; anything else is the
+            // agent's protocol error, recorded as one fixed code (the value
+            // itself is neither journaled nor logged).
+            let known = STOP_REASONS.contains(&stop);
+            let stop = if known {
+                stop
+            } else {
+                OutcomeCode::InvalidStopReason.as_str()
+            };
             let _ = s
                 .emit(ActivityEvent::Stopped {
-                    stop_reason: stop.clone(),
+                    stop_reason: stop.to_owned(),
                     meta: result.get("_meta").cloned(),
                 })
                 .await;
-            if stop == "cancelled" {
-                TurnOutcome::Cancelled { dispatched: true }
-            } else {
-                TurnOutcome::Completed { stop_reason: stop }
+            match stop {
+                "cancelled" => TurnOutcome::Cancelled { dispatched: true },
+                _ if !known => TurnOutcome::Failed {
+                    code: OutcomeCode::InvalidStopReason,
+                    dispatched: true,
+                },
+                _ => TurnOutcome::Completed {
+                    stop_reason: stop.to_owned(),
+                },
             }
         }
         Err(CallError::Rpc { .. }) => TurnOutcome::Failed {

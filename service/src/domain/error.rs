@@ -85,6 +85,16 @@ pub enum StoreError {
         /// The database path.
         path: PathBuf,
     },
+    /// The controller home is a directory with other files in it and no
+    /// database or marker: it is someone's directory, not a controller home.
+    #[error(
+        "{} is not a controller home (it holds other files and no controller.db); choose an empty or new directory for --workspace",
+        .path.display()
+    )]
+    NotControllerHome {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The schema version is newer (or otherwise unknown) than this build knows.
     #[error(
         "database schema version {found} is not supported (this build knows up to {supported})"
@@ -111,6 +121,15 @@ pub enum StoreError {
     /// The store has shut down (its writer is gone).
     #[error("store is closed")]
     Closed,
+    /// The operation ran, but the batch it was written in did not commit
+    /// (every write of the batch rolled back). `cause` is the storage
+    /// condition (`disk_full`, `read_only`, `io_error`) when the storage
+    /// refused the commit, otherwise the commit error's code.
+    #[error("operation rolled back with its batch ({cause})")]
+    RolledBack {
+        /// The storage condition or error code of the failed commit.
+        cause: &'static str,
+    },
     /// Any other SQLite failure.
     #[error("database error")]
     Sqlite(#[from] rusqlite::Error),
@@ -145,6 +164,8 @@ impl StoreError {
             _ if self.storage_condition().is_some() => ErrorCode::StorageUnavailable,
             StoreError::ForeignDatabase { .. }
             | StoreError::SchemaUnsupported { .. }
+            | StoreError::NotControllerHome { .. }
+            | StoreError::RolledBack { .. }
             | StoreError::InvalidRow { .. }
             | StoreError::Corrupt(_)
             | StoreError::Closed
@@ -159,6 +180,7 @@ impl StoreError {
         match self {
             StoreError::ForeignDatabase { .. } => "store_foreign",
             StoreError::SchemaUnsupported { .. } => "store_schema_unsupported",
+            StoreError::NotControllerHome { .. } => "not_controller_home",
             StoreError::InvalidRow { .. } => "store_invalid_row",
             StoreError::Corrupt(_) => "store_corrupt",
             other => other.error_code().as_str(),
@@ -185,8 +207,24 @@ impl StoreError {
                 Some(nix::libc::EROFS) => Some("read_only"),
                 _ => None,
             },
+            StoreError::RolledBack { cause } => {
+                STORAGE_CONDITIONS.iter().find(|c| *c == cause).copied()
+            }
             _ => None,
         }
+    }
+
+    /// What a failed batch commit reports to each of its operations: the
+    /// storage condition when there is one (so it is retried and named as
+    /// `storage_unavailable`), otherwise the error's code.
+    pub(crate) fn batch_cause(&self) -> &'static str {
+        self.storage_condition().unwrap_or_else(|| self.code())
+    }
+
+    /// The error each operation of a batch whose commit failed with
+    /// `cause` (from [`batch_cause`](Self::batch_cause)) receives.
+    pub(crate) fn rolled_back(cause: &'static str) -> Self {
+        StoreError::RolledBack { cause }
     }
 
     pub(crate) fn not_found(kind: &'static str, id: impl Into<String>) -> Self {
@@ -224,6 +262,10 @@ impl StoreError {
         }
     }
 }
+
+/// The storage conditions a write can meet (see
+/// [`StoreError::storage_condition`]).
+const STORAGE_CONDITIONS: [&str; 3] = ["disk_full", "read_only", "io_error"];
 
 /// Result alias for the controller core.
 pub(crate) type StoreResult<T> = Result<T, StoreError>;

@@ -353,6 +353,14 @@ impl Store {
         self.op(move |w| w.finish_turn(&turn, end)).await
     }
 
+    /// Fence a turn in memory whose end the store refused (see
+    /// `Writer::fence_in_memory`): its workspace is released from flight
+    /// and held fenced until a restart's recovery records it.
+    pub(crate) async fn fence_in_memory(&self, turn: &str) -> StoreResult<()> {
+        let turn = turn.to_owned();
+        self.op(move |w| w.fence_in_memory(&turn)).await
+    }
+
     /// Append an activity event (content kinds only) to a claimed turn.
     /// Group-committed with other appends; after a terminal or fenced state
     /// it is recorded as an `observation` wrapping the late event. Sync: the

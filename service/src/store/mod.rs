@@ -51,6 +51,7 @@ mod api;
 mod chain;
 mod continuation;
 mod handle;
+mod home;
 mod ids;
 mod journal;
 mod lock;

@@ -396,4 +396,21 @@ impl Writer {
         };
         self.transition(id, event, Some(code), false)
     }
+
+    /// The last resort when a turn's end cannot be recorded for a reason
+    /// other than the storage (which is retried): the turn leaves the
+    /// scheduler as a fence, in memory only, so its workspace is never
+    /// held in flight by a turn nobody will settle. The row stays in flight
+    /// on disk, so the next open's recovery records it
+    /// `submission_unknown`, resolvable as any fence.
+    pub(super) fn fence_in_memory(&mut self, id: &str) -> StoreResult<()> {
+        let row = self.turn_or_404(id)?;
+        if !row.state.is_in_flight() {
+            return Ok(());
+        }
+        tracing::error!(turn = %id, "turn end unrecordable: workspace fenced until a restart");
+        self.sched.release(&row.workspace_id, id, true);
+        self.live.remove(id);
+        Ok(())
+    }
 }

@@ -7,10 +7,17 @@
 //! `--message-id` `--permissions N` `--perm-kinds k1,k2` `--hang`
 //! `--ignore-cancel` `--cancel-stop R` `--stop-reason R`
 //! `--exit-at initialize|session_new|prompt` `--fail-initialize`
+//! `--never-initialize` (reads `initialize` and never answers)
+//! `--close-stdout-at prompt` (closes stdout at the prompt and keeps running)
+//! `--exit-leaving-stdout PIDFILE` (at the prompt, leaves a descendant
+//! holding stdout open and exits)
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
 //! `--structured-input` `--pidfile PATH` `--load-session` `--history PATH`
+//! `--hostile` (puts [`HOSTILE`], terminal control sequences, into a thought,
+//! the reply, a tool call's title, permission titles and option names and
+//! its stderr lines)
 //! `--recall` `--advertise` (agent info, capabilities, an auth method and
 //! session modes) `--expect-env NAME=VALUE` (initialize fails unless the
 //! environment has exactly that; `VALUE` `@PATH` reads it from a file, so it
@@ -98,6 +105,11 @@ impl Script {
     }
 }
 
+/// What a hostile model writes to take over a terminal: erase the line and
+/// rewrite it (CSI 2K, CSI 1G), the one-byte CSI, an OSC window title, a
+/// bare CR, backspaces and DEL.
+pub(crate) const HOSTILE: &str = "\x1b[2K\x1b[1G\u{9b}31m\x1b]0;pwned\x07 over\rwrite\x08\x08!\x7f";
+
 type Out = Arc<Mutex<std::io::Stdout>>;
 
 fn send(out: &Out, msg: &Value) {
@@ -118,6 +130,14 @@ fn update(out: &Out, session: &str, update: Value) {
     );
 }
 
+/// Closes stdout (the controller reads EOF) and keeps running, reading
+/// stdin, until the controller kills the process group.
+fn close_stdout_and_linger() -> ! {
+    let _ = nix::unistd::close(1);
+    std::thread::sleep(Duration::from_secs(600));
+    std::process::exit(0)
+}
+
 fn main() {
     let script = Script::parse();
     if let Some(pidfile) = script.get("sleeper") {
@@ -129,7 +149,8 @@ fn main() {
         write_pid(pidfile);
     }
     for i in 0..script.num("stderr") {
-        eprintln!("fixture stderr line {i}");
+        let hostile = if script.has("hostile") { HOSTILE } else { "" };
+        eprintln!("fixture stderr line {i}{hostile}");
     }
     if script.has("secrets") {
         for sample in lapis_service::test_support::sample_credentials() {
@@ -155,6 +176,11 @@ fn main() {
             ("initialize", Some(id)) => {
                 if script.get("exit-at") == Some("initialize") {
                     std::process::exit(3);
+                }
+                if script.has("never-initialize") {
+                    // Reads on (so stdin never blocks the controller) and
+                    // never answers.
+                    continue;
                 }
                 if script.has("fail-initialize") {
                     send(
@@ -294,6 +320,21 @@ fn main() {
                     record(ledger, &params);
                 }
                 if script.get("exit-at") == Some("prompt") {
+                    std::process::exit(3);
+                }
+                if script.get("close-stdout-at") == Some("prompt") {
+                    close_stdout_and_linger();
+                }
+                if let Some(pidfile) = script.get("exit-leaving-stdout") {
+                    // A descendant inherits stdout and keeps it open; the
+                    // leader exits without answering.
+                    let exe = std::env::current_exe().expect("current exe");
+                    let _keeper = std::process::Command::new(exe)
+                        .args(["--sleeper", pidfile])
+                        .stdin(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .spawn()
+                        .expect("spawn stdout keeper");
                     std::process::exit(3);
                 }
                 let (tx, rx) = mpsc::channel();

@@ -159,3 +159,27 @@ async fn an_error_answer_to_the_prompt_is_a_reported_failure() {
     assert!(!outcome.fences());
     assert_eq!(hooks.reply(), "chunk0 ");
 }
+
+/// A `stopReason` outside ACP's enum (misspelt, empty, oversized) is the
+/// agent's protocol error: the turn fails after its dispatch with one fixed
+/// code, and the value itself is recorded nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_reason_outside_the_enum_fails_with_a_fixed_code() {
+    let long = "z".repeat(1000);
+    for stop in ["end turn", "", long.as_str()] {
+        let (outcome, hooks, _dir) = run_fixture(&["--stop-reason", stop]).await;
+        assert_eq!(
+            outcome,
+            TurnOutcome::Failed {
+                code: OutcomeCode::InvalidStopReason,
+                dispatched: true
+            },
+            "for {stop:?}"
+        );
+        let recorded = serde_json::to_string(&hooks.events()).unwrap();
+        assert!(recorded.contains("invalid_stop_reason"), "{recorded}");
+        if !stop.is_empty() {
+            assert!(!recorded.contains(stop), "{recorded}");
+        }
+    }
+}

@@ -168,10 +168,14 @@ impl Engine {
     /// so the turn settles and its workspace is released as soon as the
     /// condition clears, without a restart; the turn keeps its lease
     /// meanwhile, so nothing else runs in that workspace on a half-written
-    /// record. `true` when the turn ended fenced (outcome unknown or
+    /// record. An end the store refuses for any other reason is recorded
+    /// as `submission_unknown` (`end_refused`) instead, and if even that is
+    /// refused the turn is fenced in memory: no failure leaves a workspace
+    /// in flight. `true` when the turn ended fenced (outcome unknown or
     /// interrupted).
     pub(super) async fn finish(&self, turn_id: &str, end: TurnEnd) -> bool {
         let mut backoff = Duration::from_millis(100);
+        let mut end = end;
         loop {
             match self.store.finish_turn(turn_id, end.clone()).await {
                 Ok(out) if !out.applied => {
@@ -190,8 +194,16 @@ impl Engine {
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                     continue;
                 }
+                Err(err) if end != TurnEnd::Unknown(OutcomeCode::EndRefused) => {
+                    tracing::error!(turn = %turn_id, code = err.code(), "the store refused the turn's end; recording it as unknown");
+                    end = TurnEnd::Unknown(OutcomeCode::EndRefused);
+                    continue;
+                }
                 Err(err) => {
                     tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
+                    if let Err(err) = self.store.fence_in_memory(turn_id).await {
+                        tracing::error!(turn = %turn_id, code = err.code(), "fencing the turn in memory failed");
+                    }
                     return true;
                 }
             }
