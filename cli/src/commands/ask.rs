@@ -67,7 +67,12 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
         (false, Some(id)) => id,
         _ => {
             let t = client
-                .threads_create(&workspace.id, &provider, "ask", None)
+                .threads_create(
+                    &workspace.id,
+                    &provider,
+                    lapis_protocol::ApprovalPolicy::Ask,
+                    None,
+                )
                 .map_err(client_error)?;
             eprintln!(
                 "new thread {} in workspace {} (provider {provider})",

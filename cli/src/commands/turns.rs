@@ -317,14 +317,14 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             out,
         } => {
             let as_ = match resolution {
-                ResolveAsArg::Failed => "failed",
-                ResolveAsArg::Cancelled => "cancelled",
+                ResolveAsArg::Failed => lapis_protocol::ResolveAs::Failed,
+                ResolveAsArg::Cancelled => lapis_protocol::ResolveAs::Cancelled,
             };
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let t = client
                 .turns_resolve_with(&TurnsResolve {
                     turn_id: turn,
-                    resolve_as: as_.to_owned(),
+                    resolve_as: as_,
                     confirm_stopped,
                     command_id: Some(command_id),
                 })

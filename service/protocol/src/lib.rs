@@ -16,6 +16,7 @@
 #![warn(unreachable_pub)]
 
 mod binding;
+pub mod call;
 pub mod client;
 pub mod config;
 mod error;
@@ -26,6 +27,7 @@ pub mod home;
 pub mod mcp;
 mod message;
 pub mod notifications;
+mod outcome;
 pub mod params;
 mod permissions;
 mod prepared;
@@ -48,10 +50,11 @@ pub use hello::{
 };
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
+pub use outcome::OutcomeCode;
 pub use permissions::{PendingRequest, PermissionChoice};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{
-    ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
+    ApprovalPolicy, ResolveAs, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
 };
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};

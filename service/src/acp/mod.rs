@@ -42,6 +42,7 @@ pub(crate) use lapis_protocol::config::{ECHO_PROVIDER, ProviderError};
 pub use probe::{ProbeError, ProbeFailure, ProbeReport, ProbeRequest, SessionProbe, probe};
 pub(crate) use process::TeardownLimits;
 pub use process::{LaunchError, Stopped};
+pub(crate) use registry::AGENTS_DIR;
 pub use registry::{AgentRegistry, start_time};
 pub(crate) use runner::{AfterTurn, run_turn_on};
 pub use runner::{run_turn, run_turn_detached};

@@ -121,7 +121,7 @@ impl ProbeError {
     /// The stable code for scripts.
     pub fn code(&self) -> &'static str {
         match self {
-            ProbeError::Launch(e) => e.code(),
+            ProbeError::Launch(e) => e.code().as_str(),
             ProbeError::Initialize { code } => code,
             ProbeError::ProtocolVersion { .. } => "protocol_version_unsupported",
         }
@@ -254,7 +254,7 @@ fn call_code(e: &CallError, rpc: &'static str, timeout: &'static str) -> &'stati
     match e {
         CallError::Rpc { code } if *code == AUTH_REQUIRED => "auth_required",
         CallError::Rpc { .. } => rpc,
-        CallError::Closed(code) => code,
+        CallError::Closed(code) => code.as_str(),
         CallError::Timeout => timeout,
         CallError::Cancelled | CallError::Interrupted => "cancelled",
         CallError::Hook => "internal",

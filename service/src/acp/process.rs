@@ -19,6 +19,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use super::lines::{BoundedLines, LineError};
 use super::registry::{AgentRecord, AgentRegistry};
 use super::stderr_tail::StderrTail;
+use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::{CommandLookup, ProviderError, ProviderSpec};
 
 /// How long teardown waits at each step.
@@ -58,12 +59,14 @@ pub enum LaunchError {
 
 impl LaunchError {
     /// Short stable code for the turn's outcome.
-    pub(crate) fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> OutcomeCode {
         match self {
-            LaunchError::Command(ProviderError::CommandNotFound { .. }) => "command_not_found",
-            LaunchError::Command(_) => "command_not_executable",
-            LaunchError::Workspace => "workspace_unavailable",
-            LaunchError::Spawn(_) => "spawn_failed",
+            LaunchError::Command(ProviderError::CommandNotFound { .. }) => {
+                OutcomeCode::CommandNotFound
+            }
+            LaunchError::Command(_) => OutcomeCode::CommandNotExecutable,
+            LaunchError::Workspace => OutcomeCode::WorkspaceUnavailable,
+            LaunchError::Spawn(_) => OutcomeCode::SpawnFailed,
         }
     }
 }

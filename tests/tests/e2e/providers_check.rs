@@ -176,7 +176,9 @@ fn serve_reads_the_env_file_at_start_and_at_reload() {
         },
     )
     .unwrap();
-    let thread = client.threads_create("proj", "keyed", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "keyed", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let run_turn = |client: &mut Client, id: &str| {
         let turn_id = client.turns_submit(&thread.id, id, "hello").unwrap().id;
         let deadline = Instant::now() + Duration::from_secs(30);

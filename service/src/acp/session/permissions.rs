@@ -8,6 +8,7 @@ use super::super::events::{ActivityEvent, DecidedBy, PermissionAnswer, Permissio
 use super::super::turn::{PermissionRequest, TurnHooks};
 use super::{CallError, Pending, Session};
 use lapis_protocol::ApprovalPolicy;
+use lapis_protocol::OutcomeCode;
 
 impl<H: TurnHooks> Session<H> {
     /// Agent → client requests: permissions go to the broker; anything else
@@ -61,7 +62,7 @@ impl<H: TurnHooks> Session<H> {
             other => other.to_string(),
         };
         if self.pending.contains_key(&request_id) {
-            return Err(CallError::Closed("protocol_error"));
+            return Err(CallError::Closed(OutcomeCode::ProtocolError));
         }
         self.emit(ActivityEvent::PermissionRequested {
             request_id: request_id.clone(),
