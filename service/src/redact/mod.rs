@@ -3,8 +3,9 @@
 //! # What runs where
 //! - Every journal payload is redacted before its row is written
 //!   ([`Redactor::redact_value`]): every string of the JSON payload except
-//!   the values of id fields (`id`, `*Id`, `*_id`): ids are structure, not
-//!   content, and are never altered. Streamed appends are redacted (and
+//!   the values of id fields (`id`, `*Id`, `*_id`, `*Ids`): ids are
+//!   structure, not content, and are never partly rewritten; an id that
+//!   carries a detected credential is replaced whole with [`OMITTED_ID`]. Streamed appends are redacted (and
 //!   serialized) where they are submitted, on the caller's thread, so the
 //!   store's single writer does not pay for it; the operations' own events
 //!   are redacted on the writer (`store::journal::ReadyPayload` is the only
@@ -45,6 +46,7 @@ mod prefilter;
 
 #[cfg(any(test, feature = "test-support"))]
 pub use corpus::{Sample, sample_credentials};
+pub use detectors::DETECTOR_SET_VERSION;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -53,6 +55,10 @@ use regex::{Regex, RegexSet};
 use serde_json::Value;
 
 use detectors::DETECTORS;
+
+/// What an id field (`id`, `*Id`, `*_id`, `*Ids`) that carries a detected
+/// credential becomes: the whole value is omitted.
+pub const OMITTED_ID: &str = "[OMITTED:id]";
 
 /// The longest text held back from a stream while it could still become a
 /// secret; beyond it the text is released (redacted as it stands).
@@ -111,6 +117,24 @@ const TOKEN_PREFIXES: &[&str] = &[
     "dapi",
     "dp.pt.",
     "eyJ",
+    "gsk_",
+    "xai-",
+    "pplx-",
+    "r8_",
+    "hvs.",
+    "hvb.",
+    "hvr.",
+    "glsa_",
+    "glc_",
+    "NRAK-",
+    "PMAK-",
+    "sbp_",
+    "HRKU-",
+    "client-key-data",
+    "sig=",
+    "\"auth\"",
+    "authorization",
+    "machine",
     "bearer",
     // Assignment keys (see the `secret-assignment` detector).
     "password",
@@ -177,9 +201,15 @@ impl Redactor {
                 )
             })
             .collect();
-        let pending = Regex::new(
-            r#"(?i)(?:(?:password|passwd|pwd|secret|token|key)["']?\s*(?:[:=]\s*["']?[^\s"'`&;,]*)?|bearer\s*[^\s]*)\z"#,
-        )
+        let pending = Regex::new(concat!(
+            r#"(?i)(?:(?:password|passwd|pwd|secret|token|key|client-key-data)["']?\s*(?:[:=]\s*["']?[^\s"'`&;,]*)?"#,
+            r"|bearer\s*[^\s]*",
+            r#"|authorization["']?\s*(?:[:=]\s*["']?(?:basic\s*[^\s]*|[a-z]{0,5}))?"#,
+            r#"|"auth"\s*(?::\s*"?[A-Za-z0-9+/=]*)?"#,
+            // A `.netrc` entry is held to the end of its line.
+            r"|\bmachine\b[^\n]*",
+            r")\z",
+        ))
         .expect("pending pattern compiles");
         let prefixes: Vec<String> = TOKEN_PREFIXES
             .iter()
@@ -254,9 +284,30 @@ impl Redactor {
             Value::Array(items) => items.iter_mut().map(|v| self.redact_value(v)).sum(),
             Value::Object(map) => map
                 .iter_mut()
-                .filter(|(k, _)| !is_id_key(k))
-                .map(|(_, v)| self.redact_value(v))
+                .map(|(k, v)| {
+                    if is_id_key(k) {
+                        self.omit_id(v)
+                    } else {
+                        self.redact_value(v)
+                    }
+                })
                 .sum(),
+            _ => 0,
+        }
+    }
+
+    /// An id field is structure and is never partly rewritten; but an id
+    /// that carries a credential is replaced whole with [`OMITTED_ID`]
+    /// (an omission, never a misleading or secret-bearing identity).
+    /// Returns 1 when it was. Ids nested in arrays are handled alike.
+    fn omit_id(&self, value: &mut Value) -> u32 {
+        match value {
+            Value::String(s) if self.redact_str(s).1 > 0 => {
+                *s = OMITTED_ID.to_owned();
+                1
+            }
+            Value::Array(items) => items.iter_mut().map(|v| self.omit_id(v)).sum(),
+            Value::Object(_) => self.redact_value(value),
             _ => 0,
         }
     }
@@ -334,6 +385,19 @@ impl Redactor {
                 .count();
             if token_like >= 16 {
                 cut = cut.min(len - token_like);
+            }
+            // 14 token characters then a start of `.atlasv1.` may be a
+            // Terraform Cloud token.
+            const ATLAS: &str = ".atlasv1.";
+            if let Some(k) = (1..=ATLAS.len())
+                .rev()
+                .find(|k| run.ends_with(&ATLAS[..*k]))
+                && run.len() >= 14 + k
+                && run.as_bytes()[run.len() - k - 14..run.len() - k]
+                    .iter()
+                    .all(u8::is_ascii_alphanumeric)
+            {
+                cut = cut.min(len - k - 14);
             }
             // A digit (then `Q`) may begin an Azure client secret's `8Q~`.
             let b = run.as_bytes();

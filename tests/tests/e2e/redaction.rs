@@ -72,7 +72,10 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
         .find(|e| e.kind.as_str() == "tool_call")
         .and_then(|e| e.payload.clone())
         .unwrap();
-    assert_eq!(tool["id"], "secret-call", "ids are never altered");
+    assert_eq!(
+        tool["id"], "secret-call",
+        "an id without a credential is kept"
+    );
     assert_eq!(
         tool["title"],
         "curl -H 'Authorization: Bearer [REDACTED:lapis-token]'"
