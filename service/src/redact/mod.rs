@@ -46,7 +46,8 @@ mod prefilter;
 
 #[cfg(any(test, feature = "test-support"))]
 pub use corpus::{Sample, sample_credentials};
-pub use detectors::DETECTOR_SET_VERSION;
+#[cfg(test)]
+use detectors::DETECTOR_SET_VERSION;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -58,7 +59,7 @@ use detectors::DETECTORS;
 
 /// What an id field (`id`, `*Id`, `*_id`, `*Ids`) that carries a detected
 /// credential becomes: the whole value is omitted.
-pub const OMITTED_ID: &str = "[OMITTED:id]";
+pub(crate) const OMITTED_ID: &str = "[OMITTED:id]";
 
 /// The longest text held back from a stream while it could still become a
 /// secret; beyond it the text is released (redacted as it stands).
