@@ -234,6 +234,12 @@ impl Printer {
                     p["requestId"].as_str().unwrap_or("?")
                 ))
             }
+            EventKind::Observation if super::agent_stderr::lines(e).is_some() => {
+                for line in super::agent_stderr::lines(e).unwrap_or_default() {
+                    self.status(&format!("agent stderr: {line}"))?;
+                }
+                Ok(())
+            }
             _ if !self.lifecycle => Ok(()),
             _ => {
                 let detail = match payload {

@@ -1,6 +1,7 @@
 //! One handler per command; `run` is the single dispatch point.
 
 mod acp_echo;
+mod agent_stderr;
 mod ask;
 mod command_id;
 pub(crate) mod completions;

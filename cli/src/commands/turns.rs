@@ -136,8 +136,17 @@ pub(super) fn submit_and_watch(
         Err(Halt::Failed(e)) => return Err(e),
     };
     if last.state != TurnState::Completed {
-        // The error names the turn and how it ended (exit 1).
-        return Err(CliError::turn_not_completed(&last));
+        // The error names the turn and how it ended (exit 1), with the
+        // agent's own last words when it failed setting up or erring.
+        let mut err = CliError::turn_not_completed(&last);
+        let said = super::agent_stderr::of_turn(client, s.thread, &last.id).unwrap_or_default();
+        if !said.is_empty() {
+            err.error = anyhow::anyhow!(super::agent_stderr::with_lines(
+                err.error.to_string(),
+                &said
+            ));
+        }
+        return Err(err);
     }
     if !s.json {
         eprintln!("{}", safe(&describe(&last)));
@@ -287,7 +296,20 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 (None, None) => unreachable!("clap requires TURN or --command-id"),
             }
             .map_err(client_error)?;
-            print_turn(&t, out.json)?;
+            let said = if t.state == TurnState::Failed {
+                super::agent_stderr::of_turn(&mut client, &t.thread_id, &t.id)?
+            } else {
+                Vec::new()
+            };
+            if out.json && !said.is_empty() {
+                crate::output::json(&json!({ "turn": t, "agentStderr": said }))?;
+            } else {
+                print_turn(&t, out.json)?;
+            }
+            if !out.json && !said.is_empty() {
+                let text = said.join("\n          ");
+                crate::output::line(safe(&format!("stderr    {text}")))?;
+            }
         }
         TurnsCommand::Cancel { turn, cmd, out } => {
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;

@@ -20,7 +20,8 @@
 /// Supabase, Replicate, Perplexity, Heroku, `Authorization: Basic`, a URL
 /// with an empty user (`redis://:pass@`), Azure SAS `sig=`, docker
 /// `"auth":`, `.netrc` `password`, kubeconfig `client-key-data:`).
-pub const DETECTOR_SET_VERSION: u32 = 2;
+#[cfg(test)]
+pub(crate) const DETECTOR_SET_VERSION: u32 = 2;
 
 /// `(name, pattern)`, applied in this order (more specific first).
 pub(super) const DETECTORS: &[(&str, &str)] = &[

@@ -39,12 +39,15 @@
 //! run their own regex. Word boundaries are ASCII (`(?-u:\b)`), so the
 //! regexes run on their DFAs for any text, non-ASCII included.
 
+#[cfg(any(test, feature = "test-support"))]
 mod corpus;
 mod detectors;
 mod prefilter;
 
-pub use corpus::sample_credentials;
-pub use detectors::DETECTOR_SET_VERSION;
+#[cfg(any(test, feature = "test-support"))]
+pub use corpus::{Sample, sample_credentials};
+#[cfg(test)]
+use detectors::DETECTOR_SET_VERSION;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -56,11 +59,11 @@ use detectors::DETECTORS;
 
 /// What an id field (`id`, `*Id`, `*_id`, `*Ids`) that carries a detected
 /// credential becomes: the whole value is omitted.
-pub const OMITTED_ID: &str = "[OMITTED:id]";
+pub(crate) const OMITTED_ID: &str = "[OMITTED:id]";
 
 /// The longest text held back from a stream while it could still become a
 /// secret; beyond it the text is released (redacted as it stands).
-pub const MAX_HOLD_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_HOLD_BYTES: usize = 64 * 1024;
 
 /// Literal starts of token formats and assignment keys: a chunk whose last
 /// word contains one of these, or ends in a start of one, is held back
@@ -149,7 +152,7 @@ const TOKEN_PREFIXES: &[&str] = &[
 
 /// The compiled detectors. Build once ([`redactor`]).
 #[derive(Debug)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     /// The literal scan that rules most text out before the set runs.
     prefilter: prefilter::Prefilter,
     /// All patterns, for the one-pass "anything here?" check.
@@ -175,7 +178,7 @@ fn ascii_boundaries(pattern: &str) -> String {
 }
 
 /// The process-wide redactor (compiled on first use).
-pub fn redactor() -> &'static Redactor {
+pub(crate) fn redactor() -> &'static Redactor {
     static REDACTOR: LazyLock<Redactor> = LazyLock::new(Redactor::new);
     &REDACTOR
 }
@@ -433,7 +436,7 @@ impl Redactor {
 /// spans their boundary. `T` is the chunk's other data (the first chunk's is
 /// kept on a merge).
 #[derive(Debug)]
-pub struct StreamHold<T> {
+pub(crate) struct StreamHold<T> {
     /// Chunks received but not yet released, in order.
     held: Vec<(String, T)>,
 }
@@ -507,7 +510,7 @@ fn merge_spanning<T>(chunks: Vec<(String, T)>, spans: &[(usize, usize)]) -> Vec<
 /// Redacts an agent's stderr line by line, suppressing the lines inside a
 /// PEM private-key block (its header and footer become one marker each).
 #[derive(Debug, Default)]
-pub struct StderrRedactor {
+pub(crate) struct StderrRedactor {
     /// Inside a `-----BEGIN … PRIVATE KEY-----` block.
     in_key: bool,
 }

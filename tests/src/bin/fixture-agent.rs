@@ -153,7 +153,7 @@ fn main() {
         eprintln!("fixture stderr line {i}{hostile}");
     }
     if script.has("secrets") {
-        for sample in lapis_service::redact::sample_credentials() {
+        for sample in lapis_service::test_support::sample_credentials() {
             eprintln!("debug: {}", sample.text);
         }
     }

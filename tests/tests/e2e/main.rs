@@ -16,6 +16,7 @@ mod cli_ask;
 mod cli_drive;
 mod cli_live;
 mod cli_permissions;
+mod cli_stderr;
 mod cli_surface;
 mod cli_terminal;
 mod client;

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use lapis_service::redact::sample_credentials;
+use lapis_service::test_support::sample_credentials;
 use serde_json::{Value, json};
 
 use crate::acp_serve::{fixture, sdk};
