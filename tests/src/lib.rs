@@ -8,6 +8,7 @@
 pub mod archives;
 mod context;
 pub mod http;
+pub mod journal;
 pub mod ts_agent;
 
 pub use context::{Output, TestContext};

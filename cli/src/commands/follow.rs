@@ -15,7 +15,7 @@ use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
 
 use lapis_protocol::client::JournalFollower;
-use lapis_protocol::{EventKind, JournalEvent, Turn, TurnState};
+use lapis_protocol::{JournalEvent, Payload, Turn};
 use serde_json::{Value, json};
 
 use crate::exit::CliError;
@@ -162,23 +162,22 @@ impl Printer {
         if self.json {
             return self.record("event", e);
         }
-        let payload = e.payload.as_ref();
-        match e.kind {
-            EventKind::MessageChunk => {
-                let Some(text) = payload.and_then(chunk_text) else {
+        match e.body() {
+            Some(Payload::MessageChunk(c)) => {
+                let Some(text) = c.plain_text() else {
                     return Ok(());
                 };
                 if self.run != Run::Reply {
                     self.end_run()?;
                     self.run = Run::Reply;
                 }
-                self.write(&text)
+                self.write(text)
             }
-            EventKind::ThoughtChunk => {
+            Some(Payload::ThoughtChunk(c)) => {
                 if !self.thoughts {
                     return Ok(());
                 }
-                let Some(text) = payload.and_then(chunk_text) else {
+                let Some(text) = c.plain_text() else {
                     return Ok(());
                 };
                 if self.run != Run::Thought {
@@ -187,44 +186,36 @@ impl Printer {
                     let mark = self.styled(DIM, "thinking: ");
                     self.write(&mark)?;
                 }
-                let text = self.styled(DIM, &text);
+                let text = self.styled(DIM, text);
                 self.write(&text)
             }
-            EventKind::ToolCall => {
-                let p = payload.cloned().unwrap_or(Value::Null);
-                let title = p["title"].as_str().unwrap_or("tool call");
-                let kind = p["kind"]
-                    .as_str()
+            Some(Payload::ToolCall(inv)) => {
+                let title = inv.title.as_deref().unwrap_or("tool call");
+                let kind = inv
+                    .kind
+                    .as_deref()
                     .map(|k| format!(" [{k}]"))
                     .unwrap_or_default();
-                let status = p["status"].as_str().unwrap_or("pending");
+                let status = inv.status.as_deref().unwrap_or("pending");
                 self.end_run()?;
                 let line = format!("{} {title}{kind}: {status}", self.styled(BOLD, "tool"));
                 self.write(&format!("{line}\n"))
             }
-            EventKind::PermissionRequested => {
-                let p = payload.cloned().unwrap_or(Value::Null);
-                let title = p["invocation"]["title"].as_str().unwrap_or("a tool call");
-                self.status(&format!(
-                    "permission {} requested: {title}",
-                    p["requestId"].as_str().unwrap_or("?")
-                ))
+            Some(Payload::PermissionRequested(r)) => {
+                let title = r.invocation.title.as_deref().unwrap_or("a tool call");
+                self.status(&format!("permission {} requested: {title}", r.request_id))
             }
-            EventKind::PermissionDecided => {
-                let p = payload.cloned().unwrap_or(Value::Null);
-                let answer = p["answer"]["optionId"]
-                    .as_str()
-                    .or_else(|| p["answer"]["outcome"].as_str())
-                    .unwrap_or("?");
-                let by = p["decidedBy"].as_str().unwrap_or("?");
+            Some(Payload::PermissionDecided(d)) => {
+                let by = d.decided_by.map_or("late", |b| b.as_str());
                 self.status(&format!(
-                    "permission {}: {answer} (by {by})",
-                    p["requestId"].as_str().unwrap_or("?")
+                    "permission {}: {} (by {by})",
+                    d.request_id,
+                    d.answer.label()
                 ))
             }
             _ if !self.lifecycle => Ok(()),
             _ => {
-                let detail = match payload {
+                let detail = match &e.payload {
                     Some(p) => p.to_string(),
                     None if e.payload_unavailable => "(payload unavailable)".into(),
                     None => String::new(),
@@ -233,14 +224,6 @@ impl Printer {
             }
         }
     }
-}
-
-/// The text of a message or thought chunk payload.
-fn chunk_text(v: &Value) -> Option<String> {
-    v.get("text")
-        .or_else(|| v.get("content").and_then(|c| c.get("text")))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
 }
 
 fn ended(t: &Turn) -> bool {
@@ -318,60 +301,41 @@ pub(super) fn watch(
             continue;
         }
         take(&event, &mut reply, printer.as_deref_mut())?;
-        if event.kind == EventKind::PermissionRequested
-            && let Some(request) = event
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("requestId"))
-                .and_then(Value::as_str)
-        {
-            if let Some(p) = printer.as_deref_mut() {
-                p.end_run()?;
+        match event.body() {
+            Some(Payload::PermissionRequested(r)) => {
+                if let Some(p) = printer.as_deref_mut() {
+                    p.end_run()?;
+                }
+                if !prompter.ask(
+                    follower.client(),
+                    &turn.id,
+                    &r.request_id,
+                    printer.as_deref_mut(),
+                )? {
+                    unshown.push(r.request_id);
+                }
             }
-            let request = request.to_owned();
-            if !prompter.ask(
-                follower.client(),
-                &turn.id,
-                &request,
-                printer.as_deref_mut(),
-            )? {
-                unshown.push(request);
+            Some(Payload::PermissionDecided(d)) => unshown.retain(|r| *r != d.request_id),
+            Some(Payload::TurnState(change)) => {
+                turn = follower
+                    .client()
+                    .turns_get(&turn.id)
+                    .map_err(client_error)?;
+                if change.to.is_terminal() || change.to.is_fenced() {
+                    return Ok(Watched { turn, reply });
+                }
             }
-        }
-        if event.kind == EventKind::PermissionDecided
-            && let Some(request) = event
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("requestId"))
-                .and_then(Value::as_str)
-        {
-            unshown.retain(|r| r != request);
-        }
-        if event.kind == EventKind::TurnState {
-            turn = follower
-                .client()
-                .turns_get(&turn.id)
-                .map_err(client_error)?;
-            let final_state = event
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("to"))
-                .and_then(Value::as_str)
-                .and_then(TurnState::parse)
-                .is_some_and(|s| s.is_terminal() || s.is_fenced());
-            if final_state {
-                return Ok(Watched { turn, reply });
-            }
+            _ => {}
         }
     }
 }
 
 /// Collects reply text and shows the event.
 fn take(e: &JournalEvent, reply: &mut String, printer: Option<&mut Printer>) -> Result<(), Halt> {
-    if e.kind == EventKind::MessageChunk
-        && let Some(text) = e.payload.as_ref().and_then(chunk_text)
+    if let Some(Payload::MessageChunk(c)) = e.body()
+        && let Some(text) = c.plain_text()
     {
-        reply.push_str(&text);
+        reply.push_str(text);
     }
     match printer {
         Some(p) => p.event(e),

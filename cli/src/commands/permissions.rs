@@ -10,7 +10,7 @@ use std::io::{self, BufRead, IsTerminal, Write};
 
 use lapis_protocol::client::Client;
 use lapis_protocol::params::PermissionsRespond;
-use lapis_protocol::{PendingRequest, PermissionChoice};
+use lapis_protocol::{PendingRequest, PermissionOption};
 use serde_json::json;
 
 use crate::args::{GlobalArgs, PermissionsCommand};
@@ -107,8 +107,8 @@ fn find(client: &mut Client, turn: &str, request: &str) -> Result<PendingRequest
 }
 
 /// The one allow (or reject) option, or an error listing what is offered.
-fn pick(request: &PendingRequest, allow: bool) -> Result<&PermissionChoice, CliError> {
-    let (flag, matching): (&str, Vec<&PermissionChoice>) = if allow {
+fn pick(request: &PendingRequest, allow: bool) -> Result<&PermissionOption, CliError> {
+    let (flag, matching): (&str, Vec<&PermissionOption>) = if allow {
         (
             "--allow",
             request.options.iter().filter(|o| o.is_allow()).collect(),
@@ -140,8 +140,8 @@ fn pick(request: &PendingRequest, allow: bool) -> Result<&PermissionChoice, CliE
 }
 
 fn title(r: &PendingRequest) -> String {
-    let title = r.tool_call["title"].as_str().unwrap_or("tool call");
-    match r.tool_call["kind"].as_str() {
+    let title = r.tool_call.title.as_deref().unwrap_or("tool call");
+    match r.tool_call.kind.as_deref() {
         Some(kind) => format!("{title} [{kind}]"),
         None => title.to_owned(),
     }

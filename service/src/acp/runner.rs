@@ -16,11 +16,11 @@
 use std::sync::Arc;
 
 use super::agent::LiveAgent;
-use super::events::ActivityEvent;
 use super::process::{AgentProcess, Stopped, TeardownLimits};
 use super::session::{CallError, Conn, Session};
 use super::setup::{SessionOrigin, Setup, establish};
 use super::turn::{CancelSignal, TurnHooks, TurnOutcome, TurnRequest};
+use lapis_protocol::Observation;
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
 /// agent misbehaviour; never sends the prompt twice.
@@ -211,10 +211,13 @@ async fn drive<H: TurnHooks>(
             };
             let stop = stop.to_string();
             let _ = s
-                .emit(ActivityEvent::Stopped {
-                    stop_reason: stop.clone(),
-                    meta: result.get("_meta").cloned(),
-                })
+                .emit(
+                    Observation::Stopped {
+                        stop_reason: stop.clone(),
+                        meta: result.get("_meta").cloned(),
+                    }
+                    .into(),
+                )
                 .await;
             if stop == "cancelled" {
                 TurnOutcome::Cancelled { dispatched: true }

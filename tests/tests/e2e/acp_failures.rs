@@ -113,7 +113,7 @@ async fn streamed_output_survives_an_agent_that_dies_without_answering() {
     );
     let want: String = (0..10).map(|i| format!("chunk{i} ")).collect();
     assert_eq!(hooks.reply(), want);
-    assert_eq!(hooks.count("stopped"), 0);
+    assert_eq!(hooks.count(crate::acp::stopped), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,258 +1,154 @@
 //! A journal written before the typed payloads (`lapis_protocol::Payload`)
-//! reads and verifies unchanged: `tests/fixtures/journal-v1/controller.db`
-//! was produced by [`generate_fixture`] on the code of commit "e2e: a
-//! journal fixture written by the untyped journal", before any payload was
-//! typed. Never regenerate it with newer code: its point is that older
-//! bytes are what the reader is tested against.
+//! reads, types and verifies unchanged.
+//!
+//! `tests/fixtures/journal-v1/controller.db` was written by real turns of
+//! the fixture agent on the untyped journal (the `generate_fixture` test of
+//! commit 6cee501, `git show 6cee501:tests/tests/e2e/journal_compat.rs`),
+//! before any payload was typed. Never regenerate it with newer code: its
+//! point is that older bytes are what the reader is tested against.
+//!
+//! What the test pins: the chain verifies (`journal verify`, and the
+//! store's own open validates every row); every stored payload reads as its
+//! typed [`Payload`], never `Unknown`; and writing that typed value again
+//! gives the stored text byte for byte, so what the server writes now is
+//! what it wrote then and the hash chain cannot tell them apart.
 
-use std::time::Duration;
+use std::collections::BTreeSet;
+use std::path::Path;
 
-use lapis_service::domain::{SessionBinding, ThreadPatch};
-use lapis_service::{
-    ApprovalPolicy, EventKind, NewThread, ResolveAs, Retention, Store, StoreOptions, SubmitTurn,
-    TurnEnd, TurnState,
-};
-use serde_json::json;
+use lapis_e2e::TestContext;
+use lapis_protocol::{EventKind, JournalEvent, Observation, Payload};
+use lapis_service::{ReplayScope, Store, StoreOptions};
 
-use crate::acp_engine::{Rig, owner};
+/// Events in the fixture.
+const EVENTS: u64 = 101;
 
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
+fn fixture_db() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/journal-v1/controller.db")
 }
 
-/// Writes the fixture: every kind of event the controller journals, from
-/// real turns of the fixture agent (run by hand:
-/// `cargo test -p lapis-e2e --test e2e generate_fixture -- --ignored`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "writes tests/fixtures/journal-v1; run by hand on the old code only"]
-async fn generate_fixture() {
-    let scratch = tempfile::tempdir().unwrap();
-    let idle = scratch.path().join("idle");
-    let idle_arg = idle.to_string_lossy().into_owned();
-    let rig = Rig::start(
-        &[
-            (
-                "rich",
-                args(&[
-                    "--chunks",
-                    "2",
-                    "--thoughts",
-                    "1",
-                    "--tool-calls",
-                    "2",
-                    "--plan",
-                    "--message-id",
-                    "--permissions",
-                    "1",
-                    "--after-response",
-                    "1",
-                    "--idle-request",
-                    &idle_arg,
-                ]),
-            ),
-            ("perm", args(&["--permissions", "1"])),
-            ("hang", args(&["--chunks", "1", "--hang"])),
-            ("dies", args(&["--exit-at", "prompt"])),
-        ],
-        Duration::from_secs(5),
-    );
-    // A turn with every kind of agent output, a user answer, late output
-    // and a late answer.
-    let rich = rig.thread("ws-rich", "rich", ApprovalPolicy::Ask).await;
-    let turn = rig.submit(&rich, "c-rich", "do everything").await;
-    let request = loop {
-        if let Some(p) = rig.engine.pending_permissions(Some(&turn)).first() {
-            break p.request_id.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    rig.engine
-        .respond_permission(
-            &turn,
-            &request,
-            lapis_service::acp::PermissionAnswer::Selected {
-                option_id: "opt-allow_once".into(),
-            },
-        )
-        .await
+/// The fixture's controller home inside a test HOME (the default path).
+fn home_with_fixture(ctx: &TestContext) -> std::path::PathBuf {
+    let home = ctx.home().join(".lapis/ai-controller");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::copy(fixture_db(), home.join(lapis_service::store::DB_FILE)).unwrap();
+    home
+}
+
+/// `(seq, stored payload text)` of every event, as the database holds it.
+fn stored_texts(db: &Path) -> Vec<(u64, Option<String>)> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut stmt = conn
+        .prepare("SELECT seq, payload FROM events ORDER BY seq")
         .unwrap();
-    assert_eq!(rig.settled(&turn).await.state, TurnState::Completed);
-    for _ in 0..2000 {
-        if idle.exists() {
-            break;
+    stmt.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// A name for what a payload is, to check the fixture covers every shape.
+fn shape(p: &Payload) -> String {
+    match p {
+        Payload::Observation(o) => match o {
+            Observation::SessionStarted { .. } => "observation/session_started",
+            Observation::Noted { .. } => "observation/noted",
+            Observation::CancelSent => "observation/cancel_sent",
+            Observation::Stopped { .. } => "observation/stopped",
+            Observation::LateUpdate { .. } => "observation/late_update",
+            Observation::LateAppend(_) => "observation/late_append",
+            Observation::Ignored(_) => "observation/ignored",
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        .to_owned(),
+        Payload::PermissionDecided(d) if d.decided_by.is_none() => "late_answer".to_owned(),
+        other => other.kind().as_str().to_owned(),
     }
-    let _ = rig
-        .engine
-        .respond_permission(
-            &turn,
-            &request,
-            lapis_service::acp::PermissionAnswer::Cancelled,
-        )
-        .await;
-    // A transition the table refuses, and a late append.
-    let _ = rig
-        .store
-        .finish_turn(&turn, TurnEnd::Failed("too_late".into()))
-        .await;
-    let _ = rig
-        .store
-        .append_activity(
-            &turn,
-            EventKind::MessageChunk,
-            Some(json!({"type": "message", "text": "after the end"})),
-        )
-        .await;
+}
 
-    // allow-all: an automatic decision.
-    let auto = rig
-        .thread("ws-auto", "perm", ApprovalPolicy::AllowAll)
-        .await;
-    let turn = rig.submit(&auto, "c-auto", "approve yourself").await;
-    rig.settled(&turn).await;
+async fn replay_all(store: &Store) -> Vec<JournalEvent> {
+    let scope = ReplayScope::Owner {
+        principal: "owner".into(),
+        application: None,
+    };
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.replay(scope.clone(), after, 0).await.unwrap();
+        out.extend(page.events);
+        after = page.next_after;
+        if !page.more {
+            return out;
+        }
+    }
+}
 
-    // A cancel the agent honours.
-    let hang = rig.thread("ws-hang", "hang", ApprovalPolicy::Ask).await;
-    let turn = rig.submit(&hang, "c-hang", "wait").await;
-    rig.wait(&turn, |t| t.state == TurnState::Running).await;
-    rig.store.request_cancel(&owner(), &turn).await.unwrap();
-    rig.settled(&turn).await;
-
-    // A lost outcome, resolved by the owner.
-    let dies = rig.thread("ws-dies", "dies", ApprovalPolicy::Ask).await;
-    let turn = rig.submit(&dies, "c-dies", "vanish").await;
-    assert_eq!(rig.settled(&turn).await.state, TurnState::SubmissionUnknown);
-    rig.store
-        .resolve_turn(&owner(), &turn, ResolveAs::Failed, true, Some("c-resolve"))
-        .await
-        .unwrap();
-
-    // MCP servers nobody configured: refused before dispatch.
-    let path = rig.path("ws-mcp");
-    std::fs::create_dir_all(&path).unwrap();
-    rig.store.add_workspace("ws-mcp", &path).await.unwrap();
-    let mcp = rig
-        .store
-        .create_thread(
-            &owner(),
-            NewThread {
-                command_id: Some("c-mcp-thread".into()),
-                workspace_id: "ws-mcp".into(),
-                provider: "echo".into(),
-                approval: ApprovalPolicy::Ask,
-                restricted: true,
-                retention: Retention::Full,
-                mcp_servers: vec!["tickets".into()],
-            },
-        )
-        .await
-        .unwrap()
-        .value
-        .id;
-    let turn = rig.submit(&mcp, "c-mcp", "use tickets").await;
-    rig.settled(&turn).await;
-
-    // A reconfigured thread, metadata-only from then on (its content is
-    // gone after the restart).
-    let meta = rig.thread("ws-meta", "echo", ApprovalPolicy::Ask).await;
-    let version = rig.store.get_thread(&meta).await.unwrap().version;
-    rig.store
-        .configure_thread(
-            &owner(),
-            &meta,
-            version,
-            ThreadPatch {
-                provider: None,
-                approval: Some(ApprovalPolicy::AllowAll),
-                restricted: Some(true),
-                retention: Some(Retention::MetadataOnly),
-            },
-            Some("c-configure"),
-        )
-        .await
-        .unwrap();
-    let turn = rig.submit(&meta, "c-meta", "forget me").await;
-    rig.settled(&turn).await;
-    let echo = rig.thread("ws-echo", "echo", ApprovalPolicy::Ask).await;
-    let turn = rig.submit(&echo, "c-echo", "echo me").await;
-    rig.settled(&turn).await;
-    let Rig {
-        dir,
-        store,
-        engine,
-        handle,
-    } = rig;
-    handle.unwrap().shutdown().await;
-    drop(engine);
-
-    // A turn in flight when the controller stops: recovered at the next open.
-    let path = dir.path().join("ws-lost");
-    std::fs::create_dir_all(&path).unwrap();
-    store.add_workspace("ws-lost", &path).await.unwrap();
-    let lost = store
-        .create_thread(
-            &owner(),
-            NewThread {
-                command_id: None,
-                workspace_id: "ws-lost".into(),
-                provider: "echo".into(),
-                approval: ApprovalPolicy::Ask,
-                restricted: false,
-                retention: Retention::Full,
-                mcp_servers: Vec::new(),
-            },
-        )
-        .await
-        .unwrap()
-        .value
-        .id;
-    let turn = store
-        .submit_turn(
-            &owner(),
-            SubmitTurn {
-                command_id: "c-lost".into(),
-                thread_id: lost,
-                prompt: "in flight".into(),
-                continues: None,
-                max_turn_seconds: None,
-            },
-        )
-        .await
-        .unwrap()
-        .value
-        .id;
-    let claim = store.try_claim().await.unwrap().unwrap();
-    assert_eq!(claim.turn.id, turn);
-    store
-        .mark_dispatched(
-            &turn,
-            SessionBinding {
-                session_id: "s-lost".into(),
-                fingerprint: "0".repeat(64),
-                thread_version: 1,
-            },
-        )
-        .await
-        .unwrap();
-    let home = dir.path().join("home");
-    store.close().await;
-    let store = Store::open(StoreOptions::new(home.clone())).unwrap();
-    store.flush().await.unwrap();
-    store.close().await;
-
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/journal-v1");
-    std::fs::create_dir_all(&out).unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchanged() {
+    let ctx = TestContext::new();
+    crate::serve_support::write_config(&ctx, serde_json::json!({}), serde_json::json!({}));
+    let home = home_with_fixture(&ctx);
     let db = home.join(lapis_service::store::DB_FILE);
-    assert!(
-        !home
-            .join(format!("{}-wal", lapis_service::store::DB_FILE))
-            .exists()
-            || std::fs::metadata(home.join(format!("{}-wal", lapis_service::store::DB_FILE)))
-                .unwrap()
-                .len()
-                == 0,
-        "the WAL was checkpointed at close"
-    );
-    std::fs::copy(&db, out.join("controller.db")).unwrap();
+    let before = stored_texts(&db);
+    assert_eq!(before.len() as u64, EVENTS);
+
+    let verified = ctx.run(["journal", "verify", "--json"]).success().json();
+    assert_eq!(verified["verified"], true, "{verified}");
+    assert_eq!(verified["events"], EVENTS);
+
+    // Open validates every retained row (and recovers nothing: the
+    // fixture's one in-flight turn was recovered when it was written).
+    let store = Store::open(StoreOptions::new(home.clone())).unwrap();
+    let events = replay_all(&store).await;
+    store.close().await;
+    assert_eq!(events.len() as u64, EVENTS);
+
+    let mut shapes = BTreeSet::new();
+    let mut kinds = BTreeSet::new();
+    for (e, (seq, text)) in events.iter().zip(&before) {
+        assert_eq!(e.seq, *seq);
+        kinds.insert(e.kind.as_str());
+        let Some(body) = e.body() else {
+            // Content of the metadata-only thread, gone since its restart.
+            assert!(e.payload_unavailable && text.is_none(), "seq {seq}");
+            continue;
+        };
+        assert!(
+            !matches!(body, Payload::Unknown { .. }),
+            "seq {seq} ({}) did not type: {text:?}",
+            e.kind.as_str()
+        );
+        assert_eq!(body.kind(), e.kind);
+        // Written again, the typed payload is the stored text, byte for byte.
+        let again = serde_json::to_string(&body.to_value()).unwrap();
+        assert_eq!(Some(&again), text.as_ref(), "seq {seq}");
+        // What a late append wrapped types too.
+        if let Payload::Observation(Observation::LateAppend(late)) = &body {
+            let inner = Payload::from_value(late.late, late.data.clone());
+            assert!(!matches!(inner, Payload::Unknown { .. }), "seq {seq}");
+            shapes.insert(format!("late/{}", shape(&inner)));
+        }
+        shapes.insert(shape(&body));
+    }
+    let every_kind: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(kinds, every_kind, "the fixture holds every kind");
+    for expected in [
+        "observation/session_started",
+        "observation/noted",
+        "observation/cancel_sent",
+        "observation/stopped",
+        "observation/late_append",
+        "observation/ignored",
+        "late/observation/late_update",
+        "late/late_answer",
+        "late/message_chunk",
+    ] {
+        assert!(shapes.contains(expected), "no {expected} in {shapes:?}");
+    }
+
+    // Reading changed nothing: same rows, and the chain still verifies.
+    assert_eq!(stored_texts(&db), before);
+    let again = ctx.run(["journal", "verify", "--json"]).success().json();
+    assert_eq!(again["head"], verified["head"]);
 }
