@@ -10,6 +10,7 @@ use std::io::{self, BufRead, IsTerminal, Write};
 
 use lapis_protocol::client::Client;
 use lapis_protocol::params::PermissionsRespond;
+use lapis_protocol::time::format_ms;
 use lapis_protocol::{PendingRequest, PermissionOption};
 use serde_json::json;
 
@@ -37,7 +38,7 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
                         r.turn_id,
                         r.id,
                         title(r),
-                        r.deadline
+                        format_ms(r.deadline)
                     ))?;
                     for o in &r.options {
                         crate::output::line(format!("  {}\t{}\t{}", o.id, o.name, o.kind))?;
@@ -202,7 +203,7 @@ impl Prompter {
             err,
             "permission requested by turn {turn}: {} (answer before {})",
             title(&pending),
-            pending.deadline
+            format_ms(pending.deadline)
         );
         if self.interactive {
             for (i, o) in pending.options.iter().enumerate() {

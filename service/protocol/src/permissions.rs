@@ -115,8 +115,10 @@ pub struct PendingRequest {
     /// wire each is `{"id", "name", "kind"}`.
     #[serde(with = "listed")]
     pub options: Vec<PermissionOption>,
-    /// When the engine stops waiting and answers by itself (RFC 3339 UTC).
-    pub deadline: String,
+    /// When the engine stops waiting and answers by itself (ms since the
+    /// epoch; RFC 3339 UTC with milliseconds on the wire, like every time).
+    #[serde(with = "crate::time::rfc3339")]
+    pub deadline: i64,
 }
 
 /// `permissions.list`'s spelling of an option: `id` where ACP and the
@@ -198,14 +200,14 @@ mod tests {
                 ..Invocation::default()
             },
             options: vec![option()],
-            deadline: "1970-01-01T00:00:01Z".into(),
+            deadline: 1_500,
         };
         let wire = serde_json::to_value(&pending).unwrap();
         assert_eq!(
             wire,
             json!({"id": "r1", "turnId": "t", "threadId": "th", "toolCall": {"id": "call"},
                 "options": [{"id": "opt-allow_once", "name": "Allow", "kind": "allow_once"}],
-                "deadline": "1970-01-01T00:00:01Z"})
+                "deadline": "1970-01-01T00:00:01.500Z"})
         );
         assert_eq!(
             serde_json::from_value::<PendingRequest>(wire).unwrap(),

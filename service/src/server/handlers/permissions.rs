@@ -58,10 +58,10 @@ pub(crate) async fn permissions_list(
 
 /// The wire view of a pending request.
 fn view(p: PendingPermission) -> PendingRequest {
-    let secs = p
+    let ms = p
         .deadline
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     PendingRequest {
         id: p.request_id,
@@ -69,7 +69,7 @@ fn view(p: PendingPermission) -> PendingRequest {
         thread_id: p.thread_id,
         tool_call: p.invocation,
         options: p.options,
-        deadline: lapis_release::utc_from_epoch(i64::try_from(secs).unwrap_or(i64::MAX)),
+        deadline: ms,
     }
 }
 
