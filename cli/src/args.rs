@@ -511,21 +511,32 @@ pub(crate) enum PermissionsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
-    /// Answer a pending request with one of its option ids.
+    /// Answer a pending request with one of its option ids, or by kind
+    /// (--allow, --allow-always, --reject, --reject-always).
+    #[command(group(clap::ArgGroup::new("answer").multiple(false)))]
     Respond {
         /// Turn id.
         turn: String,
         /// Request id.
         request: String,
         /// Option id (see `permissions list`).
-        #[arg(required_unless_present_any = ["allow", "reject"], conflicts_with_all = ["allow", "reject"])]
+        #[arg(
+            group = "answer",
+            required_unless_present_any = ["allow", "allow_always", "reject", "reject_always"]
+        )]
         option: Option<String>,
-        /// Choose the one allow option offered.
-        #[arg(long, conflicts_with = "reject")]
+        /// Choose the `allow_once` option.
+        #[arg(long, group = "answer")]
         allow: bool,
-        /// Choose the one reject option offered.
-        #[arg(long)]
+        /// Choose the `allow_always` option.
+        #[arg(long, group = "answer")]
+        allow_always: bool,
+        /// Choose the `reject_once` option.
+        #[arg(long, group = "answer")]
         reject: bool,
+        /// Choose the `reject_always` option.
+        #[arg(long, group = "answer")]
+        reject_always: bool,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]
@@ -594,9 +605,18 @@ pub(crate) struct ProvidersAddArgs {
     /// Argument (repeat; replaces the catalogue's arguments).
     #[arg(long = "arg", value_name = "A", allow_hyphen_values = true)]
     pub(crate) args: Vec<String>,
-    /// Environment name the agent may read (repeat; added to the catalogue's).
+    /// Environment name the agent may read from the service's environment
+    /// or the env file (repeat; added to the catalogue's).
     #[arg(long = "allow-env", value_name = "NAME")]
     pub(crate) allow_env: Vec<String>,
+    /// A constant, non-secret setting (a base URL, a model, a mode), stored
+    /// in the provider's `env` (repeat). Keys go in --secret.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub(crate) env: Vec<String>,
+    /// Do not give the agent this shell's PATH (as `env.PATH`) and the
+    /// service's HOME (allowlisted), which `add` does by default.
+    #[arg(long)]
+    pub(crate) no_default_env: bool,
     /// Store this allowlisted variable's value in the env file; read from a
     /// hidden prompt, or one line per secret from stdin when it is not a TTY.
     #[arg(long = "secret", value_name = "NAME")]

@@ -9,6 +9,7 @@ mod commands;
 mod exit;
 mod identity;
 mod output;
+mod terminal;
 
 use std::process::ExitCode;
 
@@ -72,7 +73,8 @@ fn report(err: &CliError, wants_json: bool) {
     for cause in err.error.chain().skip(1) {
         text.push_str(&format!("\n  caused by: {cause}"));
     }
-    eprintln!("{text}");
+    // A message may quote the agent (its error text, its stderr).
+    eprintln!("{}", terminal::safe(&text));
     // Exit 1 classes already printed their result (a JSON document or an
     // NDJSON stream); a second document would break parsers.
     if wants_json && !err.class.result_printed() {

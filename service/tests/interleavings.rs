@@ -139,7 +139,10 @@ async fn run(ops: Vec<Op>) {
                             // The boundary is refused after a cancel; the runner stops.
                             assert!(cancel && e.code() == "conflict", "{e}");
                             let out = store
-                                .finish_turn(&id, TurnEnd::Cancelled("cancelled".into()))
+                                .finish_turn(
+                                    &id,
+                                    TurnEnd::Cancelled(lapis_protocol::OutcomeCode::Cancelled),
+                                )
                                 .await
                                 .unwrap();
                             assert_eq!(out.turn.state, TurnState::Cancelled);
@@ -164,7 +167,10 @@ async fn run(ops: Vec<Op>) {
             Op::Lose(i) => {
                 if let Some(id) = pick(&in_state(TurnState::is_past_dispatch), i) {
                     let out = store
-                        .finish_turn(&id, TurnEnd::Unknown("lost".into()))
+                        .finish_turn(
+                            &id,
+                            TurnEnd::Unknown(lapis_protocol::OutcomeCode::OutcomeLost),
+                        )
                         .await
                         .unwrap();
                     assert!(out.turn.state.is_fenced());
@@ -256,7 +262,10 @@ async fn run(ops: Vec<Op>) {
         for (id, s) in &turns {
             if s.is_in_flight() {
                 store
-                    .finish_turn(id, TurnEnd::Failed("drain".into()))
+                    .finish_turn(
+                        id,
+                        TurnEnd::Failed(lapis_protocol::OutcomeCode::ControllerShutdown),
+                    )
                     .await
                     .unwrap();
             }
@@ -265,7 +274,10 @@ async fn run(ops: Vec<Op>) {
         while let Some(c) = store.try_claim().await.unwrap() {
             assert!(claimed.insert(c.turn.id.clone()), "turn claimed twice");
             store
-                .finish_turn(&c.turn.id, TurnEnd::Failed("drain".into()))
+                .finish_turn(
+                    &c.turn.id,
+                    TurnEnd::Failed(lapis_protocol::OutcomeCode::ControllerShutdown),
+                )
                 .await
                 .unwrap();
             progressed = true;

@@ -56,7 +56,12 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
         (false, Some(id)) => id,
         _ => {
             let t = client
-                .threads_create(&workspace.id, &args.provider, "ask", None)
+                .threads_create(
+                    &workspace.id,
+                    &args.provider,
+                    lapis_protocol::ApprovalPolicy::Ask,
+                    None,
+                )
                 .map_err(client_error)?;
             eprintln!("new thread {} in workspace {}", t.id, workspace.id);
             t.id
@@ -97,7 +102,10 @@ fn ensure_workspace(client: &mut Client, dir: &Path) -> Result<Workspace, CliErr
     }
     match client.workspaces_add(&id, path) {
         Ok(ws) => {
-            eprintln!("registered workspace {} for {}", ws.id, ws.path);
+            eprintln!(
+                "{}",
+                crate::terminal::safe(&format!("registered workspace {} for {}", ws.id, ws.path))
+            );
             Ok(ws)
         }
         Err(e) if e.code() == "workspace_alias" => Err(CliError::failure(

@@ -1,6 +1,7 @@
 //! `doctor [--json]`: one line per check of what a working installation
 //! needs — launcher on PATH, active snapshot verifies, unit installed /
-//! enabled / active, lingering, config valid, every provider's command found,
+//! enabled / active, lingering, config valid, every provider starts and
+//! answers `initialize` (as `providers check` runs it),
 //! socket answering, free space in the controller home. Each line says `ok`,
 //! `warn` or `fail` and, unless ok, what to do. Exit 1 when any check fails
 //! (warnings alone exit 0).
@@ -14,7 +15,7 @@ use lapis_installer::inspect::{self, UnitState};
 use lapis_installer::launcher::{self, LauncherState};
 use lapis_installer::paths::{PRODUCT, Paths, ServiceKind};
 use lapis_installer::{snapshot, unit};
-use lapis_protocol::config::{CommandLookup, Config, ProviderSpec};
+use lapis_protocol::config::{Config, ProviderSpec};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, JsonArg};
@@ -25,6 +26,8 @@ use crate::exit::{CliError, CliResult};
 const FREE_FAIL: u64 = 100 << 20;
 /// Less than this warns.
 const FREE_WARN: u64 = 1 << 30;
+/// Seconds a provider's start and `initialize` may take.
+const PROBE_SECS: u64 = 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -114,7 +117,8 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
                 line.push_str(" — ");
                 line.push_str(fix);
             }
-            crate::output::line(line)?;
+            // A summary may quote an agent (its error, its stderr).
+            crate::output::line(crate::terminal::safe(&line))?;
         }
     }
     if failed > 0 {
@@ -373,29 +377,74 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Each configured provider's command, resolved as the service resolves it
-/// (absolute, or `PATH` then `~/.local/bin`). The service's `PATH` can differ
-/// from this shell's; an absolute `command` avoids the difference.
+/// Each configured provider, started as the service starts it (the same
+/// resolution and environment rule, through the runner's own launch code)
+/// and asked `initialize`: "found" is not "starts". A failure quotes the
+/// agent's last stderr lines.
 fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
-    let lookup = CommandLookup::from_env();
+    let lookup = match super::providers_check::service_lookup(&paths.config) {
+        Ok(lookup) => lookup,
+        Err(e) => {
+            checks.push(Check::bad(
+                Status::Fail,
+                "providers",
+                format!("{:#}", e.error),
+                "fix the env file beside the config (see `config validate`)",
+            ));
+            return;
+        }
+    };
     for (name, provider) in &config.providers {
         let check_name = format!("provider:{name}");
-        let resolved = ProviderSpec::from_config(name, provider)
-            .and_then(|spec| spec.resolve_command(&lookup));
-        checks.push(match resolved {
-            Ok(path) => Check::ok(
-                check_name,
-                format!("`{}` is {}", provider.command, path.display()),
-            ),
-            Err(e) => Check::bad(
-                Status::Fail,
-                check_name,
-                e.to_string(),
-                format!(
-                    "install the agent, or set providers.{name}.command in {} to its absolute path",
-                    paths.config.display()
-                ),
-            ),
+        let spec = match ProviderSpec::from_config(name, provider) {
+            Ok(spec) => spec,
+            Err(e) => {
+                checks.push(Check::bad(
+                    Status::Fail,
+                    check_name,
+                    e.to_string(),
+                    format!("fix providers.{name} in {}", paths.config.display()),
+                ));
+                continue;
+            }
+        };
+        let started = super::providers_check::start(spec, lookup.clone(), false, PROBE_SECS);
+        checks.push(match started {
+            Ok(report) => {
+                let agent = report
+                    .agent_info
+                    .as_ref()
+                    .and_then(|i| i.get("name"))
+                    .and_then(serde_json::Value::as_str)
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default();
+                Check::ok(
+                    check_name,
+                    format!(
+                        "`{}` is {} and answers initialize{agent}",
+                        provider.command,
+                        report.command.display()
+                    ),
+                )
+            }
+            Err(failure) => {
+                let not_found = matches!(
+                    failure.error,
+                    lapis_service::acp::ProbeError::Launch(_)
+                );
+                let fix = if not_found {
+                    format!(
+                        "install the agent, or set providers.{name}.command in {} to its absolute path",
+                        paths.config.display()
+                    )
+                } else {
+                    format!(
+                        "{}; details: `{PRODUCT} providers check {name}`",
+                        super::providers_check::agent_said(&failure.stderr)
+                    )
+                };
+                Check::bad(Status::Fail, check_name, failure.error.to_string(), fix)
+            }
         });
     }
 }

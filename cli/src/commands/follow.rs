@@ -6,6 +6,8 @@
 //! - plain output joins a run of reply chunks into running text (no newline
 //!   per chunk); thoughts are marked apart and never mixed into the reply;
 //!   colour only when stdout is a terminal and `NO_COLOR` is unset;
+//! - plain output passes every agent-supplied string through
+//!   [`crate::terminal::safe`] (only the printer's own styling is raw ANSI);
 //! - `--json` follow output is NDJSON: one compact object per line, each
 //!   with exactly one member (`turn`, `event` or `permission`);
 //! - a closed stdout ends the loop at once ([`Halt::Closed`]), found either
@@ -19,6 +21,7 @@ use lapis_protocol::{JournalEvent, Payload, Turn};
 use serde_json::{Value, json};
 
 use crate::exit::CliError;
+use crate::terminal::safe;
 
 use super::connect::client_error;
 use super::permissions::Prompter;
@@ -133,9 +136,9 @@ impl Printer {
         Ok(())
     }
 
-    /// Writes text as it is (the reply of `--wait`).
+    /// Writes agent text made terminal-safe (the reply of `--wait`).
     pub(super) fn write_text(&mut self, text: &str) -> Result<(), Halt> {
-        self.write(text)
+        self.write(&safe(text))
     }
 
     /// One NDJSON line holding `value`.
@@ -150,10 +153,11 @@ impl Printer {
         self.write(&format!("{line}\n"))
     }
 
-    /// A status line (plain mode), dimmed on a terminal.
+    /// A status line (plain mode), dimmed on a terminal; made
+    /// terminal-safe, since it quotes what the agent sent.
     pub(super) fn status(&mut self, text: &str) -> Result<(), Halt> {
         self.end_run()?;
-        let line = self.styled(DIM, text);
+        let line = self.styled(DIM, &safe(text));
         self.write(&format!("{line}\n"))
     }
 
@@ -171,7 +175,7 @@ impl Printer {
                     self.end_run()?;
                     self.run = Run::Reply;
                 }
-                self.write(text)
+                self.write(&safe(text))
             }
             Some(Payload::ThoughtChunk(c)) => {
                 if !self.thoughts {
@@ -186,7 +190,7 @@ impl Printer {
                     let mark = self.styled(DIM, "thinking: ");
                     self.write(&mark)?;
                 }
-                let text = self.styled(DIM, text);
+                let text = self.styled(DIM, &safe(text));
                 self.write(&text)
             }
             Some(Payload::ToolCall(inv)) => {
@@ -198,7 +202,8 @@ impl Printer {
                     .unwrap_or_default();
                 let status = inv.status.as_deref().unwrap_or("pending");
                 self.end_run()?;
-                let line = format!("{} {title}{kind}: {status}", self.styled(BOLD, "tool"));
+                let what = safe(&format!("{title}{kind}: {status}")).into_owned();
+                let line = format!("{} {what}", self.styled(BOLD, "tool"));
                 self.write(&format!("{line}\n"))
             }
             Some(Payload::PermissionRequested(r)) => {

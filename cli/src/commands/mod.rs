@@ -16,6 +16,7 @@ mod paths;
 mod permissions;
 mod prompt;
 mod providers;
+mod providers_add;
 mod providers_check;
 mod releases;
 mod rollback;

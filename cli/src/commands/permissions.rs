@@ -3,8 +3,11 @@
 //! `permissions respond` commands on stderr and waiting on.
 //!
 //! What must stay true: an answer is always one of the option ids the agent
-//! offered (the server checks it too), and `--allow`/`--reject` pick an
-//! option only when exactly one of that kind is offered.
+//! offered (the server checks it too), and each flag picks an option of one
+//! ACP kind (`--allow` `allow_once`, `--allow-always` `allow_always`,
+//! `--reject` `reject_once`, `--reject-always` `reject_always`) only when
+//! exactly one option of that kind is offered; otherwise the error names
+//! the flags that do apply.
 
 use std::io::{self, BufRead, IsTerminal, Write};
 
@@ -16,6 +19,7 @@ use serde_json::json;
 
 use crate::args::{GlobalArgs, PermissionsCommand};
 use crate::exit::{CliError, CliResult};
+use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
 use super::follow::{Halt, Printer};
@@ -32,16 +36,17 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
             } else if requests.is_empty() {
                 crate::output::line("no pending permission requests")?;
             } else {
+                // Titles and option names are the agent's: terminal-safe.
                 for r in &requests {
-                    crate::output::line(format!(
+                    crate::output::line(safe(&format!(
                         "{}\t{}\t{}\tuntil {}",
                         r.turn_id,
                         r.id,
                         title(r),
                         format_ms(r.deadline)
-                    ))?;
+                    )))?;
                     for o in &r.options {
-                        crate::output::line(format!("  {}\t{}\t{}", o.id, o.name, o.kind))?;
+                        crate::output::line(safe(&format!("  {}\t{}\t{}", o.id, o.name, o.kind)))?;
                     }
                 }
             }
@@ -51,22 +56,28 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
             request,
             option,
             allow,
+            allow_always,
             reject,
+            reject_always,
             cmd,
             out,
         } => {
-            let option = match (option, allow, reject) {
-                (Some(o), false, false) => o,
-                (None, allow, reject) if allow != reject => {
+            let verb = [
+                (allow, Verb::Allow),
+                (allow_always, Verb::AllowAlways),
+                (reject, Verb::Reject),
+                (reject_always, Verb::RejectAlways),
+            ]
+            .into_iter()
+            .find_map(|(given, verb)| given.then_some(verb));
+            // clap requires exactly one of OPTION and the four flags.
+            let option = match (option, verb) {
+                (Some(o), _) => o,
+                (None, Some(verb)) => {
                     let pending = find(&mut client, &turn, &request)?;
-                    pick(&pending, allow)?.id.clone()
+                    pick(&pending, verb)?.id.clone()
                 }
-                _ => {
-                    return Err(CliError::failure(
-                        "invalid_request",
-                        anyhow::anyhow!("give exactly one of OPTION, --allow or --reject"),
-                    ));
-                }
+                (None, None) => unreachable!("clap requires OPTION or a flag"),
             };
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             client
@@ -82,7 +93,7 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
                     "accepted": true, "turnId": turn, "requestId": request, "optionId": option
                 }))?;
             } else {
-                crate::output::line(format!("answered {request} of {turn} with {option}"))?;
+                crate::output::line(safe(&format!("answered {request} of {turn} with {option}")))?;
             }
         }
     }
@@ -107,19 +118,68 @@ fn find(client: &mut Client, turn: &str, request: &str) -> Result<PendingRequest
         })
 }
 
-/// The one allow (or reject) option, or an error listing what is offered.
-fn pick(request: &PendingRequest, allow: bool) -> Result<&PermissionOption, CliError> {
-    let (flag, matching): (&str, Vec<&PermissionOption>) = if allow {
-        (
-            "--allow",
-            request.options.iter().filter(|o| o.is_allow()).collect(),
-        )
-    } else {
-        (
-            "--reject",
-            request.options.iter().filter(|o| o.is_reject()).collect(),
-        )
-    };
+/// The four answer flags of `permissions respond`, one per ACP option kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verb {
+    Allow,
+    AllowAlways,
+    Reject,
+    RejectAlways,
+}
+
+impl Verb {
+    const ALL: [Verb; 4] = [
+        Verb::Allow,
+        Verb::AllowAlways,
+        Verb::Reject,
+        Verb::RejectAlways,
+    ];
+
+    /// The ACP `PermissionOptionKind` this flag answers.
+    fn kind(self) -> &'static str {
+        match self {
+            Verb::Allow => "allow_once",
+            Verb::AllowAlways => "allow_always",
+            Verb::Reject => "reject_once",
+            Verb::RejectAlways => "reject_always",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Verb::Allow => "--allow",
+            Verb::AllowAlways => "--allow-always",
+            Verb::Reject => "--reject",
+            Verb::RejectAlways => "--reject-always",
+        }
+    }
+}
+
+/// The flags that pick exactly one option of `request`, e.g. `--allow,
+/// --reject-always`.
+fn applicable(request: &PendingRequest) -> Vec<&'static str> {
+    Verb::ALL
+        .into_iter()
+        .filter(|v| {
+            request
+                .options
+                .iter()
+                .filter(|o| o.kind == v.kind())
+                .count()
+                == 1
+        })
+        .map(Verb::flag)
+        .collect()
+}
+
+/// The one option of `verb`'s kind, or an error saying which flags (or
+/// option ids) do apply to this request.
+fn pick(request: &PendingRequest, verb: Verb) -> Result<&PermissionOption, CliError> {
+    let matching: Vec<&PermissionOption> = request
+        .options
+        .iter()
+        .filter(|o| o.kind == verb.kind())
+        .collect();
     if let [one] = matching.as_slice() {
         return Ok(one);
     }
@@ -128,11 +188,18 @@ fn pick(request: &PendingRequest, allow: bool) -> Result<&PermissionOption, CliE
         .iter()
         .map(|o| format!("{} ({}, {})", o.id, o.name, o.kind))
         .collect();
+    let flags = applicable(request);
+    let instead = if flags.is_empty() {
+        "name the OPTION instead".to_owned()
+    } else {
+        format!("use {} or name the OPTION instead", flags.join(" or "))
+    };
     Err(CliError::failure(
         "invalid_request",
         anyhow::anyhow!(
-            "{flag} needs exactly one {} option, but request `{}` offers {}: {}; name the OPTION instead",
-            if allow { "allow" } else { "reject" },
+            "{} answers the one `{}` option, but request `{}` offers {} of them; {instead} (offered: {})",
+            verb.flag(),
+            verb.kind(),
             request.id,
             matching.len(),
             offered.join(", ")
@@ -198,38 +265,56 @@ impl Prompter {
         {
             p.record("permission", &pending)?;
         }
+        // Every line quotes the agent (title, option names): terminal-safe.
         let mut err = io::stderr().lock();
         let _ = writeln!(
             err,
-            "permission requested by turn {turn}: {} (answer before {})",
-            title(&pending),
-            format_ms(pending.deadline)
+            "{}",
+            safe(&format!(
+                "permission requested by turn {turn}: {} (answer before {})",
+                title(&pending),
+                format_ms(pending.deadline)
+            ))
         );
         if self.interactive {
             for (i, o) in pending.options.iter().enumerate() {
-                let _ = writeln!(err, "  {}) {} [{}]", i + 1, o.name, o.kind);
+                let _ = writeln!(
+                    err,
+                    "{}",
+                    safe(&format!("  {}) {} [{}]", i + 1, o.name, o.kind))
+                );
             }
             drop(err);
             if let Some(choice) = self.choose(&pending)? {
                 match client.permissions_respond(turn, &pending.id, &choice) {
-                    Ok(()) => eprintln!("answered with {choice}"),
-                    Err(e) => eprintln!("the answer was not taken: {e}"),
+                    Ok(()) => eprintln!("{}", safe(&format!("answered with {choice}"))),
+                    Err(e) => eprintln!("{}", safe(&format!("the answer was not taken: {e}"))),
                 }
                 return Ok(true);
             }
             err = io::stderr().lock();
         }
         let _ = writeln!(err, "waiting for an answer; answer with one of:");
+        let flags = applicable(&pending);
         for o in &pending.options {
+            // The kind's flag where it picks exactly this option, else its id.
+            let answer = Verb::ALL
+                .into_iter()
+                .find(|v| v.kind() == o.kind && flags.contains(&v.flag()))
+                .map(|v| v.flag().to_owned())
+                .unwrap_or_else(|| quote(&o.id));
             let _ = writeln!(
                 err,
-                "  {} permissions respond {} {} {}    # {} [{}]",
-                self.prefix,
-                quote(turn),
-                quote(&pending.id),
-                quote(&o.id),
-                o.name,
-                o.kind
+                "{}",
+                safe(&format!(
+                    "  {} permissions respond {} {} {}    # {} [{}]",
+                    self.prefix,
+                    quote(turn),
+                    quote(&pending.id),
+                    answer,
+                    o.name,
+                    o.kind
+                ))
             );
         }
         Ok(true)
@@ -268,5 +353,59 @@ fn quote(word: &str) -> String {
         word.to_owned()
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lapis_protocol::{PendingRequest, PermissionOption};
+
+    use super::{Verb, applicable, pick};
+
+    fn request(kinds: &[&str]) -> PendingRequest {
+        PendingRequest {
+            id: "perm-0".into(),
+            turn_id: "turn_1".into(),
+            thread_id: "thr_1".into(),
+            tool_call: lapis_protocol::Invocation {
+                title: Some("Run".into()),
+                ..lapis_protocol::Invocation::default()
+            },
+            options: kinds
+                .iter()
+                .enumerate()
+                .map(|(i, k)| PermissionOption {
+                    id: format!("o{i}"),
+                    name: k.to_string(),
+                    kind: k.to_string(),
+                })
+                .collect(),
+            deadline: 1_767_225_600_000,
+        }
+    }
+
+    #[test]
+    fn each_flag_answers_its_own_kind_among_real_agents_options() {
+        let r = request(&["allow_always", "allow_once", "reject_once", "reject_always"]);
+        assert_eq!(pick(&r, Verb::Allow).unwrap().id, "o1");
+        assert_eq!(pick(&r, Verb::AllowAlways).unwrap().id, "o0");
+        assert_eq!(pick(&r, Verb::Reject).unwrap().id, "o2");
+        assert_eq!(pick(&r, Verb::RejectAlways).unwrap().id, "o3");
+        assert_eq!(applicable(&r).len(), 4);
+    }
+
+    #[test]
+    fn a_missing_or_repeated_kind_names_the_flags_that_apply() {
+        let r = request(&["allow_always", "reject_once"]);
+        let e = pick(&r, Verb::Allow).unwrap_err();
+        let msg = e.error.to_string();
+        assert!(
+            msg.contains("offers 0 of them; use --allow-always or --reject or name the OPTION"),
+            "{msg}"
+        );
+        let twice = request(&["allow_once", "allow_once", "reject_once"]);
+        let msg = pick(&twice, Verb::Allow).unwrap_err().error.to_string();
+        assert!(msg.contains("offers 2 of them; use --reject"), "{msg}");
+        assert_eq!(applicable(&twice), ["--reject"]);
     }
 }

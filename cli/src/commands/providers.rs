@@ -4,29 +4,29 @@
 //! tokens untouched, validated before and after) and secrets through the env
 //! file beside the config, written atomically with mode 0600. Bad input
 //! (unknown catalogue name, duplicate provider, a secret outside the
-//! allowlist, a bad env file) fails before anything is written.
+//! allowlist, a bad env file) fails before anything is written. `add` lives
+//! in `providers_add.rs`; both edits end by asking a running service to
+//! reload ([`reload_running`]).
 
-use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use lapis_installer::{config as installer_config, fsx};
+use lapis_installer::config as installer_config;
 use lapis_protocol::config::{
-    CATALOGUE, CatalogueEntry, CommandLookup, Config, ECHO_PROVIDER, EnvFile, ProviderConfig,
-    ProviderSpec, catalogue_entry,
+    CATALOGUE, CommandLookup, Config, ECHO_PROVIDER, EnvFile, ProviderSpec, catalogue_entry,
 };
 use lapis_service::acp::mcp;
 use serde_json::{Value, json};
 
 use super::paths::{installer_error, resolve};
-use crate::args::{GlobalArgs, JsonArg, ProvidersAddArgs, ProvidersCommand};
+use crate::args::{GlobalArgs, JsonArg, ProvidersCommand};
 use crate::exit::{CliError, CliResult};
 use crate::output;
 
 pub(super) fn run(global: &GlobalArgs, command: ProvidersCommand) -> CliResult {
     match command {
         ProvidersCommand::List(out) => list(global, out),
-        ProvidersCommand::Add(args) => add(global, args),
+        ProvidersCommand::Add(args) => super::providers_add::run(global, args),
         ProvidersCommand::Remove { name } => remove(global, &name),
         ProvidersCommand::Check {
             name,
@@ -106,6 +106,7 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
             let at = found(&spec, &lookup);
             json!({
                 "name": e.name, "command": e.command, "args": e.args, "env": e.env,
+                "settings": e.settings.iter().map(|(n, what)| json!({"name": n, "takes": what})).collect::<Vec<_>>(),
                 "install": e.install, "docs": e.docs, "loadSession": e.load_session,
                 "restrictedMode": e.restricted_mode, "source": e.source,
                 "configured": config.as_ref().is_some_and(|c| c.providers.contains_key(e.name)),
@@ -168,136 +169,6 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
     Ok(())
 }
 
-/// The definition `providers add` writes: the catalogue's defaults (when
-/// `name` is known) overridden by the flags.
-fn definition(args: &ProvidersAddArgs) -> Result<ProviderConfig, CliError> {
-    let entry: Option<&CatalogueEntry> = catalogue_entry(&args.name);
-    let mut p = match (entry, &args.command) {
-        (Some(e), _) => e.provider_config(),
-        (None, Some(_)) => ProviderConfig {
-            command: String::new(),
-            args: Vec::new(),
-            env: Default::default(),
-            env_allowlist: Vec::new(),
-            vcs_identity: None,
-            idle_seconds: None,
-            max_turn_seconds: None,
-            mcp_servers: Vec::new(),
-            mcp_env_allowlist: Vec::new(),
-            restricted_mode: None,
-            allow_unrestricted: None,
-        },
-        (None, None) => {
-            return Err(CliError::failure(
-                "unknown_provider",
-                anyhow!(
-                    "`{}` is not in the catalogue; give --command, or pick a name from `lapis-ai-controller providers list`",
-                    args.name
-                ),
-            ));
-        }
-    };
-    if let Some(c) = &args.command {
-        p.command = c.clone();
-    }
-    if !args.args.is_empty() {
-        p.args = args.args.clone();
-    }
-    for name in &args.allow_env {
-        if !p.env_allowlist.contains(name) {
-            p.env_allowlist.push(name.clone());
-        }
-    }
-    ProviderSpec::from_config(&args.name, &p)
-        .map_err(|e| CliError::failure("invalid_provider", e))?;
-    Ok(p)
-}
-
-fn add(global: &GlobalArgs, args: ProvidersAddArgs) -> CliResult {
-    let path = config_path(global)?;
-    let provider = definition(&args)?;
-    let current = load_config(&path)?;
-    if current.providers.contains_key(&args.name) {
-        return Err(CliError::failure(
-            "duplicate_provider",
-            anyhow!(
-                "provider `{}` is already configured; remove it first (`providers remove {}`)",
-                args.name,
-                args.name
-            ),
-        ));
-    }
-    for name in &args.secrets {
-        if !provider.env_allowlist.contains(name) {
-            return Err(CliError::failure(
-                "secret_not_allowed",
-                anyhow!(
-                    "secret `{name}` is not in provider `{}`'s envAllowlist ({}); add it with --allow-env {name}",
-                    args.name,
-                    provider.env_allowlist.join(", ")
-                ),
-            ));
-        }
-    }
-    let (env_path, mut env_file) = load_env_file(&path)?;
-    if !args.secrets.is_empty() {
-        let stdin = std::io::stdin();
-        let tty = stdin.is_terminal();
-        let mut lines = stdin.lock();
-        for name in &args.secrets {
-            let value = read_secret(name, tty, &mut lines)?;
-            env_file
-                .set(name, &value)
-                .map_err(|e| CliError::failure("invalid_secret", e))?;
-        }
-    }
-    let value = serde_json::to_value(&provider).map_err(|e| CliError::failure("internal", e))?;
-    let name = args.name.clone();
-    // Everything was checked and the secrets read before the first write;
-    // the config goes first so a secret is never stored for a provider
-    // that was refused.
-    installer_config::edit(&path, |doc: &mut Value| insert_provider(doc, &name, value))
-        .map_err(EditFailure::into_cli)?;
-    if !args.secrets.is_empty() {
-        write_env_file(&env_path, &env_file)?;
-    }
-    let command_line = std::iter::once(provider.command.as_str())
-        .chain(provider.args.iter().map(String::as_str))
-        .collect::<Vec<_>>()
-        .join(" ");
-    output::line(format!("added provider `{name}`: {command_line}"))?;
-    if !provider.env_allowlist.is_empty() {
-        output::line(format!(
-            "  allowed environment: {}",
-            provider.env_allowlist.join(", ")
-        ))?;
-    }
-    for s in &args.secrets {
-        output::line(format!("  secret {s} stored in {}", env_path.display()))?;
-    }
-    output::line("restart the service (or reload it) for running controllers to see it")?;
-    Ok(())
-}
-
-fn insert_provider(doc: &mut Value, name: &str, value: Value) -> Result<(), EditFailure> {
-    let invalid = |m: &str| EditFailure::Cli(CliError::failure("invalid_config", anyhow!("{m}")));
-    let obj = doc
-        .as_object_mut()
-        .ok_or_else(|| invalid("the config is not an object"))?;
-    let providers = obj.entry("providers").or_insert_with(|| json!({}));
-    let providers = providers
-        .as_object_mut()
-        .ok_or_else(|| invalid("configuration field `providers` is not an object"))?;
-    if providers.contains_key(name) {
-        return Err(EditFailure::Cli(CliError::failure(
-            "duplicate_provider",
-            anyhow!("provider `{name}` is already configured"),
-        )));
-    }
-    providers.insert(name.to_string(), value);
-    Ok(())
-}
-
 fn remove(global: &GlobalArgs, name: &str) -> CliResult {
     let path = config_path(global)?;
     installer_config::edit(&path, |doc: &mut Value| {
@@ -317,39 +188,39 @@ fn remove(global: &GlobalArgs, name: &str) -> CliResult {
     output::line(format!(
         "removed provider `{name}` (its secrets stay in the env file)"
     ))?;
+    output::line(format!("  {}", reload_running(global)))?;
     Ok(())
 }
 
-/// One secret value: a hidden prompt on a TTY, else one line of stdin.
-fn read_secret(name: &str, tty: bool, lines: &mut impl BufRead) -> Result<String, CliError> {
-    let value = if tty {
-        rpassword::prompt_password(format!("{name} (input hidden): "))
-            .map_err(|e| CliError::failure("io", e))?
-    } else {
-        let mut line = String::new();
-        lines
-            .read_line(&mut line)
-            .map_err(|e| CliError::failure("io", e))?;
-        line.trim_end_matches(['\n', '\r']).to_string()
-    };
-    if value.is_empty() {
-        return Err(CliError::failure(
-            "invalid_secret",
-            anyhow!("no value was given for secret `{name}`; nothing was written"),
-        ));
+/// Makes a running service re-read the config after an edit, and says
+/// what happened: reloaded, refused (with why), or nothing running (the
+/// change takes effect at its next start). Never fails the edit itself.
+pub(super) fn reload_running(global: &GlobalArgs) -> String {
+    let reloaded = super::connect::target(global, None).and_then(|target| {
+        let mut client = super::connect::connect_to(&target)?;
+        client.config_reload().map_err(super::connect::client_error)
+    });
+    match reloaded {
+        Ok(r) if r.applied => "the running service reloaded its configuration".to_owned(),
+        Ok(r) => format!(
+            "the running service refused to reload ({}: {}); it keeps the previous configuration",
+            r.code.as_deref().unwrap_or("error"),
+            r.error.as_deref().unwrap_or("no reason given")
+        ),
+        Err(e) if e.class == crate::exit::ExitClass::Unavailable => {
+            "no service is running: it reads the change when it starts".to_owned()
+        }
+        Err(e) => format!(
+            "the running service could not be asked to reload ({}); run `{} config reload`",
+            e.error,
+            lapis_release::PRODUCT
+        ),
     }
-    Ok(value)
-}
-
-/// Writes the env file atomically with mode 0600 (the one write helper).
-fn write_env_file(path: &Path, file: &EnvFile) -> Result<(), CliError> {
-    fsx::write_atomic(path, file.render().as_bytes(), 0o600)
-        .map_err(|e| installer_error(installer_config::ConfigError::from(e).into()))
 }
 
 /// Why a config edit failed: the edit helper's own error (exit class and
 /// code from the installer) or the command's.
-enum EditFailure {
+pub(super) enum EditFailure {
     Config(installer_config::ConfigError),
     Cli(CliError),
 }
@@ -361,7 +232,7 @@ impl From<installer_config::ConfigError> for EditFailure {
 }
 
 impl EditFailure {
-    fn into_cli(self) -> CliError {
+    pub(super) fn into_cli(self) -> CliError {
         match self {
             EditFailure::Config(e) => installer_error(e.into()),
             EditFailure::Cli(e) => e,

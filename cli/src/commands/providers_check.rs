@@ -1,7 +1,10 @@
 //! `providers check NAME [--session]`: start the agent in a scratch
 //! directory through the runner's own launch and ACP code
-//! (`lapis_service::acp::probe`) and report what it supports, or why not:
-//! not found → how to install it; login needed → which method.
+//! (`lapis_service::acp::probe`: the same resolution, environment rule and
+//! `initialize` a turn uses) and report what it supports, or why not: not
+//! found → how to install it; login needed → which method; any other
+//! failure → the agent's last stderr lines, redacted as the service log has
+//! them. `doctor` runs the same check ([`start`]) for every provider.
 
 use std::time::Duration;
 
@@ -10,7 +13,8 @@ use lapis_protocol::config::{
     CommandLookup, ECHO_PROVIDER, ProviderError, ProviderSpec, catalogue_entry,
 };
 use lapis_service::acp::{
-    LaunchError, ProbeError, ProbeReport, ProbeRequest, RunnerLimits, SessionProbe, probe,
+    LaunchError, ProbeError, ProbeFailure, ProbeReport, ProbeRequest, RunnerLimits, SessionProbe,
+    probe,
 };
 use serde_json::{Value, json};
 
@@ -50,29 +54,8 @@ pub(super) fn run(
         }
     }
     .map_err(|e| CliError::failure("invalid_config", e))?;
-    let mut lookup = CommandLookup::from_env();
-    lookup.secrets = load_env_file(&path)?.1;
-    let scratch = tempfile::Builder::new()
-        .prefix("lapis-provider-check-")
-        .tempdir()
-        .map_err(|e| CliError::failure("io", e))?;
-    let limits = RunnerLimits {
-        setup_timeout: Duration::from_secs(timeout.max(1)),
-        ..RunnerLimits::default()
-    };
-    let request = ProbeRequest {
-        spec,
-        scratch: scratch.path().to_path_buf(),
-        session,
-        lookup,
-        limits,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::failure("internal", e))?;
-    let result = runtime.block_on(probe(request));
-    let report = result.map_err(|e| failure(name, e))?;
+    let lookup = service_lookup(&path)?;
+    let report = start(spec, lookup, session, timeout).map_err(|f| failure(name, f))?;
     let doc = json!({"provider": name, "report": &report});
     if let Some(SessionProbe::AuthRequired) = report.session {
         return Err(CliError::failure(
@@ -99,8 +82,68 @@ pub(super) fn run(
     Ok(())
 }
 
-/// A failed check as a CLI error that says what to do.
-fn failure(name: &str, e: ProbeError) -> CliError {
+/// The lookup a launch by the service uses: command search and allowlisted
+/// values from the environment (this process's, standing for the
+/// service's), secrets from the env file beside `config` first.
+pub(super) fn service_lookup(config: &std::path::Path) -> Result<CommandLookup, CliError> {
+    let mut lookup = CommandLookup::from_env();
+    lookup.secrets = load_env_file(config)?.1;
+    Ok(lookup)
+}
+
+/// Starts the agent of `spec` in a scratch directory through the runner's
+/// own launch and ACP code and runs `initialize` (and `session/new` with
+/// `session`), each step bounded by `timeout` seconds.
+pub(super) fn start(
+    spec: ProviderSpec,
+    lookup: CommandLookup,
+    session: bool,
+    timeout: u64,
+) -> Result<ProbeReport, ProbeFailure> {
+    let internal = |e: std::io::Error| ProbeFailure {
+        error: ProbeError::Launch(LaunchError::Spawn(e)),
+        stderr: Vec::new(),
+    };
+    let scratch = tempfile::Builder::new()
+        .prefix("lapis-provider-check-")
+        .tempdir()
+        .map_err(internal)?;
+    let limits = RunnerLimits {
+        setup_timeout: Duration::from_secs(timeout.max(1)),
+        ..RunnerLimits::default()
+    };
+    let request = ProbeRequest {
+        spec,
+        scratch: scratch.path().to_path_buf(),
+        session,
+        lookup,
+        limits,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(internal)?;
+    runtime.block_on(probe(request))
+}
+
+/// The agent's own words, for a failure message: its last stderr lines
+/// (redacted by the runner; made terminal-safe where printed).
+pub(super) fn agent_said(stderr: &[String]) -> String {
+    if stderr.is_empty() {
+        return "the agent wrote nothing on stderr".to_owned();
+    }
+    let mut text = String::from("the agent's last stderr lines:");
+    for line in stderr {
+        text.push_str("\n    ");
+        text.push_str(line);
+    }
+    text
+}
+
+/// A failed check as a CLI error that says what to do, with the agent's
+/// last stderr lines (also in the JSON details, as `stderr`).
+fn failure(name: &str, f: ProbeFailure) -> CliError {
+    let ProbeFailure { error: e, stderr } = f;
     let code = e.code();
     let hint = match &e {
         ProbeError::Launch(LaunchError::Command(ProviderError::CommandNotFound { .. })) => {
@@ -114,7 +157,15 @@ fn failure(name: &str, e: ProbeError) -> CliError {
         } => "; log in with the agent's own CLI first".to_string(),
         _ => String::new(),
     };
-    CliError::failure(code, anyhow!("provider `{name}` check failed: {e}{hint}"))
+    let said = match &e {
+        ProbeError::Launch(_) => String::new(),
+        _ => format!("\n  {}", agent_said(&stderr)),
+    };
+    CliError::failure(
+        code,
+        anyhow!("provider `{name}` check failed: {e}{hint}{said}"),
+    )
+    .with_details(json!({"provider": name, "code": code, "stderr": stderr}))
 }
 
 fn auth_hint(report: &ProbeReport) -> String {
@@ -135,7 +186,10 @@ fn auth_hint(report: &ProbeReport) -> String {
     format!("auth methods: {}", methods.join(", "))
 }
 
+/// The report in plain text: agent info, auth methods and mode ids are the
+/// agent's own strings, so every line is terminal-safe.
 fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
+    let line = |text: String| output::line(crate::terminal::safe(&text));
     let flags = |v: &Value| {
         let on: Vec<&str> = v
             .as_object()
@@ -150,8 +204,8 @@ fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
             on.join(", ")
         }
     };
-    output::line(format!("provider {name}: ok ({})", r.command.display()))?;
-    output::line(format!("  protocol version: {}", r.protocol_version))?;
+    line(format!("provider {name}: ok ({})", r.command.display()))?;
+    line(format!("  protocol version: {}", r.protocol_version))?;
     let info = r
         .agent_info
         .as_ref()
@@ -161,19 +215,19 @@ fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
             format!("{n} {v}")
         })
         .unwrap_or_else(|| "not reported".into());
-    output::line(format!("  agent: {info}"))?;
-    output::line(format!(
+    line(format!("  agent: {info}"))?;
+    line(format!(
         "  loadSession: {}",
         if r.load_session { "yes" } else { "no" }
     ))?;
-    output::line(format!("  MCP: {}", flags(&r.mcp_capabilities)))?;
-    output::line(format!("  prompt: {}", flags(&r.prompt_capabilities)))?;
+    line(format!("  MCP: {}", flags(&r.mcp_capabilities)))?;
+    line(format!("  prompt: {}", flags(&r.prompt_capabilities)))?;
     let auth: Vec<&str> = r
         .auth_methods
         .iter()
         .filter_map(|m| m.get("id").and_then(Value::as_str))
         .collect();
-    output::line(format!(
+    line(format!(
         "  auth methods: {}",
         if auth.is_empty() {
             "none".to_string()
@@ -195,7 +249,7 @@ fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
             .and_then(|m| m.get("currentModeId"))
             .and_then(Value::as_str)
             .unwrap_or("-");
-        output::line(format!(
+        line(format!(
             "  session: opened; modes: {} (current {current})",
             if ids.is_empty() {
                 "none".to_string()

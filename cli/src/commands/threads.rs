@@ -25,9 +25,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             let params = ThreadsCreate {
                 workspace_id: workspace,
                 provider,
-                approval: Some(approval_name(approval).to_owned()),
+                approval: Some(approval_policy(approval)),
                 restricted,
-                retention: Some(retention_name(retention).to_owned()),
+                retention: Some(retention_policy(retention)),
                 mcp_servers: Vec::new(),
                 command_id: Some(command_id),
             };
@@ -56,9 +56,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 thread_id: thread,
                 expected_version,
                 provider,
-                approval: approval.map(|a| approval_name(a).to_owned()),
+                approval: approval.map(approval_policy),
                 restricted,
-                retention: retention.map(|r| retention_name(r).to_owned()),
+                retention: retention.map(retention_policy),
                 command_id: Some(command_id),
             };
             let thread = client
@@ -115,16 +115,16 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
     Ok(())
 }
 
-fn approval_name(a: ApprovalArg) -> &'static str {
+fn approval_policy(a: ApprovalArg) -> lapis_protocol::ApprovalPolicy {
     match a {
-        ApprovalArg::Ask => "ask",
-        ApprovalArg::AllowAll => "allow-all",
+        ApprovalArg::Ask => lapis_protocol::ApprovalPolicy::Ask,
+        ApprovalArg::AllowAll => lapis_protocol::ApprovalPolicy::AllowAll,
     }
 }
 
-fn retention_name(r: RetentionArg) -> &'static str {
+fn retention_policy(r: RetentionArg) -> lapis_protocol::Retention {
     match r {
-        RetentionArg::Full => "full",
-        RetentionArg::MetadataOnly => "metadata-only",
+        RetentionArg::Full => lapis_protocol::Retention::Full,
+        RetentionArg::MetadataOnly => lapis_protocol::Retention::MetadataOnly,
     }
 }

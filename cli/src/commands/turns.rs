@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::args::{GlobalArgs, ResolveAsArg, TurnsCommand};
 use crate::exit::{CliError, CliResult};
+use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
 use super::follow::{self, Halt, Printer};
@@ -118,7 +119,7 @@ pub(super) fn submit_and_watch(
         return Err(CliError::turn_not_completed(&last));
     }
     if !s.json {
-        eprintln!("{}", describe(&last));
+        eprintln!("{}", safe(&describe(&last)));
     }
     Ok(())
 }
@@ -282,14 +283,14 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             out,
         } => {
             let as_ = match resolution {
-                ResolveAsArg::Failed => "failed",
-                ResolveAsArg::Cancelled => "cancelled",
+                ResolveAsArg::Failed => lapis_protocol::ResolveAs::Failed,
+                ResolveAsArg::Cancelled => lapis_protocol::ResolveAs::Cancelled,
             };
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let t = client
                 .turns_resolve_with(&TurnsResolve {
                     turn_id: turn,
-                    resolve_as: as_.to_owned(),
+                    resolve_as: as_,
                     confirm_stopped,
                     command_id: Some(command_id),
                 })
@@ -305,7 +306,9 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
     if json_out {
         crate::output::json(&json!({ "turn": t }))?;
     } else {
-        crate::output::line(format!(
+        // The outcome and the prompt echo may hold anything: terminal-safe.
+        let line = |text: String| crate::output::line(safe(&text));
+        line(format!(
             "turn      {}\nthread    {}\nworkspace {}\nstate     {}\noutcome   {}",
             t.id,
             t.thread_id,
@@ -314,7 +317,7 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
             t.outcome.as_deref().unwrap_or("-")
         ))?;
         if let Some(p) = &t.prepared {
-            crate::output::line(format!("prepared  {}", prepared_line(p)))?;
+            line(format!("prepared  {}", prepared_line(p)))?;
         }
         if let Some(asked) = &t.user_message {
             let text = match (&asked.text, asked.payload_unavailable) {
@@ -322,7 +325,7 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
                 (None, true) => "(unavailable: the thread keeps metadata only)".to_owned(),
                 (None, false) => "-".to_owned(),
             };
-            crate::output::line(format!("asked     {text}"))?;
+            line(format!("asked     {text}"))?;
         }
         if t.awaiting_input {
             crate::output::line(

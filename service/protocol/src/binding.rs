@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Thread;
+use crate::{ApprovalPolicy, Retention, Thread};
 
 /// The binding a client expects; absent fields are not checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,13 +21,13 @@ pub struct ThreadExpect {
     pub provider: Option<String>,
     /// `ask` or `allow-all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
+    pub approval: Option<ApprovalPolicy>,
     /// The restricted flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restricted: Option<bool>,
     /// `full` or `metadata-only`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retention: Option<String>,
+    pub retention: Option<Retention>,
     /// The thread's configuration version (any `threads.configure` since
     /// changes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,9 +62,7 @@ impl ThreadExpect {
         );
         check(
             "approval",
-            self.approval
-                .as_deref()
-                .is_some_and(|a| a != thread.approval.as_str()),
+            self.approval.is_some_and(|a| a != thread.approval),
         );
         check(
             "restricted",
@@ -72,9 +70,7 @@ impl ThreadExpect {
         );
         check(
             "retention",
-            self.retention
-                .as_deref()
-                .is_some_and(|r| r != thread.retention.as_str()),
+            self.retention.is_some_and(|r| r != thread.retention),
         );
         check("version", self.version.is_some_and(|v| v != thread.version));
         check(
@@ -91,9 +87,9 @@ impl ThreadExpect {
         ThreadExpect {
             application: Some(thread.application.clone()),
             provider: Some(thread.provider.clone()),
-            approval: Some(thread.approval.as_str().to_owned()),
+            approval: Some(thread.approval),
             restricted: Some(thread.restricted),
-            retention: Some(thread.retention.as_str().to_owned()),
+            retention: Some(thread.retention),
             version: Some(thread.version),
             mcp_servers: Some(thread.mcp_servers.clone()),
         }
@@ -103,7 +99,6 @@ impl ThreadExpect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ApprovalPolicy, Retention};
 
     fn thread() -> Thread {
         Thread {
@@ -146,7 +141,7 @@ mod tests {
             (
                 "approval",
                 ThreadExpect {
-                    approval: Some("allow-all".into()),
+                    approval: Some(ApprovalPolicy::AllowAll),
                     ..Default::default()
                 },
             ),
@@ -160,7 +155,7 @@ mod tests {
             (
                 "retention",
                 ThreadExpect {
-                    retention: Some("metadata-only".into()),
+                    retention: Some(Retention::MetadataOnly),
                     ..Default::default()
                 },
             ),
@@ -185,9 +180,9 @@ mod tests {
         let all = ThreadExpect {
             application: Some("x".into()),
             provider: Some("x".into()),
-            approval: Some("x".into()),
+            approval: Some(ApprovalPolicy::AllowAll),
             restricted: Some(false),
-            retention: Some("x".into()),
+            retention: Some(Retention::MetadataOnly),
             version: Some(9),
             mcp_servers: Some(vec!["x".into()]),
         };
@@ -209,5 +204,15 @@ mod tests {
     fn unknown_fields_are_refused() {
         let err = serde_json::from_str::<ThreadExpect>(r#"{"model":"x"}"#).unwrap_err();
         assert!(err.to_string().contains("model"));
+    }
+
+    /// Closed vocabularies are decoded, not compared as text: an unknown
+    /// spelling is refused naming the accepted ones.
+    #[test]
+    fn unknown_policy_spellings_are_refused_by_the_decoder() {
+        let err = serde_json::from_str::<ThreadExpect>(r#"{"approval":"sometimes"}"#).unwrap_err();
+        assert!(err.to_string().contains("`ask`"), "{err}");
+        let ok: ThreadExpect = serde_json::from_str(r#"{"retention":"metadata-only"}"#).unwrap();
+        assert_eq!(ok.retention, Some(Retention::MetadataOnly));
     }
 }

@@ -17,6 +17,7 @@
 #![warn(unreachable_pub)]
 
 mod binding;
+pub mod call;
 pub mod client;
 pub mod config;
 mod error;
@@ -28,6 +29,7 @@ mod invocation;
 pub mod mcp;
 mod message;
 pub mod notifications;
+mod outcome;
 pub mod params;
 mod payload;
 mod permissions;
@@ -52,6 +54,7 @@ pub use hello::{
 pub use invocation::{Invocation, Location};
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
+pub use outcome::OutcomeCode;
 pub use payload::{
     CancelRequest, Chunk, Ignored, LateAppend, Observation, Payload, PermissionDecided,
     PermissionRequested, Prompt, Resolution, ResolvedVia, StateChange, ThreadConfigured,
@@ -60,7 +63,7 @@ pub use payload::{
 pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{
-    ApprovalPolicy, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
+    ApprovalPolicy, ResolveAs, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
 };
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};

@@ -1,5 +1,9 @@
 //! Parameters of every method after `hello`. Each refuses unknown fields, so
-//! a typo is an `invalid_request`, not a silently ignored option.
+//! a typo is an `invalid_request`, not a silently ignored option; every
+//! closed vocabulary (approval, retention, turn state, resolution) is an
+//! enum, so an unknown value is refused the same way, by the decoder, with
+//! a message naming the accepted spellings (`unknown variant `x`, expected
+//! `ask` or `allow-all``), before any handler runs.
 //!
 //! Results are the core's records serialized as they are (camelCase), wrapped
 //! in a named member (`{"thread": …}`) so fields can be added beside them.
@@ -35,13 +39,13 @@ pub struct ThreadsCreate {
     pub provider: String,
     /// `ask` (default) or `allow-all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
+    pub approval: Option<crate::ApprovalPolicy>,
     /// Restricted threads never auto-approve.
     #[serde(default)]
     pub restricted: bool,
     /// `full` (default) or `metadata-only`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retention: Option<String>,
+    pub retention: Option<crate::Retention>,
     /// Names of MCP servers this application registered (`mcp.register`)
     /// that every turn of the thread gives the agent, besides the
     /// provider's own. A turn whose server is no longer registered fails
@@ -115,13 +119,13 @@ pub struct ThreadsConfigure {
     pub provider: Option<String>,
     /// New approval policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
+    pub approval: Option<crate::ApprovalPolicy>,
     /// New restricted flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restricted: Option<bool>,
     /// New retention.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retention: Option<String>,
+    pub retention: Option<crate::Retention>,
     /// Makes the call idempotent (replays the first answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
@@ -225,7 +229,7 @@ pub struct TurnsList {
     pub thread_id: Option<String>,
     /// Only turns in this state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<crate::TurnState>,
     /// At most this many (the server bounds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
@@ -239,7 +243,7 @@ pub struct TurnsResolve {
     pub turn_id: String,
     /// `failed` or `cancelled`.
     #[serde(rename = "as")]
-    pub resolve_as: String,
+    pub resolve_as: crate::ResolveAs,
     /// Must be `true`: the owner confirms the agent is no longer running it.
     #[serde(default)]
     pub confirm_stopped: bool,

@@ -80,6 +80,26 @@ impl Retention {
     }
 }
 
+/// What an owner's resolution (`turns.resolve`) records a fenced turn as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolveAs {
+    /// Record as failed.
+    Failed,
+    /// Record as cancelled.
+    Cancelled,
+}
+
+impl ResolveAs {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResolveAs::Failed => "failed",
+            ResolveAs::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// A conversation bound to one workspace and one provider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -197,6 +217,18 @@ pub struct Turn {
     /// `turns.get` only (absent from lists and receipts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_message: Option<UserMessage>,
+}
+
+impl Turn {
+    /// The controller's outcome code, when the turn ended for a reason the
+    /// controller names (`None` while in flight, and for a completion,
+    /// whose `outcome` is the agent's own stop reason).
+    pub fn outcome_code(&self) -> Option<crate::OutcomeCode> {
+        match self.state {
+            TurnState::Completed => None,
+            _ => self.outcome.as_deref().and_then(crate::OutcomeCode::parse),
+        }
+    }
 }
 
 /// A turn's prompt as its thread's journal keeps it (`user_message`).

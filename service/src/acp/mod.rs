@@ -30,6 +30,7 @@ mod runner;
 mod session;
 mod setup;
 mod smoke;
+mod stderr_tail;
 mod turn;
 
 pub(crate) use agent::{LiveAgent, Watched};
@@ -38,13 +39,15 @@ pub(crate) use fingerprint::{fingerprint, with_app_servers};
 pub use lapis_protocol::config::{CommandLookup, ProviderSpec};
 pub(crate) use lapis_protocol::config::{ECHO_PROVIDER, ProviderError};
 pub use lapis_protocol::{DecidedBy, Invocation, Payload, PermissionAnswer, PermissionOption};
-pub use probe::{ProbeError, ProbeReport, ProbeRequest, SessionProbe, probe};
+pub use probe::{ProbeError, ProbeFailure, ProbeReport, ProbeRequest, SessionProbe, probe};
 pub(crate) use process::TeardownLimits;
 pub use process::{LaunchError, Stopped};
+pub(crate) use registry::AGENTS_DIR;
 pub use registry::{AgentRegistry, start_time};
 pub(crate) use runner::{AfterTurn, run_turn_on};
 pub use runner::{run_turn, run_turn_detached};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
+pub use stderr_tail::{StderrTail, TAIL_LINES};
 pub(crate) use turn::CancelSignal;
 pub use turn::{
     CancelHandle, HookError, PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest,

@@ -38,6 +38,21 @@ pub struct ProbeRequest {
     pub limits: RunnerLimits,
 }
 
+/// How long a failed probe waits for the agent's last stderr lines.
+const STDERR_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A probe that failed, with what the agent said on stderr before it did.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct ProbeFailure {
+    /// What went wrong.
+    #[source]
+    pub error: ProbeError,
+    /// The agent's last stderr lines, redacted and bounded
+    /// ([`crate::acp::StderrTail`]); empty when it never started.
+    pub stderr: Vec<String>,
+}
+
 /// What the agent advertised.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -106,7 +121,7 @@ impl ProbeError {
     /// The stable code for scripts.
     pub fn code(&self) -> &'static str {
         match self {
-            ProbeError::Launch(e) => e.code(),
+            ProbeError::Launch(e) => e.code().as_str(),
             ProbeError::Initialize { code } => code,
             ProbeError::ProtocolVersion { .. } => "protocol_version_unsupported",
         }
@@ -132,20 +147,26 @@ impl TurnHooks for ProbeHooks {
 }
 
 /// Runs the check and tears the agent down.
-pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeError> {
+pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeFailure> {
     let limits = request.limits;
+    let launch = |e: LaunchError| ProbeFailure {
+        error: e.into(),
+        stderr: Vec::new(),
+    };
     let command = request
         .spec
         .resolve_command(&request.lookup)
-        .map_err(LaunchError::from)?;
-    let (process, pipes) = AgentProcess::spawn(
+        .map_err(|e| launch(e.into()))?;
+    let (mut process, pipes) = AgentProcess::spawn(
         &request.spec,
         &request.scratch,
         &request.lookup,
         limits.max_line_bytes,
         limits.stderr,
         None,
-    )?;
+    )
+    .map_err(launch)?;
+    let (tail, stderr_task) = process.stderr_watch();
     let turn = TurnRequest {
         spec: request.spec.clone(),
         workspace: request.scratch.clone(),
@@ -164,7 +185,20 @@ pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeError> {
     let mut session = Session::start(Conn::open(pipes), Arc::new(ProbeHooks), signal, &turn);
     let result = exchange(&mut session, &request, command).await;
     session.finish(process, limits.teardown).await;
-    result
+    match result {
+        Ok(report) => Ok(report),
+        Err(error) => {
+            // The group is gone, so the copy ends at the pipe's end of file;
+            // bounded, in case something outside the group still holds it.
+            if let Some(task) = stderr_task {
+                let _ = tokio::time::timeout(STDERR_DRAIN, task).await;
+            }
+            Err(ProbeFailure {
+                error,
+                stderr: tail.lines(),
+            })
+        }
+    }
 }
 
 async fn exchange(
@@ -220,7 +254,7 @@ fn call_code(e: &CallError, rpc: &'static str, timeout: &'static str) -> &'stati
     match e {
         CallError::Rpc { code } if *code == AUTH_REQUIRED => "auth_required",
         CallError::Rpc { .. } => rpc,
-        CallError::Closed(code) => code,
+        CallError::Closed(code) => code.as_str(),
         CallError::Timeout => timeout,
         CallError::Cancelled | CallError::Interrupted => "cancelled",
         CallError::Hook => "internal",

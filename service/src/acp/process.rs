@@ -2,7 +2,8 @@
 //!
 //! What must stay true: the agent sees only the environment its spec grants;
 //! it runs in its own process group so that teardown reaches everything it
-//! spawned; its stderr goes to the service log, bounded per line and in total;
+//! spawned; its stderr goes to the service log, bounded per line and in total,
+//! and its last redacted lines to a [`StderrTail`];
 //! and no process of the group survives [`AgentProcess::shutdown`].
 
 use std::path::Path;
@@ -17,6 +18,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::lines::{BoundedLines, LineError};
 use super::registry::{AgentRecord, AgentRegistry};
+use super::stderr_tail::StderrTail;
+use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::{CommandLookup, ProviderError, ProviderSpec};
 
 /// How long teardown waits at each step.
@@ -56,12 +59,14 @@ pub enum LaunchError {
 
 impl LaunchError {
     /// Short stable code for the turn's outcome.
-    pub(crate) fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> OutcomeCode {
         match self {
-            LaunchError::Command(ProviderError::CommandNotFound { .. }) => "command_not_found",
-            LaunchError::Command(_) => "command_not_executable",
-            LaunchError::Workspace => "workspace_unavailable",
-            LaunchError::Spawn(_) => "spawn_failed",
+            LaunchError::Command(ProviderError::CommandNotFound { .. }) => {
+                OutcomeCode::CommandNotFound
+            }
+            LaunchError::Command(_) => OutcomeCode::CommandNotExecutable,
+            LaunchError::Workspace => OutcomeCode::WorkspaceUnavailable,
+            LaunchError::Spawn(_) => OutcomeCode::SpawnFailed,
         }
     }
 }
@@ -79,6 +84,10 @@ pub(super) struct AgentProcess {
     shut_down: bool,
     /// Crash-cleanup record, removed (dropped) after the group is gone.
     _record: Option<AgentRecord>,
+    /// The last redacted stderr lines (see `stderr_tail.rs`).
+    tail: StderrTail,
+    /// The task copying stderr; it ends at the pipe's end of file.
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for AgentProcess {
@@ -101,6 +110,12 @@ pub(super) struct AgentPipes {
 }
 
 impl AgentProcess {
+    /// The agent's stderr tail, and the task that fills it (await it, after
+    /// the group is gone, to have every line).
+    pub(super) fn stderr_watch(&mut self) -> (StderrTail, Option<tokio::task::JoinHandle<()>>) {
+        (self.tail.clone(), self.stderr_task.take())
+    }
+
     /// Starts the agent in `workspace` with an environment rebuilt from the
     /// spec (nothing inherited) in a new process group.
     pub(super) fn spawn(
@@ -142,7 +157,9 @@ impl AgentProcess {
         let provider = spec.name.clone();
         let record = registry.map(|r| r.record(pid));
         tracing::info!(provider = %provider, pid, "agent started");
-        tokio::spawn(log_stderr(provider.clone(), pid, err, stderr));
+        let tail = StderrTail::default();
+        let stderr_task =
+            tokio::spawn(log_stderr(provider.clone(), pid, err, stderr, tail.clone()));
         let pgid = Pid::from_raw(pid as i32);
         Ok((
             AgentProcess {
@@ -151,6 +168,8 @@ impl AgentProcess {
                 provider,
                 shut_down: false,
                 _record: record,
+                tail,
+                stderr_task: Some(stderr_task),
             },
             AgentPipes {
                 stdin,
@@ -300,6 +319,7 @@ async fn log_stderr(
     pid: u32,
     stderr: tokio::process::ChildStderr,
     limits: StderrLimits,
+    tail: StderrTail,
 ) {
     // Lines longer than the bound are cut by reading them through a reader
     // with a large bound and truncating; a line past even that ends logging.
@@ -326,6 +346,7 @@ async fn log_stderr(
                     end -= 1;
                 }
                 let cut = &text[..end];
+                tail.push(cut);
                 if logged + cut.len() <= limits.total_bytes {
                     logged += cut.len();
                     tracing::info!(target: "lapis_service::agent_stderr", provider = %provider, pid, line = %cut);

@@ -20,7 +20,7 @@ use super::process::{AgentProcess, Stopped, TeardownLimits};
 use super::session::{CallError, Conn, Session};
 use super::setup::{SessionOrigin, Setup, establish};
 use super::turn::{CancelSignal, TurnHooks, TurnOutcome, TurnRequest};
-use lapis_protocol::Observation;
+use lapis_protocol::{Observation, OutcomeCode};
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
 /// agent misbehaviour; never sends the prompt twice.
@@ -134,7 +134,7 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
             TurnOutcome::Completed { .. }
                 | TurnOutcome::Cancelled { dispatched: true }
                 | TurnOutcome::Failed {
-                    code: "agent_error",
+                    code: OutcomeCode::AgentError,
                     ..
                 }
         );
@@ -174,6 +174,15 @@ impl<H: TurnHooks> Teardown<H> {
     }
 }
 
+/// ACP v1's `StopReason` values, the only ones a turn records as its own.
+pub(crate) const STOP_REASONS: [&str; 5] = [
+    "end_turn",
+    "max_tokens",
+    "max_turn_requests",
+    "refusal",
+    "cancelled",
+];
+
 async fn drive<H: TurnHooks>(
     s: &mut Session<H>,
     request: &TurnRequest,
@@ -192,7 +201,7 @@ async fn drive<H: TurnHooks>(
     if let Err(err) = s.hooks().before_dispatch(&session_id).await {
         tracing::warn!(provider = %request.spec.name, error = %err, "dispatch boundary not persisted; prompt not sent");
         return TurnOutcome::Failed {
-            code: "boundary_not_persisted",
+            code: OutcomeCode::BoundaryNotPersisted,
             dispatched: false,
         };
     }
@@ -207,40 +216,55 @@ async fn drive<H: TurnHooks>(
     match s.call("session/prompt", prompt, None).await {
         Ok(result) => {
             let Some(stop) = result.get("stopReason").and_then(|v| v.as_str()) else {
-                return unknown(s, "missing_stop_reason");
+                return unknown(s, OutcomeCode::MissingStopReason);
             };
-            let stop = stop.to_string();
+            // Only ACP's own values are recorded; anything else is the
+            // agent's protocol error, recorded as one fixed code (the value
+            // itself is neither journaled nor logged).
+            let known = STOP_REASONS.contains(&stop);
+            let stop = if known {
+                stop
+            } else {
+                OutcomeCode::InvalidStopReason.as_str()
+            };
             let _ = s
                 .emit(
                     Observation::Stopped {
-                        stop_reason: stop.clone(),
+                        stop_reason: stop.to_owned(),
                         meta: result.get("_meta").cloned(),
                     }
                     .into(),
                 )
                 .await;
-            if stop == "cancelled" {
-                TurnOutcome::Cancelled { dispatched: true }
-            } else {
-                TurnOutcome::Completed { stop_reason: stop }
+            match stop {
+                "cancelled" => TurnOutcome::Cancelled { dispatched: true },
+                _ if !known => TurnOutcome::Failed {
+                    code: OutcomeCode::InvalidStopReason,
+                    dispatched: true,
+                },
+                _ => TurnOutcome::Completed {
+                    stop_reason: stop.to_owned(),
+                },
             }
         }
         Err(CallError::Rpc { .. }) => TurnOutcome::Failed {
-            code: "agent_error",
+            code: OutcomeCode::AgentError,
             dispatched: true,
         },
         Err(CallError::Closed(code)) => unknown(s, code),
         Err(CallError::Interrupted) => TurnOutcome::Interrupted,
-        Err(CallError::Hook) => unknown(s, "journal_failed"),
+        Err(CallError::Hook) => unknown(s, OutcomeCode::JournalFailed),
         // No deadline on the prompt itself, and cancels after the boundary
         // are handled inside the call.
-        Err(CallError::Timeout) | Err(CallError::Cancelled) => unknown(s, "protocol_error"),
+        Err(CallError::Timeout) | Err(CallError::Cancelled) => {
+            unknown(s, OutcomeCode::ProtocolError)
+        }
     }
 }
 
 /// An unreported outcome after the boundary; `interrupted` if a cancel was
 /// already sent.
-fn unknown<H: TurnHooks>(s: &Session<H>, code: &'static str) -> TurnOutcome {
+fn unknown<H: TurnHooks>(s: &Session<H>, code: OutcomeCode) -> TurnOutcome {
     if s.cancel_sent() {
         TurnOutcome::Interrupted
     } else {

@@ -24,7 +24,9 @@ use super::lines::{BoundedLines, LineError};
 use super::process::{AgentPipes, AgentProcess, Stopped, TeardownLimits};
 use super::turn::{CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
 use lapis_protocol::ApprovalPolicy;
-use lapis_protocol::{DecidedBy, Observation, Payload, PermissionAnswer, PermissionOption};
+use lapis_protocol::{
+    DecidedBy, Observation, OutcomeCode, Payload, PermissionAnswer, PermissionOption,
+};
 
 mod permissions;
 
@@ -36,7 +38,7 @@ pub(super) enum Inbound {
     /// Stdout closed.
     Eof,
     /// The stream is unusable; the code says why.
-    Broken(&'static str),
+    Broken(OutcomeCode),
 }
 
 /// Why a call did not produce a result.
@@ -45,7 +47,7 @@ pub(super) enum CallError {
     /// The agent answered with a JSON-RPC error.
     Rpc { code: i64 },
     /// The connection ended or broke (`agent_exited`, `line_too_long`, …).
-    Closed(&'static str),
+    Closed(OutcomeCode),
     /// The call's deadline passed.
     Timeout,
     /// A cancel came before the dispatch boundary.
@@ -99,9 +101,10 @@ impl Conn {
     /// Writes one message; a failure marks the connection broken.
     pub(super) async fn write(&mut self, msg: &Value) -> Result<(), CallError> {
         let Some(stdin) = self.stdin.as_mut() else {
-            return Err(CallError::Closed("broken_pipe"));
+            return Err(CallError::Closed(OutcomeCode::BrokenPipe));
         };
-        let mut bytes = serde_json::to_vec(msg).map_err(|_| CallError::Closed("protocol_error"))?;
+        let mut bytes =
+            serde_json::to_vec(msg).map_err(|_| CallError::Closed(OutcomeCode::ProtocolError))?;
         bytes.push(b'\n');
         let res = async {
             stdin.write_all(&bytes).await?;
@@ -110,7 +113,7 @@ impl Conn {
         .await;
         res.map_err(|_| {
             self.broken = true;
-            CallError::Closed("broken_pipe")
+            CallError::Closed(OutcomeCode::BrokenPipe)
         })
     }
 }
@@ -263,7 +266,7 @@ impl<H: TurnHooks> Session<H> {
                     }
                     Some(Inbound::Eof) | None => {
                         self.conn.broken = true;
-                        return Err(CallError::Closed("agent_exited"));
+                        return Err(CallError::Closed(OutcomeCode::AgentExited));
                     }
                     Some(Inbound::Broken(code)) => {
                         self.conn.broken = true;
@@ -327,7 +330,7 @@ impl<H: TurnHooks> Session<H> {
                 let event = if method == "session/update" {
                     match params.get_mut("update").map(Value::take) {
                         Some(update) => self.mapper.map(update),
-                        None => return Err(CallError::Closed("protocol_error")),
+                        None => return Err(CallError::Closed(OutcomeCode::ProtocolError)),
                     }
                 } else {
                     Observation::noted("notification", json!({"method": method})).into()
@@ -342,14 +345,14 @@ impl<H: TurnHooks> Session<H> {
                     let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
                     Ok(Some(Err(CallError::Rpc { code })))
                 } else {
-                    Err(CallError::Closed("protocol_error"))
+                    Err(CallError::Closed(OutcomeCode::ProtocolError))
                 }
             }
             (None, Some(_)) => {
                 tracing::debug!("response to an unknown request id ignored");
                 Ok(None)
             }
-            (None, None) => Err(CallError::Closed("protocol_error")),
+            (None, None) => Err(CallError::Closed(OutcomeCode::ProtocolError)),
         }
     }
 
@@ -408,12 +411,12 @@ where
                 }
                 match serde_json::from_slice::<Value>(&line) {
                     Ok(v) if v.is_object() => Inbound::Message(v),
-                    _ => Inbound::Broken("invalid_json"),
+                    _ => Inbound::Broken(OutcomeCode::InvalidJson),
                 }
             }
             Ok(None) => Inbound::Eof,
-            Err(LineError::TooLong { .. }) => Inbound::Broken("line_too_long"),
-            Err(LineError::Io(_)) => Inbound::Broken("read_error"),
+            Err(LineError::TooLong { .. }) => Inbound::Broken(OutcomeCode::LineTooLong),
+            Err(LineError::Io(_)) => Inbound::Broken(OutcomeCode::ReadError),
         };
         let last = !matches!(item, Inbound::Message(_));
         if tx.send(item).await.is_err() || last {

@@ -7,6 +7,7 @@
 //! a stored session that cannot be resumed is never silently replaced — the
 //! turn carries a `context_reset` observation saying why.
 
+use lapis_protocol::OutcomeCode;
 use serde_json::{Value, json};
 
 use super::mcp;
@@ -56,13 +57,19 @@ pub(super) async fn establish<H: TurnHooks>(
     let init = s
         .call("initialize", initialize_params(), limit)
         .await
-        .map_err(|e| setup_failure(e, "initialize_failed", "initialize_timeout"))?;
+        .map_err(|e| {
+            setup_failure(
+                e,
+                OutcomeCode::InitializeFailed,
+                OutcomeCode::InitializeTimeout,
+            )
+        })?;
     if init.get("protocolVersion").and_then(Value::as_u64) != Some(ACP_PROTOCOL_VERSION) {
-        return Err(failed("protocol_version_unsupported"));
+        return Err(failed(OutcomeCode::ProtocolVersionUnsupported));
     }
     setup.load_session = init.pointer("/agentCapabilities/loadSession") == Some(&Value::Bool(true));
     if let Err(refusal) = mcp::check_capabilities(&request.mcp, &init) {
-        return Err(failed(refusal.code().as_str()));
+        return Err(failed(OutcomeCode::Refused(refusal.code())));
     }
     let servers = mcp::acp_servers(&request.mcp);
     let mut reset = None;
@@ -94,8 +101,8 @@ pub(super) async fn establish<H: TurnHooks>(
                 Err(e) => {
                     return Err(setup_failure(
                         e,
-                        "session_load_failed",
-                        "session_load_timeout",
+                        OutcomeCode::SessionLoadFailed,
+                        OutcomeCode::SessionLoadTimeout,
                     ));
                 }
             }
@@ -104,10 +111,13 @@ pub(super) async fn establish<H: TurnHooks>(
         }
     }
     let new = json!({"cwd": request.workspace, "mcpServers": servers});
-    let created = s
-        .call("session/new", new, limit)
-        .await
-        .map_err(|e| setup_failure(e, "session_new_failed", "session_new_timeout"))?;
+    let created = s.call("session/new", new, limit).await.map_err(|e| {
+        setup_failure(
+            e,
+            OutcomeCode::SessionNewFailed,
+            OutcomeCode::SessionNewTimeout,
+        )
+    })?;
     let session_id = match created.get("sessionId").and_then(Value::as_str) {
         Some(id)
             if !id.is_empty()
@@ -116,7 +126,7 @@ pub(super) async fn establish<H: TurnHooks>(
         {
             id.to_string()
         }
-        _ => return Err(failed("session_new_failed")),
+        _ => return Err(failed(OutcomeCode::SessionNewFailed)),
     };
     emit(
         s,
@@ -216,7 +226,13 @@ async fn restrict<H: TurnHooks>(
                 Ok(_) => ModeResult::Applied,
                 Err(CallError::Rpc { code }) if code == METHOD_NOT_FOUND => ModeResult::Unsupported,
                 Err(CallError::Rpc { .. }) => ModeResult::Rejected,
-                Err(e) => return Err(setup_failure(e, "set_mode_failed", "set_mode_timeout")),
+                Err(e) => {
+                    return Err(setup_failure(
+                        e,
+                        OutcomeCode::SetModeFailed,
+                        OutcomeCode::SetModeTimeout,
+                    ));
+                }
             }
         }
     };
@@ -235,7 +251,7 @@ async fn restrict<H: TurnHooks>(
     if allowed {
         Ok(())
     } else {
-        Err(failed("restricted_mode_unavailable"))
+        Err(failed(OutcomeCode::RestrictedModeUnavailable))
     }
 }
 
@@ -247,24 +263,26 @@ fn observation(kind: &str, payload: Value) -> Payload {
 }
 
 async fn emit<H: TurnHooks>(s: &mut Session<H>, event: Payload) -> Result<(), TurnOutcome> {
-    s.emit(event).await.map_err(|_| failed("journal_failed"))
+    s.emit(event)
+        .await
+        .map_err(|_| failed(OutcomeCode::JournalFailed))
 }
 
-fn failed(code: &'static str) -> TurnOutcome {
+fn failed(code: OutcomeCode) -> TurnOutcome {
     TurnOutcome::Failed {
         code,
         dispatched: false,
     }
 }
 
-fn setup_failure(err: CallError, rpc_code: &'static str, timeout: &'static str) -> TurnOutcome {
+fn setup_failure(err: CallError, rpc_code: OutcomeCode, timeout: OutcomeCode) -> TurnOutcome {
     match err {
-        CallError::Rpc { code, .. } if code == AUTH_REQUIRED => failed("auth_required"),
+        CallError::Rpc { code, .. } if code == AUTH_REQUIRED => failed(OutcomeCode::AuthRequired),
         CallError::Rpc { .. } => failed(rpc_code),
         CallError::Closed(code) => failed(code),
         CallError::Timeout => failed(timeout),
         CallError::Cancelled => TurnOutcome::Cancelled { dispatched: false },
-        CallError::Hook => failed("journal_failed"),
-        CallError::Interrupted => failed("cancelled"),
+        CallError::Hook => failed(OutcomeCode::JournalFailed),
+        CallError::Interrupted => failed(OutcomeCode::Cancelled),
     }
 }

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::process::{StderrLimits, TeardownLimits};
 use super::registry::AgentRegistry;
 use lapis_protocol::ApprovalPolicy;
+use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
 use lapis_protocol::{Invocation, Payload, PermissionAnswer, PermissionOption};
 
@@ -193,7 +194,7 @@ pub enum TurnOutcome {
     /// explicit error answer to the prompt.
     Failed {
         /// Short stable code.
-        code: &'static str,
+        code: OutcomeCode,
         /// Whether the prompt had been sent.
         dispatched: bool,
     },
@@ -201,7 +202,7 @@ pub enum TurnOutcome {
     /// a stop reason: the workspace must be fenced.
     SubmissionUnknown {
         /// Short stable code (`agent_exited`, `broken_pipe`, …).
-        code: &'static str,
+        code: OutcomeCode,
     },
     /// A cancel was requested and no stop reason came before the deadline
     /// (or the agent vanished meanwhile): fenced as well.
@@ -225,10 +226,10 @@ impl TurnOutcome {
         match self {
             TurnOutcome::Completed { stop_reason } => Some(stop_reason),
             TurnOutcome::Failed { code, .. } | TurnOutcome::SubmissionUnknown { code } => {
-                Some(code)
+                Some(code.as_str())
             }
             TurnOutcome::Cancelled { .. } => None,
-            TurnOutcome::Interrupted => Some("cancel_deadline"),
+            TurnOutcome::Interrupted => Some(OutcomeCode::CancelDeadline.as_str()),
         }
     }
 

@@ -27,7 +27,21 @@ pub trait SessionPersistence: Send + Sync + fmt::Debug {
 /// The persistence backend failed; the cause is logged, not shown.
 #[derive(Debug, thiserror::Error)]
 #[error("session storage failed: {0}")]
-pub struct PersistError(pub String);
+pub struct PersistError(pub String, pub Option<&'static str>);
+
+impl PersistError {
+    /// A failure of the backend's own (a bug, a closed store).
+    pub fn other(cause: impl Into<String>) -> PersistError {
+        PersistError(cause.into(), None)
+    }
+
+    /// The storage condition (`disk_full`, `read_only`, `io_error`) that
+    /// refused the write, if that was the cause: the caller is told
+    /// `storage_unavailable`, never `internal`.
+    pub fn storage_condition(&self) -> Option<&'static str> {
+        self.1
+    }
+}
 
 /// Sessions kept only in memory (tests and fuzzing), timed by `clock` as the
 /// store is by its own.
@@ -72,7 +86,7 @@ impl SessionPersistence for MemorySessions {
         let session = AuthSession {
             id: format!(
                 "ses_{}",
-                random_hex(16).map_err(|e| PersistError(e.to_string()))?
+                random_hex(16).map_err(|e| PersistError::other(e.to_string()))?
             ),
             credential: new.credential,
             principal: new.principal,
@@ -92,7 +106,7 @@ impl SessionPersistence for MemorySessions {
         let s = all
             .iter_mut()
             .find(|s| s.id == id)
-            .ok_or_else(|| PersistError(format!("no session {id}")))?;
+            .ok_or_else(|| PersistError::other(format!("no session {id}")))?;
         s.revoked_at.get_or_insert(now);
         Ok(s.clone())
     }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use super::persist::SessionPersistence;
+use super::persist::{PersistError, SessionPersistence};
 use super::secret::{hash_bearer, new_bearer, secrets_equal};
 use crate::domain::{AuthSession, Clock, NewAuthSession, credential_key, secs_to_ms};
 use lapis_protocol::config::{TokenSpec, valid_application};
@@ -54,6 +54,22 @@ fn unauthenticated(msg: &str) -> RpcError {
 fn internal(e: impl fmt::Display) -> RpcError {
     tracing::error!(error = %e, "session storage failed");
     RpcError::new(ErrorCode::Internal, "session storage failed")
+}
+
+/// A persistence failure: `storage_unavailable` naming the condition when
+/// the storage refused the write (a full disk), otherwise `internal`.
+fn persist_failed(e: PersistError) -> RpcError {
+    match e.storage_condition() {
+        Some(condition) => {
+            tracing::warn!(condition, "session storage cannot write");
+            RpcError::new(
+                ErrorCode::StorageUnavailable,
+                format!("the controller cannot write its database ({condition}); existing sessions keep working"),
+            )
+            .with_data("condition", condition.into())
+        }
+        None => internal(e),
+    }
 }
 
 impl Authority {
@@ -158,7 +174,7 @@ impl Authority {
             bearer_sha256: hash_bearer(&bearer),
             expires_at: Some(now.saturating_add(secs_to_ms(self.ttl_secs))),
         };
-        let session = self.persist.issue(session).map_err(internal)?;
+        let session = self.persist.issue(session).map_err(persist_failed)?;
         sessions.insert(session.id.clone(), session.clone());
         tracing::info!(session = %session.id, principal = %session.principal, application = %session.application, "session issued");
         Ok(Authenticated {

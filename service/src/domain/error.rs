@@ -1,12 +1,16 @@
 //! The one error type of the controller core.
 //!
-//! Every variant maps to a stable string code through [`StoreError::code`];
-//! request-level codes are the wire codes of the protocol (`not_found`,
-//! `conflict`, …), open-time codes name what made the store refuse to start.
+//! Every variant maps to its typed wire code through
+//! [`StoreError::error_code`] (request-level errors keep theirs, the rest is
+//! `internal` to a client) and to a stable string through
+//! [`StoreError::code`], which adds finer open-time codes naming what made
+//! the store refuse to start.
 //! Messages name tables, row ids and codes, never a row's content, a prompt or
 //! a bearer: errors end up in logs.
 
 use std::path::PathBuf;
+
+use lapis_protocol::ErrorCode;
 
 /// Errors returned by the store and the domain operations on it.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +85,16 @@ pub enum StoreError {
         /// The database path.
         path: PathBuf,
     },
+    /// The controller home is a directory with other files in it and no
+    /// database or marker: it is someone's directory, not a controller home.
+    #[error(
+        "{} is not a controller home (it holds other files and no controller.db); choose an empty or new directory for --workspace",
+        .path.display()
+    )]
+    NotControllerHome {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The schema version is newer (or otherwise unknown) than this build knows.
     #[error(
         "database schema version {found} is not supported (this build knows up to {supported})"
@@ -107,6 +121,15 @@ pub enum StoreError {
     /// The store has shut down (its writer is gone).
     #[error("store is closed")]
     Closed,
+    /// The operation ran, but the batch it was written in did not commit
+    /// (every write of the batch rolled back). `cause` is the storage
+    /// condition (`disk_full`, `read_only`, `io_error`) when the storage
+    /// refused the commit, otherwise the commit error's code.
+    #[error("operation rolled back with its batch ({cause})")]
+    RolledBack {
+        /// The storage condition or error code of the failed commit.
+        cause: &'static str,
+    },
     /// Any other SQLite failure.
     #[error("database error")]
     Sqlite(#[from] rusqlite::Error),
@@ -122,25 +145,45 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The stable code of this error (the wire code for request errors).
+    /// The wire code: request-level errors keep their own, a storage
+    /// condition is `storage_unavailable`, everything else (a foreign or
+    /// corrupt database, SQLite and I/O failures) is `internal` to a
+    /// client.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            StoreError::NotFound { .. } => ErrorCode::NotFound,
+            StoreError::Conflict { .. } => ErrorCode::Conflict,
+            StoreError::BindingMismatch { .. } => ErrorCode::BindingMismatch,
+            StoreError::Forbidden => ErrorCode::Forbidden,
+            StoreError::WorkspaceAlias { .. } => ErrorCode::WorkspaceAlias,
+            StoreError::WorkspaceFenced { .. } => ErrorCode::WorkspaceFenced,
+            StoreError::QueueFull { .. } => ErrorCode::QueueFull,
+            StoreError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
+            StoreError::TranscriptUnavailable { .. } => ErrorCode::TranscriptUnavailable,
+            StoreError::InstanceLocked { .. } => ErrorCode::InstanceLocked,
+            _ if self.storage_condition().is_some() => ErrorCode::StorageUnavailable,
+            StoreError::ForeignDatabase { .. }
+            | StoreError::SchemaUnsupported { .. }
+            | StoreError::NotControllerHome { .. }
+            | StoreError::RolledBack { .. }
+            | StoreError::InvalidRow { .. }
+            | StoreError::Corrupt(_)
+            | StoreError::Closed
+            | StoreError::Sqlite(_)
+            | StoreError::Io { .. } => ErrorCode::Internal,
+        }
+    }
+
+    /// The stable code for logs and the CLI: the wire code, or a finer one
+    /// for a store that refuses to open (`store_corrupt`, …).
     pub fn code(&self) -> &'static str {
         match self {
-            StoreError::NotFound { .. } => "not_found",
-            StoreError::Conflict { .. } => "conflict",
-            StoreError::BindingMismatch { .. } => "binding_mismatch",
-            StoreError::Forbidden => "forbidden",
-            StoreError::WorkspaceAlias { .. } => "workspace_alias",
-            StoreError::WorkspaceFenced { .. } => "workspace_fenced",
-            StoreError::QueueFull { .. } => "queue_full",
-            StoreError::InvalidRequest { .. } => "invalid_request",
-            StoreError::TranscriptUnavailable { .. } => "transcript_unavailable",
-            StoreError::InstanceLocked { .. } => "instance_locked",
             StoreError::ForeignDatabase { .. } => "store_foreign",
             StoreError::SchemaUnsupported { .. } => "store_schema_unsupported",
+            StoreError::NotControllerHome { .. } => "not_controller_home",
             StoreError::InvalidRow { .. } => "store_invalid_row",
             StoreError::Corrupt(_) => "store_corrupt",
-            _ if self.storage_condition().is_some() => "storage_unavailable",
-            StoreError::Closed | StoreError::Sqlite(_) | StoreError::Io { .. } => "internal",
+            other => other.error_code().as_str(),
         }
     }
 
@@ -164,8 +207,24 @@ impl StoreError {
                 Some(nix::libc::EROFS) => Some("read_only"),
                 _ => None,
             },
+            StoreError::RolledBack { cause } => {
+                STORAGE_CONDITIONS.iter().find(|c| *c == cause).copied()
+            }
             _ => None,
         }
+    }
+
+    /// What a failed batch commit reports to each of its operations: the
+    /// storage condition when there is one (so it is retried and named as
+    /// `storage_unavailable`), otherwise the error's code.
+    pub(crate) fn batch_cause(&self) -> &'static str {
+        self.storage_condition().unwrap_or_else(|| self.code())
+    }
+
+    /// The error each operation of a batch whose commit failed with
+    /// `cause` (from [`batch_cause`](Self::batch_cause)) receives.
+    pub(crate) fn rolled_back(cause: &'static str) -> Self {
+        StoreError::RolledBack { cause }
     }
 
     pub(crate) fn not_found(kind: &'static str, id: impl Into<String>) -> Self {
@@ -203,6 +262,10 @@ impl StoreError {
         }
     }
 }
+
+/// The storage conditions a write can meet (see
+/// [`StoreError::storage_condition`]).
+const STORAGE_CONDITIONS: [&str; 3] = ["disk_full", "read_only", "io_error"];
 
 /// Result alias for the controller core.
 pub(crate) type StoreResult<T> = Result<T, StoreError>;

@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use lapis_protocol::config::ProviderSpec;
-use lapis_protocol::{ApprovalPolicy, McpEndpoint, Retention, Thread, Turn, Workspace};
+use lapis_protocol::{
+    ApprovalPolicy, McpEndpoint, OutcomeCode, Retention, Thread, Turn, Workspace,
+};
 
 /// Who is asking: the authenticated principal and the application of its session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,33 +100,24 @@ pub struct Receipt<T> {
     pub(crate) replayed: bool,
 }
 
-/// How the runner ends a turn.
+/// How the runner ends a turn. A completion carries the agent's own stop
+/// reason; every other end carries the controller's [`OutcomeCode`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "as", content = "code")]
 pub enum TurnEnd {
     /// The agent finished (`end_turn`, `max_tokens`, …).
     Completed(String),
     /// Authoritative failure (spawn error, agent error response, …).
-    Failed(String),
+    Failed(OutcomeCode),
     /// The agent confirmed cancellation (or cancelled before dispatch).
-    Cancelled(String),
+    Cancelled(OutcomeCode),
     /// Outcome lost after dispatch: `submission_unknown`, or `interrupted` if a
     /// cancel was pending. Before the dispatch boundary it is recorded as
     /// `failed` (the prompt was never written).
-    Unknown(String),
+    Unknown(OutcomeCode),
     /// Cancel deadline passed without the agent confirming: `interrupted`
     /// (`failed` before the dispatch boundary).
-    Interrupted(String),
-}
-
-/// What an owner's resolution records the fenced turn as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResolveAs {
-    /// Record as failed.
-    Failed,
-    /// Record as cancelled.
-    Cancelled,
+    Interrupted(OutcomeCode),
 }
 
 /// The result of a state change requested by the runner.

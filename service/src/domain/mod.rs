@@ -12,13 +12,13 @@ pub use clock::ManualClock;
 pub(crate) use clock::{Clock, SystemClock, secs_to_ms};
 pub use error::StoreError;
 pub(crate) use error::StoreResult;
-pub use inputs::{Actor, NewThread, ResolveAs, SubmitTurn, ThreadPatch, TurnEnd};
+pub use inputs::{Actor, NewThread, SubmitTurn, ThreadPatch, TurnEnd};
 pub(crate) use inputs::{
     Claim, Preparer, ProviderFacts, Receipt, StoreStatus, TransitionOutcome, owned_by,
 };
 pub use lapis_protocol::SessionBinding;
 pub use lapis_protocol::{
-    ApprovalPolicy, EventKind, JournalEvent, ReplayScope, Retention, Turn, TurnState,
+    ApprovalPolicy, EventKind, JournalEvent, ReplayScope, ResolveAs, Retention, Turn, TurnState,
 };
 pub(crate) use lapis_protocol::{
     ReplayPage, Thread, ThreadSnapshot, TurnEvent, Workspace, next_state,

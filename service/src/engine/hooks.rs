@@ -13,6 +13,7 @@ use crate::redact::StreamHold;
 use crate::store::Store;
 
 use super::broker::PermissionBroker;
+use super::claim::BoundarySignal;
 
 /// Every this many unawaited events the hook waits for the commit, which
 /// bounds how far the writer's queue can fall behind a fast agent.
@@ -31,6 +32,9 @@ pub(super) struct StoreHooks {
     pub(crate) broker: PermissionBroker,
     /// Set once the boundary is durable (read by shutdown settling).
     pub(crate) dispatched: Arc<AtomicBool>,
+    /// The claim's boundary signal: the boundary write is it unless a
+    /// boundary-later notice went out first.
+    boundary: BoundarySignal,
     /// The provider definition's fingerprint, bound with the session.
     pub(crate) fingerprint: String,
     /// The thread's configuration version, bound with the session.
@@ -79,23 +83,26 @@ fn with_text((text, mut event): (String, Payload)) -> Payload {
 }
 
 impl StoreHooks {
+    /// The hooks of turn `turn_id` of `thread` (its id and configuration
+    /// version are bound with the session).
     pub(super) fn new(
         store: Store,
         turn_id: String,
-        thread_id: String,
+        thread: &crate::domain::Thread,
         broker: PermissionBroker,
         dispatched: Arc<AtomicBool>,
+        boundary: BoundarySignal,
         fingerprint: String,
-        thread_version: u64,
     ) -> StoreHooks {
         StoreHooks {
             store,
             turn_id,
-            thread_id,
+            thread_id: thread.id.clone(),
             broker,
             dispatched,
+            boundary,
             fingerprint,
-            thread_version,
+            thread_version: thread.version,
             running: AtomicBool::new(false),
             streamed: AtomicU64::new(0),
             unconfirmed: std::sync::Mutex::new(Vec::new()),
@@ -192,8 +199,9 @@ impl TurnHooks for StoreHooks {
             fingerprint: self.fingerprint.clone(),
             thread_version: self.thread_version,
         };
+        let awaited = self.boundary.at_boundary();
         self.store
-            .mark_dispatched(&self.turn_id, binding)
+            .mark_dispatched_as(&self.turn_id, binding, awaited)
             .await
             .map_err(hook_err)?;
         self.dispatched.store(true, Ordering::SeqCst);

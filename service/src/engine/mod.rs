@@ -11,17 +11,17 @@
 //! an offered option id.
 
 mod broker;
+mod claim;
 mod hooks;
 mod mcp;
 mod outcome;
 mod pool;
 mod worker;
 
-pub(crate) use broker::{PendingPermission, Taken};
+pub(crate) use broker::PendingPermission;
+use broker::Taken;
 pub(crate) use mcp::{McpLease, McpRegistry};
-#[cfg(test)]
-pub(crate) use outcome::DEADLINE_EXCEEDED;
-pub use worker::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineHandle};
+pub use worker::{Engine, EngineConfig, EngineError, EngineHandle};
 
 #[cfg(test)]
 mod tests;

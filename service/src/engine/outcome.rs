@@ -8,9 +8,7 @@ use std::time::Duration;
 use crate::acp::TurnOutcome;
 use crate::domain::{Actor, TurnEnd};
 use crate::store::Store;
-
-/// Outcome code of a turn ended by its deadline.
-pub(crate) const DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+use lapis_protocol::OutcomeCode;
 
 /// A turn's deadline: when it passes, the turn is cancelled through the
 /// store like an owner's cancel (durable flag, `cancel_requested` event, the
@@ -49,9 +47,9 @@ impl Deadline {
 /// unless the agent completed it anyway.
 pub(super) fn deadline_end(end: TurnEnd) -> TurnEnd {
     match end {
-        TurnEnd::Cancelled(_) => TurnEnd::Cancelled(DEADLINE_EXCEEDED.into()),
+        TurnEnd::Cancelled(_) => TurnEnd::Cancelled(OutcomeCode::DeadlineExceeded),
         TurnEnd::Interrupted(_) | TurnEnd::Unknown(_) => {
-            TurnEnd::Interrupted(DEADLINE_EXCEEDED.into())
+            TurnEnd::Interrupted(OutcomeCode::DeadlineExceeded)
         }
         other => other,
     }
@@ -61,17 +59,17 @@ pub(super) fn deadline_end(end: TurnEnd) -> TurnEnd {
 pub(super) fn turn_end(outcome: &TurnOutcome, cancel_requested: bool) -> TurnEnd {
     match outcome {
         TurnOutcome::Completed { stop_reason } => TurnEnd::Completed(stop_reason.clone()),
-        TurnOutcome::Cancelled { dispatched: true } => TurnEnd::Cancelled("cancelled".into()),
+        TurnOutcome::Cancelled { dispatched: true } => TurnEnd::Cancelled(OutcomeCode::Cancelled),
         TurnOutcome::Cancelled { dispatched: false } => {
-            TurnEnd::Cancelled("cancelled_before_dispatch".into())
+            TurnEnd::Cancelled(OutcomeCode::CancelledBeforeDispatch)
         }
         // The store refuses the boundary when a cancel is already pending.
         TurnOutcome::Failed {
-            code: "boundary_not_persisted",
+            code: OutcomeCode::BoundaryNotPersisted,
             dispatched: false,
-        } if cancel_requested => TurnEnd::Cancelled("cancelled_before_dispatch".into()),
-        TurnOutcome::Failed { code, .. } => TurnEnd::Failed((*code).into()),
-        TurnOutcome::SubmissionUnknown { code } => TurnEnd::Unknown((*code).into()),
-        TurnOutcome::Interrupted => TurnEnd::Interrupted("cancel_deadline".into()),
+        } if cancel_requested => TurnEnd::Cancelled(OutcomeCode::CancelledBeforeDispatch),
+        TurnOutcome::Failed { code, .. } => TurnEnd::Failed(*code),
+        TurnOutcome::SubmissionUnknown { code } => TurnEnd::Unknown(*code),
+        TurnOutcome::Interrupted => TurnEnd::Interrupted(OutcomeCode::CancelDeadline),
     }
 }

@@ -18,48 +18,48 @@ fn outcomes_map_to_turn_ends() {
         (
             TurnOutcome::Cancelled { dispatched: true },
             true,
-            TurnEnd::Cancelled("cancelled".into()),
+            TurnEnd::Cancelled(lapis_protocol::OutcomeCode::Cancelled),
         ),
         (
             TurnOutcome::Cancelled { dispatched: false },
             true,
-            TurnEnd::Cancelled("cancelled_before_dispatch".into()),
+            TurnEnd::Cancelled(lapis_protocol::OutcomeCode::CancelledBeforeDispatch),
         ),
         (
             TurnOutcome::Failed {
-                code: "boundary_not_persisted",
+                code: lapis_protocol::OutcomeCode::BoundaryNotPersisted,
                 dispatched: false,
             },
             true,
-            TurnEnd::Cancelled("cancelled_before_dispatch".into()),
+            TurnEnd::Cancelled(lapis_protocol::OutcomeCode::CancelledBeforeDispatch),
         ),
         (
             TurnOutcome::Failed {
-                code: "boundary_not_persisted",
+                code: lapis_protocol::OutcomeCode::BoundaryNotPersisted,
                 dispatched: false,
             },
             false,
-            TurnEnd::Failed("boundary_not_persisted".into()),
+            TurnEnd::Failed(lapis_protocol::OutcomeCode::BoundaryNotPersisted),
         ),
         (
             TurnOutcome::Failed {
-                code: "agent_error",
+                code: lapis_protocol::OutcomeCode::AgentError,
                 dispatched: true,
             },
             false,
-            TurnEnd::Failed("agent_error".into()),
+            TurnEnd::Failed(lapis_protocol::OutcomeCode::AgentError),
         ),
         (
             TurnOutcome::SubmissionUnknown {
-                code: "broken_pipe",
+                code: lapis_protocol::OutcomeCode::BrokenPipe,
             },
             false,
-            TurnEnd::Unknown("broken_pipe".into()),
+            TurnEnd::Unknown(lapis_protocol::OutcomeCode::BrokenPipe),
         ),
         (
             TurnOutcome::Interrupted,
             true,
-            TurnEnd::Interrupted("cancel_deadline".into()),
+            TurnEnd::Interrupted(lapis_protocol::OutcomeCode::CancelDeadline),
         ),
     ];
     for (outcome, cancel, want) in cases {
@@ -88,23 +88,90 @@ fn providers_from_config_json_are_validated() {
 
 #[test]
 fn a_deadline_marks_every_unconfirmed_end_and_never_a_completion() {
-    let code = || super::DEADLINE_EXCEEDED.to_string();
+    let code = || lapis_protocol::OutcomeCode::DeadlineExceeded;
     assert_eq!(
-        deadline_end(TurnEnd::Cancelled("cancelled".into())),
+        deadline_end(TurnEnd::Cancelled(lapis_protocol::OutcomeCode::Cancelled)),
         TurnEnd::Cancelled(code())
     );
     assert_eq!(
-        deadline_end(TurnEnd::Interrupted("cancel_deadline".into())),
+        deadline_end(TurnEnd::Interrupted(
+            lapis_protocol::OutcomeCode::CancelDeadline
+        )),
         TurnEnd::Interrupted(code())
     );
     assert_eq!(
-        deadline_end(TurnEnd::Unknown("agent_exited".into())),
+        deadline_end(TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited)),
         TurnEnd::Interrupted(code())
     );
     for kept in [
         TurnEnd::Completed("end_turn".into()),
-        TurnEnd::Failed("agent_error".into()),
+        TurnEnd::Failed(lapis_protocol::OutcomeCode::AgentError),
     ] {
         assert_eq!(deadline_end(kept.clone()), kept);
+    }
+}
+
+/// The early exits of `run_claim` on a real store: a turn without a
+/// configured provider and one whose MCP servers were refused both settle
+/// failed, and the claim's running slot and permit are back afterwards
+/// (the guard's own test drives every exit, panics and aborts included).
+#[tokio::test]
+async fn early_exits_of_a_claim_release_its_running_slot() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use crate::domain::{ProviderFacts, Retention, TurnState};
+    use crate::store::tests::{fixture, owner, submit, thread, workspace};
+
+    let fx = fixture().await;
+    let ws = workspace(&fx.store, fx.dir.path(), "w1").await;
+    let engine = super::Engine::new(
+        fx.store.clone(),
+        super::EngineConfig::new(Default::default()),
+    );
+    let refusal = lapis_protocol::mcp::McpRefusal::Invalid {
+        position: 1,
+        reason: "test refusal",
+    };
+    let spec = crate::acp::ProviderSpec::builtin_echo("/bin/true".into());
+    let refused = ProviderFacts {
+        fingerprint: "0".repeat(64),
+        mcp_servers: Vec::new(),
+        mcp: Err(refusal),
+        spec,
+    };
+    let want_code = lapis_protocol::ErrorCode::McpServerInvalid
+        .as_str()
+        .to_owned();
+    for (n, facts, code) in [
+        (1, None, "unknown_provider".to_owned()),
+        (2, Some(refused), want_code),
+    ] {
+        let th = thread(&fx.store, &ws.id, Retention::Full).await;
+        let turn = fx
+            .store
+            .submit_turn(&owner(), submit(&th.id, &format!("c{n}"), "hi"))
+            .await
+            .unwrap()
+            .value;
+        let mut claim = fx.store.try_claim().await.unwrap().expect("runnable");
+        assert_eq!(claim.turn.id, turn.id);
+        claim.provider = facts;
+        let permit = engine.slots.clone().acquire_owned().await.unwrap();
+        let settled = Arc::new(AtomicBool::new(false));
+        engine
+            .clone()
+            .run_claim(claim, Arc::default(), settled, permit)
+            .await;
+        let status = engine.status();
+        assert_eq!(status.running_turns, 0, "running slot of exit {n}");
+        assert_eq!(
+            engine.slots.available_permits(),
+            status.max_running_turns,
+            "permit of exit {n}"
+        );
+        let after = fx.store.get_turn(&turn.id).await.unwrap();
+        assert_eq!(after.state, TurnState::Failed);
+        assert_eq!(after.outcome.as_deref(), Some(code.as_str()));
     }
 }

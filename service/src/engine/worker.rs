@@ -16,22 +16,24 @@ use crate::acp::{
     self, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent, PermissionAnswer,
     ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
 };
+use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::EnvFile;
 
 use crate::domain::{Claim, Preparer, ProviderFacts, SessionBinding, StoreError, TurnEnd};
 use crate::store::Store;
 
-use super::broker::{AnswerError, PendingPermission, PermissionBroker, Taken};
+use super::broker::{PendingPermission, PermissionBroker};
+use super::claim::ClaimGuard;
 use super::hooks::StoreHooks;
 use super::outcome::{Deadline, deadline_end, turn_end};
 use super::pool::{AgentPool, IdleJournal, PoolStatus};
 
-/// Outcome code of turns settled because the controller stopped.
 mod around;
+mod permissions;
+
+pub use permissions::EngineError;
 
 use around::forget;
-
-pub const CONTROLLER_SHUTDOWN: &str = "controller_shutdown";
 
 /// What the engine needs besides the store.
 #[derive(Debug, Clone)]
@@ -94,38 +96,6 @@ impl EngineConfig {
     }
 }
 
-/// Why `respond_permission` refused an answer.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// Nothing is pending under that id and the turn is still active.
-    #[error(transparent)]
-    NotPending(AnswerError),
-    /// The turn already ended: the late answer was journaled and changed nothing.
-    #[error("turn `{turn_id}` has finished; the answer changes nothing")]
-    TurnFinished {
-        /// The finished turn.
-        turn_id: String,
-    },
-    /// The option was not offered.
-    #[error(transparent)]
-    NotOffered(AnswerError),
-    /// The store refused or failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl EngineError {
-    /// The stable wire code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            EngineError::NotPending(_) => "not_found",
-            EngineError::TurnFinished { .. } => "conflict",
-            EngineError::NotOffered(_) => "invalid_request",
-            EngineError::Store(e) => e.code(),
-        }
-    }
-}
-
 /// Runs turns from the store. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -150,7 +120,7 @@ pub struct Engine {
     pool: AgentPool,
     /// One permit per running turn (`maxRunningTurns`); the claim loop
     /// takes one before claiming, so excess turns stay queued in order.
-    slots: Arc<Semaphore>,
+    pub(super) slots: Arc<Semaphore>,
     /// Turns between claim and durable outcome.
     running: Arc<AtomicUsize>,
 }
@@ -287,11 +257,16 @@ impl Engine {
         parked.abort_all();
         while parked.join_next().await.is_some() {}
         claims.close();
-        while let Ok((answer, _permit)) = claims.try_recv() {
+        while let Ok((answer, permit)) = claims.try_recv() {
             let Ok(claim) = answer else { continue };
+            let guard = ClaimGuard::new(self.store.clone(), self.running.clone(), permit);
+            guard.boundary_later();
             if let Err(err) = self
                 .store
-                .finish_turn(&claim.turn.id, TurnEnd::Failed(CONTROLLER_SHUTDOWN.into()))
+                .finish_turn(
+                    &claim.turn.id,
+                    TurnEnd::Failed(OutcomeCode::ControllerShutdown),
+                )
                 .await
             {
                 tracing::error!(turn = %claim.turn.id, code = err.code(), "settling a claimed turn at shutdown failed");
@@ -322,9 +297,9 @@ impl Engine {
                 continue;
             }
             let end = if l.dispatched.load(Ordering::SeqCst) {
-                TurnEnd::Unknown(CONTROLLER_SHUTDOWN.into())
+                TurnEnd::Unknown(OutcomeCode::ControllerShutdown)
             } else {
-                TurnEnd::Failed(CONTROLLER_SHUTDOWN.into())
+                TurnEnd::Failed(OutcomeCode::ControllerShutdown)
             };
             if let Err(err) = self.store.finish_turn(&l.turn_id, end).await {
                 tracing::error!(turn = %l.turn_id, code = err.code(), "settling a turn at shutdown failed");
@@ -336,31 +311,30 @@ impl Engine {
     /// outcome is made durable as soon as the runner has it; only then is
     /// the agent kept or torn down, so a crash during teardown never turns
     /// a reported outcome into an unknown one.
-    async fn run_claim(
+    pub(super) async fn run_claim(
         self,
         claim: Claim,
         dispatched: Arc<AtomicBool>,
         settled: Arc<AtomicBool>,
         permit: OwnedSemaphorePermit,
     ) {
-        self.running.fetch_add(1, Ordering::SeqCst);
+        // Settles the running slot and the boundary signal on every exit.
+        let guard = ClaimGuard::new(self.store.clone(), self.running.clone(), permit);
         let turn_id = claim.turn.id.clone();
         let thread_id = claim.thread.id.clone();
         // The provider and policy the turn was prepared with, as recorded
         // in the claim's transaction; a reload since does not change them.
         let (Some(facts), Some(prepared)) = (claim.provider, claim.turn.prepared.clone()) else {
-            self.store.boundary_later();
-            self.finish(&turn_id, TurnEnd::Failed("unknown_provider".into()))
+            guard.boundary_later();
+            self.finish(&turn_id, TurnEnd::Failed(OutcomeCode::UnknownProvider))
                 .await;
-            self.running.fetch_sub(1, Ordering::SeqCst);
             return;
         };
         let mcp = match facts.mcp {
             Ok(mcp) => mcp,
             Err(refusal) => {
-                self.store.boundary_later();
+                guard.boundary_later();
                 self.refuse_mcp(&turn_id, &refusal).await;
-                self.running.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
         };
@@ -378,11 +352,11 @@ impl Engine {
         let hooks = Arc::new(StoreHooks::new(
             self.store.clone(),
             turn_id.clone(),
-            thread_id.clone(),
+            &claim.thread,
             self.broker.clone(),
             dispatched,
+            guard.boundary(),
             fingerprint,
-            claim.thread.version,
         ));
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
@@ -393,7 +367,7 @@ impl Engine {
             // A cold start: the boundary is far off, so the batch that
             // answered the claim (maybe holding the turn's submit) commits
             // now instead of waiting for it.
-            self.store.boundary_later();
+            guard.boundary_later();
         }
         if let (Some(reason), Some(b)) = (replace, &bound) {
             tracing::info!(thread = %thread_id, reason, "agent session replaced");
@@ -434,9 +408,9 @@ impl Engine {
         .await;
         if !hooks.dispatched.load(Ordering::SeqCst) {
             // Ended before its boundary (cancelled, refused): the batch
-            // that claimed it need not wait for one. A stray notice only
-            // makes some batch commit sooner.
-            self.store.boundary_later();
+            // that claimed it need not wait for one (a no-op after a
+            // cold start's notice).
+            guard.boundary_later();
         }
         let mut end = turn_end(&run.outcome, *cancel.borrow());
         if deadline.disarm() {
@@ -451,9 +425,9 @@ impl Engine {
         if let Err(e) = hooks.flush_held().await {
             tracing::error!(turn = %turn_id, code = %e.0, "held text was not journaled");
             end = if hooks.dispatched.load(Ordering::SeqCst) {
-                TurnEnd::Unknown("journal_write_failed".into())
+                TurnEnd::Unknown(OutcomeCode::JournalWriteFailed)
             } else {
-                TurnEnd::Failed("journal_write_failed".into())
+                TurnEnd::Failed(OutcomeCode::JournalWriteFailed)
             };
         }
         // A kept agent goes back to the pool before the outcome is recorded:
@@ -489,8 +463,7 @@ impl Engine {
         }
         let _ = hooks.confirm_streamed().await;
         settled.store(true, Ordering::SeqCst);
-        self.running.fetch_sub(1, Ordering::SeqCst);
-        drop(permit);
+        drop(guard);
         if let Some(teardown) = teardown {
             teardown.run().await;
             self.pool.checkin(&thread_id, None, &turn_id, idle);

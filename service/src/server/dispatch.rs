@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::AuthSession;
+use lapis_protocol::call::{self, Call};
 use lapis_protocol::{ErrorCode, HelloParams, HelloResult, Method, PROTOCOL, Request, RpcError};
 
 use super::conn::Conn;
@@ -54,7 +54,7 @@ pub(super) async fn hello(
         )
         .with_data("supported", json!([PROTOCOL])));
     }
-    let params: HelloParams = request.params()?;
+    let params = params::<call::Hello>(request)?;
     let result = authenticate(ctx, &params)?;
     let session = ctx.authority.check(&result.session.id)?;
     if conn.session.as_ref().is_some_and(|s| s.id != session.id) {
@@ -64,7 +64,7 @@ pub(super) async fn hello(
         conn.mcp = None;
     }
     conn.session = Some(session);
-    serde_json::to_value(result).map_err(internal)
+    reply::<call::Hello>(Ok(result))
 }
 
 /// Routes an authorized request.
@@ -78,76 +78,95 @@ pub(super) async fn method(
     match method {
         Method::Hello => hello(ctx, conn, request).await,
         Method::Status => {
-            let _: Empty = request.params()?;
-            reply(handlers::status(ctx).await)
+            let _ = params::<call::Status>(request)?;
+            reply::<call::Status>(handlers::status(ctx).await)
         }
-        Method::SessionsRevoke => reply(handlers::sessions_revoke(
+        Method::SessionsRevoke => reply::<call::SessionsRevoke>(handlers::sessions_revoke(
             ctx,
             conn,
             session,
             request.params()?,
         )),
         Method::ConfigReload => {
-            let _: Empty = request.params()?;
+            let _ = params::<call::ConfigReload>(request)?;
             let outcome = ctx
                 .reload
                 .reload(&ctx.core.store, &ctx.core.providers)
                 .await;
-            reply(Ok(outcome))
+            reply::<call::ConfigReload>(Ok(outcome))
         }
-        Method::WorkspacesAdd => {
-            reply(handlers::workspaces_add(ctx, session, request.params()?).await)
-        }
+        Method::WorkspacesAdd => reply::<call::WorkspacesAdd>(
+            handlers::workspaces_add(ctx, session, request.params()?).await,
+        ),
         Method::WorkspacesList => {
-            let _: Empty = request.params()?;
-            reply(handlers::workspaces_list(ctx).await)
+            let _ = params::<call::WorkspacesList>(request)?;
+            reply::<call::WorkspacesList>(handlers::workspaces_list(ctx).await)
         }
-        Method::ThreadsCreate => {
-            reply(handlers::threads_create(ctx, session, request.params()?).await)
+        Method::ThreadsCreate => reply::<call::ThreadsCreate>(
+            handlers::threads_create(ctx, session, request.params()?).await,
+        ),
+        Method::ThreadsGet => {
+            reply::<call::ThreadsGet>(handlers::threads_get(ctx, session, request.params()?).await)
         }
-        Method::ThreadsGet => reply(handlers::threads_get(ctx, session, request.params()?).await),
-        Method::ThreadsList => reply(handlers::threads_list(ctx, session, request.params()?).await),
-        Method::ThreadsAttach => {
-            reply(handlers::threads_attach(ctx, session, request.params()?).await)
+        Method::ThreadsList => reply::<call::ThreadsList>(
+            handlers::threads_list(ctx, session, request.params()?).await,
+        ),
+        Method::ThreadsAttach => reply::<call::ThreadsAttach>(
+            handlers::threads_attach(ctx, session, request.params()?).await,
+        ),
+        Method::ThreadsConfigure => reply::<call::ThreadsConfigure>(
+            handlers::threads_configure(ctx, session, request.params()?).await,
+        ),
+        Method::TurnsSubmit => reply::<call::TurnsSubmit>(
+            handlers::turns_submit(ctx, session, request.params()?).await,
+        ),
+        Method::TurnsContinue => reply::<call::TurnsContinue>(
+            handlers::turns_continue(ctx, session, request.params()?).await,
+        ),
+        Method::TurnsGet => {
+            reply::<call::TurnsGet>(handlers::turns_get(ctx, session, request.params()?).await)
         }
-        Method::ThreadsConfigure => {
-            reply(handlers::threads_configure(ctx, session, request.params()?).await)
+        Method::TurnsList => {
+            reply::<call::TurnsList>(handlers::turns_list(ctx, session, request.params()?).await)
         }
-        Method::TurnsSubmit => reply(handlers::turns_submit(ctx, session, request.params()?).await),
-        Method::TurnsContinue => {
-            reply(handlers::turns_continue(ctx, session, request.params()?).await)
-        }
-        Method::TurnsGet => reply(handlers::turns_get(ctx, session, request.params()?).await),
-        Method::TurnsList => reply(handlers::turns_list(ctx, session, request.params()?).await),
-        Method::TurnsCancel => reply(handlers::turns_cancel(ctx, session, request.params()?).await),
-        Method::TurnsResolve => {
-            reply(handlers::turns_resolve(ctx, session, request.params()?).await)
-        }
-        Method::JournalReplay => {
-            reply(handlers::journal_replay(ctx, session, request.params()?).await)
-        }
-        Method::JournalSubscribe => {
-            reply(handlers::journal_subscribe(ctx, conn, session, request.params()?).await)
-        }
-        Method::JournalUnsubscribe => reply(handlers::journal_unsubscribe(conn, request.params()?)),
-        Method::PermissionsList => {
-            reply(handlers::permissions_list(ctx, session, request.params()?).await)
-        }
-        Method::PermissionsRespond => {
-            reply(handlers::permissions_respond(ctx, session, request.params()?).await)
-        }
-        Method::McpRegister => handlers::mcp_register(ctx, conn, session, request.params()?),
+        Method::TurnsCancel => reply::<call::TurnsCancel>(
+            handlers::turns_cancel(ctx, session, request.params()?).await,
+        ),
+        Method::TurnsResolve => reply::<call::TurnsResolve>(
+            handlers::turns_resolve(ctx, session, request.params()?).await,
+        ),
+        Method::JournalReplay => reply::<call::JournalReplay>(
+            handlers::journal_replay(ctx, session, request.params()?).await,
+        ),
+        Method::JournalSubscribe => reply::<call::JournalSubscribe>(
+            handlers::journal_subscribe(ctx, conn, session, request.params()?).await,
+        ),
+        Method::JournalUnsubscribe => reply::<call::JournalUnsubscribe>(
+            handlers::journal_unsubscribe(conn, request.params()?),
+        ),
+        Method::PermissionsList => reply::<call::PermissionsList>(
+            handlers::permissions_list(ctx, session, request.params()?).await,
+        ),
+        Method::PermissionsRespond => reply::<call::PermissionsRespond>(
+            handlers::permissions_respond(ctx, session, request.params()?).await,
+        ),
+        Method::McpRegister => reply::<call::McpRegister>(handlers::mcp_register(
+            ctx,
+            conn,
+            session,
+            request.params()?,
+        )),
     }
 }
 
-/// Serializes a handler's typed result (a `lapis_protocol::params` type or a
-/// record) into the response's `result` member: the one place results
-/// become JSON.
-fn reply<T: Serialize>(result: Result<T, RpcError>) -> Result<Value, RpcError> {
+/// Serializes a handler's typed result into the response's `result` member:
+/// the one place results become JSON. The result must be call `C`'s, the
+/// type the SDK decodes (`lapis_protocol::call`), so the two cannot drift.
+fn reply<C: Call>(result: Result<C::Result, RpcError>) -> Result<Value, RpcError> {
     serde_json::to_value(result?).map_err(internal)
 }
 
-/// Params of methods that take none: an empty object (or nothing).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
+/// Decodes the params of call `C` (for methods whose handler takes none).
+fn params<C: Call>(request: &Request) -> Result<C::Params, RpcError> {
+    request.params()
+}

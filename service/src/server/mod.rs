@@ -41,7 +41,7 @@ use lapis_protocol::config::{Config, EnvFile};
 
 pub(crate) use context::ServerContext;
 pub use context::ServerIdentity;
-pub(crate) use controller::{Core, PermissionResponder, ProviderNames};
+pub(crate) use controller::{Core, ProviderNames};
 pub(crate) use listener::{InstanceLockHeld, ListenError};
 pub use listener::{Listener, bind};
 pub(crate) use reload::Reloader;
@@ -219,7 +219,6 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         core: Core {
             store: store.clone(),
             providers: ProviderNames::new(providers),
-            permissions: engine.clone().map(|e| e as Arc<dyn PermissionResponder>),
             mcp: engine.as_ref().map(|e| e.mcp().clone()).unwrap_or_default(),
             engine,
         },

@@ -20,8 +20,8 @@ fn block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| Handle::current().block_on(f))
 }
 
-fn err(e: impl std::fmt::Display) -> PersistError {
-    PersistError(e.to_string())
+fn err(e: crate::domain::StoreError) -> PersistError {
+    PersistError(e.to_string(), e.storage_condition())
 }
 
 impl SessionPersistence for StoreSessions {

@@ -306,12 +306,27 @@ impl Store {
     /// `conflict` unless the turn is `preparing` with no pending cancel; then
     /// the prompt must not be written.
     pub async fn mark_dispatched(&self, turn: &str, binding: SessionBinding) -> StoreResult<Turn> {
+        self.mark_dispatched_as(turn, binding, true).await
+    }
+
+    /// [`Store::mark_dispatched`], saying whether the batch that claimed
+    /// the turn still waits for this boundary (`awaited`): false once the
+    /// engine sent [`Store::boundary_later`] for the claim, so one claim
+    /// never ends two waits.
+    pub(crate) async fn mark_dispatched_as(
+        &self,
+        turn: &str,
+        binding: SessionBinding,
+        awaited: bool,
+    ) -> StoreResult<Turn> {
         let turn = turn.to_owned();
-        // A claimed turn's boundary: its batch may be waiting for it.
-        self.op_with(OpMode::Boundary, move |w| {
-            w.mark_dispatched(&turn, &binding)
-        })
-        .await
+        let mode = if awaited {
+            OpMode::Boundary
+        } else {
+            OpMode::Durable
+        };
+        self.op_with(mode, move |w| w.mark_dispatched(&turn, &binding))
+            .await
     }
 
     /// The agent started on the prompt (`dispatched → running`).
@@ -336,6 +351,14 @@ impl Store {
     pub async fn finish_turn(&self, turn: &str, end: TurnEnd) -> StoreResult<TransitionOutcome> {
         let turn = turn.to_owned();
         self.op(move |w| w.finish_turn(&turn, end)).await
+    }
+
+    /// Fence a turn in memory whose end the store refused (see
+    /// `Writer::fence_in_memory`): its workspace is released from flight
+    /// and held fenced until a restart's recovery records it.
+    pub(crate) async fn fence_in_memory(&self, turn: &str) -> StoreResult<()> {
+        let turn = turn.to_owned();
+        self.op(move |w| w.fence_in_memory(&turn)).await
     }
 
     /// Append an activity event (content kinds only) to a claimed turn.

@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{Clock, JournalEvent, StoreError, StoreResult, StoreStatus, SystemClock};
 
+use super::home;
 use super::journal::{Journal, MemoryPayloads, SharedPayloads};
 use super::lock::InstanceLock;
 use super::recovery::Recovered;
@@ -165,65 +166,20 @@ impl Future for PendingAppend {
     }
 }
 
-/// Mode of the controller home: only its owner may enter it.
-const HOME_MODE: u32 = 0o700;
-/// Mode of the database and its `-wal`/`-shm` companions.
-const DB_MODE: u32 = 0o600;
-
-/// Makes the controller home 0700 (tightening one an older version or a
-/// user left open) and the database files 0600 before SQLite opens them.
-/// The database file is created here, 0600, when missing: SQLite creates
-/// `-wal` and `-shm` with the mode of the database file, so they follow.
-/// Companions left by an older version are tightened too.
-fn private_files(home: &std::path::Path, db: &std::path::Path) -> StoreResult<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let chmod = |path: &std::path::Path, mode: u32| -> StoreResult<()> {
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(StoreError::io(
-                    format!("cannot inspect {}", path.display()),
-                    e,
-                ));
-            }
-        };
-        if meta.permissions().mode() & 0o7777 != mode {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                .map_err(|e| StoreError::io(format!("cannot restrict {}", path.display()), e))?;
-            tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "tightened permissions");
-        }
-        Ok(())
-    };
-    chmod(home, HOME_MODE)?;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(DB_MODE)
-        .open(db)
-        .map_err(|e| StoreError::io(format!("cannot create {}", db.display()), e))?;
-    chmod(db, DB_MODE)?;
-    for suffix in ["-wal", "-shm"] {
-        let mut companion = db.as_os_str().to_owned();
-        companion.push(suffix);
-        chmod(std::path::Path::new(&companion), DB_MODE)?;
-    }
-    Ok(())
-}
-
 impl Store {
     /// Open (blocking): lock, open, validate, recover, start the writer.
     pub fn open(options: StoreOptions) -> StoreResult<Store> {
         let started = Instant::now();
+        home::check_is_home(&options.home)?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&options.home)
             .map_err(|e| StoreError::io(format!("cannot create {}", options.home.display()), e))?;
         let lock = InstanceLock::acquire(&options.home)?;
+        home::mark(&options.home)?;
         let db = options.home.join(schema::DB_FILE);
-        private_files(&options.home, &db)?;
+        home::private_files(&options.home, &db)?;
         let conn = schema::open_writer(&db)?;
         let validated = validate(&conn)?;
         let (events, _) = broadcast::channel(options.broadcast_capacity.max(1));
@@ -378,10 +334,7 @@ impl Store {
                 move |failed: Option<&'static str>, _: &[Arc<JournalEvent>]| {
                     let result = match failed {
                         None => result,
-                        Some(code) => Err(StoreError::io(
-                            format!("operation rolled back with its batch ({code})"),
-                            std::io::Error::other("group commit failed"),
-                        )),
+                        Some(cause) => Err(StoreError::rolled_back(cause)),
                     };
                     let _ = tx.send(result);
                 },

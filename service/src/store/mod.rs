@@ -51,6 +51,7 @@ mod api;
 mod chain;
 mod continuation;
 mod handle;
+mod home;
 mod ids;
 mod journal;
 mod lock;
@@ -73,13 +74,9 @@ pub(crate) use chain::ChainReport;
 pub(crate) use chain::GENESIS;
 pub(crate) use handle::PendingAppend;
 pub use handle::{Store, StoreOptions};
-#[cfg(test)]
-pub(crate) use ops_turns::{CANCELLED_BEFORE_START, CONTINUATION_REFUSED, RESOLVED_BY_OWNER};
 pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
 pub(crate) use receipts::CommandKind;
-#[cfg(test)]
-pub(crate) use recovery::SETUP_INTERRUPTED;
 pub(crate) use schema::APPLICATION_ID;
 pub use schema::{DB_FILE, SCHEMA_VERSION};
 
@@ -111,4 +108,4 @@ pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainR
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -4,7 +4,6 @@
 //! audited with how it was resolved.
 
 use super::ids::digest;
-use super::ops_turns::{CANCELLED_BEFORE_START, RESOLVED_BY_OWNER};
 use super::read;
 use super::receipts::{Command, CommandKind};
 use super::transition::stage_transition;
@@ -12,7 +11,7 @@ use super::writer::Writer;
 use crate::domain::{
     Actor, Receipt, ResolveAs, StoreError, StoreResult, Turn, TurnEvent, TurnState,
 };
-use lapis_protocol::{CancelRequest, Payload, Resolution, ResolvedVia};
+use lapis_protocol::{CancelRequest, OutcomeCode, Payload, Resolution, ResolvedVia};
 use rusqlite::params;
 use serde_json::json;
 
@@ -27,7 +26,7 @@ impl Writer {
                 .transition(
                     id,
                     TurnEvent::Cancel,
-                    Some(CANCELLED_BEFORE_START.into()),
+                    Some(OutcomeCode::CancelledBeforeStart.as_str().into()),
                     false,
                 )?
                 .turn),
@@ -98,10 +97,7 @@ impl Writer {
                 "resolution requires confirmation that the agent stopped",
             ));
         }
-        let as_name = match as_ {
-            ResolveAs::Failed => "failed",
-            ResolveAs::Cancelled => "cancelled",
-        };
+        let as_name = as_.as_str();
         let command = Command {
             actor,
             id: command_id,
@@ -141,7 +137,7 @@ impl Writer {
         };
         let id = row.id.as_str();
         let after = self.write(|tx, j, st, now| {
-            let after = stage_transition(tx, j, st, now, row, event, Some(RESOLVED_BY_OWNER), false)?
+            let after = stage_transition(tx, j, st, now, row, event, Some(OutcomeCode::ResolvedByOwner.as_str()), false)?
                 .ok_or_else(|| StoreError::conflict("turn is not awaiting resolution"))?;
             let detail = json!({
                 "as": as_state, "from": row.state, "via": via,

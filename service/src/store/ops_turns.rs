@@ -14,7 +14,9 @@ use crate::domain::{
 };
 
 use super::continuation;
-use lapis_protocol::{Ignored, Observation, Payload, Prompt, ThreadExpect, TurnSubmitted};
+use lapis_protocol::{
+    Ignored, Observation, OutcomeCode, Payload, Prompt, ThreadExpect, TurnSubmitted,
+};
 
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
 use super::prepared;
@@ -23,14 +25,6 @@ use super::receipts::{CommandKind, check_replay, receipt, stage_receipt};
 use super::transition::stage_transition;
 use super::writer::{LiveTurn, Writer};
 
-/// Outcome code of a turn cancelled while still queued.
-pub(crate) const CANCELLED_BEFORE_START: &str = "cancelled_before_start";
-/// Outcome code of a turn some of whose streamed output was not journaled.
-pub(crate) const JOURNAL_WRITE_FAILED: &str = "journal_write_failed";
-/// Outcome code of a continuation whose prior no longer qualifies at claim.
-pub(crate) const CONTINUATION_REFUSED: &str = "continuation_refused";
-/// Outcome code of a fenced turn resolved by its owner.
-pub(crate) const RESOLVED_BY_OWNER: &str = "resolved_by_owner";
 /// Largest accepted per-turn deadline (one week).
 pub(super) const MAX_TURN_SECONDS: u64 = 604_800;
 /// Longest native session id the store keeps.
@@ -280,7 +274,7 @@ impl Writer {
                         self.transition(
                             &id,
                             TurnEvent::Fail,
-                            Some(CONTINUATION_REFUSED.into()),
+                            Some(OutcomeCode::ContinuationRefused.as_str().into()),
                             false,
                         )?;
                         return Ok(None);
@@ -373,7 +367,7 @@ impl Writer {
         let end = match self.live.get(id) {
             Some(l) if l.append_failed => {
                 tracing::error!(turn = %id, "streamed events were not journaled");
-                TurnEnd::Unknown(JOURNAL_WRITE_FAILED.into())
+                TurnEnd::Unknown(OutcomeCode::JournalWriteFailed)
             }
             _ => end,
         };
@@ -386,10 +380,10 @@ impl Writer {
             other => other,
         };
         let (event, code) = match end {
-            TurnEnd::Completed(c) => (TurnEvent::Complete, c),
-            TurnEnd::Failed(c) => (TurnEvent::Fail, c),
-            TurnEnd::Cancelled(c) => (TurnEvent::Cancel, c),
-            TurnEnd::Interrupted(c) => (TurnEvent::Interrupt, c),
+            TurnEnd::Completed(stop_reason) => (TurnEvent::Complete, stop_reason),
+            TurnEnd::Failed(c) => (TurnEvent::Fail, c.as_str().to_owned()),
+            TurnEnd::Cancelled(c) => (TurnEvent::Cancel, c.as_str().to_owned()),
+            TurnEnd::Interrupted(c) => (TurnEvent::Interrupt, c.as_str().to_owned()),
             TurnEnd::Unknown(c) => {
                 let cancel = self.live.get(id).is_some_and(|l| *l.cancel.borrow());
                 (
@@ -398,10 +392,27 @@ impl Writer {
                     } else {
                         TurnEvent::LoseOutcome
                     },
-                    c,
+                    c.as_str().to_owned(),
                 )
             }
         };
         self.transition(id, event, Some(code), false)
+    }
+
+    /// The last resort when a turn's end cannot be recorded for a reason
+    /// other than the storage (which is retried): the turn leaves the
+    /// scheduler as a fence, in memory only, so its workspace is never
+    /// held in flight by a turn nobody will settle. The row stays in flight
+    /// on disk, so the next open's recovery records it
+    /// `submission_unknown`, resolvable as any fence.
+    pub(super) fn fence_in_memory(&mut self, id: &str) -> StoreResult<()> {
+        let row = self.turn_or_404(id)?;
+        if !row.state.is_in_flight() {
+            return Ok(());
+        }
+        tracing::error!(turn = %id, "turn end unrecordable: workspace fenced until a restart");
+        self.sched.release(&row.workspace_id, id, true);
+        self.live.remove(id);
+        Ok(())
     }
 }

@@ -16,11 +16,7 @@ use super::journal::ThreadJournal;
 use super::read::{self, TURN_COLS};
 use super::scheduler::Scheduler;
 use super::writer::{LiveTurn, Writer};
-
-/// Outcome code of turns failed by recovery before their dispatch boundary.
-pub(crate) const SETUP_INTERRUPTED: &str = "setup_interrupted";
-/// Outcome code of turns whose outcome was lost after the dispatch boundary.
-pub(crate) const OUTCOME_LOST: &str = "outcome_lost";
+use lapis_protocol::OutcomeCode;
 
 /// One turn changed by recovery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,11 +119,11 @@ impl Writer {
         let mut out = Vec::new();
         for (id, state, cancel) in stuck {
             let (event, code) = match state {
-                TurnState::Preparing => (TurnEvent::Fail, SETUP_INTERRUPTED),
-                _ if cancel => (TurnEvent::Interrupt, OUTCOME_LOST),
-                _ => (TurnEvent::LoseOutcome, OUTCOME_LOST),
+                TurnState::Preparing => (TurnEvent::Fail, OutcomeCode::SetupInterrupted),
+                _ if cancel => (TurnEvent::Interrupt, OutcomeCode::OutcomeLost),
+                _ => (TurnEvent::LoseOutcome, OutcomeCode::OutcomeLost),
             };
-            let outcome = self.transition(&id, event, Some(code.to_owned()), true)?;
+            let outcome = self.transition(&id, event, Some(code.as_str().to_owned()), true)?;
             out.push(Recovered {
                 turn: id,
                 from: state,

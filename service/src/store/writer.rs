@@ -54,13 +54,16 @@ use super::read;
 use super::scheduler::Scheduler;
 
 mod batch;
+#[cfg(test)]
+pub(crate) use batch::FAIL_COMMITS;
 mod publish;
 use batch::Batch;
 use publish::Published;
 pub(super) use publish::Publisher;
 
 /// Sends an operation's answer once its batch's fate is known: `None` when
-/// the batch committed, `Some(code)` when its commit failed; with the
+/// the batch committed, `Some(cause)` when its commit failed (see
+/// [`StoreError::batch_cause`]); with the
 /// batch's published events.
 pub(crate) type Reply = Box<dyn FnOnce(Option<&'static str>, &[Arc<JournalEvent>]) + Send>;
 
@@ -460,20 +463,14 @@ impl Writer {
                 }
             }
             (Err(e), _) => {
-                let code = e.code();
+                let cause = e.batch_cause();
                 for (req, _) in plans {
-                    let _ = req.reply.send(Err(StoreError::io(
-                        format!("journal batch rolled back ({code})"),
-                        std::io::Error::other("group commit failed"),
-                    )));
+                    let _ = req.reply.send(Err(StoreError::rolled_back(cause)));
                 }
             }
-            (Ok(_), Some(code)) => {
+            (Ok(_), Some(cause)) => {
                 for (req, _) in plans {
-                    let _ = req.reply.send(Err(StoreError::io(
-                        format!("journal batch rolled back ({code})"),
-                        std::io::Error::other("group commit failed"),
-                    )));
+                    let _ = req.reply.send(Err(StoreError::rolled_back(cause)));
                 }
             }
         })

@@ -190,7 +190,10 @@ async fn cancel_and_resolve(store: &Store, threads: &[String], pid: u32) -> ! {
         store.request_cancel(&actor(), &id).await.unwrap();
         ack("cancel_requested", &id);
         let out = store
-            .finish_turn(&id, TurnEnd::Unknown("cancel_deadline".into()))
+            .finish_turn(
+                &id,
+                TurnEnd::Unknown(lapis_protocol::OutcomeCode::CancelDeadline),
+            )
             .await
             .unwrap();
         assert_eq!(out.turn.state, TurnState::Interrupted);

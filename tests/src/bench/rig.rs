@@ -188,7 +188,11 @@ impl Rig {
     pub(crate) fn threads(&self, client: &mut Client, provider: &str) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for ws in &self.workspaces {
-            out.push(client.threads_create(ws, provider, "allow-all", None)?.id);
+            out.push(
+                client
+                    .threads_create(ws, provider, lapis_protocol::ApprovalPolicy::AllowAll, None)?
+                    .id,
+            );
         }
         Ok(out)
     }

@@ -161,7 +161,12 @@ pub(crate) fn run(
         warm::agent_floor(echo, &cwd, n)?,
         None,
     );
-    let thread = client.threads_create(&rig.workspaces[2], "echo", "ask", None)?;
+    let thread = client.threads_create(
+        &rig.workspaces[2],
+        "echo",
+        lapis_protocol::ApprovalPolicy::Ask,
+        None,
+    )?;
     table.add(
         "turns",
         "SDK, 1 workspace, warm turn one at a time: submit -> completed event",
@@ -225,7 +230,12 @@ pub(crate) fn run(
     }
 
     if !warm_only {
-        let fresh = client.threads_create(&rig.workspaces[0], "echo", "ask", None)?;
+        let fresh = client.threads_create(
+            &rig.workspaces[0],
+            "echo",
+            lapis_protocol::ApprovalPolicy::Ask,
+            None,
+        )?;
         let echo = answer_to_completed(&mut client, &fresh.id, "ac-echo", n)?;
         table.add(
             "turns",
@@ -235,7 +245,12 @@ pub(crate) fn run(
             None,
         );
         if lingering.is_some() {
-            let thread = client.threads_create(&rig.workspaces[1], "linger", "ask", None)?;
+            let thread = client.threads_create(
+                &rig.workspaces[1],
+                "linger",
+                lapis_protocol::ApprovalPolicy::Ask,
+                None,
+            )?;
             let linger = answer_to_completed(&mut client, &thread.id, "ac-linger", n.min(20))?;
             table.add(
                 "turns",
@@ -249,7 +264,12 @@ pub(crate) fn run(
         }
         match &ts {
             Some(ts) => {
-                let thread = client.threads_create(&rig.workspaces[3], "ts", "ask", None)?;
+                let thread = client.threads_create(
+                    &rig.workspaces[3],
+                    "ts",
+                    lapis_protocol::ApprovalPolicy::Ask,
+                    None,
+                )?;
                 let cwd = rig.ctx.home().join("ws3");
                 warm::ts_agent_rows(
                     table,

@@ -11,6 +11,9 @@
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
 //! `--structured-input` `--pidfile PATH` `--load-session` `--history PATH`
+//! `--hostile` (puts [`HOSTILE`], terminal control sequences, into a thought,
+//! the reply, a tool call's title, permission titles and option names and
+//! its stderr lines)
 //! `--recall` `--advertise` (agent info, capabilities, an auth method and
 //! session modes) `--expect-env NAME=VALUE` (initialize fails unless the
 //! environment has exactly that; `VALUE` `@PATH` reads it from a file, so it
@@ -98,6 +101,11 @@ impl Script {
     }
 }
 
+/// What a hostile model writes to take over a terminal: erase the line and
+/// rewrite it (CSI 2K, CSI 1G), the one-byte CSI, an OSC window title, a
+/// bare CR, backspaces and DEL.
+pub(crate) const HOSTILE: &str = "\x1b[2K\x1b[1G\u{9b}31m\x1b]0;pwned\x07 over\rwrite\x08\x08!\x7f";
+
 type Out = Arc<Mutex<std::io::Stdout>>;
 
 fn send(out: &Out, msg: &Value) {
@@ -129,7 +137,8 @@ fn main() {
         write_pid(pidfile);
     }
     for i in 0..script.num("stderr") {
-        eprintln!("fixture stderr line {i}");
+        let hostile = if script.has("hostile") { HOSTILE } else { "" };
+        eprintln!("fixture stderr line {i}{hostile}");
     }
     if script.has("secrets") {
         for sample in lapis_service::redact::sample_credentials() {

@@ -70,7 +70,7 @@ pub(crate) fn resolve_fenced(client: &mut Client, turns: &BTreeSet<String>) -> R
     for turn in turns {
         let t = client.turns_get(turn)?;
         if t.state.is_fenced() {
-            client.turns_resolve(turn, "failed", true)?;
+            client.turns_resolve(turn, lapis_protocol::ResolveAs::Failed, true)?;
             n += 1;
         }
     }

@@ -181,7 +181,12 @@ pub(crate) fn revoke(turns: usize) -> Result<Summary> {
         let session = victim.session().map(|s| s.id.clone()).unwrap_or_default();
         victim.journal_subscribe(None, None)?;
         let mut actor = client(&rig, &app)?;
-        let thread = actor.threads_create(&rig.workspaces[0], "stream", "allow-all", None)?;
+        let thread = actor.threads_create(
+            &rig.workspaces[0],
+            "stream",
+            lapis_protocol::ApprovalPolicy::AllowAll,
+            None,
+        )?;
         let mut ids = Vec::new();
         for i in 0..turns / 2 {
             ids.push(
@@ -312,9 +317,14 @@ pub(crate) fn disk_full() -> Result<Summary> {
     )?;
     let settle_ms = freed.elapsed().as_millis();
     if state[0] == "submission_unknown" {
-        c.turns_resolve(&turn.id, "failed", true)?;
+        c.turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)?;
     }
-    let small = c.threads_create(&rig.workspaces[0], "small", "allow-all", None)?;
+    let small = c.threads_create(
+        &rig.workspaces[0],
+        "small",
+        lapis_protocol::ApprovalPolicy::AllowAll,
+        None,
+    )?;
     let next = c.turns_submit(&small.id, "full-2", "hi")?;
     let next_state = wait_turns(&mut c, &[next.id], Duration::from_secs(60))?;
     if next_state[0] != "completed" {

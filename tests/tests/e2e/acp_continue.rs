@@ -30,13 +30,17 @@ fn sdk(server: &Server) -> Client {
     .unwrap()
 }
 
-fn thread(client: &mut Client, provider: &str, retention: Option<&str>) -> Thread {
+fn thread(
+    client: &mut Client,
+    provider: &str,
+    retention: Option<lapis_protocol::Retention>,
+) -> Thread {
     let p = ThreadsCreate {
         workspace_id: "proj".into(),
         provider: provider.into(),
-        approval: Some("ask".into()),
+        approval: Some(lapis_protocol::ApprovalPolicy::Ask),
         restricted: false,
-        retention: retention.map(str::to_owned),
+        retention,
         mcp_servers: Vec::new(),
         command_id: None,
     };
@@ -141,7 +145,11 @@ fn every_prompt_is_a_user_message_that_turns_show_includes_and_no_log_carries() 
 
     // Metadata-only: shown while the payload is in memory, unavailable after
     // a restart, as for the agent's reply.
-    let meta = thread(&mut client, "echo", Some("metadata-only"));
+    let meta = thread(
+        &mut client,
+        "echo",
+        Some(lapis_protocol::Retention::MetadataOnly),
+    );
     let private = "private-question-91c2";
     let m = client.turns_submit(&meta.id, "u-2", private).unwrap();
     completes(&mut client, &m);
@@ -294,7 +302,7 @@ fn continuations_are_refused_for_unsettled_or_incomplete_priors() {
     let status = server.ctx.run(["status", "--json"]).json();
     assert_eq!(status["fencedWorkspaces"], json!(["proj"]), "{status}");
     client
-        .turns_resolve(&lost.id, "failed", true)
+        .turns_resolve(&lost.id, lapis_protocol::ResolveAs::Failed, true)
         .expect("resolve");
 
     // A tool call that never reached a terminal status.
@@ -310,7 +318,11 @@ fn continuations_are_refused_for_unsettled_or_incomplete_priors() {
     assert!(out.stderr.contains("tool call"), "{}", out.stderr);
 
     // Metadata-only history lost to a restart.
-    let meta = thread(&mut client, "echo", Some("metadata-only"));
+    let meta = thread(
+        &mut client,
+        "echo",
+        Some(lapis_protocol::Retention::MetadataOnly),
+    );
     let m = client.turns_submit(&meta.id, "m-1", "hello").unwrap();
     completes(&mut client, &m);
     drop(client);

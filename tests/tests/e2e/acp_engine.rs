@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lapis_e2e::TestContext;
 use lapis_service::acp::PermissionAnswer;
-use lapis_service::engine::{CONTROLLER_SHUTDOWN, Engine, EngineConfig, EngineHandle};
+use lapis_service::engine::{Engine, EngineConfig, EngineHandle};
 use lapis_service::{
     Actor, ApprovalPolicy, EventKind, JournalEvent, NewThread, ReplayScope, ResolveAs, Retention,
     Store, StoreOptions, SubmitTurn, Turn, TurnState,
@@ -305,7 +305,10 @@ async fn permissions_are_answered_through_the_engine_with_offered_ids_only() {
         )
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), "invalid_request");
+    assert_eq!(
+        refused.error_code(),
+        lapis_protocol::ErrorCode::InvalidRequest
+    );
     rig.engine
         .respond_permission(
             &turn,
@@ -325,7 +328,7 @@ async fn permissions_are_answered_through_the_engine_with_offered_ids_only() {
         .respond_permission(&turn, &request, PermissionAnswer::Cancelled)
         .await
         .unwrap_err();
-    assert_eq!(late.code(), "conflict");
+    assert_eq!(late.error_code(), lapis_protocol::ErrorCode::Conflict);
     rig.store.flush().await.unwrap();
     assert_eq!(
         rig.store.get_turn(&turn).await.unwrap().state,
@@ -373,7 +376,10 @@ async fn shutdown_kills_running_agents_and_settles_their_turns() {
     rig.handle.take().unwrap().shutdown().await;
     let done = rig.store.get_turn(&turn).await.unwrap();
     assert_eq!(done.state, TurnState::SubmissionUnknown);
-    assert_eq!(done.outcome.as_deref(), Some(CONTROLLER_SHUTDOWN));
+    assert_eq!(
+        done.outcome_code(),
+        Some(lapis_protocol::OutcomeCode::ControllerShutdown)
+    );
     let gc = read_pid(&pidfile);
     for _ in 0..400 {
         if !alive(gc) {

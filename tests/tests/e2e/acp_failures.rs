@@ -2,14 +2,15 @@
 //! dispatch boundary are plain `failed`; after it, an unreported outcome is
 //! `submission_unknown` and the prompt is never sent twice.
 
+use lapis_protocol::OutcomeCode;
 use lapis_service::acp::{ProviderSpec, TurnOutcome};
 use serde_json::json;
 
 use crate::acp::{AskMode, Recorder, arg, fixture, request, run_fixture, run_with};
 
-fn failed(code: &'static str) -> TurnOutcome {
+fn failed(code: &str) -> TurnOutcome {
     TurnOutcome::Failed {
-        code,
+        code: OutcomeCode::parse(code).expect("an outcome code"),
         dispatched: false,
     }
 }
@@ -93,7 +94,7 @@ async fn agent_exit_after_the_prompt_is_submission_unknown() {
     assert_eq!(
         outcome,
         TurnOutcome::SubmissionUnknown {
-            code: "agent_exited"
+            code: OutcomeCode::AgentExited
         }
     );
     assert!(outcome.fences());
@@ -108,7 +109,7 @@ async fn streamed_output_survives_an_agent_that_dies_without_answering() {
     assert_eq!(
         outcome,
         TurnOutcome::SubmissionUnknown {
-            code: "agent_exited"
+            code: OutcomeCode::AgentExited
         }
     );
     let want: String = (0..10).map(|i| format!("chunk{i} ")).collect();
@@ -128,7 +129,7 @@ async fn an_oversized_line_is_a_protocol_failure_not_a_crash() {
     assert_eq!(
         outcome,
         TurnOutcome::SubmissionUnknown {
-            code: "line_too_long"
+            code: OutcomeCode::LineTooLong
         }
     );
     assert_eq!(hooks.reply(), "chunk0 chunk1 ");
@@ -151,10 +152,35 @@ async fn an_error_answer_to_the_prompt_is_a_reported_failure() {
     assert_eq!(
         outcome,
         TurnOutcome::Failed {
-            code: "agent_error",
+            code: OutcomeCode::AgentError,
             dispatched: true
         }
     );
     assert!(!outcome.fences());
     assert_eq!(hooks.reply(), "chunk0 ");
+}
+
+/// A `stopReason` outside ACP's enum (misspelt, empty, oversized) is the
+/// agent's protocol error: the turn fails after its dispatch with one fixed
+/// code, and the value itself is recorded nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_reason_outside_the_enum_fails_with_a_fixed_code() {
+    let long = "z".repeat(1000);
+    for stop in ["end turn", "", long.as_str()] {
+        let (outcome, hooks, _dir) = run_fixture(&["--stop-reason", stop]).await;
+        assert_eq!(
+            outcome,
+            TurnOutcome::Failed {
+                code: OutcomeCode::InvalidStopReason,
+                dispatched: true
+            },
+            "for {stop:?}"
+        );
+        let stored: Vec<_> = hooks.events().iter().map(|e| e.to_value()).collect();
+        let recorded = serde_json::to_string(&stored).unwrap();
+        assert!(recorded.contains("invalid_stop_reason"), "{recorded}");
+        if !stop.is_empty() {
+            assert!(!recorded.contains(stop), "{recorded}");
+        }
+    }
 }

@@ -22,7 +22,9 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
         json!({ "slow": slow, "hang": fixture(&["--chunks", "1", "--hang"]) }),
     );
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "slow", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "slow", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client
         .turns_submit(&thread.id, "d-1", "never ends")
         .unwrap();
@@ -32,7 +34,9 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
         ("cancelled", Some("deadline_exceeded"))
     );
     assert!(client.turns_get(&turn.id).unwrap().cancel_requested);
-    let hang = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let hang = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let submit = |cmd: &str, seconds: u64| TurnsSubmit {
         thread_id: hang.id.clone(),
         command_id: cmd.into(),
@@ -63,9 +67,11 @@ fn max_running_turns_caps_concurrent_turns() {
         &["other"],
     );
     let mut client = sdk(&server);
-    let ta = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let ta = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let tb = client
-        .threads_create("other", "quick", "ask", None)
+        .threads_create("other", "quick", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let a = client.turns_submit(&ta.id, "c-1", "hold").unwrap();
     wait_turn(&mut client, &a.id, |s| s == "running");

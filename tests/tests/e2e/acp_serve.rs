@@ -60,7 +60,9 @@ fn agents_orphaned_by_a_killed_controller_die_at_restart_and_the_prompt_is_never
     ]);
     let mut server = Server::start_full(json!({}), json!({ "hang": hang }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "o-1", "run once").unwrap();
     wait_turn(&mut client, &turn.id, |s| {
         s == "dispatched" || s == "running"
@@ -101,7 +103,9 @@ fn outcomes_and_journal_through_serve() {
     );
     let mut client = sdk(&server);
     // A streamed turn: every kind of activity journaled, in order.
-    let rich = client.threads_create("proj", "rich", "ask", None).unwrap();
+    let rich = client
+        .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&rich.id, "r-1", "do it").unwrap();
     let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
     assert_eq!(
@@ -135,14 +139,18 @@ fn outcomes_and_journal_through_serve() {
     assert_eq!(last_tool.status.as_deref(), Some("completed"));
     assert_eq!(last_tool.locations[0].path, "/w/f0.rs");
     // Cancel reaches the agent and the turn ends cancelled, unfenced.
-    let hang = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let hang = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&hang.id, "h-1", "wait").unwrap();
     wait_turn(&mut client, &turn.id, |s| s == "running");
     client.turns_cancel(&turn.id).unwrap();
     let (state, _) = wait_turn(&mut client, &turn.id, settled);
     assert_eq!(state, "cancelled");
     // An agent that dies after streaming: output kept, outcome unknown, fenced.
-    let dies = client.threads_create("proj", "dies", "ask", None).unwrap();
+    let dies = client
+        .threads_create("proj", "dies", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&dies.id, "d-1", "die").unwrap();
     let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
     assert_eq!(

@@ -81,7 +81,7 @@ fn a_crash_after_the_outcome_commit_leaves_the_turn_completed() {
     let mut server = Server::start_full(json!({}), json!({ "linger": linger }));
     let mut client = sdk(&server);
     let thread = client
-        .threads_create("proj", "linger", "ask", None)
+        .threads_create("proj", "linger", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&thread.id, "l-1", "answer").unwrap();
     let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
@@ -117,7 +117,7 @@ fn a_lingering_agents_teardown_is_logged_as_sigterm() {
     let server = Server::start_full(json!({}), json!({ "linger": linger }));
     let mut client = sdk(&server);
     let thread = client
-        .threads_create("proj", "linger", "ask", None)
+        .threads_create("proj", "linger", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&thread.id, "l-1", "answer").unwrap();
     wait_turn(&mut client, &turn.id, settled);
@@ -191,7 +191,9 @@ fn two_turns_share_one_agent_process_and_session() {
     );
     // The CLI's application, so `turns show` may read the thread.
     let mut client = sdk_as(&server, "lapis-cli");
-    let thread = client.threads_create("proj", "mem", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "mem", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let first = run(&mut client, &thread.id, "m-1", "first question");
     let pid = pid_of(&pidfile);
     let second = run(&mut client, &thread.id, "m-2", "second question");
@@ -240,8 +242,12 @@ fn an_evicted_agent_is_resumed_with_session_load() {
     b["idleSeconds"] = json!(600);
     let server = Server::start_full(json!({ "maxLiveAgents": 1 }), json!({ "a": a, "b": b }));
     let mut client = sdk(&server);
-    let ta = client.threads_create("proj", "a", "ask", None).unwrap();
-    let tb = client.threads_create("proj", "b", "ask", None).unwrap();
+    let ta = client
+        .threads_create("proj", "a", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let tb = client
+        .threads_create("proj", "b", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let a1 = run(&mut client, &ta.id, "a-1", "alpha one");
     let b1 = run(&mut client, &tb.id, "b-1", "beta one");
     let s = status(&server);
@@ -289,7 +295,9 @@ fn an_agent_without_load_session_gives_context_reset() {
     once["idleSeconds"] = json!(0);
     let server = Server::start_full(json!({}), json!({ "once": once }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "once", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "once", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let first = run(&mut client, &thread.id, "o-1", "first");
     assert!(observations(&mut client, &thread.id, &first, "context_reset").is_empty());
     let second = run(&mut client, &thread.id, "o-2", "second");
@@ -325,7 +333,9 @@ fn a_killed_controller_resumes_the_session_at_the_next_turn() {
     ]);
     let mut server = Server::start_full(json!({}), json!({ "mem": agent }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "mem", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "mem", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let first = run(&mut client, &thread.id, "k-1", "before the crash");
     let old = pid_of(&pidfile);
     drop(client);
@@ -365,7 +375,9 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     let agent = fixture(&["--recall", "--load-session", "--history", &history]);
     let mut server = Server::start_full(json!({}), json!({ "mem": agent }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "mem", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "mem", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let first = run(&mut client, &thread.id, "r-1", "one");
     drop(client);
     assert_eq!(server.stop(), Some(0));
@@ -400,7 +412,7 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
         thread_id: thread.id.clone(),
         expected_version: 1,
         provider: None,
-        approval: Some("allow-all".into()),
+        approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
         restricted: None,
         retention: None,
         command_id: None,

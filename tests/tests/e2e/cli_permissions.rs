@@ -47,7 +47,7 @@ fn pending(server: &Server) -> Value {
 }
 
 /// Waits for a child, bounded so a hang fails instead of blocking forever.
-fn finish(mut child: Child) -> (Option<i32>, String, String) {
+pub fn finish(mut child: Child) -> (Option<i32>, String, String) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
@@ -69,7 +69,8 @@ fn finish(mut child: Child) -> (Option<i32>, String, String) {
 
 #[test]
 fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
-    let (server, thread) = asker("allow_once,reject_once");
+    // The shape real agents (claude-agent-acp, codex-acp, qwen) offer.
+    let (server, thread) = asker("allow_always,allow_once,reject_once");
     let ctx = &server.ctx;
     let turn = ctx
         .run(["turns", "submit", &thread, "--prompt", "go"])
@@ -89,8 +90,11 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
         .iter()
         .map(|o| o["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["opt-allow_once", "opt-reject_once"]);
-    assert_eq!(req["options"][1]["kind"], "reject_once");
+    assert_eq!(
+        ids,
+        ["opt-allow_always", "opt-allow_once", "opt-reject_once"]
+    );
+    assert_eq!(req["options"][2]["kind"], "reject_once");
     // Like every wire time: RFC 3339 UTC with milliseconds.
     let deadline = req["deadline"].as_str().unwrap();
     assert!(
@@ -134,7 +138,7 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
             .stdout
             .contains("  opt-reject_once\treject_once\treject_once")
     );
-    // --allow picks the one allow option.
+    // --allow answers allow_once, though allow_always is offered too.
     let answered = ctx.run([
         "permissions",
         "respond",
@@ -203,17 +207,29 @@ fn without_a_terminal_the_exact_respond_command_is_printed_and_an_ambiguous_flag
         .as_str()
         .unwrap()
         .to_owned();
+    // Each printed command answers by its kind's flag.
     assert_eq!(
-        commands[1],
-        format!("permissions respond {turn} perm-0 opt-allow_always")
+        commands,
+        [
+            format!("permissions respond {turn} perm-0 --allow"),
+            format!("permissions respond {turn} perm-0 --allow-always"),
+            format!("permissions respond {turn} perm-0 --reject"),
+        ]
     );
-    // Two allow options: --allow is ambiguous and says what is offered.
-    let ambiguous = ctx.run(["permissions", "respond", &turn, "perm-0", "--allow"]);
+    // No reject_always option: --reject-always is refused, naming what is
+    // offered and the flags that do apply.
+    let ambiguous = ctx.run(["permissions", "respond", &turn, "perm-0", "--reject-always"]);
     ambiguous.expect_code(2);
     for id in ["opt-allow_once", "opt-allow_always", "opt-reject_once"] {
         assert!(ambiguous.stderr.contains(id), "{}", ambiguous.stderr);
     }
-    assert!(ambiguous.stderr.contains("--allow"), "{}", ambiguous.stderr);
+    assert!(
+        ambiguous
+            .stderr
+            .contains("use --allow or --allow-always or --reject or name the OPTION"),
+        "{}",
+        ambiguous.stderr
+    );
     // The printed command works as printed.
     let words: Vec<&str> = commands[1].split_whitespace().collect();
     ctx.run(&words).success();

@@ -24,7 +24,12 @@ fn reconnect_keeps_the_session_and_never_resends() {
         .expect("first hello issues a bearer")
         .to_owned();
     let thread = client
-        .threads_create("proj", "echo", "ask", Some("t-1"))
+        .threads_create(
+            "proj",
+            "echo",
+            lapis_protocol::ApprovalPolicy::Ask,
+            Some("t-1"),
+        )
         .unwrap();
     let turn = client
         .turns_submit(&thread.id, "c-1", "prompt one")
@@ -51,7 +56,12 @@ fn reconnect_keeps_the_session_and_never_resends() {
     assert_eq!(clash.code(), "conflict");
     // Idempotent thread creation too.
     let same = client
-        .threads_create("proj", "echo", "ask", Some("t-1"))
+        .threads_create(
+            "proj",
+            "echo",
+            lapis_protocol::ApprovalPolicy::Ask,
+            Some("t-1"),
+        )
         .unwrap();
     assert_eq!(same.id, thread.id);
     // A token hello from a second client resumes the same session.
@@ -69,7 +79,9 @@ fn reconnect_keeps_the_session_and_never_resends() {
 fn subscription_streams_committed_events_in_order() {
     let server = Server::start();
     let mut writer = Client::open(&server.socket(), token("sdk")).unwrap();
-    let thread = writer.threads_create("proj", "echo", "ask", None).unwrap();
+    let thread = writer
+        .threads_create("proj", "echo", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let mut reader = Client::open(&server.socket(), token("sdk")).unwrap();
     // Catch up from the start, then follow live.
     let sub = reader.journal_subscribe(Some(&thread.id), Some(0)).unwrap();

@@ -142,3 +142,42 @@ fn environment_beats_the_config() {
     let from_env = ctx.home().join("from-env");
     agree(&ctx, &Given::Env(&from_env), &from_env);
 }
+
+/// `serve --workspace ~/project` on a project that has an `agents/`
+/// folder: refused with `not_controller_home` before anything in it is
+/// created, swept or chmodded.
+#[test]
+fn serve_refuses_a_project_directory_and_leaves_it_untouched() {
+    use std::os::unix::fs::PermissionsExt;
+    let ctx = TestContext::new();
+    ctx.run(["install", "--no-service", "--json"]).success();
+    let project = ctx.home().join("project");
+    std::fs::create_dir_all(project.join("agents")).unwrap();
+    std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let files = [
+        ("README.md", "mine"),
+        ("agents/planner.md", "mine"),
+        ("agents/4242", "12345"),
+    ];
+    for (name, text) in files {
+        std::fs::write(project.join(name), text).unwrap();
+    }
+    let out = ctx.run(["serve", "--workspace", project.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("not a controller home"),
+        "{}",
+        out.stderr
+    );
+    for (name, text) in files {
+        assert_eq!(std::fs::read_to_string(project.join(name)).unwrap(), text);
+    }
+    let mode = std::fs::metadata(&project).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755);
+    let mut names: Vec<_> = std::fs::read_dir(&project)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["README.md", "agents"]);
+}

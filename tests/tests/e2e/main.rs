@@ -15,6 +15,7 @@ mod basics;
 mod cli_drive;
 mod cli_permissions;
 mod cli_surface;
+mod cli_terminal;
 mod client;
 mod home;
 mod install;

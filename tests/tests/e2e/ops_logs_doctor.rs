@@ -168,7 +168,9 @@ fn doctor_passes_every_check_on_a_healthy_install() {
         &ctx,
         json!({
             "fixture": { "command": env!("CARGO_BIN_EXE_fixture-agent") },
-            "shell": { "command": "sh" },
+            // A bare name, found on PATH, that starts the agent.
+            "shell": { "command": "sh",
+                "args": ["-c", "exec \"$0\"", env!("CARGO_BIN_EXE_fixture-agent")] },
         }),
     );
     let out = ctx.run(["doctor", "--json"]);

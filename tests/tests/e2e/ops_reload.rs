@@ -56,7 +56,12 @@ fn hup_and_wait(server: &Server, nth: usize) -> String {
 
 fn run_turn(client: &mut Client, workspace: &str, provider: &str) -> String {
     let thread = client
-        .threads_create(workspace, provider, "ask", None)
+        .threads_create(
+            workspace,
+            provider,
+            lapis_protocol::ApprovalPolicy::Ask,
+            None,
+        )
         .unwrap();
     let command = format!("cmd-{}", thread.id);
     let turn = client.turns_submit(&thread.id, &command, "hello").unwrap();
@@ -79,7 +84,8 @@ fn run_turn(client: &mut Client, workspace: &str, provider: &str) -> String {
 fn sighup_adds_a_provider_and_a_workspace_for_later_turns() {
     let server = Server::start_full(json!({}), json!({}));
     let mut client = sdk(&server);
-    let before = client.threads_create("proj", "fixture", "ask", None);
+    let before =
+        client.threads_create("proj", "fixture", lapis_protocol::ApprovalPolicy::Ask, None);
     assert!(before.is_err(), "fixture is not configured yet");
 
     let second = server.ctx.home().join("second");
@@ -132,7 +138,11 @@ fn an_invalid_config_is_refused_and_the_old_one_stays_in_effect() {
     );
     assert!(outcome.contains("providers.bad"), "{outcome}");
     assert_eq!(run_turn(&mut client, "proj", "fixture"), "completed");
-    assert!(client.threads_create("third", "echo", "ask", None).is_err());
+    assert!(
+        client
+            .threads_create("third", "echo", lapis_protocol::ApprovalPolicy::Ask, None)
+            .is_err()
+    );
 
     // A workspace path that does not exist is refused by name too.
     std::fs::write(&server.config, &good).unwrap();

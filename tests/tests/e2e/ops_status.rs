@@ -119,7 +119,9 @@ fn status_names_running_turns_live_agents_and_fences_with_the_resolve_command() 
         },
     )
     .unwrap();
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "s-1", "wait").unwrap();
     // Running: the turn, its thread and workspace, and its agent.
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -57,7 +57,9 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
         json!({ "dies": fixture(&["--ledger", &arg(&ledger), "--chunks", "1", "--exit-after-stream"]) }),
     );
     let mut editor = app(&server, OWNER, "my-editor");
-    let thread = editor.threads_create("proj", "dies", "ask", None).unwrap();
+    let thread = editor
+        .threads_create("proj", "dies", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let lost = fenced_turn(&mut editor, &thread.id, "e-1");
 
     // status and workspaces list name the fence: turn, thread, application, since.
@@ -109,7 +111,7 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     );
     assert_eq!(
         guest
-            .turns_resolve(&lost.id, "failed", true)
+            .turns_resolve(&lost.id, lapis_protocol::ResolveAs::Failed, true)
             .unwrap_err()
             .code(),
         "forbidden"
@@ -121,7 +123,7 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     );
     assert_eq!(
         narrow
-            .turns_resolve(&lost.id, "failed", true)
+            .turns_resolve(&lost.id, lapis_protocol::ResolveAs::Failed, true)
             .unwrap_err()
             .code(),
         "forbidden"
@@ -195,7 +197,9 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     let third = editor.turns_submit(&thread.id, "e-3", "again").unwrap();
     let third = settle(&mut editor, &third.id);
     assert_eq!(third.state, TurnState::SubmissionUnknown);
-    editor.turns_resolve(&third.id, "cancelled", true).unwrap();
+    editor
+        .turns_resolve(&third.id, lapis_protocol::ResolveAs::Cancelled, true)
+        .unwrap();
     let err = server.ctx.run(["turns", "cancel", &third.id]);
     assert_eq!(err.code, Some(2), "{}", err.stderr);
     assert!(err.stderr.contains("forbidden"), "{}", err.stderr);
@@ -345,7 +349,9 @@ fn the_controllers_own_cancel_never_marks_a_turn_running() {
     // `--hang` says nothing until cancelled, then answers `cancelled`.
     let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
     let mut client = app(&server, OWNER, "canceller");
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "h-1", "wait").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while client.turns_get(&turn.id).unwrap().state != TurnState::Dispatched {

@@ -25,7 +25,9 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
     idle["idleSeconds"] = json!(600);
     let server = Server::start_full(json!({}), json!({ "idle": idle }));
     let mut c = app(&server, OWNER, "idler");
-    let thread = c.threads_create("proj", "idle", "ask", None).unwrap();
+    let thread = c
+        .threads_create("proj", "idle", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let first = c.turns_submit(&thread.id, "i-1", "one").unwrap();
     assert_eq!(settle(&mut c, &first.id).state, TurnState::Completed);
 

@@ -201,14 +201,18 @@ fn a_turn_is_prepared_with_the_thread_and_provider_as_they_are_at_claim() {
     let server = Server::start_full(json!({}), providers);
     let mut c = app(&server, OWNER, "preparer");
     // A hanging turn holds the workspace, so the next one stays queued.
-    let blocker = c.threads_create("proj", "hang", "ask", None).unwrap();
+    let blocker = c
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let holding = c.turns_submit(&blocker.id, "h-1", "hold").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while c.turns_get(&holding.id).unwrap().state != TurnState::Dispatched {
         assert!(Instant::now() < deadline, "never dispatched");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let th = c.threads_create("proj", "open", "ask", None).unwrap();
+    let th = c
+        .threads_create("proj", "open", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let first = c.turns_submit(&th.id, "o-1", "one").unwrap();
     assert_eq!(first.state, TurnState::Queued);
     assert_eq!(first.prepared, None);

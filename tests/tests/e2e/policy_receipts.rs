@@ -121,7 +121,9 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
     );
 
     // turns.cancel of a turn in flight.
-    let hang = c.threads_create("proj", "hang", "ask", None).unwrap();
+    let hang = c
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let running = c.turns_submit(&hang.id, "s-2", "wait").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while c.turns_get(&running.id).unwrap().state != TurnState::Dispatched {
@@ -137,7 +139,9 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
     assert_eq!(settle(&mut c, &running.id).state, TurnState::Cancelled);
 
     // permissions.respond: the retry replays instead of `not_found`.
-    let asks = c.threads_create("proj", "asks", "ask", None).unwrap();
+    let asks = c
+        .threads_create("proj", "asks", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let asking = c.turns_submit(&asks.id, "s-3", "ask").unwrap();
     let request = loop {
         if let Some(r) = c.permissions_list(None, Some(&asking.id)).unwrap().pop() {
@@ -232,7 +236,9 @@ fn the_cli_announces_generated_command_ids_and_replays_given_ones() {
 fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
     let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
     let mut c = app(&server, OWNER, "attacher");
-    let thread = c.threads_create("proj", "echo", "ask", None).unwrap();
+    let thread = c
+        .threads_create("proj", "echo", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let held = ThreadExpect::of(&thread);
     let snap = c.threads_attach(&thread.id, &held).unwrap();
     assert_eq!(snap.thread, thread);
@@ -256,7 +262,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
         (
             "approval",
             ThreadExpect {
-                approval: Some("allow-all".into()),
+                approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
                 ..Default::default()
             },
         ),
@@ -270,7 +276,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
         (
             "retention",
             ThreadExpect {
-                retention: Some("metadata-only".into()),
+                retention: Some(lapis_protocol::Retention::MetadataOnly),
                 ..Default::default()
             },
         ),
@@ -375,7 +381,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             thread_id: thread.id.clone(),
             expected_version: 1,
             provider: None,
-            approval: Some("allow-all".into()),
+            approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
             restricted: None,
             retention: None,
             command_id: None,

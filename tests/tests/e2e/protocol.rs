@@ -57,6 +57,61 @@ fn malformed_frames_get_codes_and_the_connection_survives() {
     server.finish(&[&raw], &[bearer]);
 }
 
+/// Closed vocabularies (approval, retention, resolution, turn state) are
+/// decoded at the boundary: an unknown spelling is `invalid_request` naming
+/// the accepted ones, before any handler or the store sees it; the wire
+/// spellings are unchanged.
+#[test]
+fn unknown_values_of_closed_sets_are_refused_naming_the_accepted_ones() {
+    let server = Server::start();
+    let (mut raw, hello) = server.hello(OWNER, "enums");
+    let bearer = hello["result"]["bearer"].as_str().unwrap().to_owned();
+    let cases = [
+        (
+            "threads.create",
+            json!({ "workspaceId": "w", "provider": "echo", "approval": "sometimes" }),
+            "`allow-all`",
+        ),
+        (
+            "threads.create",
+            json!({ "workspaceId": "w", "provider": "echo", "retention": "forever" }),
+            "`metadata-only`",
+        ),
+        (
+            "threads.configure",
+            json!({ "threadId": "thr_x", "expectedVersion": 1, "approval": "ALLOW-ALL" }),
+            "`ask`",
+        ),
+        (
+            "turns.resolve",
+            json!({ "turnId": "turn_x", "as": "completed", "confirmStopped": true }),
+            "`cancelled`",
+        ),
+        (
+            "turns.list",
+            json!({ "state": "done" }),
+            "`submission_unknown`",
+        ),
+    ];
+    for (method, params, accepted) in cases {
+        let r = raw.call(method, params.clone());
+        assert_eq!(code(&r), "invalid_request", "{method} {params} -> {r}");
+        assert_eq!(r["error"]["code"], -32602, "{method}: invalid params");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains(accepted), "{method}: {message}");
+    }
+    // The documented spellings still decode (these fail later, on the
+    // missing resources, not on the values).
+    let r = raw.call(
+        "turns.resolve",
+        json!({ "turnId": "turn_x", "as": "cancelled", "confirmStopped": true }),
+    );
+    assert_eq!(code(&r), "not_found", "{r}");
+    let r = raw.call("turns.list", json!({ "state": "submission_unknown" }));
+    ok(&r);
+    server.finish(&[&raw], &[bearer]);
+}
+
 #[test]
 fn oversized_line_is_refused_and_closes_only_that_connection() {
     let server = Server::start();

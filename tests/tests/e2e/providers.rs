@@ -55,17 +55,33 @@ pub(crate) fn run_with_stdin(ctx: &TestContext, args: &[&str], input: &str) -> O
 
 #[test]
 fn add_and_remove_keep_tokens_and_every_other_field() {
-    let ctx = TestContext::new();
+    let mut ctx = TestContext::new();
+    ctx.set_env("PATH", "/usr/bin:/bin");
     let config = rich_config(&ctx);
     let before = doc(&config);
     let out = ctx.run(["providers", "add", "claude"]);
     out.success();
     assert!(out.stdout.contains("claude-agent-acp"), "{}", out.stdout);
+    // Not installed: stays bare, with the install hint; the shell's PATH
+    // and the service's HOME are given to the agent by default.
+    assert!(
+        out.stdout
+            .contains("`claude-agent-acp` is not on your PATH: stored as a bare name"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("needs Node >= 22"), "{}", out.stdout);
+    assert!(out.stdout.contains("ANTHROPIC_BASE_URL"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("no service is running"),
+        "{}",
+        out.stdout
+    );
     let after = doc(&config);
     assert_eq!(
         after["providers"]["claude"],
-        json!({"command": "claude-agent-acp", "envAllowlist": ["ANTHROPIC_API_KEY"],
-            "restrictedMode": "plan"})
+        json!({"command": "claude-agent-acp", "env": {"PATH": "/usr/bin:/bin"},
+            "envAllowlist": ["ANTHROPIC_API_KEY", "HOME"], "restrictedMode": "plan"})
     );
     let mut without = after.clone();
     without["providers"]
@@ -110,11 +126,17 @@ fn add_with_own_command_args_and_allowlist() {
         "MY_KEY",
         "--allow-env",
         "OTHER",
+        "--env",
+        "MODEL=qwen3-coder",
+        "--env",
+        "BASE_URL=http://127.0.0.1:8080/v1",
+        "--no-default-env",
     ])
     .success();
     assert_eq!(
         doc(&config)["providers"]["custom"],
         json!({"command": fixture_bin(), "args": ["--advertise", "--chunks", "2"],
+            "env": {"BASE_URL": "http://127.0.0.1:8080/v1", "MODEL": "qwen3-coder"},
             "envAllowlist": ["MY_KEY", "OTHER"]})
     );
     // A catalogue name with flags: the flags override or extend the defaults.
@@ -124,6 +146,7 @@ fn add_with_own_command_args_and_allowlist() {
         "gemini",
         "--allow-env",
         "GOOGLE_CLOUD_PROJECT",
+        "--no-default-env",
     ])
     .success();
     assert_eq!(
@@ -155,7 +178,11 @@ fn bad_input_is_refused_with_exit_2_and_nothing_rewritten() {
         );
     };
     let env_bytes = std::fs::read(&env).unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["providers", "add", "qwen", "--env", "OPENAI_MODEL"],
+            "--env takes NAME=VALUE",
+        ),
         (
             &["providers", "add", "no-such-agent"],
             "`no-such-agent` is not in the catalogue",
@@ -414,4 +441,92 @@ fn on_a_terminal_the_secret_is_read_from_the_hidden_prompt() {
             .collect::<Vec<_>>()
             .join(",")
     );
+}
+
+#[test]
+fn add_resolves_the_command_from_this_shell_and_a_running_service_reloads() {
+    use crate::serve_support::Server;
+    let mut server = Server::start_full(json!({}), json!({}));
+    // `qwen` on this shell's PATH only (a node agent from nvm, say).
+    let bin = server.ctx.home().join("nvm-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let qwen = bin.join("qwen");
+    std::fs::write(
+        &qwen,
+        format!(
+            "#!/bin/sh\nexec {} --chunks 1 --report-env\n",
+            fixture_bin()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&qwen, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    server.ctx.set_env("PATH", &path);
+    let out = server.ctx.run([
+        "providers",
+        "add",
+        "qwen",
+        "--env",
+        "OPENAI_BASE_URL=http://127.0.0.1:9/v1",
+    ]);
+    out.success();
+    assert!(
+        out.stdout.contains(&format!(
+            "`qwen` found on your PATH at {}: stored absolute",
+            qwen.display()
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("the running service reloaded its configuration"),
+        "{}",
+        out.stdout
+    );
+    let stored = doc(&server.config)["providers"]["qwen"].clone();
+    assert_eq!(stored["command"], json!(qwen));
+    assert_eq!(stored["env"]["PATH"], path.as_str());
+    // Usable at once, without a restart: the agent sees the shell's PATH,
+    // the service's HOME and the setting.
+    let thread = server
+        .ctx
+        .run(["threads", "create", "proj", "--provider", "qwen"])
+        .success()
+        .stdout
+        .trim()
+        .to_owned();
+    let reply = server
+        .ctx
+        .run(["turns", "submit", &thread, "--prompt", "env?", "--wait"]);
+    reply.success();
+    assert!(
+        reply.stdout.contains(&format!("PATH={path}")),
+        "{}",
+        reply.stdout
+    );
+    assert!(
+        reply
+            .stdout
+            .contains(&format!("HOME={}", server.ctx.home().display())),
+        "{}",
+        reply.stdout
+    );
+    assert!(
+        reply
+            .stdout
+            .contains("OPENAI_BASE_URL=http://127.0.0.1:9/v1"),
+        "{}",
+        reply.stdout
+    );
+    let removed = server.ctx.run(["providers", "remove", "qwen"]);
+    removed.success();
+    assert!(
+        removed
+            .stdout
+            .contains("the running service reloaded its configuration"),
+        "{}",
+        removed.stdout
+    );
+    server.stop();
 }

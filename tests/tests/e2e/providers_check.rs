@@ -176,7 +176,9 @@ fn serve_reads_the_env_file_at_start_and_at_reload() {
         },
     )
     .unwrap();
-    let thread = client.threads_create("proj", "keyed", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "keyed", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let run_turn = |client: &mut Client, id: &str| {
         let turn_id = client.turns_submit(&thread.id, id, "hello").unwrap().id;
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -287,4 +289,72 @@ fn config_commands_path_validate_show_schema() {
             .contains(&json!("tokens"))
     );
     assert!(schema["$defs"]["ProviderConfig"]["properties"]["envAllowlist"].is_object());
+}
+
+#[test]
+fn a_failed_check_quotes_the_agents_last_stderr_lines_redacted_and_harmless() {
+    let ctx = TestContext::new();
+    rich_config(&ctx);
+    add_fixture(
+        &ctx,
+        "grumpy",
+        &["--stderr", "12", "--hostile", "--fail-initialize"],
+    );
+    add_fixture(&ctx, "leaky", &["--secrets", "--fail-initialize"]);
+    let out = ctx.run(["providers", "check", "grumpy"]);
+    out.expect_code(2);
+    crate::cli_terminal::assert_harmless("providers check stderr", &out.stderr);
+    assert!(
+        out.stderr.contains("the agent's last stderr lines:"),
+        "{}",
+        out.stderr
+    );
+    // The last lines only (the earliest of the twelve are gone), each made
+    // harmless on the terminal.
+    assert!(
+        out.stderr.contains("fixture stderr line 11␛[2K␛[1G␛[31m"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("fixture stderr line 0"),
+        "{}",
+        out.stderr
+    );
+    // Redacted: the credentials the agent printed reach no output.
+    let leaky = ctx.run(["providers", "check", "leaky"]);
+    leaky.expect_code(2);
+    assert!(leaky.stderr.contains("[REDACTED:"), "{}", leaky.stderr);
+    for sample in lapis_service::redact::sample_credentials() {
+        assert!(!leaky.stderr.contains(&sample.secret), "{}", leaky.stderr);
+    }
+    let json = ctx.run(["providers", "check", "grumpy", "--json"]);
+    json.expect_code(2);
+    let doc = json.json();
+    let lines = doc["error"]["details"]["stderr"].as_array().unwrap();
+    assert_eq!(lines.len(), lapis_service::acp::TAIL_LINES, "{doc}");
+    // JSON keeps the bytes.
+    assert!(
+        lines.last().unwrap().as_str().unwrap().contains('\x1b'),
+        "{doc}"
+    );
+    for sample in lapis_service::redact::sample_credentials() {
+        assert!(!json.stdout.contains(&sample.secret), "{}", json.stdout);
+    }
+    // `doctor` runs the same start and says the same.
+    let doctor = ctx.run(["doctor"]);
+    let line = doctor
+        .stdout
+        .lines()
+        .find(|l| l.contains("provider:grumpy"))
+        .unwrap_or_else(|| panic!("{}", doctor.stdout))
+        .to_owned();
+    assert!(line.starts_with("fail"), "{line}");
+    assert!(line.contains("initialize failed"), "{line}");
+    assert!(
+        doctor.stdout.contains("fixture stderr line 11"),
+        "{}",
+        doctor.stdout
+    );
+    crate::cli_terminal::assert_harmless("doctor", &doctor.stdout);
 }

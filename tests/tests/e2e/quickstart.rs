@@ -165,14 +165,18 @@ fn quickstart_runs_as_written_with_the_echo_agent() {
         "{context}"
     );
 
-    // The real agent: the provider is added with its secret and the service
-    // reloads it; the ask reaches the runner, which cannot find the adapter
+    // The real agent: the provider is added with its secret and `providers
+    // add` makes the service reload it; the ask reaches the runner, which cannot find the adapter
     // `npm install` would have put on PATH.
     let (rest, last) = codes[first_block_lines..].split_at(ran.len() - first_block_lines - 1);
     for &(index, code) in rest {
         assert_eq!(code, 0, "`{}` failed\n{context}", ran[index]);
     }
-    assert!(out.stdout.contains("configuration reloaded"), "{context}");
+    assert!(
+        out.stdout
+            .contains("the running service reloaded its configuration"),
+        "{context}"
+    );
     if real_agent {
         eprintln!("SKIPPED: claude-agent-acp is installed; a test does not ask a real agent");
     } else {

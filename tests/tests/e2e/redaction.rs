@@ -28,7 +28,9 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
         server.ctx.register_secret(s.secret.clone());
     }
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "leaky", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "leaky", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client
         .turns_submit(&thread.id, "s-1", "scan the repo")
         .unwrap();
@@ -128,7 +130,9 @@ fn a_row_edited_with_sqlite3_fails_verify_and_startup_naming_its_seq() {
     };
     let mut server = Server::start_full(json!({}), json!({ "rich": fixture(&["--chunks", "4"]) }));
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "rich", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&thread.id, "v-1", "go").unwrap();
     assert_eq!(wait_turn(&mut client, &turn.id, settled).0, "completed");
     // Verify works while serve runs (read-only, WAL snapshot) ...

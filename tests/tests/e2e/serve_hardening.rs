@@ -151,9 +151,13 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
     );
     if state == "submission_unknown" {
         // After the dispatch boundary the outcome is the owner's to confirm.
-        client.turns_resolve(&turn.id, "failed", true).unwrap();
+        client
+            .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+            .unwrap();
     }
-    let small = client.threads_create("proj", "small", "ask", None).unwrap();
+    let small = client
+        .threads_create("proj", "small", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let next = client.turns_submit(&small.id, "small-1", "hi").unwrap();
     assert_eq!(wait_state(&mut client, &next.id, settled), "completed");
     let s = server.ctx.run(["status", "--json"]).json();

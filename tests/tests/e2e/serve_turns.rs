@@ -61,7 +61,9 @@ fn permission_requests_are_answered_over_the_protocol() {
         json!({ "asker": fixture(&["--permissions", "1", "--chunks", "1"]) }),
     );
     let mut client = sdk(&server, "perm");
-    let thread = client.threads_create("proj", "asker", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "asker", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     client.journal_subscribe(Some(&thread.id), Some(0)).unwrap();
     let turn = client
         .turns_submit(&thread.id, "p-1", "please ask")
@@ -117,7 +119,9 @@ fn permission_requests_are_answered_over_the_protocol() {
 fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
     let mut server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
     let mut client = sdk(&server, "ops");
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client
         .turns_submit(&thread.id, "h-1", "hang forever")
         .unwrap();
@@ -145,7 +149,9 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
     out.expect_code(2);
     assert_eq!(out.json()["error"]["code"], "usage");
     // The service refuses it too, whatever the client.
-    let refused = client.turns_resolve(&turn.id, "failed", false).unwrap_err();
+    let refused = client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, false)
+        .unwrap_err();
     assert_eq!(refused.code(), "invalid_request");
     // Another application cannot resolve it without `turns:resolve-any`.
     let err = Client::open(
@@ -156,15 +162,19 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
         },
     )
     .unwrap()
-    .turns_resolve(&turn.id, "failed", true)
+    .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
     .unwrap_err();
     assert_eq!(err.code(), "forbidden");
-    let resolved = client.turns_resolve(&turn.id, "cancelled", true).unwrap();
+    let resolved = client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Cancelled, true)
+        .unwrap();
     assert_eq!(resolved.state.as_str(), "cancelled");
     let status = server.ctx.run(["status", "--json"]).json();
     assert_eq!(status["fencedWorkspaces"], json!([]));
     // Resolving again is a conflict: the turn is no longer fenced.
-    let err = client.turns_resolve(&turn.id, "failed", true).unwrap_err();
+    let err = client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap_err();
     assert_eq!(err.code(), "conflict");
     server.finish(&[], &[]);
 }
@@ -173,7 +183,9 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
 fn configure_is_optimistic_and_refused_while_a_turn_is_active_and_cancel_stops_it() {
     let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
     let mut client = sdk(&server, "cfg");
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let configure = |client: &mut Client, version: u64| {
         client.call_value(
             "threads.configure",
@@ -214,7 +226,9 @@ fn sigterm_settles_a_running_turn_within_the_grace_and_leaves_no_agent() {
         json!({ "hang": fixture(&["--hang", "--ignore-cancel"]) }),
     );
     let mut client = sdk(&server, "stop");
-    let thread = client.threads_create("proj", "hang", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client
         .turns_submit(&thread.id, "s-1", "never ends")
         .unwrap();

@@ -244,7 +244,9 @@ fn turns_through_serve_on_the_sdk_agent() {
     let mut client = sdk(&server);
 
     // A plain turn: the streamed reply is journaled.
-    let thread = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client
         .turns_submit(&thread.id, "ts-1", "remember the number 42")
         .unwrap();
@@ -272,7 +274,7 @@ fn turns_through_serve_on_the_sdk_agent() {
 
     // Tool calls and a permission request on an allow-all thread.
     let auto = client
-        .threads_create("proj", "ts", "allow-all", None)
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::AllowAll, None)
         .unwrap();
     let turn = client
         .turns_submit(&auto.id, "ts-2", "edit [tool] [permission]")
@@ -294,7 +296,9 @@ fn turns_through_serve_on_the_sdk_agent() {
     );
 
     // Cancel reaches the agent as session/cancel; it confirms `cancelled`.
-    let slow = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let slow = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let turn = client.turns_submit(&slow.id, "ts-3", "[slow]").unwrap();
     let deadline = Instant::now() + HANG_GUARD;
     loop {
@@ -357,7 +361,9 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
         json!({ "ts": ts.provider(&state) }),
     );
     let mut client = sdk(&server);
-    let thread = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let run = |client: &mut Client, cmd: &str, prompt: &str| {
         let turn = client.turns_submit(&thread.id, cmd, prompt).unwrap();
         let (state, outcome) = settle(client, &turn.id);
@@ -380,7 +386,9 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
     assert!(!turn_reply(&mut client, &thread.id, &first).is_empty());
 
     // Another thread's turn takes the one agent slot: ours is evicted.
-    let other = client.threads_create("proj", "ts", "ask", None).unwrap();
+    let other = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
     let t = client
         .turns_submit(&other.id, "mem-x", "elsewhere")
         .unwrap();

@@ -1,8 +1,11 @@
-//! Typed wrappers, one per method. Requests are the server's own params
-//! types ([`crate::params`]), so a field the server renames cannot silently
-//! drift here; results are decoded into the result types beside them.
+//! Typed wrappers, one per method. Each goes through
+//! [`Client::request`] with the method's [`Call`](crate::call::Call): the
+//! name, params and result types the server's dispatch uses too, so no
+//! method name is spelled here and a field the server renames cannot
+//! silently drift.
 
 use super::{Client, ClientError};
+use crate::call;
 use crate::params::{
     JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult, NoParams, PermissionsList,
     PermissionsRespond, PermissionsResult, ReloadResult, RespondResult, RevokeResult,
@@ -11,18 +14,20 @@ use crate::params::{
     TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd,
     WorkspacesResult,
 };
-use crate::{PendingRequest, ReplayPage, Thread, ThreadSnapshot, Turn, Workspace};
+use crate::{
+    ApprovalPolicy, PendingRequest, ReplayPage, ResolveAs, Thread, ThreadSnapshot, Turn, Workspace,
+};
 
 impl Client {
     /// `status`.
     pub fn status(&mut self) -> Result<StatusResult, ClientError> {
-        self.call("status", &NoParams {})
+        self.request::<call::Status>(&NoParams {})
     }
 
     /// `config.reload`: the controller re-reads its config file. A refused
     /// reload is a result with `applied: false`, not an error.
     pub fn config_reload(&mut self) -> Result<ReloadResult, ClientError> {
-        self.call("config.reload", &NoParams {})
+        self.request::<call::ConfigReload>(&NoParams {})
     }
 
     /// `workspaces.add`.
@@ -41,7 +46,7 @@ impl Client {
         &mut self,
         params: &WorkspacesAdd,
     ) -> Result<WorkspaceResult, ClientError> {
-        self.call("workspaces.add", params)
+        self.request::<call::WorkspacesAdd>(params)
     }
 
     /// `workspaces.list`.
@@ -51,27 +56,27 @@ impl Client {
 
     /// `workspaces.list` with the turns fencing any of the workspaces.
     pub fn workspaces_with_fences(&mut self) -> Result<WorkspacesResult, ClientError> {
-        self.call("workspaces.list", &NoParams {})
+        self.request::<call::WorkspacesList>(&NoParams {})
     }
 
-    /// `threads.create` with an explicit approval policy (`ask`|`allow-all`).
+    /// `threads.create` with an explicit approval policy.
     pub fn threads_create(
         &mut self,
         workspace_id: &str,
         provider: &str,
-        approval: &str,
+        approval: ApprovalPolicy,
         command_id: Option<&str>,
     ) -> Result<Thread, ClientError> {
         let p = ThreadsCreate {
             workspace_id: workspace_id.to_owned(),
             provider: provider.to_owned(),
-            approval: Some(approval.to_owned()),
+            approval: Some(approval),
             restricted: false,
             retention: None,
             mcp_servers: Vec::new(),
             command_id: command_id.map(str::to_owned),
         };
-        let r: ThreadResult = self.call("threads.create", &p)?;
+        let r: ThreadResult = self.request::<call::ThreadsCreate>(&p)?;
         Ok(r.thread)
     }
 
@@ -81,7 +86,7 @@ impl Client {
         &mut self,
         params: &ThreadsCreate,
     ) -> Result<ThreadResult, ClientError> {
-        self.call("threads.create", params)
+        self.request::<call::ThreadsCreate>(params)
     }
 
     /// `mcp.register`: offers these MCP servers to this application's
@@ -94,7 +99,7 @@ impl Client {
         servers: Vec<crate::mcp::McpServer>,
     ) -> Result<McpRegisterResult, ClientError> {
         let params = McpRegister { servers };
-        let result = self.call("mcp.register", &params)?;
+        let result = self.request::<call::McpRegister>(&params)?;
         self.mcp = (!params.servers.is_empty()).then_some(params.servers);
         Ok(result)
     }
@@ -106,22 +111,19 @@ impl Client {
         &mut self,
         params: &ThreadsConfigure,
     ) -> Result<ThreadResult, ClientError> {
-        self.call("threads.configure", params)
+        self.request::<call::ThreadsConfigure>(params)
     }
 
     /// `threads.get`: the thread snapshot.
     pub fn threads_get(&mut self, thread_id: &str) -> Result<ThreadSnapshot, ClientError> {
-        self.call(
-            "threads.get",
-            &ThreadRef {
-                thread_id: thread_id.to_owned(),
-            },
-        )
+        self.request::<call::ThreadsGet>(&ThreadRef {
+            thread_id: thread_id.to_owned(),
+        })
     }
 
     /// `threads.list`.
     pub fn threads_list(&mut self) -> Result<Vec<Thread>, ClientError> {
-        let r: ThreadsResult = self.call("threads.list", &ThreadsList::default())?;
+        let r: ThreadsResult = self.request::<call::ThreadsList>(&ThreadsList::default())?;
         Ok(r.threads)
     }
 
@@ -145,7 +147,7 @@ impl Client {
     /// `turns.submit` with every parameter (e.g. a per-turn
     /// `maxTurnSeconds`, an `expect`ed binding).
     pub fn turns_submit_with(&mut self, params: &TurnsSubmit) -> Result<Turn, ClientError> {
-        let r: TurnResult = self.call("turns.submit", params)?;
+        let r: TurnResult = self.request::<call::TurnsSubmit>(params)?;
         Ok(r.turn)
     }
 
@@ -153,7 +155,7 @@ impl Client {
     /// with new instructions. Same command id + same input returns the same
     /// turn.
     pub fn turns_continue(&mut self, params: &TurnsContinue) -> Result<Turn, ClientError> {
-        let r: TurnResult = self.call("turns.continue", params)?;
+        let r: TurnResult = self.request::<call::TurnsContinue>(params)?;
         Ok(r.turn)
     }
 
@@ -163,7 +165,7 @@ impl Client {
             turn_id: Some(turn_id.to_owned()),
             command_id: None,
         };
-        let r: TurnResult = self.call("turns.get", &p)?;
+        let r: TurnResult = self.request::<call::TurnsGet>(&p)?;
         Ok(r.turn)
     }
 
@@ -175,7 +177,7 @@ impl Client {
             turn_id: None,
             command_id: Some(command_id.to_owned()),
         };
-        let r: TurnResult = self.call("turns.get", &p)?;
+        let r: TurnResult = self.request::<call::TurnsGet>(&p)?;
         Ok(r.turn)
     }
 
@@ -185,7 +187,7 @@ impl Client {
             thread_id: thread_id.map(str::to_owned),
             ..TurnsList::default()
         };
-        let r: TurnsResult = self.call("turns.list", &p)?;
+        let r: TurnsResult = self.request::<call::TurnsList>(&p)?;
         Ok(r.turns)
     }
 
@@ -200,19 +202,19 @@ impl Client {
 
     /// `turns.cancel` with every parameter (a command id makes it idempotent).
     pub fn turns_cancel_with(&mut self, params: &TurnsCancel) -> Result<TurnResult, ClientError> {
-        self.call("turns.cancel", params)
+        self.request::<call::TurnsCancel>(params)
     }
 
-    /// `turns.resolve` (`as_`: `failed`|`cancelled`).
+    /// `turns.resolve`: record the fenced turn as `as_`.
     pub fn turns_resolve(
         &mut self,
         turn_id: &str,
-        as_: &str,
+        as_: ResolveAs,
         confirm_stopped: bool,
     ) -> Result<Turn, ClientError> {
         let p = TurnsResolve {
             turn_id: turn_id.to_owned(),
-            resolve_as: as_.to_owned(),
+            resolve_as: as_,
             confirm_stopped,
             command_id: None,
         };
@@ -221,7 +223,7 @@ impl Client {
 
     /// `turns.resolve` with every parameter (a command id makes it idempotent).
     pub fn turns_resolve_with(&mut self, params: &TurnsResolve) -> Result<TurnResult, ClientError> {
-        self.call("turns.resolve", params)
+        self.request::<call::TurnsResolve>(params)
     }
 
     /// `journal.replay`: one page after `after`.
@@ -236,7 +238,7 @@ impl Client {
             after,
             limit,
         };
-        self.call("journal.replay", &p)
+        self.request::<call::JournalReplay>(&p)
     }
 
     /// `journal.subscribe`; events then arrive through
@@ -250,7 +252,7 @@ impl Client {
             thread_id: thread_id.map(str::to_owned),
             after,
         };
-        let r: SubscribeResult = self.call("journal.subscribe", &p)?;
+        let r: SubscribeResult = self.request::<call::JournalSubscribe>(&p)?;
         Ok(r.subscription)
     }
 
@@ -264,7 +266,7 @@ impl Client {
             thread_id: thread_id.map(str::to_owned),
             turn_id: turn_id.map(str::to_owned),
         };
-        let r: PermissionsResult = self.call("permissions.list", &p)?;
+        let r: PermissionsResult = self.request::<call::PermissionsList>(&p)?;
         Ok(r.requests)
     }
 
@@ -291,7 +293,7 @@ impl Client {
         &mut self,
         params: &PermissionsRespond,
     ) -> Result<RespondResult, ClientError> {
-        self.call("permissions.respond", params)
+        self.request::<call::PermissionsRespond>(params)
     }
 
     /// `sessions.revoke` (default: this client's own session).
@@ -299,7 +301,7 @@ impl Client {
         let p = SessionsRevoke {
             session_id: session_id.map(str::to_owned),
         };
-        let r: RevokeResult = self.call("sessions.revoke", &p)?;
+        let r: RevokeResult = self.request::<call::SessionsRevoke>(&p)?;
         Ok(r.revoked)
     }
 }

@@ -9,8 +9,9 @@
 //! v0.19.1, 26 built-ins) and each adapter's own repository or docs.
 //!
 //! What must stay true: every entry is a valid provider definition (a test
-//! checks it against the config validator), names are unique, and `env`
-//! lists only *names* of variables an agent reads its credentials from.
+//! checks it against the config validator), names are unique, `env`
+//! lists only *names* of variables an agent reads its credentials from, and
+//! `settings` only names of non-secret ones (never a key).
 
 use std::collections::BTreeMap;
 
@@ -28,7 +29,11 @@ pub struct CatalogueEntry {
     /// Environment variable names the agent takes credentials from; they
     /// become the provider's `envAllowlist`.
     pub env: &'static [&'static str],
-    /// How to install it.
+    /// Non-secret settings the agent reads from its environment (a base
+    /// URL, a model, a mode), as `(NAME, what it takes)`; `providers add
+    /// --env NAME=VALUE` stores one in the provider's constant `env`.
+    pub settings: &'static [(&'static str, &'static str)],
+    /// How to install it (with the Node floor of an npm package).
     pub install: &'static str,
     /// Where its documentation is.
     pub docs: Option<&'static str>,
@@ -72,6 +77,14 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "claude-agent-acp",
         args: &[],
         env: &["ANTHROPIC_API_KEY"],
+        settings: &[
+            (
+                "ANTHROPIC_BASE_URL",
+                "API endpoint (a gateway or a local server)",
+            ),
+            ("ANTHROPIC_MODEL", "model id"),
+            ("ANTHROPIC_SMALL_FAST_MODEL", "model id for quick tasks"),
+        ],
         install: "npm install -g @agentclientprotocol/claude-agent-acp (bin claude-agent-acp; needs Node >= 22), or run without installing: npx -y @agentclientprotocol/claude-agent-acp. Formerly published as @zed-industries/claude-agent-acp (and before that @zed-industries/claude-code-acp).",
         docs: Some("https://github.com/agentclientprotocol/claude-agent-acp"),
         load_session: Some(true),
@@ -83,6 +96,20 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "codex-acp",
         args: &[],
         env: &["CODEX_API_KEY", "OPENAI_API_KEY"],
+        settings: &[
+            (
+                "INITIAL_AGENT_MODE",
+                "read-only | agent | agent-full-access",
+            ),
+            (
+                "OPENAI_BASE_URL",
+                "API endpoint (a gateway or a local server)",
+            ),
+            (
+                "CODEX_HOME",
+                "where codex keeps config.toml and sessions [default: ~/.codex]",
+            ),
+        ],
         install: "npm install -g @agentclientprotocol/codex-acp (bin codex-acp; bundles @openai/codex), or npx -y @agentclientprotocol/codex-acp. Formerly @zed-industries/codex-acp (Rust).",
         docs: Some("https://github.com/agentclientprotocol/codex-acp"),
         load_session: Some(true),
@@ -94,7 +121,8 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "gemini",
         args: &["--acp"],
         env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-        install: "npm install -g @google/gemini-cli (bin gemini)",
+        settings: &[("GEMINI_MODEL", "model id")],
+        install: "npm install -g @google/gemini-cli (bin gemini; needs Node >= 20)",
         docs: Some("https://geminicli.com/docs/get-started/authentication"),
         load_session: Some(true),
         restricted_mode: Some("plan"),
@@ -105,6 +133,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "cursor-agent",
         args: &["acp"],
         env: &["CURSOR_API_KEY", "CURSOR_AUTH_TOKEN"],
+        settings: &[],
         install: "curl https://cursor.com/install -fsS | bash (installs the Cursor CLI; current docs call the binary `agent`, acpx and the ACP registry use `cursor-agent`)",
         docs: Some("https://cursor.com/docs/cli/acp"),
         load_session: Some(true),
@@ -116,6 +145,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "copilot",
         args: &["--acp", "--stdio"],
         env: &["COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"],
+        settings: &[],
         install: "npm install -g @github/copilot (bin copilot); ACP support is in public preview",
         docs: Some("https://docs.github.com/en/copilot/reference/copilot-cli-reference/acp-server"),
         load_session: Some(true),
@@ -127,7 +157,14 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "qwen",
         args: &["--acp"],
         env: &["OPENAI_API_KEY"],
-        install: "npm install -g @qwen-code/qwen-code (bin qwen)",
+        settings: &[
+            (
+                "OPENAI_BASE_URL",
+                "API endpoint (a gateway or a local server)",
+            ),
+            ("OPENAI_MODEL", "model id"),
+        ],
+        install: "npm install -g @qwen-code/qwen-code (bin qwen; needs Node >= 20)",
         docs: Some("https://qwenlm.github.io/qwen-code-docs/en/users/overview"),
         load_session: Some(true),
         restricted_mode: Some("plan"),
@@ -138,6 +175,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "opencode",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "npm install -g opencode-ai (bin opencode) or npx -y opencode-ai acp; the ACP registry now lists npm @opencode/cli and GitHub release binaries (anomalyco/opencode)",
         docs: Some("https://opencode.ai"),
         load_session: Some(true),
@@ -149,6 +187,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "goose",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "Goose CLI from https://github.com/block/goose/releases (registry binary entries) or `brew install block-goose-cli`; configure a provider with `goose configure`",
         docs: Some("https://block.github.io/goose/docs/guides/acp-clients"),
         load_session: Some(true),
@@ -160,6 +199,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "kimi",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "uv tool install --python 3.13 kimi-cli, or curl -LsSf https://cdn.kimi.com/binaries/kimi-cli/install.sh | bash; then run `kimi` and `/setup` once to log in / set the API key",
         docs: Some("https://moonshotai.github.io/kimi-cli/"),
         load_session: Some(true),
@@ -171,6 +211,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "kiro-cli",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "Kiro CLI from https://kiro.dev (registry points at release archives on desktop-release.q.us-east-1.amazonaws.com); log in with the CLI before use",
         docs: Some("https://kiro.dev/docs/cli/acp/"),
         load_session: None,
@@ -182,6 +223,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "junie",
         args: &["--acp=true"],
         env: &[],
+        settings: &[],
         install: "JetBrains Junie CLI (https://junie.jetbrains.com); ACP registry ships binaries from github.com/JetBrains/junie-acp-release; authenticate with the CLI first",
         docs: Some("https://junie.jetbrains.com"),
         load_session: Some(true),
@@ -193,6 +235,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "droid",
         args: &["exec", "--output-format", "acp"],
         env: &["FACTORY_API_KEY"],
+        settings: &[],
         install: "Factory Droid CLI (registry: npm package `droid`, e.g. npx droid@0.218.0); acpx aliases factory-droid, factorydroid",
         docs: Some("https://factory.ai/product/cli"),
         load_session: Some(true),
@@ -204,6 +247,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "pi-acp",
         args: &[],
         env: &[],
+        settings: &[],
         install: "npm install -g pi-acp (adapter) plus the Pi agent itself: npm install -g @earendil-works/pi-coding-agent (bin pi); or npx pi-acp",
         docs: Some("https://github.com/svkozak/pi-acp"),
         load_session: Some(true),
@@ -215,6 +259,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "openclaw",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "OpenClaw (https://github.com/openclaw/openclaw); needs a running OpenClaw gateway",
         docs: Some("https://github.com/openclaw/openclaw"),
         load_session: None,
@@ -226,6 +271,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "uvx",
         args: &["fast-agent-mcp", "acp"],
         env: &[],
+        settings: &[],
         install: "needs uv (uvx); the ACP registry instead runs `uvx fast-agent-acp==<ver> -x` with FAST_AGENT_MODEL set",
         docs: Some("https://fast-agent.ai/acp"),
         load_session: None,
@@ -237,6 +283,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "grok",
         args: &["agent", "stdio"],
         env: &["XAI_API_KEY"],
+        settings: &[],
         install: "npm package @xai-official/grok (registry: npx @xai-official/grok agent stdio); log in with the grok CLI or set XAI_API_KEY",
         docs: Some("https://docs.x.ai/build/overview"),
         load_session: Some(true),
@@ -248,6 +295,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "iflow",
         args: &["--experimental-acp"],
         env: &[],
+        settings: &[],
         install: "iFlow CLI (https://github.com/iflow-ai/iflow-cli)",
         docs: Some("https://github.com/iflow-ai/iflow-cli"),
         load_session: None,
@@ -259,6 +307,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "npx",
         args: &["-y", "@kilocode/cli", "acp"],
         env: &[],
+        settings: &[],
         install: "npm package @kilocode/cli (registry also ships a `kilo` binary: `kilo acp`)",
         docs: Some("https://kilo.ai/"),
         load_session: Some(true),
@@ -270,6 +319,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "mux",
         args: &["acp"],
         env: &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
+        settings: &[],
         install: "npm package mux (acpx runs npx -y mux@^0.28.0 acp); at least one provider key is needed",
         docs: Some("https://mux.coder.com/integrations/acp"),
         load_session: None,
@@ -281,6 +331,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "pool",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "Poolside `pool` CLI (registry binaries from downloads.poolside.ai); authenticate with `pool login`",
         docs: Some("https://poolside.ai"),
         load_session: Some(true),
@@ -292,6 +343,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "qodercli",
         args: &["--acp"],
         env: &["QODER_PERSONAL_ACCESS_TOKEN"],
+        settings: &[],
         install: "npm package @qoder-ai/qodercli (bin qodercli)",
         docs: Some("https://docs.qoder.com/cli/acp"),
         load_session: None,
@@ -303,6 +355,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "traecli",
         args: &["acp", "serve"],
         env: &[],
+        settings: &[],
         install: "Trae CLI (https://docs.trae.cn/cli); older acpx versions used the binary name trae-cli",
         docs: Some("https://docs.trae.cn/cli"),
         load_session: None,
@@ -314,6 +367,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "devin",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "Devin CLI binaries (registry: static.devin.ai/cli/<ver>/...); see https://docs.devin.ai/cli",
         docs: Some("https://docs.devin.ai/cli"),
         load_session: Some(true),
@@ -325,6 +379,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "fx",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "not researched; see the source",
         docs: None,
         load_session: None,
@@ -336,6 +391,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "mcode",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "not researched; see the source",
         docs: None,
         load_session: None,
@@ -347,6 +403,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "zeroclaw",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "not researched; see the source",
         docs: None,
         load_session: None,
@@ -358,6 +415,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "agy_acp_server.par",
         args: &[],
         env: &[],
+        settings: &[],
         install: "Google Antigravity ACP server, a separate binary from the `agy` CLI with its own login; on Linux acpx passes `--uid=`",
         docs: None,
         load_session: None,
@@ -369,6 +427,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "auggie",
         args: &["--acp"],
         env: &[],
+        settings: &[],
         install: "npm install -g @augmentcode/auggie; registry sets AUGMENT_DISABLE_AUTO_UPDATE=1",
         docs: Some("https://docs.augmentcode.com/cli/acp"),
         load_session: Some(true),
@@ -380,6 +439,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "cline",
         args: &["--acp"],
         env: &[],
+        settings: &[],
         install: "npm install -g cline",
         docs: Some("https://cline.bot/cli"),
         load_session: Some(true),
@@ -391,6 +451,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "vibe-acp",
         args: &[],
         env: &[],
+        settings: &[],
         install: "binary release vibe-acp from github.com/mistralai/mistral-vibe/releases",
         docs: Some("https://github.com/mistralai/mistral-vibe"),
         load_session: None,
@@ -402,6 +463,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "amp-acp",
         args: &[],
         env: &[],
+        settings: &[],
         install: "binary release from github.com/tao12345666333/amp-acp (third-party adapter; needs the Amp CLI)",
         docs: Some("https://github.com/tao12345666333/amp-acp"),
         load_session: Some(false),
@@ -413,6 +475,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         command: "stakpak",
         args: &["acp"],
         env: &[],
+        settings: &[],
         install: "binary release from github.com/stakpak/agent/releases",
         docs: Some("https://github.com/stakpak/agent"),
         load_session: Some(true),
@@ -434,6 +497,18 @@ mod tests {
             ProviderSpec::from_config(e.name, &e.provider_config())
                 .unwrap_or_else(|err| panic!("{}: {err}", e.name));
             assert!(!e.source.is_empty() && !e.install.is_empty(), "{}", e.name);
+            for (setting, what) in e.settings {
+                assert!(
+                    super::super::envfile::valid_env_name(setting),
+                    "{}: {setting}",
+                    e.name
+                );
+                assert!(
+                    !e.env.contains(setting) && !what.is_empty(),
+                    "{}: {setting}",
+                    e.name
+                );
+            }
         }
         assert!(CATALOGUE.len() >= 26);
     }

@@ -8,7 +8,7 @@ use super::super::turn::{PermissionRequest, TurnHooks};
 use super::{CallError, Pending, Session};
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::{
-    DecidedBy, Observation, PermissionAnswer, PermissionDecided, PermissionOption,
+    DecidedBy, Observation, OutcomeCode, PermissionAnswer, PermissionDecided, PermissionOption,
     PermissionRequested,
 };
 
@@ -61,7 +61,7 @@ impl<H: TurnHooks> Session<H> {
             other => other.to_string(),
         };
         if self.pending.contains_key(&request_id) {
-            return Err(CallError::Closed("protocol_error"));
+            return Err(CallError::Closed(OutcomeCode::ProtocolError));
         }
         self.emit(lapis_protocol::Payload::PermissionRequested(
             PermissionRequested {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use lapis_protocol::Observation;
 use lapis_protocol::mcp::McpRefusal;
-use lapis_protocol::{Observation, Payload, PermissionDecided};
 
 use super::*;
 
@@ -96,71 +96,14 @@ impl Engine {
     /// is launched: the refusal's code is the outcome, and an `mcp_servers`
     /// observation says why (names and positions, never a value).
     pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &McpRefusal) {
-        let code = refusal.code().as_str();
-        tracing::warn!(turn = %turn_id, code, "mcp servers refused before dispatch");
+        let code = OutcomeCode::Refused(refusal.code());
+        tracing::warn!(turn = %turn_id, code = code.as_str(), "mcp servers refused before dispatch");
         let event = Observation::noted(
             "mcp_servers",
             serde_json::json!({"refused": code, "message": refusal.to_string()}),
         );
         let _ = self.store.append_activity(turn_id, event.into()).await;
-        self.finish(turn_id, TurnEnd::Failed(code.into())).await;
-    }
-
-    /// Pending permission requests, optionally of one turn.
-    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
-        self.broker.pending(turn_id)
-    }
-
-    /// Answers a pending permission request at once (see
-    /// [`take_permission`](Engine::take_permission)).
-    pub async fn respond_permission(
-        &self,
-        turn_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<(), EngineError> {
-        self.take_permission(turn_id, request_id, answer)
-            .await?
-            .deliver()
-            .map_err(EngineError::NotPending)
-    }
-
-    /// Checks an answer to a pending permission request and reserves the
-    /// request for it (`permissions.respond` makes its receipt durable, then
-    /// delivers). The caller authorizes first (the pending entry names its
-    /// thread). A selected option must be one of the offered ids exactly.
-    /// An answer for a finished turn is journaled as an observation and
-    /// refused.
-    pub(crate) async fn take_permission(
-        &self,
-        turn_id: &str,
-        request_id: &str,
-        answer: PermissionAnswer,
-    ) -> Result<Taken, EngineError> {
-        match self.broker.take(turn_id, request_id, answer.clone()) {
-            Ok(taken) => Ok(taken),
-            Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
-            Err(e @ AnswerError::NotPending { .. }) => {
-                let turn = self.store.get_turn(turn_id).await?;
-                if turn.state.is_active() {
-                    return Err(EngineError::NotPending(e));
-                }
-                // Recorded as an observation by the store: a late answer
-                // never moves a finished turn.
-                let late = PermissionDecided {
-                    request_id: request_id.to_owned(),
-                    answer,
-                    decided_by: None,
-                };
-                let _ = self
-                    .store
-                    .append_activity(turn_id, Payload::PermissionDecided(late))
-                    .await;
-                Err(EngineError::TurnFinished {
-                    turn_id: turn_id.to_string(),
-                })
-            }
-        }
+        self.finish(turn_id, TurnEnd::Failed(code)).await;
     }
 
     /// Starts claiming and running turns on the current tokio runtime.
@@ -211,10 +154,14 @@ impl Engine {
     /// so the turn settles and its workspace is released as soon as the
     /// condition clears, without a restart; the turn keeps its lease
     /// meanwhile, so nothing else runs in that workspace on a half-written
-    /// record. `true` when the turn ended fenced (outcome unknown or
+    /// record. An end the store refuses for any other reason is recorded
+    /// as `submission_unknown` (`end_refused`) instead, and if even that is
+    /// refused the turn is fenced in memory: no failure leaves a workspace
+    /// in flight. `true` when the turn ended fenced (outcome unknown or
     /// interrupted).
     pub(super) async fn finish(&self, turn_id: &str, end: TurnEnd) -> bool {
         let mut backoff = Duration::from_millis(100);
+        let mut end = end;
         loop {
             match self.store.finish_turn(turn_id, end.clone()).await {
                 Ok(out) if !out.applied => {
@@ -233,8 +180,16 @@ impl Engine {
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                     continue;
                 }
+                Err(err) if end != TurnEnd::Unknown(OutcomeCode::EndRefused) => {
+                    tracing::error!(turn = %turn_id, code = err.code(), "the store refused the turn's end; recording it as unknown");
+                    end = TurnEnd::Unknown(OutcomeCode::EndRefused);
+                    continue;
+                }
                 Err(err) => {
                     tracing::error!(turn = %turn_id, code = err.code(), "recording a turn's end failed");
+                    if let Err(err) = self.store.fence_in_memory(turn_id).await {
+                        tracing::error!(turn = %turn_id, code = err.code(), "fencing the turn in memory failed");
+                    }
                     return true;
                 }
             }

@@ -1,7 +1,5 @@
 //! `mcp.register` and the MCP checks of `threads.create`.
 
-use serde_json::Value;
-
 use crate::auth::AuthSession;
 use lapis_protocol::RpcError;
 use lapis_protocol::mcp::{McpRefusal, validate_selection};
@@ -23,7 +21,7 @@ pub(crate) fn mcp_register(
     conn: &mut Conn,
     session: &AuthSession,
     p: params::McpRegister,
-) -> Result<Value, RpcError> {
+) -> Result<McpRegisterResult, RpcError> {
     let servers = ctx
         .core
         .mcp
@@ -40,7 +38,7 @@ pub(crate) fn mcp_register(
         servers = servers.len(),
         "mcp servers registered"
     );
-    serde_json::to_value(McpRegisterResult { servers }).map_err(super::internal)
+    Ok(McpRegisterResult { servers })
 }
 
 /// What `threads.create` checks of MCP servers before anything is stored:

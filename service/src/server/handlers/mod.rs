@@ -58,15 +58,15 @@ pub(super) fn store_err(e: StoreError) -> RpcError {
         return RpcError::new(ErrorCode::BindingMismatch, e.to_string())
             .with_data("fields", fields);
     }
-    match ErrorCode::parse(e.code()) {
-        Some(ErrorCode::Internal) | None => internal(e),
+    match e.error_code() {
+        ErrorCode::Internal => internal(e),
         // The code already says "conflict"; the message is the reason alone,
         // so clients do not print "conflict: … [conflict]".
-        Some(code @ ErrorCode::Conflict) => match e {
+        code @ ErrorCode::Conflict => match e {
             StoreError::Conflict { reason } => RpcError::new(code, reason),
             other => RpcError::new(code, other.to_string()),
         },
-        Some(code) => RpcError::new(code, e.to_string()),
+        code => RpcError::new(code, e.to_string()),
     }
 }
 

@@ -16,20 +16,6 @@ fn invalid(msg: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidRequest, msg)
 }
 
-fn approval(s: Option<&str>) -> Result<Option<ApprovalPolicy>, RpcError> {
-    s.map(|s| {
-        ApprovalPolicy::parse(s).ok_or_else(|| invalid("`approval` must be `ask` or `allow-all`"))
-    })
-    .transpose()
-}
-
-fn retention(s: Option<&str>) -> Result<Option<Retention>, RpcError> {
-    s.map(|s| {
-        Retention::parse(s).ok_or_else(|| invalid("`retention` must be `full` or `metadata-only`"))
-    })
-    .transpose()
-}
-
 fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
     if ctx.core.providers.contains(name) {
         Ok(())
@@ -89,9 +75,9 @@ pub(crate) async fn threads_create(
         command_id: p.command_id,
         workspace_id: p.workspace_id,
         provider: p.provider,
-        approval: approval(p.approval.as_deref())?.unwrap_or(ApprovalPolicy::Ask),
+        approval: p.approval.unwrap_or(ApprovalPolicy::Ask),
         restricted: p.restricted,
-        retention: retention(p.retention.as_deref())?.unwrap_or(Retention::Full),
+        retention: p.retention.unwrap_or(Retention::Full),
         mcp_servers: p.mcp_servers,
     };
     let receipt = ctx
@@ -184,9 +170,9 @@ pub(crate) async fn threads_configure(
     super::mcp::check_restricted(ctx, provider_name, restricted, &thread.mcp_servers)?;
     let patch = ThreadPatch {
         provider: p.provider,
-        approval: approval(p.approval.as_deref())?,
+        approval: p.approval,
         restricted: p.restricted,
-        retention: retention(p.retention.as_deref())?,
+        retention: p.retention,
     };
     let receipt = ctx
         .core

@@ -2,11 +2,10 @@
 
 use std::collections::HashMap;
 
-use serde_json::json;
-
 use crate::auth::AuthSession;
-use crate::domain::{ResolveAs, SubmitTurn, TurnState};
-use crate::store::{CommandKind, TurnFilter};
+use crate::domain::SubmitTurn;
+use crate::engine::EngineError;
+use crate::store::TurnFilter;
 use lapis_protocol::params::{RespondResult, TurnResult, TurnsResult};
 use lapis_protocol::{ErrorCode, RpcError, ThreadExpect, params};
 
@@ -97,14 +96,7 @@ pub(crate) async fn turns_list(
     session: &AuthSession,
     p: params::TurnsList,
 ) -> Result<TurnsResult, RpcError> {
-    let state = p
-        .state
-        .as_deref()
-        .map(|s| {
-            TurnState::parse(s)
-                .ok_or_else(|| RpcError::new(ErrorCode::InvalidRequest, "unknown turn state"))
-        })
-        .transpose()?;
+    let state = p.state;
     if let Some(thread) = &p.thread_id {
         owned_thread(ctx, session, thread).await?;
     }
@@ -166,16 +158,7 @@ pub(crate) async fn turns_resolve(
     session: &AuthSession,
     p: params::TurnsResolve,
 ) -> Result<TurnResult, RpcError> {
-    let resolve_as = match p.resolve_as.as_str() {
-        "failed" => ResolveAs::Failed,
-        "cancelled" => ResolveAs::Cancelled,
-        _ => {
-            return Err(RpcError::new(
-                ErrorCode::InvalidRequest,
-                "`as` must be `failed` or `cancelled`",
-            ));
-        }
-    };
+    let resolve_as = p.resolve_as;
     if !p.confirm_stopped {
         return Err(RpcError::new(
             ErrorCode::InvalidRequest,
@@ -198,83 +181,28 @@ pub(crate) async fn turns_resolve(
     Ok(receipted(receipt))
 }
 
-/// `permissions.respond`: checked by the engine running the turn, which
-/// reserves the request for it; with a command id the receipt is made
-/// durable *before* the answer is delivered, so a caller whose answer was
-/// lost and who asks again with the same id gets the same result
-/// (`accepted`, replayed; other input: `conflict`) and the agent never
-/// gets the answer without the receipt existing.
+/// `permissions.respond`: the session must own the turn; the engine does
+/// the rest as one operation (receipt, delivery, journal: see
+/// `engine::worker::permissions`).
 pub(crate) async fn permissions_respond(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsRespond,
 ) -> Result<RespondResult, RpcError> {
     owned_turn(ctx, session, &p.turn_id).await?;
-    let command = p.command_id.as_deref().map(|cmd| {
-        let parts = vec![
-            "permission.respond".to_owned(),
-            p.turn_id.clone(),
-            p.request_id.clone(),
-            p.option_id.clone(),
-        ];
-        (cmd, parts)
-    });
-    if let Some((cmd, parts)) = &command
-        && ctx
-            .core
-            .store
-            .replay_command(
-                &actor(session),
-                cmd,
-                CommandKind::PermissionRespond,
-                parts.clone(),
-            )
-            .await
-            .map_err(store_err)?
-            .is_some()
-    {
-        return Ok(RespondResult {
-            accepted: true,
-            replayed: true,
-        });
-    }
-    let Some(engine) = &ctx.core.permissions else {
+    let Some(engine) = &ctx.core.engine else {
         return Err(RpcError::new(
             ErrorCode::NotFound,
             "no pending permission request with that id",
         ));
     };
-    let taken = engine.take(&p.turn_id, &p.request_id, &p.option_id).await?;
-    let result = json!({ "accepted": true });
-    if let Some((cmd, parts)) = command {
-        ctx.core
-            .store
-            .record_command(
-                &actor(session),
-                cmd,
-                CommandKind::PermissionRespond,
-                parts,
-                &p.turn_id,
-                result.clone(),
-            )
-            .await
-            .map_err(store_err)?;
-    }
-    // The runner may stop waiting in the instant between the check and the
-    // delivery (deadline, cancel): the request was then resolved another
-    // way, as its `permission_decided` event says. Without a receipt that is
-    // reported; with one, the receipt's answer stands (`accepted` means the
-    // answer was valid and handed over), so a retry agrees with this one.
-    if let Err(err) = taken.deliver() {
-        tracing::warn!(turn = %p.turn_id, "permission answer arrived as the request ended");
-        if p.command_id.is_none() {
-            return Err(RpcError::new(ErrorCode::NotFound, err.to_string()));
-        }
-    }
-    Ok(RespondResult {
-        accepted: true,
-        replayed: false,
-    })
+    engine
+        .respond(&actor(session), &p)
+        .await
+        .map_err(|e| match e {
+            EngineError::Store(e) => store_err(e),
+            e => RpcError::new(e.error_code(), e.to_string()),
+        })
 }
 
 /// Queues `input` as the session's actor, checking the thread against

@@ -77,9 +77,12 @@ async fn configure_uses_optimistic_versions_and_waits_for_idle_threads() {
             .code(),
         "conflict"
     );
-    s.finish_turn(&t.id, TurnEnd::Unknown("agent_exited".into()))
-        .await
-        .unwrap();
+    s.finish_turn(
+        &t.id,
+        TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited),
+    )
+    .await
+    .unwrap();
     let t4 = s
         .configure_thread(&owner(), &th.id, 3, patch.clone(), None)
         .await

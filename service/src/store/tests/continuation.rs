@@ -183,7 +183,10 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
 
     // submission_unknown: refused, and the fence stays.
     let unknown = s
-        .finish_turn(&claim.turn.id, TurnEnd::Unknown("agent_exited".into()))
+        .finish_turn(
+            &claim.turn.id,
+            TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited),
+        )
         .await
         .unwrap()
         .turn;
@@ -203,9 +206,12 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
         .await
         .unwrap();
     let c = s.try_claim().await.unwrap().unwrap();
-    s.finish_turn(&c.turn.id, TurnEnd::Failed("boundary_not_persisted".into()))
-        .await
-        .unwrap();
+    s.finish_turn(
+        &c.turn.id,
+        TurnEnd::Failed(lapis_protocol::OutcomeCode::BoundaryNotPersisted),
+    )
+    .await
+    .unwrap();
 
     // interrupted: refused like submission_unknown.
     let t = s
@@ -217,7 +223,10 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
     s.mark_dispatched(&t.id, binding()).await.unwrap();
     s.request_cancel(&owner(), &t.id).await.unwrap();
     let interrupted = s
-        .finish_turn(&t.id, TurnEnd::Interrupted("cancel_deadline".into()))
+        .finish_turn(
+            &t.id,
+            TurnEnd::Interrupted(lapis_protocol::OutcomeCode::CancelDeadline),
+        )
         .await
         .unwrap()
         .turn;
@@ -342,9 +351,12 @@ async fn a_metadata_only_prior_whose_payloads_are_gone_is_transcript_unavailable
             .unwrap();
         let c = s.try_claim().await.unwrap().unwrap();
         assert!(c.context.unwrap().contains("Asked: private"));
-        s.finish_turn(&c.turn.id, TurnEnd::Failed("x".into()))
-            .await
-            .unwrap();
+        s.finish_turn(
+            &c.turn.id,
+            TurnEnd::Failed(lapis_protocol::OutcomeCode::AgentError),
+        )
+        .await
+        .unwrap();
         (th.id, prior.id)
     };
     store.close().await;
@@ -409,6 +421,9 @@ async fn the_claim_rechecks_the_prior_and_the_digest_is_bounded() {
     assert!(s.try_claim().await.unwrap().is_none());
     let failed = s.get_turn(&queued.id).await.unwrap();
     assert_eq!(failed.state, TurnState::Failed);
-    assert_eq!(failed.outcome.as_deref(), Some(CONTINUATION_REFUSED));
+    assert_eq!(
+        failed.outcome_code(),
+        Some(lapis_protocol::OutcomeCode::ContinuationRefused)
+    );
     assert!(failed.dispatched_at.is_none());
 }

@@ -57,7 +57,10 @@ async fn a_turn_runs_through_its_whole_lifecycle_and_is_journaled_in_order() {
 
     // Duplicate completion and late chunks change nothing.
     let dup = s
-        .finish_turn(&claim.turn.id, TurnEnd::Failed("late".into()))
+        .finish_turn(
+            &claim.turn.id,
+            TurnEnd::Failed(lapis_protocol::OutcomeCode::AgentError),
+        )
         .await
         .unwrap();
     assert!(!dup.applied);

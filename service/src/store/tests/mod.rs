@@ -11,6 +11,7 @@ mod parking;
 mod prepared;
 mod receipts;
 mod scheduling;
+mod storage;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -14,10 +14,13 @@ async fn fenced(s: &Store, th: &str, cmd: &str) -> Turn {
         .value;
     s.try_claim().await.unwrap().unwrap();
     s.mark_dispatched(&t.id, super::binding()).await.unwrap();
-    s.finish_turn(&t.id, TurnEnd::Unknown("agent_exited".into()))
-        .await
-        .unwrap()
-        .turn
+    s.finish_turn(
+        &t.id,
+        TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited),
+    )
+    .await
+    .unwrap()
+    .turn
 }
 
 #[tokio::test]

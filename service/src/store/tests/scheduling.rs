@@ -81,9 +81,12 @@ async fn scheduler_is_fifo_inside_and_first_fit_across_workspaces() {
         tokio::spawn(async move { s.next_runnable().await.unwrap() })
     };
     tokio::task::yield_now().await;
-    s.finish_turn(&c1.turn.id, TurnEnd::Failed("spawn_failed".into()))
-        .await
-        .unwrap();
+    s.finish_turn(
+        &c1.turn.id,
+        TurnEnd::Failed(lapis_protocol::OutcomeCode::SpawnFailed),
+    )
+    .await
+    .unwrap();
     let c3 = waiter.await.unwrap();
     assert_eq!(c3.turn.id, a2.id);
 }
@@ -109,7 +112,10 @@ async fn lost_outcome_fences_until_confirmed_resolution_which_never_redispatches
         .await
         .unwrap();
     let lost = s
-        .finish_turn(&t1.id, TurnEnd::Unknown("agent_exited".into()))
+        .finish_turn(
+            &t1.id,
+            TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited),
+        )
         .await
         .unwrap();
     assert_eq!(lost.turn.state, TurnState::SubmissionUnknown);
@@ -198,7 +204,10 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
         .value;
     let queued = s.request_cancel(&owner(), &t2.id).await.unwrap();
     assert_eq!(queued.state, TurnState::Cancelled);
-    assert_eq!(queued.outcome.as_deref(), Some(CANCELLED_BEFORE_START));
+    assert_eq!(
+        queued.outcome_code(),
+        Some(lapis_protocol::OutcomeCode::CancelledBeforeStart)
+    );
 
     // Cancel while preparing: the dispatch boundary is refused.
     let mut c1 = s.try_claim().await.unwrap().unwrap();
@@ -215,9 +224,12 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
             .code(),
         "conflict"
     );
-    s.finish_turn(&t1.id, TurnEnd::Cancelled("cancelled".into()))
-        .await
-        .unwrap();
+    s.finish_turn(
+        &t1.id,
+        TurnEnd::Cancelled(lapis_protocol::OutcomeCode::Cancelled),
+    )
+    .await
+    .unwrap();
 
     // Cancel in flight, then the outcome is lost: interrupted, fenced.
     let c3 = s.try_claim().await.unwrap().unwrap();
@@ -225,7 +237,10 @@ async fn cancel_before_start_during_preparing_and_in_flight() {
     s.mark_dispatched(&t3.id, super::binding()).await.unwrap();
     s.request_cancel(&owner(), &t3.id).await.unwrap();
     let out = s
-        .finish_turn(&t3.id, TurnEnd::Unknown("deadline".into()))
+        .finish_turn(
+            &t3.id,
+            TurnEnd::Unknown(lapis_protocol::OutcomeCode::CancelDeadline),
+        )
         .await
         .unwrap();
     assert_eq!(out.turn.state, TurnState::Interrupted);
@@ -260,9 +275,12 @@ async fn the_owners_cancel_of_a_fenced_turn_resolves_it_cancelled_without_retryi
         .value;
     s.try_claim().await.unwrap().unwrap();
     s.mark_dispatched(&lost.id, super::binding()).await.unwrap();
-    s.finish_turn(&lost.id, TurnEnd::Unknown("agent_exited".into()))
-        .await
-        .unwrap();
+    s.finish_turn(
+        &lost.id,
+        TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited),
+    )
+    .await
+    .unwrap();
     assert_eq!(s.status().fenced_workspaces, vec!["ws1".to_owned()]);
     assert!(s.try_claim().await.unwrap().is_none());
 
@@ -273,7 +291,10 @@ async fn the_owners_cancel_of_a_fenced_turn_resolves_it_cancelled_without_retryi
         .map(|r| r.value)
         .unwrap();
     assert_eq!(t.state, TurnState::Cancelled);
-    assert_eq!(t.outcome.as_deref(), Some(RESOLVED_BY_OWNER));
+    assert_eq!(
+        t.outcome_code(),
+        Some(lapis_protocol::OutcomeCode::ResolvedByOwner)
+    );
     assert!(t.resolved_at.is_some());
     assert!(s.status().fenced_workspaces.is_empty());
     // Once settled, cancelling again changes nothing and resolving conflicts.
@@ -384,7 +405,10 @@ async fn recovery_at_open_settles_every_in_flight_turn_and_keeps_queued_ones() {
     let p = state(&t_prep).await;
     assert_eq!(
         (p.state, p.outcome.as_deref()),
-        (TurnState::Failed, Some(SETUP_INTERRUPTED))
+        (
+            TurnState::Failed,
+            Some(lapis_protocol::OutcomeCode::SetupInterrupted.as_str())
+        )
     );
     assert_eq!(state(&t_disp).await.state, TurnState::SubmissionUnknown);
     assert_eq!(state(&t_run).await.state, TurnState::SubmissionUnknown);
@@ -426,12 +450,15 @@ async fn a_lost_outcome_before_the_dispatch_boundary_is_a_plain_failure() {
     assert!(!start.applied);
     assert_eq!(start.turn.state, TurnState::Preparing);
     let out = s
-        .finish_turn(&t.id, TurnEnd::Unknown("spawn_exited".into()))
+        .finish_turn(
+            &t.id,
+            TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited),
+        )
         .await
         .unwrap();
     assert!(out.applied);
     assert_eq!(out.turn.state, TurnState::Failed);
-    assert_eq!(out.turn.outcome.as_deref(), Some("spawn_exited"));
+    assert_eq!(out.turn.outcome.as_deref(), Some("agent_exited"));
     assert!(s.status().fenced_workspaces.is_empty());
     assert!(s.status().running_workspaces.is_empty());
     // Bad outcome codes are refused before anything changes.
@@ -442,7 +469,7 @@ async fn a_lost_outcome_before_the_dispatch_boundary_is_a_plain_failure() {
         .value;
     s.try_claim().await.unwrap().unwrap();
     let err = s
-        .finish_turn(&t2.id, TurnEnd::Failed("has space".into()))
+        .finish_turn(&t2.id, TurnEnd::Completed("has space".into()))
         .await
         .unwrap_err();
     assert_eq!(err.code(), "invalid_request");

@@ -143,11 +143,14 @@ impl Batch {
         self.write_appends(w);
         let failed = if self.batched {
             let wrote = w.conn.total_changes() != self.changes_before;
-            match w
-                .conn
-                .prepare_cached("COMMIT")
-                .and_then(|mut s| s.execute([]).map(|_| ()))
-            {
+            let commit = match injected_commit_fault() {
+                Some(e) => Err(e),
+                None => w
+                    .conn
+                    .prepare_cached("COMMIT")
+                    .and_then(|mut s| s.execute([]).map(|_| ())),
+            };
+            match commit {
                 Ok(()) => {
                     // A batch that changed nothing writes no WAL frame and
                     // costs no fsync; it is not counted as a commit.
@@ -162,7 +165,7 @@ impl Batch {
                 Err(e) => {
                     let e = StoreError::from_sqlite(e);
                     w.note_storage(&e);
-                    let code = e.code();
+                    let code = e.batch_cause();
                     let _ = w.conn.execute_batch("ROLLBACK");
                     // Nothing of the batch happened: drop its events and
                     // rebuild memory from what is committed.
@@ -176,4 +179,32 @@ impl Batch {
         };
         w.publish(failed, self.replies);
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: how many of the next batch commits on this thread (the
+    /// writer's: set it from inside an operation) fail as a full disk does
+    /// (`SQLITE_FULL` at `COMMIT`, the whole batch rolled back).
+    pub(crate) static FAIL_COMMITS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The commit error a test asked for, if any.
+#[cfg(test)]
+fn injected_commit_fault() -> Option<rusqlite::Error> {
+    FAIL_COMMITS.with(|n| {
+        let left = n.get();
+        (left > 0).then(|| {
+            n.set(left - 1);
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                Some("database or disk is full".into()),
+            )
+        })
+    })
+}
+
+#[cfg(not(test))]
+fn injected_commit_fault() -> Option<rusqlite::Error> {
+    None
 }

@@ -36,6 +36,27 @@ pub(crate) fn run_prompt(
             );
         }
     }
+    if script.has("hostile") {
+        // Terminal attacks in every place a model's text reaches a person.
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": format!("think{HOSTILE}")}}),
+        );
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("reply{HOSTILE}\n")}}),
+        );
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "tool_call", "toolCallId": "hostile-call",
+            "title": format!("rm -rf /{HOSTILE}"), "kind": "execute", "status": "completed"}),
+        );
+    }
     for i in 0..script.num("thoughts") {
         update(
             out,
@@ -97,16 +118,17 @@ pub(crate) fn run_prompt(
     let perms = script.num("permissions");
     if perms > 0 {
         let kinds = script.get("perm-kinds").unwrap_or("allow_once,reject_once");
+        let hostile = if script.has("hostile") { HOSTILE } else { "" };
         let options: Vec<Value> = kinds
             .split(',')
-            .map(|k| json!({"optionId": format!("opt-{k}"), "name": k, "kind": k}))
+            .map(|k| json!({"optionId": format!("opt-{k}"), "name": format!("{k}{hostile}"), "kind": k}))
             .collect();
         for i in 0..perms {
             send(
                 out,
                 &json!({"jsonrpc": "2.0", "id": format!("perm-{i}"),
                 "method": "session/request_permission", "params": {"sessionId": s,
-                "toolCall": {"toolCallId": format!("guarded-{i}"), "title": "Run command",
+                "toolCall": {"toolCallId": format!("guarded-{i}"), "title": format!("Run command{hostile}"),
                     "kind": "execute", "status": "pending"},
                 "options": options}}),
             );

@@ -1,0 +1,54 @@
+//! The last lines an agent wrote on stderr, kept so that a failed start or
+//! check can say why in the agent's own words ("node: not found", "401
+//! invalid x-api-key") instead of only `initialize failed (broken_pipe)`.
+//!
+//! What must stay true: only lines that passed the stderr redactor (the
+//! very lines the service log gets) are kept; at most [`TAIL_LINES`] lines
+//! of at most the log's line bound each, so the tail is bounded whatever
+//! the agent writes; a metadata-only thread's agent keeps nothing (its
+//! stderr is drained unread). Terminal safety is the printer's job.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+/// How many of the last stderr lines are kept.
+pub const TAIL_LINES: usize = 8;
+
+/// A shared, bounded ring of redacted stderr lines.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    /// Records one redacted (and already cut) line, forgetting the oldest
+    /// beyond [`TAIL_LINES`].
+    pub(super) fn push(&self, line: &str) {
+        let mut lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line.to_owned());
+    }
+
+    /// The lines kept, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        let lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{StderrTail, TAIL_LINES};
+
+    #[test]
+    fn keeps_only_the_last_lines() {
+        let tail = StderrTail::default();
+        for i in 0..TAIL_LINES + 3 {
+            tail.push(&format!("line {i}"));
+        }
+        let kept = tail.lines();
+        assert_eq!(kept.len(), TAIL_LINES);
+        assert_eq!(kept[0], "line 3");
+        assert_eq!(kept.last().unwrap(), &format!("line {}", TAIL_LINES + 2));
+    }
+}

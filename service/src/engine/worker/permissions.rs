@@ -1,0 +1,178 @@
+//! Answering an agent's permission request: `permissions.respond` as one
+//! engine operation.
+//!
+//! What must stay true, in this order:
+//!
+//! 1. a command id seen before with the same input replays its answer
+//!    (`accepted`, `replayed`) without touching the request; other input is
+//!    `conflict`;
+//! 2. the answer is checked against the pending request (an offered option
+//!    id, exactly) and the request is reserved for it ([`Taken`]); an answer
+//!    for a finished turn is journaled as a late `permission_decided`
+//!    observation and refused;
+//! 3. with a command id the receipt is durable *before* the answer is
+//!    delivered, so the agent never acts on an answer whose receipt could
+//!    be lost;
+//! 4. delivery hands the answer to the waiting runner, which journals the
+//!    decision. A runner that stopped waiting in between (deadline, cancel)
+//!    resolved the request another way: without a receipt that is
+//!    `not_found`; with one, the receipt's `accepted` stands so a retry
+//!    agrees with the first answer.
+//!
+//! The caller authorizes first: the server checks that the session owns
+//! the turn.
+
+use lapis_protocol::ErrorCode;
+use lapis_protocol::params::{PermissionsRespond, RespondResult};
+
+use super::*;
+use crate::domain::Actor;
+use crate::engine::Taken;
+use crate::engine::broker::AnswerError;
+use crate::store::CommandKind;
+
+/// Why a permission answer was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Nothing is pending under that id and the turn is still active.
+    #[error(transparent)]
+    NotPending(AnswerError),
+    /// The turn already ended: the late answer was journaled and changed nothing.
+    #[error("turn `{turn_id}` has finished; the answer changes nothing")]
+    TurnFinished {
+        /// The finished turn.
+        turn_id: String,
+    },
+    /// The option was not offered.
+    #[error(transparent)]
+    NotOffered(AnswerError),
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// The wire code (`internal` for failures the client cannot act on).
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            EngineError::NotPending(_) => ErrorCode::NotFound,
+            EngineError::TurnFinished { .. } => ErrorCode::Conflict,
+            EngineError::NotOffered(_) => ErrorCode::InvalidRequest,
+            EngineError::Store(e) => e.error_code(),
+        }
+    }
+}
+
+/// The receipt's command kind and digest of one answer.
+fn receipt_parts(p: &PermissionsRespond) -> Vec<String> {
+    vec![
+        "permission.respond".to_owned(),
+        p.turn_id.clone(),
+        p.request_id.clone(),
+        p.option_id.clone(),
+    ]
+}
+
+impl Engine {
+    /// Pending permission requests, optionally of one turn.
+    pub fn pending_permissions(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
+        self.broker.pending(turn_id)
+    }
+
+    /// `permissions.respond` for `actor` (see the module docs for what it
+    /// guarantees and in which order).
+    pub(crate) async fn respond(
+        &self,
+        actor: &Actor,
+        p: &PermissionsRespond,
+    ) -> Result<RespondResult, EngineError> {
+        let receipt = p.command_id.as_deref().map(|cmd| (cmd, receipt_parts(p)));
+        if let Some((cmd, parts)) = &receipt
+            && self
+                .store
+                .replay_command(actor, cmd, CommandKind::PermissionRespond, parts.clone())
+                .await?
+                .is_some()
+        {
+            return Ok(RespondResult {
+                accepted: true,
+                replayed: true,
+            });
+        }
+        let answer = PermissionAnswer::Selected {
+            option_id: p.option_id.clone(),
+        };
+        let taken = self.take(&p.turn_id, &p.request_id, answer).await?;
+        if let Some((cmd, parts)) = receipt {
+            let result = serde_json::json!({ "accepted": true });
+            self.store
+                .record_command(
+                    actor,
+                    cmd,
+                    CommandKind::PermissionRespond,
+                    parts,
+                    &p.turn_id,
+                    result,
+                )
+                .await?;
+        }
+        if let Err(err) = taken.deliver() {
+            tracing::warn!(turn = %p.turn_id, "permission answer arrived as the request ended");
+            if p.command_id.is_none() {
+                return Err(EngineError::NotPending(err));
+            }
+        }
+        Ok(RespondResult {
+            accepted: true,
+            replayed: false,
+        })
+    }
+
+    /// Answers a pending permission request at once, with no receipt (any
+    /// answer, including a cancellation; for embedding and tests).
+    pub async fn respond_permission(
+        &self,
+        turn_id: &str,
+        request_id: &str,
+        answer: PermissionAnswer,
+    ) -> Result<(), EngineError> {
+        self.take(turn_id, request_id, answer)
+            .await?
+            .deliver()
+            .map_err(EngineError::NotPending)
+    }
+
+    /// Checks an answer and reserves the request for it; an answer for a
+    /// finished turn is journaled as an observation and refused.
+    async fn take(
+        &self,
+        turn_id: &str,
+        request_id: &str,
+        answer: PermissionAnswer,
+    ) -> Result<Taken, EngineError> {
+        match self.broker.take(turn_id, request_id, answer.clone()) {
+            Ok(taken) => Ok(taken),
+            Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
+            Err(e @ AnswerError::NotPending { .. }) => {
+                let turn = self.store.get_turn(turn_id).await?;
+                if turn.state.is_active() {
+                    return Err(EngineError::NotPending(e));
+                }
+                // Recorded as an observation by the store: a late answer
+                // never moves a finished turn.
+                let late = lapis_protocol::PermissionDecided {
+                    request_id: request_id.to_owned(),
+                    answer,
+                    decided_by: None,
+                };
+                let _ = self
+                    .store
+                    .append_activity(turn_id, lapis_protocol::Payload::PermissionDecided(late))
+                    .await;
+                Err(EngineError::TurnFinished {
+                    turn_id: turn_id.to_string(),
+                })
+            }
+        }
+    }
+}
