@@ -2,9 +2,11 @@
 
 mod acp_echo;
 mod ask;
+pub(crate) mod candidates;
 mod command_id;
 pub(crate) mod completions;
 mod config;
+mod config_files;
 mod connect;
 mod doctor;
 mod follow;
@@ -14,6 +16,7 @@ mod journal;
 mod logs;
 mod paths;
 mod permissions;
+mod printer;
 mod prompt;
 mod providers;
 mod providers_add;

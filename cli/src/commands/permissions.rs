@@ -22,7 +22,7 @@ use crate::exit::{CliError, CliResult};
 use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
-use super::follow::{Halt, Printer};
+use super::printer::{Halt, Printer};
 
 pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult {
     let mut client = connect(global)?;

@@ -16,8 +16,9 @@ use crate::exit::{CliError, CliResult};
 use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
-use super::follow::{self, Halt, Printer};
+use super::follow;
 use super::permissions::Prompter;
+use super::printer::{Halt, Printer};
 
 /// How a submitted turn is watched.
 #[derive(Clone, Copy, PartialEq, Eq)]
