@@ -1,12 +1,19 @@
 //! Every clap type of the CLI, in one place. Command code lives in
-//! `commands/`; nothing here does work.
+//! `commands/`; nothing here does work. The global flags live in
+//! `args/global.rs`, apart from the command tree, because the shell
+//! completion candidates the tree names need them too (a file of its own
+//! keeps the two from importing each other).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::engine::ArgValueCandidates;
 
-use crate::commands::completions::{provider_names, thread_ids, turn_ids, workspace_ids};
+use crate::commands::candidates::{provider_names, thread_ids, turn_ids, workspace_ids};
+
+mod global;
+
+pub(crate) use global::GlobalArgs;
 
 /// Local controller that runs coding-agent turns durably, one per workspace.
 #[derive(Debug, Parser)]
@@ -16,17 +23,6 @@ pub(crate) struct Cli {
     pub(crate) global: GlobalArgs,
     #[command(subcommand)]
     pub(crate) command: Command,
-}
-
-/// Options every command accepts; they select which installation is meant.
-#[derive(Debug, Args, Clone, Default)]
-pub(crate) struct GlobalArgs {
-    /// Configuration file [default: ~/.config/lapis-ai-controller/config.json].
-    #[arg(long, global = true, value_name = "PATH")]
-    pub(crate) config: Option<PathBuf>,
-    /// Isolated instance name (its own config, home, socket and service unit).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub(crate) instance: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -29,13 +29,7 @@ use thiserror::Error;
 use crate::checksums::{CHECKSUMS_FILE, Sha256Hex, Sha256Sums};
 use crate::{BuildIdentity, Entry, MANIFEST_FILE, Manifest, ManifestError, PRODUCT};
 
-/// Relative path of the executable inside a release tree.
-pub const BINARY_PATH: &str = "bin/lapis-ai-controller";
-/// Permission bits of the executable in every release tree: in archives and
-/// in every installed snapshot, whichever way it was installed. Read-only
-/// (a snapshot is immutable) and part of the digest, so this one value is
-/// what keeps one binary at one digest.
-pub const BINARY_MODE: u32 = 0o555;
+pub use crate::shipped::{BINARY_MODE, BINARY_PATH};
 /// Permission bits of `release.json` in every archive.
 pub const MANIFEST_MODE: u32 = 0o644;
 /// Pinned deflate level. Changing it changes every archive's bytes.

@@ -1,5 +1,5 @@
-//! The files shipped beside the binary in every release tree: the licence
-//! texts of the workspace's `MIT OR Apache-2.0`.
+//! What every release tree ships: the binary (its path and mode) and, beside
+//! it, the licence texts of the workspace's `MIT OR Apache-2.0`.
 //!
 //! The texts are compiled in from the repository root, so the archive builder
 //! (`lapis-release build`) and the installer (`install` from the running
@@ -8,8 +8,15 @@
 //! installed from the executable or from an archive of it; both paths build
 //! their entries through [`release_entries`].
 
-use crate::archive::BINARY_PATH;
 use crate::{Entry, Sha256Hex};
+
+/// Relative path of the executable inside a release tree.
+pub const BINARY_PATH: &str = "bin/lapis-ai-controller";
+/// Permission bits of the executable in every release tree: in archives and
+/// in every installed snapshot, whichever way it was installed. Read-only
+/// (a snapshot is immutable) and part of the digest, so this one value is
+/// what keeps one binary at one digest.
+pub const BINARY_MODE: u32 = 0o555;
 
 /// One file shipped beside the binary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +46,7 @@ pub const LICENSE_FILES: [ShippedFile; 2] = [
 
 /// The manifest entries of a full release tree around a binary of `size`
 /// bytes hashing to `sha256`: the binary (mode
-/// [`crate::archive::BINARY_MODE`]) and every [`LICENSE_FILES`] entry, sorted
+/// [`BINARY_MODE`]) and every [`LICENSE_FILES`] entry, sorted
 /// by path.
 pub fn release_entries(size: u64, sha256: &Sha256Hex) -> Vec<Entry> {
     let mut entries: Vec<Entry> = LICENSE_FILES
@@ -53,7 +60,7 @@ pub fn release_entries(size: u64, sha256: &Sha256Hex) -> Vec<Entry> {
         .collect();
     entries.push(Entry::File {
         path: BINARY_PATH.to_owned(),
-        mode: crate::archive::BINARY_MODE,
+        mode: BINARY_MODE,
         size,
         sha256: sha256.as_str().to_owned(),
     });

@@ -9,6 +9,7 @@
 //!
 //! `LAPIS_BENCH_QUICK=1` shrinks the sizes (smoke run).
 
+use lapis_protocol::Payload;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -78,7 +79,10 @@ async fn group_commit_writer(n: usize) -> (f64, f64, f64) {
     let start = Instant::now();
     let mut last = None;
     for i in 0..n {
-        last = Some(store.append_activity(&turn, EventKind::MessageChunk, Some(payload(i))));
+        last = Some(store.append_activity(
+            &turn,
+            Payload::from_value(EventKind::MessageChunk, payload(i)),
+        ));
     }
     last.unwrap().await.unwrap();
     let rate = n as f64 / start.elapsed().as_secs_f64();
@@ -121,7 +125,10 @@ async fn commit_per_event(n: usize) -> f64 {
     let start = Instant::now();
     for i in 0..n {
         store
-            .append_activity(&turn, EventKind::MessageChunk, Some(payload(i)))
+            .append_activity(
+                &turn,
+                Payload::from_value(EventKind::MessageChunk, payload(i)),
+            )
             .await
             .unwrap();
     }

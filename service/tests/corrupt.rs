@@ -1,6 +1,7 @@
 //! Corrupt databases fail closed at open with a clear, content-free code:
 //! a newer schema, a foreign file, a truncated file, rows edited by hand.
 
+use lapis_protocol::Payload;
 use std::path::{Path, PathBuf};
 
 use lapis_service::store::DB_FILE;
@@ -57,8 +58,10 @@ fn populated(chunks: usize) -> Populated {
         for i in 0..chunks {
             last = Some(s.append_activity(
                 &t.id,
-                EventKind::MessageChunk,
-                Some(json!({ "text": format!("chunk {i} {}", "x".repeat(200)) })),
+                Payload::from_value(
+                    EventKind::MessageChunk,
+                    json!({ "text": format!("chunk {i} {}", "x".repeat(200)) }),
+                ),
             ));
         }
         if let Some(l) = last {

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use lapis_e2e::TestContext;
 use lapis_service::acp::{
-    ActivityEvent, CommandLookup, HookError, PermissionAnswer, PermissionRequest, ProviderSpec,
-    RunnerLimits, TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
+    CommandLookup, HookError, PermissionAnswer, PermissionRequest, ProviderSpec, RunnerLimits,
+    TurnHooks, TurnOutcome, TurnRequest, cancel_channel, run_turn,
 };
 use lapis_service::engine::{Engine, EngineConfig};
 use lapis_service::{
@@ -83,7 +83,7 @@ impl TurnHooks for Counting {
     async fn before_dispatch(&self, _session_id: &str) -> Result<(), HookError> {
         Ok(())
     }
-    async fn event(&self, _e: ActivityEvent) -> Result<(), HookError> {
+    async fn event(&self, _e: lapis_protocol::Payload) -> Result<(), HookError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
@@ -204,11 +204,12 @@ async fn engine_batch(rig: &Rig, per_ws: usize, tag: &str) -> Duration {
                     && let Some(turn) = &e.turn_id
                     && waiting.contains(turn)
                 {
-                    let to = e
-                        .payload
-                        .as_ref()
-                        .and_then(|p| p.get("to"))
-                        .and_then(|v| v.as_str());
+                    let to = match e.body() {
+                        Some(lapis_protocol::Payload::TurnState(change)) => {
+                            Some(change.to.as_str())
+                        }
+                        _ => None,
+                    };
                     match to {
                         Some("completed") => {
                             waiting.remove(turn);

@@ -6,29 +6,27 @@
 //! by the callers.
 
 use lapis_protocol::client::Client;
-use lapis_protocol::{EventKind, JournalEvent};
-use serde_json::Value;
+use lapis_protocol::{JournalEvent, Observation, Payload};
 
 use super::connect::client_error;
 use crate::exit::CliError;
 
-/// The stderr lines an `agent_stderr` observation carries.
+/// The stderr lines an `agent_stderr` observation carries (read through the
+/// typed payload; the lines are the runner's `{"lines": [...]}`).
 pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
-    if e.kind != EventKind::Observation {
+    let Some(Payload::Observation(Observation::Noted { kind, payload })) = e.body() else {
+        return None;
+    };
+    if kind != lapis_service::acp::AGENT_STDERR {
         return None;
     }
-    let p = e.payload.as_ref()?;
-    if p.get("kind").and_then(Value::as_str) != Some(lapis_service::acp::AGENT_STDERR) {
-        return None;
+    #[derive(serde::Deserialize)]
+    struct Lines {
+        lines: Vec<String>,
     }
-    let lines = p.pointer("/payload/lines")?.as_array()?;
-    Some(
-        lines
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
-    )
+    serde_json::from_value::<Lines>(payload)
+        .ok()
+        .map(|l| l.lines)
 }
 
 /// The last stderr lines journaled for `turn` of `thread` (empty when none).

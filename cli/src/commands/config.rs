@@ -14,7 +14,7 @@ use lapis_installer::unit;
 use lapis_protocol::config::{Config, EnvFile};
 use serde_json::{Value, json};
 
-use super::providers::{config_path, load_config, load_env_file};
+use super::config_files::{config_path, load_config, load_env_file};
 use crate::args::{ConfigCommand, GlobalArgs, JsonArg};
 use crate::exit::{CliError, CliResult};
 use crate::output;

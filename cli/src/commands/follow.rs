@@ -1,265 +1,25 @@
-//! Showing a journal as it happens: the one renderer of every follow mode
-//! (`turns submit --wait/--follow`, `ask`, `journal tail`), and the watch
-//! loop that runs a turn to its end while answering its permission requests.
+//! Watching a turn to its end (`turns submit --wait/--follow`, `ask`): its
+//! events go to a [`Printer`], its reply is collected, and its permission
+//! requests are handed to the [`Prompter`] as they come.
 //!
-//! What must stay true:
-//! - plain output joins a run of reply chunks into running text (no newline
-//!   per chunk); thoughts are marked apart and never mixed into the reply;
-//!   colour only when stdout is a terminal and `NO_COLOR` is unset;
-//! - plain output passes every agent-supplied string through
-//!   [`crate::terminal::safe`] (only the printer's own styling is raw ANSI);
-//! - `--json` follow output is NDJSON: one compact object per line, each
-//!   with exactly one member (`turn`, `event` or `permission`);
-//! - a closed stdout ends the loop at once ([`Halt::Closed`]), found either
-//!   by a failed write or by polling while idle; callers exit 0 then.
+//! What must stay true: the watch stops at the journal's own record of the
+//! turn's final state, so every event of the turn before it has been seen;
+//! a request journaled before `permissions.list` shows it is asked again
+//! while the journal is quiet.
 
-use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
 
 use lapis_protocol::client::JournalFollower;
-use lapis_protocol::{EventKind, JournalEvent, Turn, TurnState};
-use serde_json::{Value, json};
-
-use crate::exit::CliError;
-use crate::terminal::safe;
+use lapis_protocol::{EventKind, JournalEvent, Payload, Turn};
 
 use super::connect::client_error;
 use super::live::Live;
 use super::permissions::Prompter;
+use super::printer::{Halt, Printer};
 
 /// How long a follower waits for an event before checking the turn and
 /// whether stdout was closed.
 const IDLE: Duration = Duration::from_millis(250);
-
-/// Why a follow loop stopped early.
-pub(super) enum Halt {
-    /// Stdout's reader is gone: stop quietly, exit 0.
-    Closed,
-    /// A real failure.
-    Failed(CliError),
-}
-
-impl<E: Into<CliError>> From<E> for Halt {
-    fn from(e: E) -> Halt {
-        Halt::Failed(e.into())
-    }
-}
-
-/// Maps a follow result to a command result: a closed stdout is success.
-pub(super) fn settle(r: Result<(), Halt>) -> Result<(), CliError> {
-    match r {
-        Ok(()) | Err(Halt::Closed) => Ok(()),
-        Err(Halt::Failed(e)) => Err(e),
-    }
-}
-
-/// Which run of streamed text the output is in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Run {
-    None,
-    Reply,
-    Thought,
-}
-
-/// Writes events for a person (plain) or a script (NDJSON).
-pub(super) struct Printer {
-    /// NDJSON instead of text.
-    json: bool,
-    /// ANSI styling (stdout is a terminal and `NO_COLOR` is unset).
-    color: bool,
-    /// Show the agent's thoughts.
-    thoughts: bool,
-    /// Show lifecycle events (`journal tail`); a watched turn shows only
-    /// what the agent did.
-    lifecycle: bool,
-    /// The run of streamed text currently open on the line.
-    run: Run,
-    /// Whether the last text written ended a line.
-    at_line_start: bool,
-}
-
-const DIM: &str = "\x1b[2m";
-const BOLD: &str = "\x1b[1m";
-const RESET: &str = "\x1b[0m";
-
-impl Printer {
-    /// A printer for stdout.
-    pub(super) fn new(json: bool, thoughts: bool, lifecycle: bool) -> Printer {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Printer {
-            json,
-            color: !json && !no_color && io::stdout().is_terminal(),
-            thoughts,
-            lifecycle,
-            run: Run::None,
-            at_line_start: true,
-        }
-    }
-
-    /// Whether output is NDJSON.
-    pub(super) fn is_json(&self) -> bool {
-        self.json
-    }
-
-    /// Whether the last text written ended its line (a spinner may be
-    /// drawn on stderr without breaking into it).
-    pub(super) fn at_line_start(&self) -> bool {
-        self.at_line_start
-    }
-
-    /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
-    fn write(&mut self, text: &str) -> Result<(), Halt> {
-        if text.is_empty() {
-            return Ok(());
-        }
-        let mut out = io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => {
-                self.at_line_start = text.ends_with('\n');
-                Ok(())
-            }
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Halt::Closed),
-            Err(e) => Err(Halt::Failed(e.into())),
-        }
-    }
-
-    fn styled(&self, style: &str, text: &str) -> String {
-        if self.color {
-            format!("{style}{text}{RESET}")
-        } else {
-            text.to_owned()
-        }
-    }
-
-    /// Ends an open run of streamed text with a newline (unless the text
-    /// ended its line itself).
-    pub(super) fn end_run(&mut self) -> Result<(), Halt> {
-        if self.run != Run::None {
-            self.run = Run::None;
-            if !self.at_line_start {
-                self.write("\n")?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes agent text made terminal-safe (the reply of `--wait`).
-    pub(super) fn write_text(&mut self, text: &str) -> Result<(), Halt> {
-        self.write(&safe(text))
-    }
-
-    /// One NDJSON line holding `value`.
-    pub(super) fn record_value(&mut self, value: &Value) -> Result<(), Halt> {
-        let line = serde_json::to_string(value).map_err(CliError::from)?;
-        self.write(&format!("{line}\n"))
-    }
-
-    /// One NDJSON line `{key: value}`.
-    pub(super) fn record(&mut self, key: &str, value: &impl serde::Serialize) -> Result<(), Halt> {
-        let line = serde_json::to_string(&json!({ key: value })).map_err(CliError::from)?;
-        self.write(&format!("{line}\n"))
-    }
-
-    /// A status line (plain mode), dimmed on a terminal; made
-    /// terminal-safe, since it quotes what the agent sent.
-    pub(super) fn status(&mut self, text: &str) -> Result<(), Halt> {
-        self.end_run()?;
-        let line = self.styled(DIM, &safe(text));
-        self.write(&format!("{line}\n"))
-    }
-
-    /// Shows one event.
-    pub(super) fn event(&mut self, e: &JournalEvent) -> Result<(), Halt> {
-        if self.json {
-            return self.record("event", e);
-        }
-        let payload = e.payload.as_ref();
-        match e.kind {
-            EventKind::MessageChunk => {
-                let Some(text) = payload.and_then(chunk_text) else {
-                    return Ok(());
-                };
-                if self.run != Run::Reply {
-                    self.end_run()?;
-                    self.run = Run::Reply;
-                }
-                self.write(&safe(&text))
-            }
-            EventKind::ThoughtChunk => {
-                if !self.thoughts {
-                    return Ok(());
-                }
-                let Some(text) = payload.and_then(chunk_text) else {
-                    return Ok(());
-                };
-                if self.run != Run::Thought {
-                    self.end_run()?;
-                    self.run = Run::Thought;
-                    let mark = self.styled(DIM, "thinking: ");
-                    self.write(&mark)?;
-                }
-                let text = self.styled(DIM, &safe(&text));
-                self.write(&text)
-            }
-            EventKind::ToolCall => {
-                let p = payload.cloned().unwrap_or(Value::Null);
-                let title = p["title"].as_str().unwrap_or("tool call");
-                let kind = p["kind"]
-                    .as_str()
-                    .map(|k| format!(" [{k}]"))
-                    .unwrap_or_default();
-                let status = p["status"].as_str().unwrap_or("pending");
-                self.end_run()?;
-                let what = safe(&format!("{title}{kind}: {status}")).into_owned();
-                let line = format!("{} {what}", self.styled(BOLD, "tool"));
-                self.write(&format!("{line}\n"))
-            }
-            EventKind::PermissionRequested => {
-                let p = payload.cloned().unwrap_or(Value::Null);
-                let title = p["invocation"]["title"].as_str().unwrap_or("a tool call");
-                self.status(&format!(
-                    "permission {} requested: {title}",
-                    p["requestId"].as_str().unwrap_or("?")
-                ))
-            }
-            EventKind::PermissionDecided => {
-                let p = payload.cloned().unwrap_or(Value::Null);
-                let answer = p["answer"]["optionId"]
-                    .as_str()
-                    .or_else(|| p["answer"]["outcome"].as_str())
-                    .unwrap_or("?");
-                let by = p["decidedBy"].as_str().unwrap_or("?");
-                self.status(&format!(
-                    "permission {}: {answer} (by {by})",
-                    p["requestId"].as_str().unwrap_or("?")
-                ))
-            }
-            EventKind::Observation if super::agent_stderr::lines(e).is_some() => {
-                for line in super::agent_stderr::lines(e).unwrap_or_default() {
-                    self.status(&format!("agent stderr: {line}"))?;
-                }
-                Ok(())
-            }
-            _ if !self.lifecycle => Ok(()),
-            _ => {
-                let detail = match payload {
-                    Some(p) => p.to_string(),
-                    None if e.payload_unavailable => "(payload unavailable)".into(),
-                    None => String::new(),
-                };
-                self.status(&format!("[{} #{}] {detail}", e.kind.as_str(), e.thread_seq))
-            }
-        }
-    }
-}
-
-/// The text of a message or thought chunk payload.
-fn chunk_text(v: &Value) -> Option<String> {
-    v.get("text")
-        .or_else(|| v.get("content").and_then(|c| c.get("text")))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-}
 
 fn ended(t: &Turn) -> bool {
     t.state.is_terminal() || t.state.is_fenced()
@@ -348,60 +108,41 @@ pub(super) fn watch(
             live.tick(&turn, true);
         }
         take(&event, &mut reply, printer.as_deref_mut())?;
-        if event.kind == EventKind::PermissionRequested
-            && let Some(request) = event
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("requestId"))
-                .and_then(Value::as_str)
-        {
-            if let Some(p) = printer.as_deref_mut() {
-                p.end_run()?;
+        match event.body() {
+            Some(Payload::PermissionRequested(r)) => {
+                if let Some(p) = printer.as_deref_mut() {
+                    p.end_run()?;
+                }
+                if !prompter.ask(
+                    follower.client(),
+                    &turn.id,
+                    &r.request_id,
+                    printer.as_deref_mut(),
+                )? {
+                    unshown.push(r.request_id);
+                }
             }
-            let request = request.to_owned();
-            if !prompter.ask(
-                follower.client(),
-                &turn.id,
-                &request,
-                printer.as_deref_mut(),
-            )? {
-                unshown.push(request);
+            Some(Payload::PermissionDecided(d)) => unshown.retain(|r| *r != d.request_id),
+            Some(Payload::TurnState(change)) => {
+                turn = follower
+                    .client()
+                    .turns_get(&turn.id)
+                    .map_err(client_error)?;
+                if change.to.is_terminal() || change.to.is_fenced() {
+                    return Ok(Watched { turn, reply });
+                }
             }
-        }
-        if event.kind == EventKind::PermissionDecided
-            && let Some(request) = event
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("requestId"))
-                .and_then(Value::as_str)
-        {
-            unshown.retain(|r| r != request);
-        }
-        if event.kind == EventKind::TurnState {
-            turn = follower
-                .client()
-                .turns_get(&turn.id)
-                .map_err(client_error)?;
-            let final_state = event
-                .payload
-                .as_ref()
-                .and_then(|p| p.get("to"))
-                .and_then(Value::as_str)
-                .and_then(TurnState::parse)
-                .is_some_and(|s| s.is_terminal() || s.is_fenced());
-            if final_state {
-                return Ok(Watched { turn, reply });
-            }
+            _ => {}
         }
     }
 }
 
 /// Collects reply text and shows the event.
 fn take(e: &JournalEvent, reply: &mut String, printer: Option<&mut Printer>) -> Result<(), Halt> {
-    if e.kind == EventKind::MessageChunk
-        && let Some(text) = e.payload.as_ref().and_then(chunk_text)
+    if let Some(Payload::MessageChunk(c)) = e.body()
+        && let Some(text) = c.plain_text()
     {
-        reply.push_str(&text);
+        reply.push_str(text);
     }
     match printer {
         Some(p) => p.event(e),

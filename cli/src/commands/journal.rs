@@ -22,7 +22,7 @@ use crate::args::{GlobalArgs, JournalCommand};
 use crate::exit::{CliError, CliResult};
 
 use super::connect::{client_error, connect};
-use super::follow::{Halt, Printer, settle};
+use super::printer::{Halt, Printer, settle};
 
 /// Events shown when neither `-n` nor `--since` is given: about a screenful.
 const DEFAULT_LINES: usize = 20;

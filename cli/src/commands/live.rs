@@ -19,8 +19,8 @@ use std::time::Instant;
 use lapis_protocol::client::Client;
 use lapis_protocol::{Turn, TurnState};
 
-use super::follow::Halt;
 use super::interrupt::Interrupts;
+use super::printer::Halt;
 use crate::exit::{CliError, ExitClass};
 
 /// The spinner's frames.

@@ -13,7 +13,8 @@ use std::io::{self, BufRead, IsTerminal, Write};
 
 use lapis_protocol::client::Client;
 use lapis_protocol::params::PermissionsRespond;
-use lapis_protocol::{PendingRequest, PermissionChoice};
+use lapis_protocol::time::format_ms;
+use lapis_protocol::{PendingRequest, PermissionOption};
 use serde_json::json;
 
 use crate::args::{GlobalArgs, PermissionsCommand};
@@ -21,7 +22,7 @@ use crate::exit::{CliError, CliResult};
 use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
-use super::follow::{Halt, Printer};
+use super::printer::{Halt, Printer};
 
 pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult {
     let mut client = connect(global)?;
@@ -42,7 +43,7 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
                         r.turn_id,
                         r.id,
                         title(r),
-                        r.deadline
+                        format_ms(r.deadline)
                     )))?;
                     for o in &r.options {
                         crate::output::line(safe(&format!("  {}\t{}\t{}", o.id, o.name, o.kind)))?;
@@ -173,8 +174,8 @@ fn applicable(request: &PendingRequest) -> Vec<&'static str> {
 
 /// The one option of `verb`'s kind, or an error saying which flags (or
 /// option ids) do apply to this request.
-fn pick(request: &PendingRequest, verb: Verb) -> Result<&PermissionChoice, CliError> {
-    let matching: Vec<&PermissionChoice> = request
+fn pick(request: &PendingRequest, verb: Verb) -> Result<&PermissionOption, CliError> {
+    let matching: Vec<&PermissionOption> = request
         .options
         .iter()
         .filter(|o| o.kind == verb.kind())
@@ -207,8 +208,8 @@ fn pick(request: &PendingRequest, verb: Verb) -> Result<&PermissionChoice, CliEr
 }
 
 fn title(r: &PendingRequest) -> String {
-    let title = r.tool_call["title"].as_str().unwrap_or("tool call");
-    match r.tool_call["kind"].as_str() {
+    let title = r.tool_call.title.as_deref().unwrap_or("tool call");
+    match r.tool_call.kind.as_deref() {
         Some(kind) => format!("{title} [{kind}]"),
         None => title.to_owned(),
     }
@@ -228,7 +229,7 @@ pub(super) enum Answers {
 impl Answers {
     /// The option this policy picks among `request`'s, by kind preference;
     /// `None` for [`Answers::Ask`] or when no option of those kinds exists.
-    fn pick(self, request: &PendingRequest) -> Option<&PermissionChoice> {
+    fn pick(self, request: &PendingRequest) -> Option<&PermissionOption> {
         let kinds: &[Verb] = match self {
             Answers::Ask => &[],
             Answers::ApproveAll => &[Verb::Allow, Verb::AllowAlways],
@@ -294,7 +295,7 @@ impl Prompter {
             safe(&format!(
                 "permission requested by turn {turn}: {} (answer before {})",
                 title(&pending),
-                pending.deadline
+                format_ms(pending.deadline)
             ))
         );
         if let Some(choice) = self.answers.pick(&pending) {
@@ -405,7 +406,7 @@ fn quote(word: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use lapis_protocol::{PendingRequest, PermissionChoice};
+    use lapis_protocol::{PendingRequest, PermissionOption};
 
     use super::{Verb, applicable, pick};
 
@@ -414,17 +415,20 @@ mod tests {
             id: "perm-0".into(),
             turn_id: "turn_1".into(),
             thread_id: "thr_1".into(),
-            tool_call: serde_json::json!({"title": "Run"}),
+            tool_call: lapis_protocol::Invocation {
+                title: Some("Run".into()),
+                ..lapis_protocol::Invocation::default()
+            },
             options: kinds
                 .iter()
                 .enumerate()
-                .map(|(i, k)| PermissionChoice {
+                .map(|(i, k)| PermissionOption {
                     id: format!("o{i}"),
                     name: k.to_string(),
                     kind: k.to_string(),
                 })
                 .collect(),
-            deadline: "2026-01-01T00:00:00Z".into(),
+            deadline: 1_767_225_600_000,
         }
     }
 

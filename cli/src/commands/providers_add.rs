@@ -32,8 +32,8 @@ use lapis_protocol::config::{
 };
 use serde_json::{Value, json};
 
+use super::config_files::{EditFailure, config_path, load_config, load_env_file, reload_running};
 use super::paths::installer_error;
-use super::providers::{EditFailure, config_path, load_config, load_env_file, reload_running};
 use crate::args::{GlobalArgs, ProvidersAddArgs};
 use crate::exit::{CliError, CliResult};
 use crate::output;

@@ -18,7 +18,7 @@ use lapis_service::acp::{
 };
 use serde_json::{Value, json};
 
-use super::providers::{config_path, load_config, load_env_file};
+use super::config_files::{config_path, load_config, load_env_file};
 use crate::args::{GlobalArgs, JsonArg};
 use crate::exit::{CliError, CliResult};
 use crate::output;

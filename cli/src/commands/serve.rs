@@ -30,7 +30,7 @@ pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     let mut options = ServeOptions::new(target.config, target.home, identity, args.stdio);
     // Agent secrets: read at start (and by each reload); a bad env file
     // stops the start.
-    options.secrets = super::providers::load_env_file(&config_path)
+    options.secrets = super::config_files::load_env_file(&config_path)
         .map_err(startup_failed)?
         .1;
     // This binary is also the built-in `echo` agent (`acp-echo`).

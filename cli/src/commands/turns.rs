@@ -16,9 +16,10 @@ use crate::exit::{CliError, CliResult};
 use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
-use super::follow::{self, Halt, Printer};
+use super::follow;
 use super::live::Live;
 use super::permissions::{Answers, Prompter, command_prefix};
+use super::printer::{Halt, Printer};
 
 /// How a submitted turn is watched.
 #[derive(Clone, Copy, PartialEq, Eq)]

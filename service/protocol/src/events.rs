@@ -6,11 +6,13 @@
 //!
 //! Payloads of *content* kinds (agent output, tool calls, permissions,
 //! observations) follow the thread's retention; lifecycle kinds carry only
-//! metadata (states, codes, ids) and are always stored.
+//! metadata (states, codes, ids) and are always stored. Read a payload with
+//! [`JournalEvent::body`], which types it ([`Payload`](crate::Payload)).
 
 use serde::{Deserialize, Serialize};
 
-/// The kind of a journal event. The stored name is the snake_case form.
+/// The kind of a journal event: the one list of kind names. The stored
+/// name is the snake_case form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
@@ -49,10 +51,15 @@ pub enum EventKind {
     /// Anything else the agent or runner reported, including late events after
     /// a terminal state, which change nothing.
     Observation,
+    /// A kind this SDK does not know (a newer server). Read only: never
+    /// stored, not in [`EventKind::ALL`], and [`EventKind::parse`] refuses
+    /// it, so the store fails closed on a row it does not understand.
+    #[serde(other)]
+    Unknown,
 }
 
 impl EventKind {
-    /// Every kind.
+    /// Every kind the controller writes.
     pub const ALL: [EventKind; 14] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
@@ -87,6 +94,7 @@ impl EventKind {
             EventKind::PermissionRequested => "permission_requested",
             EventKind::PermissionDecided => "permission_decided",
             EventKind::Observation => "observation",
+            EventKind::Unknown => "unknown",
         }
     }
 
@@ -133,7 +141,8 @@ pub struct JournalEvent {
     /// Commit time (ms since epoch; RFC 3339 UTC on the wire).
     #[serde(with = "crate::time::rfc3339")]
     pub at: i64,
-    /// The payload, when available.
+    /// The payload as stored, when available; read it typed with
+    /// [`JournalEvent::body`].
     pub payload: Option<serde_json::Value>,
     /// `true` when the event had a payload that is no longer available
     /// (metadata-only thread after a restart).

@@ -4,8 +4,9 @@
 //! JSON-RPC envelopes, the stable error codes, the scopes table, the fixed
 //! `hello` shape, every method's params and results, the public records
 //! (workspace, thread, turn, turn state and its transition table, journal
-//! events), the configuration schema with its one validator, the controller
-//! home rule, and the blocking client SDK built on these types.
+//! events and their typed payloads), the configuration schema with its one
+//! validator, the controller home rule, and the blocking client SDK built
+//! on these types.
 //!
 //! What must stay true: this crate depends on serde, serde_json and
 //! thiserror only (no SQLite, no async runtime, no server), so an
@@ -24,11 +25,13 @@ mod events;
 mod frame;
 mod hello;
 pub mod home;
+mod invocation;
 pub mod mcp;
 mod message;
 pub mod notifications;
 mod outcome;
 pub mod params;
+mod payload;
 mod permissions;
 mod prepared;
 mod records;
@@ -48,10 +51,16 @@ pub use hello::{
     BuildInfo, HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView,
     SessionView, StartupLine,
 };
+pub use invocation::{Invocation, Location};
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use outcome::OutcomeCode;
-pub use permissions::{PendingRequest, PermissionChoice};
+pub use payload::{
+    CancelRequest, Chunk, Ignored, LateAppend, Observation, Payload, PermissionDecided,
+    PermissionRequested, Prompt, Resolution, ResolvedVia, StateChange, ThreadConfigured,
+    ThreadCreated, TurnSubmitted,
+};
+pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{
     ApprovalPolicy, ResolveAs, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,

@@ -1,17 +1,27 @@
-//! Pending permission requests as clients see them (`permissions.list`).
+//! Permission requests: the options an agent offers, the answer it gets,
+//! who gave it, and the pending requests clients see (`permissions.list`).
 //!
 //! A request is pending exactly while the engine waits for an answer to it:
 //! it disappears when answered, when its deadline passes (the engine then
-//! picks a reject option or cancels) or when its turn ends. What must stay
-//! true: `options[].id` are the only values `permissions.respond` accepts.
+//! picks a reject option or cancels) or when its turn ends.
+//!
+//! What must stay true: one option type ([`PermissionOption`]) serves the
+//! agent's request, the journal and `permissions.list`; its serialized form
+//! is ACP's and the journal's (`optionId`), and `permissions.list` keeps its
+//! own wire name `id` through [`listed`]. `options[].id` are the only values
+//! `permissions.respond` accepts.
 
 use serde::{Deserialize, Serialize};
+
+use crate::invocation::Invocation;
 
 /// One option an agent offered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PermissionChoice {
-    /// The option id to answer with.
+pub struct PermissionOption {
+    /// The option id to answer with (`optionId` in ACP and the journal,
+    /// `id` in `permissions.list`).
+    #[serde(rename = "optionId")]
     pub id: String,
     /// Label shown to the user.
     pub name: String,
@@ -20,7 +30,7 @@ pub struct PermissionChoice {
     pub kind: String,
 }
 
-impl PermissionChoice {
+impl PermissionOption {
     /// An allow option (`allow_once` / `allow_always`).
     pub fn is_allow(&self) -> bool {
         self.kind.starts_with("allow")
@@ -32,7 +42,64 @@ impl PermissionChoice {
     }
 }
 
-/// One request waiting for an answer.
+/// The answer to a permission request, as sent to the agent (ACP's
+/// `outcome` object) and journaled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "outcome",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum PermissionAnswer {
+    /// One of the offered option ids.
+    Selected {
+        /// Must be one of the offered ids.
+        option_id: String,
+    },
+    /// No option chosen; the agent must not proceed.
+    Cancelled,
+}
+
+impl PermissionAnswer {
+    /// The chosen option id, or `cancelled`.
+    pub fn label(&self) -> &str {
+        match self {
+            PermissionAnswer::Selected { option_id } => option_id,
+            PermissionAnswer::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Who produced a permission answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// An authorized client answered.
+    User,
+    /// `allow-all` approved automatically.
+    Automatic,
+    /// The deadline passed.
+    Expired,
+    /// The turn was cancelled while the request was pending.
+    Cancel,
+    /// The turn ended (or failed) while the request was pending.
+    TurnEnded,
+}
+
+impl DecidedBy {
+    /// The wire name (`user`, `automatic`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedBy::User => "user",
+            DecidedBy::Automatic => "automatic",
+            DecidedBy::Expired => "expired",
+            DecidedBy::Cancel => "cancel",
+            DecidedBy::TurnEnded => "turn_ended",
+        }
+    }
+}
+
+/// One request waiting for an answer (`permissions.list`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingRequest {
@@ -42,11 +109,133 @@ pub struct PendingRequest {
     pub turn_id: String,
     /// The turn's thread.
     pub thread_id: String,
-    /// The tool call the request is about (the journal's tool-call envelope:
-    /// id, title, kind, status, locations, …).
-    pub tool_call: serde_json::Value,
-    /// The options offered; an answer must name one of their ids.
-    pub options: Vec<PermissionChoice>,
-    /// When the engine stops waiting and answers by itself (RFC 3339 UTC).
-    pub deadline: String,
+    /// The tool call the request is about (the journal's tool-call envelope).
+    pub tool_call: Invocation,
+    /// The options offered; an answer must name one of their ids. On the
+    /// wire each is `{"id", "name", "kind"}`.
+    #[serde(with = "listed")]
+    pub options: Vec<PermissionOption>,
+    /// When the engine stops waiting and answers by itself (ms since the
+    /// epoch; RFC 3339 UTC with milliseconds on the wire, like every time).
+    #[serde(with = "crate::time::rfc3339")]
+    pub deadline: i64,
+}
+
+/// `permissions.list`'s spelling of an option: `id` where ACP and the
+/// journal say `optionId` (kept so the protocol version stays).
+pub(crate) mod listed {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::PermissionOption;
+
+    #[derive(Serialize)]
+    struct Out<'a> {
+        id: &'a str,
+        name: &'a str,
+        kind: &'a str,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        id: String,
+        name: String,
+        kind: String,
+    }
+
+    pub(crate) fn serialize<S: Serializer>(
+        options: &[PermissionOption],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let out: Vec<Out<'_>> = options
+            .iter()
+            .map(|o| Out {
+                id: &o.id,
+                name: &o.name,
+                kind: &o.kind,
+            })
+            .collect();
+        out.serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<PermissionOption>, D::Error> {
+        Ok(Vec::<In>::deserialize(d)?
+            .into_iter()
+            .map(|o| PermissionOption {
+                id: o.id,
+                name: o.name,
+                kind: o.kind,
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn option() -> PermissionOption {
+        PermissionOption {
+            id: "opt-allow_once".into(),
+            name: "Allow".into(),
+            kind: "allow_once".into(),
+        }
+    }
+
+    #[test]
+    fn one_option_type_two_spellings() {
+        assert_eq!(
+            serde_json::to_value(option()).unwrap(),
+            json!({"optionId": "opt-allow_once", "name": "Allow", "kind": "allow_once"})
+        );
+        let pending = PendingRequest {
+            id: "r1".into(),
+            turn_id: "t".into(),
+            thread_id: "th".into(),
+            tool_call: Invocation {
+                id: "call".into(),
+                ..Invocation::default()
+            },
+            options: vec![option()],
+            deadline: 1_500,
+        };
+        let wire = serde_json::to_value(&pending).unwrap();
+        assert_eq!(
+            wire,
+            json!({"id": "r1", "turnId": "t", "threadId": "th", "toolCall": {"id": "call"},
+                "options": [{"id": "opt-allow_once", "name": "Allow", "kind": "allow_once"}],
+                "deadline": "1970-01-01T00:00:01.500Z"})
+        );
+        assert_eq!(
+            serde_json::from_value::<PendingRequest>(wire).unwrap(),
+            pending
+        );
+    }
+
+    #[test]
+    fn answers_are_acp_outcomes() {
+        let a = PermissionAnswer::Selected {
+            option_id: "x".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            json!({"outcome": "selected", "optionId": "x"})
+        );
+        assert_eq!(
+            serde_json::to_value(PermissionAnswer::Cancelled).unwrap(),
+            json!({"outcome": "cancelled"})
+        );
+        for by in [
+            DecidedBy::User,
+            DecidedBy::Automatic,
+            DecidedBy::Expired,
+            DecidedBy::Cancel,
+            DecidedBy::TurnEnded,
+        ] {
+            assert_eq!(serde_json::to_value(by).unwrap(), json!(by.as_str()));
+        }
+    }
 }

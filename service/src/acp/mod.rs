@@ -35,11 +35,11 @@ mod stderr_tail;
 mod turn;
 
 pub(crate) use agent::{LiveAgent, Watched};
-pub(crate) use events::PermissionOption;
-pub use events::{ActivityEvent, DecidedBy, Invocation, PermissionAnswer};
+pub(crate) use events::{late_update, shows_agent_progress};
 pub(crate) use fingerprint::{fingerprint, with_app_servers};
 pub use lapis_protocol::config::{CommandLookup, ProviderSpec};
 pub(crate) use lapis_protocol::config::{ECHO_PROVIDER, ProviderError};
+pub use lapis_protocol::{DecidedBy, Invocation, Payload, PermissionAnswer, PermissionOption};
 pub use probe::{ProbeError, ProbeFailure, ProbeReport, ProbeRequest, SessionProbe, probe};
 pub(crate) use process::TeardownLimits;
 pub use process::{LaunchError, Stopped};

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::events::{ActivityEvent, PermissionAnswer};
 use super::process::{AgentProcess, LaunchError};
 use super::session::{CallError, Conn, Session};
 use super::turn::{
@@ -22,6 +21,7 @@ use super::turn::{
 };
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
+use lapis_protocol::{Payload, PermissionAnswer};
 
 /// What to check.
 #[derive(Debug, Clone)]
@@ -137,7 +137,7 @@ impl TurnHooks for ProbeHooks {
         Err(HookError("a check never dispatches a prompt".into()))
     }
 
-    async fn event(&self, _event: ActivityEvent) -> Result<(), HookError> {
+    async fn event(&self, _event: Payload) -> Result<(), HookError> {
         Ok(())
     }
 

@@ -16,12 +16,11 @@
 use std::sync::Arc;
 
 use super::agent::LiveAgent;
-use super::events::ActivityEvent;
 use super::process::{AgentProcess, Stopped, TeardownLimits};
 use super::session::{CallError, Conn, Session};
 use super::setup::{SessionOrigin, Setup, establish};
 use super::turn::{CancelSignal, TurnHooks, TurnOutcome, TurnRequest};
-use lapis_protocol::OutcomeCode;
+use lapis_protocol::{Observation, OutcomeCode};
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
 /// agent misbehaviour; never sends the prompt twice.
@@ -195,10 +194,13 @@ async fn journal_stderr_tail<H: TurnHooks>(session: &mut Session<H>, process: &m
         return;
     }
     let _ = session
-        .emit(ActivityEvent::Observation {
-            kind: AGENT_STDERR.to_owned(),
-            payload: serde_json::json!({ "lines": lines }),
-        })
+        .emit(
+            Observation::Noted {
+                kind: AGENT_STDERR.to_owned(),
+                payload: serde_json::json!({ "lines": lines }),
+            }
+            .into(),
+        )
         .await;
 }
 
@@ -278,10 +280,13 @@ async fn drive<H: TurnHooks>(
                 OutcomeCode::InvalidStopReason.as_str()
             };
             let _ = s
-                .emit(ActivityEvent::Stopped {
-                    stop_reason: stop.to_owned(),
-                    meta: result.get("_meta").cloned(),
-                })
+                .emit(
+                    Observation::Stopped {
+                        stop_reason: stop.to_owned(),
+                        meta: result.get("_meta").cloned(),
+                    }
+                    .into(),
+                )
                 .await;
             match stop {
                 "cancelled" => TurnOutcome::Cancelled { dispatched: true },

@@ -19,12 +19,14 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption, UpdateMapper};
+use super::events::{UpdateMapper, late_update};
 use super::lines::{BoundedLines, LineError};
 use super::process::{AgentPipes, AgentProcess, Stopped, TeardownLimits};
 use super::turn::{CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
 use lapis_protocol::ApprovalPolicy;
-use lapis_protocol::OutcomeCode;
+use lapis_protocol::{
+    DecidedBy, Observation, OutcomeCode, Payload, PermissionAnswer, PermissionOption,
+};
 
 mod permissions;
 
@@ -229,7 +231,7 @@ impl<H: TurnHooks> Session<H> {
         self.cancel_deadline.is_some()
     }
 
-    pub(super) async fn emit(&mut self, event: ActivityEvent) -> Result<(), CallError> {
+    pub(super) async fn emit(&mut self, event: Payload) -> Result<(), CallError> {
         self.hooks.event(event).await.map_err(|err| {
             tracing::warn!(error = %err, "journaling an agent event failed");
             self.hook_failed = true;
@@ -294,7 +296,7 @@ impl<H: TurnHooks> Session<H> {
             return Err(CallError::Cancelled);
         };
         self.cancel_deadline = Some(Instant::now() + self.limits.cancel_timeout);
-        self.emit(ActivityEvent::CancelRequested).await?;
+        self.emit(Observation::CancelSent.into()).await?;
         self.write(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}))
             .await?;
         self.resolve_all(DecidedBy::Cancel).await
@@ -331,10 +333,7 @@ impl<H: TurnHooks> Session<H> {
                         None => return Err(CallError::Closed(OutcomeCode::ProtocolError)),
                     }
                 } else {
-                    ActivityEvent::Observation {
-                        kind: "notification".into(),
-                        payload: json!({"method": method}),
-                    }
+                    Observation::noted("notification", json!({"method": method})).into()
                 };
                 self.emit(event).await?;
                 Ok(None)
@@ -379,16 +378,7 @@ impl<H: TurnHooks> Session<H> {
             if self.hook_failed {
                 continue;
             }
-            let kind = msg
-                .pointer("/params/update/sessionUpdate")
-                .or_else(|| msg.get("method"))
-                .and_then(Value::as_str)
-                .unwrap_or("unknown")
-                .to_string();
-            let _ = self
-                .hooks
-                .event(ActivityEvent::Late { kind, payload: msg })
-                .await;
+            let _ = self.hooks.event(late_update(msg)).await;
         }
         self.conn.reader.abort();
         let remaining = deadline.saturating_duration_since(Instant::now());

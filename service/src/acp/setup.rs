@@ -10,12 +10,12 @@
 use lapis_protocol::OutcomeCode;
 use serde_json::{Value, json};
 
-use super::events::ActivityEvent;
 use super::mcp;
 use super::session::{CallError, Session};
 use super::turn::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnOutcome, TurnRequest, initialize_params,
 };
+use lapis_protocol::{Observation, Payload};
 
 /// How a turn's session came to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,9 +130,10 @@ pub(super) async fn establish<H: TurnHooks>(
     };
     emit(
         s,
-        ActivityEvent::SessionStarted {
+        Observation::SessionStarted {
             session_id: session_id.clone(),
-        },
+        }
+        .into(),
     )
     .await?;
     setup.origin = SessionOrigin::New;
@@ -257,14 +258,11 @@ async fn restrict<H: TurnHooks>(
 /// JSON-RPC "method not found".
 const METHOD_NOT_FOUND: i64 = -32601;
 
-fn observation(kind: &str, payload: Value) -> ActivityEvent {
-    ActivityEvent::Observation {
-        kind: kind.into(),
-        payload,
-    }
+fn observation(kind: &str, payload: Value) -> Payload {
+    Observation::noted(kind, payload).into()
 }
 
-async fn emit<H: TurnHooks>(s: &mut Session<H>, event: ActivityEvent) -> Result<(), TurnOutcome> {
+async fn emit<H: TurnHooks>(s: &mut Session<H>, event: Payload) -> Result<(), TurnOutcome> {
     s.emit(event)
         .await
         .map_err(|_| failed(OutcomeCode::JournalFailed))

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::events::{ActivityEvent, Invocation, PermissionAnswer, PermissionOption};
 use super::process::{StderrLimits, TeardownLimits};
 use super::registry::AgentRegistry;
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
+use lapis_protocol::{Invocation, Payload, PermissionAnswer, PermissionOption};
 
 /// The ACP protocol version this client speaks (pinned).
 pub(crate) const ACP_PROTOCOL_VERSION: u64 = 1;
@@ -137,7 +137,7 @@ pub trait TurnHooks: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), HookError>> + Send;
 
     /// Journals one event, in order. An error ends the turn.
-    fn event(&self, event: ActivityEvent) -> impl Future<Output = Result<(), HookError>> + Send;
+    fn event(&self, event: Payload) -> impl Future<Output = Result<(), HookError>> + Send;
 
     /// Creates a pending interaction and waits for its answer. The runner
     /// bounds the wait and drops the future when the deadline passes or the

@@ -170,7 +170,7 @@ impl PermissionBroker {
             return Err(not_pending());
         };
         if let PermissionAnswer::Selected { option_id } = &answer
-            && !entry.info.options.iter().any(|o| &o.option_id == option_id)
+            && !entry.info.options.iter().any(|o| &o.id == option_id)
         {
             return Err(AnswerError::NotOffered {
                 option_id: option_id.chars().take(128).collect(),
@@ -234,7 +234,7 @@ mod tests {
             request_id: "r1".into(),
             invocation: Invocation::default(),
             options: vec![PermissionOption {
-                option_id: "yes".into(),
+                id: "yes".into(),
                 name: "Yes".into(),
                 kind: "allow_once".into(),
             }],

@@ -5,8 +5,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::acp::{ActivityEvent, HookError, PermissionAnswer, PermissionRequest, TurnHooks};
-use crate::domain::{EventKind, SessionBinding};
+use lapis_protocol::Payload;
+
+use crate::acp::{HookError, PermissionAnswer, PermissionRequest, TurnHooks, shows_agent_progress};
+use crate::domain::SessionBinding;
 use crate::redact::StreamHold;
 use crate::store::Store;
 
@@ -55,14 +57,14 @@ struct Held {
     /// (reasoning?, messageId) of the held chunks; `None` when empty.
     key: Option<(bool, Option<String>)>,
     /// The chunks, each with its event (whose text is set on release).
-    hold: StreamHold<ActivityEvent>,
+    hold: StreamHold<Payload>,
 }
 
 /// The stream a plain text chunk belongs to, and its text.
-fn text_chunk(event: &mut ActivityEvent) -> Option<((bool, Option<String>), String)> {
+fn text_chunk(event: &mut Payload) -> Option<((bool, Option<String>), String)> {
     let (reasoning, c) = match event {
-        ActivityEvent::Message(c) => (false, c),
-        ActivityEvent::Reasoning(c) => (true, c),
+        Payload::MessageChunk(c) => (false, c),
+        Payload::ThoughtChunk(c) => (true, c),
         _ => return None,
     };
     if c.content.is_some() {
@@ -73,8 +75,8 @@ fn text_chunk(event: &mut ActivityEvent) -> Option<((bool, Option<String>), Stri
 }
 
 /// Puts released text back into its event.
-fn with_text((text, mut event): (String, ActivityEvent)) -> ActivityEvent {
-    if let ActivityEvent::Message(c) | ActivityEvent::Reasoning(c) = &mut event {
+fn with_text((text, mut event): (String, Payload)) -> Payload {
+    if let Payload::MessageChunk(c) | Payload::ThoughtChunk(c) = &mut event {
         c.text = Some(text);
     }
     event
@@ -110,7 +112,7 @@ impl StoreHooks {
 
     /// Journals whatever text is still held (the turn is over).
     pub(super) async fn flush_held(&self) -> Result<(), HookError> {
-        let released: Vec<ActivityEvent> = {
+        let released: Vec<Payload> = {
             let mut h = self.hold.lock().unwrap_or_else(|p| p.into_inner());
             h.key = None;
             h.hold.finish().into_iter().map(with_text).collect()
@@ -139,11 +141,11 @@ impl StoreHooks {
     /// Holds a text chunk or releases what may go now, in order (see
     /// [`crate::redact`]): a different stream or any other event releases
     /// everything held first.
-    fn hold_or_release(&self, mut event: ActivityEvent) -> Vec<ActivityEvent> {
+    fn hold_or_release(&self, mut event: Payload) -> Vec<Payload> {
         let mut h = self.hold.lock().unwrap_or_else(|p| p.into_inner());
         let chunk = text_chunk(&mut event);
         let key = chunk.as_ref().map(|(k, _)| k.clone());
-        let mut out: Vec<ActivityEvent> = Vec::new();
+        let mut out: Vec<Payload> = Vec::new();
         if h.key.is_some() && h.key != key {
             out.extend(h.hold.finish().into_iter().map(with_text));
             h.key = None;
@@ -159,21 +161,16 @@ impl StoreHooks {
     }
 
     /// Appends one event to the journal (see [`TurnHooks::event`]).
-    async fn journal(&self, event: ActivityEvent) -> Result<(), HookError> {
-        let kind = journal_kind(&event);
+    async fn journal(&self, event: Payload) -> Result<(), HookError> {
         // Permission events are awaited: a pending interaction must never be
         // visible before its request is durable. Everything else rides the
         // group commit (the writer keeps order, and the turn's end is a later
         // write), with a wait every STREAM_WINDOW events for backpressure.
         let streamed = !matches!(
             event,
-            ActivityEvent::PermissionRequested { .. } | ActivityEvent::PermissionResolved { .. }
+            Payload::PermissionRequested(_) | Payload::PermissionDecided(_)
         );
-        let payload =
-            serde_json::to_value(&event).map_err(|_| HookError("event not serializable".into()))?;
-        let pending = self
-            .store
-            .append_activity(&self.turn_id, kind, Some(payload));
+        let pending = self.store.append_activity(&self.turn_id, event);
         if streamed {
             let n = self.streamed.fetch_add(1, Ordering::Relaxed) + 1;
             if !n.is_multiple_of(STREAM_WINDOW) {
@@ -188,22 +185,6 @@ impl StoreHooks {
             self.confirm_streamed().await.map_err(hook_err)?;
         }
         pending.await.map(|_| ()).map_err(hook_err)
-    }
-}
-
-/// The journal kind of an event. The payload is the event itself.
-pub(super) fn journal_kind(event: &ActivityEvent) -> EventKind {
-    match event {
-        ActivityEvent::Message(_) => EventKind::MessageChunk,
-        ActivityEvent::Reasoning(_) => EventKind::ThoughtChunk,
-        ActivityEvent::Invocation(_) => EventKind::ToolCall,
-        ActivityEvent::PermissionRequested { .. } => EventKind::PermissionRequested,
-        ActivityEvent::PermissionResolved { .. } => EventKind::PermissionDecided,
-        ActivityEvent::SessionStarted { .. }
-        | ActivityEvent::Observation { .. }
-        | ActivityEvent::CancelRequested
-        | ActivityEvent::Stopped { .. }
-        | ActivityEvent::Late { .. } => EventKind::Observation,
     }
 }
 
@@ -227,11 +208,11 @@ impl TurnHooks for StoreHooks {
         Ok(())
     }
 
-    async fn event(&self, event: ActivityEvent) -> Result<(), HookError> {
+    async fn event(&self, event: Payload) -> Result<(), HookError> {
         // Only the agent's own progress marks the turn running; the
         // controller's cancel or permission answers never do. Queued before
         // the event, committed with it.
-        if event.shows_agent_progress()
+        if shows_agent_progress(&event)
             && self.dispatched.load(Ordering::SeqCst)
             && !self.running.swap(true, Ordering::SeqCst)
         {

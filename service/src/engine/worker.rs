@@ -13,15 +13,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::acp::{
-    self, ActivityEvent, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent,
-    PermissionAnswer, ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
+    self, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent, PermissionAnswer,
+    ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
 };
 use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::EnvFile;
 
-use crate::domain::{
-    Claim, EventKind, Preparer, ProviderFacts, SessionBinding, StoreError, TurnEnd,
-};
+use crate::domain::{Claim, Preparer, ProviderFacts, SessionBinding, StoreError, TurnEnd};
 use crate::store::Store;
 
 use super::broker::{PendingPermission, PermissionBroker};
@@ -375,12 +373,8 @@ impl Engine {
         if let (Some(reason), Some(b)) = (replace, &bound) {
             tracing::info!(thread = %thread_id, reason, "agent session replaced");
             let payload = serde_json::json!({"reason": reason, "previousSessionId": b.session_id});
-            let _ = hooks
-                .event(ActivityEvent::Observation {
-                    kind: "session_replaced".into(),
-                    payload,
-                })
-                .await;
+            let replaced = lapis_protocol::Observation::noted("session_replaced", payload);
+            let _ = hooks.event(replaced.into()).await;
         }
         let resume = match (&agent, replace) {
             (None, None) => bound.map(|b| b.session_id),

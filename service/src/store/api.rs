@@ -8,13 +8,13 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{
-    Actor, AuthSession, Claim, EventKind, JournalEvent, NewAuthSession, NewThread, Preparer,
-    Receipt, ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult,
-    StoreStatus, SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd,
-    TurnEvent, Workspace,
+    Actor, AuthSession, Claim, JournalEvent, NewAuthSession, NewThread, Preparer, Receipt,
+    ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult, StoreStatus,
+    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
+    Workspace,
 };
 
-use lapis_protocol::ThreadExpect;
+use lapis_protocol::{Payload, ThreadExpect};
 
 use super::handle::{PendingAppend, Store};
 use super::journal::ReadyPayload;
@@ -365,19 +365,14 @@ impl Store {
     /// Group-committed with other appends; after a terminal or fenced state
     /// it is recorded as an `observation` wrapping the late event. Sync: the
     /// request is queued in order before this returns.
-    pub fn append_activity(
-        &self,
-        turn: &str,
-        kind: EventKind,
-        payload: Option<Value>,
-    ) -> PendingAppend {
+    pub fn append_activity(&self, turn: &str, payload: Payload) -> PendingAppend {
         let (reply, rx) = oneshot::channel();
         let req = AppendReq {
             turn: turn.to_owned(),
-            kind,
+            kind: payload.kind(),
             // Redacted and serialized here, on the caller's thread, not on
             // the single writer (see `ReadyPayload`).
-            payload: payload.map(ReadyPayload::new),
+            payload: Some(ReadyPayload::new(&payload)),
             reply,
         };
         match self.send(Cmd::Append(req)) {

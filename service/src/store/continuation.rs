@@ -12,10 +12,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use lapis_protocol::{Invocation, Payload};
 use rusqlite::Connection;
-use serde_json::Value;
 
-use crate::domain::{EventKind, JournalEvent, StoreError, StoreResult, Turn, TurnState};
+use crate::domain::{JournalEvent, StoreError, StoreResult, Turn, TurnState};
 
 use super::journal::MemoryPayloads;
 use super::read;
@@ -72,17 +72,15 @@ pub(super) fn check_prior(
     let mut answered = HashSet::new();
     let mut tools: BTreeMap<String, String> = BTreeMap::new();
     for e in &events {
-        let Some(p) = &e.payload else { continue };
-        let str_of = |key: &str| p.get(key).and_then(Value::as_str).map(str::to_owned);
-        match e.kind {
-            EventKind::PermissionRequested => {
-                asked.extend(str_of("requestId"));
-                if let Some(inv) = p.get("invocation") {
-                    note_tool(&mut tools, inv);
-                }
+        match e.body() {
+            Some(Payload::PermissionRequested(r)) => {
+                note_tool(&mut tools, &r.invocation);
+                asked.insert(r.request_id);
             }
-            EventKind::PermissionDecided => answered.extend(str_of("requestId")),
-            EventKind::ToolCall => note_tool(&mut tools, p),
+            Some(Payload::PermissionDecided(d)) => {
+                answered.insert(d.request_id);
+            }
+            Some(Payload::ToolCall(inv)) => note_tool(&mut tools, &inv),
             _ => {}
         }
     }
@@ -103,16 +101,13 @@ pub(super) fn check_prior(
 
 /// Records the latest status of a tool call envelope (`pending` when the
 /// agent never gave one).
-fn note_tool(tools: &mut BTreeMap<String, String>, invocation: &Value) {
-    let Some(id) = invocation.get("id").and_then(Value::as_str) else {
-        return;
-    };
-    let status = invocation.get("status").and_then(Value::as_str);
-    match (tools.get_mut(id), status) {
+fn note_tool(tools: &mut BTreeMap<String, String>, invocation: &Invocation) {
+    let status = invocation.status.as_deref();
+    match (tools.get_mut(&invocation.id), status) {
         (Some(old), Some(s)) => *old = s.to_owned(),
         (Some(_), None) => {}
         (None, s) => {
-            tools.insert(id.to_owned(), s.unwrap_or("pending").to_owned());
+            tools.insert(invocation.id.clone(), s.unwrap_or("pending").to_owned());
         }
     }
 }
@@ -125,18 +120,12 @@ pub(super) fn digest(prior: &Turn, events: &[JournalEvent]) -> String {
     let mut reply = String::new();
     let mut tools: Vec<(String, String, String)> = Vec::new();
     for e in events {
-        let Some(p) = &e.payload else { continue };
-        let text = p.get("text").and_then(Value::as_str).unwrap_or("");
-        match e.kind {
-            EventKind::UserMessage => asked.push_str(text),
-            EventKind::MessageChunk => reply.push_str(text),
-            EventKind::ToolCall => {
-                let Some(id) = p.get("id").and_then(Value::as_str) else {
-                    continue;
-                };
-                let title = p.get("title").and_then(Value::as_str);
-                let status = p.get("status").and_then(Value::as_str);
-                match tools.iter_mut().find(|(i, _, _)| i == id) {
+        match e.body() {
+            Some(Payload::UserMessage(p)) => asked.push_str(&p.text),
+            Some(Payload::MessageChunk(c)) => reply.push_str(c.text.as_deref().unwrap_or("")),
+            Some(Payload::ToolCall(inv)) => {
+                let (title, status) = (inv.title.as_deref(), inv.status.as_deref());
+                match tools.iter_mut().find(|(i, _, _)| *i == inv.id) {
                     Some(t) => {
                         if let Some(title) = title {
                             t.1 = title.to_owned();
@@ -146,8 +135,8 @@ pub(super) fn digest(prior: &Turn, events: &[JournalEvent]) -> String {
                         }
                     }
                     None => tools.push((
-                        id.to_owned(),
-                        title.unwrap_or(id).to_owned(),
+                        inv.id.clone(),
+                        title.unwrap_or(&inv.id).to_owned(),
                         status.unwrap_or("pending").to_owned(),
                     )),
                 }

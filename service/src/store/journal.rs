@@ -9,8 +9,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use lapis_protocol::{LateAppend, Observation, Payload};
 use rusqlite::{Connection, Statement, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::domain::{EventKind, JournalEvent, Retention, StoreResult};
 use crate::redact::redactor;
@@ -109,8 +110,9 @@ pub(super) struct ReadyPayload {
 }
 
 impl ReadyPayload {
-    /// Redacts `value` and serializes it.
-    pub(super) fn new(mut value: Value) -> ReadyPayload {
+    /// Redacts the stored form of `payload` and serializes it.
+    pub(super) fn new(payload: &Payload) -> ReadyPayload {
+        let mut value = payload.to_value();
         let redactions = redactor().redact_value(&mut value);
         ReadyPayload {
             text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
@@ -119,12 +121,13 @@ impl ReadyPayload {
         }
     }
 
-    /// A late activity of `kind` as the observation that records it:
-    /// `{"late": kind, "data": payload}`. The inner payload is already
-    /// redacted and the rest is the kind's name, so its count carries over.
+    /// A late activity of `kind` as the observation that records it
+    /// ([`LateAppend`]). The inner payload is already redacted and the rest
+    /// is the kind's name, so its count carries over.
     pub(super) fn late(kind: EventKind, inner: Option<ReadyPayload>) -> ReadyPayload {
         let (data, redactions) = inner.map_or((Value::Null, 0), |p| (p.value, p.redactions));
-        let value = json!({ "late": kind.as_str(), "data": data });
+        let late = Payload::Observation(Observation::LateAppend(LateAppend { late: kind, data }));
+        let value = late.to_value();
         ReadyPayload {
             text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
             value,
@@ -349,19 +352,17 @@ impl Journal {
     /// Insert one event inside `tx`, assigning both sequences in `stage`:
     /// [`Self::append_ready`] with the payload made ready here (redacted and
     /// serialized on the writer: for the operations' own few events).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn append(
         &self,
         tx: &Connection,
         stage: &mut JournalTx,
         thread: &str,
         turn: Option<&str>,
-        kind: EventKind,
         at: i64,
-        payload: Option<Value>,
+        payload: Payload,
     ) -> StoreResult<()> {
-        let payload = payload.map(ReadyPayload::new);
-        self.append_ready(tx, stage, thread, turn, kind, at, payload)?;
+        let ready = ReadyPayload::new(&payload);
+        self.append_ready(tx, stage, thread, turn, payload.kind(), at, Some(ready))?;
         // Inserted now: the operation may read the journal after this.
         self.flush(tx, stage)
     }

@@ -9,9 +9,9 @@ use super::receipts::{Command, CommandKind};
 use super::transition::stage_transition;
 use super::writer::Writer;
 use crate::domain::{
-    Actor, EventKind, Receipt, ResolveAs, StoreError, StoreResult, Turn, TurnEvent, TurnState,
+    Actor, Receipt, ResolveAs, StoreError, StoreResult, Turn, TurnEvent, TurnState,
 };
-use lapis_protocol::OutcomeCode;
+use lapis_protocol::{CancelRequest, OutcomeCode, Payload, Resolution, ResolvedVia};
 use rusqlite::params;
 use serde_json::json;
 
@@ -36,17 +36,11 @@ impl Writer {
                         "UPDATE turns SET cancel_requested = 1, updated_at = ?1 WHERE id = ?2",
                     )?
                     .execute(params![now, id])?;
-                    let payload =
-                        json!({ "principal": actor.principal, "application": actor.application });
-                    j.append(
-                        tx,
-                        st,
-                        &row.thread_id,
-                        Some(id),
-                        EventKind::CancelRequested,
-                        now,
-                        Some(payload),
-                    )?;
+                    let request = Payload::CancelRequested(CancelRequest {
+                        principal: actor.principal.clone(),
+                        application: actor.application.clone(),
+                    });
+                    j.append(tx, st, &row.thread_id, Some(id), now, request)?;
                     read::turn(tx, id)?.ok_or_else(|| StoreError::not_found("turn", id))
                 })?;
                 if let Some(l) = self.live.get(id) {
@@ -137,16 +131,16 @@ impl Writer {
         }
         let thread = read::thread(&self.conn, &row.thread_id)?
             .ok_or_else(|| StoreError::not_found("thread", &row.thread_id))?;
-        let (event, name) = match as_ {
-            ResolveAs::Failed => (TurnEvent::ResolveFailed, "failed"),
-            ResolveAs::Cancelled => (TurnEvent::ResolveCancelled, "cancelled"),
+        let (event, as_state) = match as_ {
+            ResolveAs::Failed => (TurnEvent::ResolveFailed, TurnState::Failed),
+            ResolveAs::Cancelled => (TurnEvent::ResolveCancelled, TurnState::Cancelled),
         };
         let id = row.id.as_str();
         let after = self.write(|tx, j, st, now| {
             let after = stage_transition(tx, j, st, now, row, event, Some(OutcomeCode::ResolvedByOwner.as_str()), false)?
                 .ok_or_else(|| StoreError::conflict("turn is not awaiting resolution"))?;
             let detail = json!({
-                "as": name, "from": row.state, "via": via.as_str(),
+                "as": as_state, "from": row.state, "via": via,
                 "application": actor.application, "threadApplication": thread.application,
             });
             tx.prepare_cached(
@@ -154,33 +148,17 @@ impl Writer {
 .execute(
                 params![now, actor.principal, id, detail.to_string()],
             )?;
-            let payload = json!({
-                "as": name, "from": row.state, "via": via.as_str(),
-                "principal": actor.principal, "application": actor.application,
+            let resolved = Payload::TurnResolved(Resolution {
+                as_state,
+                from: row.state,
+                via,
+                principal: actor.principal.clone(),
+                application: actor.application.clone(),
             });
-            j.append(tx, st, &row.thread_id, Some(id), EventKind::TurnResolved, now, Some(payload))?;
+            j.append(tx, st, &row.thread_id, Some(id), now, resolved)?;
             Ok(after)
         })?;
         self.after_transition(row.state, &after);
         Ok(after)
-    }
-}
-
-/// How a fenced turn came to be resolved (recorded in the audit row and the
-/// `turn_resolved` event).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ResolvedVia {
-    /// `turns.resolve` with `confirmStopped`.
-    Resolve,
-    /// The owner's `turns.cancel` of the fenced turn.
-    Cancel,
-}
-
-impl ResolvedVia {
-    fn as_str(self) -> &'static str {
-        match self {
-            ResolvedVia::Resolve => "resolve",
-            ResolvedVia::Cancel => "cancel",
-        }
     }
 }

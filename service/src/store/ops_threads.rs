@@ -1,11 +1,12 @@
 //! Workspace, thread and session operations on the writer.
 
+use lapis_protocol::{Payload, ThreadConfigured, ThreadCreated};
 use rusqlite::params;
 use serde_json::json;
 
 use crate::domain::{
-    Actor, AuthSession, EventKind, NewAuthSession, NewThread, Receipt, StoreError, StoreResult,
-    Thread, ThreadPatch, Workspace,
+    Actor, AuthSession, NewAuthSession, NewThread, Receipt, StoreError, StoreResult, Thread,
+    ThreadPatch, Workspace,
 };
 
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
@@ -145,15 +146,15 @@ impl Writer {
                 stage_receipt(tx, actor, cmd, CommandKind::ThreadCreate, &dig, &id, None, now)?;
             }
             j.stage_thread(st, &id, input.retention);
-            let payload = json!({
-                "workspaceId": input.workspace_id, "provider": input.provider,
-                "approval": input.approval, "restricted": input.restricted, "retention": input.retention,
+            let created = Payload::ThreadCreated(ThreadCreated {
+                workspace_id: input.workspace_id.clone(),
+                provider: input.provider.clone(),
+                approval: input.approval,
+                restricted: input.restricted,
+                retention: input.retention,
+                mcp_servers: input.mcp_servers.clone(),
             });
-            let mut payload = payload;
-            if !input.mcp_servers.is_empty() {
-                payload["mcpServers"] = json!(input.mcp_servers);
-            }
-            j.append(tx, st, &id, None, EventKind::ThreadCreated, now, Some(payload))?;
+            j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))
         })?;
         Ok(Receipt {
@@ -240,20 +241,15 @@ impl Writer {
                 ],
             )?;
             j.stage_retention(st, id, next.retention);
-            let payload = json!({
-                "version": next.version, "provider": next.provider, "approval": next.approval,
-                "restricted": next.restricted, "retention": next.retention,
-                "principal": actor.principal,
+            let configured = Payload::ThreadConfigured(ThreadConfigured {
+                version: next.version,
+                provider: next.provider.clone(),
+                approval: next.approval,
+                restricted: next.restricted,
+                retention: next.retention,
+                principal: actor.principal.clone(),
             });
-            j.append(
-                tx,
-                st,
-                id,
-                None,
-                EventKind::ThreadConfigured,
-                now,
-                Some(payload),
-            )?;
+            j.append(tx, st, id, None, now, configured)?;
             read::thread(tx, id)?.ok_or_else(|| StoreError::not_found("thread", id))
         })
     }

@@ -6,16 +6,17 @@
 //! changes nothing.
 
 use rusqlite::params;
-use serde_json::json;
 use tokio::sync::watch;
 
 use crate::domain::{
-    Actor, Claim, EventKind, Preparer, Receipt, Retention, SessionBinding, StoreError, StoreResult,
+    Actor, Claim, Preparer, Receipt, Retention, SessionBinding, StoreError, StoreResult,
     SubmitTurn, TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
 };
 
 use super::continuation;
-use lapis_protocol::{OutcomeCode, ThreadExpect};
+use lapis_protocol::{
+    Ignored, Observation, OutcomeCode, Payload, Prompt, ThreadExpect, TurnSubmitted,
+};
 
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
 use super::prepared;
@@ -85,16 +86,12 @@ impl Writer {
             let after =
                 stage_transition(tx, j, st, now, &row, event, outcome.as_deref(), recovered)?;
             if after.is_none() {
-                let payload = json!({ "ignored": event, "state": row.state, "outcome": outcome });
-                j.append(
-                    tx,
-                    st,
-                    &row.thread_id,
-                    Some(id),
-                    EventKind::Observation,
-                    now,
-                    Some(payload),
-                )?;
+                let ignored = Observation::Ignored(Ignored {
+                    ignored: event,
+                    state: row.state,
+                    outcome: outcome.clone(),
+                });
+                j.append(tx, st, &row.thread_id, Some(id), now, ignored.into())?;
             }
             Ok(after)
         })?;
@@ -184,21 +181,20 @@ impl Writer {
             tx.prepare_cached(
                 "INSERT INTO turns (id, thread_id, workspace_id, principal, command_id, queue_seq, \
                  state, continues, prompt, created_at, updated_at, max_turn_seconds) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?9, ?10)")?
-.execute(
-                params![
-                    id,
-                    thread.id,
-                    thread.workspace_id,
-                    actor.principal,
-                    input.command_id,
-                    queue_seq as i64,
-                    input.continues,
-                    input.prompt,
-                    now,
-                    input.max_turn_seconds.map(|s| s as i64)
-                ],
-            )?;
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9, ?9, ?10)",
+            )?
+            .execute(params![
+                id,
+                thread.id,
+                thread.workspace_id,
+                actor.principal,
+                input.command_id,
+                queue_seq as i64,
+                input.continues,
+                input.prompt,
+                now,
+                input.max_turn_seconds.map(|s| s as i64)
+            ])?;
             stage_receipt(
                 tx,
                 actor,
@@ -209,12 +205,18 @@ impl Writer {
                 None,
                 now,
             )?;
-            let payload = json!({ "turnId": id, "commandId": input.command_id, "continues": input.continues });
-            j.append(tx, st, &thread.id, Some(&id), EventKind::TurnSubmitted, now, Some(payload))?;
+            let submitted = Payload::TurnSubmitted(TurnSubmitted {
+                turn_id: id.clone(),
+                command_id: input.command_id.clone(),
+                continues: input.continues.clone(),
+            });
+            j.append(tx, st, &thread.id, Some(&id), now, submitted)?;
             // What was asked, in the thread's transcript (content: it follows
             // the thread's retention like the agent's reply).
-            let asked = json!({ "text": input.prompt });
-            j.append(tx, st, &thread.id, Some(&id), EventKind::UserMessage, now, Some(asked))?;
+            let asked = Payload::UserMessage(Prompt {
+                text: input.prompt.clone(),
+            });
+            j.append(tx, st, &thread.id, Some(&id), now, asked)?;
             read::turn(tx, &id)?.ok_or_else(|| StoreError::not_found("turn", &id))
         })?;
         self.last_queue_seq = queue_seq;

@@ -10,8 +10,8 @@
 
 use rusqlite::Connection;
 
-use crate::domain::{EventKind, ProviderFacts, StoreError, StoreResult, Thread, Turn};
-use lapis_protocol::{PreparedApproval, PreparedConfig};
+use crate::domain::{ProviderFacts, StoreResult, Thread, Turn};
+use lapis_protocol::{Payload, PreparedApproval, PreparedConfig};
 
 use super::journal::{Journal, JournalTx};
 
@@ -44,19 +44,10 @@ pub(super) fn stage(
     turn: &Turn,
     prepared: &PreparedConfig,
 ) -> StoreResult<Turn> {
-    let value = serde_json::to_value(prepared)
-        .map_err(|_| StoreError::invalid("prepared configuration does not serialize"))?;
+    let payload = Payload::TurnPrepared(prepared.clone());
     tx.prepare_cached("UPDATE turns SET prepared = ?1 WHERE id = ?2")?
-        .execute(rusqlite::params![value.to_string(), turn.id])?;
-    journal.append(
-        tx,
-        stage,
-        &turn.thread_id,
-        Some(&turn.id),
-        EventKind::TurnPrepared,
-        now,
-        Some(value),
-    )?;
+        .execute(rusqlite::params![payload.to_value().to_string(), turn.id])?;
+    journal.append(tx, stage, &turn.thread_id, Some(&turn.id), now, payload)?;
     // The row as it now is, without reading it back.
     let mut after = turn.clone();
     after.prepared = Some(prepared.clone());

@@ -228,12 +228,10 @@ pub(super) fn user_message(
         .map_err(unwrap_err)?;
     Ok(event.map(|e| UserMessage {
         thread_seq: e.thread_seq,
-        text: e
-            .payload
-            .as_ref()
-            .and_then(|p| p.get("text"))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned),
+        text: match e.body() {
+            Some(lapis_protocol::Payload::UserMessage(p)) => Some(p.text),
+            _ => None,
+        },
         payload_unavailable: e.payload_unavailable,
     }))
 }

@@ -1,10 +1,10 @@
 //! The one function that applies a table transition inside a transaction
 //! (command receipts are in `receipts`).
 
+use lapis_protocol::{Payload, StateChange};
 use rusqlite::{Connection, params};
-use serde_json::json;
 
-use crate::domain::{EventKind, StoreError, StoreResult, Turn, TurnEvent, next_state};
+use crate::domain::{StoreError, StoreResult, Turn, TurnEvent, next_state};
 
 use super::journal::{Journal, JournalTx};
 
@@ -50,22 +50,14 @@ pub(crate) fn stage_transition(
     if changed != 1 {
         return Err(StoreError::conflict("turn changed concurrently"));
     }
-    let mut payload = json!({ "from": row.state, "to": to, "event": event });
-    if let Some(code) = outcome {
-        payload["outcome"] = json!(code);
-    }
-    if recovered {
-        payload["recovered"] = json!(true);
-    }
-    journal.append(
-        tx,
-        stage,
-        &row.thread_id,
-        Some(&row.id),
-        EventKind::TurnState,
-        now,
-        Some(payload),
-    )?;
+    let change = Payload::TurnState(StateChange {
+        from: row.state,
+        to,
+        event,
+        outcome: outcome.map(str::to_owned),
+        recovered,
+    });
+    journal.append(tx, stage, &row.thread_id, Some(&row.id), now, change)?;
     // The row as the UPDATE above left it, without reading it back: the
     // caller read `row` in this transaction, and only these columns changed.
     let mut after = row.clone();

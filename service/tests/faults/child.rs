@@ -2,6 +2,7 @@
 //! binary runs until it is killed, printing an `ack` line after each
 //! acknowledged write.
 
+use lapis_protocol::Payload;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -115,8 +116,10 @@ pub(crate) async fn child(mode: &str, root: PathBuf) {
         let mut last = None;
         let chunks = if mode == "journal" { 200 } else { 3 };
         for i in 0..chunks {
-            last =
-                Some(store.append_activity(&id, EventKind::MessageChunk, Some(json!({ "i": i }))));
+            last = Some(store.append_activity(
+                &id,
+                Payload::from_value(EventKind::MessageChunk, json!({ "i": i })),
+            ));
         }
         let e = last.unwrap().await.unwrap();
         ack("appended", &e.seq.to_string());

@@ -90,7 +90,10 @@ fn answer_to_completed(client: &mut Client, thread: &str, tag: &str, n: usize) -
                 .iter()
                 .find(|e| {
                     e.turn_id.as_deref() == Some(turn.id.as_str())
-                        && e.payload.as_ref().is_some_and(|p| p["type"] == "stopped")
+                        && matches!(
+                            lapis_e2e::journal::observation(e),
+                            Some(lapis_protocol::Observation::Stopped { .. })
+                        )
                 })
                 .map(|e| e.at));
             if !page.more {

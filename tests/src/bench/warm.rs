@@ -47,11 +47,12 @@ pub(crate) fn turn_latency(
             if e.kind != EventKind::TurnState || e.turn_id.as_deref() != Some(turn.id.as_str()) {
                 continue;
             }
-            let to = e.payload.as_ref().and_then(|p| p["to"].as_str());
-            match to {
-                Some("completed") => break,
-                Some("queued" | "preparing" | "dispatched" | "running") | None => {}
-                Some(other) => bail!("turn {} ended {other}", turn.id),
+            match lapis_e2e::journal::moved_to(&e) {
+                Some(lapis_protocol::TurnState::Completed) => break,
+                Some(s) if s.is_terminal() || s.is_fenced() => {
+                    bail!("turn {} ended {}", turn.id, s.as_str())
+                }
+                _ => {}
             }
         }
         if i > 0 {

@@ -33,13 +33,9 @@ pub(crate) fn histories(
                 if e.kind != EventKind::TurnState {
                     continue;
                 }
-                let to = e
-                    .payload
-                    .as_ref()
-                    .and_then(|p| p.get("to"))
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_owned();
+                let to = lapis_e2e::journal::moved_to(e)
+                    .map(|s| s.as_str().to_owned())
+                    .unwrap_or_default();
                 let h = out.entry(turn.clone()).or_default();
                 match to.as_str() {
                     "completed" | "failed" | "cancelled" => h.terminal.push(to),

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lapis_e2e::TestContext;
+use lapis_protocol::Observation;
 use lapis_service::ApprovalPolicy;
 use lapis_service::acp::{
-    ActivityEvent, CancelHandle, CommandLookup, HookError, Invocation, PermissionAnswer,
+    CancelHandle, CommandLookup, HookError, Invocation, Payload, PermissionAnswer,
     PermissionRequest, ProviderSpec, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest,
     cancel_channel, run_turn,
 };
@@ -30,7 +31,7 @@ pub(crate) enum AskMode {
 /// Hooks that record everything in memory.
 #[derive(Debug)]
 pub(crate) struct Recorder {
-    pub events: Mutex<Vec<ActivityEvent>>,
+    pub events: Mutex<Vec<Payload>>,
     /// Number of events journaled when the boundary was persisted.
     pub boundary_at: Mutex<Option<usize>>,
     pub fail_boundary: bool,
@@ -38,9 +39,9 @@ pub(crate) struct Recorder {
     pub asked: Mutex<Vec<PermissionRequest>>,
     pub pending_now: AtomicUsize,
     pending_notify: tokio::sync::Notify,
-    /// Cancel the turn when an event of this kind is journaled, or when
-    /// `ask` is called (kind `ask`).
-    pub cancel_on: Option<(CancelHandle, &'static str)>,
+    /// Cancel the turn when a matching event is journaled, or when `ask`
+    /// is called.
+    pub cancel_on: Option<(CancelHandle, CancelOn)>,
 }
 
 impl Recorder {
@@ -57,7 +58,7 @@ impl Recorder {
         }
     }
 
-    pub(crate) fn events(&self) -> Vec<ActivityEvent> {
+    pub(crate) fn events(&self) -> Vec<Payload> {
         self.events.lock().unwrap().clone()
     }
 
@@ -66,27 +67,58 @@ impl Recorder {
         self.events()
             .iter()
             .filter_map(|e| match e {
-                ActivityEvent::Message(c) => c.text.clone(),
+                Payload::MessageChunk(c) => c.text.clone(),
                 _ => None,
             })
             .collect()
     }
 
-    pub(crate) fn count(&self, kind: &str) -> usize {
-        self.events().iter().filter(|e| e.kind() == kind).count()
+    /// The events that match.
+    pub(crate) fn count(&self, matching: impl Fn(&Payload) -> bool) -> usize {
+        self.events().iter().filter(|e| matching(e)).count()
     }
 
     pub(crate) fn dispatched(&self) -> bool {
         self.boundary_at.lock().unwrap().is_some()
     }
 
-    fn maybe_cancel(&self, kind: &str) {
-        if let Some((handle, on)) = &self.cancel_on
-            && *on == kind
-        {
+    fn maybe_cancel(&self, event: Option<&Payload>) {
+        let Some((handle, on)) = &self.cancel_on else {
+            return;
+        };
+        let hit = match (on, event) {
+            (CancelOn::Ask, None) => true,
+            (CancelOn::Event(matches), Some(e)) => matches(e),
+            _ => false,
+        };
+        if hit {
             handle.cancel();
         }
     }
+}
+
+/// The prompt's answer was journaled.
+pub(crate) fn stopped(e: &Payload) -> bool {
+    matches!(e, Payload::Observation(Observation::Stopped { .. }))
+}
+
+/// The controller's `session/cancel` was journaled.
+pub(crate) fn cancel_sent(e: &Payload) -> bool {
+    matches!(e, Payload::Observation(Observation::CancelSent))
+}
+
+/// A reply chunk.
+pub(crate) fn message(e: &Payload) -> bool {
+    matches!(e, Payload::MessageChunk(_))
+}
+
+/// When a [`Recorder`] cancels its turn.
+#[derive(Debug)]
+pub(crate) enum CancelOn {
+    /// When `ask` is called.
+    Ask,
+    /// When a matching event is journaled.
+    Event(fn(&Payload) -> bool),
 }
 
 impl TurnHooks for Recorder {
@@ -98,16 +130,15 @@ impl TurnHooks for Recorder {
         Ok(())
     }
 
-    async fn event(&self, event: ActivityEvent) -> Result<(), HookError> {
-        let kind = event.kind();
+    async fn event(&self, event: Payload) -> Result<(), HookError> {
+        self.maybe_cancel(Some(&event));
         self.events.lock().unwrap().push(event);
-        self.maybe_cancel(kind);
         Ok(())
     }
 
     async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
         self.asked.lock().unwrap().push(request);
-        self.maybe_cancel("ask");
+        self.maybe_cancel(None);
         match &self.ask {
             AskMode::Answer(id) => PermissionAnswer::Selected {
                 option_id: id.to_string(),
@@ -193,11 +224,11 @@ pub(crate) fn completed() -> TurnOutcome {
     }
 }
 
-fn invocation(events: &[ActivityEvent], id: &str) -> Vec<Invocation> {
+fn invocation(events: &[Payload], id: &str) -> Vec<Invocation> {
     events
         .iter()
         .filter_map(|e| match e {
-            ActivityEvent::Invocation(i) if i.id == id => Some(i.clone()),
+            Payload::ToolCall(i) if i.id == id => Some(i.clone()),
             _ => None,
         })
         .collect()
@@ -211,9 +242,9 @@ async fn builtin_echo_agent_runs_a_turn_through_the_cli_binary() {
         run_with(request(spec, dir.path()), |_| Recorder::new(AskMode::Never)).await;
     assert_eq!(outcome, completed());
     assert_eq!(hooks.reply(), "please echo this prompt");
-    assert_eq!(hooks.count("reasoning"), 1);
-    assert!(hooks.count("message") >= 2, "echo streams several chunks");
-    assert_eq!(hooks.count("stopped"), 1);
+    assert_eq!(hooks.count(|e| matches!(e, Payload::ThoughtChunk(_))), 1);
+    assert!(hooks.count(message) >= 2, "echo streams several chunks");
+    assert_eq!(hooks.count(stopped), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,13 +263,13 @@ async fn updates_map_to_messages_reasoning_invocations_and_observations() {
     assert_eq!(outcome, completed());
     let events = hooks.events();
     assert_eq!(hooks.reply(), "chunk0 chunk1 chunk2 chunk3 chunk4 ");
-    assert_eq!(hooks.count("reasoning"), 2);
+    assert_eq!(hooks.count(|e| matches!(e, Payload::ThoughtChunk(_))), 2);
     // Reasoning never leaks into the reply.
     assert!(!hooks.reply().contains("thought"));
     let ids: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            ActivityEvent::Message(c) => Some(c.message_id.clone()),
+            Payload::MessageChunk(c) => Some(c.message_id.clone()),
             _ => None,
         })
         .collect();
@@ -254,11 +285,9 @@ async fn updates_map_to_messages_reasoning_invocations_and_observations() {
     assert_eq!(last.status.as_deref(), Some("completed"));
     assert_eq!(last.locations.len(), 1);
     assert_eq!(last.locations[0].path, "/w/f1.rs");
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, ActivityEvent::Observation { kind, .. } if kind == "plan"))
-    );
+    assert!(events.iter().any(
+        |e| matches!(e, Payload::Observation(Observation::Noted { kind, .. }) if kind == "plan")
+    ));
     // Order: session start, then (after the boundary) activity, then the
     // completion marker last.
     let boundary = hooks
@@ -266,10 +295,13 @@ async fn updates_map_to_messages_reasoning_invocations_and_observations() {
         .lock()
         .unwrap()
         .expect("boundary persisted");
-    assert!(matches!(events[0], ActivityEvent::SessionStarted { .. }));
+    assert!(matches!(
+        events[0],
+        Payload::Observation(Observation::SessionStarted { .. })
+    ));
     assert_eq!(boundary, 1);
     assert!(
-        matches!(events.last(), Some(ActivityEvent::Stopped { stop_reason, .. }) if stop_reason == "end_turn")
+        matches!(events.last(), Some(Payload::Observation(Observation::Stopped { stop_reason, .. })) if stop_reason == "end_turn")
     );
 }
 
@@ -286,10 +318,17 @@ async fn updates_after_the_response_are_late_observations() {
     let (outcome, hooks, _dir) = run_fixture(&["--chunks", "2", "--after-response", "3"]).await;
     assert_eq!(outcome, completed());
     assert_eq!(hooks.reply(), "chunk0 chunk1 ");
-    assert_eq!(hooks.count("late"), 3);
+    assert_eq!(
+        hooks.count(|e| { matches!(e, Payload::Observation(Observation::LateUpdate { .. })) }),
+        3
+    );
     let events = hooks.events();
-    let stopped = events.iter().position(|e| e.kind() == "stopped").unwrap();
-    assert!(events[stopped + 1..].iter().all(|e| e.kind() == "late"));
+    let end = events.iter().position(stopped).unwrap();
+    assert!(
+        events[end + 1..]
+            .iter()
+            .all(|e| matches!(e, Payload::Observation(Observation::LateUpdate { .. })))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,7 +352,7 @@ async fn environment_is_rebuilt_from_the_allowlist_and_cwd_is_the_workspace() {
         .events()
         .iter()
         .filter_map(|e| match e {
-            ActivityEvent::Message(c) => c.text.clone(),
+            Payload::MessageChunk(c) => c.text.clone(),
             _ => None,
         })
         .collect();

@@ -87,7 +87,7 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_w
                     .unwrap();
                 if e.kind == EventKind::TurnState
                     && e.turn_id.as_deref() == Some(turn.id.as_str())
-                    && e.payload.as_ref().and_then(|p| p.get("to")) == Some(&"completed".into())
+                    && lapis_e2e::journal::moved_to(&e) == Some(TurnState::Completed)
                 {
                     break;
                 }
@@ -170,14 +170,16 @@ async fn queued_turns_of_a_thread_reuse_its_agent() {
             .await
             .expect("turns never completed")
             .unwrap();
-        let payload = e.payload.clone().unwrap_or_default();
-        if payload.get("type") == Some(&"session_started".into()) {
+        if matches!(
+            lapis_e2e::journal::observation(&e),
+            Some(lapis_protocol::Observation::SessionStarted { .. })
+        ) {
             started += 1;
         }
         if e.kind == EventKind::TurnState {
-            match payload.get("to").and_then(|v| v.as_str()) {
-                Some("completed") => completed += 1,
-                Some("queued" | "preparing" | "dispatched" | "running") => {}
+            match lapis_e2e::journal::moved_to(&e) {
+                Some(TurnState::Completed) => completed += 1,
+                Some(s) if !s.is_terminal() && !s.is_fenced() => {}
                 other => panic!("a turn ended {other:?}"),
             }
         }

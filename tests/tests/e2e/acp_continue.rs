@@ -84,8 +84,8 @@ fn reply(client: &mut Client, thread: &str, turn: &str) -> String {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind.as_str() == "message_chunk")
-        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .filter(|e| e.turn_id.as_deref() == Some(turn))
+        .filter_map(lapis_e2e::journal::reply_text)
         .collect()
 }
 
@@ -111,7 +111,14 @@ fn every_prompt_is_a_user_message_that_turns_show_includes_and_no_log_carries() 
     assert_eq!(kinds[at - 1], "turn_submitted", "{kinds:?}");
     let first_reply = kinds.iter().position(|k| *k == "message_chunk").unwrap();
     assert!(at < first_reply, "{kinds:?}");
-    assert_eq!(page.events[at].payload, Some(json!({ "text": asked })));
+    assert_eq!(
+        page.events[at].body(),
+        Some(lapis_protocol::Payload::UserMessage(
+            lapis_protocol::Prompt {
+                text: asked.to_owned()
+            }
+        ))
+    );
     let shown = server.ctx.run(["turns", "show", &turn.id, "--json"]).json();
     assert_eq!(shown["turn"]["userMessage"]["text"], asked, "{shown}");
     let plain = server.ctx.run(["turns", "show", &turn.id]);

@@ -139,14 +139,8 @@ impl Rig {
         self.journal(thread)
             .await
             .iter()
-            .filter(|e| e.kind == EventKind::MessageChunk && e.turn_id.as_deref() == Some(turn))
-            .filter_map(|e| {
-                e.payload
-                    .as_ref()?
-                    .get("text")?
-                    .as_str()
-                    .map(str::to_string)
-            })
+            .filter(|e| e.turn_id.as_deref() == Some(turn))
+            .filter_map(lapis_e2e::journal::reply_text)
             .collect()
     }
 }
@@ -174,17 +168,22 @@ async fn an_echo_turn_runs_and_is_journaled_in_order() {
     assert!(done.dispatched_at.is_some() && done.started_at.is_some());
     assert_eq!(rig.reply(&thread, &turn).await, "hello from the engine");
     let journal = rig.journal(&thread).await;
-    let states: Vec<String> = journal
+    let states: Vec<TurnState> = journal
         .iter()
-        .filter(|e| e.kind == EventKind::TurnState)
-        .filter_map(|e| e.payload.as_ref()?.get("to")?.as_str().map(str::to_string))
+        .filter_map(lapis_e2e::journal::moved_to)
         .collect();
-    assert_eq!(states, ["preparing", "dispatched", "running", "completed"]);
+    assert_eq!(
+        states,
+        [
+            TurnState::Preparing,
+            TurnState::Dispatched,
+            TurnState::Running,
+            TurnState::Completed
+        ]
+    );
     let dispatched = journal
         .iter()
-        .position(|e| {
-            e.kind == EventKind::TurnState && e.payload.as_ref().unwrap()["to"] == "dispatched"
-        })
+        .position(|e| lapis_e2e::journal::moved_to(e) == Some(TurnState::Dispatched))
         .unwrap();
     let first_chunk = journal
         .iter()

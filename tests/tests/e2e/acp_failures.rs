@@ -114,7 +114,7 @@ async fn streamed_output_survives_an_agent_that_dies_without_answering() {
     );
     let want: String = (0..10).map(|i| format!("chunk{i} ")).collect();
     assert_eq!(hooks.reply(), want);
-    assert_eq!(hooks.count("stopped"), 0);
+    assert_eq!(hooks.count(crate::acp::stopped), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,7 +176,8 @@ async fn a_stop_reason_outside_the_enum_fails_with_a_fixed_code() {
             },
             "for {stop:?}"
         );
-        let recorded = serde_json::to_string(&hooks.events()).unwrap();
+        let stored: Vec<_> = hooks.events().iter().map(|e| e.to_value()).collect();
+        let recorded = serde_json::to_string(&stored).unwrap();
         assert!(recorded.contains("invalid_stop_reason"), "{recorded}");
         if !stop.is_empty() {
             assert!(!recorded.contains(stop), "{recorded}");

@@ -5,19 +5,22 @@
 
 use std::time::Duration;
 
+use lapis_protocol::{Observation, PermissionDecided};
 use lapis_service::ApprovalPolicy;
-use lapis_service::acp::{ActivityEvent, DecidedBy, PermissionAnswer, TurnOutcome};
+use lapis_service::acp::{DecidedBy, Payload, PermissionAnswer, TurnOutcome};
 
-use crate::acp::{AskMode, Recorder, completed, fixture, request, run_with};
+use crate::acp::{AskMode, CancelOn, Recorder, cancel_sent, completed, fixture, request, run_with};
 
 fn resolutions(hooks: &Recorder) -> Vec<(PermissionAnswer, DecidedBy)> {
     hooks
         .events()
         .into_iter()
         .filter_map(|e| match e {
-            ActivityEvent::PermissionResolved {
-                answer, decided_by, ..
-            } => Some((answer, decided_by)),
+            Payload::PermissionDecided(PermissionDecided {
+                answer,
+                decided_by: Some(by),
+                ..
+            }) => Some((answer, by)),
             _ => None,
         })
         .collect()
@@ -46,7 +49,10 @@ async fn ask_forwards_the_chosen_option_to_the_agent() {
         resolutions(&hooks),
         [(selected("opt-allow_once"), DecidedBy::User)]
     );
-    assert_eq!(hooks.count("permission_requested"), 1);
+    assert_eq!(
+        hooks.count(|e| matches!(e, Payload::PermissionRequested(_))),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,7 +167,7 @@ async fn cancel_answers_pending_requests_cancelled() {
     let req = request(fixture(&["--permissions", "2", "--hang"]), dir.path());
     let (outcome, hooks) = run_with(req, |cancel| {
         let mut r = Recorder::new(AskMode::Never);
-        r.cancel_on = Some((cancel, "ask"));
+        r.cancel_on = Some((cancel, CancelOn::Ask));
         r
     })
     .await;
@@ -171,7 +177,7 @@ async fn cancel_answers_pending_requests_cancelled() {
         resolutions(&hooks),
         vec![(PermissionAnswer::Cancelled, DecidedBy::Cancel); 2]
     );
-    assert_eq!(hooks.count("cancel_requested"), 1);
+    assert_eq!(hooks.count(cancel_sent), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,6 +189,7 @@ async fn structured_input_is_refused_never_auto_approved() {
     assert_eq!(outcome, completed());
     assert_eq!(hooks.reply(), r#"elicit-0={"error":-32601}"#);
     assert!(hooks.events().iter().any(|e| matches!(e,
-        ActivityEvent::Observation { kind, payload } if kind == "unsupported_request" && payload["method"] == "elicitation/create")));
+        Payload::Observation(Observation::Noted { kind, payload })
+            if kind == "unsupported_request" && payload == &serde_json::json!({"method": "elicitation/create"}))));
     assert!(resolutions(&hooks).is_empty());
 }

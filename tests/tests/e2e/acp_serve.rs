@@ -106,19 +106,20 @@ fn outcomes_and_journal_through_serve() {
     let reply: String = page
         .events
         .iter()
-        .filter(|e| e.kind.as_str() == "message_chunk")
-        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .filter_map(lapis_e2e::journal::reply_text)
         .collect();
     assert_eq!(reply, "chunk0 chunk1 chunk2 ");
     let last_tool = page
         .events
         .iter()
         .rev()
-        .find(|e| e.kind.as_str() == "tool_call")
-        .and_then(|e| e.payload.clone())
+        .find_map(|e| match e.body() {
+            Some(lapis_protocol::Payload::ToolCall(inv)) => Some(inv),
+            _ => None,
+        })
         .unwrap();
-    assert_eq!(last_tool["status"], "completed");
-    assert_eq!(last_tool["locations"][0]["path"], "/w/f0.rs");
+    assert_eq!(last_tool.status.as_deref(), Some("completed"));
+    assert_eq!(last_tool.locations[0].path, "/w/f0.rs");
     // Cancel reaches the agent and the turn ends cancelled, unfenced.
     let hang = client
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)

@@ -110,19 +110,20 @@ fn reply(client: &mut Client, thread: &str, turn: &str) -> String {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind.as_str() == "message_chunk")
-        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .filter(|e| e.turn_id.as_deref() == Some(turn))
+        .filter_map(lapis_e2e::journal::reply_text)
         .collect()
 }
 
-/// The observations of a turn with this `kind` (payloads).
+/// The noted observations of a turn with this label (their payloads).
 fn observations(client: &mut Client, thread: &str, turn: &str, kind: &str) -> Vec<Value> {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind.as_str() == "observation")
-        .filter_map(|e| e.payload.clone())
-        .filter(|p| p["kind"] == kind)
+        .filter(|e| e.turn_id.as_deref() == Some(turn))
+        .filter_map(lapis_e2e::journal::noted)
+        .filter(|(label, _)| label == kind)
+        .map(|(_, payload)| payload)
         .collect()
 }
 
@@ -238,13 +239,14 @@ fn an_evicted_agent_is_resumed_with_session_load() {
     assert!(reply(&mut client, &ta.id, &a2).starts_with("recall: alpha one | alpha two"));
     let loaded = observations(&mut client, &ta.id, &a2, "session_loaded");
     assert_eq!(loaded.len(), 1, "{loaded:?}");
-    assert_eq!(loaded[0]["payload"]["replayedUpdates"], 1, "{loaded:?}");
+    assert_eq!(loaded[0]["replayedUpdates"], 1, "{loaded:?}");
     let page = client.journal_replay(Some(&ta.id), 0, None).unwrap();
     assert!(
         !page.events.iter().any(|e| e.turn_id.as_deref() == Some(&a2)
-            && e.payload
-                .as_ref()
-                .is_some_and(|p| p.to_string().contains("user_message_chunk"))),
+            && matches!(
+                lapis_e2e::journal::observation(e),
+                Some(lapis_protocol::Observation::Noted { kind, .. }) if kind == "user_message_chunk"
+            )),
         "replayed history was journaled as turn output"
     );
     assert!(observations(&mut client, &ta.id, &a2, "context_reset").is_empty());
@@ -276,12 +278,12 @@ fn an_agent_without_load_session_gives_context_reset() {
     let second = run(&mut client, &thread.id, "o-2", "second");
     let reset = observations(&mut client, &thread.id, &second, "context_reset");
     assert_eq!(reset.len(), 1, "{reset:?}");
-    assert_eq!(reset[0]["payload"]["reason"], "load_unsupported");
+    assert_eq!(reset[0]["reason"], "load_unsupported");
     let (s1, s2) = (
         session_of(&mut client, &first),
         session_of(&mut client, &second),
     );
-    assert_eq!(reset[0]["payload"]["previousSessionId"], json!(s1));
+    assert_eq!(reset[0]["previousSessionId"], json!(s1));
     assert_ne!(s1, s2);
     assert!(reply(&mut client, &thread.id, &second).starts_with("recall: second\n"));
     server.finish(&[], &[]);
@@ -370,9 +372,9 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     let second = run(&mut client, &thread.id, "r-2", "two");
     let replaced = observations(&mut client, &thread.id, &second, "session_replaced");
     assert_eq!(replaced.len(), 1, "{replaced:?}");
-    assert_eq!(replaced[0]["payload"]["reason"], "provider_changed");
+    assert_eq!(replaced[0]["reason"], "provider_changed");
     assert_eq!(
-        replaced[0]["payload"]["previousSessionId"],
+        replaced[0]["previousSessionId"],
         json!(session_of(&mut client, &first))
     );
     assert_ne!(
@@ -394,7 +396,7 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     let third = run(&mut client, &thread.id, "r-3", "three");
     let replaced = observations(&mut client, &thread.id, &third, "session_replaced");
     assert_eq!(replaced.len(), 1, "{replaced:?}");
-    assert_eq!(replaced[0]["payload"]["reason"], "thread_reconfigured");
+    assert_eq!(replaced[0]["reason"], "thread_reconfigured");
     assert_ne!(
         session_of(&mut client, &second),
         session_of(&mut client, &third)

@@ -4,9 +4,17 @@
 
 use std::time::Duration;
 
-use lapis_service::acp::TurnOutcome;
+use lapis_protocol::Observation;
+use lapis_service::acp::{Payload, TurnOutcome};
 
-use crate::acp::{AskMode, Recorder, alive, arg, completed, fixture, read_pid, request, run_with};
+use crate::acp::{
+    AskMode, CancelOn, Recorder, alive, arg, cancel_sent, completed, fixture, message, read_pid,
+    request, run_with,
+};
+
+fn session_started(e: &Payload) -> bool {
+    matches!(e, Payload::Observation(Observation::SessionStarted { .. }))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_ends_with_the_agents_cancelled_stop_reason() {
@@ -14,13 +22,13 @@ async fn cancel_ends_with_the_agents_cancelled_stop_reason() {
     let req = request(fixture(&["--chunks", "1", "--hang"]), dir.path());
     let (outcome, hooks) = run_with(req, |cancel| {
         let mut r = Recorder::new(AskMode::Never);
-        r.cancel_on = Some((cancel, "message"));
+        r.cancel_on = Some((cancel, CancelOn::Event(message)));
         r
     })
     .await;
     assert_eq!(outcome, TurnOutcome::Cancelled { dispatched: true });
     assert!(!outcome.fences());
-    assert_eq!(hooks.count("cancel_requested"), 1);
+    assert_eq!(hooks.count(cancel_sent), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,7 +40,7 @@ async fn end_turn_after_a_cancel_is_completed() {
     );
     let (outcome, _) = run_with(req, |cancel| {
         let mut r = Recorder::new(AskMode::Never);
-        r.cancel_on = Some((cancel, "message"));
+        r.cancel_on = Some((cancel, CancelOn::Event(message)));
         r
     })
     .await;
@@ -59,7 +67,7 @@ async fn an_agent_ignoring_cancel_is_interrupted_at_the_deadline_and_killed() {
     req.limits.teardown.exit_grace = Duration::from_millis(200);
     let (outcome, _) = run_with(req, |cancel| {
         let mut r = Recorder::new(AskMode::Never);
-        r.cancel_on = Some((cancel, "message"));
+        r.cancel_on = Some((cancel, CancelOn::Event(message)));
         r
     })
     .await;
@@ -75,7 +83,7 @@ async fn a_cancel_before_dispatch_never_sends_the_prompt() {
     let req = request(fixture(&["--ledger", &arg(&ledger)]), dir.path());
     let (outcome, hooks) = run_with(req, |cancel| {
         let mut r = Recorder::new(AskMode::Never);
-        r.cancel_on = Some((cancel, "session_started"));
+        r.cancel_on = Some((cancel, CancelOn::Event(session_started)));
         r
     })
     .await;

@@ -95,10 +95,12 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
         ["opt-allow_always", "opt-allow_once", "opt-reject_once"]
     );
     assert_eq!(req["options"][2]["kind"], "reject_once");
+    // Like every wire time: RFC 3339 UTC with milliseconds.
     let deadline = req["deadline"].as_str().unwrap();
     assert!(
-        deadline.len() == 20 && deadline.ends_with('Z') && &deadline[10..11] == "T",
-        "RFC 3339 UTC: {deadline}"
+        lapis_protocol::time::parse_ms(deadline)
+            .is_some_and(|ms| lapis_protocol::time::format_ms(ms) == deadline),
+        "RFC 3339 UTC with milliseconds: {deadline}"
     );
     // Filters: by turn, by thread.
     let by_turn = ctx

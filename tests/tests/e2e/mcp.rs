@@ -12,7 +12,7 @@ use std::path::Path;
 use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::mcp::McpServer;
 use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
-use lapis_protocol::{EventKind, ThreadExpect, TurnState};
+use lapis_protocol::{ThreadExpect, TurnState};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
@@ -90,14 +90,14 @@ fn run(client: &mut Client, thread: &str, command: &str) -> lapis_protocol::Turn
     settle(client, &turn.id)
 }
 
-/// The `mcp_servers` observations of a thread's journal.
+/// The payloads of the `mcp_servers` observations of a thread's journal.
 fn observations(client: &mut Client, thread: &str) -> Vec<Value> {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .iter()
-        .filter(|e| e.kind == EventKind::Observation)
-        .filter_map(|e| e.payload.clone())
-        .filter(|p| p["kind"] == "mcp_servers")
+        .filter_map(lapis_e2e::journal::noted)
+        .filter(|(label, _)| label == "mcp_servers")
+        .map(|(_, payload)| payload)
         .collect()
 }
 
@@ -237,7 +237,7 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
     assert_eq!(failed.dispatched_at, None);
     let refused = observations(&mut again, &thread);
     assert_eq!(refused.len(), 1);
-    assert_eq!(refused[0]["payload"]["refused"], "mcp_server_unavailable");
+    assert_eq!(refused[0]["refused"], "mcp_server_unavailable");
     assert!(failed.prepared.as_ref().unwrap().mcp_servers.is_empty());
     assert_eq!(ledger(&mcp_ledger).len(), 1);
     assert_eq!(

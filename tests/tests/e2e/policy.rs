@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use lapis_protocol::client::{Client, Credential};
-use lapis_protocol::{EventKind, TurnState};
+use lapis_protocol::{EventKind, Observation, Payload, ResolvedVia, TurnState};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
@@ -138,10 +138,12 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
         .filter(|e| e.kind == EventKind::TurnResolved)
         .collect();
     assert_eq!(resolved.len(), 1);
-    let payload = resolved[0].payload.as_ref().unwrap();
-    assert_eq!(payload["via"], "cancel");
-    assert_eq!(payload["as"], "cancelled");
-    assert_eq!(payload["application"], "lapis-cli");
+    let Some(Payload::TurnResolved(resolution)) = resolved[0].body() else {
+        panic!("not a resolution: {:?}", resolved[0]);
+    };
+    assert_eq!(resolution.via, ResolvedVia::Cancel);
+    assert_eq!(resolution.as_state, TurnState::Cancelled);
+    assert_eq!(resolution.application, "lapis-cli");
     // Once settled the turn is no longer the operator's to touch; its own
     // application's cancel changes nothing.
     let err = server.ctx.run(["turns", "cancel", &lost.id]);
@@ -311,13 +313,12 @@ fn threads_configure_is_optimistic_refused_while_a_turn_waits_and_applies_to_lat
     let decided: Vec<(Option<String>, String)> = page
         .events
         .iter()
-        .filter(|e| e.kind == EventKind::PermissionDecided)
-        .map(|e| {
-            let p = e.payload.as_ref().unwrap();
-            (
+        .filter_map(|e| match e.body() {
+            Some(Payload::PermissionDecided(d)) => Some((
                 e.turn_id.clone(),
-                p["decidedBy"].as_str().unwrap_or("?").to_owned(),
-            )
+                d.decided_by.map_or("?", |by| by.as_str()).to_owned(),
+            )),
+            _ => None,
         })
         .collect();
     assert_eq!(
@@ -357,17 +358,14 @@ fn the_controllers_own_cancel_never_marks_a_turn_running() {
     let states: Vec<String> = page
         .events
         .iter()
-        .filter(|e| e.kind == EventKind::TurnState)
-        .map(|e| {
-            e.payload.as_ref().unwrap()["to"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .filter_map(lapis_e2e::journal::moved_to)
+        .map(|s| s.as_str().to_owned())
         .collect();
     assert_eq!(states, ["preparing", "dispatched", "cancelled"]);
     // The controller's cancel is journaled as an observation of the turn.
-    assert!(page.events.iter().any(|e| e.kind == EventKind::Observation
-        && e.payload.as_ref().unwrap()["type"] == "cancel_requested"));
+    assert!(page.events.iter().any(|e| matches!(
+        lapis_e2e::journal::observation(e),
+        Some(Observation::CancelSent)
+    )));
     server.finish(&[], &[]);
 }

@@ -2,7 +2,7 @@
 //! with a JSON-RPC error at once and observed in the journal, also when the
 //! agent sends one between turns, while it waits idle in the pool.
 
-use lapis_protocol::{EventKind, TurnState};
+use lapis_protocol::{Observation, Payload, TurnState};
 use serde_json::json;
 
 use crate::acp::arg;
@@ -42,17 +42,24 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
     // turn had ended), naming the method and that the agent was idle.
     let observed = lapis_e2e::wait::eventually("the idle request's observation", || {
         let page = c.journal_replay(Some(&thread.id), 0, None).unwrap();
-        let hit = page.events.into_iter().find(|e| {
-            e.kind == EventKind::Observation
-                && e.turn_id.as_deref() == Some(first.id.as_str())
-                && e.payload
-                    .as_ref()
-                    .is_some_and(|p| p.pointer("/data/kind") == Some(&json!("unsupported_request")))
-        });
-        hit.and_then(|hit| hit.payload)
+        page.events
+            .iter()
+            .filter(|e| e.turn_id.as_deref() == Some(first.id.as_str()))
+            .filter_map(lapis_e2e::journal::observation)
+            .find_map(|o| match o {
+                Observation::LateAppend(late) => match Payload::from_value(late.late, late.data) {
+                    Payload::Observation(Observation::Noted { kind, payload })
+                        if kind == "unsupported_request" =>
+                    {
+                        Some(payload)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
     });
     assert_eq!(
-        observed["data"]["payload"],
+        observed,
         json!({"method": "fs/read_text_file", "idle": true}),
         "{observed}"
     );

@@ -3,8 +3,8 @@
 //! did is recorded (applied, unsupported, rejected, unreported); anything
 //! but applied fails before the dispatch boundary unless allowUnrestricted.
 
+use lapis_protocol::TurnState;
 use lapis_protocol::client::Client;
-use lapis_protocol::{EventKind, TurnState};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
@@ -16,10 +16,10 @@ fn mode_observation(client: &mut Client, thread: &str, turn: &str) -> Option<Val
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .into_iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind == EventKind::Observation)
-        .filter_map(|e| e.payload)
-        .find(|p| p["kind"] == "restricted_mode")
-        .map(|p| p["payload"].clone())
+        .filter(|e| e.turn_id.as_deref() == Some(turn))
+        .filter_map(|e| lapis_e2e::journal::noted(&e))
+        .find(|(label, _)| label == "restricted_mode")
+        .map(|(_, payload)| payload)
 }
 
 #[test]

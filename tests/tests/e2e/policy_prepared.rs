@@ -5,7 +5,7 @@
 //! restart, and taken from the thread and provider as they are at claim.
 
 use lapis_protocol::client::Client;
-use lapis_protocol::{EventKind, JournalEvent, TurnState};
+use lapis_protocol::{EventKind, JournalEvent, Payload, TurnState};
 use serde_json::{Value, json};
 
 use crate::policy::{app, fixture, settle};
@@ -83,16 +83,16 @@ fn each_turn_records_what_it_ran_under_and_the_record_survives_metadata_only_ret
         .filter(|e| e.kind == EventKind::TurnPrepared)
         .collect();
     assert_eq!(prepared.len(), 1);
-    assert_eq!(prepared[0].payload.as_ref(), Some(&p));
+    assert_eq!(
+        prepared[0].body(),
+        Some(Payload::TurnPrepared(got.prepared.clone().unwrap()))
+    );
     let order: Vec<String> = events
         .iter()
         .filter(|e| matches!(e.kind, EventKind::TurnState | EventKind::TurnPrepared))
-        .map(|e| match e.kind {
-            EventKind::TurnPrepared => "prepared".to_owned(),
-            _ => e.payload.as_ref().unwrap()["to"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
+        .map(|e| match e.body() {
+            Some(Payload::TurnState(change)) => change.to.as_str().to_owned(),
+            _ => "prepared".to_owned(),
         })
         .collect();
     assert_eq!(order[..3], ["preparing", "prepared", "dispatched"]);
@@ -183,7 +183,10 @@ fn each_turn_records_what_it_ran_under_and_the_record_survives_metadata_only_ret
         .find(|e| e.kind == EventKind::TurnPrepared)
         .unwrap();
     assert!(!kept.payload_unavailable);
-    assert_eq!(kept.payload.as_ref(), Some(&p));
+    assert_eq!(
+        kept.body(),
+        Some(Payload::TurnPrepared(got.prepared.clone().unwrap()))
+    );
     server.finish(&[], &[]);
 }
 

@@ -47,8 +47,7 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
     let reply: String = page
         .events
         .iter()
-        .filter(|e| e.kind.as_str() == "message_chunk")
-        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .filter_map(lapis_e2e::journal::reply_text)
         .collect();
     for s in &samples {
         assert!(
@@ -69,16 +68,15 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
         .events
         .iter()
         .rev()
-        .find(|e| e.kind.as_str() == "tool_call")
-        .and_then(|e| e.payload.clone())
+        .find_map(|e| match e.body() {
+            Some(lapis_protocol::Payload::ToolCall(inv)) => Some(inv),
+            _ => None,
+        })
         .unwrap();
+    assert_eq!(tool.id, "secret-call", "an id without a credential is kept");
     assert_eq!(
-        tool["id"], "secret-call",
-        "an id without a credential is kept"
-    );
-    assert_eq!(
-        tool["title"],
-        "curl -H 'Authorization: Bearer [REDACTED:lapis-token]'"
+        tool.title.as_deref(),
+        Some("curl -H 'Authorization: Bearer [REDACTED:lapis-token]'")
     );
     // What a client read is scanned by the leak check too.
     server

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use lapis_protocol::Payload;
 use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::notifications::JournalNotice;
 use serde_json::{Value, json};
 
 use crate::serve_support::{NARROW, OWNER, Server};
@@ -40,10 +42,6 @@ fn kill_agents_in(dir: &std::path::Path) {
     }
 }
 
-fn field<'a>(v: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
-    v.get(camel).or_else(|| v.get(snake))
-}
-
 #[test]
 fn permission_requests_are_answered_over_the_protocol() {
     let server = Server::start_full(
@@ -64,30 +62,11 @@ fn permission_requests_are_answered_over_the_protocol() {
             .next_notification(Some(Duration::from_secs(30)))
             .unwrap()
             .expect("a permission request");
-        let event = &n.params["event"];
-        if event["kind"] == "permission_requested" {
-            let p = &event["payload"];
-            let id = field(p, "requestId", "request_id")
-                .expect("request id")
-                .clone();
-            let options: Vec<String> = p["options"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| {
-                    field(o, "optionId", "option_id")
-                        .unwrap()
-                        .as_str()
-                        .unwrap()
-                        .to_owned()
-                })
-                .collect();
-            break (
-                id.as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| id.to_string()),
-                options,
-            );
+        if let Some(JournalNotice::Event(e)) = JournalNotice::parse(&n)
+            && let Some(Payload::PermissionRequested(r)) = e.event.body()
+        {
+            let options: Vec<String> = r.options.into_iter().map(|o| o.id).collect();
+            break (r.request_id, options);
         }
     };
     // Another application may not answer it.

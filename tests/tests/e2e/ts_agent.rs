@@ -246,8 +246,7 @@ fn turns_through_serve_on_the_sdk_agent() {
     let chunks: Vec<String> = page
         .events
         .iter()
-        .filter(|e| e.kind.as_str() == "message_chunk")
-        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .filter_map(lapis_e2e::journal::reply_text)
         .collect();
     assert!(chunks.len() >= 2, "reply not streamed: {chunks:?}");
     let text = chunks.concat();
@@ -276,8 +275,7 @@ fn turns_through_serve_on_the_sdk_agent() {
     let text: String = page
         .events
         .iter()
-        .filter(|e| e.kind.as_str() == "message_chunk")
-        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .filter_map(lapis_e2e::journal::reply_text)
         .collect();
     assert!(
         text.starts_with("permission: allow_once; turn 1 of session ts-"),
@@ -292,12 +290,10 @@ fn turns_through_serve_on_the_sdk_agent() {
     let deadline = Instant::now() + HANG_GUARD;
     loop {
         let page = client.journal_replay(Some(&slow.id), 0, None).unwrap();
-        let waiting = page.events.iter().any(|e| {
-            e.kind.as_str() == "message_chunk"
-                && e.payload
-                    .as_ref()
-                    .is_some_and(|p| p["text"] == "waiting for cancel; ")
-        });
+        let waiting = page
+            .events
+            .iter()
+            .any(|e| lapis_e2e::journal::reply_text(e).as_deref() == Some("waiting for cancel; "));
         if waiting {
             break;
         }
@@ -319,8 +315,8 @@ fn turn_reply(client: &mut Client, thread: &str, turn: &str) -> String {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn) && e.kind.as_str() == "message_chunk")
-        .filter_map(|e| e.payload.as_ref()?["text"].as_str().map(str::to_owned))
+        .filter(|e| e.turn_id.as_deref() == Some(turn))
+        .filter_map(lapis_e2e::journal::reply_text)
         .collect()
 }
 
@@ -330,11 +326,8 @@ fn loads(client: &mut Client, thread: &str, turn: &str) -> usize {
     page.events
         .iter()
         .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter(|e| {
-            e.payload
-                .as_ref()
-                .is_some_and(|p| p["kind"] == "session_loaded")
-        })
+        .filter_map(lapis_e2e::journal::noted)
+        .filter(|(label, _)| label == "session_loaded")
         .count()
 }
 

@@ -4,6 +4,7 @@ use super::*;
 
 mod mapping {
     use super::*;
+    use lapis_protocol::Location;
     use serde_json::json;
 
     #[test]
@@ -15,7 +16,7 @@ mod mapping {
         );
         assert_eq!(
             msg,
-            ActivityEvent::Message(ContentActivity {
+            Payload::MessageChunk(Chunk {
                 text: Some("hi".into()),
                 content: None,
                 message_id: Some("m1".into()),
@@ -25,12 +26,12 @@ mod mapping {
         let thought = m.map(json!({"sessionUpdate": "agent_thought_chunk",
             "content": {"type": "text", "text": "hmm"}}));
         assert!(
-            matches!(thought, ActivityEvent::Reasoning(ref c) if c.text.as_deref() == Some("hmm"))
+            matches!(thought, Payload::ThoughtChunk(ref c) if c.text.as_deref() == Some("hmm"))
         );
         let image = m.map(json!({"sessionUpdate": "agent_message_chunk",
             "content": {"type": "image", "data": "AA", "mimeType": "image/png"}}));
         assert!(
-            matches!(image, ActivityEvent::Message(ref c) if c.text.is_none() && c.content.is_some())
+            matches!(image, Payload::MessageChunk(ref c) if c.text.is_none() && c.content.is_some())
         );
     }
 
@@ -47,7 +48,7 @@ mod mapping {
         );
         assert_eq!(
             ev,
-            ActivityEvent::Invocation(Invocation {
+            Payload::ToolCall(Invocation {
                 id: "t1".into(),
                 title: Some("Read".into()),
                 kind: Some("read".into()),
@@ -70,13 +71,13 @@ mod mapping {
         let plan = json!({"sessionUpdate": "plan", "entries": []});
         assert_eq!(
             m.map(plan.clone()),
-            ActivityEvent::Observation {
+            Payload::Observation(Observation::Noted {
                 kind: "plan".into(),
                 payload: plan
-            }
+            })
         );
         assert!(
-            matches!(m.map(json!({"x": 1})), ActivityEvent::Observation { ref kind, .. } if kind == "unknown")
+            matches!(m.map(json!({"x": 1})), Payload::Observation(Observation::Noted { ref kind, .. }) if kind == "unknown")
         );
     }
 }
@@ -86,28 +87,39 @@ mod wire_tests {
     use serde_json::json;
 
     #[test]
-    fn payloads_use_camel_case_fields_and_snake_case_tags() {
-        let ev = ActivityEvent::PermissionResolved {
-            request_id: "r1".into(),
-            answer: PermissionAnswer::Selected {
-                option_id: "yes".into(),
-            },
-            decided_by: DecidedBy::TurnEnded,
-        };
+    fn late_output_is_labelled_by_its_update_else_its_method() {
+        let update = json!({"method": "session/update",
+            "params": {"update": {"sessionUpdate": "agent_message_chunk"}}});
         assert_eq!(
-            serde_json::to_value(&ev).unwrap(),
-            json!({"type": "permission_resolved", "requestId": "r1",
-                "answer": {"outcome": "selected", "optionId": "yes"}, "decidedBy": "turn_ended"})
+            late_update(update.clone()),
+            Payload::Observation(Observation::LateUpdate {
+                kind: "agent_message_chunk".into(),
+                payload: update
+            })
         );
-        let inv = ActivityEvent::Invocation(Invocation {
-            id: "t".into(),
-            raw_input: Some(json!(1)),
-            ..Invocation::default()
-        });
+        let other = json!({"method": "fs/read_text_file"});
         assert_eq!(
-            serde_json::to_value(&inv).unwrap(),
-            json!({"type": "invocation", "id": "t", "rawInput": 1})
+            late_update(other.clone()).to_value(),
+            json!({"type": "late", "kind": "fs/read_text_file", "payload": other})
         );
+    }
+
+    #[test]
+    fn only_the_agents_own_output_shows_progress() {
+        assert!(shows_agent_progress(&Payload::MessageChunk(Chunk::text(
+            "x"
+        ))));
+        assert!(shows_agent_progress(
+            &Observation::noted("plan", json!({})).into()
+        ));
+        assert!(!shows_agent_progress(&Observation::CancelSent.into()));
+        assert!(!shows_agent_progress(
+            &Observation::Stopped {
+                stop_reason: "end_turn".into(),
+                meta: None
+            }
+            .into()
+        ));
     }
 }
 
@@ -155,13 +167,15 @@ mod props {
 
     proptest! {
         /// Any update maps to some event without panicking, and the event
-        /// always serializes (it becomes a journal payload).
+        /// reads back from its stored form (it becomes a journal payload).
         #[test]
         fn any_update_maps_and_serializes(updates in proptest::collection::vec(json_value(), 1..8)) {
             let mut m = UpdateMapper::default();
             for u in updates {
                 let ev = m.map(u);
-                prop_assert!(serde_json::to_value(&ev).is_ok());
+                let stored = ev.to_value();
+                prop_assert!(stored.is_object());
+                prop_assert_eq!(Payload::from_value(ev.kind(), stored), ev);
             }
         }
     }

@@ -4,11 +4,13 @@
 
 use serde_json::{Value, json};
 
-use super::super::events::{ActivityEvent, DecidedBy, PermissionAnswer, PermissionOption};
 use super::super::turn::{PermissionRequest, TurnHooks};
 use super::{CallError, Pending, Session};
 use lapis_protocol::ApprovalPolicy;
-use lapis_protocol::OutcomeCode;
+use lapis_protocol::{
+    DecidedBy, Observation, OutcomeCode, PermissionAnswer, PermissionDecided, PermissionOption,
+    PermissionRequested,
+};
 
 impl<H: TurnHooks> Session<H> {
     /// Agent → client requests: permissions go to the broker; anything else
@@ -24,10 +26,7 @@ impl<H: TurnHooks> Session<H> {
                 "error": {"code": -32601, "message": "method not supported by this client"}}))
                 .await?;
             return self
-                .emit(ActivityEvent::Observation {
-                    kind: "unsupported_request".into(),
-                    payload: json!({"method": method}),
-                })
+                .emit(Observation::noted("unsupported_request", json!({"method": method})).into())
                 .await;
         }
         let options: Vec<PermissionOption> = params
@@ -37,7 +36,7 @@ impl<H: TurnHooks> Session<H> {
                 opts.iter()
                     .filter_map(|o| {
                         Some(PermissionOption {
-                            option_id: o.get("optionId")?.as_str()?.to_string(),
+                            id: o.get("optionId")?.as_str()?.to_string(),
                             name: o
                                 .get("name")
                                 .and_then(Value::as_str)
@@ -64,11 +63,13 @@ impl<H: TurnHooks> Session<H> {
         if self.pending.contains_key(&request_id) {
             return Err(CallError::Closed(OutcomeCode::ProtocolError));
         }
-        self.emit(ActivityEvent::PermissionRequested {
-            request_id: request_id.clone(),
-            invocation: invocation.clone(),
-            options: options.clone(),
-        })
+        self.emit(lapis_protocol::Payload::PermissionRequested(
+            PermissionRequested {
+                request_id: request_id.clone(),
+                invocation: invocation.clone(),
+                options: options.clone(),
+            },
+        ))
         .await?;
         if self.cancel_sent() {
             return self
@@ -90,7 +91,7 @@ impl<H: TurnHooks> Session<H> {
             .flatten();
         if let Some(option) = auto {
             let answer = PermissionAnswer::Selected {
-                option_id: option.option_id.clone(),
+                option_id: option.id.clone(),
             };
             return self
                 .respond_permission(&request_id, id, answer, DecidedBy::Automatic)
@@ -133,7 +134,7 @@ impl<H: TurnHooks> Session<H> {
         };
         let (answer, by) = match answer {
             Some(PermissionAnswer::Selected { option_id })
-                if pending.options.iter().any(|o| o.option_id == option_id) =>
+                if pending.options.iter().any(|o| o.id == option_id) =>
             {
                 (PermissionAnswer::Selected { option_id }, DecidedBy::User)
             }
@@ -172,20 +173,17 @@ impl<H: TurnHooks> Session<H> {
         answer: PermissionAnswer,
         by: DecidedBy,
     ) -> Result<(), CallError> {
-        let outcome = match &answer {
-            PermissionAnswer::Selected { option_id } => {
-                json!({"outcome": "selected", "optionId": option_id})
-            }
-            PermissionAnswer::Cancelled => json!({"outcome": "cancelled"}),
-        };
-        self.emit(ActivityEvent::PermissionResolved {
-            request_id: request_id.to_string(),
-            answer,
-            decided_by: by,
-        })
+        // ACP's `outcome` object is the answer's own serialized form.
+        let reply = json!({"jsonrpc": "2.0", "id": rpc_id, "result": {"outcome": &answer}});
+        self.emit(lapis_protocol::Payload::PermissionDecided(
+            PermissionDecided {
+                request_id: request_id.to_string(),
+                answer,
+                decided_by: Some(by),
+            },
+        ))
         .await?;
-        self.write(&json!({"jsonrpc": "2.0", "id": rpc_id, "result": {"outcome": outcome}}))
-            .await
+        self.write(&reply).await
     }
 }
 
@@ -197,7 +195,7 @@ fn expiry_answer(options: &[PermissionOption]) -> PermissionAnswer {
         .find(|o| o.kind == "reject_once")
         .or_else(|| options.iter().find(|o| o.is_reject()))
         .map(|o| PermissionAnswer::Selected {
-            option_id: o.option_id.clone(),
+            option_id: o.id.clone(),
         })
         .unwrap_or(PermissionAnswer::Cancelled)
 }
@@ -208,7 +206,7 @@ mod tests {
 
     fn opt(id: &str, kind: &str) -> PermissionOption {
         PermissionOption {
-            option_id: id.into(),
+            id: id.into(),
             name: id.into(),
             kind: kind.into(),
         }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use lapis_protocol::Observation;
 use lapis_protocol::mcp::McpRefusal;
 
 use super::*;
@@ -97,16 +98,11 @@ impl Engine {
     pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &McpRefusal) {
         let code = OutcomeCode::Refused(refusal.code());
         tracing::warn!(turn = %turn_id, code = code.as_str(), "mcp servers refused before dispatch");
-        let event = ActivityEvent::Observation {
-            kind: "mcp_servers".into(),
-            payload: serde_json::json!({"refused": code, "message": refusal.to_string()}),
-        };
-        if let Ok(payload) = serde_json::to_value(&event) {
-            let _ = self
-                .store
-                .append_activity(turn_id, EventKind::Observation, Some(payload))
-                .await;
-        }
+        let event = Observation::noted(
+            "mcp_servers",
+            serde_json::json!({"refused": code, "message": refusal.to_string()}),
+        );
+        let _ = self.store.append_activity(turn_id, event.into()).await;
         self.finish(turn_id, TurnEnd::Failed(code)).await;
     }
 
@@ -140,20 +136,10 @@ impl Engine {
         let mut agent = out.agent.resume().await?;
         let stale = agent.take_stale().await;
         for msg in stale.messages {
-            let kind = msg
-                .pointer("/params/update/sessionUpdate")
-                .or_else(|| msg.get("method"))
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("unknown")
-                .to_string();
-            let late = ActivityEvent::Late { kind, payload: msg };
-            if let Ok(payload) = serde_json::to_value(&late) {
-                drop(self.store.append_activity(
-                    &out.last_turn,
-                    EventKind::Observation,
-                    Some(payload),
-                ));
-            }
+            drop(
+                self.store
+                    .append_activity(&out.last_turn, acp::late_update(msg)),
+            );
         }
         let same = bound.is_some_and(|b| b.session_id == agent.session_id());
         if stale.gone || replace.is_some() || !same {
@@ -219,23 +205,14 @@ pub(super) fn idle_journal(store: Store) -> IdleJournal {
     Arc::new(move |turn: &str, msg: serde_json::Value| {
         let method = msg.get("method").and_then(serde_json::Value::as_str);
         let event = match (method, msg.get("id")) {
-            (Some(method), Some(_)) => ActivityEvent::Observation {
-                kind: "unsupported_request".into(),
-                payload: serde_json::json!({"method": method, "idle": true}),
-            },
-            _ => ActivityEvent::Late {
-                kind: msg
-                    .pointer("/params/update/sessionUpdate")
-                    .or_else(|| msg.get("method"))
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("unknown")
-                    .to_string(),
-                payload: msg,
-            },
+            (Some(method), Some(_)) => Observation::noted(
+                "unsupported_request",
+                serde_json::json!({"method": method, "idle": true}),
+            )
+            .into(),
+            _ => acp::late_update(msg),
         };
-        if let Ok(payload) = serde_json::to_value(&event) {
-            drop(store.append_activity(turn, EventKind::Observation, Some(payload)));
-        }
+        drop(store.append_activity(turn, event));
     })
 }
 

@@ -160,11 +160,14 @@ impl Engine {
                 }
                 // Recorded as an observation by the store: a late answer
                 // never moves a finished turn.
-                let payload =
-                    serde_json::json!({"late": true, "requestId": request_id, "answer": answer});
+                let late = lapis_protocol::PermissionDecided {
+                    request_id: request_id.to_owned(),
+                    answer,
+                    decided_by: None,
+                };
                 let _ = self
                     .store
-                    .append_activity(turn_id, EventKind::PermissionDecided, Some(payload))
+                    .append_activity(turn_id, lapis_protocol::Payload::PermissionDecided(late))
                     .await;
                 Err(EngineError::TurnFinished {
                     turn_id: turn_id.to_string(),

@@ -10,10 +10,10 @@ use crate::auth::AuthSession;
 use crate::domain::Turn;
 use crate::engine::PendingPermission;
 use lapis_protocol::params::PermissionsResult;
-use lapis_protocol::{PendingRequest, PermissionChoice, RpcError, ThreadSnapshot, params};
+use lapis_protocol::{PendingRequest, RpcError, ThreadSnapshot, params};
 
 use super::super::context::ServerContext;
-use super::{internal, owned_thread, owned_turn};
+use super::{owned_thread, owned_turn};
 
 /// `permissions.list`: pending requests of the session's threads, oldest
 /// deadline first.
@@ -52,33 +52,25 @@ pub(crate) async fn permissions_list(
     shown.sort_by(|a, b| {
         (a.deadline, &a.turn_id, &a.request_id).cmp(&(b.deadline, &b.turn_id, &b.request_id))
     });
-    let requests = shown.into_iter().map(view).collect::<Result<Vec<_>, _>>()?;
+    let requests = shown.into_iter().map(view).collect();
     Ok(PermissionsResult { requests })
 }
 
 /// The wire view of a pending request.
-fn view(p: PendingPermission) -> Result<PendingRequest, RpcError> {
-    let secs = p
+fn view(p: PendingPermission) -> PendingRequest {
+    let ms = p
         .deadline
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    Ok(PendingRequest {
+    PendingRequest {
         id: p.request_id,
         turn_id: p.turn_id,
         thread_id: p.thread_id,
-        tool_call: serde_json::to_value(&p.invocation).map_err(internal)?,
-        options: p
-            .options
-            .into_iter()
-            .map(|o| PermissionChoice {
-                id: o.option_id,
-                name: o.name,
-                kind: o.kind,
-            })
-            .collect(),
-        deadline: lapis_release::utc_from_epoch(i64::try_from(secs).unwrap_or(i64::MAX)),
-    })
+        tool_call: p.invocation,
+        options: p.options,
+        deadline: ms,
+    }
 }
 
 /// Sets `awaitingInput` on turns from the broker's live state.

@@ -1,5 +1,6 @@
 //! The tamper-evident journal and redaction at the durable write.
 
+use lapis_protocol::{Chunk, Payload};
 use rusqlite::Connection;
 use serde_json::json;
 
@@ -24,9 +25,12 @@ async fn journal_with(
         .value;
     s.try_claim().await.unwrap().unwrap();
     for c in chunks {
-        s.append_activity(&t.id, EventKind::MessageChunk, Some(c.clone()))
-            .await
-            .unwrap();
+        s.append_activity(
+            &t.id,
+            Payload::from_value(EventKind::MessageChunk, c.clone()),
+        )
+        .await
+        .unwrap();
     }
     store.close().await;
     (dir, t.id)
@@ -155,13 +159,7 @@ async fn a_journal_of_several_batches_still_fails_at_its_first_bad_seq() {
         .value;
     s.try_claim().await.unwrap().unwrap();
     let pending: Vec<_> = (0..7000)
-        .map(|i| {
-            s.append_activity(
-                &t.id,
-                EventKind::MessageChunk,
-                Some(json!({ "text": format!("c{i}.") })),
-            )
-        })
+        .map(|i| s.append_activity(&t.id, Payload::MessageChunk(Chunk::text(format!("c{i}.")))))
         .collect();
     for p in pending {
         p.await.unwrap();
@@ -174,7 +172,7 @@ async fn a_journal_of_several_batches_still_fails_at_its_first_bad_seq() {
     let seq_of = |conn: &Connection, text: &str| -> i64 {
         conn.query_row(
             "SELECT seq FROM events WHERE payload = ?1",
-            [format!("{{\"text\":\"{text}\"}}")],
+            [format!("{{\"text\":\"{text}\",\"type\":\"message\"}}")],
             |r| r.get(0),
         )
         .unwrap()
@@ -343,11 +341,11 @@ async fn interleaved_runs_of_one_batch_are_stored_and_chained_like_single_append
     for (who, n) in [(0, 600), (1, 1), (0, 1), (1, 300), (0, 5), (1, 257)] {
         for _ in 0..n {
             let i = sent.len();
-            let payload = json!({ "text": format!("e{i}.") });
+            let payload = Payload::MessageChunk(Chunk::text(format!("e{i}.")));
             sent.push((
                 who,
-                payload.clone(),
-                s.append_activity(&turns[who].id, EventKind::MessageChunk, Some(payload)),
+                payload.to_value(),
+                s.append_activity(&turns[who].id, payload),
             ));
         }
     }

@@ -1,6 +1,7 @@
 //! The prompt as a `user_message` event, and continuations: every refusal,
 //! replay and conflict, the claim's recheck and the prior turn's digest.
 
+use lapis_protocol::Payload;
 use serde_json::json;
 
 use super::*;
@@ -26,7 +27,7 @@ async fn run(
     s.mark_dispatched(&turn.id, binding()).await.unwrap();
     s.mark_running(&turn.id).await.unwrap();
     for (kind, payload) in activity {
-        s.append_activity(&turn.id, *kind, Some(payload.clone()))
+        s.append_activity(&turn.id, Payload::from_value(*kind, payload.clone()))
             .await
             .unwrap();
     }
@@ -299,7 +300,8 @@ async fn a_continuation_is_linked_idempotent_and_refused_unless_the_prior_is_set
             ),
             (
                 EventKind::PermissionDecided,
-                json!({"type": "permission_resolved", "requestId": "8"}),
+                json!({"type": "permission_resolved", "requestId": "8",
+                       "answer": {"outcome": "cancelled"}, "decidedBy": "user"}),
             ),
             (
                 EventKind::ToolCall,

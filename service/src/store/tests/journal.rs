@@ -1,5 +1,6 @@
 //! Journal, retention, replay, snapshots, group commit, sessions, instance lock.
 
+use lapis_protocol::{Chunk, Payload};
 use serde_json::json;
 
 use super::*;
@@ -25,13 +26,9 @@ async fn metadata_only_payloads_live_in_memory_and_are_unavailable_after_restart
         let c = s.try_claim().await.unwrap().unwrap();
         assert_eq!(c.prompt, "secret prompt");
         s.mark_dispatched(&t.id, super::binding()).await.unwrap();
-        s.append_activity(
-            &t.id,
-            EventKind::MessageChunk,
-            Some(json!({"text": "private"})),
-        )
-        .await
-        .unwrap();
+        s.append_activity(&t.id, Payload::MessageChunk(Chunk::text("private")))
+            .await
+            .unwrap();
         s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
             .await
             .unwrap();
@@ -44,7 +41,10 @@ async fn metadata_only_payloads_live_in_memory_and_are_unavailable_after_restart
             .iter()
             .find(|e| e.kind == EventKind::MessageChunk)
             .unwrap();
-        assert_eq!(chunk.payload, Some(json!({"text": "private"})));
+        assert_eq!(
+            chunk.body(),
+            Some(Payload::MessageChunk(Chunk::text("private")))
+        );
     }
     let raw = std::fs::read(home.join(DB_FILE)).unwrap();
     let wal = std::fs::read(home.join("controller.db-wal")).unwrap_or_default();
@@ -106,7 +106,10 @@ async fn replay_pages_are_bounded_and_snapshots_say_when_truncated() {
     s.try_claim().await.unwrap().unwrap();
     let mut last = None;
     for i in 0..20 {
-        last = Some(s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))));
+        last = Some(s.append_activity(
+            &t.id,
+            Payload::from_value(EventKind::MessageChunk, json!(i)),
+        ));
     }
     last.unwrap().await.unwrap();
     let mut after = 0;
@@ -244,7 +247,12 @@ async fn queued_streamed_appends_share_one_commit_and_publish_in_order() {
     let (release, held) = hold_writer(s).await;
     let before = s.commit_count();
     let pending: Vec<_> = (0..500)
-        .map(|i| s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))))
+        .map(|i| {
+            s.append_activity(
+                &t.id,
+                Payload::from_value(EventKind::MessageChunk, json!(i)),
+            )
+        })
         .collect();
     release.send(()).unwrap();
     held.await.unwrap().unwrap();
@@ -289,7 +297,12 @@ async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_deliver
     // until `unblock` fires.
     let (release, held) = hold_writer(s).await;
     let big: Vec<_> = (0..100)
-        .map(|i| s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(i))))
+        .map(|i| {
+            s.append_activity(
+                &t.id,
+                Payload::from_value(EventKind::MessageChunk, json!(i)),
+            )
+        })
         .collect();
     let (delivering, in_reply) = channel::<()>();
     let (unblock, gate) = channel::<()>();
@@ -305,7 +318,10 @@ async fn a_small_batch_is_not_delivered_ahead_of_a_large_one_still_being_deliver
     // A small batch commits meanwhile; an operation queued after it runs
     // once the writer is past that batch's delivery.
     let before = s.commit_count();
-    let mut small = Box::pin(s.append_activity(&t.id, EventKind::MessageChunk, Some(json!(100))));
+    let mut small = Box::pin(s.append_activity(
+        &t.id,
+        Payload::from_value(EventKind::MessageChunk, json!(100)),
+    ));
     while s.commit_count() == before {
         tokio::task::yield_now().await;
     }

@@ -1,5 +1,6 @@
 //! Turn lifecycle, idempotency and workspace aliases.
 
+use lapis_protocol::Payload;
 use serde_json::json;
 
 use super::*;
@@ -40,8 +41,7 @@ async fn a_turn_runs_through_its_whole_lifecycle_and_is_journaled_in_order() {
     let e = s
         .append_activity(
             &claim.turn.id,
-            EventKind::MessageChunk,
-            Some(json!({"text": "hi"})),
+            Payload::from_value(EventKind::MessageChunk, json!({"text": "hi"})),
         )
         .await
         .unwrap();
@@ -66,7 +66,10 @@ async fn a_turn_runs_through_its_whole_lifecycle_and_is_journaled_in_order() {
     assert!(!dup.applied);
     assert_eq!(dup.turn.state, TurnState::Completed);
     let late = s
-        .append_activity(&claim.turn.id, EventKind::MessageChunk, Some(json!("x")))
+        .append_activity(
+            &claim.turn.id,
+            Payload::from_value(EventKind::MessageChunk, json!("x")),
+        )
         .await
         .unwrap();
     assert_eq!(late.kind, EventKind::Observation);

@@ -1,0 +1,17 @@
+//! The options every command accepts: they select which installation is
+//! meant (and which one shell completion asks for candidates).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// Options every command accepts; they select which installation is meant.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct GlobalArgs {
+    /// Configuration file [default: ~/.config/lapis-ai-controller/config.json].
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) config: Option<PathBuf>,
+    /// Isolated instance name (its own config, home, socket and service unit).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub(crate) instance: Option<String>,
+}

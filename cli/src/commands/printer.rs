@@ -1,0 +1,236 @@
+//! Showing a journal as it happens: the one renderer of every follow mode
+//! (`turns submit --wait/--follow`, `ask`, `journal tail`), and how a follow
+//! loop stops.
+//!
+//! What must stay true:
+//! - plain output joins a run of reply chunks into running text (no newline
+//!   per chunk); thoughts are marked apart and never mixed into the reply;
+//!   colour only when stdout is a terminal and `NO_COLOR` is unset;
+//! - plain output passes every agent-supplied string through
+//!   [`crate::terminal::safe`] (only the printer's own styling is raw ANSI);
+//! - `--json` follow output is NDJSON: one compact object per line, each
+//!   with exactly one member (`turn`, `event` or `permission`);
+//! - a closed stdout ends the loop at once ([`Halt::Closed`]), found either
+//!   by a failed write or by polling while idle; callers exit 0 then;
+//! - payloads are read typed, through `JournalEvent::body()`.
+
+use std::io::{self, IsTerminal, Write};
+
+use lapis_protocol::{JournalEvent, Payload};
+use serde_json::{Value, json};
+
+use crate::exit::CliError;
+use crate::terminal::safe;
+
+/// Why a follow loop stopped early.
+pub(super) enum Halt {
+    /// Stdout's reader is gone: stop quietly, exit 0.
+    Closed,
+    /// A real failure.
+    Failed(CliError),
+}
+
+impl<E: Into<CliError>> From<E> for Halt {
+    fn from(e: E) -> Halt {
+        Halt::Failed(e.into())
+    }
+}
+
+/// Maps a follow result to a command result: a closed stdout is success.
+pub(super) fn settle(r: Result<(), Halt>) -> Result<(), CliError> {
+    match r {
+        Ok(()) | Err(Halt::Closed) => Ok(()),
+        Err(Halt::Failed(e)) => Err(e),
+    }
+}
+
+/// Which run of streamed text the output is in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    None,
+    Reply,
+    Thought,
+}
+
+/// Writes events for a person (plain) or a script (NDJSON).
+pub(super) struct Printer {
+    /// NDJSON instead of text.
+    json: bool,
+    /// ANSI styling (stdout is a terminal and `NO_COLOR` is unset).
+    color: bool,
+    /// Show the agent's thoughts.
+    thoughts: bool,
+    /// Show lifecycle events (`journal tail`); a watched turn shows only
+    /// what the agent did.
+    lifecycle: bool,
+    /// The run of streamed text currently open on the line.
+    run: Run,
+    /// Whether the last text written ended a line.
+    at_line_start: bool,
+}
+
+const DIM: &str = "\x1b[2m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+impl Printer {
+    /// A printer for stdout.
+    pub(super) fn new(json: bool, thoughts: bool, lifecycle: bool) -> Printer {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Printer {
+            json,
+            color: !json && !no_color && io::stdout().is_terminal(),
+            thoughts,
+            lifecycle,
+            run: Run::None,
+            at_line_start: true,
+        }
+    }
+
+    /// Whether output is NDJSON.
+    pub(super) fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// Whether the last text written ended its line (a spinner may be
+    /// drawn on stderr without breaking into it).
+    pub(super) fn at_line_start(&self) -> bool {
+        self.at_line_start
+    }
+
+    /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
+    fn write(&mut self, text: &str) -> Result<(), Halt> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        let mut out = io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => {
+                self.at_line_start = text.ends_with('\n');
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Halt::Closed),
+            Err(e) => Err(Halt::Failed(e.into())),
+        }
+    }
+
+    fn styled(&self, style: &str, text: &str) -> String {
+        if self.color {
+            format!("{style}{text}{RESET}")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Ends an open run of streamed text with a newline (unless the text
+    /// ended its line itself).
+    pub(super) fn end_run(&mut self) -> Result<(), Halt> {
+        if self.run != Run::None {
+            self.run = Run::None;
+            if !self.at_line_start {
+                self.write("\n")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes agent text made terminal-safe (the reply of `--wait`).
+    pub(super) fn write_text(&mut self, text: &str) -> Result<(), Halt> {
+        self.write(&safe(text))
+    }
+
+    /// One NDJSON line holding `value`.
+    pub(super) fn record_value(&mut self, value: &Value) -> Result<(), Halt> {
+        let line = serde_json::to_string(value).map_err(CliError::from)?;
+        self.write(&format!("{line}\n"))
+    }
+
+    /// One NDJSON line `{key: value}`.
+    pub(super) fn record(&mut self, key: &str, value: &impl serde::Serialize) -> Result<(), Halt> {
+        let line = serde_json::to_string(&json!({ key: value })).map_err(CliError::from)?;
+        self.write(&format!("{line}\n"))
+    }
+
+    /// A status line (plain mode), dimmed on a terminal; made
+    /// terminal-safe, since it quotes what the agent sent.
+    pub(super) fn status(&mut self, text: &str) -> Result<(), Halt> {
+        self.end_run()?;
+        let line = self.styled(DIM, &safe(text));
+        self.write(&format!("{line}\n"))
+    }
+
+    /// Shows one event.
+    pub(super) fn event(&mut self, e: &JournalEvent) -> Result<(), Halt> {
+        if self.json {
+            return self.record("event", e);
+        }
+        match e.body() {
+            Some(Payload::MessageChunk(c)) => {
+                let Some(text) = c.plain_text() else {
+                    return Ok(());
+                };
+                if self.run != Run::Reply {
+                    self.end_run()?;
+                    self.run = Run::Reply;
+                }
+                self.write(&safe(text))
+            }
+            Some(Payload::ThoughtChunk(c)) => {
+                if !self.thoughts {
+                    return Ok(());
+                }
+                let Some(text) = c.plain_text() else {
+                    return Ok(());
+                };
+                if self.run != Run::Thought {
+                    self.end_run()?;
+                    self.run = Run::Thought;
+                    let mark = self.styled(DIM, "thinking: ");
+                    self.write(&mark)?;
+                }
+                let text = self.styled(DIM, &safe(text));
+                self.write(&text)
+            }
+            Some(Payload::ToolCall(inv)) => {
+                let title = inv.title.as_deref().unwrap_or("tool call");
+                let kind = inv
+                    .kind
+                    .as_deref()
+                    .map(|k| format!(" [{k}]"))
+                    .unwrap_or_default();
+                let status = inv.status.as_deref().unwrap_or("pending");
+                self.end_run()?;
+                let what = safe(&format!("{title}{kind}: {status}")).into_owned();
+                let line = format!("{} {what}", self.styled(BOLD, "tool"));
+                self.write(&format!("{line}\n"))
+            }
+            Some(Payload::PermissionRequested(r)) => {
+                let title = r.invocation.title.as_deref().unwrap_or("a tool call");
+                self.status(&format!("permission {} requested: {title}", r.request_id))
+            }
+            Some(Payload::PermissionDecided(d)) => {
+                let by = d.decided_by.map_or("late", |b| b.as_str());
+                self.status(&format!(
+                    "permission {}: {} (by {by})",
+                    d.request_id,
+                    d.answer.label()
+                ))
+            }
+            Some(Payload::Observation(_)) if super::agent_stderr::lines(e).is_some() => {
+                for line in super::agent_stderr::lines(e).unwrap_or_default() {
+                    self.status(&format!("agent stderr: {line}"))?;
+                }
+                Ok(())
+            }
+            _ if !self.lifecycle => Ok(()),
+            _ => {
+                let detail = match &e.payload {
+                    Some(p) => p.to_string(),
+                    None if e.payload_unavailable => "(payload unavailable)".into(),
+                    None => String::new(),
+                };
+                self.status(&format!("[{} #{}] {detail}", e.kind.as_str(), e.thread_seq))
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! A tool call as the journal keeps it: one envelope per tool call id,
+//! merged across the agent's `tool_call` and `tool_call_update`s and
+//! re-journaled whole on each change, so a reader needs only the latest
+//! (`tool_call` events, the `invocation` of a permission request, the
+//! `toolCall` of `permissions.list`).
+//!
+//! What must stay true: the serialized form is the stored journal payload
+//! (camelCase, absent fields omitted); renaming a field changes the bytes
+//! the hash chain covers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One tool call, merged across its updates.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Invocation {
+    /// `toolCallId`.
+    pub id: String,
+    /// Human-readable title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `read`, `edit`, `execute`, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// `pending`, `in_progress`, `completed`, `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Files the call touches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<Location>,
+    /// The call's content blocks (diffs, text), latest wins; the agent's
+    /// own JSON, kept verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+    /// `rawInput`, latest wins (the agent's own JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_input: Option<Value>,
+    /// `rawOutput`, latest wins (the agent's own JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_output: Option<Value>,
+}
+
+impl Invocation {
+    /// Whether the status is final (`completed` or `failed`).
+    pub fn is_settled(&self) -> bool {
+        matches!(self.status.as_deref(), Some("completed" | "failed"))
+    }
+}
+
+/// A file location a tool call touches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Location {
+    /// Absolute path as reported.
+    pub path: String,
+    /// 1-based line, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}

@@ -1,0 +1,243 @@
+//! Each payload against the object the untyped store wrote (the literals
+//! here are those objects), and the reading rules for what is not known.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::permissions::{DecidedBy, PermissionAnswer, PermissionOption};
+use crate::records::{ApprovalPolicy, Retention};
+use crate::state::{TurnEvent, TurnState};
+
+/// `payload` writes `stored` and reads back from it.
+fn pins(payload: Payload, stored: Value) {
+    assert_eq!(payload.to_value(), stored, "{payload:?}");
+    assert_eq!(Payload::from_value(payload.kind(), stored), payload);
+}
+
+#[test]
+fn lifecycle_payloads_keep_their_stored_shape() {
+    pins(
+        Payload::ThreadCreated(ThreadCreated {
+            workspace_id: "ws".into(),
+            provider: "echo".into(),
+            approval: ApprovalPolicy::AllowAll,
+            restricted: false,
+            retention: Retention::MetadataOnly,
+            mcp_servers: vec![],
+        }),
+        json!({"workspaceId": "ws", "provider": "echo", "approval": "allow-all",
+            "restricted": false, "retention": "metadata-only"}),
+    );
+    pins(
+        Payload::TurnSubmitted(TurnSubmitted {
+            turn_id: "t".into(),
+            command_id: "c".into(),
+            continues: None,
+        }),
+        json!({"turnId": "t", "commandId": "c", "continues": null}),
+    );
+    pins(
+        Payload::TurnState(StateChange {
+            from: TurnState::Running,
+            to: TurnState::SubmissionUnknown,
+            event: TurnEvent::LoseOutcome,
+            outcome: Some("controller_restart".into()),
+            recovered: true,
+        }),
+        json!({"from": "running", "to": "submission_unknown", "event": "lose_outcome",
+            "outcome": "controller_restart", "recovered": true}),
+    );
+    pins(
+        Payload::TurnState(StateChange {
+            from: TurnState::Queued,
+            to: TurnState::Preparing,
+            event: TurnEvent::Claim,
+            outcome: None,
+            recovered: false,
+        }),
+        json!({"from": "queued", "to": "preparing", "event": "claim"}),
+    );
+    pins(
+        Payload::TurnResolved(Resolution {
+            as_state: TurnState::Failed,
+            from: TurnState::SubmissionUnknown,
+            via: ResolvedVia::Resolve,
+            principal: "owner".into(),
+            application: "app".into(),
+        }),
+        json!({"as": "failed", "from": "submission_unknown", "via": "resolve",
+            "principal": "owner", "application": "app"}),
+    );
+}
+
+#[test]
+fn activity_payloads_carry_their_legacy_type() {
+    pins(
+        Payload::MessageChunk(Chunk {
+            message_id: Some("m".into()),
+            ..Chunk::text("hi")
+        }),
+        json!({"type": "message", "text": "hi", "messageId": "m"}),
+    );
+    pins(
+        Payload::ThoughtChunk(Chunk::text("hmm")),
+        json!({"type": "reasoning", "text": "hmm"}),
+    );
+    pins(
+        Payload::ToolCall(Invocation {
+            id: "t".into(),
+            raw_input: Some(json!(1)),
+            ..Invocation::default()
+        }),
+        json!({"type": "invocation", "id": "t", "rawInput": 1}),
+    );
+    pins(
+        Payload::PermissionRequested(PermissionRequested {
+            request_id: "0".into(),
+            invocation: Invocation {
+                id: "t".into(),
+                ..Invocation::default()
+            },
+            options: vec![PermissionOption {
+                id: "yes".into(),
+                name: "Yes".into(),
+                kind: "allow_once".into(),
+            }],
+        }),
+        json!({"type": "permission_requested", "requestId": "0", "invocation": {"id": "t"},
+            "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"}]}),
+    );
+    pins(
+        Payload::PermissionDecided(PermissionDecided {
+            request_id: "r1".into(),
+            answer: PermissionAnswer::Selected {
+                option_id: "yes".into(),
+            },
+            decided_by: Some(DecidedBy::TurnEnded),
+        }),
+        json!({"type": "permission_resolved", "requestId": "r1",
+            "answer": {"outcome": "selected", "optionId": "yes"}, "decidedBy": "turn_ended"}),
+    );
+    pins(
+        Payload::PermissionDecided(PermissionDecided {
+            request_id: "r1".into(),
+            answer: PermissionAnswer::Cancelled,
+            decided_by: None,
+        }),
+        json!({"late": true, "requestId": "r1", "answer": {"outcome": "cancelled"}}),
+    );
+}
+
+#[test]
+fn observations_keep_every_stored_shape() {
+    pins(
+        Observation::SessionStarted {
+            session_id: "s".into(),
+        }
+        .into(),
+        json!({"type": "session_started", "sessionId": "s"}),
+    );
+    pins(
+        Observation::noted("plan", json!({"entries": []})).into(),
+        json!({"type": "observation", "kind": "plan", "payload": {"entries": []}}),
+    );
+    pins(
+        Observation::CancelSent.into(),
+        json!({"type": "cancel_requested"}),
+    );
+    pins(
+        Observation::Stopped {
+            stop_reason: "end_turn".into(),
+            meta: None,
+        }
+        .into(),
+        json!({"type": "stopped", "stopReason": "end_turn"}),
+    );
+    pins(
+        Observation::Stopped {
+            stop_reason: "end_turn".into(),
+            meta: Some(Value::Null),
+        }
+        .into(),
+        json!({"type": "stopped", "stopReason": "end_turn", "meta": null}),
+    );
+    pins(
+        Observation::LateUpdate {
+            kind: "agent_message_chunk".into(),
+            payload: json!({"x": 1}),
+        }
+        .into(),
+        json!({"type": "late", "kind": "agent_message_chunk", "payload": {"x": 1}}),
+    );
+    let late = json!({"late": "message_chunk", "data": {"type": "message", "text": "x"}});
+    pins(
+        Observation::LateAppend(LateAppend {
+            late: EventKind::MessageChunk,
+            data: late["data"].clone(),
+        })
+        .into(),
+        late,
+    );
+    pins(
+        Observation::Ignored(Ignored {
+            ignored: TurnEvent::Fail,
+            state: TurnState::Completed,
+            outcome: None,
+        })
+        .into(),
+        json!({"ignored": "fail", "state": "completed", "outcome": null}),
+    );
+}
+
+#[test]
+fn what_is_not_understood_stays_raw() {
+    // A new kind (a newer server) reads as Unknown, raw JSON kept.
+    let event: JournalEvent = serde_json::from_value(json!({
+        "seq": 1, "threadId": "th", "threadSeq": 1, "turnId": null,
+        "kind": "turn_paused", "at": "1970-01-01T00:00:00.000Z",
+        "payload": {"why": "x"}, "payloadUnavailable": false
+    }))
+    .unwrap();
+    assert_eq!(event.kind, EventKind::Unknown);
+    assert_eq!(
+        event.body(),
+        Some(Payload::Unknown {
+            kind: EventKind::Unknown,
+            raw: json!({"why": "x"})
+        })
+    );
+    // A known kind whose payload does not parse, or names another type.
+    for (kind, raw) in [
+        (EventKind::MessageChunk, json!(7)),
+        (
+            EventKind::MessageChunk,
+            json!({"type": "reasoning", "text": "x"}),
+        ),
+        (
+            EventKind::TurnState,
+            json!({"from": "queued", "to": "later"}),
+        ),
+        (EventKind::Observation, json!({"type": "brand_new"})),
+    ] {
+        assert_eq!(
+            Payload::from_value(kind, raw.clone()),
+            Payload::Unknown { kind, raw }
+        );
+    }
+    // New members of a known payload are ignored, not fatal.
+    assert_eq!(
+        Payload::from_value(
+            EventKind::UserMessage,
+            json!({"text": "hi", "attachments": []})
+        ),
+        Payload::UserMessage(Prompt { text: "hi".into() })
+    );
+}
+
+#[test]
+fn every_kind_has_a_payload_that_names_it() {
+    for kind in EventKind::ALL {
+        let p = Payload::from_value(kind, json!({}));
+        assert_eq!(p.kind(), kind);
+    }
+}

@@ -1,0 +1,154 @@
+//! A journal written before the typed payloads (`lapis_protocol::Payload`)
+//! reads, types and verifies unchanged.
+//!
+//! `tests/fixtures/journal-v1/controller.db` was written by real turns of
+//! the fixture agent on the untyped journal (the `generate_fixture` test of
+//! commit 6cee501, `git show 6cee501:tests/tests/e2e/journal_compat.rs`),
+//! before any payload was typed. Never regenerate it with newer code: its
+//! point is that older bytes are what the reader is tested against.
+//!
+//! What the test pins: the chain verifies (`journal verify`, and the
+//! store's own open validates every row); every stored payload reads as its
+//! typed [`Payload`], never `Unknown`; and writing that typed value again
+//! gives the stored text byte for byte, so what the server writes now is
+//! what it wrote then and the hash chain cannot tell them apart.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use lapis_e2e::TestContext;
+use lapis_protocol::{EventKind, JournalEvent, Observation, Payload};
+use lapis_service::{ReplayScope, Store, StoreOptions};
+
+/// Events in the fixture.
+const EVENTS: u64 = 101;
+
+fn fixture_db() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/journal-v1/controller.db")
+}
+
+/// The fixture's controller home inside a test HOME (the default path).
+fn home_with_fixture(ctx: &TestContext) -> std::path::PathBuf {
+    let home = ctx.home().join(".lapis/ai-controller");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::copy(fixture_db(), home.join(lapis_service::store::DB_FILE)).unwrap();
+    home
+}
+
+/// `(seq, stored payload text)` of every event, as the database holds it.
+fn stored_texts(db: &Path) -> Vec<(u64, Option<String>)> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut stmt = conn
+        .prepare("SELECT seq, payload FROM events ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// A name for what a payload is, to check the fixture covers every shape.
+fn shape(p: &Payload) -> String {
+    match p {
+        Payload::Observation(o) => match o {
+            Observation::SessionStarted { .. } => "observation/session_started",
+            Observation::Noted { .. } => "observation/noted",
+            Observation::CancelSent => "observation/cancel_sent",
+            Observation::Stopped { .. } => "observation/stopped",
+            Observation::LateUpdate { .. } => "observation/late_update",
+            Observation::LateAppend(_) => "observation/late_append",
+            Observation::Ignored(_) => "observation/ignored",
+        }
+        .to_owned(),
+        Payload::PermissionDecided(d) if d.decided_by.is_none() => "late_answer".to_owned(),
+        other => other.kind().as_str().to_owned(),
+    }
+}
+
+async fn replay_all(store: &Store) -> Vec<JournalEvent> {
+    let scope = ReplayScope::Owner {
+        principal: "owner".into(),
+        application: None,
+    };
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.replay(scope.clone(), after, 0).await.unwrap();
+        out.extend(page.events);
+        after = page.next_after;
+        if !page.more {
+            return out;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchanged() {
+    let ctx = TestContext::new();
+    crate::serve_support::write_config(&ctx, serde_json::json!({}), serde_json::json!({}));
+    let home = home_with_fixture(&ctx);
+    let db = home.join(lapis_service::store::DB_FILE);
+    let before = stored_texts(&db);
+    assert_eq!(before.len() as u64, EVENTS);
+
+    let verified = ctx.run(["journal", "verify", "--json"]).success().json();
+    assert_eq!(verified["verified"], true, "{verified}");
+    assert_eq!(verified["events"], EVENTS);
+
+    // Open validates every retained row (and recovers nothing: the
+    // fixture's one in-flight turn was recovered when it was written).
+    let store = Store::open(StoreOptions::new(home.clone())).unwrap();
+    let events = replay_all(&store).await;
+    store.close().await;
+    assert_eq!(events.len() as u64, EVENTS);
+
+    let mut shapes = BTreeSet::new();
+    let mut kinds = BTreeSet::new();
+    for (e, (seq, text)) in events.iter().zip(&before) {
+        assert_eq!(e.seq, *seq);
+        kinds.insert(e.kind.as_str());
+        let Some(body) = e.body() else {
+            // Content of the metadata-only thread, gone since its restart.
+            assert!(e.payload_unavailable && text.is_none(), "seq {seq}");
+            continue;
+        };
+        assert!(
+            !matches!(body, Payload::Unknown { .. }),
+            "seq {seq} ({}) did not type: {text:?}",
+            e.kind.as_str()
+        );
+        assert_eq!(body.kind(), e.kind);
+        // Written again, the typed payload is the stored text, byte for byte.
+        let again = serde_json::to_string(&body.to_value()).unwrap();
+        assert_eq!(Some(&again), text.as_ref(), "seq {seq}");
+        // What a late append wrapped types too.
+        if let Payload::Observation(Observation::LateAppend(late)) = &body {
+            let inner = Payload::from_value(late.late, late.data.clone());
+            assert!(!matches!(inner, Payload::Unknown { .. }), "seq {seq}");
+            shapes.insert(format!("late/{}", shape(&inner)));
+        }
+        shapes.insert(shape(&body));
+    }
+    let every_kind: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(kinds, every_kind, "the fixture holds every kind");
+    for expected in [
+        "observation/session_started",
+        "observation/noted",
+        "observation/cancel_sent",
+        "observation/stopped",
+        "observation/late_append",
+        "observation/ignored",
+        "late/observation/late_update",
+        "late/late_answer",
+        "late/message_chunk",
+    ] {
+        assert!(shapes.contains(expected), "no {expected} in {shapes:?}");
+    }
+
+    // Reading changed nothing: same rows, and the chain still verifies.
+    assert_eq!(stored_texts(&db), before);
+    let again = ctx.run(["journal", "verify", "--json"]).success().json();
+    assert_eq!(again["head"], verified["head"]);
+}
