@@ -366,6 +366,10 @@ pub(crate) enum TurnsCommand {
         /// Do not show the agent's thoughts while following.
         #[arg(long)]
         no_thoughts: bool,
+        /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+        /// seconds): then the service cancels it (`deadline_exceeded`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<u64>,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -390,6 +394,10 @@ pub(crate) enum TurnsCommand {
         /// Do not show the agent's thoughts while following.
         #[arg(long)]
         no_thoughts: bool,
+        /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+        /// seconds): then the service cancels it (`deadline_exceeded`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<u64>,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -547,9 +555,18 @@ pub(crate) struct AskArgs {
     /// Project directory the agent works in [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) dir: Option<PathBuf>,
-    /// Provider name from the configuration.
-    #[arg(long, value_name = "NAME", default_value = "echo")]
-    pub(crate) provider: String,
+    /// Provider name from the configuration [default: the config's
+    /// `defaultProvider`, else `echo`].
+    #[arg(long, value_name = "NAME", add = ArgValueCandidates::new(provider_names))]
+    pub(crate) provider: Option<String>,
+    /// Answer every permission request of this turn with its `allow_once`
+    /// option (else `allow_always`), printing each answer.
+    #[arg(long, conflicts_with = "deny_all")]
+    pub(crate) approve_all: bool,
+    /// Answer every permission request of this turn with its `reject_once`
+    /// option (else `reject_always`), printing each answer.
+    #[arg(long)]
+    pub(crate) deny_all: bool,
     /// Start a new thread instead of continuing the directory's last one.
     #[arg(long)]
     pub(crate) new: bool,
@@ -559,6 +576,10 @@ pub(crate) struct AskArgs {
     /// Write NDJSON (one event per line) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+    /// seconds): then the service cancels it (`deadline_exceeded`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) timeout: Option<u64>,
     /// Command id of the turn's submit (see `turns submit --command-id`).
     #[command(flatten)]
     pub(crate) cmd: CommandIdArg,
@@ -635,6 +656,29 @@ pub(crate) enum ConfigCommand {
     Reload(JsonArg),
 }
 
+/// `--timeout`: `90`, `90s`, `10m`, `2h` as seconds (1 to 604800, the
+/// service's bound on `maxTurnSeconds`).
+pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 90s, 10m, 2h)"))?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("`{text}`: the unit is s, m or h")),
+    };
+    match n.checked_mul(scale) {
+        Some(secs @ 1..=604_800) => Ok(secs),
+        _ => Err(format!("`{text}` is outside 1s-168h")),
+    }
+}
+
 impl Command {
     /// Whether the user asked for one JSON document on stdout, so errors are
     /// reported as JSON too.
@@ -679,6 +723,23 @@ impl Command {
             Command::Completions(_) | Command::Serve(_) | Command::Logs(_) | Command::AcpEcho => {
                 false
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_take_s_m_h_or_bare_seconds_within_the_services_bound() {
+        assert_eq!(parse_duration("90"), Ok(90));
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("10m"), Ok(600));
+        assert_eq!(parse_duration("2h"), Ok(7200));
+        assert_eq!(parse_duration("168h"), Ok(604_800));
+        for bad in ["", "0", "0s", "169h", "5d", "1.5h", "m", "-3"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 }

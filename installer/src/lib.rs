@@ -30,6 +30,7 @@
 pub mod archive;
 pub mod config;
 mod error;
+mod fault;
 pub mod fsx;
 pub mod inspect;
 pub(crate) mod install;
@@ -47,6 +48,9 @@ pub mod unit;
 pub use archive::{Expected, UpdateReport, UpdateRequest, install_archive, update};
 
 pub use error::InstallError;
+#[cfg(feature = "test-support")]
+pub use fault::FAULT_PAUSE_ENV;
+pub use fault::checkpoint_hook;
 pub use install::{Checkpoint, InstallReport, install_executable};
 pub use install::{InstallOptions, SnapshotOutcome, install_staged, install_tree};
 pub use paths::{PathOptions, Paths, ServiceKind};

@@ -103,11 +103,14 @@ enum Sealed {
 }
 
 /// Every directory under and including `root.join(rel)` has the full mode
-/// [`SEALED_DIR_MODE`] (no write bit, no sticky bit), and `release.json` at
-/// the root is a regular file with the full mode [`MANIFEST_MODE`]. Entries
-/// themselves are checked by [`Manifest::verify_tree`].
+/// [`SEALED_DIR_MODE`] (no write bit, no sticky bit), `release.json` at
+/// the root is a regular file with the full mode [`MANIFEST_MODE`], and
+/// every regular file has exactly one link (`st_nlink == 1`): a file
+/// hard-linked from outside the snapshot can be changed through that other
+/// name, so it is not sealed. Entries themselves are checked by
+/// [`Manifest::verify_tree`].
 fn check_sealed(root: &Path, rel: &Path) -> Result<(), Sealed> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let broken = |rel: &Path, reason| {
         let path = match rel.to_string_lossy() {
             p if p.is_empty() => ".".to_owned(),
@@ -145,6 +148,17 @@ fn check_sealed(root: &Path, rel: &Path) -> Result<(), Sealed> {
             .map_err(Sealed::Fs)?;
         if kind.is_dir() {
             check_sealed(root, &rel.join(entry.file_name()))?;
+        } else if kind.is_file() {
+            let meta = entry
+                .metadata()
+                .at("inspect", &entry.path())
+                .map_err(Sealed::Fs)?;
+            if meta.nlink() != 1 {
+                return Err(broken(
+                    &rel.join(entry.file_name()),
+                    "a file with another hard link (st_nlink is not 1)",
+                ));
+            }
         }
     }
     Ok(())

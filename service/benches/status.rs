@@ -38,6 +38,7 @@ fn config(home: &Path) -> Config {
         }],
         providers: Default::default(),
         workspaces: Default::default(),
+        default_provider: None,
         server: ServerLimits::default(),
     }
 }

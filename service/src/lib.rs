@@ -14,9 +14,9 @@
 #![warn(unreachable_pub)]
 
 pub mod acp;
-pub mod domain;
+pub(crate) mod domain;
 pub mod engine;
-pub mod redact;
+pub(crate) mod redact;
 pub mod store;
 
 pub mod auth;
@@ -28,3 +28,11 @@ pub use domain::{
 };
 
 pub use store::{Store, StoreOptions, TurnFilter};
+
+/// Entry points only tests and benches use (the fake-credential corpus),
+/// compiled only with the `test-support` feature: a release build has
+/// none of it.
+#[cfg(feature = "test-support")]
+pub mod test_support {
+    pub use crate::redact::{Sample, sample_credentials};
+}

@@ -193,8 +193,8 @@ fn hand_edited_rows_fail_closed_naming_table_and_row_only() {
 }
 
 /// A session binding as the engine passes it at the dispatch boundary.
-fn binding() -> lapis_service::domain::SessionBinding {
-    lapis_service::domain::SessionBinding {
+fn binding() -> lapis_protocol::SessionBinding {
+    lapis_protocol::SessionBinding {
         session_id: "sess-1".into(),
         fingerprint: "0".repeat(64),
         thread_version: 1,

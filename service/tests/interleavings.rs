@@ -301,8 +301,8 @@ proptest! {
 }
 
 /// A session binding as the engine passes it at the dispatch boundary.
-fn binding() -> lapis_service::domain::SessionBinding {
-    lapis_service::domain::SessionBinding {
+fn binding() -> lapis_protocol::SessionBinding {
+    lapis_protocol::SessionBinding {
         session_id: "sess-1".into(),
         fingerprint: "0".repeat(64),
         thread_version: 1,

@@ -10,5 +10,6 @@ mod context;
 pub mod http;
 pub mod journal;
 pub mod ts_agent;
+pub mod wait;
 
 pub use context::{Output, TestContext};

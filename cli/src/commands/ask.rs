@@ -1,5 +1,11 @@
-//! `ask "PROMPT" [--dir DIR] [--provider NAME] [--new]`: the one-shot path
-//! from a directory to an agent's reply.
+//! `ask "PROMPT" [--dir DIR] [--provider NAME] [--new] [--approve-all |
+//! --deny-all] [--timeout DURATION]`: the one-shot path from a directory to
+//! an agent's reply.
+//!
+//! The provider is `--provider`, else the config's `defaultProvider` (set
+//! by the first `providers add`), else `echo`. Every flag, the prompt, the
+//! directory and the provider are checked before anything is registered, so
+//! a mistyped `ask` leaves no workspace behind.
 //!
 //! DIR (default: the current directory) is registered as a workspace when no
 //! workspace has its canonical path, under an id derived from its name; the
@@ -12,12 +18,13 @@ use std::path::Path;
 
 use lapis_protocol::Workspace;
 use lapis_protocol::client::Client;
-use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+use lapis_protocol::config::{ECHO_PROVIDER, WORKSPACE_ID_RULE, valid_workspace_id};
 
 use crate::args::{AskArgs, GlobalArgs};
 use crate::exit::{CliError, CliResult};
 
-use super::connect::{client_error, connect};
+use super::connect::client_error;
+use super::permissions::Answers;
 use super::turns::{Submission, Watch, submit_and_watch};
 
 pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
@@ -34,6 +41,8 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
         }
         None => super::prompt::from_stdin("ask")?,
     };
+    // Every flag is checked before anything is registered or created.
+    let command_id = super::command_id::given_or_fresh(args.cmd.command_id.clone())?;
     let dir = match &args.dir {
         Some(d) => d.clone(),
         None => std::env::current_dir()?,
@@ -47,27 +56,36 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
             )),
         )
     })?;
-    let mut client = connect(global)?;
+    let target = super::connect::client_target(global)?;
+    let provider = provider(&target, args.provider.as_deref())?;
+    let mut client = super::connect::connect_to(&target)?;
     let workspace = ensure_workspace(&mut client, &dir)?;
     let thread = match (
         args.new,
-        last_thread(&mut client, &workspace.id, &args.provider)?,
+        last_thread(&mut client, &workspace.id, &provider)?,
     ) {
         (false, Some(id)) => id,
         _ => {
             let t = client
                 .threads_create(
                     &workspace.id,
-                    &args.provider,
+                    &provider,
                     lapis_protocol::ApprovalPolicy::Ask,
                     None,
                 )
                 .map_err(client_error)?;
-            eprintln!("new thread {} in workspace {}", t.id, workspace.id);
+            eprintln!(
+                "new thread {} in workspace {} (provider {provider})",
+                t.id, workspace.id
+            );
             t.id
         }
     };
-    let command_id = super::command_id::given_or_fresh(args.cmd.command_id)?;
+    let answers = match (args.approve_all, args.deny_all) {
+        (true, _) => Answers::ApproveAll,
+        (_, true) => Answers::DenyAll,
+        _ => Answers::Ask,
+    };
     submit_and_watch(
         global,
         &mut client,
@@ -79,8 +97,30 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
             watch: Watch::Follow,
             thoughts: !args.no_thoughts,
             json: args.json,
+            max_turn_seconds: args.timeout,
+            answers,
         },
     )
+}
+
+/// The provider to ask: `--provider`, else the config's `defaultProvider`,
+/// else `echo`; refused before anything is registered when the config does
+/// not know it (the service checks again).
+fn provider(target: &super::connect::Target, given: Option<&str>) -> Result<String, CliError> {
+    let config = &target.config;
+    let name = given
+        .or(config.default_provider.as_deref())
+        .unwrap_or(ECHO_PROVIDER);
+    // A refused file was read only in part: the service decides then.
+    if target.problem.is_none() && name != ECHO_PROVIDER && !config.providers.contains_key(name) {
+        return Err(CliError::failure(
+            "unknown_provider",
+            anyhow::anyhow!(
+                "provider `{name}` is not configured; add it with `lapis-ai-controller providers add {name}` (see `providers list`); nothing was registered"
+            ),
+        ));
+    }
+    Ok(name.to_owned())
 }
 
 /// The workspace of `dir`, registering it when none has its path.

@@ -116,6 +116,16 @@ fn client_part(global: &GlobalArgs) -> Option<Target> {
 /// with the server's stable code.
 pub(super) fn client_error(e: ClientError) -> CliError {
     match &e {
+        // Running, but at a connection limit: say so, never "not running".
+        ClientError::Rpc(rpc)
+            if rpc.error_code() == Some(lapis_protocol::ErrorCode::LimitReached) =>
+        {
+            let message = format!(
+                "the controller is running but refuses this connection ({}); close other clients' connections or raise server.maxConnections",
+                rpc.message
+            );
+            CliError::unavailable(e.code(), anyhow::anyhow!(message))
+        }
         _ if e.is_service_unavailable() => {
             let code = e.code();
             CliError::unavailable(

@@ -13,6 +13,7 @@ use lapis_protocol::client::JournalFollower;
 use lapis_protocol::{JournalEvent, Payload, Turn};
 
 use super::connect::client_error;
+use super::live::Live;
 use super::permissions::Prompter;
 use super::printer::{Halt, Printer};
 
@@ -42,15 +43,20 @@ pub(super) fn watch(
     mut turn: Turn,
     mut printer: Option<&mut Printer>,
     prompter: &mut Prompter,
+    live: &mut Live,
 ) -> Result<Watched, Halt> {
     let mut reply = String::new();
     // Requests journaled but not yet listed when their event arrived.
     let mut unshown: Vec<String> = Vec::new();
     loop {
+        live.check(follower.client(), &turn)?;
         let next = follower.next(Some(IDLE)).map_err(client_error)?;
         let Some(event) = next else {
             if crate::output::stdout_closed() {
                 return Err(Halt::Closed);
+            }
+            if !unshown.is_empty() {
+                live.clear();
             }
             let mut still = Vec::new();
             for request in std::mem::take(&mut unshown) {
@@ -89,10 +95,17 @@ pub(super) fn watch(
                 }
                 return Ok(Watched { turn, reply });
             }
+            live.tick(&turn, printer.as_deref().is_none_or(Printer::at_line_start));
             continue;
         };
         if event.turn_id.as_deref() != Some(turn.id.as_str()) {
             continue;
+        }
+        // Whatever is written next must not land on the spinner's line.
+        if printer.is_some() || event.kind == lapis_protocol::EventKind::PermissionRequested {
+            live.clear();
+        } else {
+            live.tick(&turn, true);
         }
         take(&event, &mut reply, printer.as_deref_mut())?;
         match event.body() {

@@ -1,25 +1,21 @@
 //! `install`: this executable becomes the active release snapshot, the config
 //! is created once, and the user service is (re)started.
 //!
-//! `LAPIS_INSTALL_FAULT_PAUSE=<checkpoint>` (test hook) makes the process
-//! print `lapis-fault-pause: <checkpoint>` on stderr at that point of the
-//! install sequence and sleep, so a test can kill it there with SIGKILL. It
-//! only ever pauses; it cannot skip a step.
+//! Installs run with `lapis_installer::checkpoint_hook`, which pauses at a
+//! named checkpoint only in builds with `lapis-installer/test-support` (the
+//! end-to-end suite's), never in a release build.
 
 use std::time::{Duration, Instant};
 
 use lapis_installer::service::{self, Probe, ServiceError};
 use lapis_installer::smoke::DEFAULT_SMOKE_TIMEOUT;
-use lapis_installer::{Checkpoint, InstallError, InstallOptions, InstallReport, Paths, unit};
+use lapis_installer::{InstallError, InstallOptions, InstallReport, Paths, unit};
 use serde_json::{Value, json};
 
 use super::paths::{installer_error, millis, resolve};
 use crate::args::{GlobalArgs, InstallArgs};
 use crate::exit::{CliError, CliResult};
 use crate::identity::build_identity;
-
-/// Environment variable naming the checkpoint to pause at.
-const FAULT_PAUSE_ENV: &str = "LAPIS_INSTALL_FAULT_PAUSE";
 
 pub(super) fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
     let started = Instant::now();
@@ -44,7 +40,7 @@ pub(super) fn install_options(force: bool, bootstrap_config: bool) -> InstallOpt
     InstallOptions {
         force,
         bootstrap_config,
-        checkpoint: &fault_pause,
+        checkpoint: &lapis_installer::checkpoint_hook,
         smoke_turn: Some(&echo_smoke_turn),
         ..InstallOptions::new()
     }
@@ -55,17 +51,6 @@ pub(super) fn install_options(force: bool, bootstrap_config: bool) -> InstallOpt
 /// built-in `echo` agent, with the same deadline as the first stage.
 fn echo_smoke_turn(bin: &std::path::Path) -> Result<(), String> {
     lapis_service::acp::echo_smoke_turn(bin, DEFAULT_SMOKE_TIMEOUT).map_err(|e| e.to_string())
-}
-
-/// The checkpoint hook: pauses forever at the checkpoint named in
-/// `LAPIS_INSTALL_FAULT_PAUSE`, after saying so on stderr.
-fn fault_pause(point: Checkpoint) {
-    if std::env::var(FAULT_PAUSE_ENV).is_ok_and(|wanted| wanted == point.name()) {
-        eprintln!("lapis-fault-pause: {}", point.name());
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-    }
 }
 
 /// What the service step after an install is asked to do.

@@ -1,6 +1,7 @@
 //! One handler per command; `run` is the single dispatch point.
 
 mod acp_echo;
+mod agent_stderr;
 mod ask;
 pub(crate) mod candidates;
 mod command_id;
@@ -12,7 +13,9 @@ mod doctor;
 mod follow;
 mod install;
 mod install_from;
+mod interrupt;
 mod journal;
+mod live;
 mod logs;
 mod paths;
 mod permissions;

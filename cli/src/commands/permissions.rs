@@ -215,6 +215,32 @@ fn title(r: &PendingRequest) -> String {
     }
 }
 
+/// How a watched turn's permission requests are answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Answers {
+    /// By a person: inline on a terminal, else with the printed commands.
+    Ask,
+    /// `ask --approve-all`: the `allow_once` option, else `allow_always`.
+    ApproveAll,
+    /// `ask --deny-all`: the `reject_once` option, else `reject_always`.
+    DenyAll,
+}
+
+impl Answers {
+    /// The option this policy picks among `request`'s, by kind preference;
+    /// `None` for [`Answers::Ask`] or when no option of those kinds exists.
+    fn pick(self, request: &PendingRequest) -> Option<&PermissionOption> {
+        let kinds: &[Verb] = match self {
+            Answers::Ask => &[],
+            Answers::ApproveAll => &[Verb::Allow, Verb::AllowAlways],
+            Answers::DenyAll => &[Verb::Reject, Verb::RejectAlways],
+        };
+        kinds
+            .iter()
+            .find_map(|v| request.options.iter().find(|o| o.kind == v.kind()))
+    }
+}
+
 /// Answers permission requests of a watched turn.
 pub(super) struct Prompter {
     /// Ask on the terminal (stdin and stderr are terminals).
@@ -222,21 +248,17 @@ pub(super) struct Prompter {
     /// Global options to repeat in the printed commands, so they reach the
     /// same instance (`--config`, `--instance`).
     prefix: String,
+    /// Who answers.
+    answers: Answers,
 }
 
 impl Prompter {
     /// Decides once whether requests are answered inline.
-    pub(super) fn new(global: &GlobalArgs) -> Prompter {
-        let mut prefix = String::from("lapis-ai-controller");
-        if let Some(config) = &global.config {
-            prefix.push_str(&format!(" --config {}", quote(&config.to_string_lossy())));
-        }
-        if let Some(instance) = &global.instance {
-            prefix.push_str(&format!(" --instance {}", quote(instance)));
-        }
+    pub(super) fn new(global: &GlobalArgs, answers: Answers) -> Prompter {
         Prompter {
             interactive: io::stdin().is_terminal() && io::stderr().is_terminal(),
-            prefix,
+            prefix: command_prefix(global),
+            answers,
         }
     }
 
@@ -276,6 +298,19 @@ impl Prompter {
                 format_ms(pending.deadline)
             ))
         );
+        if let Some(choice) = self.answers.pick(&pending) {
+            let by = if self.answers == Answers::ApproveAll {
+                "--approve-all"
+            } else {
+                "--deny-all"
+            };
+            let line = match client.permissions_respond(turn, &pending.id, &choice.id) {
+                Ok(()) => format!("answered with {} ({}) by {by}", choice.id, choice.kind),
+                Err(e) => format!("the {by} answer was not taken: {e}"),
+            };
+            let _ = writeln!(err, "{}", safe(&line));
+            return Ok(true);
+        }
         if self.interactive {
             for (i, o) in pending.options.iter().enumerate() {
                 let _ = writeln!(
@@ -341,6 +376,19 @@ impl Prompter {
             }
         }
     }
+}
+
+/// `lapis-ai-controller` with the global options that reach the same
+/// instance (`--config`, `--instance`), for commands printed to be run.
+pub(super) fn command_prefix(global: &GlobalArgs) -> String {
+    let mut prefix = String::from("lapis-ai-controller");
+    if let Some(config) = &global.config {
+        prefix.push_str(&format!(" --config {}", quote(&config.to_string_lossy())));
+    }
+    if let Some(instance) = &global.instance {
+        prefix.push_str(&format!(" --instance {}", quote(instance)));
+    }
+    prefix
 }
 
 /// Quotes a word for a POSIX shell when it needs it.

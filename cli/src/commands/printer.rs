@@ -92,6 +92,12 @@ impl Printer {
         self.json
     }
 
+    /// Whether the last text written ended its line (a spinner may be
+    /// drawn on stderr without breaking into it).
+    pub(super) fn at_line_start(&self) -> bool {
+        self.at_line_start
+    }
+
     /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
     fn write(&mut self, text: &str) -> Result<(), Halt> {
         if text.is_empty() {
@@ -209,6 +215,12 @@ impl Printer {
                     d.request_id,
                     d.answer.label()
                 ))
+            }
+            Some(Payload::Observation(_)) if super::agent_stderr::lines(e).is_some() => {
+                for line in super::agent_stderr::lines(e).unwrap_or_default() {
+                    self.status(&format!("agent stderr: {line}"))?;
+                }
+                Ok(())
             }
             _ if !self.lifecycle => Ok(()),
             _ => {

@@ -149,11 +149,20 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
 
 fn remove(global: &GlobalArgs, name: &str) -> CliResult {
     let path = config_path(global)?;
+    let mut was_default = false;
     installer_config::edit(&path, |doc: &mut Value| {
         let removed = doc
             .get_mut("providers")
             .and_then(Value::as_object_mut)
             .and_then(|p| p.remove(name));
+        // A default naming a provider that is gone would make the file invalid.
+        if removed.is_some()
+            && doc.get("defaultProvider").and_then(Value::as_str) == Some(name)
+            && let Some(obj) = doc.as_object_mut()
+        {
+            obj.remove("defaultProvider");
+            was_default = true;
+        }
         match removed {
             Some(_) => Ok(()),
             None => Err(EditFailure::Cli(CliError::failure(
@@ -166,6 +175,11 @@ fn remove(global: &GlobalArgs, name: &str) -> CliResult {
     output::line(format!(
         "removed provider `{name}` (its secrets stay in the env file)"
     ))?;
+    if was_default {
+        output::line(format!(
+            "  it was the default provider: `ask` uses `{ECHO_PROVIDER}` again until `providers add` (or defaultProvider) names another"
+        ))?;
+    }
     output::line(format!("  {}", reload_running(global)))?;
     Ok(())
 }

@@ -16,7 +16,9 @@
 //!   names may be stored there;
 //! - everything is checked, and the secrets read, before the first write; a
 //!   running service is then asked to reload, so the provider is usable at
-//!   once.
+//!   once;
+//! - with no `defaultProvider` set, the provider added becomes it, saying
+//!   so (`ask` without `--provider` follows it).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal};
@@ -64,6 +66,7 @@ fn definition(args: &ProvidersAddArgs) -> Result<(ProviderConfig, Resolved), Cli
             vcs_identity: None,
             idle_seconds: None,
             max_turn_seconds: None,
+            handshake_seconds: None,
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),
             restricted_mode: None,
@@ -182,8 +185,17 @@ pub(super) fn run(global: &GlobalArgs, args: ProvidersAddArgs) -> CliResult {
     // Everything was checked and the secrets read before the first write;
     // the config goes first so a secret is never stored for a provider
     // that was refused.
-    installer_config::edit(&path, |doc: &mut Value| insert_provider(doc, &name, value))
-        .map_err(EditFailure::into_cli)?;
+    // The first provider added becomes the one `ask` uses without
+    // `--provider` (unless a default is set already).
+    let make_default = current.default_provider.is_none();
+    installer_config::edit(&path, |doc: &mut Value| {
+        insert_provider(doc, &name, value)?;
+        if make_default {
+            doc["defaultProvider"] = json!(name);
+        }
+        Ok(())
+    })
+    .map_err(EditFailure::into_cli)?;
     if !args.secrets.is_empty() {
         write_env_file(&env_path, &env_file)?;
     }
@@ -236,6 +248,11 @@ pub(super) fn run(global: &GlobalArgs, args: ProvidersAddArgs) -> CliResult {
         for (setting, what) in entry.settings {
             output::line(format!("    {setting:<26} {what}"))?;
         }
+    }
+    if make_default {
+        output::line(format!(
+            "  `{name}` is now the default provider: `ask` uses it without --provider (config defaultProvider)"
+        ))?;
     }
     output::line(format!("  {}", reload_running(global)))?;
     Ok(())

@@ -67,7 +67,9 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     let running = match answer {
         Ok(s) => s,
         Err(mut err) => {
-            if err.class == crate::exit::ExitClass::Unavailable {
+            // A controller at its connection limit is running: its own
+            // headline stands.
+            if err.class == crate::exit::ExitClass::Unavailable && err.code != "limit_reached" {
                 err = unreachable(err, &target, &installed, &manager);
             }
             return Err(err);

@@ -7,7 +7,7 @@
 //! resubmitted: run `turns show` to see the outcome.
 
 use lapis_protocol::client::{Client, JournalFollower};
-use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve};
+use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve, TurnsSubmit};
 use lapis_protocol::{Turn, TurnState};
 use serde_json::json;
 
@@ -17,7 +17,8 @@ use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
 use super::follow;
-use super::permissions::Prompter;
+use super::live::Live;
+use super::permissions::{Answers, Prompter, command_prefix};
 use super::printer::{Halt, Printer};
 
 /// How a submitted turn is watched.
@@ -56,6 +57,11 @@ pub(super) struct Submission<'a> {
     pub(crate) thoughts: bool,
     /// JSON (one document for wait, NDJSON for follow).
     pub(crate) json: bool,
+    /// `--timeout`: the turn's own deadline (`maxTurnSeconds`), after which
+    /// the service cancels it (`deadline_exceeded`).
+    pub(crate) max_turn_seconds: Option<u64>,
+    /// How the turn's permission requests are answered.
+    pub(crate) answers: Answers,
 }
 
 /// Submits a turn and watches it to its end (see the module docs).
@@ -71,16 +77,22 @@ pub(super) fn submit_and_watch(
             turn_id: prior.to_owned(),
             command_id: s.command_id.clone(),
             prompt: s.prompt.to_owned(),
-            max_turn_seconds: None,
+            max_turn_seconds: s.max_turn_seconds,
             expect: None,
         }),
-        None => follower
-            .client()
-            .turns_submit(s.thread, &s.command_id, s.prompt),
+        None => follower.client().turns_submit_with(&TurnsSubmit {
+            thread_id: s.thread.to_owned(),
+            command_id: s.command_id.clone(),
+            prompt: s.prompt.to_owned(),
+            continues: None,
+            max_turn_seconds: s.max_turn_seconds,
+            expect: None,
+        }),
     }
     .map_err(client_error)?;
     let mut printer = Printer::new(s.json, s.thoughts, false);
-    let mut prompter = Prompter::new(global);
+    let mut prompter = Prompter::new(global, s.answers);
+    let mut live = Live::new(s.json, command_prefix(global), s.thread);
     let result = (|| -> Result<Turn, Halt> {
         if s.watch == Watch::Follow {
             if s.json {
@@ -91,7 +103,16 @@ pub(super) fn submit_and_watch(
             }
         }
         let shown = (s.watch == Watch::Follow).then_some(&mut printer);
-        let watched = follow::watch(&mut follower, s.thread, turn, shown, &mut prompter)?;
+        let watched = follow::watch(
+            &mut follower,
+            s.thread,
+            turn,
+            shown,
+            &mut prompter,
+            &mut live,
+        );
+        live.clear();
+        let watched = watched?;
         match (s.watch, s.json) {
             (Watch::Follow, true) => printer.record("turn", &watched.turn)?,
             (Watch::Follow, false) => printer.end_run()?,
@@ -116,8 +137,17 @@ pub(super) fn submit_and_watch(
         Err(Halt::Failed(e)) => return Err(e),
     };
     if last.state != TurnState::Completed {
-        // The error names the turn and how it ended (exit 1).
-        return Err(CliError::turn_not_completed(&last));
+        // The error names the turn and how it ended (exit 1), with the
+        // agent's own last words when it failed setting up or erring.
+        let mut err = CliError::turn_not_completed(&last);
+        let said = super::agent_stderr::of_turn(client, s.thread, &last.id).unwrap_or_default();
+        if !said.is_empty() {
+            err.error = anyhow::anyhow!(super::agent_stderr::with_lines(
+                err.error.to_string(),
+                &said
+            ));
+        }
+        return Err(err);
     }
     if !s.json {
         eprintln!("{}", safe(&describe(&last)));
@@ -148,6 +178,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             wait,
             follow,
             no_thoughts,
+            timeout,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
@@ -156,7 +187,14 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 Some(watch) => watch,
                 None => {
                     let turn = client
-                        .turns_submit(&thread, &command_id, &prompt)
+                        .turns_submit_with(&TurnsSubmit {
+                            thread_id: thread.clone(),
+                            command_id: command_id.clone(),
+                            prompt,
+                            continues: None,
+                            max_turn_seconds: timeout,
+                            expect: None,
+                        })
                         .map_err(client_error)?;
                     if out.json {
                         crate::output::json(&json!({ "turn": turn, "commandId": command_id }))?;
@@ -177,6 +215,8 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     watch,
                     thoughts: !no_thoughts,
                     json: out.json,
+                    max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }
@@ -187,6 +227,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             wait,
             follow,
             no_thoughts,
+            timeout,
             out,
         } => {
             let prompt = super::prompt::from_args(&prompt)?;
@@ -199,7 +240,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                             turn_id: turn,
                             command_id: command_id.clone(),
                             prompt,
-                            max_turn_seconds: None,
+                            max_turn_seconds: timeout,
                             expect: None,
                         })
                         .map_err(client_error)?;
@@ -225,6 +266,8 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     watch,
                     thoughts: !no_thoughts,
                     json: out.json,
+                    max_turn_seconds: timeout,
+                    answers: Answers::Ask,
                 },
             );
         }
@@ -254,7 +297,20 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 (None, None) => unreachable!("clap requires TURN or --command-id"),
             }
             .map_err(client_error)?;
-            print_turn(&t, out.json)?;
+            let said = if t.state == TurnState::Failed {
+                super::agent_stderr::of_turn(&mut client, &t.thread_id, &t.id)?
+            } else {
+                Vec::new()
+            };
+            if out.json && !said.is_empty() {
+                crate::output::json(&json!({ "turn": t, "agentStderr": said }))?;
+            } else {
+                print_turn(&t, out.json)?;
+            }
+            if !out.json && !said.is_empty() {
+                let text = said.join("\n          ");
+                crate::output::line(safe(&format!("stderr    {text}")))?;
+            }
         }
         TurnsCommand::Cancel { turn, cmd, out } => {
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;

@@ -107,6 +107,8 @@ pub(super) struct AgentPipes {
     pub(crate) stdin: ChildStdin,
     /// Bounded line reader over the agent's stdout.
     pub(crate) stdout: BoundedLines<BufReader<ChildStdout>>,
+    /// Turns `true` once the group leader has exited (see `leader`).
+    pub(crate) leader_exit: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl AgentProcess {
@@ -174,6 +176,7 @@ impl AgentProcess {
             AgentPipes {
                 stdin,
                 stdout: BoundedLines::new(BufReader::with_capacity(64 * 1024, stdout), max_line),
+                leader_exit: super::leader::watch_exit(pid),
             },
         ))
     }

@@ -126,6 +126,10 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
         };
     }
     let outcome = drive(&mut session, &request, &mut setup).await;
+    let mut process = process;
+    if says_why_in_stderr(&outcome) {
+        journal_stderr_tail(&mut session, &mut process).await;
+    }
     tracing::info!(provider = %request.spec.name, state = outcome.state(), code = ?outcome.code(), "turn finished");
     let keep = request.keep_alive
         && session.reusable()
@@ -154,6 +158,48 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
     };
     TurnRun { outcome, after }
 }
+
+/// Whether the agent's own stderr is the best account of how the turn
+/// ended: it failed setting up (before dispatch) or with `agent_error`.
+fn says_why_in_stderr(outcome: &TurnOutcome) -> bool {
+    matches!(
+        outcome,
+        TurnOutcome::Failed {
+            dispatched: false,
+            ..
+        } | TurnOutcome::Failed {
+            code: OutcomeCode::AgentError,
+            ..
+        }
+    )
+}
+
+/// How long a failed turn waits for the last stderr lines of an agent that
+/// already exited (the copy ends at the pipe's end of file).
+const STDERR_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Journals the agent's last stderr lines (redacted and bounded by the
+/// copy that logs them; none for a metadata-only thread, whose stderr is
+/// never read) as an `agent_stderr` observation of the turn, so its owner
+/// sees why (`turns show`, the follow's last line) without the service log.
+async fn journal_stderr_tail<H: TurnHooks>(session: &mut Session<H>, process: &mut AgentProcess) {
+    let (tail, task) = process.stderr_watch();
+    if process.exited()
+        && let Some(task) = task
+    {
+        let _ = tokio::time::timeout(STDERR_SETTLE, task).await;
+    }
+    let lines = tail.lines();
+    if lines.is_empty() {
+        return;
+    }
+    let _ = session
+        .emit(Observation::noted(AGENT_STDERR, serde_json::json!({ "lines": lines })).into())
+        .await;
+}
+
+/// The observation kind of a failed turn's stderr tail.
+pub const AGENT_STDERR: &str = "agent_stderr";
 
 /// The rest of a turn after its outcome: answer what is pending, journal
 /// late output, and end the agent's process group.

@@ -88,7 +88,7 @@ impl Conn {
     /// Starts reading the agent's stdout.
     pub(super) fn open(pipes: AgentPipes) -> Conn {
         let (tx, inbox) = mpsc::channel(256);
-        let reader = tokio::spawn(read_loop(pipes.stdout, tx)).abort_handle();
+        let reader = tokio::spawn(read_loop(pipes.stdout, tx, pipes.leader_exit)).abort_handle();
         Conn {
             stdin: Some(pipes.stdin),
             inbox,
@@ -398,13 +398,46 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Reads agent stdout in order; stops at the first unusable line.
-async fn read_loop<R>(mut lines: BoundedLines<R>, tx: mpsc::Sender<Inbound>)
-where
+/// Reads agent stdout in order; stops at the first unusable line. Once the
+/// group leader has exited, what it wrote is drained and then the agent is
+/// gone (`Eof`) even if a descendant keeps the pipe open (see `leader`).
+async fn read_loop<R>(
+    mut lines: BoundedLines<R>,
+    tx: mpsc::Sender<Inbound>,
+    mut leader_exit: Option<tokio::sync::watch::Receiver<bool>>,
+) where
     R: tokio::io::AsyncBufRead + Unpin,
 {
+    let mut exited = false;
+    let mut unwatched = false;
     loop {
-        let item = match lines.next_line().await {
+        if std::mem::take(&mut unwatched) {
+            leader_exit = None;
+        }
+        // `next_line` is cancel-safe (its partial line lives in `lines`).
+        let next = match (&mut leader_exit, exited) {
+            (_, true) => {
+                match tokio::time::timeout(super::leader::DRAIN, lines.next_line()).await {
+                    Ok(next) => next,
+                    Err(_) => Ok(None),
+                }
+            }
+            (Some(watch), false) => tokio::select! {
+                biased;
+                next = lines.next_line() => next,
+                gone = watch.wait_for(|gone| *gone) => {
+                    // A watch that ended without seeing the exit is no
+                    // watch: stdout EOF alone tells from now on.
+                    match gone {
+                        Ok(_) => exited = true,
+                        Err(_) => unwatched = true,
+                    }
+                    continue;
+                }
+            },
+            (None, false) => lines.next_line().await,
+        };
+        let item = match next {
             Ok(Some(line)) => {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;

@@ -38,7 +38,8 @@ pub(super) fn initialize_params() -> serde_json::Value {
 pub struct RunnerLimits {
     /// Longest accepted stdout line from the agent.
     pub max_line_bytes: usize,
-    /// Deadline for each of `initialize` and `session/new`.
+    /// Deadline for each handshake request (`initialize`, `session/new`,
+    /// `session/load`); the engine sets the provider's `handshakeSeconds`.
     pub setup_timeout: Duration,
     /// How long a permission request may stay unanswered.
     pub permission_timeout: Duration,
@@ -54,7 +55,7 @@ impl Default for RunnerLimits {
     fn default() -> Self {
         RunnerLimits {
             max_line_bytes: 8 * 1024 * 1024,
-            setup_timeout: Duration::from_secs(60),
+            setup_timeout: Duration::from_secs(30),
             permission_timeout: Duration::from_secs(600),
             cancel_timeout: Duration::from_secs(30),
             teardown: TeardownLimits {

@@ -97,6 +97,20 @@ impl Authority {
         self.revocations.subscribe()
     }
 
+    /// The owner's token name: the first config token, the one the CLI
+    /// uses (its connections may use the slot kept from other tokens).
+    pub(crate) fn owner_token(&self) -> &str {
+        self.tokens.first().map_or("", |t| t.name.as_str())
+    }
+
+    /// The config token name a session was issued by.
+    pub(crate) fn token_of(session: &AuthSession) -> &str {
+        session
+            .credential
+            .split_once(':')
+            .map_or(session.credential.as_str(), |(token, _)| token)
+    }
+
     /// The current time from the injected clock (milliseconds).
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()

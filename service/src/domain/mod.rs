@@ -16,7 +16,7 @@ pub use inputs::{Actor, NewThread, SubmitTurn, ThreadPatch, TurnEnd};
 pub(crate) use inputs::{
     Claim, Preparer, ProviderFacts, Receipt, StoreStatus, TransitionOutcome, owned_by,
 };
-pub use lapis_protocol::SessionBinding;
+pub(crate) use lapis_protocol::SessionBinding;
 pub use lapis_protocol::{
     ApprovalPolicy, EventKind, JournalEvent, ReplayScope, ResolveAs, Retention, Turn, TurnState,
 };

@@ -73,3 +73,45 @@ pub(super) fn turn_end(outcome: &TurnOutcome, cancel_requested: bool) -> TurnEnd
         TurnOutcome::Interrupted => TurnEnd::Interrupted(OutcomeCode::CancelDeadline),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Retention;
+    use crate::store::tests::{fixture, owner, submit, thread, workspace};
+
+    /// A turn's deadline is tokio time: on the paused clock an hour-long
+    /// deadline passes at once, fires exactly when it is due (not a second
+    /// before), and cancels through the store like an owner's cancel.
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_cancels_its_turn_when_due_on_the_paused_clock() {
+        let fx = fixture().await;
+        let ws = workspace(&fx.store, fx.dir.path(), "w1").await;
+        let th = thread(&fx.store, &ws.id, Retention::Full).await;
+        let turn = fx
+            .store
+            .submit_turn(&owner(), submit(&th.id, "c1", "hi"))
+            .await
+            .unwrap()
+            .value;
+        fx.store.try_claim().await.unwrap().expect("runnable");
+
+        let deadline = Deadline::arm(fx.store.clone(), turn.id.clone(), 3600);
+        // No store call until it is due: waiting on the store's threads
+        // lets the paused clock run ahead to the next timer.
+        tokio::time::sleep(Duration::from_secs(3599)).await;
+        assert!(!deadline.fired.load(Ordering::SeqCst), "fired early");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(deadline.fired.load(Ordering::SeqCst), "not fired when due");
+        let mut cancelled = false;
+        for _ in 0..1000 {
+            if fx.store.get_turn(&turn.id).await.unwrap().cancel_requested {
+                cancelled = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(cancelled, "the deadline's cancel never reached the store");
+        assert!(deadline.disarm());
+    }
+}

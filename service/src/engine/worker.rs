@@ -361,6 +361,7 @@ impl Engine {
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
         limits.stderr.keep = prepared.retention == crate::domain::Retention::Full;
+        limits.setup_timeout = Duration::from_secs(spec.session.handshake_seconds);
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
         if agent.is_none() {

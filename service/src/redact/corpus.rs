@@ -145,6 +145,57 @@ pub fn sample_credentials() -> Vec<Sample> {
             "postgres://admin:{}@db.internal:5432/app",
             "s3cr3t-Pa55".to_owned(),
         ),
+        part(
+            "url-password",
+            "redis://:{}@cache.internal:6379/0",
+            "r3dis-Pa55".to_owned(),
+        ),
+        whole("groq-api-key", format!("gsk_{}", "G".repeat(52))),
+        whole("xai-api-key", format!("xai-{}", "X".repeat(80))),
+        whole("perplexity-api-key", format!("pplx-{}", "p".repeat(48))),
+        whole("replicate-api-token", format!("r8_{}", "R".repeat(37))),
+        whole("vault-token", format!("hvs.CAESI{}", "J".repeat(86))),
+        whole(
+            "terraform-cloud-token",
+            format!("{}.atlasv1.{}", "T".repeat(14), "t".repeat(64)),
+        ),
+        whole(
+            "grafana-token",
+            format!("glsa_{}_{}", "g".repeat(32), "0a1b2c3d"),
+        ),
+        whole("grafana-token", format!("glc_{}", "Gr4f".repeat(12))),
+        whole("newrelic-api-key", format!("NRAK-{}", "N".repeat(27))),
+        whole(
+            "postman-api-key",
+            format!("PMAK-{}-{}", "a".repeat(24), "b".repeat(34)),
+        ),
+        whole("supabase-token", format!("sbp_{}", "5".repeat(40))),
+        whole("heroku-api-key", format!("HRKU-AA{}", "h".repeat(58))),
+        part(
+            "basic-auth",
+            "Authorization: Basic {}",
+            "dXNlcjpwYXNz".repeat(2),
+        ),
+        part(
+            "azure-sas-signature",
+            "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&sp=r&sig={}",
+            format!("{}%3D", "S1g".repeat(12)),
+        ),
+        part(
+            "docker-auth",
+            "{\"auths\":{\"registry.example\":{\"auth\": \"{}\"}}}",
+            "ZG9ja2VyOnB3".repeat(3),
+        ),
+        part(
+            "netrc-password",
+            "machine api.example.com login me password {}",
+            "n3trc-Pa55".to_owned(),
+        ),
+        part(
+            "kubeconfig-client-key",
+            "    client-key-data: {}",
+            format!("{}==", "LS0tLS1CRUdJTi".repeat(4)),
+        ),
         part("bearer-token", "Authorization: Bearer {}", "tok".repeat(10)),
         part(
             "secret-assignment",

@@ -13,6 +13,16 @@
 //!
 //! [`MAX_SECRET_BYTES`]: super::MAX_SECRET_BYTES
 
+/// The detector set's version: bumped with every change to [`DETECTORS`]
+/// (a test pins the table's digest to it, so a change without a bump
+/// fails). 1: the 42 detectors of the first release; 2: 17 more formats
+/// (Groq, xAI, Vault, Terraform Cloud, Grafana, New Relic, Postman,
+/// Supabase, Replicate, Perplexity, Heroku, `Authorization: Basic`, a URL
+/// with an empty user (`redis://:pass@`), Azure SAS `sig=`, docker
+/// `"auth":`, `.netrc` `password`, kubeconfig `client-key-data:`).
+#[cfg(test)]
+pub(crate) const DETECTOR_SET_VERSION: u32 = 2;
+
 /// `(name, pattern)`, applied in this order (more specific first).
 pub(super) const DETECTORS: &[(&str, &str)] = &[
     // Private keys: the whole PEM block, any key type (RSA, EC, OPENSSH, PGP,
@@ -110,6 +120,39 @@ pub(super) const DETECTORS: &[(&str, &str)] = &[
     ("linear-api-key", r"\blin_api_[A-Za-z0-9]{40}\b"),
     ("databricks-token", r"\bdapi[a-f0-9]{32}(?:-[0-9])?\b"),
     ("doppler-token", r"\bdp\.pt\.[A-Za-z0-9]{43}\b"),
+    ("groq-api-key", r"\bgsk_[A-Za-z0-9]{48,56}\b"),
+    ("xai-api-key", r"\bxai-[A-Za-z0-9]{70,90}\b"),
+    ("perplexity-api-key", r"\bpplx-[A-Za-z0-9]{40,56}\b"),
+    ("replicate-api-token", r"\br8_[A-Za-z0-9]{37}\b"),
+    // Infrastructure and observability.
+    ("vault-token", r"\bhv[sbr]\.[A-Za-z0-9_-]{24,300}"),
+    (
+        "terraform-cloud-token",
+        r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}",
+    ),
+    (
+        "grafana-token",
+        r"\b(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b|glc_[A-Za-z0-9+/]{32,400}={0,2})",
+    ),
+    ("newrelic-api-key", r"\bNRAK-[A-Z0-9]{27}\b"),
+    (
+        "postman-api-key",
+        r"\bPMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}\b",
+    ),
+    ("supabase-token", r"\bsbp_[a-f0-9]{40}\b"),
+    ("heroku-api-key", r"\bHRKU-[A-Za-z0-9_-]{20,80}"),
+    (
+        "kubeconfig-client-key",
+        r#"(?i)\bclient-key-data["']?\s*:\s*["']?(?P<s>[A-Za-z0-9+/]{16,4096}={0,2})"#,
+    ),
+    (
+        "docker-auth",
+        r#""auth"\s*:\s*"(?P<s>[A-Za-z0-9+/]{8,1024}={0,2})""#,
+    ),
+    (
+        "azure-sas-signature",
+        r"(?i)[?&]sig=(?P<s>[A-Za-z0-9%+/]{16,256}(?:%3D|=){0,2})",
+    ),
     // Structured tokens.
     (
         "jwt",
@@ -118,11 +161,19 @@ pub(super) const DETECTORS: &[(&str, &str)] = &[
     // Credentials in URLs and headers: keep the scheme, user and host.
     (
         "url-password",
-        r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s:/@\[\]]{1,128}:(?P<s>[^\s/@\[\]]{1,256})@",
+        r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://[^\s:/@\[\]]{0,128}:(?P<s>[^\s/@\[\]]{1,256})@",
     ),
     (
         "bearer-token",
         r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/-]{20,1024}=*)",
+    ),
+    (
+        "basic-auth",
+        r#"(?i)\bauthorization["']?\s*[:=]\s*["']?basic\s+(?P<s>[A-Za-z0-9+/]{4,1024}={0,2})"#,
+    ),
+    (
+        "netrc-password",
+        r"(?i)\bmachine\s+[^\s]{1,256}\s+(?:login\s+[^\s]{1,256}\s+)?password\s+(?P<s>[^\s\[][^\s]{0,255})",
     ),
     // Generic assignments: `password=…`, `"secret": "…"`, `API_KEY: …`.
     (

@@ -3,8 +3,9 @@
 //! # What runs where
 //! - Every journal payload is redacted before its row is written
 //!   ([`Redactor::redact_value`]): every string of the JSON payload except
-//!   the values of id fields (`id`, `*Id`, `*_id`): ids are structure, not
-//!   content, and are never altered. Streamed appends are redacted (and
+//!   the values of id fields (`id`, `*Id`, `*_id`, `*Ids`): ids are
+//!   structure, not content, and are never partly rewritten; an id that
+//!   carries a detected credential is replaced whole with [`OMITTED_ID`]. Streamed appends are redacted (and
 //!   serialized) where they are submitted, on the caller's thread, so the
 //!   store's single writer does not pay for it; the operations' own events
 //!   are redacted on the writer (`store::journal::ReadyPayload` is the only
@@ -38,11 +39,15 @@
 //! run their own regex. Word boundaries are ASCII (`(?-u:\b)`), so the
 //! regexes run on their DFAs for any text, non-ASCII included.
 
+#[cfg(any(test, feature = "test-support"))]
 mod corpus;
 mod detectors;
 mod prefilter;
 
-pub use corpus::sample_credentials;
+#[cfg(any(test, feature = "test-support"))]
+pub use corpus::{Sample, sample_credentials};
+#[cfg(test)]
+use detectors::DETECTOR_SET_VERSION;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -52,9 +57,13 @@ use serde_json::Value;
 
 use detectors::DETECTORS;
 
+/// What an id field (`id`, `*Id`, `*_id`, `*Ids`) that carries a detected
+/// credential becomes: the whole value is omitted.
+pub(crate) const OMITTED_ID: &str = "[OMITTED:id]";
+
 /// The longest text held back from a stream while it could still become a
 /// secret; beyond it the text is released (redacted as it stands).
-pub const MAX_HOLD_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_HOLD_BYTES: usize = 64 * 1024;
 
 /// Literal starts of token formats and assignment keys: a chunk whose last
 /// word contains one of these, or ends in a start of one, is held back
@@ -109,6 +118,24 @@ const TOKEN_PREFIXES: &[&str] = &[
     "dapi",
     "dp.pt.",
     "eyJ",
+    "gsk_",
+    "xai-",
+    "pplx-",
+    "r8_",
+    "hvs.",
+    "hvb.",
+    "hvr.",
+    "glsa_",
+    "glc_",
+    "NRAK-",
+    "PMAK-",
+    "sbp_",
+    "HRKU-",
+    "client-key-data",
+    "sig=",
+    "\"auth\"",
+    "authorization",
+    "machine",
     "bearer",
     // Assignment keys (see the `secret-assignment` detector).
     "password",
@@ -125,7 +152,7 @@ const TOKEN_PREFIXES: &[&str] = &[
 
 /// The compiled detectors. Build once ([`redactor`]).
 #[derive(Debug)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     /// The literal scan that rules most text out before the set runs.
     prefilter: prefilter::Prefilter,
     /// All patterns, for the one-pass "anything here?" check.
@@ -151,7 +178,7 @@ fn ascii_boundaries(pattern: &str) -> String {
 }
 
 /// The process-wide redactor (compiled on first use).
-pub fn redactor() -> &'static Redactor {
+pub(crate) fn redactor() -> &'static Redactor {
     static REDACTOR: LazyLock<Redactor> = LazyLock::new(Redactor::new);
     &REDACTOR
 }
@@ -175,9 +202,15 @@ impl Redactor {
                 )
             })
             .collect();
-        let pending = Regex::new(
-            r#"(?i)(?:(?:password|passwd|pwd|secret|token|key)["']?\s*(?:[:=]\s*["']?[^\s"'`&;,]*)?|bearer\s*[^\s]*)\z"#,
-        )
+        let pending = Regex::new(concat!(
+            r#"(?i)(?:(?:password|passwd|pwd|secret|token|key|client-key-data)["']?\s*(?:[:=]\s*["']?[^\s"'`&;,]*)?"#,
+            r"|bearer\s*[^\s]*",
+            r#"|authorization["']?\s*(?:[:=]\s*["']?(?:basic\s*[^\s]*|[a-z]{0,5}))?"#,
+            r#"|"auth"\s*(?::\s*"?[A-Za-z0-9+/=]*)?"#,
+            // A `.netrc` entry is held to the end of its line.
+            r"|\bmachine\b[^\n]*",
+            r")\z",
+        ))
         .expect("pending pattern compiles");
         let prefixes: Vec<String> = TOKEN_PREFIXES
             .iter()
@@ -252,9 +285,30 @@ impl Redactor {
             Value::Array(items) => items.iter_mut().map(|v| self.redact_value(v)).sum(),
             Value::Object(map) => map
                 .iter_mut()
-                .filter(|(k, _)| !is_id_key(k))
-                .map(|(_, v)| self.redact_value(v))
+                .map(|(k, v)| {
+                    if is_id_key(k) {
+                        self.omit_id(v)
+                    } else {
+                        self.redact_value(v)
+                    }
+                })
                 .sum(),
+            _ => 0,
+        }
+    }
+
+    /// An id field is structure and is never partly rewritten; but an id
+    /// that carries a credential is replaced whole with [`OMITTED_ID`]
+    /// (an omission, never a misleading or secret-bearing identity).
+    /// Returns 1 when it was. Ids nested in arrays are handled alike.
+    fn omit_id(&self, value: &mut Value) -> u32 {
+        match value {
+            Value::String(s) if self.redact_str(s).1 > 0 => {
+                *s = OMITTED_ID.to_owned();
+                1
+            }
+            Value::Array(items) => items.iter_mut().map(|v| self.omit_id(v)).sum(),
+            Value::Object(_) => self.redact_value(value),
             _ => 0,
         }
     }
@@ -333,6 +387,19 @@ impl Redactor {
             if token_like >= 16 {
                 cut = cut.min(len - token_like);
             }
+            // 14 token characters then a start of `.atlasv1.` may be a
+            // Terraform Cloud token.
+            const ATLAS: &str = ".atlasv1.";
+            if let Some(k) = (1..=ATLAS.len())
+                .rev()
+                .find(|k| run.ends_with(&ATLAS[..*k]))
+                && run.len() >= 14 + k
+                && run.as_bytes()[run.len() - k - 14..run.len() - k]
+                    .iter()
+                    .all(u8::is_ascii_alphanumeric)
+            {
+                cut = cut.min(len - k - 14);
+            }
             // A digit (then `Q`) may begin an Azure client secret's `8Q~`.
             let b = run.as_bytes();
             let azure = match b {
@@ -369,7 +436,7 @@ impl Redactor {
 /// spans their boundary. `T` is the chunk's other data (the first chunk's is
 /// kept on a merge).
 #[derive(Debug)]
-pub struct StreamHold<T> {
+pub(crate) struct StreamHold<T> {
     /// Chunks received but not yet released, in order.
     held: Vec<(String, T)>,
 }
@@ -443,7 +510,7 @@ fn merge_spanning<T>(chunks: Vec<(String, T)>, spans: &[(usize, usize)]) -> Vec<
 /// Redacts an agent's stderr line by line, suppressing the lines inside a
 /// PEM private-key block (its header and footer become one marker each).
 #[derive(Debug, Default)]
-pub struct StderrRedactor {
+pub(crate) struct StderrRedactor {
     /// Inside a `-----BEGIN … PRIVATE KEY-----` block.
     in_key: bool,
 }

@@ -65,17 +65,36 @@ const CASED: &[&str] = &[
     "dapi",             // databricks-token
     "dp.pt.",           // doppler-token
     "eyJ",              // jwt
+    "gsk_",             // groq-api-key
+    "xai-",             // xai-api-key
+    "pplx-",            // perplexity-api-key
+    "r8_",              // replicate-api-token
+    "hvs.",             // vault-token
+    "hvb.",             // vault-token
+    "hvr.",             // vault-token
+    ".atlasv1.",        // terraform-cloud-token
+    "glsa_",            // grafana-token
+    "glc_",             // grafana-token
+    "NRAK-",            // newrelic-api-key
+    "PMAK-",            // postman-api-key
+    "sbp_",             // supabase-token
+    "HRKU-",            // heroku-api-key
+    "\"auth\"",         // docker-auth
 ];
 
 /// Literals compared ASCII-case-insensitively (their detectors are `(?i)`).
 const ANY_CASE: &[&str] = &[
-    "aws",    // aws-secret-access-key
+    "aws",             // aws-secret-access-key
     "key",    // azure-storage-key (AccountKey=), secret-assignment (api/access/private key)
     "bearer", // bearer-token
     "passw",  // secret-assignment (password, passwd)
     "pwd",    // secret-assignment
     "secret", // secret-assignment (secret, client secret)
     "token",  // secret-assignment (token, auth token)
+    "client-key-data", // kubeconfig-client-key
+    "sig=",   // azure-sas-signature
+    "authorization", // basic-auth
+    "machine", // netrc-password
 ];
 
 /// The compiled literal scan.

@@ -37,6 +37,50 @@ fn at_least_thirty_formats_and_every_detector_has_a_sample() {
     }
 }
 
+/// The detector set is pinned: any change to the table changes this
+/// digest, and must bump [`DETECTOR_SET_VERSION`] with it (and say so in
+/// docs/security.md).
+#[test]
+fn the_detector_set_is_pinned_to_its_version() {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (name, pattern) in detectors::DETECTORS {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(pattern.as_bytes());
+        h.update([0]);
+    }
+    let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        (
+            DETECTOR_SET_VERSION,
+            detectors::DETECTORS.len(),
+            digest.as_str()
+        ),
+        (2, 58, PINNED_DETECTOR_DIGEST),
+        "the detector table changed: bump DETECTOR_SET_VERSION and re-pin"
+    );
+}
+
+/// SHA-256 of detector set 2 (names and patterns, NUL-separated).
+const PINNED_DETECTOR_DIGEST: &str =
+    "f9c0cc37047fd36968ba142dd491f16d070b2057b815834489bfb2927a2c6c02";
+
+/// Prose near the new formats' keys is left alone.
+#[test]
+fn the_new_formats_leave_ordinary_prose_alone() {
+    for text in [
+        "Basic authentication is configured in the admin panel",
+        "the authorization header is missing",
+        "this machine has no password set",
+        "a sig=short parameter",
+        "the \"auth\": \"none\" setting",
+        "client-key-data: present",
+    ] {
+        assert_eq!(redacted(text), text);
+    }
+}
+
 #[test]
 fn assignments_and_urls_keep_their_key_and_user() {
     assert_eq!(
@@ -54,18 +98,22 @@ fn assignments_and_urls_keep_their_key_and_user() {
 }
 
 #[test]
-fn ids_are_never_altered_and_counts_add_up() {
+fn ids_carrying_a_secret_are_omitted_whole_and_counts_add_up() {
     let secret = format!("ghp_{}", "Z".repeat(36));
     let mut v = json!({
         "type": "invocation", "id": secret, "toolCallId": secret, "request_id": secret,
+        "requestId": "call-7", "messageId": "msg_01",
         "title": format!("push with {secret}"),
         "content": [{"text": secret}, {"messageId": secret}],
     });
-    assert_eq!(redactor().redact_value(&mut v), 2);
-    assert_eq!(v["id"], secret);
-    assert_eq!(v["toolCallId"], secret);
-    assert_eq!(v["request_id"], secret);
-    assert_eq!(v["content"][1]["messageId"], secret);
+    assert_eq!(redactor().redact_value(&mut v), 6);
+    assert_eq!(v["id"], OMITTED_ID);
+    assert_eq!(v["toolCallId"], OMITTED_ID);
+    assert_eq!(v["request_id"], OMITTED_ID);
+    assert_eq!(v["content"][1]["messageId"], OMITTED_ID);
+    // Ids without a credential stay exactly as they are.
+    assert_eq!(v["requestId"], "call-7");
+    assert_eq!(v["messageId"], "msg_01");
     assert_eq!(v["title"], "push with [REDACTED:github-token]");
     assert_eq!(v["content"][0]["text"], "[REDACTED:github-token]");
 }
@@ -159,7 +207,7 @@ proptest! {
     }
 
     #[test]
-    fn ids_survive_and_secrets_do_not(
+    fn plain_ids_survive_and_secret_ids_are_omitted(
         text in prose(),
         id in "[A-Za-z0-9_-]{1,64}",
         pick in 0usize..50,
@@ -174,7 +222,7 @@ proptest! {
         redactor().redact_value(&mut v);
         prop_assert_eq!(&v["id"], &json!(id));
         prop_assert_eq!(&v["requestId"], &json!(id));
-        prop_assert_eq!(&v["toolCallId"], &json!(id_like_secret));
+        prop_assert_eq!(&v["toolCallId"], &json!(OMITTED_ID));
         prop_assert_eq!(&v["plain"], &json!(text));
         prop_assert!(!v["text"].as_str().unwrap().contains(&s.secret));
     }

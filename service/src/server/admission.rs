@@ -11,8 +11,16 @@
 //!   (so a flood cannot shed a client mid-handshake). Otherwise the
 //!   newcomer is refused. Together with the hello deadline this keeps `status` answering
 //!   while a flood of idle connections is held open.
+//! - authenticated connections cannot lock the owner out either: one config
+//!   token other than the owner's (the first token, the one the CLI uses)
+//!   holds at most [`per_token_quota`] of them (half the cap), and those
+//!   tokens together hold at most `max - 1`, so one slot is always either
+//!   the owner's or sheddable (the owner's token is bounded by the cap
+//!   alone). A `hello` over a quota fails `limit_reached`
+//!   naming it (`data.limit`: `connectionsPerToken`, `ownerReserve`) and
+//!   the connection stays unauthenticated.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -29,11 +37,22 @@ use tokio::sync::Notify;
 /// `chaos flood`: max 1.0-1.3 s); at 100 ms it gets in within the goal.
 pub(crate) const SHED_GRACE: Duration = Duration::from_millis(100);
 
+/// Most authenticated connections one config token other than the
+/// owner's may hold under a cap of `max`: half of it (at least one).
+pub(crate) fn per_token_quota(max: usize) -> usize {
+    (max / 2).max(1)
+}
+
 /// The cap and the unauthenticated connections that may be shed.
 #[derive(Debug)]
 pub(crate) struct Admission {
     /// Most connections counted at once.
     max: usize,
+    /// Most authenticated connections of one token ([`per_token_quota`]).
+    per_token: usize,
+    /// The owner's token name (the first config token), whose connections
+    /// may use the slot kept from every other token.
+    owner: String,
     /// Counted connections and the sheddable ones.
     state: Mutex<State>,
 }
@@ -45,6 +64,39 @@ struct State {
     /// Unauthenticated connections by number (oldest first), with when
     /// they were admitted and the signal that sheds them.
     pending: BTreeMap<u64, (Instant, Arc<Shed>)>,
+    /// Authenticated connections per token name.
+    by_token: HashMap<String, usize>,
+    /// Authenticated connections of tokens other than the owner's.
+    others: usize,
+}
+
+/// Why an authenticated connection may not hold its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The token already holds its quota of connections.
+    TokenQuota(usize),
+    /// Every slot but the owner's reserved one is held by other tokens.
+    OwnerReserve,
+}
+
+impl Refusal {
+    /// The `data.limit` of the `limit_reached` error.
+    pub(crate) fn limit(self) -> &'static str {
+        match self {
+            Refusal::TokenQuota(_) => "connectionsPerToken",
+            Refusal::OwnerReserve => "ownerReserve",
+        }
+    }
+
+    /// What the client is told.
+    pub(crate) fn message(self) -> String {
+        match self {
+            Refusal::TokenQuota(n) => format!(
+                "this token already holds {n} connections, its share of server.maxConnections; close some first"
+            ),
+            Refusal::OwnerReserve => "every connection slot but the one kept for the owner's token is in use (server.maxConnections); close some first".into(),
+        }
+    }
 }
 
 /// Tells a connection it was shed.
@@ -66,10 +118,13 @@ pub(crate) enum Admit {
 }
 
 impl Admission {
-    /// A cap of `max` connections.
-    pub(crate) fn new(max: usize) -> Arc<Admission> {
+    /// A cap of `max` connections; `owner` is the owner's token name.
+    pub(crate) fn new(max: usize, owner: impl Into<String>) -> Arc<Admission> {
+        let max = max.max(1);
         Arc::new(Admission {
-            max: max.max(1),
+            max,
+            per_token: per_token_quota(max),
+            owner: owner.into(),
             state: Mutex::new(State::default()),
         })
     }
@@ -102,6 +157,7 @@ impl Admission {
             admission: self.clone(),
             number,
             shed,
+            token: Mutex::new(None),
         })
     }
 
@@ -121,9 +177,42 @@ pub(crate) struct Slot {
     number: u64,
     /// Set and notified when this connection is shed.
     shed: Arc<Shed>,
+    /// The token whose quota this connection counts against, once its
+    /// `hello` was admitted.
+    token: Mutex<Option<String>>,
 }
 
 impl Slot {
+    /// Counts this connection against `token`'s quota (moving it from the
+    /// token of an earlier `hello`, if another); refused when the token is
+    /// at its quota or, for a token other than the owner's, when only the
+    /// owner's reserved slot is left.
+    pub(crate) fn admit_token(&self, token: &str) -> Result<(), Refusal> {
+        let a = &self.admission;
+        let mut held = self.token.lock().expect("poisoned");
+        if held.as_deref() == Some(token) {
+            return Ok(());
+        }
+        let mut state = a.state.lock().expect("poisoned");
+        let owner = token == a.owner;
+        let mine = state.by_token.get(token).copied().unwrap_or(0);
+        if !owner && mine >= a.per_token {
+            return Err(Refusal::TokenQuota(a.per_token));
+        }
+        if !owner && state.others >= a.max.saturating_sub(1) {
+            return Err(Refusal::OwnerReserve);
+        }
+        if let Some(previous) = held.take() {
+            state.release(&previous, previous == a.owner);
+        }
+        *state.by_token.entry(token.to_owned()).or_default() += 1;
+        if !owner {
+            state.others += 1;
+        }
+        *held = Some(token.to_owned());
+        Ok(())
+    }
+
     /// The connection authenticated: it can no longer be shed. False when it
     /// was shed first (the connection must close).
     pub(crate) fn authenticated(&self) -> bool {
@@ -143,9 +232,28 @@ impl Slot {
     }
 }
 
+impl State {
+    /// A connection of `token` no longer counts against its quota.
+    fn release(&mut self, token: &str, owner: bool) {
+        if let Some(n) = self.by_token.get_mut(token) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_token.remove(token);
+            }
+        }
+        if !owner {
+            self.others -= 1;
+        }
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut state = self.admission.state.lock().expect("poisoned");
+        if let Some(token) = self.token.lock().expect("poisoned").take() {
+            let owner = token == self.admission.owner;
+            state.release(&token, owner);
+        }
         state.pending.remove(&self.number);
         if !self.shed.done.load(Ordering::SeqCst) {
             state.open -= 1;
@@ -168,7 +276,7 @@ mod tests {
     async fn the_oldest_unauthenticated_connection_gives_way_then_newcomers_are_refused() {
         let t0 = Instant::now();
         let later = t0 + SHED_GRACE;
-        let a = Admission::new(2);
+        let a = Admission::new(2, "owner");
         let one = slot(a.admit(1, t0));
         let two = slot(a.admit(2, t0));
         assert!(two.authenticated());
@@ -188,5 +296,29 @@ mod tests {
         assert_eq!(a.open(), 1);
         let _five = slot(a.admit(5, later));
         assert_eq!(a.open(), 2);
+    }
+
+    /// One token cannot hold more than half the slots, and other tokens
+    /// together never take the owner's last one.
+    #[test]
+    fn a_token_holds_its_quota_and_the_owner_keeps_a_slot() {
+        let t0 = Instant::now();
+        let a = Admission::new(4, "owner");
+        let s: Vec<Slot> = (0..4).map(|n| slot(a.admit(n, t0))).collect();
+        assert_eq!(s[0].admit_token("status"), Ok(()));
+        assert_eq!(s[1].admit_token("status"), Ok(()));
+        assert_eq!(s[2].admit_token("status"), Err(Refusal::TokenQuota(2)));
+        assert_eq!(s[2].admit_token("bot"), Ok(()));
+        assert_eq!(s[3].admit_token("other"), Err(Refusal::OwnerReserve));
+        assert_eq!(s[3].admit_token("owner"), Ok(()));
+        // The owner's token is bounded by the cap alone.
+        assert_eq!(s[2].admit_token("owner"), Ok(()));
+        // A connection that goes returns its token's share.
+        let mut s = s;
+        drop(s.remove(0));
+        let again = slot(a.admit(9, t0));
+        assert_eq!(again.admit_token("status"), Ok(()));
+        // Saying hello again with the same token is not counted twice.
+        assert_eq!(again.admit_token("status"), Ok(()));
     }
 }

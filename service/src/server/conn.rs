@@ -43,4 +43,7 @@ pub(super) struct Conn {
     /// The MCP servers this connection registered (`mcp.register`);
     /// dropped with the connection, which withdraws them.
     pub(crate) mcp: Option<crate::engine::McpLease>,
+    /// Its slot under the connection cap (socket connections), which
+    /// `hello` counts against the session's token quota.
+    pub(crate) slot: Option<std::sync::Arc<super::admission::Slot>>,
 }

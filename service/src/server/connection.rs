@@ -67,7 +67,7 @@ pub(crate) async fn run_connection<R, W>(
     session: Option<AuthSession>,
     number: u64,
     mut shutdown: watch::Receiver<bool>,
-    slot: Option<Slot>,
+    slot: Option<Arc<Slot>>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -86,6 +86,7 @@ pub(crate) async fn run_connection<R, W>(
         subscriptions: Subscriptions::default(),
         number,
         mcp: None,
+        slot: slot.clone(),
     };
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();

@@ -57,6 +57,18 @@ pub(super) async fn hello(
     let params = params::<call::Hello>(request)?;
     let result = authenticate(ctx, &params)?;
     let session = ctx.authority.check(&result.session.id)?;
+    if let Some(slot) = &conn.slot {
+        slot.admit_token(crate::auth::Authority::token_of(&session))
+            .map_err(|refusal| {
+                tracing::warn!(
+                    conn = conn.number,
+                    limit = refusal.limit(),
+                    "hello refused over a connection quota"
+                );
+                RpcError::new(ErrorCode::LimitReached, refusal.message())
+                    .with_data("limit", refusal.limit().into())
+            })?;
+    }
     if conn.session.as_ref().is_some_and(|s| s.id != session.id) {
         // A different session on the same connection: subscriptions of the
         // old one must not leak into the new one.

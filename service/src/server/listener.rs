@@ -106,7 +106,7 @@ impl Listener {
     pub async fn run(mut self) {
         let mut connections = JoinSet::new();
         let mut number: u64 = 0;
-        let admission = Admission::new(self.max_connections);
+        let admission = Admission::new(self.max_connections, self.ctx.authority.owner_token());
         loop {
             let accepted = tokio::select! {
                 a = self.listener.accept() => a,
@@ -132,7 +132,8 @@ impl Listener {
                     let ctx = self.ctx.clone();
                     let shutdown = self.shutdown.clone();
                     connections.spawn(async move {
-                        run_connection(ctx, r, w, None, number, shutdown, Some(slot)).await;
+                        run_connection(ctx, r, w, None, number, shutdown, Some(Arc::new(slot)))
+                            .await;
                     });
                 }
                 Err(e) => {
@@ -156,8 +157,12 @@ impl Listener {
 }
 
 /// Answers a connection over the cap with one `limit_reached` frame and
-/// closes it; a peer that does not read gets a second at most.
+/// closes it; a peer that does not read gets a second at most. What the
+/// peer sent meanwhile (its `hello`) is read and dropped for a moment
+/// before the close, so its write does not fail and it reads the frame
+/// (a client told "connection lost" would think nothing is running).
 async fn refuse(mut stream: tokio::net::UnixStream, max: usize) {
+    use tokio::io::AsyncReadExt;
     let frame = encode(&Response::err(
         None,
         RpcError::new(
@@ -169,6 +174,11 @@ async fn refuse(mut stream: tokio::net::UnixStream, max: usize) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         let _ = stream.write_all(&frame).await;
         let _ = stream.shutdown().await;
+    })
+    .await;
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_millis(250), async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
     })
     .await;
 }

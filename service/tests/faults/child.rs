@@ -208,8 +208,8 @@ async fn cancel_and_resolve(store: &Store, threads: &[String], pid: u32) -> ! {
 }
 
 /// A session binding as the engine passes it at the dispatch boundary.
-pub(crate) fn binding() -> lapis_service::domain::SessionBinding {
-    lapis_service::domain::SessionBinding {
+pub(crate) fn binding() -> lapis_protocol::SessionBinding {
+    lapis_protocol::SessionBinding {
         session_id: "sess-1".into(),
         fingerprint: "0".repeat(64),
         thread_version: 1,

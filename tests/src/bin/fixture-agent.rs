@@ -7,6 +7,10 @@
 //! `--message-id` `--permissions N` `--perm-kinds k1,k2` `--hang`
 //! `--ignore-cancel` `--cancel-stop R` `--stop-reason R`
 //! `--exit-at initialize|session_new|prompt` `--fail-initialize`
+//! `--never-initialize` (reads `initialize` and never answers)
+//! `--close-stdout-at prompt` (closes stdout at the prompt and keeps running)
+//! `--exit-leaving-stdout PIDFILE` (at the prompt, leaves a descendant
+//! holding stdout open and exits)
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
@@ -126,6 +130,14 @@ fn update(out: &Out, session: &str, update: Value) {
     );
 }
 
+/// Closes stdout (the controller reads EOF) and keeps running, reading
+/// stdin, until the controller kills the process group.
+fn close_stdout_and_linger() -> ! {
+    let _ = nix::unistd::close(1);
+    std::thread::sleep(Duration::from_secs(600));
+    std::process::exit(0)
+}
+
 fn main() {
     let script = Script::parse();
     if let Some(pidfile) = script.get("sleeper") {
@@ -141,7 +153,7 @@ fn main() {
         eprintln!("fixture stderr line {i}{hostile}");
     }
     if script.has("secrets") {
-        for sample in lapis_service::redact::sample_credentials() {
+        for sample in lapis_service::test_support::sample_credentials() {
             eprintln!("debug: {}", sample.text);
         }
     }
@@ -164,6 +176,11 @@ fn main() {
             ("initialize", Some(id)) => {
                 if script.get("exit-at") == Some("initialize") {
                     std::process::exit(3);
+                }
+                if script.has("never-initialize") {
+                    // Reads on (so stdin never blocks the controller) and
+                    // never answers.
+                    continue;
                 }
                 if script.has("fail-initialize") {
                     send(
@@ -303,6 +320,21 @@ fn main() {
                     record(ledger, &params);
                 }
                 if script.get("exit-at") == Some("prompt") {
+                    std::process::exit(3);
+                }
+                if script.get("close-stdout-at") == Some("prompt") {
+                    close_stdout_and_linger();
+                }
+                if let Some(pidfile) = script.get("exit-leaving-stdout") {
+                    // A descendant inherits stdout and keeps it open; the
+                    // leader exits without answering.
+                    let exe = std::env::current_exe().expect("current exe");
+                    let _keeper = std::process::Command::new(exe)
+                        .args(["--sleeper", pidfile])
+                        .stdin(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .spawn()
+                        .expect("spawn stdout keeper");
                     std::process::exit(3);
                 }
                 let (tx, rx) = mpsc::channel();

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::acp::arg;
 use crate::serve_support::{OWNER, Server};
+use lapis_e2e::wait::settle;
 
 fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -46,21 +47,6 @@ fn thread(
     };
     let r: Value = client.call("threads.create", &p).unwrap();
     serde_json::from_value(r["thread"].clone()).unwrap()
-}
-
-fn settle(client: &mut Client, turn: &str) -> Turn {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        if !matches!(
-            t.state.as_str(),
-            "queued" | "preparing" | "dispatched" | "running"
-        ) {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {:?}", t.state);
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn completes(client: &mut Client, turn: &Turn) -> Turn {

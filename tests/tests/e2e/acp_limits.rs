@@ -7,8 +7,9 @@ use std::time::Duration;
 use lapis_protocol::params::TurnsSubmit;
 use serde_json::json;
 
-use crate::acp_sessions::{eventually, fixture, sdk, settled, status, wait_turn};
+use crate::acp_sessions::{fixture, sdk, status};
 use crate::serve_support::Server;
+use lapis_e2e::wait::{settled, until as eventually, wait_turn};
 
 /// A turn past its deadline is cancelled through the cancel path: the agent
 /// confirms, and the turn ends `cancelled` with `deadline_exceeded`. The
@@ -28,7 +29,10 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
     let turn = client
         .turns_submit(&thread.id, "d-1", "never ends")
         .unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("cancelled", Some("deadline_exceeded"))
@@ -47,7 +51,10 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
     };
     let turn = client.turns_submit_with(&submit("d-2", 1)).unwrap();
     assert_eq!(turn.max_turn_seconds, Some(1));
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("cancelled", Some("deadline_exceeded"))
@@ -81,7 +88,10 @@ fn max_running_turns_caps_concurrent_turns() {
     assert_eq!(s["agents"]["maxRunningTurns"], 1, "{s}");
     assert_eq!(client.turns_get(&b.id).unwrap().state.as_str(), "queued");
     client.turns_cancel(&a.id).unwrap();
-    let (state, _) = wait_turn(&mut client, &b.id, settled);
+    let (state, _) = {
+        let t = wait_turn(&mut client, &b.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(state, "completed");
     let (a, b) = (
         client.turns_get(&a.id).unwrap(),
@@ -134,4 +144,97 @@ async fn an_agent_ignoring_the_deadline_cancel_is_interrupted() {
         engine.status().agents.live == 0
     });
     rig.handle.unwrap().shutdown().await;
+}
+
+/// An agent that never answers `initialize` fails its turn at the
+/// provider's `handshakeSeconds` (before the dispatch boundary, so plain
+/// `failed`), not at `maxTurnSeconds`; the workspace runs the next turn.
+#[test]
+fn an_agent_that_never_answers_initialize_fails_at_the_handshake_deadline() {
+    let mut mute = fixture(&["--never-initialize"]);
+    mute["handshakeSeconds"] = json!(1);
+    mute["maxTurnSeconds"] = json!(604_800);
+    let server = Server::start_full(
+        json!({}),
+        json!({ "mute": mute, "ok": fixture(&["--chunks", "1"]) }),
+    );
+    let mut client = sdk(&server);
+    let thread = client
+        .threads_create("proj", "mute", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "h-1", "hello").unwrap();
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("failed", Some("initialize_timeout"))
+    );
+    let ok = client
+        .threads_create("proj", "ok", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let next = client.turns_submit(&ok.id, "h-2", "hello").unwrap();
+    let t = wait_turn(&mut client, &next.id, settled);
+    assert_eq!(t.state.as_str(), "completed");
+    server.finish(&[], &[]);
+}
+
+/// An agent that closes its stdout mid-turn and keeps running is gone as
+/// far as the turn is concerned: the turn settles at once as
+/// `submission_unknown` (`agent_exited`; it was dispatched), not at
+/// `maxTurnSeconds`, and the agent's group is torn down.
+#[test]
+fn an_agent_that_closes_stdout_and_keeps_running_settles_its_turn() {
+    let mut gone = fixture(&["--close-stdout-at", "prompt"]);
+    gone["maxTurnSeconds"] = json!(604_800);
+    let server = Server::start_full(json!({}), json!({ "gone": gone }));
+    let mut client = sdk(&server);
+    let thread = client
+        .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "e-1", "hello").unwrap();
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("submission_unknown", Some("agent_exited"))
+    );
+    client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap();
+    server.finish(&[], &[]);
+}
+
+/// An agent that exits at the prompt while a descendant keeps its stdout
+/// open (no EOF ever comes) is gone all the same: the turn settles as
+/// `submission_unknown` (`agent_exited`) when the leader exits, not at
+/// `maxTurnSeconds`, and teardown kills the descendant with the group.
+#[test]
+fn an_agent_whose_descendant_holds_stdout_open_settles_when_it_exits() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pidfile = scratch.path().join("keeper.pid");
+    let mut gone = fixture(&["--exit-leaving-stdout", pidfile.to_str().unwrap()]);
+    gone["maxTurnSeconds"] = json!(604_800);
+    let server = Server::start_full(json!({}), json!({ "gone": gone }));
+    let mut client = sdk(&server);
+    let thread = client
+        .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "k-1", "hello").unwrap();
+    let t = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
+    assert_eq!(
+        (state.as_str(), outcome.as_deref()),
+        ("submission_unknown", Some("agent_exited"))
+    );
+    eventually("the descendant wrote its pid", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|p| p.trim().parse::<u32>().is_ok())
+    });
+    let keeper = crate::acp::read_pid(&pidfile);
+    eventually("the descendant is killed with the group", || {
+        !crate::acp::alive(keeper)
+    });
+    client
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap();
+    server.finish(&[], &[]);
 }

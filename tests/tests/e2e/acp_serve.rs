@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};
 use crate::serve_support::{OWNER, Server};
+use lapis_e2e::wait::{settled, wait_turn};
 
 pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -22,28 +23,6 @@ pub(crate) fn sdk(server: &Server) -> Client {
         },
     )
     .unwrap()
-}
-
-/// Polls `turns.get` until `done` holds; returns (state, outcome).
-pub(crate) fn wait_turn(
-    client: &mut Client,
-    turn: &str,
-    done: impl Fn(&str) -> bool,
-) -> (String, Option<String>) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        let state = t.state.as_str().to_owned();
-        if done(&state) {
-            return (state, t.outcome);
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-pub(crate) fn settled(s: &str) -> bool {
-    !matches!(s, "queued" | "preparing" | "dispatched" | "running")
 }
 
 #[test]
@@ -107,7 +86,10 @@ fn outcomes_and_journal_through_serve() {
         .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&rich.id, "r-1", "do it").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("completed", Some("end_turn"))
@@ -145,14 +127,20 @@ fn outcomes_and_journal_through_serve() {
     let turn = client.turns_submit(&hang.id, "h-1", "wait").unwrap();
     wait_turn(&mut client, &turn.id, |s| s == "running");
     client.turns_cancel(&turn.id).unwrap();
-    let (state, _) = wait_turn(&mut client, &turn.id, settled);
+    let (state, _) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(state, "cancelled");
     // An agent that dies after streaming: output kept, outcome unknown, fenced.
     let dies = client
         .threads_create("proj", "dies", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&dies.id, "d-1", "die").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))

@@ -3,7 +3,6 @@
 //! `acp_limits.rs`).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use lapis_protocol::client::{Client, Credential};
 use lapis_protocol::params::ThreadsConfigure;
@@ -11,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};
 use crate::serve_support::{OWNER, Server};
+use lapis_e2e::wait::{settled, until as eventually, wait_turn};
 
 pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -30,37 +30,6 @@ fn sdk_as(server: &Server, application: &str) -> Client {
         },
     )
     .unwrap()
-}
-
-/// Polls until `done(state)`; returns (state, outcome).
-pub(crate) fn wait_turn(
-    client: &mut Client,
-    turn: &str,
-    done: impl Fn(&str) -> bool,
-) -> (String, Option<String>) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        let state = t.state.as_str().to_owned();
-        if done(&state) {
-            return (state, t.outcome);
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-pub(crate) fn settled(s: &str) -> bool {
-    !matches!(s, "queued" | "preparing" | "dispatched" | "running")
-}
-
-/// Waits (bounded) until `cond` holds.
-pub(crate) fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn pid_of(path: &Path) -> u32 {
@@ -84,7 +53,10 @@ fn a_crash_after_the_outcome_commit_leaves_the_turn_completed() {
         .threads_create("proj", "linger", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&thread.id, "l-1", "answer").unwrap();
-    let (state, outcome) = wait_turn(&mut client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("completed", Some("end_turn"))
@@ -158,7 +130,10 @@ fn observations(client: &mut Client, thread: &str, turn: &str, kind: &str) -> Ve
 /// Submits and waits for the outcome; returns the turn id.
 fn run(client: &mut Client, thread: &str, cmd: &str, prompt: &str) -> String {
     let turn = client.turns_submit(thread, cmd, prompt).unwrap();
-    let (state, outcome) = wait_turn(client, &turn.id, settled);
+    let (state, outcome) = {
+        let t = wait_turn(client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state.as_str(), outcome.as_deref()),
         ("completed", Some("end_turn")),

@@ -132,6 +132,30 @@ fn tamper(ctx: &TestContext, digest: &str) {
     f.write_all(b"tampered").unwrap();
 }
 
+/// A snapshot's binary with a second name outside the snapshot (a hard
+/// link) can be rewritten through that name, so the snapshot is not sealed:
+/// `rollback` refuses it as `snapshot_tampered`, naming the file.
+#[test]
+fn a_snapshot_file_hard_linked_from_outside_fails_verification() {
+    let ctx = TestContext::new();
+    let (v1, v2) = (variant(&ctx, "v1"), variant(&ctx, "v2"));
+    let d1 = digest(&install(&ctx, &v1, &[]));
+    let d2 = digest(&install(&ctx, &v2, &[]));
+    let bin = releases_root(&ctx).join(&d1).join("bin").join(PRODUCT);
+    fs::hard_link(&bin, ctx.home().join("outside-link")).unwrap();
+
+    let out = ctx.run(["rollback", "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "snapshot_tampered");
+    assert!(out.stderr.contains("hard link"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("bin/lapis-ai-controller"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(active(&ctx).as_deref(), Some(d2.as_str()));
+}
+
 #[test]
 fn tampered_snapshot_is_refused_and_restaged() {
     let ctx = TestContext::new();

@@ -5,8 +5,6 @@
 
 use std::path::Path;
 
-use std::time::{Duration, Instant};
-
 use lapis_e2e::TestContext;
 use lapis_protocol::client::{Client, Credential};
 use serde_json::json;
@@ -124,16 +122,11 @@ fn status_names_running_turns_live_agents_and_fences_with_the_resolve_command() 
         .unwrap();
     let turn = client.turns_submit(&thread.id, "s-1", "wait").unwrap();
     // Running: the turn, its thread and workspace, and its agent.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let doc = loop {
+    let doc = lapis_e2e::wait::eventually("the turn running on its agent", || {
         let doc = server.ctx.run(["status", "--json"]).success().json();
         // `--hang` never reports progress: in flight past the boundary.
-        if doc["runningTurns"][0]["state"] == "dispatched" && doc["liveAgents"] == 1 {
-            break doc;
-        }
-        assert!(Instant::now() < deadline, "never running: {doc:#}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        (doc["runningTurns"][0]["state"] == "dispatched" && doc["liveAgents"] == 1).then_some(doc)
+    });
     let running = &doc["runningTurns"][0];
     assert_eq!(running["turn"], turn.id.as_str());
     assert_eq!(running["thread"], thread.id.as_str());

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::acp::arg;
 use crate::serve_support::{GUEST, NARROW, OWNER, Server};
+pub(crate) use lapis_e2e::wait::settle;
 
 pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -25,19 +26,6 @@ pub(crate) fn app(server: &Server, token: &str, application: &str) -> Client {
         },
     )
     .unwrap()
-}
-
-/// Polls `turns.get` until the turn is neither queued nor in flight.
-pub(crate) fn settle(client: &mut Client, turn: &str) -> lapis_protocol::Turn {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        if !t.state.is_active() || t.state.is_fenced() {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {}", t.state);
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Submits a turn on `thread` whose agent dies after streaming: fenced.

@@ -2,8 +2,6 @@
 //! with a JSON-RPC error at once and observed in the journal, also when the
 //! agent sends one between turns, while it waits idle in the pool.
 
-use std::time::{Duration, Instant};
-
 use lapis_protocol::{Observation, Payload, TurnState};
 use serde_json::json;
 
@@ -33,29 +31,20 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
 
     // No turn runs, and none is submitted: the answer still arrives (before,
     // it waited until the agent's next use).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let answer = loop {
-        if let Ok(text) = std::fs::read_to_string(&answers)
-            && !text.is_empty()
-        {
-            break text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the idle request was never answered"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let answer = lapis_e2e::wait::eventually("the idle request's answer", || {
+        std::fs::read_to_string(&answers)
+            .ok()
+            .filter(|text| !text.is_empty())
+    });
     assert_eq!(answer.trim(), r#"idle-0={"error":-32603}"#);
 
     // Observed on the turn the agent last ran (a late observation: that
     // turn had ended), naming the method and that the agent was idle.
-    let observed = loop {
+    let observed = lapis_e2e::wait::eventually("the idle request's observation", || {
         let page = c.journal_replay(Some(&thread.id), 0, None).unwrap();
         // Filed as a late append (the turn had ended) of the noted
         // observation.
-        let hit = page
-            .events
+        page.events
             .iter()
             .filter(|e| e.turn_id.as_deref() == Some(first.id.as_str()))
             .filter_map(lapis_e2e::journal::observation)
@@ -69,16 +58,8 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
                     _ => None,
                 },
                 _ => None,
-            });
-        if let Some(hit) = hit {
-            break hit;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the idle request was not journaled"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+            })
+    });
     assert_eq!(
         observed,
         json!({"method": "fs/read_text_file", "idle": true}),

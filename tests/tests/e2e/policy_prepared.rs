@@ -4,8 +4,6 @@
 //! `turn_prepared` event that survives metadata-only retention and a
 //! restart, and taken from the thread and provider as they are at claim.
 
-use std::time::{Duration, Instant};
-
 use lapis_protocol::client::Client;
 use lapis_protocol::{EventKind, JournalEvent, Payload, TurnState};
 use serde_json::{Value, json};
@@ -205,11 +203,7 @@ fn a_turn_is_prepared_with_the_thread_and_provider_as_they_are_at_claim() {
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let holding = c.turns_submit(&blocker.id, "h-1", "hold").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.turns_get(&holding.id).unwrap().state != TurnState::Dispatched {
-        assert!(Instant::now() < deadline, "never dispatched");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    lapis_e2e::wait::wait_turn(&mut c, &holding.id, |s| s == "dispatched");
     let th = c
         .threads_create("proj", "open", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();

@@ -3,8 +3,6 @@
 //! CLI announces the ids it generates, and `threads.attach` / `expect` name
 //! the fields of a binding that differs.
 
-use std::time::{Duration, Instant};
-
 use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::params::ThreadsConfigure;
 use lapis_protocol::{ThreadExpect, TurnState};
@@ -125,11 +123,7 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let running = c.turns_submit(&hang.id, "s-2", "wait").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.turns_get(&running.id).unwrap().state != TurnState::Dispatched {
-        assert!(Instant::now() < deadline, "never dispatched");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    lapis_e2e::wait::wait_turn(&mut c, &running.id, |s| s == "dispatched");
     let cancelled = twice(
         &mut c,
         "turns.cancel",
@@ -143,13 +137,9 @@ fn every_mutation_replays_its_first_answer_under_the_same_command_id() {
         .threads_create("proj", "asks", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let asking = c.turns_submit(&asks.id, "s-3", "ask").unwrap();
-    let request = loop {
-        if let Some(r) = c.permissions_list(None, Some(&asking.id)).unwrap().pop() {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "no permission request");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let request = lapis_e2e::wait::eventually("a permission request", || {
+        c.permissions_list(None, Some(&asking.id)).unwrap().pop()
+    });
     let respond = json!({ "turnId": asking.id, "requestId": request.id, "optionId": "opt-allow_once", "commandId": "p-1" });
     twice(&mut c, "permissions.respond", respond);
     conflict(

@@ -83,11 +83,14 @@ fn add_and_remove_keep_tokens_and_every_other_field() {
         json!({"command": "claude-agent-acp", "env": {"PATH": "/usr/bin:/bin"},
             "envAllowlist": ["ANTHROPIC_API_KEY", "HOME"], "restrictedMode": "plan"})
     );
+    // The first provider added became the default of `ask`.
+    assert_eq!(after["defaultProvider"], "claude");
     let mut without = after.clone();
     without["providers"]
         .as_object_mut()
         .unwrap()
         .remove("claude");
+    without.as_object_mut().unwrap().remove("defaultProvider");
     assert_eq!(without, before, "every other field keeps its meaning");
     for (i, t) in [OWNER, GUEST, READER].iter().enumerate() {
         assert_eq!(after["tokens"][i]["secret"], *t);

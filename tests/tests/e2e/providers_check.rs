@@ -325,7 +325,7 @@ fn a_failed_check_quotes_the_agents_last_stderr_lines_redacted_and_harmless() {
     let leaky = ctx.run(["providers", "check", "leaky"]);
     leaky.expect_code(2);
     assert!(leaky.stderr.contains("[REDACTED:"), "{}", leaky.stderr);
-    for sample in lapis_service::redact::sample_credentials() {
+    for sample in lapis_service::test_support::sample_credentials() {
         assert!(!leaky.stderr.contains(&sample.secret), "{}", leaky.stderr);
     }
     let json = ctx.run(["providers", "check", "grumpy", "--json"]);
@@ -338,7 +338,7 @@ fn a_failed_check_quotes_the_agents_last_stderr_lines_redacted_and_harmless() {
         lines.last().unwrap().as_str().unwrap().contains('\x1b'),
         "{doc}"
     );
-    for sample in lapis_service::redact::sample_credentials() {
+    for sample in lapis_service::test_support::sample_credentials() {
         assert!(!json.stdout.contains(&sample.secret), "{}", json.stdout);
     }
     // `doctor` runs the same start and says the same.

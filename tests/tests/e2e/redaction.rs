@@ -6,11 +6,12 @@
 
 use std::process::Command;
 
-use lapis_service::redact::sample_credentials;
+use lapis_service::test_support::sample_credentials;
 use serde_json::{Value, json};
 
-use crate::acp_serve::{fixture, sdk, settled, wait_turn};
+use crate::acp_serve::{fixture, sdk};
 use crate::serve_support::Server;
+use lapis_e2e::wait::{settled, wait_turn};
 
 #[test]
 fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
@@ -34,7 +35,10 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
     let turn = client
         .turns_submit(&thread.id, "s-1", "scan the repo")
         .unwrap();
-    let (state, _) = wait_turn(&mut client, &turn.id, settled);
+    let (state, _) = {
+        let t = wait_turn(&mut client, &turn.id, settled);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(state, "completed");
     let t = client.turns_get(&turn.id).unwrap();
     assert!(t.redactions > samples.len() as u64, "{}", t.redactions);
@@ -69,7 +73,7 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
             _ => None,
         })
         .unwrap();
-    assert_eq!(tool.id, "secret-call", "ids are never altered");
+    assert_eq!(tool.id, "secret-call", "an id without a credential is kept");
     assert_eq!(
         tool.title.as_deref(),
         Some("curl -H 'Authorization: Bearer [REDACTED:lapis-token]'")
@@ -90,7 +94,9 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
         .turns_submit(quiet["thread"]["id"].as_str().unwrap(), "q-1", "hi")
         .unwrap();
     assert_eq!(
-        wait_turn(&mut client, &quiet_turn.id, settled).0,
+        wait_turn(&mut client, &quiet_turn.id, settled)
+            .state
+            .as_str(),
         "completed"
     );
     drop(client);
@@ -134,7 +140,10 @@ fn a_row_edited_with_sqlite3_fails_verify_and_startup_naming_its_seq() {
         .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&thread.id, "v-1", "go").unwrap();
-    assert_eq!(wait_turn(&mut client, &turn.id, settled).0, "completed");
+    assert_eq!(
+        wait_turn(&mut client, &turn.id, settled).state.as_str(),
+        "completed"
+    );
     // Verify works while serve runs (read-only, WAL snapshot) ...
     let live = server
         .ctx

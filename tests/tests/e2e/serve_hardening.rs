@@ -13,6 +13,7 @@ use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
 use crate::serve_support::{OWNER, Server, write_config};
+use lapis_e2e::wait::{settled, wait_turn};
 
 fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -63,22 +64,6 @@ fn sdk(server: &Server) -> Client {
         },
     )
     .unwrap()
-}
-
-fn wait_state(client: &mut Client, turn: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let state = client.turns_get(turn).unwrap().state.as_str().to_owned();
-        if done(&state) {
-            return state;
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn settled(s: &str) -> bool {
-    !matches!(s, "queued" | "preparing" | "dispatched" | "running")
 }
 
 /// The controller home on a 6 MiB tmpfs; a turn streams ~2 MB into it with
@@ -141,12 +126,10 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
     client.journal_replay(Some(&thread_id), 0, None).unwrap();
     // Space returns: the turn settles and the scheduler moves on.
     std::fs::remove_file(&filler).unwrap();
-    let state = wait_state(&mut client, &turn.id, settled);
+    let state = wait_turn(&mut client, &turn.id, settled).state;
+    let state = state.as_str();
     assert!(
-        matches!(
-            state.as_str(),
-            "failed" | "submission_unknown" | "completed"
-        ),
+        matches!(state, "failed" | "submission_unknown" | "completed"),
         "{state}"
     );
     if state == "submission_unknown" {
@@ -159,7 +142,10 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
         .threads_create("proj", "small", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let next = client.turns_submit(&small.id, "small-1", "hi").unwrap();
-    assert_eq!(wait_state(&mut client, &next.id, settled), "completed");
+    assert_eq!(
+        wait_turn(&mut client, &next.id, settled).state.as_str(),
+        "completed"
+    );
     let s = server.ctx.run(["status", "--json"]).json();
     assert!(s.get("storageFault").is_none(), "{s}");
     drop(client);
@@ -266,4 +252,67 @@ fn a_token_pinned_to_an_application_cannot_speak_for_another() {
     };
     assert!(guest("bot").is_ok());
     assert_eq!(guest("editor").unwrap_err().code(), "forbidden");
+}
+
+/// Authenticated connections cannot lock the owner out: a token other than
+/// the owner's holds at most half of `server.maxConnections`
+/// (`connectionsPerToken`), those tokens together never the owner's last
+/// slot (`ownerReserve`), and a CLI turned away at the cap says the
+/// controller is running and full, never "not running".
+#[test]
+fn a_token_cannot_take_every_connection_and_the_cli_names_the_limit() {
+    use crate::serve_support::{GUEST, OWNER, READER, code};
+    let server = Server::start_with(json!({ "maxConnections": 4 }));
+    // A slot of a connection just closed comes back when the server has
+    // read its end: a refusal at the cap itself (`maxConnections`) is that
+    // race, tried again; a quota refusal is the answer.
+    let hello = |token: &str, app: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut raw = server.raw();
+            raw.send_bytes(
+                format!(
+                    "{}\n",
+                    json!({ "jsonrpc": "2.0", "id": 1, "method": "hello", "params":
+                        { "protocol": "lapis-ai-controller/1", "token": token, "application": app } })
+                )
+                .as_bytes(),
+            );
+            let r = raw.recv().expect("an answer");
+            if r["error"]["data"]["limit"] != "maxConnections" || Instant::now() > deadline {
+                return (raw, r);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // The status-only token: two of four slots, then its quota.
+    let (r1, a) = hello(READER, "flood");
+    let (r2, b) = hello(READER, "flood");
+    assert!(
+        a.get("result").is_some() && b.get("result").is_some(),
+        "{a} {b}"
+    );
+    let (_r3, c) = hello(READER, "flood");
+    assert_eq!(code(&c), "limit_reached", "{c}");
+    assert_eq!(c["error"]["data"]["limit"], "connectionsPerToken", "{c}");
+    drop(_r3);
+    // Another token takes the third; the fourth is the owner's.
+    let (g1, g) = hello(GUEST, "other");
+    assert!(g.get("result").is_some(), "{g}");
+    let (_g2, refused) = hello(GUEST, "other");
+    assert_eq!(
+        refused["error"]["data"]["limit"], "ownerReserve",
+        "{refused}"
+    );
+    drop(_g2);
+    server.ctx.run(["status", "--json"]).success();
+    // The owner takes the last slot; at the cap, the CLI names the limit.
+    let (o1, o) = hello(OWNER, "scripts");
+    assert!(o.get("result").is_some(), "{o}");
+    let out = server.ctx.run(["status"]);
+    out.expect_code(3);
+    assert!(out.stderr.contains("running but refuses"), "{}", out.stderr);
+    assert!(!out.stderr.contains("not running"), "{}", out.stderr);
+    drop((r1, r2, g1, o1));
+    server.finish(&[], &[]);
 }

@@ -1,7 +1,7 @@
 //! Turns through the server with scripted agents: permissions answered over
 //! the protocol, and a fenced workspace resolved by its owner after a crash.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lapis_protocol::Payload;
 use lapis_protocol::client::{Client, Credential};
@@ -9,6 +9,7 @@ use lapis_protocol::notifications::JournalNotice;
 use serde_json::{Value, json};
 
 use crate::serve_support::{NARROW, OWNER, Server};
+use lapis_e2e::wait::wait_turn;
 
 fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
@@ -23,19 +24,6 @@ fn sdk(server: &Server, app: &str) -> Client {
         },
     )
     .unwrap()
-}
-
-/// Polls `turns.get` until `done` holds (the engine runs asynchronously).
-fn wait_turn(client: &mut Client, turn: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let state = client.turns_get(turn).unwrap().state.as_str().to_owned();
-        if done(&state) {
-            return state;
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Kills, by pid, the agents whose working directory is `dir` (a SIGKILLed
@@ -102,7 +90,7 @@ fn permission_requests_are_answered_over_the_protocol() {
     let state = wait_turn(&mut client, &turn.id, |s| {
         s == "completed" || s == "failed" || s == "cancelled"
     });
-    assert_eq!(state, "completed");
+    assert_eq!(state.state.as_str(), "completed");
     // A late answer changes nothing.
     let err = client
         .permissions_respond(&turn.id, &request_id, &options[0])
@@ -213,7 +201,7 @@ fn configure_is_optimistic_and_refused_while_a_turn_is_active_and_cancel_stops_i
     let state = wait_turn(&mut client, &turn.id, |s| {
         s == "cancelled" || s == "interrupted" || s == "completed" || s == "failed"
     });
-    assert_eq!(state, "cancelled");
+    assert_eq!(state.state.as_str(), "cancelled");
     // Once the turn is finished, configure works again.
     assert_eq!(configure(&mut client, 2).unwrap()["thread"]["version"], 3);
     server.finish(&[], &[]);

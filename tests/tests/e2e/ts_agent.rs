@@ -11,6 +11,7 @@ use lapis_e2e::ts_agent::TsAgent;
 use lapis_e2e::ts_agent::client::{
     AgentProcess, HANG_GUARD, new_session, reply, stored_history, texts,
 };
+use lapis_e2e::wait::settle;
 use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
@@ -216,23 +217,6 @@ fn sdk(server: &Server) -> Client {
     .unwrap()
 }
 
-/// Polls `turns.get` until the turn leaves the in-flight states.
-fn settle(client: &mut Client, turn: &str) -> (String, Option<String>) {
-    let deadline = Instant::now() + HANG_GUARD;
-    loop {
-        let t = client.turns_get(turn).unwrap();
-        let state = t.state.as_str().to_owned();
-        if !matches!(
-            state.as_str(),
-            "queued" | "preparing" | "dispatched" | "running"
-        ) {
-            return (state, t.outcome);
-        }
-        assert!(Instant::now() < deadline, "turn stuck in {state}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn turns_through_serve_on_the_sdk_agent() {
     let Some(ts) = TsAgent::find("turns_through_serve_on_the_sdk_agent") else {
@@ -250,7 +234,10 @@ fn turns_through_serve_on_the_sdk_agent() {
     let turn = client
         .turns_submit(&thread.id, "ts-1", "remember the number 42")
         .unwrap();
-    let (state_name, outcome) = settle(&mut client, &turn.id);
+    let (state_name, outcome) = {
+        let t = settle(&mut client, &turn.id);
+        (t.state.as_str().to_owned(), t.outcome)
+    };
     assert_eq!(
         (state_name.as_str(), outcome.as_deref()),
         ("completed", Some("end_turn"))
@@ -279,7 +266,7 @@ fn turns_through_serve_on_the_sdk_agent() {
     let turn = client
         .turns_submit(&auto.id, "ts-2", "edit [tool] [permission]")
         .unwrap();
-    assert_eq!(settle(&mut client, &turn.id).0, "completed");
+    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "completed");
     let page = client.journal_replay(Some(&auto.id), 0, None).unwrap();
     let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
     for k in ["tool_call", "permission_requested", "permission_decided"] {
@@ -319,7 +306,7 @@ fn turns_through_serve_on_the_sdk_agent() {
         std::thread::sleep(Duration::from_millis(10));
     }
     client.turns_cancel(&turn.id).unwrap();
-    assert_eq!(settle(&mut client, &turn.id).0, "cancelled");
+    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "cancelled");
     server.finish(&[], &[]);
 }
 
@@ -366,7 +353,10 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
         .unwrap();
     let run = |client: &mut Client, cmd: &str, prompt: &str| {
         let turn = client.turns_submit(&thread.id, cmd, prompt).unwrap();
-        let (state, outcome) = settle(client, &turn.id);
+        let (state, outcome) = {
+            let t = settle(client, &turn.id);
+            (t.state.as_str().to_owned(), t.outcome)
+        };
         assert_eq!(
             (state.as_str(), outcome.as_deref()),
             ("completed", Some("end_turn"))
@@ -392,7 +382,7 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
     let t = client
         .turns_submit(&other.id, "mem-x", "elsewhere")
         .unwrap();
-    assert_eq!(settle(&mut client, &t.id).0, "completed");
+    assert_eq!(settle(&mut client, &t.id).state.as_str(), "completed");
 
     let (third, loaded) = run(&mut client, "mem-3", "and now?");
     assert_eq!(loaded, session, "the session was not loaded");

@@ -56,6 +56,7 @@ impl CatalogueEntry {
             env_allowlist: self.env.iter().map(|e| e.to_string()).collect(),
             vcs_identity: None,
             idle_seconds: None,
+            handshake_seconds: None,
             max_turn_seconds: None,
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),

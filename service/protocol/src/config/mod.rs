@@ -66,6 +66,10 @@ pub struct Config {
     /// Agent workspaces by id.
     #[serde(default)]
     pub workspaces: BTreeMap<String, WorkspaceConfig>,
+    /// The provider `ask` uses without `--provider`: a key of `providers`
+    /// or `echo` [default: `echo`]. The first `providers add` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_provider: Option<String>,
     /// Server limits.
     #[serde(default)]
     pub server: ServerLimits,
@@ -150,6 +154,11 @@ pub struct ProviderConfig {
     /// `deadline_exceeded` (1-604800, default 3600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turn_seconds: Option<u64>,
+    /// Seconds the agent may take to answer each handshake request
+    /// (`initialize`, `session/new`, `session/load`; 1-600, default 30);
+    /// past it the turn fails before its dispatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_seconds: Option<u64>,
     /// MCP servers every session of this provider gets (at most 16; see
     /// `docs/providers.md`). Restricted threads refuse them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

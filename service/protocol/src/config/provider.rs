@@ -154,11 +154,15 @@ impl ProviderSpec {
         } else {
             CommandRef::Bare(config.command.clone())
         };
-        let session = SessionPolicy::from_fields(config.idle_seconds, config.max_turn_seconds)
-            .map_err(|reason| ProviderError::Malformed {
-                provider: name.to_string(),
-                reason,
-            })?;
+        let session = SessionPolicy::from_fields(
+            config.idle_seconds,
+            config.max_turn_seconds,
+            config.handshake_seconds,
+        )
+        .map_err(|reason| ProviderError::Malformed {
+            provider: name.to_string(),
+            reason,
+        })?;
         let restricted = RestrictedPolicy::from_fields(
             config.restricted_mode.as_deref(),
             config.allow_unrestricted,
@@ -204,13 +208,14 @@ impl ProviderSpec {
                     | "vcsIdentity"
                     | "idleSeconds"
                     | "maxTurnSeconds"
+                    | "handshakeSeconds"
                     | "mcpServers"
                     | "mcpEnvAllowlist"
                     | "restrictedMode"
                     | "allowUnrestricted"
             ) {
                 return Err(bad(
-                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, restrictedMode, allowUnrestricted, mcpServers, mcpEnvAllowlist)".into(),
+                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, handshakeSeconds, restrictedMode, allowUnrestricted, mcpServers, mcpEnvAllowlist)".into(),
                 ));
             }
         }

@@ -76,6 +76,15 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
     }
     validate_tokens(config)?;
     validate_providers(&config.providers)?;
+    if let Some(name) = &config.default_provider
+        && name != super::ECHO_PROVIDER
+        && !config.providers.contains_key(name)
+    {
+        return Err(invalid(
+            "defaultProvider",
+            "must name a configured provider (a key of `providers`) or `echo`",
+        ));
+    }
     validate_workspace_ids(config)?;
     validate_limits(config)
 }
@@ -459,6 +468,18 @@ mod tests {
         );
         let c = parse(&doc(&one)).unwrap();
         assert_eq!(c.workspaces["a"].path, real.canonicalize().unwrap());
+    }
+
+    #[test]
+    fn the_default_provider_is_a_configured_one_or_echo() {
+        assert!(parse(&doc(r#","defaultProvider":"echo""#)).is_ok());
+        let c = parse(&doc(
+            r#","providers":{"x":{"command":"a"}},"defaultProvider":"x""#,
+        ))
+        .unwrap();
+        assert_eq!(c.default_provider.as_deref(), Some("x"));
+        let e = parse(&doc(r#","defaultProvider":"ghost""#)).unwrap_err();
+        assert!(e.to_string().contains("defaultProvider"), "{e}");
     }
 
     #[test]

@@ -157,7 +157,7 @@ pub(crate) fn run_prompt(
         }
     }
     if script.has("secrets") {
-        for sample in lapis_service::redact::sample_credentials() {
+        for sample in lapis_service::test_support::sample_credentials() {
             let text = format!("found {} in the repo; ", sample.text);
             let mut mid = text.len() / 2;
             while !text.is_char_boundary(mid) {
@@ -172,7 +172,7 @@ pub(crate) fn run_prompt(
                 );
             }
         }
-        let token = &lapis_service::redact::sample_credentials()[3].text;
+        let token = &lapis_service::test_support::sample_credentials()[3].text;
         update(
             out,
             s,

@@ -1,5 +1,7 @@
 //! A provider's session policy: how long an idle agent is kept for its
-//! thread's next turn and how long a turn may run. Not identity: changing it
+//! thread's next turn, how long a turn may run, and how long the agent may
+//! take to answer each handshake request (`initialize`, `session/new`,
+//! `session/load`). Not identity: changing it
 //! never replaces a thread's agent session (the service's fingerprint of a
 //! provider leaves it out).
 
@@ -9,6 +11,12 @@ use serde_json::{Map, Value};
 pub(super) const DEFAULT_IDLE_SECONDS: u64 = 300;
 /// Default `maxTurnSeconds`: a turn may run one hour.
 pub(super) const DEFAULT_MAX_TURN_SECONDS: u64 = 3600;
+/// Default `handshakeSeconds`: each handshake request is answered within
+/// 30 seconds, or the turn fails before its dispatch (`initialize_timeout`,
+/// `session_new_timeout`, `session_load_timeout`).
+pub(super) const DEFAULT_HANDSHAKE_SECONDS: u64 = 30;
+/// Upper bound of `handshakeSeconds` (ten minutes).
+pub(super) const MAX_HANDSHAKE_SECONDS: u64 = 600;
 /// Upper bound of both (one week).
 pub(super) const MAX_POLICY_SECONDS: u64 = 604_800;
 
@@ -19,6 +27,8 @@ pub struct SessionPolicy {
     pub idle_seconds: u64,
     /// A turn running this long is cancelled (`deadline_exceeded`).
     pub max_turn_seconds: u64,
+    /// Deadline of each handshake request (1-600 seconds).
+    pub handshake_seconds: u64,
 }
 
 impl Default for SessionPolicy {
@@ -26,16 +36,19 @@ impl Default for SessionPolicy {
         SessionPolicy {
             idle_seconds: DEFAULT_IDLE_SECONDS,
             max_turn_seconds: DEFAULT_MAX_TURN_SECONDS,
+            handshake_seconds: DEFAULT_HANDSHAKE_SECONDS,
         }
     }
 }
 
 impl SessionPolicy {
     /// The policy from the config's optional fields: `idleSeconds`
-    /// (0-604800) and `maxTurnSeconds` (1-604800); the error names the field.
+    /// (0-604800), `maxTurnSeconds` (1-604800) and `handshakeSeconds`
+    /// (1-600); the error names the field.
     pub fn from_fields(
         idle_seconds: Option<u64>,
         max_turn_seconds: Option<u64>,
+        handshake_seconds: Option<u64>,
     ) -> Result<SessionPolicy, String> {
         let check = |key: &str, value: Option<u64>, min: u64, default: u64| match value {
             None => Ok(default),
@@ -52,6 +65,15 @@ impl SessionPolicy {
                 1,
                 DEFAULT_MAX_TURN_SECONDS,
             )?,
+            handshake_seconds: match handshake_seconds {
+                None => DEFAULT_HANDSHAKE_SECONDS,
+                Some(n) if (1..=MAX_HANDSHAKE_SECONDS).contains(&n) => n,
+                Some(_) => {
+                    return Err(format!(
+                        "`handshakeSeconds` must be an integer from 1 to {MAX_HANDSHAKE_SECONDS}"
+                    ));
+                }
+            },
         })
     }
 
@@ -65,7 +87,11 @@ impl SessionPolicy {
                 }),
             }
         };
-        SessionPolicy::from_fields(field("idleSeconds")?, field("maxTurnSeconds")?)
+        SessionPolicy::from_fields(
+            field("idleSeconds")?,
+            field("maxTurnSeconds")?,
+            field("handshakeSeconds")?,
+        )
     }
 }
 
@@ -83,6 +109,9 @@ mod tests {
             (plain.session.idle_seconds, plain.session.max_turn_seconds),
             (300, 3600)
         );
+        assert_eq!(plain.session.handshake_seconds, 30);
+        let quick = spec(json!({"command": "a", "handshakeSeconds": 1})).unwrap();
+        assert_eq!(quick.session.handshake_seconds, 1);
         let set = spec(json!({"command": "a", "idleSeconds": 0, "maxTurnSeconds": 5})).unwrap();
         assert_eq!(
             (set.session.idle_seconds, set.session.max_turn_seconds),
@@ -93,6 +122,8 @@ mod tests {
             json!({"command": "a", "idleSeconds": 604801}),
             json!({"command": "a", "maxTurnSeconds": 0}),
             json!({"command": "a", "maxTurnSeconds": "10"}),
+            json!({"command": "a", "handshakeSeconds": 0}),
+            json!({"command": "a", "handshakeSeconds": 601}),
         ] {
             assert!(spec(bad.clone()).is_err(), "{bad}");
         }

@@ -1,0 +1,70 @@
+//! The agent's own account of a failed turn: the `agent_stderr` observation
+//! the runner journals when a turn fails setting up or with `agent_error`
+//! (its last stderr lines, redacted and bounded; none on a metadata-only
+//! thread). The follow prints it as it arrives; `turns show` and the error
+//! of a watched turn that did not complete quote it. Printed terminal-safe
+//! by the callers.
+
+use lapis_protocol::client::Client;
+use lapis_protocol::{JournalEvent, Observation, Payload};
+use serde_json::Value;
+
+use super::connect::client_error;
+use crate::exit::CliError;
+
+/// The stderr lines an `agent_stderr` observation carries.
+pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
+    let Some(Payload::Observation(Observation::Noted { kind, payload })) = e.body() else {
+        return None;
+    };
+    if kind != lapis_service::acp::AGENT_STDERR {
+        return None;
+    }
+    let lines = payload.get("lines")?.as_array()?;
+    Some(
+        lines
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The last stderr lines journaled for `turn` of `thread` (empty when none).
+pub(super) fn of_turn(
+    client: &mut Client,
+    thread: &str,
+    turn: &str,
+) -> Result<Vec<String>, CliError> {
+    let mut found = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = client
+            .journal_replay(Some(thread), after, None)
+            .map_err(client_error)?;
+        for e in &page.events {
+            if e.turn_id.as_deref() == Some(turn)
+                && let Some(l) = lines(e)
+            {
+                found = l;
+            }
+        }
+        after = page.next_after;
+        if !page.more {
+            return Ok(found);
+        }
+    }
+}
+
+/// `message` followed by the agent's lines, for an error.
+pub(super) fn with_lines(message: String, lines: &[String]) -> String {
+    if lines.is_empty() {
+        return message;
+    }
+    let mut text = format!("{message}\n  the agent's last stderr lines:");
+    for line in lines {
+        text.push_str("\n    ");
+        text.push_str(line);
+    }
+    text
+}

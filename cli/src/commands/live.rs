@@ -1,0 +1,166 @@
+//! A live wait: while a turn is watched (`ask`, `turns submit|continue
+//! --wait/--follow`) a person sees that something happens, and Ctrl-C
+//! means something.
+//!
+//! What must stay true:
+//! - the spinner (elapsed time and the turn's state: queued, preparing,
+//!   running, waiting for permission) is drawn on stderr only when stderr
+//!   is a terminal and the output is not JSON, only while the cursor is at
+//!   the start of a line (never over a half-written reply), and is erased
+//!   before anything else is written ([`Live::clear`]);
+//! - the first Ctrl-C cancels the turn (`turns.cancel`) and says so; the
+//!   watch goes on until the turn settles. The second stops watching
+//!   (exit 1) and prints the commands that show or follow the turn again;
+//!   nothing is cancelled or resubmitted by it.
+
+use std::io::{self, IsTerminal, Write};
+use std::time::Instant;
+
+use lapis_protocol::client::Client;
+use lapis_protocol::{Turn, TurnState};
+
+use super::printer::Halt;
+use super::interrupt::Interrupts;
+use crate::exit::{CliError, ExitClass};
+
+/// The spinner's frames.
+const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/// The shortest time between two frames.
+const FRAME_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What a watch shows and how it answers Ctrl-C.
+#[derive(Debug)]
+pub(super) struct Live {
+    /// Ctrl-C presses, counted while the watch runs.
+    interrupts: Interrupts,
+    /// Draw the spinner (stderr is a terminal, output not JSON).
+    spin: bool,
+    /// When the watch began.
+    start: Instant,
+    /// The next frame.
+    frame: usize,
+    /// Whether a spinner line is on the screen now.
+    shown: bool,
+    /// When the last frame was drawn (frames are at most every
+    /// [`FRAME_EVERY`], however fast events arrive).
+    drawn: Option<Instant>,
+    /// Whether the first Ctrl-C already asked for a cancel.
+    cancelled: bool,
+    /// `lapis-ai-controller [--config …] [--instance …]`, for the commands
+    /// printed on detach.
+    prefix: String,
+    /// The watched turn's thread.
+    thread: String,
+}
+
+impl Live {
+    /// Begins a live wait for a turn of `thread`.
+    pub(super) fn new(json: bool, prefix: String, thread: &str) -> Live {
+        Live {
+            interrupts: Interrupts::install(),
+            spin: !json && io::stderr().is_terminal(),
+            start: Instant::now(),
+            frame: 0,
+            shown: false,
+            drawn: None,
+            cancelled: false,
+            prefix,
+            thread: thread.to_owned(),
+        }
+    }
+
+    /// Acts on Ctrl-C: the first press cancels `turn`, the second stops
+    /// watching ([`Halt::Failed`] with exit 1 and the commands to go on).
+    pub(super) fn check(&mut self, client: &mut Client, turn: &Turn) -> Result<(), Halt> {
+        let presses = self.interrupts.presses();
+        if presses == 0 {
+            return Ok(());
+        }
+        if !self.cancelled {
+            self.cancelled = true;
+            self.clear();
+            match client.turns_cancel(&turn.id) {
+                Ok(t) if t.state.is_terminal() => {
+                    eprintln!("Ctrl-C: turn {} had already ended", t.id)
+                }
+                Ok(_) => eprintln!(
+                    "Ctrl-C: cancelling turn {}; press Ctrl-C again to stop watching",
+                    turn.id
+                ),
+                Err(e) => eprintln!(
+                    "Ctrl-C: turn {} could not be cancelled ({e}); press Ctrl-C again to stop watching",
+                    turn.id
+                ),
+            }
+        }
+        if presses >= 2 {
+            self.clear();
+            return Err(Halt::Failed(CliError {
+                class: ExitClass::TurnNotCompleted,
+                code: "detached",
+                error: anyhow::anyhow!(
+                    "stopped watching turn {} ({}); see it with `{} turns show {}`, follow its thread with `{} journal tail {} --follow`",
+                    turn.id,
+                    turn.state.as_str(),
+                    self.prefix,
+                    turn.id,
+                    self.prefix,
+                    self.thread
+                ),
+                details: None,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Draws the next spinner frame for `turn`, when enabled and the
+    /// cursor is at the start of a line (`at_line_start`).
+    pub(super) fn tick(&mut self, turn: &Turn, at_line_start: bool) {
+        if !self.spin || !at_line_start {
+            return;
+        }
+        if self.shown && self.drawn.is_some_and(|t| t.elapsed() < FRAME_EVERY) {
+            return;
+        }
+        self.drawn = Some(Instant::now());
+        let state = if turn.awaiting_input {
+            "waiting for permission"
+        } else {
+            match turn.state {
+                TurnState::Queued => "queued",
+                TurnState::Preparing => "preparing",
+                TurnState::Dispatched | TurnState::Running => "running",
+                _ => "settling",
+            }
+        };
+        let frame = FRAMES[self.frame % FRAMES.len()];
+        self.frame += 1;
+        let cancelling = if self.cancelled { ", cancelling" } else { "" };
+        let mut err = io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r{frame} {state}{cancelling} {}s\x1b[K",
+            self.start.elapsed().as_secs()
+        );
+        let _ = err.flush();
+        self.shown = true;
+    }
+
+    /// Erases the spinner line, if one is shown.
+    pub(super) fn clear(&mut self) {
+        if self.shown {
+            let mut err = io::stderr().lock();
+            let _ = write!(err, "\r\x1b[K");
+            let _ = err.flush();
+            self.shown = false;
+        }
+    }
+}
+
+impl Drop for Live {
+    /// A watch that ends any way leaves no spinner behind.
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
