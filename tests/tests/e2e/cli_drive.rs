@@ -12,16 +12,6 @@ use serde_json::{Value, json};
 use crate::cli_permissions::fixture;
 use crate::serve_support::Server;
 
-fn thread(server: &Server, provider: &str) -> String {
-    server
-        .ctx
-        .run(["threads", "create", "proj", "--provider", provider])
-        .success()
-        .stdout
-        .trim()
-        .to_owned()
-}
-
 fn ndjson(text: &str) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
@@ -38,7 +28,7 @@ fn wait_prints_the_reply_follow_streams_it_and_a_failed_turn_exits_1() {
         }),
     );
     let ctx = &server.ctx;
-    let talker = thread(&server, "talker");
+    let talker = server.cli_thread("talker");
     let wait = ctx.run(["turns", "submit", &talker, "--prompt", "hi", "--wait"]);
     wait.success();
     assert_eq!(wait.stdout, "part0 part1 part2 \n");
@@ -101,7 +91,7 @@ fn wait_prints_the_reply_follow_streams_it_and_a_failed_turn_exits_1() {
         .json();
     assert_eq!(doc["reply"], "part0 part1 part2 ");
     // A failed turn exits 1 from --wait, --follow and --wait --json (one document).
-    let broken = thread(&server, "broken");
+    let broken = server.cli_thread("broken");
     let failed = ctx.run(["turns", "submit", &broken, "--prompt", "x", "--wait"]);
     failed.expect_code(1);
     assert!(failed.stderr.contains("ended failed"), "{}", failed.stderr);
@@ -119,7 +109,7 @@ fn wait_prints_the_reply_follow_streams_it_and_a_failed_turn_exits_1() {
 fn prompts_come_from_stdin_or_a_file_and_bad_combinations_are_refused() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let th = thread(&server, "echo");
+    let th = server.cli_thread("echo");
     // The echo agent replies with the prompt.
     let mut cmd = ctx.command(["turns", "submit", &th, "--prompt", "-", "--wait"]);
     cmd.stdin(Stdio::piped())
@@ -168,7 +158,7 @@ fn prompts_come_from_stdin_or_a_file_and_bad_combinations_are_refused() {
 fn journal_tail_shows_the_last_n_or_since_a_cursor_and_head_ends_a_follow() {
     let server = Server::start();
     let ctx = &server.ctx;
-    let th = thread(&server, "echo");
+    let th = server.cli_thread("echo");
     ctx.run([
         "turns",
         "submit",

@@ -14,16 +14,6 @@ use serde_json::{Value, json};
 use crate::cli_permissions::{finish, fixture};
 use crate::serve_support::Server;
 
-fn thread(server: &Server, provider: &str) -> String {
-    server
-        .ctx
-        .run(["threads", "create", "proj", "--provider", provider])
-        .success()
-        .stdout
-        .trim()
-        .to_owned()
-}
-
 /// Polls the thread's only turn until `ready` holds for it.
 fn turn_until(server: &Server, thread: &str, ready: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -57,7 +47,7 @@ fn interrupt(child: &Child) {
 #[test]
 fn the_first_ctrl_c_cancels_the_watched_turn() {
     let server = Server::start_full(json!({}), json!({ "slow": fixture(&["--hang"]) }));
-    let t = thread(&server, "slow");
+    let t = server.cli_thread("slow");
     let child = server
         .ctx
         .command(["turns", "submit", &t, "--prompt", "go", "--wait"])
@@ -81,7 +71,7 @@ fn a_second_ctrl_c_stops_watching_and_says_how_to_follow_again() {
         json!({}),
         json!({ "stubborn": fixture(&["--hang", "--ignore-cancel"]) }),
     );
-    let t = thread(&server, "stubborn");
+    let t = server.cli_thread("stubborn");
     let child = server
         .ctx
         .command(["ask", "go", "--provider", "stubborn", "--dir"])
@@ -111,7 +101,7 @@ fn a_second_ctrl_c_stops_watching_and_says_how_to_follow_again() {
 #[test]
 fn on_a_terminal_a_spinner_shows_the_state_and_timeout_bounds_the_turn() {
     let server = Server::start_full(json!({}), json!({ "slow": fixture(&["--hang"]) }));
-    let t = thread(&server, "slow");
+    let t = server.cli_thread("slow");
     let bin = lapis_e2e::TestContext::bin();
     let line = format!(
         "{} turns submit {t} --prompt go --wait --timeout 2s",

@@ -30,16 +30,6 @@ pub fn assert_harmless(what: &str, text: &str) {
 /// The fixture's hostile suffix as [`crate`]'s printers show it.
 const SHOWN: &str = "␛[2K␛[1G␛[31m␛]0;pwned␇ over␍write␈␈!␡";
 
-fn thread(server: &Server, provider: &str) -> String {
-    server
-        .ctx
-        .run(["threads", "create", "proj", "--provider", provider])
-        .success()
-        .stdout
-        .trim()
-        .to_owned()
-}
-
 #[test]
 fn replies_thoughts_tool_titles_and_journal_text_are_shown_harmless() {
     let server = Server::start_full(
@@ -47,7 +37,7 @@ fn replies_thoughts_tool_titles_and_journal_text_are_shown_harmless() {
         json!({ "hostile": fixture(&["--hostile", "--chunks", "1"]) }),
     );
     let ctx = &server.ctx;
-    let t = thread(&server, "hostile");
+    let t = server.cli_thread("hostile");
     let wait = ctx.run([
         "turns",
         "submit",
@@ -134,7 +124,7 @@ fn permission_titles_and_option_names_are_shown_harmless() {
         json!({ "hostile": fixture(&["--hostile", "--permissions", "1", "--chunks", "1"]) }),
     );
     let ctx = &server.ctx;
-    let t = thread(&server, "hostile");
+    let t = server.cli_thread("hostile");
     // Watched without a terminal: the request and the commands that answer
     // it go to stderr.
     let child = ctx

@@ -76,6 +76,17 @@ pub fn write_config_with(
 }
 
 impl Server {
+    /// Creates a thread on workspace `proj` for `provider` through the CLI
+    /// (`threads create`), returning its id.
+    pub fn cli_thread(&self, provider: &str) -> String {
+        self.ctx
+            .run(["threads", "create", "proj", "--provider", provider])
+            .success()
+            .stdout
+            .trim()
+            .to_owned()
+    }
+
     /// Starts `serve` with a 4 KiB frame bound and waits until it answers.
     pub fn start() -> Server {
         Server::start_with(json!({ "maxFrameBytes": 4096 }))
