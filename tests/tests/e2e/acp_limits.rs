@@ -164,9 +164,8 @@ fn an_agent_that_never_answers_initialize_fails_at_the_handshake_deadline() {
         .unwrap();
     let turn = client.turns_submit(&thread.id, "h-1", "hello").unwrap();
     let t = wait_turn(&mut client, &turn.id, settled);
-    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
-        (state.as_str(), outcome.as_deref()),
+        (t.state.as_str(), t.outcome.as_deref()),
         ("failed", Some("initialize_timeout"))
     );
     let ok = client
@@ -193,9 +192,8 @@ fn an_agent_that_closes_stdout_and_keeps_running_settles_its_turn() {
         .unwrap();
     let turn = client.turns_submit(&thread.id, "e-1", "hello").unwrap();
     let t = wait_turn(&mut client, &turn.id, settled);
-    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
-        (state.as_str(), outcome.as_deref()),
+        (t.state.as_str(), t.outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))
     );
     client
@@ -221,9 +219,8 @@ fn an_agent_whose_descendant_holds_stdout_open_settles_when_it_exits() {
         .unwrap();
     let turn = client.turns_submit(&thread.id, "k-1", "hello").unwrap();
     let t = wait_turn(&mut client, &turn.id, settled);
-    let (state, outcome) = (t.state.as_str().to_owned(), t.outcome);
     assert_eq!(
-        (state.as_str(), outcome.as_deref()),
+        (t.state.as_str(), t.outcome.as_deref()),
         ("submission_unknown", Some("agent_exited"))
     );
     eventually("the descendant wrote its pid", || {
