@@ -20,7 +20,7 @@ use super::process::{AgentProcess, Stopped, TeardownLimits};
 use super::session::{CallError, Conn, Session};
 use super::setup::{SessionOrigin, Setup, establish};
 use super::turn::{CancelSignal, TurnHooks, TurnOutcome, TurnRequest};
-use lapis_protocol::{Observation, OutcomeCode};
+use lapis_protocol::{AgentStderr, Note, Observation, OutcomeCode};
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
 /// agent misbehaviour; never sends the prompt twice.
@@ -194,18 +194,9 @@ async fn journal_stderr_tail<H: TurnHooks>(session: &mut Session<H>, process: &m
         return;
     }
     let _ = session
-        .emit(
-            Observation::Noted {
-                kind: AGENT_STDERR.to_owned(),
-                payload: serde_json::json!({ "lines": lines }),
-            }
-            .into(),
-        )
+        .emit(Note::AgentStderr(AgentStderr { lines }).into())
         .await;
 }
-
-/// The observation kind of a failed turn's stderr tail.
-pub const AGENT_STDERR: &str = "agent_stderr";
 
 /// The rest of a turn after its outcome: answer what is pending, journal
 /// late output, and end the agent's process group.

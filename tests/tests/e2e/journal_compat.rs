@@ -54,6 +54,7 @@ fn shape(p: &Payload) -> String {
     match p {
         Payload::Observation(o) => match o {
             Observation::SessionStarted { .. } => "observation/session_started",
+            Observation::Note(n) => return format!("observation/note/{}", n.kind()),
             Observation::Noted { .. } => "observation/noted",
             Observation::CancelSent => "observation/cancel_sent",
             Observation::Stopped { .. } => "observation/stopped",
