@@ -11,7 +11,8 @@
 //! the open fails with `store_anchor_mismatch`.
 //!
 //! # When it is written
-//! By the writer at its *anchor checkpoints*: after a batch commits, at
+//! By the writer at its *anchor checkpoints* (the file written by its
+//! helper thread, `super::writer::checkpoint`): after a batch commits, at
 //! most once per [`ANCHOR_INTERVAL`] while the journal grows, once the
 //! writer goes idle, and at a clean stop; and by the migration to schema
 //! version 8 before that migration commits (so an upgraded database is

@@ -3,13 +3,21 @@
 //! most once per [`ANCHOR_INTERVAL`] while the journal grows, when the
 //! writer goes idle (within that interval), and at a clean stop.
 //!
+//! The file itself is written by a helper thread (two fsyncs, milliseconds
+//! on a real disk, would otherwise stall the writer): the writer reads the
+//! committed head and hands it over; the helper writes the newest head it
+//! was handed, in order.
+//!
 //! What must stay true: the anchored head is read from the database
 //! between batches (no transaction open), never from the writer's memory,
-//! so it is never ahead of what is durable; a failed anchor write only
-//! leaves the previous (older, still true) anchor and is retried at the
-//! next checkpoint.
+//! so it is never ahead of what is durable, whenever the helper writes it;
+//! a failed anchor write only leaves the previous (older, still true)
+//! anchor, and the next checkpoint after the journal grows writes again;
+//! the writer waits for the helper's last write when it stops.
 
 use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::Writer;
@@ -20,10 +28,13 @@ use crate::store::anchor::{self, ANCHOR_INTERVAL, Anchor};
 pub(crate) struct AnchorState {
     /// The database the anchor belongs beside.
     db: PathBuf,
-    /// The anchor as last written (or read and validated at open).
+    /// The anchor as last handed to the helper (or read and validated at
+    /// open).
     written: Anchor,
     /// When the last checkpoint ran.
     at: Instant,
+    /// The helper that writes the file, started at the first checkpoint.
+    helper: Option<(mpsc::Sender<Anchor>, JoinHandle<()>)>,
 }
 
 impl AnchorState {
@@ -33,6 +44,55 @@ impl AnchorState {
             db,
             written,
             at: Instant::now(),
+            helper: None,
+        }
+    }
+
+    /// Hands `head` to the helper (started on first use; written inline
+    /// if it cannot be started).
+    fn hand_over(&mut self, head: Anchor) {
+        if self.helper.is_none() {
+            let (tx, rx) = mpsc::channel::<Anchor>();
+            let db = self.db.clone();
+            let spawned = std::thread::Builder::new()
+                .name("lapis-store-anchor".into())
+                .spawn(move || {
+                    while let Ok(mut head) = rx.recv() {
+                        // Only the newest head matters; each is durable.
+                        while let Ok(newer) = rx.try_recv() {
+                            head = newer;
+                        }
+                        if let Err(e) = anchor::write(&db, &head) {
+                            tracing::warn!(error = %e, "cannot write the journal anchor (retried)");
+                        }
+                    }
+                });
+            match spawned {
+                Ok(done) => self.helper = Some((tx, done)),
+                Err(_) => {
+                    if let Err(e) = anchor::write(&self.db, &head) {
+                        tracing::warn!(error = %e, "cannot write the journal anchor (retried)");
+                        return;
+                    }
+                    self.written = head;
+                    return;
+                }
+            }
+        }
+        if let Some((tx, _)) = &self.helper
+            && tx.send(head).is_ok()
+        {
+            self.written = head;
+        }
+    }
+}
+
+impl Drop for AnchorState {
+    /// Waits for the helper's last write (a clean stop's anchor).
+    fn drop(&mut self) {
+        if let Some((tx, done)) = self.helper.take() {
+            drop(tx);
+            let _ = done.join();
         }
     }
 }
@@ -72,12 +132,8 @@ impl Writer {
                 return;
             }
         };
-        if head == self.anchor.written {
-            return;
-        }
-        match anchor::write(&self.anchor.db, &head) {
-            Ok(()) => self.anchor.written = head,
-            Err(e) => tracing::warn!(error = %e, "cannot write the journal anchor (retried)"),
+        if head != self.anchor.written {
+            self.anchor.hand_over(head);
         }
     }
 }
