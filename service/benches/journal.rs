@@ -245,6 +245,7 @@ async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
              ALTER TABLE turns DROP COLUMN redactions; \
              ALTER TABLE turns DROP COLUMN prepared; \
              ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_user_message; \
+             DROP INDEX events_turn_submitted; \
              PRAGMA user_version = 3;",
         )
         .unwrap();
