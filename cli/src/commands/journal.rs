@@ -109,14 +109,14 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
 
 fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
     let target = super::connect::target(global, None)?;
-    let db = target.home.join(lapis_service::store::DB_FILE);
+    let db = target.home.join(lapis_service::DB_FILE);
     if !db.is_file() {
         return Err(CliError::failure(
             "not_found",
             anyhow::anyhow!("no controller database at {}", db.display()),
         ));
     }
-    match lapis_service::store::verify_journal(&db) {
+    match lapis_service::verify_journal(&db) {
         Ok(report) => {
             if json_out {
                 crate::output::json(&json!({

@@ -24,6 +24,7 @@ use lapis_protocol::{AgentStderr, Note, Observation, OutcomeCode};
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
 /// agent misbehaviour; never sends the prompt twice.
+#[cfg(any(test, feature = "test-support"))]
 pub async fn run_turn<H: TurnHooks>(
     request: TurnRequest,
     hooks: Arc<H>,
@@ -39,6 +40,7 @@ pub async fn run_turn<H: TurnHooks>(
 /// Runs one turn on a fresh agent to its outcome and hands back the agent's
 /// teardown instead of running it, so the caller can make the outcome
 /// durable first and keep the teardown off the turn's critical path.
+#[cfg(any(test, feature = "test-support"))]
 pub async fn run_turn_detached<H: TurnHooks>(
     mut request: TurnRequest,
     hooks: Arc<H>,

@@ -310,6 +310,7 @@ impl Store {
     }
 
     /// Transactions committed so far (each is one fsync); for tests and metrics.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn commit_count(&self) -> u64 {
         self.inner
             .shared
