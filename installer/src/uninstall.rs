@@ -4,7 +4,9 @@
 //! removed only when no other instance still has a service unit. The config
 //! (which holds the tokens applications use) and the controller home (the
 //! journal) are removed only with `--purge`, and never when the controller
-//! home would be `HOME` itself or one of its ancestors.
+//! home would be `HOME` itself or one of its ancestors, nor when it is a
+//! non-empty directory without `controller.db` or the `controller.home`
+//! marker (a `controllerHome` pointing at a project).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -98,6 +100,7 @@ pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallE
         let home = paths.controller_home_for(config_home.as_deref()).path;
         if home.exists() {
             check_removable_home(paths, &home)?;
+            check_is_controller_home(&home)?;
             fsx::remove_tree(&home)?;
             report.removed_controller_home = Some(home);
         }
@@ -118,6 +121,32 @@ fn check_removable_home(paths: &Paths, home: &Path) -> Result<(), InstallError> 
         .into());
     }
     Ok(())
+}
+
+/// Refuses to purge a non-empty directory that is not marked as a
+/// controller home (see [`lapis_protocol::home::is_marked_home`]): only a
+/// directory the controller made is ever removed.
+fn check_is_controller_home(home: &Path) -> Result<(), InstallError> {
+    if lapis_protocol::home::is_marked_home(home) {
+        return Ok(());
+    }
+    let empty = fs::read_dir(home)
+        .map_err(|e| FsError::new("read directory", home, e))?
+        .next()
+        .is_none();
+    if empty {
+        return Ok(());
+    }
+    Err(FsError::new(
+        "purge controller home",
+        home,
+        std::io::Error::other(format!(
+            "not a controller home (it holds neither {} nor {}); nothing was removed from it",
+            lapis_protocol::home::DB_FILE,
+            lapis_protocol::home::MARKER_FILE
+        )),
+    )
+    .into())
 }
 
 #[cfg(test)]
@@ -142,5 +171,37 @@ mod tests {
         assert!(check_removable_home(&p, Path::new("/home")).is_err());
         assert!(check_removable_home(&p, Path::new("/")).is_err());
         assert!(check_removable_home(&p, Path::new("/home/u/.lapis/ai-controller")).is_ok());
+    }
+
+    /// A `controllerHome` that names someone's directory is not purged;
+    /// a marked (or empty) one is.
+    #[test]
+    fn purge_refuses_a_directory_that_is_not_a_controller_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let home = p.controller_home_for(None).path;
+        fs::create_dir_all(&home).unwrap();
+        fs::write(home.join("notes.txt"), "mine").unwrap();
+        // A link named like the marker does not make it a home.
+        std::os::unix::fs::symlink(home.join("notes.txt"), home.join("controller.home")).unwrap();
+        let err = uninstall(&p, true).unwrap_err().to_string();
+        assert!(err.contains("not a controller home"), "{err}");
+        assert!(home.join("notes.txt").is_file());
+        fs::remove_file(home.join("controller.home")).unwrap();
+        fs::write(home.join("controller.home"), "marker").unwrap();
+        let report = uninstall(&p, true).unwrap();
+        assert_eq!(
+            report.removed_controller_home.as_deref(),
+            Some(home.as_path())
+        );
+        assert!(!home.exists());
+        // An empty directory has nothing to lose.
+        fs::create_dir_all(&home).unwrap();
+        assert!(
+            uninstall(&p, true)
+                .unwrap()
+                .removed_controller_home
+                .is_some()
+        );
     }
 }

@@ -14,6 +14,23 @@ use std::path::{Path, PathBuf};
 /// The socket's file name inside the controller home.
 pub const SOCKET_FILE: &str = "controller.sock";
 
+/// The database's file name inside the controller home.
+pub const DB_FILE: &str = "controller.db";
+
+/// The file that marks a directory as a controller home (written by the
+/// first open, before the database).
+pub const MARKER_FILE: &str = "controller.home";
+
+/// Whether `dir` is marked as a controller home: it holds the database or
+/// the marker, as a regular file (a link in their place does not count).
+/// `uninstall --purge` removes no other non-empty directory; `serve` also
+/// accepts a new or empty one (lapis-service's `store::home`).
+pub fn is_marked_home(dir: &Path) -> bool {
+    [DB_FILE, MARKER_FILE].iter().any(|name| {
+        std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.file_type().is_file())
+    })
+}
+
 /// The environment variable that names the controller home.
 pub const HOME_ENV: &str = "LAPIS_AI_CONTROLLER_WORKSPACE";
 

@@ -18,8 +18,9 @@ use crate::domain::{StoreError, StoreResult};
 use super::lock::LOCK_FILE;
 use super::schema::DB_FILE;
 
-/// The file that marks a directory as a controller home.
-pub(crate) const MARKER_FILE: &str = "controller.home";
+/// The file that marks a directory as a controller home (named in the
+/// protocol crate: the installer's purge requires it or the database).
+use lapis_protocol::home::MARKER_FILE;
 
 /// The marker's content (informational; its presence is what counts).
 const MARKER_TEXT: &str = "lapis-ai-controller home: do not put other files here\n";

@@ -19,8 +19,9 @@ pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: i64 = 8;
 
-/// File name of the database inside the controller home.
-pub const DB_FILE: &str = "controller.db";
+/// File name of the database inside the controller home (the one
+/// definition is the protocol crate's: the installer's purge checks it).
+pub use lapis_protocol::home::DB_FILE;
 
 /// One schema step: SQL, then an optional data step in the same transaction.
 struct Migration {
