@@ -58,6 +58,8 @@ calls! {
     WorkspacesAdd: p::WorkspacesAdd => p::WorkspaceResult;
     /// `workspaces.list`.
     WorkspacesList: p::NoParams => p::WorkspacesResult;
+    /// `workspaces.remove`.
+    WorkspacesRemove: p::WorkspacesRemove => p::WorkspaceRemoved;
     /// `threads.create`.
     ThreadsCreate: p::ThreadsCreate => p::ThreadResult;
     /// `threads.get`.

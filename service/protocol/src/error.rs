@@ -31,6 +31,9 @@ pub enum ErrorCode {
     WorkspaceAlias,
     /// The workspace is fenced by a turn whose outcome is unknown.
     WorkspaceFenced,
+    /// The workspace has a queued or claimed turn (`workspaces.remove`);
+    /// `data` names the turn and its state.
+    WorkspaceBusy,
     /// The scheduler's bounded queue is full.
     QueueFull,
     /// Malformed frame, unknown method or field, wrong parameter types, or a
@@ -79,7 +82,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -104,6 +107,7 @@ impl ErrorCode {
         ErrorCode::McpTransportUnsupported,
         ErrorCode::McpRestricted,
         ErrorCode::McpServerUnavailable,
+        ErrorCode::WorkspaceBusy,
     ];
 
     /// The stable string form.
@@ -133,6 +137,7 @@ impl ErrorCode {
             ErrorCode::McpTransportUnsupported => "mcp_transport_unsupported",
             ErrorCode::McpRestricted => "mcp_restricted",
             ErrorCode::McpServerUnavailable => "mcp_server_unavailable",
+            ErrorCode::WorkspaceBusy => "workspace_busy",
         }
     }
 
@@ -167,6 +172,7 @@ impl ErrorCode {
             ErrorCode::McpTransportUnsupported => -32020,
             ErrorCode::McpRestricted => -32021,
             ErrorCode::McpServerUnavailable => -32022,
+            ErrorCode::WorkspaceBusy => -32023,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

@@ -29,6 +29,18 @@ pub struct WorkspacesAdd {
     pub command_id: Option<String>,
 }
 
+/// `workspaces.remove`: unregisters a workspace added at run time. Its
+/// threads and their journal stay (readable, verifiable); nothing new can
+/// start there. Refused with `workspace_busy` while it has a queued or
+/// claimed turn, `workspace_fenced` while a turn fences it, and
+/// `invalid_request` for a workspace the configuration declares.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspacesRemove {
+    /// Workspace id.
+    pub id: String,
+}
+
 /// `threads.create`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -455,6 +467,20 @@ pub struct WorkspaceResult {
     /// The workspace.
     pub workspace: crate::Workspace,
     /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `workspaces.remove` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRemoved {
+    /// The workspace as it was registered.
+    pub workspace: crate::Workspace,
+    /// Its threads, which stay readable (`threads.get`, `journal.replay`)
+    /// but take no new turns.
+    pub threads: u64,
+    /// True when it had been removed already (a retry).
     #[serde(default)]
     pub replayed: bool,
 }

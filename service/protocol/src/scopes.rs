@@ -17,7 +17,7 @@ pub enum Scope {
     /// List workspaces.
     #[serde(rename = "workspaces:read")]
     WorkspacesRead,
-    /// Register workspaces.
+    /// Register and remove workspaces.
     #[serde(rename = "workspaces:write")]
     WorkspacesWrite,
     /// Read threads, turns and the journal (replay and subscriptions).
@@ -94,6 +94,7 @@ pub enum Method {
     Status,
     WorkspacesAdd,
     WorkspacesList,
+    WorkspacesRemove,
     ThreadsCreate,
     ThreadsGet,
     ThreadsList,
@@ -141,6 +142,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Method::WorkspacesList,
         "workspaces.list",
         Requirement::Scope(Scope::WorkspacesRead),
+    ),
+    (
+        Method::WorkspacesRemove,
+        "workspaces.remove",
+        Requirement::Scope(Scope::WorkspacesWrite),
     ),
     (
         Method::ThreadsCreate,
@@ -279,6 +285,7 @@ mod tests {
             | Method::Status
             | Method::WorkspacesAdd
             | Method::WorkspacesList
+            | Method::WorkspacesRemove
             | Method::ThreadsCreate
             | Method::ThreadsGet
             | Method::ThreadsList
@@ -304,6 +311,7 @@ mod tests {
             Method::Status,
             Method::WorkspacesAdd,
             Method::WorkspacesList,
+            Method::WorkspacesRemove,
             Method::ThreadsCreate,
             Method::ThreadsGet,
             Method::ThreadsList,

@@ -53,6 +53,16 @@ pub enum StoreError {
         /// The turn that fences it.
         turn: String,
     },
+    /// The workspace has a queued or claimed turn (`workspaces.remove`).
+    #[error("workspace `{workspace}` has turn `{turn}` {state}")]
+    WorkspaceBusy {
+        /// The workspace.
+        workspace: String,
+        /// Its first queued or claimed turn.
+        turn: String,
+        /// That turn's state.
+        state: crate::domain::TurnState,
+    },
     /// The bounded queue of turns is full.
     #[error("turn queue is full (capacity {capacity})")]
     QueueFull {
@@ -157,6 +167,7 @@ impl StoreError {
             StoreError::Forbidden => ErrorCode::Forbidden,
             StoreError::WorkspaceAlias { .. } => ErrorCode::WorkspaceAlias,
             StoreError::WorkspaceFenced { .. } => ErrorCode::WorkspaceFenced,
+            StoreError::WorkspaceBusy { .. } => ErrorCode::WorkspaceBusy,
             StoreError::QueueFull { .. } => ErrorCode::QueueFull,
             StoreError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             StoreError::TranscriptUnavailable { .. } => ErrorCode::TranscriptUnavailable,

@@ -114,6 +114,9 @@ pub(super) async fn method(
             let _ = params::<call::WorkspacesList>(request)?;
             reply::<call::WorkspacesList>(handlers::workspaces_list(ctx).await)
         }
+        Method::WorkspacesRemove => reply::<call::WorkspacesRemove>(
+            handlers::workspaces_remove(ctx, session, request.params()?).await,
+        ),
         Method::ThreadsCreate => reply::<call::ThreadsCreate>(
             handlers::threads_create(ctx, session, request.params()?).await,
         ),

@@ -13,7 +13,10 @@
 //!
 //! # API overview (all `async` unless noted)
 //! - Workspaces: [`add_workspace`](Store::add_workspace) (canonicalises the
-//!   path; `workspace_alias` for a second id), [`list_workspaces`](Store::list_workspaces).
+//!   path; `workspace_alias` for a second id), [`list_workspaces`](Store::list_workspaces),
+//!   [`remove_workspace`](Store::remove_workspace) (marks it removed; its
+//!   threads stay readable; `workspace_busy`/`workspace_fenced` while a
+//!   turn is queued, claimed or fenced there).
 //! - Threads: [`create_thread`](Store::create_thread) (idempotent with a command id),
 //!   [`get_thread`](Store::get_thread), [`list_threads`](Store::list_threads),
 //!   [`configure_thread`](Store::configure_thread) (optimistic `version`;
@@ -58,6 +61,7 @@ mod lock;
 mod ops_cancel;
 mod ops_threads;
 mod ops_turns;
+mod ops_workspaces;
 mod prepared;
 mod read;
 mod receipts;
@@ -84,7 +88,8 @@ pub use schema::{DB_FILE, SCHEMA_VERSION};
 /// read-only: works whether or not `serve` is running (a read sees the last
 /// commit; no lock is taken). Fails as `store_invalid_row` naming the first
 /// bad `seq` (check `chain`), `store_schema_unsupported`
-/// for a database not yet migrated to the chain.
+/// for a database whose journal tables predate this build's (see
+/// `schema::JOURNAL_STABLE_SINCE`) or that is newer than it.
 pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainReport> {
     let conn = schema::open_reader(db)?;
     let version: i64 = conn
@@ -98,7 +103,7 @@ pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainR
             path: db.to_owned(),
         });
     }
-    if version != SCHEMA_VERSION {
+    if !(schema::JOURNAL_STABLE_SINCE..=SCHEMA_VERSION).contains(&version) {
         return Err(crate::domain::StoreError::SchemaUnsupported {
             found: version,
             supported: SCHEMA_VERSION,

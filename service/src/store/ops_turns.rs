@@ -152,6 +152,12 @@ impl Writer {
         if !actor.owns(&thread) {
             return Err(StoreError::Forbidden);
         }
+        if read::workspace(&self.conn, &thread.workspace_id)?.is_none() {
+            return Err(StoreError::invalid(format!(
+                "workspace `{}` was removed: its threads are read-only (add it again with `workspaces add {} DIR` for the same directory)",
+                thread.workspace_id, thread.workspace_id
+            )));
+        }
         if let Some(expect) = expect {
             let fields = expect.mismatches(&thread);
             if !fields.is_empty() {

@@ -17,7 +17,15 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
+
+/// The oldest schema version whose journal tables (`events`, `turns`, as
+/// the chain reads them) are what they are now, so `journal verify` can
+/// check a database the running build has not migrated yet (after an
+/// upgrade, before the next `serve`). Raise it with any migration that
+/// changes what `chain::verify` reads; version 8 added only
+/// `workspaces.removed_at`.
+pub(crate) const JOURNAL_STABLE_SINCE: i64 = 7;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -192,6 +200,13 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
         then: None,
         sql: "CREATE INDEX events_user_message ON events(turn_id) WHERE kind = 'user_message';",
     },
+    Migration {
+        // Version 8: `workspaces.remove` (issue 23). A removed workspace
+        // keeps its row, so its threads and their journal keep every
+        // reference; only new work is refused there.
+        then: None,
+        sql: "ALTER TABLE workspaces ADD COLUMN removed_at INTEGER;",
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -342,7 +357,7 @@ mod tests {
             conn.execute_batch(
                 "ALTER TABLE turns DROP COLUMN prepared; \
                  ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message;",
+                 DROP INDEX events_user_message; ALTER TABLE workspaces DROP COLUMN removed_at;",
             )
             .unwrap();
             conn.execute_batch(
@@ -381,7 +396,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 5).unwrap();
             conn.execute_batch(
                 "ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message; \
+                 DROP INDEX events_user_message; ALTER TABLE workspaces DROP COLUMN removed_at; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at) \

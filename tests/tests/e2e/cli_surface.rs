@@ -283,6 +283,15 @@ fn output_of_service_commands_is_snapshotted() {
         ("workspaces-add", vec!["workspaces", "add", "other", &other]),
         ("workspaces-list", vec!["workspaces", "list"]),
         ("workspaces-list-json", vec!["workspaces", "list", "--json"]),
+        ("workspaces-remove", vec!["workspaces", "remove", "other"]),
+        (
+            "workspaces-remove-again-json",
+            vec!["workspaces", "remove", "other", "--json"],
+        ),
+        (
+            "workspaces-remove-configured",
+            vec!["workspaces", "remove", "proj"],
+        ),
         (
             "threads-create-json",
             vec!["threads", "create", "proj", "--json"],

@@ -52,3 +52,4 @@ mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod ts_agent;
+mod workspaces;

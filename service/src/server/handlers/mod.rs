@@ -15,6 +15,7 @@ mod permissions;
 mod status;
 mod threads;
 mod turns;
+mod workspaces;
 
 use serde_json::json;
 
@@ -32,13 +33,13 @@ pub(crate) use mcp::mcp_register;
 pub(crate) use permissions::permissions_list;
 pub(crate) use status::status;
 pub(crate) use threads::{
-    threads_attach, threads_configure, threads_create, threads_get, threads_list, workspaces_add,
-    workspaces_list,
+    threads_attach, threads_configure, threads_create, threads_get, threads_list,
 };
 pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
     turns_submit,
 };
+pub(crate) use workspaces::{workspaces_add, workspaces_list, workspaces_remove};
 
 /// Maps a core error to the wire. Request-level codes pass through with the
 /// core's (content-free) message; anything else is `internal`.
