@@ -58,7 +58,8 @@ pub enum ErrorCode {
     /// Too many MCP servers, arguments or environment names, or a
     /// description too long.
     McpLimitExceeded,
-    /// An MCP server names a reserved environment variable (`LAPIS_*` or
+    /// An MCP server names a reserved environment variable (the controller's
+    /// identity, `LAPIS_AI_CONTROLLER_WORKSPACE`, or
     /// one the controller runs on).
     McpEnvReserved,
     /// An application's MCP server names a variable outside the provider's
