@@ -11,6 +11,39 @@ use lapis_protocol::{JournalEvent, Observation, Payload};
 use super::connect::client_error;
 use crate::exit::CliError;
 
+/// The payload of the last `observation` labelled `kind` that `turn` of
+/// `thread` journaled at or after thread sequence `from` (`None` when
+/// there is none, or its payload was not retained).
+pub(super) fn noted_of_turn(
+    client: &mut Client,
+    thread: &str,
+    turn: &str,
+    kind: &str,
+    from: u64,
+) -> Result<Option<serde_json::Value>, CliError> {
+    let mut found = None;
+    let mut after = from.saturating_sub(1);
+    loop {
+        let page = client
+            .journal_replay(Some(thread), after, None)
+            .map_err(client_error)?;
+        for e in &page.events {
+            if e.turn_id.as_deref() != Some(turn) {
+                continue;
+            }
+            if let Some(Payload::Observation(Observation::Noted { kind: k, payload })) = e.body()
+                && k == kind
+            {
+                found = Some(payload);
+            }
+        }
+        after = page.next_after;
+        if !page.more {
+            return Ok(found);
+        }
+    }
+}
+
 /// The stderr lines an `agent_stderr` observation carries (read through the
 /// typed payload; the lines are the runner's `{"lines": [...]}`).
 pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
@@ -20,6 +53,10 @@ pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
     if kind != lapis_service::acp::AGENT_STDERR {
         return None;
     }
+    from_payload(payload)
+}
+
+fn from_payload(payload: serde_json::Value) -> Option<Vec<String>> {
     #[derive(serde::Deserialize)]
     struct Lines {
         lines: Vec<String>,
@@ -35,24 +72,11 @@ pub(super) fn of_turn(
     thread: &str,
     turn: &str,
 ) -> Result<Vec<String>, CliError> {
-    let mut found = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = client
-            .journal_replay(Some(thread), after, None)
-            .map_err(client_error)?;
-        for e in &page.events {
-            if e.turn_id.as_deref() == Some(turn)
-                && let Some(l) = lines(e)
-            {
-                found = l;
-            }
-        }
-        after = page.next_after;
-        if !page.more {
-            return Ok(found);
-        }
-    }
+    Ok(
+        noted_of_turn(client, thread, turn, lapis_service::acp::AGENT_STDERR, 0)?
+            .and_then(from_payload)
+            .unwrap_or_default(),
+    )
 }
 
 /// `message` followed by the agent's lines, for an error.

@@ -47,6 +47,7 @@ pub(crate) use registry::AGENTS_DIR;
 pub use registry::{AgentRegistry, start_time};
 pub use runner::{AGENT_STDERR, run_turn, run_turn_detached};
 pub(crate) use runner::{AfterTurn, run_turn_on};
+pub use setup::RESTRICTED_MODE;
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
 pub use stderr_tail::{StderrTail, TAIL_LINES};
 pub(crate) use turn::CancelSignal;

@@ -155,6 +155,11 @@ pub(super) async fn establish<H: TurnHooks>(
     Ok(session_id)
 }
 
+/// The label of the `observation` that records what became of a restricted
+/// thread's mode request: `{"mode", "result", "runsUnrestricted"}`, with
+/// `result` one of [`ModeResult`]'s names (`turns show` reads it).
+pub const RESTRICTED_MODE: &str = "restricted_mode";
+
 /// What became of a restricted thread's mode request, as recorded (never
 /// inferred from having asked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,7 +245,7 @@ async fn restrict<H: TurnHooks>(
     emit(
         s,
         observation(
-            "restricted_mode",
+            RESTRICTED_MODE,
             json!({
                 "mode": policy.mode, "result": result.as_str(),
                 "runsUnrestricted": result != ModeResult::Applied && allowed,
