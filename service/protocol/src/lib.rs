@@ -28,11 +28,13 @@ pub mod home;
 mod invocation;
 pub mod mcp;
 mod message;
+mod names;
 pub mod notifications;
 mod outcome;
 pub mod params;
 mod payload;
 mod permissions;
+mod policy;
 mod prepared;
 mod records;
 mod scopes;
@@ -61,10 +63,9 @@ pub use payload::{
     ThreadCreated, TurnSubmitted,
 };
 pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
+pub use policy::{ApprovalPolicy, Retention};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
-pub use records::{
-    ApprovalPolicy, ResolveAs, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
-};
+pub use records::{ResolveAs, SessionBinding, Thread, Turn, UserMessage, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};
 pub use strict::{DUPLICATE_KEY, StrictValue, is_duplicate_key};

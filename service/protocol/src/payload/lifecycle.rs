@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::records::{ApprovalPolicy, Retention};
+use crate::policy::{ApprovalPolicy, Retention};
 use crate::state::{TurnEvent, TurnState};
 
 /// `thread_created`: the thread's first configuration.

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::permissions::{DecidedBy, PermissionAnswer, PermissionOption};
-use crate::records::{ApprovalPolicy, Retention};
+use crate::policy::{ApprovalPolicy, Retention};
 use crate::state::{TurnEvent, TurnState};
 
 /// `payload` writes `stored` and reads back from it.
