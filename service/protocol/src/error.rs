@@ -18,10 +18,12 @@ pub enum ErrorCode {
     /// No valid credential: unknown token, unknown/revoked/expired bearer, or
     /// a request before `hello`.
     Unauthenticated,
-    /// The session lacks the method's scope, or the resource belongs to
-    /// another principal or application.
+    /// The session lacks the method's scope (or a token may not speak for
+    /// the application). Never about a resource: another principal's or
+    /// application's thread or turn is [`ErrorCode::NotFound`].
     Forbidden,
-    /// No such workspace, thread, turn or session (as far as the caller may see).
+    /// No such workspace, thread, turn or session as far as the caller may
+    /// see: another principal's or application's answers exactly the same.
     NotFound,
     /// The same command id with different input, or a stale config version.
     Conflict,

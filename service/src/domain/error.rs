@@ -36,9 +36,6 @@ pub enum StoreError {
         /// The wire names of the differing fields (never their values).
         fields: Vec<&'static str>,
     },
-    /// The resource belongs to another principal or application.
-    #[error("the resource belongs to another principal or application")]
-    Forbidden,
     /// A second workspace id for a canonical path that already has one.
     #[error("path is already registered as workspace `{existing}`")]
     WorkspaceAlias {
@@ -164,7 +161,6 @@ impl StoreError {
             StoreError::NotFound { .. } => ErrorCode::NotFound,
             StoreError::Conflict { .. } => ErrorCode::Conflict,
             StoreError::BindingMismatch { .. } => ErrorCode::BindingMismatch,
-            StoreError::Forbidden => ErrorCode::Forbidden,
             StoreError::WorkspaceAlias { .. } => ErrorCode::WorkspaceAlias,
             StoreError::WorkspaceFenced { .. } => ErrorCode::WorkspaceFenced,
             StoreError::WorkspaceBusy { .. } => ErrorCode::WorkspaceBusy,

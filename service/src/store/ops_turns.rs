@@ -149,8 +149,9 @@ impl Writer {
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
         // Checked here rather than by a read before the request: one store
         // round trip per submit instead of two.
+        // Another's thread answers like an unknown one (see the handlers).
         if !actor.owns(&thread) {
-            return Err(StoreError::Forbidden);
+            return Err(StoreError::not_found("thread", &input.thread_id));
         }
         if read::workspace(&self.conn, &thread.workspace_id)?.is_none() {
             return Err(StoreError::invalid(format!(

@@ -28,6 +28,7 @@ mod install_releases;
 mod install_script;
 mod install_service;
 mod install_support;
+mod isolation;
 mod journal_compat;
 mod leaks;
 mod mcp;

@@ -74,7 +74,7 @@ fn permission_requests_are_answered_over_the_protocol() {
     let err = other
         .permissions_respond(&turn.id, &request_id, &options[0])
         .unwrap_err();
-    assert_eq!(err.code(), "forbidden");
+    assert_eq!(err.code(), "not_found");
     // An option that was not offered is refused; an unknown request is not found.
     let err = client
         .permissions_respond(&turn.id, &request_id, "not-offered")
@@ -152,7 +152,7 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
     .unwrap()
     .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
     .unwrap_err();
-    assert_eq!(err.code(), "forbidden");
+    assert_eq!(err.code(), "not_found");
     let resolved = client
         .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Cancelled, true)
         .unwrap();
@@ -195,7 +195,7 @@ fn configure_is_optimistic_and_refused_while_a_turn_is_active_and_cancel_stops_i
     // The CLI is another application: it may not cancel this turn.
     let out = server.ctx.run(["turns", "cancel", &turn.id, "--json"]);
     out.expect_code(2);
-    assert_eq!(out.json()["error"]["code"], "forbidden");
+    assert_eq!(out.json()["error"]["code"], "not_found");
     let cancelling = client.turns_cancel(&turn.id).unwrap();
     assert!(cancelling.cancel_requested);
     let state = wait_turn(&mut client, &turn.id, |s| {

@@ -6,7 +6,10 @@
 //! Resource isolation lives here and nowhere else: a thread belongs to the
 //! principal and application of the session that created it, and every
 //! handler that names a thread or a turn goes through [`owned_thread`] or
-//! [`owned_turn`] before touching it.
+//! [`owned_turn`] before touching it. What must stay true: another
+//! principal's or application's thread or turn answers exactly like an
+//! unknown id (`not_found`, same message), never `forbidden`, so ids cannot
+//! be probed; `forbidden` is only ever about the session's own scopes.
 
 mod fit;
 mod journal;
@@ -81,11 +84,11 @@ fn owns(session: &AuthSession, thread: &Thread) -> bool {
     crate::domain::owned_by(thread, &session.principal, &session.application)
 }
 
-fn foreign() -> RpcError {
-    RpcError::new(
-        ErrorCode::Forbidden,
-        "the resource belongs to another principal or application",
-    )
+/// A resource of another principal or application answers exactly as an
+/// unknown one (`not_found`, the same message), so a caller cannot learn
+/// that an id exists by trying it.
+fn foreign(kind: &'static str, id: &str) -> RpcError {
+    store_err(StoreError::not_found(kind, id))
 }
 
 /// Loads a thread the session owns.
@@ -103,7 +106,7 @@ pub(super) async fn owned_thread(
     if owns(session, &thread) {
         Ok(thread)
     } else {
-        Err(foreign())
+        Err(foreign("thread", thread_id))
     }
 }
 
@@ -114,8 +117,17 @@ pub(super) async fn owned_turn(
     turn_id: &str,
 ) -> Result<Turn, RpcError> {
     let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
-    owned_thread(ctx, session, &turn.thread_id).await?;
-    Ok(turn)
+    let thread = ctx
+        .core
+        .store
+        .get_thread(&turn.thread_id)
+        .await
+        .map_err(store_err)?;
+    if owns(session, &thread) {
+        Ok(turn)
+    } else {
+        Err(foreign("turn", turn_id))
+    }
 }
 
 /// Loads a turn the session may settle: its own, or — with
@@ -140,7 +152,7 @@ pub(super) async fn settleable_turn(
     if owns(session, &thread) || operator {
         Ok(turn)
     } else {
-        Err(foreign())
+        Err(foreign("turn", turn_id))
     }
 }
 
