@@ -96,6 +96,8 @@ calls! {
     SessionsRevoke: p::SessionsRevoke => p::RevokeResult;
     /// `config.reload`.
     ConfigReload: p::NoParams => p::ReloadResult;
+    /// `providers.check`.
+    ProvidersCheck: p::ProvidersCheck => p::ProvidersChecked;
     /// `mcp.register`.
     McpRegister: p::McpRegister => p::McpRegisterResult;
 }

@@ -41,6 +41,38 @@ pub struct WorkspacesRemove {
     pub id: String,
 }
 
+/// `providers.check`: the controller starts a configured provider's agent
+/// exactly as a turn would (its own command resolution, `PATH`,
+/// environment rule and secrets) in a scratch directory and runs
+/// `initialize` (and `session/new` with `session`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProvidersCheck {
+    /// A configured provider's name, or `echo`.
+    pub name: String,
+    /// Also open a session.
+    #[serde(default)]
+    pub session: bool,
+    /// Seconds each step may take (1-600, default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `providers.check` result: `report` when the agent started and answered
+/// `initialize`, else `failure` (a failed check is a result, not an error).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvidersChecked {
+    /// The provider.
+    pub provider: String,
+    /// What the agent advertised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::probe::ProbeReport>,
+    /// Why it could not be checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<crate::probe::ProbeFailed>,
+}
+
 /// `threads.create`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -43,7 +43,9 @@ pub enum Scope {
     /// Revoke sessions.
     #[serde(rename = "sessions:revoke")]
     SessionsRevoke,
-    /// Ask the controller to re-read its configuration.
+    /// Ask the controller to re-read its configuration, or to start a
+    /// provider's agent to check it (`providers.check`): the owner's
+    /// administration of the installation.
     #[serde(rename = "config:reload")]
     ConfigReload,
 }
@@ -113,6 +115,7 @@ pub enum Method {
     PermissionsRespond,
     SessionsRevoke,
     ConfigReload,
+    ProvidersCheck,
     McpRegister,
 }
 
@@ -239,6 +242,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Requirement::Scope(Scope::ConfigReload),
     ),
     (
+        Method::ProvidersCheck,
+        "providers.check",
+        Requirement::Scope(Scope::ConfigReload),
+    ),
+    (
         Method::McpRegister,
         "mcp.register",
         Requirement::Scope(Scope::ThreadsWrite),
@@ -304,6 +312,7 @@ mod tests {
             | Method::PermissionsRespond
             | Method::SessionsRevoke
             | Method::ConfigReload
+            | Method::ProvidersCheck
             | Method::McpRegister => m,
         };
         [
@@ -330,6 +339,7 @@ mod tests {
             Method::PermissionsRespond,
             Method::SessionsRevoke,
             Method::ConfigReload,
+            Method::ProvidersCheck,
             Method::McpRegister,
         ]
         .into_iter()

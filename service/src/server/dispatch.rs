@@ -107,6 +107,9 @@ pub(super) async fn method(
                 .await;
             reply::<call::ConfigReload>(Ok(outcome))
         }
+        Method::ProvidersCheck => {
+            reply::<call::ProvidersCheck>(handlers::providers_check(ctx, request.params()?).await)
+        }
         Method::WorkspacesAdd => reply::<call::WorkspacesAdd>(
             handlers::workspaces_add(ctx, session, request.params()?).await,
         ),

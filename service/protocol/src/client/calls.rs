@@ -49,6 +49,15 @@ impl Client {
         self.request::<call::WorkspacesAdd>(params)
     }
 
+    /// `providers.check`: the controller starts the provider's agent as a
+    /// turn would and reports what it advertised (or why it could not).
+    pub fn providers_check(
+        &mut self,
+        params: &crate::params::ProvidersCheck,
+    ) -> Result<crate::params::ProvidersChecked, ClientError> {
+        self.request::<call::ProvidersCheck>(params)
+    }
+
     /// `workspaces.remove`: unregisters a workspace added at run time (its
     /// threads stay readable).
     pub fn workspaces_remove(&mut self, id: &str) -> Result<WorkspaceRemoved, ClientError> {

@@ -15,6 +15,7 @@ mod fit;
 mod journal;
 mod mcp;
 mod permissions;
+mod providers;
 mod status;
 mod threads;
 mod turns;
@@ -34,6 +35,7 @@ use super::failure::internal;
 pub(crate) use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub(crate) use mcp::mcp_register;
 pub(crate) use permissions::permissions_list;
+pub(crate) use providers::providers_check;
 pub(crate) use status::status;
 pub(crate) use threads::{
     threads_attach, threads_configure, threads_create, threads_get, threads_list,
