@@ -6,35 +6,36 @@
 //! by the callers.
 
 use lapis_protocol::client::Client;
-use lapis_protocol::{JournalEvent, Observation, Payload};
+use lapis_protocol::{JournalEvent, Note, Observation, Payload};
 
 use super::connect::client_error;
 use crate::exit::CliError;
 
-/// The payload of the last `observation` labelled `kind` that `turn` of
-/// `thread` journaled at or after thread sequence `from` (`None` when
-/// there is none, or its payload was not retained).
-pub(super) fn noted_of_turn(
+/// The stderr lines an `agent_stderr` note carries.
+pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
+    match e.body()? {
+        Payload::Observation(Observation::Note(Note::AgentStderr(tail))) => Some(tail.lines),
+        _ => None,
+    }
+}
+
+/// The last stderr lines journaled for `turn` of `thread` (empty when none).
+pub(super) fn of_turn(
     client: &mut Client,
     thread: &str,
     turn: &str,
-    kind: &str,
-    from: u64,
-) -> Result<Option<serde_json::Value>, CliError> {
-    let mut found = None;
-    let mut after = from.saturating_sub(1);
+) -> Result<Vec<String>, CliError> {
+    let mut found = Vec::new();
+    let mut after = 0;
     loop {
         let page = client
             .journal_replay(Some(thread), after, None)
             .map_err(client_error)?;
         for e in &page.events {
-            if e.turn_id.as_deref() != Some(turn) {
-                continue;
-            }
-            if let Some(Payload::Observation(Observation::Noted { kind: k, payload })) = e.body()
-                && k == kind
+            if e.turn_id.as_deref() == Some(turn)
+                && let Some(l) = lines(e)
             {
-                found = Some(payload);
+                found = l;
             }
         }
         after = page.next_after;
@@ -44,39 +45,36 @@ pub(super) fn noted_of_turn(
     }
 }
 
-/// The stderr lines an `agent_stderr` observation carries (read through the
-/// typed payload; the lines are the runner's `{"lines": [...]}`).
-pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
-    let Some(Payload::Observation(Observation::Noted { kind, payload })) = e.body() else {
-        return None;
-    };
-    if kind != lapis_service::acp::AGENT_STDERR {
-        return None;
-    }
-    from_payload(payload)
-}
-
-fn from_payload(payload: serde_json::Value) -> Option<Vec<String>> {
-    #[derive(serde::Deserialize)]
-    struct Lines {
-        lines: Vec<String>,
-    }
-    serde_json::from_value::<Lines>(payload)
-        .ok()
-        .map(|l| l.lines)
-}
-
-/// The last stderr lines journaled for `turn` of `thread` (empty when none).
-pub(super) fn of_turn(
+/// What the agent reported about `turn`'s restricted mode request: its
+/// `restricted_mode` note, journaled during setup after the turn's
+/// `user_message` at thread sequence `from` (`None` when there is none or
+/// its payload was not retained).
+pub(super) fn restricted_mode_of_turn(
     client: &mut Client,
     thread: &str,
     turn: &str,
-) -> Result<Vec<String>, CliError> {
-    Ok(
-        noted_of_turn(client, thread, turn, lapis_service::acp::AGENT_STDERR, 0)?
-            .and_then(from_payload)
-            .unwrap_or_default(),
-    )
+    from: u64,
+) -> Result<Option<lapis_protocol::RestrictedMode>, CliError> {
+    let mut after = from.saturating_sub(1);
+    loop {
+        let page = client
+            .journal_replay(Some(thread), after, None)
+            .map_err(client_error)?;
+        for e in page
+            .events
+            .iter()
+            .filter(|e| e.turn_id.as_deref() == Some(turn))
+        {
+            if let Some(Payload::Observation(Observation::Note(Note::RestrictedMode(m)))) = e.body()
+            {
+                return Ok(Some(m));
+            }
+        }
+        after = page.next_after;
+        if !page.more {
+            return Ok(None);
+        }
+    }
 }
 
 /// `message` followed by the agent's lines, for an error.

@@ -9,7 +9,7 @@
 use lapis_protocol::client::{Client, JournalFollower};
 use lapis_protocol::params::{TurnsCancel, TurnsContinue, TurnsResolve, TurnsSubmit};
 use lapis_protocol::{Turn, TurnState};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::args::{GlobalArgs, ResolveAsArg, TurnsCommand};
 use crate::exit::{CliError, CliResult};
@@ -374,7 +374,10 @@ fn print_turn(t: &Turn, json_out: bool) -> CliResult {
 /// `restricted_mode` observation (journaled during setup, after the
 /// turn's `user_message`), or `None` when the turn asked for no mode or
 /// the report is not in the journal.
-fn mode_report(client: &mut Client, t: &Turn) -> Result<Option<Value>, CliError> {
+fn mode_report(
+    client: &mut Client,
+    t: &Turn,
+) -> Result<Option<lapis_protocol::RestrictedMode>, CliError> {
     let asked = t
         .prepared
         .as_ref()
@@ -383,18 +386,12 @@ fn mode_report(client: &mut Client, t: &Turn) -> Result<Option<Value>, CliError>
         return Ok(None);
     }
     let from = t.user_message.as_ref().map_or(0, |m| m.thread_seq);
-    super::agent_stderr::noted_of_turn(
-        client,
-        &t.thread_id,
-        &t.id,
-        lapis_service::acp::RESTRICTED_MODE,
-        from,
-    )
+    super::agent_stderr::restricted_mode_of_turn(client, &t.thread_id, &t.id, from)
 }
 
 /// The plain form of a turn; `mode` is the agent's `restricted_mode`
 /// report, if read.
-fn print_turn_with(t: &Turn, mode: Option<&Value>) -> CliResult {
+fn print_turn_with(t: &Turn, mode: Option<&lapis_protocol::RestrictedMode>) -> CliResult {
     // The outcome and the prompt echo may hold anything: terminal-safe.
     let line = |text: String| crate::output::line(safe(&text));
     line(format!(
@@ -429,7 +426,10 @@ fn print_turn_with(t: &Turn, mode: Option<&Value>) -> CliResult {
 /// the thread version it was claimed under. A restricted turn's mode is
 /// shown as the agent reported it (`mode`, the `restricted_mode`
 /// observation), never as applied just because it was requested.
-fn prepared_line(p: &lapis_protocol::PreparedConfig, mode: Option<&Value>) -> String {
+fn prepared_line(
+    p: &lapis_protocol::PreparedConfig,
+    mode: Option<&lapis_protocol::RestrictedMode>,
+) -> String {
     let a = &p.approval;
     let approval = if a.requested == a.effective {
         a.effective.as_str().to_owned()
@@ -443,28 +443,23 @@ fn prepared_line(p: &lapis_protocol::PreparedConfig, mode: Option<&Value>) -> St
     let restricted = match (p.restricted, &p.restricted_mode) {
         (false, _) => "unrestricted".to_owned(),
         (true, Some(requested)) => {
-            let result = mode.and_then(|m| m.get("result")).and_then(Value::as_str);
-            let unrestricted = mode
-                .and_then(|m| m.get("runsUnrestricted"))
-                .and_then(Value::as_bool)
-                == Some(true);
-            let said = match result {
-                Some("applied") => format!("restricted (mode {requested} applied)"),
-                Some("unreported") => "the agent reported no modes".to_owned(),
-                Some("unsupported") => "the agent does not offer it".to_owned(),
-                Some("rejected") => "the agent rejected it".to_owned(),
-                Some(other) => format!("the agent's result: {other}"),
+            use lapis_protocol::ModeResult;
+            let said = match mode.map(|m| m.result) {
+                Some(ModeResult::Applied) => None,
+                Some(ModeResult::Unreported) => Some("the agent reported no modes"),
+                Some(ModeResult::Unsupported) => Some("the agent does not offer it"),
+                Some(ModeResult::Rejected) => Some("the agent rejected it"),
                 None if p.retention == lapis_protocol::Retention::MetadataOnly => {
-                    "the agent's report is not retained (metadata-only)".to_owned()
+                    Some("the agent's report is not retained (metadata-only)")
                 }
-                None => "no report from the agent".to_owned(),
+                None => Some("no report from the agent"),
             };
-            if result == Some("applied") {
-                said
-            } else if unrestricted {
-                format!("restricted (mode {requested} requested; {said}; runs unrestricted)")
-            } else {
-                format!("restricted (mode {requested} requested; {said})")
+            match (said, mode.is_some_and(|m| m.runs_unrestricted)) {
+                (None, _) => format!("restricted (mode {requested} applied)"),
+                (Some(said), true) => {
+                    format!("restricted (mode {requested} requested; {said}; runs unrestricted)")
+                }
+                (Some(said), false) => format!("restricted (mode {requested} requested; {said})"),
             }
         }
         (true, None) => "restricted (no mode)".to_owned(),

@@ -59,9 +59,11 @@ pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use outcome::OutcomeCode;
 pub use payload::{
-    CancelRequest, Chunk, Ignored, LateAppend, Observation, Payload, PermissionDecided,
-    PermissionRequested, Prompt, Resolution, ResolvedVia, StateChange, ThreadConfigured,
-    ThreadCreated, TurnSubmitted,
+    AgentNotification, AgentStderr, CancelRequest, Chunk, ContextReset, Ignored, LateAppend,
+    McpRefused, ModeResult, Note, Observation, Payload, PermissionDecided, PermissionRequested,
+    Prompt, ReplaceReason, ResetReason, Resolution, ResolvedVia, RestrictedMode, SessionLoaded,
+    SessionReplaced, StateChange, ThreadConfigured, ThreadCreated, TurnSubmitted,
+    UnsupportedRequest,
 };
 pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
 pub use policy::{ApprovalPolicy, Retention};

@@ -181,6 +181,11 @@ fn settings(home: &Path) -> insta::Settings {
         r#""providerFingerprint": "[FINGERPRINT]""#,
     );
     s.add_filter(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]");
+    // A turn's input digest covers its (random) thread id.
+    s.add_filter(
+        r#""inputDigest": "[0-9a-f]{64}""#,
+        r#""inputDigest": "[DIGEST]""#,
+    );
     s.add_filter(
         r#""(pid|uptimeSeconds|version|commit|date|target|build)": ("[^"]*"|\d+)"#,
         r#""$1": "[REDACTED]""#,

@@ -29,6 +29,7 @@ mod install_script;
 mod install_service;
 mod install_support;
 mod isolation;
+mod journal_anchor;
 mod journal_compat;
 mod leaks;
 mod mcp;
