@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -192,6 +192,19 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
         then: None,
         sql: "CREATE INDEX events_user_message ON events(turn_id) WHERE kind = 'user_message';",
     },
+    Migration {
+        // Version 8 (issue 24 item 4): a queued turn's chained input digest
+        // found at its claim without a scan (partial, like version 7's);
+        // the raw prompts of turns past `queued` dropped (`secure_delete`
+        // is on, so their bytes do not stay in free pages); and the journal
+        // anchored outside the database before this step commits (see
+        // `anchor`: from this version on a database without one is refused).
+        then: Some(super::anchor::migrate),
+        sql: r#"
+CREATE INDEX events_turn_submitted ON events(turn_id) WHERE kind = 'turn_submitted';
+UPDATE turns SET prompt = NULL WHERE state != 'queued' AND prompt IS NOT NULL;
+"#,
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -244,8 +257,8 @@ pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
         return Err(StoreError::invalid("database refused WAL journal mode"));
     }
     configure(&conn)?;
-    // Overwrite deleted content: a metadata-only thread's prompt, cleared
-    // once the turn is claimed, must not linger in free space.
+    // Overwrite deleted content: a raw prompt, cleared once its turn leaves
+    // the queue, must not linger in free space.
     conn.pragma_update(None, "secure_delete", true)?;
     migrate(&conn, version)?;
     Ok(conn)
@@ -263,6 +276,55 @@ fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+/// The first version whose journal is chained (`chain::backfill`).
+const CHAINED_VERSION: i64 = 4;
+
+/// The first version whose journal is anchored (`anchor`).
+pub(super) const ANCHORED_VERSION: i64 = 8;
+
+/// Refuses a database that is not a controller database with a chained
+/// journal this build knows; returns its version (for `journal verify`,
+/// which never migrates).
+pub(super) fn check_chained(conn: &Connection, db: &Path) -> StoreResult<i64> {
+    let version = identify(conn, db)?;
+    if !(CHAINED_VERSION..=SCHEMA_VERSION).contains(&version) {
+        return Err(StoreError::SchemaUnsupported {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// Refuses a database that is not a controller database at exactly this
+/// build's schema version (for the read-only tools: they never migrate).
+pub(super) fn check_current(conn: &Connection, db: &Path) -> StoreResult<()> {
+    let version = identify(conn, db)?;
+    if version != SCHEMA_VERSION {
+        return Err(StoreError::SchemaUnsupported {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// The version of a controller database (`store_foreign` for another).
+fn identify(conn: &Connection, db: &Path) -> StoreResult<i64> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    let app: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    if app != APPLICATION_ID {
+        return Err(StoreError::ForeignDatabase {
+            path: db.to_owned(),
+        });
+    }
+    Ok(version)
 }
 
 /// Open a read connection (after the writer has migrated the file).
@@ -342,7 +404,7 @@ mod tests {
             conn.execute_batch(
                 "ALTER TABLE turns DROP COLUMN prepared; \
                  ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message;",
+                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted;",
             )
             .unwrap();
             conn.execute_batch(
@@ -381,7 +443,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 5).unwrap();
             conn.execute_batch(
                 "ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message; \
+                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at) \

@@ -104,6 +104,17 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
     let events = replay_all(&store).await;
     store.close().await;
     assert_eq!(events.len() as u64, EVENTS);
+    // Opening upgraded the copy in place to this build's schema, and the
+    // upgrade anchored the journal as it was (issue 24 item 4).
+    let version: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, lapis_service::store::SCHEMA_VERSION);
+    let anchor: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join("controller.db-anchor")).unwrap()).unwrap();
+    assert_eq!(anchor["events"], EVENTS);
+    assert_eq!(anchor["head"], verified["head"]);
 
     let mut shapes = BTreeSet::new();
     let mut kinds = BTreeSet::new();
