@@ -54,11 +54,3 @@ pub fn note(e: &JournalEvent) -> Option<Note> {
         _ => None,
     }
 }
-
-/// The label and payload of an agent update kept verbatim (`plan`, …).
-pub fn noted(e: &JournalEvent) -> Option<(String, serde_json::Value)> {
-    match observation(e)? {
-        Observation::Noted { kind, payload } => Some((kind, payload)),
-        _ => None,
-    }
-}
