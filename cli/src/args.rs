@@ -54,7 +54,7 @@ pub(crate) enum Command {
     Logs(LogsArgs),
     /// Check the installation, service, config and providers (exit 1 if a check fails).
     Doctor(JsonArg),
-    /// Register and list agent workspaces.
+    /// Register, list and remove agent workspaces.
     #[command(subcommand)]
     Workspaces(WorkspacesCommand),
     /// Create and inspect threads.
@@ -260,6 +260,19 @@ pub(crate) enum WorkspacesCommand {
     },
     /// List registered workspaces.
     List(JsonArg),
+    /// Unregister a workspace added at run time
+    ///
+    /// Its threads and journal stay readable but take no new turns; adding
+    /// the same id for the same directory brings it back. Refused while a
+    /// turn is queued, running or fenced there, and for a workspace the
+    /// configuration declares.
+    Remove {
+        /// Workspace id.
+        #[arg(add = ArgValueCandidates::new(workspace_ids))]
+        id: String,
+        #[command(flatten)]
+        out: JsonArg,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -700,7 +713,9 @@ impl Command {
             Command::Version(a) | Command::Status(a) | Command::Doctor(a) => a.json,
             Command::Config(ConfigCommand::Reload(a)) => a.json,
             Command::Token(TokenCommand::Show(a)) => a.json,
-            Command::Workspaces(WorkspacesCommand::Add { out, .. }) => out.json,
+            Command::Workspaces(
+                WorkspacesCommand::Add { out, .. } | WorkspacesCommand::Remove { out, .. },
+            ) => out.json,
             Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
             Command::Threads(ThreadsCommand::Create { out, .. })
             | Command::Threads(ThreadsCommand::Configure { out, .. })

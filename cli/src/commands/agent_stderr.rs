@@ -45,6 +45,38 @@ pub(super) fn of_turn(
     }
 }
 
+/// What the agent reported about `turn`'s restricted mode request: its
+/// `restricted_mode` note, journaled during setup after the turn's
+/// `user_message` at thread sequence `from` (`None` when there is none or
+/// its payload was not retained).
+pub(super) fn restricted_mode_of_turn(
+    client: &mut Client,
+    thread: &str,
+    turn: &str,
+    from: u64,
+) -> Result<Option<lapis_protocol::RestrictedMode>, CliError> {
+    let mut after = from.saturating_sub(1);
+    loop {
+        let page = client
+            .journal_replay(Some(thread), after, None)
+            .map_err(client_error)?;
+        for e in page
+            .events
+            .iter()
+            .filter(|e| e.turn_id.as_deref() == Some(turn))
+        {
+            if let Some(Payload::Observation(Observation::Note(Note::RestrictedMode(m)))) = e.body()
+            {
+                return Ok(Some(m));
+            }
+        }
+        after = page.next_after;
+        if !page.more {
+            return Ok(None);
+        }
+    }
+}
+
 /// `message` followed by the agent's lines, for an error.
 pub(super) fn with_lines(message: String, lines: &[String]) -> String {
     if lines.is_empty() {

@@ -377,22 +377,33 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Each configured provider, started as the service starts it (the same
-/// resolution and environment rule, through the runner's own launch code)
-/// and asked `initialize`: "found" is not "starts". A failure quotes the
-/// agent's last stderr lines.
+/// Each configured provider, started as the service starts it and asked
+/// `initialize`: "found" is not "starts". With a controller running the
+/// controller itself starts it (`providers.check`: its PATH and
+/// environment); otherwise it is started here through the runner's own
+/// launch code. A failure quotes the agent's last stderr lines.
 fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
-    let lookup = match super::providers_check::service_lookup(&paths.config) {
-        Ok(lookup) => lookup,
-        Err(e) => {
-            checks.push(Check::bad(
-                Status::Fail,
-                "providers",
-                format!("{:#}", e.error),
-                "fix the env file beside the config (see `config validate`)",
-            ));
-            return;
-        }
+    let target = super::connect::Target {
+        config: config.clone(),
+        home: config.controller_home.clone(),
+        paths: paths.clone(),
+        problem: None,
+    };
+    let mut client = super::connect::connect_to(&target).ok();
+    let lookup = match client.is_some() {
+        true => None,
+        false => match super::providers_check::service_lookup(&paths.config) {
+            Ok(lookup) => Some(lookup),
+            Err(e) => {
+                checks.push(Check::bad(
+                    Status::Fail,
+                    "providers",
+                    format!("{:#}", e.error),
+                    "fix the env file beside the config (see `config validate`)",
+                ));
+                return;
+            }
+        },
     };
     for (name, provider) in &config.providers {
         let check_name = format!("provider:{name}");
@@ -408,9 +419,27 @@ fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
                 continue;
             }
         };
-        let started = super::providers_check::start(spec, lookup.clone(), false, PROBE_SECS);
-        checks.push(match started {
-            Ok(report) => {
+        let checked = super::providers_check::check_with(
+            client.as_mut(),
+            name,
+            spec,
+            false,
+            PROBE_SECS,
+            || {
+                Ok(lookup
+                    .clone()
+                    .unwrap_or_else(lapis_protocol::config::CommandLookup::from_env))
+            },
+        );
+        let by = match &checked {
+            Ok((_, "service")) => " (checked by the running controller)",
+            Ok((_, super::providers_check::UNLOADED)) => {
+                " (checked here: the running controller has not loaded it yet; `config reload`)"
+            }
+            _ => "",
+        };
+        checks.push(match checked {
+            Ok((Ok(report), _)) => {
                 let agent = report
                     .agent_info
                     .as_ref()
@@ -421,18 +450,14 @@ fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
                 Check::ok(
                     check_name,
                     format!(
-                        "`{}` is {} and answers initialize{agent}",
+                        "`{}` is {} and answers initialize{agent}{by}",
                         provider.command,
                         report.command.display()
                     ),
                 )
             }
-            Err(failure) => {
-                let not_found = matches!(
-                    failure.error,
-                    lapis_service::ProbeError::Launch(_)
-                );
-                let fix = if not_found {
+            Ok((Err(failure), _)) => {
+                let fix = if super::providers_check::never_started(&failure.code) {
                     format!(
                         "install the agent, or set providers.{name}.command in {} to its absolute path",
                         paths.config.display()
@@ -443,8 +468,14 @@ fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
                         super::providers_check::agent_said(&failure.stderr)
                     )
                 };
-                Check::bad(Status::Fail, check_name, failure.error.to_string(), fix)
+                Check::bad(Status::Fail, check_name, format!("{}{by}", failure.message), fix)
             }
+            Err(e) => Check::bad(
+                Status::Fail,
+                check_name,
+                format!("{:#}", e.error),
+                format!("`{PRODUCT} providers check {name}`"),
+            ),
         });
     }
 }

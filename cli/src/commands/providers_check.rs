@@ -5,13 +5,19 @@
 //! found → how to install it; login needed → which method; any other
 //! failure → the agent's last stderr lines, redacted as the service log has
 //! them. `doctor` runs the same check ([`start`]) for every provider.
+//!
+//! When a controller is running and the provider is configured, the check
+//! is the service's own (`providers.check`): it starts the agent with the
+//! service's environment and `PATH`, which can differ from this shell's
+//! (a command found here may not be found by the service). Only with no
+//! controller running (or for a catalogue entry not configured yet) is the
+//! agent started here; the output says which was used.
 
 use std::time::Duration;
 
 use anyhow::anyhow;
-use lapis_protocol::config::{
-    CommandLookup, ECHO_PROVIDER, ProviderError, ProviderSpec, catalogue_entry,
-};
+use lapis_protocol::config::{CommandLookup, ECHO_PROVIDER, ProviderSpec, catalogue_entry};
+use lapis_protocol::probe::ProbeFailed;
 use lapis_service::{
     LaunchError, ProbeError, ProbeFailure, ProbeReport, ProbeRequest, RunnerLimits, SessionProbe,
     probe,
@@ -54,9 +60,14 @@ pub(super) fn run(
         }
     }
     .map_err(|e| CliError::failure("invalid_config", e))?;
-    let lookup = service_lookup(&path)?;
-    let report = start(spec, lookup, session, timeout).map_err(|f| failure(name, f))?;
-    let doc = json!({"provider": name, "report": &report});
+    let by_service = configured.is_some() || name == ECHO_PROVIDER;
+    let mut client = by_service.then(|| running_service(global)).flatten();
+    let (checked, checked_by) = check_with(client.as_mut(), name, spec, session, timeout, || {
+        service_lookup(&path)
+    })?;
+    let report =
+        checked.map_err(|f| failure_of(name, &f.code, &f.message, &f.stderr, checked_by))?;
+    let doc = json!({"provider": name, "checkedBy": checked_by, "report": &report});
     if let Some(SessionProbe::AuthRequired) = report.session {
         return Err(CliError::failure(
             "auth_required",
@@ -78,8 +89,91 @@ pub(super) fn run(
         output::json(&doc)?;
     } else {
         print_report(name, &report)?;
+        output::line(checked_line(checked_by))?;
     }
     Ok(())
+}
+
+/// Which start the check was: the running service's, or this process's.
+fn checked_line(by: &str) -> &'static str {
+    if by == "service" {
+        "  checked by the running controller (its PATH and environment)"
+    } else if by == UNLOADED {
+        "  checked here: the running controller has not loaded this provider yet (`config reload`)"
+    } else {
+        "  checked here: no controller is running (a running one would use its own PATH and environment)"
+    }
+}
+
+/// A client of the running controller, or `None` when nothing answers.
+fn running_service(global: &GlobalArgs) -> Option<lapis_protocol::client::Client> {
+    super::connect::connect(global).ok()
+}
+
+/// One provider's check: by the running controller when `client` is given
+/// (`providers.check`: its PATH, environment and secrets), else started
+/// here with `lookup`'s. The second value says which (`service`, `local`).
+pub(super) fn check_with(
+    client: Option<&mut lapis_protocol::client::Client>,
+    name: &str,
+    spec: ProviderSpec,
+    session: bool,
+    timeout: u64,
+    lookup: impl FnOnce() -> Result<CommandLookup, CliError>,
+) -> Result<(Result<ProbeReport, ProbeFailed>, &'static str), CliError> {
+    let Some(client) = client else {
+        let checked = start(spec, lookup()?, session, timeout).map_err(|f| ProbeFailed {
+            code: f.error.code().to_owned(),
+            message: f.error.to_string(),
+            stderr: f.stderr,
+        });
+        return Ok((checked, "local"));
+    };
+    let timeout = timeout.clamp(1, 600);
+    // Up to three steps (spawn + initialize, session/new) of `timeout`
+    // each, then the stderr drain: wait for the whole check.
+    client.set_request_timeout(Some(Duration::from_secs(3 * timeout + 10)));
+    let checked = client.providers_check(&lapis_protocol::params::ProvidersCheck {
+        name: name.to_owned(),
+        session,
+        timeout_seconds: Some(timeout),
+    });
+    client.set_request_timeout(Some(super::connect::REQUEST_TIMEOUT));
+    let checked = match checked {
+        Ok(checked) => checked,
+        // Configured in the file but not loaded by the running controller
+        // (added since its start or last reload): checked here instead.
+        Err(lapis_protocol::client::ClientError::Rpc(e))
+            if e.error_code() == Some(lapis_protocol::ErrorCode::NotFound) =>
+        {
+            let (checked, _) = check_with(None, name, spec, session, timeout, lookup)?;
+            return Ok((checked, UNLOADED));
+        }
+        Err(e) => return Err(super::connect::client_error(e)),
+    };
+    let result = match (checked.report, checked.failure) {
+        (Some(report), _) => Ok(report),
+        (None, Some(f)) => Err(f),
+        (None, None) => Err(ProbeFailed {
+            code: "check_failed".into(),
+            message: "the controller answered with neither a report nor a failure".into(),
+            stderr: Vec::new(),
+        }),
+    };
+    Ok((result, "service"))
+}
+
+/// [`check_with`]'s answer for a provider the configuration file has but
+/// the running controller has not loaded: it was checked here.
+pub(super) const UNLOADED: &str = "local-unloaded";
+
+/// Whether a failed check's code means the agent never started (its
+/// stderr says nothing then).
+pub(super) fn never_started(code: &str) -> bool {
+    matches!(
+        code,
+        "command_not_found" | "command_not_executable" | "spawn_failed" | "workspace_unavailable"
+    )
 }
 
 /// The lookup a launch by the service uses: command search and allowlisted
@@ -141,32 +235,44 @@ pub(super) fn agent_said(stderr: &[String]) -> String {
 }
 
 /// A failed check as a CLI error that says what to do, with the agent's
-/// last stderr lines (also in the JSON details, as `stderr`).
-fn failure(name: &str, f: ProbeFailure) -> CliError {
-    let ProbeFailure { error: e, stderr } = f;
-    let code = e.code();
-    let hint = match &e {
-        ProbeError::Launch(LaunchError::Command(ProviderError::CommandNotFound { .. })) => {
-            match catalogue_entry(name) {
-                Some(entry) => format!("; install it: {}", entry.install),
-                None => "; install it or give an absolute --command".to_string(),
-            }
-        }
-        ProbeError::Initialize {
-            code: "auth_required",
-        } => "; log in with the agent's own CLI first".to_string(),
+/// last stderr lines (also in the JSON details, as `stderr`): `code` the
+/// stable code, `by` which start it was (`service` or `local`).
+fn failure_of(name: &str, code: &str, message: &str, stderr: &[String], by: &str) -> CliError {
+    let hint = match code {
+        "command_not_found" => match catalogue_entry(name) {
+            Some(entry) => format!("; install it: {}", entry.install),
+            None => "; install it or give an absolute --command".to_string(),
+        },
+        "auth_required" => "; log in with the agent's own CLI first".to_string(),
         _ => String::new(),
     };
-    let said = match &e {
-        ProbeError::Launch(_) => String::new(),
-        _ => format!("\n  {}", agent_said(&stderr)),
+    let said = if never_started(code) {
+        String::new()
+    } else {
+        format!("\n  {}", agent_said(stderr))
     };
+    let whose = if by == "service" {
+        " (checked by the running controller, with its PATH and environment)"
+    } else {
+        ""
+    };
+    let code: &'static str = lapis_protocol::OutcomeCode::parse(code)
+        .map(|c| c.as_str())
+        .or_else(|| KNOWN_CODES.iter().copied().find(|c| *c == code))
+        .unwrap_or("check_failed");
     CliError::failure(
         code,
-        anyhow!("provider `{name}` check failed: {e}{hint}{said}"),
+        anyhow!("provider `{name}` check failed{whose}: {message}{hint}{said}"),
     )
-    .with_details(json!({"provider": name, "code": code, "stderr": stderr}))
+    .with_details(json!({"provider": name, "code": code, "stderr": stderr, "checkedBy": by}))
 }
+
+/// Probe codes that are not outcome codes.
+const KNOWN_CODES: &[&str] = &[
+    "protocol_version_unsupported",
+    "spawn_failed",
+    "check_failed",
+];
 
 fn auth_hint(report: &ProbeReport) -> String {
     if report.auth_methods.is_empty() {

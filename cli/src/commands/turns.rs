@@ -304,8 +304,11 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             };
             if out.json && !said.is_empty() {
                 crate::output::json(&json!({ "turn": t, "agentStderr": said }))?;
+            } else if out.json {
+                print_turn(&t, true)?;
             } else {
-                print_turn(&t, out.json)?;
+                let mode = mode_report(&mut client, &t)?;
+                print_turn_with(&t, mode.as_ref())?;
             }
             if !out.json && !said.is_empty() {
                 let text = said.join("\n          ");
@@ -361,42 +364,72 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
 
 fn print_turn(t: &Turn, json_out: bool) -> CliResult {
     if json_out {
-        crate::output::json(&json!({ "turn": t }))?;
+        Ok(crate::output::json(&json!({ "turn": t }))?)
     } else {
-        // The outcome and the prompt echo may hold anything: terminal-safe.
-        let line = |text: String| crate::output::line(safe(&text));
-        line(format!(
-            "turn      {}\nthread    {}\nworkspace {}\nstate     {}\noutcome   {}",
-            t.id,
-            t.thread_id,
-            t.workspace_id,
-            t.state.as_str(),
-            t.outcome.as_deref().unwrap_or("-")
-        ))?;
-        if let Some(p) = &t.prepared {
-            line(format!("prepared  {}", prepared_line(p)))?;
-        }
-        if let Some(asked) = &t.user_message {
-            let text = match (&asked.text, asked.payload_unavailable) {
-                (Some(text), _) => text.replace('\n', "\n          "),
-                (None, true) => "(unavailable: the thread keeps metadata only)".to_owned(),
-                (None, false) => "-".to_owned(),
-            };
-            line(format!("asked     {text}"))?;
-        }
-        if t.awaiting_input {
-            crate::output::line(
-                "input     awaiting a permission answer (see `lapis-ai-controller permissions list`)",
-            )?;
-        }
+        print_turn_with(t, None)
+    }
+}
+
+/// What the agent reported about a restricted turn's mode request: the
+/// `restricted_mode` observation (journaled during setup, after the
+/// turn's `user_message`), or `None` when the turn asked for no mode or
+/// the report is not in the journal.
+fn mode_report(
+    client: &mut Client,
+    t: &Turn,
+) -> Result<Option<lapis_protocol::RestrictedMode>, CliError> {
+    let asked = t
+        .prepared
+        .as_ref()
+        .is_some_and(|p| p.restricted && p.restricted_mode.is_some());
+    if !asked {
+        return Ok(None);
+    }
+    let from = t.user_message.as_ref().map_or(0, |m| m.thread_seq);
+    super::agent_stderr::restricted_mode_of_turn(client, &t.thread_id, &t.id, from)
+}
+
+/// The plain form of a turn; `mode` is the agent's `restricted_mode`
+/// report, if read.
+fn print_turn_with(t: &Turn, mode: Option<&lapis_protocol::RestrictedMode>) -> CliResult {
+    // The outcome and the prompt echo may hold anything: terminal-safe.
+    let line = |text: String| crate::output::line(safe(&text));
+    line(format!(
+        "turn      {}\nthread    {}\nworkspace {}\nstate     {}\noutcome   {}",
+        t.id,
+        t.thread_id,
+        t.workspace_id,
+        t.state.as_str(),
+        t.outcome.as_deref().unwrap_or("-")
+    ))?;
+    if let Some(p) = &t.prepared {
+        line(format!("prepared  {}", prepared_line(p, mode)))?;
+    }
+    if let Some(asked) = &t.user_message {
+        let text = match (&asked.text, asked.payload_unavailable) {
+            (Some(text), _) => text.replace('\n', "\n          "),
+            (None, true) => "(unavailable: the thread keeps metadata only)".to_owned(),
+            (None, false) => "-".to_owned(),
+        };
+        line(format!("asked     {text}"))?;
+    }
+    if t.awaiting_input {
+        crate::output::line(
+            "input     awaiting a permission answer (see `lapis-ai-controller permissions list`)",
+        )?;
     }
     Ok(())
 }
 
 /// One line of what a turn runs under (`turns show`): provider, approval
 /// (with why automatic approval is withheld), restriction, retention and
-/// the thread version it was claimed under.
-fn prepared_line(p: &lapis_protocol::PreparedConfig) -> String {
+/// the thread version it was claimed under. A restricted turn's mode is
+/// shown as the agent reported it (`mode`, the `restricted_mode`
+/// observation), never as applied just because it was requested.
+fn prepared_line(
+    p: &lapis_protocol::PreparedConfig,
+    mode: Option<&lapis_protocol::RestrictedMode>,
+) -> String {
     let a = &p.approval;
     let approval = if a.requested == a.effective {
         a.effective.as_str().to_owned()
@@ -409,7 +442,26 @@ fn prepared_line(p: &lapis_protocol::PreparedConfig) -> String {
     };
     let restricted = match (p.restricted, &p.restricted_mode) {
         (false, _) => "unrestricted".to_owned(),
-        (true, Some(mode)) => format!("restricted (mode {mode})"),
+        (true, Some(requested)) => {
+            use lapis_protocol::ModeResult;
+            let said = match mode.map(|m| m.result) {
+                Some(ModeResult::Applied) => None,
+                Some(ModeResult::Unreported) => Some("the agent reported no modes"),
+                Some(ModeResult::Unsupported) => Some("the agent does not offer it"),
+                Some(ModeResult::Rejected) => Some("the agent rejected it"),
+                None if p.retention == lapis_protocol::Retention::MetadataOnly => {
+                    Some("the agent's report is not retained (metadata-only)")
+                }
+                None => Some("no report from the agent"),
+            };
+            match (said, mode.is_some_and(|m| m.runs_unrestricted)) {
+                (None, _) => format!("restricted (mode {requested} applied)"),
+                (Some(said), true) => {
+                    format!("restricted (mode {requested} requested; {said}; runs unrestricted)")
+                }
+                (Some(said), false) => format!("restricted (mode {requested} requested; {said})"),
+            }
+        }
         (true, None) => "restricted (no mode)".to_owned(),
     };
     let mut line = format!(

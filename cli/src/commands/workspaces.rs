@@ -1,4 +1,4 @@
-//! `workspaces add ID DIR` and `workspaces list`.
+//! `workspaces add ID DIR`, `workspaces list` and `workspaces remove ID`.
 
 use lapis_protocol::params::WorkspacesAdd;
 use serde_json::json;
@@ -34,6 +34,23 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
                 crate::output::json(&json!({ "workspace": ws }))?;
             } else {
                 crate::output::line(format!("{}\t{}", ws.id, ws.path))?;
+            }
+        }
+        WorkspacesCommand::Remove { id, out } => {
+            let removed = client.workspaces_remove(&id).map_err(client_error)?;
+            if out.json {
+                crate::output::json(&json!(removed))?;
+            } else {
+                let ws = &removed.workspace;
+                let what = if removed.replayed {
+                    "was already removed"
+                } else {
+                    "removed"
+                };
+                crate::output::line(format!(
+                    "workspace {} ({}) {what}; its {} thread(s) stay readable (`threads list`, `journal tail`) and take no new turns",
+                    ws.id, ws.path, removed.threads
+                ))?;
             }
         }
         WorkspacesCommand::List(out) => {

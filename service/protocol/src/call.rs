@@ -58,6 +58,8 @@ calls! {
     WorkspacesAdd: p::WorkspacesAdd => p::WorkspaceResult;
     /// `workspaces.list`.
     WorkspacesList: p::NoParams => p::WorkspacesResult;
+    /// `workspaces.remove`.
+    WorkspacesRemove: p::WorkspacesRemove => p::WorkspaceRemoved;
     /// `threads.create`.
     ThreadsCreate: p::ThreadsCreate => p::ThreadResult;
     /// `threads.get`.
@@ -94,6 +96,8 @@ calls! {
     SessionsRevoke: p::SessionsRevoke => p::RevokeResult;
     /// `config.reload`.
     ConfigReload: p::NoParams => p::ReloadResult;
+    /// `providers.check`.
+    ProvidersCheck: p::ProvidersCheck => p::ProvidersChecked;
     /// `mcp.register`.
     McpRegister: p::McpRegister => p::McpRegisterResult;
 }

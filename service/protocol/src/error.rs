@@ -18,10 +18,12 @@ pub enum ErrorCode {
     /// No valid credential: unknown token, unknown/revoked/expired bearer, or
     /// a request before `hello`.
     Unauthenticated,
-    /// The session lacks the method's scope, or the resource belongs to
-    /// another principal or application.
+    /// The session lacks the method's scope (or a token may not speak for
+    /// the application). Never about a resource: another principal's or
+    /// application's thread or turn is [`ErrorCode::NotFound`].
     Forbidden,
-    /// No such workspace, thread, turn or session (as far as the caller may see).
+    /// No such workspace, thread, turn or session as far as the caller may
+    /// see: another principal's or application's answers exactly the same.
     NotFound,
     /// The same command id with different input, or a stale config version.
     Conflict,
@@ -31,6 +33,9 @@ pub enum ErrorCode {
     WorkspaceAlias,
     /// The workspace is fenced by a turn whose outcome is unknown.
     WorkspaceFenced,
+    /// The workspace has a queued or claimed turn (`workspaces.remove`);
+    /// `data` names the turn and its state.
+    WorkspaceBusy,
     /// The scheduler's bounded queue is full.
     QueueFull,
     /// Malformed frame, unknown method or field, wrong parameter types, or a
@@ -55,7 +60,8 @@ pub enum ErrorCode {
     /// Too many MCP servers, arguments or environment names, or a
     /// description too long.
     McpLimitExceeded,
-    /// An MCP server names a reserved environment variable (`LAPIS_*` or
+    /// An MCP server names a reserved environment variable (the controller's
+    /// identity, `LAPIS_AI_CONTROLLER_WORKSPACE`, or
     /// one the controller runs on).
     McpEnvReserved,
     /// An application's MCP server names a variable outside the provider's
@@ -79,7 +85,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -104,6 +110,7 @@ impl ErrorCode {
         ErrorCode::McpTransportUnsupported,
         ErrorCode::McpRestricted,
         ErrorCode::McpServerUnavailable,
+        ErrorCode::WorkspaceBusy,
     ];
 
     /// The stable string form.
@@ -133,6 +140,7 @@ impl ErrorCode {
             ErrorCode::McpTransportUnsupported => "mcp_transport_unsupported",
             ErrorCode::McpRestricted => "mcp_restricted",
             ErrorCode::McpServerUnavailable => "mcp_server_unavailable",
+            ErrorCode::WorkspaceBusy => "workspace_busy",
         }
     }
 
@@ -167,6 +175,7 @@ impl ErrorCode {
             ErrorCode::McpTransportUnsupported => -32020,
             ErrorCode::McpRestricted => -32021,
             ErrorCode::McpServerUnavailable => -32022,
+            ErrorCode::WorkspaceBusy => -32023,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

@@ -36,6 +36,7 @@ mod payload;
 mod permissions;
 mod policy;
 mod prepared;
+pub mod probe;
 mod records;
 mod scopes;
 mod state;

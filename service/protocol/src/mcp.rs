@@ -29,7 +29,16 @@ pub const MAX_MCP_STRING_BYTES: usize = 4096;
 /// Largest description (its JSON), in bytes.
 pub const MAX_MCP_SERVER_BYTES: usize = 32 * 1024;
 
-/// Variables no MCP server may name besides `LAPIS_*`: the ones the
+/// The controller's identity variables: the names its own processes find
+/// *which controller* they belong to by (today the controller home,
+/// [`crate::home::HOME_ENV`]). An MCP server given one could be pointed at
+/// another controller's socket and journal, so no server may name them. Of
+/// the `LAPIS_` names only these are reserved: any other (an application's
+/// own `LAPIS_TICKETS_KEY`) is the application's to use. A name the
+/// controller starts injecting into MCP servers joins this list.
+pub const IDENTITY_ENV: [&str; 1] = [crate::home::HOME_ENV];
+
+/// Variables no MCP server may name besides [`IDENTITY_ENV`]: the ones the
 /// controller itself runs on. An MCP server inherits nothing through them.
 pub const RESERVED_ENV: [&str; 9] = [
     "HOME",
@@ -45,7 +54,7 @@ pub const RESERVED_ENV: [&str; 9] = [
 
 /// Whether an environment name is reserved for the controller.
 pub fn reserved_env(name: &str) -> bool {
-    name.starts_with("LAPIS_") || RESERVED_ENV.contains(&name)
+    IDENTITY_ENV.contains(&name) || RESERVED_ENV.contains(&name)
 }
 
 /// How the agent reaches the server (ACP `McpServer` variants).
@@ -138,7 +147,7 @@ pub enum McpRefusal {
     },
     /// An environment name is reserved for the controller.
     #[error(
-        "mcp server `{server}`: environment name #{position} is reserved (LAPIS_* or one the controller runs on)"
+        "mcp server `{server}`: environment name #{position} is reserved (the controller's identity or one it runs on)"
     )]
     EnvReserved {
         /// The server's name.

@@ -29,6 +29,50 @@ pub struct WorkspacesAdd {
     pub command_id: Option<String>,
 }
 
+/// `workspaces.remove`: unregisters a workspace added at run time. Its
+/// threads and their journal stay (readable, verifiable); nothing new can
+/// start there. Refused with `workspace_busy` while it has a queued or
+/// claimed turn, `workspace_fenced` while a turn fences it, and
+/// `invalid_request` for a workspace the configuration declares.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspacesRemove {
+    /// Workspace id.
+    pub id: String,
+}
+
+/// `providers.check`: the controller starts a configured provider's agent
+/// exactly as a turn would (its own command resolution, `PATH`,
+/// environment rule and secrets) in a scratch directory and runs
+/// `initialize` (and `session/new` with `session`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProvidersCheck {
+    /// A configured provider's name, or `echo`.
+    pub name: String,
+    /// Also open a session.
+    #[serde(default)]
+    pub session: bool,
+    /// Seconds each step may take (1-600, default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `providers.check` result: `report` when the agent started and answered
+/// `initialize`, else `failure` (a failed check is a result, not an error).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvidersChecked {
+    /// The provider.
+    pub provider: String,
+    /// What the agent advertised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::probe::ProbeReport>,
+    /// Why it could not be checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<crate::probe::ProbeFailed>,
+}
+
 /// `threads.create`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -455,6 +499,20 @@ pub struct WorkspaceResult {
     /// The workspace.
     pub workspace: crate::Workspace,
     /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `workspaces.remove` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRemoved {
+    /// The workspace as it was registered.
+    pub workspace: crate::Workspace,
+    /// Its threads, which stay readable (`threads.get`, `journal.replay`)
+    /// but take no new turns.
+    pub threads: u64,
+    /// True when it had been removed already (a retry).
     #[serde(default)]
     pub replayed: bool,
 }

@@ -17,7 +17,7 @@ pub enum Scope {
     /// List workspaces.
     #[serde(rename = "workspaces:read")]
     WorkspacesRead,
-    /// Register workspaces.
+    /// Register and remove workspaces.
     #[serde(rename = "workspaces:write")]
     WorkspacesWrite,
     /// Read threads, turns and the journal (replay and subscriptions).
@@ -43,7 +43,9 @@ pub enum Scope {
     /// Revoke sessions.
     #[serde(rename = "sessions:revoke")]
     SessionsRevoke,
-    /// Ask the controller to re-read its configuration.
+    /// Ask the controller to re-read its configuration, or to start a
+    /// provider's agent to check it (`providers.check`): the owner's
+    /// administration of the installation.
     #[serde(rename = "config:reload")]
     ConfigReload,
 }
@@ -94,6 +96,7 @@ pub enum Method {
     Status,
     WorkspacesAdd,
     WorkspacesList,
+    WorkspacesRemove,
     ThreadsCreate,
     ThreadsGet,
     ThreadsList,
@@ -112,6 +115,7 @@ pub enum Method {
     PermissionsRespond,
     SessionsRevoke,
     ConfigReload,
+    ProvidersCheck,
     McpRegister,
 }
 
@@ -141,6 +145,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Method::WorkspacesList,
         "workspaces.list",
         Requirement::Scope(Scope::WorkspacesRead),
+    ),
+    (
+        Method::WorkspacesRemove,
+        "workspaces.remove",
+        Requirement::Scope(Scope::WorkspacesWrite),
     ),
     (
         Method::ThreadsCreate,
@@ -233,6 +242,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Requirement::Scope(Scope::ConfigReload),
     ),
     (
+        Method::ProvidersCheck,
+        "providers.check",
+        Requirement::Scope(Scope::ConfigReload),
+    ),
+    (
         Method::McpRegister,
         "mcp.register",
         Requirement::Scope(Scope::ThreadsWrite),
@@ -279,6 +293,7 @@ mod tests {
             | Method::Status
             | Method::WorkspacesAdd
             | Method::WorkspacesList
+            | Method::WorkspacesRemove
             | Method::ThreadsCreate
             | Method::ThreadsGet
             | Method::ThreadsList
@@ -297,6 +312,7 @@ mod tests {
             | Method::PermissionsRespond
             | Method::SessionsRevoke
             | Method::ConfigReload
+            | Method::ProvidersCheck
             | Method::McpRegister => m,
         };
         [
@@ -304,6 +320,7 @@ mod tests {
             Method::Status,
             Method::WorkspacesAdd,
             Method::WorkspacesList,
+            Method::WorkspacesRemove,
             Method::ThreadsCreate,
             Method::ThreadsGet,
             Method::ThreadsList,
@@ -322,6 +339,7 @@ mod tests {
             Method::PermissionsRespond,
             Method::SessionsRevoke,
             Method::ConfigReload,
+            Method::ProvidersCheck,
             Method::McpRegister,
         ]
         .into_iter()

@@ -39,10 +39,11 @@ pub(crate) use events::{late_update, shows_agent_progress};
 pub(crate) use fingerprint::{fingerprint, with_app_servers};
 pub use lapis_protocol::config::{CommandLookup, ProviderSpec};
 pub(crate) use lapis_protocol::config::{ECHO_PROVIDER, ProviderError};
+pub use lapis_protocol::probe::{ProbeReport, SessionProbe};
 #[cfg(feature = "test-support")]
 pub use lapis_protocol::{DecidedBy, Payload};
 pub use lapis_protocol::{Invocation, PermissionAnswer, PermissionOption};
-pub use probe::{ProbeError, ProbeFailure, ProbeReport, ProbeRequest, SessionProbe, probe};
+pub use probe::{ProbeError, ProbeFailure, ProbeRequest, probe};
 pub use process::LaunchError;
 #[cfg(feature = "test-support")]
 pub use process::Stopped;

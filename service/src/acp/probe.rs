@@ -10,7 +10,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::process::{AgentProcess, LaunchError};
@@ -21,6 +20,7 @@ use super::turn::{
 };
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
+use lapis_protocol::probe::{ProbeReport, SessionProbe};
 use lapis_protocol::{Payload, PermissionAnswer};
 
 /// What to check.
@@ -51,47 +51,6 @@ pub struct ProbeFailure {
     /// The agent's last stderr lines, redacted and bounded
     /// ([`crate::acp::StderrTail`]); empty when it never started.
     pub stderr: Vec<String>,
-}
-
-/// What the agent advertised.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProbeReport {
-    /// The executable that was started.
-    pub command: PathBuf,
-    /// `initialize` → `protocolVersion` (always the pinned one on success).
-    pub protocol_version: u64,
-    /// `agentInfo` (name, title, version) when given.
-    pub agent_info: Option<Value>,
-    /// `agentCapabilities.loadSession`.
-    pub load_session: bool,
-    /// `agentCapabilities.mcpCapabilities` (`http`, `sse`).
-    pub mcp_capabilities: Value,
-    /// `agentCapabilities.promptCapabilities` (`image`, `audio`,
-    /// `embeddedContext`).
-    pub prompt_capabilities: Value,
-    /// `authMethods` (id, name, description).
-    pub auth_methods: Vec<Value>,
-    /// The session check, when asked for.
-    pub session: Option<SessionProbe>,
-}
-
-/// How `session/new` went.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum SessionProbe {
-    /// A session was opened; `modes` is what the agent offered.
-    Opened {
-        /// `modes` (`currentModeId`, `availableModes`), when given.
-        modes: Option<Value>,
-    },
-    /// The agent needs a login first (see the report's `auth_methods`).
-    AuthRequired,
-    /// Any other failure, with a stable code.
-    Failed {
-        /// `session_new_failed`, `session_new_timeout`, `agent_exited`, …
-        code: String,
-    },
 }
 
 /// Why the agent could not be checked.

@@ -36,9 +36,6 @@ pub enum StoreError {
         /// The wire names of the differing fields (never their values).
         fields: Vec<&'static str>,
     },
-    /// The resource belongs to another principal or application.
-    #[error("the resource belongs to another principal or application")]
-    Forbidden,
     /// A second workspace id for a canonical path that already has one.
     #[error("path is already registered as workspace `{existing}`")]
     WorkspaceAlias {
@@ -52,6 +49,16 @@ pub enum StoreError {
         workspace: String,
         /// The turn that fences it.
         turn: String,
+    },
+    /// The workspace has a queued or claimed turn (`workspaces.remove`).
+    #[error("workspace `{workspace}` has turn `{turn}` {state}")]
+    WorkspaceBusy {
+        /// The workspace.
+        workspace: String,
+        /// Its first queued or claimed turn.
+        turn: String,
+        /// That turn's state.
+        state: crate::domain::TurnState,
     },
     /// The bounded queue of turns is full.
     #[error("turn queue is full (capacity {capacity})")]
@@ -182,9 +189,9 @@ impl StoreError {
             StoreError::NotFound { .. } => ErrorCode::NotFound,
             StoreError::Conflict { .. } => ErrorCode::Conflict,
             StoreError::BindingMismatch { .. } => ErrorCode::BindingMismatch,
-            StoreError::Forbidden => ErrorCode::Forbidden,
             StoreError::WorkspaceAlias { .. } => ErrorCode::WorkspaceAlias,
             StoreError::WorkspaceFenced { .. } => ErrorCode::WorkspaceFenced,
+            StoreError::WorkspaceBusy { .. } => ErrorCode::WorkspaceBusy,
             StoreError::QueueFull { .. } => ErrorCode::QueueFull,
             StoreError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             StoreError::TranscriptUnavailable { .. } => ErrorCode::TranscriptUnavailable,

@@ -11,7 +11,10 @@
 //!   other claim in the same batch; none would leave the batch lingering.
 //! - **the running slot**: the turn counts in `running` (what `status`
 //!   shows) and holds one `maxRunningTurns` permit until its outcome is
-//!   durable.
+//!   recorded. It is given back *before* the turn's end is written
+//!   ([`ClaimGuard::release`]): release first, then report, so a client
+//!   that calls `status` on seeing the turn's final event never finds the
+//!   turn still running.
 //!
 //! [`ClaimGuard`] owns both and settles whatever is left on drop, so every
 //! exit of `run_claim` — an early refusal, the normal end, a panic, the
@@ -79,8 +82,11 @@ pub(super) struct ClaimGuard {
     boundary: BoundarySignal,
     /// The engine's running-turn count, incremented by [`ClaimGuard::new`].
     running: Arc<AtomicUsize>,
-    /// The `maxRunningTurns` permit the claim loop took for this claim.
-    _permit: Option<OwnedSemaphorePermit>,
+    /// The `maxRunningTurns` permit the claim loop took for this claim
+    /// (`None` once released).
+    permit: Option<OwnedSemaphorePermit>,
+    /// Whether the running slot was given back already.
+    released: bool,
 }
 
 impl ClaimGuard {
@@ -103,7 +109,8 @@ impl ClaimGuard {
         ClaimGuard {
             boundary: BoundarySignal::new(notify),
             running,
-            _permit: permit,
+            permit,
+            released: false,
         }
     }
 
@@ -116,6 +123,15 @@ impl ClaimGuard {
     pub(super) fn boundary_later(&self) {
         self.boundary.later();
     }
+
+    /// Gives the running slot and its permit back now, before the turn's
+    /// end is written (idempotent; drop does it otherwise).
+    pub(super) fn release(&mut self) {
+        if !std::mem::replace(&mut self.released, true) {
+            self.running.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.permit = None;
+    }
 }
 
 impl Drop for ClaimGuard {
@@ -123,7 +139,7 @@ impl Drop for ClaimGuard {
         // An exit before the boundary that said nothing: the batch must
         // not linger for a boundary that will never come.
         self.boundary.later();
-        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.release();
     }
 }
 

@@ -175,3 +175,63 @@ async fn early_exits_of_a_claim_release_its_running_slot() {
         assert_eq!(after.outcome.as_deref(), Some(code.as_str()));
     }
 }
+
+/// Release first, then report (issue 24): a subscriber that reads the
+/// status on seeing a turn's final event finds neither its running slot
+/// taken nor its workspace running. On a current-thread runtime the
+/// subscriber, woken by the event, runs before the worker resumes from
+/// the end's reply, so a slot given back only after the end was written
+/// is still counted when the subscriber looks.
+#[tokio::test(flavor = "current_thread")]
+async fn status_never_shows_a_turn_running_after_its_final_event() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use crate::domain::Retention;
+    use crate::store::tests::{fixture, owner, submit, thread, workspace};
+    use lapis_protocol::Payload;
+
+    let fx = fixture().await;
+    let ws = workspace(&fx.store, fx.dir.path(), "w1").await;
+    let engine = super::Engine::new(
+        fx.store.clone(),
+        super::EngineConfig::new(Default::default()),
+    );
+    let th = thread(&fx.store, &ws.id, Retention::Full).await;
+    let turn = fx
+        .store
+        .submit_turn(&owner(), submit(&th.id, "c1", "hi"))
+        .await
+        .unwrap()
+        .value;
+    let mut claim = fx.store.try_claim().await.unwrap().expect("runnable");
+    // No provider facts: the claim ends at once, failed, like any end.
+    claim.provider = None;
+    let mut events = fx.store.subscribe();
+    let (store, watcher) = (fx.store.clone(), engine.clone());
+    let turn_id = turn.id.clone();
+    let seen = tokio::spawn(async move {
+        loop {
+            let e = events.recv().await.unwrap();
+            let is_final = e.turn_id.as_deref() == Some(turn_id.as_str())
+                && matches!(e.body(), Some(Payload::TurnState(c)) if c.to.is_terminal());
+            if is_final {
+                return (
+                    watcher.status().running_turns,
+                    store.status().running_workspaces,
+                );
+            }
+        }
+    });
+    let permit = engine.slots.clone().acquire_owned().await.unwrap();
+    let run = tokio::spawn(engine.clone().run_claim(
+        claim,
+        Arc::default(),
+        Arc::new(AtomicBool::new(false)),
+        permit,
+    ));
+    let (running, workspaces) = seen.await.unwrap();
+    run.await.unwrap();
+    assert_eq!(running, 0, "the running slot is free when the end is seen");
+    assert!(workspaces.is_empty(), "{workspaces:?}");
+}

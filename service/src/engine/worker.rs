@@ -319,13 +319,14 @@ impl Engine {
         permit: OwnedSemaphorePermit,
     ) {
         // Settles the running slot and the boundary signal on every exit.
-        let guard = ClaimGuard::new(self.store.clone(), self.running.clone(), permit);
+        let mut guard = ClaimGuard::new(self.store.clone(), self.running.clone(), permit);
         let turn_id = claim.turn.id.clone();
         let thread_id = claim.thread.id.clone();
         // The provider and policy the turn was prepared with, as recorded
         // in the claim's transaction; a reload since does not change them.
         let (Some(facts), Some(prepared)) = (claim.provider, claim.turn.prepared.clone()) else {
             guard.boundary_later();
+            guard.release();
             self.finish(&turn_id, TurnEnd::Failed(OutcomeCode::UnknownProvider))
                 .await;
             return;
@@ -334,6 +335,7 @@ impl Engine {
             Ok(mcp) => mcp,
             Err(refusal) => {
                 guard.boundary_later();
+                guard.release();
                 self.refuse_mcp(&turn_id, &refusal).await;
                 return;
             }
@@ -458,6 +460,9 @@ impl Engine {
                 None
             }
         };
+        // Release first, then report: the slot is free before the end's
+        // event can reach a subscriber (see `claim`).
+        guard.release();
         let fenced = self.finish(&turn_id, end).await;
         if fenced {
             // The store recorded an unknown outcome (its journal refused

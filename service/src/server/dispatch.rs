@@ -107,6 +107,9 @@ pub(super) async fn method(
                 .await;
             reply::<call::ConfigReload>(Ok(outcome))
         }
+        Method::ProvidersCheck => {
+            reply::<call::ProvidersCheck>(handlers::providers_check(ctx, request.params()?).await)
+        }
         Method::WorkspacesAdd => reply::<call::WorkspacesAdd>(
             handlers::workspaces_add(ctx, session, request.params()?).await,
         ),
@@ -114,6 +117,9 @@ pub(super) async fn method(
             let _ = params::<call::WorkspacesList>(request)?;
             reply::<call::WorkspacesList>(handlers::workspaces_list(ctx).await)
         }
+        Method::WorkspacesRemove => reply::<call::WorkspacesRemove>(
+            handlers::workspaces_remove(ctx, session, request.params()?).await,
+        ),
         Method::ThreadsCreate => reply::<call::ThreadsCreate>(
             handlers::threads_create(ctx, session, request.params()?).await,
         ),

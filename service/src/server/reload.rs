@@ -79,6 +79,19 @@ impl Reloader {
         }
     }
 
+    /// Whether the configuration in effect declares workspace `id` (such a
+    /// workspace is registered again by every start and reload, so it is
+    /// not removed at run time).
+    pub(crate) fn declares_workspace(&self, id: &str) -> bool {
+        self.source.as_ref().is_some_and(|s| {
+            s.current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .workspaces
+                .contains_key(id)
+        })
+    }
+
     /// The last reload's outcome, if any ran.
     pub(crate) fn last(&self) -> Option<ReloadResult> {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()

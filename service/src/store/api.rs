@@ -14,6 +14,7 @@ use crate::domain::{
     Workspace,
 };
 
+use lapis_protocol::params::WorkspaceRemoved;
 use lapis_protocol::{Payload, ThreadExpect};
 
 use super::handle::{PendingAppend, Store};
@@ -61,7 +62,19 @@ impl Store {
         .await
     }
 
-    /// Every workspace, by id.
+    /// Unregister a workspace (see `ops_workspaces`): it leaves
+    /// `list_workspaces` and takes no new thread or turn; its threads and
+    /// journal stay. `actor` is recorded in the audit row.
+    pub(crate) async fn remove_workspace(
+        &self,
+        actor: &Actor,
+        id: &str,
+    ) -> StoreResult<WorkspaceRemoved> {
+        let (actor, id) = (actor.clone(), id.to_owned());
+        self.op(move |w| w.remove_workspace(&actor, &id)).await
+    }
+
+    /// Every workspace not removed, by id.
     pub(crate) async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>> {
         self.read(|c, _| read::workspaces(c)).await
     }

@@ -13,7 +13,10 @@
 //!
 //! # API overview (all `async` unless noted)
 //! - Workspaces: [`add_workspace`](Store::add_workspace) (canonicalises the
-//!   path; `workspace_alias` for a second id), [`list_workspaces`](Store::list_workspaces).
+//!   path; `workspace_alias` for a second id), [`list_workspaces`](Store::list_workspaces),
+//!   [`remove_workspace`](Store::remove_workspace) (marks it removed; its
+//!   threads stay readable; `workspace_busy`/`workspace_fenced` while a
+//!   turn is queued, claimed or fenced there).
 //! - Threads: [`create_thread`](Store::create_thread) (idempotent with a command id),
 //!   [`get_thread`](Store::get_thread), [`list_threads`](Store::list_threads),
 //!   [`configure_thread`](Store::configure_thread) (optimistic `version`;
@@ -60,6 +63,7 @@ mod lock;
 mod ops_cancel;
 mod ops_threads;
 mod ops_turns;
+mod ops_workspaces;
 mod prepared;
 mod read;
 mod receipts;
@@ -71,7 +75,7 @@ mod transition;
 mod validate;
 mod writer;
 
-pub(crate) use chain::ChainReport;
+pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;
 pub(crate) use handle::PendingAppend;
@@ -79,7 +83,9 @@ pub use handle::{Store, StoreOptions};
 pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
 pub(crate) use receipts::CommandKind;
-pub use schema::{DB_FILE, SCHEMA_VERSION};
+pub use schema::DB_FILE;
+#[cfg(feature = "test-support")]
+pub use schema::SCHEMA_VERSION;
 
 /// Verifies the journal's hash chain of the database at `db` directly,
 /// read-only, and that it reaches the prefix its anchor names: works

@@ -1,4 +1,4 @@
-//! Workspace, thread and session operations on the writer.
+//! Thread and session operations on the writer.
 
 use lapis_protocol::{Payload, ThreadConfigured, ThreadCreated};
 use rusqlite::params;
@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::domain::{
     Actor, AuthSession, NewAuthSession, NewThread, Receipt, StoreError, StoreResult, Thread,
-    ThreadPatch, Workspace,
+    ThreadPatch,
 };
 
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
@@ -15,74 +15,6 @@ use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt
 use super::writer::Writer;
 
 impl Writer {
-    /// Register `id` for the canonical `path`; the same pair again is a
-    /// no-op (`replayed`). With a command id (an application's
-    /// `workspaces.add`) the answer is also recorded as a receipt.
-    pub(super) fn add_workspace(
-        &mut self,
-        id: &str,
-        path: &str,
-        command: Option<(&Actor, &str)>,
-    ) -> StoreResult<Receipt<Workspace>> {
-        let Some((actor, command_id)) = command else {
-            return self.register_workspace(id, path);
-        };
-        let command = Command {
-            actor,
-            id: Some(command_id),
-            kind: CommandKind::WorkspaceAdd,
-            digest: digest(&["workspace.add", id, path]),
-        };
-        let r = self.command(
-            command,
-            |r: &Receipt<Workspace>| r.value.id.clone(),
-            |w| w.register_workspace(id, path),
-        )?;
-        Ok(Receipt {
-            value: r.value.value,
-            replayed: r.replayed || r.value.replayed,
-        })
-    }
-
-    fn register_workspace(&mut self, id: &str, path: &str) -> StoreResult<Receipt<Workspace>> {
-        check_name("workspace id", id)?;
-        if let Some(existing) = read::workspace(&self.conn, id)? {
-            return if existing.path == path {
-                Ok(Receipt {
-                    value: existing,
-                    replayed: true,
-                })
-            } else {
-                Err(StoreError::conflict(
-                    "workspace id is registered for another path",
-                ))
-            };
-        }
-        let other: Option<String> = rusqlite::OptionalExtension::optional(self.conn.query_row(
-            "SELECT id FROM workspaces WHERE path = ?1",
-            [path],
-            |r| r.get(0),
-        ))?;
-        if let Some(existing) = other {
-            return Err(StoreError::WorkspaceAlias { existing });
-        }
-        let ws = self.write(|tx, _, _, now| {
-            tx.execute(
-                "INSERT INTO workspaces (id, path, created_at) VALUES (?1, ?2, ?3)",
-                params![id, path, now],
-            )?;
-            Ok(Workspace {
-                id: id.to_owned(),
-                path: path.to_owned(),
-                created_at: now,
-            })
-        })?;
-        Ok(Receipt {
-            value: ws,
-            replayed: false,
-        })
-    }
-
     /// Create a thread stamped with the actor (idempotent when a command id is given).
     pub(super) fn create_thread(
         &mut self,
@@ -120,6 +52,7 @@ impl Writer {
                 });
             }
         }
+        // A removed workspace is not found: it takes no new threads.
         if read::workspace(&self.conn, &input.workspace_id)?.is_none() {
             return Err(StoreError::not_found("workspace", &input.workspace_id));
         }

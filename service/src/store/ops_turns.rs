@@ -147,8 +147,15 @@ impl Writer {
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
         // Checked here rather than by a read before the request: one store
         // round trip per submit instead of two.
+        // Another's thread answers like an unknown one (see the handlers).
         if !actor.owns(&thread) {
-            return Err(StoreError::Forbidden);
+            return Err(StoreError::not_found("thread", &input.thread_id));
+        }
+        if read::workspace(&self.conn, &thread.workspace_id)?.is_none() {
+            return Err(StoreError::invalid(format!(
+                "workspace `{}` was removed: its threads are read-only (add it again with `workspaces add {} DIR` for the same directory)",
+                thread.workspace_id, thread.workspace_id
+            )));
         }
         if let Some(expect) = expect {
             let fields = expect.mismatches(&thread);

@@ -236,20 +236,30 @@ pub(super) fn user_message(
     }))
 }
 
-/// One workspace by id.
+/// One workspace by id, unless it was removed.
 pub(super) fn workspace(conn: &Connection, id: &str) -> StoreResult<Option<Workspace>> {
     conn.prepare_cached(&format!(
-        "SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"
+        "SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1 AND removed_at IS NULL"
     ))?
     .query_row([id], workspace_row)
     .optional()
     .map_err(unwrap_err)
 }
 
-/// Every workspace, by id.
+/// One workspace by id, removed or not (`true` when removed).
+pub(super) fn workspace_any(conn: &Connection, id: &str) -> StoreResult<Option<(Workspace, bool)>> {
+    conn.prepare_cached(&format!(
+        "SELECT {WORKSPACE_COLS}, removed_at IS NOT NULL FROM workspaces WHERE id = ?1"
+    ))?
+    .query_row([id], |r| Ok((workspace_row(r)?, r.get(3)?)))
+    .optional()
+    .map_err(unwrap_err)
+}
+
+/// Every workspace not removed, by id.
 pub(super) fn workspaces(conn: &Connection) -> StoreResult<Vec<Workspace>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {WORKSPACE_COLS} FROM workspaces ORDER BY id"
+        "SELECT {WORKSPACE_COLS} FROM workspaces WHERE removed_at IS NULL ORDER BY id"
     ))?;
     let rows = stmt.query_map([], workspace_row)?;
     rows.collect::<Result<_, _>>().map_err(unwrap_err)

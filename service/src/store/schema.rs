@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -205,6 +205,13 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX events_turn_submitted ON events(turn_id) WHERE kind = 'turn_submitted';
 UPDATE turns SET prompt = NULL WHERE state != 'queued' AND prompt IS NOT NULL;
 "#,
+    },
+    Migration {
+        // Version 9: `workspaces.remove` (issue 23). A removed workspace
+        // keeps its row, so its threads and their journal keep every
+        // reference; only new work is refused there.
+        then: None,
+        sql: "ALTER TABLE workspaces ADD COLUMN removed_at INTEGER;",
     },
 ];
 
@@ -405,7 +412,7 @@ mod tests {
             conn.execute_batch(
                 "ALTER TABLE turns DROP COLUMN prepared; \
                  ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted;",
+                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at;",
             )
             .unwrap();
             conn.execute_batch(
@@ -444,7 +451,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 5).unwrap();
             conn.execute_batch(
                 "ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted; \
+                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at) \

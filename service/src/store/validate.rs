@@ -80,7 +80,13 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
     vec![
         ("workspaces", "fields", format!(
             "SELECT id FROM workspaces WHERE NOT {ws_id} OR typeof(path) != 'text' \
-             OR substr(path, 1, 1) != '/' OR typeof(created_at) != 'integer' LIMIT 1")),
+             OR substr(path, 1, 1) != '/' OR typeof(created_at) != 'integer' \
+             OR (removed_at IS NOT NULL AND typeof(removed_at) != 'integer') LIMIT 1")),
+        // A removed workspace has nothing waiting on it (`workspaces.remove`
+        // refuses while a turn is queued, claimed or fenced).
+        ("workspaces", "removed", "SELECT w.id FROM workspaces w WHERE w.removed_at IS NOT NULL \
+             AND EXISTS (SELECT 1 FROM turns u WHERE u.workspace_id = w.id \
+                 AND u.state NOT IN ('completed', 'failed', 'cancelled')) LIMIT 1".into()),
         ("threads", "fields", format!(
             "SELECT id FROM threads WHERE typeof(id) != 'text' OR id NOT GLOB 'thr_*' \
              OR typeof(principal) != 'text' OR principal = '' OR typeof(application) != 'text' \
@@ -143,7 +149,7 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR typeof(created_at) != 'integer' OR NOT {digest} \
              OR (result IS NOT NULL AND NOT json_valid(result)) \
              OR {kind_resource} LIMIT 1")),
-        ("audit", "fields", "SELECT id FROM audit WHERE action NOT IN ('turn.resolve') \
+        ("audit", "fields", "SELECT id FROM audit WHERE action NOT IN ('turn.resolve', 'workspace.remove') \
              OR typeof(at) != 'integer' OR typeof(principal) != 'text' OR NOT json_valid(detail) \
              OR (turn_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = audit.turn_id \
                  AND t.resolved_at IS NOT NULL)) LIMIT 1".into()),

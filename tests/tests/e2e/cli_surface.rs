@@ -186,6 +186,11 @@ fn settings(home: &Path) -> insta::Settings {
         r#""inputDigest": "[DIGEST]""#,
     );
     s.add_filter(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]");
+    // A turn's input digest covers its (random) thread id.
+    s.add_filter(
+        r#""inputDigest": "[0-9a-f]{64}""#,
+        r#""inputDigest": "[DIGEST]""#,
+    );
     s.add_filter(
         r#""(pid|uptimeSeconds|version|commit|date|target|build)": ("[^"]*"|\d+)"#,
         r#""$1": "[REDACTED]""#,
@@ -288,6 +293,15 @@ fn output_of_service_commands_is_snapshotted() {
         ("workspaces-add", vec!["workspaces", "add", "other", &other]),
         ("workspaces-list", vec!["workspaces", "list"]),
         ("workspaces-list-json", vec!["workspaces", "list", "--json"]),
+        ("workspaces-remove", vec!["workspaces", "remove", "other"]),
+        (
+            "workspaces-remove-again-json",
+            vec!["workspaces", "remove", "other", "--json"],
+        ),
+        (
+            "workspaces-remove-configured",
+            vec!["workspaces", "remove", "proj"],
+        ),
         (
             "threads-create-json",
             vec!["threads", "create", "proj", "--json"],

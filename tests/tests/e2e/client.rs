@@ -114,6 +114,6 @@ fn subscription_streams_committed_events_in_order() {
     let err = intruder
         .journal_subscribe(Some(&thread.id), None)
         .unwrap_err();
-    assert_eq!(err.code(), "forbidden");
+    assert_eq!(err.code(), "not_found");
     server.finish(&[], &[]);
 }

@@ -95,26 +95,26 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     let mut guest = app(&server, GUEST, "guest-app");
     assert_eq!(
         guest.turns_cancel(&lost.id).unwrap_err().code(),
-        "forbidden"
+        "not_found"
     );
     assert_eq!(
         guest
             .turns_resolve(&lost.id, lapis_protocol::ResolveAs::Failed, true)
             .unwrap_err()
             .code(),
-        "forbidden"
+        "not_found"
     );
     let mut narrow = app(&server, NARROW, "bot");
     assert_eq!(
         narrow.turns_cancel(&lost.id).unwrap_err().code(),
-        "forbidden"
+        "not_found"
     );
     assert_eq!(
         narrow
             .turns_resolve(&lost.id, lapis_protocol::ResolveAs::Failed, true)
             .unwrap_err()
             .code(),
-        "forbidden"
+        "not_found"
     );
     assert_eq!(
         editor.turns_get(&lost.id).unwrap().state,
@@ -190,7 +190,7 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
         .unwrap();
     let err = server.ctx.run(["turns", "cancel", &third.id]);
     assert_eq!(err.code, Some(2), "{}", err.stderr);
-    assert!(err.stderr.contains("forbidden"), "{}", err.stderr);
+    assert!(err.stderr.contains("not_found"), "{}", err.stderr);
     server.finish(&[], &[]);
 }
 

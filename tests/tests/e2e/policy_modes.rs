@@ -106,3 +106,59 @@ fn restricted_threads_request_the_providers_mode_and_record_what_the_agent_did()
     assert_eq!(asked.lines().collect::<Vec<_>>(), ["plan", "plan"]);
     server.finish(&[], &[]);
 }
+
+/// `turns show` prints the mode as the agent reported it (issue 24): a
+/// lenient provider whose agent reports no modes runs unrestricted, and
+/// show says so instead of "restricted (mode plan)" from the request.
+#[test]
+fn turns_show_prints_the_mode_the_agent_reported_not_the_requested_one() {
+    let with = |args: &[&str], extra: Value| {
+        let mut p = fixture(args);
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let server = Server::start_full(
+        json!({}),
+        json!({
+            "lenient": with(&[], json!({"restrictedMode": "plan", "allowUnrestricted": true})),
+            "plan": with(&["--advertise"], json!({"restrictedMode": "plan"})),
+        }),
+    );
+    let ctx = &server.ctx;
+    let show = |provider: &str| {
+        let thread = ctx
+            .run([
+                "threads",
+                "create",
+                "proj",
+                "--provider",
+                provider,
+                "--restricted",
+            ])
+            .success()
+            .stdout
+            .trim()
+            .to_owned();
+        let submitted = ctx.run([
+            "turns", "submit", &thread, "--prompt", "go", "--wait", "--json",
+        ]);
+        let turn = submitted.success().json()["turn"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        ctx.run(["turns", "show", &turn]).success().stdout.clone()
+    };
+    let lenient = show("lenient");
+    assert!(!lenient.contains("restricted (mode plan)"), "{lenient}");
+    assert!(
+        lenient.contains(
+            "restricted (mode plan requested; the agent reported no modes; runs unrestricted)"
+        ),
+        "{lenient}"
+    );
+    let plan = show("plan");
+    assert!(plan.contains("restricted (mode plan applied)"), "{plan}");
+    server.finish(&[], &[]);
+}

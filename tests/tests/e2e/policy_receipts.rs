@@ -313,11 +313,11 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
         )
         .unwrap_err();
     assert_eq!(err.code(), "invalid_request");
-    // A foreign thread stays forbidden, whatever is expected.
+    // A foreign thread is not found, whatever is expected.
     let err = app(&server, OWNER, "someone-else")
         .threads_attach(&thread.id, &ThreadExpect::default())
         .unwrap_err();
-    assert_eq!(err.code(), "forbidden");
+    assert_eq!(err.code(), "not_found");
 
     // A matching submit runs.
     let ok = c

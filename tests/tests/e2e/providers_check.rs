@@ -358,3 +358,57 @@ fn a_failed_check_quotes_the_agents_last_stderr_lines_redacted_and_harmless() {
     );
     crate::cli_terminal::assert_harmless("doctor", &doctor.stdout);
 }
+
+/// With a controller running, `providers check` is the service's own check
+/// (issue 23): a command found on this shell's `PATH` but not on the
+/// service's fails, in the service's words; with none running the check
+/// runs here and says so.
+#[test]
+fn a_running_controller_checks_with_its_own_path() {
+    let mut server = Server::start_full(
+        json!({}),
+        json!({ "shelly": { "command": "shelly-agent" } }),
+    );
+    // Only the shell the CLI runs in finds `shelly-agent`; `serve` started
+    // before this PATH existed.
+    let bin = server.ctx.home().join("shell-only-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(fixture_bin(), bin.join("shelly-agent")).unwrap();
+    server.ctx.prepend_path(&bin);
+
+    let refused = server.ctx.run(["providers", "check", "shelly", "--json"]);
+    refused.expect_code(2);
+    let doc = refused.json();
+    assert_eq!(doc["error"]["code"], "command_not_found", "{doc}");
+    assert_eq!(doc["error"]["details"]["checkedBy"], "service", "{doc}");
+    let plain = server.ctx.run(["providers", "check", "shelly"]);
+    assert!(
+        plain.stderr.contains("checked by the running controller"),
+        "{}",
+        plain.stderr
+    );
+    // The echo agent, checked by the service, works.
+    let echo = server.ctx.run(["providers", "check", "echo", "--json"]);
+    assert_eq!(echo.success().json()["checkedBy"], "service");
+
+    // `doctor` asks the controller too.
+    let doctor = server.ctx.run(["doctor"]);
+    let text = format!("{}{}", doctor.stdout, doctor.stderr);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("provider:shelly")
+                && l.contains("checked by the running controller")),
+        "{text}"
+    );
+
+    // No controller: the check runs here, with this shell's PATH.
+    server.stop();
+    let local = server.ctx.run(["providers", "check", "shelly"]);
+    local.success();
+    assert!(
+        local.stdout.contains("provider shelly: ok"),
+        "{}",
+        local.stdout
+    );
+    assert!(local.stdout.contains("checked here"), "{}", local.stdout);
+}

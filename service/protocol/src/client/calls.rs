@@ -11,8 +11,8 @@ use crate::params::{
     PermissionsRespond, PermissionsResult, ReloadResult, RespondResult, RevokeResult,
     SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure,
     ThreadsCreate, ThreadsList, ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet,
-    TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceResult, WorkspacesAdd,
-    WorkspacesResult,
+    TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceRemoved, WorkspaceResult,
+    WorkspacesAdd, WorkspacesRemove, WorkspacesResult,
 };
 use crate::{
     ApprovalPolicy, PendingRequest, ReplayPage, ResolveAs, Thread, ThreadSnapshot, Turn, Workspace,
@@ -47,6 +47,21 @@ impl Client {
         params: &WorkspacesAdd,
     ) -> Result<WorkspaceResult, ClientError> {
         self.request::<call::WorkspacesAdd>(params)
+    }
+
+    /// `providers.check`: the controller starts the provider's agent as a
+    /// turn would and reports what it advertised (or why it could not).
+    pub fn providers_check(
+        &mut self,
+        params: &crate::params::ProvidersCheck,
+    ) -> Result<crate::params::ProvidersChecked, ClientError> {
+        self.request::<call::ProvidersCheck>(params)
+    }
+
+    /// `workspaces.remove`: unregisters a workspace added at run time (its
+    /// threads stay readable).
+    pub fn workspaces_remove(&mut self, id: &str) -> Result<WorkspaceRemoved, ClientError> {
+        self.request::<call::WorkspacesRemove>(&WorkspacesRemove { id: id.to_owned() })
     }
 
     /// `workspaces.list`.

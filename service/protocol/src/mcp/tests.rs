@@ -95,7 +95,6 @@ fn bounds_are_mcp_limit_exceeded() {
 fn reserved_names_are_refused_by_position_never_value() {
     for name in [
         "LAPIS_AI_CONTROLLER_WORKSPACE",
-        "LAPIS_X",
         "HOME",
         "PATH",
         "XDG_RUNTIME_DIR",
@@ -113,6 +112,21 @@ fn reserved_names_are_refused_by_position_never_value() {
         assert!(!err.to_string().contains(name), "{err}");
     }
     assert!(!reserved_env("LAPISX"));
+}
+
+/// Only the controller's identity names are reserved, not the whole
+/// `LAPIS_` prefix (issue 24): an application's own `LAPIS_*` variable is
+/// its to give its MCP server.
+#[test]
+fn other_lapis_names_are_the_applications() {
+    for name in ["LAPIS_X", "LAPIS_TICKETS_KEY", "LAPIS_LOG"] {
+        assert!(!reserved_env(name), "{name}");
+        let s = server(json!({"name": "f", "command": "/bin/x", "env": [name]}));
+        validate_servers(&[s]).unwrap();
+    }
+    for name in IDENTITY_ENV {
+        assert!(reserved_env(name), "{name}");
+    }
 }
 
 #[test]
@@ -191,7 +205,7 @@ fn provider_config_carries_and_validates_servers() {
     assert_eq!(ok.mcp_env_allowlist, ["T"]);
     let reserved = ProviderSpec::from_json(
         "p",
-        &json!({"command": "agent", "mcpServers": [{"name": "f", "command": "/bin/x", "env": ["LAPIS_K"]}]}),
+        &json!({"command": "agent", "mcpServers": [{"name": "f", "command": "/bin/x", "env": ["LAPIS_AI_CONTROLLER_WORKSPACE"]}]}),
     )
     .unwrap_err();
     assert!(reserved.to_string().contains("reserved"), "{reserved}");
@@ -207,7 +221,7 @@ fn provider_config_carries_and_validates_servers() {
     assert!(
         ProviderSpec::from_json(
             "p",
-            &json!({"command": "agent", "mcpEnvAllowlist": ["LAPIS_TOKEN"]})
+            &json!({"command": "agent", "mcpEnvAllowlist": ["LAPIS_AI_CONTROLLER_WORKSPACE"]})
         )
         .is_err()
     );

@@ -70,6 +70,22 @@ impl Engine {
         lookup
     }
 
+    /// A provider as the next turn would launch it: its spec, the
+    /// command lookup and secrets in effect, and the runner limits
+    /// (`providers.check`). `None` for a provider that is not configured.
+    pub(crate) fn launch_of(
+        &self,
+        name: &str,
+    ) -> Option<(ProviderSpec, CommandLookup, crate::acp::RunnerLimits)> {
+        let spec = self
+            .providers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()?;
+        Some((spec, self.lookup(), self.config.limits))
+    }
+
     /// The registry of application MCP servers.
     pub fn mcp(&self) -> &super::super::McpRegistry {
         &self.config.mcp

@@ -6,15 +6,20 @@
 //! Resource isolation lives here and nowhere else: a thread belongs to the
 //! principal and application of the session that created it, and every
 //! handler that names a thread or a turn goes through [`owned_thread`] or
-//! [`owned_turn`] before touching it.
+//! [`owned_turn`] before touching it. What must stay true: another
+//! principal's or application's thread or turn answers exactly like an
+//! unknown id (`not_found`, same message), never `forbidden`, so ids cannot
+//! be probed; `forbidden` is only ever about the session's own scopes.
 
 mod fit;
 mod journal;
 mod mcp;
 mod permissions;
+mod providers;
 mod status;
 mod threads;
 mod turns;
+mod workspaces;
 
 use serde_json::json;
 
@@ -30,15 +35,16 @@ use super::failure::internal;
 pub(crate) use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub(crate) use mcp::mcp_register;
 pub(crate) use permissions::permissions_list;
+pub(crate) use providers::providers_check;
 pub(crate) use status::status;
 pub(crate) use threads::{
-    threads_attach, threads_configure, threads_create, threads_get, threads_list, workspaces_add,
-    workspaces_list,
+    threads_attach, threads_configure, threads_create, threads_get, threads_list,
 };
 pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
     turns_submit,
 };
+pub(crate) use workspaces::{workspaces_add, workspaces_list, workspaces_remove};
 
 /// Maps a core error to the wire. Request-level codes pass through with the
 /// core's (content-free) message; anything else is `internal`.
@@ -80,11 +86,11 @@ fn owns(session: &AuthSession, thread: &Thread) -> bool {
     crate::domain::owned_by(thread, &session.principal, &session.application)
 }
 
-fn foreign() -> RpcError {
-    RpcError::new(
-        ErrorCode::Forbidden,
-        "the resource belongs to another principal or application",
-    )
+/// A resource of another principal or application answers exactly as an
+/// unknown one (`not_found`, the same message), so a caller cannot learn
+/// that an id exists by trying it.
+fn foreign(kind: &'static str, id: &str) -> RpcError {
+    store_err(StoreError::not_found(kind, id))
 }
 
 /// Loads a thread the session owns.
@@ -102,7 +108,7 @@ pub(super) async fn owned_thread(
     if owns(session, &thread) {
         Ok(thread)
     } else {
-        Err(foreign())
+        Err(foreign("thread", thread_id))
     }
 }
 
@@ -113,8 +119,17 @@ pub(super) async fn owned_turn(
     turn_id: &str,
 ) -> Result<Turn, RpcError> {
     let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
-    owned_thread(ctx, session, &turn.thread_id).await?;
-    Ok(turn)
+    let thread = ctx
+        .core
+        .store
+        .get_thread(&turn.thread_id)
+        .await
+        .map_err(store_err)?;
+    if owns(session, &thread) {
+        Ok(turn)
+    } else {
+        Err(foreign("turn", turn_id))
+    }
 }
 
 /// Loads a turn the session may settle: its own, or — with
@@ -139,7 +154,7 @@ pub(super) async fn settleable_turn(
     if owns(session, &thread) || operator {
         Ok(turn)
     } else {
-        Err(foreign())
+        Err(foreign("turn", turn_id))
     }
 }
 

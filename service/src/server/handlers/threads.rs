@@ -1,20 +1,13 @@
-//! Workspaces and threads.
-
-use std::path::Path;
+//! Threads.
 
 use crate::auth::AuthSession;
 use crate::domain::{ApprovalPolicy, NewThread, Retention, ThreadPatch};
 use crate::store::ThreadFilter;
-use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
-use lapis_protocol::params::{ThreadResult, ThreadsResult, WorkspaceResult, WorkspacesResult};
+use lapis_protocol::params::{ThreadResult, ThreadsResult};
 use lapis_protocol::{ErrorCode, RpcError, ThreadSnapshot, params};
 
 use super::super::context::ServerContext;
 use super::{actor, owned_thread, store_err};
-
-fn invalid(msg: impl Into<String>) -> RpcError {
-    RpcError::new(ErrorCode::InvalidRequest, msg)
-}
 
 fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
     if ctx.core.providers.contains(name) {
@@ -25,42 +18,6 @@ fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
             format!("no such provider `{name}` in the configuration"),
         ))
     }
-}
-
-/// `workspaces.add`: one id per canonical path (`workspace_alias`).
-pub(crate) async fn workspaces_add(
-    ctx: &ServerContext,
-    session: &AuthSession,
-    p: params::WorkspacesAdd,
-) -> Result<WorkspaceResult, RpcError> {
-    if !valid_workspace_id(&p.id) {
-        return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
-    }
-    let path = Path::new(&p.path);
-    if !path.is_absolute() {
-        return Err(invalid("workspace path must be absolute"));
-    }
-    let actor = actor(session);
-    let command = p.command_id.as_deref().map(|c| (&actor, c));
-    let receipt = ctx
-        .core
-        .store
-        .add_workspace_as(&p.id, path, command)
-        .await
-        .map_err(store_err)?;
-    Ok(WorkspaceResult {
-        workspace: receipt.value,
-        replayed: receipt.replayed,
-    })
-}
-
-/// `workspaces.list`: every workspace, and the turns fencing any of them
-/// (turn, thread, application, since when).
-pub(crate) async fn workspaces_list(ctx: &ServerContext) -> Result<WorkspacesResult, RpcError> {
-    let store = &ctx.core.store;
-    let workspaces = store.list_workspaces().await.map_err(store_err)?;
-    let fences = super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
-    Ok(WorkspacesResult { workspaces, fences })
 }
 
 /// `threads.create`: stamped with the session's principal and application.

@@ -126,8 +126,8 @@ async fn a_version_7_database_is_anchored_by_its_upgrade() {
     let home = dir.path().join("home");
     let conn = Connection::open(db(&dir)).unwrap();
     conn.execute_batch(
-        "DROP INDEX events_turn_submitted; UPDATE turns SET prompt = 'secret-prompt'; \
-         PRAGMA user_version = 7;",
+        "DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
+         UPDATE turns SET prompt = 'secret-prompt'; PRAGMA user_version = 7;",
     )
     .unwrap();
     drop(conn);

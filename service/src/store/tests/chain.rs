@@ -264,7 +264,7 @@ async fn an_unchained_database_is_chained_once_by_the_migration() {
          ALTER TABLE turns DROP COLUMN redactions; \
          ALTER TABLE turns DROP COLUMN prepared; \
          ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_user_message; \
-         DROP INDEX events_turn_submitted; \
+         DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
          PRAGMA user_version = 3;",
     )
     .unwrap();

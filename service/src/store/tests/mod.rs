@@ -13,6 +13,7 @@ mod prepared;
 mod receipts;
 mod scheduling;
 mod storage;
+mod workspaces;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -40,7 +40,7 @@ async fn command_ids_are_scoped_to_the_application() {
         .submit_turn(&other, submit(&th.id, "same", "different prompt"))
         .await
         .unwrap_err();
-    assert_eq!(foreign.code(), "forbidden");
+    assert_eq!(foreign.code(), "not_found");
     let ws2 = workspace(s, f.dir.path(), "ws2").await;
     let th2 = super::thread_of(s, &other, &ws2.id, Retention::Full).await;
     let b = s

@@ -12,8 +12,10 @@
 //! order (a batch is delivered inline only when every handed-off one has
 //! been delivered: `in_flight` is decremented after delivery, with release
 //! ordering, and read with acquire ordering before an inline delivery);
-//! within a batch, events before the status mirror before the replies, as
-//! when the writer did it all; only committed events are delivered.
+//! within a batch, the status mirror before its events before the replies
+//! (release first, then report: a subscriber that calls `status` on seeing
+//! a turn's final event finds its workspace already released); only
+//! committed events are delivered.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -120,14 +122,14 @@ impl Drop for Publisher {
 /// Publishes the batch's events, refreshes the status mirror, then answers
 /// its requests.
 fn deliver(shared: &Shared, batch: Published) {
+    // The engine's claims are parked on the writer (`ParkedClaim`): nothing
+    // waits on a wake-up here.
+    *shared.status.lock().unwrap_or_else(|p| p.into_inner()) = batch.status;
     let events: Vec<Arc<JournalEvent>> = batch.events.into_iter().map(Arc::new).collect();
     for e in &events {
         // No subscribers is fine.
         let _ = shared.events.send(Arc::clone(e));
     }
-    // The engine's claims are parked on the writer (`ParkedClaim`): nothing
-    // waits on a wake-up here.
-    *shared.status.lock().unwrap_or_else(|p| p.into_inner()) = batch.status;
     for reply in batch.replies {
         reply(batch.failed, &events);
     }

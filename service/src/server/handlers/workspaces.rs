@@ -1,0 +1,105 @@
+//! Workspaces: registering, listing, removing.
+//!
+//! What must stay true: a workspace the configuration declares is never
+//! removed at run time (the next `serve` or reload would register it
+//! again), and a removal's refusal names the turn in the way and what to do
+//! about it.
+
+use std::path::Path;
+
+use crate::auth::AuthSession;
+use crate::domain::StoreError;
+use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+use lapis_protocol::params::{WorkspaceRemoved, WorkspaceResult, WorkspacesResult};
+use lapis_protocol::{ErrorCode, RpcError, params};
+
+use super::super::context::ServerContext;
+use super::{actor, store_err};
+
+fn invalid(msg: impl Into<String>) -> RpcError {
+    RpcError::new(ErrorCode::InvalidRequest, msg)
+}
+
+/// `workspaces.add`: one id per canonical path (`workspace_alias`).
+pub(crate) async fn workspaces_add(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::WorkspacesAdd,
+) -> Result<WorkspaceResult, RpcError> {
+    if !valid_workspace_id(&p.id) {
+        return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
+    }
+    let path = Path::new(&p.path);
+    if !path.is_absolute() {
+        return Err(invalid("workspace path must be absolute"));
+    }
+    let actor = actor(session);
+    let command = p.command_id.as_deref().map(|c| (&actor, c));
+    let receipt = ctx
+        .core
+        .store
+        .add_workspace_as(&p.id, path, command)
+        .await
+        .map_err(store_err)?;
+    Ok(WorkspaceResult {
+        workspace: receipt.value,
+        replayed: receipt.replayed,
+    })
+}
+
+/// `workspaces.list`: every workspace, and the turns fencing any of them
+/// (turn, thread, application, since when).
+pub(crate) async fn workspaces_list(ctx: &ServerContext) -> Result<WorkspacesResult, RpcError> {
+    let store = &ctx.core.store;
+    let workspaces = store.list_workspaces().await.map_err(store_err)?;
+    let fences = super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
+    Ok(WorkspacesResult { workspaces, fences })
+}
+
+/// `workspaces.remove`: refused for a configured workspace
+/// (`invalid_request`), while a turn is queued or claimed there
+/// (`workspace_busy`) or fences it (`workspace_fenced`), each naming the
+/// turn; otherwise the workspace is marked removed (see the store's
+/// `ops_workspaces`).
+pub(crate) async fn workspaces_remove(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::WorkspacesRemove,
+) -> Result<WorkspaceRemoved, RpcError> {
+    if !valid_workspace_id(&p.id) {
+        return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
+    }
+    if ctx.reload.declares_workspace(&p.id) {
+        return Err(invalid(format!(
+            "workspace `{id}` is declared in the configuration file (`workspaces.{id}`); \
+             delete it there, run `config reload`, then remove it",
+            id = p.id
+        ))
+        .with_data("configured", true.into()));
+    }
+    let id = p.id.clone();
+    ctx.core
+        .store
+        .remove_workspace(&actor(session), &p.id)
+        .await
+        .map_err(|e| match e {
+            StoreError::WorkspaceBusy { turn, state, .. } => RpcError::new(
+                ErrorCode::WorkspaceBusy,
+                format!(
+                    "workspace `{id}` has turn `{turn}` {state}; wait for it to finish or \
+                     cancel it (`turns cancel {turn}`), then remove the workspace"
+                ),
+            )
+            .with_data("turn", turn.into())
+            .with_data("state", state.as_str().into()),
+            StoreError::WorkspaceFenced { turn, .. } => RpcError::new(
+                ErrorCode::WorkspaceFenced,
+                format!(
+                    "workspace `{id}` is fenced by turn `{turn}`, whose outcome is unknown; \
+                     resolve it (`turns resolve {turn} --as failed|cancelled`), then remove the workspace"
+                ),
+            )
+            .with_data("turn", turn.into()),
+            other => store_err(other),
+        })
+}

@@ -1,0 +1,185 @@
+//! Workspace operations on the writer: registering and removing.
+//!
+//! What must stay true: a removed workspace keeps its row (marked with
+//! `removed_at`), so its threads, turns, receipts and journal keep every
+//! reference the startup validator checks and `journal verify` still walks
+//! an unbroken chain; and a workspace is only ever removed with no turn that
+//! is queued, claimed or fenced on it (checked in the same writer step that
+//! marks it, so no submit can slip in between), so nothing can wait on a
+//! workspace that no longer takes work. The validator checks that too.
+
+use rusqlite::{OptionalExtension, params};
+use serde_json::json;
+
+use crate::domain::{Actor, Receipt, StoreError, StoreResult, TurnState, Workspace};
+use lapis_protocol::params::WorkspaceRemoved;
+
+use super::ids::{check_name, digest};
+use super::read;
+use super::receipts::{Command, CommandKind};
+use super::writer::Writer;
+
+impl Writer {
+    /// Register `id` for the canonical `path`; the same pair again is a
+    /// no-op (`replayed`). With a command id (an application's
+    /// `workspaces.add`) the answer is also recorded as a receipt.
+    pub(super) fn add_workspace(
+        &mut self,
+        id: &str,
+        path: &str,
+        command: Option<(&Actor, &str)>,
+    ) -> StoreResult<Receipt<Workspace>> {
+        let Some((actor, command_id)) = command else {
+            return self.register_workspace(id, path);
+        };
+        let command = Command {
+            actor,
+            id: Some(command_id),
+            kind: CommandKind::WorkspaceAdd,
+            digest: digest(&["workspace.add", id, path]),
+        };
+        let r = self.command(
+            command,
+            |r: &Receipt<Workspace>| r.value.id.clone(),
+            |w| w.register_workspace(id, path),
+        )?;
+        Ok(Receipt {
+            value: r.value.value,
+            replayed: r.replayed || r.value.replayed,
+        })
+    }
+
+    /// A removed workspace comes back when the same id is added for the same
+    /// directory again (with its threads); its id and directory are not
+    /// given to another pairing, since its threads still name them.
+    fn register_workspace(&mut self, id: &str, path: &str) -> StoreResult<Receipt<Workspace>> {
+        check_name("workspace id", id)?;
+        if let Some((existing, removed)) = read::workspace_any(&self.conn, id)? {
+            if existing.path != path {
+                return Err(StoreError::conflict(if removed {
+                    "workspace id belonged to a removed workspace of another directory; choose another id"
+                } else {
+                    "workspace id is registered for another path"
+                }));
+            }
+            if !removed {
+                return Ok(Receipt {
+                    value: existing,
+                    replayed: true,
+                });
+            }
+            self.write(|tx, _, _, _| {
+                tx.execute(
+                    "UPDATE workspaces SET removed_at = NULL WHERE id = ?1",
+                    [id],
+                )?;
+                Ok(())
+            })?;
+            return Ok(Receipt {
+                value: existing,
+                replayed: false,
+            });
+        }
+        let other: Option<String> = self
+            .conn
+            .query_row("SELECT id FROM workspaces WHERE path = ?1", [path], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if let Some(existing) = other {
+            return Err(StoreError::WorkspaceAlias { existing });
+        }
+        let ws = self.write(|tx, _, _, now| {
+            tx.execute(
+                "INSERT INTO workspaces (id, path, created_at) VALUES (?1, ?2, ?3)",
+                params![id, path, now],
+            )?;
+            Ok(Workspace {
+                id: id.to_owned(),
+                path: path.to_owned(),
+                created_at: now,
+            })
+        })?;
+        Ok(Receipt {
+            value: ws,
+            replayed: false,
+        })
+    }
+
+    /// Mark `id` removed, with an audit row naming who removed it. Refused
+    /// while a turn of the workspace is fenced (`workspace_fenced`) or
+    /// queued or claimed (`workspace_busy`); a fenced turn is named first,
+    /// since it is the one that needs the owner. Removing a removed
+    /// workspace again answers `replayed: true`.
+    pub(super) fn remove_workspace(
+        &mut self,
+        actor: &Actor,
+        id: &str,
+    ) -> StoreResult<WorkspaceRemoved> {
+        check_name("workspace id", id)?;
+        let (workspace, removed) = read::workspace_any(&self.conn, id)?
+            .ok_or_else(|| StoreError::not_found("workspace", id))?;
+        let threads: u64 = self.conn.query_row(
+            "SELECT count(*) FROM threads WHERE workspace_id = ?1",
+            [id],
+            |r| r.get(0),
+        )?;
+        if removed {
+            return Ok(WorkspaceRemoved {
+                workspace,
+                threads,
+                replayed: true,
+            });
+        }
+        let busy: Option<(String, String)> = self
+            .conn
+            .query_row(
+                "SELECT id, state FROM turns WHERE workspace_id = ?1 \
+                 AND state NOT IN ('completed', 'failed', 'cancelled') \
+                 ORDER BY state IN ('submission_unknown', 'interrupted') DESC, queue_seq LIMIT 1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        if let Some((turn, state)) = busy {
+            let state = TurnState::parse(&state).ok_or(StoreError::InvalidRow {
+                table: "turns",
+                row: turn.clone(),
+                check: "fields",
+            })?;
+            return Err(if state.is_fenced() {
+                StoreError::WorkspaceFenced {
+                    workspace: id.to_owned(),
+                    turn,
+                }
+            } else {
+                StoreError::WorkspaceBusy {
+                    workspace: id.to_owned(),
+                    turn,
+                    state,
+                }
+            });
+        }
+        self.write(|tx, _, _, now| {
+            tx.execute(
+                "UPDATE workspaces SET removed_at = ?2 WHERE id = ?1",
+                params![id, now],
+            )?;
+            let detail = json!({
+                "workspace": id, "path": workspace.path,
+                "application": actor.application, "threads": threads,
+            });
+            tx.prepare_cached(
+                "INSERT INTO audit (at, principal, action, turn_id, detail) \
+                 VALUES (?1, ?2, 'workspace.remove', NULL, ?3)",
+            )?
+            .execute(params![now, actor.principal, detail.to_string()])?;
+            Ok(())
+        })?;
+        Ok(WorkspaceRemoved {
+            workspace,
+            threads,
+            replayed: false,
+        })
+    }
+}

@@ -1,0 +1,138 @@
+//! `workspaces.remove`: refused while a turn waits on the workspace; a
+//! removed workspace leaves a database that reopens, verifies and keeps its
+//! threads readable; the same id and directory bring it back.
+
+use super::*;
+use crate::domain::*;
+use crate::store::*;
+
+#[tokio::test]
+async fn remove_is_refused_while_a_turn_is_queued_claimed_or_fenced() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let queued = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    let busy = |e: StoreError| match e {
+        StoreError::WorkspaceBusy { turn, state, .. } => (turn, state),
+        other => panic!("expected workspace_busy, got {other:?}"),
+    };
+    let err = s.remove_workspace(&owner(), "ws1").await.unwrap_err();
+    assert_eq!(err.code(), "workspace_busy");
+    assert_eq!(busy(err), (queued.id.clone(), TurnState::Queued));
+
+    s.try_claim().await.unwrap().expect("runnable");
+    let err = s.remove_workspace(&owner(), "ws1").await.unwrap_err();
+    assert_eq!(busy(err), (queued.id.clone(), TurnState::Preparing));
+
+    s.mark_dispatched(&queued.id, binding()).await.unwrap();
+    s.finish_turn(
+        &queued.id,
+        TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited),
+    )
+    .await
+    .unwrap();
+    let err = s.remove_workspace(&owner(), "ws1").await.unwrap_err();
+    assert_eq!(err.code(), "workspace_fenced");
+
+    s.resolve_turn(&owner(), &queued.id, ResolveAs::Failed, true, None)
+        .await
+        .unwrap();
+    let removed = s.remove_workspace(&owner(), "ws1").await.unwrap();
+    assert!(!removed.replayed);
+    assert_eq!((removed.workspace, removed.threads), (ws, 1));
+}
+
+#[tokio::test]
+async fn a_removed_workspace_reopens_verifies_and_comes_back_with_its_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let s = Store::open(options(&home)).unwrap();
+    let ws = workspace(&s, dir.path(), "ws1").await;
+    let kept = workspace(&s, dir.path(), "ws2").await;
+    let th = thread(&s, &ws.id, Retention::Full).await;
+    let t = s
+        .submit_turn(&owner(), submit(&th.id, "c1", "p"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&t.id, binding()).await.unwrap();
+    s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
+        .await
+        .unwrap();
+    s.remove_workspace(&owner(), "ws1").await.unwrap();
+    // Again: a retry, not an error.
+    assert!(s.remove_workspace(&owner(), "ws1").await.unwrap().replayed);
+    assert_eq!(
+        s.remove_workspace(&owner(), "nope")
+            .await
+            .unwrap_err()
+            .code(),
+        "not_found"
+    );
+    assert_eq!(s.list_workspaces().await.unwrap(), vec![kept.clone()]);
+    // No new work there: neither a thread nor a turn on an old thread.
+    let err = s
+        .create_thread(
+            &owner(),
+            NewThread {
+                command_id: None,
+                workspace_id: "ws1".into(),
+                provider: "echo".into(),
+                approval: ApprovalPolicy::Ask,
+                restricted: false,
+                retention: Retention::Full,
+                mcp_servers: Vec::new(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "not_found");
+    let err = s
+        .submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    assert!(err.to_string().contains("was removed"), "{err}");
+    // Another id for its directory, or its id for another directory: no.
+    assert_eq!(
+        s.add_workspace("ws3", &dir.path().join("ws1"))
+            .await
+            .unwrap_err()
+            .code(),
+        "workspace_alias"
+    );
+    assert_eq!(
+        s.add_workspace("ws1", &dir.path().join("ws2"))
+            .await
+            .unwrap_err()
+            .code(),
+        "conflict"
+    );
+    s.close().await;
+
+    // The next open validates every row (threads of a removed workspace
+    // included), the chain verifies, and history is still there.
+    let s = Store::open(options(&home)).unwrap();
+    verify_journal(&home.join(DB_FILE)).unwrap();
+    assert_eq!(s.list_workspaces().await.unwrap(), vec![kept]);
+    assert_eq!(s.get_thread(&th.id).await.unwrap().workspace_id, "ws1");
+    let snap = s.thread_snapshot(&th.id).await.unwrap();
+    assert!(!snap.tail.is_empty());
+
+    // The same id for the same directory restores it, threads and all.
+    let back = s
+        .add_workspace("ws1", &dir.path().join("ws1"))
+        .await
+        .unwrap();
+    assert!(!back.replayed);
+    assert_eq!(back.value, ws);
+    s.submit_turn(&owner(), submit(&th.id, "c2", "p"))
+        .await
+        .unwrap();
+}
