@@ -18,6 +18,7 @@ pub(crate) mod domain;
 pub mod engine;
 pub(crate) mod redact;
 pub mod store;
+pub(crate) mod tools;
 
 pub mod auth;
 pub mod server;

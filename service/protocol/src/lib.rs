@@ -39,6 +39,7 @@ mod scopes;
 mod state;
 mod strict;
 pub mod time;
+pub mod tools;
 
 pub use binding::ThreadExpect;
 pub use error::{ErrorCode, RpcError, rpc};
@@ -58,7 +59,8 @@ pub use outcome::OutcomeCode;
 pub use payload::{
     CancelRequest, Chunk, Ignored, LateAppend, Observation, Payload, PermissionDecided,
     PermissionRequested, Prompt, Resolution, ResolvedVia, StateChange, ThreadConfigured,
-    ThreadCreated, TurnSubmitted,
+    ThreadCreated, ToolCallFinished, ToolCallOutcome, ToolCallRequested, TurnSubmitted,
+    UnknownToolEffect, unknown_effects,
 };
 pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};

@@ -52,6 +52,13 @@ pub struct ThreadsCreate {
     /// `mcp_server_unavailable` before dispatch. Refused on restricted threads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
+    /// Names of tool endpoints this application registered
+    /// (`tools.register`) whose tools every turn's agent session reaches
+    /// through the controller's MCP bridge. Only the names persist; a turn
+    /// whose endpoint is gone fails `tool_endpoint_unavailable` at claim.
+    /// Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     /// Makes the creation idempotent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,

@@ -27,6 +27,7 @@
 mod activity;
 mod lifecycle;
 mod observation;
+mod tool_calls;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -42,6 +43,9 @@ pub use lifecycle::{
     TurnSubmitted,
 };
 pub use observation::{Ignored, LateAppend, Observation};
+pub use tool_calls::{
+    ToolCallFinished, ToolCallOutcome, ToolCallRequested, UnknownToolEffect, unknown_effects,
+};
 
 /// The payload of one journal event, by kind.
 ///
@@ -104,6 +108,10 @@ pub enum Payload {
     PermissionDecided(PermissionDecided),
     /// `observation`.
     Observation(Observation),
+    /// `tool_call_requested`: an application tool call, before it runs.
+    ToolCallRequested(ToolCallRequested),
+    /// `tool_call_finished`: its result.
+    ToolCallFinished(ToolCallFinished),
     /// A kind this SDK does not know, or a payload that does not parse as
     /// its kind (a newer server): the raw JSON, as stored.
     Unknown {
@@ -132,6 +140,8 @@ impl Payload {
             Payload::PermissionRequested(_) => EventKind::PermissionRequested,
             Payload::PermissionDecided(_) => EventKind::PermissionDecided,
             Payload::Observation(_) => EventKind::Observation,
+            Payload::ToolCallRequested(_) => EventKind::ToolCallRequested,
+            Payload::ToolCallFinished(_) => EventKind::ToolCallFinished,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -153,6 +163,8 @@ impl Payload {
             Payload::PermissionRequested(p) => value(p),
             Payload::PermissionDecided(p) => value(p),
             Payload::Observation(p) => value(p),
+            Payload::ToolCallRequested(p) => value(p),
+            Payload::ToolCallFinished(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -246,6 +258,8 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
             Payload::PermissionDecided(parse(&untagged(raw, &["permission_resolved"])?)?)
         }
         EventKind::Observation => Payload::Observation(parse(raw)?),
+        EventKind::ToolCallRequested => Payload::ToolCallRequested(parse(raw)?),
+        EventKind::ToolCallFinished => Payload::ToolCallFinished(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

@@ -113,6 +113,10 @@ pub enum Method {
     SessionsRevoke,
     ConfigReload,
     McpRegister,
+    ToolsRegister,
+    ToolsUnregister,
+    ToolsList,
+    ToolsCall,
 }
 
 /// What the server requires before running a method.
@@ -122,6 +126,10 @@ pub enum Requirement {
     None,
     /// An authenticated session holding this scope.
     Scope(Scope),
+    /// Only an MCP bridge connection, authenticated by `hello` with a tool
+    /// ticket (bound to one thread and one agent session); no session, of
+    /// any scope, may call these.
+    Ticket,
 }
 
 /// The table. Order is the documentation order.
@@ -237,6 +245,18 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "mcp.register",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
+    (
+        Method::ToolsRegister,
+        "tools.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ToolsUnregister,
+        "tools.unregister",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (Method::ToolsList, "tools.list", Requirement::Ticket),
+    (Method::ToolsCall, "tools.call", Requirement::Ticket),
 ];
 
 impl Method {
@@ -297,7 +317,11 @@ mod tests {
             | Method::PermissionsRespond
             | Method::SessionsRevoke
             | Method::ConfigReload
-            | Method::McpRegister => m,
+            | Method::McpRegister
+            | Method::ToolsRegister
+            | Method::ToolsUnregister
+            | Method::ToolsList
+            | Method::ToolsCall => m,
         };
         [
             Method::Hello,
@@ -323,6 +347,10 @@ mod tests {
             Method::SessionsRevoke,
             Method::ConfigReload,
             Method::McpRegister,
+            Method::ToolsRegister,
+            Method::ToolsUnregister,
+            Method::ToolsList,
+            Method::ToolsCall,
         ]
         .into_iter()
         .map(probe)
@@ -342,6 +370,8 @@ mod tests {
                 (Method::Hello, r) => panic!("hello must be callable unauthenticated, got {r:?}"),
                 (_, Requirement::None) => panic!("{m:?} lacks a scope"),
                 (_, Requirement::Scope(_)) => {}
+                (Method::ToolsList | Method::ToolsCall, Requirement::Ticket) => {}
+                (_, Requirement::Ticket) => panic!("{m:?} is not a bridge method"),
             }
         }
     }

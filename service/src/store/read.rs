@@ -52,7 +52,7 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers";
+     agent_thread_version, mcp_servers, tools";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -87,6 +87,10 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
             Some(json) => {
                 serde_json::from_str(&json).map_err(|_| bad("threads", &id, "mcp_servers"))?
             }
+        },
+        tools: match r.get::<_, Option<String>>(15)? {
+            None => Vec::new(),
+            Some(json) => serde_json::from_str(&json).map_err(|_| bad("threads", &id, "tools"))?,
         },
         id,
     })

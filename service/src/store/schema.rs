@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -192,6 +192,13 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
         then: None,
         sql: "CREATE INDEX events_user_message ON events(turn_id) WHERE kind = 'user_message';",
     },
+    Migration {
+        // Version 8: the application tool endpoints (names, a JSON array)
+        // a thread binds (issue 25). Only names persist: the endpoints
+        // live with the registering connection.
+        then: None,
+        sql: "ALTER TABLE threads ADD COLUMN tools TEXT;",
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -341,7 +348,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 4).unwrap();
             conn.execute_batch(
                 "ALTER TABLE turns DROP COLUMN prepared; \
-                 ALTER TABLE threads DROP COLUMN mcp_servers; \
+                 ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; \
                  DROP INDEX events_user_message;",
             )
             .unwrap();
@@ -380,7 +387,7 @@ mod tests {
             migrate(&conn, 0).unwrap();
             conn.pragma_update(None, "user_version", 5).unwrap();
             conn.execute_batch(
-                "ALTER TABLE threads DROP COLUMN mcp_servers; \
+                "ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; \
                  DROP INDEX events_user_message; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
@@ -396,6 +403,34 @@ mod tests {
         assert_eq!(v, SCHEMA_VERSION);
         let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
         assert!(thread.mcp_servers.is_empty());
+    }
+
+    /// A version-7 database (before tool endpoints) upgrades in place: its
+    /// threads bind none, and reading them stays valid.
+    #[test]
+    fn a_version_7_database_upgrades_to_tool_endpoint_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            migrate(&conn, 0).unwrap();
+            conn.pragma_update(None, "user_version", 7).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE threads DROP COLUMN tools; \
+                 INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+                 restricted, retention, version, created_at, updated_at) \
+                 VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
+        assert!(thread.tools.is_empty());
     }
 
     #[test]

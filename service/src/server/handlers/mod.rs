@@ -14,6 +14,7 @@ mod mcp;
 mod permissions;
 mod status;
 mod threads;
+mod tools;
 mod turns;
 
 use serde_json::json;
@@ -35,6 +36,7 @@ pub(crate) use threads::{
     threads_attach, threads_configure, threads_create, threads_get, threads_list, workspaces_add,
     workspaces_list,
 };
+pub(crate) use tools::{tools_register, tools_unregister};
 pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
     turns_submit,
