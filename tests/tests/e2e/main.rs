@@ -51,4 +51,5 @@ mod serve;
 mod serve_hardening;
 mod serve_support;
 mod serve_turns;
+mod tools;
 mod ts_agent;

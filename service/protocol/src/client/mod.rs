@@ -241,6 +241,23 @@ impl Client {
         Ok(result)
     }
 
+    /// `hello` with a tool ticket: this connection becomes an agent
+    /// session's MCP bridge (the controller's `mcp-bridge` does this), for
+    /// `tools.list` and `tools.call` of that session's thread only. Never
+    /// reconnected: a ticket expires with its session.
+    pub fn hello_ticket(&mut self, ticket: &str) -> Result<HelloResult, ClientError> {
+        let params = HelloParams {
+            protocol: PROTOCOL.to_owned(),
+            token: None,
+            bearer: None,
+            application: None,
+            ticket: Some(ticket.to_owned()),
+        };
+        let result = self.request::<crate::call::Hello>(&params)?;
+        self.session = Some(result.session.clone());
+        Ok(result)
+    }
+
     /// Opens a new connection and resumes the same session: with the bearer
     /// when one was issued, else with the original credential. Nothing that
     /// was in flight on the old connection is resent.
