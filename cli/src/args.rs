@@ -495,6 +495,13 @@ pub(crate) enum JournalCommand {
         #[command(flatten)]
         out: JsonArg,
     },
+    /// Accept the journal as it is after restoring controller.db from a
+    /// backup on purpose: check its chain and anchor it anew (serve must be
+    /// stopped).
+    Reanchor {
+        #[command(flatten)]
+        out: JsonArg,
+    },
 }
 
 /// Where a prompt comes from: `--prompt TEXT`, `--prompt -` (stdin) or
@@ -715,9 +722,11 @@ impl Command {
                 | TurnsCommand::Cancel { out, .. }
                 | TurnsCommand::Resolve { out, .. },
             ) => out.json,
-            Command::Journal(JournalCommand::Tail { out, .. } | JournalCommand::Verify { out }) => {
-                out.json
-            }
+            Command::Journal(
+                JournalCommand::Tail { out, .. }
+                | JournalCommand::Verify { out }
+                | JournalCommand::Reanchor { out },
+            ) => out.json,
             Command::Permissions(
                 PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
             ) => out.json,

@@ -246,6 +246,7 @@ async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
              ALTER TABLE turns DROP COLUMN redactions; \
              ALTER TABLE turns DROP COLUMN prepared; \
              ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_user_message; \
+             DROP INDEX events_tool_calls; DROP INDEX events_turn_submitted; \
              PRAGMA user_version = 3;",
         )
         .unwrap();

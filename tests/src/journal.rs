@@ -1,7 +1,7 @@
 //! Reading journal events in tests, typed (through `JournalEvent::body`,
 //! never by indexing the raw payload).
 
-use lapis_protocol::{JournalEvent, Observation, Payload, TurnState};
+use lapis_protocol::{JournalEvent, Note, Observation, Payload, TurnState};
 
 /// The state a `turn_state` event moved to.
 pub fn moved_to(e: &JournalEvent) -> Option<TurnState> {
@@ -27,8 +27,16 @@ pub fn observation(e: &JournalEvent) -> Option<Observation> {
     }
 }
 
-/// The label and payload of a noted observation (`plan`, `mcp_servers`,
-/// `restricted_mode`, …).
+/// A note the controller wrote (`agent_stderr`, `mcp_servers`,
+/// `restricted_mode`, …), typed.
+pub fn note(e: &JournalEvent) -> Option<Note> {
+    match observation(e)? {
+        Observation::Note(note) => Some(note),
+        _ => None,
+    }
+}
+
+/// The label and payload of an agent update kept verbatim (`plan`, …).
 pub fn noted(e: &JournalEvent) -> Option<(String, serde_json::Value)> {
     match observation(e)? {
         Observation::Noted { kind, payload } => Some((kind, payload)),

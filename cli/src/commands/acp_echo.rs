@@ -7,6 +7,6 @@ use crate::exit::{CliError, CliResult};
 pub(super) fn run() -> CliResult {
     let stdin = std::io::stdin().lock();
     let stdout = std::io::stdout().lock();
-    lapis_service::acp::echo::serve(stdin, stdout)
+    lapis_service::serve_echo_agent(stdin, stdout)
         .map_err(|err| CliError::failure("acp_echo_failed", err))
 }

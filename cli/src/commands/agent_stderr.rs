@@ -6,27 +6,17 @@
 //! by the callers.
 
 use lapis_protocol::client::Client;
-use lapis_protocol::{JournalEvent, Observation, Payload};
+use lapis_protocol::{JournalEvent, Note, Observation, Payload};
 
 use super::connect::client_error;
 use crate::exit::CliError;
 
-/// The stderr lines an `agent_stderr` observation carries (read through the
-/// typed payload; the lines are the runner's `{"lines": [...]}`).
+/// The stderr lines an `agent_stderr` note carries.
 pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
-    let Some(Payload::Observation(Observation::Noted { kind, payload })) = e.body() else {
-        return None;
-    };
-    if kind != lapis_service::acp::AGENT_STDERR {
-        return None;
+    match e.body()? {
+        Payload::Observation(Observation::Note(Note::AgentStderr(tail))) => Some(tail.lines),
+        _ => None,
     }
-    #[derive(serde::Deserialize)]
-    struct Lines {
-        lines: Vec<String>,
-    }
-    serde_json::from_value::<Lines>(payload)
-        .ok()
-        .map(|l| l.lines)
 }
 
 /// The last stderr lines journaled for `turn` of `thread` (empty when none).

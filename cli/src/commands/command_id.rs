@@ -13,7 +13,7 @@ use crate::exit::CliError;
 pub(super) fn fresh() -> Result<String, CliError> {
     Ok(format!(
         "cmd_{}",
-        lapis_service::auth::random_hex(16).map_err(|e| CliError::failure("internal", e))?
+        lapis_service::random_hex(16).map_err(|e| CliError::failure("internal", e))?
     ))
 }
 

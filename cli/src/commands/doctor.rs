@@ -430,7 +430,7 @@ fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) {
             Err(failure) => {
                 let not_found = matches!(
                     failure.error,
-                    lapis_service::acp::ProbeError::Launch(_)
+                    lapis_service::ProbeError::Launch(_)
                 );
                 let fix = if not_found {
                     format!(

@@ -50,7 +50,7 @@ pub(super) fn install_options(force: bool, bootstrap_config: bool) -> InstallOpt
 /// session/prompt, streamed updates, `end_turn`) against the staged binary's
 /// built-in `echo` agent, with the same deadline as the first stage.
 fn echo_smoke_turn(bin: &std::path::Path) -> Result<(), String> {
-    lapis_service::acp::echo_smoke_turn(bin, DEFAULT_SMOKE_TIMEOUT).map_err(|e| e.to_string())
+    lapis_service::echo_smoke_turn(bin, DEFAULT_SMOKE_TIMEOUT).map_err(|e| e.to_string())
 }
 
 /// What the service step after an install is asked to do.

@@ -10,7 +10,14 @@
 //! database directly, read-only, with no protocol method: it needs no token
 //! and works while the service is stopped (and, through SQLite's WAL
 //! snapshot, while it runs). A broken chain exits 2 with code
-//! `journal_tampered` naming the first bad `seq` and the failed check.
+//! `journal_tampered` naming the first bad `seq` and the failed check; a
+//! whole chain short of, or different at, the prefix its anchor file
+//! (`controller.db-anchor`) names exits 2 with `journal_tampered`, check
+//! `anchor`; a missing anchor with `store_anchor_missing`.
+//!
+//! `journal reanchor [--json]`: with serve stopped (it takes the instance
+//! lock), checks the chain and writes a new anchor for its head: for an
+//! intended restore of `controller.db` from a backup.
 
 use std::collections::VecDeque;
 
@@ -41,6 +48,7 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
             out,
         } => (thread, lines, since, follow, no_thoughts, out),
         JournalCommand::Verify { out } => return verify(global, out.json),
+        JournalCommand::Reanchor { out } => return reanchor(global, out.json),
     };
     let mut client = connect(global)?;
     // Where to start reading, and how many of the events read to keep.
@@ -101,14 +109,14 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
 
 fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
     let target = super::connect::target(global, None)?;
-    let db = target.home.join(lapis_service::store::DB_FILE);
+    let db = target.home.join(lapis_service::DB_FILE);
     if !db.is_file() {
         return Err(CliError::failure(
             "not_found",
             anyhow::anyhow!("no controller database at {}", db.display()),
         ));
     }
-    match lapis_service::store::verify_journal(&db) {
+    match lapis_service::verify_journal(&db) {
         Ok(report) => {
             if json_out {
                 crate::output::json(&json!({
@@ -133,6 +141,44 @@ fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
             anyhow::anyhow!("journal verification failed at seq {row} ({check})"),
         )
         .with_details(json!({ "seq": row.parse::<u64>().ok(), "check": check }))),
+        Err(
+            e @ lapis_service::StoreError::AnchorMismatch {
+                anchored, found, ..
+            },
+        ) => Err(CliError::failure(
+            "journal_tampered",
+            anyhow::anyhow!("journal verification failed: {e}"),
+        )
+        .with_details(json!({ "check": "anchor", "anchored": anchored, "events": found }))),
+        Err(e) => Err(CliError::failure(e.code(), e)),
+    }
+}
+
+fn reanchor(global: &GlobalArgs, json_out: bool) -> CliResult {
+    let target = super::connect::target(global, None)?;
+    let db = target.home.join(lapis_service::store::DB_FILE);
+    if !db.is_file() {
+        return Err(CliError::failure(
+            "not_found",
+            anyhow::anyhow!("no controller database at {}", db.display()),
+        ));
+    }
+    match lapis_service::store::reanchor_journal(&target.home) {
+        Ok(report) => {
+            if json_out {
+                crate::output::json(&json!({
+                    "anchored": true,
+                    "events": report.events,
+                    "head": report.head,
+                }))?;
+            } else {
+                crate::output::line(format!(
+                    "journal anchored: {} events, chain head {}",
+                    report.events, report.head
+                ))?;
+            }
+            Ok(())
+        }
         Err(e) => Err(CliError::failure(e.code(), e)),
     }
 }

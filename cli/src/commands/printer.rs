@@ -16,7 +16,7 @@
 
 use std::io::{self, IsTerminal, Write};
 
-use lapis_protocol::{JournalEvent, Payload};
+use lapis_protocol::{JournalEvent, Note, Observation, Payload};
 use serde_json::{Value, json};
 
 use crate::exit::CliError;
@@ -216,8 +216,8 @@ impl Printer {
                     d.answer.label()
                 ))
             }
-            Some(Payload::Observation(_)) if super::agent_stderr::lines(e).is_some() => {
-                for line in super::agent_stderr::lines(e).unwrap_or_default() {
+            Some(Payload::Observation(Observation::Note(Note::AgentStderr(tail)))) => {
+                for line in &tail.lines {
                     self.status(&format!("agent stderr: {line}"))?;
                 }
                 Ok(())

@@ -15,7 +15,6 @@ use lapis_installer::config as installer_config;
 use lapis_protocol::config::{
     CATALOGUE, CommandLookup, ECHO_PROVIDER, ProviderSpec, catalogue_entry,
 };
-use lapis_service::acp::mcp;
 use serde_json::{Value, json};
 
 use super::config_files::{EditFailure, config_path, load_config, reload_running};
@@ -70,7 +69,11 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
         // MCP servers by name, transport and identity: never a value (the
         // config holds none), and no argv either.
         if !spec.mcp_servers.is_empty() {
-            let endpoints: Vec<_> = spec.mcp_servers.iter().map(mcp::endpoint).collect();
+            let endpoints: Vec<_> = spec
+                .mcp_servers
+                .iter()
+                .map(lapis_service::mcp_endpoint)
+                .collect();
             entry["mcpServers"] = json!(endpoints);
             entry["mcpEnvAllowlist"] = json!(spec.mcp_env_allowlist);
         }

@@ -1,6 +1,6 @@
 //! `providers check NAME [--session]`: start the agent in a scratch
 //! directory through the runner's own launch and ACP code
-//! (`lapis_service::acp::probe`: the same resolution, environment rule and
+//! (`lapis_service::probe`: the same resolution, environment rule and
 //! `initialize` a turn uses) and report what it supports, or why not: not
 //! found → how to install it; login needed → which method; any other
 //! failure → the agent's last stderr lines, redacted as the service log has
@@ -12,7 +12,7 @@ use anyhow::anyhow;
 use lapis_protocol::config::{
     CommandLookup, ECHO_PROVIDER, ProviderError, ProviderSpec, catalogue_entry,
 };
-use lapis_service::acp::{
+use lapis_service::{
     LaunchError, ProbeError, ProbeFailure, ProbeReport, ProbeRequest, RunnerLimits, SessionProbe,
     probe,
 };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lapis_service::server::{ServeOptions, ServerIdentity, serve};
+use lapis_service::{ServeOptions, ServerIdentity, serve};
 
 use crate::args::{GlobalArgs, ServeArgs};
 use crate::exit::{CliError, CliResult};
@@ -15,7 +15,7 @@ pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     // Managed mode answers every start failure with a frame.
     let startup_failed = |e: CliError| {
         if args.stdio {
-            lapis_service::server::report_startup_failure(e.code, &format!("{:#}", e.error));
+            lapis_service::report_startup_failure(e.code, &format!("{:#}", e.error));
         }
         e
     };

@@ -28,11 +28,13 @@ pub mod home;
 mod invocation;
 pub mod mcp;
 mod message;
+mod names;
 pub mod notifications;
 mod outcome;
 pub mod params;
 mod payload;
 mod permissions;
+mod policy;
 mod prepared;
 mod records;
 mod scopes;
@@ -57,16 +59,17 @@ pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use outcome::OutcomeCode;
 pub use payload::{
-    CancelRequest, Chunk, Ignored, LateAppend, Observation, Payload, PermissionDecided,
-    PermissionRequested, Prompt, Resolution, ResolvedVia, StateChange, ThreadConfigured,
-    ThreadCreated, ToolCallFinished, ToolCallOutcome, ToolCallRequested, TurnSubmitted,
-    UnknownToolEffect, unknown_effects,
+    AgentNotification, AgentStderr, CancelRequest, Chunk, ContextReset, Ignored, LateAppend,
+    McpRefused, ModeResult, Note, Observation, Payload, PermissionDecided, PermissionRequested,
+    Prompt, ReplaceReason, ResetReason, Resolution, ResolvedVia, RestrictedMode, SessionLoaded,
+    SessionReplaced, StateChange, ThreadConfigured, ThreadCreated, ToolCallFinished,
+    ToolCallOutcome, ToolCallRequested, TurnSubmitted, UnknownToolEffect, UnsupportedRequest,
+    unknown_effects,
 };
 pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
+pub use policy::{ApprovalPolicy, Retention};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
-pub use records::{
-    ApprovalPolicy, ResolveAs, Retention, SessionBinding, Thread, Turn, UserMessage, Workspace,
-};
+pub use records::{ResolveAs, SessionBinding, Thread, Turn, UserMessage, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};
 pub use state::{TRANSITIONS, TurnEvent, TurnState, next_state};
 pub use strict::{DUPLICATE_KEY, StrictValue, is_duplicate_key};

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::ErrorCode;
-use crate::config::valid_env_name;
+use crate::names::{valid_env_name, valid_name};
 
 /// Most servers one source (a provider, or one `mcp.register`) may
 /// describe, and most application servers one thread may select.
@@ -226,7 +226,7 @@ impl McpRefusal {
 /// The name rule (the config's names): 1-64 of `[A-Za-z0-9._-]`, starting
 /// alphanumeric.
 pub fn valid_server_name(name: &str) -> bool {
-    crate::config::valid_name(name, 64)
+    valid_name(name, 64)
 }
 
 /// Checks one source's list: counts, sizes, shapes, unique names, reserved

@@ -59,6 +59,10 @@ pub enum OutcomeCode {
     BoundaryNotPersisted,
     /// A continuation whose prior turn no longer qualifies at claim.
     ContinuationRefused,
+    /// The queued turn's stored input (prompt, continued turn, deadline)
+    /// no longer matches the digest chained in its `turn_submitted` event:
+    /// the `turns` row was edited at rest, so it is never dispatched.
+    PromptMismatch,
     /// The controller restarted while the turn was being set up.
     SetupInterrupted,
 
@@ -117,7 +121,7 @@ pub enum OutcomeCode {
 impl OutcomeCode {
     /// Every code of the controller's own (the [`OutcomeCode::Refused`]
     /// ones are the MCP error codes of [`ErrorCode`]).
-    pub const ALL: [OutcomeCode; 39] = [
+    pub const ALL: [OutcomeCode; 40] = [
         OutcomeCode::CommandNotFound,
         OutcomeCode::CommandNotExecutable,
         OutcomeCode::WorkspaceUnavailable,
@@ -136,6 +140,7 @@ impl OutcomeCode {
         OutcomeCode::UnknownProvider,
         OutcomeCode::BoundaryNotPersisted,
         OutcomeCode::ContinuationRefused,
+        OutcomeCode::PromptMismatch,
         OutcomeCode::SetupInterrupted,
         OutcomeCode::AgentError,
         OutcomeCode::InvalidStopReason,
@@ -181,6 +186,7 @@ impl OutcomeCode {
             OutcomeCode::Refused(code) => code.as_str(),
             OutcomeCode::BoundaryNotPersisted => "boundary_not_persisted",
             OutcomeCode::ContinuationRefused => "continuation_refused",
+            OutcomeCode::PromptMismatch => "prompt_mismatch",
             OutcomeCode::SetupInterrupted => "setup_interrupted",
             OutcomeCode::AgentError => "agent_error",
             OutcomeCode::InvalidStopReason => "invalid_stop_reason",

@@ -26,6 +26,7 @@
 
 mod activity;
 mod lifecycle;
+mod note;
 mod observation;
 mod tool_calls;
 
@@ -42,6 +43,10 @@ pub use lifecycle::{
     CancelRequest, Prompt, Resolution, ResolvedVia, StateChange, ThreadConfigured, ThreadCreated,
     TurnSubmitted,
 };
+pub use note::{
+    AgentNotification, AgentStderr, ContextReset, McpRefused, ModeResult, Note, ReplaceReason,
+    ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, UnsupportedRequest,
+};
 pub use observation::{Ignored, LateAppend, Observation};
 pub use tool_calls::{
     ToolCallFinished, ToolCallOutcome, ToolCallRequested, UnknownToolEffect, unknown_effects,
@@ -55,7 +60,7 @@ pub use tool_calls::{
 /// # fn main() -> Result<(), lapis_protocol::client::ClientError> {
 /// # let (socket, token, thread_id) = (std::path::PathBuf::new(), String::new(), String::new());
 /// use lapis_protocol::client::{Client, Credential};
-/// use lapis_protocol::{Observation, Payload};
+/// use lapis_protocol::{Note, Observation, Payload};
 ///
 /// let credential = Credential::Token { token, application: "my-app".into() };
 /// let mut client = Client::open(&socket, credential)?;
@@ -68,6 +73,9 @@ pub use tool_calls::{
 ///         Some(Payload::TurnState(change)) => println!("turn is {}", change.to.as_str()),
 ///         Some(Payload::Observation(Observation::Stopped { stop_reason, .. })) => {
 ///             println!("stopped: {stop_reason}")
+///         }
+///         Some(Payload::Observation(Observation::Note(Note::AgentStderr(tail)))) => {
+///             println!("agent stderr: {}", tail.lines.join(" | "))
 ///         }
 ///         Some(Payload::Unknown { kind, raw }) => println!("newer server: {} {raw}", kind.as_str()),
 ///         Some(_) => {}
@@ -189,6 +197,12 @@ impl Payload {
 impl From<Observation> for Payload {
     fn from(o: Observation) -> Payload {
         Payload::Observation(o)
+    }
+}
+
+impl From<Note> for Payload {
+    fn from(n: Note) -> Payload {
+        Payload::Observation(Observation::Note(n))
     }
 }
 

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::mcp::McpEndpoint;
-use super::records::{ApprovalPolicy, Retention};
+use super::policy::{ApprovalPolicy, Retention};
 
 /// What a turn runs under (`turns.get`, thread snapshots, `turn_prepared`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::policy::{ApprovalPolicy, Retention};
 use super::state::TurnState;
 
 /// A registered agent workspace: one id per canonical path.
@@ -20,64 +21,6 @@ pub struct Workspace {
     /// When it was registered.
     #[serde(with = "crate::time::rfc3339")]
     pub created_at: i64,
-}
-
-/// How a thread answers agent permission requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApprovalPolicy {
-    /// Every request waits for an authorized client's answer (the default).
-    Ask,
-    /// Offered allow options are chosen automatically (never on restricted threads).
-    AllowAll,
-}
-
-impl ApprovalPolicy {
-    /// Stored and wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalPolicy::Ask => "ask",
-            ApprovalPolicy::AllowAll => "allow-all",
-        }
-    }
-
-    /// Parse a stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "ask" => Some(ApprovalPolicy::Ask),
-            "allow-all" => Some(ApprovalPolicy::AllowAll),
-            _ => None,
-        }
-    }
-}
-
-/// What the journal keeps of a thread's content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Retention {
-    /// Payloads are stored durably.
-    Full,
-    /// Only sequence and metadata are stored; payloads live in memory until restart.
-    MetadataOnly,
-}
-
-impl Retention {
-    /// Stored and wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Retention::Full => "full",
-            Retention::MetadataOnly => "metadata-only",
-        }
-    }
-
-    /// Parse a stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "full" => Some(Retention::Full),
-            "metadata-only" => Some(Retention::MetadataOnly),
-            _ => None,
-        }
-    }
 }
 
 /// What an owner's resolution (`turns.resolve`) records a fenced turn as.

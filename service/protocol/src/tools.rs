@@ -305,7 +305,7 @@ impl ToolRefusal {
 /// The name rule of endpoints and tools: 1-64 of `[A-Za-z0-9_-]`, starting
 /// alphanumeric (no `.`: it separates the two in [`qualified`]).
 pub fn valid_tool_name(name: &str) -> bool {
-    crate::config::valid_name(name, 64) && !name.contains('.')
+    crate::names::valid_name(name, 64) && !name.contains('.')
 }
 
 /// Checks one `tools.register`: names, counts, sizes, schemas.

@@ -19,16 +19,16 @@ use serde_json::{Map, Value};
 /// itself — its own `session/cancel`, its answers to permission requests,
 /// the prompt's answer, output after it, the session it opened — never
 /// does: a turn is `running` only once the agent acknowledged the prompt.
-/// (Noted observations after the dispatch boundary come from the agent:
-/// its updates, notifications and refused requests; the controller's own
-/// are recorded before the boundary.)
+/// (Noted observations and notes after the dispatch boundary come from the
+/// agent: its updates, notifications and refused requests; the
+/// controller's session notes are recorded before the boundary.)
 pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
     match event {
         Payload::MessageChunk(_)
         | Payload::ThoughtChunk(_)
         | Payload::ToolCall(_)
         | Payload::PermissionRequested(_)
-        | Payload::Observation(Observation::Noted { .. }) => true,
+        | Payload::Observation(Observation::Noted { .. } | Observation::Note(_)) => true,
         // The prompt's answer ends the turn (straight from `dispatched`
         // when nothing came before it, e.g. a cancel the agent honoured).
         Payload::Observation(_) | Payload::PermissionDecided(_) => false,

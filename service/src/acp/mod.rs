@@ -39,18 +39,25 @@ pub(crate) use events::{late_update, shows_agent_progress};
 pub(crate) use fingerprint::{fingerprint, with_app_servers};
 pub use lapis_protocol::config::{CommandLookup, ProviderSpec};
 pub(crate) use lapis_protocol::config::{ECHO_PROVIDER, ProviderError};
-pub use lapis_protocol::{DecidedBy, Invocation, Payload, PermissionAnswer, PermissionOption};
+#[cfg(feature = "test-support")]
+pub use lapis_protocol::{DecidedBy, Payload};
+pub use lapis_protocol::{Invocation, PermissionAnswer, PermissionOption};
 pub use probe::{ProbeError, ProbeFailure, ProbeReport, ProbeRequest, SessionProbe, probe};
+pub use process::LaunchError;
+#[cfg(feature = "test-support")]
+pub use process::Stopped;
 pub(crate) use process::TeardownLimits;
-pub use process::{LaunchError, Stopped};
 pub(crate) use registry::AGENTS_DIR;
-pub use registry::{AgentRegistry, start_time};
-pub use runner::{AGENT_STDERR, run_turn, run_turn_detached};
+pub use registry::AgentRegistry;
+#[cfg(feature = "test-support")]
+pub use registry::start_time;
 pub(crate) use runner::{AfterTurn, run_turn_on};
+#[cfg(feature = "test-support")]
+pub use runner::{run_turn, run_turn_detached};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};
+#[cfg(feature = "test-support")]
 pub use stderr_tail::{StderrTail, TAIL_LINES};
 pub(crate) use turn::CancelSignal;
-pub use turn::{
-    CancelHandle, HookError, PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest,
-    cancel_channel,
-};
+#[cfg(feature = "test-support")]
+pub use turn::{CancelHandle, cancel_channel};
+pub use turn::{HookError, PermissionRequest, RunnerLimits, TurnHooks, TurnOutcome, TurnRequest};

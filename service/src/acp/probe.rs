@@ -17,7 +17,7 @@ use super::process::{AgentProcess, LaunchError};
 use super::session::{CallError, Conn, Session};
 use super::turn::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, HookError, PermissionRequest, RunnerLimits, TurnHooks,
-    TurnRequest, cancel_channel, initialize_params,
+    TurnRequest, initialize_params,
 };
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
@@ -181,8 +181,14 @@ pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeFailure> {
         context: None,
         mcp: Vec::new(),
     };
-    let (_cancel, signal) = cancel_channel();
-    let mut session = Session::start(Conn::open(pipes), Arc::new(ProbeHooks), signal, &turn);
+    // A probe is never cancelled: the sender lives as long as the session.
+    let (_cancel, signal) = tokio::sync::watch::channel(false);
+    let mut session = Session::start(
+        Conn::open(pipes),
+        Arc::new(ProbeHooks),
+        signal.into(),
+        &turn,
+    );
     let result = exchange(&mut session, &request, command).await;
     session.finish(process, limits.teardown).await;
     match result {

@@ -64,6 +64,7 @@ impl AgentRegistry {
     }
 
     /// The directory.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn dir(&self) -> &Path {
         &self.dir
     }

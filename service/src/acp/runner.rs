@@ -20,10 +20,11 @@ use super::process::{AgentProcess, Stopped, TeardownLimits};
 use super::session::{CallError, Conn, Session};
 use super::setup::{SessionOrigin, Setup, establish};
 use super::turn::{CancelSignal, TurnHooks, TurnOutcome, TurnRequest};
-use lapis_protocol::{Observation, OutcomeCode};
+use lapis_protocol::{AgentStderr, Note, Observation, OutcomeCode};
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
 /// agent misbehaviour; never sends the prompt twice.
+#[cfg(any(test, feature = "test-support"))]
 pub async fn run_turn<H: TurnHooks>(
     request: TurnRequest,
     hooks: Arc<H>,
@@ -39,6 +40,7 @@ pub async fn run_turn<H: TurnHooks>(
 /// Runs one turn on a fresh agent to its outcome and hands back the agent's
 /// teardown instead of running it, so the caller can make the outcome
 /// durable first and keep the teardown off the turn's critical path.
+#[cfg(any(test, feature = "test-support"))]
 pub async fn run_turn_detached<H: TurnHooks>(
     mut request: TurnRequest,
     hooks: Arc<H>,
@@ -204,18 +206,9 @@ async fn journal_stderr_tail<H: TurnHooks>(session: &mut Session<H>, process: &m
         return;
     }
     let _ = session
-        .emit(
-            Observation::Noted {
-                kind: AGENT_STDERR.to_owned(),
-                payload: serde_json::json!({ "lines": lines }),
-            }
-            .into(),
-        )
+        .emit(Note::AgentStderr(AgentStderr { lines }).into())
         .await;
 }
-
-/// The observation kind of a failed turn's stderr tail.
-pub const AGENT_STDERR: &str = "agent_stderr";
 
 /// The rest of a turn after its outcome: answer what is pending, journal
 /// late output, and end the agent's process group.

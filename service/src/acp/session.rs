@@ -25,7 +25,8 @@ use super::process::{AgentPipes, AgentProcess, Stopped, TeardownLimits};
 use super::turn::{CancelSignal, RunnerLimits, TurnHooks, TurnRequest};
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::{
-    DecidedBy, Observation, OutcomeCode, Payload, PermissionAnswer, PermissionOption,
+    AgentNotification, DecidedBy, Note, Observation, OutcomeCode, Payload, PermissionAnswer,
+    PermissionOption,
 };
 
 mod permissions;
@@ -333,7 +334,10 @@ impl<H: TurnHooks> Session<H> {
                         None => return Err(CallError::Closed(OutcomeCode::ProtocolError)),
                     }
                 } else {
-                    Observation::noted("notification", json!({"method": method})).into()
+                    Note::Notification(AgentNotification {
+                        method: method.to_owned(),
+                    })
+                    .into()
                 };
                 self.emit(event).await?;
                 Ok(None)

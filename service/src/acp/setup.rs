@@ -15,7 +15,10 @@ use super::session::{CallError, Session};
 use super::turn::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnOutcome, TurnRequest, initialize_params,
 };
-use lapis_protocol::{Observation, Payload};
+use lapis_protocol::{
+    ContextReset, ModeResult, Note, Observation, Payload, ResetReason, RestrictedMode,
+    SessionLoaded,
+};
 
 /// How a turn's session came to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,12 +87,11 @@ pub(super) async fn establish<H: TurnHooks>(
                 Ok(loaded) => {
                     emit(
                         s,
-                        observation(
-                            "session_loaded",
-                            json!({
-                                "sessionId": previous, "replayedUpdates": replayed,
-                            }),
-                        ),
+                        Note::SessionLoaded(SessionLoaded {
+                            session_id: previous.clone(),
+                            replayed_updates: replayed,
+                        })
+                        .into(),
                     )
                     .await?;
                     restrict(s, request, previous, loaded.get("modes")).await?;
@@ -97,7 +99,7 @@ pub(super) async fn establish<H: TurnHooks>(
                     setup.session_id = Some(previous.clone());
                     return Ok(previous.clone());
                 }
-                Err(CallError::Rpc { .. }) => reset = Some("load_failed"),
+                Err(CallError::Rpc { .. }) => reset = Some(ResetReason::LoadFailed),
                 Err(e) => {
                     return Err(setup_failure(
                         e,
@@ -107,7 +109,7 @@ pub(super) async fn establish<H: TurnHooks>(
                 }
             }
         } else {
-            reset = Some("load_unsupported");
+            reset = Some(ResetReason::LoadUnsupported);
         }
     }
     let new = json!({"cwd": request.workspace, "mcpServers": servers});
@@ -140,12 +142,12 @@ pub(super) async fn establish<H: TurnHooks>(
     if let (Some(reason), Some(previous)) = (reset, &request.resume) {
         emit(
             s,
-            observation(
-                "context_reset",
-                json!({
-                    "reason": reason, "previousSessionId": previous, "sessionId": session_id,
-                }),
-            ),
+            Note::ContextReset(ContextReset {
+                reason,
+                previous_session_id: previous.clone(),
+                session_id: session_id.clone(),
+            })
+            .into(),
         )
         .await?;
         setup.origin = SessionOrigin::Reset;
@@ -153,33 +155,6 @@ pub(super) async fn establish<H: TurnHooks>(
     restrict(s, request, &session_id, created.get("modes")).await?;
     setup.session_id = Some(session_id.clone());
     Ok(session_id)
-}
-
-/// What became of a restricted thread's mode request, as recorded (never
-/// inferred from having asked).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ModeResult {
-    /// The agent accepted `session/set_mode` (or already was in the mode).
-    Applied,
-    /// The provider names no restricted mode, the agent does not offer it,
-    /// or it does not implement `session/set_mode`.
-    Unsupported,
-    /// The agent refused the request.
-    Rejected,
-    /// The agent reported no session modes, so whether it could honour one
-    /// is unknown; the mode is not requested.
-    Unreported,
-}
-
-impl ModeResult {
-    fn as_str(self) -> &'static str {
-        match self {
-            ModeResult::Applied => "applied",
-            ModeResult::Unsupported => "unsupported",
-            ModeResult::Rejected => "rejected",
-            ModeResult::Unreported => "unreported",
-        }
-    }
 }
 
 /// Requests the provider's restricted mode on a restricted thread's new or
@@ -239,13 +214,12 @@ async fn restrict<H: TurnHooks>(
     let allowed = result == ModeResult::Applied || policy.allow_unrestricted;
     emit(
         s,
-        observation(
-            "restricted_mode",
-            json!({
-                "mode": policy.mode, "result": result.as_str(),
-                "runsUnrestricted": result != ModeResult::Applied && allowed,
-            }),
-        ),
+        Note::RestrictedMode(RestrictedMode {
+            mode: policy.mode.clone(),
+            result,
+            runs_unrestricted: result != ModeResult::Applied && allowed,
+        })
+        .into(),
     )
     .await?;
     if allowed {
@@ -257,10 +231,6 @@ async fn restrict<H: TurnHooks>(
 
 /// JSON-RPC "method not found".
 const METHOD_NOT_FOUND: i64 = -32601;
-
-fn observation(kind: &str, payload: Value) -> Payload {
-    Observation::noted(kind, payload).into()
-}
 
 async fn emit<H: TurnHooks>(s: &mut Session<H>, event: Payload) -> Result<(), TurnOutcome> {
     s.emit(event)

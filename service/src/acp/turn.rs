@@ -5,7 +5,6 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -148,17 +147,19 @@ pub trait TurnHooks: Send + Sync + 'static {
 }
 
 /// Sends the cancel request for one turn.
+#[cfg(any(test, feature = "test-support"))]
 #[derive(Debug, Clone)]
-pub struct CancelHandle(Arc<watch::Sender<bool>>);
+pub struct CancelHandle(std::sync::Arc<watch::Sender<bool>>);
 
 /// The runner's side of [`CancelHandle`].
 #[derive(Debug, Clone)]
 pub struct CancelSignal(pub(super) watch::Receiver<bool>);
 
 /// A new cancel pair.
+#[cfg(any(test, feature = "test-support"))]
 pub fn cancel_channel() -> (CancelHandle, CancelSignal) {
     let (tx, rx) = watch::channel(false);
-    (CancelHandle(Arc::new(tx)), CancelSignal(rx))
+    (CancelHandle(std::sync::Arc::new(tx)), CancelSignal(rx))
 }
 
 impl From<watch::Receiver<bool>> for CancelSignal {
@@ -168,6 +169,7 @@ impl From<watch::Receiver<bool>> for CancelSignal {
     }
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl CancelHandle {
     /// Requests cancellation (idempotent).
     pub fn cancel(&self) {
@@ -235,6 +237,7 @@ impl TurnOutcome {
     }
 
     /// Whether the outcome is unknown and the workspace must be fenced.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn fences(&self) -> bool {
         matches!(
             self,

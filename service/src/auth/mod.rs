@@ -5,9 +5,11 @@ mod persist;
 mod secret;
 mod sessions;
 
+#[cfg(any(test, feature = "test-support"))]
 pub use crate::domain::ManualClock;
 
 pub(crate) use crate::domain::{AuthSession, Clock, SystemClock};
+#[cfg(any(test, feature = "test-support"))]
 pub use persist::MemorySessions;
 pub(crate) use persist::{PersistError, SessionPersistence};
 pub use secret::random_hex;

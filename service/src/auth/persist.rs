@@ -2,10 +2,13 @@
 //! through, and an in-memory implementation for tests.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
 
-use super::secret::random_hex;
-use crate::domain::{AuthSession, Clock, NewAuthSession, SystemClock};
+use crate::domain::{AuthSession, NewAuthSession};
+
+#[cfg(any(test, feature = "test-support"))]
+mod memory;
+#[cfg(any(test, feature = "test-support"))]
+pub use memory::MemorySessions;
 
 /// Where sessions survive restarts (the store, or memory in tests).
 ///
@@ -31,6 +34,7 @@ pub struct PersistError(pub String, pub Option<&'static str>);
 
 impl PersistError {
     /// A failure of the backend's own (a bug, a closed store).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn other(cause: impl Into<String>) -> PersistError {
         PersistError(cause.into(), None)
     }
@@ -40,74 +44,5 @@ impl PersistError {
     /// `storage_unavailable`, never `internal`.
     pub fn storage_condition(&self) -> Option<&'static str> {
         self.1
-    }
-}
-
-/// Sessions kept only in memory (tests and fuzzing), timed by `clock` as the
-/// store is by its own.
-#[derive(Debug)]
-pub struct MemorySessions {
-    /// Issue and revocation times.
-    clock: Arc<dyn Clock>,
-    /// Every session issued, revoked or not.
-    all: Mutex<Vec<AuthSession>>,
-}
-
-impl MemorySessions {
-    /// Sessions timed by `clock`.
-    pub fn new(clock: Arc<dyn Clock>) -> MemorySessions {
-        MemorySessions {
-            clock,
-            all: Mutex::default(),
-        }
-    }
-}
-
-impl Default for MemorySessions {
-    fn default() -> Self {
-        MemorySessions::new(Arc::new(SystemClock))
-    }
-}
-
-impl SessionPersistence for MemorySessions {
-    fn by_credential(&self, key: &str) -> Result<Option<AuthSession>, PersistError> {
-        let all = self.all.lock().expect("poisoned");
-        Ok(all
-            .iter()
-            .filter(|s| s.credential == key && s.revoked_at.is_none())
-            .max_by_key(|s| s.created_at)
-            .cloned())
-    }
-    fn by_bearer_hash(&self, hash: &str) -> Result<Option<AuthSession>, PersistError> {
-        let all = self.all.lock().expect("poisoned");
-        Ok(all.iter().find(|s| s.bearer_sha256 == hash).cloned())
-    }
-    fn issue(&self, new: NewAuthSession) -> Result<AuthSession, PersistError> {
-        let session = AuthSession {
-            id: format!(
-                "ses_{}",
-                random_hex(16).map_err(|e| PersistError::other(e.to_string()))?
-            ),
-            credential: new.credential,
-            principal: new.principal,
-            application: new.application,
-            scopes: new.scopes,
-            bearer_sha256: new.bearer_sha256,
-            created_at: self.clock.now_ms(),
-            expires_at: new.expires_at,
-            revoked_at: None,
-        };
-        self.all.lock().expect("poisoned").push(session.clone());
-        Ok(session)
-    }
-    fn revoke(&self, id: &str) -> Result<AuthSession, PersistError> {
-        let now = self.clock.now_ms();
-        let mut all = self.all.lock().expect("poisoned");
-        let s = all
-            .iter_mut()
-            .find(|s| s.id == id)
-            .ok_or_else(|| PersistError::other(format!("no session {id}")))?;
-        s.revoked_at.get_or_insert(now);
-        Ok(s.clone())
     }
 }

@@ -105,6 +105,34 @@ pub enum StoreError {
         /// The newest version this build knows.
         supported: i64,
     },
+    /// The journal is shorter than, or differs at, the prefix its anchor
+    /// file names (see `store::anchor`): rows were deleted from its end, an
+    /// event was rewritten and re-hashed, or the WAL lost committed frames.
+    #[error(
+        "the journal does not match its anchor {} ({reason}: the anchor names {anchored} events, the journal has {found}); restore controller.db from a backup that includes them, or, if this database is the one you mean to keep, stop serve and run `lapis-ai-controller journal reanchor`",
+        .path.display()
+    )]
+    AnchorMismatch {
+        /// The anchor file.
+        path: PathBuf,
+        /// Events the anchor names.
+        anchored: u64,
+        /// Events the journal holds.
+        found: u64,
+        /// Which of the two checks failed.
+        reason: &'static str,
+    },
+    /// A database at schema version 8 or later without a readable anchor.
+    #[error(
+        "the journal anchor {} cannot be used ({reason}); restore it with controller.db, or, if this database is the one you mean to keep, stop serve and run `lapis-ai-controller journal reanchor`",
+        .path.display()
+    )]
+    AnchorMissing {
+        /// The anchor file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// Startup validation found a row that breaks an invariant.
     #[error("invalid row in table `{table}` (row `{row}`): {check}")]
     InvalidRow {
@@ -167,6 +195,8 @@ impl StoreError {
             | StoreError::NotControllerHome { .. }
             | StoreError::RolledBack { .. }
             | StoreError::InvalidRow { .. }
+            | StoreError::AnchorMismatch { .. }
+            | StoreError::AnchorMissing { .. }
             | StoreError::Corrupt(_)
             | StoreError::Closed
             | StoreError::Sqlite(_)
@@ -182,6 +212,8 @@ impl StoreError {
             StoreError::SchemaUnsupported { .. } => "store_schema_unsupported",
             StoreError::NotControllerHome { .. } => "not_controller_home",
             StoreError::InvalidRow { .. } => "store_invalid_row",
+            StoreError::AnchorMismatch { .. } => "store_anchor_mismatch",
+            StoreError::AnchorMissing { .. } => "store_anchor_missing",
             StoreError::Corrupt(_) => "store_corrupt",
             other => other.error_code().as_str(),
         }

@@ -7,6 +7,7 @@ mod error;
 mod inputs;
 mod session;
 
+#[cfg(any(test, feature = "test-support"))]
 pub use clock::ManualClock;
 
 pub(crate) use clock::{Clock, SystemClock, secs_to_ms};

@@ -16,8 +16,8 @@ use crate::acp::{
     self, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent, PermissionAnswer,
     ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
 };
-use lapis_protocol::OutcomeCode;
 use lapis_protocol::config::EnvFile;
+use lapis_protocol::{Note, OutcomeCode, ReplaceReason, SessionReplaced};
 
 use crate::domain::{Claim, Preparer, ProviderFacts, SessionBinding, StoreError, TurnEnd};
 use crate::store::Store;
@@ -351,9 +351,9 @@ impl Engine {
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {
             if b.fingerprint != fingerprint {
-                Some("provider_changed")
+                Some(ReplaceReason::ProviderChanged)
             } else if b.thread_version != claim.thread.version {
-                Some("thread_reconfigured")
+                Some(ReplaceReason::ThreadReconfigured)
             } else {
                 None
             }
@@ -399,9 +399,11 @@ impl Engine {
             guard.boundary_later();
         }
         if let (Some(reason), Some(b)) = (replace, &bound) {
-            tracing::info!(thread = %thread_id, reason, "agent session replaced");
-            let payload = serde_json::json!({"reason": reason, "previousSessionId": b.session_id});
-            let replaced = lapis_protocol::Observation::noted("session_replaced", payload);
+            tracing::info!(thread = %thread_id, reason = reason.as_str(), "agent session replaced");
+            let replaced = Note::SessionReplaced(SessionReplaced {
+                reason,
+                previous_session_id: b.session_id.clone(),
+            });
             let _ = hooks.event(replaced.into()).await;
         }
         let resume = match (&agent, replace) {

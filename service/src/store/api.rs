@@ -113,6 +113,7 @@ impl Store {
     // ---- turns ------------------------------------------------------------
 
     /// Accept a turn into its workspace's queue (idempotent by command id).
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn submit_turn(
         &self,
         actor: &Actor,
@@ -271,12 +272,14 @@ impl Store {
     /// its prepared record names the provider but no fingerprint, mode or
     /// identity (for callers without a configuration; the engine uses
     /// [`try_claim_with`](Store::try_claim_with)).
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn try_claim(&self) -> StoreResult<Option<Claim>> {
         self.try_claim_with(no_facts()).await
     }
 
     /// Claim the next runnable turn now, if any; `prepare` gives its
     /// provider's facts for the prepared record, inside the claim.
+    #[cfg(any(test, feature = "test-support"))]
     pub(crate) async fn try_claim_with(&self, prepare: Preparer) -> StoreResult<Option<Claim>> {
         self.op(move |w| w.claim(&prepare)).await
     }
@@ -305,6 +308,7 @@ impl Store {
     /// Persist the dispatch boundary (durable when this returns `Ok`). Fails
     /// `conflict` unless the turn is `preparing` with no pending cancel; then
     /// the prompt must not be written.
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn mark_dispatched(&self, turn: &str, binding: SessionBinding) -> StoreResult<Turn> {
         self.mark_dispatched_as(turn, binding, true).await
     }
@@ -330,6 +334,7 @@ impl Store {
     }
 
     /// The agent started on the prompt (`dispatched → running`).
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn mark_running(&self, turn: &str) -> StoreResult<TransitionOutcome> {
         let turn = turn.to_owned();
         self.op(move |w| w.transition(&turn, TurnEvent::Start, None, false))
@@ -382,6 +387,7 @@ impl Store {
     }
 
     /// Wait until every request sent before this call is committed.
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn flush(&self) -> StoreResult<()> {
         self.op(|_| Ok(())).await
     }
@@ -458,6 +464,7 @@ impl Store {
 }
 
 /// A preparer that knows no provider.
+#[cfg(any(test, feature = "test-support"))]
 fn no_facts() -> Preparer {
     Arc::new(|_: &Thread| None)
 }

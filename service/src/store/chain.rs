@@ -189,6 +189,10 @@ pub(super) struct ChainCheck<'scope, 'env> {
     bad: Option<i64>,
     /// Batches to the helper, and emptied batches back.
     helper: Option<Helper<'scope>>,
+    /// The `seq` whose stored hash is kept for the anchor check (0: none).
+    watch: i64,
+    /// The stored hash of row `watch`, once added.
+    watched: Option<Hash>,
 }
 
 struct Helper<'scope> {
@@ -215,7 +219,20 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
             events: 0,
             bad: None,
             helper: None,
+            watch: 0,
+            watched: None,
         }
+    }
+
+    /// Keeps the stored hash of row `seq` (see [`Self::watched`]).
+    pub(super) fn watch(&mut self, seq: u64) {
+        self.watch = i64::try_from(seq).unwrap_or(i64::MAX);
+    }
+
+    /// The stored hash of the watched row, if it was added. Meaningful
+    /// once [`Self::finish`] found the chain whole up to it.
+    pub(super) fn watched(&self) -> Option<Hash> {
+        self.watched
     }
 
     /// Adds the row whose [`COLUMNS`] start at column `at`. Returns `false`
@@ -243,6 +260,9 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
         let buf = &mut self.batch.buf;
         encode(&self.prev, &link, &mut |b| buf.extend_from_slice(b));
         self.batch.rows.push((seq, buf.len(), stored));
+        if seq == self.watch {
+            self.watched = Some(stored);
+        }
         self.prev = stored;
         self.events += 1;
         if self.batch.rows.len() >= BATCH_ROWS {
@@ -313,13 +333,20 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
     }
 }
 
-/// Verifies the whole chain in `seq` order; the first bad event fails as
-/// `InvalidRow { table: "events", row: seq, check: "chain" }`.
-pub(super) fn verify(conn: &Connection) -> StoreResult<ChainReport> {
+/// Verifies the whole chain in `seq` order, then that it reaches `anchor`
+/// (the anchor of the database at `db`): the first bad event fails as
+/// `InvalidRow { table: "events", row: seq, check: "chain" }`, a chain
+/// short of or different at its anchor as `AnchorMismatch`.
+pub(super) fn verify(
+    conn: &Connection,
+    db: &std::path::Path,
+    anchor: &super::anchor::Anchor,
+) -> StoreResult<ChainReport> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM events ORDER BY seq"))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
     std::thread::scope(|scope| {
         let mut chain = ChainCheck::new(scope);
+        chain.watch(anchor.events);
         let scanned: StoreResult<()> = (|| {
             while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
                 if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
@@ -328,13 +355,16 @@ pub(super) fn verify(conn: &Connection) -> StoreResult<ChainReport> {
             }
             Ok(())
         })();
+        let watched = chain.watched();
         // A bad row comes before wherever the scan stopped.
         let report = chain.finish().map_err(|seq| StoreError::InvalidRow {
             table: "events",
             row: seq.to_string(),
             check: "chain",
         })?;
-        scanned.map(|()| report)
+        scanned?;
+        super::anchor::check(db, anchor, report.events, watched)?;
+        Ok(report)
     })
 }
 

@@ -181,7 +181,10 @@ impl Store {
         let db = options.home.join(schema::DB_FILE);
         home::private_files(&options.home, &db)?;
         let conn = schema::open_writer(&db)?;
-        let validated = validate(&conn)?;
+        // Migrated to this version, the database has its anchor (written
+        // by the migration that introduced it, before that commit).
+        let anchor = super::anchor::require(&db)?;
+        let validated = validate(&conn, &db, &anchor)?;
         let (events, _) = broadcast::channel(options.broadcast_capacity.max(1));
         let shared = Arc::new(Shared {
             events,
@@ -218,6 +221,7 @@ impl Store {
             },
             outbox: Vec::new(),
             publisher: Publisher::start(Arc::clone(&shared)),
+            anchor: super::writer::AnchorState::new(db.clone(), anchor),
             _lock: lock,
         };
         writer.reload()?;
@@ -277,15 +281,36 @@ impl Store {
         &self.inner.options
     }
 
-    /// Stop the writer after queued requests and wait for it (releases the
-    /// lock once every clone is gone).
+    /// Stop the writer after queued requests and wait until it has stopped,
+    /// even while other clones live (the engine's tasks may hold some when
+    /// `serve` exits): its last anchor checkpoint is written and its
+    /// connection closed (SQLite checkpoints the WAL when it is the last
+    /// one; pooled readers close first). Later requests on a clone fail
+    /// `Closed`; the lock is released with the writer.
     pub async fn close(self) {
-        let _ = self.inner.cmd.send(Cmd::Shutdown);
         let inner = self.inner;
-        let _ = tokio::task::spawn_blocking(move || drop(inner)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            inner
+                .readers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clear();
+            let _ = inner.cmd.send(Cmd::Shutdown);
+            let writer = inner
+                .thread
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(t) = writer {
+                let _ = t.join();
+            }
+            drop(inner);
+        })
+        .await;
     }
 
     /// Transactions committed so far (each is one fsync); for tests and metrics.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn commit_count(&self) -> u64 {
         self.inner
             .shared

@@ -9,8 +9,8 @@ use rusqlite::params;
 use tokio::sync::watch;
 
 use crate::domain::{
-    Actor, Claim, Preparer, Receipt, Retention, SessionBinding, StoreError, StoreResult,
-    SubmitTurn, TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
+    Actor, Claim, Preparer, Receipt, SessionBinding, StoreError, StoreResult, SubmitTurn,
+    TransitionOutcome, Turn, TurnEnd, TurnEvent, TurnState,
 };
 
 use super::continuation;
@@ -18,7 +18,8 @@ use lapis_protocol::{
     Ignored, Observation, OutcomeCode, Payload, Prompt, ThreadExpect, TurnSubmitted,
 };
 
-use super::ids::{check_name, check_sha256_hex, digest, new_id};
+use super::ids::{check_name, check_sha256_hex, new_id};
+use super::integrity::{self, InputCheck};
 use super::prepared;
 use super::read;
 use super::receipts::{CommandKind, check_replay, receipt, stage_receipt};
@@ -129,15 +130,12 @@ impl Writer {
                 "maxTurnSeconds must be between 1 and 604800",
             ));
         }
-        let cont = input.continues.as_deref().unwrap_or("");
-        // The deadline is part of the input only when given, so receipts of
-        // turns submitted before it existed still replay.
-        let deadline = input.max_turn_seconds.map(|s| s.to_string());
-        let mut parts = vec!["turn.submit", &input.thread_id, &input.prompt, cont];
-        if let Some(d) = &deadline {
-            parts.push(d);
-        }
-        let dig = digest(&parts);
+        let dig = integrity::submit_digest(
+            &input.thread_id,
+            &input.prompt,
+            input.continues.as_deref(),
+            input.max_turn_seconds,
+        );
         if let Some(found) = receipt(&self.conn, actor, &input.command_id)? {
             check_replay(&found, CommandKind::TurnSubmit, &dig)?;
             return Ok(Receipt {
@@ -209,6 +207,7 @@ impl Writer {
                 turn_id: id.clone(),
                 command_id: input.command_id.clone(),
                 continues: input.continues.clone(),
+                input_digest: Some(dig.clone()),
             });
             j.append(tx, st, &thread.id, Some(&id), now, submitted)?;
             // What was asked, in the thread's transcript (content: it follows
@@ -258,6 +257,19 @@ impl Writer {
             row: id.clone(),
             check: "prompt",
         })?;
+        match integrity::check_queued(&self.conn, &row, &prompt)? {
+            InputCheck::Matches | InputCheck::Unchained => {}
+            InputCheck::Mismatch => {
+                // Edited at rest: fail closed before anything reaches an
+                // agent (the turn leaves the queue, its workspace moves on).
+                tracing::error!(
+                    turn = %id,
+                    code = OutcomeCode::PromptMismatch.as_str(),
+                    "the queued turn's input no longer matches its chained digest: not dispatched"
+                );
+                return self.refuse_claim(&id, OutcomeCode::PromptMismatch);
+            }
+        }
         // A continuation's prior is checked again: its record must still be
         // whole, and the digest for a lost session is made from it now.
         let context = match &row.continues {
@@ -270,29 +282,17 @@ impl Writer {
                     Err(err) => {
                         drop(memory);
                         tracing::warn!(turn = %id, code = err.code(), "continuation refused at claim");
-                        self.transition(&id, TurnEvent::Claim, None, false)?;
-                        self.transition(
-                            &id,
-                            TurnEvent::Fail,
-                            Some(OutcomeCode::ContinuationRefused.as_str().into()),
-                            false,
-                        )?;
-                        return Ok(None);
+                        return self.refuse_claim(&id, OutcomeCode::ContinuationRefused);
                     }
                 }
             }
             None => None,
         };
-        let forget_prompt = thread.retention == Retention::MetadataOnly;
         let provider = prepare(&thread);
         let config = prepared::prepare(&thread, provider.as_ref());
         let after = self.write(|tx, j, st, now| {
             let after = stage_transition(tx, j, st, now, &row, TurnEvent::Claim, None, false)?
                 .ok_or_else(|| StoreError::conflict("turn is not queued"))?;
-            if forget_prompt {
-                tx.prepare_cached("UPDATE turns SET prompt = NULL WHERE id = ?1")?
-                    .execute([&id])?;
-            }
             prepared::stage(tx, j, st, now, &after, &config)
         })?;
         self.after_transition(row.state, &after);
@@ -310,6 +310,14 @@ impl Writer {
             context,
             cancel,
         }))
+    }
+
+    /// A queued turn refused at its claim: claimed and failed with `code`
+    /// (two journaled transitions; its prompt is cleared with the first).
+    fn refuse_claim(&mut self, id: &str, code: OutcomeCode) -> StoreResult<Option<Claim>> {
+        self.transition(id, TurnEvent::Claim, None, false)?;
+        self.transition(id, TurnEvent::Fail, Some(code.as_str().into()), false)?;
+        Ok(None)
     }
 
     /// Persist the dispatch boundary and, in the same transaction, the

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// File name of the database inside the controller home.
 pub const DB_FILE: &str = "controller.db";
@@ -193,11 +193,30 @@ ALTER TABLE turns ADD COLUMN redactions INTEGER NOT NULL DEFAULT 0;
         sql: "CREATE INDEX events_user_message ON events(turn_id) WHERE kind = 'user_message';",
     },
     Migration {
-        // Version 8: the application tool endpoints (names, a JSON array)
-        // a thread binds (issue 25). Only names persist: the endpoints
-        // live with the registering connection.
+        // Version 8 (issue 24 item 4): a queued turn's chained input digest
+        // found at its claim without a scan (partial, like version 7's);
+        // the raw prompts of turns past `queued` dropped (`secure_delete`
+        // is on, so their bytes do not stay in free pages); and the journal
+        // anchored outside the database before this step commits (see
+        // `anchor`: from this version on a database without one is refused).
+        then: Some(super::anchor::migrate),
+        sql: r#"
+CREATE INDEX events_turn_submitted ON events(turn_id) WHERE kind = 'turn_submitted';
+UPDATE turns SET prompt = NULL WHERE state != 'queued' AND prompt IS NOT NULL;
+"#,
+    },
+    Migration {
+        // Version 9: the application tool endpoints (names, a JSON array)
+        // a thread binds (issue 25), and its turns' tool-call events found
+        // without a scan (partial, like version 7's; queries name the kinds
+        // as literals). Only names persist: the endpoints live with the
+        // registering connection.
         then: None,
-        sql: "ALTER TABLE threads ADD COLUMN tools TEXT;",
+        sql: r#"
+ALTER TABLE threads ADD COLUMN tools TEXT;
+CREATE INDEX events_tool_calls ON events(turn_id)
+    WHERE kind IN ('tool_call_requested', 'tool_call_finished');
+"#,
     },
 ];
 
@@ -251,8 +270,8 @@ pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
         return Err(StoreError::invalid("database refused WAL journal mode"));
     }
     configure(&conn)?;
-    // Overwrite deleted content: a metadata-only thread's prompt, cleared
-    // once the turn is claimed, must not linger in free space.
+    // Overwrite deleted content: a raw prompt, cleared once its turn leaves
+    // the queue, must not linger in free space.
     conn.pragma_update(None, "secure_delete", true)?;
     migrate(&conn, version)?;
     Ok(conn)
@@ -270,6 +289,55 @@ fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+/// The first version whose journal is chained (`chain::backfill`).
+const CHAINED_VERSION: i64 = 4;
+
+/// The first version whose journal is anchored (`anchor`).
+pub(super) const ANCHORED_VERSION: i64 = 8;
+
+/// Refuses a database that is not a controller database with a chained
+/// journal this build knows; returns its version (for `journal verify`,
+/// which never migrates).
+pub(super) fn check_chained(conn: &Connection, db: &Path) -> StoreResult<i64> {
+    let version = identify(conn, db)?;
+    if !(CHAINED_VERSION..=SCHEMA_VERSION).contains(&version) {
+        return Err(StoreError::SchemaUnsupported {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// Refuses a database that is not a controller database at exactly this
+/// build's schema version (for the read-only tools: they never migrate).
+pub(super) fn check_current(conn: &Connection, db: &Path) -> StoreResult<()> {
+    let version = identify(conn, db)?;
+    if version != SCHEMA_VERSION {
+        return Err(StoreError::SchemaUnsupported {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// The version of a controller database (`store_foreign` for another).
+fn identify(conn: &Connection, db: &Path) -> StoreResult<i64> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    let app: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(StoreError::from_sqlite)?;
+    if app != APPLICATION_ID {
+        return Err(StoreError::ForeignDatabase {
+            path: db.to_owned(),
+        });
+    }
+    Ok(version)
 }
 
 /// Open a read connection (after the writer has migrated the file).
@@ -348,8 +416,8 @@ mod tests {
             conn.pragma_update(None, "user_version", 4).unwrap();
             conn.execute_batch(
                 "ALTER TABLE turns DROP COLUMN prepared; \
-                 ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message;",
+                 ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
+                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted;",
             )
             .unwrap();
             conn.execute_batch(
@@ -387,8 +455,8 @@ mod tests {
             migrate(&conn, 0).unwrap();
             conn.pragma_update(None, "user_version", 5).unwrap();
             conn.execute_batch(
-                "ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; \
-                 DROP INDEX events_user_message; \
+                "ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
+                 DROP INDEX events_user_message; DROP INDEX events_turn_submitted; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at) \
@@ -405,18 +473,18 @@ mod tests {
         assert!(thread.mcp_servers.is_empty());
     }
 
-    /// A version-7 database (before tool endpoints) upgrades in place: its
+    /// A version-8 database (before tool endpoints) upgrades in place: its
     /// threads bind none, and reading them stays valid.
     #[test]
-    fn a_version_7_database_upgrades_to_tool_endpoint_names() {
+    fn a_version_8_database_upgrades_to_tool_endpoint_names() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(DB_FILE);
         {
             let conn = Connection::open(&path).unwrap();
             migrate(&conn, 0).unwrap();
-            conn.pragma_update(None, "user_version", 7).unwrap();
+            conn.pragma_update(None, "user_version", 8).unwrap();
             conn.execute_batch(
-                "ALTER TABLE threads DROP COLUMN tools; \
+                "ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at) \

@@ -10,6 +10,10 @@ use super::journal::{Journal, JournalTx};
 
 /// Apply `event` to `row` inside a transaction: update the row, journal the
 /// change. Returns the updated turn, or `None` when the table refuses.
+///
+/// No state but `queued` keeps a raw prompt: every transition clears
+/// `turns.prompt` in the same UPDATE (the claim has read it first; the
+/// redacted `user_message` event is the record, see `super::integrity`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn stage_transition(
     tx: &Connection,
@@ -38,7 +42,7 @@ pub(crate) fn stage_transition(
     let changed = tx
         .prepare_cached(&format!(
             "UPDATE turns SET state = ?1, outcome = coalesce(?2, outcome), updated_at = ?3, \
-             {column} = ?3 WHERE id = ?4 AND state = ?5"
+             {column} = ?3, prompt = NULL WHERE id = ?4 AND state = ?5"
         ))?
         .execute(params![
             to.as_str(),

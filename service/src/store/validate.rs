@@ -9,7 +9,9 @@
 //! followed in the same scan ([`super::chain::ChainCheck`], which hashes
 //! batches of rows on a helper thread beside the scan): an edited,
 //! inserted or deleted event fails the open naming the first bad `seq`
-//! (check `chain`). SQLite's own corruption errors
+//! (check `chain`), and a whole chain that stops short of, or differs at,
+//! the prefix its anchor file names fails as `store_anchor_mismatch`
+//! (`super::anchor`). SQLite's own corruption errors
 //! (truncated or damaged pages met during the scans) fail as `store_corrupt`.
 
 use std::collections::HashMap;
@@ -20,6 +22,7 @@ use serde::de::IgnoredAny;
 
 use crate::domain::{EventKind, StoreError, StoreResult};
 
+use super::anchor::Anchor;
 use super::ids::sql_name_ok;
 use super::receipts::CommandKind;
 
@@ -159,8 +162,13 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
     ]
 }
 
-/// Check every row; the first failure stops the open.
-pub(super) fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
+/// Check every row, and that the journal reaches `anchor` (the anchor of
+/// the database at `db`); the first failure stops the open.
+pub(super) fn validate(
+    conn: &Connection,
+    db: &std::path::Path,
+    anchor: &Anchor,
+) -> StoreResult<ValidationReport> {
     for (table, check, sql) in checks() {
         let bad: Option<rusqlite::types::Value> = conn
             .query_row(&sql, [], |r| r.get(0))
@@ -176,7 +184,7 @@ pub(super) fn validate(conn: &Connection) -> StoreResult<ValidationReport> {
         }
     }
     validate_prepared(conn)?;
-    let events = validate_events(conn)?;
+    let events = validate_events(conn, db, anchor)?;
     let count = |t: &str| -> StoreResult<u64> {
         conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| {
             r.get::<_, i64>(0)
@@ -211,7 +219,7 @@ fn validate_prepared(conn: &Connection) -> StoreResult<()> {
 }
 
 /// The event checks, in one scan (see module docs). Returns the row count.
-fn validate_events(conn: &Connection) -> StoreResult<u64> {
+fn validate_events(conn: &Connection, db: &std::path::Path, anchor: &Anchor) -> StoreResult<u64> {
     let mut turns: HashMap<String, String> = HashMap::new();
     {
         let mut stmt = conn.prepare("SELECT id, thread_id FROM turns")?;
@@ -235,7 +243,9 @@ fn validate_events(conn: &Connection) -> StoreResult<u64> {
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
     std::thread::scope(|scope| {
         let mut chain = super::chain::ChainCheck::new(scope);
+        chain.watch(anchor.events);
         let scanned = scan_events(&mut rows, &turns, &mut threads, &mut chain);
+        let watched = chain.watched();
         // Every row before the one the scan stopped at was handed to the
         // chain check: a bad link among them is the first failure.
         match chain.finish() {
@@ -244,7 +254,13 @@ fn validate_events(conn: &Connection) -> StoreResult<u64> {
                 row: seq.to_string(),
                 check: "chain",
             }),
-            Ok(_) => scanned,
+            Ok(report) => {
+                let events = scanned?;
+                // A whole chain that stops short of (or differs at) its
+                // anchor lost its tail or was re-hashed.
+                super::anchor::check(db, anchor, report.events, watched)?;
+                Ok(events)
+            }
         }
     })
 }

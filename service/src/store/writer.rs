@@ -54,8 +54,10 @@ use super::read;
 use super::scheduler::Scheduler;
 
 mod batch;
+mod checkpoint;
 #[cfg(test)]
 pub(crate) use batch::FAIL_COMMITS;
+pub(crate) use checkpoint::AnchorState;
 mod publish;
 use batch::Batch;
 use publish::Published;
@@ -208,6 +210,8 @@ pub(crate) struct Writer {
     pub(crate) publisher: Publisher,
     /// Claim requests waiting for a runnable turn, oldest first.
     pub(crate) parked: std::collections::VecDeque<ParkedClaim>,
+    /// The journal anchor's last checkpoint (see [`checkpoint`]).
+    pub(crate) anchor: AnchorState,
     /// Held for the life of the writer.
     pub(crate) _lock: InstanceLock,
 }
@@ -235,9 +239,20 @@ impl Writer {
         loop {
             let first = match stash.take() {
                 Some(c) => c,
-                None => match rx.recv() {
-                    Ok(c) => c,
-                    Err(_) => break,
+                // Idle: the anchor checkpoint is due within its interval.
+                None => match self.anchor_due_in() {
+                    Some(wait) => match rx.recv_timeout(wait) {
+                        Ok(c) => c,
+                        Err(RecvTimeoutError::Timeout) => {
+                            self.checkpoint();
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    },
+                    None => match rx.recv() {
+                        Ok(c) => c,
+                        Err(_) => break,
+                    },
                 },
             };
             if matches!(first, Cmd::Shutdown) {
@@ -269,7 +284,10 @@ impl Writer {
                 }
             }
             batch.finish(&mut self);
+            self.checkpoint_if_due();
         }
+        // A clean stop anchors what it committed.
+        self.checkpoint();
     }
 
     /// Run `f` atomically with a journal stage: inside an operation batch as

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lapis_protocol::{Observation, PermissionDecided};
+use lapis_protocol::{Note, Observation, PermissionDecided};
 use lapis_service::ApprovalPolicy;
 use lapis_service::acp::{DecidedBy, Payload, PermissionAnswer, TurnOutcome};
 
@@ -189,7 +189,7 @@ async fn structured_input_is_refused_never_auto_approved() {
     assert_eq!(outcome, completed());
     assert_eq!(hooks.reply(), r#"elicit-0={"error":-32601}"#);
     assert!(hooks.events().iter().any(|e| matches!(e,
-        Payload::Observation(Observation::Noted { kind, payload })
-            if kind == "unsupported_request" && payload == &serde_json::json!({"method": "elicitation/create"}))));
+        Payload::Observation(Observation::Note(Note::UnsupportedRequest(r)))
+            if r.method == "elicitation/create" && !r.idle)));
     assert!(resolutions(&hooks).is_empty());
 }

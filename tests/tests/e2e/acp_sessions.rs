@@ -6,6 +6,9 @@ use std::path::Path;
 
 use lapis_protocol::client::{Client, Credential};
 use lapis_protocol::params::ThreadsConfigure;
+use lapis_protocol::{
+    ContextReset, Note, ReplaceReason, ResetReason, SessionLoaded, SessionReplaced,
+};
 use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};
@@ -116,15 +119,47 @@ fn reply(client: &mut Client, thread: &str, turn: &str) -> String {
 }
 
 /// The noted observations of a turn with this label (their payloads).
-fn observations(client: &mut Client, thread: &str, turn: &str, kind: &str) -> Vec<Value> {
+fn notes(client: &mut Client, thread: &str, turn: &str) -> Vec<Note> {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .iter()
         .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter_map(lapis_e2e::journal::noted)
-        .filter(|(label, _)| label == kind)
-        .map(|(_, payload)| payload)
+        .filter_map(lapis_e2e::journal::note)
         .collect()
+}
+
+/// The notes of one kind of a turn, as `pick` extracts them.
+fn observations<T>(
+    client: &mut Client,
+    thread: &str,
+    turn: &str,
+    pick: impl Fn(Note) -> Option<T>,
+) -> Vec<T> {
+    notes(client, thread, turn)
+        .into_iter()
+        .filter_map(pick)
+        .collect()
+}
+
+fn loaded(n: Note) -> Option<SessionLoaded> {
+    match n {
+        Note::SessionLoaded(l) => Some(l),
+        _ => None,
+    }
+}
+
+fn reset(n: Note) -> Option<ContextReset> {
+    match n {
+        Note::ContextReset(r) => Some(r),
+        _ => None,
+    }
+}
+
+fn replaced(n: Note) -> Option<SessionReplaced> {
+    match n {
+        Note::SessionReplaced(r) => Some(r),
+        _ => None,
+    }
 }
 
 /// Submits and waits for the outcome; returns the turn id.
@@ -237,9 +272,9 @@ fn an_evicted_agent_is_resumed_with_session_load() {
     let a2 = run(&mut client, &ta.id, "a-2", "alpha two");
     assert_eq!(session_of(&mut client, &a1), session_of(&mut client, &a2));
     assert!(reply(&mut client, &ta.id, &a2).starts_with("recall: alpha one | alpha two"));
-    let loaded = observations(&mut client, &ta.id, &a2, "session_loaded");
-    assert_eq!(loaded.len(), 1, "{loaded:?}");
-    assert_eq!(loaded[0]["replayedUpdates"], 1, "{loaded:?}");
+    let loads = observations(&mut client, &ta.id, &a2, loaded);
+    assert_eq!(loads.len(), 1, "{loads:?}");
+    assert_eq!(loads[0].replayed_updates, 1, "{loads:?}");
     let page = client.journal_replay(Some(&ta.id), 0, None).unwrap();
     assert!(
         !page.events.iter().any(|e| e.turn_id.as_deref() == Some(&a2)
@@ -249,7 +284,7 @@ fn an_evicted_agent_is_resumed_with_session_load() {
             )),
         "replayed history was journaled as turn output"
     );
-    assert!(observations(&mut client, &ta.id, &a2, "context_reset").is_empty());
+    assert!(observations(&mut client, &ta.id, &a2, reset).is_empty());
     // b's agent was evicted for a2 and resumes the same way.
     let b2 = run(&mut client, &tb.id, "b-2", "beta two");
     assert_eq!(session_of(&mut client, &b1), session_of(&mut client, &b2));
@@ -274,16 +309,17 @@ fn an_agent_without_load_session_gives_context_reset() {
         .threads_create("proj", "once", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let first = run(&mut client, &thread.id, "o-1", "first");
-    assert!(observations(&mut client, &thread.id, &first, "context_reset").is_empty());
+    assert!(observations(&mut client, &thread.id, &first, reset).is_empty());
     let second = run(&mut client, &thread.id, "o-2", "second");
-    let reset = observations(&mut client, &thread.id, &second, "context_reset");
-    assert_eq!(reset.len(), 1, "{reset:?}");
-    assert_eq!(reset[0]["reason"], "load_unsupported");
+    let resets = observations(&mut client, &thread.id, &second, reset);
+    assert_eq!(resets.len(), 1, "{resets:?}");
+    assert_eq!(resets[0].reason, ResetReason::LoadUnsupported);
     let (s1, s2) = (
         session_of(&mut client, &first),
         session_of(&mut client, &second),
     );
-    assert_eq!(reset[0]["previousSessionId"], json!(s1));
+    assert_eq!(resets[0].previous_session_id, s1);
+    assert_eq!(resets[0].session_id, s2);
     assert_ne!(s1, s2);
     assert!(reply(&mut client, &thread.id, &second).starts_with("recall: second\n"));
     server.finish(&[], &[]);
@@ -330,7 +366,7 @@ fn a_killed_controller_resumes_the_session_at_the_next_turn() {
         session_of(&mut client, &second)
     );
     assert_eq!(
-        observations(&mut client, &thread.id, &second, "session_loaded").len(),
+        observations(&mut client, &thread.id, &second, loaded).len(),
         1
     );
     assert!(
@@ -370,18 +406,18 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     server.spawn();
     let mut client = sdk(&server);
     let second = run(&mut client, &thread.id, "r-2", "two");
-    let replaced = observations(&mut client, &thread.id, &second, "session_replaced");
-    assert_eq!(replaced.len(), 1, "{replaced:?}");
-    assert_eq!(replaced[0]["reason"], "provider_changed");
+    let replacements = observations(&mut client, &thread.id, &second, replaced);
+    assert_eq!(replacements.len(), 1, "{replacements:?}");
+    assert_eq!(replacements[0].reason, ReplaceReason::ProviderChanged);
     assert_eq!(
-        replaced[0]["previousSessionId"],
-        json!(session_of(&mut client, &first))
+        replacements[0].previous_session_id,
+        session_of(&mut client, &first)
     );
     assert_ne!(
         session_of(&mut client, &first),
         session_of(&mut client, &second)
     );
-    assert!(observations(&mut client, &thread.id, &second, "session_loaded").is_empty());
+    assert!(observations(&mut client, &thread.id, &second, loaded).is_empty());
     // A new configuration version replaces the (live) session as well.
     let configure = ThreadsConfigure {
         thread_id: thread.id.clone(),
@@ -394,9 +430,9 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     };
     let _: Value = client.call("threads.configure", &configure).unwrap();
     let third = run(&mut client, &thread.id, "r-3", "three");
-    let replaced = observations(&mut client, &thread.id, &third, "session_replaced");
-    assert_eq!(replaced.len(), 1, "{replaced:?}");
-    assert_eq!(replaced[0]["reason"], "thread_reconfigured");
+    let replacements = observations(&mut client, &thread.id, &third, replaced);
+    assert_eq!(replacements.len(), 1, "{replacements:?}");
+    assert_eq!(replacements[0].reason, ReplaceReason::ThreadReconfigured);
     assert_ne!(
         session_of(&mut client, &second),
         session_of(&mut client, &third)

@@ -28,6 +28,7 @@ mod install_releases;
 mod install_script;
 mod install_service;
 mod install_support;
+mod journal_anchor;
 mod journal_compat;
 mod leaks;
 mod mcp;

@@ -12,7 +12,7 @@ use std::path::Path;
 use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::mcp::McpServer;
 use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
-use lapis_protocol::{ThreadExpect, TurnState};
+use lapis_protocol::{McpRefused, Note, ThreadExpect, TurnState};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
@@ -92,13 +92,14 @@ fn run(client: &mut Client, thread: &str, command: &str) -> lapis_protocol::Turn
 }
 
 /// The payloads of the `mcp_servers` observations of a thread's journal.
-fn observations(client: &mut Client, thread: &str) -> Vec<Value> {
+fn observations(client: &mut Client, thread: &str) -> Vec<McpRefused> {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .iter()
-        .filter_map(lapis_e2e::journal::noted)
-        .filter(|(label, _)| label == "mcp_servers")
-        .map(|(_, payload)| payload)
+        .filter_map(|e| match lapis_e2e::journal::note(e)? {
+            Note::McpRefused(r) => Some(r),
+            _ => None,
+        })
         .collect()
 }
 
@@ -238,7 +239,7 @@ fn application_servers_reach_the_agent_and_a_closed_connection_fails_the_turn_be
     assert_eq!(failed.dispatched_at, None);
     let refused = observations(&mut again, &thread);
     assert_eq!(refused.len(), 1);
-    assert_eq!(refused[0]["refused"], "mcp_server_unavailable");
+    assert_eq!(refused[0].refused.as_str(), "mcp_server_unavailable");
     assert!(failed.prepared.as_ref().unwrap().mcp_servers.is_empty());
     assert_eq!(ledger(&mcp_ledger).len(), 1);
     assert_eq!(

@@ -2,7 +2,7 @@
 //! with a JSON-RPC error at once and observed in the journal, also when the
 //! agent sends one between turns, while it waits idle in the pool.
 
-use lapis_protocol::{Observation, Payload, TurnState};
+use lapis_protocol::{Note, Observation, Payload, TurnState, UnsupportedRequest};
 use serde_json::json;
 
 use crate::acp::arg;
@@ -48,11 +48,7 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
             .filter_map(lapis_e2e::journal::observation)
             .find_map(|o| match o {
                 Observation::LateAppend(late) => match Payload::from_value(late.late, late.data) {
-                    Payload::Observation(Observation::Noted { kind, payload })
-                        if kind == "unsupported_request" =>
-                    {
-                        Some(payload)
-                    }
+                    Payload::Observation(Observation::Note(Note::UnsupportedRequest(r))) => Some(r),
                     _ => None,
                 },
                 _ => None,
@@ -60,8 +56,11 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
     });
     assert_eq!(
         observed,
-        json!({"method": "fs/read_text_file", "idle": true}),
-        "{observed}"
+        UnsupportedRequest {
+            method: "fs/read_text_file".into(),
+            idle: true
+        },
+        "{observed:?}"
     );
     assert_eq!(
         c.turns_get(&first.id).unwrap().state,

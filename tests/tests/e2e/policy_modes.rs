@@ -3,8 +3,8 @@
 //! did is recorded (applied, unsupported, rejected, unreported); anything
 //! but applied fails before the dispatch boundary unless allowUnrestricted.
 
-use lapis_protocol::TurnState;
 use lapis_protocol::client::Client;
+use lapis_protocol::{ModeResult, Note, RestrictedMode, TurnState};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
@@ -12,14 +12,15 @@ use crate::policy::{app, fixture, settle};
 use crate::serve_support::{OWNER, Server};
 
 /// The `restricted_mode` observation of a turn.
-fn mode_observation(client: &mut Client, thread: &str, turn: &str) -> Option<Value> {
+fn mode_observation(client: &mut Client, thread: &str, turn: &str) -> Option<RestrictedMode> {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
     page.events
         .into_iter()
         .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter_map(|e| lapis_e2e::journal::noted(&e))
-        .find(|(label, _)| label == "restricted_mode")
-        .map(|(_, payload)| payload)
+        .find_map(|e| match lapis_e2e::journal::note(&e)? {
+            Note::RestrictedMode(m) => Some(m),
+            _ => None,
+        })
 }
 
 #[test]
@@ -66,15 +67,15 @@ fn restricted_threads_request_the_providers_mode_and_record_what_the_agent_did()
     assert_eq!(done.state, TurnState::Completed);
     let seen = seen.unwrap();
     assert_eq!(
-        (seen["mode"].clone(), seen["result"].clone()),
-        (json!("plan"), json!("applied"))
+        (seen.mode.as_deref(), seen.result),
+        (Some("plan"), ModeResult::Applied)
     );
     for (provider, result) in [
-        ("absent", "unsupported"),
-        ("refuses", "rejected"),
-        ("unimplemented", "unsupported"),
-        ("silent", "unreported"),
-        ("nomode", "unsupported"),
+        ("absent", ModeResult::Unsupported),
+        ("refuses", ModeResult::Rejected),
+        ("unimplemented", ModeResult::Unsupported),
+        ("silent", ModeResult::Unreported),
+        ("nomode", ModeResult::Unsupported),
     ] {
         let (done, seen) = run(provider, true);
         assert_eq!(done.state, TurnState::Failed, "{provider}");
@@ -87,14 +88,14 @@ fn restricted_threads_request_the_providers_mode_and_record_what_the_agent_did()
             done.dispatched_at, None,
             "{provider}: failed before the boundary"
         );
-        assert_eq!(seen.unwrap()["result"], result, "{provider}");
+        assert_eq!(seen.unwrap().result, result, "{provider}");
     }
     // Allowed to run without the mode: recorded as such, still completes.
     let (done, seen) = run("lenient", true);
     assert_eq!(done.state, TurnState::Completed);
     let seen = seen.unwrap();
-    assert_eq!(seen["result"], "unreported");
-    assert_eq!(seen["runsUnrestricted"], true);
+    assert_eq!(seen.result, ModeResult::Unreported);
+    assert!(seen.runs_unrestricted);
     // An unrestricted thread never asks for a mode.
     let (done, seen) = run("refuses", false);
     assert_eq!(done.state, TurnState::Completed);

@@ -28,7 +28,7 @@ fn sdk(server: &Server, app: &str) -> Client {
 
 /// Kills, by pid, the agents whose working directory is `dir` (a SIGKILLed
 /// server cannot reap its agents; a hanging one would outlive the test).
-fn kill_agents_in(dir: &std::path::Path) {
+pub(crate) fn kill_agents_in(dir: &std::path::Path) {
     let dir = dir.canonicalize().unwrap();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {

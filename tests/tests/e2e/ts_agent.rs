@@ -12,6 +12,7 @@ use lapis_e2e::ts_agent::client::{
     AgentProcess, HANG_GUARD, new_session, reply, stored_history, texts,
 };
 use lapis_e2e::wait::settle;
+use lapis_protocol::Note;
 use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
@@ -326,8 +327,7 @@ fn loads(client: &mut Client, thread: &str, turn: &str) -> usize {
     page.events
         .iter()
         .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter_map(lapis_e2e::journal::noted)
-        .filter(|(label, _)| label == "session_loaded")
+        .filter(|e| matches!(lapis_e2e::journal::note(e), Some(Note::SessionLoaded(_))))
         .count()
 }
 

@@ -500,7 +500,7 @@ mod tests {
             assert!(!e.source.is_empty() && !e.install.is_empty(), "{}", e.name);
             for (setting, what) in e.settings {
                 assert!(
-                    super::super::envfile::valid_env_name(setting),
+                    crate::names::valid_env_name(setting),
                     "{}: {setting}",
                     e.name
                 );

@@ -17,6 +17,8 @@ use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::names::valid_env_name;
+
 /// File name of the secrets file, in the config file's directory.
 pub const ENV_FILE: &str = "env";
 
@@ -204,16 +206,6 @@ impl EnvFile {
         }
         out
     }
-}
-
-/// POSIX portable names: `[A-Za-z_][A-Za-z0-9_]*` (the provider rule too).
-pub(crate) fn valid_env_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
 }
 
 /// Why a value is not plain, if it is not.

@@ -20,15 +20,13 @@ use serde_json::Value;
 
 use crate::Scope;
 
+pub use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
-pub(crate) use envfile::valid_env_name;
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
     SessionPolicy,
 };
-pub(crate) use validate::valid_name;
-pub use validate::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
 /// says otherwise: 30 days.
@@ -373,7 +371,7 @@ fn error_path(path: &serde_path_to_error::Path) -> String {
                 if !out.is_empty() {
                     out.push('.');
                 }
-                if validate::valid_name(key, 64) {
+                if crate::names::valid_name(key, 64) {
                     out.push_str(key);
                 } else {
                     out.push('?');

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::envfile::valid_env_name;
 use super::{EnvFile, ProviderConfig, VcsIdentity};
 use crate::mcp::McpServer;
+use crate::names::{valid_env_name, valid_name};
 
 /// The name of the built-in deterministic provider.
 pub const ECHO_PROVIDER: &str = "echo";
@@ -461,7 +461,7 @@ impl ProviderSpec {
 }
 
 fn validate_name(name: &str) -> Result<(), ProviderError> {
-    if super::validate::valid_name(name, 64) {
+    if valid_name(name, 64) {
         Ok(())
     } else {
         Err(ProviderError::InvalidName {})

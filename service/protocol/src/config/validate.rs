@@ -11,41 +11,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderError, ProviderSpec};
-
-/// Application names (in `hello` and a token's `applications`): 1-64 of
-/// `[A-Za-z0-9._-]`.
-pub fn valid_application(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
+use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_name, valid_workspace_id};
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
         problem: problem.into(),
     }
-}
-
-/// The workspace id rule, for messages.
-pub const WORKSPACE_ID_RULE: &str =
-    "1-64 characters of [A-Za-z0-9._-], starting with a letter or digit";
-
-/// Whether `id` is a valid workspace id.
-pub fn valid_workspace_id(id: &str) -> bool {
-    valid_name(id, 64)
-}
-
-/// The rule for names in the config (tokens, principals, providers,
-/// workspace ids): `max` bytes at most of `[A-Za-z0-9._-]`, starting
-/// alphanumeric.
-pub(crate) fn valid_name(s: &str, max: usize) -> bool {
-    let mut bytes = s.bytes();
-    matches!(bytes.next(), Some(b) if b.is_ascii_alphanumeric())
-        && s.len() <= max
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 fn valid_secret(s: &str) -> bool {

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::records::{ApprovalPolicy, Retention};
+use crate::policy::{ApprovalPolicy, Retention};
 use crate::state::{TurnEvent, TurnState};
 
 /// `thread_created`: the thread's first configuration.
@@ -62,6 +62,13 @@ pub struct TurnSubmitted {
     pub command_id: String,
     /// The settled turn this one continues (`turns.continue`), else `null`.
     pub continues: Option<String>,
+    /// The submission's input digest, as its receipt records it (SHA-256
+    /// over the thread, the raw prompt, the continued turn and the
+    /// deadline; lowercase hex). Chained with the event, so the queued
+    /// input is checked against it before dispatch (`prompt_mismatch`).
+    /// Absent for turns submitted before schema version 8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_digest: Option<String>,
 }
 
 /// `user_message`: what the turn asked. Content: follows the thread's

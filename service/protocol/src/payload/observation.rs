@@ -1,19 +1,22 @@
 //! The payload of `observation` events: everything a turn recorded that
 //! is neither output, a tool call nor a permission: the session it opened,
-//! the controller's own cancel, the prompt's answer, agent updates the
-//! controller does not interpret (`plan`, mode changes, refused requests,
-//! unknown kinds, kept verbatim), output that came after the answer, and
-//! what the store refused to apply to a finished turn.
+//! the controller's own cancel, the prompt's answer, the controller's
+//! typed notes ([`Note`]), agent updates the controller does not interpret
+//! (`plan`, mode changes, unknown kinds, kept verbatim), output that came
+//! after the answer, and what the store refused to apply to a finished
+//! turn.
 //!
 //! What must stay true: every variant serializes to the object stored
 //! before these types existed. Five carry a `type` member (the runner's
-//! old event names); the store's own two are told apart by their members
-//! (`late` + `data`, `ignored`).
+//! old event names; a [`Note`] and a `Noted` share the `observation` one
+//! and are told apart by [`Note::from_parts`]); the store's own two are
+//! told apart by their members (`late` + `data`, `ignored`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::activity::keep_null;
+use super::note::Note;
 use crate::events::EventKind;
 use crate::state::{TurnEvent, TurnState};
 
@@ -26,10 +29,14 @@ pub enum Observation {
         /// The agent's session id.
         session_id: String,
     },
-    /// Something the agent reported (or a controller-chosen label such as
-    /// `mcp_servers`, `unsupported_request`, `restricted_mode`), verbatim.
+    /// A note the controller wrote (its stderr tail, refused MCP servers,
+    /// how the session was opened, …), typed.
+    Note(Note),
+    /// Something the agent reported that the controller does not
+    /// interpret (`plan`, mode changes, unknown kinds), verbatim; also a
+    /// note of a newer server that this SDK does not know in full.
     Noted {
-        /// The `sessionUpdate` discriminator or the controller's label.
+        /// The `sessionUpdate` discriminator (or the note's kind).
         kind: String,
         /// The update as received (the agent's own JSON).
         payload: Value,
@@ -124,7 +131,10 @@ impl From<ObservationWire> for Observation {
         match w {
             ObservationWire::Tagged(t) => match t {
                 Tagged::SessionStarted { session_id } => Observation::SessionStarted { session_id },
-                Tagged::Observation { kind, payload } => Observation::Noted { kind, payload },
+                Tagged::Observation { kind, payload } => match Note::from_parts(&kind, &payload) {
+                    Some(note) => Observation::Note(note),
+                    None => Observation::Noted { kind, payload },
+                },
                 Tagged::CancelRequested => Observation::CancelSent,
                 Tagged::Stopped { stop_reason, meta } => Observation::Stopped { stop_reason, meta },
                 Tagged::Late { kind, payload } => Observation::LateUpdate { kind, payload },
@@ -139,6 +149,10 @@ impl From<Observation> for ObservationWire {
     fn from(o: Observation) -> Self {
         let tagged = match o {
             Observation::SessionStarted { session_id } => Tagged::SessionStarted { session_id },
+            Observation::Note(note) => Tagged::Observation {
+                kind: note.kind().to_owned(),
+                payload: note.to_value(),
+            },
             Observation::Noted { kind, payload } => Tagged::Observation { kind, payload },
             Observation::CancelSent => Tagged::CancelRequested,
             Observation::Stopped { stop_reason, meta } => Tagged::Stopped { stop_reason, meta },
@@ -151,7 +165,7 @@ impl From<Observation> for ObservationWire {
 }
 
 impl Observation {
-    /// An observation the controller or agent labels itself.
+    /// An agent update the controller keeps verbatim, labelled `kind`.
     pub fn noted(kind: impl Into<String>, payload: Value) -> Observation {
         Observation::Noted {
             kind: kind.into(),
@@ -159,12 +173,20 @@ impl Observation {
         }
     }
 
-    /// The label of a [`Noted`](Observation::Noted) or
+    /// The label of a [`Note`](Observation::Note),
+    /// [`Noted`](Observation::Noted) or
     /// [`LateUpdate`](Observation::LateUpdate) observation.
     pub fn label(&self) -> Option<&str> {
         match self {
+            Observation::Note(note) => Some(note.kind()),
             Observation::Noted { kind, .. } | Observation::LateUpdate { kind, .. } => Some(kind),
             _ => None,
         }
+    }
+}
+
+impl From<Note> for Observation {
+    fn from(note: Note) -> Observation {
+        Observation::Note(note)
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::permissions::{DecidedBy, PermissionAnswer, PermissionOption};
-use crate::records::{ApprovalPolicy, Retention};
+use crate::policy::{ApprovalPolicy, Retention};
 use crate::state::{TurnEvent, TurnState};
 
 /// `payload` writes `stored` and reads back from it.
@@ -47,8 +47,19 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             turn_id: "t".into(),
             command_id: "c".into(),
             continues: None,
+            input_digest: None,
         }),
         json!({"turnId": "t", "commandId": "c", "continues": null}),
+    );
+    pins(
+        Payload::TurnSubmitted(TurnSubmitted {
+            turn_id: "t".into(),
+            command_id: "c".into(),
+            continues: None,
+            input_digest: Some("ab".repeat(32)),
+        }),
+        json!({"turnId": "t", "commandId": "c", "continues": null,
+            "inputDigest": "ab".repeat(32)}),
     );
     pins(
         Payload::TurnState(StateChange {

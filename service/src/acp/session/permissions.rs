@@ -8,8 +8,8 @@ use super::super::turn::{PermissionRequest, TurnHooks};
 use super::{CallError, Pending, Session};
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::{
-    DecidedBy, Observation, OutcomeCode, PermissionAnswer, PermissionDecided, PermissionOption,
-    PermissionRequested,
+    DecidedBy, Note, OutcomeCode, PermissionAnswer, PermissionDecided, PermissionOption,
+    PermissionRequested, UnsupportedRequest,
 };
 
 impl<H: TurnHooks> Session<H> {
@@ -26,7 +26,13 @@ impl<H: TurnHooks> Session<H> {
                 "error": {"code": -32601, "message": "method not supported by this client"}}))
                 .await?;
             return self
-                .emit(Observation::noted("unsupported_request", json!({"method": method})).into())
+                .emit(
+                    Note::UnsupportedRequest(UnsupportedRequest {
+                        method: method.to_owned(),
+                        idle: false,
+                    })
+                    .into(),
+                )
                 .await;
         }
         let options: Vec<PermissionOption> = params

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use lapis_protocol::Observation;
 use lapis_protocol::tools::ToolRefusal;
+use lapis_protocol::{McpRefused, Note, ReplaceReason, UnsupportedRequest};
 
 use crate::acp::mcp::LaunchRefusal;
 
@@ -162,10 +162,10 @@ impl Engine {
     pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &LaunchRefusal) {
         let code = OutcomeCode::Refused(refusal.code());
         tracing::warn!(turn = %turn_id, code = code.as_str(), "mcp servers refused before dispatch");
-        let event = Observation::noted(
-            "mcp_servers",
-            serde_json::json!({"refused": code, "message": refusal.to_string()}),
-        );
+        let event = Note::McpRefused(McpRefused {
+            refused: code,
+            message: refusal.to_string(),
+        });
         let _ = self.store.append_activity(turn_id, event.into()).await;
         self.finish(turn_id, TurnEnd::Failed(code)).await;
     }
@@ -194,7 +194,7 @@ impl Engine {
         &self,
         thread: &str,
         bound: Option<&SessionBinding>,
-        replace: Option<&str>,
+        replace: Option<ReplaceReason>,
     ) -> Option<LiveAgent> {
         let out = self.pool.checkout(thread)?;
         let mut agent = out.agent.resume().await?;
@@ -269,10 +269,10 @@ pub(super) fn idle_journal(store: Store) -> IdleJournal {
     Arc::new(move |turn: &str, msg: serde_json::Value| {
         let method = msg.get("method").and_then(serde_json::Value::as_str);
         let event = match (method, msg.get("id")) {
-            (Some(method), Some(_)) => Observation::noted(
-                "unsupported_request",
-                serde_json::json!({"method": method, "idle": true}),
-            )
+            (Some(method), Some(_)) => Note::UnsupportedRequest(UnsupportedRequest {
+                method: method.to_owned(),
+                idle: true,
+            })
             .into(),
             _ => acp::late_update(msg),
         };

@@ -130,6 +130,7 @@ impl Engine {
 
     /// Answers a pending permission request at once, with no receipt (any
     /// answer, including a cancellation; for embedding and tests).
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn respond_permission(
         &self,
         turn_id: &str,

@@ -2,6 +2,7 @@
 //! scheduling, fencing, resolution and recovery in `lifecycle`; journal,
 //! retention, sessions and the instance lock in `journal`.
 
+mod anchor;
 mod chain;
 mod configure;
 mod continuation;

@@ -107,7 +107,8 @@ impl Batch {
                     if !wrote {
                         return;
                     }
-                    // A continuation refused at claim settled its turn:
+                    // A turn refused at claim (a continuation that no longer
+                    // qualifies, an input edited at rest) settled:
                     // another may be runnable.
                     self.deferred = true;
                 }
