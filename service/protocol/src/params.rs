@@ -370,6 +370,10 @@ pub struct StatusResult {
     /// (`turns.resolve`).
     #[serde(default)]
     pub fences: Vec<StatusTurn>,
+    /// Mutating tool calls whose effect is unknown, each on its turn
+    /// (never re-invoked; those turns' continuations are refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_tool_effects: Vec<crate::UnknownToolEffect>,
     /// The last configuration reload since start, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadResult>,
@@ -510,6 +514,10 @@ pub struct TurnResult {
     /// `turns.resolve`; absent from `turns.get`'s, which carries no receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed: Option<bool>,
+    /// `turns.get` only: the turn's mutating tool calls whose effect is
+    /// unknown (never re-invoked; its continuation is refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_tool_effects: Vec<crate::UnknownToolEffect>,
 }
 
 /// `permissions.list` result.

@@ -33,6 +33,10 @@ impl ToolHandler for Crm {
         if call.tool == "broken" {
             return Err(CallbackError("crm is down".into()));
         }
+        if call.tool == "slow" {
+            // Long enough for the test to kill the controller meanwhile.
+            std::thread::sleep(Duration::from_secs(3));
+        }
         Ok(ToolOutput {
             text: format!("{} ok {}", call.tool, call.arguments),
             ..Default::default()
@@ -52,7 +56,8 @@ pub(crate) fn crm() -> ToolsRegister {
     serde_json::from_value(json!({"endpoint": "crm", "capture": true, "tools": [
         {"name": "find", "description": "Find a contact", "inputSchema": {"type": "object"}},
         {"name": "update", "inputSchema": {"type": "object"}, "mutating": true},
-        {"name": "broken", "inputSchema": {"type": "object"}, "mutating": true}]}))
+        {"name": "broken", "inputSchema": {"type": "object"}, "mutating": true},
+        {"name": "slow", "inputSchema": {"type": "object"}, "mutating": true}]}))
     .unwrap()
 }
 
@@ -150,7 +155,7 @@ fn an_agent_calls_application_tools_through_the_bridge_at_most_once_with_capture
     assert_eq!(turn.state, TurnState::Completed, "{turn:?}");
     let text = reply(&mut driver, &thread);
     assert!(
-        text.contains("tools: crm.find, crm.update, crm.broken"),
+        text.contains("tools: crm.find, crm.update, crm.broken, crm.slow"),
         "{text}"
     );
     assert!(
@@ -246,5 +251,86 @@ fn an_agent_calls_application_tools_through_the_bridge_at_most_once_with_capture
     assert_eq!(tickets.len(), 1, "one agent session");
     assert!(tickets[0].starts_with("lapis_tkt_"));
     assert!(!server.log_text().contains(&tickets[0]));
+    server.finish(&[], &tickets);
+}
+
+#[test]
+fn a_controller_killed_inside_a_mutating_call_records_an_unknown_effect_and_never_calls_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("mcp");
+    let mut server = Server::start_full(json!({}), json!({ "tooled": agent(&ledger) }));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, serving) = serve_crm(&server, "lapis-cli", stop.clone());
+    let mut driver = app(&server, OWNER, "lapis-cli");
+    let thread = create(&mut driver, false, &["crm"]).unwrap();
+    let turn = driver
+        .turns_submit(&thread, "c1", "call crm.slow {\"id\":7}")
+        .unwrap();
+    // Wait until the application is inside the call (capture begun,
+    // invoked), then kill -9 the controller.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|s| s.starts_with("invoke slow"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.kill9();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    drop(serving.join());
+    server.spawn();
+    // The application is back; nothing calls it again.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (again, serving) = serve_crm(&server, "lapis-cli", stop.clone());
+    let mut driver = app(&server, OWNER, "lapis-cli");
+    let got = driver.turns_get(&turn.id).unwrap();
+    assert_eq!(got.state, TurnState::SubmissionUnknown, "{got:?}");
+    let shown = server.ctx.run(["turns", "show", &turn.id, "--json"]).json();
+    let unknown = &shown["unknownToolEffects"];
+    assert_eq!(unknown.as_array().map(Vec::len), Some(1), "{shown}");
+    assert_eq!(unknown[0]["tool"], "slow");
+    assert_eq!(unknown[0]["endpoint"], "crm");
+    let status = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(
+        status["unknownToolEffects"][0]["callId"], unknown[0]["callId"],
+        "{status}"
+    );
+    // Resolved by its owner, the turn is still never continued.
+    driver
+        .turns_resolve(&turn.id, lapis_protocol::ResolveAs::Failed, true)
+        .unwrap();
+    let err = driver
+        .turns_continue(&lapis_protocol::params::TurnsContinue {
+            turn_id: turn.id.clone(),
+            prompt: "go on".into(),
+            command_id: "c2".into(),
+            max_turn_seconds: None,
+            expect: None,
+        })
+        .unwrap_err();
+    assert_eq!(code(err), "tool_effect_unknown");
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    drop(serving.join());
+    let invoked: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .chain(again.lock().unwrap().iter())
+        .filter(|s| s.starts_with("invoke"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        invoked.len(),
+        1,
+        "the handler ran at most once: {invoked:?}"
+    );
+    let tickets = tickets(&ledger);
     server.finish(&[], &tickets);
 }

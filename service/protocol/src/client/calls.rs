@@ -187,6 +187,14 @@ impl Client {
     }
 
     /// `turns.get`.
+    /// `turns.get` with its whole result: the turn and its unknown tool
+    /// effects.
+    pub fn turns_get_with(&mut self, params: &TurnsGet) -> Result<TurnResult, ClientError> {
+        self.request::<call::TurnsGet>(params)
+    }
+
+    /// `turns.get`: the turn only (see [`Client::turns_get_with`] for its
+    /// unknown tool effects).
     pub fn turns_get(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
         let p = TurnsGet {
             turn_id: Some(turn_id.to_owned()),
