@@ -334,3 +334,88 @@ fn a_controller_killed_inside_a_mutating_call_records_an_unknown_effect_and_neve
     let tickets = tickets(&ledger);
     server.finish(&[], &tickets);
 }
+
+#[test]
+fn refusals_have_their_codes_and_a_ticket_reaches_only_its_own_session() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("mcp");
+    let server = Server::start_full(json!({}), json!({ "tooled": agent(&ledger) }));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_seen, serving) = serve_crm(&server, "editor", stop.clone());
+    let mut editor = app(&server, OWNER, "editor");
+    // Schema limits and shapes, at registration.
+    let mut big = crm();
+    big.endpoint = "big".into();
+    big.tools[0].input_schema = json!({"type": "object", "description": "x".repeat(20_000)});
+    assert_eq!(
+        code(editor.tools_register(big).unwrap_err()),
+        "tool_limit_exceeded"
+    );
+    let mut bad = crm();
+    bad.endpoint = "bad.name".into();
+    assert_eq!(
+        code(editor.tools_register(bad).unwrap_err()),
+        "tool_invalid"
+    );
+    // A restricted thread binds none; another application sees none.
+    assert_eq!(
+        code(create(&mut editor, true, &["crm"]).unwrap_err()),
+        "tools_restricted"
+    );
+    let mut other = app(&server, OWNER, "other-app");
+    assert_eq!(
+        code(create(&mut other, false, &["crm"]).unwrap_err()),
+        "tool_endpoint_unavailable"
+    );
+    // A turn of the thread gets a ticket; it calls that thread's tools only,
+    // from a bridge connection only, and expires with the agent session.
+    let thread = create(&mut editor, false, &["crm"]).unwrap();
+    let turn = editor.turns_submit(&thread, "c1", "list").unwrap();
+    assert_eq!(settle(&mut editor, &turn.id).state, TurnState::Completed);
+    let ticket = tickets(&ledger).pop().expect("a ticket");
+    let mut bridge = Client::connect(&server.socket()).unwrap();
+    bridge.hello_ticket(&ticket).unwrap();
+    let listed = bridge
+        .request::<lapis_protocol::call::ToolsList>(&lapis_protocol::params::NoParams {})
+        .unwrap();
+    assert_eq!(listed.tools.len(), 4);
+    // No turn runs on that session now: a call is refused, nothing runs.
+    let call = lapis_protocol::tools::ToolsCall {
+        name: "crm.update".into(),
+        arguments: json!({}),
+        mcp_request_id: None,
+    };
+    let err = bridge
+        .request::<lapis_protocol::call::ToolsCall>(&call)
+        .unwrap_err();
+    assert_eq!(code(err), "tool_call_failed");
+    // A ticket is no session: application methods are refused.
+    let err = bridge.threads_get(&thread).unwrap_err();
+    assert_eq!(code(err), "unauthenticated");
+    // Nor is a session a bridge.
+    let err = editor
+        .request::<lapis_protocol::call::ToolsList>(&lapis_protocol::params::NoParams {})
+        .unwrap_err();
+    assert_eq!(code(err), "unauthenticated");
+    // Revoked: the endpoint's connection unregisters it; a new thread
+    // cannot bind it.
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut serving_client = serving.join().unwrap();
+    assert!(serving_client.tools_unregister("crm").unwrap());
+    assert_eq!(
+        code(create(&mut editor, false, &["crm"]).unwrap_err()),
+        "tool_endpoint_unavailable"
+    );
+    // The agent session ends with the controller: after a restart the
+    // ticket authenticates nothing (replayed from anywhere).
+    drop(bridge);
+    let mut server = server;
+    server.stop();
+    server.spawn();
+    let mut replay = Client::connect(&server.socket()).unwrap();
+    assert_eq!(
+        code(replay.hello_ticket(&ticket).unwrap_err()),
+        "unauthenticated"
+    );
+    server.finish(&[], &[ticket]);
+}
