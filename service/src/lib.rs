@@ -19,7 +19,8 @@
 //!   [`ServerIdentity`]; [`report_startup_failure`] for a failure before
 //!   the server could start;
 //! - the journal on disk: [`DB_FILE`], [`verify_journal`] (`journal
-//!   verify`) and its [`StoreError`];
+//!   verify`), [`reanchor_journal`] (`journal reanchor`), their
+//!   [`ChainReport`] and [`StoreError`];
 //! - providers: [`probe`] (`providers check`, `doctor`) with its
 //!   request, report and errors; [`echo_smoke_turn`], the installer's smoke
 //!   turn; [`serve_echo_agent`], the built-in `echo` agent; [`mcp_endpoint`],
@@ -76,7 +77,7 @@ pub use acp::{
 pub use auth::random_hex;
 pub use domain::StoreError;
 pub use server::{ServeOptions, ServerIdentity, report_startup_failure, serve};
-pub use store::{DB_FILE, verify_journal};
+pub use store::{ChainReport, DB_FILE, reanchor_journal, verify_journal};
 
 // What tests use at the root.
 #[cfg(feature = "test-support")]

@@ -67,3 +67,16 @@ pub fn wait_turn(client: &mut Client, turn: &str, done: impl Fn(&str) -> bool) -
 pub fn settle(client: &mut Client, turn: &str) -> Turn {
     wait_turn(client, turn, settled)
 }
+
+/// [`settle`]s the turn and asserts it settled as `state` with `outcome`
+/// (wire names); returns it.
+#[track_caller]
+pub fn settles_as(client: &mut Client, turn: &str, state: &str, outcome: Option<&str>) -> Turn {
+    let t = settle(client, turn);
+    assert_eq!(
+        (t.state.as_str(), t.outcome.as_deref()),
+        (state, outcome),
+        "turn {turn}"
+    );
+    t
+}

@@ -156,14 +156,14 @@ fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
 
 fn reanchor(global: &GlobalArgs, json_out: bool) -> CliResult {
     let target = super::connect::target(global, None)?;
-    let db = target.home.join(lapis_service::store::DB_FILE);
+    let db = target.home.join(lapis_service::DB_FILE);
     if !db.is_file() {
         return Err(CliError::failure(
             "not_found",
             anyhow::anyhow!("no controller database at {}", db.display()),
         ));
     }
-    match lapis_service::store::reanchor_journal(&target.home) {
+    match lapis_service::reanchor_journal(&target.home) {
         Ok(report) => {
             if json_out {
                 crate::output::json(&json!({

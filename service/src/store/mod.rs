@@ -71,7 +71,7 @@ mod transition;
 mod validate;
 mod writer;
 
-pub(crate) use chain::ChainReport;
+pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;
 pub(crate) use handle::PendingAppend;
@@ -79,7 +79,9 @@ pub use handle::{Store, StoreOptions};
 pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
 pub(crate) use receipts::CommandKind;
-pub use schema::{DB_FILE, SCHEMA_VERSION};
+pub use schema::DB_FILE;
+#[cfg(feature = "test-support")]
+pub use schema::SCHEMA_VERSION;
 
 /// Verifies the journal's hash chain of the database at `db` directly,
 /// read-only, and that it reaches the prefix its anchor names: works

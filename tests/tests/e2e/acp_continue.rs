@@ -6,29 +6,17 @@
 
 use std::time::{Duration, Instant};
 
-use lapis_protocol::client::{Client, ClientError, Credential};
+use lapis_protocol::client::{Client, ClientError};
 use lapis_protocol::params::{ThreadsCreate, TurnsContinue};
 use lapis_protocol::{Thread, Turn};
 use serde_json::{Value, json};
 
 use crate::acp::arg;
-use crate::serve_support::{OWNER, Server};
+use crate::serve_support::Server;
 use lapis_e2e::wait::settle;
 
 fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
-}
-
-/// A client of the CLI's application, so `turns show` may read its threads.
-fn sdk(server: &Server) -> Client {
-    Client::open(
-        &server.socket(),
-        Credential::Token {
-            token: OWNER.to_owned(),
-            application: "lapis-cli".to_owned(),
-        },
-    )
-    .unwrap()
 }
 
 fn thread(
@@ -51,14 +39,7 @@ fn thread(
 }
 
 fn completes(client: &mut Client, turn: &Turn) -> Turn {
-    let t = settle(client, &turn.id);
-    assert_eq!(
-        (t.state.as_str(), t.outcome.as_deref()),
-        ("completed", Some("end_turn")),
-        "{}",
-        t.id
-    );
-    t
+    lapis_e2e::wait::settles_as(client, &turn.id, "completed", Some("end_turn"))
 }
 
 fn cont(client: &mut Client, prior: &str, cmd: &str, prompt: &str) -> Result<Turn, ClientError> {
@@ -81,15 +62,6 @@ fn code(e: ClientError) -> String {
     }
 }
 
-fn reply(client: &mut Client, thread: &str, turn: &str) -> String {
-    let page = client.journal_replay(Some(thread), 0, None).unwrap();
-    page.events
-        .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter_map(lapis_e2e::journal::reply_text)
-        .collect()
-}
-
 fn ledger(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -101,7 +73,7 @@ fn ledger(path: &std::path::Path) -> Vec<String> {
 #[test]
 fn every_prompt_is_a_user_message_that_turns_show_includes_and_no_log_carries() {
     let mut server = Server::start_full(json!({}), json!({}));
-    let mut client = sdk(&server);
+    let mut client = server.client("lapis-cli");
     let th = thread(&mut client, "echo", None);
     let asked = "what-was-asked-7f3a";
     let turn = client.turns_submit(&th.id, "u-1", asked).unwrap();
@@ -145,7 +117,7 @@ fn every_prompt_is_a_user_message_that_turns_show_includes_and_no_log_carries() 
     drop(client);
     server.stop();
     server.spawn();
-    let mut client = sdk(&server);
+    let mut client = server.client("lapis-cli");
     let t = client.turns_get(&m.id).unwrap();
     let um = t.user_message.expect("the event exists");
     assert!(um.payload_unavailable && um.text.is_none(), "{um:?}");
@@ -172,7 +144,7 @@ fn a_continuation_on_the_kept_session_sends_only_the_new_instructions() {
         json!({}),
         json!({ "mem": fixture(&["--recall", "--ledger", &arg(&ledger_path)]) }),
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("lapis-cli");
     let th = thread(&mut client, "mem", None);
     let first = client.turns_submit(&th.id, "k-1", "first ask").unwrap();
     completes(&mut client, &first);
@@ -181,9 +153,10 @@ fn a_continuation_on_the_kept_session_sends_only_the_new_instructions() {
     assert_eq!(next.thread_id, th.id);
     completes(&mut client, &next);
     assert!(
-        reply(&mut client, &th.id, &next.id).starts_with("recall: first ask | go on"),
+        lapis_e2e::journal::turn_reply(&mut client, &th.id, &next.id)
+            .starts_with("recall: first ask | go on"),
         "{}",
-        reply(&mut client, &th.id, &next.id)
+        lapis_e2e::journal::turn_reply(&mut client, &th.id, &next.id)
     );
     assert_eq!(ledger(&ledger_path), ["first ask", "go on"]);
     // Replay and conflict.
@@ -223,7 +196,7 @@ fn a_continuation_on_a_new_session_carries_a_digest_of_the_prior_turn() {
     ]);
     once["idleSeconds"] = json!(0);
     let server = Server::start_full(json!({}), json!({ "once": once }));
-    let mut client = sdk(&server);
+    let mut client = server.client("lapis-cli");
     let th = thread(&mut client, "once", None);
     let first = client.turns_submit(&th.id, "d-1", "fix the bug").unwrap();
     completes(&mut client, &first);
@@ -255,7 +228,7 @@ fn continuations_are_refused_for_unsettled_or_incomplete_priors() {
         }),
     );
     let _ = scratch;
-    let mut client = sdk(&server);
+    let mut client = server.client("lapis-cli");
     // In flight, and queued behind it.
     let th = thread(&mut client, "hang", None);
     let running = client.turns_submit(&th.id, "r-1", "wait").unwrap();
@@ -315,7 +288,7 @@ fn continuations_are_refused_for_unsettled_or_incomplete_priors() {
     drop(client);
     server.stop();
     server.spawn();
-    let mut client = sdk(&server);
+    let mut client = server.client("lapis-cli");
     let e = cont(&mut client, &m.id, "c-5", "x").unwrap_err();
     assert_eq!(code(e), "transcript_unavailable");
     server.finish(&[], &[]);

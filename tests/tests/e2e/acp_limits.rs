@@ -7,7 +7,7 @@ use std::time::Duration;
 use lapis_protocol::params::TurnsSubmit;
 use serde_json::json;
 
-use crate::acp_sessions::{fixture, sdk, status};
+use crate::acp_sessions::{fixture, status};
 use crate::serve_support::Server;
 use lapis_e2e::wait::{settled, until as eventually, wait_turn};
 
@@ -22,20 +22,18 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
         json!({}),
         json!({ "slow": slow, "hang": fixture(&["--chunks", "1", "--hang"]) }),
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "slow", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client
         .turns_submit(&thread.id, "d-1", "never ends")
         .unwrap();
-    let (state, outcome) = {
-        let t = wait_turn(&mut client, &turn.id, settled);
-        (t.state.as_str().to_owned(), t.outcome)
-    };
-    assert_eq!(
-        (state.as_str(), outcome.as_deref()),
-        ("cancelled", Some("deadline_exceeded"))
+    lapis_e2e::wait::settles_as(
+        &mut client,
+        &turn.id,
+        "cancelled",
+        Some("deadline_exceeded"),
     );
     assert!(client.turns_get(&turn.id).unwrap().cancel_requested);
     let hang = client
@@ -51,13 +49,11 @@ fn an_overlong_turn_is_cancelled_at_its_deadline() {
     };
     let turn = client.turns_submit_with(&submit("d-2", 1)).unwrap();
     assert_eq!(turn.max_turn_seconds, Some(1));
-    let (state, outcome) = {
-        let t = wait_turn(&mut client, &turn.id, settled);
-        (t.state.as_str().to_owned(), t.outcome)
-    };
-    assert_eq!(
-        (state.as_str(), outcome.as_deref()),
-        ("cancelled", Some("deadline_exceeded"))
+    lapis_e2e::wait::settles_as(
+        &mut client,
+        &turn.id,
+        "cancelled",
+        Some("deadline_exceeded"),
     );
     assert!(client.turns_submit_with(&submit("d-3", 0)).is_err());
     server.finish(&[], &[]);
@@ -73,7 +69,7 @@ fn max_running_turns_caps_concurrent_turns() {
         json!({ "hang": fixture(&["--chunks", "1", "--hang"]), "quick": fixture(&["--chunks", "1"]) }),
         &["other"],
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let ta = client
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -158,7 +154,7 @@ fn an_agent_that_never_answers_initialize_fails_at_the_handshake_deadline() {
         json!({}),
         json!({ "mute": mute, "ok": fixture(&["--chunks", "1"]) }),
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "mute", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -186,7 +182,7 @@ fn an_agent_that_closes_stdout_and_keeps_running_settles_its_turn() {
     let mut gone = fixture(&["--close-stdout-at", "prompt"]);
     gone["maxTurnSeconds"] = json!(604_800);
     let server = Server::start_full(json!({}), json!({ "gone": gone }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -213,7 +209,7 @@ fn an_agent_whose_descendant_holds_stdout_open_settles_when_it_exits() {
     let mut gone = fixture(&["--exit-leaving-stdout", pidfile.to_str().unwrap()]);
     gone["maxTurnSeconds"] = json!(604_800);
     let server = Server::start_full(json!({}), json!({ "gone": gone }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "gone", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();

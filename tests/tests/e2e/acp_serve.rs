@@ -3,26 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use lapis_protocol::client::{Client, Credential};
 use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};
-use crate::serve_support::{OWNER, Server};
+use crate::serve_support::Server;
 use lapis_e2e::wait::{settled, wait_turn};
 
 pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
-}
-
-pub(crate) fn sdk(server: &Server) -> Client {
-    Client::open(
-        &server.socket(),
-        Credential::Token {
-            token: OWNER.to_owned(),
-            application: "acp-e2e".to_owned(),
-        },
-    )
-    .unwrap()
 }
 
 #[test]
@@ -38,7 +26,7 @@ fn agents_orphaned_by_a_killed_controller_die_at_restart_and_the_prompt_is_never
         &arg(&pidfile),
     ]);
     let mut server = Server::start_full(json!({}), json!({ "hang": hang }));
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let thread = client
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -58,7 +46,7 @@ fn agents_orphaned_by_a_killed_controller_die_at_restart_and_the_prompt_is_never
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(!alive(grandchild), "orphaned agent survived the restart");
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let t = client.turns_get(&turn.id).unwrap();
     assert_eq!(t.state.as_str(), "submission_unknown");
     let lines = std::fs::read_to_string(&ledger).unwrap();
@@ -80,20 +68,13 @@ fn outcomes_and_journal_through_serve() {
             "hang": fixture(&["--chunks", "1", "--hang"]),
         }),
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     // A streamed turn: every kind of activity journaled, in order.
     let rich = client
         .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&rich.id, "r-1", "do it").unwrap();
-    let (state, outcome) = {
-        let t = wait_turn(&mut client, &turn.id, settled);
-        (t.state.as_str().to_owned(), t.outcome)
-    };
-    assert_eq!(
-        (state.as_str(), outcome.as_deref()),
-        ("completed", Some("end_turn"))
-    );
+    lapis_e2e::wait::settles_as(&mut client, &turn.id, "completed", Some("end_turn"));
     let page = client.journal_replay(Some(&rich.id), 0, None).unwrap();
     let kinds: Vec<String> = page
         .events
@@ -109,15 +90,7 @@ fn outcomes_and_journal_through_serve() {
         .filter_map(lapis_e2e::journal::reply_text)
         .collect();
     assert_eq!(reply, "chunk0 chunk1 chunk2 ");
-    let last_tool = page
-        .events
-        .iter()
-        .rev()
-        .find_map(|e| match e.body() {
-            Some(lapis_protocol::Payload::ToolCall(inv)) => Some(inv),
-            _ => None,
-        })
-        .unwrap();
+    let last_tool = lapis_e2e::journal::last_tool_call(&page.events).unwrap();
     assert_eq!(last_tool.status.as_deref(), Some("completed"));
     assert_eq!(last_tool.locations[0].path, "/w/f0.rs");
     // Cancel reaches the agent and the turn ends cancelled, unfenced.
@@ -137,13 +110,11 @@ fn outcomes_and_journal_through_serve() {
         .threads_create("proj", "dies", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&dies.id, "d-1", "die").unwrap();
-    let (state, outcome) = {
-        let t = wait_turn(&mut client, &turn.id, settled);
-        (t.state.as_str().to_owned(), t.outcome)
-    };
-    assert_eq!(
-        (state.as_str(), outcome.as_deref()),
-        ("submission_unknown", Some("agent_exited"))
+    lapis_e2e::wait::settles_as(
+        &mut client,
+        &turn.id,
+        "submission_unknown",
+        Some("agent_exited"),
     );
     let status = server.ctx.run(["status", "--json"]).json();
     assert_eq!(status["fencedWorkspaces"], json!(["proj"]), "{status}");

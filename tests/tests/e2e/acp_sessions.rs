@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::client::Client;
 use lapis_protocol::params::ThreadsConfigure;
 use lapis_protocol::{
     ContextReset, Note, ReplaceReason, ResetReason, SessionLoaded, SessionReplaced,
@@ -12,27 +12,11 @@ use lapis_protocol::{
 use serde_json::{Value, json};
 
 use crate::acp::{alive, arg, read_pid};
-use crate::serve_support::{OWNER, Server};
+use crate::serve_support::Server;
 use lapis_e2e::wait::{settled, until as eventually, wait_turn};
 
 pub(crate) fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
-}
-
-pub(crate) fn sdk(server: &Server) -> Client {
-    sdk_as(server, "sessions-e2e")
-}
-
-/// A client of `application` (the CLI is `lapis-cli`).
-fn sdk_as(server: &Server, application: &str) -> Client {
-    Client::open(
-        &server.socket(),
-        Credential::Token {
-            token: OWNER.to_owned(),
-            application: application.to_owned(),
-        },
-    )
-    .unwrap()
 }
 
 fn pid_of(path: &Path) -> u32 {
@@ -51,19 +35,12 @@ fn a_crash_after_the_outcome_commit_leaves_the_turn_completed() {
     let mut linger = fixture(&["--linger", "--pidfile", &arg(&pidfile)]);
     linger["idleSeconds"] = json!(0);
     let mut server = Server::start_full(json!({}), json!({ "linger": linger }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "linger", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = client.turns_submit(&thread.id, "l-1", "answer").unwrap();
-    let (state, outcome) = {
-        let t = wait_turn(&mut client, &turn.id, settled);
-        (t.state.as_str().to_owned(), t.outcome)
-    };
-    assert_eq!(
-        (state.as_str(), outcome.as_deref()),
-        ("completed", Some("end_turn"))
-    );
+    lapis_e2e::wait::settles_as(&mut client, &turn.id, "completed", Some("end_turn"));
     let agent = pid_of(&pidfile);
     assert!(
         alive(agent),
@@ -72,7 +49,7 @@ fn a_crash_after_the_outcome_commit_leaves_the_turn_completed() {
     drop(client);
     server.kill9();
     server.spawn();
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let t = client.turns_get(&turn.id).unwrap();
     assert_eq!(t.state.as_str(), "completed");
     let status = server.ctx.run(["status", "--json"]).json();
@@ -90,7 +67,7 @@ fn a_lingering_agents_teardown_is_logged_as_sigterm() {
     let mut linger = fixture(&["--linger", "--pidfile", &arg(&pidfile)]);
     linger["idleSeconds"] = json!(0);
     let server = Server::start_full(json!({}), json!({ "linger": linger }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "linger", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -106,16 +83,6 @@ fn a_lingering_agents_teardown_is_logged_as_sigterm() {
     assert!(line.contains("sigterm"), "{line}");
     assert!(!log.contains("outlived SIGTERM"), "{log}");
     server.finish(&[], &[]);
-}
-
-/// The text of a turn's message chunks.
-fn reply(client: &mut Client, thread: &str, turn: &str) -> String {
-    let page = client.journal_replay(Some(thread), 0, None).unwrap();
-    page.events
-        .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter_map(lapis_e2e::journal::reply_text)
-        .collect()
 }
 
 /// The noted observations of a turn with this label (their payloads).
@@ -165,15 +132,7 @@ fn replaced(n: Note) -> Option<SessionReplaced> {
 /// Submits and waits for the outcome; returns the turn id.
 fn run(client: &mut Client, thread: &str, cmd: &str, prompt: &str) -> String {
     let turn = client.turns_submit(thread, cmd, prompt).unwrap();
-    let (state, outcome) = {
-        let t = wait_turn(client, &turn.id, settled);
-        (t.state.as_str().to_owned(), t.outcome)
-    };
-    assert_eq!(
-        (state.as_str(), outcome.as_deref()),
-        ("completed", Some("end_turn")),
-        "{cmd}"
-    );
+    lapis_e2e::wait::settles_as(client, &turn.id, "completed", Some("end_turn"));
     turn.id
 }
 
@@ -200,7 +159,7 @@ fn two_turns_share_one_agent_process_and_session() {
         json!({ "mem": fixture(&["--recall", "--pidfile", &arg(&pidfile)]) }),
     );
     // The CLI's application, so `turns show` may read the thread.
-    let mut client = sdk_as(&server, "lapis-cli");
+    let mut client = server.client("lapis-cli");
     let thread = client
         .threads_create("proj", "mem", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -218,10 +177,10 @@ fn two_turns_share_one_agent_process_and_session() {
         session_of(&mut client, &second)
     );
     assert!(
-        reply(&mut client, &thread.id, &second)
+        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second)
             .starts_with("recall: first question | second question"),
         "{}",
-        reply(&mut client, &thread.id, &second)
+        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second)
     );
     // `turns show --json` reports the session.
     let shown = server.ctx.run(["turns", "show", &second, "--json"]).json();
@@ -251,7 +210,7 @@ fn an_evicted_agent_is_resumed_with_session_load() {
     a["idleSeconds"] = json!(1);
     b["idleSeconds"] = json!(600);
     let server = Server::start_full(json!({ "maxLiveAgents": 1 }), json!({ "a": a, "b": b }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let ta = client
         .threads_create("proj", "a", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -271,7 +230,10 @@ fn an_evicted_agent_is_resumed_with_session_load() {
     );
     let a2 = run(&mut client, &ta.id, "a-2", "alpha two");
     assert_eq!(session_of(&mut client, &a1), session_of(&mut client, &a2));
-    assert!(reply(&mut client, &ta.id, &a2).starts_with("recall: alpha one | alpha two"));
+    assert!(
+        lapis_e2e::journal::turn_reply(&mut client, &ta.id, &a2)
+            .starts_with("recall: alpha one | alpha two")
+    );
     let loads = observations(&mut client, &ta.id, &a2, loaded);
     assert_eq!(loads.len(), 1, "{loads:?}");
     assert_eq!(loads[0].replayed_updates, 1, "{loads:?}");
@@ -288,7 +250,10 @@ fn an_evicted_agent_is_resumed_with_session_load() {
     // b's agent was evicted for a2 and resumes the same way.
     let b2 = run(&mut client, &tb.id, "b-2", "beta two");
     assert_eq!(session_of(&mut client, &b1), session_of(&mut client, &b2));
-    assert!(reply(&mut client, &tb.id, &b2).starts_with("recall: beta one | beta two"));
+    assert!(
+        lapis_e2e::journal::turn_reply(&mut client, &tb.id, &b2)
+            .starts_with("recall: beta one | beta two")
+    );
     // a2's agent was evicted for b2; run a3 and let its one idle second pass.
     run(&mut client, &ta.id, "a-3", "alpha three");
     eventually("the idle agent to be stopped", || {
@@ -304,7 +269,7 @@ fn an_agent_without_load_session_gives_context_reset() {
     let mut once = fixture(&["--recall"]);
     once["idleSeconds"] = json!(0);
     let server = Server::start_full(json!({}), json!({ "once": once }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "once", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -321,7 +286,10 @@ fn an_agent_without_load_session_gives_context_reset() {
     assert_eq!(resets[0].previous_session_id, s1);
     assert_eq!(resets[0].session_id, s2);
     assert_ne!(s1, s2);
-    assert!(reply(&mut client, &thread.id, &second).starts_with("recall: second\n"));
+    assert!(
+        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second)
+            .starts_with("recall: second\n")
+    );
     server.finish(&[], &[]);
 }
 
@@ -343,7 +311,7 @@ fn a_killed_controller_resumes_the_session_at_the_next_turn() {
         &arg(&pidfile),
     ]);
     let mut server = Server::start_full(json!({}), json!({ "mem": agent }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "mem", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -354,7 +322,7 @@ fn a_killed_controller_resumes_the_session_at_the_next_turn() {
     assert!(alive(old), "the live agent is orphaned by kill -9");
     server.spawn();
     eventually("the orphaned agent to die", || !alive(old));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     assert_eq!(
         client.turns_get(&first).unwrap().state.as_str(),
         "completed"
@@ -370,7 +338,7 @@ fn a_killed_controller_resumes_the_session_at_the_next_turn() {
         1
     );
     assert!(
-        reply(&mut client, &thread.id, &second)
+        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second)
             .starts_with("recall: before the crash | after the crash")
     );
     server.finish(&[], &[]);
@@ -385,7 +353,7 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     let history = arg(&scratch.path().join("history"));
     let agent = fixture(&["--recall", "--load-session", "--history", &history]);
     let mut server = Server::start_full(json!({}), json!({ "mem": agent }));
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let thread = client
         .threads_create("proj", "mem", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -404,7 +372,7 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
         .push(json!("1"));
     std::fs::write(&server.config, serde_json::to_vec(&config).unwrap()).unwrap();
     server.spawn();
-    let mut client = sdk(&server);
+    let mut client = server.client("sessions-e2e");
     let second = run(&mut client, &thread.id, "r-2", "two");
     let replacements = observations(&mut client, &thread.id, &second, replaced);
     assert_eq!(replacements.len(), 1, "{replacements:?}");

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use lapis_protocol::ResolveAs;
 use serde_json::{Value, json};
 
-use crate::acp_serve::{fixture, sdk};
+use crate::acp_serve::fixture;
 use crate::serve_support::Server;
 use crate::serve_turns::kill_agents_in;
 use lapis_e2e::wait::{settled, wait_turn};
@@ -65,7 +65,7 @@ fn a_queued_prompt_edited_at_rest_fails_closed_and_never_reaches_the_agent() {
             "ledger": fixture(&["--ledger", &ledger_arg, "--chunks", "1"]),
         }),
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let busy = client
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -101,7 +101,7 @@ fn a_queued_prompt_edited_at_rest_fails_closed_and_never_reaches_the_agent() {
         ),
     );
     server.spawn();
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     // The stop settled the hanging turn as the state machine says; if that
     // fenced the workspace, the owner releases it.
     let holder = client.turns_get(&holder.id).unwrap();
@@ -145,7 +145,7 @@ fn a_completed_turns_raw_prompt_leaves_no_trace_in_the_database_files() {
     assert_eq!(marker.len(), 40);
     let mut server = Server::start_full(json!({}), json!({ "rich": fixture(&["--chunks", "2"]) }));
     server.ctx.register_secret(marker);
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let thread = client
         .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -191,7 +191,7 @@ fn a_completed_turns_raw_prompt_leaves_no_trace_in_the_database_files() {
 fn a_journal_tail_deleted_with_sqlite3_fails_serve_and_verify_until_reanchored() {
     let Some(sqlite3) = sqlite3() else { return };
     let mut server = Server::start_full(json!({}), json!({ "rich": fixture(&["--chunks", "3"]) }));
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let thread = client
         .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -250,7 +250,7 @@ fn a_journal_tail_deleted_with_sqlite3_fails_serve_and_verify_until_reanchored()
 #[test]
 fn a_wal_truncated_after_acknowledged_turns_fails_serve() {
     let mut server = Server::start_full(json!({}), json!({ "rich": fixture(&["--chunks", "2"]) }));
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let thread = client
         .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -260,7 +260,7 @@ fn a_wal_truncated_after_acknowledged_turns_fails_serve() {
     // A clean stop: everything so far is in controller.db itself.
     server.stop();
     server.spawn();
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     for i in 1..4 {
         let t = client
             .turns_submit(&thread.id, &format!("w-{i}"), "go")
@@ -328,7 +328,7 @@ fn kill_9_at_random_moments_under_load_always_reopens() {
     };
     let mut submitted = 0;
     for round in 0..8 {
-        let mut client = sdk(&server);
+        let mut client = server.client("acp-e2e");
         // Settle what the last kill fenced, so each round has load.
         for t in client.turns_list(None).unwrap() {
             if matches!(t.state.as_str(), "submission_unknown" | "interrupted") {

@@ -4,24 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::client::Client;
 use serde_json::{Value, json};
 
-use crate::serve_support::{OWNER, Server};
+use crate::serve_support::Server;
 
 fn fixture() -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": ["--chunks", "2"] })
-}
-
-fn sdk(server: &Server) -> Client {
-    Client::open(
-        &server.socket(),
-        Credential::Token {
-            token: OWNER.to_owned(),
-            application: "reload-e2e".to_owned(),
-        },
-    )
-    .unwrap()
 }
 
 /// Rewrites the server's config with `edit` applied to its JSON.
@@ -83,7 +72,7 @@ fn run_turn(client: &mut Client, workspace: &str, provider: &str) -> String {
 #[test]
 fn sighup_adds_a_provider_and_a_workspace_for_later_turns() {
     let server = Server::start_full(json!({}), json!({}));
-    let mut client = sdk(&server);
+    let mut client = server.client("reload-e2e");
     let before =
         client.threads_create("proj", "fixture", lapis_protocol::ApprovalPolicy::Ask, None);
     assert!(before.is_err(), "fixture is not configured yet");
@@ -108,7 +97,7 @@ fn sighup_adds_a_provider_and_a_workspace_for_later_turns() {
 #[test]
 fn an_invalid_config_is_refused_and_the_old_one_stays_in_effect() {
     let server = Server::start_full(json!({}), json!({ "fixture": fixture() }));
-    let mut client = sdk(&server);
+    let mut client = server.client("reload-e2e");
     let good = std::fs::read(&server.config).unwrap();
 
     // Not JSON at all.
@@ -241,7 +230,7 @@ fn config_reload_asks_the_running_service_and_status_shows_a_refusal() {
     assert!(server.log_text().contains("configuration reload refused"));
 
     // The provider of the previous configuration still runs turns.
-    let mut client = sdk(&server);
+    let mut client = server.client("reload-e2e");
     assert_eq!(run_turn(&mut client, "proj", "fixture"), "completed");
     drop(client);
     server.finish(&[], &[]);

@@ -9,7 +9,7 @@ use std::process::Command;
 use lapis_service::test_support::sample_credentials;
 use serde_json::{Value, json};
 
-use crate::acp_serve::{fixture, sdk};
+use crate::acp_serve::fixture;
 use crate::serve_support::Server;
 use lapis_e2e::wait::{settled, wait_turn};
 
@@ -28,7 +28,7 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
     for s in &samples {
         server.ctx.register_secret(s.secret.clone());
     }
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let thread = client
         .threads_create("proj", "leaky", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -64,15 +64,7 @@ fn credentials_an_agent_prints_reach_no_journal_database_byte_or_log() {
         .filter(|e| e.kind.as_str() == "message_chunk")
         .count();
     assert!(chunks >= samples.len(), "{chunks}");
-    let tool = page
-        .events
-        .iter()
-        .rev()
-        .find_map(|e| match e.body() {
-            Some(lapis_protocol::Payload::ToolCall(inv)) => Some(inv),
-            _ => None,
-        })
-        .unwrap();
+    let tool = lapis_e2e::journal::last_tool_call(&page.events).unwrap();
     assert_eq!(tool.id, "secret-call", "an id without a credential is kept");
     assert_eq!(
         tool.title.as_deref(),
@@ -135,7 +127,7 @@ fn a_row_edited_with_sqlite3_fails_verify_and_startup_naming_its_seq() {
         return;
     };
     let mut server = Server::start_full(json!({}), json!({ "rich": fixture(&["--chunks", "4"]) }));
-    let mut client = sdk(&server);
+    let mut client = server.client("acp-e2e");
     let thread = client
         .threads_create("proj", "rich", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();

@@ -55,17 +55,6 @@ impl Drop for SmallDisk {
     }
 }
 
-fn sdk(server: &Server) -> Client {
-    Client::open(
-        &server.socket(),
-        Credential::Token {
-            token: OWNER.to_owned(),
-            application: "disk-e2e".to_owned(),
-        },
-    )
-    .unwrap()
-}
-
 /// The controller home on a 6 MiB tmpfs; a turn streams ~2 MB into it with
 /// only 192 KiB free. The store refuses the writes, `status` (a read) keeps
 /// answering and names `disk_full`, the log names it, the turn settles by
@@ -87,7 +76,7 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
             "small": fixture(&["--chunks", "2"]),
         }),
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("disk-e2e");
     // The CLI's session exists before the disk fills (a read resumes it).
     server.ctx.run(["status", "--json"]).success();
     // Full retention: the agent's output is written to the disk.

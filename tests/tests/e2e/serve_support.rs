@@ -169,6 +169,19 @@ impl Server {
         self.home.join("controller.sock")
     }
 
+    /// An SDK client connected as the owner under `application`, past
+    /// `hello` (the CLI's own application is `lapis-cli`).
+    pub fn client(&self, application: &str) -> lapis_protocol::client::Client {
+        lapis_protocol::client::Client::open(
+            &self.socket(),
+            lapis_protocol::client::Credential::Token {
+                token: OWNER.to_owned(),
+                application: application.to_owned(),
+            },
+        )
+        .unwrap()
+    }
+
     /// The server's stderr so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -8,22 +8,11 @@ use lapis_protocol::client::{Client, Credential};
 use lapis_protocol::notifications::JournalNotice;
 use serde_json::{Value, json};
 
-use crate::serve_support::{NARROW, OWNER, Server};
+use crate::serve_support::{NARROW, Server};
 use lapis_e2e::wait::wait_turn;
 
 fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
-}
-
-fn sdk(server: &Server, app: &str) -> Client {
-    Client::open(
-        &server.socket(),
-        Credential::Token {
-            token: OWNER.to_owned(),
-            application: app.to_owned(),
-        },
-    )
-    .unwrap()
 }
 
 /// Kills, by pid, the agents whose working directory is `dir` (a SIGKILLed
@@ -48,7 +37,7 @@ fn permission_requests_are_answered_over_the_protocol() {
         json!({}),
         json!({ "asker": fixture(&["--permissions", "1", "--chunks", "1"]) }),
     );
-    let mut client = sdk(&server, "perm");
+    let mut client = server.client("perm");
     let thread = client
         .threads_create("proj", "asker", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -70,7 +59,7 @@ fn permission_requests_are_answered_over_the_protocol() {
         }
     };
     // Another application may not answer it.
-    let mut other = sdk(&server, "intruder");
+    let mut other = server.client("intruder");
     let err = other
         .permissions_respond(&turn.id, &request_id, &options[0])
         .unwrap_err();
@@ -106,7 +95,7 @@ fn permission_requests_are_answered_over_the_protocol() {
 #[test]
 fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
     let mut server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
-    let mut client = sdk(&server, "ops");
+    let mut client = server.client("ops");
     let thread = client
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -125,7 +114,7 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
     // Recovery: the outcome is unknown, the workspace is fenced.
     let status = server.ctx.run(["status", "--json"]).json();
     assert_eq!(status["fencedWorkspaces"], json!(["proj"]), "{status}");
-    let mut client = sdk(&server, "ops");
+    let mut client = server.client("ops");
     assert_eq!(
         client.turns_get(&turn.id).unwrap().state.as_str(),
         "submission_unknown"
@@ -170,7 +159,7 @@ fn a_crash_mid_turn_fences_the_workspace_until_the_owner_resolves() {
 #[test]
 fn configure_is_optimistic_and_refused_while_a_turn_is_active_and_cancel_stops_it() {
     let server = Server::start_full(json!({}), json!({ "hang": fixture(&["--hang"]) }));
-    let mut client = sdk(&server, "cfg");
+    let mut client = server.client("cfg");
     let thread = client
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -213,7 +202,7 @@ fn sigterm_settles_a_running_turn_within_the_grace_and_leaves_no_agent() {
         json!({ "shutdownGraceSeconds": 1 }),
         json!({ "hang": fixture(&["--hang", "--ignore-cancel"]) }),
     );
-    let mut client = sdk(&server, "stop");
+    let mut client = server.client("stop");
     let thread = client
         .threads_create("proj", "hang", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -243,7 +232,7 @@ fn sigterm_settles_a_running_turn_within_the_grace_and_leaves_no_agent() {
     );
     // Past the dispatch boundary the outcome is unknown: fenced, not retried.
     server.spawn();
-    let mut client = sdk(&server, "stop");
+    let mut client = server.client("stop");
     let settled = client.turns_get(&turn.id).unwrap();
     assert_eq!(settled.state.as_str(), "submission_unknown", "{settled:?}");
     let status = server.ctx.run(["status", "--json"]).json();

@@ -13,10 +13,10 @@ use lapis_e2e::ts_agent::client::{
 };
 use lapis_e2e::wait::settle;
 use lapis_protocol::Note;
-use lapis_protocol::client::{Client, Credential};
+use lapis_protocol::client::Client;
 use serde_json::{Value, json};
 
-use crate::serve_support::{OWNER, Server};
+use crate::serve_support::Server;
 
 #[test]
 fn a_new_process_loads_the_session_and_remembers_the_earlier_turn() {
@@ -207,17 +207,6 @@ fn markers_drive_tools_permissions_and_cancel() {
     );
 }
 
-fn sdk(server: &Server) -> Client {
-    Client::open(
-        &server.socket(),
-        Credential::Token {
-            token: OWNER.to_owned(),
-            application: "ts-agent-e2e".to_owned(),
-        },
-    )
-    .unwrap()
-}
-
 #[test]
 fn turns_through_serve_on_the_sdk_agent() {
     let Some(ts) = TsAgent::find("turns_through_serve_on_the_sdk_agent") else {
@@ -226,7 +215,7 @@ fn turns_through_serve_on_the_sdk_agent() {
     let scratch = tempfile::tempdir().unwrap();
     let state = scratch.path().join("state");
     let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
-    let mut client = sdk(&server);
+    let mut client = server.client("ts-agent-e2e");
 
     // A plain turn: the streamed reply is journaled.
     let thread = client
@@ -311,16 +300,6 @@ fn turns_through_serve_on_the_sdk_agent() {
     server.finish(&[], &[]);
 }
 
-/// The reply text of one turn.
-fn turn_reply(client: &mut Client, thread: &str, turn: &str) -> String {
-    let page = client.journal_replay(Some(thread), 0, None).unwrap();
-    page.events
-        .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter_map(lapis_e2e::journal::reply_text)
-        .collect()
-}
-
 /// `session_loaded` observations of one turn.
 fn loads(client: &mut Client, thread: &str, turn: &str) -> usize {
     let page = client.journal_replay(Some(thread), 0, None).unwrap();
@@ -347,20 +326,13 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
         json!({ "maxLiveAgents": 1 }),
         json!({ "ts": ts.provider(&state) }),
     );
-    let mut client = sdk(&server);
+    let mut client = server.client("ts-agent-e2e");
     let thread = client
         .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let run = |client: &mut Client, cmd: &str, prompt: &str| {
         let turn = client.turns_submit(&thread.id, cmd, prompt).unwrap();
-        let (state, outcome) = {
-            let t = settle(client, &turn.id);
-            (t.state.as_str().to_owned(), t.outcome)
-        };
-        assert_eq!(
-            (state.as_str(), outcome.as_deref()),
-            ("completed", Some("end_turn"))
-        );
+        lapis_e2e::wait::settles_as(client, &turn.id, "completed", Some("end_turn"));
         let t = client.turns_get(&turn.id).unwrap();
         (turn.id, t.agent_session_id.expect("session bound"))
     };
@@ -369,11 +341,11 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
     let (second, kept) = run(&mut client, "mem-2", "what did I say?");
     assert_eq!(kept, session, "the session was not kept");
     assert_eq!(
-        turn_reply(&mut client, &thread.id, &second),
+        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second),
         format!("turn 2 of session {session}; you said before: \"the sky is green\"")
     );
     assert_eq!(loads(&mut client, &thread.id, &second), 0, "not reused");
-    assert!(!turn_reply(&mut client, &thread.id, &first).is_empty());
+    assert!(!lapis_e2e::journal::turn_reply(&mut client, &thread.id, &first).is_empty());
 
     // Another thread's turn takes the one agent slot: ours is evicted.
     let other = client
@@ -388,7 +360,7 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
     assert_eq!(loaded, session, "the session was not loaded");
     assert_eq!(loads(&mut client, &thread.id, &third), 1, "no session/load");
     assert_eq!(
-        turn_reply(&mut client, &thread.id, &third),
+        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &third),
         format!("turn 3 of session {session}; you said before: \"what did I say?\"")
     );
     server.finish(&[], &[]);
