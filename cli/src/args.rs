@@ -81,6 +81,14 @@ pub(crate) enum Command {
     /// Built-in deterministic ACP agent (the `echo` provider).
     #[command(name = "acp-echo", hide = true)]
     AcpEcho,
+    /// The MCP bridge agent sessions reach application tools through
+    /// (started by the agent from its `mcpServers`; ticket from the environment).
+    #[command(name = "mcp-bridge", hide = true)]
+    McpBridge {
+        /// The controller socket to connect back to.
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+    },
 }
 
 /// `--workspace DIR`: the controller home, for the commands that create or
@@ -744,9 +752,11 @@ impl Command {
             Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
             Command::Providers(ProvidersCommand::Add(_) | ProvidersCommand::Remove { .. })
             | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,
-            Command::Completions(_) | Command::Serve(_) | Command::Logs(_) | Command::AcpEcho => {
-                false
-            }
+            Command::Completions(_)
+            | Command::Serve(_)
+            | Command::Logs(_)
+            | Command::AcpEcho
+            | Command::McpBridge { .. } => false,
         }
     }
 }

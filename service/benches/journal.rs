@@ -47,6 +47,7 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 restricted: false,
                 retention: Retention::Full,
                 mcp_servers: Vec::new(),
+                tools: Vec::new(),
             },
         )
         .await
@@ -244,8 +245,8 @@ async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
             "ALTER TABLE events DROP COLUMN hash; \
              ALTER TABLE turns DROP COLUMN redactions; \
              ALTER TABLE turns DROP COLUMN prepared; \
-             ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_user_message; \
-             DROP INDEX events_turn_submitted; \
+             ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_user_message; \
+             DROP INDEX events_tool_calls; DROP INDEX events_turn_submitted; \
              PRAGMA user_version = 3;",
         )
         .unwrap();

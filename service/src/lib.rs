@@ -43,6 +43,7 @@
 
 pub(crate) mod domain;
 pub(crate) mod redact;
+pub(crate) mod tools;
 
 // Public only to tests (see the module docs).
 #[cfg(feature = "test-support")]

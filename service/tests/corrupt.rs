@@ -42,6 +42,7 @@ fn populated(chunks: usize) -> Populated {
             restricted: false,
             retention: Retention::Full,
             mcp_servers: Vec::new(),
+            tools: Vec::new(),
         };
         let th = s.create_thread(&actor, input).await.unwrap().value;
         let sub = SubmitTurn {

@@ -84,6 +84,7 @@ async fn run(ops: Vec<Op>) {
             restricted: false,
             retention: Retention::Full,
             mcp_servers: Vec::new(),
+            tools: Vec::new(),
         };
         threads.push(store.create_thread(&actor(), input).await.unwrap().value.id);
     }

@@ -160,6 +160,7 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
             restricted: false,
             retention: Retention::Full,
             mcp_servers: Vec::new(),
+            tools: Vec::new(),
         };
         threads.push(store.create_thread(&actor, t).await.unwrap().value.id);
     }

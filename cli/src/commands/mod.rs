@@ -17,6 +17,7 @@ mod interrupt;
 mod journal;
 mod live;
 mod logs;
+mod mcp_bridge;
 mod paths;
 mod permissions;
 mod printer;
@@ -67,5 +68,6 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Ask(args) => ask::run(&global, args),
         Command::Providers(command) => providers::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
+        Command::McpBridge { socket } => mcp_bridge::run(socket),
     }
 }

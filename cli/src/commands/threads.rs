@@ -29,6 +29,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 restricted,
                 retention: Some(retention_policy(retention)),
                 mcp_servers: Vec::new(),
+                tools: Vec::new(),
                 command_id: Some(command_id),
             };
             let thread = client

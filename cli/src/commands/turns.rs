@@ -291,24 +291,40 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             command_id,
             out,
         } => {
-            let t = match (turn, command_id) {
-                (Some(turn), _) => client.turns_get(&turn),
-                (None, Some(cmd)) => client.turns_get_by_command(&cmd),
-                (None, None) => unreachable!("clap requires TURN or --command-id"),
-            }
-            .map_err(client_error)?;
+            let got = client
+                .turns_get_with(&lapis_protocol::params::TurnsGet {
+                    turn_id: turn,
+                    command_id,
+                })
+                .map_err(client_error)?;
+            let (t, unknown) = (got.turn, got.unknown_tool_effects);
             let said = if t.state == TurnState::Failed {
                 super::agent_stderr::of_turn(&mut client, &t.thread_id, &t.id)?
             } else {
                 Vec::new()
             };
-            if out.json && !said.is_empty() {
+            if out.json && !unknown.is_empty() {
+                let mut v = json!({ "turn": t, "unknownToolEffects": unknown });
+                if !said.is_empty() {
+                    v["agentStderr"] = json!(said);
+                }
+                crate::output::json(&v)?;
+            } else if out.json && !said.is_empty() {
                 crate::output::json(&json!({ "turn": t, "agentStderr": said }))?;
             } else if out.json {
                 print_turn(&t, true)?;
             } else {
                 let mode = mode_report(&mut client, &t)?;
                 print_turn_with(&t, mode.as_ref())?;
+            }
+            if !out.json {
+                for u in &unknown {
+                    let line = format!(
+                        "unknown tool effect  {}.{} call {} (never called again; the turn is never continued)",
+                        u.endpoint, u.tool, u.call_id
+                    );
+                    crate::output::line(safe(&line))?;
+                }
             }
             if !out.json && !said.is_empty() {
                 let text = said.join("\n          ");

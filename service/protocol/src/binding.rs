@@ -36,6 +36,9 @@ pub struct ThreadExpect {
     /// give the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<Vec<String>>,
+    /// The application tool endpoints (names, in order) the thread binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 impl ThreadExpect {
@@ -79,6 +82,10 @@ impl ThreadExpect {
                 .as_ref()
                 .is_some_and(|m| *m != thread.mcp_servers),
         );
+        check(
+            "tools",
+            self.tools.as_ref().is_some_and(|t| *t != thread.tools),
+        );
         out
     }
 
@@ -92,6 +99,7 @@ impl ThreadExpect {
             retention: Some(thread.retention),
             version: Some(thread.version),
             mcp_servers: Some(thread.mcp_servers.clone()),
+            tools: Some(thread.tools.clone()),
         }
     }
 }
@@ -115,6 +123,7 @@ mod tests {
             updated_at: 1,
             agent_session: None,
             mcp_servers: Vec::new(),
+            tools: Vec::new(),
         }
     }
 
@@ -123,7 +132,7 @@ mod tests {
         let t = thread();
         assert!(ThreadExpect::default().mismatches(&t).is_empty());
         assert!(ThreadExpect::of(&t).mismatches(&t).is_empty());
-        let cases: [(&str, ThreadExpect); 7] = [
+        let cases: [(&str, ThreadExpect); 8] = [
             (
                 "application",
                 ThreadExpect {
@@ -173,6 +182,13 @@ mod tests {
                     ..Default::default()
                 },
             ),
+            (
+                "tools",
+                ThreadExpect {
+                    tools: Some(vec!["crm".into()]),
+                    ..Default::default()
+                },
+            ),
         ];
         for (field, expect) in cases {
             assert_eq!(expect.mismatches(&t), [field]);
@@ -185,6 +201,7 @@ mod tests {
             retention: Some(Retention::MetadataOnly),
             version: Some(9),
             mcp_servers: Some(vec!["x".into()]),
+            tools: Some(vec!["crm".into()]),
         };
         assert_eq!(
             all.mismatches(&t),
@@ -195,7 +212,8 @@ mod tests {
                 "restricted",
                 "retention",
                 "version",
-                "mcpServers"
+                "mcpServers",
+                "tools"
             ]
         );
     }

@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::params as p;
+use crate::tools as t;
 use crate::{HelloParams, HelloResult, Method, ReplayPage, ThreadSnapshot};
 
 /// One method of the protocol: its name (through [`Method`]), what it takes
@@ -100,6 +101,14 @@ calls! {
     ProvidersCheck: p::ProvidersCheck => p::ProvidersChecked;
     /// `mcp.register`.
     McpRegister: p::McpRegister => p::McpRegisterResult;
+    /// `tools.register`.
+    ToolsRegister: t::ToolsRegister => t::ToolsRegisterResult;
+    /// `tools.unregister`.
+    ToolsUnregister: t::ToolsUnregister => t::ToolsUnregisterResult;
+    /// `tools.list` (MCP bridge, ticket only).
+    ToolsList: p::NoParams => t::ToolsListResult;
+    /// `tools.call` (MCP bridge, ticket only).
+    ToolsCall: t::ToolsCall => t::ToolOutput;
 }
 
 #[cfg(test)]
@@ -117,6 +126,7 @@ mod tests {
             match (m, requirement) {
                 (Method::Hello, Requirement::None) => {}
                 (_, Requirement::Scope(_)) => {}
+                (Method::ToolsList | Method::ToolsCall, Requirement::Ticket) => {}
                 (_, r) => panic!("call `{name}` has no scope: {r:?}"),
             }
         }

@@ -81,11 +81,32 @@ pub enum ErrorCode {
     /// An application MCP server the thread selected is not registered:
     /// its connection closed (registrations are volatile) or it never was.
     McpServerUnavailable,
+    /// A tool endpoint description breaks a shape rule (names, schema
+    /// shape, a name used twice).
+    ToolInvalid,
+    /// Too many endpoints or tools, or a description, schema or result
+    /// too large.
+    ToolLimitExceeded,
+    /// Application tools on a restricted thread (at `threads.create`,
+    /// `threads.attach` and as a turn outcome at claim).
+    ToolsRestricted,
+    /// A tool endpoint the thread binds is not registered now: unregistered,
+    /// its connection closed, or it never was.
+    ToolEndpointUnavailable,
+    /// No such tool on the thread's endpoints.
+    ToolUnknown,
+    /// A tool call failed closed: the endpoint went away, did not answer in
+    /// time, or answered with an error.
+    ToolCallFailed,
+    /// A mutating tool call's effect is unknown (the controller stopped
+    /// between capture begin and finish): never re-invoked, and the turn's
+    /// continuation is refused.
+    ToolEffectUnknown,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -111,6 +132,13 @@ impl ErrorCode {
         ErrorCode::McpRestricted,
         ErrorCode::McpServerUnavailable,
         ErrorCode::WorkspaceBusy,
+        ErrorCode::ToolInvalid,
+        ErrorCode::ToolLimitExceeded,
+        ErrorCode::ToolsRestricted,
+        ErrorCode::ToolEndpointUnavailable,
+        ErrorCode::ToolUnknown,
+        ErrorCode::ToolCallFailed,
+        ErrorCode::ToolEffectUnknown,
     ];
 
     /// The stable string form.
@@ -141,6 +169,13 @@ impl ErrorCode {
             ErrorCode::McpRestricted => "mcp_restricted",
             ErrorCode::McpServerUnavailable => "mcp_server_unavailable",
             ErrorCode::WorkspaceBusy => "workspace_busy",
+            ErrorCode::ToolInvalid => "tool_invalid",
+            ErrorCode::ToolLimitExceeded => "tool_limit_exceeded",
+            ErrorCode::ToolsRestricted => "tools_restricted",
+            ErrorCode::ToolEndpointUnavailable => "tool_endpoint_unavailable",
+            ErrorCode::ToolUnknown => "tool_unknown",
+            ErrorCode::ToolCallFailed => "tool_call_failed",
+            ErrorCode::ToolEffectUnknown => "tool_effect_unknown",
         }
     }
 
@@ -176,6 +211,13 @@ impl ErrorCode {
             ErrorCode::McpRestricted => -32021,
             ErrorCode::McpServerUnavailable => -32022,
             ErrorCode::WorkspaceBusy => -32023,
+            ErrorCode::ToolInvalid => -32040,
+            ErrorCode::ToolLimitExceeded => -32041,
+            ErrorCode::ToolsRestricted => -32042,
+            ErrorCode::ToolEndpointUnavailable => -32043,
+            ErrorCode::ToolUnknown => -32044,
+            ErrorCode::ToolCallFailed => -32045,
+            ErrorCode::ToolEffectUnknown => -32046,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

@@ -54,13 +54,17 @@ pub enum EventKind {
     /// A kind this SDK does not know (a newer server). Read only: never
     /// stored, not in [`EventKind::ALL`], and [`EventKind::parse`] refuses
     /// it, so the store fails closed on a row it does not understand.
+    /// An application tool call through the MCP bridge, before it runs.
+    ToolCallRequested,
+    /// Its result.
+    ToolCallFinished,
     #[serde(other)]
     Unknown,
 }
 
 impl EventKind {
     /// Every kind the controller writes.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
@@ -75,6 +79,8 @@ impl EventKind {
         EventKind::PermissionRequested,
         EventKind::PermissionDecided,
         EventKind::Observation,
+        EventKind::ToolCallRequested,
+        EventKind::ToolCallFinished,
     ];
 
     /// Stored and wire name.
@@ -94,6 +100,8 @@ impl EventKind {
             EventKind::PermissionRequested => "permission_requested",
             EventKind::PermissionDecided => "permission_decided",
             EventKind::Observation => "observation",
+            EventKind::ToolCallRequested => "tool_call_requested",
+            EventKind::ToolCallFinished => "tool_call_finished",
             EventKind::Unknown => "unknown",
         }
     }
@@ -119,8 +127,15 @@ impl EventKind {
 
     /// Kinds the runner may append through `append_activity` (the agent's
     /// side: never the user's message, which only the submit writes).
+    /// The tool-call kinds are activity but not content: always kept, so
+    /// an unknown tool effect is known on every thread (a metadata-only
+    /// thread's carry identities only).
     pub fn is_activity(self) -> bool {
-        self.is_content() && self != EventKind::UserMessage
+        (self.is_content() && self != EventKind::UserMessage)
+            || matches!(
+                self,
+                EventKind::ToolCallRequested | EventKind::ToolCallFinished
+            )
     }
 }
 

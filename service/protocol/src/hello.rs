@@ -28,6 +28,12 @@ pub struct HelloParams {
     /// (the session already has one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub application: Option<String>,
+    /// A tool ticket (the MCP bridge of one agent session, never an
+    /// application): authenticates the connection for `tools.list` and
+    /// `tools.call` of that session's thread only. Exclusive with `token`
+    /// and `bearer`. A secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
 }
 
 impl fmt::Debug for HelloParams {
@@ -37,6 +43,7 @@ impl fmt::Debug for HelloParams {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
             .field("application", &self.application)
+            .field("ticket", &self.ticket.as_ref().map(|_| "<redacted>"))
             .finish()
     }
 }

@@ -42,6 +42,7 @@ mod scopes;
 mod state;
 mod strict;
 pub mod time;
+pub mod tools;
 
 pub use binding::ThreadExpect;
 pub use error::{ErrorCode, RpcError, rpc};
@@ -62,8 +63,9 @@ pub use payload::{
     AgentNotification, AgentStderr, CancelRequest, Chunk, ContextReset, Ignored, LateAppend,
     McpRefused, ModeResult, Note, Observation, Payload, PermissionDecided, PermissionRequested,
     Prompt, ReplaceReason, ResetReason, Resolution, ResolvedVia, RestrictedMode, SessionLoaded,
-    SessionReplaced, StateChange, ThreadConfigured, ThreadCreated, TurnSubmitted,
-    UnsupportedRequest,
+    SessionReplaced, StateChange, ThreadConfigured, ThreadCreated, ToolCallFinished,
+    ToolCallOutcome, ToolCallRequested, TurnSubmitted, UnknownToolEffect, UnsupportedRequest,
+    unknown_effects,
 };
 pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
 pub use policy::{ApprovalPolicy, Retention};

@@ -193,6 +193,9 @@ pub enum Incoming {
     Response(Response),
     /// A server notification.
     Notification(Notification),
+    /// A request the controller sends the client (`tools.invoke`,
+    /// `capture.begin`, `capture.finish`): the client answers it.
+    Request(Request),
 }
 
 impl Incoming {
@@ -201,6 +204,15 @@ impl Incoming {
         let value: Value = crate::StrictValue::from_slice(frame)?;
         if value.get("method").is_some() && value.get("id").is_none() {
             Ok(Incoming::Notification(serde_json::from_value(value)?))
+        } else if let (Some(method), Some(id)) = (value.get("method"), value.get("id")) {
+            use serde::de::Error;
+            let method = method
+                .as_str()
+                .ok_or_else(|| serde_json::Error::custom("`method` must be a string"))?
+                .to_owned();
+            let id: Id = serde_json::from_value(id.clone())?;
+            let params = value.get("params").cloned().unwrap_or(Value::Null);
+            Ok(Incoming::Request(Request { id, method, params }))
         } else {
             Ok(Incoming::Response(serde_json::from_value(value)?))
         }
@@ -282,5 +294,10 @@ mod tests {
         assert!(matches!(n, Incoming::Notification(_)));
         let r = Incoming::parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap();
         assert!(matches!(r, Incoming::Response(_)));
+        let q = Incoming::parse(
+            br#"{"jsonrpc":"2.0","id":"lapis-1","method":"tools.invoke","params":{}}"#,
+        )
+        .unwrap();
+        assert!(matches!(q, Incoming::Request(r) if r.method == "tools.invoke"));
     }
 }

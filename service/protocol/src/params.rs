@@ -96,6 +96,13 @@ pub struct ThreadsCreate {
     /// `mcp_server_unavailable` before dispatch. Refused on restricted threads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
+    /// Names of tool endpoints this application registered
+    /// (`tools.register`) whose tools every turn's agent session reaches
+    /// through the controller's MCP bridge. Only the names persist; a turn
+    /// whose endpoint is gone fails `tool_endpoint_unavailable` at claim.
+    /// Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     /// Makes the creation idempotent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
@@ -407,6 +414,10 @@ pub struct StatusResult {
     /// (`turns.resolve`).
     #[serde(default)]
     pub fences: Vec<StatusTurn>,
+    /// Mutating tool calls whose effect is unknown, each on its turn
+    /// (never re-invoked; those turns' continuations are refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_tool_effects: Vec<crate::UnknownToolEffect>,
     /// The last configuration reload since start, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload: Option<ReloadResult>,
@@ -561,6 +572,10 @@ pub struct TurnResult {
     /// `turns.resolve`; absent from `turns.get`'s, which carries no receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed: Option<bool>,
+    /// `turns.get` only: the turn's mutating tool calls whose effect is
+    /// unknown (never re-invoked; its continuation is refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_tool_effects: Vec<crate::UnknownToolEffect>,
 }
 
 /// `permissions.list` result.

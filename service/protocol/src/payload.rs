@@ -28,6 +28,7 @@ mod activity;
 mod lifecycle;
 mod note;
 mod observation;
+mod tool_calls;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -47,6 +48,9 @@ pub use note::{
     ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, UnsupportedRequest,
 };
 pub use observation::{Ignored, LateAppend, Observation};
+pub use tool_calls::{
+    ToolCallFinished, ToolCallOutcome, ToolCallRequested, UnknownToolEffect, unknown_effects,
+};
 
 /// The payload of one journal event, by kind.
 ///
@@ -112,6 +116,10 @@ pub enum Payload {
     PermissionDecided(PermissionDecided),
     /// `observation`.
     Observation(Observation),
+    /// `tool_call_requested`: an application tool call, before it runs.
+    ToolCallRequested(ToolCallRequested),
+    /// `tool_call_finished`: its result.
+    ToolCallFinished(ToolCallFinished),
     /// A kind this SDK does not know, or a payload that does not parse as
     /// its kind (a newer server): the raw JSON, as stored.
     Unknown {
@@ -140,6 +148,8 @@ impl Payload {
             Payload::PermissionRequested(_) => EventKind::PermissionRequested,
             Payload::PermissionDecided(_) => EventKind::PermissionDecided,
             Payload::Observation(_) => EventKind::Observation,
+            Payload::ToolCallRequested(_) => EventKind::ToolCallRequested,
+            Payload::ToolCallFinished(_) => EventKind::ToolCallFinished,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -161,6 +171,8 @@ impl Payload {
             Payload::PermissionRequested(p) => value(p),
             Payload::PermissionDecided(p) => value(p),
             Payload::Observation(p) => value(p),
+            Payload::ToolCallRequested(p) => value(p),
+            Payload::ToolCallFinished(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -260,6 +272,8 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
             Payload::PermissionDecided(parse(&untagged(raw, &["permission_resolved"])?)?)
         }
         EventKind::Observation => Payload::Observation(parse(raw)?),
+        EventKind::ToolCallRequested => Payload::ToolCallRequested(parse(raw)?),
+        EventKind::ToolCallFinished => Payload::ToolCallFinished(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

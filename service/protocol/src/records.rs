@@ -78,6 +78,10 @@ pub struct Thread {
     /// Application MCP servers (names) every turn gives the agent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
+    /// Application tool endpoints (names) every turn's agent reaches
+    /// through the controller's MCP bridge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

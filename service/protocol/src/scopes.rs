@@ -117,6 +117,10 @@ pub enum Method {
     ConfigReload,
     ProvidersCheck,
     McpRegister,
+    ToolsRegister,
+    ToolsUnregister,
+    ToolsList,
+    ToolsCall,
 }
 
 /// What the server requires before running a method.
@@ -126,6 +130,10 @@ pub enum Requirement {
     None,
     /// An authenticated session holding this scope.
     Scope(Scope),
+    /// Only an MCP bridge connection, authenticated by `hello` with a tool
+    /// ticket (bound to one thread and one agent session); no session, of
+    /// any scope, may call these.
+    Ticket,
 }
 
 /// The table. Order is the documentation order.
@@ -251,6 +259,18 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "mcp.register",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
+    (
+        Method::ToolsRegister,
+        "tools.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ToolsUnregister,
+        "tools.unregister",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (Method::ToolsList, "tools.list", Requirement::Ticket),
+    (Method::ToolsCall, "tools.call", Requirement::Ticket),
 ];
 
 impl Method {
@@ -313,7 +333,11 @@ mod tests {
             | Method::SessionsRevoke
             | Method::ConfigReload
             | Method::ProvidersCheck
-            | Method::McpRegister => m,
+            | Method::McpRegister
+            | Method::ToolsRegister
+            | Method::ToolsUnregister
+            | Method::ToolsList
+            | Method::ToolsCall => m,
         };
         [
             Method::Hello,
@@ -341,6 +365,10 @@ mod tests {
             Method::ConfigReload,
             Method::ProvidersCheck,
             Method::McpRegister,
+            Method::ToolsRegister,
+            Method::ToolsUnregister,
+            Method::ToolsList,
+            Method::ToolsCall,
         ]
         .into_iter()
         .map(probe)
@@ -360,6 +388,8 @@ mod tests {
                 (Method::Hello, r) => panic!("hello must be callable unauthenticated, got {r:?}"),
                 (_, Requirement::None) => panic!("{m:?} lacks a scope"),
                 (_, Requirement::Scope(_)) => {}
+                (Method::ToolsList | Method::ToolsCall, Requirement::Ticket) => {}
+                (_, Requirement::Ticket) => panic!("{m:?} is not a bridge method"),
             }
         }
     }

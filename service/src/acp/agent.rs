@@ -30,6 +30,9 @@ pub(crate) struct LiveAgent {
     pub(super) load_session: bool,
     /// Provider name, for log lines.
     pub(super) provider: String,
+    /// The tool ticket of this agent's MCP bridge (threads with tools):
+    /// valid exactly as long as this agent lives.
+    pub(crate) ticket: Option<crate::tools::TicketHold>,
 }
 
 /// Most messages an idle agent may send before it is retired.
@@ -79,6 +82,11 @@ impl LiveAgent {
     /// The native session bound on this process.
     pub(crate) fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// The agent session number of its bridge's tool ticket, if it has one.
+    pub(crate) fn ticket_session(&self) -> Option<u64> {
+        self.ticket.as_ref().map(crate::tools::TicketHold::session)
     }
 
     /// Drains what arrived while the agent was idle, without waiting.

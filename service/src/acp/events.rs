@@ -42,6 +42,8 @@ pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
         | Payload::CancelRequested(_)
         | Payload::TurnResolved(_)
         | Payload::Unknown { .. } => false,
+        // Journaled by the MCP bridge's calls, never by the runner.
+        Payload::ToolCallRequested(_) | Payload::ToolCallFinished(_) => false,
     }
 }
 

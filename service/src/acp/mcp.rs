@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use lapis_protocol::config::ProviderSpec;
+use std::path::Path;
+
 use lapis_protocol::mcp::{McpEndpoint, McpRefusal, McpServer, McpTransport};
+use lapis_protocol::tools::{BRIDGE_SERVER_NAME, BRIDGE_TICKET_ENV, ToolRefusal};
 
 /// One server ready to be sent: its description and its environment values.
 #[derive(Clone, PartialEq, Eq)]
@@ -54,6 +57,63 @@ impl LaunchServer {
     /// What persists of it.
     pub fn endpoint(&self) -> McpEndpoint {
         endpoint(&self.server)
+    }
+
+    /// The controller's MCP bridge for a thread with application tools:
+    /// this binary's hidden `mcp-bridge` subcommand, connecting back to
+    /// `socket`. Its ticket is set per agent session
+    /// ([`LaunchServer::with_ticket`]); its description (hence identity)
+    /// names the variable only.
+    pub(crate) fn bridge(exe: &Path, socket: &Path) -> LaunchServer {
+        LaunchServer {
+            server: McpServer {
+                name: BRIDGE_SERVER_NAME.to_owned(),
+                transport: McpTransport::Stdio,
+                command: Some(exe.display().to_string()),
+                args: vec![
+                    "mcp-bridge".to_owned(),
+                    "--socket".to_owned(),
+                    socket.display().to_string(),
+                ],
+                env: vec![BRIDGE_TICKET_ENV.to_owned()],
+                url: None,
+            },
+            env: vec![(BRIDGE_TICKET_ENV.to_owned(), String::new())],
+        }
+    }
+
+    /// Whether this is the controller's bridge.
+    pub(crate) fn is_bridge(&self) -> bool {
+        self.server.name == BRIDGE_SERVER_NAME
+            && self.server.env.first().map(String::as_str) == Some(BRIDGE_TICKET_ENV)
+    }
+
+    /// Sets the bridge's ticket (the secret goes only into the agent's
+    /// `mcpServers` env, never argv).
+    pub(crate) fn with_ticket(&mut self, ticket: &str) {
+        self.env = vec![(BRIDGE_TICKET_ENV.to_owned(), ticket.to_owned())];
+    }
+}
+
+/// Why the servers of a turn's agent session were refused: an MCP rule or
+/// a tool rule, each with its own stable code (the turn's outcome).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchRefusal {
+    /// An MCP server rule.
+    #[error(transparent)]
+    Mcp(#[from] McpRefusal),
+    /// A tool endpoint rule.
+    #[error(transparent)]
+    Tools(#[from] ToolRefusal),
+}
+
+impl LaunchRefusal {
+    /// The stable code.
+    pub fn code(&self) -> lapis_protocol::ErrorCode {
+        match self {
+            LaunchRefusal::Mcp(r) => r.code(),
+            LaunchRefusal::Tools(r) => r.code(),
+        }
     }
 }
 

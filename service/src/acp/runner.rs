@@ -47,7 +47,7 @@ pub async fn run_turn_detached<H: TurnHooks>(
     cancel: CancelSignal,
 ) -> (TurnOutcome, Option<Teardown<H>>) {
     request.keep_alive = false;
-    let run = run_turn_on(request, None, hooks, cancel).await;
+    let run = run_turn_on(request, None, None, hooks, cancel).await;
     let teardown = match run.after {
         AfterTurn::Teardown(t) => Some(*t),
         AfterTurn::Keep(_) | AfterTurn::Gone => None,
@@ -80,13 +80,22 @@ pub(crate) struct TurnRun<H> {
 /// the agent can load sessions). The agent comes back reusable only when
 /// `request.keep_alive` is set, the agent reported the outcome, and the
 /// connection is intact: never after `submission_unknown` or `interrupted`.
+///
+/// `ticket` keeps the tool ticket of a freshly started agent's MCP bridge
+/// valid: it moves into the kept agent (a reused agent keeps its own) and
+/// expires when the agent is torn down.
 pub(crate) async fn run_turn_on<H: TurnHooks>(
     request: TurnRequest,
     agent: Option<LiveAgent>,
+    ticket: Option<crate::tools::TicketHold>,
     hooks: Arc<H>,
     cancel: CancelSignal,
 ) -> TurnRun<H> {
     let limits = request.limits;
+    let (ticket, agent) = match agent {
+        Some(mut a) => (a.ticket.take(), Some(a)),
+        None => (ticket, None),
+    };
     let (process, conn, known) = match agent {
         Some(a) => (a.process, a.conn, Some((a.session_id, a.load_session))),
         None => {
@@ -151,6 +160,7 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
             session_id,
             load_session: setup.load_session,
             provider: request.spec.name.clone(),
+            ticket,
         })),
         _ => AfterTurn::Teardown(Box::new(Teardown {
             session,

@@ -118,6 +118,12 @@ impl Authority {
 
     /// Authenticates `hello` params whose protocol the caller already checked.
     pub fn hello(&self, params: &HelloParams) -> Result<Authenticated, RpcError> {
+        if params.ticket.is_some() {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "a tool ticket authenticates an MCP bridge connection only",
+            ));
+        }
         match (&params.token, &params.bearer) {
             (Some(token), None) => {
                 let application = params.application.as_deref().ok_or_else(|| {
@@ -298,6 +304,7 @@ mod tests {
             token: Some(SECRET.into()),
             bearer: None,
             application: Some(app.into()),
+            ticket: None,
         }
     }
 
@@ -307,6 +314,7 @@ mod tests {
             token: None,
             bearer: Some(b.into()),
             application: None,
+            ticket: None,
         }
     }
 

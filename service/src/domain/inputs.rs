@@ -57,6 +57,8 @@ pub struct NewThread {
     pub retention: Retention,
     /// Application MCP server names (validated by the caller).
     pub mcp_servers: Vec<String>,
+    /// Application tool endpoint names (validated by the caller).
+    pub tools: Vec<String>,
 }
 
 /// Input of `configure_thread`: `None` fields are left unchanged.
@@ -145,7 +147,7 @@ pub struct ProviderFacts {
     /// The same servers resolved with their environment values (never
     /// persisted; `Debug` hides the values), or why they were refused: the
     /// runner fails the turn with that code before anything is launched.
-    pub mcp: Result<Vec<crate::acp::mcp::LaunchServer>, lapis_protocol::mcp::McpRefusal>,
+    pub mcp: Result<Vec<crate::acp::mcp::LaunchServer>, crate::acp::mcp::LaunchRefusal>,
 }
 
 /// Called by the store's writer inside the claim, with the claimed turn's

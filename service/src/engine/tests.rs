@@ -137,7 +137,7 @@ async fn early_exits_of_a_claim_release_its_running_slot() {
     let refused = ProviderFacts {
         fingerprint: "0".repeat(64),
         mcp_servers: Vec::new(),
-        mcp: Err(refusal),
+        mcp: Err(refusal.into()),
         spec,
     };
     let want_code = lapis_protocol::ErrorCode::McpServerInvalid

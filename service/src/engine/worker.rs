@@ -54,6 +54,13 @@ pub struct EngineConfig {
     /// MCP servers applications registered on their connections (shared
     /// with the server, which registers and withdraws them).
     pub(crate) mcp: super::McpRegistry,
+    /// Application tool endpoints and bridge tickets (shared with the
+    /// server, which registers endpoints and serves bridge calls).
+    pub(crate) tools: crate::tools::Tools,
+    /// How agent sessions of threads with tools reach them: this binary
+    /// (`mcp-bridge`) and the socket it connects back to. `None` (managed
+    /// mode, no socket): such turns fail `tool_endpoint_unavailable`.
+    pub(crate) bridge: Option<(PathBuf, PathBuf)>,
 }
 
 impl EngineConfig {
@@ -67,6 +74,8 @@ impl EngineConfig {
             max_live_agents: 16,
             max_running_turns: 16,
             mcp: super::McpRegistry::default(),
+            tools: crate::tools::Tools::default(),
+            bridge: None,
         }
     }
 
@@ -366,6 +375,25 @@ impl Engine {
         limits.setup_timeout = Duration::from_secs(spec.session.handshake_seconds);
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
+        // A thread with tools: a new agent session gets a fresh ticket in
+        // its bridge's environment; a kept one has its own. The session's
+        // calls are this turn's while `_active` lives.
+        let mut mcp = mcp;
+        let (ticket, session) = match self.ticket_for(&claim.thread, agent.as_ref(), &mut mcp) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(turn = %turn_id, error = %e, "cannot issue a tool ticket");
+                guard.boundary_later();
+                let refusal = acp::mcp::LaunchRefusal::Tools(
+                    lapis_protocol::tools::ToolRefusal::Unavailable {
+                        endpoint: claim.thread.tools.first().cloned().unwrap_or_default(),
+                    },
+                );
+                self.refuse_mcp(&turn_id, &refusal).await;
+                return;
+            }
+        };
+        let _active = session.map(|s| self.config.tools.active.begin(s, &thread_id, &turn_id));
         if agent.is_none() {
             // A cold start: the boundary is far off, so the batch that
             // answered the claim (maybe holding the turn's submit) commits
@@ -407,6 +435,7 @@ impl Engine {
         let run = run_turn_on(
             request,
             agent,
+            ticket,
             hooks.clone(),
             CancelSignal::from(claim.cancel),
         )

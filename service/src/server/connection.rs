@@ -86,6 +86,9 @@ pub(crate) async fn run_connection<R, W>(
         subscriptions: Subscriptions::default(),
         number,
         mcp: None,
+        tools: None,
+        peer: None,
+        bridge: None,
         slot: slot.clone(),
     };
     let mut reader = BufReader::new(reader);
@@ -96,6 +99,10 @@ pub(crate) async fn run_connection<R, W>(
         // Which deadline the next frame must beat, if any.
         let deadline = match &slot {
             None => None,
+            // A bridge (ticket) connection lives as long as its agent
+            // session, idle between tool calls; so does a connection that
+            // serves tool endpoints.
+            Some(_) if conn.bridge.is_some() || conn.tools.is_some() => None,
             Some(_) if conn.session.is_none() => {
                 Some((hello_by, hello_timeout, "helloTimeoutSeconds"))
             }
@@ -180,6 +187,20 @@ pub(crate) async fn run_connection<R, W>(
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        if conn.peer.is_some()
+            && let Some(answer) = client_answer(&buf)
+        {
+            // The answer to a request the controller sent this client
+            // (`tools.invoke`, `capture.*`): routed, never itself answered.
+            let delivered = conn.peer.as_ref().is_some_and(|p| p.deliver(answer));
+            if !delivered {
+                tracing::debug!(
+                    conn = number,
+                    "a response matching no pending callback was dropped"
+                );
+            }
+            continue;
+        }
         let response = match Request::parse(&buf) {
             Ok(request) => handle(&ctx, &mut conn, request).await,
             Err(bad) => {
@@ -201,10 +222,30 @@ pub(crate) async fn run_connection<R, W>(
         }
     }
     conn.subscriptions.stop_all();
+    // Revokes the connection's tool endpoints and fails their calls in
+    // flight before anything else is written.
+    conn.tools = None;
+    if let Some(peer) = conn.peer.take() {
+        peer.close();
+    }
     drop(conn);
     // The writer drains what is queued, then ends when every sender is gone.
     let _ = writer_task.await;
     tracing::debug!(conn = number, "connection closed");
+}
+
+/// A frame that is a JSON-RPC response (no `method`, an `id`, a `result`
+/// or an `error`): a client answering one of the controller's callbacks.
+fn client_answer(frame: &[u8]) -> Option<Response> {
+    let value: Value = serde_json::from_slice(frame).ok()?;
+    let obj = value.as_object()?;
+    if obj.contains_key("method") || !obj.contains_key("id") {
+        return None;
+    }
+    if !(obj.contains_key("result") || obj.contains_key("error")) {
+        return None;
+    }
+    serde_json::from_value(value).ok()
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::Receiver<Vec<u8>>) {
@@ -263,12 +304,15 @@ async fn run(
         .ok_or_else(|| RpcError::method_not_found(&request.method))?;
     match method.requirement() {
         Requirement::None => dispatch::hello(ctx, conn, request).await,
+        Requirement::Ticket => dispatch::bridge(ctx, conn, method, request).await,
         Requirement::Scope(scope) => {
             let Some(current) = conn.session.as_ref() else {
-                return Err(RpcError::new(
-                    ErrorCode::Unauthenticated,
-                    "say `hello` first",
-                ));
+                let message = if conn.bridge.is_some() {
+                    "a tool ticket authenticates `tools.list` and `tools.call` only"
+                } else {
+                    "say `hello` first"
+                };
+                return Err(RpcError::new(ErrorCode::Unauthenticated, message));
             };
             let session = match ctx.authority.check(&current.id) {
                 Ok(s) => s,
@@ -277,6 +321,7 @@ async fn run(
                     conn.session = None;
                     conn.subscriptions.stop_all();
                     conn.mcp = None;
+                    conn.tools = None;
                     return Err(e);
                 }
             };

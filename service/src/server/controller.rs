@@ -22,6 +22,9 @@ pub(crate) struct Core {
     pub(crate) engine: Option<Arc<Engine>>,
     /// Application MCP servers (the engine's registry when there is one).
     pub(crate) mcp: crate::engine::McpRegistry,
+    /// Application tool endpoints and bridge tickets (the engine's when
+    /// there is one).
+    pub(crate) tools: crate::tools::Tools,
 }
 
 /// The provider names threads may use, shared by every connection and

@@ -55,6 +55,9 @@ pub(super) async fn hello(
         .with_data("supported", json!([PROTOCOL])));
     }
     let params = params::<call::Hello>(request)?;
+    if let Some(ticket) = &params.ticket {
+        return bridge_hello(ctx, conn, &params, ticket);
+    }
     let result = authenticate(ctx, &params)?;
     let session = ctx.authority.check(&result.session.id)?;
     if let Some(slot) = &conn.slot {
@@ -74,9 +77,83 @@ pub(super) async fn hello(
         // old one must not leak into the new one.
         conn.subscriptions.stop_all();
         conn.mcp = None;
+        conn.tools = None;
     }
     conn.session = Some(session);
+    conn.bridge = None;
     reply::<call::Hello>(Ok(result))
+}
+
+/// `hello` with a tool ticket: the connection becomes an agent session's
+/// MCP bridge, for `tools.list` and `tools.call` of that session's thread
+/// only. Never combined with a token or a bearer; an unknown or expired
+/// ticket is `unauthenticated` and says nothing about why.
+fn bridge_hello(
+    ctx: &Arc<ServerContext>,
+    conn: &mut Conn,
+    params: &HelloParams,
+    ticket: &str,
+) -> Result<Value, RpcError> {
+    if params.token.is_some() || params.bearer.is_some() || conn.session.is_some() {
+        return Err(RpcError::new(
+            ErrorCode::InvalidRequest,
+            "a tool ticket is never combined with a token, a bearer or a session",
+        ));
+    }
+    let grant =
+        ctx.core.tools.tickets.check(ticket).ok_or_else(|| {
+            RpcError::new(ErrorCode::Unauthenticated, "unknown or expired ticket")
+        })?;
+    tracing::debug!(conn = conn.number, thread = %grant.thread_id, "mcp bridge connected");
+    let result = HelloResult {
+        session: lapis_protocol::SessionView {
+            id: format!("bridge_{}", grant.session),
+            principal: grant.principal.clone(),
+            application: grant.application.clone(),
+            scopes: Vec::new(),
+        },
+        bearer: None,
+        server: ctx.identity.view(),
+    };
+    conn.bridge = Some((ticket.to_owned(), grant));
+    reply::<call::Hello>(Ok(result))
+}
+
+/// Routes a bridge method: the ticket is checked again first (it expires
+/// with its agent session, which may have ended since `hello`).
+pub(super) async fn bridge(
+    ctx: &Arc<ServerContext>,
+    conn: &mut Conn,
+    method: Method,
+    request: &Request,
+) -> Result<Value, RpcError> {
+    let Some((ticket, _)) = conn.bridge.as_ref() else {
+        return Err(RpcError::new(
+            ErrorCode::Unauthenticated,
+            "only an MCP bridge authenticated with a tool ticket may call this",
+        ));
+    };
+    let Some(grant) = ctx.core.tools.tickets.check(ticket) else {
+        conn.bridge = None;
+        return Err(RpcError::new(
+            ErrorCode::Unauthenticated,
+            "the ticket expired with its agent session",
+        ));
+    };
+    let (tools, store) = (&ctx.core.tools, &ctx.core.store);
+    match method {
+        Method::ToolsList => {
+            let _ = params::<call::ToolsList>(request)?;
+            reply::<call::ToolsList>(crate::tools::call::list(tools, store, &grant).await)
+        }
+        Method::ToolsCall => reply::<call::ToolsCall>(
+            crate::tools::call::call(tools, store, &grant, request.params()?).await,
+        ),
+        _ => Err(RpcError::new(
+            ErrorCode::Forbidden,
+            "a tool ticket authenticates `tools.list` and `tools.call` only",
+        )),
+    }
 }
 
 /// Routes an authorized request.
@@ -174,6 +251,16 @@ pub(super) async fn method(
             session,
             request.params()?,
         )),
+        Method::ToolsRegister => reply::<call::ToolsRegister>(handlers::tools_register(
+            ctx,
+            conn,
+            session,
+            request.params()?,
+        )),
+        Method::ToolsUnregister => {
+            reply::<call::ToolsUnregister>(handlers::tools_unregister(ctx, conn, request.params()?))
+        }
+        Method::ToolsList | Method::ToolsCall => bridge(ctx, conn, method, request).await,
     }
 }
 

@@ -193,6 +193,14 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             config.max_live_agents = limits.max_live_agents;
             config.max_running_turns = limits.max_running_turns;
             config.lookup.secrets = options.secrets.clone();
+            // Agents reach application tools through this binary's bridge,
+            // connecting back to the socket (managed mode has none).
+            config.bridge = (!options.stdio).then(|| {
+                (
+                    exe.clone(),
+                    options.home.join(lapis_protocol::home::SOCKET_FILE),
+                )
+            });
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))
@@ -220,6 +228,10 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             store: store.clone(),
             providers: ProviderNames::new(providers),
             mcp: engine.as_ref().map(|e| e.mcp().clone()).unwrap_or_default(),
+            tools: engine
+                .as_ref()
+                .map(|e| e.tools().clone())
+                .unwrap_or_default(),
             engine,
         },
         reload,

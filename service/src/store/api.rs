@@ -169,6 +169,16 @@ impl Store {
         .await
     }
 
+    /// The unknown tool effects of `turn`, or of every turn (`None`).
+    pub(crate) async fn unknown_tool_effects(
+        &self,
+        turn: Option<&str>,
+    ) -> StoreResult<Vec<lapis_protocol::UnknownToolEffect>> {
+        let turn = turn.map(str::to_owned);
+        self.read(move |c, m| read::unknown_tool_effects(c, m, turn.as_deref()))
+            .await
+    }
+
     /// Turns matching the filter, newest first, bounded by the page size.
     pub async fn list_turns(&self, filter: TurnFilter) -> StoreResult<Vec<Turn>> {
         let limit = self.limit(filter.limit);

@@ -39,6 +39,12 @@ impl Writer {
         if let Some(m) = &mcp {
             parts.push(m);
         }
+        let tools = (!input.tools.is_empty()).then(|| json!(input.tools).to_string());
+        // Likewise only when present, and tagged, so it never reads as MCP.
+        let tagged = tools.as_ref().map(|t| format!("tools={t}"));
+        if let Some(t) = &tagged {
+            parts.push(t);
+        }
         let dig = digest(&parts);
         if let Some(cmd) = &input.command_id {
             check_name("command id", cmd)?;
@@ -60,8 +66,8 @@ impl Writer {
         let thread = self.write(|tx, j, st, now| {
             tx.execute(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
-                 restricted, retention, version, created_at, updated_at, mcp_servers) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10)",
+                 restricted, retention, version, created_at, updated_at, mcp_servers, tools) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11)",
                 params![
                     id,
                     actor.principal,
@@ -72,7 +78,8 @@ impl Writer {
                     input.restricted,
                     input.retention.as_str(),
                     now,
-                    mcp
+                    mcp,
+                    tools
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
@@ -86,6 +93,7 @@ impl Writer {
                 restricted: input.restricted,
                 retention: input.retention,
                 mcp_servers: input.mcp_servers.clone(),
+                tools: input.tools.clone(),
             });
             j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))

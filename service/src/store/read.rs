@@ -52,7 +52,7 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers";
+     agent_thread_version, mcp_servers, tools";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -87,6 +87,10 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
             Some(json) => {
                 serde_json::from_str(&json).map_err(|_| bad("threads", &id, "mcp_servers"))?
             }
+        },
+        tools: match r.get::<_, Option<String>>(15)? {
+            None => Vec::new(),
+            Some(json) => serde_json::from_str(&json).map_err(|_| bad("threads", &id, "tools"))?,
         },
         id,
     })
@@ -382,4 +386,41 @@ pub(super) fn session(conn: &Connection, id: &str) -> StoreResult<Option<AuthSes
     .query_row([id], session_row)
     .optional()
     .map_err(unwrap_err)
+}
+
+/// The unknown tool effects of one turn, or of every turn (`None`, for
+/// `status`), in journal order: mutating calls requested without a finish,
+/// or finished `effect_unknown`.
+pub(super) fn unknown_tool_effects(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    turn: Option<&str>,
+) -> StoreResult<Vec<lapis_protocol::UnknownToolEffect>> {
+    // The kinds are literals so that the partial index `events_tool_calls`
+    // (schema version 10) serves the query instead of a scan.
+    debug_assert_eq!(EventKind::ToolCallRequested.as_str(), "tool_call_requested");
+    debug_assert_eq!(EventKind::ToolCallFinished.as_str(), "tool_call_finished");
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLS} FROM events INDEXED BY events_tool_calls \
+         WHERE kind IN ('tool_call_requested', 'tool_call_finished') \
+         AND (?1 IS NULL OR turn_id = ?1) ORDER BY seq"
+    ))?;
+    let events = stmt
+        .query_map(params![turn], |r| event_row(r, memory))?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(unwrap_err)?;
+    let mut by_turn: Vec<(String, Vec<lapis_protocol::Payload>)> = Vec::new();
+    for e in events {
+        let (Some(turn), Some(body)) = (e.turn_id.clone(), e.body()) else {
+            continue;
+        };
+        match by_turn.iter_mut().find(|(t, _)| *t == turn) {
+            Some((_, list)) => list.push(body),
+            None => by_turn.push((turn, vec![body])),
+        }
+    }
+    Ok(by_turn
+        .iter()
+        .flat_map(|(turn, list)| lapis_protocol::unknown_effects(turn, list))
+        .collect())
 }

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -212,6 +212,19 @@ UPDATE turns SET prompt = NULL WHERE state != 'queued' AND prompt IS NOT NULL;
         // reference; only new work is refused there.
         then: None,
         sql: "ALTER TABLE workspaces ADD COLUMN removed_at INTEGER;",
+    },
+    Migration {
+        // Version 10: the application tool endpoints (names, a JSON array)
+        // a thread binds (issue 25), and its turns' tool-call events found
+        // without a scan (partial, like version 7's; queries name the kinds
+        // as literals). Only names persist: the endpoints live with the
+        // registering connection.
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN tools TEXT;
+CREATE INDEX events_tool_calls ON events(turn_id)
+    WHERE kind IN ('tool_call_requested', 'tool_call_finished');
+"#,
     },
 ];
 
@@ -411,7 +424,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 4).unwrap();
             conn.execute_batch(
                 "ALTER TABLE turns DROP COLUMN prepared; \
-                 ALTER TABLE threads DROP COLUMN mcp_servers; \
+                 ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
                  DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at;",
             )
             .unwrap();
@@ -450,7 +463,7 @@ mod tests {
             migrate(&conn, 0).unwrap();
             conn.pragma_update(None, "user_version", 5).unwrap();
             conn.execute_batch(
-                "ALTER TABLE threads DROP COLUMN mcp_servers; \
+                "ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
                  DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
                  INSERT INTO workspaces VALUES ('ws', '/w', 1); \
                  INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
@@ -466,6 +479,35 @@ mod tests {
         assert_eq!(v, SCHEMA_VERSION);
         let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
         assert!(thread.mcp_servers.is_empty());
+    }
+
+    /// A version-8 database (before tool endpoints) upgrades in place: its
+    /// threads bind none, and reading them stays valid.
+    #[test]
+    fn a_version_8_database_upgrades_to_tool_endpoint_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let conn = Connection::open(&path).unwrap();
+            migrate(&conn, 0).unwrap();
+            conn.pragma_update(None, "user_version", 8).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
+                 ALTER TABLE workspaces DROP COLUMN removed_at; \
+                 INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+                 INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+                 restricted, retention, version, created_at, updated_at) \
+                 VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",
+            )
+            .unwrap();
+        }
+        let conn = open_writer(&path).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
+        assert!(thread.tools.is_empty());
     }
 
     #[test]

@@ -105,6 +105,11 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR json_array_length(mcp_servers) > 16 OR EXISTS (SELECT 1 FROM json_each(mcp_servers) e \
              WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
              OR e.value GLOB '*[^A-Za-z0-9._-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1".into()),
+        ("threads", "tools", "SELECT id FROM threads WHERE tools IS NOT NULL \
+             AND (NOT json_valid(tools) OR json_type(tools) != 'array' \
+             OR json_array_length(tools) > 8 OR EXISTS (SELECT 1 FROM json_each(tools) e \
+             WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
+             OR e.value GLOB '*[^A-Za-z0-9_-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1".into()),
         ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
              (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
         ("turns", "fields", format!(

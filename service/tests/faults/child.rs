@@ -34,6 +34,7 @@ async fn new_thread(store: &Store, root: &Path, ws: &str) -> String {
         restricted: false,
         retention: Retention::Full,
         mcp_servers: Vec::new(),
+        tools: Vec::new(),
     };
     store.create_thread(&actor(), input).await.unwrap().value.id
 }
@@ -144,6 +145,7 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             restricted: false,
             retention: Retention::Full,
             mcp_servers: Vec::new(),
+            tools: Vec::new(),
         };
         let th = store.create_thread(&actor(), input).await.unwrap().value;
         ack("thread", &th.id);

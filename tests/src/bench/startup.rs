@@ -35,6 +35,7 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
                     restricted: false,
                     retention: Retention::Full,
                     mcp_servers: Vec::new(),
+                    tools: Vec::new(),
                 },
             )
             .await?

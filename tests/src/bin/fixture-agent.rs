@@ -31,6 +31,8 @@
 //! each requested mode id. `--mcp-ledger PATH` appends the `mcpServers` of
 //! every `session/new` and `session/load` (one JSON line each);
 //! `--mcp-caps http,sse|none` sets the advertised `mcpCapabilities`.
+//! `--mcp-tools`: an MCP client (`rmcp`) of the session's `lapis-tools`
+//! bridge; prompt lines `call NAME JSON` and `list` use it (see `mcp.rs`).
 //! `--idle-request PATH`: after answering a prompt, sends a
 //! `fs/read_text_file` request and appends `idle-0=<outcome>` to PATH when
 //! its answer arrives.
@@ -63,6 +65,8 @@ use serde_json::{Value, json};
 
 #[path = "fixture-agent/files.rs"]
 mod files;
+#[path = "fixture-agent/mcp.rs"]
+mod mcp;
 #[path = "fixture-agent/prompt.rs"]
 mod prompt;
 
@@ -232,6 +236,7 @@ fn main() {
             }
             ("session/new", Some(id)) => {
                 files::mcp_ledger(&script, "session/new", &msg["params"]);
+                mcp::session_started(&msg["params"]["mcpServers"]);
                 if script.get("exit-at") == Some("session_new") {
                     std::process::exit(3);
                 }
@@ -274,6 +279,7 @@ fn main() {
             }
             ("session/load", Some(id)) if script.has("load-session") => {
                 files::mcp_ledger(&script, "session/load", &msg["params"]);
+                mcp::session_started(&msg["params"]["mcpServers"]);
                 let sid = msg["params"]["sessionId"]
                     .as_str()
                     .unwrap_or("")
@@ -313,6 +319,13 @@ fn main() {
                         .expect("history");
                     writeln!(f, "{text}").expect("history write");
                 }
+                // The prompt's own lines (`text` has them joined).
+                let calls = script.has("mcp-tools").then(|| -> String {
+                    params["prompt"]
+                        .as_array()
+                        .map(|b| b.iter().filter_map(|x| x["text"].as_str()).collect())
+                        .unwrap_or_default()
+                });
                 memory.push(text);
                 let recall = script.has("recall").then(|| memory.join(" | "));
                 let sid = session.clone().unwrap_or_default();
@@ -345,6 +358,9 @@ fn main() {
                     let _ = previous.join();
                 }
                 worker = Some(std::thread::spawn(move || {
+                    if let Some(calls) = calls {
+                        mcp::run_calls(&o, &sid, &calls);
+                    }
                     run_prompt(&s, &o, &c, id, rx, &sid, recall)
                 }));
             }

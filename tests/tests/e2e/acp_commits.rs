@@ -56,6 +56,7 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_w
                     restricted: false,
                     retention: Retention::Full,
                     mcp_servers: Vec::new(),
+                    tools: Vec::new(),
                 },
             )
             .await
@@ -139,6 +140,7 @@ async fn queued_turns_of_a_thread_reuse_its_agent() {
                 restricted: false,
                 retention: Retention::Full,
                 mcp_servers: Vec::new(),
+                tools: Vec::new(),
             },
         )
         .await

@@ -31,6 +31,7 @@ fn thread(
         restricted: false,
         retention,
         mcp_servers: Vec::new(),
+        tools: Vec::new(),
         command_id: None,
     };
     let r: Value = client.call("threads.create", &p).unwrap();

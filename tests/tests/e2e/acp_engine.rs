@@ -75,6 +75,7 @@ impl Rig {
             restricted: false,
             retention: Retention::Full,
             mcp_servers: Vec::new(),
+            tools: Vec::new(),
         };
         self.store
             .create_thread(&owner(), input)

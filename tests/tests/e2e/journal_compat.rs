@@ -143,8 +143,19 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
         }
         shapes.insert(shape(&body));
     }
-    let every_kind: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
-    assert_eq!(kinds, every_kind, "the fixture holds every kind");
+    // Every kind there was when the fixture was written; kinds added since
+    // (application tool calls, issue 25) cannot be in it, and their
+    // stored form is pinned by lapis-protocol's payload tests instead.
+    let added_since = [EventKind::ToolCallRequested, EventKind::ToolCallFinished];
+    let every_kind: BTreeSet<&str> = EventKind::ALL
+        .iter()
+        .filter(|k| !added_since.contains(k))
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(
+        kinds, every_kind,
+        "the fixture holds every kind of its time"
+    );
     for expected in [
         "observation/session_started",
         "observation/noted",

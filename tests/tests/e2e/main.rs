@@ -53,5 +53,6 @@ mod serve;
 mod serve_hardening;
 mod serve_support;
 mod serve_turns;
+mod tools;
 mod ts_agent;
 mod workspaces;

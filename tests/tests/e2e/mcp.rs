@@ -73,6 +73,7 @@ fn create(
         restricted,
         retention: None,
         mcp_servers: mcp.iter().map(|s| s.to_string()).collect(),
+        tools: Vec::new(),
         command_id: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)

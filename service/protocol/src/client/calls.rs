@@ -89,6 +89,7 @@ impl Client {
             restricted: false,
             retention: None,
             mcp_servers: Vec::new(),
+            tools: Vec::new(),
             command_id: command_id.map(str::to_owned),
         };
         let r: ThreadResult = self.request::<call::ThreadsCreate>(&p)?;
@@ -117,6 +118,32 @@ impl Client {
         let result = self.request::<call::McpRegister>(&params)?;
         self.mcp = (!params.servers.is_empty()).then_some(params.servers);
         Ok(result)
+    }
+
+    /// `tools.register`: serves this endpoint's tools to this application's
+    /// threads for as long as this connection stays open (registering a
+    /// name again replaces it; a newer connection of the application takes
+    /// the name over). Threads bind it by name in `threads.create`
+    /// (`tools`). The controller then calls back on this connection
+    /// (`tools.invoke`, `capture.*`): answer with [`Client::serve_tools`].
+    /// [`Client::reconnect`] registers it again on the new connection.
+    pub fn tools_register(
+        &mut self,
+        endpoint: crate::tools::ToolsRegister,
+    ) -> Result<crate::tools::ToolsRegisterResult, ClientError> {
+        let result = self.request::<call::ToolsRegister>(&endpoint)?;
+        self.tools.insert(endpoint.endpoint.clone(), endpoint);
+        Ok(result)
+    }
+
+    /// `tools.unregister`: revokes an endpoint of this connection at once
+    /// (calls in flight fail closed); `false` when it held none of that name.
+    pub fn tools_unregister(&mut self, endpoint: &str) -> Result<bool, ClientError> {
+        let result = self.request::<call::ToolsUnregister>(&crate::tools::ToolsUnregister {
+            endpoint: endpoint.to_owned(),
+        })?;
+        self.tools.remove(endpoint);
+        Ok(result.revoked)
     }
 
     /// `threads.configure`: optimistic on `expectedVersion` (`conflict` when
@@ -175,6 +202,14 @@ impl Client {
     }
 
     /// `turns.get`.
+    /// `turns.get` with its whole result: the turn and its unknown tool
+    /// effects.
+    pub fn turns_get_with(&mut self, params: &TurnsGet) -> Result<TurnResult, ClientError> {
+        self.request::<call::TurnsGet>(params)
+    }
+
+    /// `turns.get`: the turn only (see [`Client::turns_get_with`] for its
+    /// unknown tool effects).
     pub fn turns_get(&mut self, turn_id: &str) -> Result<Turn, ClientError> {
         let p = TurnsGet {
             turn_id: Some(turn_id.to_owned()),

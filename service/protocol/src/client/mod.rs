@@ -20,6 +20,7 @@
 mod calls;
 mod error;
 mod follow;
+mod serve;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -40,6 +41,7 @@ use crate::{
 
 pub use error::ClientError;
 pub use follow::JournalFollower;
+pub use serve::{CallbackError, ToolHandler};
 
 /// How long [`Client::connect`] waits for the socket to accept.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -107,6 +109,13 @@ pub struct Client {
     /// registrations die with their connection, so [`Client::reconnect`]
     /// registers them again before re-attaching threads.
     pub(crate) mcp: Option<Vec<crate::mcp::McpServer>>,
+    /// The tool endpoints registered with [`Client::tools_register`], by
+    /// name: like MCP servers they die with their connection, so
+    /// [`Client::reconnect`] registers them again.
+    pub(crate) tools: BTreeMap<String, crate::tools::ToolsRegister>,
+    /// Controller → client requests (`tools.invoke`, `capture.*`) read
+    /// while waiting for a response, for [`Client::serve_tools`].
+    pub(crate) callbacks: VecDeque<Request>,
 }
 
 impl fmt::Debug for Client {
@@ -170,6 +179,8 @@ impl Client {
             request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             attachments: BTreeMap::new(),
             mcp: None,
+            tools: BTreeMap::new(),
+            callbacks: VecDeque::new(),
         })
     }
 
@@ -209,12 +220,14 @@ impl Client {
                 token: Some(token.clone()),
                 bearer: None,
                 application: Some(application.clone()),
+                ticket: None,
             },
             Credential::Bearer(b) => HelloParams {
                 protocol: PROTOCOL.to_owned(),
                 token: None,
                 bearer: Some(b.clone()),
                 application: None,
+                ticket: None,
             },
         };
         let result = self.request::<crate::call::Hello>(&params)?;
@@ -224,6 +237,23 @@ impl Client {
         if self.credential.is_none() {
             self.credential = Some(credential);
         }
+        self.session = Some(result.session.clone());
+        Ok(result)
+    }
+
+    /// `hello` with a tool ticket: this connection becomes an agent
+    /// session's MCP bridge (the controller's `mcp-bridge` does this), for
+    /// `tools.list` and `tools.call` of that session's thread only. Never
+    /// reconnected: a ticket expires with its session.
+    pub fn hello_ticket(&mut self, ticket: &str) -> Result<HelloResult, ClientError> {
+        let params = HelloParams {
+            protocol: PROTOCOL.to_owned(),
+            token: None,
+            bearer: None,
+            application: None,
+            ticket: Some(ticket.to_owned()),
+        };
+        let result = self.request::<crate::call::Hello>(&params)?;
         self.session = Some(result.session.clone());
         Ok(result)
     }
@@ -266,6 +296,10 @@ impl Client {
         // select them would fail `mcp_server_unavailable` until they are back.
         if let Some(servers) = self.mcp.clone() {
             self.mcp_register(servers)?;
+        }
+        self.callbacks.clear();
+        for endpoint in self.tools.clone().into_values() {
+            self.tools_register(endpoint)?;
         }
         // Re-attach and re-snapshot every attached thread: what happened
         // while disconnected shows in the fresh snapshots, and a thread
@@ -385,6 +419,7 @@ impl Client {
             };
             match incoming {
                 Some(Incoming::Notification(n)) => self.queued.push_back(n),
+                Some(Incoming::Request(r)) => self.callbacks.push_back(r),
                 Some(Incoming::Response(r)) => {
                     if r.id != Some(Id::Number(id)) && r.id.is_some() {
                         return Err(ClientError::Protocol("response for another request".into()));
@@ -411,8 +446,26 @@ impl Client {
         if let Some(n) = self.queued.pop_front() {
             return Ok(Some(n));
         }
-        match self.read_incoming(timeout) {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Ok(None);
+            }
+            match self.read_incoming(left) {
+                // Kept for `serve_tools`; the wait for a notification goes on.
+                Ok(Some(Incoming::Request(r))) => self.callbacks.push_back(r),
+                other => return Self::notification_of(other),
+            }
+        }
+    }
+
+    fn notification_of(
+        read: Result<Option<Incoming>, ClientError>,
+    ) -> Result<Option<Notification>, ClientError> {
+        match read {
             Ok(Some(Incoming::Notification(n))) => Ok(Some(n)),
+            Ok(Some(Incoming::Request(_))) => Ok(None),
             Ok(Some(Incoming::Response(_))) => {
                 Err(ClientError::Protocol("unsolicited response".into()))
             }

@@ -28,6 +28,10 @@ pub struct ThreadCreated {
     /// Application MCP servers it binds by name (omitted when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
+    /// Application tool endpoints it binds by name (omitted when none, so
+    /// the stored bytes of threads without tools are unchanged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
 }
 
 /// `thread_configured`: the configuration after a `threads.configure`.

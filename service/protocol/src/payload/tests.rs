@@ -24,9 +24,23 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             restricted: false,
             retention: Retention::MetadataOnly,
             mcp_servers: vec![],
+            tools: vec![],
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "allow-all",
             "restricted": false, "retention": "metadata-only"}),
+    );
+    pins(
+        Payload::ThreadCreated(ThreadCreated {
+            workspace_id: "ws".into(),
+            provider: "echo".into(),
+            approval: ApprovalPolicy::Ask,
+            restricted: false,
+            retention: Retention::Full,
+            mcp_servers: vec![],
+            tools: vec!["crm".into()],
+        }),
+        json!({"workspaceId": "ws", "provider": "echo", "approval": "ask",
+            "restricted": false, "retention": "full", "tools": ["crm"]}),
     );
     pins(
         Payload::TurnSubmitted(TurnSubmitted {
@@ -251,4 +265,49 @@ fn every_kind_has_a_payload_that_names_it() {
         let p = Payload::from_value(kind, json!({}));
         assert_eq!(p.kind(), kind);
     }
+}
+
+#[test]
+fn tool_calls_round_trip_and_unknown_effects_are_the_unfinished_mutating_ones() {
+    use crate::{ToolCallFinished, ToolCallOutcome, ToolCallRequested, unknown_effects};
+    let req = |id: &str, mutating| {
+        Payload::ToolCallRequested(ToolCallRequested {
+            call_id: id.into(),
+            endpoint: "crm".into(),
+            endpoint_identity: "tools_x".into(),
+            tool: "update".into(),
+            mutating,
+            idempotency_key: format!("turn_1:{id}"),
+            arguments: None,
+        })
+    };
+    let fin = |id: &str, outcome| {
+        Payload::ToolCallFinished(ToolCallFinished {
+            call_id: id.into(),
+            outcome,
+            code: None,
+            output: None,
+        })
+    };
+    let events = [
+        req("a", true),
+        fin("a", ToolCallOutcome::Ok),
+        req("b", true),
+        req("c", false),
+        req("d", true),
+        fin("d", ToolCallOutcome::EffectUnknown),
+    ];
+    for p in &events {
+        assert_eq!(&Payload::from_value(p.kind(), p.to_value()), p);
+    }
+    assert_eq!(
+        events[0].to_value(),
+        json!({"callId": "a", "endpoint": "crm", "endpointIdentity": "tools_x", "tool": "update",
+            "mutating": true, "idempotencyKey": "turn_1:a"})
+    );
+    let unknown: Vec<String> = unknown_effects("turn_1", &events)
+        .into_iter()
+        .map(|u| u.call_id)
+        .collect();
+    assert_eq!(unknown, ["b", "d"], "a finished, c is a read tool");
 }

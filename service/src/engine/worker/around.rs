@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use lapis_protocol::mcp::McpRefusal;
+use lapis_protocol::tools::ToolRefusal;
 use lapis_protocol::{McpRefused, Note, ReplaceReason, UnsupportedRequest};
+
+use crate::acp::mcp::LaunchRefusal;
 
 use super::*;
 
@@ -86,6 +88,11 @@ impl Engine {
         Some((spec, self.lookup(), self.config.limits))
     }
 
+    /// Application tool endpoints and bridge tickets.
+    pub(crate) fn tools(&self) -> &crate::tools::Tools {
+        &self.config.tools
+    }
+
     /// The registry of application MCP servers.
     pub fn mcp(&self) -> &super::super::McpRegistry {
         &self.config.mcp
@@ -98,20 +105,77 @@ impl Engine {
         &self,
         thread: &crate::domain::Thread,
         spec: &ProviderSpec,
-    ) -> Result<Vec<acp::mcp::LaunchServer>, McpRefusal> {
+    ) -> Result<Vec<acp::mcp::LaunchServer>, LaunchRefusal> {
         let lookup = self.lookup();
-        self.config
+        let mut servers = self
+            .config
             .mcp
             .lookup(&thread.principal, &thread.application, &thread.mcp_servers)
             .and_then(|app| {
                 acp::mcp::resolve(spec, thread.restricted, &app, |n| lookup.env_value(n))
-            })
+            })?;
+        if let Some(bridge) = self.bridge_for(thread)? {
+            servers.push(bridge);
+        }
+        Ok(servers)
+    }
+
+    /// The MCP bridge a turn of `thread` gives its agent (none without
+    /// tools), after the claim's checks: no tools on a restricted thread,
+    /// and every bound endpoint registered by the thread's application now.
+    fn bridge_for(
+        &self,
+        thread: &crate::domain::Thread,
+    ) -> Result<Option<acp::mcp::LaunchServer>, ToolRefusal> {
+        if thread.tools.is_empty() {
+            return Ok(None);
+        }
+        if thread.restricted {
+            return Err(ToolRefusal::Restricted);
+        }
+        self.config
+            .tools
+            .registry
+            .lookup(&thread.principal, &thread.application, &thread.tools)?;
+        let Some((exe, socket)) = &self.config.bridge else {
+            return Err(ToolRefusal::Unavailable {
+                endpoint: thread.tools[0].clone(),
+            });
+        };
+        Ok(Some(acp::mcp::LaunchServer::bridge(exe, socket)))
+    }
+
+    /// The ticket of a turn's agent session when its thread has tools: a
+    /// kept agent's own (nothing new is issued), else a new one, written
+    /// into the bridge's environment in `mcp`. `(hold, session number)`.
+    pub(super) fn ticket_for(
+        &self,
+        thread: &crate::domain::Thread,
+        agent: Option<&LiveAgent>,
+        mcp: &mut [acp::mcp::LaunchServer],
+    ) -> std::io::Result<(Option<crate::tools::TicketHold>, Option<u64>)> {
+        if thread.tools.is_empty() {
+            return Ok((None, None));
+        }
+        if let Some(session) = agent.and_then(LiveAgent::ticket_session) {
+            return Ok((None, Some(session)));
+        }
+        let (secret, hold) =
+            self.config
+                .tools
+                .tickets
+                .issue(&thread.id, &thread.principal, &thread.application)?;
+        for s in mcp.iter_mut().filter(|s| s.is_bridge()) {
+            s.with_ticket(&secret);
+        }
+        let session = hold.session();
+        Ok((Some(hold), Some(session)))
     }
 
     /// Fails a claimed turn whose MCP servers were refused, before anything
     /// is launched: the refusal's code is the outcome, and an `mcp_servers`
     /// observation says why (names and positions, never a value).
-    pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &McpRefusal) {
+    pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &LaunchRefusal) {
         let code = OutcomeCode::Refused(refusal.code());
         tracing::warn!(turn = %turn_id, code = code.as_str(), "mcp servers refused before dispatch");
         let event = Note::McpRefused(McpRefused {

@@ -18,6 +18,7 @@ mod permissions;
 mod providers;
 mod status;
 mod threads;
+mod tools;
 mod turns;
 mod workspaces;
 
@@ -40,6 +41,7 @@ pub(crate) use status::status;
 pub(crate) use threads::{
     threads_attach, threads_configure, threads_create, threads_get, threads_list,
 };
+pub(crate) use tools::{tools_register, tools_unregister};
 pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
     turns_submit,

@@ -35,8 +35,14 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
         .await?
     };
     let fences = fences(store, !s.fenced_workspaces.is_empty()).await?;
+    // Served by the partial index on tool-call events: no scan of the journal.
+    let unknown_tool_effects = store
+        .unknown_tool_effects(None)
+        .await
+        .map_err(super::store_err)?;
     let id = &ctx.identity;
     let result = StatusResult {
+        unknown_tool_effects,
         protocol: PROTOCOL.to_owned(),
         version: id.build.version.clone(),
         build: id.build_info(),

@@ -28,6 +28,7 @@ pub(crate) async fn threads_create(
 ) -> Result<ThreadResult, RpcError> {
     provider(ctx, &p.provider)?;
     super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
+    super::tools::check_create(ctx, session, p.restricted, &p.tools)?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
@@ -36,6 +37,7 @@ pub(crate) async fn threads_create(
         restricted: p.restricted,
         retention: p.retention.unwrap_or(Retention::Full),
         mcp_servers: p.mcp_servers,
+        tools: p.tools,
     };
     let receipt = ctx
         .core
@@ -75,6 +77,7 @@ pub(crate) async fn threads_attach(
     p: params::ThreadsAttach,
 ) -> Result<ThreadSnapshot, RpcError> {
     let thread = owned_thread(ctx, session, &p.thread_id).await?;
+    super::tools::check_restricted(thread.restricted, &thread.tools)?;
     let fields = p.expect.mismatches(&thread);
     if !fields.is_empty() {
         return Err(store_err(crate::domain::StoreError::BindingMismatch {
@@ -125,6 +128,7 @@ pub(crate) async fn threads_configure(
     let provider_name = p.provider.as_deref().unwrap_or(&thread.provider);
     let restricted = p.restricted.unwrap_or(thread.restricted);
     super::mcp::check_restricted(ctx, provider_name, restricted, &thread.mcp_servers)?;
+    super::tools::check_restricted(restricted, &thread.tools)?;
     let patch = ThreadPatch {
         provider: p.provider,
         approval: p.approval,

@@ -42,6 +42,22 @@ pub(crate) async fn turns_continue(
     p: params::TurnsContinue,
 ) -> Result<TurnResult, RpcError> {
     let prior = owned_turn(ctx, session, &p.turn_id).await?;
+    let unknown = ctx
+        .core
+        .store
+        .unknown_tool_effects(Some(&prior.id))
+        .await
+        .map_err(store_err)?;
+    if let Some(u) = unknown.first() {
+        return Err(RpcError::new(
+            ErrorCode::ToolEffectUnknown,
+            format!(
+                "turn {} has an unknown tool effect ({}.{} call {}): it is never continued",
+                prior.id, u.endpoint, u.tool, u.call_id
+            ),
+        )
+        .with_data("callId", u.call_id.clone().into()));
+    }
     let input = SubmitTurn {
         command_id: p.command_id,
         thread_id: prior.thread_id,
@@ -84,9 +100,16 @@ pub(crate) async fn turns_get(
         .await
         .map_err(store_err)?;
     super::permissions::mark_turns(ctx, std::slice::from_mut(&mut turn));
+    let unknown_tool_effects = ctx
+        .core
+        .store
+        .unknown_tool_effects(Some(&turn.id))
+        .await
+        .map_err(store_err)?;
     Ok(TurnResult {
         turn,
         replayed: None,
+        unknown_tool_effects,
     })
 }
 
@@ -227,5 +250,6 @@ fn receipted(receipt: Receipt<Turn>) -> TurnResult {
     TurnResult {
         turn: receipt.value,
         replayed: Some(receipt.replayed),
+        unknown_tool_effects: Vec::new(),
     }
 }

@@ -25,6 +25,7 @@ fn new_thread(actor: &Actor) -> NewThread {
         restricted: false,
         retention: Retention::Full,
         mcp_servers: Vec::new(),
+        tools: Vec::new(),
     }
 }
 

@@ -198,6 +198,7 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     restricted: false,
                     retention: Retention::Full,
                     mcp_servers: Vec::new(),
+                    tools: Vec::new(),
                 },
             )
             .await

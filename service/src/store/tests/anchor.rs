@@ -127,7 +127,9 @@ async fn a_version_7_database_is_anchored_by_its_upgrade() {
     let conn = Connection::open(db(&dir)).unwrap();
     conn.execute_batch(
         "DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
-         UPDATE turns SET prompt = 'secret-prompt'; PRAGMA user_version = 7;",
+         UPDATE turns SET prompt = 'secret-prompt'; \
+         ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
+         PRAGMA user_version = 7;",
     )
     .unwrap();
     drop(conn);

@@ -149,6 +149,7 @@ async fn command_ids_are_idempotent_per_principal_with_input_digest() {
         restricted: true,
         retention: Retention::Full,
         mcp_servers: Vec::new(),
+        tools: Vec::new(),
     };
     let t1 = s.create_thread(&owner(), input.clone()).await.unwrap();
     let t2 = s.create_thread(&owner(), input.clone()).await.unwrap();
@@ -210,6 +211,7 @@ async fn workspaces_are_canonical_and_aliases_are_refused() {
         restricted: false,
         retention: Retention::Full,
         mcp_servers: Vec::new(),
+        tools: Vec::new(),
     };
     assert_eq!(
         s.create_thread(&owner(), th).await.unwrap_err().code(),

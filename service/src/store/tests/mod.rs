@@ -90,6 +90,7 @@ pub(crate) async fn thread_of(
         restricted: false,
         retention,
         mcp_servers: Vec::new(),
+        tools: Vec::new(),
     };
     store.create_thread(actor, input).await.unwrap().value
 }

@@ -49,6 +49,7 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         restricted: true,
         retention,
         mcp_servers: Vec::new(),
+        tools: Vec::new(),
     };
     store.create_thread(&owner(), input).await.unwrap().value
 }

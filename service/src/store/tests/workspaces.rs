@@ -88,6 +88,7 @@ async fn a_removed_workspace_reopens_verifies_and_comes_back_with_its_threads() 
                 restricted: false,
                 retention: Retention::Full,
                 mcp_servers: Vec::new(),
+                tools: Vec::new(),
             },
         )
         .await

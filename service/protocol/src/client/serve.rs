@@ -1,0 +1,198 @@
+//! Serving the controller's callbacks on a client connection: the typed
+//! application side of tool endpoints (`tools.invoke`, `capture.begin`,
+//! `capture.finish`).
+//!
+//! What must stay true: every callback read is answered exactly once, with
+//! the handler's result or its error; an unknown callback is answered
+//! `invalid_request` rather than left waiting (the controller would only
+//! fail it closed at its deadline). The handler runs on the caller's thread:
+//! a blocking client serves one callback at a time.
+
+use std::io::Write;
+use std::time::Duration;
+
+use crate::tools::{CaptureAck, CaptureNotice, ToolInvoke, ToolOutput, callbacks};
+use crate::{ErrorCode, Incoming, Request, Response, RpcError, encode};
+
+use super::{Client, ClientError};
+
+/// Why a handler refused a callback: the message goes to the controller,
+/// which records the call as failed (never the message itself).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CallbackError(pub String);
+
+/// An application's tool endpoints, as the controller calls them.
+///
+/// `invoke` of a mutating tool carries [`ToolInvoke::idempotency_key`]: the
+/// controller never sends one key twice, and a handler that records what it
+/// did per key can prove it. The capture port (`capture_begin` and
+/// `capture_finish`, when the endpoint was registered with `capture`)
+/// brackets every mutating call: `begin` is acknowledged before the tool
+/// runs, `finish` follows its result.
+pub trait ToolHandler {
+    /// Runs one tool once.
+    fn invoke(&mut self, call: &ToolInvoke) -> Result<ToolOutput, CallbackError>;
+    /// A mutating call is about to run; returning is the acknowledgement.
+    fn capture_begin(&mut self, notice: &CaptureNotice) -> Result<(), CallbackError> {
+        let _ = notice;
+        Ok(())
+    }
+    /// A mutating call has its result.
+    fn capture_finish(&mut self, notice: &CaptureNotice) -> Result<(), CallbackError> {
+        let _ = notice;
+        Ok(())
+    }
+}
+
+fn answer(request: &Request, handler: &mut impl ToolHandler) -> Response {
+    let id = request.id.clone();
+    let refused = |e: CallbackError| {
+        Response::err(
+            Some(id.clone()),
+            RpcError::new(ErrorCode::ToolCallFailed, e.0),
+        )
+    };
+    let bad = |e: RpcError| Response::err(Some(id.clone()), e);
+    let to_value = |v: serde_json::Result<serde_json::Value>| match v {
+        Ok(v) => Response::ok(id.clone(), v),
+        Err(e) => Response::err(
+            Some(id.clone()),
+            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
+        ),
+    };
+    match request.method.as_str() {
+        callbacks::TOOLS_INVOKE => match request.params::<ToolInvoke>() {
+            Ok(call) => match handler.invoke(&call) {
+                Ok(out) => to_value(serde_json::to_value(out)),
+                Err(e) => refused(e),
+            },
+            Err(e) => bad(e),
+        },
+        m @ (callbacks::CAPTURE_BEGIN | callbacks::CAPTURE_FINISH) => {
+            match request.params::<CaptureNotice>() {
+                Ok(n) => {
+                    let done = if m == callbacks::CAPTURE_BEGIN {
+                        handler.capture_begin(&n)
+                    } else {
+                        handler.capture_finish(&n)
+                    };
+                    match done {
+                        Ok(()) => to_value(serde_json::to_value(CaptureAck {})),
+                        Err(e) => refused(e),
+                    }
+                }
+                Err(e) => bad(e),
+            }
+        }
+        other => bad(RpcError::method_not_found(other)),
+    }
+}
+
+impl Client {
+    /// Serves one controller callback with `handler`: one queued while a
+    /// request waited, else one read within `timeout` (`None`: wait
+    /// indefinitely). `Ok(false)` when none came in time; notifications
+    /// read meanwhile are queued for [`Client::next_notification`].
+    pub fn serve_tools(
+        &mut self,
+        handler: &mut impl ToolHandler,
+        timeout: Option<Duration>,
+    ) -> Result<bool, ClientError> {
+        let request = match self.callbacks.pop_front() {
+            Some(r) => r,
+            None => {
+                let deadline = timeout.map(|t| std::time::Instant::now() + t);
+                loop {
+                    let left =
+                        deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                    if left.is_some_and(|l| l.is_zero()) {
+                        return Ok(false);
+                    }
+                    match self.read_incoming(left) {
+                        Ok(Some(Incoming::Request(r))) => break r,
+                        Ok(Some(Incoming::Notification(n))) => self.queued.push_back(n),
+                        Ok(Some(Incoming::Response(_))) => {
+                            return Err(ClientError::Protocol("unsolicited response".into()));
+                        }
+                        Ok(None) => {
+                            return Err(ClientError::Disconnected {
+                                request_sent: false,
+                            });
+                        }
+                        Err(ClientError::Timeout) => return Ok(false),
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        };
+        let response = answer(&request, handler);
+        self.stream
+            .write_all(&encode(&response))
+            .map_err(|_| ClientError::Disconnected {
+                request_sent: false,
+            })?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Id;
+
+    struct Echo(Vec<String>);
+
+    impl ToolHandler for Echo {
+        fn invoke(&mut self, call: &ToolInvoke) -> Result<ToolOutput, CallbackError> {
+            self.0.push(format!("invoke {}", call.idempotency_key));
+            if call.tool == "fail" {
+                return Err(CallbackError("no".into()));
+            }
+            Ok(ToolOutput {
+                text: call.arguments.to_string(),
+                ..Default::default()
+            })
+        }
+        fn capture_begin(&mut self, n: &CaptureNotice) -> Result<(), CallbackError> {
+            self.0.push(format!("begin {}", n.idempotency_key));
+            Ok(())
+        }
+    }
+
+    fn req(method: &str, params: serde_json::Value) -> Request {
+        Request {
+            id: Id::String("lapis-1".into()),
+            method: method.into(),
+            params,
+        }
+    }
+
+    #[test]
+    fn callbacks_are_answered_typed_and_unknown_ones_refused() {
+        let mut h = Echo(Vec::new());
+        let invoke = json!({"endpoint":"crm","tool":"find","arguments":{"q":1},
+            "idempotencyKey":"turn_1:call_1","threadId":"thr_1","turnId":"turn_1","callId":"call_1","mutating":false});
+        let r = answer(&req(callbacks::TOOLS_INVOKE, invoke.clone()), &mut h);
+        assert_eq!(r.result.unwrap()["text"], "{\"q\":1}");
+        let mut failing = invoke;
+        failing["tool"] = "fail".into();
+        let r = answer(&req(callbacks::TOOLS_INVOKE, failing), &mut h);
+        assert_eq!(
+            r.error.unwrap().error_code(),
+            Some(ErrorCode::ToolCallFailed)
+        );
+        let begin = json!({"endpoint":"crm","tool":"find","idempotencyKey":"k",
+            "threadId":"t","turnId":"u","callId":"c"});
+        let r = answer(&req(callbacks::CAPTURE_BEGIN, begin), &mut h);
+        assert_eq!(r.result.unwrap(), json!({}));
+        let r = answer(&req("memory.search", json!({})), &mut h);
+        assert!(r.error.is_some());
+        assert_eq!(
+            h.0,
+            ["invoke turn_1:call_1", "invoke turn_1:call_1", "begin k"]
+        );
+    }
+}

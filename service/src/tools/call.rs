@@ -1,0 +1,278 @@
+//! One application tool call from an agent session's MCP bridge, at most
+//! once.
+//!
+//! The order, for every call: `tool_call_requested` is committed before
+//! anything runs; for a mutating tool with a capture port, `capture.begin`
+//! must be acknowledged; then `tools.invoke` (idempotency key = turn id +
+//! call id); then `capture.finish`; then `tool_call_finished` is
+//! committed; only then does the agent get the result. Read tools skip
+//! capture.
+//!
+//! What must stay true: nothing here ever invokes a tool a second time —
+//! there is no retry, and recovery after a crash never calls anything
+//! (a mutating `tool_call_requested` without its finish is an unknown
+//! tool effect). A mutating call whose application went away after the
+//! request was sent is finished `effect_unknown`, never `failed`. A call
+//! is refused before anything is journaled unless the ticket's session
+//! runs a turn now, the thread binds the endpoint, the thread is not
+//! restricted, and the endpoint is registered by the thread's own
+//! application.
+
+use std::time::Duration;
+
+use lapis_protocol::tools::{
+    BridgeTool, CaptureAck, CaptureNotice, MAX_TOOL_RESULT_BYTES, ToolInvoke, ToolOutput,
+    ToolRefusal, ToolsCall, ToolsListResult, callbacks, idempotency_key, qualified,
+    split_qualified,
+};
+use lapis_protocol::{
+    ErrorCode, Payload, RpcError, ToolCallFinished, ToolCallOutcome, ToolCallRequested,
+};
+
+use super::peer::PeerError;
+use super::{Grant, Tools};
+use crate::domain::{Retention, Thread};
+use crate::store::Store;
+
+/// How long the application has to answer one callback.
+pub(crate) const CALLBACK_DEADLINE: Duration = Duration::from_secs(120);
+
+fn refused(r: ToolRefusal) -> RpcError {
+    RpcError::new(r.code(), r.to_string())
+}
+
+fn failed(message: impl Into<String>) -> RpcError {
+    RpcError::new(ErrorCode::ToolCallFailed, message)
+}
+
+/// The ticket's thread, if its checks pass: restricted threads reach no
+/// tools.
+async fn thread_of(store: &Store, grant: &Grant) -> Result<Thread, RpcError> {
+    let thread = store
+        .get_thread(&grant.thread_id)
+        .await
+        .map_err(|_| failed("the ticket's thread cannot be read"))?;
+    if thread.restricted && !thread.tools.is_empty() {
+        return Err(refused(ToolRefusal::Restricted));
+    }
+    Ok(thread)
+}
+
+/// `tools.list`: the tools of the thread's endpoints registered now (an
+/// endpoint that is gone lists nothing; calling it fails).
+pub(crate) async fn list(
+    tools: &Tools,
+    store: &Store,
+    grant: &Grant,
+) -> Result<ToolsListResult, RpcError> {
+    let thread = thread_of(store, grant).await?;
+    let mut out = Vec::new();
+    for name in &thread.tools {
+        let Ok(mut found) = tools.registry.lookup(
+            &grant.principal,
+            &grant.application,
+            std::slice::from_ref(name),
+        ) else {
+            continue;
+        };
+        let endpoint = found.remove(0);
+        for t in &endpoint.spec.tools {
+            out.push(BridgeTool {
+                name: qualified(name, &t.name),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+                mutating: t.mutating,
+            });
+        }
+    }
+    Ok(ToolsListResult { tools: out })
+}
+
+fn new_call_id() -> Result<String, RpcError> {
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).map_err(|_| failed("cannot read randomness"))?;
+    Ok(format!("tcall_{}", hex::encode(raw)))
+}
+
+/// `tools.call`: one call, at most once (see the module docs).
+pub(crate) async fn call(
+    tools: &Tools,
+    store: &Store,
+    grant: &Grant,
+    p: ToolsCall,
+) -> Result<ToolOutput, RpcError> {
+    let running = tools
+        .active
+        .get(grant.session)
+        .filter(|r| r.thread_id == grant.thread_id)
+        .ok_or_else(|| failed("no turn of this agent session is running"))?;
+    let thread = thread_of(store, grant).await?;
+    let unknown = || {
+        refused(ToolRefusal::UnknownTool {
+            name: if p.name.len() <= 129 {
+                p.name.clone()
+            } else {
+                "?".into()
+            },
+        })
+    };
+    let (endpoint_name, tool_name) = split_qualified(&p.name).ok_or_else(unknown)?;
+    if !thread.tools.iter().any(|t| t == endpoint_name) {
+        return Err(unknown());
+    }
+    let endpoint = tools
+        .registry
+        .lookup(
+            &grant.principal,
+            &grant.application,
+            &[endpoint_name.to_owned()],
+        )
+        .map_err(refused)?
+        .remove(0);
+    let tool = endpoint.tool(tool_name).ok_or_else(unknown)?.clone();
+    let call_id = new_call_id()?;
+    let key = idempotency_key(&running.turn_id, &call_id);
+    let full = thread.retention == Retention::Full;
+    let requested = Payload::ToolCallRequested(ToolCallRequested {
+        call_id: call_id.clone(),
+        endpoint: endpoint_name.to_owned(),
+        endpoint_identity: endpoint.identity.clone(),
+        tool: tool_name.to_owned(),
+        mutating: tool.mutating,
+        idempotency_key: key.clone(),
+        arguments: full.then(|| p.arguments.clone()),
+    });
+    // Durable before anything runs; a turn that ended meanwhile gets it as
+    // a late observation, and then nothing runs.
+    match store.append_activity(&running.turn_id, requested).await {
+        Ok(e) if e.kind == lapis_protocol::EventKind::ToolCallRequested => {}
+        Ok(_) => return Err(failed("the turn ended before the call could run")),
+        Err(_) => return Err(failed("the call could not be journaled; nothing ran")),
+    }
+    let finish = |outcome, code: Option<ErrorCode>, output: Option<ToolOutput>| {
+        Payload::ToolCallFinished(ToolCallFinished {
+            call_id: call_id.clone(),
+            outcome,
+            code,
+            output: output.filter(|_| full),
+        })
+    };
+    let notice = |is_error| CaptureNotice {
+        endpoint: endpoint_name.to_owned(),
+        tool: tool_name.to_owned(),
+        idempotency_key: key.clone(),
+        thread_id: thread.id.clone(),
+        turn_id: running.turn_id.clone(),
+        call_id: call_id.clone(),
+        is_error,
+    };
+    let peer = &endpoint.peer;
+    let capture = tool.mutating && endpoint.spec.capture;
+    if capture {
+        let begun: Result<CaptureAck, PeerError> = peer
+            .request(
+                callbacks::CAPTURE_BEGIN,
+                &notice(None),
+                CALLBACK_DEADLINE,
+                endpoint.revoked.clone(),
+            )
+            .await;
+        if let Err(e) = begun {
+            // Never invoked: the capture did not acknowledge.
+            let code = ErrorCode::ToolCallFailed;
+            let _ = store
+                .append_activity(
+                    &running.turn_id,
+                    finish(ToolCallOutcome::Failed, Some(code), None),
+                )
+                .await;
+            return Err(failed(format!("capture begin: {e}; the tool did not run")));
+        }
+    }
+    let invoke = ToolInvoke {
+        endpoint: endpoint_name.to_owned(),
+        tool: tool_name.to_owned(),
+        arguments: p.arguments,
+        idempotency_key: key.clone(),
+        thread_id: thread.id.clone(),
+        turn_id: running.turn_id.clone(),
+        call_id: call_id.clone(),
+        mutating: tool.mutating,
+    };
+    let result: Result<ToolOutput, PeerError> = peer
+        .request(
+            callbacks::TOOLS_INVOKE,
+            &invoke,
+            CALLBACK_DEADLINE,
+            endpoint.revoked.clone(),
+        )
+        .await;
+    let result = result.and_then(|out| {
+        let size = serde_json::to_vec(&out).map_or(usize::MAX, |v| v.len());
+        if size > MAX_TOOL_RESULT_BYTES {
+            Err(PeerError::Malformed)
+        } else {
+            Ok(out)
+        }
+    });
+    let (event, answer) = match result {
+        Ok(out) => {
+            if capture {
+                let done: Result<CaptureAck, PeerError> = peer
+                    .request(
+                        callbacks::CAPTURE_FINISH,
+                        &notice(Some(out.is_error)),
+                        CALLBACK_DEADLINE,
+                        endpoint.revoked.clone(),
+                    )
+                    .await;
+                if let Err(e) = done {
+                    tracing::warn!(call = %call_id, error = %e, "capture finish was not acknowledged; the result is kept");
+                }
+            }
+            let outcome = if out.is_error {
+                ToolCallOutcome::Error
+            } else {
+                ToolCallOutcome::Ok
+            };
+            (finish(outcome, None, Some(out.clone())), Ok(out))
+        }
+        Err(PeerError::Refused(_)) => (
+            finish(
+                ToolCallOutcome::Failed,
+                Some(ErrorCode::ToolCallFailed),
+                None,
+            ),
+            Err(failed("the application refused the call")),
+        ),
+        Err(e) if tool.mutating => (
+            finish(
+                ToolCallOutcome::EffectUnknown,
+                Some(ErrorCode::ToolEffectUnknown),
+                None,
+            ),
+            Err(RpcError::new(
+                ErrorCode::ToolEffectUnknown,
+                format!("{e}; whether the tool ran is unknown and it will not be called again"),
+            )),
+        ),
+        Err(e) => (
+            finish(
+                ToolCallOutcome::Failed,
+                Some(ErrorCode::ToolCallFailed),
+                None,
+            ),
+            Err(failed(e.to_string())),
+        ),
+    };
+    if store
+        .append_activity(&running.turn_id, event)
+        .await
+        .is_err()
+    {
+        // The result is not journaled: the agent must not act on it, and
+        // a mutating call's effect stays unknown (its request has no finish).
+        return Err(failed("the result could not be journaled"));
+    }
+    answer
+}
