@@ -292,7 +292,7 @@ fn every_refusal_has_its_stable_code() {
     assert_eq!(
         register(
             &mut c,
-            json!({"name": "x", "command": "/x", "env": ["LAPIS_TOKEN"]})
+            json!({"name": "x", "command": "/x", "env": ["LAPIS_TOOLS_TICKET"]})
         ),
         Err("mcp_env_reserved".into())
     );

@@ -289,7 +289,7 @@ fn threads_are_isolated_by_principal_and_application() {
         ] {
             assert_eq!(
                 code(&intruder.call(method, params)),
-                "forbidden",
+                "not_found",
                 "{method}"
             );
         }
