@@ -38,8 +38,9 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
     });
     assert_eq!(answer.trim(), r#"idle-0={"error":-32603}"#);
 
-    // Observed on the turn the agent last ran (a late observation: that
-    // turn had ended), naming the method and that the agent was idle.
+    // Observed on the turn the agent last ran (a late observation when that
+    // turn's end was recorded first: the slot is released before the end is
+    // reported), naming the method and that the agent was idle.
     let observed = lapis_e2e::wait::eventually("the idle request's observation", || {
         let page = c.journal_replay(Some(&thread.id), 0, None).unwrap();
         page.events
@@ -47,6 +48,10 @@ fn a_request_from_an_idle_agent_is_refused_at_once_and_journaled() {
             .filter(|e| e.turn_id.as_deref() == Some(first.id.as_str()))
             .filter_map(lapis_e2e::journal::observation)
             .find_map(|o| match o {
+                // Late when the store had recorded the turn's end first; a
+                // plain observation of that turn when the agent was idle
+                // (its turn over) before the end was recorded.
+                Observation::Note(Note::UnsupportedRequest(r)) => Some(r),
                 Observation::LateAppend(late) => match Payload::from_value(late.late, late.data) {
                     Payload::Observation(Observation::Note(Note::UnsupportedRequest(r))) => Some(r),
                     _ => None,
