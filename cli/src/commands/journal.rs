@@ -107,7 +107,11 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
     })())
 }
 
-fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
+/// The controller home and its database, which must exist (`not_found`
+/// otherwise): `verify` and `reanchor` read the file, never the service.
+fn existing_database(
+    global: &GlobalArgs,
+) -> Result<(std::path::PathBuf, std::path::PathBuf), CliError> {
     let target = super::connect::target(global, None)?;
     let db = target.home.join(lapis_service::DB_FILE);
     if !db.is_file() {
@@ -116,6 +120,11 @@ fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
             anyhow::anyhow!("no controller database at {}", db.display()),
         ));
     }
+    Ok((target.home, db))
+}
+
+fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
+    let (_, db) = existing_database(global)?;
     match lapis_service::verify_journal(&db) {
         Ok(report) => {
             if json_out {
@@ -155,15 +164,8 @@ fn verify(global: &GlobalArgs, json_out: bool) -> CliResult {
 }
 
 fn reanchor(global: &GlobalArgs, json_out: bool) -> CliResult {
-    let target = super::connect::target(global, None)?;
-    let db = target.home.join(lapis_service::DB_FILE);
-    if !db.is_file() {
-        return Err(CliError::failure(
-            "not_found",
-            anyhow::anyhow!("no controller database at {}", db.display()),
-        ));
-    }
-    match lapis_service::reanchor_journal(&target.home) {
+    let (home, _) = existing_database(global)?;
+    match lapis_service::reanchor_journal(&home) {
         Ok(report) => {
             if json_out {
                 crate::output::json(&json!({
