@@ -54,5 +54,6 @@ mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod tools;
+mod tools_faults;
 mod ts_agent;
 mod workspaces;
