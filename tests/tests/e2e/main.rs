@@ -55,5 +55,6 @@ mod serve_support;
 mod serve_turns;
 mod tools;
 mod tools_faults;
+mod tools_ts;
 mod ts_agent;
 mod workspaces;
