@@ -55,6 +55,7 @@ mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod tools;
+mod tools_bridge;
 mod tools_faults;
 mod tools_ts;
 mod ts_agent;
