@@ -56,6 +56,7 @@ mod serve_support;
 mod serve_turns;
 mod tools;
 mod tools_bridge;
+mod tools_example;
 mod tools_faults;
 mod tools_ts;
 mod ts_agent;
