@@ -55,4 +55,5 @@ mod serve_support;
 mod serve_turns;
 mod tools;
 mod ts_agent;
+mod workspace_roots;
 mod workspaces;
