@@ -57,4 +57,5 @@ mod tools;
 mod tools_faults;
 mod tools_ts;
 mod ts_agent;
+mod workspace_roots;
 mod workspaces;
