@@ -3,7 +3,8 @@
 //! so arguments are the one reliable channel):
 //!
 //! `--chunks N` `--chunk-text T` `--thoughts N` `--tool-calls N`
-//! `--tool-final STATUS` (the calls' last status; `in_progress` sends none) `--plan`
+//! `--tool-final STATUS` (the calls' last status; `in_progress` sends none)
+//! `--tool-updates N` (N more updates per call: a command, a patch, output) `--plan`
 //! `--message-id` `--permissions N` `--perm-kinds k1,k2` `--hang`
 //! `--ignore-cancel` `--cancel-stop R` `--stop-reason R`
 //! `--exit-at initialize|session_new|prompt` `--fail-initialize`

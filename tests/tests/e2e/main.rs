@@ -11,6 +11,7 @@ mod acp_permissions;
 mod acp_serve;
 mod acp_sessions;
 mod acp_teardown;
+mod acp_tool_calls;
 mod basics;
 mod cli_ask;
 mod cli_drive;
