@@ -54,6 +54,8 @@ mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod tools;
+mod tools_faults;
+mod tools_ts;
 mod ts_agent;
 mod workspace_roots;
 mod workspaces;
