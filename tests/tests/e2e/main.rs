@@ -60,4 +60,5 @@ mod tools_example;
 mod tools_faults;
 mod tools_ts;
 mod ts_agent;
+mod workspace_roots;
 mod workspaces;
