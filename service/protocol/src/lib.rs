@@ -67,7 +67,9 @@ pub use payload::{
     ToolCallOutcome, ToolCallRequested, TurnSubmitted, UnknownToolEffect, UnsupportedRequest,
     unknown_effects,
 };
-pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
+pub use permissions::{
+    Answerer, DecidedBy, PendingRequest, PermissionAnswer, PermissionOption, Settlement,
+};
 pub use policy::{ApprovalPolicy, Retention};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{ResolveAs, SessionBinding, Thread, Turn, UserMessage, Workspace};

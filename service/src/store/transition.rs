@@ -62,6 +62,9 @@ pub(crate) fn stage_transition(
         recovered,
     });
     journal.append(tx, stage, &row.thread_id, Some(&row.id), now, change)?;
+    if to.is_terminal() || to.is_fenced() {
+        super::inbox::abandon(tx, &row.id, to, outcome, now)?;
+    }
     // The row as the UPDATE above left it, without reading it back: the
     // caller read `row` in this transaction, and only these columns changed.
     let mut after = row.clone();
