@@ -16,6 +16,7 @@
 // `pub(crate)`, so the compiler reports what nothing uses.
 #![warn(unreachable_pub)]
 
+mod attention;
 mod binding;
 pub mod call;
 pub mod client;
@@ -44,6 +45,7 @@ mod strict;
 pub mod time;
 pub mod tools;
 
+pub use attention::AttentionKind;
 pub use binding::ThreadExpect;
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};

@@ -329,6 +329,12 @@ pub struct JournalSubscribe {
     /// Replay events after this cursor before going live; absent = live only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<u64>,
+    /// Only attention events ([`crate::AttentionKind::of`]), each naming its
+    /// kinds; with `permissions:respond-any` over every application of the
+    /// session's principal. The cursor stays the journal's `seq`, so it
+    /// resumes gap-free like any subscription.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attention: bool,
 }
 
 /// `journal.unsubscribe`.

@@ -230,7 +230,9 @@ CREATE INDEX events_tool_calls ON events(turn_id)
         // Version 11: the durable permission inbox (issue 28, see
         // `inbox`): a row per journaled request, written and settled with
         // its events. Requests journaled before it have no row (their
-        // turns are long settled).
+        // turns are long settled). And a partial index on the turns not
+        // yet settled, so a turn's end knows whether it leaves its
+        // workspace idle (`workspaceIdle`) without a scan.
         then: None,
         sql: r#"
 CREATE TABLE permission_requests (
@@ -253,6 +255,8 @@ CREATE TABLE permission_requests (
 ) WITHOUT ROWID;
 CREATE INDEX permission_requests_pending ON permission_requests(requested_at)
     WHERE settlement IS NULL;
+CREATE INDEX turns_unsettled ON turns(workspace_id)
+    WHERE state NOT IN ('completed', 'failed', 'cancelled');
 "#,
     },
 ];

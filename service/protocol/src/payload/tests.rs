@@ -68,6 +68,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             event: TurnEvent::LoseOutcome,
             outcome: Some("controller_restart".into()),
             recovered: true,
+            workspace_idle: false,
         }),
         json!({"from": "running", "to": "submission_unknown", "event": "lose_outcome",
             "outcome": "controller_restart", "recovered": true}),
@@ -79,8 +80,21 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             event: TurnEvent::Claim,
             outcome: None,
             recovered: false,
+            workspace_idle: false,
         }),
         json!({"from": "queued", "to": "preparing", "event": "claim"}),
+    );
+    pins(
+        Payload::TurnState(StateChange {
+            from: TurnState::Running,
+            to: TurnState::Completed,
+            event: TurnEvent::Complete,
+            outcome: Some("end_turn".into()),
+            recovered: false,
+            workspace_idle: true,
+        }),
+        json!({"from": "running", "to": "completed", "event": "complete",
+            "outcome": "end_turn", "workspaceIdle": true}),
     );
     pins(
         Payload::TurnResolved(Resolution {
