@@ -102,11 +102,15 @@ pub enum ErrorCode {
     /// between capture begin and finish): never re-invoked, and the turn's
     /// continuation is refused.
     ToolEffectUnknown,
+    /// `workspaces.add` named a directory outside the workspace roots the
+    /// configuration grants (`workspaceRoots`, default the home directory);
+    /// only the configuration file adds a root.
+    WorkspaceOutsideRoots,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 33] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -139,6 +143,7 @@ impl ErrorCode {
         ErrorCode::ToolUnknown,
         ErrorCode::ToolCallFailed,
         ErrorCode::ToolEffectUnknown,
+        ErrorCode::WorkspaceOutsideRoots,
     ];
 
     /// The stable string form.
@@ -176,6 +181,7 @@ impl ErrorCode {
             ErrorCode::ToolUnknown => "tool_unknown",
             ErrorCode::ToolCallFailed => "tool_call_failed",
             ErrorCode::ToolEffectUnknown => "tool_effect_unknown",
+            ErrorCode::WorkspaceOutsideRoots => "workspace_outside_roots",
         }
     }
 
@@ -218,6 +224,7 @@ impl ErrorCode {
             ErrorCode::ToolUnknown => -32044,
             ErrorCode::ToolCallFailed => -32045,
             ErrorCode::ToolEffectUnknown => -32046,
+            ErrorCode::WorkspaceOutsideRoots => -32047,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

@@ -212,7 +212,7 @@ pub(crate) async fn run_connection<R, W>(
             break;
         }
         if let Some(slot) = &slot
-            && conn.session.is_some()
+            && (conn.session.is_some() || conn.bridge.is_some())
             && !counted_as_authenticated
         {
             if !slot.authenticated() {
@@ -326,6 +326,11 @@ async fn run(
                 }
             };
             if !session.has(scope) {
+                if let Some(condition) = session.read_only
+                    && ctx.authority.token_grants(&session, scope)
+                {
+                    return Err(crate::auth::read_only_refusal(condition, scope));
+                }
                 return Err(RpcError::new(
                     ErrorCode::Forbidden,
                     format!("the session lacks the `{}` scope", scope.as_str()),

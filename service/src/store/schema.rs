@@ -33,7 +33,9 @@ struct Migration {
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`. Each step
 /// is self-contained (its own `user_version` bump), so steps added on other
-/// branches chain by appending.
+/// branches chain by appending. A new step also adds its undo to
+/// `schema/rewind.rs` (the tests do not compile until it does), so upgrade
+/// tests can start from any older version with `rewind`.
 const MIGRATIONS: &[Migration] = &[
     Migration {
         then: None,
@@ -392,5 +394,9 @@ pub(super) fn open_reader(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
+#[cfg(test)]
+mod rewind;
+#[cfg(test)]
+pub(super) use rewind::rewind;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@
 
 pub(crate) mod active;
 pub(crate) mod call;
+pub(crate) mod fault;
 pub(crate) mod peer;
 pub(crate) mod registry;
 pub(crate) mod tickets;
