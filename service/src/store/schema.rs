@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -226,6 +226,39 @@ UPDATE turns SET prompt = NULL WHERE state != 'queued' AND prompt IS NOT NULL;
 ALTER TABLE threads ADD COLUMN tools TEXT;
 CREATE INDEX events_tool_calls ON events(turn_id)
     WHERE kind IN ('tool_call_requested', 'tool_call_finished');
+"#,
+    },
+    Migration {
+        // Version 11: the durable permission inbox (issue 28, see
+        // `inbox`): a row per journaled request, written and settled with
+        // its events. Requests journaled before it have no row (their
+        // turns are long settled). And a partial index on the turns not
+        // yet settled, so a turn's end knows whether it leaves its
+        // workspace idle (`workspaceIdle`) without a scan.
+        then: None,
+        sql: r#"
+CREATE TABLE permission_requests (
+    turn_id       TEXT NOT NULL REFERENCES turns(id),
+    request_id    TEXT NOT NULL,
+    thread_id     TEXT NOT NULL REFERENCES threads(id),
+    workspace_id  TEXT NOT NULL REFERENCES workspaces(id),
+    tool_call     TEXT NOT NULL,
+    options       TEXT NOT NULL,
+    requested_at  INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL,
+    requested_seq INTEGER NOT NULL,
+    settlement    TEXT,
+    answer        TEXT,
+    answered_by   TEXT,
+    fate          TEXT,
+    settled_at    INTEGER,
+    settled_seq   INTEGER,
+    PRIMARY KEY (turn_id, request_id)
+) WITHOUT ROWID;
+CREATE INDEX permission_requests_pending ON permission_requests(requested_at)
+    WHERE settlement IS NULL;
+CREATE INDEX turns_unsettled ON turns(workspace_id)
+    WHERE state NOT IN ('completed', 'failed', 'cancelled');
 "#,
     },
 ];

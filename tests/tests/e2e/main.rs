@@ -22,6 +22,7 @@ mod cli_surface;
 mod cli_terminal;
 mod client;
 mod home;
+mod inbox;
 mod install;
 mod install_faults;
 mod install_launchd;

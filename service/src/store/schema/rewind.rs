@@ -44,6 +44,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "DROP INDEX events_turn_submitted;",
     "ALTER TABLE workspaces DROP COLUMN removed_at;",
     "ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls;",
+    "DROP TABLE permission_requests; DROP INDEX turns_unsettled;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to
