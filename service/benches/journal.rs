@@ -48,6 +48,8 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 retention: Retention::Full,
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
+                context: None,
+                thread_id: None,
             },
         )
         .await

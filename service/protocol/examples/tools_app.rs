@@ -108,6 +108,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         retention: None,
         mcp_servers: Vec::new(),
         tools: vec!["notes".into()],
+        context: None,
+        thread_id: None,
         command_id: None,
     })?;
     println!("{}", thread.thread.id);

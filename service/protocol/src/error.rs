@@ -102,11 +102,19 @@ pub enum ErrorCode {
     /// between capture begin and finish): never re-invoked, and the turn's
     /// continuation is refused.
     ToolEffectUnknown,
+    /// A context or memory port registration breaks a shape rule (name,
+    /// deadline) or exceeds the per-application limit.
+    PortInvalid,
+    /// The context port a thread binds is not registered now (revoked,
+    /// its connection closed, never registered), or its `context.prepare`
+    /// was late, refused or malformed: the turn fails before the dispatch
+    /// boundary, so the agent never sees the prompt without its context.
+    ContextUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 34] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -139,6 +147,8 @@ impl ErrorCode {
         ErrorCode::ToolUnknown,
         ErrorCode::ToolCallFailed,
         ErrorCode::ToolEffectUnknown,
+        ErrorCode::PortInvalid,
+        ErrorCode::ContextUnavailable,
     ];
 
     /// The stable string form.
@@ -176,6 +186,8 @@ impl ErrorCode {
             ErrorCode::ToolUnknown => "tool_unknown",
             ErrorCode::ToolCallFailed => "tool_call_failed",
             ErrorCode::ToolEffectUnknown => "tool_effect_unknown",
+            ErrorCode::PortInvalid => "port_invalid",
+            ErrorCode::ContextUnavailable => "context_unavailable",
         }
     }
 
@@ -218,6 +230,9 @@ impl ErrorCode {
             ErrorCode::ToolUnknown => -32044,
             ErrorCode::ToolCallFailed => -32045,
             ErrorCode::ToolEffectUnknown => -32046,
+            // -32047 is left to the roots error (issue 24).
+            ErrorCode::PortInvalid => -32048,
+            ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

@@ -20,6 +20,7 @@ mod binding;
 pub mod call;
 pub mod client;
 pub mod config;
+pub mod context;
 mod error;
 mod events;
 mod frame;

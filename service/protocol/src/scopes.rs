@@ -98,6 +98,7 @@ pub enum Method {
     WorkspacesList,
     WorkspacesRemove,
     ThreadsCreate,
+    ThreadsReserve,
     ThreadsGet,
     ThreadsList,
     ThreadsConfigure,
@@ -119,6 +120,8 @@ pub enum Method {
     McpRegister,
     ToolsRegister,
     ToolsUnregister,
+    ContextRegister,
+    ContextUnregister,
     ToolsList,
     ToolsCall,
 }
@@ -162,6 +165,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
     (
         Method::ThreadsCreate,
         "threads.create",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ThreadsReserve,
+        "threads.reserve",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
     (
@@ -269,6 +277,16 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "tools.unregister",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
+    (
+        Method::ContextRegister,
+        "context.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ContextUnregister,
+        "context.unregister",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
     (Method::ToolsList, "tools.list", Requirement::Ticket),
     (Method::ToolsCall, "tools.call", Requirement::Ticket),
 ];
@@ -315,6 +333,7 @@ mod tests {
             | Method::WorkspacesList
             | Method::WorkspacesRemove
             | Method::ThreadsCreate
+            | Method::ThreadsReserve
             | Method::ThreadsGet
             | Method::ThreadsList
             | Method::ThreadsConfigure
@@ -336,6 +355,8 @@ mod tests {
             | Method::McpRegister
             | Method::ToolsRegister
             | Method::ToolsUnregister
+            | Method::ContextRegister
+            | Method::ContextUnregister
             | Method::ToolsList
             | Method::ToolsCall => m,
         };
@@ -346,6 +367,7 @@ mod tests {
             Method::WorkspacesList,
             Method::WorkspacesRemove,
             Method::ThreadsCreate,
+            Method::ThreadsReserve,
             Method::ThreadsGet,
             Method::ThreadsList,
             Method::ThreadsConfigure,
@@ -367,6 +389,8 @@ mod tests {
             Method::McpRegister,
             Method::ToolsRegister,
             Method::ToolsUnregister,
+            Method::ContextRegister,
+            Method::ContextUnregister,
             Method::ToolsList,
             Method::ToolsCall,
         ]

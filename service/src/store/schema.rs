@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -224,6 +224,22 @@ UPDATE turns SET prompt = NULL WHERE state != 'queued' AND prompt IS NOT NULL;
 ALTER TABLE threads ADD COLUMN tools TEXT;
 CREATE INDEX events_tool_calls ON events(turn_id)
     WHERE kind IN ('tool_call_requested', 'tool_call_finished');
+"#,
+    },
+    Migration {
+        // Version 11: the application context port (a name) a thread binds
+        // (issue 26), and thread ids reserved before their thread exists
+        // (`threads.reserve`), each owned by one principal + application.
+        // Only the name persists: the port lives with its connection.
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN context_port TEXT;
+CREATE TABLE thread_reservations (
+    id          TEXT PRIMARY KEY,
+    principal   TEXT NOT NULL,
+    application TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
 "#,
     },
 ];

@@ -76,6 +76,8 @@ impl Rig {
             retention: Retention::Full,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            thread_id: None,
         };
         self.store
             .create_thread(&owner(), input)

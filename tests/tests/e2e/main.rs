@@ -20,6 +20,7 @@ mod cli_stderr;
 mod cli_surface;
 mod cli_terminal;
 mod client;
+mod context;
 mod home;
 mod install;
 mod install_faults;

@@ -175,6 +175,48 @@ impl Engine {
     /// Fails a claimed turn whose MCP servers were refused, before anything
     /// is launched: the refusal's code is the outcome, and an `mcp_servers`
     /// observation says why (names and positions, never a value).
+    /// The context of a turn of a thread that binds a context port, asked
+    /// for now (after the claim, before the boundary) and journaled
+    /// (`context_prepared`) before the turn goes on; `None` when the turn
+    /// was failed `context_unavailable` instead (its agent never sees the
+    /// prompt) or its record could not be journaled.
+    pub(super) async fn prepare_context(
+        &self,
+        guard: &mut ClaimGuard,
+        thread: &crate::domain::Thread,
+        turn_id: &str,
+        prompt: &str,
+        port: &str,
+    ) -> Option<Vec<acp::PromptContext>> {
+        let tools = &self.config.tools;
+        match crate::tools::context::prepare(tools, thread, port, turn_id, prompt).await {
+            Ok(prepared) => {
+                let record = lapis_protocol::Payload::ContextPrepared(prepared.record);
+                match self.store.append_activity(turn_id, record).await {
+                    Ok(e) if e.kind == lapis_protocol::EventKind::ContextPrepared => {
+                        Some(prepared.blocks)
+                    }
+                    // The turn ended meanwhile (a cancel): nothing runs.
+                    Ok(_) => None,
+                    Err(err) => {
+                        tracing::error!(turn = %turn_id, code = err.code(), "the prepared context was not journaled");
+                        guard.release();
+                        self.finish(turn_id, TurnEnd::Failed(OutcomeCode::JournalWriteFailed))
+                            .await;
+                        None
+                    }
+                }
+            }
+            Err(refusal) => {
+                let code = OutcomeCode::Refused(refusal.code());
+                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "context refused before dispatch");
+                guard.release();
+                self.finish(turn_id, TurnEnd::Failed(code)).await;
+                None
+            }
+        }
+    }
+
     pub(super) async fn refuse_mcp(&self, turn_id: &str, refusal: &LaunchRefusal) {
         let code = OutcomeCode::Refused(refusal.code());
         tracing::warn!(turn = %turn_id, code = code.as_str(), "mcp servers refused before dispatch");

@@ -199,6 +199,8 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     retention: Retention::Full,
                     mcp_servers: Vec::new(),
                     tools: Vec::new(),
+                    context: None,
+                    thread_id: None,
                 },
             )
             .await

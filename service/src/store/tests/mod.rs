@@ -91,6 +91,8 @@ pub(crate) async fn thread_of(
         retention,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        thread_id: None,
     };
     store.create_thread(actor, input).await.unwrap().value
 }

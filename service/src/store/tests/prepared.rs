@@ -50,6 +50,8 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         retention,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        thread_id: None,
     };
     store.create_thread(&owner(), input).await.unwrap().value
 }
