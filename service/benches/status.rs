@@ -38,6 +38,7 @@ fn config(home: &Path) -> Config {
         }],
         providers: Default::default(),
         workspaces: Default::default(),
+        workspace_roots: None,
         default_provider: None,
         server: ServerLimits::default(),
     }

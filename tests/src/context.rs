@@ -119,6 +119,12 @@ impl TestContext {
         self.env.push((key.to_owned(), value.into()));
     }
 
+    /// Drops a variable [`set_env`](Self::set_env) set, for every later
+    /// command.
+    pub fn unset_env(&mut self, key: &str) {
+        self.env.retain(|(k, _)| k != key);
+    }
+
     /// The built `lapis-ai-controller` binary (`LAPIS_BIN` overrides).
     pub fn bin() -> PathBuf {
         if let Some(bin) = std::env::var_os("LAPIS_BIN") {

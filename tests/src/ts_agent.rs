@@ -63,12 +63,16 @@ impl TsAgent {
             ));
         }
         let dir = Self::dir();
-        let sdk = dir.join("node_modules/@agentclientprotocol/sdk/package.json");
-        if !sdk.is_file() {
-            return Err(format!(
-                "node available but {} is not installed; run tests/agents/install",
-                sdk.display()
-            ));
+        // The ACP SDK the agent speaks, and the MCP SDK it calls the
+        // controller's tool bridge with.
+        for sdk in ["@agentclientprotocol/sdk", "@modelcontextprotocol/sdk"] {
+            let sdk = dir.join("node_modules").join(sdk).join("package.json");
+            if !sdk.is_file() {
+                return Err(format!(
+                    "node available but {} is not installed; run tests/agents/install",
+                    sdk.display()
+                ));
+            }
         }
         Ok(TsAgent {
             script: dir.join("agent.mjs"),

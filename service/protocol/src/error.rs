@@ -110,11 +110,15 @@ pub enum ErrorCode {
     /// was late, refused or malformed: the turn fails before the dispatch
     /// boundary, so the agent never sees the prompt without its context.
     ContextUnavailable,
+    /// `workspaces.add` named a directory outside the workspace roots the
+    /// configuration grants (`workspaceRoots`, default the home directory);
+    /// only the configuration file adds a root.
+    WorkspaceOutsideRoots,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 34] = [
+    pub const ALL: [ErrorCode; 35] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -149,6 +153,7 @@ impl ErrorCode {
         ErrorCode::ToolEffectUnknown,
         ErrorCode::PortInvalid,
         ErrorCode::ContextUnavailable,
+        ErrorCode::WorkspaceOutsideRoots,
     ];
 
     /// The stable string form.
@@ -188,6 +193,7 @@ impl ErrorCode {
             ErrorCode::ToolEffectUnknown => "tool_effect_unknown",
             ErrorCode::PortInvalid => "port_invalid",
             ErrorCode::ContextUnavailable => "context_unavailable",
+            ErrorCode::WorkspaceOutsideRoots => "workspace_outside_roots",
         }
     }
 
@@ -230,7 +236,7 @@ impl ErrorCode {
             ErrorCode::ToolUnknown => -32044,
             ErrorCode::ToolCallFailed => -32045,
             ErrorCode::ToolEffectUnknown => -32046,
-            // -32047 is left to the roots error (issue 24).
+            ErrorCode::WorkspaceOutsideRoots => -32047,
             ErrorCode::PortInvalid => -32048,
             ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,

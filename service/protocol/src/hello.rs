@@ -60,6 +60,14 @@ pub struct SessionView {
     pub application: String,
     /// Granted scopes.
     pub scopes: Vec<Scope>,
+    /// Set (to the storage condition: `disk_full`, `read_only`, `io_error`)
+    /// when the controller could not write its database as the session was
+    /// issued: the session then lives in memory only, holds the token's read
+    /// scopes only (`status:read`, `workspaces:read`, `threads:read`), comes
+    /// without a bearer, and a write answers `storage_unavailable`. `hello`
+    /// again once space is freed for a full session.
+    #[serde(rename = "readOnly", default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<String>,
 }
 
 /// The server's build identity as it reports it: `lapis_release::BuildIdentity`

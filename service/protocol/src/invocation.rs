@@ -29,6 +29,10 @@ pub struct Invocation {
     /// Files the call touches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locations: Vec<Location>,
+    /// The command line it runs, when the agent gave one in `rawInput`
+    /// (`command`, a string or an argv array joined with spaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     /// The call's content blocks (diffs, text), latest wins; the agent's
     /// own JSON, kept verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -87,6 +87,23 @@ impl Scope {
     pub fn parse(s: &str) -> Option<Scope> {
         Scope::ALL.into_iter().find(|c| c.as_str() == s)
     }
+
+    /// Whether every method of this scope only reads the store (the scopes
+    /// a read-only session keeps while the controller cannot write). A
+    /// match without a wildcard, so a new scope is decided here.
+    pub fn only_reads(self) -> bool {
+        match self {
+            Scope::StatusRead | Scope::WorkspacesRead | Scope::ThreadsRead => true,
+            Scope::WorkspacesWrite
+            | Scope::ThreadsWrite
+            | Scope::TurnsWrite
+            | Scope::TurnsResolve
+            | Scope::TurnsResolveAny
+            | Scope::PermissionsRespond
+            | Scope::SessionsRevoke
+            | Scope::ConfigReload => false,
+        }
+    }
 }
 
 /// Every method of the protocol.

@@ -5,9 +5,16 @@
 //! Invariants: the agent's authored reply (`message_chunk`) and its
 //! reasoning (`thought_chunk`) are never mixed; every `tool_call` and its
 //! later `tool_call_update`s are merged into one [`Invocation`] envelope per
-//! tool call id, re-emitted whole on each change so a reader needs only the
-//! latest; anything not understood is kept verbatim as an observation,
-//! never dropped.
+//! tool call id (title, kind, status, locations, `command` from `rawInput`,
+//! the latest content), journaled as a *durable pair*: the envelope when
+//! the call starts and the merged envelope when it settles (`completed` or
+//! `failed`). Updates in between only change the envelope in memory, so a
+//! call's file, command and patch bodies are never rows of their own
+//! however many frames carry them; whatever is still unjournaled when the
+//! prompt ends is journaled then ([`UpdateMapper::flush`]), so a reader
+//! needs only a call's latest envelope and never misses its last state.
+//! Anything not understood is kept verbatim as an observation, never
+//! dropped.
 
 use std::collections::HashMap;
 
@@ -62,42 +69,88 @@ pub(crate) fn late_update(msg: Value) -> Payload {
     Observation::LateUpdate { kind, payload: msg }.into()
 }
 
+/// One tool call's merged envelope and whether the journal has its latest
+/// state.
+#[derive(Debug, Default)]
+struct Tracked {
+    /// The merged envelope.
+    invocation: Invocation,
+    /// Changed since it was last journaled.
+    dirty: bool,
+    /// When it started, for [`UpdateMapper::flush`]'s order.
+    order: u64,
+}
+
 /// Turns `session/update` payloads into events, keeping tool call state.
 #[derive(Debug, Default)]
 pub(crate) struct UpdateMapper {
     /// Merged state per tool call id.
-    tools: HashMap<String, Invocation>,
+    tools: HashMap<String, Tracked>,
+    /// Calls started so far.
+    started: u64,
 }
 
 impl UpdateMapper {
-    /// Maps the `update` object of one `session/update` notification.
-    pub(crate) fn map(&mut self, update: Value) -> Payload {
+    /// Maps the `update` object of one `session/update` notification;
+    /// `None` when it only changed a tool call's envelope in memory (see
+    /// the module docs).
+    pub(crate) fn map(&mut self, update: Value) -> Option<Payload> {
         let kind = update
             .get("sessionUpdate")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
         match kind.as_str() {
-            "agent_message_chunk" => Payload::MessageChunk(chunk(update)),
-            "agent_thought_chunk" => Payload::ThoughtChunk(chunk(update)),
+            "agent_message_chunk" => Some(Payload::MessageChunk(chunk(update))),
+            "agent_thought_chunk" => Some(Payload::ThoughtChunk(chunk(update))),
             "tool_call" | "tool_call_update" => {
                 match update.get("toolCallId").and_then(Value::as_str) {
-                    Some(id) => {
-                        let id = id.to_string();
-                        let fresh = kind == "tool_call";
-                        let entry = self.tools.entry(id.clone()).or_default();
-                        if fresh {
-                            *entry = Invocation::default();
-                        }
-                        entry.id = id;
-                        merge_invocation(entry, &update);
-                        Payload::ToolCall(entry.clone())
-                    }
-                    None => observation(kind, update),
+                    Some(id) => self.tool(id, kind == "tool_call", &update),
+                    None => Some(observation(kind, update)),
                 }
             }
-            _ => observation(kind, update),
+            _ => Some(observation(kind, update)),
         }
+    }
+
+    /// A `tool_call` (`fresh`) or `tool_call_update` frame: journaled when
+    /// it starts a call (an update for an unknown id starts one too) or
+    /// settles it; otherwise kept for the settling or the flush.
+    fn tool(&mut self, id: &str, fresh: bool, update: &Value) -> Option<Payload> {
+        let known = self.tools.contains_key(id);
+        let entry = self.tools.entry(id.to_owned()).or_default();
+        let was_settled = entry.invocation.is_settled();
+        if fresh || !known {
+            self.started += 1;
+            *entry = Tracked {
+                order: self.started,
+                ..Tracked::default()
+            };
+        }
+        entry.invocation.id = id.to_owned();
+        merge_invocation(&mut entry.invocation, update);
+        let starts = fresh || !known;
+        let settles = entry.invocation.is_settled() && !was_settled;
+        if starts || settles {
+            entry.dirty = false;
+            Some(Payload::ToolCall(entry.invocation.clone()))
+        } else {
+            entry.dirty = true;
+            None
+        }
+    }
+
+    /// The envelopes changed since they were last journaled, in the order
+    /// their calls started (the prompt ended: they are journaled now).
+    pub(crate) fn flush(&mut self) -> Vec<Payload> {
+        let mut out: Vec<&mut Tracked> = self.tools.values_mut().filter(|t| t.dirty).collect();
+        out.sort_by_key(|t| t.order);
+        out.into_iter()
+            .map(|t| {
+                t.dirty = false;
+                Payload::ToolCall(t.invocation.clone())
+            })
+            .collect()
     }
 
     /// The invocation a permission request's `toolCall` describes: the
@@ -108,7 +161,11 @@ impl UpdateMapper {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let mut inv = self.tools.get(&id).cloned().unwrap_or_default();
+        let mut inv = self
+            .tools
+            .get(&id)
+            .map(|t| t.invocation.clone())
+            .unwrap_or_default();
         inv.id = id;
         merge_invocation(&mut inv, tool_call);
         inv
@@ -191,10 +248,26 @@ fn merge_invocation(inv: &mut Invocation, update: &Value) {
         inv.content = Some(v.clone());
     }
     if let Some(v) = update.get("rawInput").filter(|v| !v.is_null()) {
+        if let Some(command) = command_of(v) {
+            inv.command = Some(command);
+        }
         inv.raw_input = Some(v.clone());
     }
     if let Some(v) = update.get("rawOutput").filter(|v| !v.is_null()) {
         inv.raw_output = Some(v.clone());
+    }
+}
+
+/// The command line a tool call runs, as agents put it in `rawInput`:
+/// `command` as a string, or as an argv array (joined with spaces).
+fn command_of(raw_input: &Value) -> Option<String> {
+    match raw_input.get("command")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(argv) => {
+            let parts: Option<Vec<&str>> = argv.iter().map(Value::as_str).collect();
+            parts.map(|p| p.join(" "))
+        }
+        _ => None,
     }
 }
 

@@ -276,7 +276,14 @@ async fn drive<H: TurnHooks>(
         continuation.into_iter().chain(&request.context).collect();
     let blocks = super::prompt::blocks(&request.prompt, &context, setup.embedded_context);
     let prompt = serde_json::json!({ "sessionId": session_id, "prompt": blocks });
-    match s.call("session/prompt", prompt, None).await {
+    let answered = s.call("session/prompt", prompt, None).await;
+    // Each tool call's last state is journaled before the outcome.
+    let flushed = s.flush_tool_calls().await;
+    let answered = match (answered, flushed) {
+        (Ok(_), Err(e)) => Err(e),
+        (answered, _) => answered,
+    };
+    match answered {
         Ok(result) => {
             let Some(stop) = result.get("stopReason").and_then(|v| v.as_str()) else {
                 return unknown(s, OutcomeCode::MissingStopReason);

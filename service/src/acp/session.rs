@@ -240,6 +240,18 @@ impl<H: TurnHooks> Session<H> {
         })
     }
 
+    /// Journals the tool-call envelopes that changed since they were last
+    /// journaled (the prompt ended; see `events`' durable pair).
+    pub(super) async fn flush_tool_calls(&mut self) -> Result<(), CallError> {
+        if self.hook_failed {
+            return Err(CallError::Hook);
+        }
+        for event in self.mapper.flush() {
+            self.emit(event).await?;
+        }
+        Ok(())
+    }
+
     /// Sends a request and handles everything else the agent sends until its
     /// response arrives.
     pub(super) async fn call(
@@ -330,7 +342,11 @@ impl<H: TurnHooks> Session<H> {
                 let mut params = msg.get("params").cloned().unwrap_or(Value::Null);
                 let event = if method == "session/update" {
                     match params.get_mut("update").map(Value::take) {
-                        Some(update) => self.mapper.map(update),
+                        Some(update) => match self.mapper.map(update) {
+                            Some(event) => event,
+                            // Only a tool call's envelope changed.
+                            None => return Ok(None),
+                        },
                         None => return Err(CallError::Closed(OutcomeCode::ProtocolError)),
                     }
                 } else {

@@ -14,3 +14,4 @@ pub use persist::MemorySessions;
 pub(crate) use persist::{PersistError, SessionPersistence};
 pub use secret::random_hex;
 pub use sessions::Authority;
+pub(crate) use sessions::read_only_refusal;

@@ -8,6 +8,12 @@
 //! - a revoked or expired session fails closed, for its bearer and for every
 //!   request of a connection already using it;
 //! - a session whose token was removed from the configuration fails closed;
+//! - when the store cannot write for a storage condition (a full disk), a
+//!   token's `hello` still gets a session, so the owner can see what is
+//!   wrong: a *read-only* one, kept in memory only, holding the token's read
+//!   scopes only ([`Scope::only_reads`]) and no bearer; at most one per
+//!   credential, and never resumed once the store can write again (the next
+//!   `hello` issues a stored session);
 //! - no error or log line carries a token or a bearer.
 
 use std::collections::HashMap;
@@ -15,10 +21,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use super::persist::{PersistError, SessionPersistence};
-use super::secret::{hash_bearer, new_bearer, secrets_equal};
+use super::secret::{hash_bearer, new_bearer, random_hex, secrets_equal};
 use crate::domain::{AuthSession, Clock, NewAuthSession, credential_key, secs_to_ms};
 use lapis_protocol::config::{TokenSpec, valid_application};
-use lapis_protocol::{ErrorCode, HelloParams, RpcError};
+use lapis_protocol::{ErrorCode, HelloParams, RpcError, Scope};
 
 /// The outcome of a successful `hello`.
 #[derive(Debug)]
@@ -72,6 +78,61 @@ fn persist_failed(e: PersistError) -> RpcError {
     }
 }
 
+/// The read-only, in-memory session of `spec` for `application` while the
+/// store cannot write (`condition`): the live one already made for this
+/// credential, else a new one (its bearer hash is of a bearer nobody is
+/// given, so no bearer ever resumes it).
+fn read_only_session(
+    sessions: &mut HashMap<String, AuthSession>,
+    spec: &TokenSpec,
+    application: &str,
+    condition: &'static str,
+    now: i64,
+    ttl_secs: u64,
+) -> Result<AuthSession, RpcError> {
+    let key = credential_key(&spec.name, application);
+    if let Some(live) = sessions
+        .values()
+        .filter(|s| s.credential == key && s.live_at(now) && s.read_only.is_some())
+        .max_by_key(|s| s.created_at)
+    {
+        return Ok(live.clone());
+    }
+    let session = AuthSession {
+        id: format!("ses_{}", random_hex(16).map_err(internal)?),
+        credential: key,
+        principal: spec.principal.clone(),
+        application: application.to_owned(),
+        scopes: spec
+            .effective_scopes()
+            .into_iter()
+            .filter(|s| s.only_reads())
+            .collect(),
+        bearer_sha256: hash_bearer(&new_bearer().map_err(internal)?),
+        created_at: now,
+        expires_at: Some(now.saturating_add(secs_to_ms(ttl_secs))),
+        revoked_at: None,
+        read_only: Some(condition),
+    };
+    tracing::warn!(session = %session.id, principal = %session.principal, application = %session.application, condition, "the store cannot write: read-only session issued in memory");
+    sessions.insert(session.id.clone(), session.clone());
+    Ok(session)
+}
+
+/// A write refused to a read-only session: the storage condition, and
+/// how to get a full session.
+pub(crate) fn read_only_refusal(condition: &str, scope: Scope) -> RpcError {
+    RpcError::new(
+        ErrorCode::StorageUnavailable,
+        format!(
+            "this session is read-only (no `{}`): the controller could not write its database \
+             when it was issued ({condition}); free space, then say `hello` again",
+            scope.as_str()
+        ),
+    )
+    .with_data("condition", condition.into())
+}
+
 impl Authority {
     /// An authority over `tokens`; sessions are looked up in `persist` on
     /// first use and cached.
@@ -109,6 +170,15 @@ impl Authority {
             .credential
             .split_once(':')
             .map_or(session.credential.as_str(), |(token, _)| token)
+    }
+
+    /// Whether the token `session` was issued by grants `scope` (a
+    /// read-only session lacks write scopes its token has).
+    pub(crate) fn token_grants(&self, session: &AuthSession, scope: Scope) -> bool {
+        let token = Authority::token_of(session);
+        self.tokens
+            .iter()
+            .any(|t| t.name == token && t.effective_scopes().contains(&scope))
     }
 
     /// The current time from the injected clock (milliseconds).
@@ -168,7 +238,7 @@ impl Authority {
         let mut sessions = self.sessions.lock().expect("poisoned");
         if let Some(live) = sessions
             .values()
-            .filter(|s| s.credential == key && s.live_at(now))
+            .filter(|s| s.credential == key && s.live_at(now) && s.read_only.is_none())
             .max_by_key(|s| s.created_at)
         {
             return Ok(Authenticated {
@@ -194,7 +264,26 @@ impl Authority {
             bearer_sha256: hash_bearer(&bearer),
             expires_at: Some(now.saturating_add(secs_to_ms(self.ttl_secs))),
         };
-        let session = self.persist.issue(session).map_err(persist_failed)?;
+        let session = match self.persist.issue(session) {
+            Ok(session) => session,
+            Err(e) => match e.storage_condition() {
+                Some(condition) => {
+                    let session = read_only_session(
+                        &mut sessions,
+                        spec,
+                        application,
+                        condition,
+                        now,
+                        self.ttl_secs,
+                    )?;
+                    return Ok(Authenticated {
+                        session,
+                        bearer: None,
+                    });
+                }
+                None => return Err(persist_failed(e)),
+            },
+        };
         sessions.insert(session.id.clone(), session.clone());
         tracing::info!(session = %session.id, principal = %session.principal, application = %session.application, "session issued");
         Ok(Authenticated {
@@ -420,5 +509,52 @@ mod tests {
         assert_eq!(resumed.session.id, stored.id);
         // The token resumes the stored session too, without a new bearer.
         assert!(reopened.hello(&token("app")).unwrap().bearer.is_none());
+    }
+
+    #[test]
+    fn a_full_disk_issues_a_read_only_session_in_memory_until_it_can_write() {
+        let clock = Arc::new(ManualClock::new(0));
+        let persist = Arc::new(MemorySessions::new(clock.clone()));
+        let tokens = vec![TokenSpec {
+            name: "owner".into(),
+            principal: "owner".into(),
+            secret: SECRET.into(),
+            scopes: None,
+            applications: None,
+        }];
+        let a = Authority::new(tokens, 100, clock, persist.clone());
+        let stored = a.hello(&token("before")).unwrap();
+        persist.refuse_issue(Some("disk_full"));
+        // A session stored before the disk filled resumes as it was.
+        let resumed = a.hello(&token("before")).unwrap();
+        assert_eq!(resumed.session.id, stored.session.id);
+        assert_eq!(resumed.session.read_only, None);
+        // A fresh credential gets a read-only session: reads only, no
+        // bearer, not stored, the same one on the next hello.
+        let ro = a.hello(&token("fresh")).unwrap();
+        assert!(ro.bearer.is_none());
+        assert_eq!(ro.session.read_only, Some("disk_full"));
+        assert_eq!(
+            ro.session.scopes,
+            vec![Scope::StatusRead, Scope::WorkspacesRead, Scope::ThreadsRead]
+        );
+        assert_eq!(ro.session.view().read_only.as_deref(), Some("disk_full"));
+        assert!(a.check(&ro.session.id).is_ok());
+        assert!(a.token_grants(&ro.session, Scope::TurnsWrite));
+        assert!(!ro.session.has(Scope::TurnsWrite));
+        assert_eq!(a.hello(&token("fresh")).unwrap().session.id, ro.session.id);
+        assert!(persist.by_credential("owner:fresh").unwrap().is_none());
+        // Space returns: the next hello issues a stored, full session.
+        persist.refuse_issue(None);
+        let full = a.hello(&token("fresh")).unwrap();
+        assert_ne!(full.session.id, ro.session.id);
+        assert!(full.bearer.is_some());
+        assert_eq!(full.session.read_only, None);
+        assert_eq!(full.session.scopes, Scope::ALL.to_vec());
+        // A write of the read-only session names the condition.
+        assert_eq!(
+            read_only_refusal("disk_full", Scope::TurnsWrite).error_code(),
+            Some(ErrorCode::StorageUnavailable)
+        );
     }
 }

@@ -80,6 +80,22 @@ pub enum StoreError {
         /// The first thread sequence without its payload.
         seq: u64,
     },
+    /// A mutating application tool call of the turn has an unknown effect
+    /// (requested without a journaled finish): the turn is never
+    /// continued, resolved or not.
+    #[error(
+        "turn `{turn}` has an unknown tool effect ({endpoint}.{tool} call {call}): it is never continued"
+    )]
+    ToolEffectUnknown {
+        /// The turn.
+        turn: String,
+        /// The call (`tcall_…`).
+        call: String,
+        /// Its endpoint.
+        endpoint: String,
+        /// Its tool.
+        tool: String,
+    },
     /// Another process holds the instance lock.
     #[error("controller instance is locked by pid {}", .pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string()))]
     InstanceLocked {
@@ -195,6 +211,7 @@ impl StoreError {
             StoreError::QueueFull { .. } => ErrorCode::QueueFull,
             StoreError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             StoreError::TranscriptUnavailable { .. } => ErrorCode::TranscriptUnavailable,
+            StoreError::ToolEffectUnknown { .. } => ErrorCode::ToolEffectUnknown,
             StoreError::InstanceLocked { .. } => ErrorCode::InstanceLocked,
             _ if self.storage_condition().is_some() => ErrorCode::StorageUnavailable,
             StoreError::ForeignDatabase { .. }

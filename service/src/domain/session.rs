@@ -37,6 +37,10 @@ pub struct AuthSession {
     pub(crate) expires_at: Option<i64>,
     /// Revocation time (ms), once revoked.
     pub(crate) revoked_at: Option<i64>,
+    /// The storage condition that kept this session from being stored: such
+    /// a session lives in the authority's memory only, with read scopes only
+    /// (see `Authority`), and is never persisted.
+    pub(crate) read_only: Option<&'static str>,
 }
 
 impl fmt::Debug for AuthSession {
@@ -48,6 +52,7 @@ impl fmt::Debug for AuthSession {
             .field("application", &self.application)
             .field("expires_at", &self.expires_at)
             .field("revoked_at", &self.revoked_at)
+            .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
 }
@@ -60,6 +65,7 @@ impl AuthSession {
             principal: self.principal.clone(),
             application: self.application.clone(),
             scopes: self.scopes.clone(),
+            read_only: self.read_only.map(str::to_owned),
         }
     }
 

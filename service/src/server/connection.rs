@@ -326,6 +326,11 @@ async fn run(
                 }
             };
             if !session.has(scope) {
+                if let Some(condition) = session.read_only
+                    && ctx.authority.token_grants(&session, scope)
+                {
+                    return Err(crate::auth::read_only_refusal(condition, scope));
+                }
                 return Err(RpcError::new(
                     ErrorCode::Forbidden,
                     format!("the session lacks the `{}` scope", scope.as_str()),

@@ -111,6 +111,7 @@ fn bridge_hello(
             principal: grant.principal.clone(),
             application: grant.application.clone(),
             scopes: Vec::new(),
+            read_only: None,
         },
         bearer: None,
         server: ctx.identity.view(),

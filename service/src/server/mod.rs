@@ -120,6 +120,10 @@ pub enum ServeError {
     /// A provider definition failed the runner's validation.
     #[error("invalid provider definition")]
     Provider(#[source] crate::acp::ProviderError),
+    /// The configuration does not hold on this machine (a workspace root
+    /// that is not a directory).
+    #[error("invalid configuration")]
+    Config(#[source] lapis_protocol::config::ConfigError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
@@ -133,6 +137,7 @@ impl ServeError {
             ServeError::Listen(_) => "listen_failed",
             ServeError::Startup(e) => e.code.as_str(),
             ServeError::Provider(_) => "invalid_config",
+            ServeError::Config(e) => e.code(),
             ServeError::Signals(_) => "internal",
         }
     }
@@ -151,6 +156,11 @@ pub struct Prepared {
 
 /// Opens the store and builds the context: everything up to listening.
 pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
+    // Resolved before anything touches the disk, like the rest of the config.
+    let roots = options
+        .config
+        .workspace_roots()
+        .map_err(ServeError::Config)?;
     let limits = options.config.server;
     let mut store_options = StoreOptions::new(options.home.clone());
     store_options.queue_capacity = limits.queue_capacity;
@@ -210,6 +220,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     let reload = Reloader::new(
         options.config_path.clone(),
         options.config.clone(),
+        roots,
         engine.as_deref().cloned(),
         options.agent_exe.clone(),
         options.clock.clone(),

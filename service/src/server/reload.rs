@@ -2,8 +2,10 @@
 //! `ExecReload`) and on the `config.reload` method.
 //!
 //! What a reload changes: the providers, for turns claimed from then on (a
-//! running turn keeps the definition it was claimed with), and the
-//! workspaces (config workspaces not yet registered are registered). What it
+//! running turn keeps the definition it was claimed with), the workspaces
+//! (config workspaces not yet registered are registered) and the workspace
+//! roots `workspaces.add` checks against (a workspace already registered
+//! under a root that is gone stays registered). What it
 //! does not: tokens, `server` limits and the controller home take a restart;
 //! a reload that sees them changed applies the rest and names them in
 //! `restartNeeded`. A workspace removed from the config stays registered,
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use crate::auth::Clock;
 use crate::engine::{Engine, EngineConfig};
 use crate::store::Store;
-use lapis_protocol::config::{Config, EnvFile};
+use lapis_protocol::config::{Config, EnvFile, WorkspaceRoots};
 use lapis_protocol::params::ReloadResult;
 
 use super::ECHO_PROVIDER;
@@ -40,6 +42,9 @@ pub(crate) struct Reloader {
     running: tokio::sync::Mutex<()>,
     /// The last outcome, for `status`.
     last: Mutex<Option<ReloadResult>>,
+    /// The workspace roots in effect (resolved at start and each applied
+    /// reload, so `workspaces.add` only compares paths).
+    roots: Mutex<Arc<WorkspaceRoots>>,
 }
 
 #[derive(Debug)]
@@ -58,15 +63,18 @@ struct Source {
 struct Refused(&'static str, String);
 
 impl Reloader {
-    /// A reloader for the config at `path` (in effect: `current`).
+    /// A reloader for the config at `path` (in effect: `current`, whose
+    /// workspace roots resolved to `roots`).
     pub(crate) fn new(
         path: Option<PathBuf>,
         current: Config,
+        roots: WorkspaceRoots,
         engine: Option<Engine>,
         agent_exe: Option<PathBuf>,
         clock: Arc<dyn Clock>,
     ) -> Reloader {
         Reloader {
+            roots: Mutex::new(Arc::new(roots)),
             source: path.map(|path| Source {
                 path,
                 current: Mutex::new(current),
@@ -90,6 +98,11 @@ impl Reloader {
                 .workspaces
                 .contains_key(id)
         })
+    }
+
+    /// The workspace roots in effect.
+    pub(crate) fn roots(&self) -> Arc<WorkspaceRoots> {
+        self.roots.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The last reload's outcome, if any ran.
@@ -170,6 +183,9 @@ impl Reloader {
         let specs = config
             .provider_specs()
             .map_err(|e| Refused("invalid_config", e.to_string()))?;
+        let roots = config
+            .workspace_roots()
+            .map_err(|e| Refused(e.code(), e.to_string()))?;
         let new_workspaces = workspaces_to_add(store, &config).await?;
 
         let mut added = Vec::new();
@@ -191,6 +207,7 @@ impl Reloader {
             engine.replace_secrets(secrets);
         }
         names.replace(provider_names);
+        *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(roots);
         let mut current = source.current.lock().unwrap_or_else(|p| p.into_inner());
         let restart_needed = restart_needed(&current, &config);
         *current = config;

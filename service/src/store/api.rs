@@ -30,29 +30,24 @@ impl Store {
 
     /// Register a workspace. `path` is canonicalised (it must exist); a second
     /// id for one canonical path fails `workspace_alias`; the same id and path
-    /// again returns the existing record with `replayed: true`.
+    /// again returns the existing record with `replayed: true`. No root is
+    /// checked: this is the configuration's own registration.
     pub async fn add_workspace(&self, id: &str, path: &Path) -> StoreResult<Receipt<Workspace>> {
-        self.add_workspace_as(id, path, None).await
+        let canonical = canonical_workspace_dir(path)?;
+        self.add_workspace_as(id, canonical, None).await
     }
 
-    /// [`Store::add_workspace`] for an application's `workspaces.add`: with a
-    /// command id, a receipt of (principal, application, command id) records
-    /// the answer (same id, other input: `conflict`).
+    /// [`Store::add_workspace`] for an application's `workspaces.add`, of a
+    /// path already made canonical by [`canonical_workspace_dir`] (the one
+    /// the caller checked against the workspace roots is the one stored):
+    /// with a command id, a receipt of (principal, application, command id)
+    /// records the answer (same id, other input: `conflict`).
     pub(crate) async fn add_workspace_as(
         &self,
         id: &str,
-        path: &Path,
+        canonical: String,
         command: Option<(&Actor, &str)>,
     ) -> StoreResult<Receipt<Workspace>> {
-        let canonical = std::fs::canonicalize(path)
-            .map_err(|_| StoreError::invalid("workspace path does not exist"))?;
-        if !canonical.is_dir() {
-            return Err(StoreError::invalid("workspace path is not a directory"));
-        }
-        let canonical = canonical
-            .to_str()
-            .ok_or_else(|| StoreError::invalid("workspace path is not UTF-8"))?
-            .to_owned();
         let id = id.to_owned();
         let command = command.map(|(a, c)| (a.clone(), c.to_owned()));
         self.op(move |w| {
@@ -500,4 +495,18 @@ impl Store {
 #[cfg(any(test, feature = "test-support"))]
 fn no_facts() -> Preparer {
     Arc::new(|_: &Thread| None)
+}
+
+/// The canonical form of a workspace directory as the store keeps it: links
+/// and `..` resolved, an existing directory, UTF-8.
+pub(crate) fn canonical_workspace_dir(path: &Path) -> StoreResult<String> {
+    let canonical = std::fs::canonicalize(path)
+        .map_err(|_| StoreError::invalid("workspace path does not exist"))?;
+    if !canonical.is_dir() {
+        return Err(StoreError::invalid("workspace path is not a directory"));
+    }
+    canonical
+        .into_os_string()
+        .into_string()
+        .map_err(|_| StoreError::invalid("workspace path is not UTF-8"))
 }

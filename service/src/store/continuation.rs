@@ -5,7 +5,9 @@
 //! tool. It is accepted only after a prior whose outcome is known
 //! (`completed`, `failed`, `cancelled`, resolved ones included) and whose
 //! record is whole: no permission request left unanswered, no tool call
-//! without a terminal status, no payload lost to metadata-only retention
+//! without a terminal status, no application tool call with an unknown
+//! effect (`tool_effect_unknown`, checked in the writer's step that queues
+//! the continuation and again at its claim), no payload lost to metadata-only retention
 //! (`transcript_unavailable`). The claim checks the prior again. When the
 //! agent session cannot be resumed, the attempt carries a bounded
 //! [`digest`] of the prior turn as a separate content block.
@@ -62,6 +64,20 @@ pub(super) fn check_prior(
         }
     }
     let events = read::turn_events(conn, memory, &prior.thread_id, &prior.id)?;
+    // In the writer, like the insert that follows: no call of the prior can
+    // be journaled between this check and the continuation's queueing.
+    let bodies: Vec<Payload> = events.iter().filter_map(JournalEvent::body).collect();
+    if let Some(u) = lapis_protocol::unknown_effects(&prior.id, &bodies)
+        .into_iter()
+        .next()
+    {
+        return Err(StoreError::ToolEffectUnknown {
+            turn: u.turn_id,
+            call: u.call_id,
+            endpoint: u.endpoint,
+            tool: u.tool,
+        });
+    }
     if let Some(e) = events.iter().find(|e| e.payload_unavailable) {
         return Err(StoreError::TranscriptUnavailable {
             thread: prior.thread_id.clone(),

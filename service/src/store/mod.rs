@@ -75,6 +75,7 @@ mod transition;
 mod validate;
 mod writer;
 
+pub(crate) use api::canonical_workspace_dir;
 pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;

@@ -158,6 +158,7 @@ pub(super) fn session_row(r: &Row<'_>) -> rusqlite::Result<AuthSession> {
         created_at: r.get(6)?,
         expires_at: r.get(7)?,
         revoked_at: r.get(8)?,
+        read_only: None,
         id,
     })
 }

@@ -144,6 +144,12 @@ pub(crate) struct ParkedClaim {
     pub(crate) reply: oneshot::Sender<StoreResult<crate::domain::Claim>>,
 }
 
+/// The log target of one `trace` line per durable commit (off unless
+/// asked for: `LAPIS_LOG=info,lapis_commit=trace`), so a release `serve`
+/// can be counted from outside; the tools bench does
+/// (`tests/src/bench/tools.rs`).
+const COMMIT_LOG_TARGET: &str = "lapis_commit";
+
 /// State shared between the writer and the handles.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -214,6 +220,17 @@ pub(crate) struct Writer {
     pub(crate) anchor: AnchorState,
     /// Held for the life of the writer.
     pub(crate) _lock: InstanceLock,
+}
+
+impl Shared {
+    /// Counts one durable commit (one fsync).
+    pub(crate) fn committed(&self) {
+        let n = self
+            .commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        tracing::trace!(target: COMMIT_LOG_TARGET, commits = n, "store commit");
+    }
 }
 
 impl std::fmt::Debug for Writer {
@@ -336,9 +353,7 @@ impl Writer {
         match result {
             Ok(v) => {
                 if !in_batch {
-                    self.shared
-                        .commits
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.shared.committed();
                     self.storage_recovered();
                 }
                 let events = self.journal.commit(stage);

@@ -29,6 +29,7 @@ use lapis_protocol::{
     ErrorCode, Payload, RpcError, ToolCallFinished, ToolCallOutcome, ToolCallRequested,
 };
 
+use super::fault::{self, Step};
 use super::peer::PeerError;
 use super::{Grant, Tools};
 use crate::domain::{Retention, Thread};
@@ -149,6 +150,7 @@ pub(crate) async fn call(
         Ok(_) => return Err(failed("the turn ended before the call could run")),
         Err(_) => return Err(failed("the call could not be journaled; nothing ran")),
     }
+    fault::step(Step::BeforeBegin).await;
     let finish = |outcome, code: Option<ErrorCode>, output: Option<ToolOutput>| {
         Payload::ToolCallFinished(ToolCallFinished {
             call_id: call_id.clone(),
@@ -188,6 +190,7 @@ pub(crate) async fn call(
                 .await;
             return Err(failed(format!("capture begin: {e}; the tool did not run")));
         }
+        fault::step(Step::AfterBegin).await;
     }
     let invoke = ToolInvoke {
         endpoint: endpoint_name.to_owned(),
@@ -215,6 +218,7 @@ pub(crate) async fn call(
             Ok(out)
         }
     });
+    fault::step(Step::AfterInvoke).await;
     let (event, answer) = match result {
         Ok(out) => {
             if capture {
@@ -229,6 +233,7 @@ pub(crate) async fn call(
                 if let Err(e) = done {
                     tracing::warn!(call = %call_id, error = %e, "capture finish was not acknowledged; the result is kept");
                 }
+                fault::step(Step::AfterCaptureFinish).await;
             }
             let outcome = if out.is_error {
                 ToolCallOutcome::Error
@@ -274,5 +279,6 @@ pub(crate) async fn call(
         // a mutating call's effect stays unknown (its request has no finish).
         return Err(failed("the result could not be journaled"));
     }
+    fault::step(Step::AfterFinish).await;
     answer
 }

@@ -14,6 +14,7 @@
 pub(crate) mod active;
 pub(crate) mod call;
 pub(crate) mod context;
+pub(crate) mod fault;
 pub(crate) mod peer;
 pub(crate) mod registry;
 pub(crate) mod tickets;

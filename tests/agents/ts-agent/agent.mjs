@@ -28,6 +28,14 @@
 //   `[permission]` a `session/request_permission` with allow_once/reject_once
 //   options, the choice reported as `permission: <kind>; `;
 //   `[slow]` waits for `session/cancel` and answers `cancelled`.
+//   Lines `list` and `call NAME JSON` (as the Rust fixture agent's
+//   `--mcp-tools`) use the session's `lapis-tools` MCP server from
+//   `session/new`/`session/load` `mcpServers`, through the official
+//   TypeScript MCP SDK (`@modelcontextprotocol/sdk`, its stdio client):
+//   `list` replies `tools: a, b`, a call `tool NAME: TEXT` (or
+//   `tool NAME error: TEXT`), each on its own line, before the rest of the
+//   reply. The MCP client is started at the first such line and kept for
+//   the session.
 //
 // What must stay true: nothing but ACP frames on stdout (diagnostics go to
 // stderr); the history file is only appended to (a turn costs the same on
@@ -42,6 +50,8 @@ import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 
 import * as acp from "@agentclientprotocol/sdk";
+import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
 const STATE_DIR = process.env.TS_AGENT_STATE_DIR || join(tmpdir(), "lapis-ts-agent");
 const LOAD_SESSION = process.env.TS_AGENT_NO_LOAD !== "1";
@@ -99,7 +109,7 @@ function restore(sessionId) {
   lines.pop();
   const header = JSON.parse(lines[0]);
   const history = lines.slice(1).map((line) => JSON.parse(line));
-  return { id: sessionId, cwd: header.cwd, history, pending: null };
+  return { id: sessionId, cwd: header.cwd, history, pending: null, mcpServers: [], mcp: null };
 }
 
 function textOf(prompt) {
@@ -151,6 +161,75 @@ async function toolCall(client, sessionId, turn) {
   });
 }
 
+/** The prompt's `list` and `call NAME JSON` lines, in order. */
+function toolLines(text) {
+  return text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line === "list" || line.startsWith("call "));
+}
+
+/** The session's MCP client of the controller's bridge, started once. */
+function mcpClient(session) {
+  if (!session.mcp) {
+    session.mcp = (async () => {
+      const bridge = (session.mcpServers || []).find((s) => s.name === "lapis-tools");
+      if (!bridge) {
+        throw new Error("the session has no lapis-tools server");
+      }
+      const env = Object.fromEntries((bridge.env || []).map((e) => [e.name, e.value]));
+      const transport = new StdioClientTransport({
+        command: bridge.command,
+        args: bridge.args || [],
+        env,
+        stderr: "inherit",
+      });
+      const client = new McpClient({ name: "lapis-ts-agent", version: "0.0.0" });
+      await client.connect(transport);
+      return client;
+    })();
+    // A failed start is reported once per line and tried again next turn.
+    session.mcp.catch(() => {
+      session.mcp = null;
+    });
+  }
+  return session.mcp;
+}
+
+/** Runs one `list` or `call` line through the bridge; returns the reply line. */
+async function toolLine(session, line) {
+  let client;
+  try {
+    client = await mcpClient(session);
+  } catch (error) {
+    return `mcp error: ${error.message}`;
+  }
+  if (line === "list") {
+    try {
+      const listed = await client.listTools();
+      return `tools: ${listed.tools.map((t) => t.name).join(", ")}`;
+    } catch (error) {
+      return `list error: ${error.message}`;
+    }
+  }
+  const rest = line.slice("call ".length);
+  const space = rest.indexOf(" ");
+  const name = space < 0 ? rest : rest.slice(0, space);
+  let args = {};
+  try {
+    args = space < 0 ? {} : JSON.parse(rest.slice(space + 1));
+  } catch {
+    return `tool ${name} error: arguments are not JSON`;
+  }
+  try {
+    const result = await client.callTool({ name, arguments: args });
+    const text = result.content?.[0]?.text ?? "";
+    return result.isError ? `tool ${name} error: ${text}` : `tool ${name}: ${text}`;
+  } catch (error) {
+    return `tool ${name} failed: ${error.message}`;
+  }
+}
+
 /** Asks for permission; returns the chosen option's kind or "cancelled". */
 async function askPermission(client, sessionId, turn) {
   const toolCallId = `guarded-${turn}`;
@@ -192,7 +271,14 @@ const app = acp
     authMethods: [],
   }))
   .onRequest(acp.methods.agent.session.new, ({ params }) => {
-    const session = { id: `ts-${randomUUID()}`, cwd: params.cwd, history: [], pending: null };
+    const session = {
+      id: `ts-${randomUUID()}`,
+      cwd: params.cwd,
+      history: [],
+      pending: null,
+      mcpServers: params.mcpServers,
+      mcp: null,
+    };
     create(session);
     sessions.set(session.id, session);
     log(`session ${session.id} created`);
@@ -207,6 +293,10 @@ const app = acp
       throw acp.RequestError.sessionNotFound(params.sessionId);
     }
     session.cwd = params.cwd;
+    session.mcpServers = params.mcpServers;
+    // A loaded session gets the servers of this load: the old client ends.
+    session.mcp?.then((client) => client.close()).catch(() => {});
+    session.mcp = null;
     sessions.set(session.id, session);
     for (const entry of session.history) {
       const kind = entry.role === "user" ? "user_message_chunk" : "agent_message_chunk";
@@ -236,6 +326,9 @@ const app = acp
     try {
       if (text.includes("[tool]")) {
         await toolCall(client, session.id, turn);
+      }
+      for (const line of toolLines(text)) {
+        await stream(`${await toolLine(session, line)}\n`);
       }
       if (text.includes("[permission]")) {
         const kind = await askPermission(client, session.id, turn);

@@ -10,5 +10,6 @@ pub(crate) mod rig;
 pub(crate) mod startup;
 pub(crate) mod status;
 pub(crate) mod table;
+pub(crate) mod tools;
 pub(crate) mod turns;
 pub(crate) mod warm;

@@ -12,6 +12,8 @@ pub(crate) enum Unit {
     PerSec(&'static str),
     /// Mebibytes.
     MiB,
+    /// A count of something per operation (`commits`).
+    Count(&'static str),
 }
 
 /// One measured figure.
@@ -98,6 +100,7 @@ impl Table {
                 Unit::Ms => "ms".to_owned(),
                 Unit::PerSec(what) => format!("{what}/s"),
                 Unit::MiB => "MiB".to_owned(),
+                Unit::Count(what) => what.to_owned(),
             };
             out.push_str(&format!(
                 "| {} | {} | {} {unit} | {} | {} | {} | {vs} | {ratio} |\n",

@@ -3,7 +3,8 @@
 //! so arguments are the one reliable channel):
 //!
 //! `--chunks N` `--chunk-text T` `--thoughts N` `--tool-calls N`
-//! `--tool-final STATUS` (the calls' last status; `in_progress` sends none) `--plan`
+//! `--tool-final STATUS` (the calls' last status; `in_progress` sends none)
+//! `--tool-updates N` (N more updates per call: a command, a patch, output) `--plan`
 //! `--message-id` `--permissions N` `--perm-kinds k1,k2` `--hang`
 //! `--ignore-cancel` `--cancel-stop R` `--stop-reason R`
 //! `--exit-at initialize|session_new|prompt` `--fail-initialize`
@@ -34,7 +35,8 @@
 //! every `session/new` and `session/load` (one JSON line each);
 //! `--mcp-caps http,sse|none` sets the advertised `mcpCapabilities`.
 //! `--mcp-tools`: an MCP client (`rmcp`) of the session's `lapis-tools`
-//! bridge; prompt lines `call NAME JSON` and `list` use it (see `mcp.rs`).
+//! bridge; prompt lines `call NAME JSON` and `list` use it (see `mcp.rs`;
+//! `--mcp-timing` adds each call's time as the agent saw it).
 //! `--idle-request PATH`: after answering a prompt, sends a
 //! `fs/read_text_file` request and appends `idle-0=<outcome>` to PATH when
 //! its answer arrives.
@@ -356,6 +358,7 @@ fn main() {
                 }
                 let (tx, rx) = mpsc::channel();
                 answers = Some(tx);
+                let timing = script.has("mcp-timing");
                 let (s, o, c) = (script.clone(), out.clone(), cancelled.clone());
                 cancelled.store(false, Ordering::SeqCst);
                 if let Some(previous) = worker.take() {
@@ -363,7 +366,7 @@ fn main() {
                 }
                 worker = Some(std::thread::spawn(move || {
                     if let Some(calls) = calls {
-                        mcp::run_calls(&o, &sid, &calls);
+                        mcp::run_calls(&o, &sid, &calls, timing);
                     }
                     run_prompt(&s, &o, &c, id, rx, &sid, recall)
                 }));

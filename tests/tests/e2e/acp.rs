@@ -279,7 +279,12 @@ async fn updates_map_to_messages_reasoning_invocations_and_observations() {
         "{ids:?}"
     );
     let tool = invocation(&events, "tool-1");
-    assert_eq!(tool.len(), 3, "one envelope per tool_call/tool_call_update");
+    assert_eq!(
+        tool.len(),
+        2,
+        "a durable pair: the start and the merged finish"
+    );
+    assert_eq!(tool[0].status.as_deref(), Some("pending"));
     let last = tool.last().unwrap();
     assert_eq!(last.title.as_deref(), Some("Edit file 1"));
     assert_eq!(last.kind.as_deref(), Some("edit"));

@@ -113,6 +113,25 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
     );
     client.threads_get(&thread_id).unwrap();
     client.journal_replay(Some(&thread_id), 0, None).unwrap();
+    // A fresh connection of a new application (no stored session) still
+    // gets in: a read-only session kept in memory, so `status` answers and
+    // a write says why it cannot.
+    let mut fresh = server.client("disk-fresh");
+    let view = fresh.session().unwrap().clone();
+    assert_eq!(view.read_only.as_deref(), Some("disk_full"), "{view:?}");
+    assert!(
+        view.scopes.iter().all(|s| s.only_reads()) && !view.scopes.is_empty(),
+        "{view:?}"
+    );
+    assert_eq!(
+        fresh.status().unwrap().storage_fault.as_deref(),
+        Some("disk_full")
+    );
+    let refused = fresh
+        .threads_create("proj", "small", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap_err();
+    assert_eq!(refused.code(), "storage_unavailable", "{refused}");
+    assert!(refused.to_string().contains("read-only"), "{refused}");
     // Space returns: the turn settles and the scheduler moves on.
     std::fs::remove_file(&filler).unwrap();
     let state = wait_turn(&mut client, &turn.id, settled).state;
@@ -137,6 +156,14 @@ fn a_full_disk_mid_turn_is_named_and_recovered_without_a_restart() {
     );
     let s = server.ctx.run(["status", "--json"]).json();
     assert!(s.get("storageFault").is_none(), "{s}");
+    // With space back, the same credential's next hello is a full session.
+    let again = server.client("disk-fresh");
+    let view = again.session().unwrap();
+    assert!(
+        view.read_only.is_none() && view.scopes.len() > 3,
+        "{view:?}"
+    );
+    drop((fresh, again));
     drop(client);
     drop(server);
     drop(disk);

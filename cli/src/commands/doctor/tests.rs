@@ -1,4 +1,4 @@
-use super::human;
+use super::controller::human;
 
 #[test]
 fn sizes_read_naturally() {

@@ -8,6 +8,7 @@
 mod catalogue;
 mod envfile;
 mod provider;
+mod roots;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
     SessionPolicy,
 };
+pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
 /// says otherwise: 30 days.
@@ -64,6 +66,13 @@ pub struct Config {
     /// Agent workspaces by id.
     #[serde(default)]
     pub workspaces: BTreeMap<String, WorkspaceConfig>,
+    /// Directories under which sessions may register workspaces at run
+    /// time (`workspaces add`, `ask` in a new directory): absolute paths,
+    /// `~` or `~/…`, at most 64. Absent means the controller user's home
+    /// directory; `[]` allows only the workspaces declared here. Declared
+    /// workspaces need no root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_roots: Option<Vec<String>>,
     /// The provider `ask` uses without `--provider`: a key of `providers`
     /// or `echo` [default: `echo`]. The first `providers add` sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -441,11 +450,19 @@ impl Config {
 
     /// The checks that depend on this machine at run time (workspace
     /// directories exist; they are stored canonical; no two ids name one
-    /// directory). `serve` and clients run it after [`Config::load`]; the
+    /// directory; every workspace root is an existing directory). `serve` and clients run it after [`Config::load`]; the
     /// installer does not, so a missing workspace directory never fails an
     /// install.
     pub fn check_on_this_machine(&mut self) -> Result<(), ConfigError> {
-        validate::check_on_this_machine(self)
+        validate::check_on_this_machine(self)?;
+        self.workspace_roots().map(drop)
+    }
+
+    /// The workspace roots resolved on this machine, `~` and the default
+    /// being the `HOME` of this process (see [`WorkspaceRoots::resolve`]).
+    pub fn workspace_roots(&self) -> Result<WorkspaceRoots, ConfigError> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        WorkspaceRoots::resolve(self.workspace_roots.as_deref(), home.as_deref())
     }
 
     /// The configured providers as the runner launches them (the rules were

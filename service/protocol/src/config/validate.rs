@@ -58,6 +58,7 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
         ));
     }
     validate_workspace_ids(config)?;
+    super::roots::validate(config.workspace_roots.as_deref())?;
     validate_limits(config)
 }
 

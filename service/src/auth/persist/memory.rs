@@ -15,6 +15,9 @@ pub struct MemorySessions {
     clock: Arc<dyn Clock>,
     /// Every session issued, revoked or not.
     all: Mutex<Vec<AuthSession>>,
+    /// A storage condition every `issue` fails with while set (a full disk
+    /// as the store reports it).
+    refuse_issue: Mutex<Option<&'static str>>,
 }
 
 impl MemorySessions {
@@ -23,7 +26,14 @@ impl MemorySessions {
         MemorySessions {
             clock,
             all: Mutex::default(),
+            refuse_issue: Mutex::default(),
         }
+    }
+
+    /// Makes every later `issue` fail with the storage `condition` (as the
+    /// store's does on a full disk), or work again with `None`.
+    pub fn refuse_issue(&self, condition: Option<&'static str>) {
+        *self.refuse_issue.lock().expect("poisoned") = condition;
     }
 }
 
@@ -47,6 +57,12 @@ impl SessionPersistence for MemorySessions {
         Ok(all.iter().find(|s| s.bearer_sha256 == hash).cloned())
     }
     fn issue(&self, new: NewAuthSession) -> Result<AuthSession, PersistError> {
+        if let Some(condition) = *self.refuse_issue.lock().expect("poisoned") {
+            return Err(PersistError(
+                "the storage refused the write".into(),
+                Some(condition),
+            ));
+        }
         let session = AuthSession {
             id: format!(
                 "ses_{}",
@@ -60,6 +76,7 @@ impl SessionPersistence for MemorySessions {
             created_at: self.clock.now_ms(),
             expires_at: new.expires_at,
             revoked_at: None,
+            read_only: None,
         };
         self.all.lock().expect("poisoned").push(session.clone());
         Ok(session)

@@ -66,6 +66,11 @@ pub(super) fn store_err(e: StoreError) -> RpcError {
         return RpcError::new(ErrorCode::BindingMismatch, e.to_string())
             .with_data("fields", fields);
     }
+    if let StoreError::ToolEffectUnknown { call, .. } = &e {
+        let call = call.clone();
+        return RpcError::new(ErrorCode::ToolEffectUnknown, e.to_string())
+            .with_data("callId", call.into());
+    }
     match e.error_code() {
         ErrorCode::Internal => internal(e),
         // The code already says "conflict"; the message is the reason alone,

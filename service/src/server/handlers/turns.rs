@@ -33,31 +33,17 @@ pub(crate) async fn turns_submit(
 }
 
 /// `turns.continue`: a linked attempt in the prior turn's thread with new
-/// instructions and the thread's current configuration. The store refuses a
-/// prior that is not settled or whose record is not whole; the prompt is
-/// handed to the core and never logged.
+/// instructions and the thread's current configuration. The store refuses,
+/// in the same step that queues the attempt, a prior that is not settled,
+/// whose record is not whole, or that has an unknown tool effect
+/// (`tool_effect_unknown`); the prompt is handed to the core and never
+/// logged.
 pub(crate) async fn turns_continue(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::TurnsContinue,
 ) -> Result<TurnResult, RpcError> {
     let prior = owned_turn(ctx, session, &p.turn_id).await?;
-    let unknown = ctx
-        .core
-        .store
-        .unknown_tool_effects(Some(&prior.id))
-        .await
-        .map_err(store_err)?;
-    if let Some(u) = unknown.first() {
-        return Err(RpcError::new(
-            ErrorCode::ToolEffectUnknown,
-            format!(
-                "turn {} has an unknown tool effect ({}.{} call {}): it is never continued",
-                prior.id, u.endpoint, u.tool, u.call_id
-            ),
-        )
-        .with_data("callId", u.call_id.clone().into()));
-    }
     let input = SubmitTurn {
         command_id: p.command_id,
         thread_id: prior.thread_id,

@@ -1,6 +1,9 @@
 //! Workspaces: registering, listing, removing.
 //!
-//! What must stay true: a workspace the configuration declares is never
+//! What must stay true: a directory is registered at run time only when its
+//! canonical path lies under a workspace root the configuration grants
+//! (`workspaceRoots`), for every principal alike, and the path checked is
+//! the path stored; a workspace the configuration declares is never
 //! removed at run time (the next `serve` or reload would register it
 //! again), and a removal's refusal names the turn in the way and what to do
 //! about it.
@@ -9,7 +12,8 @@ use std::path::Path;
 
 use crate::auth::AuthSession;
 use crate::domain::StoreError;
-use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
+use crate::store::canonical_workspace_dir;
+use lapis_protocol::config::{WORKSPACE_ID_RULE, WORKSPACE_ROOTS_FIELD, valid_workspace_id};
 use lapis_protocol::params::{WorkspaceRemoved, WorkspaceResult, WorkspacesResult};
 use lapis_protocol::{ErrorCode, RpcError, params};
 
@@ -20,7 +24,9 @@ fn invalid(msg: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidRequest, msg)
 }
 
-/// `workspaces.add`: one id per canonical path (`workspace_alias`).
+/// `workspaces.add`: only under a configured root
+/// (`workspace_outside_roots`), one id per canonical path
+/// (`workspace_alias`).
 pub(crate) async fn workspaces_add(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -33,18 +39,39 @@ pub(crate) async fn workspaces_add(
     if !path.is_absolute() {
         return Err(invalid("workspace path must be absolute"));
     }
+    let canonical = canonical_workspace_dir(path).map_err(store_err)?;
+    if !ctx.reload.roots().grants(Path::new(&canonical)) {
+        return Err(outside_roots(&canonical));
+    }
     let actor = actor(session);
     let command = p.command_id.as_deref().map(|c| (&actor, c));
     let receipt = ctx
         .core
         .store
-        .add_workspace_as(&p.id, path, command)
+        .add_workspace_as(&p.id, canonical, command)
         .await
         .map_err(store_err)?;
     Ok(WorkspaceResult {
         workspace: receipt.value,
         replayed: receipt.replayed,
     })
+}
+
+/// The refusal of a directory outside every root: names the field that
+/// grants roots and how to widen it, never the roots themselves (they are
+/// the owner's file, not the caller's business).
+fn outside_roots(canonical: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::WorkspaceOutsideRoots,
+        format!(
+            "{canonical} is outside the workspace roots the configuration grants \
+             (`{WORKSPACE_ROOTS_FIELD}`, default: the controller user's home directory); \
+             add a root containing it to `{WORKSPACE_ROOTS_FIELD}` in the configuration \
+             file and run `lapis-ai-controller config reload`, or declare the workspace \
+             under `workspaces` there"
+        ),
+    )
+    .with_data("field", WORKSPACE_ROOTS_FIELD.into())
 }
 
 /// `workspaces.list`: every workspace, and the turns fencing any of them

@@ -34,6 +34,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
         }],
         providers: Default::default(),
         workspaces: Default::default(),
+        workspace_roots: None,
         default_provider: None,
         server: limits,
     }

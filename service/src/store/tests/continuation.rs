@@ -9,7 +9,7 @@ use crate::domain::*;
 use crate::store::*;
 
 /// Runs one turn of `thread` to `end`, with `activity` journaled on the way.
-async fn run(
+pub(super) async fn run(
     s: &Store,
     thread: &str,
     cmd: &str,
@@ -34,14 +34,14 @@ async fn run(
     s.finish_turn(&turn.id, end).await.unwrap().turn
 }
 
-fn continues(thread: &str, prior: &str, cmd: &str, prompt: &str) -> SubmitTurn {
+pub(super) fn continues(thread: &str, prior: &str, cmd: &str, prompt: &str) -> SubmitTurn {
     SubmitTurn {
         continues: Some(prior.into()),
         ..submit(thread, cmd, prompt)
     }
 }
 
-fn completed() -> TurnEnd {
+pub(super) fn completed() -> TurnEnd {
     TurnEnd::Completed("end_turn".into())
 }
 

@@ -6,6 +6,7 @@ mod anchor;
 mod chain;
 mod configure;
 mod continuation;
+mod continuation_tools;
 mod journal;
 mod lifecycle;
 mod parking;

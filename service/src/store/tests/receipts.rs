@@ -215,12 +215,12 @@ async fn workspace_registration_and_external_commands_have_receipts() {
     std::fs::create_dir_all(&dir).unwrap();
     let app = owner();
     let a = s
-        .add_workspace_as("proj", &dir, Some((&app, "ws-1")))
+        .add_workspace_as("proj", canonical(&dir), Some((&app, "ws-1")))
         .await
         .unwrap();
     assert!(!a.replayed);
     let b = s
-        .add_workspace_as("proj", &dir, Some((&app, "ws-1")))
+        .add_workspace_as("proj", canonical(&dir), Some((&app, "ws-1")))
         .await
         .unwrap();
     assert!(b.replayed);
@@ -228,7 +228,7 @@ async fn workspace_registration_and_external_commands_have_receipts() {
     let other = f.dir.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     assert_eq!(
-        s.add_workspace_as("other", &other, Some((&app, "ws-1")))
+        s.add_workspace_as("other", canonical(&other), Some((&app, "ws-1")))
             .await
             .unwrap_err()
             .code(),
@@ -280,4 +280,8 @@ async fn workspace_registration_and_external_commands_have_receipts() {
     drop(f.store);
     let s = Store::open(options(&home)).unwrap();
     assert_eq!(s.open_report().validated.turns, 1);
+}
+
+fn canonical(dir: &std::path::Path) -> String {
+    crate::store::canonical_workspace_dir(dir).unwrap()
 }

@@ -156,9 +156,7 @@ impl Batch {
                     // A batch that changed nothing writes no WAL frame and
                     // costs no fsync; it is not counted as a commit.
                     if wrote {
-                        w.shared
-                            .commits
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        w.shared.committed();
                         w.storage_recovered();
                     }
                     None

@@ -50,7 +50,13 @@ pub(crate) fn record(ledger: &str, params: &Value) {
         .append(true)
         .open(ledger)
         .expect("ledger");
-    writeln!(f, "{text}").expect("ledger write");
+    // One write(2) per line: agents of several workspaces append at once,
+    // and `writeln!` on a `File` writes the text and the newline apart, so
+    // two agents' lines could interleave into one merged line and an empty
+    // one (the load suite then counted the empty line as a prompt
+    // delivered twice).
+    f.write_all(format!("{text}\n").as_bytes())
+        .expect("ledger write");
     f.sync_all().expect("ledger fsync");
 }
 

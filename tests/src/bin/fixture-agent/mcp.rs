@@ -4,7 +4,11 @@
 //! line `call NAME JSON` calls tool NAME with arguments JSON through the
 //! controller's bridge (`lapis-tools`) and replies `tool NAME: TEXT` (or
 //! `tool NAME error: TEXT`); a line `list` replies `tools: a, b`. The
-//! client is started at the first call and kept for the session.
+//! client is started at the first call and kept for the session. With
+//! `--mcp-timing` a call's reply names the time the MCP call took as the
+//! agent saw it, in microseconds: `tool NAME [123us]: TEXT`, and the
+//! replies to all lines go in one chunk after the last call (the tools
+//! bench, `tests/src/bench/tools.rs`).
 
 use std::sync::Mutex;
 
@@ -61,7 +65,7 @@ fn connect(servers: &Value) -> Result<Connected, String> {
     })
 }
 
-fn one(c: &Connected, line: &str) -> String {
+fn one(c: &Connected, line: &str, timing: bool) -> String {
     let Some(client) = c.client.as_ref() else {
         return "error: no client".into();
     };
@@ -82,14 +86,21 @@ fn one(c: &Connected, line: &str) -> String {
             Ok(p) => p,
             Err(e) => return format!("tool {name} error: {e}"),
         };
-    match c.runtime.block_on(client.call_tool(params)) {
+    let started = std::time::Instant::now();
+    let result = c.runtime.block_on(client.call_tool(params));
+    let took = if timing {
+        format!(" [{}us]", started.elapsed().as_micros())
+    } else {
+        String::new()
+    };
+    match result {
         Ok(r) => {
             let v = serde_json::to_value(&r).unwrap_or_default();
             let text = v["content"][0]["text"].as_str().unwrap_or("").to_string();
             if v["isError"] == true {
-                format!("tool {name} error: {text}")
+                format!("tool {name}{took} error: {text}")
             } else {
-                format!("tool {name}: {text}")
+                format!("tool {name}{took}: {text}")
             }
         }
         Err(e) => format!("tool {name} failed: {e}"),
@@ -97,7 +108,7 @@ fn one(c: &Connected, line: &str) -> String {
 }
 
 /// Runs the prompt's `call` and `list` lines, replying to each.
-pub(crate) fn run_calls(out: &Out, session: &str, prompt: &str) {
+pub(crate) fn run_calls(out: &Out, session: &str, prompt: &str, timing: bool) {
     let lines: Vec<&str> = prompt
         .lines()
         .map(str::trim)
@@ -123,13 +134,25 @@ pub(crate) fn run_calls(out: &Out, session: &str, prompt: &str) {
         }
     }
     let c = s.1.as_ref().expect("connected");
-    for line in lines {
-        let text = format!("{}\n", one(c, line));
+    let say = |text: String| {
         update(
             out,
             session,
             json!({"sessionUpdate": "agent_message_chunk",
             "content": {"type": "text", "text": text}}),
         );
+    };
+    if timing {
+        // One chunk after all calls, so a bench counts the calls' own
+        // commits, not a reply chunk committed between two calls.
+        let text: String = lines
+            .iter()
+            .map(|l| format!("{}\n", one(c, l, true)))
+            .collect();
+        say(text);
+        return;
+    }
+    for line in lines {
+        say(format!("{}\n", one(c, line, false)));
     }
 }

@@ -87,6 +87,20 @@ pub(crate) fn run_prompt(
             json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
             "status": "in_progress", "locations": [{"path": format!("/w/f{i}.rs"), "line": i + 1}]}),
         );
+        // `--tool-updates N`: N more updates carrying what agents stream
+        // (the command it runs, a patch, then terminal-style output).
+        for u in 0..script.num("tool-updates") {
+            update(
+                out,
+                s,
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": tid,
+                "rawInput": {"command": ["cargo", "test", format!("--step={u}")]},
+                "content": [
+                    {"type": "diff", "path": format!("/w/f{i}.rs"), "oldText": "old", "newText": format!("patch {u}")},
+                    {"type": "content", "content": {"type": "text", "text": format!("output {u}")}}
+                ]}),
+            );
+        }
         // `--tool-final in_progress` leaves the call without a terminal status.
         let last = script.get("tool-final").unwrap_or("completed");
         if last != "in_progress" {
