@@ -49,6 +49,7 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
                 context: None,
+                memory: None,
                 thread_id: None,
             },
         )

@@ -44,6 +44,7 @@ fn populated(chunks: usize) -> Populated {
             mcp_servers: Vec::new(),
             tools: Vec::new(),
             context: None,
+            memory: None,
             thread_id: None,
         };
         let th = s.create_thread(&actor, input).await.unwrap().value;

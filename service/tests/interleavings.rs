@@ -86,6 +86,7 @@ async fn run(ops: Vec<Op>) {
             mcp_servers: Vec::new(),
             tools: Vec::new(),
             context: None,
+            memory: None,
             thread_id: None,
         };
         threads.push(store.create_thread(&actor(), input).await.unwrap().value.id);

@@ -163,6 +163,7 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
             mcp_servers: Vec::new(),
             tools: Vec::new(),
             context: None,
+            memory: None,
             thread_id: None,
         };
         threads.push(store.create_thread(&actor, t).await.unwrap().value.id);

@@ -31,6 +31,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
                 context: None,
+                memory: None,
                 thread_id: None,
                 command_id: Some(command_id),
             };

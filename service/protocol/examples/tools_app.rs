@@ -109,6 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         mcp_servers: Vec::new(),
         tools: vec!["notes".into()],
         context: None,
+        memory: None,
         thread_id: None,
         command_id: None,
     })?;

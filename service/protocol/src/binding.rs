@@ -43,6 +43,10 @@ pub struct ThreadExpect {
     /// that it binds none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The application memory port (name) the thread binds; `""` states
+    /// that it binds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 impl ThreadExpect {
@@ -96,6 +100,12 @@ impl ThreadExpect {
                 .as_ref()
                 .is_some_and(|c| *c != thread.context.clone().unwrap_or_default()),
         );
+        check(
+            "memory",
+            self.memory
+                .as_ref()
+                .is_some_and(|m| *m != thread.memory.clone().unwrap_or_default()),
+        );
         out
     }
 
@@ -111,6 +121,7 @@ impl ThreadExpect {
             mcp_servers: Some(thread.mcp_servers.clone()),
             tools: Some(thread.tools.clone()),
             context: Some(thread.context.clone().unwrap_or_default()),
+            memory: Some(thread.memory.clone().unwrap_or_default()),
         }
     }
 }
@@ -136,6 +147,7 @@ mod tests {
             mcp_servers: Vec::new(),
             tools: Vec::new(),
             context: None,
+            memory: None,
         }
     }
 
@@ -215,6 +227,7 @@ mod tests {
             mcp_servers: Some(vec!["x".into()]),
             tools: Some(vec!["crm".into()]),
             context: None,
+            memory: None,
         };
         assert_eq!(
             all.mismatches(&t),

@@ -62,13 +62,16 @@ pub enum EventKind {
     /// sizes, the budget's cut; the text on `full` threads only), before
     /// its dispatch boundary.
     ContextPrepared,
+    /// One recall of the thread's memory port (counts, identities, budget
+    /// use; never memory text).
+    MemoryRecalled,
     #[serde(other)]
     Unknown,
 }
 
 impl EventKind {
     /// Every kind the controller writes.
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
@@ -86,6 +89,7 @@ impl EventKind {
         EventKind::ToolCallRequested,
         EventKind::ToolCallFinished,
         EventKind::ContextPrepared,
+        EventKind::MemoryRecalled,
     ];
 
     /// Stored and wire name.
@@ -108,6 +112,7 @@ impl EventKind {
             EventKind::ToolCallRequested => "tool_call_requested",
             EventKind::ToolCallFinished => "tool_call_finished",
             EventKind::ContextPrepared => "context_prepared",
+            EventKind::MemoryRecalled => "memory_recalled",
             EventKind::Unknown => "unknown",
         }
     }
@@ -144,6 +149,7 @@ impl EventKind {
                 EventKind::ToolCallRequested
                     | EventKind::ToolCallFinished
                     | EventKind::ContextPrepared
+                    | EventKind::MemoryRecalled
             )
     }
 }

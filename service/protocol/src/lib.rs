@@ -28,6 +28,7 @@ mod hello;
 pub mod home;
 mod invocation;
 pub mod mcp;
+pub mod memory;
 mod message;
 mod names;
 pub mod notifications;

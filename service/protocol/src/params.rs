@@ -110,6 +110,14 @@ pub struct ThreadsCreate {
     /// `context_unavailable` before its agent sees the prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The name of a memory port this application registered
+    /// (`memory.register`): every turn's preparation recalls from it (a
+    /// labelled block before the prompt), and the agent gets the read tools
+    /// `memory_search` and `memory_read` on the controller's MCP bridge. A
+    /// turn whose port is gone or late fails `context_unavailable` before
+    /// dispatch. Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
     /// A thread id this application reserved (`threads.reserve`): the
     /// thread gets that id. Another application's, or one never reserved,
     /// is `not_found`; one already taken by a thread is `conflict`.

@@ -121,6 +121,8 @@ pub enum Payload {
     /// `context_prepared`: what the thread's context port gave the turn,
     /// before its dispatch boundary.
     ContextPrepared(crate::context::PreparedContext),
+    /// `memory_recalled`: one recall of the thread's memory port.
+    MemoryRecalled(crate::memory::PreparedMemory),
     /// `tool_call_finished`: its result.
     ToolCallFinished(ToolCallFinished),
     /// A kind this SDK does not know, or a payload that does not parse as
@@ -154,6 +156,7 @@ impl Payload {
             Payload::ToolCallRequested(_) => EventKind::ToolCallRequested,
             Payload::ToolCallFinished(_) => EventKind::ToolCallFinished,
             Payload::ContextPrepared(_) => EventKind::ContextPrepared,
+            Payload::MemoryRecalled(_) => EventKind::MemoryRecalled,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -178,6 +181,7 @@ impl Payload {
             Payload::ToolCallRequested(p) => value(p),
             Payload::ToolCallFinished(p) => value(p),
             Payload::ContextPrepared(p) => value(p),
+            Payload::MemoryRecalled(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -280,6 +284,7 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
         EventKind::ToolCallRequested => Payload::ToolCallRequested(parse(raw)?),
         EventKind::ToolCallFinished => Payload::ToolCallFinished(parse(raw)?),
         EventKind::ContextPrepared => Payload::ContextPrepared(parse(raw)?),
+        EventKind::MemoryRecalled => Payload::MemoryRecalled(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

@@ -86,6 +86,10 @@ pub struct Thread {
     /// (`context.prepare` at the claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The application memory port (name) every turn recalls from and the
+    /// agent searches through the bridge's `memory_search`/`memory_read`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

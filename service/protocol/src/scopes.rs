@@ -139,6 +139,8 @@ pub enum Method {
     ToolsUnregister,
     ContextRegister,
     ContextUnregister,
+    MemoryRegister,
+    MemoryUnregister,
     ToolsList,
     ToolsCall,
 }
@@ -304,6 +306,16 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "context.unregister",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
+    (
+        Method::MemoryRegister,
+        "memory.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::MemoryUnregister,
+        "memory.unregister",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
     (Method::ToolsList, "tools.list", Requirement::Ticket),
     (Method::ToolsCall, "tools.call", Requirement::Ticket),
 ];
@@ -374,6 +386,8 @@ mod tests {
             | Method::ToolsUnregister
             | Method::ContextRegister
             | Method::ContextUnregister
+            | Method::MemoryRegister
+            | Method::MemoryUnregister
             | Method::ToolsList
             | Method::ToolsCall => m,
         };
@@ -408,6 +422,8 @@ mod tests {
             Method::ToolsUnregister,
             Method::ContextRegister,
             Method::ContextUnregister,
+            Method::MemoryRegister,
+            Method::MemoryUnregister,
             Method::ToolsList,
             Method::ToolsCall,
         ]

@@ -52,7 +52,7 @@ pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
         // Journaled by the MCP bridge's calls, never by the runner.
         Payload::ToolCallRequested(_) | Payload::ToolCallFinished(_) => false,
         // Journaled by the claim's preparation, before the boundary.
-        Payload::ContextPrepared(_) => false,
+        Payload::ContextPrepared(_) | Payload::MemoryRecalled(_) => false,
     }
 }
 

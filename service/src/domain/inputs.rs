@@ -61,6 +61,8 @@ pub struct NewThread {
     pub tools: Vec<String>,
     /// Application context port name (validated by the caller).
     pub context: Option<String>,
+    /// Application memory port name (validated by the caller).
+    pub memory: Option<String>,
     /// A thread id the actor reserved (`reserve_thread`).
     pub thread_id: Option<String>,
 }

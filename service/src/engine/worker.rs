@@ -352,7 +352,7 @@ impl Engine {
         // The thread's context port is asked now, before any agent is
         // taken: a turn without its context never reaches one. The
         // claiming batch does not wait for the application's answer.
-        let context = match &claim.thread.context {
+        let mut context = match &claim.thread.context {
             None => Vec::new(),
             Some(port) => {
                 guard.boundary_later();
@@ -366,6 +366,18 @@ impl Engine {
                 }
             }
         };
+        // Then the thread's memory port: recalled with the prompt, after
+        // the context port's blocks and before the prompt text.
+        if let Some(port) = claim.thread.memory.clone() {
+            guard.boundary_later();
+            let recalled = self
+                .recall_memory(&mut guard, &claim.thread, &turn_id, &claim.prompt, &port)
+                .await;
+            match recalled {
+                Some(block) => context.extend(block),
+                None => return,
+            }
+        }
         let (spec, fingerprint) = (facts.spec, facts.fingerprint);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {

@@ -273,6 +273,17 @@ pub(super) async fn method(
         Method::ContextUnregister => reply::<call::ContextUnregister>(
             handlers::context_unregister(ctx, conn, request.params()?),
         ),
+        Method::MemoryRegister => reply::<call::MemoryRegister>(handlers::memory_register(
+            ctx,
+            conn,
+            session,
+            request.params()?,
+        )),
+        Method::MemoryUnregister => reply::<call::MemoryUnregister>(handlers::memory_unregister(
+            ctx,
+            conn,
+            request.params()?,
+        )),
         Method::ToolsList | Method::ToolsCall => bridge(ctx, conn, method, request).await,
     }
 }

@@ -113,6 +113,10 @@ impl Writer {
         if let Some(c) = &context {
             parts.push(c);
         }
+        let memory = input.memory.as_ref().map(|m| format!("memory={m}"));
+        if let Some(m) = &memory {
+            parts.push(m);
+        }
         let reserved = input.thread_id.as_ref().map(|t| format!("thread={t}"));
         if let Some(r) = &reserved {
             parts.push(r);
@@ -138,8 +142,8 @@ impl Writer {
         let thread = self.write(|tx, j, st, now| {
             tx.execute(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
-                 restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12)",
+                 restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port, memory_port) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     id,
                     actor.principal,
@@ -152,7 +156,8 @@ impl Writer {
                     now,
                     mcp,
                     tools,
-                    input.context
+                    input.context,
+                    input.memory
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
@@ -168,6 +173,7 @@ impl Writer {
                 mcp_servers: input.mcp_servers.clone(),
                 tools: input.tools.clone(),
                 context: input.context.clone(),
+                memory: input.memory.clone(),
             });
             j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))

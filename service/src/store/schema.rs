@@ -227,13 +227,15 @@ CREATE INDEX events_tool_calls ON events(turn_id)
 "#,
     },
     Migration {
-        // Version 11: the application context port (a name) a thread binds
-        // (issue 26), and thread ids reserved before their thread exists
+        // Version 11: the application context and memory ports (names) a
+        // thread binds (issue 26), and thread ids reserved before their
+        // thread exists
         // (`threads.reserve`), each owned by one principal + application.
         // Only the name persists: the port lives with its connection.
         then: None,
         sql: r#"
 ALTER TABLE threads ADD COLUMN context_port TEXT;
+ALTER TABLE threads ADD COLUMN memory_port TEXT;
 CREATE TABLE thread_reservations (
     id          TEXT PRIMARY KEY,
     principal   TEXT NOT NULL,

@@ -15,7 +15,9 @@ pub(crate) mod active;
 pub(crate) mod call;
 pub(crate) mod context;
 pub(crate) mod fault;
+pub(crate) mod memory;
 pub(crate) mod peer;
+pub(crate) mod provided;
 pub(crate) mod registry;
 pub(crate) mod tickets;
 

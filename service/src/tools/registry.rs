@@ -1,6 +1,6 @@
 //! The endpoints applications register on their connections: tool
-//! endpoints (`tools.register`) and context ports (`context.register`),
-//! one registry for every kind of port.
+//! endpoints (`tools.register`), context ports (`context.register`) and
+//! memory ports (`memory.register`), one registry for every kind of port.
 //!
 //! What must stay true: a registration lives exactly as long as the
 //! [`PortLease`] its connection holds, or until its unregister, or until a
@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use lapis_protocol::context::{ContextRegister, MAX_PORTS, PortRefusal, validate_context};
+use lapis_protocol::memory::{MemoryRegister, validate_memory};
 use lapis_protocol::tools::{
     MAX_TOOL_ENDPOINTS, ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister, validate_endpoint,
 };
@@ -34,6 +35,8 @@ pub(crate) enum PortKind {
     Tools,
     /// `context.register`.
     Context,
+    /// `memory.register`.
+    Memory,
 }
 
 /// A registered description, by kind.
@@ -43,6 +46,8 @@ pub(crate) enum Stored {
     Tools(Arc<ToolsRegister>),
     /// A context port.
     Context(Arc<ContextRegister>),
+    /// A memory port.
+    Memory(Arc<MemoryRegister>),
 }
 
 /// What one kind of port is to the registry: its checks, its identity and
@@ -132,6 +137,40 @@ impl Port for ContextRegister {
     fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
         match stored {
             Stored::Context(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Port for MemoryRegister {
+    const KIND: PortKind = PortKind::Memory;
+    const LIMIT: usize = MAX_PORTS;
+    type Refusal = PortRefusal;
+    fn name(&self) -> &str {
+        &self.port
+    }
+    fn check(&self) -> Result<(), PortRefusal> {
+        validate_memory(self)
+    }
+    fn identity(&self) -> String {
+        let deadline = self.deadline().as_millis() as u64;
+        hashed(
+            "memory",
+            &json!({"port": self.port, "deadlineMs": deadline}),
+        )
+    }
+    fn over_limit() -> PortRefusal {
+        PortRefusal::Limit {
+            what: "memory port count",
+            limit: MAX_PORTS,
+        }
+    }
+    fn wrap(spec: Arc<Self>) -> Stored {
+        Stored::Memory(spec)
+    }
+    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
+        match stored {
+            Stored::Memory(s) => Some(s.clone()),
             _ => None,
         }
     }

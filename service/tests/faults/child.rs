@@ -36,6 +36,7 @@ async fn new_thread(store: &Store, root: &Path, ws: &str) -> String {
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: None,
+        memory: None,
         thread_id: None,
     };
     store.create_thread(&actor(), input).await.unwrap().value.id
@@ -149,6 +150,7 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             mcp_servers: Vec::new(),
             tools: Vec::new(),
             context: None,
+            memory: None,
             thread_id: None,
         };
         let th = store.create_thread(&actor(), input).await.unwrap().value;

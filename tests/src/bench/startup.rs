@@ -37,6 +37,7 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
                     mcp_servers: Vec::new(),
                     tools: Vec::new(),
                     context: None,
+                    memory: None,
                     thread_id: None,
                 },
             )

@@ -153,6 +153,7 @@ pub(crate) fn run(table: &mut Table, calls: usize, runs: usize) -> Result<()> {
             mcp_servers: Vec::new(),
             tools: vec!["bench".into()],
             context: None,
+            memory: None,
             thread_id: None,
             command_id: None,
         })?

@@ -58,6 +58,7 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_w
                     mcp_servers: Vec::new(),
                     tools: Vec::new(),
                     context: None,
+                    memory: None,
                     thread_id: None,
                 },
             )
@@ -144,6 +145,7 @@ async fn queued_turns_of_a_thread_reuse_its_agent() {
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
                 context: None,
+                memory: None,
                 thread_id: None,
             },
         )

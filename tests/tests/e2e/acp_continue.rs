@@ -33,6 +33,7 @@ fn thread(
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: None,
+        memory: None,
         thread_id: None,
         command_id: None,
     };

@@ -77,6 +77,7 @@ impl Rig {
             mcp_servers: Vec::new(),
             tools: Vec::new(),
             context: None,
+            memory: None,
             thread_id: None,
         };
         self.store

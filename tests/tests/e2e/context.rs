@@ -112,6 +112,7 @@ fn params(provider: &str, context: Option<&str>) -> ThreadsCreate {
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: context.map(str::to_owned),
+        memory: None,
         thread_id: None,
         command_id: None,
     }

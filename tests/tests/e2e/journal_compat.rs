@@ -151,6 +151,7 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
         EventKind::ToolCallRequested,
         EventKind::ToolCallFinished,
         EventKind::ContextPrepared,
+        EventKind::MemoryRecalled,
     ];
     let every_kind: BTreeSet<&str> = EventKind::ALL
         .iter()

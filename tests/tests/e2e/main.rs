@@ -35,6 +35,7 @@ mod journal_anchor;
 mod journal_compat;
 mod leaks;
 mod mcp;
+mod memory;
 mod ops_logs_doctor;
 mod ops_notify;
 mod ops_reload;

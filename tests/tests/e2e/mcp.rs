@@ -75,6 +75,7 @@ fn create(
         mcp_servers: mcp.iter().map(|s| s.to_string()).collect(),
         tools: Vec::new(),
         context: None,
+        memory: None,
         thread_id: None,
         command_id: None,
     };

@@ -103,6 +103,7 @@ pub(crate) fn create(
         mcp_servers: Vec::new(),
         tools: tools.iter().map(|s| s.to_string()).collect(),
         context: None,
+        memory: None,
         thread_id: None,
         command_id: None,
     };

@@ -91,6 +91,7 @@ impl Client {
             mcp_servers: Vec::new(),
             tools: Vec::new(),
             context: None,
+            memory: None,
             thread_id: None,
             command_id: command_id.map(str::to_owned),
         };
@@ -180,6 +181,28 @@ impl Client {
             port: port.to_owned(),
         })?;
         self.context.remove(port);
+        Ok(result.revoked)
+    }
+
+    /// `memory.register`: serves this memory port to this application's
+    /// threads while this connection stays open; threads bind it by name
+    /// (`threads.create` `memory`). Answer its callbacks with
+    /// [`Client::serve_memory`]. [`Client::reconnect`] registers it again.
+    pub fn memory_register(
+        &mut self,
+        port: crate::memory::MemoryRegister,
+    ) -> Result<crate::context::PortRegisterResult, ClientError> {
+        let result = self.request::<call::MemoryRegister>(&port)?;
+        self.memory.insert(port.port.clone(), port);
+        Ok(result)
+    }
+
+    /// `memory.unregister`: revokes a memory port of this connection.
+    pub fn memory_unregister(&mut self, port: &str) -> Result<bool, ClientError> {
+        let result = self.request::<call::MemoryUnregister>(&crate::context::PortUnregister {
+            port: port.to_owned(),
+        })?;
+        self.memory.remove(port);
         Ok(result.revoked)
     }
 

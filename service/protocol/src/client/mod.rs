@@ -41,7 +41,7 @@ use crate::{
 
 pub use error::ClientError;
 pub use follow::JournalFollower;
-pub use serve::{CallbackError, ContextHandler, ToolHandler};
+pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler};
 
 /// How long [`Client::connect`] waits for the socket to accept.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -116,6 +116,8 @@ pub struct Client {
     /// The context ports registered with [`Client::context_register`], by
     /// name, registered again by [`Client::reconnect`] like tool endpoints.
     pub(crate) context: BTreeMap<String, crate::context::ContextRegister>,
+    /// The memory ports registered with [`Client::memory_register`].
+    pub(crate) memory: BTreeMap<String, crate::memory::MemoryRegister>,
     /// Controller → client requests (`tools.invoke`, `capture.*`) read
     /// while waiting for a response, for [`Client::serve_tools`].
     pub(crate) callbacks: VecDeque<Request>,
@@ -184,6 +186,7 @@ impl Client {
             mcp: None,
             tools: BTreeMap::new(),
             context: BTreeMap::new(),
+            memory: BTreeMap::new(),
             callbacks: VecDeque::new(),
         })
     }
@@ -307,6 +310,9 @@ impl Client {
         }
         for port in self.context.clone().into_values() {
             self.context_register(port)?;
+        }
+        for port in self.memory.clone().into_values() {
+            self.memory_register(port)?;
         }
         // Re-attach and re-snapshot every attached thread: what happened
         // while disconnected shows in the fresh snapshots, and a thread

@@ -13,6 +13,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use crate::context::{CONTEXT_PREPARE, ContextPrepare, ContextPrepared};
+use crate::memory::{
+    MEMORY_EVIDENCE, MEMORY_SEARCH, MemoryCandidate, MemoryCandidates, MemoryEvidence, MemorySearch,
+};
 use crate::tools::{CaptureAck, CaptureNotice, ToolInvoke, ToolOutput, callbacks};
 use crate::{ErrorCode, Incoming, Request, Response, RpcError, encode};
 
@@ -57,6 +60,39 @@ pub trait ToolHandler {
 pub trait ContextHandler {
     /// The blocks for one turn.
     fn prepare(&mut self, call: &ContextPrepare) -> Result<ContextPrepared, CallbackError>;
+}
+
+/// An application's memory ports, as the controller asks them. Every call
+/// carries the controller's [`AccessEnvelope`](crate::memory::AccessEnvelope)
+/// (principal, application, thread, workspace): scope what you answer by
+/// it; nothing the agent sends can change it.
+pub trait MemoryHandler {
+    /// Candidates for a query, best first.
+    fn search(&mut self, call: &MemorySearch) -> Result<MemoryCandidates, CallbackError>;
+    /// Authorize and return one item.
+    fn evidence(&mut self, call: &MemoryEvidence) -> Result<MemoryCandidate, CallbackError>;
+}
+
+fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Response {
+    let id = request.id.clone();
+    let done = match request.method.as_str() {
+        MEMORY_SEARCH => request
+            .params::<MemorySearch>()
+            .map(|c| handler.search(&c).map(serde_json::to_value)),
+        MEMORY_EVIDENCE => request
+            .params::<MemoryEvidence>()
+            .map(|c| handler.evidence(&c).map(serde_json::to_value)),
+        other => Err(RpcError::method_not_found(other)),
+    };
+    match done {
+        Ok(Ok(Ok(v))) => Response::ok(id, v),
+        Ok(Ok(Err(e))) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
+        ),
+        Ok(Err(e)) => Response::err(Some(id), RpcError::new(ErrorCode::ContextUnavailable, e.0)),
+        Err(e) => Response::err(Some(id), e),
+    }
 }
 
 fn answer_context(request: &Request, handler: &mut impl ContextHandler) -> Response {
@@ -151,6 +187,19 @@ impl Client {
             return Ok(false);
         };
         self.reply(&answer_context(&request, handler))
+    }
+
+    /// Serves one `memory.search` / `memory.evidence` with `handler`, like
+    /// [`Client::serve_context`].
+    pub fn serve_memory(
+        &mut self,
+        handler: &mut impl MemoryHandler,
+        timeout: Option<Duration>,
+    ) -> Result<bool, ClientError> {
+        let Some(request) = self.next_callback(timeout)? else {
+            return Ok(false);
+        };
+        self.reply(&answer_memory(&request, handler))
     }
 
     /// Serves one callback of any kind: `context.*` with `context`, the

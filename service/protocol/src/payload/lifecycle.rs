@@ -35,6 +35,9 @@ pub struct ThreadCreated {
     /// The application context port it binds by name (omitted when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The application memory port it binds by name (omitted when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 /// `thread_configured`: the configuration after a `threads.configure`.

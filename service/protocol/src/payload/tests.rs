@@ -26,6 +26,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             mcp_servers: vec![],
             tools: vec![],
             context: None,
+            memory: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "allow-all",
             "restricted": false, "retention": "metadata-only"}),
@@ -40,6 +41,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             mcp_servers: vec![],
             tools: vec!["crm".into()],
             context: None,
+            memory: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "ask",
             "restricted": false, "retention": "full", "tools": ["crm"]}),
@@ -348,6 +350,28 @@ fn prepared_context_has_a_pinned_stored_form() {
             "blocks": [{"id": "a", "sha256": "ab", "bytes": 3, "text": "abc"},
                        {"id": "b", "sha256": "cd", "bytes": 4, "cut": true}],
             "cutBlocks": 1, "cutBytes": 2})
+    );
+    assert_eq!(Payload::from_value(p.kind(), p.to_value()), p);
+}
+
+#[test]
+fn memory_recalls_have_a_pinned_stored_form_without_text() {
+    use crate::memory::{PreparedMemory, RecallVia};
+    let p = Payload::MemoryRecalled(PreparedMemory {
+        via: RecallVia::Preparation,
+        port: "mem".into(),
+        port_identity: "memory_x".into(),
+        candidates: 3,
+        rejected: 1,
+        rendered: vec!["m1".into(), "m3".into()],
+        budget_bytes: 8192,
+        used_bytes: 32,
+    });
+    assert_eq!(p.kind(), EventKind::MemoryRecalled);
+    assert_eq!(
+        p.to_value(),
+        json!({"via": "preparation", "port": "mem", "portIdentity": "memory_x", "candidates": 3,
+            "rejected": 1, "rendered": ["m1", "m3"], "budgetBytes": 8192, "usedBytes": 32})
     );
     assert_eq!(Payload::from_value(p.kind(), p.to_value()), p);
 }

@@ -30,6 +30,7 @@ pub(crate) async fn threads_create(
     super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
     super::tools::check_create(ctx, session, p.restricted, &p.tools)?;
     super::tools::check_context(ctx, session, p.context.as_deref())?;
+    super::tools::check_memory(ctx, session, p.restricted, p.memory.as_deref())?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
@@ -40,6 +41,7 @@ pub(crate) async fn threads_create(
         mcp_servers: p.mcp_servers,
         tools: p.tools,
         context: p.context,
+        memory: p.memory,
         thread_id: p.thread_id,
     };
     let receipt = ctx

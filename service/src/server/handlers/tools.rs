@@ -8,6 +8,7 @@ use lapis_protocol::context::{
     ContextRegister, PortRefusal, PortRegisterResult, PortUnregister, PortView,
     validate_port_binding,
 };
+use lapis_protocol::memory::MemoryRegister;
 use lapis_protocol::tools::{
     ToolRefusal, ToolsRegister, ToolsRegisterResult, ToolsUnregister, ToolsUnregisterResult,
     validate_binding,
@@ -78,6 +79,78 @@ pub(crate) fn context_unregister(
         tracing::info!(conn = conn.number, port = %p.port, "context port revoked");
     }
     Ok(ToolsUnregisterResult { revoked })
+}
+
+/// `memory.register`: one memory port served by this connection until it
+/// closes or unregisters it.
+pub(crate) fn memory_register(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    session: &AuthSession,
+    p: MemoryRegister,
+) -> Result<PortRegisterResult, RpcError> {
+    let peer = peer_of(conn);
+    let name = p.port.clone();
+    let identity = ctx
+        .core
+        .tools
+        .registry
+        .register_port(
+            &mut conn.tools,
+            &session.principal,
+            &session.application,
+            p,
+            peer,
+        )
+        .map_err(port_refusal)?;
+    tracing::info!(conn = conn.number, application = %session.application, port = %name, "memory port registered");
+    Ok(PortRegisterResult {
+        port: PortView { name, identity },
+    })
+}
+
+/// `memory.unregister`: revokes one memory port of this connection at once.
+pub(crate) fn memory_unregister(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    p: PortUnregister,
+) -> Result<ToolsUnregisterResult, RpcError> {
+    let revoked = ctx.core.tools.registry.unregister_port(
+        crate::tools::registry::PortKind::Memory,
+        conn.tools.as_ref(),
+        &p.port,
+    );
+    if revoked {
+        tracing::info!(conn = conn.number, port = %p.port, "memory port revoked");
+    }
+    Ok(ToolsUnregisterResult { revoked })
+}
+
+/// What `threads.create` checks of the memory port a thread binds: a valid
+/// name, an unrestricted thread (memory reaches the agent through the
+/// bridge's read tools), registered by this application now.
+pub(super) fn check_memory(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    restricted: bool,
+    port: Option<&str>,
+) -> Result<(), RpcError> {
+    validate_port_binding(port).map_err(port_refusal)?;
+    let Some(port) = port else { return Ok(()) };
+    if restricted {
+        return Err(refusal(ToolRefusal::Restricted));
+    }
+    ctx.core
+        .tools
+        .registry
+        .lookup_port::<MemoryRegister>(&session.principal, &session.application, port)
+        .map(|_| ())
+        .ok_or_else(|| {
+            port_refusal(PortRefusal::ContextUnavailable {
+                port: port.to_owned(),
+                why: "not registered by this application",
+            })
+        })
 }
 
 /// What `threads.create` checks of the context port a thread binds: a

@@ -27,6 +27,7 @@ fn new_thread(actor: &Actor) -> NewThread {
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: None,
+        memory: None,
         thread_id: None,
     }
 }

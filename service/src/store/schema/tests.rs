@@ -61,7 +61,7 @@ fn a_version_4_database_upgrades_to_prepared_configurations() {
         conn.pragma_update(None, "user_version", 4).unwrap();
         conn.execute_batch(
             "ALTER TABLE turns DROP COLUMN prepared; \
-             ALTER TABLE threads DROP COLUMN context_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
+             ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
              DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at;",
         )
         .unwrap();
@@ -100,7 +100,7 @@ fn a_version_5_database_upgrades_to_mcp_server_names() {
         migrate(&conn, 0).unwrap();
         conn.pragma_update(None, "user_version", 5).unwrap();
         conn.execute_batch(
-            "ALTER TABLE threads DROP COLUMN context_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
+            "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
              DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
              INSERT INTO workspaces VALUES ('ws', '/w', 1); \
              INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
@@ -129,7 +129,7 @@ fn a_version_8_database_upgrades_to_tool_endpoint_names() {
         migrate(&conn, 0).unwrap();
         conn.pragma_update(None, "user_version", 8).unwrap();
         conn.execute_batch(
-            "ALTER TABLE threads DROP COLUMN context_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
+            "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
              ALTER TABLE workspaces DROP COLUMN removed_at; \
              INSERT INTO workspaces VALUES ('ws', '/w', 1); \
              INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
@@ -159,7 +159,7 @@ fn a_version_10_database_upgrades_to_context_ports_and_reservations() {
         migrate(&conn, 0).unwrap();
         conn.pragma_update(None, "user_version", 10).unwrap();
         conn.execute_batch(
-            "ALTER TABLE threads DROP COLUMN context_port; DROP TABLE thread_reservations; \
+            "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; \
              INSERT INTO workspaces VALUES ('ws', '/w', 1, NULL); \
              INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
              restricted, retention, version, created_at, updated_at) \
@@ -173,7 +173,7 @@ fn a_version_10_database_upgrades_to_context_ports_and_reservations() {
         .unwrap();
     assert_eq!(v, SCHEMA_VERSION);
     let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
-    assert_eq!(thread.context, None);
+    assert_eq!((thread.context, thread.memory), (None, None));
     conn.execute(
         "INSERT INTO thread_reservations VALUES ('thr_2', 'owner', 'app', 1)",
         [],

@@ -128,7 +128,7 @@ async fn a_version_7_database_is_anchored_by_its_upgrade() {
     conn.execute_batch(
         "DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
          UPDATE turns SET prompt = 'secret-prompt'; \
-         ALTER TABLE threads DROP COLUMN context_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
+         ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
          PRAGMA user_version = 7;",
     )
     .unwrap();

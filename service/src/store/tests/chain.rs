@@ -263,7 +263,7 @@ async fn an_unchained_database_is_chained_once_by_the_migration() {
         "ALTER TABLE events DROP COLUMN hash; \
          ALTER TABLE turns DROP COLUMN redactions; \
          ALTER TABLE turns DROP COLUMN prepared; \
-         ALTER TABLE threads DROP COLUMN context_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; DROP INDEX events_user_message; \
+         ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; DROP INDEX events_user_message; \
          DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
          PRAGMA user_version = 3;",
     )

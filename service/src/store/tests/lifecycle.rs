@@ -151,6 +151,7 @@ async fn command_ids_are_idempotent_per_principal_with_input_digest() {
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: None,
+        memory: None,
         thread_id: None,
     };
     let t1 = s.create_thread(&owner(), input.clone()).await.unwrap();
@@ -215,6 +216,7 @@ async fn workspaces_are_canonical_and_aliases_are_refused() {
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: None,
+        memory: None,
         thread_id: None,
     };
     assert_eq!(

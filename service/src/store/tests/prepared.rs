@@ -51,6 +51,7 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: None,
+        memory: None,
         thread_id: None,
     };
     store.create_thread(&owner(), input).await.unwrap().value
