@@ -37,11 +37,13 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
                 crate::output::line("no pending permission requests")?;
             } else {
                 // Titles and option names are the agent's: terminal-safe.
+                // Every workspace's requests are listed: each names its own.
                 for r in &requests {
                     crate::output::line(safe(&format!(
-                        "{}\t{}\t{}\tuntil {}",
+                        "{}\t{}\t{}\t{}\tuntil {}",
                         r.turn_id,
                         r.id,
+                        r.workspace_id,
                         title(r),
                         format_ms(r.deadline)
                     )))?;
@@ -415,6 +417,9 @@ mod tests {
             id: "perm-0".into(),
             turn_id: "turn_1".into(),
             thread_id: "thr_1".into(),
+            workspace_id: "proj".into(),
+            application: "app".into(),
+            requested_at: 0,
             tool_call: lapis_protocol::Invocation {
                 title: Some("Run".into()),
                 ..lapis_protocol::Invocation::default()

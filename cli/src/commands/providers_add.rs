@@ -67,6 +67,7 @@ fn definition(args: &ProvidersAddArgs) -> Result<(ProviderConfig, Resolved), Cli
             idle_seconds: None,
             max_turn_seconds: None,
             handshake_seconds: None,
+            permission_timeout_seconds: None,
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),
             restricted_mode: None,

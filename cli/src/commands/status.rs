@@ -279,6 +279,18 @@ fn plain(r: &StatusReport) -> String {
             lapis_protocol::time::format_ms(f.since),
         ));
     }
+    // Shown only while something waits: an agent blocked on an answer.
+    if let Some(oldest) = &s.permissions.oldest {
+        let n = s.permissions.pending;
+        text.push_str(&format!(
+            "\nwaiting   {n} permission request{}; oldest {} of turn {} since {} (see `permissions list`)",
+            if n == 1 { "" } else { "s" },
+            // The agent chose the request id: terminal-safe.
+            crate::terminal::safe(&oldest.request_id),
+            oldest.turn_id,
+            lapis_protocol::time::format_ms(oldest.requested_at),
+        ));
+    }
     if let Some(reload) = &s.last_reload {
         let when = lapis_protocol::time::format_ms(reload.at);
         text.push_str(&if reload.applied {

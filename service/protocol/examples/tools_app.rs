@@ -14,7 +14,7 @@
 //! happens once per key even if the application itself were asked twice.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lapis_protocol::client::{CallbackError, Client, Credential, ToolHandler};
@@ -66,17 +66,30 @@ impl ToolHandler for Notes {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let (Some(socket), Some(token)) = (args.next(), args.next()) else {
-        eprintln!("usage: tools_app SOCKET TOKEN");
-        std::process::exit(2);
-    };
+/// Where the example's thread goes.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The workspace id.
+    pub workspace: String,
+    /// The provider.
+    pub provider: String,
+}
+
+/// Says `hello`, registers `notes`, creates a thread of `target` binding it
+/// (its id goes to `on_thread`), then serves the callbacks until the
+/// connection closes. (The end-to-end suite runs this against a real
+/// `serve`: `tests/tests/e2e/tools_example.rs`.)
+pub fn run(
+    socket: &Path,
+    token: String,
+    target: Target,
+    on_thread: impl FnOnce(&str),
+) -> Result<(), Box<dyn std::error::Error>> {
     let credential = Credential::Token {
         token,
         application: "tools-example".into(),
     };
-    let mut client = Client::open(&PathBuf::from(socket), credential)?;
+    let mut client = Client::open(socket, credential)?;
     let object = json!({"type": "object"});
     let endpoint = ToolsRegister {
         endpoint: "notes".into(),
@@ -99,10 +112,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let registered = client.tools_register(endpoint)?;
     eprintln!("registered {}", registered.endpoint.identity);
-    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
     let thread = client.threads_create_with(&ThreadsCreate {
-        workspace_id: env("LAPIS_EXAMPLE_WORKSPACE", "proj"),
-        provider: env("LAPIS_EXAMPLE_PROVIDER", "echo"),
+        workspace_id: target.workspace,
+        provider: target.provider,
         approval: None,
         restricted: false,
         retention: None,
@@ -113,9 +125,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         thread_id: None,
         command_id: None,
     })?;
-    println!("{}", thread.thread.id);
+    on_thread(&thread.thread.id);
     let mut notes = Notes::default();
     loop {
         client.serve_tools(&mut notes, Some(Duration::from_secs(60)))?;
     }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let (Some(socket), Some(token)) = (args.next(), args.next()) else {
+        eprintln!("usage: tools_app SOCKET TOKEN");
+        std::process::exit(2);
+    };
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    let target = Target {
+        workspace: env("LAPIS_EXAMPLE_WORKSPACE", "proj"),
+        provider: env("LAPIS_EXAMPLE_PROVIDER", "echo"),
+    };
+    run(&PathBuf::from(socket), token, target, |id| println!("{id}"))
 }

@@ -16,6 +16,7 @@
 // `pub(crate)`, so the compiler reports what nothing uses.
 #![warn(unreachable_pub)]
 
+mod attention;
 mod binding;
 pub mod call;
 pub mod client;
@@ -46,6 +47,7 @@ mod strict;
 pub mod time;
 pub mod tools;
 
+pub use attention::AttentionKind;
 pub use binding::ThreadExpect;
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
@@ -69,7 +71,9 @@ pub use payload::{
     ToolCallOutcome, ToolCallRequested, TurnSubmitted, UnknownToolEffect, UnsupportedRequest,
     unknown_effects,
 };
-pub use permissions::{DecidedBy, PendingRequest, PermissionAnswer, PermissionOption};
+pub use permissions::{
+    Answerer, DecidedBy, PendingRequest, PermissionAnswer, PermissionOption, Settlement,
+};
 pub use policy::{ApprovalPolicy, Retention};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{ResolveAs, SessionBinding, Thread, Turn, UserMessage, Workspace};

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{JournalEvent, Notification, RpcError};
+use crate::{AttentionKind, JournalEvent, Notification, RpcError};
 
 /// Notification carrying one journal event.
 pub const JOURNAL_EVENT: &str = "journal.event";
@@ -29,6 +29,10 @@ pub struct JournalEventParams<E = JournalEvent> {
     pub subscription: String,
     /// The event.
     pub event: E,
+    /// On an attention subscription, what the event is about
+    /// ([`AttentionKind::of`]; omitted on plain subscriptions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention: Vec<AttentionKind>,
 }
 
 /// `journal.lagged` params.

@@ -349,6 +349,12 @@ pub struct JournalSubscribe {
     /// Replay events after this cursor before going live; absent = live only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<u64>,
+    /// Only attention events ([`crate::AttentionKind::of`]), each naming its
+    /// kinds; with `permissions:respond-any` over every application of the
+    /// session's principal. The cursor stays the journal's `seq`, so it
+    /// resumes gap-free like any subscription.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attention: bool,
 }
 
 /// `journal.unsubscribe`.
@@ -434,6 +440,10 @@ pub struct StatusResult {
     /// (`turns.resolve`).
     #[serde(default)]
     pub fences: Vec<StatusTurn>,
+    /// The durable permission inbox: how many requests wait for an
+    /// answer, and the oldest of them.
+    #[serde(default)]
+    pub permissions: InboxSummary,
     /// Mutating tool calls whose effect is unknown, each on its turn
     /// (never re-invoked; those turns' continuations are refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -626,6 +636,30 @@ pub struct TurnResult {
 pub struct PermissionsResult {
     /// The pending requests, soonest deadline first.
     pub requests: Vec<crate::PendingRequest>,
+}
+
+/// `status.permissions`: the pending permission requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxSummary {
+    /// Requests waiting for an answer, across every workspace.
+    pub pending: u64,
+    /// The one waiting longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest: Option<OldestRequest>,
+}
+
+/// The pending permission request that has waited longest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OldestRequest {
+    /// Its turn.
+    pub turn_id: String,
+    /// Its id within the turn.
+    pub request_id: String,
+    /// When it was journaled (RFC 3339 UTC with milliseconds).
+    #[serde(with = "crate::time::rfc3339")]
+    pub requested_at: i64,
 }
 
 /// `turns.list` result.

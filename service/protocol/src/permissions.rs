@@ -3,7 +3,10 @@
 //!
 //! A request is pending exactly while the engine waits for an answer to it:
 //! it disappears when answered, when its deadline passes (the engine then
-//! picks a reject option or cancels) or when its turn ends.
+//! picks a reject option or cancels) or when its turn ends. Every journaled
+//! request is also a row of the controller's durable inbox, settled with
+//! its decision ([`Settlement`]), so what happened to it stays answerable
+//! after its turn and across restarts.
 //!
 //! What must stay true: one option type ([`PermissionOption`]) serves the
 //! agent's request, the journal and `permissions.list`; its serialized form
@@ -99,16 +102,102 @@ impl DecidedBy {
     }
 }
 
-/// One request waiting for an answer (`permissions.list`).
+/// How a journaled permission request was settled: the durable inbox's
+/// record of its end (`permissions.list` shows only unsettled ones; an
+/// answer to a settled one is `conflict` naming this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Settlement {
+    /// An authorized application answered (the inbox names which).
+    Answered,
+    /// `allow-all` approved it at once.
+    Automatic,
+    /// Nobody answered before its expiry; answered by policy (a reject
+    /// option if offered, else cancelled).
+    Expired,
+    /// Its turn was cancelled while it waited.
+    Cancelled,
+    /// Its turn ended while it waited.
+    TurnEnded,
+    /// Its turn did not survive (a restart, a lost outcome): settled with
+    /// the turn's fate, never answered.
+    Abandoned,
+}
+
+impl Settlement {
+    /// Every settlement.
+    pub const ALL: [Settlement; 6] = [
+        Settlement::Answered,
+        Settlement::Automatic,
+        Settlement::Expired,
+        Settlement::Cancelled,
+        Settlement::TurnEnded,
+        Settlement::Abandoned,
+    ];
+
+    /// Stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settlement::Answered => "answered",
+            Settlement::Automatic => "automatic",
+            Settlement::Expired => "expired",
+            Settlement::Cancelled => "cancelled",
+            Settlement::TurnEnded => "turn_ended",
+            Settlement::Abandoned => "abandoned",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Settlement> {
+        Settlement::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl From<DecidedBy> for Settlement {
+    fn from(by: DecidedBy) -> Settlement {
+        match by {
+            DecidedBy::User => Settlement::Answered,
+            DecidedBy::Automatic => Settlement::Automatic,
+            DecidedBy::Expired => Settlement::Expired,
+            DecidedBy::Cancel => Settlement::Cancelled,
+            DecidedBy::TurnEnded => Settlement::TurnEnded,
+        }
+    }
+}
+
+/// Who answered a permission request: any authorized application of the
+/// thread's principal may, not only the one that asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answerer {
+    /// The answering principal.
+    pub principal: String,
+    /// Through which application.
+    pub application: String,
+}
+
+/// One request waiting for an answer (`permissions.list`), read from the
+/// durable inbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingRequest {
-    /// The request id within its turn.
+    /// The request id within its turn: the agent's own JSON-RPC id (a
+    /// string verbatim, another id by its JSON text).
     pub id: String,
     /// The turn that asked.
     pub turn_id: String,
     /// The turn's thread.
     pub thread_id: String,
+    /// The turn's workspace.
+    #[serde(default)]
+    pub workspace_id: String,
+    /// The application whose thread asked (another application of the
+    /// principal may answer).
+    #[serde(default)]
+    pub application: String,
+    /// When it was journaled (RFC 3339 UTC with milliseconds on the wire).
+    #[serde(default, with = "crate::time::rfc3339")]
+    pub requested_at: i64,
     /// The tool call the request is about (the journal's tool-call envelope).
     pub tool_call: Invocation,
     /// The options offered; an answer must name one of their ids. On the
@@ -200,12 +289,17 @@ mod tests {
                 ..Invocation::default()
             },
             options: vec![option()],
+            workspace_id: "w".into(),
+            application: "app".into(),
+            requested_at: 1_000,
             deadline: 1_500,
         };
         let wire = serde_json::to_value(&pending).unwrap();
         assert_eq!(
             wire,
             json!({"id": "r1", "turnId": "t", "threadId": "th", "toolCall": {"id": "call"},
+                "workspaceId": "w", "application": "app",
+                "requestedAt": "1970-01-01T00:00:01.000Z",
                 "options": [{"id": "opt-allow_once", "name": "Allow", "kind": "allow_once"}],
                 "deadline": "1970-01-01T00:00:01.500Z"})
         );
@@ -236,6 +330,10 @@ mod tests {
             DecidedBy::TurnEnded,
         ] {
             assert_eq!(serde_json::to_value(by).unwrap(), json!(by.as_str()));
+        }
+        for s in Settlement::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));
+            assert_eq!(Settlement::parse(s.as_str()), Some(s));
         }
     }
 }

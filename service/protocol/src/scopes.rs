@@ -40,6 +40,12 @@ pub enum Scope {
     /// Answer an agent's permission requests.
     #[serde(rename = "permissions:respond")]
     PermissionsRespond,
+    /// See and answer the permission requests of *any* application of the
+    /// session's principal (the durable inbox: a request can be answered
+    /// from the phone while the editor that asked is gone). Never crosses
+    /// principals.
+    #[serde(rename = "permissions:respond-any")]
+    PermissionsRespondAny,
     /// Revoke sessions.
     #[serde(rename = "sessions:revoke")]
     SessionsRevoke,
@@ -52,7 +58,7 @@ pub enum Scope {
 
 impl Scope {
     /// Every scope; config tokens without `scopes` get all of them.
-    pub const ALL: [Scope; 11] = [
+    pub const ALL: [Scope; 12] = [
         Scope::StatusRead,
         Scope::WorkspacesRead,
         Scope::WorkspacesWrite,
@@ -62,6 +68,7 @@ impl Scope {
         Scope::TurnsResolve,
         Scope::TurnsResolveAny,
         Scope::PermissionsRespond,
+        Scope::PermissionsRespondAny,
         Scope::SessionsRevoke,
         Scope::ConfigReload,
     ];
@@ -78,6 +85,7 @@ impl Scope {
             Scope::TurnsResolve => "turns:resolve",
             Scope::TurnsResolveAny => "turns:resolve-any",
             Scope::PermissionsRespond => "permissions:respond",
+            Scope::PermissionsRespondAny => "permissions:respond-any",
             Scope::SessionsRevoke => "sessions:revoke",
             Scope::ConfigReload => "config:reload",
         }
@@ -100,6 +108,7 @@ impl Scope {
             | Scope::TurnsResolve
             | Scope::TurnsResolveAny
             | Scope::PermissionsRespond
+            | Scope::PermissionsRespondAny
             | Scope::SessionsRevoke
             | Scope::ConfigReload => false,
         }

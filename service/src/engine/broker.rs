@@ -1,8 +1,9 @@
 //! Pending permission interactions: the live side of `permissions.respond`.
 //!
 //! The durable record of a request is its `permission_requested` journal
-//! event; the broker holds only the channel that delivers the answer to the
-//! waiting runner. An entry exists exactly while the runner waits: when the
+//! event and its row in the store's inbox; the broker holds only the
+//! channel that delivers the answer (and who gave it) to the waiting
+//! runner. An entry exists exactly while the runner waits: when the
 //! deadline passes, the turn is cancelled or it ends, the runner drops its
 //! wait and the entry disappears, so a late answer finds nothing to move.
 
@@ -12,6 +13,10 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use crate::acp::{Invocation, PermissionAnswer, PermissionOption, PermissionRequest};
+use lapis_protocol::Answerer;
+
+/// What reaches the waiting runner: the answer, and who gave it.
+pub(crate) type Delivery = (PermissionAnswer, Option<Answerer>);
 
 /// One permission request waiting for a client's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +59,7 @@ struct Entry {
     /// Shown to callers.
     info: PendingPermission,
     /// Delivers the answer to the runner.
-    tx: oneshot::Sender<PermissionAnswer>,
+    tx: oneshot::Sender<Delivery>,
     /// A checked answer is on its way (see [`Taken`]): hidden from
     /// `pending`, and every other answer is refused as not pending.
     taken: bool,
@@ -101,7 +106,7 @@ impl PermissionBroker {
         turn_id: &str,
         thread_id: &str,
         request: &PermissionRequest,
-    ) -> (oneshot::Receiver<PermissionAnswer>, Registration) {
+    ) -> (oneshot::Receiver<Delivery>, Registration) {
         let (tx, rx) = oneshot::channel();
         let key = (turn_id.to_string(), request.request_id.clone());
         let info = PendingPermission {
@@ -145,7 +150,7 @@ impl PermissionBroker {
         request_id: &str,
         answer: PermissionAnswer,
     ) -> Result<(), AnswerError> {
-        self.take(turn_id, request_id, answer)?.deliver()
+        self.take(turn_id, request_id, answer, None)?.deliver()
     }
 
     /// Checks an answer and reserves the request for it without delivering
@@ -159,6 +164,7 @@ impl PermissionBroker {
         turn_id: &str,
         request_id: &str,
         answer: PermissionAnswer,
+        by: Option<Answerer>,
     ) -> Result<Taken, AnswerError> {
         let key = (turn_id.to_string(), request_id.to_string());
         let mut map = self.lock();
@@ -180,7 +186,7 @@ impl PermissionBroker {
         Ok(Taken {
             broker: self.clone(),
             key,
-            answer: Some(answer),
+            answer: Some((answer, by)),
         })
     }
 }
@@ -192,8 +198,8 @@ pub(crate) struct Taken {
     broker: PermissionBroker,
     /// The request's key.
     key: (String, String),
-    /// The answer; `None` once delivered.
-    answer: Option<PermissionAnswer>,
+    /// The answer and who gave it; `None` once delivered.
+    answer: Option<Delivery>,
 }
 
 impl Taken {
@@ -255,7 +261,7 @@ mod tests {
             Err(AnswerError::NotOffered { .. })
         ));
         broker.answer("t1", "r1", sel("yes")).unwrap();
-        assert_eq!(rx.try_recv().unwrap(), sel("yes"));
+        assert_eq!(rx.try_recv().unwrap(), (sel("yes"), None));
         assert!(matches!(
             broker.answer("t1", "r1", sel("yes")),
             Err(AnswerError::NotPending { .. })
@@ -274,25 +280,29 @@ mod tests {
         let yes = PermissionAnswer::Selected {
             option_id: "yes".into(),
         };
-        let taken = broker.take("t1", "r1", yes.clone()).unwrap();
+        let taken = broker.take("t1", "r1", yes.clone(), None).unwrap();
         assert!(broker.pending(None).is_empty());
         assert!(matches!(
-            broker.take("t1", "r1", yes.clone()),
+            broker.take("t1", "r1", yes.clone(), None),
             Err(AnswerError::NotPending { .. })
         ));
         assert!(rx.try_recv().is_err(), "nothing delivered before `deliver`");
         drop(taken);
         assert_eq!(broker.pending(None).len(), 1, "released again");
+        let phone = Answerer {
+            principal: "owner".into(),
+            application: "phone".into(),
+        };
         broker
-            .take("t1", "r1", yes.clone())
+            .take("t1", "r1", yes.clone(), Some(phone.clone()))
             .unwrap()
             .deliver()
             .unwrap();
-        assert_eq!(rx.try_recv().unwrap(), yes);
+        assert_eq!(rx.try_recv().unwrap(), (yes.clone(), Some(phone)));
         drop(reg);
 
         let (_rx, reg) = broker.register("t1", "r2-thread", &request());
-        let taken = broker.take("t1", "r1", yes).unwrap();
+        let taken = broker.take("t1", "r1", yes, None).unwrap();
         drop(reg);
         assert!(matches!(
             taken.deliver(),

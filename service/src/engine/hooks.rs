@@ -49,6 +49,9 @@ pub(super) struct StoreHooks {
     unconfirmed: std::sync::Mutex<Vec<crate::store::PendingAppend>>,
     /// Text chunks held back so no secret is split across two events.
     hold: Mutex<Held>,
+    /// Who answered each request a user answered, by request id: taken
+    /// when its `permission_decided` is journaled, which names them.
+    answerers: Mutex<std::collections::HashMap<String, lapis_protocol::Answerer>>,
 }
 
 /// The text stream being held: which one, and its chunks.
@@ -107,6 +110,7 @@ impl StoreHooks {
             streamed: AtomicU64::new(0),
             unconfirmed: std::sync::Mutex::new(Vec::new()),
             hold: Mutex::new(Held::default()),
+            answerers: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -161,7 +165,16 @@ impl StoreHooks {
     }
 
     /// Appends one event to the journal (see [`TurnHooks::event`]).
-    async fn journal(&self, event: Payload) -> Result<(), HookError> {
+    async fn journal(&self, mut event: Payload) -> Result<(), HookError> {
+        if let Payload::PermissionDecided(d) = &mut event
+            && d.decided_by == Some(lapis_protocol::DecidedBy::User)
+        {
+            d.answered_by = self
+                .answerers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&d.request_id);
+        }
         // Permission events are awaited: a pending interaction must never be
         // visible before its request is durable. Everything else rides the
         // group commit (the writer keeps order, and the turn's end is a later
@@ -228,6 +241,17 @@ impl TurnHooks for StoreHooks {
         let (rx, _registration) = self
             .broker
             .register(&self.turn_id, &self.thread_id, &request);
-        rx.await.unwrap_or(PermissionAnswer::Cancelled)
+        match rx.await {
+            Ok((answer, by)) => {
+                if let Some(by) = by {
+                    self.answerers
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(request.request_id.clone(), by);
+                }
+                answer
+            }
+            Err(_) => PermissionAnswer::Cancelled,
+        }
     }
 }

@@ -19,6 +19,11 @@
 //!   alone). A `hello` over a quota fails `limit_reached`
 //!   naming it (`data.limit`: `connectionsPerToken`, `ownerReserve`) and
 //!   the connection stays unauthenticated.
+//! - an agent session's MCP bridge (a `hello` with a tool ticket) is
+//!   authenticated too, so an idle bridge is never shed for a newcomer; its
+//!   connections count under [`bridge_quota`] of the thread's principal,
+//!   a name no config token can have, so they are held to a non-owner
+//!   token's share and never take the owner's reserved slot.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +46,12 @@ pub(crate) const SHED_GRACE: Duration = Duration::from_millis(100);
 /// owner's may hold under a cap of `max`: half of it (at least one).
 pub(crate) fn per_token_quota(max: usize) -> usize {
     (max / 2).max(1)
+}
+
+/// The quota name the MCP bridge connections of `principal` count under
+/// (with a `:`, which no token name has: they are `[A-Za-z0-9._-]`).
+pub(crate) fn bridge_quota(principal: &str) -> String {
+    format!("bridge:{principal}")
 }
 
 /// The cap and the unauthenticated connections that may be shed.

@@ -212,7 +212,7 @@ pub(crate) async fn run_connection<R, W>(
             break;
         }
         if let Some(slot) = &slot
-            && conn.session.is_some()
+            && (conn.session.is_some() || conn.bridge.is_some())
             && !counted_as_authenticated
         {
             if !slot.authenticated() {

@@ -104,6 +104,21 @@ fn bridge_hello(
         ctx.core.tools.tickets.check(ticket).ok_or_else(|| {
             RpcError::new(ErrorCode::Unauthenticated, "unknown or expired ticket")
         })?;
+    // Authenticated for its principal under the connection cap: never shed
+    // by a flood of newcomers while idle between tool calls, and held to a
+    // non-owner token's share (see `admission`).
+    if let Some(slot) = &conn.slot {
+        slot.admit_token(&super::admission::bridge_quota(&grant.principal))
+            .map_err(|refusal| {
+                tracing::warn!(
+                    conn = conn.number,
+                    limit = refusal.limit(),
+                    "bridge hello refused over a connection quota"
+                );
+                RpcError::new(ErrorCode::LimitReached, refusal.message())
+                    .with_data("limit", refusal.limit().into())
+            })?;
+    }
     tracing::debug!(conn = conn.number, thread = %grant.thread_id, "mcp bridge connected");
     let result = HelloResult {
         session: lapis_protocol::SessionView {

@@ -57,6 +57,7 @@ mod continuation;
 mod handle;
 mod home;
 mod ids;
+mod inbox;
 mod integrity;
 mod journal;
 mod lock;

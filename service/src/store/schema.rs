@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -33,7 +33,9 @@ struct Migration {
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`. Each step
 /// is self-contained (its own `user_version` bump), so steps added on other
-/// branches chain by appending.
+/// branches chain by appending. A new step also adds its undo to
+/// `schema/rewind.rs` (the tests do not compile until it does), so upgrade
+/// tests can start from any older version with `rewind`.
 const MIGRATIONS: &[Migration] = &[
     Migration {
         then: None,
@@ -227,7 +229,40 @@ CREATE INDEX events_tool_calls ON events(turn_id)
 "#,
     },
     Migration {
-        // Version 11: the application context and memory ports (names) a
+        // Version 11: the durable permission inbox (issue 28, see
+        // `inbox`): a row per journaled request, written and settled with
+        // its events. Requests journaled before it have no row (their
+        // turns are long settled). And a partial index on the turns not
+        // yet settled, so a turn's end knows whether it leaves its
+        // workspace idle (`workspaceIdle`) without a scan.
+        then: None,
+        sql: r#"
+CREATE TABLE permission_requests (
+    turn_id       TEXT NOT NULL REFERENCES turns(id),
+    request_id    TEXT NOT NULL,
+    thread_id     TEXT NOT NULL REFERENCES threads(id),
+    workspace_id  TEXT NOT NULL REFERENCES workspaces(id),
+    tool_call     TEXT NOT NULL,
+    options       TEXT NOT NULL,
+    requested_at  INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL,
+    requested_seq INTEGER NOT NULL,
+    settlement    TEXT,
+    answer        TEXT,
+    answered_by   TEXT,
+    fate          TEXT,
+    settled_at    INTEGER,
+    settled_seq   INTEGER,
+    PRIMARY KEY (turn_id, request_id)
+) WITHOUT ROWID;
+CREATE INDEX permission_requests_pending ON permission_requests(requested_at)
+    WHERE settlement IS NULL;
+CREATE INDEX turns_unsettled ON turns(workspace_id)
+    WHERE state NOT IN ('completed', 'failed', 'cancelled');
+"#,
+    },
+    Migration {
+        // Version 12: the application context and memory ports (names) a
         // thread binds (issue 26), and thread ids reserved before their
         // thread exists
         // (`threads.reserve`), each owned by one principal + application.
@@ -377,5 +412,9 @@ pub(super) fn open_reader(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
+#[cfg(test)]
+mod rewind;
+#[cfg(test)]
+pub(super) use rewind::rewind;
 #[cfg(test)]
 mod tests;

@@ -54,14 +54,27 @@ pub(crate) fn stage_transition(
     if changed != 1 {
         return Err(StoreError::conflict("turn changed concurrently"));
     }
+    // Served by the partial index on unsettled turns (schema 11): its
+    // condition is repeated here literally, as SQLite needs to use it.
+    let workspace_idle = to.is_terminal()
+        && tx
+            .prepare_cached(
+                "SELECT NOT EXISTS (SELECT 1 FROM turns WHERE workspace_id = ?1 AND id != ?2 \
+                 AND state NOT IN ('completed', 'failed', 'cancelled'))",
+            )?
+            .query_row(params![row.workspace_id, row.id], |r| r.get::<_, bool>(0))?;
     let change = Payload::TurnState(StateChange {
         from: row.state,
         to,
         event,
         outcome: outcome.map(str::to_owned),
         recovered,
+        workspace_idle,
     });
     journal.append(tx, stage, &row.thread_id, Some(&row.id), now, change)?;
+    if to.is_terminal() || to.is_fenced() {
+        super::inbox::abandon(tx, &row.id, to, outcome, now)?;
+    }
     // The row as the UPDATE above left it, without reading it back: the
     // caller read `row` in this transaction, and only these columns changed.
     let mut after = row.clone();

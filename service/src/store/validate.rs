@@ -77,6 +77,11 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
             ))
             .collect::<String>()
     );
+    let settlements = lapis_protocol::Settlement::ALL
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
     vec![
         ("workspaces", "fields", format!(
             "SELECT id FROM workspaces WHERE NOT {ws_id} OR typeof(path) != 'text' \
@@ -164,6 +169,20 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR typeof(at) != 'integer' OR typeof(principal) != 'text' OR NOT json_valid(detail) \
              OR (turn_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = audit.turn_id \
                  AND t.resolved_at IS NOT NULL)) LIMIT 1".into()),
+        // The inbox (see `inbox`): a known settlement with its fields, a
+        // pending row only on a turn in flight (recovery then abandons it).
+        ("permission_requests", "fields", format!("SELECT turn_id FROM permission_requests p \
+             WHERE typeof(request_id) != 'text' OR typeof(requested_at) != 'integer' \
+             OR typeof(expires_at) != 'integer' OR typeof(requested_seq) != 'integer' \
+             OR NOT json_valid(tool_call) OR json_type(tool_call) != 'object' \
+             OR NOT json_valid(options) OR json_type(options) != 'array' \
+             OR (settlement IS NULL AND (answer IS NOT NULL OR settled_at IS NOT NULL)) \
+             OR (settlement IS NOT NULL AND (settlement NOT IN ({settlements}) OR typeof(settled_at) != 'integer')) \
+             OR (answered_by IS NOT NULL AND NOT json_valid(answered_by)) \
+             OR NOT EXISTS (SELECT 1 FROM turns u WHERE u.id = p.turn_id \
+                 AND u.thread_id = p.thread_id AND u.workspace_id = p.workspace_id \
+                 AND (p.settlement IS NOT NULL \
+                     OR u.state IN ('preparing', 'dispatched', 'running'))) LIMIT 1")),
         ("auth_sessions", "fields", format!(
             "SELECT id FROM auth_sessions WHERE typeof(id) != 'text' OR id NOT GLOB 'ses_*' \
              OR NOT {cred} OR typeof(principal) != 'text' OR typeof(application) != 'text' \

@@ -470,6 +470,11 @@ impl Writer {
                             now,
                             payload,
                         )?;
+                        if !*late {
+                            // The inbox row moves with its event.
+                            let event = stage.events.last().expect("just staged");
+                            super::inbox::on_event(tx, event, now)?;
+                        }
                         idx.push(Some(base + stage.events.len() - 1));
                     }
                     Err(_) => idx.push(None),

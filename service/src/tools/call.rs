@@ -17,6 +17,13 @@
 //! runs a turn now, the thread binds the endpoint, the thread is not
 //! restricted, and the endpoint is registered by the thread's own
 //! application.
+//!
+//! The seam for controller-provided tools (issue 26's memory read tools):
+//! a bridge lists what [`list`] returns and calls through [`call`]; tools
+//! the controller serves itself join there — appended to the list after
+//! the application endpoints' `<endpoint>.<tool>` names, and routed by
+//! name in `call` before the endpoint lookup — so the bridge
+//! (`cli/src/commands/mcp_bridge.rs`) stays a pass-through.
 
 use std::time::Duration;
 

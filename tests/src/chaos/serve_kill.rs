@@ -2,7 +2,9 @@
 //! records every prompt it receives (fsynced) in a ledger. After each
 //! restart the fenced turns are resolved (the owner's confirmation) and
 //! submissions continue; submissions whose answer was lost are resent with
-//! the same command id (idempotent). At the end:
+//! the same command id (idempotent), and so are those a fenced workspace
+//! refused (its fencing turn's answer was lost, so it is resolved only once
+//! its resend is answered). At the end:
 //! - every accepted turn reached exactly one terminal state;
 //! - no prompt was delivered twice, and only accepted prompts were;
 //! - every delivered prompt's turn completed or was fenced first (a turn
@@ -56,6 +58,7 @@ pub(crate) fn run(
     let mut prompts: BTreeMap<String, String> = BTreeMap::new();
     let mut pending: Vec<(String, String, usize)> = Vec::new();
     let mut next = 0usize;
+    let mut fenced_refusals = 0usize;
     while (next < turns || !pending.is_empty()) && started.elapsed() < limit {
         summary.iterations += 1;
         let mut client = rig.client()?;
@@ -90,6 +93,15 @@ pub(crate) fn run(
                     prompts.insert(cmd, prompt);
                 }
                 Err(e) if matches!(e.code(), "disconnected" | "io_error" | "unavailable") => {
+                    pending.push((cmd, prompt, w))
+                }
+                // The workspace is fenced by a turn whose submit answer was
+                // lost in the last kill: resent just before (same command
+                // id) it is accepted only now, so the fence it holds is
+                // resolved after the next restart. A fenced workspace
+                // refusing new work is the rule; the prompt goes again.
+                Err(e) if e.code() == "workspace_fenced" => {
+                    fenced_refusals += 1;
                     pending.push((cmd, prompt, w))
                 }
                 Err(e) => summary
@@ -190,7 +202,7 @@ pub(crate) fn run(
     }
     rig.stop();
     summary.detail = format!(
-        "{} turns accepted: {completed} completed, {fenced} fenced then resolved, {failed_before_dispatch} failed before dispatch; {} prompts delivered; seed printed above",
+        "{} turns accepted: {completed} completed, {fenced} fenced then resolved, {failed_before_dispatch} failed before dispatch; {} prompts delivered; {fenced_refusals} submissions refused workspace_fenced (sent again); seed printed above",
         ids.len(),
         delivered.len()
     );

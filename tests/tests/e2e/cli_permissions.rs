@@ -142,9 +142,9 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
     let plain = ctx.run(["permissions", "list"]);
     plain.success();
     assert!(
-        plain
-            .stdout
-            .starts_with(&format!("{turn}\tperm-0\tRun command [execute]\tuntil ")),
+        plain.stdout.starts_with(&format!(
+            "{turn}\tperm-0\tproj\tRun command [execute]\tuntil "
+        )),
         "{}",
         plain.stdout
     );
@@ -165,8 +165,24 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
     answered.success();
     assert_eq!(answered.json()["optionId"], "opt-allow_once");
     // Answered: nothing pends, the agent got the option, the turn completes.
-    let again = ctx.run(["permissions", "respond", &turn, "perm-0", "opt-allow_once"]);
+    // Answering a settled request again is `conflict` naming how it was
+    // settled (the inbox keeps the record).
+    let again = ctx.run([
+        "permissions",
+        "respond",
+        &turn,
+        "perm-0",
+        "opt-allow_once",
+        "--json",
+    ]);
     again.expect_code(2);
+    let again = again.json();
+    assert_eq!(again["error"]["code"], "conflict", "{again}");
+    let message = again["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("answered by application `lapis-cli` with `opt-allow_once`"),
+        "{message}"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut state = String::new();
     while Instant::now() < deadline {

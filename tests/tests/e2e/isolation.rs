@@ -7,7 +7,7 @@ use lapis_protocol::client::{Client, ClientError};
 use serde_json::{Value, json};
 
 use crate::policy::app;
-use crate::serve_support::{GUEST, OWNER, Server};
+use crate::serve_support::{GUEST, NARROW, OWNER, Server};
 
 /// The error a call answers with: (code, message).
 fn refusal(c: &mut Client, method: &str, params: Value) -> (String, String) {
@@ -72,10 +72,12 @@ fn foreign_threads_and_turns_answer_like_unknown_ones() {
             ),
         ]
     };
-    // Another principal, and the same principal through another application.
+    // Another principal, and the same principal through another application
+    // (without `permissions:respond-any`, which opens the principal's
+    // permission inbox to it: `inbox.rs`).
     for mut other in [
         app(&server, GUEST, "editor"),
-        app(&server, OWNER, "other-app"),
+        app(&server, NARROW, "other-app"),
     ] {
         for (cases, real, unknown) in [
             (

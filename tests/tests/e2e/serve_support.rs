@@ -19,8 +19,8 @@ pub const OWNER: &str = "lapis_0000000000000000000000000000000000000000000000000
 pub const GUEST: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000b2";
 /// A token with only `status:read`.
 pub const READER: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000c3";
-/// The owner's token for an application that may drive and resolve its own
-/// turns but lacks `turns:resolve-any`.
+/// The owner's token for an application that may drive, answer and resolve
+/// its own turns but lacks `turns:resolve-any` and `permissions:respond-any`.
 pub const NARROW: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000e5";
 
 /// A server process plus its temp HOME.
@@ -63,7 +63,8 @@ pub fn write_config_with(
             { "name": "guest", "principal": "guest", "secret": GUEST },
             { "name": "reader", "principal": "owner", "secret": READER, "scopes": ["status:read"] },
             { "name": "narrow", "principal": "owner", "secret": NARROW,
-              "scopes": ["status:read", "threads:read", "threads:write", "turns:write", "turns:resolve"] },
+              "scopes": ["status:read", "threads:read", "threads:write", "turns:write", "turns:resolve",
+                          "permissions:respond"] },
         ],
         "providers": providers,
         "workspaces": workspaces,

@@ -58,8 +58,9 @@ fn permission_requests_are_answered_over_the_protocol() {
             break (r.request_id, options);
         }
     };
-    // Another application may not answer it.
-    let mut other = server.client("intruder");
+    // Another application may not answer it without
+    // `permissions:respond-any` (see `inbox` for one that may).
+    let mut other = crate::policy::app(&server, NARROW, "intruder");
     let err = other
         .permissions_respond(&turn.id, &request_id, &options[0])
         .unwrap_err();

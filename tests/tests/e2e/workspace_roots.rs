@@ -92,6 +92,22 @@ fn a_directory_outside_the_roots_is_refused_until_the_config_grants_it() {
         "{}",
         none.stderr
     );
+    // Adding what is registered already registers nothing: a repeat answers
+    // as before, whatever the roots (the declared `proj` included).
+    let again = ctx
+        .run([
+            "workspaces",
+            "add",
+            "inside",
+            inside.to_str().unwrap(),
+            "--json",
+        ])
+        .success()
+        .json();
+    assert_eq!(again["workspace"]["id"], "inside", "{again}");
+    let project = server.project.canonicalize().unwrap();
+    ctx.run(["workspaces", "add", "proj", project.to_str().unwrap()])
+        .success();
     // A root that is not a directory refuses the reload and changes nothing.
     doc["workspaceRoots"] = json!(["~/no-such-root"]);
     std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();

@@ -361,8 +361,16 @@ impl Client {
         let p = JournalSubscribe {
             thread_id: thread_id.map(str::to_owned),
             after,
+            attention: false,
         };
-        let r: SubscribeResult = self.request::<call::JournalSubscribe>(&p)?;
+        self.journal_subscribe_with(&p)
+    }
+
+    /// `journal.subscribe` with every parameter (`attention: true` for the
+    /// attention stream: permission requests and settlements, finished and
+    /// fenced turns, idle workspaces). Returns the subscription id.
+    pub fn journal_subscribe_with(&mut self, p: &JournalSubscribe) -> Result<String, ClientError> {
+        let r: SubscribeResult = self.request::<call::JournalSubscribe>(p)?;
         Ok(r.subscription)
     }
 

@@ -57,6 +57,7 @@ impl CatalogueEntry {
             vcs_identity: None,
             idle_seconds: None,
             handshake_seconds: None,
+            permission_timeout_seconds: None,
             max_turn_seconds: None,
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),

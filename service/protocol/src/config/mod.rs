@@ -166,6 +166,11 @@ pub struct ProviderConfig {
     /// past it the turn fails before its dispatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshake_seconds: Option<u64>,
+    /// Seconds a permission request waits for an answer before it is
+    /// answered by policy and recorded `expired` (1-604800, default 600;
+    /// a turn's deadline caps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_seconds: Option<u64>,
     /// MCP servers every session of this provider gets (at most 16; see
     /// `docs/providers.md`). Restricted threads refuse them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -158,6 +158,7 @@ impl ProviderSpec {
             config.idle_seconds,
             config.max_turn_seconds,
             config.handshake_seconds,
+            config.permission_timeout_seconds,
         )
         .map_err(|reason| ProviderError::Malformed {
             provider: name.to_string(),
@@ -209,13 +210,14 @@ impl ProviderSpec {
                     | "idleSeconds"
                     | "maxTurnSeconds"
                     | "handshakeSeconds"
+                    | "permissionTimeoutSeconds"
                     | "mcpServers"
                     | "mcpEnvAllowlist"
                     | "restrictedMode"
                     | "allowUnrestricted"
             ) {
                 return Err(bad(
-                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, handshakeSeconds, restrictedMode, allowUnrestricted, mcpServers, mcpEnvAllowlist)".into(),
+                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, handshakeSeconds, permissionTimeoutSeconds, restrictedMode, allowUnrestricted, mcpServers, mcpEnvAllowlist)".into(),
                 ));
             }
         }

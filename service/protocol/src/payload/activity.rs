@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::invocation::Invocation;
-use crate::permissions::{DecidedBy, PermissionAnswer, PermissionOption};
+use crate::permissions::{Answerer, DecidedBy, PermissionAnswer, PermissionOption};
 
 /// `message_chunk` / `thought_chunk`: a piece of the agent's reply or of
 /// its reasoning (never mixed).
@@ -77,6 +77,14 @@ pub struct PermissionRequested {
     pub invocation: Invocation,
     /// The options offered; an answer must be one of their ids.
     pub options: Vec<PermissionOption>,
+    /// When the controller stops waiting and answers by policy (absent in
+    /// events journaled before the durable inbox).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::time::rfc3339_opt"
+    )]
+    pub expires_at: Option<i64>,
 }
 
 /// `permission_decided`: a permission request was answered.
@@ -91,6 +99,8 @@ pub struct PermissionDecided {
     /// (recorded, never delivered; the store files it as a late
     /// observation).
     pub decided_by: Option<DecidedBy>,
+    /// Which application answered, when a user did ([`DecidedBy::User`]).
+    pub answered_by: Option<Answerer>,
 }
 
 /// The two stored shapes of [`PermissionDecided`].
@@ -102,6 +112,8 @@ enum DecidedWire {
         request_id: String,
         answer: PermissionAnswer,
         decided_by: DecidedBy,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answered_by: Option<Answerer>,
     },
     /// Too late: `{"late": true, …}`.
     Late {
@@ -118,10 +130,12 @@ impl From<DecidedWire> for PermissionDecided {
                 request_id,
                 answer,
                 decided_by,
+                answered_by,
             } => PermissionDecided {
                 request_id,
                 answer,
                 decided_by: Some(decided_by),
+                answered_by,
             },
             DecidedWire::Late {
                 request_id, answer, ..
@@ -129,6 +143,7 @@ impl From<DecidedWire> for PermissionDecided {
                 request_id,
                 answer,
                 decided_by: None,
+                answered_by: None,
             },
         }
     }
@@ -141,6 +156,7 @@ impl From<PermissionDecided> for DecidedWire {
                 request_id: d.request_id,
                 answer: d.answer,
                 decided_by,
+                answered_by: d.answered_by,
             },
             None => DecidedWire::Late {
                 late: true,

@@ -102,6 +102,11 @@ pub struct StateChange {
     /// `true` when startup recovery made the change (omitted otherwise).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recovered: bool,
+    /// `true` when the turn reached a terminal state and its workspace has
+    /// no other turn queued, in flight or fenced: the workspace went idle
+    /// with this event (omitted otherwise).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workspace_idle: bool,
 }
 
 /// `cancel_requested`: a cancel was requested for a turn in flight.

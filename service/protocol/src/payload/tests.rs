@@ -72,6 +72,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             event: TurnEvent::LoseOutcome,
             outcome: Some("controller_restart".into()),
             recovered: true,
+            workspace_idle: false,
         }),
         json!({"from": "running", "to": "submission_unknown", "event": "lose_outcome",
             "outcome": "controller_restart", "recovered": true}),
@@ -83,8 +84,21 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             event: TurnEvent::Claim,
             outcome: None,
             recovered: false,
+            workspace_idle: false,
         }),
         json!({"from": "queued", "to": "preparing", "event": "claim"}),
+    );
+    pins(
+        Payload::TurnState(StateChange {
+            from: TurnState::Running,
+            to: TurnState::Completed,
+            event: TurnEvent::Complete,
+            outcome: Some("end_turn".into()),
+            recovered: false,
+            workspace_idle: true,
+        }),
+        json!({"from": "running", "to": "completed", "event": "complete",
+            "outcome": "end_turn", "workspaceIdle": true}),
     );
     pins(
         Payload::TurnResolved(Resolution {
@@ -132,9 +146,23 @@ fn activity_payloads_carry_their_legacy_type() {
                 name: "Yes".into(),
                 kind: "allow_once".into(),
             }],
+            expires_at: None,
         }),
         json!({"type": "permission_requested", "requestId": "0", "invocation": {"id": "t"},
             "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"}]}),
+    );
+    pins(
+        Payload::PermissionRequested(PermissionRequested {
+            request_id: "0".into(),
+            invocation: Invocation {
+                id: "t".into(),
+                ..Invocation::default()
+            },
+            options: vec![],
+            expires_at: Some(1_500),
+        }),
+        json!({"type": "permission_requested", "requestId": "0", "invocation": {"id": "t"},
+            "options": [], "expiresAt": "1970-01-01T00:00:01.500Z"}),
     );
     pins(
         Payload::PermissionDecided(PermissionDecided {
@@ -143,6 +171,7 @@ fn activity_payloads_carry_their_legacy_type() {
                 option_id: "yes".into(),
             },
             decided_by: Some(DecidedBy::TurnEnded),
+            answered_by: None,
         }),
         json!({"type": "permission_resolved", "requestId": "r1",
             "answer": {"outcome": "selected", "optionId": "yes"}, "decidedBy": "turn_ended"}),
@@ -151,7 +180,22 @@ fn activity_payloads_carry_their_legacy_type() {
         Payload::PermissionDecided(PermissionDecided {
             request_id: "r1".into(),
             answer: PermissionAnswer::Cancelled,
+            decided_by: Some(DecidedBy::User),
+            answered_by: Some(crate::Answerer {
+                principal: "owner".into(),
+                application: "phone".into(),
+            }),
+        }),
+        json!({"type": "permission_resolved", "requestId": "r1",
+            "answer": {"outcome": "cancelled"}, "decidedBy": "user",
+            "answeredBy": {"principal": "owner", "application": "phone"}}),
+    );
+    pins(
+        Payload::PermissionDecided(PermissionDecided {
+            request_id: "r1".into(),
+            answer: PermissionAnswer::Cancelled,
             decided_by: None,
+            answered_by: None,
         }),
         json!({"late": true, "requestId": "r1", "answer": {"outcome": "cancelled"}}),
     );

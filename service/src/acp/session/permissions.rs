@@ -69,11 +69,18 @@ impl<H: TurnHooks> Session<H> {
         if self.pending.contains_key(&request_id) {
             return Err(CallError::Closed(OutcomeCode::ProtocolError));
         }
+        let limit = self.limits.permission_timeout;
+        let deadline = std::time::SystemTime::now() + limit;
+        let expires_at = deadline
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
         self.emit(lapis_protocol::Payload::PermissionRequested(
             PermissionRequested {
                 request_id: request_id.clone(),
                 invocation: invocation.clone(),
                 options: options.clone(),
+                expires_at: Some(expires_at),
             },
         ))
         .await?;
@@ -105,12 +112,11 @@ impl<H: TurnHooks> Session<H> {
         }
         let hooks = self.hooks.clone();
         let tx = self.answers_tx.clone();
-        let limit = self.limits.permission_timeout;
         let ask = PermissionRequest {
             request_id: request_id.clone(),
             invocation,
             options: options.clone(),
-            deadline: std::time::SystemTime::now() + limit,
+            deadline,
         };
         let rid = request_id.clone();
         let task = tokio::spawn(async move {
@@ -186,6 +192,8 @@ impl<H: TurnHooks> Session<H> {
                 request_id: request_id.to_string(),
                 answer,
                 decided_by: Some(by),
+                // Named by the engine's hooks, which know who answered.
+                answered_by: None,
             },
         ))
         .await?;

@@ -8,8 +8,9 @@
 //!    `conflict`;
 //! 2. the answer is checked against the pending request (an offered option
 //!    id, exactly) and the request is reserved for it ([`Taken`]); an answer
-//!    for a finished turn is journaled as a late `permission_decided`
-//!    observation and refused;
+//!    to a request the inbox records as settled is `conflict` naming how it
+//!    was settled; an answer for a finished turn is also journaled as a late
+//!    `permission_decided` observation;
 //! 3. with a command id the receipt is durable *before* the answer is
 //!    delivered, so the agent never acts on an answer whose receipt could
 //!    be lost;
@@ -19,8 +20,9 @@
 //!    `not_found`; with one, the receipt's `accepted` stands so a retry
 //!    agrees with the first answer.
 //!
-//! The caller authorizes first: the server checks that the session owns
-//! the turn.
+//! The caller authorizes first: the server checks that the session's
+//! principal owns the turn's thread (any of its applications may answer,
+//! whoever asked); the answer names the answering application.
 
 use lapis_protocol::ErrorCode;
 use lapis_protocol::params::{PermissionsRespond, RespondResult};
@@ -43,6 +45,16 @@ pub enum EngineError {
         /// The finished turn.
         turn_id: String,
     },
+    /// The request was settled already (the inbox says how).
+    #[error("permission request `{request_id}` was already settled: {how}")]
+    Settled {
+        /// The request.
+        request_id: String,
+        /// How it was settled (`error.data.settlement` on the wire).
+        settlement: lapis_protocol::Settlement,
+        /// [`crate::store::Settled::describe`], for the message.
+        how: String,
+    },
     /// The option was not offered.
     #[error(transparent)]
     NotOffered(AnswerError),
@@ -56,7 +68,7 @@ impl EngineError {
     pub fn error_code(&self) -> ErrorCode {
         match self {
             EngineError::NotPending(_) => ErrorCode::NotFound,
-            EngineError::TurnFinished { .. } => ErrorCode::Conflict,
+            EngineError::TurnFinished { .. } | EngineError::Settled { .. } => ErrorCode::Conflict,
             EngineError::NotOffered(_) => ErrorCode::InvalidRequest,
             EngineError::Store(e) => e.error_code(),
         }
@@ -102,7 +114,13 @@ impl Engine {
         let answer = PermissionAnswer::Selected {
             option_id: p.option_id.clone(),
         };
-        let taken = self.take(&p.turn_id, &p.request_id, answer).await?;
+        let by = lapis_protocol::Answerer {
+            principal: actor.principal.clone(),
+            application: actor.application.clone(),
+        };
+        let taken = self
+            .take(&p.turn_id, &p.request_id, answer, Some(by))
+            .await?;
         if let Some((cmd, parts)) = receipt {
             let result = serde_json::json!({ "accepted": true });
             self.store
@@ -137,7 +155,7 @@ impl Engine {
         request_id: &str,
         answer: PermissionAnswer,
     ) -> Result<(), EngineError> {
-        self.take(turn_id, request_id, answer)
+        self.take(turn_id, request_id, answer, None)
             .await?
             .deliver()
             .map_err(EngineError::NotPending)
@@ -150,30 +168,51 @@ impl Engine {
         turn_id: &str,
         request_id: &str,
         answer: PermissionAnswer,
+        by: Option<lapis_protocol::Answerer>,
     ) -> Result<Taken, EngineError> {
-        match self.broker.take(turn_id, request_id, answer.clone()) {
+        match self.broker.take(turn_id, request_id, answer.clone(), by) {
             Ok(taken) => Ok(taken),
             Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
             Err(e @ AnswerError::NotPending { .. }) => {
+                let settled = self
+                    .store
+                    .permission_request(turn_id, request_id)
+                    .await?
+                    .and_then(|entry| entry.settled);
                 let turn = self.store.get_turn(turn_id).await?;
+                if let Some(settled) = settled {
+                    if !turn.state.is_active() {
+                        self.journal_late(turn_id, request_id, answer).await;
+                    }
+                    return Err(EngineError::Settled {
+                        request_id: request_id.to_owned(),
+                        how: settled.describe(),
+                        settlement: settled.settlement,
+                    });
+                }
                 if turn.state.is_active() {
                     return Err(EngineError::NotPending(e));
                 }
-                // Recorded as an observation by the store: a late answer
-                // never moves a finished turn.
-                let late = lapis_protocol::PermissionDecided {
-                    request_id: request_id.to_owned(),
-                    answer,
-                    decided_by: None,
-                };
-                let _ = self
-                    .store
-                    .append_activity(turn_id, lapis_protocol::Payload::PermissionDecided(late))
-                    .await;
+                self.journal_late(turn_id, request_id, answer).await;
                 Err(EngineError::TurnFinished {
                     turn_id: turn_id.to_string(),
                 })
             }
         }
+    }
+
+    /// Records an answer to a finished turn; the store files it as an
+    /// observation: a late answer never moves a finished turn.
+    async fn journal_late(&self, turn_id: &str, request_id: &str, answer: PermissionAnswer) {
+        let late = lapis_protocol::PermissionDecided {
+            request_id: request_id.to_owned(),
+            answer,
+            decided_by: None,
+            answered_by: None,
+        };
+        let _ = self
+            .store
+            .append_activity(turn_id, lapis_protocol::Payload::PermissionDecided(late))
+            .await;
     }
 }

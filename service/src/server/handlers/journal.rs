@@ -6,6 +6,13 @@
 //! buffer it sends one `journal.lagged` notice with the cursor to replay from
 //! and ends; it never skips an event silently.
 //!
+//! An *attention* subscription (`attention: true`) is the same machinery
+//! with a filter: only events [`AttentionKind::of`] classifies, each sent
+//! with its kinds, over the session's own threads — or, with
+//! `permissions:respond-any`, every thread of its principal (the
+//! permission inbox's reach). Its cursor is still the journal's `seq`, so
+//! it resumes after a reconnect exactly like the journal, without gaps.
+//!
 //! A subscription lives no longer than its session: the session is checked
 //! before every event is sent, at every revocation and at the session's
 //! expiry, so a silent subscriber of a revoked or expired session gets not one
@@ -23,7 +30,7 @@ use crate::auth::{AuthSession, Authority};
 use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
 use lapis_protocol::params::{SubscribeResult, UnsubscribeResult};
-use lapis_protocol::{ErrorCode, Notification, ReplayPage, RpcError, params};
+use lapis_protocol::{AttentionKind, ErrorCode, Notification, ReplayPage, RpcError, Scope, params};
 
 use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
@@ -44,6 +51,12 @@ fn scope(session: &AuthSession, thread: Option<&String>) -> ReplayScope {
             application: Some(session.application.clone()),
         },
     }
+}
+
+/// Whether an attention subscription of `session` covers every
+/// application of its principal (the permission inbox's reach).
+fn principal_wide(session: &AuthSession, attention: bool) -> bool {
+    attention && session.scopes.contains(&Scope::PermissionsRespondAny)
 }
 
 /// `journal.replay`: one bounded page after a cursor.
@@ -96,15 +109,24 @@ pub(crate) async fn journal_subscribe(
     let id = conn.subscriptions.next_id();
     // Subscribe before replaying, so nothing committed in between is missed.
     let rx = ctx.core.store.subscribe();
+    let wide = principal_wide(session, p.attention);
+    let scope = match scope(session, p.thread_id.as_ref()) {
+        ReplayScope::Owner { principal, .. } if wide => ReplayScope::Owner {
+            principal,
+            application: None,
+        },
+        other => other,
+    };
     let forwarder = Forwarder {
         authority: ctx.authority.clone(),
         session: session.id.clone(),
         store: ctx.core.store.clone(),
         outbox: conn.outbox.clone(),
         subscription: id.clone(),
-        scope: scope(session, p.thread_id.as_ref()),
+        scope,
         principal: session.principal.clone(),
-        application: session.application.clone(),
+        application: (!wide).then(|| session.application.clone()),
+        attention: p.attention,
         visible: HashMap::new(),
     };
     let task = tokio::spawn(forwarder.run(rx, p.after));
@@ -138,8 +160,11 @@ struct Forwarder {
     scope: ReplayScope,
     /// The session's principal (owner scope filter).
     principal: String,
-    /// The session's application (owner scope filter).
-    application: String,
+    /// The session's application (owner scope filter); `None` for a
+    /// principal-wide attention subscription.
+    application: Option<String>,
+    /// Only attention events (see the module docs).
+    attention: bool,
     /// Owner scope: thread id → visible to this session.
     visible: HashMap<String, bool>,
 }
@@ -152,7 +177,22 @@ impl Forwarder {
         }
     }
 
-    async fn wanted(&mut self, e: &JournalEvent) -> bool {
+    /// The event's attention kinds when it is to be sent (empty on a plain
+    /// subscription), or `None` when it is not.
+    async fn wanted(&mut self, e: &JournalEvent) -> Option<Vec<AttentionKind>> {
+        let kinds = if self.attention {
+            let kinds = AttentionKind::of(e);
+            if kinds.is_empty() {
+                return None;
+            }
+            kinds
+        } else {
+            Vec::new()
+        };
+        self.visible_event(e).await.then_some(kinds)
+    }
+
+    async fn visible_event(&mut self, e: &JournalEvent) -> bool {
         match &self.scope {
             ReplayScope::Thread(t) => &e.thread_id == t,
             ReplayScope::Owner { .. } => {
@@ -160,7 +200,13 @@ impl Forwarder {
                     return *v;
                 }
                 let v = match self.store.get_thread(&e.thread_id).await {
-                    Ok(t) => t.principal == self.principal && t.application == self.application,
+                    Ok(t) => {
+                        t.principal == self.principal
+                            && self
+                                .application
+                                .as_ref()
+                                .is_none_or(|a| *a == t.application)
+                    }
                     Err(_) => false,
                 };
                 self.visible.insert(e.thread_id.clone(), v);
@@ -205,10 +251,11 @@ impl Forwarder {
         Duration::from_millis(u64::try_from(left_ms).unwrap_or(0).max(1000))
     }
 
-    async fn send(&self, e: &JournalEvent) -> bool {
+    async fn send(&self, e: &JournalEvent, attention: Vec<AttentionKind>) -> bool {
         let params = JournalEventParams {
             subscription: self.subscription.clone(),
             event: e,
+            attention,
         };
         let params = serde_json::to_value(params).unwrap_or_default();
         self.outbox
@@ -246,7 +293,12 @@ impl Forwarder {
                     }
                 };
                 for e in &page.events {
-                    if self.session_ended(cursor).await || !self.send(e).await {
+                    // The replayed page is the scope's; an attention
+                    // subscription sends only what it classifies.
+                    let Some(kinds) = self.wanted(e).await else {
+                        continue;
+                    };
+                    if self.session_ended(cursor).await || !self.send(e, kinds).await {
                         return;
                     }
                     sent_seq = sent_seq.max(e.seq);
@@ -285,10 +337,13 @@ impl Forwarder {
             };
             match received {
                 Ok(e) => {
-                    if e.seq <= sent_seq || !self.wanted(&e).await {
+                    if e.seq <= sent_seq {
                         continue;
                     }
-                    if self.session_ended(cursor).await || !self.send(&e).await {
+                    let Some(kinds) = self.wanted(&e).await else {
+                        continue;
+                    };
+                    if self.session_ended(cursor).await || !self.send(&e, kinds).await {
                         return;
                     }
                     sent_seq = e.seq;

@@ -1,76 +1,123 @@
-//! `permissions.list` and the live `awaitingInput` flag of turns and thread
-//! snapshots. Both read the engine's broker, which holds a request exactly
-//! while the runner waits for its answer; isolation is the same as for
-//! every other read (a request is shown only to its thread's owner).
+//! `permissions.list` (the durable inbox, `store::inbox`), who may see and
+//! answer a request, and the live `awaitingInput` flag of turns and thread
+//! snapshots.
+//!
+//! What must stay true: a request is listed only while the inbox holds it
+//! pending *and* the engine's broker holds its live wait (an answer can
+//! reach it); a session sees the requests of its own threads, and with
+//! `permissions:respond-any` those of every application of its principal
+//! (never another principal's). A thread the session may not see answers
+//! like an unknown one (`not_found`), as everywhere (see `handlers`).
 
-use std::collections::HashMap;
-use std::time::UNIX_EPOCH;
+use std::collections::{HashMap, HashSet};
 
 use crate::auth::AuthSession;
-use crate::domain::Turn;
-use crate::engine::PendingPermission;
+use crate::domain::{Thread, Turn};
 use lapis_protocol::params::PermissionsResult;
-use lapis_protocol::{PendingRequest, RpcError, ThreadSnapshot, params};
+use lapis_protocol::{RpcError, Scope, ThreadSnapshot, params};
 
 use super::super::context::ServerContext;
-use super::{owned_thread, owned_turn};
+use super::{foreign, owns, store_err};
 
-/// `permissions.list`: pending requests of the session's threads, oldest
-/// deadline first.
+/// Whether the session may see and answer the permission requests of
+/// `thread`: its own, or — with `permissions:respond-any` — any of its
+/// principal's applications'.
+fn answers_for(session: &AuthSession, thread: &Thread) -> bool {
+    owns(session, thread)
+        || (thread.principal == session.principal
+            && session.scopes.contains(&Scope::PermissionsRespondAny))
+}
+
+/// Loads a thread whose requests the session may see ([`answers_for`]).
+async fn answerable_thread(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    thread_id: &str,
+) -> Result<Thread, RpcError> {
+    let thread = ctx
+        .core
+        .store
+        .get_thread(thread_id)
+        .await
+        .map_err(store_err)?;
+    if answers_for(session, &thread) {
+        Ok(thread)
+    } else {
+        Err(foreign("thread", thread_id))
+    }
+}
+
+/// Loads a turn whose requests the session may see and answer.
+pub(super) async fn answerable_turn(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    turn_id: &str,
+) -> Result<Turn, RpcError> {
+    let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
+    let thread = ctx
+        .core
+        .store
+        .get_thread(&turn.thread_id)
+        .await
+        .map_err(store_err)?;
+    if answers_for(session, &thread) {
+        Ok(turn)
+    } else {
+        Err(foreign("turn", turn_id))
+    }
+}
+
+/// `permissions.list`: pending requests the session may answer, across
+/// every workspace, soonest deadline first.
 pub(crate) async fn permissions_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::PermissionsList,
 ) -> Result<PermissionsResult, RpcError> {
     if let Some(turn) = &p.turn_id {
-        owned_turn(ctx, session, turn).await?;
+        answerable_turn(ctx, session, turn).await?;
     }
     if let Some(thread) = &p.thread_id {
-        owned_thread(ctx, session, thread).await?;
+        answerable_thread(ctx, session, thread).await?;
     }
+    // The live waits: a row without one is being settled right now.
+    let live: HashSet<(String, String)> = ctx
+        .core
+        .pending_permissions(p.turn_id.as_deref())
+        .into_iter()
+        .map(|w| (w.turn_id, w.request_id))
+        .collect();
+    let pending = ctx
+        .core
+        .store
+        .pending_permissions()
+        .await
+        .map_err(store_err)?;
     let mut visible: HashMap<String, bool> = HashMap::new();
-    let mut shown = Vec::new();
-    for pending in ctx.core.pending_permissions(p.turn_id.as_deref()) {
-        if p.thread_id
-            .as_ref()
-            .is_some_and(|t| *t != pending.thread_id)
+    let mut requests = Vec::new();
+    for entry in pending {
+        let r = entry.request;
+        if p.turn_id.as_ref().is_some_and(|t| *t != r.turn_id)
+            || p.thread_id.as_ref().is_some_and(|t| *t != r.thread_id)
+            || !live.contains(&(r.turn_id.clone(), r.id.clone()))
         {
             continue;
         }
-        let ok = match visible.get(&pending.thread_id) {
+        let ok = match visible.get(&r.thread_id) {
             Some(ok) => *ok,
             None => {
-                let ok = owned_thread(ctx, session, &pending.thread_id).await.is_ok();
-                visible.insert(pending.thread_id.clone(), ok);
+                let ok = answerable_thread(ctx, session, &r.thread_id).await.is_ok();
+                visible.insert(r.thread_id.clone(), ok);
                 ok
             }
         };
         if ok {
-            shown.push(pending);
+            requests.push(r);
         }
     }
-    shown.sort_by(|a, b| {
-        (a.deadline, &a.turn_id, &a.request_id).cmp(&(b.deadline, &b.turn_id, &b.request_id))
-    });
-    let requests = shown.into_iter().map(view).collect();
+    // Soonest deadline first, as documented (deadlines differ per provider).
+    requests.sort_by(|a, b| (a.deadline, &a.turn_id, &a.id).cmp(&(b.deadline, &b.turn_id, &b.id)));
     Ok(PermissionsResult { requests })
-}
-
-/// The wire view of a pending request.
-fn view(p: PendingPermission) -> PendingRequest {
-    let ms = p
-        .deadline
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    PendingRequest {
-        id: p.request_id,
-        turn_id: p.turn_id,
-        thread_id: p.thread_id,
-        tool_call: p.invocation,
-        options: p.options,
-        deadline: ms,
-    }
 }
 
 /// Sets `awaitingInput` on turns from the broker's live state.

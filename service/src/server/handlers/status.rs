@@ -1,12 +1,12 @@
 //! `status`: identity, uptime, the scheduler's counters, the turns in
-//! flight and the fences with what blocks them, live agents and the last
-//! config reload.
+//! flight and the fences with what blocks them, the pending permission
+//! requests (count and oldest), live agents and the last config reload.
 
 use std::collections::HashMap;
 
 use lapis_protocol::{
     PROTOCOL, RpcError, TurnState,
-    params::{EngineCounters, QueueStatus, StatusResult, StatusTurn},
+    params::{EngineCounters, InboxSummary, OldestRequest, QueueStatus, StatusResult, StatusTurn},
 };
 
 use crate::acp::AgentRegistry;
@@ -40,8 +40,21 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
         .unknown_tool_effects(None)
         .await
         .map_err(super::store_err)?;
+    // Served by the inbox's partial index on pending rows.
+    let inbox = store.inbox_status().await.map_err(super::store_err)?;
+    let permissions = InboxSummary {
+        pending: inbox.pending,
+        oldest: inbox
+            .oldest
+            .map(|(turn_id, request_id, requested_at)| OldestRequest {
+                turn_id,
+                request_id,
+                requested_at,
+            }),
+    };
     let id = &ctx.identity;
     let result = StatusResult {
+        permissions,
         unknown_tool_effects,
         protocol: PROTOCOL.to_owned(),
         version: id.build.version.clone(),

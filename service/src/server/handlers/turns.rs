@@ -190,7 +190,9 @@ pub(crate) async fn turns_resolve(
     Ok(receipted(receipt))
 }
 
-/// `permissions.respond`: the session must own the turn; the engine does
+/// `permissions.respond`: the session must be able to answer for the
+/// turn (its own, or any of its principal's with `permissions:respond-any`:
+/// `permissions::answerable_turn`); the engine does
 /// the rest as one operation (receipt, delivery, journal: see
 /// `engine::worker::permissions`).
 pub(crate) async fn permissions_respond(
@@ -198,7 +200,7 @@ pub(crate) async fn permissions_respond(
     session: &AuthSession,
     p: params::PermissionsRespond,
 ) -> Result<RespondResult, RpcError> {
-    owned_turn(ctx, session, &p.turn_id).await?;
+    super::permissions::answerable_turn(ctx, session, &p.turn_id).await?;
     let Some(engine) = &ctx.core.engine else {
         return Err(RpcError::new(
             ErrorCode::NotFound,
@@ -210,6 +212,8 @@ pub(crate) async fn permissions_respond(
         .await
         .map_err(|e| match e {
             EngineError::Store(e) => store_err(e),
+            EngineError::Settled { settlement, .. } => RpcError::new(e.error_code(), e.to_string())
+                .with_data("settlement", settlement.as_str().into()),
             e => RpcError::new(e.error_code(), e.to_string()),
         })
 }

@@ -40,7 +40,9 @@ pub(crate) async fn workspaces_add(
         return Err(invalid("workspace path must be absolute"));
     }
     let canonical = canonical_workspace_dir(path).map_err(store_err)?;
-    if !ctx.reload.roots().grants(Path::new(&canonical)) {
+    if !ctx.reload.roots().grants(Path::new(&canonical))
+        && !registered(ctx, &p.id, &canonical).await?
+    {
         return Err(outside_roots(&canonical));
     }
     let actor = actor(session);
@@ -55,6 +57,15 @@ pub(crate) async fn workspaces_add(
         workspace: receipt.value,
         replayed: receipt.replayed,
     })
+}
+
+/// Whether `id` is registered (and not removed) for `canonical` already:
+/// adding it again registers nothing, so it answers `replayed` like any
+/// repeat, also for a declared workspace outside the roots. Only asked on
+/// the way to a refusal.
+async fn registered(ctx: &ServerContext, id: &str, canonical: &str) -> Result<bool, RpcError> {
+    let known = ctx.core.store.list_workspaces().await.map_err(store_err)?;
+    Ok(known.iter().any(|w| w.id == id && w.path == canonical))
 }
 
 /// The refusal of a directory outside every root: names the field that

@@ -58,13 +58,7 @@ fn a_version_4_database_upgrades_to_prepared_configurations() {
     {
         let conn = Connection::open(&path).unwrap();
         migrate(&conn, 0).unwrap();
-        conn.pragma_update(None, "user_version", 4).unwrap();
-        conn.execute_batch(
-            "ALTER TABLE turns DROP COLUMN prepared; \
-             ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
-             DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at;",
-        )
-        .unwrap();
+        rewind(&conn, 4);
         conn.execute_batch(
             "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
              INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
@@ -98,11 +92,9 @@ fn a_version_5_database_upgrades_to_mcp_server_names() {
     {
         let conn = Connection::open(&path).unwrap();
         migrate(&conn, 0).unwrap();
-        conn.pragma_update(None, "user_version", 5).unwrap();
+        rewind(&conn, 5);
         conn.execute_batch(
-            "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; \
-             DROP INDEX events_user_message; DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
-             INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+            "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
              INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
              restricted, retention, version, created_at, updated_at) \
              VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",
@@ -127,11 +119,9 @@ fn a_version_8_database_upgrades_to_tool_endpoint_names() {
     {
         let conn = Connection::open(&path).unwrap();
         migrate(&conn, 0).unwrap();
-        conn.pragma_update(None, "user_version", 8).unwrap();
+        rewind(&conn, 8);
         conn.execute_batch(
-            "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
-             ALTER TABLE workspaces DROP COLUMN removed_at; \
-             INSERT INTO workspaces VALUES ('ws', '/w', 1); \
+            "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
              INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
              restricted, retention, version, created_at, updated_at) \
              VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",
@@ -147,20 +137,19 @@ fn a_version_8_database_upgrades_to_tool_endpoint_names() {
     assert!(thread.tools.is_empty());
 }
 
-/// A version-10 database (before context ports and reserved thread ids)
-/// upgrades in place: its threads bind no context port, and reservations
-/// can be taken.
+/// A version-11 database (before context and memory ports and reserved
+/// thread ids) upgrades in place: its threads bind no port, and
+/// reservations can be taken.
 #[test]
-fn a_version_10_database_upgrades_to_context_ports_and_reservations() {
+fn a_version_11_database_upgrades_to_ports_and_reservations() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(DB_FILE);
     {
         let conn = Connection::open(&path).unwrap();
         migrate(&conn, 0).unwrap();
-        conn.pragma_update(None, "user_version", 10).unwrap();
+        rewind(&conn, 11);
         conn.execute_batch(
-            "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; \
-             INSERT INTO workspaces VALUES ('ws', '/w', 1, NULL); \
+            "INSERT INTO workspaces VALUES ('ws', '/w', 1, NULL); \
              INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
              restricted, retention, version, created_at, updated_at) \
              VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",

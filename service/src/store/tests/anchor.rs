@@ -125,13 +125,10 @@ async fn a_version_7_database_is_anchored_by_its_upgrade() {
     let dir = journal_of(1).await;
     let home = dir.path().join("home");
     let conn = Connection::open(db(&dir)).unwrap();
-    conn.execute_batch(
-        "DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
-         UPDATE turns SET prompt = 'secret-prompt'; \
-         ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls; \
-         PRAGMA user_version = 7;",
-    )
-    .unwrap();
+    crate::store::schema::rewind(&conn, 7);
+    // What version 7 kept and version 8 drops: the raw prompts.
+    conn.execute_batch("UPDATE turns SET prompt = 'secret-prompt';")
+        .unwrap();
     drop(conn);
     // As if a first upgrade wrote its anchor and died before committing.
     anchor::write(&db(&dir), &Anchor::EMPTY).unwrap();

@@ -258,16 +258,8 @@ async fn an_unchained_database_is_chained_once_by_the_migration() {
     let (dir, _) = journal_with(&[json!({ "text": "old" })], Retention::Full).await;
     let conn = Connection::open(db(&dir)).unwrap();
     // Back to the shape before the chain (version 3): no hashes, no count,
-    // nor what later versions added (prepared configurations, MCP names).
-    conn.execute_batch(
-        "ALTER TABLE events DROP COLUMN hash; \
-         ALTER TABLE turns DROP COLUMN redactions; \
-         ALTER TABLE turns DROP COLUMN prepared; \
-         ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; DROP TABLE thread_reservations; ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_tool_calls; DROP INDEX events_user_message; \
-         DROP INDEX events_turn_submitted; ALTER TABLE workspaces DROP COLUMN removed_at; \
-         PRAGMA user_version = 3;",
-    )
-    .unwrap();
+    // nor what later versions added.
+    crate::store::schema::rewind(&conn, 3);
     drop(conn);
     let s = Store::open(options(&dir.path().join("home"))).unwrap();
     s.close().await;

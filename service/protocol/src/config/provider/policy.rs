@@ -15,6 +15,9 @@ pub(super) const DEFAULT_MAX_TURN_SECONDS: u64 = 3600;
 /// 30 seconds, or the turn fails before its dispatch (`initialize_timeout`,
 /// `session_new_timeout`, `session_load_timeout`).
 pub(super) const DEFAULT_HANDSHAKE_SECONDS: u64 = 30;
+/// Default `permissionTimeoutSeconds`: a permission request waits ten
+/// minutes for an answer, then is answered by policy (`expired`).
+pub(super) const DEFAULT_PERMISSION_TIMEOUT_SECONDS: u64 = 600;
 /// Upper bound of `handshakeSeconds` (ten minutes).
 pub(super) const MAX_HANDSHAKE_SECONDS: u64 = 600;
 /// Upper bound of both (one week).
@@ -29,6 +32,9 @@ pub struct SessionPolicy {
     pub max_turn_seconds: u64,
     /// Deadline of each handshake request (1-600 seconds).
     pub handshake_seconds: u64,
+    /// How long a permission request waits for an answer (1-604800
+    /// seconds; a turn's own deadline caps it).
+    pub permission_timeout_seconds: u64,
 }
 
 impl Default for SessionPolicy {
@@ -37,6 +43,7 @@ impl Default for SessionPolicy {
             idle_seconds: DEFAULT_IDLE_SECONDS,
             max_turn_seconds: DEFAULT_MAX_TURN_SECONDS,
             handshake_seconds: DEFAULT_HANDSHAKE_SECONDS,
+            permission_timeout_seconds: DEFAULT_PERMISSION_TIMEOUT_SECONDS,
         }
     }
 }
@@ -44,11 +51,13 @@ impl Default for SessionPolicy {
 impl SessionPolicy {
     /// The policy from the config's optional fields: `idleSeconds`
     /// (0-604800), `maxTurnSeconds` (1-604800) and `handshakeSeconds`
-    /// (1-600); the error names the field.
+    /// (1-600) and `permissionTimeoutSeconds` (1-604800); the error names
+    /// the field.
     pub fn from_fields(
         idle_seconds: Option<u64>,
         max_turn_seconds: Option<u64>,
         handshake_seconds: Option<u64>,
+        permission_timeout_seconds: Option<u64>,
     ) -> Result<SessionPolicy, String> {
         let check = |key: &str, value: Option<u64>, min: u64, default: u64| match value {
             None => Ok(default),
@@ -74,6 +83,12 @@ impl SessionPolicy {
                     ));
                 }
             },
+            permission_timeout_seconds: check(
+                "permissionTimeoutSeconds",
+                permission_timeout_seconds,
+                1,
+                DEFAULT_PERMISSION_TIMEOUT_SECONDS,
+            )?,
         })
     }
 
@@ -91,6 +106,7 @@ impl SessionPolicy {
             field("idleSeconds")?,
             field("maxTurnSeconds")?,
             field("handshakeSeconds")?,
+            field("permissionTimeoutSeconds")?,
         )
     }
 }
@@ -110,6 +126,9 @@ mod tests {
             (300, 3600)
         );
         assert_eq!(plain.session.handshake_seconds, 30);
+        assert_eq!(plain.session.permission_timeout_seconds, 600);
+        let patient = spec(json!({"command": "a", "permissionTimeoutSeconds": 7200})).unwrap();
+        assert_eq!(patient.session.permission_timeout_seconds, 7200);
         let quick = spec(json!({"command": "a", "handshakeSeconds": 1})).unwrap();
         assert_eq!(quick.session.handshake_seconds, 1);
         let set = spec(json!({"command": "a", "idleSeconds": 0, "maxTurnSeconds": 5})).unwrap();
@@ -124,6 +143,8 @@ mod tests {
             json!({"command": "a", "maxTurnSeconds": "10"}),
             json!({"command": "a", "handshakeSeconds": 0}),
             json!({"command": "a", "handshakeSeconds": 601}),
+            json!({"command": "a", "permissionTimeoutSeconds": 0}),
+            json!({"command": "a", "permissionTimeoutSeconds": 604801}),
         ] {
             assert!(spec(bad.clone()).is_err(), "{bad}");
         }

@@ -1,0 +1,177 @@
+//! `notify`: the command the controller runs when something needs a
+//! person (an attention event of a chosen kind), and the one line it is
+//! given.
+//!
+//! What must stay true: the command receives only [`NotifyEvent`] — the
+//! event kind, ids, workspace, provider and a short title the controller
+//! writes from its own vocabulary (never prompt text or agent output),
+//! redacted and terminal-safe — as one JSON line on stdin; argv is the
+//! configured `args` alone and the environment holds only the
+//! `envAllowlist` names. Runs are rate limited and time limited, and never
+//! on a turn's path.
+
+use serde::{Deserialize, Serialize};
+
+use crate::AttentionKind;
+
+/// Default `maxPerMinute`.
+pub const DEFAULT_NOTIFY_PER_MINUTE: u32 = 6;
+/// Default `timeoutSeconds`.
+pub const DEFAULT_NOTIFY_TIMEOUT_SECONDS: u64 = 10;
+
+/// The `notify` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// Absolute path of the command to run (exactly one of `command` and
+    /// `desktop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Use the built-in desktop notifier instead: `notify-send` on Linux,
+    /// `osascript` on macOS (found on the service's `PATH`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub desktop: bool,
+    /// Arguments of `command` (never secrets; at most 32).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment names passed through from the controller's environment
+    /// (nothing else is; at most 32).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_allowlist: Vec<String>,
+    /// The attention kinds that run it [default: `permission_requested`,
+    /// `turn_fenced`].
+    #[serde(default = "default_kinds")]
+    pub kinds: Vec<AttentionKind>,
+    /// At most this many runs in any minute (1-600, default 6); events
+    /// past it are dropped and logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_minute: Option<u32>,
+    /// A run still going after this many seconds is killed (1-60, default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+fn default_kinds() -> Vec<AttentionKind> {
+    vec![
+        AttentionKind::PermissionRequested,
+        AttentionKind::TurnFenced,
+    ]
+}
+
+impl NotifyConfig {
+    /// The shape rules; the error is (field, reason).
+    pub(super) fn check(&self) -> Result<(), (&'static str, String)> {
+        match (&self.command, self.desktop) {
+            (Some(_), true) | (None, false) => {
+                return Err((
+                    "notify",
+                    "needs exactly one of `command` and `desktop: true`".into(),
+                ));
+            }
+            (Some(c), false) if !c.starts_with('/') || c.contains('\0') => {
+                return Err(("notify.command", "must be an absolute path".into()));
+            }
+            _ => {}
+        }
+        if self.args.len() > 32 || self.args.iter().any(|a| a.contains('\0')) {
+            return Err((
+                "notify.args",
+                "at most 32 arguments, without NUL bytes".into(),
+            ));
+        }
+        if self.env_allowlist.len() > 32
+            || !self.env_allowlist.iter().all(|n| {
+                let mut b = n.bytes();
+                matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+                    && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+            })
+        {
+            return Err((
+                "notify.envAllowlist",
+                "at most 32 names of [A-Za-z_][A-Za-z0-9_]*".into(),
+            ));
+        }
+        if self.kinds.is_empty() {
+            return Err(("notify.kinds", "must name at least one kind".into()));
+        }
+        if !(1..=600).contains(&self.per_minute()) {
+            return Err(("notify.maxPerMinute", "must be from 1 to 600".into()));
+        }
+        if !(1..=60).contains(&self.timeout_seconds()) {
+            return Err(("notify.timeoutSeconds", "must be from 1 to 60".into()));
+        }
+        Ok(())
+    }
+
+    /// `maxPerMinute` with its default.
+    pub fn per_minute(&self) -> u32 {
+        self.max_per_minute.unwrap_or(DEFAULT_NOTIFY_PER_MINUTE)
+    }
+
+    /// `timeoutSeconds` with its default.
+    pub fn timeout_seconds(&self) -> u64 {
+        self.timeout_seconds
+            .unwrap_or(DEFAULT_NOTIFY_TIMEOUT_SECONDS)
+    }
+}
+
+/// The one JSON line a notify command reads on stdin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NotifyEvent {
+    /// What happened.
+    pub kind: AttentionKind,
+    /// The journal event's `seq` (resume an attention subscription there).
+    pub seq: u64,
+    /// The thread.
+    pub thread_id: String,
+    /// The turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The permission request, for the permission kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The turn's workspace.
+    pub workspace_id: String,
+    /// The thread's provider.
+    pub provider: String,
+    /// A short line in the controller's words (kind, state, outcome code,
+    /// workspace), redacted and terminal-safe.
+    pub title: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn config(v: serde_json::Value) -> NotifyConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn notify_shape_rules() {
+        let ok = config(json!({"command": "/usr/local/bin/ping-me"}));
+        assert_eq!(ok.check(), Ok(()));
+        assert_eq!(ok.kinds, default_kinds());
+        assert_eq!((ok.per_minute(), ok.timeout_seconds()), (6, 10));
+        assert_eq!(config(json!({"desktop": true})).check(), Ok(()));
+        for bad in [
+            json!({}),
+            json!({"command": "/x", "desktop": true}),
+            json!({"command": "relative/x"}),
+            json!({"command": "/x", "kinds": []}),
+            json!({"command": "/x", "maxPerMinute": 0}),
+            json!({"command": "/x", "timeoutSeconds": 61}),
+            json!({"command": "/x", "envAllowlist": ["A-B"]}),
+        ] {
+            assert!(config(bad.clone()).check().is_err(), "{bad}");
+        }
+        assert!(
+            serde_json::from_value::<NotifyConfig>(json!({"command": "/x", "kinds": ["nope"]}))
+                .is_err()
+        );
+    }
+}
