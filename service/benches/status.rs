@@ -41,6 +41,7 @@ fn config(home: &Path) -> Config {
         workspace_roots: None,
         default_provider: None,
         server: ServerLimits::default(),
+        notify: None,
     }
 }
 

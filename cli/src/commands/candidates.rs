@@ -1,6 +1,6 @@
 //! Dynamic completion candidates (thread, turn and workspace ids from the
 //! running service, provider names from the configuration), named by the
-//! clap definitions in `args.rs` and called back by the shell at TAB time
+//! clap definitions in `args/` and called back by the shell at TAB time
 //! (see `completions.rs`).
 //!
 //! What must stay true: a candidate function never prints, never fails

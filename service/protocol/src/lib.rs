@@ -44,6 +44,7 @@ mod records;
 mod scopes;
 mod state;
 mod strict;
+pub mod terminal;
 pub mod time;
 pub mod tools;
 

@@ -217,6 +217,10 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         }
         None => (None, None),
     };
+    // Off every turn's path: its own task on the committed-event broadcast.
+    if let Some(notify) = &options.config.notify {
+        crate::notifier::spawn(store.clone(), notify.clone());
+    }
     let reload = Reloader::new(
         options.config_path.clone(),
         options.config.clone(),

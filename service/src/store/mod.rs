@@ -82,6 +82,7 @@ pub use chain::ChainReport;
 pub(crate) use chain::GENESIS;
 pub(crate) use handle::PendingAppend;
 pub use handle::{Store, StoreOptions};
+pub(crate) use inbox::Settled;
 pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
 pub(crate) use receipts::CommandKind;

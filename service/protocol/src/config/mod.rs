@@ -7,6 +7,7 @@
 
 mod catalogue;
 mod envfile;
+mod notify;
 mod provider;
 mod roots;
 mod validate;
@@ -24,6 +25,9 @@ use crate::Scope;
 pub use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
+pub use notify::{
+    DEFAULT_NOTIFY_PER_MINUTE, DEFAULT_NOTIFY_TIMEOUT_SECONDS, NotifyConfig, NotifyEvent,
+};
 pub use provider::{
     CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
     SessionPolicy,
@@ -80,6 +84,9 @@ pub struct Config {
     /// Server limits.
     #[serde(default)]
     pub server: ServerLimits,
+    /// The command run for attention events (see `docs/operations.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifyConfig>,
 }
 
 /// One bootstrap token. `Debug` never shows the secret.

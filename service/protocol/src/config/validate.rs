@@ -59,6 +59,11 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
     }
     validate_workspace_ids(config)?;
     super::roots::validate(config.workspace_roots.as_deref())?;
+    if let Some(notify) = &config.notify {
+        notify
+            .check()
+            .map_err(|(field, reason)| invalid(field, reason))?;
+    }
     validate_limits(config)
 }
 

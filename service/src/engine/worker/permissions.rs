@@ -75,6 +75,11 @@ impl EngineError {
     }
 }
 
+/// Longest wait for a request being settled right now (see
+/// [`Engine::settlement`]); the runner journals a decision as soon as it
+/// has it, so this bounds only a stalled store.
+const SETTLING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The receipt's command kind and digest of one answer.
 fn receipt_parts(p: &PermissionsRespond) -> Vec<String> {
     vec![
@@ -174,11 +179,7 @@ impl Engine {
             Ok(taken) => Ok(taken),
             Err(e @ AnswerError::NotOffered { .. }) => Err(EngineError::NotOffered(e)),
             Err(e @ AnswerError::NotPending { .. }) => {
-                let settled = self
-                    .store
-                    .permission_request(turn_id, request_id)
-                    .await?
-                    .and_then(|entry| entry.settled);
+                let settled = self.settlement(turn_id, request_id).await?;
                 let turn = self.store.get_turn(turn_id).await?;
                 if let Some(settled) = settled {
                     if !turn.state.is_active() {
@@ -199,6 +200,47 @@ impl Engine {
                 })
             }
         }
+    }
+
+    /// How the inbox records the request settled, if it is. A row still
+    /// pending without a live wait is being settled right now (its runner
+    /// took an answer, or stopped waiting, and is journaling the
+    /// decision): its settlement is waited for, briefly, so a second
+    /// answer right after the first is `conflict` like any later one.
+    async fn settlement(
+        &self,
+        turn_id: &str,
+        request_id: &str,
+    ) -> Result<Option<crate::store::Settled>, EngineError> {
+        // Subscribed before reading: a decision committed in between is seen.
+        let mut events = self.store.subscribe();
+        let Some(entry) = self.store.permission_request(turn_id, request_id).await? else {
+            return Ok(None);
+        };
+        if entry.settled.is_some() {
+            return Ok(entry.settled);
+        }
+        let decided = async {
+            loop {
+                match events.recv().await {
+                    Ok(e)
+                        if e.turn_id.as_deref() == Some(turn_id)
+                            && e.kind == lapis_protocol::EventKind::PermissionDecided =>
+                    {
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(SETTLING_WAIT, decided).await;
+        Ok(self
+            .store
+            .permission_request(turn_id, request_id)
+            .await?
+            .and_then(|entry| entry.settled))
     }
 
     /// Records an answer to a finished turn; the store files it as an

@@ -37,6 +37,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
         workspace_roots: None,
         default_provider: None,
         server: limits,
+        notify: None,
     }
 }
 

@@ -1,0 +1,415 @@
+//! The arguments of driving agents: `workspaces`, `threads`, `turns`,
+//! `journal`, `permissions`, `ask`, and the `--timeout` duration they
+//! share. Declarations only; `commands/` does the work.
+//!
+//! What must stay true: a closed vocabulary is a `ValueEnum` mirroring the
+//! protocol's enum, so clap refuses a misspelling before any request.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::candidates::{provider_names, thread_ids, turn_ids, workspace_ids};
+
+use super::{CommandIdArg, JsonArg};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkspacesCommand {
+    /// Register a project directory under an id.
+    Add {
+        /// Workspace id.
+        id: String,
+        /// Project directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// List registered workspaces.
+    List(JsonArg),
+    /// Unregister a workspace added at run time
+    ///
+    /// Its threads and journal stay readable but take no new turns; adding
+    /// the same id for the same directory brings it back. Refused while a
+    /// turn is queued, running or fenced there, and for a workspace the
+    /// configuration declares.
+    Remove {
+        /// Workspace id.
+        #[arg(add = ArgValueCandidates::new(workspace_ids))]
+        id: String,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ApprovalArg {
+    Ask,
+    AllowAll,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum RetentionArg {
+    Full,
+    MetadataOnly,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ThreadsCommand {
+    /// Open a thread on a workspace; prints its id.
+    Create {
+        /// Agent workspace id (from `workspaces list`). Positional, because
+        /// `--workspace` always means the controller home.
+        #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(workspace_ids))]
+        workspace: String,
+        /// Provider name from the configuration.
+        #[arg(long, default_value = "echo", add = ArgValueCandidates::new(provider_names))]
+        provider: String,
+        /// Approval policy for the agent's permission requests.
+        #[arg(long, value_enum, default_value = "ask")]
+        approval: ApprovalArg,
+        /// Restricted thread: never auto-approves.
+        #[arg(long)]
+        restricted: bool,
+        /// What the journal keeps of the thread's content.
+        #[arg(long, value_enum, default_value = "full")]
+        retention: RetentionArg,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Change a thread's provider, approval, restricted flag or retention
+    /// for its later turns. Optimistic: refused (`conflict`) when the
+    /// thread's version is not EXPECTED or a turn of it is queued or running.
+    Configure {
+        /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        thread: String,
+        /// The version you last saw (`threads show`).
+        #[arg(long, value_name = "EXPECTED")]
+        expected_version: u64,
+        /// New provider.
+        #[arg(long, add = ArgValueCandidates::new(provider_names))]
+        provider: Option<String>,
+        /// New approval policy.
+        #[arg(long, value_enum)]
+        approval: Option<ApprovalArg>,
+        /// New restricted flag.
+        #[arg(long, value_name = "BOOL")]
+        restricted: Option<bool>,
+        /// New retention (applies to events written from now on).
+        #[arg(long, value_enum)]
+        retention: Option<RetentionArg>,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// List threads.
+    List(JsonArg),
+    /// Show one thread with its recent activity.
+    Show {
+        /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        thread: String,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ResolveAsArg {
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TurnsCommand {
+    /// Submit a prompt as a new turn; prints the turn id (with --wait the
+    /// reply, with --follow the reply as it streams; exit 1 when the turn
+    /// ends other than completed).
+    Submit {
+        /// Thread id.
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        thread: String,
+        #[command(flatten)]
+        prompt: PromptArgs,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        /// Wait for the turn to end and print its reply.
+        #[arg(long, conflicts_with = "follow")]
+        wait: bool,
+        /// Stream the turn's reply and activity until it ends (NDJSON with --json).
+        #[arg(long)]
+        follow: bool,
+        /// Do not show the agent's thoughts while following.
+        #[arg(long)]
+        no_thoughts: bool,
+        /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+        /// seconds): then the service cancels it (`deadline_exceeded`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<u64>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Continue a settled turn (completed, failed or cancelled) with new
+    /// instructions: a linked turn in its thread, under the thread's current
+    /// configuration. Never cancels, releases a fence, resends the earlier
+    /// prompt or reruns a tool. Prints the new turn id (--wait/--follow as
+    /// for submit).
+    Continue {
+        /// The turn to continue.
+        turn: String,
+        #[command(flatten)]
+        prompt: PromptArgs,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        /// Wait for the turn to end and print its reply.
+        #[arg(long, conflicts_with = "follow")]
+        wait: bool,
+        /// Stream the turn's reply and activity until it ends (NDJSON with --json).
+        #[arg(long)]
+        follow: bool,
+        /// Do not show the agent's thoughts while following.
+        #[arg(long)]
+        no_thoughts: bool,
+        /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+        /// seconds): then the service cancels it (`deadline_exceeded`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<u64>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// List turns.
+    List {
+        /// Only turns of this thread.
+        #[arg(long, add = ArgValueCandidates::new(thread_ids))]
+        thread: Option<String>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Show one turn, by id or by the command id of the submit that made it.
+    Show {
+        /// Turn id.
+        #[arg(
+            add = ArgValueCandidates::new(turn_ids),
+            required_unless_present = "command_id",
+            conflicts_with = "command_id"
+        )]
+        turn: Option<String>,
+        /// The command id of your `turns submit` (finds the turn of a lost
+        /// answer without resending the prompt).
+        #[arg(long, value_name = "ID")]
+        command_id: Option<String>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Ask the agent to stop a turn; a fenced turn is resolved as cancelled.
+    Cancel {
+        /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
+        turn: String,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Record the owner's resolution of a turn whose outcome is unknown.
+    Resolve {
+        /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turn_ids))]
+        turn: String,
+        /// The outcome to record.
+        #[arg(long = "as", value_enum)]
+        resolution: ResolveAsArg,
+        /// Confirm the agent is no longer running this turn (required).
+        #[arg(long, required = true)]
+        confirm_stopped: bool,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum JournalCommand {
+    /// Print the last journal events, optionally of one thread, optionally
+    /// following (NDJSON with --json --follow).
+    Tail {
+        /// Thread id [default: every thread of the owner].
+        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        thread: Option<String>,
+        /// Print the last N events [default: 20].
+        #[arg(
+            short = 'n',
+            long = "lines",
+            value_name = "N",
+            conflicts_with = "since"
+        )]
+        lines: Option<usize>,
+        /// Print every event after this cursor (threadSeq with THREAD, seq without).
+        #[arg(long, value_name = "SEQ")]
+        since: Option<u64>,
+        /// Keep printing new events.
+        #[arg(long)]
+        follow: bool,
+        /// Do not show the agent's thoughts.
+        #[arg(long)]
+        no_thoughts: bool,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Check the journal's hash chain in the database file (read-only; the
+    /// service may be running or stopped). Fails naming the first bad event.
+    Verify {
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Accept the journal as it is after restoring controller.db from a
+    /// backup on purpose: check its chain and anchor it anew (serve must be
+    /// stopped).
+    Reanchor {
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+/// Where a prompt comes from: `--prompt TEXT`, `--prompt -` (stdin) or
+/// `--prompt-file PATH`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct PromptArgs {
+    /// Prompt text, or `-` to read it from stdin.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) prompt_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PermissionsCommand {
+    /// List pending permission requests with their options.
+    List {
+        /// Only requests of this thread.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Only requests of this turn.
+        #[arg(long)]
+        turn: Option<String>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Answer a pending request with one of its option ids, or by kind
+    /// (--allow, --allow-always, --reject, --reject-always).
+    #[command(group(clap::ArgGroup::new("answer").multiple(false)))]
+    Respond {
+        /// Turn id.
+        turn: String,
+        /// Request id.
+        request: String,
+        /// Option id (see `permissions list`).
+        #[arg(
+            group = "answer",
+            required_unless_present_any = ["allow", "allow_always", "reject", "reject_always"]
+        )]
+        option: Option<String>,
+        /// Choose the `allow_once` option.
+        #[arg(long, group = "answer")]
+        allow: bool,
+        /// Choose the `allow_always` option.
+        #[arg(long, group = "answer")]
+        allow_always: bool,
+        /// Choose the `reject_once` option.
+        #[arg(long, group = "answer")]
+        reject: bool,
+        /// Choose the `reject_always` option.
+        #[arg(long, group = "answer")]
+        reject_always: bool,
+        #[command(flatten)]
+        cmd: CommandIdArg,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AskArgs {
+    /// The prompt [default: read from stdin; `-` reads stdin too].
+    pub(crate) prompt: Option<String>,
+    /// Project directory the agent works in [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// Provider name from the configuration [default: the config's
+    /// `defaultProvider`, else `echo`].
+    #[arg(long, value_name = "NAME", add = ArgValueCandidates::new(provider_names))]
+    pub(crate) provider: Option<String>,
+    /// Answer every permission request of this turn with its `allow_once`
+    /// option (else `allow_always`), printing each answer.
+    #[arg(long, conflicts_with = "deny_all")]
+    pub(crate) approve_all: bool,
+    /// Answer every permission request of this turn with its `reject_once`
+    /// option (else `reject_always`), printing each answer.
+    #[arg(long)]
+    pub(crate) deny_all: bool,
+    /// Start a new thread instead of continuing the directory's last one.
+    #[arg(long)]
+    pub(crate) new: bool,
+    /// Do not show the agent's thoughts.
+    #[arg(long)]
+    pub(crate) no_thoughts: bool,
+    /// Write NDJSON (one event per line) instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+    /// seconds): then the service cancels it (`deadline_exceeded`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) timeout: Option<u64>,
+    /// Command id of the turn's submit (see `turns submit --command-id`).
+    #[command(flatten)]
+    pub(crate) cmd: CommandIdArg,
+}
+
+/// `--timeout`: `90`, `90s`, `10m`, `2h` as seconds (1 to 604800, the
+/// service's bound on `maxTurnSeconds`).
+pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 90s, 10m, 2h)"))?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("`{text}`: the unit is s, m or h")),
+    };
+    match n.checked_mul(scale) {
+        Some(secs @ 1..=604_800) => Ok(secs),
+        _ => Err(format!("`{text}` is outside 1s-168h")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_take_s_m_h_or_bare_seconds_within_the_services_bound() {
+        assert_eq!(parse_duration("90"), Ok(90));
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("10m"), Ok(600));
+        assert_eq!(parse_duration("2h"), Ok(7200));
+        assert_eq!(parse_duration("168h"), Ok(604_800));
+        for bad in ["", "0", "0s", "169h", "5d", "1.5h", "m", "-3"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

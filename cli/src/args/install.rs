@@ -1,0 +1,143 @@
+//! The arguments of installing and running the controller: `install`,
+//! `uninstall`, `releases`, `rollback`, `update`, `token`, `completions`,
+//! `serve`, `logs`. Declarations only; `commands/` does the work.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::{HomeArg, JsonArg};
+
+#[derive(Debug, Args)]
+pub(crate) struct LogsArgs {
+    /// Keep printing new log lines as they arrive.
+    #[arg(long, short = 'f')]
+    pub(crate) follow: bool,
+    /// How many recent lines to show first.
+    #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 100)]
+    pub(crate) lines: usize,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InstallArgs {
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
+    /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) install_path: Option<PathBuf>,
+    /// Do not write or start the user service.
+    #[arg(long)]
+    pub(crate) no_service: bool,
+    /// Replace a launcher path this installer did not create.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Install from a release archive (path or URL) instead of this executable.
+    #[arg(long, value_name = "ARCHIVE")]
+    pub(crate) from: Option<String>,
+    /// Expected SHA-256 of the archive given with --from.
+    #[arg(
+        long,
+        value_name = "HEX",
+        requires = "from",
+        conflicts_with = "checksums"
+    )]
+    pub(crate) sha256: Option<String>,
+    /// SHA256SUMS file (path or URL) listing the archive given with --from.
+    #[arg(long, value_name = "FILE", requires = "from")]
+    pub(crate) checksums: Option<String>,
+    /// Seconds to wait for the service to report ready.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub(crate) ready_timeout: u64,
+    #[command(flatten)]
+    pub(crate) out: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UninstallArgs {
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
+    /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) install_path: Option<PathBuf>,
+    /// Also remove the configuration (with its tokens) and the controller home.
+    #[arg(long)]
+    pub(crate) purge: bool,
+    #[command(flatten)]
+    pub(crate) out: JsonArg,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ReleasesCommand {
+    /// List snapshots: active, previous, install time, running users.
+    List(JsonArg),
+    /// Remove old snapshots (never the active, previous or running ones).
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Keep this many most recent snapshots besides the protected ones.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub(crate) keep: usize,
+    #[command(flatten)]
+    pub(crate) out: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RollbackArgs {
+    /// Snapshot digest (or unique prefix) to activate [default: previous].
+    #[arg(long, value_name = "DIGEST")]
+    pub(crate) to: Option<String>,
+    /// Do not restart the installed user service; print the command instead.
+    #[arg(long)]
+    pub(crate) no_restart: bool,
+    /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) install_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) out: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UpdateArgs {
+    /// Install this version (needed for a downgrade).
+    #[arg(long = "version", value_name = "V")]
+    pub(crate) version: Option<String>,
+    /// Only report whether an update is available.
+    #[arg(long)]
+    pub(crate) check: bool,
+    /// Launcher path [default: ~/.local/bin/lapis-ai-controller].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) install_path: Option<PathBuf>,
+    /// Do not restart the user service after installing.
+    #[arg(long)]
+    pub(crate) no_service: bool,
+    /// Seconds to wait for the service to report ready.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub(crate) ready_timeout: u64,
+    #[command(flatten)]
+    pub(crate) out: JsonArg,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Print the bootstrap token from the configuration.
+    Show(JsonArg),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// Shell to generate completions for.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
+    /// Managed mode: read one startup line on stdin, then speak the protocol
+    /// over stdin/stdout.
+    #[arg(long)]
+    pub(crate) stdio: bool,
+}

@@ -1,0 +1,188 @@
+//! Every clap type of the CLI, in one place (this directory). Command code
+//! lives in `commands/`; nothing here does work. The command tree and the
+//! arguments every group shares are here; each group's own arguments live
+//! in a file by concept: `install` (installing and running the service),
+//! `drive` (workspaces, threads, turns, journal, permissions, `ask`),
+//! `config` (providers and configuration). The global flags live in
+//! `global.rs`, apart from the command tree, because the shell completion
+//! candidates the tree names need them too (a file of its own keeps the two
+//! from importing each other). Every type is re-exported here, so callers
+//! name `args::X` whatever file holds it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+mod config;
+mod drive;
+mod global;
+mod install;
+
+pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
+pub(crate) use drive::{
+    ApprovalArg, AskArgs, JournalCommand, PermissionsCommand, PromptArgs, ResolveAsArg,
+    RetentionArg, ThreadsCommand, TurnsCommand, WorkspacesCommand,
+};
+pub(crate) use global::GlobalArgs;
+pub(crate) use install::{
+    CompletionsArgs, GcArgs, InstallArgs, LogsArgs, ReleasesCommand, RollbackArgs, ServeArgs,
+    TokenCommand, UninstallArgs, UpdateArgs,
+};
+
+/// Local controller that runs coding-agent turns durably, one per workspace.
+#[derive(Debug, Parser)]
+#[command(name = "lapis-ai-controller", version, about)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Install this executable (or a release archive) as the active release.
+    Install(InstallArgs),
+    /// Remove the launcher, service unit and snapshots (config and data with --purge).
+    Uninstall(UninstallArgs),
+    /// Inspect and collect installed release snapshots.
+    #[command(subcommand)]
+    Releases(ReleasesCommand),
+    /// Re-activate the previous (or a named) release snapshot.
+    Rollback(RollbackArgs),
+    /// Install a newer published release through the verified install path.
+    #[command(disable_version_flag = true)]
+    Update(UpdateArgs),
+    /// Print version, build identity and snapshot digest.
+    Version(JsonArg),
+    /// Print the bootstrap token (the only command that prints a secret).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Generate shell completions.
+    Completions(CompletionsArgs),
+    /// Run the controller service.
+    Serve(ServeArgs),
+    /// Report the running controller's state (exit 3 when unreachable).
+    Status(JsonArg),
+    /// Show the service log (the user journal, or the launchd log file).
+    Logs(LogsArgs),
+    /// Check the installation, service, config and providers (exit 1 if a check fails).
+    Doctor(JsonArg),
+    /// Register, list and remove agent workspaces.
+    #[command(subcommand)]
+    Workspaces(WorkspacesCommand),
+    /// Create and inspect threads.
+    #[command(subcommand)]
+    Threads(ThreadsCommand),
+    /// Submit, inspect, cancel and resolve turns.
+    #[command(subcommand)]
+    Turns(TurnsCommand),
+    /// Read the event journal.
+    #[command(subcommand)]
+    Journal(JournalCommand),
+    /// List and answer agents' pending permission requests.
+    #[command(subcommand)]
+    Permissions(PermissionsCommand),
+    /// Ask an agent in a directory: register it, continue its last thread,
+    /// stream the reply and answer permissions inline.
+    Ask(AskArgs),
+    /// Add, remove, list and check agent providers (built-in catalogue).
+    #[command(subcommand)]
+    Providers(ProvidersCommand),
+    /// Show, validate and describe the configuration, or make the service reload it.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Built-in deterministic ACP agent (the `echo` provider).
+    #[command(name = "acp-echo", hide = true)]
+    AcpEcho,
+    /// The MCP bridge agent sessions reach application tools through
+    /// (started by the agent from its `mcpServers`; ticket from the environment).
+    #[command(name = "mcp-bridge", hide = true)]
+    McpBridge {
+        /// The controller socket to connect back to.
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+    },
+}
+
+/// `--workspace DIR`: the controller home, for the commands that create or
+/// open it. Other commands find it through the configuration.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct HomeArg {
+    /// Controller home holding the database, lock and socket
+    /// [default: ~/.lapis/ai-controller].
+    #[arg(long, value_name = "DIR", env = "LAPIS_AI_CONTROLLER_WORKSPACE")]
+    pub(crate) workspace: Option<PathBuf>,
+}
+
+/// `--command-id ID` of a mutating command.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct CommandIdArg {
+    /// Idempotency key: the same command repeated with the same id returns
+    /// its first answer instead of running twice [default: a fresh id,
+    /// printed on stderr before the request is sent].
+    #[arg(long, value_name = "ID")]
+    pub(crate) command_id: Option<String>,
+}
+
+/// A lone `--json` flag.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub(crate) struct JsonArg {
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl Command {
+    /// Whether the user asked for one JSON document on stdout, so errors are
+    /// reported as JSON too.
+    pub(crate) fn wants_json(&self) -> bool {
+        match self {
+            Command::Install(a) => a.out.json,
+            Command::Uninstall(a) => a.out.json,
+            Command::Releases(ReleasesCommand::List(a)) => a.json,
+            Command::Releases(ReleasesCommand::Gc(a)) => a.out.json,
+            Command::Rollback(a) => a.out.json,
+            Command::Update(a) => a.out.json,
+            Command::Version(a) | Command::Status(a) | Command::Doctor(a) => a.json,
+            Command::Config(ConfigCommand::Reload(a)) => a.json,
+            Command::Token(TokenCommand::Show(a)) => a.json,
+            Command::Workspaces(
+                WorkspacesCommand::Add { out, .. } | WorkspacesCommand::Remove { out, .. },
+            ) => out.json,
+            Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
+            Command::Threads(ThreadsCommand::Create { out, .. })
+            | Command::Threads(ThreadsCommand::Configure { out, .. })
+            | Command::Threads(ThreadsCommand::Show { out, .. }) => out.json,
+            Command::Threads(ThreadsCommand::List(a)) => a.json,
+            Command::Turns(
+                TurnsCommand::Submit { out, .. }
+                | TurnsCommand::Continue { out, .. }
+                | TurnsCommand::List { out, .. }
+                | TurnsCommand::Show { out, .. }
+                | TurnsCommand::Cancel { out, .. }
+                | TurnsCommand::Resolve { out, .. },
+            ) => out.json,
+            Command::Journal(
+                JournalCommand::Tail { out, .. }
+                | JournalCommand::Verify { out }
+                | JournalCommand::Reanchor { out },
+            ) => out.json,
+            Command::Permissions(
+                PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
+            ) => out.json,
+            Command::Ask(a) => a.json,
+            Command::Providers(
+                ProvidersCommand::List(a) | ProvidersCommand::Check { out: a, .. },
+            ) => a.json,
+            Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
+            Command::Providers(ProvidersCommand::Add(_) | ProvidersCommand::Remove { .. })
+            | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,
+            Command::Completions(_)
+            | Command::Serve(_)
+            | Command::Logs(_)
+            | Command::AcpEcho
+            | Command::McpBridge { .. } => false,
+        }
+    }
+}

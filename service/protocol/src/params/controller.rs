@@ -1,0 +1,183 @@
+//! The controller itself: `status`, `config.reload`, `providers.check` and
+//! `sessions.revoke`, params and results (see the module docs of
+//! `params`).
+
+use serde::{Deserialize, Serialize};
+
+use super::InboxSummary;
+
+/// `providers.check`: the controller starts a configured provider's agent
+/// exactly as a turn would (its own command resolution, `PATH`,
+/// environment rule and secrets) in a scratch directory and runs
+/// `initialize` (and `session/new` with `session`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProvidersCheck {
+    /// A configured provider's name, or `echo`.
+    pub name: String,
+    /// Also open a session.
+    #[serde(default)]
+    pub session: bool,
+    /// Seconds each step may take (1-600, default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `providers.check` result: `report` when the agent started and answered
+/// `initialize`, else `failure` (a failed check is a result, not an error).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvidersChecked {
+    /// The provider.
+    pub provider: String,
+    /// What the agent advertised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::probe::ProbeReport>,
+    /// Why it could not be checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<crate::probe::ProbeFailed>,
+}
+
+/// `sessions.revoke`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsRevoke {
+    /// Session to revoke; absent = the caller's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// `status` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResult {
+    /// `lapis-ai-controller/1`.
+    pub protocol: String,
+    /// Version of the running build.
+    pub version: String,
+    /// Build identity.
+    pub build: crate::BuildInfo,
+    /// Release snapshot digest, when running from an installed snapshot.
+    pub snapshot: Option<String>,
+    /// Server process id.
+    pub pid: u32,
+    /// Seconds since the server started.
+    pub uptime_seconds: u64,
+    /// Scheduler queue.
+    pub queue: QueueStatus,
+    /// Workspaces with a turn in flight.
+    pub running_workspaces: Vec<String>,
+    /// Workspaces fenced by a turn with an unknown outcome.
+    pub fenced_workspaces: Vec<String>,
+    /// Present while the controller cannot write its store: `disk_full`,
+    /// `read_only` or `io_error`. Reads keep working; writes resume by
+    /// themselves when the condition clears.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_fault: Option<String>,
+    /// Agent processes running now.
+    #[serde(default)]
+    pub live_agents: usize,
+    /// Turns in flight (preparing, dispatched, running), oldest first.
+    #[serde(default)]
+    pub running_turns: Vec<StatusTurn>,
+    /// The turns fencing their workspaces, each until its owner resolves it
+    /// (`turns.resolve`).
+    #[serde(default)]
+    pub fences: Vec<StatusTurn>,
+    /// The durable permission inbox: how many requests wait for an
+    /// answer, and the oldest of them.
+    #[serde(default)]
+    pub permissions: InboxSummary,
+    /// Mutating tool calls whose effect is unknown, each on its turn
+    /// (never re-invoked; those turns' continuations are refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_tool_effects: Vec<crate::UnknownToolEffect>,
+    /// The last configuration reload since start, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reload: Option<ReloadResult>,
+    /// The engine's live agents and running turns with their limits
+    /// (absent when the server runs no engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<EngineCounters>,
+}
+
+/// The engine's counters and limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineCounters {
+    /// Agent processes the engine keeps alive (running a turn or idle).
+    pub live: usize,
+    /// Of those, idle (kept for their thread's next turn).
+    pub idle: usize,
+    /// `server.maxLiveAgents`.
+    pub max_live: usize,
+    /// Turns running now.
+    pub running_turns: usize,
+    /// `server.maxRunningTurns`.
+    pub max_running_turns: usize,
+}
+
+/// A turn as `status` shows it: which, where, in what state since when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusTurn {
+    /// Turn id.
+    pub turn: String,
+    /// Its thread.
+    pub thread: String,
+    /// Its workspace.
+    pub workspace: String,
+    /// The application of its thread (the one that submitted it). A fence
+    /// of another application is resolved by an operator session holding
+    /// `turns:resolve-any`.
+    #[serde(default)]
+    pub application: String,
+    /// Its state (`running`, `submission_unknown`, …).
+    pub state: crate::TurnState,
+    /// When it entered that state (ms since epoch; RFC 3339 UTC on the wire).
+    #[serde(with = "crate::time::rfc3339")]
+    pub since: i64,
+}
+
+/// `config.reload` result, also `status.lastReload`: what a reload did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadResult {
+    /// When it ran (ms since epoch; RFC 3339 UTC on the wire).
+    #[serde(with = "crate::time::rfc3339")]
+    pub at: i64,
+    /// Whether the new config was applied (false: refused, old one kept).
+    pub applied: bool,
+    /// Why it was refused: a stable code (`invalid_config`, `conflict`,
+    /// `workspace_alias`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Why it was refused, naming the field, never a value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Provider names in effect afterwards (including `echo`).
+    pub providers: Vec<String>,
+    /// Workspaces this reload registered.
+    pub workspaces_added: Vec<String>,
+    /// Changed parts that only a restart applies (`tokens`, `server`,
+    /// `controllerHome`).
+    pub restart_needed: Vec<String>,
+}
+
+/// Queue depth and bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// Turns waiting.
+    pub depth: usize,
+    /// The bound (`queue_full` beyond it).
+    pub capacity: usize,
+}
+
+/// `sessions.revoke` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokeResult {
+    /// Id of the revoked session.
+    pub revoked: String,
+}

@@ -1,0 +1,175 @@
+//! Threads: `threads.create|attach|list|get|configure` and `mcp.register`,
+//! params and results (see the module docs of `params`).
+
+use serde::{Deserialize, Serialize};
+
+/// `threads.create`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsCreate {
+    /// Workspace id.
+    pub workspace_id: String,
+    /// Provider name (`echo` or one from the config).
+    pub provider: String,
+    /// `ask` (default) or `allow-all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::ApprovalPolicy>,
+    /// Restricted threads never auto-approve.
+    #[serde(default)]
+    pub restricted: bool,
+    /// `full` (default) or `metadata-only`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::Retention>,
+    /// Names of MCP servers this application registered (`mcp.register`)
+    /// that every turn of the thread gives the agent, besides the
+    /// provider's own. A turn whose server is no longer registered fails
+    /// `mcp_server_unavailable` before dispatch. Refused on restricted threads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
+    /// Names of tool endpoints this application registered
+    /// (`tools.register`) whose tools every turn's agent session reaches
+    /// through the controller's MCP bridge. Only the names persist; a turn
+    /// whose endpoint is gone fails `tool_endpoint_unavailable` at claim.
+    /// Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// The name of a context port this application registered
+    /// (`context.register`): every turn's claim asks it for context blocks
+    /// (`context.prepare`) before the dispatch boundary. Only the name
+    /// persists; a turn whose port is gone, late or refusing fails
+    /// `context_unavailable` before its agent sees the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The name of a memory port this application registered
+    /// (`memory.register`): every turn's preparation recalls from it (a
+    /// labelled block before the prompt), and the agent gets the read tools
+    /// `memory_search` and `memory_read` on the controller's MCP bridge. A
+    /// turn whose port is gone or late fails `context_unavailable` before
+    /// dispatch. Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// A thread id this application reserved (`threads.reserve`): the
+    /// thread gets that id. Another application's, or one never reserved,
+    /// is `not_found`; one already taken by a thread is `conflict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// Makes the creation idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
+}
+
+/// `mcp.register`: the MCP servers this connection offers its
+/// application's threads (replacing what it registered before; an empty
+/// list withdraws them). Volatile: they are gone when the connection closes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpRegister {
+    /// Launch descriptions (environment *names* only).
+    pub servers: Vec<crate::mcp::McpServer>,
+}
+
+/// `mcp.register` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpRegisterResult {
+    /// What is registered now: names, transports and identities.
+    pub servers: Vec<crate::mcp::McpEndpoint>,
+}
+
+/// Methods that name one thread.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadRef {
+    /// Thread id.
+    pub thread_id: String,
+}
+
+/// `threads.attach`: (re)attach to a thread stating the binding relied on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsAttach {
+    /// Thread id.
+    pub thread_id: String,
+    /// The expected binding; a difference is `binding_mismatch`.
+    #[serde(default)]
+    pub expect: crate::ThreadExpect,
+}
+
+/// `threads.list`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsList {
+    /// Only threads of this workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    /// At most this many (the server bounds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// `threads.configure`: optimistic on `expectedVersion`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsConfigure {
+    /// Thread id.
+    pub thread_id: String,
+    /// The version the caller last saw.
+    pub expected_version: u64,
+    /// New provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// New approval policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::ApprovalPolicy>,
+    /// New restricted flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restricted: Option<bool>,
+    /// New retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::Retention>,
+    /// Makes the call idempotent (replays the first answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_id: Option<String>,
+}
+
+/// `threads.create` / `threads.configure` result (`replayed` also for
+/// `threads.configure` with a command id seen before).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadResult {
+    /// The thread.
+    pub thread: crate::Thread,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `threads.reserve`: a thread id for this application, before its thread
+/// exists, so its ports can be set up for that id first (and set up again
+/// for the same id after a reconnect). Idempotent by command id: the same
+/// command id always answers the same id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsReserve {
+    /// Makes the reservation idempotent (required).
+    pub command_id: String,
+}
+
+/// `threads.reserve` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadReserved {
+    /// The reserved id (`thr_…`), for `threads.create`'s `threadId`.
+    pub thread_id: String,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `threads.list` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadsResult {
+    /// The caller's threads.
+    pub threads: Vec<crate::Thread>,
+}

@@ -1,0 +1,273 @@
+//! `notify`: runs the configured command (or the built-in desktop
+//! notifier) for the attention events it was asked for.
+//!
+//! What must stay true:
+//! - it reads committed events from the store's broadcast on its own task,
+//!   and every run is its own task with a deadline: nothing here is on the
+//!   writer's or a turn's path, and a slow or failing command is only
+//!   logged;
+//! - the command gets exactly one [`NotifyEvent`] line on stdin: kind, ids,
+//!   workspace, provider and a title the controller writes from its own
+//!   words (kind, the tool call's *kind*, state and outcome codes) —
+//!   never a prompt, a reply or an agent-written title — redacted and
+//!   made terminal-safe; its argv is the configured `args` and its
+//!   environment only the allowlisted names;
+//! - at most `maxPerMinute` runs start in any 60 seconds; the rest are
+//!   dropped, and logged once per minute with how many.
+//!
+//! Which events count is [`AttentionKind::of`], the attention
+//! subscription's own classification.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::time::Duration;
+
+use lapis_protocol::config::{NotifyConfig, NotifyEvent};
+use lapis_protocol::{AttentionKind, JournalEvent, Payload};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use crate::redact::redactor;
+use crate::store::Store;
+
+/// The window of the rate limit.
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Environment the built-in desktop notifier needs to reach the session's
+/// notification service (besides `PATH`, to find its program).
+const DESKTOP_ENV: [&str; 5] = [
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "PATH",
+];
+
+/// Starts the notifier; it ends when the store closes.
+pub(crate) fn spawn(store: Store, config: NotifyConfig) -> tokio::task::JoinHandle<()> {
+    let rx = store.subscribe();
+    tokio::spawn(run(store, config, rx))
+}
+
+/// Starts of the runs of the last [`WINDOW`], oldest first.
+#[derive(Debug, Default)]
+struct Limiter {
+    /// Start times inside the window.
+    starts: VecDeque<Instant>,
+    /// Events dropped since the last report.
+    dropped: u64,
+    /// When the last drop was reported.
+    reported: Option<Instant>,
+}
+
+impl Limiter {
+    /// Whether a run may start at `now` (and counts it if so).
+    fn admit(&mut self, now: Instant, per_minute: u32) -> bool {
+        while self
+            .starts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= WINDOW)
+        {
+            self.starts.pop_front();
+        }
+        if self.starts.len() < per_minute as usize {
+            self.starts.push_back(now);
+            return true;
+        }
+        self.dropped += 1;
+        if self
+            .reported
+            .is_none_or(|t| now.duration_since(t) >= WINDOW)
+        {
+            tracing::warn!(
+                dropped = self.dropped,
+                per_minute,
+                "notify: rate limit reached; attention events dropped"
+            );
+            self.reported = Some(now);
+            self.dropped = 0;
+        }
+        false
+    }
+}
+
+async fn run(
+    store: Store,
+    config: NotifyConfig,
+    mut rx: tokio::sync::broadcast::Receiver<std::sync::Arc<JournalEvent>>,
+) {
+    let mut limiter = Limiter::default();
+    loop {
+        let event = match rx.recv().await {
+            Ok(e) => e,
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "notify: fell behind the journal; events skipped");
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        for kind in AttentionKind::of(&event) {
+            if !config.kinds.contains(&kind) {
+                continue;
+            }
+            if !limiter.admit(Instant::now(), config.per_minute()) {
+                continue;
+            }
+            let Some(line) = describe(&store, &event, kind).await else {
+                continue;
+            };
+            tokio::spawn(deliver(config.clone(), line));
+        }
+    }
+}
+
+/// The line for `event` as `kind` (`None` when its thread cannot be read).
+async fn describe(store: &Store, event: &JournalEvent, kind: AttentionKind) -> Option<NotifyEvent> {
+    let thread = match store.get_thread(&event.thread_id).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(code = e.code(), "notify: cannot read the event's thread");
+            return None;
+        }
+    };
+    let body = event.body();
+    let request_id = match &body {
+        Some(Payload::PermissionRequested(r)) => Some(r.request_id.clone()),
+        Some(Payload::PermissionDecided(d)) => Some(d.request_id.clone()),
+        _ => None,
+    };
+    let ws = &thread.workspace_id;
+    // The controller's words only: the tool call's kind (a closed ACP
+    // vocabulary), never its agent-written title.
+    let title = match (kind, &body) {
+        (AttentionKind::PermissionRequested, Some(Payload::PermissionRequested(r))) => {
+            match r.invocation.kind.as_deref() {
+                Some(k) => format!("permission needed ({k}) in {ws}"),
+                None => format!("permission needed in {ws}"),
+            }
+        }
+        (AttentionKind::PermissionRequested, _) => format!("permission needed in {ws}"),
+        (AttentionKind::PermissionSettled, Some(Payload::PermissionDecided(d))) => {
+            match d.decided_by {
+                Some(by) => format!("permission settled ({}) in {ws}", by.as_str()),
+                None => format!("permission settled in {ws}"),
+            }
+        }
+        (AttentionKind::PermissionSettled, _) => format!("permission settled in {ws}"),
+        (AttentionKind::TurnFinished, Some(Payload::TurnState(c))) => match &c.outcome {
+            Some(o) => format!("turn {} ({o}) in {ws}", c.to.as_str()),
+            None => format!("turn {} in {ws}", c.to.as_str()),
+        },
+        (AttentionKind::TurnFinished, _) => format!("turn finished in {ws}"),
+        (AttentionKind::TurnFenced, _) => {
+            format!("workspace {ws} fenced: resolve the turn (turns resolve)")
+        }
+        (AttentionKind::WorkspaceIdle, _) => format!("workspace {ws} is idle"),
+    };
+    let (title, _) = redactor().redact_str(&title);
+    let title = lapis_protocol::terminal::safe(&title)
+        .chars()
+        .take(200)
+        .collect();
+    Some(NotifyEvent {
+        kind,
+        seq: event.seq,
+        thread_id: event.thread_id.clone(),
+        turn_id: event.turn_id.clone(),
+        request_id,
+        workspace_id: thread.workspace_id.clone(),
+        provider: thread.provider.clone(),
+        title,
+    })
+}
+
+/// The program, its arguments and the environment names it gets.
+fn invocation(config: &NotifyConfig, line: &NotifyEvent) -> (String, Vec<String>, Vec<String>) {
+    if !config.desktop {
+        let command = config.command.clone().unwrap_or_default();
+        return (command, config.args.clone(), config.env_allowlist.clone());
+    }
+    let env: Vec<String> = DESKTOP_ENV
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(config.env_allowlist.iter().cloned())
+        .collect();
+    let summary = "lapis-ai-controller".to_owned();
+    if cfg!(target_os = "macos") {
+        // An AppleScript string literal: quotes and backslashes escaped.
+        let quoted = line.title.replace('\\', "\\\\").replace('"', "\\\"");
+        let script = format!("display notification \"{quoted}\" with title \"{summary}\"");
+        ("osascript".into(), vec!["-e".into(), script], env)
+    } else {
+        ("notify-send".into(), vec![summary, line.title.clone()], env)
+    }
+}
+
+/// Runs the command once with `line` on stdin, within the timeout.
+async fn deliver(config: NotifyConfig, line: NotifyEvent) {
+    let (program, args, env) = invocation(&config, &line);
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    for name in &env {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    let kind = line.kind.as_str();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(kind, error = %e, "notify: the command did not start");
+            return;
+        }
+    };
+    let text = serde_json::to_string(&line).unwrap_or_default() + "\n";
+    let limit = Duration::from_secs(config.timeout_seconds());
+    let outcome = tokio::time::timeout(limit, async {
+        if let Some(mut stdin) = child.stdin.take() {
+            // A command that does not read its stdin is fine.
+            let _ = stdin.write_all(text.as_bytes()).await;
+        }
+        child.wait().await
+    })
+    .await;
+    match outcome {
+        Ok(Ok(status)) if status.success() => {}
+        Ok(Ok(status)) => tracing::warn!(kind, code = status.code(), "notify: the command failed"),
+        Ok(Err(e)) => tracing::warn!(kind, error = %e, "notify: waiting for the command failed"),
+        Err(_) => {
+            tracing::warn!(
+                kind,
+                seconds = limit.as_secs(),
+                "notify: the command timed out; killed"
+            );
+            let _ = child.kill().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_limit_admits_so_many_per_minute_and_then_again() {
+        let mut l = Limiter::default();
+        let t0 = Instant::now();
+        assert!(l.admit(t0, 2));
+        assert!(l.admit(t0 + Duration::from_secs(1), 2));
+        assert!(!l.admit(t0 + Duration::from_secs(2), 2));
+        assert!(!l.admit(t0 + Duration::from_secs(59), 2));
+        assert!(
+            l.admit(t0 + Duration::from_secs(60), 2),
+            "the first left the window"
+        );
+        assert!(!l.admit(t0 + Duration::from_secs(60), 2));
+    }
+}

@@ -1,0 +1,131 @@
+//! `notify` (issue 28 item 3): the configured command runs for the chosen
+//! attention kinds with exactly one line of allowed fields on stdin, its
+//! `args` as argv and only allowlisted environment; it never sees the
+//! prompt (a unique marker in it) or agent-written text, and the rate limit
+//! drops what exceeds it, with a log line.
+
+use std::os::unix::fs::PermissionsExt;
+
+use lapis_e2e::TestContext;
+use lapis_e2e::wait::{eventually, settle};
+use lapis_protocol::config::NotifyEvent;
+use lapis_protocol::{AttentionKind, PendingRequest};
+use serde_json::json;
+
+use crate::cli_permissions::fixture;
+use crate::serve_support::Server;
+
+/// The prompt's secret: must never reach the notify command.
+const MARKER: &str = "PROMPT-SECRET-7f3a9c";
+
+#[test]
+fn the_notify_command_gets_only_the_allowed_fields_and_is_rate_limited() {
+    let mut ctx = TestContext::new();
+    // In the controller's environment: one allowed name, one secret.
+    ctx.set_env("LAPIS_NOTIFY_ALLOWED", "yes");
+    ctx.set_env("LAPIS_NOTIFY_SECRET", "env-secret-0c41");
+    let record = ctx.home().join("notify.log");
+    let script = ctx.home().join("notify-recorder");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n{{ printf 'ARGV %s\\n' \"$*\"; printf 'ENV '; env | sed 's/=.*//' | sort | tr '\\n' ' '; \
+             printf '\\nSECRET %s\\n' \"$LAPIS_NOTIFY_SECRET\"; printf 'LINE '; cat; }} >> '{}'\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let asker = fixture(&[
+        "--permissions",
+        "1",
+        "--perm-kinds",
+        "allow_once,reject_once",
+        "--chunks",
+        "1",
+    ]);
+    let mut server = Server::start_in(ctx, json!({}), json!({ "asker": asker }));
+    // `notify` is read at start: add it and restart.
+    server.stop();
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
+    doc["notify"] = json!({
+        "command": script,
+        "args": ["--from", "lapis"],
+        "envAllowlist": ["LAPIS_NOTIFY_ALLOWED"],
+        "kinds": ["permission_requested", "turn_finished", "workspace_idle"],
+        "maxPerMinute": 2,
+    });
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    server.spawn();
+
+    let mut client = server.client("editor");
+    let thread = client
+        .threads_create("proj", "asker", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "n-1", &format!("please {MARKER}"))
+        .unwrap();
+    let request: PendingRequest = eventually("the request pends", || {
+        client
+            .permissions_list(None, Some(&turn.id))
+            .unwrap()
+            .into_iter()
+            .next()
+    });
+    client
+        .permissions_respond(&turn.id, &request.id, "opt-allow_once")
+        .unwrap();
+    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "completed");
+    // Three attention events of the chosen kinds (request, finish, idle):
+    // two run, the third is dropped and logged.
+    eventually("the rate limit is logged", || {
+        server
+            .log_text()
+            .contains("rate limit reached")
+            .then_some(())
+    });
+    let text = eventually("two runs recorded", || {
+        let text = std::fs::read_to_string(&record).unwrap_or_default();
+        (text.matches("LINE ").count() == 2 && text.ends_with('\n')).then_some(text)
+    });
+    assert!(
+        !text.contains(MARKER),
+        "the prompt never reaches it: {text}"
+    );
+    assert!(!text.contains("env-secret-0c41"), "{text}");
+    assert!(
+        !text.contains("Run command"),
+        "no agent-written title: {text}"
+    );
+    let lines: Vec<NotifyEvent> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("LINE "))
+        .map(|l| serde_json::from_str(l).expect("exactly the allowed fields"))
+        .collect();
+    assert_eq!(lines[0].kind, AttentionKind::PermissionRequested);
+    assert_eq!(lines[0].request_id.as_deref(), Some(request.id.as_str()));
+    assert_eq!(lines[0].turn_id.as_deref(), Some(turn.id.as_str()));
+    assert_eq!(
+        (lines[0].workspace_id.as_str(), lines[0].provider.as_str()),
+        ("proj", "asker")
+    );
+    assert_eq!(lines[0].title, "permission needed (execute) in proj");
+    assert_eq!(lines[1].kind, AttentionKind::TurnFinished);
+    assert_eq!(lines[1].title, "turn completed (end_turn) in proj");
+    for argv in text.lines().filter_map(|l| l.strip_prefix("ARGV ")) {
+        assert_eq!(argv, "--from lapis");
+    }
+    for env in text.lines().filter_map(|l| l.strip_prefix("ENV ")) {
+        let names: Vec<&str> = env.split_whitespace().collect();
+        assert!(names.contains(&"LAPIS_NOTIFY_ALLOWED"), "{env}");
+        // What /bin/sh itself sets, and the allowlisted name: nothing else.
+        for n in names {
+            assert!(
+                matches!(n, "LAPIS_NOTIFY_ALLOWED" | "PWD" | "SHLVL" | "_" | "OLDPWD"),
+                "unexpected variable {n}"
+            );
+        }
+    }
+    server.finish(&[], &[]);
+}
