@@ -48,6 +48,9 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 retention: Retention::Full,
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
+                context: None,
+                memory: None,
+                thread_id: None,
             },
         )
         .await

@@ -43,6 +43,9 @@ fn populated(chunks: usize) -> Populated {
             retention: Retention::Full,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            memory: None,
+            thread_id: None,
         };
         let th = s.create_thread(&actor, input).await.unwrap().value;
         let sub = SubmitTurn {

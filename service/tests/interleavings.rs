@@ -85,6 +85,9 @@ async fn run(ops: Vec<Op>) {
             retention: Retention::Full,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            memory: None,
+            thread_id: None,
         };
         threads.push(store.create_thread(&actor(), input).await.unwrap().value.id);
     }

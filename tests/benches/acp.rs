@@ -104,7 +104,8 @@ fn request(spec: ProviderSpec, cwd: &std::path::Path) -> TurnRequest {
         registry: None,
         resume: None,
         keep_alive: false,
-        context: None,
+        continuation: None,
+        context: Vec::new(),
         mcp: Vec::new(),
     }
 }
@@ -161,6 +162,9 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
             retention: Retention::Full,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            memory: None,
+            thread_id: None,
         };
         threads.push(store.create_thread(&actor, t).await.unwrap().value.id);
     }

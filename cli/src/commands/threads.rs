@@ -30,6 +30,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 retention: Some(retention_policy(retention)),
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
+                context: None,
+                memory: None,
+                thread_id: None,
                 command_id: Some(command_id),
             };
             let thread = client

@@ -120,6 +120,9 @@ pub fn run(
         retention: None,
         mcp_servers: Vec::new(),
         tools: vec!["notes".into()],
+        context: None,
+        memory: None,
+        thread_id: None,
         command_id: None,
     })?;
     on_thread(&thread.thread.id);

@@ -39,6 +39,14 @@ pub struct ThreadExpect {
     /// The application tool endpoints (names, in order) the thread binds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// The application context port (name) the thread binds; `""` states
+    /// that it binds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The application memory port (name) the thread binds; `""` states
+    /// that it binds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 impl ThreadExpect {
@@ -86,6 +94,18 @@ impl ThreadExpect {
             "tools",
             self.tools.as_ref().is_some_and(|t| *t != thread.tools),
         );
+        check(
+            "context",
+            self.context
+                .as_ref()
+                .is_some_and(|c| *c != thread.context.clone().unwrap_or_default()),
+        );
+        check(
+            "memory",
+            self.memory
+                .as_ref()
+                .is_some_and(|m| *m != thread.memory.clone().unwrap_or_default()),
+        );
         out
     }
 
@@ -100,6 +120,8 @@ impl ThreadExpect {
             version: Some(thread.version),
             mcp_servers: Some(thread.mcp_servers.clone()),
             tools: Some(thread.tools.clone()),
+            context: Some(thread.context.clone().unwrap_or_default()),
+            memory: Some(thread.memory.clone().unwrap_or_default()),
         }
     }
 }
@@ -124,6 +146,8 @@ mod tests {
             agent_session: None,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            memory: None,
         }
     }
 
@@ -202,6 +226,8 @@ mod tests {
             version: Some(9),
             mcp_servers: Some(vec!["x".into()]),
             tools: Some(vec!["crm".into()]),
+            context: None,
+            memory: None,
         };
         assert_eq!(
             all.mismatches(&t),

@@ -105,6 +105,16 @@ calls! {
     ToolsRegister: t::ToolsRegister => t::ToolsRegisterResult;
     /// `tools.unregister`.
     ToolsUnregister: t::ToolsUnregister => t::ToolsUnregisterResult;
+    /// `threads.reserve`.
+    ThreadsReserve: p::ThreadsReserve => p::ThreadReserved;
+    /// `context.register`.
+    ContextRegister: crate::context::ContextRegister => crate::context::PortRegisterResult;
+    /// `context.unregister`.
+    ContextUnregister: crate::context::PortUnregister => t::ToolsUnregisterResult;
+    /// `memory.register`.
+    MemoryRegister: crate::memory::MemoryRegister => crate::context::PortRegisterResult;
+    /// `memory.unregister`.
+    MemoryUnregister: crate::context::PortUnregister => t::ToolsUnregisterResult;
     /// `tools.list` (MCP bridge, ticket only).
     ToolsList: p::NoParams => t::ToolsListResult;
     /// `tools.call` (MCP bridge, ticket only).

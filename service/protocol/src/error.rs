@@ -102,6 +102,14 @@ pub enum ErrorCode {
     /// between capture begin and finish): never re-invoked, and the turn's
     /// continuation is refused.
     ToolEffectUnknown,
+    /// A context or memory port registration breaks a shape rule (name,
+    /// deadline) or exceeds the per-application limit.
+    PortInvalid,
+    /// The context port a thread binds is not registered now (revoked,
+    /// its connection closed, never registered), or its `context.prepare`
+    /// was late, refused or malformed: the turn fails before the dispatch
+    /// boundary, so the agent never sees the prompt without its context.
+    ContextUnavailable,
     /// `workspaces.add` named a directory outside the workspace roots the
     /// configuration grants (`workspaceRoots`, default the home directory);
     /// only the configuration file adds a root.
@@ -110,7 +118,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 33] = [
+    pub const ALL: [ErrorCode; 35] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -143,6 +151,8 @@ impl ErrorCode {
         ErrorCode::ToolUnknown,
         ErrorCode::ToolCallFailed,
         ErrorCode::ToolEffectUnknown,
+        ErrorCode::PortInvalid,
+        ErrorCode::ContextUnavailable,
         ErrorCode::WorkspaceOutsideRoots,
     ];
 
@@ -181,6 +191,8 @@ impl ErrorCode {
             ErrorCode::ToolUnknown => "tool_unknown",
             ErrorCode::ToolCallFailed => "tool_call_failed",
             ErrorCode::ToolEffectUnknown => "tool_effect_unknown",
+            ErrorCode::PortInvalid => "port_invalid",
+            ErrorCode::ContextUnavailable => "context_unavailable",
             ErrorCode::WorkspaceOutsideRoots => "workspace_outside_roots",
         }
     }
@@ -225,6 +237,8 @@ impl ErrorCode {
             ErrorCode::ToolCallFailed => -32045,
             ErrorCode::ToolEffectUnknown => -32046,
             ErrorCode::WorkspaceOutsideRoots => -32047,
+            ErrorCode::PortInvalid => -32048,
+            ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,
             ErrorCode::Internal => rpc::INTERNAL_ERROR,
         }

@@ -58,13 +58,20 @@ pub enum EventKind {
     ToolCallRequested,
     /// Its result.
     ToolCallFinished,
+    /// What the thread's context port gave a turn (identities, digests,
+    /// sizes, the budget's cut; the text on `full` threads only), before
+    /// its dispatch boundary.
+    ContextPrepared,
+    /// One recall of the thread's memory port (counts, identities, budget
+    /// use; never memory text).
+    MemoryRecalled,
     #[serde(other)]
     Unknown,
 }
 
 impl EventKind {
     /// Every kind the controller writes.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
@@ -81,6 +88,8 @@ impl EventKind {
         EventKind::Observation,
         EventKind::ToolCallRequested,
         EventKind::ToolCallFinished,
+        EventKind::ContextPrepared,
+        EventKind::MemoryRecalled,
     ];
 
     /// Stored and wire name.
@@ -102,6 +111,8 @@ impl EventKind {
             EventKind::Observation => "observation",
             EventKind::ToolCallRequested => "tool_call_requested",
             EventKind::ToolCallFinished => "tool_call_finished",
+            EventKind::ContextPrepared => "context_prepared",
+            EventKind::MemoryRecalled => "memory_recalled",
             EventKind::Unknown => "unknown",
         }
     }
@@ -127,14 +138,18 @@ impl EventKind {
 
     /// Kinds the runner may append through `append_activity` (the agent's
     /// side: never the user's message, which only the submit writes).
-    /// The tool-call kinds are activity but not content: always kept, so
-    /// an unknown tool effect is known on every thread (a metadata-only
-    /// thread's carry identities only).
+    /// The tool-call kinds and `context_prepared` are activity but not
+    /// content: always kept, so an unknown tool effect (and what context a
+    /// turn got) is known on every thread (a metadata-only thread's carry
+    /// identities only).
     pub fn is_activity(self) -> bool {
         (self.is_content() && self != EventKind::UserMessage)
             || matches!(
                 self,
-                EventKind::ToolCallRequested | EventKind::ToolCallFinished
+                EventKind::ToolCallRequested
+                    | EventKind::ToolCallFinished
+                    | EventKind::ContextPrepared
+                    | EventKind::MemoryRecalled
             )
     }
 }

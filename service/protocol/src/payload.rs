@@ -118,6 +118,11 @@ pub enum Payload {
     Observation(Observation),
     /// `tool_call_requested`: an application tool call, before it runs.
     ToolCallRequested(ToolCallRequested),
+    /// `context_prepared`: what the thread's context port gave the turn,
+    /// before its dispatch boundary.
+    ContextPrepared(crate::context::PreparedContext),
+    /// `memory_recalled`: one recall of the thread's memory port.
+    MemoryRecalled(crate::memory::PreparedMemory),
     /// `tool_call_finished`: its result.
     ToolCallFinished(ToolCallFinished),
     /// A kind this SDK does not know, or a payload that does not parse as
@@ -150,6 +155,8 @@ impl Payload {
             Payload::Observation(_) => EventKind::Observation,
             Payload::ToolCallRequested(_) => EventKind::ToolCallRequested,
             Payload::ToolCallFinished(_) => EventKind::ToolCallFinished,
+            Payload::ContextPrepared(_) => EventKind::ContextPrepared,
+            Payload::MemoryRecalled(_) => EventKind::MemoryRecalled,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -173,6 +180,8 @@ impl Payload {
             Payload::Observation(p) => value(p),
             Payload::ToolCallRequested(p) => value(p),
             Payload::ToolCallFinished(p) => value(p),
+            Payload::ContextPrepared(p) => value(p),
+            Payload::MemoryRecalled(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -274,6 +283,8 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
         EventKind::Observation => Payload::Observation(parse(raw)?),
         EventKind::ToolCallRequested => Payload::ToolCallRequested(parse(raw)?),
         EventKind::ToolCallFinished => Payload::ToolCallFinished(parse(raw)?),
+        EventKind::ContextPrepared => Payload::ContextPrepared(parse(raw)?),
+        EventKind::MemoryRecalled => Payload::MemoryRecalled(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

@@ -82,6 +82,14 @@ pub struct Thread {
     /// through the controller's MCP bridge.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// The application context port (name) every turn is prepared with
+    /// (`context.prepare` at the claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The application memory port (name) every turn recalls from and the
+    /// agent searches through the bridge's `memory_search`/`memory_read`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

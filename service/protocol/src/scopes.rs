@@ -124,6 +124,7 @@ pub enum Method {
     WorkspacesList,
     WorkspacesRemove,
     ThreadsCreate,
+    ThreadsReserve,
     ThreadsGet,
     ThreadsList,
     ThreadsConfigure,
@@ -145,6 +146,10 @@ pub enum Method {
     McpRegister,
     ToolsRegister,
     ToolsUnregister,
+    ContextRegister,
+    ContextUnregister,
+    MemoryRegister,
+    MemoryUnregister,
     ToolsList,
     ToolsCall,
 }
@@ -188,6 +193,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
     (
         Method::ThreadsCreate,
         "threads.create",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ThreadsReserve,
+        "threads.reserve",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
     (
@@ -295,6 +305,26 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "tools.unregister",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
+    (
+        Method::ContextRegister,
+        "context.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ContextUnregister,
+        "context.unregister",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::MemoryRegister,
+        "memory.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::MemoryUnregister,
+        "memory.unregister",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
     (Method::ToolsList, "tools.list", Requirement::Ticket),
     (Method::ToolsCall, "tools.call", Requirement::Ticket),
 ];
@@ -341,6 +371,7 @@ mod tests {
             | Method::WorkspacesList
             | Method::WorkspacesRemove
             | Method::ThreadsCreate
+            | Method::ThreadsReserve
             | Method::ThreadsGet
             | Method::ThreadsList
             | Method::ThreadsConfigure
@@ -362,6 +393,10 @@ mod tests {
             | Method::McpRegister
             | Method::ToolsRegister
             | Method::ToolsUnregister
+            | Method::ContextRegister
+            | Method::ContextUnregister
+            | Method::MemoryRegister
+            | Method::MemoryUnregister
             | Method::ToolsList
             | Method::ToolsCall => m,
         };
@@ -372,6 +407,7 @@ mod tests {
             Method::WorkspacesList,
             Method::WorkspacesRemove,
             Method::ThreadsCreate,
+            Method::ThreadsReserve,
             Method::ThreadsGet,
             Method::ThreadsList,
             Method::ThreadsConfigure,
@@ -393,6 +429,10 @@ mod tests {
             Method::McpRegister,
             Method::ToolsRegister,
             Method::ToolsUnregister,
+            Method::ContextRegister,
+            Method::ContextUnregister,
+            Method::MemoryRegister,
+            Method::MemoryUnregister,
             Method::ToolsList,
             Method::ToolsCall,
         ]

@@ -28,6 +28,8 @@ pub(crate) struct LiveAgent {
     pub(super) session_id: String,
     /// `initialize` advertised `agentCapabilities.loadSession`.
     pub(super) load_session: bool,
+    /// `initialize` advertised `promptCapabilities.embeddedContext`.
+    pub(super) embedded_context: bool,
     /// Provider name, for log lines.
     pub(super) provider: String,
     /// The tool ticket of this agent's MCP bridge (threads with tools):

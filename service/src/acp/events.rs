@@ -51,6 +51,8 @@ pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
         | Payload::Unknown { .. } => false,
         // Journaled by the MCP bridge's calls, never by the runner.
         Payload::ToolCallRequested(_) | Payload::ToolCallFinished(_) => false,
+        // Journaled by the claim's preparation, before the boundary.
+        Payload::ContextPrepared(_) | Payload::MemoryRecalled(_) => false,
     }
 }
 

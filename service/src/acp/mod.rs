@@ -26,6 +26,7 @@ mod lines;
 pub mod mcp;
 mod probe;
 mod process;
+mod prompt;
 mod registry;
 mod runner;
 mod session;
@@ -48,6 +49,7 @@ pub use process::LaunchError;
 #[cfg(feature = "test-support")]
 pub use process::Stopped;
 pub(crate) use process::TeardownLimits;
+pub use prompt::PromptContext;
 pub(crate) use registry::AGENTS_DIR;
 pub use registry::AgentRegistry;
 #[cfg(feature = "test-support")]

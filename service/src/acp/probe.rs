@@ -137,7 +137,8 @@ pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeFailure> {
         registry: None,
         resume: None,
         keep_alive: false,
-        context: None,
+        continuation: None,
+        context: Vec::new(),
         mcp: Vec::new(),
     };
     // A probe is never cancelled: the sender lives as long as the session.

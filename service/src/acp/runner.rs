@@ -97,7 +97,11 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
         None => (ticket, None),
     };
     let (process, conn, known) = match agent {
-        Some(a) => (a.process, a.conn, Some((a.session_id, a.load_session))),
+        Some(a) => (
+            a.process,
+            a.conn,
+            Some((a.session_id, a.load_session, a.embedded_context)),
+        ),
         None => {
             let spawned = AgentProcess::spawn(
                 &request.spec,
@@ -127,12 +131,14 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
     let mut setup = Setup {
         session_id: None,
         load_session: false,
+        embedded_context: false,
         origin: SessionOrigin::None,
     };
-    if let Some((id, load)) = known {
+    if let Some((id, load, embedded_context)) = known {
         setup = Setup {
             session_id: Some(id),
             load_session: load,
+            embedded_context,
             origin: SessionOrigin::Reused,
         };
     }
@@ -159,6 +165,7 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
             conn: session.into_conn().await,
             session_id,
             load_session: setup.load_session,
+            embedded_context: setup.embedded_context,
             provider: request.spec.name.clone(),
             ticket,
         })),
@@ -261,12 +268,13 @@ async fn drive<H: TurnHooks>(
         };
     }
     s.mark_dispatched(session_id.clone());
-    let mut blocks = vec![serde_json::json!({"type": "text", "text": request.prompt})];
-    if let (Some(context), SessionOrigin::New | SessionOrigin::Reset) =
-        (&request.context, &setup.origin)
-    {
-        blocks.push(serde_json::json!({"type": "text", "text": context}));
-    }
+    let continuation = match (&request.continuation, &setup.origin) {
+        (Some(c), SessionOrigin::New | SessionOrigin::Reset) => Some(c),
+        _ => None,
+    };
+    let context: Vec<&super::PromptContext> =
+        continuation.into_iter().chain(&request.context).collect();
+    let blocks = super::prompt::blocks(&request.prompt, &context, setup.embedded_context);
     let prompt = serde_json::json!({ "sessionId": session_id, "prompt": blocks });
     let answered = s.call("session/prompt", prompt, None).await;
     // Each tool call's last state is journaled before the outcome.

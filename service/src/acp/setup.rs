@@ -42,6 +42,8 @@ pub(crate) struct Setup {
     pub(crate) session_id: Option<String>,
     /// The agent advertised `loadSession`.
     pub(crate) load_session: bool,
+    /// The agent advertised `promptCapabilities.embeddedContext`.
+    pub(crate) embedded_context: bool,
     /// How the session came to be.
     pub(crate) origin: SessionOrigin,
 }
@@ -71,6 +73,8 @@ pub(super) async fn establish<H: TurnHooks>(
         return Err(failed(OutcomeCode::ProtocolVersionUnsupported));
     }
     setup.load_session = init.pointer("/agentCapabilities/loadSession") == Some(&Value::Bool(true));
+    setup.embedded_context = init.pointer("/agentCapabilities/promptCapabilities/embeddedContext")
+        == Some(&Value::Bool(true));
     if let Err(refusal) = mcp::check_capabilities(&request.mcp, &init) {
         return Err(failed(OutcomeCode::Refused(refusal.code())));
     }

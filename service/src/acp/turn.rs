@@ -98,10 +98,15 @@ pub struct TurnRequest {
     /// resolved with their environment values; checked against the
     /// agent's advertised MCP capabilities before the session is made.
     pub mcp: Vec<super::mcp::LaunchServer>,
-    /// A continuation's digest of its prior turn: sent as a second content
-    /// block only when the session is new (not reused, not loaded), so an
-    /// agent that lost the thread's history still sees what came before.
-    pub context: Option<String>,
+    /// A continuation's digest of its prior turn: sent (before the prompt
+    /// text, like all context) only when the session is new (not reused,
+    /// not loaded), so an agent that lost the thread's history still sees
+    /// what came before.
+    pub continuation: Option<super::PromptContext>,
+    /// The blocks the thread's context port prepared for this turn, sent
+    /// before the prompt text (after a continuation's digest) on every
+    /// turn.
+    pub context: Vec<super::PromptContext>,
 }
 
 /// A storage failure reported by a hook. Carries no payload.

@@ -59,6 +59,12 @@ pub struct NewThread {
     pub mcp_servers: Vec<String>,
     /// Application tool endpoint names (validated by the caller).
     pub tools: Vec<String>,
+    /// Application context port name (validated by the caller).
+    pub context: Option<String>,
+    /// Application memory port name (validated by the caller).
+    pub memory: Option<String>,
+    /// A thread id the actor reserved (`reserve_thread`).
+    pub thread_id: Option<String>,
 }
 
 /// Input of `configure_thread`: `None` fields are left unchanged.

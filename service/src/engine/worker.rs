@@ -349,6 +349,35 @@ impl Engine {
                 return;
             }
         };
+        // The thread's context port is asked now, before any agent is
+        // taken: a turn without its context never reaches one. The
+        // claiming batch does not wait for the application's answer.
+        let mut context = match &claim.thread.context {
+            None => Vec::new(),
+            Some(port) => {
+                guard.boundary_later();
+                let port = port.clone();
+                let prepared = self
+                    .prepare_context(&mut guard, &claim.thread, &turn_id, &claim.prompt, &port)
+                    .await;
+                match prepared {
+                    Some(blocks) => blocks,
+                    None => return,
+                }
+            }
+        };
+        // Then the thread's memory port: recalled with the prompt, after
+        // the context port's blocks and before the prompt text.
+        if let Some(port) = claim.thread.memory.clone() {
+            guard.boundary_later();
+            let recalled = self
+                .recall_memory(&mut guard, &claim.thread, &turn_id, &claim.prompt, &port)
+                .await;
+            match recalled {
+                Some(block) => context.extend(block),
+                None => return,
+            }
+        }
         let (spec, fingerprint) = (facts.spec, facts.fingerprint);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {
@@ -430,7 +459,14 @@ impl Engine {
             registry: Some(self.registry.clone()),
             resume,
             keep_alive: spec.session.idle_seconds > 0,
-            context: claim.context,
+            continuation: claim.context.map(|text| acp::PromptContext {
+                uri: format!(
+                    "lapis://continuation/{}",
+                    claim.turn.continues.as_deref().unwrap_or_default()
+                ),
+                text,
+            }),
+            context,
             mcp,
             spec: spec.clone(),
         };

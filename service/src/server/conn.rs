@@ -43,11 +43,12 @@ pub(super) struct Conn {
     /// The MCP servers this connection registered (`mcp.register`);
     /// dropped with the connection, which withdraws them.
     pub(crate) mcp: Option<crate::engine::McpLease>,
-    /// The tool endpoints this connection registered (`tools.register`);
-    /// dropped with the connection, which revokes them at once.
-    pub(crate) tools: Option<crate::tools::ToolLease>,
+    /// The ports this connection registered (`tools.register`,
+    /// `context.register`); dropped with the connection, which revokes
+    /// them all at once.
+    pub(crate) tools: Option<crate::tools::PortLease>,
     /// The calling side of this connection (server → client requests),
-    /// made by its first `tools.register`; closed with the connection.
+    /// made by its first port registration; closed with the connection.
     pub(crate) peer: Option<crate::tools::Peer>,
     /// A bridge connection's ticket grant (`hello` with a ticket): only
     /// `tools.list` and `tools.call` run on it. Re-checked every request.

@@ -216,6 +216,9 @@ pub(super) async fn method(
         Method::ThreadsCreate => reply::<call::ThreadsCreate>(
             handlers::threads_create(ctx, session, request.params()?).await,
         ),
+        Method::ThreadsReserve => reply::<call::ThreadsReserve>(
+            handlers::threads_reserve(ctx, session, request.params()?).await,
+        ),
         Method::ThreadsGet => {
             reply::<call::ThreadsGet>(handlers::threads_get(ctx, session, request.params()?).await)
         }
@@ -276,6 +279,26 @@ pub(super) async fn method(
         Method::ToolsUnregister => {
             reply::<call::ToolsUnregister>(handlers::tools_unregister(ctx, conn, request.params()?))
         }
+        Method::ContextRegister => reply::<call::ContextRegister>(handlers::context_register(
+            ctx,
+            conn,
+            session,
+            request.params()?,
+        )),
+        Method::ContextUnregister => reply::<call::ContextUnregister>(
+            handlers::context_unregister(ctx, conn, request.params()?),
+        ),
+        Method::MemoryRegister => reply::<call::MemoryRegister>(handlers::memory_register(
+            ctx,
+            conn,
+            session,
+            request.params()?,
+        )),
+        Method::MemoryUnregister => reply::<call::MemoryUnregister>(handlers::memory_unregister(
+            ctx,
+            conn,
+            request.params()?,
+        )),
         Method::ToolsList | Method::ToolsCall => bridge(ctx, conn, method, request).await,
     }
 }

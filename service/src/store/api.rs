@@ -86,6 +86,16 @@ impl Store {
         self.op(move |w| w.create_thread(&actor, input)).await
     }
 
+    /// Reserve a thread id for `actor` (idempotent by `command_id`).
+    pub async fn reserve_thread(
+        &self,
+        actor: &Actor,
+        command_id: &str,
+    ) -> StoreResult<Receipt<String>> {
+        let (actor, cmd) = (actor.clone(), command_id.to_owned());
+        self.op(move |w| w.reserve_thread(&actor, &cmd)).await
+    }
+
     /// One thread (`not_found` if absent; the caller checks ownership).
     pub async fn get_thread(&self, id: &str) -> StoreResult<Thread> {
         let id = id.to_owned();

@@ -15,6 +15,70 @@ use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt
 use super::writer::Writer;
 
 impl Writer {
+    /// Reserve a thread id for the actor (idempotent by command id: the
+    /// same command id answers the same id).
+    pub(super) fn reserve_thread(
+        &mut self,
+        actor: &Actor,
+        command_id: &str,
+    ) -> StoreResult<Receipt<String>> {
+        check_name("command id", command_id)?;
+        let dig = digest(&["thread.reserve", &actor.application]);
+        if let Some(found) = receipt(&self.conn, actor, command_id)? {
+            check_replay(&found, CommandKind::ThreadReserve, &dig)?;
+            return Ok(Receipt {
+                value: found.resource_id,
+                replayed: true,
+            });
+        }
+        let id = new_id("thr_")?;
+        self.write(|tx, _, _, now| {
+            tx.execute(
+                "INSERT INTO thread_reservations (id, principal, application, created_at) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![id, actor.principal, actor.application, now],
+            )?;
+            stage_receipt(
+                tx,
+                actor,
+                command_id,
+                CommandKind::ThreadReserve,
+                &dig,
+                &id,
+                None,
+                now,
+            )
+        })?;
+        Ok(Receipt {
+            value: id,
+            replayed: false,
+        })
+    }
+
+    /// The id a new thread gets: a fresh one, or the actor's reservation
+    /// (`not_found` when it is none of theirs, `conflict` once taken).
+    fn thread_id_for(&self, actor: &Actor, reserved: Option<&str>) -> StoreResult<String> {
+        let Some(id) = reserved else {
+            return new_id("thr_");
+        };
+        let owned: bool = self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM thread_reservations \
+                 WHERE id = ?1 AND principal = ?2 AND application = ?3)",
+            )?
+            .query_row(params![id, actor.principal, actor.application], |r| {
+                r.get(0)
+            })?;
+        if !owned {
+            return Err(StoreError::not_found("thread reservation", id));
+        }
+        if read::thread(&self.conn, id)?.is_some() {
+            return Err(StoreError::conflict("the reserved thread id is taken"));
+        }
+        Ok(id.to_owned())
+    }
+
     /// Create a thread stamped with the actor (idempotent when a command id is given).
     pub(super) fn create_thread(
         &mut self,
@@ -45,6 +109,18 @@ impl Writer {
         if let Some(t) = &tagged {
             parts.push(t);
         }
+        let context = input.context.as_ref().map(|c| format!("context={c}"));
+        if let Some(c) = &context {
+            parts.push(c);
+        }
+        let memory = input.memory.as_ref().map(|m| format!("memory={m}"));
+        if let Some(m) = &memory {
+            parts.push(m);
+        }
+        let reserved = input.thread_id.as_ref().map(|t| format!("thread={t}"));
+        if let Some(r) = &reserved {
+            parts.push(r);
+        }
         let dig = digest(&parts);
         if let Some(cmd) = &input.command_id {
             check_name("command id", cmd)?;
@@ -62,12 +138,12 @@ impl Writer {
         if read::workspace(&self.conn, &input.workspace_id)?.is_none() {
             return Err(StoreError::not_found("workspace", &input.workspace_id));
         }
-        let id = new_id("thr_")?;
+        let id = self.thread_id_for(actor, input.thread_id.as_deref())?;
         let thread = self.write(|tx, j, st, now| {
             tx.execute(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
-                 restricted, retention, version, created_at, updated_at, mcp_servers, tools) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11)",
+                 restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port, memory_port) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     id,
                     actor.principal,
@@ -79,7 +155,9 @@ impl Writer {
                     input.retention.as_str(),
                     now,
                     mcp,
-                    tools
+                    tools,
+                    input.context,
+                    input.memory
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
@@ -94,6 +172,8 @@ impl Writer {
                 retention: input.retention,
                 mcp_servers: input.mcp_servers.clone(),
                 tools: input.tools.clone(),
+                context: input.context.clone(),
+                memory: input.memory.clone(),
             });
             j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))

@@ -52,7 +52,7 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers, tools";
+     agent_thread_version, mcp_servers, tools, context_port, memory_port";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -92,6 +92,8 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
             None => Vec::new(),
             Some(json) => serde_json::from_str(&json).map_err(|_| bad("threads", &id, "tools"))?,
         },
+        context: r.get(16)?,
+        memory: r.get(17)?,
         id,
     })
 }

@@ -36,11 +36,13 @@ pub(crate) enum CommandKind {
     WorkspaceAdd,
     /// `permissions.respond`.
     PermissionRespond,
+    /// `threads.reserve`.
+    ThreadReserve,
 }
 
 impl CommandKind {
     /// Every kind (the validator's list).
-    pub(crate) const ALL: [CommandKind; 7] = [
+    pub(crate) const ALL: [CommandKind; 8] = [
         CommandKind::TurnSubmit,
         CommandKind::ThreadCreate,
         CommandKind::ThreadConfigure,
@@ -48,6 +50,7 @@ impl CommandKind {
         CommandKind::TurnResolve,
         CommandKind::WorkspaceAdd,
         CommandKind::PermissionRespond,
+        CommandKind::ThreadReserve,
     ];
 
     /// The stored name.
@@ -60,6 +63,7 @@ impl CommandKind {
             CommandKind::TurnResolve => "turn.resolve",
             CommandKind::WorkspaceAdd => "workspace.add",
             CommandKind::PermissionRespond => "permission.respond",
+            CommandKind::ThreadReserve => "thread.reserve",
         }
     }
 
@@ -72,6 +76,7 @@ impl CommandKind {
             | CommandKind::PermissionRespond => "turns",
             CommandKind::ThreadCreate | CommandKind::ThreadConfigure => "threads",
             CommandKind::WorkspaceAdd => "workspaces",
+            CommandKind::ThreadReserve => "thread_reservations",
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -259,6 +259,24 @@ CREATE INDEX permission_requests_pending ON permission_requests(requested_at)
     WHERE settlement IS NULL;
 CREATE INDEX turns_unsettled ON turns(workspace_id)
     WHERE state NOT IN ('completed', 'failed', 'cancelled');
+"#,
+    },
+    Migration {
+        // Version 12: the application context and memory ports (names) a
+        // thread binds (issue 26), and thread ids reserved before their
+        // thread exists
+        // (`threads.reserve`), each owned by one principal + application.
+        // Only the name persists: the port lives with its connection.
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN context_port TEXT;
+ALTER TABLE threads ADD COLUMN memory_port TEXT;
+CREATE TABLE thread_reservations (
+    id          TEXT PRIMARY KEY,
+    principal   TEXT NOT NULL,
+    application TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
 "#,
     },
 ];

@@ -115,6 +115,12 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR json_array_length(tools) > 8 OR EXISTS (SELECT 1 FROM json_each(tools) e \
              WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
              OR e.value GLOB '*[^A-Za-z0-9_-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1".into()),
+        ("threads", "context_port", "SELECT id FROM threads WHERE context_port IS NOT NULL \
+             AND (typeof(context_port) != 'text' OR length(context_port) NOT BETWEEN 1 AND 64 \
+             OR context_port GLOB '*[^A-Za-z0-9_-]*' OR context_port GLOB '[^A-Za-z0-9]*') LIMIT 1".into()),
+        ("threads", "memory_port", "SELECT id FROM threads WHERE memory_port IS NOT NULL \
+             AND (typeof(memory_port) != 'text' OR length(memory_port) NOT BETWEEN 1 AND 64 \
+             OR memory_port GLOB '*[^A-Za-z0-9_-]*' OR memory_port GLOB '[^A-Za-z0-9]*') LIMIT 1".into()),
         ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
              (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
         ("turns", "fields", format!(

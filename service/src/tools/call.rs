@@ -60,7 +60,7 @@ async fn thread_of(store: &Store, grant: &Grant) -> Result<Thread, RpcError> {
         .get_thread(&grant.thread_id)
         .await
         .map_err(|_| failed("the ticket's thread cannot be read"))?;
-    if thread.restricted && !thread.tools.is_empty() {
+    if thread.restricted && (!thread.tools.is_empty() || thread.memory.is_some()) {
         return Err(refused(ToolRefusal::Restricted));
     }
     Ok(thread)
@@ -74,7 +74,7 @@ pub(crate) async fn list(
     grant: &Grant,
 ) -> Result<ToolsListResult, RpcError> {
     let thread = thread_of(store, grant).await?;
-    let mut out = Vec::new();
+    let mut out = super::provided::list(tools, &thread);
     for name in &thread.tools {
         let Ok(mut found) = tools.registry.lookup(
             &grant.principal,
@@ -115,6 +115,9 @@ pub(crate) async fn call(
         .filter(|r| r.thread_id == grant.thread_id)
         .ok_or_else(|| failed("no turn of this agent session is running"))?;
     let thread = thread_of(store, grant).await?;
+    if let Some(answer) = super::provided::call(tools, store, &thread, &running.turn_id, &p).await {
+        return answer;
+    }
     let unknown = || {
         refused(ToolRefusal::UnknownTool {
             name: if p.name.len() <= 129 {

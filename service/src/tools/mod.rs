@@ -13,20 +13,23 @@
 
 pub(crate) mod active;
 pub(crate) mod call;
+pub(crate) mod context;
 pub(crate) mod fault;
+pub(crate) mod memory;
 pub(crate) mod peer;
+pub(crate) mod provided;
 pub(crate) mod registry;
 pub(crate) mod tickets;
 
 pub(crate) use peer::Peer;
-pub(crate) use registry::{ToolLease, ToolRegistry};
+pub(crate) use registry::{PortLease, PortRegistry};
 pub(crate) use tickets::{Grant, TicketHold, Tickets};
 
 /// Everything tools share between the server and the engine; cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tools {
     /// Registered endpoints.
-    pub(crate) registry: ToolRegistry,
+    pub(crate) registry: PortRegistry,
     /// Live bridge tickets.
     pub(crate) tickets: Tickets,
     /// The turn each agent session runs now.

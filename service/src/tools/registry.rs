@@ -1,13 +1,14 @@
-//! Tool endpoints applications register on their connections
-//! (`tools.register`).
+//! The endpoints applications register on their connections: tool
+//! endpoints (`tools.register`), context ports (`context.register`) and
+//! memory ports (`memory.register`), one registry for every kind of port.
 //!
 //! What must stay true: a registration lives exactly as long as the
-//! [`ToolLease`] its connection holds, or until `tools.unregister`, or
-//! until a newer connection of the same application registers the same
+//! [`PortLease`] its connection holds, or until its unregister, or until a
+//! newer connection of the same application registers the same kind and
 //! name; each of those flips the registration's revocation signal, so a
 //! call waiting on it fails closed at once. Registrations are keyed by
-//! (principal, application): one application's endpoints are never visible
-//! to another. Nothing here is persisted.
+//! (principal, application): one application's ports are never visible to
+//! another. Nothing here is persisted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use lapis_protocol::context::{ContextRegister, MAX_PORTS, PortRefusal, validate_context};
+use lapis_protocol::memory::{MemoryRegister, validate_memory};
 use lapis_protocol::tools::{
     MAX_TOOL_ENDPOINTS, ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister, validate_endpoint,
 };
@@ -25,12 +28,160 @@ use super::peer::Peer;
 /// (principal, application).
 type Owner = (String, String);
 
-/// One registered endpoint, as a call sees it.
+/// The kinds of port, each its own name space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum PortKind {
+    /// `tools.register`.
+    Tools,
+    /// `context.register`.
+    Context,
+    /// `memory.register`.
+    Memory,
+}
+
+/// A registered description, by kind.
 #[derive(Debug, Clone)]
-pub(crate) struct Endpoint {
+pub(crate) enum Stored {
+    /// A tool endpoint.
+    Tools(Arc<ToolsRegister>),
+    /// A context port.
+    Context(Arc<ContextRegister>),
+    /// A memory port.
+    Memory(Arc<MemoryRegister>),
+}
+
+/// What one kind of port is to the registry: its checks, its identity and
+/// its limit.
+pub(crate) trait Port: Sized {
+    /// Its name space.
+    const KIND: PortKind;
+    /// Most ports of this kind one owner holds.
+    const LIMIT: usize;
+    /// Why a registration is refused.
+    type Refusal;
+    /// Its name.
+    fn name(&self) -> &str;
+    /// Shape rules.
+    fn check(&self) -> Result<(), Self::Refusal>;
+    /// `<kind>_` + lowercase hex SHA-256 of the description.
+    fn identity(&self) -> String;
+    /// The refusal of one port too many.
+    fn over_limit() -> Self::Refusal;
+    /// Into the registry's form.
+    fn wrap(spec: Arc<Self>) -> Stored;
+    /// Out of it (`None`: another kind).
+    fn unwrap(stored: &Stored) -> Option<Arc<Self>>;
+}
+
+fn hashed(prefix: &str, canonical: &serde_json::Value) -> String {
+    let digest = Sha256::digest(canonical.to_string().as_bytes());
+    format!("{prefix}_{}", hex::encode(digest))
+}
+
+impl Port for ToolsRegister {
+    const KIND: PortKind = PortKind::Tools;
+    const LIMIT: usize = MAX_TOOL_ENDPOINTS;
+    type Refusal = ToolRefusal;
+    fn name(&self) -> &str {
+        &self.endpoint
+    }
+    fn check(&self) -> Result<(), ToolRefusal> {
+        validate_endpoint(self)
+    }
+    fn identity(&self) -> String {
+        identity(self)
+    }
+    fn over_limit() -> ToolRefusal {
+        ToolRefusal::Limit {
+            what: "endpoint count",
+            limit: MAX_TOOL_ENDPOINTS,
+        }
+    }
+    fn wrap(spec: Arc<Self>) -> Stored {
+        Stored::Tools(spec)
+    }
+    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
+        match stored {
+            Stored::Tools(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Port for ContextRegister {
+    const KIND: PortKind = PortKind::Context;
+    const LIMIT: usize = MAX_PORTS;
+    type Refusal = PortRefusal;
+    fn name(&self) -> &str {
+        &self.port
+    }
+    fn check(&self) -> Result<(), PortRefusal> {
+        validate_context(self)
+    }
+    fn identity(&self) -> String {
+        let deadline = self.deadline().as_millis() as u64;
+        hashed(
+            "context",
+            &json!({"port": self.port, "deadlineMs": deadline}),
+        )
+    }
+    fn over_limit() -> PortRefusal {
+        PortRefusal::Limit {
+            what: "context port count",
+            limit: MAX_PORTS,
+        }
+    }
+    fn wrap(spec: Arc<Self>) -> Stored {
+        Stored::Context(spec)
+    }
+    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
+        match stored {
+            Stored::Context(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Port for MemoryRegister {
+    const KIND: PortKind = PortKind::Memory;
+    const LIMIT: usize = MAX_PORTS;
+    type Refusal = PortRefusal;
+    fn name(&self) -> &str {
+        &self.port
+    }
+    fn check(&self) -> Result<(), PortRefusal> {
+        validate_memory(self)
+    }
+    fn identity(&self) -> String {
+        let deadline = self.deadline().as_millis() as u64;
+        hashed(
+            "memory",
+            &json!({"port": self.port, "deadlineMs": deadline}),
+        )
+    }
+    fn over_limit() -> PortRefusal {
+        PortRefusal::Limit {
+            what: "memory port count",
+            limit: MAX_PORTS,
+        }
+    }
+    fn wrap(spec: Arc<Self>) -> Stored {
+        Stored::Memory(spec)
+    }
+    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
+        match stored {
+            Stored::Memory(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// One registered port, as a call sees it (a tool endpoint by default).
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint<S = ToolsRegister> {
     /// The description.
-    pub(crate) spec: Arc<ToolsRegister>,
-    /// Its identity (`tools_…`).
+    pub(crate) spec: Arc<S>,
+    /// Its identity (`tools_…`, `context_…`).
     pub(crate) identity: String,
     /// The registering connection.
     pub(crate) peer: Peer,
@@ -49,10 +200,27 @@ impl Endpoint {
 struct Entry {
     /// The registering connection's lease id.
     lease: u64,
-    /// What calls get.
-    endpoint: Endpoint,
+    /// The description.
+    stored: Stored,
+    /// Its identity.
+    identity: String,
+    /// The registering connection.
+    peer: Peer,
+    /// What calls wait on.
+    revoked: watch::Receiver<bool>,
     /// Flipped when the entry is removed.
     revoke: watch::Sender<bool>,
+}
+
+impl Entry {
+    fn endpoint<S: Port>(&self) -> Option<Endpoint<S>> {
+        Some(Endpoint {
+            spec: S::unwrap(&self.stored)?,
+            identity: self.identity.clone(),
+            peer: self.peer.clone(),
+            revoked: self.revoked.clone(),
+        })
+    }
 }
 
 impl Drop for Entry {
@@ -65,26 +233,26 @@ impl Drop for Entry {
 struct Inner {
     /// Next lease id (unique for the process).
     next: u64,
-    /// Endpoints by owner, then name.
-    endpoints: HashMap<Owner, BTreeMap<String, Entry>>,
+    /// Ports by owner, then kind and name.
+    endpoints: HashMap<Owner, BTreeMap<(PortKind, String), Entry>>,
 }
 
 /// The registry; cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ToolRegistry(Arc<Mutex<Inner>>);
+pub(crate) struct PortRegistry(Arc<Mutex<Inner>>);
 
-/// A connection's hold on its endpoints; dropping it revokes them.
+/// A connection's hold on its ports (every kind); dropping it revokes them.
 #[derive(Debug)]
-pub(crate) struct ToolLease {
+pub(crate) struct PortLease {
     /// The registry.
-    registry: ToolRegistry,
+    registry: PortRegistry,
     /// This lease's id.
     id: u64,
-    /// Whose endpoints these are.
+    /// Whose ports these are.
     owner: Owner,
 }
 
-impl Drop for ToolLease {
+impl Drop for PortLease {
     fn drop(&mut self) {
         let mut inner = self.registry.lock();
         if let Some(map) = inner.endpoints.get_mut(&self.owner) {
@@ -105,8 +273,7 @@ pub(crate) fn identity(spec: &ToolsRegister) -> String {
             "inputSchema": t.input_schema, "mutating": t.mutating,
         })).collect::<Vec<_>>(),
     });
-    let digest = Sha256::digest(canonical.to_string().as_bytes());
-    format!("tools_{}", hex::encode(digest))
+    hashed("tools", &canonical)
 }
 
 /// What is shown of an endpoint.
@@ -119,37 +286,35 @@ pub(crate) fn view(spec: &ToolsRegister, identity: &str) -> ToolEndpointView {
     }
 }
 
-impl ToolRegistry {
+impl PortRegistry {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers (or replaces) one endpoint for the connection holding
-    /// `lease` (validated first; nothing changes on a refusal). A missing
-    /// lease, or one of another owner, is replaced by a new one. The same
-    /// name held by another connection of the owner moves here (that
-    /// registration is revoked).
-    pub(crate) fn register(
+    /// Registers (or replaces) one port for the connection holding `lease`
+    /// (checked first; nothing changes on a refusal) and returns its
+    /// identity. A missing lease, or one of another owner, is replaced by a
+    /// new one. The same kind and name held by another connection of the
+    /// owner moves here (that registration is revoked).
+    pub(crate) fn register_port<S: Port>(
         &self,
-        lease: &mut Option<ToolLease>,
+        lease: &mut Option<PortLease>,
         principal: &str,
         application: &str,
-        spec: ToolsRegister,
+        spec: S,
         peer: Peer,
-    ) -> Result<ToolEndpointView, ToolRefusal> {
-        validate_endpoint(&spec)?;
+    ) -> Result<String, S::Refusal> {
+        spec.check()?;
         let owner = (principal.to_owned(), application.to_owned());
         if lease.as_ref().is_some_and(|l| l.owner != owner) {
-            *lease = None; // revokes the other owner's endpoints
+            *lease = None; // revokes the other owner's ports
         }
+        let key = (S::KIND, spec.name().to_owned());
         let mut inner = self.lock();
         let map = inner.endpoints.get(&owner);
-        let held = map.map_or(0, BTreeMap::len);
-        if held >= MAX_TOOL_ENDPOINTS && !map.is_some_and(|m| m.contains_key(&spec.endpoint)) {
-            return Err(ToolRefusal::Limit {
-                what: "endpoint count",
-                limit: MAX_TOOL_ENDPOINTS,
-            });
+        let held = map.map_or(0, |m| m.keys().filter(|(k, _)| *k == S::KIND).count());
+        if held >= S::LIMIT && !map.is_some_and(|m| m.contains_key(&key)) {
+            return Err(S::over_limit());
         }
         let id = match lease {
             Some(l) => l.id,
@@ -158,17 +323,14 @@ impl ToolRegistry {
                 inner.next
             }
         };
-        let identity = identity(&spec);
-        let shown = view(&spec, &identity);
+        let identity = spec.identity();
         let (revoke, revoked) = watch::channel(false);
         let entry = Entry {
             lease: id,
-            endpoint: Endpoint {
-                spec: Arc::new(spec),
-                identity,
-                peer,
-                revoked,
-            },
+            stored: S::wrap(Arc::new(spec)),
+            identity: identity.clone(),
+            peer,
+            revoked,
             revoke,
         };
         // Replacing drops (and so revokes) the previous holder of the name.
@@ -176,55 +338,91 @@ impl ToolRegistry {
             .endpoints
             .entry(owner.clone())
             .or_default()
-            .insert(shown.name.clone(), entry);
+            .insert(key, entry);
         drop(inner);
         if lease.is_none() {
-            *lease = Some(ToolLease {
+            *lease = Some(PortLease {
                 registry: self.clone(),
                 id,
                 owner,
             });
         }
-        Ok(shown)
+        Ok(identity)
     }
 
-    /// Revokes `name` if `lease` holds it; `true` when it did.
-    pub(crate) fn unregister(&self, lease: Option<&ToolLease>, name: &str) -> bool {
+    /// Registers (or replaces) one tool endpoint ([`Self::register_port`]).
+    pub(crate) fn register(
+        &self,
+        lease: &mut Option<PortLease>,
+        principal: &str,
+        application: &str,
+        spec: ToolsRegister,
+        peer: Peer,
+    ) -> Result<ToolEndpointView, ToolRefusal> {
+        let shown = view(&spec, "");
+        let identity = self.register_port(lease, principal, application, spec, peer)?;
+        Ok(ToolEndpointView { identity, ..shown })
+    }
+
+    /// Revokes the port `kind`/`name` if `lease` holds it; `true` when it did.
+    pub(crate) fn unregister_port(
+        &self,
+        kind: PortKind,
+        lease: Option<&PortLease>,
+        name: &str,
+    ) -> bool {
         let Some(lease) = lease else { return false };
         let mut inner = self.lock();
         let Some(map) = inner.endpoints.get_mut(&lease.owner) else {
             return false;
         };
-        if map.get(name).is_none_or(|e| e.lease != lease.id) {
+        let key = (kind, name.to_owned());
+        if map.get(&key).is_none_or(|e| e.lease != lease.id) {
             return false;
         }
-        map.remove(name);
+        map.remove(&key);
         if map.is_empty() {
             inner.endpoints.remove(&lease.owner);
         }
         true
     }
 
-    /// The endpoints `names` of an owner, in that order; the first one not
-    /// registered now is `tool_endpoint_unavailable`.
+    /// Revokes the tool endpoint `name` if `lease` holds it.
+    pub(crate) fn unregister(&self, lease: Option<&PortLease>, name: &str) -> bool {
+        self.unregister_port(PortKind::Tools, lease, name)
+    }
+
+    /// The port `name` of kind `S` of an owner, if registered now.
+    pub(crate) fn lookup_port<S: Port>(
+        &self,
+        principal: &str,
+        application: &str,
+        name: &str,
+    ) -> Option<Endpoint<S>> {
+        let inner = self.lock();
+        inner
+            .endpoints
+            .get(&(principal.to_owned(), application.to_owned()))?
+            .get(&(S::KIND, name.to_owned()))?
+            .endpoint()
+    }
+
+    /// The tool endpoints `names` of an owner, in that order; the first one
+    /// not registered now is `tool_endpoint_unavailable`.
     pub(crate) fn lookup(
         &self,
         principal: &str,
         application: &str,
         names: &[String],
     ) -> Result<Vec<Endpoint>, ToolRefusal> {
-        let inner = self.lock();
-        let map = inner
-            .endpoints
-            .get(&(principal.to_owned(), application.to_owned()));
         names
             .iter()
             .map(|n| {
-                map.and_then(|m| m.get(n))
-                    .map(|e| e.endpoint.clone())
-                    .ok_or_else(|| ToolRefusal::Unavailable {
+                self.lookup_port(principal, application, n).ok_or_else(|| {
+                    ToolRefusal::Unavailable {
                         endpoint: n.clone(),
-                    })
+                    }
+                })
             })
             .collect()
     }
@@ -251,7 +449,7 @@ mod tests {
 
     #[test]
     fn endpoints_live_as_long_as_their_lease_and_are_per_owner() {
-        let r = ToolRegistry::default();
+        let r = PortRegistry::default();
         let mut lease = None;
         let v = r
             .register(&mut lease, "o", "app", spec("crm", &["find"]), peer())
@@ -272,8 +470,47 @@ mod tests {
     }
 
     #[test]
+    fn kinds_are_apart_and_one_lease_revokes_every_kind() {
+        let r = PortRegistry::default();
+        let mut lease = None;
+        r.register(&mut lease, "o", "app", spec("crm", &["find"]), peer())
+            .unwrap();
+        let port = ContextRegister {
+            port: "crm".into(),
+            deadline_ms: None,
+        };
+        let id = r
+            .register_port(&mut lease, "o", "app", port.clone(), peer())
+            .unwrap();
+        assert!(id.starts_with("context_") && id.len() == 8 + 64);
+        let ctx = r.lookup_port::<ContextRegister>("o", "app", "crm").unwrap();
+        assert_eq!(ctx.identity, id);
+        assert!(
+            r.lookup_port::<ContextRegister>("o", "other", "crm")
+                .is_none()
+        );
+        let tools = r.lookup("o", "app", &["crm".into()]).unwrap().remove(0);
+        // Unregistering one kind leaves the other.
+        assert!(r.unregister_port(PortKind::Context, lease.as_ref(), "crm"));
+        assert!(*ctx.revoked.borrow());
+        assert!(!*tools.revoked.borrow());
+        r.register_port(&mut lease, "o", "app", port, peer())
+            .unwrap();
+        let ctx = r.lookup_port::<ContextRegister>("o", "app", "crm").unwrap();
+        drop(lease);
+        assert!(
+            *ctx.revoked.borrow() && *tools.revoked.borrow(),
+            "disposal revokes both at once"
+        );
+        assert!(
+            r.lookup_port::<ContextRegister>("o", "app", "crm")
+                .is_none()
+        );
+    }
+
+    #[test]
     fn unregister_and_takeover_revoke_and_limits_hold() {
-        let r = ToolRegistry::default();
+        let r = PortRegistry::default();
         let (mut one, mut two) = (None, None);
         r.register(&mut one, "o", "app", spec("crm", &["a"]), peer())
             .unwrap();

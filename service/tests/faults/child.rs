@@ -35,6 +35,9 @@ async fn new_thread(store: &Store, root: &Path, ws: &str) -> String {
         retention: Retention::Full,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
     };
     store.create_thread(&actor(), input).await.unwrap().value.id
 }
@@ -146,6 +149,9 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             retention: Retention::Full,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            memory: None,
+            thread_id: None,
         };
         let th = store.create_thread(&actor(), input).await.unwrap().value;
         ack("thread", &th.id);

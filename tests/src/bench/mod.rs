@@ -2,6 +2,7 @@
 //! the chaos runner shares.
 
 pub(crate) mod acpx;
+pub(crate) mod context;
 pub(crate) mod install;
 pub(crate) mod journal;
 pub(crate) mod memory;

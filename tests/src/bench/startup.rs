@@ -36,6 +36,9 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
                     retention: Retention::Full,
                     mcp_servers: Vec::new(),
                     tools: Vec::new(),
+                    context: None,
+                    memory: None,
+                    thread_id: None,
                 },
             )
             .await?

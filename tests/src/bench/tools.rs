@@ -152,6 +152,9 @@ pub(crate) fn run(table: &mut Table, calls: usize, runs: usize) -> Result<()> {
             retention: None,
             mcp_servers: Vec::new(),
             tools: vec!["bench".into()],
+            context: None,
+            memory: None,
+            thread_id: None,
             command_id: None,
         })?
         .thread

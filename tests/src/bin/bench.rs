@@ -5,7 +5,8 @@
 //! cargo run -p lapis-e2e --release --bin bench -- [--runs N] [--quick] [suite…]
 //! ```
 //!
-//! Suites: `status turns warm journal startup install memory tools` (default: all).
+//! Suites: `status turns warm journal startup install memory tools context`
+//! (default: all).
 //! Builds nothing: it uses `target/release/lapis-ai-controller` and
 //! `target/release/fixture-agent` beside itself and says so when missing.
 //! Every suite runs its figures several times and adds rows to one table
@@ -23,8 +24,8 @@ use std::process::ExitCode;
 
 use bench::table::Table;
 
-const SUITES: [&str; 8] = [
-    "status", "turns", "warm", "journal", "startup", "install", "memory", "tools",
+const SUITES: [&str; 9] = [
+    "status", "turns", "warm", "journal", "startup", "install", "memory", "tools", "context",
 ];
 
 fn machine() -> String {
@@ -115,6 +116,7 @@ fn main() -> ExitCode {
             "startup" => bench::startup::run(&mut table, runs.clamp(1, 5), sizes),
             "install" => bench::install::run(&mut table, runs.clamp(1, 9)),
             "memory" => bench::memory::run(&mut table, runs.clamp(1, 3)),
+            "context" => bench::context::run(&mut table, turns_n.max(40) * 4),
             "tools" => bench::tools::run(&mut table, turns_n * 10, runs.clamp(1, 5)),
             _ => unreachable!("checked above"),
         };

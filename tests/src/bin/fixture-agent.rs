@@ -14,6 +14,8 @@
 //! holding stdout open and exits)
 //! `--auth-required` `--protocol-version N` `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
+//! `--embedded-context` (advertise `promptCapabilities.embeddedContext`;
+//! `--advertise` does unless `--no-embedded-context`)
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
 //! `--structured-input` `--pidfile PATH` `--load-session` `--history PATH`
 //! `--hostile` (puts [`HOSTILE`], terminal control sequences, into a thought,
@@ -225,11 +227,13 @@ fn main() {
                         "agentInfo": {"name": "fixture-agent", "version": "1.2.3"},
                         "agentCapabilities": {"loadSession": true,
                             "mcpCapabilities": {"http": true, "sse": false},
-                            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true}},
+                            "promptCapabilities": {"image": false, "audio": false,
+                                "embeddedContext": !script.has("no-embedded-context")}},
                         "authMethods": [{"id": "fixture-login", "name": "Fixture login", "description": "run fixture login"}]})
                 } else {
                     json!({"protocolVersion": version,
-                        "agentCapabilities": {"loadSession": script.has("load-session")},
+                        "agentCapabilities": {"loadSession": script.has("load-session"),
+                            "promptCapabilities": {"embeddedContext": script.has("embedded-context")}},
                         "authMethods": []})
                 };
                 let mut result = result;

@@ -193,7 +193,8 @@ pub(crate) fn request(spec: ProviderSpec, workspace: &Path) -> TurnRequest {
         registry: None,
         resume: None,
         keep_alive: false,
-        context: None,
+        continuation: None,
+        context: Vec::new(),
         mcp: Vec::new(),
     }
 }

@@ -57,6 +57,9 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_w
                     retention: Retention::Full,
                     mcp_servers: Vec::new(),
                     tools: Vec::new(),
+                    context: None,
+                    memory: None,
+                    thread_id: None,
                 },
             )
             .await
@@ -141,6 +144,9 @@ async fn queued_turns_of_a_thread_reuse_its_agent() {
                 retention: Retention::Full,
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
+                context: None,
+                memory: None,
+                thread_id: None,
             },
         )
         .await

@@ -32,6 +32,9 @@ fn thread(
         retention,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
         command_id: None,
     };
     let r: Value = client.call("threads.create", &p).unwrap();
@@ -179,7 +182,9 @@ fn a_continuation_on_the_kept_session_sends_only_the_new_instructions() {
 }
 
 /// When the session cannot be resumed the attempt carries a bounded digest
-/// of the prior turn (prompt, reply, tool calls) as a second content block.
+/// of the prior turn (prompt, reply, tool calls) as a content block before
+/// the prompt text: an embedded resource, since the fixture agent
+/// advertises `embeddedContext`.
 #[test]
 fn a_continuation_on_a_new_session_carries_a_digest_of_the_prior_turn() {
     let scratch = tempfile::tempdir().unwrap();
@@ -193,6 +198,7 @@ fn a_continuation_on_a_new_session_carries_a_digest_of_the_prior_turn() {
         "prior-reply-",
         "--ledger",
         &arg(&ledger_path),
+        "--embedded-context",
     ]);
     once["idleSeconds"] = json!(0);
     let server = Server::start_full(json!({}), json!({ "once": once }));
@@ -204,8 +210,13 @@ fn a_continuation_on_a_new_session_carries_a_digest_of_the_prior_turn() {
     completes(&mut client, &next);
     let lines = ledger(&ledger_path);
     assert_eq!(lines.len(), 2, "{lines:?}");
-    let (prompt, context) = lines[1].split_once(" || ").expect("two content blocks");
-    assert_eq!(prompt, "now add a test");
+    let (context, prompt) = lines[1].split_once(" || ").expect("two content blocks");
+    assert_eq!(prompt, "now add a test", "the user's text comes last");
+    let resource = format!("[lapis://continuation/{}] ", first.id);
+    assert!(
+        context.starts_with(&resource),
+        "an embedded resource: {context}"
+    );
     assert!(context.contains(&first.id), "{context}");
     assert!(context.contains("Asked: fix the bug"), "{context}");
     assert!(context.contains("Replied: prior-reply-0"), "{context}");

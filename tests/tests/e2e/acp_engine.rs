@@ -76,6 +76,9 @@ impl Rig {
             retention: Retention::Full,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            memory: None,
+            thread_id: None,
         };
         self.store
             .create_thread(&owner(), input)

@@ -144,9 +144,15 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
         shapes.insert(shape(&body));
     }
     // Every kind there was when the fixture was written; kinds added since
-    // (application tool calls, issue 25) cannot be in it, and their
-    // stored form is pinned by lapis-protocol's payload tests instead.
-    let added_since = [EventKind::ToolCallRequested, EventKind::ToolCallFinished];
+    // (application tool calls, issue 25; prepared context, issue 26)
+    // cannot be in it, and their stored form is pinned by lapis-protocol's
+    // payload tests instead.
+    let added_since = [
+        EventKind::ToolCallRequested,
+        EventKind::ToolCallFinished,
+        EventKind::ContextPrepared,
+        EventKind::MemoryRecalled,
+    ];
     let every_kind: BTreeSet<&str> = EventKind::ALL
         .iter()
         .filter(|k| !added_since.contains(k))

@@ -74,6 +74,9 @@ fn create(
         retention: None,
         mcp_servers: mcp.iter().map(|s| s.to_string()).collect(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
         command_id: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)

@@ -102,6 +102,9 @@ pub(crate) fn create(
         retention: None,
         mcp_servers: Vec::new(),
         tools: tools.iter().map(|s| s.to_string()).collect(),
+        context: None,
+        memory: None,
+        thread_id: None,
         command_id: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)

@@ -9,10 +9,10 @@ use crate::call;
 use crate::params::{
     JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult, NoParams, PermissionsList,
     PermissionsRespond, PermissionsResult, ReloadResult, RespondResult, RevokeResult,
-    SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadResult, ThreadsConfigure,
-    ThreadsCreate, ThreadsList, ThreadsResult, TurnResult, TurnsCancel, TurnsContinue, TurnsGet,
-    TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceRemoved, WorkspaceResult,
-    WorkspacesAdd, WorkspacesRemove, WorkspacesResult,
+    SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadReserved, ThreadResult,
+    ThreadsConfigure, ThreadsCreate, ThreadsList, ThreadsResult, TurnResult, TurnsCancel,
+    TurnsContinue, TurnsGet, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceRemoved,
+    WorkspaceResult, WorkspacesAdd, WorkspacesRemove, WorkspacesResult,
 };
 use crate::{
     ApprovalPolicy, PendingRequest, ReplayPage, ResolveAs, Thread, ThreadSnapshot, Turn, Workspace,
@@ -90,6 +90,9 @@ impl Client {
             retention: None,
             mcp_servers: Vec::new(),
             tools: Vec::new(),
+            context: None,
+            memory: None,
+            thread_id: None,
             command_id: command_id.map(str::to_owned),
         };
         let r: ThreadResult = self.request::<call::ThreadsCreate>(&p)?;
@@ -103,6 +106,16 @@ impl Client {
         params: &ThreadsCreate,
     ) -> Result<ThreadResult, ClientError> {
         self.request::<call::ThreadsCreate>(params)
+    }
+
+    /// `threads.reserve`: a thread id for this application before its
+    /// thread exists (pass it as `threadId` to `threads.create`); the same
+    /// command id always answers the same id, so an application that
+    /// reconnects sets its ports up again for the same thread.
+    pub fn threads_reserve(&mut self, command_id: &str) -> Result<ThreadReserved, ClientError> {
+        self.request::<call::ThreadsReserve>(&crate::params::ThreadsReserve {
+            command_id: command_id.to_owned(),
+        })
     }
 
     /// `mcp.register`: offers these MCP servers to this application's
@@ -143,6 +156,53 @@ impl Client {
             endpoint: endpoint.to_owned(),
         })?;
         self.tools.remove(endpoint);
+        Ok(result.revoked)
+    }
+
+    /// `context.register`: serves this context port to this application's
+    /// threads for as long as this connection stays open. Threads bind it
+    /// by name in `threads.create` (`context`); the controller then asks
+    /// it, on this connection, for each turn's context (`context.prepare`)
+    /// before the turn reaches its agent: answer with
+    /// [`Client::serve_context`]. [`Client::reconnect`] registers it again.
+    pub fn context_register(
+        &mut self,
+        port: crate::context::ContextRegister,
+    ) -> Result<crate::context::PortRegisterResult, ClientError> {
+        let result = self.request::<call::ContextRegister>(&port)?;
+        self.context.insert(port.port.clone(), port);
+        Ok(result)
+    }
+
+    /// `context.unregister`: revokes a context port of this connection at
+    /// once; `false` when it held none of that name.
+    pub fn context_unregister(&mut self, port: &str) -> Result<bool, ClientError> {
+        let result = self.request::<call::ContextUnregister>(&crate::context::PortUnregister {
+            port: port.to_owned(),
+        })?;
+        self.context.remove(port);
+        Ok(result.revoked)
+    }
+
+    /// `memory.register`: serves this memory port to this application's
+    /// threads while this connection stays open; threads bind it by name
+    /// (`threads.create` `memory`). Answer its callbacks with
+    /// [`Client::serve_memory`]. [`Client::reconnect`] registers it again.
+    pub fn memory_register(
+        &mut self,
+        port: crate::memory::MemoryRegister,
+    ) -> Result<crate::context::PortRegisterResult, ClientError> {
+        let result = self.request::<call::MemoryRegister>(&port)?;
+        self.memory.insert(port.port.clone(), port);
+        Ok(result)
+    }
+
+    /// `memory.unregister`: revokes a memory port of this connection.
+    pub fn memory_unregister(&mut self, port: &str) -> Result<bool, ClientError> {
+        let result = self.request::<call::MemoryUnregister>(&crate::context::PortUnregister {
+            port: port.to_owned(),
+        })?;
+        self.memory.remove(port);
         Ok(result.revoked)
     }
 

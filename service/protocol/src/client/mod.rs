@@ -41,7 +41,7 @@ use crate::{
 
 pub use error::ClientError;
 pub use follow::JournalFollower;
-pub use serve::{CallbackError, ToolHandler};
+pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler};
 
 /// How long [`Client::connect`] waits for the socket to accept.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -113,6 +113,11 @@ pub struct Client {
     /// name: like MCP servers they die with their connection, so
     /// [`Client::reconnect`] registers them again.
     pub(crate) tools: BTreeMap<String, crate::tools::ToolsRegister>,
+    /// The context ports registered with [`Client::context_register`], by
+    /// name, registered again by [`Client::reconnect`] like tool endpoints.
+    pub(crate) context: BTreeMap<String, crate::context::ContextRegister>,
+    /// The memory ports registered with [`Client::memory_register`].
+    pub(crate) memory: BTreeMap<String, crate::memory::MemoryRegister>,
     /// Controller → client requests (`tools.invoke`, `capture.*`) read
     /// while waiting for a response, for [`Client::serve_tools`].
     pub(crate) callbacks: VecDeque<Request>,
@@ -180,6 +185,8 @@ impl Client {
             attachments: BTreeMap::new(),
             mcp: None,
             tools: BTreeMap::new(),
+            context: BTreeMap::new(),
+            memory: BTreeMap::new(),
             callbacks: VecDeque::new(),
         })
     }
@@ -300,6 +307,12 @@ impl Client {
         self.callbacks.clear();
         for endpoint in self.tools.clone().into_values() {
             self.tools_register(endpoint)?;
+        }
+        for port in self.context.clone().into_values() {
+            self.context_register(port)?;
+        }
+        for port in self.memory.clone().into_values() {
+            self.memory_register(port)?;
         }
         // Re-attach and re-snapshot every attached thread: what happened
         // while disconnected shows in the fresh snapshots, and a thread

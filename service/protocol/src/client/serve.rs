@@ -1,6 +1,7 @@
 //! Serving the controller's callbacks on a client connection: the typed
 //! application side of tool endpoints (`tools.invoke`, `capture.begin`,
-//! `capture.finish`).
+//! `capture.finish`) and of context ports (`context.prepare`), over one
+//! read path.
 //!
 //! What must stay true: every callback read is answered exactly once, with
 //! the handler's result or its error; an unknown callback is answered
@@ -11,6 +12,10 @@
 use std::io::Write;
 use std::time::Duration;
 
+use crate::context::{CONTEXT_PREPARE, ContextPrepare, ContextPrepared};
+use crate::memory::{
+    MEMORY_EVIDENCE, MEMORY_SEARCH, MemoryCandidate, MemoryCandidates, MemoryEvidence, MemorySearch,
+};
 use crate::tools::{CaptureAck, CaptureNotice, ToolInvoke, ToolOutput, callbacks};
 use crate::{ErrorCode, Incoming, Request, Response, RpcError, encode};
 
@@ -42,6 +47,70 @@ pub trait ToolHandler {
     fn capture_finish(&mut self, notice: &CaptureNotice) -> Result<(), CallbackError> {
         let _ = notice;
         Ok(())
+    }
+}
+
+/// An application's context ports, as the controller asks them.
+///
+/// `prepare` runs once per turn of a thread that binds the port, after the
+/// turn is claimed and before its agent sees the prompt; it must answer
+/// within the port's deadline (`deadlineMs`, 5 s by default) or the turn
+/// fails `context_unavailable`. Text over
+/// [`ContextPrepare::budget_bytes`] is cut by the controller.
+pub trait ContextHandler {
+    /// The blocks for one turn.
+    fn prepare(&mut self, call: &ContextPrepare) -> Result<ContextPrepared, CallbackError>;
+}
+
+/// An application's memory ports, as the controller asks them. Every call
+/// carries the controller's [`AccessEnvelope`](crate::memory::AccessEnvelope)
+/// (principal, application, thread, workspace): scope what you answer by
+/// it; nothing the agent sends can change it.
+pub trait MemoryHandler {
+    /// Candidates for a query, best first.
+    fn search(&mut self, call: &MemorySearch) -> Result<MemoryCandidates, CallbackError>;
+    /// Authorize and return one item.
+    fn evidence(&mut self, call: &MemoryEvidence) -> Result<MemoryCandidate, CallbackError>;
+}
+
+fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Response {
+    let id = request.id.clone();
+    let done = match request.method.as_str() {
+        MEMORY_SEARCH => request
+            .params::<MemorySearch>()
+            .map(|c| handler.search(&c).map(serde_json::to_value)),
+        MEMORY_EVIDENCE => request
+            .params::<MemoryEvidence>()
+            .map(|c| handler.evidence(&c).map(serde_json::to_value)),
+        other => Err(RpcError::method_not_found(other)),
+    };
+    match done {
+        Ok(Ok(Ok(v))) => Response::ok(id, v),
+        Ok(Ok(Err(e))) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
+        ),
+        Ok(Err(e)) => Response::err(Some(id), RpcError::new(ErrorCode::ContextUnavailable, e.0)),
+        Err(e) => Response::err(Some(id), e),
+    }
+}
+
+fn answer_context(request: &Request, handler: &mut impl ContextHandler) -> Response {
+    let id = request.id.clone();
+    if request.method != CONTEXT_PREPARE {
+        return Response::err(Some(id), RpcError::method_not_found(&request.method));
+    }
+    let call = match request.params::<ContextPrepare>() {
+        Ok(c) => c,
+        Err(e) => return Response::err(Some(id), e),
+    };
+    match handler.prepare(&call).map(serde_json::to_value) {
+        Ok(Ok(v)) => Response::ok(id, v),
+        Ok(Err(e)) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
+        ),
+        Err(e) => Response::err(Some(id), RpcError::new(ErrorCode::ContextUnavailable, e.0)),
     }
 }
 
@@ -99,6 +168,71 @@ impl Client {
         handler: &mut impl ToolHandler,
         timeout: Option<Duration>,
     ) -> Result<bool, ClientError> {
+        let Some(request) = self.next_callback(timeout)? else {
+            return Ok(false);
+        };
+        self.reply(&answer(&request, handler))
+    }
+
+    /// Serves one `context.prepare` with `handler`, like
+    /// [`Client::serve_tools`] (any other callback is answered "method not
+    /// found": serve each kind with its handler, or one handler for both
+    /// with [`Client::serve_ports`]).
+    pub fn serve_context(
+        &mut self,
+        handler: &mut impl ContextHandler,
+        timeout: Option<Duration>,
+    ) -> Result<bool, ClientError> {
+        let Some(request) = self.next_callback(timeout)? else {
+            return Ok(false);
+        };
+        self.reply(&answer_context(&request, handler))
+    }
+
+    /// Serves one `memory.search` / `memory.evidence` with `handler`, like
+    /// [`Client::serve_context`].
+    pub fn serve_memory(
+        &mut self,
+        handler: &mut impl MemoryHandler,
+        timeout: Option<Duration>,
+    ) -> Result<bool, ClientError> {
+        let Some(request) = self.next_callback(timeout)? else {
+            return Ok(false);
+        };
+        self.reply(&answer_memory(&request, handler))
+    }
+
+    /// Serves one callback of any kind: `context.*` with `context`, the
+    /// rest with `tools`.
+    pub fn serve_ports(
+        &mut self,
+        tools: &mut impl ToolHandler,
+        context: &mut impl ContextHandler,
+        timeout: Option<Duration>,
+    ) -> Result<bool, ClientError> {
+        let Some(request) = self.next_callback(timeout)? else {
+            return Ok(false);
+        };
+        let response = if request.method.starts_with("context.") {
+            answer_context(&request, context)
+        } else {
+            answer(&request, tools)
+        };
+        self.reply(&response)
+    }
+
+    fn reply(&mut self, response: &Response) -> Result<bool, ClientError> {
+        self.stream
+            .write_all(&encode(response))
+            .map_err(|_| ClientError::Disconnected {
+                request_sent: false,
+            })?;
+        Ok(true)
+    }
+
+    /// One callback queued while a request waited, else one read within
+    /// `timeout`; `None` when none came in time.
+    fn next_callback(&mut self, timeout: Option<Duration>) -> Result<Option<Request>, ClientError> {
         let request = match self.callbacks.pop_front() {
             Some(r) => r,
             None => {
@@ -107,7 +241,7 @@ impl Client {
                     let left =
                         deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
                     if left.is_some_and(|l| l.is_zero()) {
-                        return Ok(false);
+                        return Ok(None);
                     }
                     match self.read_incoming(left) {
                         Ok(Some(Incoming::Request(r))) => break r,
@@ -120,19 +254,13 @@ impl Client {
                                 request_sent: false,
                             });
                         }
-                        Err(ClientError::Timeout) => return Ok(false),
+                        Err(ClientError::Timeout) => return Ok(None),
                         Err(e) => return Err(e),
                     }
                 }
             }
         };
-        let response = answer(&request, handler);
-        self.stream
-            .write_all(&encode(&response))
-            .map_err(|_| ClientError::Disconnected {
-                request_sent: false,
-            })?;
-        Ok(true)
+        Ok(Some(request))
     }
 }
 

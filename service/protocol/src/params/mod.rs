@@ -29,8 +29,8 @@ pub use journal::{
     JournalReplay, JournalSubscribe, JournalUnsubscribe, SubscribeResult, UnsubscribeResult,
 };
 pub use threads::{
-    McpRegister, McpRegisterResult, ThreadRef, ThreadResult, ThreadsAttach, ThreadsConfigure,
-    ThreadsCreate, ThreadsList, ThreadsResult,
+    McpRegister, McpRegisterResult, ThreadRef, ThreadReserved, ThreadResult, ThreadsAttach,
+    ThreadsConfigure, ThreadsCreate, ThreadsList, ThreadsReserve, ThreadsResult,
 };
 pub use turns::{
     InboxSummary, OldestRequest, PermissionsList, PermissionsRespond, PermissionsResult,

@@ -33,6 +33,26 @@ pub struct ThreadsCreate {
     /// Refused on restricted threads (`tools_restricted`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// The name of a context port this application registered
+    /// (`context.register`): every turn's claim asks it for context blocks
+    /// (`context.prepare`) before the dispatch boundary. Only the name
+    /// persists; a turn whose port is gone, late or refusing fails
+    /// `context_unavailable` before its agent sees the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The name of a memory port this application registered
+    /// (`memory.register`): every turn's preparation recalls from it (a
+    /// labelled block before the prompt), and the agent gets the read tools
+    /// `memory_search` and `memory_read` on the controller's MCP bridge. A
+    /// turn whose port is gone or late fails `context_unavailable` before
+    /// dispatch. Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// A thread id this application reserved (`threads.reserve`): the
+    /// thread gets that id. Another application's, or one never reserved,
+    /// is `not_found`; one already taken by a thread is `conflict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
     /// Makes the creation idempotent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
@@ -119,6 +139,28 @@ pub struct ThreadsConfigure {
 pub struct ThreadResult {
     /// The thread.
     pub thread: crate::Thread,
+    /// True when the command id was seen before.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// `threads.reserve`: a thread id for this application, before its thread
+/// exists, so its ports can be set up for that id first (and set up again
+/// for the same id after a reconnect). Idempotent by command id: the same
+/// command id always answers the same id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadsReserve {
+    /// Makes the reservation idempotent (required).
+    pub command_id: String,
+}
+
+/// `threads.reserve` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadReserved {
+    /// The reserved id (`thr_…`), for `threads.create`'s `threadId`.
+    pub thread_id: String,
     /// True when the command id was seen before.
     #[serde(default)]
     pub replayed: bool,

@@ -32,6 +32,12 @@ pub struct ThreadCreated {
     /// the stored bytes of threads without tools are unchanged).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// The application context port it binds by name (omitted when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The application memory port it binds by name (omitted when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 /// `thread_configured`: the configuration after a `threads.configure`.

@@ -25,6 +25,8 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             retention: Retention::MetadataOnly,
             mcp_servers: vec![],
             tools: vec![],
+            context: None,
+            memory: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "allow-all",
             "restricted": false, "retention": "metadata-only"}),
@@ -38,6 +40,8 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             retention: Retention::Full,
             mcp_servers: vec![],
             tools: vec!["crm".into()],
+            context: None,
+            memory: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "ask",
             "restricted": false, "retention": "full", "tools": ["crm"]}),
@@ -354,4 +358,64 @@ fn tool_calls_round_trip_and_unknown_effects_are_the_unfinished_mutating_ones() 
         .map(|u| u.call_id)
         .collect();
     assert_eq!(unknown, ["b", "d"], "a finished, c is a read tool");
+}
+
+#[test]
+fn prepared_context_has_a_pinned_stored_form() {
+    use crate::context::{PreparedBlock, PreparedContext};
+    let p = Payload::ContextPrepared(PreparedContext {
+        port: "notes".into(),
+        port_identity: "context_x".into(),
+        budget_bytes: 10,
+        used_bytes: 7,
+        blocks: vec![
+            PreparedBlock {
+                id: "a".into(),
+                sha256: "ab".into(),
+                bytes: 3,
+                cut: false,
+                text: Some("abc".into()),
+            },
+            PreparedBlock {
+                id: "b".into(),
+                sha256: "cd".into(),
+                bytes: 4,
+                cut: true,
+                text: None,
+            },
+        ],
+        cut_blocks: 1,
+        cut_bytes: 2,
+    });
+    assert_eq!(p.kind(), EventKind::ContextPrepared);
+    assert_eq!(
+        p.to_value(),
+        json!({"port": "notes", "portIdentity": "context_x", "budgetBytes": 10, "usedBytes": 7,
+            "blocks": [{"id": "a", "sha256": "ab", "bytes": 3, "text": "abc"},
+                       {"id": "b", "sha256": "cd", "bytes": 4, "cut": true}],
+            "cutBlocks": 1, "cutBytes": 2})
+    );
+    assert_eq!(Payload::from_value(p.kind(), p.to_value()), p);
+}
+
+#[test]
+fn memory_recalls_have_a_pinned_stored_form_without_text() {
+    use crate::memory::{PreparedMemory, RecallVia};
+    let p = Payload::MemoryRecalled(PreparedMemory {
+        via: RecallVia::Preparation,
+        port: "mem".into(),
+        port_identity: "memory_x".into(),
+        candidates: 3,
+        rejected: 1,
+        rendered: vec!["m1".into(), "m3".into()],
+        budget_bytes: 8192,
+        used_bytes: 32,
+    });
+    assert_eq!(p.kind(), EventKind::MemoryRecalled);
+    assert_eq!(
+        p.to_value(),
+        json!({"via": "preparation", "port": "mem", "portIdentity": "memory_x", "candidates": 3,
+            "rejected": 1, "rendered": ["m1", "m3"], "budgetBytes": 8192, "usedBytes": 32})
+    );
+    assert_eq!(Payload::from_value(p.kind(), p.to_value()), p);
 }

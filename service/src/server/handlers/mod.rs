@@ -39,9 +39,12 @@ pub(crate) use permissions::permissions_list;
 pub(crate) use providers::providers_check;
 pub(crate) use status::status;
 pub(crate) use threads::{
-    threads_attach, threads_configure, threads_create, threads_get, threads_list,
+    threads_attach, threads_configure, threads_create, threads_get, threads_list, threads_reserve,
 };
-pub(crate) use tools::{tools_register, tools_unregister};
+pub(crate) use tools::{
+    context_register, context_unregister, memory_register, memory_unregister, tools_register,
+    tools_unregister,
+};
 pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
     turns_submit,

@@ -29,6 +29,8 @@ pub(crate) async fn threads_create(
     provider(ctx, &p.provider)?;
     super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
     super::tools::check_create(ctx, session, p.restricted, &p.tools)?;
+    super::tools::check_context(ctx, session, p.context.as_deref())?;
+    super::tools::check_memory(ctx, session, p.restricted, p.memory.as_deref())?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
@@ -38,6 +40,9 @@ pub(crate) async fn threads_create(
         retention: p.retention.unwrap_or(Retention::Full),
         mcp_servers: p.mcp_servers,
         tools: p.tools,
+        context: p.context,
+        memory: p.memory,
+        thread_id: p.thread_id,
     };
     let receipt = ctx
         .core
@@ -47,6 +52,24 @@ pub(crate) async fn threads_create(
         .map_err(store_err)?;
     Ok(ThreadResult {
         thread: receipt.value,
+        replayed: receipt.replayed,
+    })
+}
+
+/// `threads.reserve`: a thread id for this application, before its thread.
+pub(crate) async fn threads_reserve(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    p: params::ThreadsReserve,
+) -> Result<params::ThreadReserved, RpcError> {
+    let receipt = ctx
+        .core
+        .store
+        .reserve_thread(&actor(session), &p.command_id)
+        .await
+        .map_err(store_err)?;
+    Ok(params::ThreadReserved {
+        thread_id: receipt.value,
         replayed: receipt.replayed,
     })
 }

@@ -1,8 +1,14 @@
-//! `tools.register` / `tools.unregister`, and the tool checks of
-//! `threads.create`, `threads.configure` and `threads.attach`.
+//! `tools.register` / `tools.unregister`, `context.register` /
+//! `context.unregister`, and the port checks of `threads.create`,
+//! `threads.configure` and `threads.attach`.
 
 use crate::auth::AuthSession;
 use lapis_protocol::RpcError;
+use lapis_protocol::context::{
+    ContextRegister, PortRefusal, PortRegisterResult, PortUnregister, PortView,
+    validate_port_binding,
+};
+use lapis_protocol::memory::MemoryRegister;
 use lapis_protocol::tools::{
     ToolRefusal, ToolsRegister, ToolsRegisterResult, ToolsUnregister, ToolsUnregisterResult,
     validate_binding,
@@ -17,6 +23,159 @@ pub(super) fn refusal(r: ToolRefusal) -> RpcError {
     RpcError::new(r.code(), r.to_string())
 }
 
+/// The wire error of a port refusal.
+fn port_refusal(r: PortRefusal) -> RpcError {
+    RpcError::new(r.code(), r.to_string())
+}
+
+/// This connection's calling side, made by its first port registration.
+fn peer_of(conn: &mut Conn) -> crate::tools::Peer {
+    conn.peer
+        .get_or_insert_with(|| crate::tools::Peer::new(conn.outbox.0.clone()))
+        .clone()
+}
+
+/// `context.register`: one context port served by this connection until
+/// it closes or unregisters it.
+pub(crate) fn context_register(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    session: &AuthSession,
+    p: ContextRegister,
+) -> Result<PortRegisterResult, RpcError> {
+    let peer = peer_of(conn);
+    let name = p.port.clone();
+    let identity = ctx
+        .core
+        .tools
+        .registry
+        .register_port(
+            &mut conn.tools,
+            &session.principal,
+            &session.application,
+            p,
+            peer,
+        )
+        .map_err(port_refusal)?;
+    tracing::info!(conn = conn.number, application = %session.application, port = %name, "context port registered");
+    Ok(PortRegisterResult {
+        port: PortView { name, identity },
+    })
+}
+
+/// `context.unregister`: revokes one context port of this connection at
+/// once (a preparation waiting on it fails the turn closed).
+pub(crate) fn context_unregister(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    p: PortUnregister,
+) -> Result<ToolsUnregisterResult, RpcError> {
+    let revoked = ctx.core.tools.registry.unregister_port(
+        crate::tools::registry::PortKind::Context,
+        conn.tools.as_ref(),
+        &p.port,
+    );
+    if revoked {
+        tracing::info!(conn = conn.number, port = %p.port, "context port revoked");
+    }
+    Ok(ToolsUnregisterResult { revoked })
+}
+
+/// `memory.register`: one memory port served by this connection until it
+/// closes or unregisters it.
+pub(crate) fn memory_register(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    session: &AuthSession,
+    p: MemoryRegister,
+) -> Result<PortRegisterResult, RpcError> {
+    let peer = peer_of(conn);
+    let name = p.port.clone();
+    let identity = ctx
+        .core
+        .tools
+        .registry
+        .register_port(
+            &mut conn.tools,
+            &session.principal,
+            &session.application,
+            p,
+            peer,
+        )
+        .map_err(port_refusal)?;
+    tracing::info!(conn = conn.number, application = %session.application, port = %name, "memory port registered");
+    Ok(PortRegisterResult {
+        port: PortView { name, identity },
+    })
+}
+
+/// `memory.unregister`: revokes one memory port of this connection at once.
+pub(crate) fn memory_unregister(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    p: PortUnregister,
+) -> Result<ToolsUnregisterResult, RpcError> {
+    let revoked = ctx.core.tools.registry.unregister_port(
+        crate::tools::registry::PortKind::Memory,
+        conn.tools.as_ref(),
+        &p.port,
+    );
+    if revoked {
+        tracing::info!(conn = conn.number, port = %p.port, "memory port revoked");
+    }
+    Ok(ToolsUnregisterResult { revoked })
+}
+
+/// What `threads.create` checks of the memory port a thread binds: a valid
+/// name, an unrestricted thread (memory reaches the agent through the
+/// bridge's read tools), registered by this application now.
+pub(super) fn check_memory(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    restricted: bool,
+    port: Option<&str>,
+) -> Result<(), RpcError> {
+    validate_port_binding(port).map_err(port_refusal)?;
+    let Some(port) = port else { return Ok(()) };
+    if restricted {
+        return Err(refusal(ToolRefusal::Restricted));
+    }
+    ctx.core
+        .tools
+        .registry
+        .lookup_port::<MemoryRegister>(&session.principal, &session.application, port)
+        .map(|_| ())
+        .ok_or_else(|| {
+            port_refusal(PortRefusal::ContextUnavailable {
+                port: port.to_owned(),
+                why: "not registered by this application",
+            })
+        })
+}
+
+/// What `threads.create` checks of the context port a thread binds: a
+/// valid name, registered by this application now (the claim checks
+/// again: the connection may close).
+pub(super) fn check_context(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    port: Option<&str>,
+) -> Result<(), RpcError> {
+    validate_port_binding(port).map_err(port_refusal)?;
+    let Some(port) = port else { return Ok(()) };
+    ctx.core
+        .tools
+        .registry
+        .lookup_port::<ContextRegister>(&session.principal, &session.application, port)
+        .map(|_| ())
+        .ok_or_else(|| {
+            port_refusal(PortRefusal::ContextUnavailable {
+                port: port.to_owned(),
+                why: "not registered by this application",
+            })
+        })
+}
+
 /// `tools.register`: one endpoint served by this connection until it
 /// closes or unregisters it.
 pub(crate) fn tools_register(
@@ -25,10 +184,7 @@ pub(crate) fn tools_register(
     session: &AuthSession,
     p: ToolsRegister,
 ) -> Result<ToolsRegisterResult, RpcError> {
-    let peer = conn
-        .peer
-        .get_or_insert_with(|| crate::tools::Peer::new(conn.outbox.0.clone()))
-        .clone();
+    let peer = peer_of(conn);
     let endpoint = ctx
         .core
         .tools

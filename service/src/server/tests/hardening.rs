@@ -26,6 +26,9 @@ fn new_thread(actor: &Actor) -> NewThread {
         retention: Retention::Full,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
     }
 }
 

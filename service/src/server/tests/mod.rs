@@ -201,6 +201,9 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     retention: Retention::Full,
                     mcp_servers: Vec::new(),
                     tools: Vec::new(),
+                    context: None,
+                    memory: None,
+                    thread_id: None,
                 },
             )
             .await

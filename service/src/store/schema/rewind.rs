@@ -45,6 +45,8 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE workspaces DROP COLUMN removed_at;",
     "ALTER TABLE threads DROP COLUMN tools; DROP INDEX events_tool_calls;",
     "DROP TABLE permission_requests; DROP INDEX turns_unsettled;",
+    "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; \
+     DROP TABLE thread_reservations;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

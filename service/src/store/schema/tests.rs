@@ -137,6 +137,39 @@ fn a_version_8_database_upgrades_to_tool_endpoint_names() {
     assert!(thread.tools.is_empty());
 }
 
+/// A version-11 database (before context and memory ports and reserved
+/// thread ids) upgrades in place: its threads bind no port, and
+/// reservations can be taken.
+#[test]
+fn a_version_11_database_upgrades_to_ports_and_reservations() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(DB_FILE);
+    {
+        let conn = Connection::open(&path).unwrap();
+        migrate(&conn, 0).unwrap();
+        rewind(&conn, 11);
+        conn.execute_batch(
+            "INSERT INTO workspaces VALUES ('ws', '/w', 1, NULL); \
+             INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
+             restricted, retention, version, created_at, updated_at) \
+             VALUES ('thr_1', 'owner', 'app', 'ws', 'echo', 'ask', 0, 'full', 1, 1, 1);",
+        )
+        .unwrap();
+    }
+    let conn = open_writer(&path).unwrap();
+    let v: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
+    assert_eq!((thread.context, thread.memory), (None, None));
+    conn.execute(
+        "INSERT INTO thread_reservations VALUES ('thr_2', 'owner', 'app', 1)",
+        [],
+    )
+    .unwrap();
+}
+
 #[test]
 fn newer_schema_and_foreign_databases_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -150,6 +150,9 @@ async fn command_ids_are_idempotent_per_principal_with_input_digest() {
         retention: Retention::Full,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
     };
     let t1 = s.create_thread(&owner(), input.clone()).await.unwrap();
     let t2 = s.create_thread(&owner(), input.clone()).await.unwrap();
@@ -212,6 +215,9 @@ async fn workspaces_are_canonical_and_aliases_are_refused() {
         retention: Retention::Full,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
     };
     assert_eq!(
         s.create_thread(&owner(), th).await.unwrap_err().code(),

@@ -93,6 +93,9 @@ pub(crate) async fn thread_of(
         retention,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
     };
     store.create_thread(actor, input).await.unwrap().value
 }

@@ -50,6 +50,9 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         retention,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
+        context: None,
+        memory: None,
+        thread_id: None,
     };
     store.create_thread(&owner(), input).await.unwrap().value
 }

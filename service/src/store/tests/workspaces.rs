@@ -89,6 +89,9 @@ async fn a_removed_workspace_reopens_verifies_and_comes_back_with_its_threads() 
                 retention: Retention::Full,
                 mcp_servers: Vec::new(),
                 tools: Vec::new(),
+                context: None,
+                memory: None,
+                thread_id: None,
             },
         )
         .await

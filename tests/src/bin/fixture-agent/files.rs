@@ -26,12 +26,20 @@ pub(crate) fn prompt_text(params: &Value) -> String {
 /// Appends the prompt text to the ledger and fsyncs, so chaos tests can
 /// count how often a prompt really reached an agent.
 pub(crate) fn record(ledger: &str, params: &Value) {
-    // Content blocks apart (` || `), so a test sees a separate block.
+    // Content blocks apart (` || `), so a test sees a separate block; an
+    // embedded resource as `[<uri>] <text>`, so a test sees its form.
     let text: Vec<String> = params["prompt"]
         .as_array()
         .map(|b| {
             b.iter()
-                .filter_map(|x| x["text"].as_str())
+                .filter_map(|x| match x["type"].as_str() {
+                    Some("resource") => Some(format!(
+                        "[{}] {}",
+                        x["resource"]["uri"].as_str()?,
+                        x["resource"]["text"].as_str()?
+                    )),
+                    _ => x["text"].as_str().map(str::to_owned),
+                })
                 .map(|t| t.replace('\n', " "))
                 .collect()
         })
