@@ -325,11 +325,18 @@ fn main() {
                         .expect("history");
                     writeln!(f, "{text}").expect("history write");
                 }
-                // The prompt's own lines (`text` has them joined).
+                // The prompt's own lines (`text` has them joined), each
+                // block on its own lines: a block before the user's text
+                // (continuation, context) must not run into its first line.
                 let calls = script.has("mcp-tools").then(|| -> String {
                     params["prompt"]
                         .as_array()
-                        .map(|b| b.iter().filter_map(|x| x["text"].as_str()).collect())
+                        .map(|b| {
+                            b.iter()
+                                .filter_map(|x| x["text"].as_str())
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        })
                         .unwrap_or_default()
                 });
                 memory.push(text);
