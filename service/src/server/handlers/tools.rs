@@ -3,6 +3,7 @@
 //! `threads.configure` and `threads.attach`.
 
 use crate::auth::AuthSession;
+use crate::tools::registry::{Port, PortKind};
 use lapis_protocol::RpcError;
 use lapis_protocol::context::{
     ContextRegister, PortRefusal, PortRegisterResult, PortUnregister, PortView,
@@ -43,24 +44,7 @@ pub(crate) fn context_register(
     session: &AuthSession,
     p: ContextRegister,
 ) -> Result<PortRegisterResult, RpcError> {
-    let peer = peer_of(conn);
-    let name = p.port.clone();
-    let identity = ctx
-        .core
-        .tools
-        .registry
-        .register_port(
-            &mut conn.tools,
-            &session.principal,
-            &session.application,
-            p,
-            peer,
-        )
-        .map_err(port_refusal)?;
-    tracing::info!(conn = conn.number, application = %session.application, port = %name, "context port registered");
-    Ok(PortRegisterResult {
-        port: PortView { name, identity },
-    })
+    register_port(ctx, conn, session, p)
 }
 
 /// `context.unregister`: revokes one context port of this connection at
@@ -70,15 +54,7 @@ pub(crate) fn context_unregister(
     conn: &mut Conn,
     p: PortUnregister,
 ) -> Result<ToolsUnregisterResult, RpcError> {
-    let revoked = ctx.core.tools.registry.unregister_port(
-        crate::tools::registry::PortKind::Context,
-        conn.tools.as_ref(),
-        &p.port,
-    );
-    if revoked {
-        tracing::info!(conn = conn.number, port = %p.port, "context port revoked");
-    }
-    Ok(ToolsUnregisterResult { revoked })
+    unregister_port(ctx, conn, PortKind::Context, p)
 }
 
 /// `memory.register`: one memory port served by this connection until it
@@ -89,8 +65,27 @@ pub(crate) fn memory_register(
     session: &AuthSession,
     p: MemoryRegister,
 ) -> Result<PortRegisterResult, RpcError> {
+    register_port(ctx, conn, session, p)
+}
+
+/// `memory.unregister`: revokes one memory port of this connection at once.
+pub(crate) fn memory_unregister(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    p: PortUnregister,
+) -> Result<ToolsUnregisterResult, RpcError> {
+    unregister_port(ctx, conn, PortKind::Memory, p)
+}
+
+/// One port of kind `S::KIND` registered on this connection's lease.
+fn register_port<S: Port<Refusal = PortRefusal>>(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    session: &AuthSession,
+    p: S,
+) -> Result<PortRegisterResult, RpcError> {
     let peer = peer_of(conn);
-    let name = p.port.clone();
+    let name = p.name().to_owned();
     let identity = ctx
         .core
         .tools
@@ -103,25 +98,26 @@ pub(crate) fn memory_register(
             peer,
         )
         .map_err(port_refusal)?;
-    tracing::info!(conn = conn.number, application = %session.application, port = %name, "memory port registered");
+    tracing::info!(conn = conn.number, application = %session.application, kind = ?S::KIND, port = %name, "port registered");
     Ok(PortRegisterResult {
         port: PortView { name, identity },
     })
 }
 
-/// `memory.unregister`: revokes one memory port of this connection at once.
-pub(crate) fn memory_unregister(
+/// Revokes one port of `kind` of this connection at once.
+fn unregister_port(
     ctx: &ServerContext,
     conn: &mut Conn,
+    kind: PortKind,
     p: PortUnregister,
 ) -> Result<ToolsUnregisterResult, RpcError> {
-    let revoked = ctx.core.tools.registry.unregister_port(
-        crate::tools::registry::PortKind::Memory,
-        conn.tools.as_ref(),
-        &p.port,
-    );
+    let revoked = ctx
+        .core
+        .tools
+        .registry
+        .unregister_port(kind, conn.tools.as_ref(), &p.port);
     if revoked {
-        tracing::info!(conn = conn.number, port = %p.port, "memory port revoked");
+        tracing::info!(conn = conn.number, kind = ?kind, port = %p.port, "port revoked");
     }
     Ok(ToolsUnregisterResult { revoked })
 }
