@@ -42,6 +42,7 @@
 #![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 pub(crate) mod domain;
+pub(crate) mod git;
 pub(crate) mod notifier;
 pub(crate) mod redact;
 pub(crate) mod tools;

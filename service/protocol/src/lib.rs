@@ -42,6 +42,7 @@ mod prepared;
 pub mod probe;
 mod records;
 mod scopes;
+pub mod snapshot;
 mod state;
 mod strict;
 pub mod terminal;
