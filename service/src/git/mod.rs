@@ -17,6 +17,4 @@
 //! and every command is bounded by a timeout that kills it.
 
 mod command;
-pub(crate) mod snapshot;
-
-pub(crate) use command::GitError;
+pub mod snapshot;
