@@ -24,6 +24,8 @@ mod cli_terminal;
 mod cli_watch;
 mod client;
 mod context;
+mod context_ts;
+mod evidence;
 mod home;
 mod inbox;
 mod install;
