@@ -153,3 +153,28 @@ fn serve_background_refuses_a_directory_that_is_not_a_controller_home() {
     );
     assert!(!project.join("serve.log").exists() && !project.join("serve.pid").exists());
 }
+
+#[test]
+fn install_without_a_service_manager_starts_in_the_background_when_asked() {
+    let ctx = TestContext::new();
+    // No systemctl on PATH: no service manager answers.
+    let empty = ctx.home().join("empty-path");
+    std::fs::create_dir(&empty).unwrap();
+    let mut cmd = ctx.command(["install", "--start", "background", "--json"]);
+    cmd.env("PATH", &empty);
+    let out = ctx.output(cmd);
+    out.success();
+    let doc = out.json();
+    assert_eq!(doc["service"]["status"], "background", "{doc}");
+    let pid = doc["service"]["pid"].as_u64().expect("pid");
+    assert!(
+        doc["service"]["stop"].as_str().unwrap().ends_with(" stop"),
+        "{doc}"
+    );
+    assert!(out.stderr.contains("no service manager"), "{}", out.stderr);
+    let status = ctx.run(["status", "--json"]);
+    status.success();
+    assert_eq!(status.json()["pid"], json!(pid));
+    ctx.run(["stop"]).success();
+    ctx.run(["status"]).expect_code(3);
+}
