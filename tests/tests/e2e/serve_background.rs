@@ -50,6 +50,24 @@ fn serve_background_answers_before_it_returns_and_stop_ends_it() {
             .mode();
         assert_eq!(mode & 0o777, 0o600, "{file}");
     }
+    // `doctor` only warns about the missing service unit while the socket
+    // answers without one.
+    let doc = ctx.run(["doctor", "--json"]).json();
+    let unit = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "unit")
+        .unwrap()
+        .clone();
+    assert_eq!(unit["status"], "warn", "{doc}");
+    assert!(
+        unit["summary"]
+            .as_str()
+            .unwrap()
+            .contains("answers on its socket without it"),
+        "{doc}"
+    );
     // A second start finds it running and starts nothing.
     let again = ctx.run(["serve", "--background"]);
     again.success();
