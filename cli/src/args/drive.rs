@@ -56,6 +56,21 @@ pub(crate) enum RetentionArg {
     MetadataOnly,
 }
 
+/// `threads configure --permission-timeout`: seconds, or `provider` (the
+/// thread's own timeout removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PermissionTimeout(pub(crate) Option<u64>);
+
+fn permission_timeout(value: &str) -> Result<PermissionTimeout, String> {
+    if value == "provider" {
+        return Ok(PermissionTimeout(None));
+    }
+    value
+        .parse::<u64>()
+        .map(|n| PermissionTimeout(Some(n)))
+        .map_err(|_| "expected a number of seconds or `provider`".to_owned())
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
@@ -76,6 +91,11 @@ pub(crate) enum ThreadsCommand {
         /// What the journal keeps of the thread's content.
         #[arg(long, value_enum, default_value = "full")]
         retention: RetentionArg,
+        /// How long each permission request waits for an answer before it
+        /// is answered by policy (1-604800; default: the provider's
+        /// `permissionTimeoutSeconds`; a turn's deadline caps it).
+        #[arg(long, value_name = "SECONDS")]
+        permission_timeout: Option<u64>,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]
@@ -103,6 +123,10 @@ pub(crate) enum ThreadsCommand {
         /// New retention (applies to events written from now on).
         #[arg(long, value_enum)]
         retention: Option<RetentionArg>,
+        /// New permission timeout in seconds (1-604800), or `provider` to
+        /// go back to the provider's `permissionTimeoutSeconds`.
+        #[arg(long, value_name = "SECONDS", value_parser = permission_timeout)]
+        permission_timeout: Option<PermissionTimeout>,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]

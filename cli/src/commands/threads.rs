@@ -18,6 +18,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             approval,
             restricted,
             retention,
+            permission_timeout,
             cmd,
             out,
         } => {
@@ -34,6 +35,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 memory: None,
                 thread_id: None,
                 command_id: Some(command_id),
+                permission_timeout_seconds: permission_timeout,
             };
             let thread = client
                 .threads_create_with(&params)
@@ -52,6 +54,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             approval,
             restricted,
             retention,
+            permission_timeout,
             cmd,
             out,
         } => {
@@ -64,6 +67,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 restricted,
                 retention: retention.map(retention_policy),
                 command_id: Some(command_id),
+                permission_timeout_seconds: permission_timeout.map(|t| t.0),
             };
             let thread = client
                 .threads_configure(&params)
@@ -97,8 +101,12 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 crate::output::json(&snap)?;
             } else {
                 let t = &snap.thread;
+                let wait = match t.permission_timeout_seconds {
+                    Some(n) => format!("{n}s"),
+                    None => "the provider's".to_owned(),
+                };
                 crate::output::line(format!(
-                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\nturns:",
+                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\npermission timeout {wait}\nturns:",
                     t.id,
                     t.workspace_id,
                     t.provider,

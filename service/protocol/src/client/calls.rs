@@ -94,6 +94,7 @@ impl Client {
             memory: None,
             thread_id: None,
             command_id: command_id.map(str::to_owned),
+            permission_timeout_seconds: None,
         };
         let r: ThreadResult = self.request::<call::ThreadsCreate>(&p)?;
         Ok(r.thread)

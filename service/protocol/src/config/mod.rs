@@ -29,8 +29,8 @@ pub use notify::{
     DEFAULT_NOTIFY_PER_MINUTE, DEFAULT_NOTIFY_TIMEOUT_SECONDS, NotifyConfig, NotifyEvent,
 };
 pub use provider::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
-    SessionPolicy,
+    CommandLookup, CommandRef, ECHO_PROVIDER, PERMISSION_TIMEOUT_SECONDS, ProviderError,
+    ProviderSpec, RestrictedPolicy, SessionPolicy,
 };
 pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
 
