@@ -60,6 +60,10 @@ pub mod engine;
 #[cfg(not(feature = "test-support"))]
 pub(crate) mod engine;
 #[cfg(feature = "test-support")]
+pub mod git;
+#[cfg(not(feature = "test-support"))]
+pub(crate) mod git;
+#[cfg(feature = "test-support")]
 pub mod server;
 #[cfg(not(feature = "test-support"))]
 pub(crate) mod server;

@@ -10,6 +10,7 @@ mod config;
 mod config_files;
 mod connect;
 mod doctor;
+mod evidence;
 mod follow;
 mod install;
 mod install_from;

@@ -65,13 +65,16 @@ pub enum EventKind {
     /// One recall of the thread's memory port (counts, identities, budget
     /// use; never memory text).
     MemoryRecalled,
+    /// A git snapshot of the turn's workspace at its dispatch boundary or
+    /// its outcome (a tree id, or why none was taken; never content).
+    WorkspaceSnapshot,
     #[serde(other)]
     Unknown,
 }
 
 impl EventKind {
     /// Every kind the controller writes.
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
@@ -90,6 +93,7 @@ impl EventKind {
         EventKind::ToolCallFinished,
         EventKind::ContextPrepared,
         EventKind::MemoryRecalled,
+        EventKind::WorkspaceSnapshot,
     ];
 
     /// Stored and wire name.
@@ -113,6 +117,7 @@ impl EventKind {
             EventKind::ToolCallFinished => "tool_call_finished",
             EventKind::ContextPrepared => "context_prepared",
             EventKind::MemoryRecalled => "memory_recalled",
+            EventKind::WorkspaceSnapshot => "workspace_snapshot",
             EventKind::Unknown => "unknown",
         }
     }
@@ -138,7 +143,7 @@ impl EventKind {
 
     /// Kinds the runner may append through `append_activity` (the agent's
     /// side: never the user's message, which only the submit writes).
-    /// The tool-call kinds and `context_prepared` are activity but not
+    /// The tool-call kinds, `context_prepared` and `workspace_snapshot` are activity but not
     /// content: always kept, so an unknown tool effect (and what context a
     /// turn got) is known on every thread (a metadata-only thread's carry
     /// identities only).
@@ -150,6 +155,7 @@ impl EventKind {
                     | EventKind::ToolCallFinished
                     | EventKind::ContextPrepared
                     | EventKind::MemoryRecalled
+                    | EventKind::WorkspaceSnapshot
             )
     }
 }

@@ -45,7 +45,8 @@ pub use lifecycle::{
 };
 pub use note::{
     AgentNotification, AgentStderr, ContextReset, McpRefused, ModeResult, Note, ReplaceReason,
-    ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, UnsupportedRequest,
+    ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, SessionResumed,
+    UnsupportedRequest,
 };
 pub use observation::{Ignored, LateAppend, Observation};
 pub use tool_calls::{
@@ -123,6 +124,9 @@ pub enum Payload {
     ContextPrepared(crate::context::PreparedContext),
     /// `memory_recalled`: one recall of the thread's memory port.
     MemoryRecalled(crate::memory::PreparedMemory),
+    /// `workspace_snapshot`: the workspace's git tree at the boundary or
+    /// the outcome, or why none was taken.
+    WorkspaceSnapshot(crate::snapshot::WorkspaceSnapshot),
     /// `tool_call_finished`: its result.
     ToolCallFinished(ToolCallFinished),
     /// A kind this SDK does not know, or a payload that does not parse as
@@ -157,6 +161,7 @@ impl Payload {
             Payload::ToolCallFinished(_) => EventKind::ToolCallFinished,
             Payload::ContextPrepared(_) => EventKind::ContextPrepared,
             Payload::MemoryRecalled(_) => EventKind::MemoryRecalled,
+            Payload::WorkspaceSnapshot(_) => EventKind::WorkspaceSnapshot,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -182,6 +187,7 @@ impl Payload {
             Payload::ToolCallFinished(p) => value(p),
             Payload::ContextPrepared(p) => value(p),
             Payload::MemoryRecalled(p) => value(p),
+            Payload::WorkspaceSnapshot(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -285,6 +291,7 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
         EventKind::ToolCallFinished => Payload::ToolCallFinished(parse(raw)?),
         EventKind::ContextPrepared => Payload::ContextPrepared(parse(raw)?),
         EventKind::MemoryRecalled => Payload::MemoryRecalled(parse(raw)?),
+        EventKind::WorkspaceSnapshot => Payload::WorkspaceSnapshot(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

@@ -53,6 +53,8 @@ pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
         Payload::ToolCallRequested(_) | Payload::ToolCallFinished(_) => false,
         // Journaled by the claim's preparation, before the boundary.
         Payload::ContextPrepared(_) | Payload::MemoryRecalled(_) => false,
+        // Journaled by the engine around the turn, never by the agent.
+        Payload::WorkspaceSnapshot(_) => false,
     }
 }
 

@@ -12,6 +12,7 @@
 
 mod broker;
 mod claim;
+mod evidence;
 mod hooks;
 mod mcp;
 mod outcome;

@@ -397,6 +397,11 @@ impl Engine {
             dispatched,
             guard.boundary(),
             fingerprint,
+            super::evidence::Evidence::new(
+                &self.store.options().home,
+                &claim.workspace.id,
+                PathBuf::from(&claim.workspace.path),
+            ),
         ));
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
@@ -510,6 +515,14 @@ impl Engine {
             } else {
                 TurnEnd::Failed(OutcomeCode::JournalWriteFailed)
             };
+        }
+        // The outcome's snapshot, queued before the end while the turn
+        // still holds its workspace (see `evidence`).
+        if hooks.dispatched.load(Ordering::SeqCst)
+            && let Some(snapshot) = hooks.evidence.at_outcome().await
+        {
+            let pending = self.store.append_activity(&turn_id, snapshot);
+            hooks.unconfirmed_push(pending);
         }
         // A kept agent goes back to the pool before the outcome is recorded:
         // the outcome's commit releases the workspace, and the thread's next

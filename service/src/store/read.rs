@@ -214,6 +214,29 @@ pub(super) fn turn_events(
     rows.collect::<Result<_, _>>().map_err(unwrap_err)
 }
 
+/// The turn's `workspace_snapshot` records, in journal order.
+pub(super) fn turn_snapshots(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    thread: &str,
+    turn: &str,
+) -> StoreResult<Vec<lapis_protocol::snapshot::WorkspaceSnapshot>> {
+    debug_assert_eq!(EventKind::WorkspaceSnapshot.as_str(), "workspace_snapshot");
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND turn_id = ?2 \
+         AND kind = 'workspace_snapshot' ORDER BY thread_seq"
+    ))?;
+    let rows = stmt.query_map(params![thread, turn], |r| event_row(r, memory))?;
+    let events = rows.collect::<Result<Vec<_>, _>>().map_err(unwrap_err)?;
+    Ok(events
+        .into_iter()
+        .filter_map(|e| match e.body() {
+            Some(lapis_protocol::Payload::WorkspaceSnapshot(s)) => Some(s),
+            _ => None,
+        })
+        .collect())
+}
+
 /// The turn's `user_message` event as its record shows it (none for turns
 /// submitted before the event existed).
 pub(super) fn user_message(

@@ -22,6 +22,11 @@
 //   `type`, and `text`, or a resource's `uri`, `mimeType` and `text`), so a
 //   test can see the order and form of what the client sent; its `text` is
 //   the prompt's text blocks joined by newlines.
+// - `session/resume` (advertised as `sessionCapabilities.resume` when
+//   TS_AGENT_RESUME=1) restores the stored history without replaying any
+//   of it; `session/close` (advertised when TS_AGENT_CLOSE=1) forgets the
+//   live session (its history stays on disk). Each is logged to stderr as
+//   `session S resumed` / `session S closed`.
 // - `session/load` replays the stored history as `session/update`
 //   notifications (user_message_chunk for prompts, agent_message_chunk for
 //   replies) and answers only after the whole history is out, as the ACP
@@ -61,6 +66,8 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 
 const STATE_DIR = process.env.TS_AGENT_STATE_DIR || join(tmpdir(), "lapis-ts-agent");
 const LOAD_SESSION = process.env.TS_AGENT_NO_LOAD !== "1";
+const RESUME_SESSION = process.env.TS_AGENT_RESUME === "1";
+const CLOSE_SESSION = process.env.TS_AGENT_CLOSE === "1";
 const EMBEDDED_CONTEXT = process.env.TS_AGENT_NO_EMBEDDED !== "1";
 /** Session ids this agent makes, and the only ones it will read from disk. */
 const SESSION_ID = /^ts-[0-9a-f-]{36}$/;
@@ -291,6 +298,10 @@ const app = acp
     protocolVersion: acp.PROTOCOL_VERSION,
     agentCapabilities: {
       loadSession: LOAD_SESSION,
+      sessionCapabilities: {
+        ...(RESUME_SESSION ? { resume: {} } : {}),
+        ...(CLOSE_SESSION ? { close: {} } : {}),
+      },
       promptCapabilities: { embeddedContext: EMBEDDED_CONTEXT },
     },
     agentInfo: { name: "lapis-ts-agent", version: "0.0.0" },
@@ -329,6 +340,36 @@ const app = acp
       await say(client, session.id, kind, entry.text);
     }
     log(`session ${session.id} loaded (${session.history.length} entries replayed)`);
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.resume, ({ params }) => {
+    if (!RESUME_SESSION) {
+      throw acp.RequestError.methodNotFound(acp.methods.agent.session.resume);
+    }
+    const session = sessions.get(params.sessionId) ?? restore(params.sessionId);
+    if (!session) {
+      throw acp.RequestError.sessionNotFound(params.sessionId);
+    }
+    session.cwd = params.cwd;
+    session.mcpServers = params.mcpServers;
+    session.mcp?.then((client) => client.close()).catch(() => {});
+    session.mcp = null;
+    sessions.set(session.id, session);
+    log(`session ${session.id} resumed`);
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.close, ({ params }) => {
+    if (!CLOSE_SESSION) {
+      throw acp.RequestError.methodNotFound(acp.methods.agent.session.close);
+    }
+    const session = sessions.get(params.sessionId);
+    if (!session) {
+      throw acp.RequestError.sessionNotFound(params.sessionId);
+    }
+    session.pending?.abort();
+    session.mcp?.then((client) => client.close()).catch(() => {});
+    sessions.delete(session.id);
+    log(`session ${session.id} closed`);
     return {};
   })
   .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {

@@ -49,6 +49,11 @@
 //! `user_message_chunk` updates; `--recall` makes the reply start with
 //! `recall: p1 | p2 | …`, every prompt the session has seen.
 //!
+//! `--touch a.txt,dir/b.txt`: at each prompt, appends a line to each of
+//! those files (relative to the agent's working directory, its
+//! workspace), creating them and their directories, before it answers
+//! (or hangs): the agent's edits that workspace snapshots must show.
+//!
 //! `--linger` is the third-party agent that keeps running after its stdin
 //! closes but dies at once of SIGTERM (the default action: no handler is
 //! installed). `--pidfile PATH` writes the agent's own pid before it reads
@@ -238,6 +243,7 @@ fn main() {
                 };
                 let mut result = result;
                 files::mcp_capabilities(&script, &mut result);
+                files::session_capabilities(&script, &mut result);
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/new", Some(id)) => {
@@ -283,8 +289,49 @@ fn main() {
                 }
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
+            ("session/resume", Some(id)) if script.has("resume-session") => {
+                files::mcp_ledger(&script, "session/resume", &msg["params"]);
+                let sid = msg["params"]["sessionId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                files::lifecycle(&script, "resume", &sid);
+                if script.has("refuse-resume") {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32603, "message": "cannot resume"}}),
+                    );
+                    continue;
+                }
+                mcp::session_started(&msg["params"]["mcpServers"]);
+                // The history comes back into memory; nothing is replayed.
+                memory = script
+                    .get("history")
+                    .and_then(|h| std::fs::read_to_string(h).ok())
+                    .map(|t| t.lines().map(str::to_string).collect())
+                    .unwrap_or_default();
+                session = Some(sid);
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
+            ("session/close", Some(id)) if script.has("close-session") => {
+                let sid = msg["params"]["sessionId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                files::lifecycle(&script, "close", &sid);
+                if session.as_deref() == Some(sid.as_str()) {
+                    session = None;
+                }
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
             ("session/load", Some(id)) if script.has("load-session") => {
                 files::mcp_ledger(&script, "session/load", &msg["params"]);
+                files::lifecycle(
+                    &script,
+                    "load",
+                    msg["params"]["sessionId"].as_str().unwrap_or(""),
+                );
                 mcp::session_started(&msg["params"]["mcpServers"]);
                 let sid = msg["params"]["sessionId"]
                     .as_str()
@@ -344,6 +391,9 @@ fn main() {
                 let sid = session.clone().unwrap_or_default();
                 if let Some(ledger) = script.get("ledger") {
                     record(ledger, &params);
+                }
+                if let Some(paths) = script.get("touch") {
+                    files::touch(paths);
                 }
                 if script.get("exit-at") == Some("prompt") {
                     std::process::exit(3);

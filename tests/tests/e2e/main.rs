@@ -24,6 +24,7 @@ mod cli_terminal;
 mod client;
 mod context;
 mod context_ts;
+mod evidence;
 mod home;
 mod inbox;
 mod install;

@@ -11,6 +11,7 @@
 //! unknown id (`not_found`, same message), never `forbidden`, so ids cannot
 //! be probed; `forbidden` is only ever about the session's own scopes.
 
+mod evidence;
 mod fit;
 mod journal;
 mod mcp;

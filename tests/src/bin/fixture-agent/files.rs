@@ -14,6 +14,24 @@ pub(crate) fn write_pid(pidfile: &str) {
     std::fs::rename(&tmp, pidfile).expect("pidfile rename");
 }
 
+/// Appends a line to each comma-separated path under the working
+/// directory (`--touch`), creating files and directories as needed.
+pub(crate) fn touch(paths: &str) {
+    for path in paths.split(',').filter(|p| !p.is_empty()) {
+        let path = std::path::Path::new(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("touch dir");
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("touch");
+        f.write_all(b"touched by the agent\n").expect("touch write");
+        f.sync_all().expect("touch fsync");
+    }
+}
+
 /// The prompt's text blocks, joined, on one line.
 pub(crate) fn prompt_text(params: &Value) -> String {
     let text: String = params["prompt"]
@@ -84,4 +102,27 @@ pub(crate) fn mcp_capabilities(script: &Script, result: &mut Value) {
     };
     let on = |k: &str| caps.split(',').any(|c| c == k);
     result["agentCapabilities"]["mcpCapabilities"] = json!({"http": on("http"), "sse": on("sse")});
+}
+
+/// `--resume-session` / `--close-session` advertise
+/// `sessionCapabilities.resume` / `.close` (`{}` each, as ACP v1 does).
+pub(crate) fn session_capabilities(script: &Script, result: &mut Value) {
+    for (flag, name) in [("resume-session", "resume"), ("close-session", "close")] {
+        if script.has(flag) {
+            result["agentCapabilities"]["sessionCapabilities"][name] = json!({});
+        }
+    }
+}
+
+/// Appends `WHAT SESSION` to `--lifecycle-ledger PATH`, if given.
+pub(crate) fn lifecycle(script: &Script, what: &str, session: &str) {
+    let Some(path) = script.get("lifecycle-ledger") else {
+        return;
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("lifecycle ledger");
+    writeln!(f, "{what} {session}").expect("lifecycle ledger write");
 }

@@ -1,0 +1,138 @@
+//! Workspace snapshots: what a turn's working tree was at its dispatch
+//! boundary and at its outcome, as git tree ids, and what changed between
+//! them. The evidence an owner resolves a fenced turn with.
+//!
+//! What must stay true:
+//! - a [`WorkspaceSnapshot`] is metadata (a tree id, a count, a reason),
+//!   never file content: it is journaled as `workspace_snapshot` and kept
+//!   under every retention;
+//! - a snapshot that was not taken says why ([`SnapshotSkipped`]), so
+//!   "nothing changed" and "nothing was looked at" never read alike;
+//! - [`ChangedFile`] lists paths and line counts only, never content.
+
+use serde::{Deserialize, Serialize};
+
+/// Where in a turn a snapshot was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotPoint {
+    /// Right before the prompt was written to the agent (the dispatch
+    /// boundary).
+    Boundary,
+    /// When the agent's outcome arrived, before it was recorded.
+    Outcome,
+}
+
+impl SnapshotPoint {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotPoint::Boundary => "boundary",
+            SnapshotPoint::Outcome => "outcome",
+        }
+    }
+}
+
+/// Why a snapshot was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotSkipped {
+    /// The workspace is not inside a git repository.
+    NotGit,
+    /// No `git` executable was found.
+    GitMissing,
+    /// The tree has more files than the snapshot bound.
+    TooLarge,
+    /// Git did not finish within the snapshot bound.
+    Timeout,
+    /// Git failed (its exit status is in the service log).
+    Failed,
+}
+
+impl SnapshotSkipped {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotSkipped::NotGit => "not_git",
+            SnapshotSkipped::GitMissing => "git_missing",
+            SnapshotSkipped::TooLarge => "too_large",
+            SnapshotSkipped::Timeout => "timeout",
+            SnapshotSkipped::Failed => "failed",
+        }
+    }
+}
+
+/// `workspace_snapshot`: one snapshot of a turn's workspace. Exactly one
+/// of `tree` and `skipped` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceSnapshot {
+    /// Where in the turn.
+    pub at: SnapshotPoint,
+    /// The git tree id of the working tree (tracked and untracked files,
+    /// ignored ones not), when taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    /// How many files the tree holds, when taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<u64>,
+    /// Why it was not taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<SnapshotSkipped>,
+}
+
+impl WorkspaceSnapshot {
+    /// A snapshot not taken, for `reason`.
+    pub fn skipped(at: SnapshotPoint, reason: SnapshotSkipped) -> WorkspaceSnapshot {
+        WorkspaceSnapshot {
+            at,
+            tree: None,
+            files: None,
+            skipped: Some(reason),
+        }
+    }
+}
+
+/// One file that differs between two snapshots (`git diff-tree --numstat`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedFile {
+    /// Its path, relative to the repository's top level.
+    pub path: String,
+    /// Lines added (`None`: a binary file).
+    pub added: Option<u64>,
+    /// Lines deleted (`None`: a binary file).
+    pub deleted: Option<u64>,
+}
+
+/// What changed between two points, or why it is not known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotDiff {
+    /// The files that differ, in path order (empty: nothing changed).
+    #[serde(default)]
+    pub files: Vec<ChangedFile>,
+    /// Set when the comparison could not be made: the reason the later
+    /// snapshot was not taken (`files` is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<SnapshotSkipped>,
+}
+
+/// A turn's snapshots and what they show (`turns.get`'s `evidence`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnEvidence {
+    /// The snapshot at the dispatch boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundary: Option<WorkspaceSnapshot>,
+    /// The snapshot at the outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<WorkspaceSnapshot>,
+    /// Boundary → outcome, when both were taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<SnapshotDiff>,
+    /// Fenced turns only: boundary → a snapshot taken now, for the owner
+    /// deciding the unknown outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_boundary: Option<SnapshotDiff>,
+}

@@ -1,0 +1,357 @@
+//! Workspace snapshots: a workspace's working tree (tracked and untracked
+//! files, ignored ones not) as a git tree id, built with a private index,
+//! and the files that differ between two of them.
+//!
+//! Where things live, per workspace id, under `<controller home>/snapshots/<id>/`:
+//! - `index`: the private index. It persists between snapshots, so its
+//!   stat cache makes an unchanged tree cheap (git re-hashes only files
+//!   whose stat data changed). The first snapshot seeds it from a copy of
+//!   the repository's own index (read, never written), else from `HEAD`.
+//! - `objects/`: the blobs and trees the snapshots write. The repository's
+//!   object store is read as an alternate and never written, so no gc of
+//!   the user's repository prunes a turn's evidence, and removing the
+//!   workspace's snapshot directory removes all of it.
+//!
+//! What must stay true: the user's index, HEAD, refs, stash and object
+//! store are never written; one snapshot of a workspace runs at a time in
+//! this process (its index is locked by [`lock_for`]); every git command
+//! is bounded by [`SnapshotBounds::timeout`], and a tree with more than
+//! [`SnapshotBounds::max_files`] entries is recorded `too_large` instead.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use lapis_protocol::snapshot::{
+    ChangedFile, SnapshotDiff, SnapshotPoint, SnapshotSkipped, WorkspaceSnapshot,
+};
+
+use super::command::{self, GitError};
+
+/// The directory under the controller home holding every workspace's
+/// snapshot state.
+pub(crate) const SNAPSHOTS_DIR: &str = "snapshots";
+
+/// How far one snapshot may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotBounds {
+    /// Each git command's deadline (the command is killed past it).
+    pub timeout: Duration,
+    /// The most files a snapshot's tree may hold.
+    pub max_files: u64,
+}
+
+impl Default for SnapshotBounds {
+    fn default() -> SnapshotBounds {
+        SnapshotBounds {
+            timeout: Duration::from_secs(10),
+            max_files: 200_000,
+        }
+    }
+}
+
+/// Where one workspace's snapshot state lives.
+#[derive(Debug, Clone)]
+pub struct SnapshotDir {
+    /// `<home>/snapshots/<workspace id>`.
+    dir: PathBuf,
+}
+
+/// The repository a workspace path belongs to.
+#[derive(Debug)]
+struct Repo {
+    /// The repository's own object directory (read as an alternate).
+    objects: PathBuf,
+    /// The repository's index (copied to seed the private one).
+    index: PathBuf,
+}
+
+/// One lock per private index in this process: the engine's boundary and
+/// outcome snapshots and the server's fresh ones never share an index at
+/// the same time.
+static LOCKS: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
+    LazyLock::new(Mutex::default);
+
+fn lock_for(dir: &Path) -> Arc<tokio::sync::Mutex<()>> {
+    let mut map = LOCKS.lock().unwrap_or_else(|p| p.into_inner());
+    map.entry(dir.to_path_buf()).or_default().clone()
+}
+
+impl SnapshotDir {
+    /// The snapshot state of workspace `workspace_id` in controller home `home`.
+    pub fn new(home: &Path, workspace_id: &str) -> SnapshotDir {
+        SnapshotDir {
+            dir: home.join(SNAPSHOTS_DIR).join(workspace_id),
+        }
+    }
+
+    /// Removes the workspace's snapshot state (its index and objects).
+    pub(crate) fn remove(&self) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn index(&self) -> PathBuf {
+        self.dir.join("index")
+    }
+
+    fn objects(&self) -> PathBuf {
+        self.dir.join("objects")
+    }
+
+    /// The environment every command on this workspace's snapshots runs with.
+    fn env(&self, repo: &Repo) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("GIT_INDEX_FILE", self.index().into_os_string()),
+            ("GIT_OBJECT_DIRECTORY", self.objects().into_os_string()),
+            (
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                repo.objects.clone().into_os_string(),
+            ),
+        ]
+    }
+
+    /// Snapshots the working tree at `path` (see the module docs); a
+    /// snapshot not taken says why. Never fails otherwise.
+    pub async fn take(
+        &self,
+        path: &Path,
+        at: SnapshotPoint,
+        bounds: SnapshotBounds,
+    ) -> WorkspaceSnapshot {
+        let lock = lock_for(&self.dir);
+        let _held = lock.lock().await;
+        match self.take_locked(path, bounds).await {
+            Ok((tree, files)) => WorkspaceSnapshot {
+                at,
+                tree: Some(tree),
+                files: Some(files),
+                skipped: None,
+            },
+            Err(Skip(reason)) => WorkspaceSnapshot::skipped(at, reason),
+        }
+    }
+
+    async fn take_locked(
+        &self,
+        path: &Path,
+        bounds: SnapshotBounds,
+    ) -> Result<(String, u64), Skip> {
+        let repo = discover(path, bounds.timeout).await?;
+        std::fs::create_dir_all(self.objects()).map_err(|e| {
+            tracing::warn!(error = %e, "cannot create the snapshot directory");
+            Skip(SnapshotSkipped::Failed)
+        })?;
+        // Only this process uses the private index, under `lock_for`: a
+        // lock left by a command killed at its deadline is stale.
+        let _ = std::fs::remove_file(self.dir.join("index.lock"));
+        let seeded = !self.index().exists();
+        if seeded {
+            self.seed(path, &repo, bounds).await?;
+        }
+        // A tree already known to be over the bound is not walked again.
+        if index_entries(&self.index()).is_some_and(|n| n > bounds.max_files) {
+            return Err(Skip(SnapshotSkipped::TooLarge));
+        }
+        let env = self.env(&repo);
+        let add = command::run(path, &["add", "-A", "--", "."], &env, bounds.timeout).await;
+        if let Err(e) = add {
+            if !seeded && !matches!(e, GitError::Timeout(_) | GitError::Missing) {
+                // A private index git no longer reads (a seed copied with
+                // extensions it cannot follow, a git upgrade): start over.
+                tracing::warn!(error = %e, "snapshot index refused; reseeding");
+                let _ = std::fs::remove_file(self.index());
+                self.seed(path, &repo, bounds).await?;
+                command::run(path, &["add", "-A", "--", "."], &env, bounds.timeout)
+                    .await
+                    .map_err(skip)?;
+            } else {
+                return Err(skip(e));
+            }
+        }
+        let files = index_entries(&self.index()).unwrap_or(0);
+        if files > bounds.max_files {
+            return Err(Skip(SnapshotSkipped::TooLarge));
+        }
+        let tree = command::run(path, &["write-tree"], &env, bounds.timeout)
+            .await
+            .map_err(skip)?;
+        Ok((command::line(&tree), files))
+    }
+
+    /// Seeds the private index: a copy of the repository's index (its stat
+    /// cache makes the first snapshot cheap), else `HEAD`'s tree, else
+    /// nothing (an unborn branch).
+    async fn seed(&self, path: &Path, repo: &Repo, bounds: SnapshotBounds) -> Result<(), Skip> {
+        if std::fs::copy(&repo.index, self.index()).is_ok() {
+            return Ok(());
+        }
+        let env = self.env(repo);
+        match command::run(path, &["read-tree", "HEAD"], &env, bounds.timeout).await {
+            Ok(_) => Ok(()),
+            Err(GitError::Failed { .. }) => Ok(()),
+            Err(e) => Err(skip(e)),
+        }
+    }
+
+    /// The files that differ between trees `from` and `to` of the
+    /// workspace at `path`.
+    pub(crate) async fn diff(
+        &self,
+        path: &Path,
+        from: &str,
+        to: &str,
+        bounds: SnapshotBounds,
+    ) -> Result<Vec<ChangedFile>, SnapshotSkipped> {
+        let repo = discover(path, bounds.timeout).await.map_err(|s| s.0)?;
+        let env = self.env(&repo);
+        let args = [
+            "diff-tree",
+            "-r",
+            "-z",
+            "--numstat",
+            "--no-renames",
+            from,
+            to,
+        ];
+        let out = command::run(path, &args, &env, bounds.timeout)
+            .await
+            .map_err(|e| skip(e).0)?;
+        Ok(parse_numstat(&out))
+    }
+
+    /// A snapshot taken now, compared with `boundary` (fenced turns).
+    pub(crate) async fn since(
+        &self,
+        path: &Path,
+        boundary: &WorkspaceSnapshot,
+        bounds: SnapshotBounds,
+    ) -> SnapshotDiff {
+        let Some(from) = &boundary.tree else {
+            return SnapshotDiff {
+                files: Vec::new(),
+                skipped: boundary.skipped.or(Some(SnapshotSkipped::Failed)),
+            };
+        };
+        let now = self.take(path, SnapshotPoint::Outcome, bounds).await;
+        match &now.tree {
+            Some(to) => diff_or_skip(self.diff(path, from, to, bounds).await),
+            None => SnapshotDiff {
+                files: Vec::new(),
+                skipped: now.skipped,
+            },
+        }
+    }
+}
+
+/// A diff's files, or why there are none.
+pub(crate) fn diff_or_skip(diff: Result<Vec<ChangedFile>, SnapshotSkipped>) -> SnapshotDiff {
+    match diff {
+        Ok(files) => SnapshotDiff {
+            files,
+            skipped: None,
+        },
+        Err(reason) => SnapshotDiff {
+            files: Vec::new(),
+            skipped: Some(reason),
+        },
+    }
+}
+
+/// A snapshot not taken, and why.
+struct Skip(SnapshotSkipped);
+
+fn skip(e: GitError) -> Skip {
+    Skip(match e {
+        GitError::Missing => SnapshotSkipped::GitMissing,
+        GitError::NotRepository => SnapshotSkipped::NotGit,
+        GitError::Timeout(_) => SnapshotSkipped::Timeout,
+        e @ (GitError::Failed { .. } | GitError::Io(_)) => {
+            tracing::warn!(error = %e, "workspace snapshot failed");
+            SnapshotSkipped::Failed
+        }
+    })
+}
+
+/// Whether `path` may be inside a git work tree: some ancestor holds a
+/// `.git` entry. A few `stat` calls, so a turn in a plain directory pays
+/// no git process; `false` is final (git finds repositories the same way,
+/// and the controller's own `GIT_DIR` never reaches it).
+pub(crate) fn may_be_git(path: &Path) -> bool {
+    path.ancestors()
+        .any(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+}
+
+/// The repository `path` is in.
+async fn discover(path: &Path, timeout: Duration) -> Result<Repo, Skip> {
+    if !path.is_dir() {
+        return Err(Skip(SnapshotSkipped::Failed));
+    }
+    let args = [
+        "rev-parse",
+        "--path-format=absolute",
+        "--is-inside-work-tree",
+        "--git-path",
+        "objects",
+        "--git-path",
+        "index",
+    ];
+    let out = command::run(path, &args, &[], timeout)
+        .await
+        .map_err(skip)?;
+    let text = String::from_utf8_lossy(&out);
+    let mut lines = text.lines();
+    match (lines.next(), lines.next(), lines.next()) {
+        (Some("true"), Some(objects), Some(index)) => Ok(Repo {
+            objects: PathBuf::from(objects),
+            index: PathBuf::from(index),
+        }),
+        // A bare repository or inside `.git`: no working tree to snapshot.
+        _ => Err(Skip(SnapshotSkipped::NotGit)),
+    }
+}
+
+/// The entry count in an index file's header (`DIRC`, version, count; all
+/// big-endian), `None` when it cannot be read.
+fn index_entries(index: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut header = [0u8; 12];
+    std::fs::File::open(index)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    if &header[..4] != b"DIRC" {
+        return None;
+    }
+    Some(u64::from(u32::from_be_bytes([
+        header[8], header[9], header[10], header[11],
+    ])))
+}
+
+/// `git diff-tree -r -z --numstat` output: `added\tdeleted\tpath\0` per
+/// file, `-` counts for a binary file.
+fn parse_numstat(out: &[u8]) -> Vec<ChangedFile> {
+    let mut files: Vec<ChangedFile> = out
+        .split(|&b| b == 0)
+        .filter(|rec| !rec.is_empty())
+        .filter_map(|rec| {
+            let rec = String::from_utf8_lossy(rec);
+            let mut parts = rec.splitn(3, '\t');
+            let (added, deleted, path) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(ChangedFile {
+                path: path.to_owned(),
+                added: added.parse().ok(),
+                deleted: deleted.parse().ok(),
+            })
+        })
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files
+}
+
+#[cfg(test)]
+mod tests;
