@@ -394,6 +394,7 @@ fn attention_from(server: &Server, application: &str, after: u64) -> Client {
             thread_id: None,
             after: Some(after),
             attention: true,
+            present: false,
         })
         .unwrap();
     client
@@ -439,6 +440,7 @@ fn the_attention_stream_spans_applications_and_resumes_without_gaps_after_a_reco
         thread_id: None,
         after: Some(0),
         attention: true,
+        present: false,
     })
     .unwrap();
     let own = bot

@@ -363,6 +363,7 @@ impl Client {
             thread_id: thread_id.map(str::to_owned),
             after,
             attention: false,
+            present: false,
         };
         self.journal_subscribe_with(&p)
     }
