@@ -83,6 +83,10 @@ pub(crate) enum Command {
     /// List and answer agents' pending permission requests.
     #[command(subcommand)]
     Permissions(PermissionsCommand),
+    /// A full-screen live view: workspaces, turns, the selected turn's reply
+    /// as it streams, permission requests answered with a key, cancel and
+    /// resolve (needs a terminal).
+    Watch,
     /// Ask an agent in a directory: register it, continue its last thread,
     /// stream the reply and answer permissions inline.
     Ask(AskArgs),
@@ -181,6 +185,7 @@ impl Command {
             Command::Completions(_)
             | Command::Serve(_)
             | Command::Logs(_)
+            | Command::Watch
             | Command::AcpEcho
             | Command::McpBridge { .. } => false,
         }

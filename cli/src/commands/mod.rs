@@ -36,6 +36,7 @@ mod turns;
 mod uninstall;
 mod update;
 mod version;
+mod watch;
 mod workspaces;
 
 use crate::args::{Cli, Command};
@@ -67,6 +68,7 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Journal(command) => journal::run(&global, command),
         Command::Permissions(command) => permissions::run(&global, command),
         Command::Ask(args) => ask::run(&global, args),
+        Command::Watch => watch::run(&global),
         Command::Providers(command) => providers::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
         Command::McpBridge { socket } => mcp_bridge::run(socket),

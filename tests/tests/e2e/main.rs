@@ -21,6 +21,7 @@ mod cli_permissions;
 mod cli_stderr;
 mod cli_surface;
 mod cli_terminal;
+mod cli_watch;
 mod client;
 mod context;
 mod context_ts;
