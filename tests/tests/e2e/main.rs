@@ -67,3 +67,4 @@ mod tools_ts;
 mod ts_agent;
 mod workspace_roots;
 mod workspaces;
+mod worktrees;
