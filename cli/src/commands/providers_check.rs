@@ -326,6 +326,21 @@ fn print_report(name: &str, r: &ProbeReport) -> std::io::Result<()> {
         "  loadSession: {}",
         if r.load_session { "yes" } else { "no" }
     ))?;
+    let c = &r.session_capabilities;
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    line(format!(
+        "  lifecycle: load {}, resume {}, list {}, close {}, fork {}",
+        yes(c.load),
+        yes(c.resume),
+        yes(c.list),
+        yes(c.close),
+        yes(c.fork)
+    ))?;
+    // Neither is an agent capability in ACP v1 (see `SessionCapabilities`).
+    line("  usage: recorded when the agent sends it (not advertised in ACP v1)".into())?;
+    line(
+        "  elicitation: offered by the controller as form mode (empty forms are approvals)".into(),
+    )?;
     line(format!("  MCP: {}", flags(&r.mcp_capabilities)))?;
     line(format!("  prompt: {}", flags(&r.prompt_capabilities)))?;
     let auth: Vec<&str> = r

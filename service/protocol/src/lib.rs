@@ -69,9 +69,9 @@ pub use payload::{
     AgentNotification, AgentStderr, CancelRequest, Chunk, ContextReset, Ignored, LateAppend,
     McpRefused, ModeResult, Note, Observation, Payload, PermissionDecided, PermissionRequested,
     Prompt, ReplaceReason, ResetReason, Resolution, ResolvedVia, RestrictedMode, SessionLoaded,
-    SessionReplaced, StateChange, ThreadConfigured, ThreadCreated, ToolCallFinished,
-    ToolCallOutcome, ToolCallRequested, TurnSubmitted, UnknownToolEffect, UnsupportedRequest,
-    unknown_effects,
+    SessionReplaced, SessionResumed, StateChange, ThreadConfigured, ThreadCreated,
+    ToolCallFinished, ToolCallOutcome, ToolCallRequested, TurnSubmitted, UnknownToolEffect,
+    UnsupportedRequest, unknown_effects,
 };
 pub use permissions::{
     Answerer, DecidedBy, PendingRequest, PermissionAnswer, PermissionOption, Settlement,

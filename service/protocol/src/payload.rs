@@ -45,7 +45,8 @@ pub use lifecycle::{
 };
 pub use note::{
     AgentNotification, AgentStderr, ContextReset, McpRefused, ModeResult, Note, ReplaceReason,
-    ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, UnsupportedRequest,
+    ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, SessionResumed,
+    UnsupportedRequest,
 };
 pub use observation::{Ignored, LateAppend, Observation};
 pub use tool_calls::{

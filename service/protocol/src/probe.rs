@@ -20,6 +20,10 @@ pub struct ProbeReport {
     pub agent_info: Option<Value>,
     /// `agentCapabilities.loadSession`.
     pub load_session: bool,
+    /// The session lifecycle methods the agent advertised (`loadSession`
+    /// and `sessionCapabilities.*`).
+    #[serde(default)]
+    pub session_capabilities: SessionCapabilities,
     /// `agentCapabilities.mcpCapabilities` (`http`, `sse`).
     pub mcp_capabilities: Value,
     /// `agentCapabilities.promptCapabilities` (`image`, `audio`,
@@ -29,6 +33,50 @@ pub struct ProbeReport {
     pub auth_methods: Vec<Value>,
     /// The session check, when asked for.
     pub session: Option<SessionProbe>,
+}
+
+/// The session lifecycle an agent advertised in its `initialize`
+/// response (ACP v1 schema 1.7: `agentCapabilities.loadSession` and
+/// `agentCapabilities.sessionCapabilities.{list,resume,close,fork}`, each
+/// supported when present and non-null). One reading of them for the
+/// runner (resume before load, close on retirement) and `providers check`.
+///
+/// Usage (`usage_update`, the prompt response's `usage`) and elicitation
+/// are not agent capabilities in ACP v1: an agent sends usage when it has
+/// it, and elicitation is a *client* capability (this controller offers
+/// `form` mode, answering empty forms as approvals).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCapabilities {
+    /// `session/load` (replays history).
+    pub load: bool,
+    /// `session/resume` (reconnects without replaying history).
+    pub resume: bool,
+    /// `session/list`.
+    pub list: bool,
+    /// `session/close`.
+    pub close: bool,
+    /// `session/fork` (unstable in ACP v1).
+    pub fork: bool,
+}
+
+impl SessionCapabilities {
+    /// Reads them from an `initialize` result.
+    pub fn from_initialize(init: &Value) -> SessionCapabilities {
+        let caps = init.get("agentCapabilities");
+        let session = |name: &str| {
+            caps.and_then(|c| c.get("sessionCapabilities"))
+                .and_then(|s| s.get(name))
+                .is_some_and(|v| !v.is_null())
+        };
+        SessionCapabilities {
+            load: caps.and_then(|c| c.get("loadSession")) == Some(&Value::Bool(true)),
+            resume: session("resume"),
+            list: session("list"),
+            close: session("close"),
+            fork: session("fork"),
+        }
+    }
 }
 
 /// How `session/new` went.

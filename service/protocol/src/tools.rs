@@ -269,8 +269,8 @@ pub enum ToolRefusal {
         /// The bound.
         limit: usize,
     },
-    /// Restricted threads get no application tools.
-    #[error("restricted threads get no application tools")]
+    /// Restricted threads get no application tools and no memory port.
+    #[error("restricted threads get no application tools or memory port")]
     Restricted,
     /// An endpoint the thread binds is not registered now (its connection
     /// closed, it was unregistered, or it never was).

@@ -26,8 +26,9 @@ pub(crate) struct LiveAgent {
     pub(super) conn: Conn,
     /// The native session the last turn's prompt went to.
     pub(super) session_id: String,
-    /// `initialize` advertised `agentCapabilities.loadSession`.
-    pub(super) load_session: bool,
+    /// The session lifecycle `initialize` advertised (`session/close` is
+    /// sent at retirement when it offers it).
+    pub(super) caps: lapis_protocol::probe::SessionCapabilities,
     /// `initialize` advertised `promptCapabilities.embeddedContext`.
     pub(super) embedded_context: bool,
     /// Provider name, for log lines.
@@ -163,12 +164,30 @@ impl LiveAgent {
         }
     }
 
-    /// Ends the agent: closes stdin, discards (and counts) what it still
-    /// says until it exits or the grace passes, then ends the group.
+    /// Ends the agent: `session/close` first when it offers it (answered
+    /// within the exit grace, never waited for longer), then closes stdin,
+    /// discards (and counts) what it still says until it exits or the
+    /// grace passes, and ends the group.
     pub(crate) async fn shutdown(mut self, limits: TeardownLimits) -> Stopped {
-        self.conn.stdin = None;
         let deadline = Instant::now() + limits.exit_grace;
         let mut discarded = 0usize;
+        if self.caps.close && !self.conn.broken {
+            let id = self.conn.request_id();
+            let close = json!({"jsonrpc": "2.0", "id": id, "method": "session/close",
+                "params": {"sessionId": self.session_id}});
+            if self.conn.write(&close).await.is_ok() {
+                while let Ok(Some(Inbound::Message(msg))) =
+                    tokio::time::timeout_at(deadline, self.conn.inbox.recv()).await
+                {
+                    if msg.get("method").is_none() && msg.get("id") == Some(&json!(id)) {
+                        tracing::debug!(provider = %self.provider, ok = msg.get("result").is_some(), "session/close answered");
+                        break;
+                    }
+                    discarded += 1;
+                }
+            }
+        }
+        self.conn.stdin = None;
         while let Ok(Some(Inbound::Message(_))) =
             tokio::time::timeout_at(deadline, self.conn.inbox.recv()).await
         {

@@ -192,6 +192,7 @@ async fn exchange(
             .get("loadSession")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        session_capabilities: lapis_protocol::probe::SessionCapabilities::from_initialize(&init),
         mcp_capabilities: caps.get("mcpCapabilities").cloned().unwrap_or(json!({})),
         prompt_capabilities: caps.get("promptCapabilities").cloned().unwrap_or(json!({})),
         auth_methods: init

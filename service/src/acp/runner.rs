@@ -2,7 +2,8 @@
 //! started one, with the storage behind a [`TurnHooks`] implementation.
 //!
 //! The order of a turn is fixed: on a fresh agent spawn → `initialize` →
-//! `session/load` of the stored session or `session/new` (see `setup`); on
+//! `session/resume` or `session/load` of the stored session, or `session/new`
+//! (see `setup`); on
 //! a live agent its open session is used as is; then
 //! [`TurnHooks::before_dispatch`] (the durable dispatch boundary, which also
 //! binds the session) → `session/prompt` → updates until the prompt's
@@ -100,7 +101,7 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
         Some(a) => (
             a.process,
             a.conn,
-            Some((a.session_id, a.load_session, a.embedded_context)),
+            Some((a.session_id, a.caps, a.embedded_context)),
         ),
         None => {
             let spawned = AgentProcess::spawn(
@@ -130,14 +131,14 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
     let mut session = Session::start(conn, hooks, cancel, &request);
     let mut setup = Setup {
         session_id: None,
-        load_session: false,
+        caps: Default::default(),
         embedded_context: false,
         origin: SessionOrigin::None,
     };
-    if let Some((id, load, embedded_context)) = known {
+    if let Some((id, caps, embedded_context)) = known {
         setup = Setup {
             session_id: Some(id),
-            load_session: load,
+            caps,
             embedded_context,
             origin: SessionOrigin::Reused,
         };
@@ -164,7 +165,7 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
             process,
             conn: session.into_conn().await,
             session_id,
-            load_session: setup.load_session,
+            caps: setup.caps,
             embedded_context: setup.embedded_context,
             provider: request.spec.name.clone(),
             ticket,

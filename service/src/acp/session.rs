@@ -99,6 +99,13 @@ impl Conn {
         }
     }
 
+    /// A fresh JSON-RPC id for a request of ours.
+    pub(super) fn request_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
     /// Writes one message; a failure marks the connection broken.
     pub(super) async fn write(&mut self, msg: &Value) -> Result<(), CallError> {
         let Some(stdin) = self.stdin.as_mut() else {
@@ -260,8 +267,7 @@ impl<H: TurnHooks> Session<H> {
         params: Value,
         timeout: Option<Duration>,
     ) -> Result<Value, CallError> {
-        let id = self.conn.next_id;
-        self.conn.next_id += 1;
+        let id = self.conn.request_id();
         self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
         let deadline = timeout.map(|t| Instant::now() + t);

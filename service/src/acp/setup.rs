@@ -1,11 +1,15 @@
-//! Session setup on a freshly started agent: `initialize`, then either
-//! `session/load` of the thread's stored session (when the agent advertises
-//! `loadSession`) or `session/new`.
+//! Session setup on a freshly started agent: `initialize`, then the
+//! thread's stored session reopened — `session/resume` when the agent
+//! advertises `sessionCapabilities.resume`, `session/load` (when it
+//! advertises `loadSession`) as the fallback — or else `session/new`
+//! (ACP v1, schema 1.7.0: resume and close stabilized April 2026).
 //!
-//! What must stay true: history the agent replays while loading is never
-//! journaled as the turn's output (it is counted, and the count observed);
-//! a stored session that cannot be resumed is never silently replaced — the
-//! turn carries a `context_reset` observation saying why.
+//! What must stay true: each way a stored session is reopened is journaled
+//! with its reason (`session_resumed`, `session_loaded` with
+//! `resumeFailed`, `context_reset` with its [`ResetReason`]); history the
+//! agent replays while loading is never journaled as the turn's output (it
+//! is counted, and the count observed); a stored session that cannot be
+//! reopened is never silently replaced.
 
 use lapis_protocol::OutcomeCode;
 use serde_json::{Value, json};
@@ -15,9 +19,10 @@ use super::session::{CallError, Session};
 use super::turn::{
     ACP_PROTOCOL_VERSION, AUTH_REQUIRED, TurnHooks, TurnOutcome, TurnRequest, initialize_params,
 };
+use lapis_protocol::probe::SessionCapabilities;
 use lapis_protocol::{
     ContextReset, ModeResult, Note, Observation, Payload, ResetReason, RestrictedMode,
-    SessionLoaded,
+    SessionLoaded, SessionResumed,
 };
 
 /// How a turn's session came to be.
@@ -29,6 +34,8 @@ pub(crate) enum SessionOrigin {
     New,
     /// The live agent's session was used again.
     Reused,
+    /// `session/resume` reconnected the stored session.
+    Resumed,
     /// `session/load` restored the stored session.
     Loaded,
     /// The stored session could not be resumed; a new one was started and
@@ -40,8 +47,8 @@ pub(crate) enum SessionOrigin {
 pub(crate) struct Setup {
     /// The session the prompt goes to.
     pub(crate) session_id: Option<String>,
-    /// The agent advertised `loadSession`.
-    pub(crate) load_session: bool,
+    /// The session lifecycle the agent advertised.
+    pub(crate) caps: SessionCapabilities,
     /// The agent advertised `promptCapabilities.embeddedContext`.
     pub(crate) embedded_context: bool,
     /// How the session came to be.
@@ -72,7 +79,7 @@ pub(super) async fn establish<H: TurnHooks>(
     if init.get("protocolVersion").and_then(Value::as_u64) != Some(ACP_PROTOCOL_VERSION) {
         return Err(failed(OutcomeCode::ProtocolVersionUnsupported));
     }
-    setup.load_session = init.pointer("/agentCapabilities/loadSession") == Some(&Value::Bool(true));
+    setup.caps = SessionCapabilities::from_initialize(&init);
     setup.embedded_context = init.pointer("/agentCapabilities/promptCapabilities/embeddedContext")
         == Some(&Value::Bool(true));
     if let Err(refusal) = mcp::check_capabilities(&request.mcp, &init) {
@@ -81,39 +88,9 @@ pub(super) async fn establish<H: TurnHooks>(
     let servers = mcp::acp_servers(&request.mcp);
     let mut reset = None;
     if let Some(previous) = &request.resume {
-        if setup.load_session {
-            s.set_replaying(true);
-            let load =
-                json!({"sessionId": previous, "cwd": request.workspace, "mcpServers": servers});
-            let loaded = s.call("session/load", load, limit).await;
-            let replayed = s.set_replaying(false);
-            match loaded {
-                Ok(loaded) => {
-                    emit(
-                        s,
-                        Note::SessionLoaded(SessionLoaded {
-                            session_id: previous.clone(),
-                            replayed_updates: replayed,
-                        })
-                        .into(),
-                    )
-                    .await?;
-                    restrict(s, request, previous, loaded.get("modes")).await?;
-                    setup.origin = SessionOrigin::Loaded;
-                    setup.session_id = Some(previous.clone());
-                    return Ok(previous.clone());
-                }
-                Err(CallError::Rpc { .. }) => reset = Some(ResetReason::LoadFailed),
-                Err(e) => {
-                    return Err(setup_failure(
-                        e,
-                        OutcomeCode::SessionLoadFailed,
-                        OutcomeCode::SessionLoadTimeout,
-                    ));
-                }
-            }
-        } else {
-            reset = Some(ResetReason::LoadUnsupported);
+        match reopen(s, request, setup, previous, &servers).await? {
+            Reopened::Yes => return Ok(previous.clone()),
+            Reopened::No(reason) => reset = Some(reason),
         }
     }
     let new = json!({"cwd": request.workspace, "mcpServers": servers});
@@ -159,6 +136,90 @@ pub(super) async fn establish<H: TurnHooks>(
     restrict(s, request, &session_id, created.get("modes")).await?;
     setup.session_id = Some(session_id.clone());
     Ok(session_id)
+}
+
+/// Whether the stored session was reopened.
+enum Reopened {
+    /// Resumed or loaded; the setup says which.
+    Yes,
+    /// Neither: a new session follows, for this reason.
+    No(ResetReason),
+}
+
+/// Reopens the stored session `previous`: `session/resume` first when
+/// advertised (no history replayed), then `session/load`. An agent's
+/// refusal moves on to the next way; a broken connection or a deadline
+/// fails the turn (before the boundary).
+async fn reopen<H: TurnHooks>(
+    s: &mut Session<H>,
+    request: &TurnRequest,
+    setup: &mut Setup,
+    previous: &str,
+    servers: &Value,
+) -> Result<Reopened, TurnOutcome> {
+    let limit = Some(request.limits.setup_timeout);
+    let params = json!({"sessionId": previous, "cwd": request.workspace, "mcpServers": servers});
+    let mut resume_failed = false;
+    if setup.caps.resume {
+        match s.call("session/resume", params.clone(), limit).await {
+            Ok(resumed) => {
+                emit(
+                    s,
+                    Note::SessionResumed(SessionResumed {
+                        session_id: previous.to_owned(),
+                    })
+                    .into(),
+                )
+                .await?;
+                restrict(s, request, previous, resumed.get("modes")).await?;
+                setup.origin = SessionOrigin::Resumed;
+                setup.session_id = Some(previous.to_owned());
+                return Ok(Reopened::Yes);
+            }
+            Err(CallError::Rpc { .. }) => resume_failed = true,
+            Err(e) => {
+                return Err(setup_failure(
+                    e,
+                    OutcomeCode::SessionLoadFailed,
+                    OutcomeCode::SessionLoadTimeout,
+                ));
+            }
+        }
+    }
+    if !setup.caps.load {
+        return Ok(Reopened::No(if resume_failed {
+            ResetReason::ResumeFailed
+        } else {
+            ResetReason::LoadUnsupported
+        }));
+    }
+    s.set_replaying(true);
+    let loaded = s.call("session/load", params, limit).await;
+    let replayed = s.set_replaying(false);
+    match loaded {
+        Ok(loaded) => {
+            emit(
+                s,
+                Note::SessionLoaded(SessionLoaded {
+                    session_id: previous.to_owned(),
+                    replayed_updates: replayed,
+                    resume_failed,
+                })
+                .into(),
+            )
+            .await?;
+            restrict(s, request, previous, loaded.get("modes")).await?;
+            setup.origin = SessionOrigin::Loaded;
+            setup.session_id = Some(previous.to_owned());
+            Ok(Reopened::Yes)
+        }
+        Err(CallError::Rpc { .. }) => Ok(Reopened::No(ResetReason::LoadFailed)),
+        Err(e) => Err(setup_failure(
+            e,
+            OutcomeCode::SessionLoadFailed,
+            OutcomeCode::SessionLoadTimeout,
+        )),
+    }
 }
 
 /// Requests the provider's restricted mode on a restricted thread's new or

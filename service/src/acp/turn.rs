@@ -89,8 +89,9 @@ pub struct TurnRequest {
     pub lookup: CommandLookup,
     /// Where the agent's process group is recorded for crash cleanup.
     pub registry: Option<AgentRegistry>,
-    /// The thread's stored native session, resumed with `session/load` when
-    /// a new agent must be started and it advertises `loadSession`.
+    /// The thread's stored native session, reopened when a new agent must be
+    /// started: `session/resume` when it advertises that, else
+    /// `session/load` when it advertises `loadSession`.
     pub resume: Option<String>,
     /// Whether the caller keeps the agent for the thread's next turn.
     pub keep_alive: bool,

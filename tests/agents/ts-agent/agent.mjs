@@ -9,13 +9,24 @@
 // an independent implementation.
 //
 // What it does (all of it deterministic, no model behind it):
-// - `initialize` answers protocolVersion 1 and `loadSession: true`
-//   (`false` when TS_AGENT_NO_LOAD=1).
+// - `initialize` answers protocolVersion 1, `loadSession: true`
+//   (`false` when TS_AGENT_NO_LOAD=1) and
+//   `promptCapabilities.embeddedContext: true` (`false` when
+//   TS_AGENT_NO_EMBEDDED=1).
 // - `session/new` makes a session whose history goes to
 //   `$TS_AGENT_STATE_DIR/<sessionId>.jsonl` (default `<tmp>/lapis-ts-agent`),
 //   so a new process can `session/load` it: a header line
 //   `{"sessionId","cwd"}`, then one `{"role":"user"|"agent","text"}` line per
-//   prompt (written before it is answered) and per reply.
+//   prompt (written before it is answered) and per reply. A prompt's line
+//   also carries `blocks`, the prompt's content blocks as received (their
+//   `type`, and `text`, or a resource's `uri`, `mimeType` and `text`), so a
+//   test can see the order and form of what the client sent; its `text` is
+//   the prompt's text blocks joined by newlines.
+// - `session/resume` (advertised as `sessionCapabilities.resume` when
+//   TS_AGENT_RESUME=1) restores the stored history without replaying any
+//   of it; `session/close` (advertised when TS_AGENT_CLOSE=1) forgets the
+//   live session (its history stays on disk). Each is logged to stderr as
+//   `session S resumed` / `session S closed`.
 // - `session/load` replays the stored history as `session/update`
 //   notifications (user_message_chunk for prompts, agent_message_chunk for
 //   replies) and answers only after the whole history is out, as the ACP
@@ -55,6 +66,9 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 
 const STATE_DIR = process.env.TS_AGENT_STATE_DIR || join(tmpdir(), "lapis-ts-agent");
 const LOAD_SESSION = process.env.TS_AGENT_NO_LOAD !== "1";
+const RESUME_SESSION = process.env.TS_AGENT_RESUME === "1";
+const CLOSE_SESSION = process.env.TS_AGENT_CLOSE === "1";
+const EMBEDDED_CONTEXT = process.env.TS_AGENT_NO_EMBEDDED !== "1";
 /** Session ids this agent makes, and the only ones it will read from disk. */
 const SESSION_ID = /^ts-[0-9a-f-]{36}$/;
 
@@ -77,8 +91,8 @@ function create(session) {
 }
 
 /** Appends one history entry, in memory and on disk. */
-function record(session, role, text) {
-  const entry = { role, text };
+function record(session, role, text, blocks) {
+  const entry = blocks ? { role, text, blocks } : { role, text };
   session.history.push(entry);
   appendFileSync(stateFile(session.id), `${JSON.stringify(entry)}\n`);
 }
@@ -112,11 +126,27 @@ function restore(sessionId) {
   return { id: sessionId, cwd: header.cwd, history, pending: null, mcpServers: [], mcp: null };
 }
 
+/** The prompt's text blocks, one per line (context blocks sent as text
+ * come before the user's text and must not run into its lines). */
 function textOf(prompt) {
   return prompt
     .filter((block) => block.type === "text")
     .map((block) => block.text)
-    .join("");
+    .join("\n");
+}
+
+/** What the history keeps of each prompt block: its form and its text. */
+function blocksOf(prompt) {
+  return prompt.map((block) => {
+    if (block.type === "text") {
+      return { type: "text", text: block.text };
+    }
+    if (block.type === "resource") {
+      const { uri, mimeType, text } = block.resource;
+      return { type: "resource", uri, mimeType, text };
+    }
+    return { type: block.type };
+  });
 }
 
 function say(client, sessionId, sessionUpdate, text) {
@@ -266,7 +296,14 @@ const app = acp
   .agent({ name: "lapis-ts-agent" })
   .onRequest(acp.methods.agent.initialize, () => ({
     protocolVersion: acp.PROTOCOL_VERSION,
-    agentCapabilities: { loadSession: LOAD_SESSION },
+    agentCapabilities: {
+      loadSession: LOAD_SESSION,
+      sessionCapabilities: {
+        ...(RESUME_SESSION ? { resume: {} } : {}),
+        ...(CLOSE_SESSION ? { close: {} } : {}),
+      },
+      promptCapabilities: { embeddedContext: EMBEDDED_CONTEXT },
+    },
     agentInfo: { name: "lapis-ts-agent", version: "0.0.0" },
     authMethods: [],
   }))
@@ -305,6 +342,36 @@ const app = acp
     log(`session ${session.id} loaded (${session.history.length} entries replayed)`);
     return {};
   })
+  .onRequest(acp.methods.agent.session.resume, ({ params }) => {
+    if (!RESUME_SESSION) {
+      throw acp.RequestError.methodNotFound(acp.methods.agent.session.resume);
+    }
+    const session = sessions.get(params.sessionId) ?? restore(params.sessionId);
+    if (!session) {
+      throw acp.RequestError.sessionNotFound(params.sessionId);
+    }
+    session.cwd = params.cwd;
+    session.mcpServers = params.mcpServers;
+    session.mcp?.then((client) => client.close()).catch(() => {});
+    session.mcp = null;
+    sessions.set(session.id, session);
+    log(`session ${session.id} resumed`);
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.close, ({ params }) => {
+    if (!CLOSE_SESSION) {
+      throw acp.RequestError.methodNotFound(acp.methods.agent.session.close);
+    }
+    const session = sessions.get(params.sessionId);
+    if (!session) {
+      throw acp.RequestError.sessionNotFound(params.sessionId);
+    }
+    session.pending?.abort();
+    session.mcp?.then((client) => client.close()).catch(() => {});
+    sessions.delete(session.id);
+    log(`session ${session.id} closed`);
+    return {};
+  })
   .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
     const session = sessions.get(params.sessionId);
     if (!session) {
@@ -317,7 +384,7 @@ const app = acp
     session.pending = abort;
     // Kept before any answer, so a turn cut short by a killed process is
     // still in the history a later `session/load` replays.
-    record(session, "user", text);
+    record(session, "user", text, blocksOf(params.prompt));
     let reply = "";
     const stream = async (chunk) => {
       reply += chunk;

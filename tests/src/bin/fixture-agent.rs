@@ -243,6 +243,7 @@ fn main() {
                 };
                 let mut result = result;
                 files::mcp_capabilities(&script, &mut result);
+                files::session_capabilities(&script, &mut result);
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             ("session/new", Some(id)) => {
@@ -288,8 +289,49 @@ fn main() {
                 }
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
+            ("session/resume", Some(id)) if script.has("resume-session") => {
+                files::mcp_ledger(&script, "session/resume", &msg["params"]);
+                let sid = msg["params"]["sessionId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                files::lifecycle(&script, "resume", &sid);
+                if script.has("refuse-resume") {
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32603, "message": "cannot resume"}}),
+                    );
+                    continue;
+                }
+                mcp::session_started(&msg["params"]["mcpServers"]);
+                // The history comes back into memory; nothing is replayed.
+                memory = script
+                    .get("history")
+                    .and_then(|h| std::fs::read_to_string(h).ok())
+                    .map(|t| t.lines().map(str::to_string).collect())
+                    .unwrap_or_default();
+                session = Some(sid);
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
+            ("session/close", Some(id)) if script.has("close-session") => {
+                let sid = msg["params"]["sessionId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                files::lifecycle(&script, "close", &sid);
+                if session.as_deref() == Some(sid.as_str()) {
+                    session = None;
+                }
+                send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
             ("session/load", Some(id)) if script.has("load-session") => {
                 files::mcp_ledger(&script, "session/load", &msg["params"]);
+                files::lifecycle(
+                    &script,
+                    "load",
+                    msg["params"]["sessionId"].as_str().unwrap_or(""),
+                );
                 mcp::session_started(&msg["params"]["mcpServers"]);
                 let sid = msg["params"]["sessionId"]
                     .as_str()

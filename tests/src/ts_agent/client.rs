@@ -221,3 +221,14 @@ pub fn new_session(agent: &mut AgentProcess, cwd: &Path) -> String {
         .unwrap_or_else(|| panic!("session/new failed: {r}"))
         .to_owned()
 }
+
+/// The content blocks of each prompt the agent received for `session`, in
+/// order, as its history keeps them (`type`, and `text`, or a resource's
+/// `uri`, `mimeType` and `text`).
+pub fn stored_prompts(state: &Path, session: &str) -> Vec<Vec<Value>> {
+    stored_history(state, session)
+        .into_iter()
+        .filter(|e| e["role"] == "user")
+        .map(|e| e["blocks"].as_array().cloned().unwrap_or_default())
+        .collect()
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use lapis_protocol::client::Client;
 use lapis_protocol::params::ThreadsConfigure;
 use lapis_protocol::{
-    ContextReset, Note, ReplaceReason, ResetReason, SessionLoaded, SessionReplaced,
+    ContextReset, Note, ReplaceReason, ResetReason, SessionLoaded, SessionReplaced, SessionResumed,
 };
 use serde_json::{Value, json};
 
@@ -410,6 +410,115 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     assert_eq!(
         session_of(&mut client, &third),
         session_of(&mut client, &fourth)
+    );
+    server.finish(&[], &[]);
+}
+
+fn resumed(n: Note) -> Option<SessionResumed> {
+    match n {
+        Note::SessionResumed(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// The fixture's `--lifecycle-ledger`: one `resume|load|close SESSION` line
+/// per request it received.
+fn lifecycle(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// An agent that advertises `session/resume` (and `session/close`) is
+/// resumed without a replay, never loaded, though it offers `session/load`
+/// too; its retired process closed the session first. One that refuses the
+/// resume falls back to `session/load`, which the journal says.
+#[test]
+fn resume_is_used_when_advertised_and_load_otherwise() {
+    let scratch = tempfile::tempdir().unwrap();
+    let path = |n: &str| scratch.path().join(n);
+    let (ha, hb, la, lb) = (
+        arg(&path("a.history")),
+        arg(&path("b.history")),
+        path("a.ledger"),
+        path("b.ledger"),
+    );
+    let mut a = fixture(&[
+        "--recall",
+        "--load-session",
+        "--resume-session",
+        "--close-session",
+        "--history",
+        &ha,
+        "--lifecycle-ledger",
+        &arg(&la),
+    ]);
+    let mut b = fixture(&[
+        "--recall",
+        "--load-session",
+        "--resume-session",
+        "--refuse-resume",
+        "--history",
+        &hb,
+        "--lifecycle-ledger",
+        &arg(&lb),
+    ]);
+    a["idleSeconds"] = json!(1);
+    b["idleSeconds"] = json!(0);
+    let server = Server::start_full(json!({}), json!({ "a": a, "b": b }));
+    let mut client = server.client("sessions-e2e");
+    let ta = client
+        .threads_create("proj", "a", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let a1 = run(&mut client, &ta.id, "a-1", "alpha one");
+    let s1 = session_of(&mut client, &a1);
+    // Past its idle second the agent is evicted, closing its session.
+    eventually("the first agent to close its session", || {
+        lifecycle(&la) == [format!("close {s1}")]
+    });
+    let a2 = run(&mut client, &ta.id, "a-2", "alpha two");
+    assert_eq!(session_of(&mut client, &a2), s1);
+    assert!(
+        lapis_e2e::journal::turn_reply(&mut client, &ta.id, &a2)
+            .starts_with("recall: alpha one | alpha two")
+    );
+    let resumes = observations(&mut client, &ta.id, &a2, resumed);
+    assert_eq!(resumes.len(), 1, "{resumes:?}");
+    assert_eq!(resumes[0].session_id, s1);
+    assert!(observations(&mut client, &ta.id, &a2, loaded).is_empty());
+    assert!(observations(&mut client, &ta.id, &a2, reset).is_empty());
+    eventually("the second agent to close its session", || {
+        lifecycle(&la).len() == 3
+    });
+    assert_eq!(
+        lifecycle(&la),
+        [
+            format!("close {s1}"),
+            format!("resume {s1}"),
+            format!("close {s1}")
+        ]
+    );
+
+    // A refused resume: `session/load` restores the session (history
+    // replayed and counted), and the note says the resume failed.
+    let tb = client
+        .threads_create("proj", "b", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let b1 = run(&mut client, &tb.id, "b-1", "beta one");
+    let sb = session_of(&mut client, &b1);
+    let b2 = run(&mut client, &tb.id, "b-2", "beta two");
+    assert_eq!(session_of(&mut client, &b2), sb);
+    let loads = observations(&mut client, &tb.id, &b2, loaded);
+    assert_eq!(loads.len(), 1, "{loads:?}");
+    assert!(loads[0].resume_failed, "{loads:?}");
+    assert_eq!(loads[0].replayed_updates, 1, "{loads:?}");
+    assert!(observations(&mut client, &tb.id, &b2, resumed).is_empty());
+    assert_eq!(
+        lifecycle(&lb),
+        [format!("resume {sb}"), format!("load {sb}")],
+        "no close: b does not advertise it"
     );
     server.finish(&[], &[]);
 }

@@ -25,7 +25,7 @@ use crate::policy::{app, settle};
 use crate::serve_support::{OWNER, Server};
 
 /// What the application was asked, in order.
-type Asked = Arc<Mutex<Vec<ContextPrepare>>>;
+pub(crate) type Asked = Arc<Mutex<Vec<ContextPrepare>>>;
 
 /// Answers every turn with a small profile block and a block larger than
 /// the whole budget; sleeps first when `slow`.
@@ -60,7 +60,7 @@ impl ContextHandler for Notes {
 
 /// Registers port `notes` on a new connection of `application` and serves
 /// it on a thread until `stop` is set.
-fn serve_notes(
+pub(crate) fn serve_notes(
     server: &Server,
     application: &str,
     deadline_ms: Option<u64>,

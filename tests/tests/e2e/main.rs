@@ -23,6 +23,7 @@ mod cli_surface;
 mod cli_terminal;
 mod client;
 mod context;
+mod context_ts;
 mod evidence;
 mod home;
 mod inbox;

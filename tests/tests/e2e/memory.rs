@@ -213,3 +213,53 @@ fn memory_is_recalled_before_the_prompt_and_searched_through_the_bridge_under_th
     assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().count(), 1);
     server.finish(&[], &[]);
 }
+
+/// A memory port reaches the agent through the bridge's read tools, which
+/// restricted threads never get: so `threads.configure` refuses to make a
+/// memory-bound thread restricted (`tools_restricted`, nothing changed)
+/// instead of leaving its next turn to fail at the claim, and
+/// `threads.create` refuses the pair outright.
+#[test]
+fn configure_refuses_to_restrict_a_memory_bound_thread() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("seen");
+    let server = Server::start_full(json!({}), json!({ "minded": agent(&ledger) }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (_, serving) = serve(&server, "lapis-cli", stop.clone());
+    let mut driver = app(&server, OWNER, "lapis-cli");
+    let restricted = ThreadsCreate {
+        restricted: true,
+        ..params("mem")
+    };
+    let err = driver.threads_create_with(&restricted).unwrap_err();
+    assert_eq!(err.code(), "tools_restricted");
+
+    let thread = driver.threads_create_with(&params("mem")).unwrap().thread;
+    let configure = lapis_protocol::params::ThreadsConfigure {
+        thread_id: thread.id.clone(),
+        expected_version: thread.version,
+        restricted: Some(true),
+        ..Default::default()
+    };
+    let err = driver.threads_configure(&configure).unwrap_err();
+    assert_eq!(err.code(), "tools_restricted", "{err}");
+    assert!(err.to_string().contains("memory"), "{err}");
+    // Nothing changed: same version, still unrestricted, and a turn runs.
+    let now = driver.threads_get(&thread.id).unwrap().thread;
+    assert_eq!((now.version, now.restricted), (thread.version, false));
+    let turn = driver.turns_submit(&thread.id, "c1", "hello").unwrap();
+    assert_eq!(settle(&mut driver, &turn.id).state, TurnState::Completed);
+    // Another change of the same thread is still accepted.
+    let approval = lapis_protocol::params::ThreadsConfigure {
+        thread_id: thread.id.clone(),
+        expected_version: thread.version,
+        approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
+        ..Default::default()
+    };
+    let changed = driver.threads_configure(&approval).unwrap().thread;
+    assert_eq!(changed.version, thread.version + 1);
+    assert!(!changed.restricted);
+    stop.store(true, Ordering::SeqCst);
+    drop(serving.join().unwrap());
+    server.finish(&[], &[]);
+}

@@ -24,13 +24,21 @@ fn add_fixture(ctx: &TestContext, name: &str, args: &[&str]) {
 fn check_reports_capabilities_auth_methods_and_modes() {
     let ctx = TestContext::new();
     rich_config(&ctx);
-    add_fixture(&ctx, "fx", &["--advertise"]);
+    add_fixture(
+        &ctx,
+        "fx",
+        &["--advertise", "--resume-session", "--close-session"],
+    );
     let out = ctx.run(["providers", "check", "fx", "--session", "--json"]);
     out.success();
     let r = &out.json()["report"];
     assert_eq!(r["protocolVersion"], 1);
     assert_eq!(r["agentInfo"]["name"], "fixture-agent");
     assert_eq!(r["loadSession"], true);
+    assert_eq!(
+        r["sessionCapabilities"],
+        json!({"load": true, "resume": true, "list": false, "close": true, "fork": false})
+    );
     assert_eq!(r["mcpCapabilities"]["http"], true);
     assert_eq!(r["promptCapabilities"]["embeddedContext"], true);
     assert_eq!(r["authMethods"][0]["id"], "fixture-login");
@@ -42,6 +50,7 @@ fn check_reports_capabilities_auth_methods_and_modes() {
         "provider fx: ok",
         "agent: fixture-agent 1.2.3",
         "loadSession: yes",
+        "lifecycle: load yes, resume yes, list no, close yes, fork no",
         "MCP: http",
         "prompt: embeddedContext",
         "auth methods: fixture-login",

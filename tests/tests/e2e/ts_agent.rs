@@ -365,3 +365,66 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
     );
     server.finish(&[], &[]);
 }
+
+/// On the SDK agent advertising `session/resume` and `session/close`
+/// (TS_AGENT_RESUME=1, TS_AGENT_CLOSE=1), a thread whose agent was evicted
+/// is resumed — no `session/load`, no replay — and still remembers.
+#[test]
+fn the_sdk_agent_is_resumed_not_loaded_when_it_offers_resume() {
+    let Some(ts) = TsAgent::find("the_sdk_agent_is_resumed_not_loaded_when_it_offers_resume")
+    else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let state = scratch.path().join("state");
+    let mut provider = ts.provider(&state);
+    provider["env"]["TS_AGENT_RESUME"] = json!("1");
+    provider["env"]["TS_AGENT_CLOSE"] = json!("1");
+    let server = Server::start_full(json!({ "maxLiveAgents": 1 }), json!({ "ts": provider }));
+    let mut client = server.client("ts-agent-e2e");
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let first = client
+        .turns_submit(&thread.id, "r-1", "the sky is green")
+        .unwrap();
+    assert_eq!(settle(&mut client, &first.id).state.as_str(), "completed");
+    let session = client
+        .turns_get(&first.id)
+        .unwrap()
+        .agent_session_id
+        .unwrap();
+    let other = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let t = client.turns_submit(&other.id, "r-x", "elsewhere").unwrap();
+    assert_eq!(settle(&mut client, &t.id).state.as_str(), "completed");
+    let second = client.turns_submit(&thread.id, "r-2", "and now?").unwrap();
+    assert_eq!(settle(&mut client, &second.id).state.as_str(), "completed");
+    assert_eq!(
+        client
+            .turns_get(&second.id)
+            .unwrap()
+            .agent_session_id
+            .as_deref(),
+        Some(session.as_str())
+    );
+    assert_eq!(
+        loads(&mut client, &thread.id, &second.id),
+        0,
+        "loaded, not resumed"
+    );
+    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
+    let resumed = page
+        .events
+        .iter()
+        .filter(|e| e.turn_id.as_deref() == Some(second.id.as_str()))
+        .filter(|e| matches!(lapis_e2e::journal::note(e), Some(Note::SessionResumed(_))))
+        .count();
+    assert_eq!(resumed, 1, "no session_resumed note");
+    assert_eq!(
+        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second.id),
+        format!("turn 2 of session {session}; you said before: \"the sky is green\"")
+    );
+    server.finish(&[], &[]);
+}

@@ -108,7 +108,7 @@ pub struct ThreadsList {
 }
 
 /// `threads.configure`: optimistic on `expectedVersion`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ThreadsConfigure {
     /// Thread id.

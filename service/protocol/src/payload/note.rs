@@ -1,6 +1,6 @@
 //! The notes the controller itself writes into a turn's journal, typed:
 //! the agent's stderr tail, refused MCP servers, how the agent session was
-//! opened (loaded, reset, replaced), the restricted mode's result, and the
+//! opened (resumed, loaded, reset, replaced), the restricted mode's result, and the
 //! agent messages the controller refused or does not interpret.
 //!
 //! On disk a note is an `observation` payload
@@ -34,7 +34,10 @@ pub enum Note {
     /// `mcp_servers`: the thread's MCP servers were refused before anything
     /// was launched (the turn fails with the refusal's code).
     McpRefused(McpRefused),
-    /// `session_loaded`: the thread's agent session was resumed with
+    /// `session_resumed`: the thread's agent session was reconnected with
+    /// `session/resume` (no history replayed).
+    SessionResumed(SessionResumed),
+    /// `session_loaded`: the thread's agent session was restored with
     /// `session/load`.
     SessionLoaded(SessionLoaded),
     /// `context_reset`: the bound session could not be loaded, so a new one
@@ -69,7 +72,17 @@ pub struct McpRefused {
     pub message: String,
 }
 
-/// `session_loaded`: `{"sessionId": …, "replayedUpdates": n}`.
+/// `session_resumed`: `{"sessionId": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionResumed {
+    /// The agent's session id, resumed.
+    pub session_id: String,
+}
+
+/// `session_loaded`: `{"sessionId": …, "replayedUpdates": n}`, plus
+/// `"resumeFailed": true` when the agent advertised `session/resume` and
+/// refused it, so `session/load` was the fallback.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionLoaded {
@@ -78,6 +91,9 @@ pub struct SessionLoaded {
     /// How many history updates the agent replayed while loading (not
     /// journaled: they are the earlier turns' output).
     pub replayed_updates: u64,
+    /// `session/resume` was tried first and refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume_failed: bool,
 }
 
 /// `context_reset`: `{"reason": …, "previousSessionId": …, "sessionId": …}`.
@@ -92,14 +108,17 @@ pub struct ContextReset {
     pub session_id: String,
 }
 
-/// Why a bound session was not loaded.
+/// Why a bound session was neither resumed nor loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResetReason {
-    /// The agent refused `session/load`.
+    /// The agent refused `session/load` (after `session/resume`, when it
+    /// offers that too).
     LoadFailed,
-    /// The agent does not offer `session/load`.
+    /// The agent offers neither `session/resume` nor `session/load`.
     LoadUnsupported,
+    /// The agent refused `session/resume` and does not offer `session/load`.
+    ResumeFailed,
 }
 
 /// `session_replaced`: `{"reason": …, "previousSessionId": …}`.
@@ -184,6 +203,7 @@ impl Note {
         match self {
             Note::AgentStderr(_) => "agent_stderr",
             Note::McpRefused(_) => "mcp_servers",
+            Note::SessionResumed(_) => "session_resumed",
             Note::SessionLoaded(_) => "session_loaded",
             Note::ContextReset(_) => "context_reset",
             Note::SessionReplaced(_) => "session_replaced",
@@ -198,6 +218,7 @@ impl Note {
         match self {
             Note::AgentStderr(n) => value(n),
             Note::McpRefused(n) => value(n),
+            Note::SessionResumed(n) => value(n),
             Note::SessionLoaded(n) => value(n),
             Note::ContextReset(n) => value(n),
             Note::SessionReplaced(n) => value(n),
@@ -213,6 +234,7 @@ impl Note {
         Some(match kind {
             "agent_stderr" => Note::AgentStderr(exact(payload)?),
             "mcp_servers" => Note::McpRefused(exact(payload)?),
+            "session_resumed" => Note::SessionResumed(exact(payload)?),
             "session_loaded" => Note::SessionLoaded(exact(payload)?),
             "context_reset" => Note::ContextReset(exact(payload)?),
             "session_replaced" => Note::SessionReplaced(exact(payload)?),

@@ -100,7 +100,7 @@ pub(crate) async fn threads_attach(
     p: params::ThreadsAttach,
 ) -> Result<ThreadSnapshot, RpcError> {
     let thread = owned_thread(ctx, session, &p.thread_id).await?;
-    super::tools::check_restricted(thread.restricted, &thread.tools)?;
+    super::tools::check_restricted(thread.restricted, &thread.tools, thread.memory.as_deref())?;
     let fields = p.expect.mismatches(&thread);
     if !fields.is_empty() {
         return Err(store_err(crate::domain::StoreError::BindingMismatch {
@@ -151,7 +151,7 @@ pub(crate) async fn threads_configure(
     let provider_name = p.provider.as_deref().unwrap_or(&thread.provider);
     let restricted = p.restricted.unwrap_or(thread.restricted);
     super::mcp::check_restricted(ctx, provider_name, restricted, &thread.mcp_servers)?;
-    super::tools::check_restricted(restricted, &thread.tools)?;
+    super::tools::check_restricted(restricted, &thread.tools, thread.memory.as_deref())?;
     let patch = ThreadPatch {
         provider: p.provider,
         approval: p.approval,

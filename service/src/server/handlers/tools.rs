@@ -132,10 +132,8 @@ pub(super) fn check_memory(
     port: Option<&str>,
 ) -> Result<(), RpcError> {
     validate_port_binding(port).map_err(port_refusal)?;
+    check_restricted(restricted, &[], port)?;
     let Some(port) = port else { return Ok(()) };
-    if restricted {
-        return Err(refusal(ToolRefusal::Restricted));
-    }
     ctx.core
         .tools
         .registry
@@ -231,7 +229,7 @@ pub(super) fn check_create(
     names: &[String],
 ) -> Result<(), RpcError> {
     validate_binding(names).map_err(refusal)?;
-    check_restricted(restricted, names)?;
+    check_restricted(restricted, names, None)?;
     ctx.core
         .tools
         .registry
@@ -240,9 +238,17 @@ pub(super) fn check_create(
     Ok(())
 }
 
-/// A restricted thread binds no application tools.
-pub(super) fn check_restricted(restricted: bool, names: &[String]) -> Result<(), RpcError> {
-    if restricted && !names.is_empty() {
+/// A restricted thread binds no application tools and no memory port
+/// (memory's read tools ride the same bridge). One rule for every place a
+/// thread's restriction or bindings are set or relied on: `threads.create`,
+/// `threads.configure` and `threads.attach` refuse with `tools_restricted`
+/// here, so a claim never has to discover it.
+pub(super) fn check_restricted(
+    restricted: bool,
+    tools: &[String],
+    memory: Option<&str>,
+) -> Result<(), RpcError> {
+    if restricted && (!tools.is_empty() || memory.is_some()) {
         return Err(refusal(ToolRefusal::Restricted));
     }
     Ok(())

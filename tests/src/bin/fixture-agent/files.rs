@@ -103,3 +103,26 @@ pub(crate) fn mcp_capabilities(script: &Script, result: &mut Value) {
     let on = |k: &str| caps.split(',').any(|c| c == k);
     result["agentCapabilities"]["mcpCapabilities"] = json!({"http": on("http"), "sse": on("sse")});
 }
+
+/// `--resume-session` / `--close-session` advertise
+/// `sessionCapabilities.resume` / `.close` (`{}` each, as ACP v1 does).
+pub(crate) fn session_capabilities(script: &Script, result: &mut Value) {
+    for (flag, name) in [("resume-session", "resume"), ("close-session", "close")] {
+        if script.has(flag) {
+            result["agentCapabilities"]["sessionCapabilities"][name] = json!({});
+        }
+    }
+}
+
+/// Appends `WHAT SESSION` to `--lifecycle-ledger PATH`, if given.
+pub(crate) fn lifecycle(script: &Script, what: &str, session: &str) {
+    let Some(path) = script.get("lifecycle-ledger") else {
+        return;
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("lifecycle ledger");
+    writeln!(f, "{what} {session}").expect("lifecycle ledger write");
+}

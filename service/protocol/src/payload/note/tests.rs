@@ -47,8 +47,31 @@ fn every_note_keeps_its_stored_shape() {
         Note::SessionLoaded(SessionLoaded {
             session_id: "s1".into(),
             replayed_updates: 3,
+            resume_failed: false,
         }),
         json!({"sessionId": "s1", "replayedUpdates": 3}),
+    );
+    pins(
+        Note::SessionLoaded(SessionLoaded {
+            session_id: "s1".into(),
+            replayed_updates: 0,
+            resume_failed: true,
+        }),
+        json!({"sessionId": "s1", "replayedUpdates": 0, "resumeFailed": true}),
+    );
+    pins(
+        Note::SessionResumed(SessionResumed {
+            session_id: "s1".into(),
+        }),
+        json!({"sessionId": "s1"}),
+    );
+    pins(
+        Note::ContextReset(ContextReset {
+            reason: ResetReason::ResumeFailed,
+            previous_session_id: "s1".into(),
+            session_id: "s2".into(),
+        }),
+        json!({"reason": "resume_failed", "previousSessionId": "s1", "sessionId": "s2"}),
     );
     pins(
         Note::ContextReset(ContextReset {
