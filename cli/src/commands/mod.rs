@@ -3,6 +3,7 @@
 mod acp_echo;
 mod agent_stderr;
 mod ask;
+mod background;
 pub(crate) mod candidates;
 mod command_id;
 pub(crate) mod completions;
@@ -57,7 +58,9 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Releases(command) => releases::run(&global, command),
         Command::Rollback(args) => rollback::run(&global, args),
         Command::Token(command) => token::run(&global, command),
+        Command::Serve(args) if args.background => background::start(&global, &args),
         Command::Serve(args) => serve::run(&global, args),
+        Command::Stop(args) => background::stop(&global, &args),
         Command::Status(out) => status::run(&global, out),
         Command::Config(command) => config::run(&global, command),
         Command::Logs(args) => logs::run(&global, args),

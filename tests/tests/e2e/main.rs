@@ -58,6 +58,7 @@ mod redaction;
 mod release;
 mod release_update;
 mod serve;
+mod serve_background;
 mod serve_hardening;
 mod serve_support;
 mod serve_turns;
