@@ -19,9 +19,9 @@ pub(crate) enum WorkspacesCommand {
     /// Register a project directory under an id
     ///
     /// With `--worktree-of REPO`, the controller creates a linked git
-    /// worktree of REPO (under the controller home's `worktrees/ID`, or at
-    /// DIR) and registers it as its own workspace, so its turns run beside
-    /// the main checkout's.
+    /// worktree of REPO (at DIR, else under the config's `worktrees.root` or
+    /// the controller home's `worktrees/`) and registers it as its own
+    /// workspace, so its turns run beside the main checkout's.
     Add {
         /// Workspace id.
         id: String,
@@ -122,7 +122,7 @@ pub(crate) enum ThreadsCommand {
         #[arg(long, value_name = "SECONDS")]
         permission_timeout: Option<u64>,
         /// Run the thread in a new git worktree of WORKSPACE's repository,
-        /// registered as workspace `WORKSPACE-wt-<random>`.
+        /// registered as workspace `WORKSPACE-wt-<hash of the command id>`.
         #[arg(long)]
         worktree: bool,
         #[command(flatten)]

@@ -20,3 +20,4 @@
 mod command;
 pub mod snapshot;
 pub(crate) mod worktree;
+pub(crate) mod worktree_hook;

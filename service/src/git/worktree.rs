@@ -111,6 +111,13 @@ async fn git_dirs(path: &Path) -> Result<(PathBuf, PathBuf), GitError> {
     }
 }
 
+/// The main checkout of the repository the work tree at `path` belongs to
+/// (the parent of its common git dir).
+pub(crate) async fn repository_of(path: &Path) -> Result<PathBuf, GitError> {
+    let (_, common) = git_dirs(path).await?;
+    Ok(common.parent().map(Path::to_path_buf).unwrap_or(common))
+}
+
 /// Whether `path` is a linked worktree (its git dir is not its repository's
 /// common dir).
 pub(crate) async fn is_linked(path: &Path) -> Result<bool, GitError> {

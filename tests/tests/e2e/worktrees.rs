@@ -188,3 +188,74 @@ fn threads_create_worktree_gives_the_thread_its_own_worktree() {
     assert!(!server.project.join("mine.txt").exists());
     server.finish(&[], &[]);
 }
+
+#[test]
+fn setup_and_teardown_hooks_run_in_the_worktree_and_a_failed_setup_leaves_nothing() {
+    let server = Server::start_full(json!({}), json!({}));
+    make_repo(&server.project);
+    let home = server.ctx.home().to_path_buf();
+    // The owner configures a root and the hooks, then reloads.
+    let mut config: Value =
+        serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
+    config["worktrees"] = json!({
+        "root": home.join("wtroot"),
+        "setup": { "command": "/bin/sh", "args": ["-c",
+            "echo \"$LAPIS_WORKSPACE_ID from $LAPIS_REPOSITORY\" > .setup-marker; echo hello-from-setup; test \"$LAPIS_WORKSPACE_ID\" != wt-bad"],
+            "timeoutSeconds": 30 },
+        "teardown": { "command": "/bin/sh", "args": ["-c", "echo bye > \"$HOME/teardown-$LAPIS_WORKSPACE_ID\""],
+            "envAllowlist": ["HOME"] },
+    });
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    server.ctx.run(["config", "reload"]).expect_code(0);
+
+    let project = server.project.to_str().unwrap().to_owned();
+    server
+        .ctx
+        .run(["workspaces", "add", "wt-ok", "--worktree-of", &project])
+        .expect_code(0);
+    let path = path_of(&server, "wt-ok");
+    assert_eq!(path, home.join("wtroot/wt-ok").canonicalize().unwrap());
+    let marker = std::fs::read_to_string(path.join(".setup-marker")).unwrap();
+    assert!(marker.starts_with("wt-ok from "), "{marker}");
+    lapis_e2e::wait::until("the hook's output in the service log", || {
+        server.log_text().contains("hello-from-setup")
+    });
+
+    // A failing setup refuses the add and leaves neither worktree nor workspace.
+    let bad = server.ctx.run([
+        "workspaces",
+        "add",
+        "wt-bad",
+        "--worktree-of",
+        &project,
+        "--json",
+    ]);
+    bad.expect_code(2);
+    assert!(
+        bad.stdout.contains("setup command failed"),
+        "{}",
+        bad.stdout
+    );
+    assert!(!home.join("wtroot/wt-bad").exists());
+    let list = server.ctx.run(["workspaces", "list", "--json"]).json();
+    assert!(!list.to_string().contains("wt-bad"), "{list}");
+
+    // Teardown runs before the worktree is deleted (the marker makes it
+    // dirty: --force).
+    server
+        .ctx
+        .run([
+            "workspaces",
+            "remove",
+            "wt-ok",
+            "--delete-worktree",
+            "--force",
+        ])
+        .expect_code(0);
+    assert!(!path.exists());
+    assert_eq!(
+        std::fs::read_to_string(home.join("teardown-wt-ok")).unwrap(),
+        "bye\n"
+    );
+    server.finish(&[], &[]);
+}

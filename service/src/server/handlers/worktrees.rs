@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::auth::AuthSession;
 use crate::git::snapshot::SnapshotDir;
 use crate::git::worktree::{self, NewWorktree, WORKTREES_DIR, WorktreeError};
+use crate::git::worktree_hook::{self, HookSubject};
 use crate::store::canonical_workspace_dir;
 use lapis_protocol::params::{WorkspaceResult, WorktreeSpec};
 use lapis_protocol::{ErrorCode, RpcError};
@@ -66,8 +67,14 @@ pub(super) async fn add(
         return Err(super::workspaces::outside_roots(&repo));
     }
     let home = ctx.core.store.options().home.clone();
+    let config = ctx.reload.worktrees();
     let target = if path.is_empty() {
-        home.join(WORKTREES_DIR).join(id)
+        // The owner's configured root, else the controller home's.
+        let user_home = std::env::var_os("HOME").map(PathBuf::from);
+        config
+            .root_dir(user_home.as_deref())
+            .unwrap_or_else(|| home.join(WORKTREES_DIR))
+            .join(id)
     } else {
         let p = PathBuf::from(path);
         if !p.is_absolute() {
@@ -105,6 +112,20 @@ pub(super) async fn add(
         from: spec.from.clone(),
     };
     worktree::add(&new).await.map_err(worktree_err)?;
+    if let Some(setup) = &config.setup {
+        let subject = HookSubject {
+            workspace: id,
+            worktree: &target,
+            repository: Path::new(&repo),
+        };
+        if let Err(failure) = worktree_hook::run("setup", setup, subject).await {
+            tracing::warn!(workspace = %id, error = %failure, "worktree setup failed; removing the worktree");
+            if let Err(undo) = worktree::remove(&target).await {
+                tracing::warn!(error = %undo, "removing a worktree whose setup failed failed");
+            }
+            return Err(invalid(failure.to_string()).with_data("hook", "setup".into()));
+        }
+    }
     let registered = match canonical_workspace_dir(&target) {
         Ok(canonical) => {
             ctx.core
@@ -165,6 +186,18 @@ pub(super) async fn after_remove(
     id: &str,
     path: &Path,
 ) -> Result<(), RpcError> {
+    if let Some(teardown) = &ctx.reload.worktrees().teardown {
+        let repository = worktree::repository_of(path).await.unwrap_or_default();
+        let subject = HookSubject {
+            workspace: id,
+            worktree: path,
+            repository: &repository,
+        };
+        // Logged, never blocking: the workspace is removed already.
+        if let Err(failure) = worktree_hook::run("teardown", teardown, subject).await {
+            tracing::warn!(workspace = %id, error = %failure, "worktree teardown failed; deleting the worktree anyway");
+        }
+    }
     worktree::remove(path).await.map_err(|e| {
         RpcError::new(
             ErrorCode::Internal,
