@@ -140,4 +140,16 @@ pub(crate) struct ServeArgs {
     /// over stdin/stdout.
     #[arg(long)]
     pub(crate) stdio: bool,
+    /// Detach: run the controller in the background without a service
+    /// manager (pid and log file in the controller home); exits 0 once it
+    /// answers `status`. `stop` ends it.
+    #[arg(long, conflicts_with = "stdio")]
+    pub(crate) background: bool,
+}
+
+/// `stop`.
+#[derive(Debug, Args)]
+pub(crate) struct StopArgs {
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
 }
