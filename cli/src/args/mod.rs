@@ -26,7 +26,7 @@ pub(crate) use drive::{
 pub(crate) use global::GlobalArgs;
 pub(crate) use install::{
     CompletionsArgs, GcArgs, InstallArgs, LogsArgs, ReleasesCommand, RollbackArgs, ServeArgs,
-    StopArgs, TokenCommand, UninstallArgs, UpdateArgs,
+    StartArg, StopArgs, TokenCommand, UninstallArgs, UpdateArgs,
 };
 
 /// Local controller that runs coding-agent turns durably, one per workspace.

@@ -50,6 +50,24 @@ fn serve_background_answers_before_it_returns_and_stop_ends_it() {
             .mode();
         assert_eq!(mode & 0o777, 0o600, "{file}");
     }
+    // `doctor` only warns about the missing service unit while the socket
+    // answers without one.
+    let doc = ctx.run(["doctor", "--json"]).json();
+    let unit = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "unit")
+        .unwrap()
+        .clone();
+    assert_eq!(unit["status"], "warn", "{doc}");
+    assert!(
+        unit["summary"]
+            .as_str()
+            .unwrap()
+            .contains("answers on its socket without it"),
+        "{doc}"
+    );
     // A second start finds it running and starts nothing.
     let again = ctx.run(["serve", "--background"]);
     again.success();
@@ -152,4 +170,29 @@ fn serve_background_refuses_a_directory_that_is_not_a_controller_home() {
         out.stderr
     );
     assert!(!project.join("serve.log").exists() && !project.join("serve.pid").exists());
+}
+
+#[test]
+fn install_without_a_service_manager_starts_in_the_background_when_asked() {
+    let ctx = TestContext::new();
+    // No systemctl on PATH: no service manager answers.
+    let empty = ctx.home().join("empty-path");
+    std::fs::create_dir(&empty).unwrap();
+    let mut cmd = ctx.command(["install", "--start", "background", "--json"]);
+    cmd.env("PATH", &empty);
+    let out = ctx.output(cmd);
+    out.success();
+    let doc = out.json();
+    assert_eq!(doc["service"]["status"], "background", "{doc}");
+    let pid = doc["service"]["pid"].as_u64().expect("pid");
+    assert!(
+        doc["service"]["stop"].as_str().unwrap().ends_with(" stop"),
+        "{doc}"
+    );
+    assert!(out.stderr.contains("no service manager"), "{}", out.stderr);
+    let status = ctx.run(["status", "--json"]);
+    status.success();
+    assert_eq!(status.json()["pid"], json!(pid));
+    ctx.run(["stop"]).success();
+    ctx.run(["status"]).expect_code(3);
 }
