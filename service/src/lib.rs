@@ -43,6 +43,7 @@
 
 pub(crate) mod domain;
 pub(crate) mod notifier;
+pub(crate) mod presence;
 pub(crate) mod redact;
 pub(crate) mod tools;
 

@@ -70,8 +70,13 @@ pub(super) fn submit_and_watch(
     client: &mut Client,
     s: Submission<'_>,
 ) -> CliResult {
-    let mut follower =
-        JournalFollower::start(client, Some(s.thread), None).map_err(client_error)?;
+    // A follow streams the turn to a person: its subscription is present,
+    // so a presence-aware notifier stays quiet about it.
+    let mut follower = match s.watch {
+        Watch::Follow => JournalFollower::attended(client, Some(s.thread), None),
+        Watch::Wait => JournalFollower::start(client, Some(s.thread), None),
+    }
+    .map_err(client_error)?;
     let turn = match s.continues {
         Some(prior) => follower.client().turns_continue(&TurnsContinue {
             turn_id: prior.to_owned(),

@@ -91,6 +91,9 @@ fn with_text((text, mut event): (String, Payload)) -> Payload {
 impl StoreHooks {
     /// The hooks of turn `turn_id` of `thread` (its id and configuration
     /// version are bound with the session).
+    // One argument per obligation the hooks carry; a struct of them would
+    // only rename this list.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         store: Store,
         turn_id: String,

@@ -407,14 +407,17 @@ impl Engine {
         // A metadata-only thread keeps no agent stderr, not even redacted.
         limits.stderr.keep = prepared.retention == crate::domain::Retention::Full;
         limits.setup_timeout = Duration::from_secs(spec.session.handshake_seconds);
-        // A request waits the provider's `permissionTimeoutSeconds`, never
-        // past the turn's own deadline.
+        // A request waits the thread's own `permissionTimeoutSeconds`, else
+        // the provider's, never past the turn's own deadline.
         let turn_seconds = claim
             .turn
             .max_turn_seconds
             .unwrap_or(spec.session.max_turn_seconds);
-        limits.permission_timeout =
-            Duration::from_secs(spec.session.permission_timeout_seconds.min(turn_seconds));
+        let wait = claim
+            .thread
+            .permission_timeout_seconds
+            .unwrap_or(spec.session.permission_timeout_seconds);
+        limits.permission_timeout = Duration::from_secs(wait.min(turn_seconds));
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
         // A thread with tools: a new agent session gets a fresh ticket in

@@ -1,5 +1,6 @@
 //! Git, through the `git` CLI: workspace snapshots as tree ids and the
-//! diffs between them ([`snapshot`]).
+//! diffs between them ([`snapshot`]), and worktree workspaces
+//! ([`worktree`]).
 //!
 //! Why the CLI and not a library: measured on a 50k-file repository on the
 //! build machine, `git add -A && git write-tree` with a private index that
@@ -18,3 +19,5 @@
 
 mod command;
 pub mod snapshot;
+pub(crate) mod worktree;
+pub(crate) mod worktree_hook;

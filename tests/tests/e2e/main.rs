@@ -70,3 +70,4 @@ mod tools_ts;
 mod ts_agent;
 mod workspace_roots;
 mod workspaces;
+mod worktrees;

@@ -27,6 +27,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             tools: vec![],
             context: None,
             memory: None,
+            permission_timeout_seconds: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "allow-all",
             "restricted": false, "retention": "metadata-only"}),
@@ -42,6 +43,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             tools: vec!["crm".into()],
             context: None,
             memory: None,
+            permission_timeout_seconds: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "ask",
             "restricted": false, "retention": "full", "tools": ["crm"]}),
@@ -430,7 +432,10 @@ fn workspace_snapshots_have_a_pinned_stored_form() {
         skipped: None,
     });
     assert_eq!(taken.kind(), EventKind::WorkspaceSnapshot);
-    assert!(!taken.kind().is_content(), "metadata, kept under every retention");
+    assert!(
+        !taken.kind().is_content(),
+        "metadata, kept under every retention"
+    );
     assert!(taken.kind().is_activity(), "the engine appends it");
     assert_eq!(
         taken.to_value(),
@@ -441,6 +446,12 @@ fn workspace_snapshots_have_a_pinned_stored_form() {
         SnapshotPoint::Outcome,
         SnapshotSkipped::NotGit,
     ));
-    assert_eq!(skipped.to_value(), json!({"at": "outcome", "skipped": "not_git"}));
-    assert_eq!(Payload::from_value(skipped.kind(), skipped.to_value()), skipped);
+    assert_eq!(
+        skipped.to_value(),
+        json!({"at": "outcome", "skipped": "not_git"})
+    );
+    assert_eq!(
+        Payload::from_value(skipped.kind(), skipped.to_value()),
+        skipped
+    );
 }

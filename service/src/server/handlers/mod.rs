@@ -22,6 +22,7 @@ mod threads;
 mod tools;
 mod turns;
 mod workspaces;
+mod worktrees;
 
 use serde_json::json;
 

@@ -38,6 +38,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
         default_provider: None,
         server: limits,
         notify: None,
+        worktrees: None,
     }
 }
 
@@ -204,6 +205,7 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     context: None,
                     memory: None,
                     thread_id: None,
+                    permission_timeout_seconds: None,
                 },
             )
             .await
