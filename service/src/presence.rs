@@ -6,12 +6,12 @@
 //! the journal live registers a [`Hold`] for what it covers — a thread, or
 //! every thread of one principal (and application) — and the registry
 //! counts holds per [`Attended`] scope. Today that is a `journal.subscribe`
-//! with `present: true` (the CLI's `turns submit --follow` and `journal
-//! tail --follow`); a `watch` view registers the same way: it subscribes
-//! with `present: true` over the threads it shows (no `threadId`: every
-//! thread of its session), or, living inside the server, takes
-//! [`Presence::hold`] itself and keeps the guard as long as it is on
-//! screen.
+//! with `present: true`: the CLI's `turns submit --follow`, `journal tail
+//! --follow` and `watch` (its owner subscription, no `threadId`: every
+//! thread of its session), all through the SDK's
+//! `JournalFollower::attended`. Another view registers the same way, or,
+//! living inside the server, takes [`Presence::hold`] itself and keeps the
+//! guard as long as it is on screen.
 //!
 //! What must stay true:
 //! - a hold is a guard: it counts while it lives and is released when it

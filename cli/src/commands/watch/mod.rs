@@ -111,7 +111,9 @@ fn connected(
         cursor: (cursor > 0).then_some(cursor),
         why: transcript::display(&e.to_string()),
     };
-    let mut follower = match JournalFollower::start(client, None, resume) {
+    // A person is looking: the subscription is present, so a
+    // presence-aware notifier (`notify.presence`) stays quiet meanwhile.
+    let mut follower = match JournalFollower::attended(client, None, resume) {
         Ok(f) => f,
         Err(e) if e.is_service_unavailable() => return Ok(lost(resume.unwrap_or(0), &e)),
         Err(e) => return Err(client_error(e)),
