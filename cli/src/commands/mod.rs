@@ -34,6 +34,7 @@ mod token;
 mod turns;
 mod uninstall;
 mod update;
+mod usage;
 mod version;
 mod workspaces;
 

@@ -98,7 +98,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             } else {
                 let t = &snap.thread;
                 crate::output::line(format!(
-                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\nturns:",
+                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}",
                     t.id,
                     t.workspace_id,
                     t.provider,
@@ -107,6 +107,13 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     t.retention.as_str(),
                     t.version
                 ))?;
+                if snap.usage.turns > 0 {
+                    crate::output::line(format!(
+                        "usage      {}",
+                        super::usage::totals_line(&snap.usage)
+                    ))?;
+                }
+                crate::output::line("turns:")?;
                 for turn in &snap.recent_turns {
                     crate::output::line(format!("  {}\t{}", turn.id, turn.state.as_str()))?;
                 }

@@ -476,7 +476,7 @@ impl Engine {
             .max_turn_seconds
             .unwrap_or(spec.session.max_turn_seconds);
         let deadline = Deadline::arm(self.store.clone(), turn_id.clone(), limit);
-        let run = run_turn_on(
+        let mut run = run_turn_on(
             request,
             agent,
             ticket,
@@ -493,6 +493,16 @@ impl Engine {
         let mut end = turn_end(&run.outcome, *cancel.borrow());
         if deadline.disarm() {
             end = deadline_end(end);
+        }
+        // What the turn used is on its row before its end is told to
+        // anyone, so a budget checked at the next claim counts it.
+        if (run.context_usage.is_some() || run.tokens.is_some())
+            && let Err(err) = self
+                .store
+                .record_usage(&turn_id, run.context_usage.take(), run.tokens.take())
+                .await
+        {
+            tracing::error!(turn = %turn_id, code = err.code(), "recording the turn's usage failed");
         }
         // Text held back for redaction is queued before the turn's end.
         // Output the store refused or failed to write (disk full, …) makes

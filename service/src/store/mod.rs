@@ -73,6 +73,7 @@ mod replay;
 mod scheduler;
 mod schema;
 mod transition;
+mod usage;
 mod validate;
 mod writer;
 

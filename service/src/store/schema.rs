@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -277,6 +277,16 @@ CREATE TABLE thread_reservations (
     application TEXT NOT NULL,
     created_at  INTEGER NOT NULL
 );
+"#,
+    },
+    Migration {
+        // Version 13: what each turn used (issue 29): its `TurnUsage` as
+        // JSON (tokens, context, per-turn cost, the session's cumulative
+        // cost), summed for thread, workspace, application and daily
+        // totals and budgets.
+        then: None,
+        sql: r#"
+ALTER TABLE turns ADD COLUMN usage TEXT;
 "#,
     },
 ];

@@ -12,6 +12,7 @@ mod acp_serve;
 mod acp_sessions;
 mod acp_teardown;
 mod acp_tool_calls;
+mod acp_usage;
 mod attention_notify;
 mod basics;
 mod cli_ask;

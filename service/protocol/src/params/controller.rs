@@ -99,6 +99,24 @@ pub struct StatusResult {
     /// (absent when the server runs no engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<EngineCounters>,
+    /// What turns used, in total and by workspace and application (from
+    /// the turns' records, so it survives restarts).
+    #[serde(default)]
+    pub usage: UsageStatus,
+}
+
+/// `status`'s usage: totals overall, by workspace id and by application.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageStatus {
+    /// Every turn with a usage record.
+    pub total: crate::usage::UsageTotals,
+    /// By workspace id.
+    #[serde(default)]
+    pub workspaces: std::collections::BTreeMap<String, crate::usage::UsageTotals>,
+    /// By application.
+    #[serde(default)]
+    pub applications: std::collections::BTreeMap<String, crate::usage::UsageTotals>,
 }
 
 /// The engine's counters and limits.

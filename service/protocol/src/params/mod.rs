@@ -23,7 +23,7 @@ mod workspaces;
 
 pub use controller::{
     EngineCounters, ProvidersCheck, ProvidersChecked, QueueStatus, ReloadResult, RevokeResult,
-    SessionsRevoke, StatusResult, StatusTurn,
+    SessionsRevoke, StatusResult, StatusTurn, UsageStatus,
 };
 pub use journal::{
     JournalReplay, JournalSubscribe, JournalUnsubscribe, SubscribeResult, UnsubscribeResult,
