@@ -3,6 +3,7 @@
 mod acp_echo;
 mod agent_stderr;
 mod ask;
+mod budgets;
 pub(crate) mod candidates;
 mod command_id;
 pub(crate) mod completions;
@@ -66,6 +67,7 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
         Command::Permissions(command) => permissions::run(&global, command),
+        Command::Budgets(command) => budgets::run(&global, command),
         Command::Ask(args) => ask::run(&global, args),
         Command::Providers(command) => providers::run(&global, command),
         Command::AcpEcho => acp_echo::run(),

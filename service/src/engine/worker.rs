@@ -61,6 +61,8 @@ pub struct EngineConfig {
     /// (`mcp-bridge`) and the socket it connects back to. `None` (managed
     /// mode, no socket): such turns fail `tool_endpoint_unavailable`.
     pub(crate) bridge: Option<(PathBuf, PathBuf)>,
+    /// The config's budgets at start (a reload replaces the engine's).
+    pub(crate) budgets: Vec<lapis_protocol::config::Budget>,
 }
 
 impl EngineConfig {
@@ -76,6 +78,7 @@ impl EngineConfig {
             mcp: super::McpRegistry::default(),
             tools: crate::tools::Tools::default(),
             bridge: None,
+            budgets: Vec::new(),
         }
     }
 
@@ -118,6 +121,8 @@ pub struct Engine {
     /// Agent secrets (the env file); a config reload replaces them for
     /// later turns, like the providers.
     secrets: Arc<std::sync::RwLock<EnvFile>>,
+    /// The budgets checked at every claim; a config reload replaces them.
+    budgets: Arc<std::sync::RwLock<Vec<lapis_protocol::config::Budget>>>,
     /// Bumped by every secrets reload: an agent started under an older
     /// generation is never kept for a later turn (its environment is stale).
     secrets_generation: Arc<AtomicU64>,
@@ -186,6 +191,7 @@ impl Engine {
             store,
             providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
             secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
+            budgets: Arc::new(std::sync::RwLock::new(config.budgets.clone())),
             secrets_generation: Arc::default(),
             config: Arc::new(config),
             broker: PermissionBroker::default(),
@@ -340,6 +346,15 @@ impl Engine {
                 .await;
             return;
         };
+        // Budgets first: a spent one fails the turn before any port or
+        // agent is asked for anything (see `budgets`).
+        if self.budget_spent(&claim.thread, &turn_id).await {
+            guard.boundary_later();
+            guard.release();
+            self.finish(&turn_id, TurnEnd::Failed(OutcomeCode::BudgetExhausted))
+                .await;
+            return;
+        }
         let mcp = match facts.mcp {
             Ok(mcp) => mcp,
             Err(refusal) => {

@@ -283,10 +283,14 @@ CREATE TABLE thread_reservations (
         // Version 13: what each turn used (issue 29): its `TurnUsage` as
         // JSON (tokens, context, per-turn cost, the session's cumulative
         // cost), summed for thread, workspace, application and daily
-        // totals and budgets.
+        // totals and budgets; and when each budget (by key) was last reset.
         then: None,
         sql: r#"
 ALTER TABLE turns ADD COLUMN usage TEXT;
+CREATE TABLE budget_resets (
+    key      TEXT PRIMARY KEY NOT NULL,
+    reset_at INTEGER NOT NULL
+) WITHOUT ROWID;
 "#,
     },
 ];

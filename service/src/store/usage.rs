@@ -56,20 +56,26 @@ pub(crate) fn totals(conn: &Connection, scope: &UsageScope) -> StoreResult<Usage
     Ok(totals)
 }
 
-/// Totals grouped by workspace and by application (for `status`).
+/// Totals grouped by thread, workspace or application (`status`, budgets
+/// that cover each of them), of the turns since `since`.
 pub(crate) fn by_key(
     conn: &Connection,
     key: &'static str,
+    since: Option<i64>,
 ) -> StoreResult<std::collections::BTreeMap<String, UsageTotals>> {
     let column = match key {
+        "thread" => "t.thread_id",
         "workspace" => "t.workspace_id",
         _ => "th.application",
     };
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {column}, t.usage FROM turns t JOIN threads th ON th.id = t.thread_id \
-         WHERE t.usage IS NOT NULL"
+         WHERE t.usage IS NOT NULL \
+         AND (?1 IS NULL OR COALESCE(t.finished_at, t.updated_at) >= ?1)"
     ))?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    let rows = stmt.query_map([since], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
     let mut out = std::collections::BTreeMap::<String, UsageTotals>::new();
     for row in rows {
         let (k, json) = row?;
@@ -120,12 +126,42 @@ impl super::Store {
         self.read(move |c, _| totals(c, &scope)).await
     }
 
-    /// Usage totals by workspace (`"workspace"`) or application.
+    /// When each budget was last reset, by key.
+    pub(crate) async fn budget_resets(
+        &self,
+    ) -> StoreResult<std::collections::HashMap<String, i64>> {
+        self.read(|c, _| {
+            let mut stmt = c.prepare_cached("SELECT key, reset_at FROM budget_resets")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
+    /// Resets a budget (by key): spending counts from now. Returns when.
+    pub(crate) async fn reset_budget(&self, key: &str) -> StoreResult<i64> {
+        let key = key.to_owned();
+        self.op(move |w| {
+            w.write(|tx, _, _, now| {
+                tx.prepare_cached(
+                    "INSERT INTO budget_resets (key, reset_at) VALUES (?1, ?2) \
+                     ON CONFLICT(key) DO UPDATE SET reset_at = excluded.reset_at",
+                )?
+                .execute(params![key, now])?;
+                Ok(now)
+            })
+        })
+        .await
+    }
+
+    /// Usage totals by thread, workspace or application (`key`), of the
+    /// turns since `since` (all when `None`).
     pub(crate) async fn usage_by(
         &self,
         key: &'static str,
+        since: Option<i64>,
     ) -> StoreResult<std::collections::BTreeMap<String, UsageTotals>> {
-        self.read(move |c, _| by_key(c, key)).await
+        self.read(move |c, _| by_key(c, key, since)).await
     }
 }
 

@@ -2,6 +2,7 @@
 //! HOME through [`lapis_e2e::TestContext`].
 
 mod acp;
+mod acp_budgets;
 mod acp_commits;
 mod acp_continue;
 mod acp_engine;

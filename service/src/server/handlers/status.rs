@@ -23,11 +23,11 @@ use super::super::failure::internal;
 /// the turns' usage records each).
 async fn usage_status(store: &Store) -> Result<UsageStatus, RpcError> {
     let workspaces = store
-        .usage_by("workspace")
+        .usage_by("workspace", None)
         .await
         .map_err(super::store_err)?;
     let applications = store
-        .usage_by("application")
+        .usage_by("application", None)
         .await
         .map_err(super::store_err)?;
     let mut total = lapis_protocol::usage::UsageTotals::default();
@@ -79,9 +79,20 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
             }),
     };
     let usage = usage_status(store).await?;
+    let budgets = match &ctx.core.engine {
+        Some(engine) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0);
+            super::budgets::statuses(store, &engine.budgets(), now).await?
+        }
+        None => Vec::new(),
+    };
     let id = &ctx.identity;
     let result = StatusResult {
         usage,
+        budgets,
         permissions,
         unknown_tool_effects,
         protocol: PROTOCOL.to_owned(),
