@@ -68,6 +68,9 @@ struct Pending {
     options: Vec<PermissionOption>,
     /// The task waiting on [`TurnHooks::ask`].
     task: AbortHandle,
+    /// How the answer goes back (a permission outcome or an elicitation
+    /// action).
+    reply: permissions::Reply,
 }
 
 /// The agent's side of the connection; outlives turns.

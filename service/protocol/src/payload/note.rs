@@ -50,7 +50,8 @@ pub enum Note {
     /// `restricted_mode`: what the agent did with a restricted thread's mode.
     RestrictedMode(RestrictedMode),
     /// `unsupported_request`: the agent sent a request the controller does
-    /// not serve; it was answered "method not found".
+    /// not serve; it was answered "method not found" (or "invalid params"
+    /// for an elicitation with fields or in URL mode).
     UnsupportedRequest(UnsupportedRequest),
     /// `notification`: the agent sent a notification other than
     /// `session/update`; it changes nothing.

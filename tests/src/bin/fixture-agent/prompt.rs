@@ -142,13 +142,25 @@ pub(crate) fn run_prompt(
             );
         }
     }
-    if script.has("structured-input") {
-        // An agent asking for structured input must never be auto-approved:
-        // this client refuses the method; report what came back.
+    if let Some(kind) = script.get("elicit") {
+        // `elicitation/create` as ACP v1 shapes it: `empty` (form mode,
+        // no fields: an approval), `fields` (a form with a field), `url`
+        // (URL mode, which this client does not advertise); the answer
+        // (its result or error) is reported as `elicit-0=…`.
+        let params = match kind {
+            "empty" => json!({"sessionId": s, "mode": "form", "message": "Apply the migration?",
+                "requestedSchema": {"type": "object", "properties": {}}}),
+            "fields" => json!({"sessionId": s, "mode": "form", "message": "Pick one",
+                "requestedSchema": {"type": "object",
+                    "properties": {"strategy": {"type": "string", "enum": ["a", "b"]}},
+                    "required": ["strategy"]}}),
+            _ => json!({"sessionId": s, "mode": "url", "elicitationId": "e-1",
+                "url": "https://agent.example/connect", "message": "Authorize"}),
+        };
         send(
             out,
             &json!({"jsonrpc": "2.0", "id": "elicit-0", "method": "elicitation/create",
-            "params": {"sessionId": s, "message": "Pick one", "requestedSchema": {}}}),
+            "params": params}),
         );
         if let Ok((key, outcome)) = answers.recv() {
             update(
