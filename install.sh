@@ -241,7 +241,19 @@ main() {
   set -- install --from "$archive" --checksums "$sums"
   [ -z "$no_service" ] || set -- "$@" --no-service
   # stdin is the script itself under `curl ... | sh`: give the installer none.
-  "$tmp/x/bin/$PRODUCT" "$@" </dev/null || die "$PRODUCT install failed"
+  rc=0
+  "$tmp/x/bin/$PRODUCT" "$@" </dev/null || rc=$?
+  case "$rc" in
+    0) ;;
+    # Installed, but no service manager answered: not a failure of the
+    # install. Pass the exit class through with what to do.
+    3)
+      say "installed; no service manager answered, so the controller is not running yet"
+      say "start it with: $PRODUCT serve --background   (or the serve command printed above)"
+      exit 3
+      ;;
+    *) die "$PRODUCT install failed (exit $rc)" ;;
+  esac
 }
 
 main "$@"

@@ -13,13 +13,13 @@ mod terminal;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::exit::{CliError, ExitClass};
 
 fn main() -> ExitCode {
     commands::completions::complete_env();
-    let cli = match args::Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };
@@ -31,6 +31,18 @@ fn main() -> ExitCode {
             err.class.into()
         }
     }
+}
+
+/// Parses the command line; `--version` says which build this is:
+/// `lapis-ai-controller VERSION (COMMIT DATE TARGET)`, the identity
+/// `version` prints in full.
+fn parse() -> Result<args::Cli, clap::Error> {
+    let b = identity::build_identity();
+    let version = format!("{} ({} {} {})", b.version, b.commit, b.date, b.target);
+    // clap takes a `&'static str` here; the process parses once.
+    let version: &'static str = Box::leak(version.into_boxed_str());
+    let matches = args::Cli::command().version(version).try_get_matches()?;
+    args::Cli::from_arg_matches(&matches)
 }
 
 /// A command line clap rejected (or `--help`/`--version`, which clap reports

@@ -51,6 +51,7 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 context: None,
                 memory: None,
                 thread_id: None,
+                permission_timeout_seconds: None,
             },
         )
         .await

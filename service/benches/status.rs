@@ -43,6 +43,7 @@ fn config(home: &Path) -> Config {
         server: ServerLimits::default(),
         notify: None,
         budgets: Vec::new(),
+        worktrees: None,
     }
 }
 

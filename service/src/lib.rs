@@ -42,8 +42,8 @@
 #![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 pub(crate) mod domain;
-pub(crate) mod git;
 pub(crate) mod notifier;
+pub(crate) mod presence;
 pub(crate) mod redact;
 pub(crate) mod tools;
 
@@ -60,6 +60,10 @@ pub(crate) mod auth;
 pub mod engine;
 #[cfg(not(feature = "test-support"))]
 pub(crate) mod engine;
+#[cfg(feature = "test-support")]
+pub mod git;
+#[cfg(not(feature = "test-support"))]
+pub(crate) mod git;
 #[cfg(feature = "test-support")]
 pub mod server;
 #[cfg(not(feature = "test-support"))]

@@ -15,6 +15,11 @@
 //! - at most `maxPerMinute` runs start in any 60 seconds; the rest are
 //!   dropped, and logged once per minute with how many.
 //!
+//! - in presence-aware mode (`presence: true`) nothing runs for an event
+//!   of a thread a person is watching live ([`Presence`]: a present
+//!   subscription covering it); a suppressed event is logged, never
+//!   counted against the rate limit.
+//!
 //! Which events count is [`AttentionKind::of`], the attention
 //! subscription's own classification.
 
@@ -28,6 +33,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
+use crate::presence::Presence;
 use crate::redact::redactor;
 use crate::store::Store;
 
@@ -45,9 +51,13 @@ const DESKTOP_ENV: [&str; 5] = [
 ];
 
 /// Starts the notifier; it ends when the store closes.
-pub(crate) fn spawn(store: Store, config: NotifyConfig) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(
+    store: Store,
+    config: NotifyConfig,
+    presence: Presence,
+) -> tokio::task::JoinHandle<()> {
     let rx = store.subscribe();
-    tokio::spawn(run(store, config, rx))
+    tokio::spawn(run(store, config, presence, rx))
 }
 
 /// Starts of the runs of the last [`WINDOW`], oldest first.
@@ -95,6 +105,7 @@ impl Limiter {
 async fn run(
     store: Store,
     config: NotifyConfig,
+    presence: Presence,
     mut rx: tokio::sync::broadcast::Receiver<std::sync::Arc<JournalEvent>>,
 ) {
     let mut limiter = Limiter::default();
@@ -107,30 +118,45 @@ async fn run(
             }
             Err(RecvError::Closed) => return,
         };
-        for kind in AttentionKind::of(&event) {
-            if !config.kinds.contains(&kind) {
+        let kinds: Vec<AttentionKind> = AttentionKind::of(&event)
+            .into_iter()
+            .filter(|k| config.kinds.contains(k))
+            .collect();
+        if kinds.is_empty() {
+            continue;
+        }
+        let thread = match store.get_thread(&event.thread_id).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(code = e.code(), "notify: cannot read the event's thread");
                 continue;
             }
+        };
+        if config.presence && presence.attends(&thread) {
+            tracing::info!(
+                seq = event.seq,
+                thread = %thread.id,
+                turn = ?event.turn_id,
+                "notify: suppressed, the thread is being watched"
+            );
+            continue;
+        }
+        for kind in kinds {
             if !limiter.admit(Instant::now(), config.per_minute()) {
                 continue;
             }
-            let Some(line) = describe(&store, &event, kind).await else {
-                continue;
-            };
+            let line = describe(&thread, &event, kind);
             tokio::spawn(deliver(config.clone(), line));
         }
     }
 }
 
-/// The line for `event` as `kind` (`None` when its thread cannot be read).
-async fn describe(store: &Store, event: &JournalEvent, kind: AttentionKind) -> Option<NotifyEvent> {
-    let thread = match store.get_thread(&event.thread_id).await {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::warn!(code = e.code(), "notify: cannot read the event's thread");
-            return None;
-        }
-    };
+/// The line for `event` (of `thread`) as `kind`.
+fn describe(
+    thread: &lapis_protocol::Thread,
+    event: &JournalEvent,
+    kind: AttentionKind,
+) -> NotifyEvent {
     let body = event.body();
     let request_id = match &body {
         Some(Payload::PermissionRequested(r)) => Some(r.request_id.clone()),
@@ -173,7 +199,7 @@ async fn describe(store: &Store, event: &JournalEvent, kind: AttentionKind) -> O
         .chars()
         .take(200)
         .collect();
-    Some(NotifyEvent {
+    NotifyEvent {
         kind,
         seq: event.seq,
         thread_id: event.thread_id.clone(),
@@ -182,7 +208,7 @@ async fn describe(store: &Store, event: &JournalEvent, kind: AttentionKind) -> O
         workspace_id: thread.workspace_id.clone(),
         provider: thread.provider.clone(),
         title,
-    })
+    }
 }
 
 /// The program, its arguments and the environment names it gets.

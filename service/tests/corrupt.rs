@@ -46,6 +46,7 @@ fn populated(chunks: usize) -> Populated {
             context: None,
             memory: None,
             thread_id: None,
+            permission_timeout_seconds: None,
         };
         let th = s.create_thread(&actor, input).await.unwrap().value;
         let sub = SubmitTurn {

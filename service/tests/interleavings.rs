@@ -88,6 +88,7 @@ async fn run(ops: Vec<Op>) {
             context: None,
             memory: None,
             thread_id: None,
+            permission_timeout_seconds: None,
         };
         threads.push(store.create_thread(&actor(), input).await.unwrap().value.id);
     }

@@ -165,6 +165,7 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
             context: None,
             memory: None,
             thread_id: None,
+            permission_timeout_seconds: None,
         };
         threads.push(store.create_thread(&actor, t).await.unwrap().value.id);
     }

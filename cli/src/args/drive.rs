@@ -16,12 +16,29 @@ use super::{CommandIdArg, JsonArg};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkspacesCommand {
-    /// Register a project directory under an id.
+    /// Register a project directory under an id
+    ///
+    /// With `--worktree-of REPO`, the controller creates a linked git
+    /// worktree of REPO (at DIR, else under the config's `worktrees.root` or
+    /// the controller home's `worktrees/`) and registers it as its own
+    /// workspace, so its turns run beside the main checkout's.
     Add {
         /// Workspace id.
         id: String,
-        /// Project directory.
-        dir: PathBuf,
+        /// Project directory (with `--worktree-of`: where the worktree goes,
+        /// which must not exist).
+        #[arg(required_unless_present = "worktree_of")]
+        dir: Option<PathBuf>,
+        /// Create a git worktree of this repository and register it.
+        #[arg(long, value_name = "REPO")]
+        worktree_of: Option<PathBuf>,
+        /// The worktree's branch: an existing one, or a new one (default
+        /// `lapis/ID`).
+        #[arg(long, value_name = "NAME", requires = "worktree_of")]
+        branch: Option<String>,
+        /// The commit a new branch starts at (default the repository's HEAD).
+        #[arg(long, value_name = "REF", requires = "worktree_of")]
+        from: Option<String>,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]
@@ -34,11 +51,19 @@ pub(crate) enum WorkspacesCommand {
     /// Its threads and journal stay readable but take no new turns; adding
     /// the same id for the same directory brings it back. Refused while a
     /// turn is queued, running or fenced there, and for a workspace the
-    /// configuration declares.
+    /// configuration declares. A worktree workspace's directory is deleted
+    /// only with `--delete-worktree`, refusing one with changes or untracked
+    /// files unless `--force`.
     Remove {
         /// Workspace id.
         #[arg(add = ArgValueCandidates::new(workspace_ids))]
         id: String,
+        /// Also delete its git worktree (only a linked worktree).
+        #[arg(long)]
+        delete_worktree: bool,
+        /// With `--delete-worktree`: delete it even with changes.
+        #[arg(long, requires = "delete_worktree")]
+        force: bool,
         #[command(flatten)]
         out: JsonArg,
     },
@@ -54,6 +79,21 @@ pub(crate) enum ApprovalArg {
 pub(crate) enum RetentionArg {
     Full,
     MetadataOnly,
+}
+
+/// `threads configure --permission-timeout`: seconds, or `provider` (the
+/// thread's own timeout removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PermissionTimeout(pub(crate) Option<u64>);
+
+fn permission_timeout(value: &str) -> Result<PermissionTimeout, String> {
+    if value == "provider" {
+        return Ok(PermissionTimeout(None));
+    }
+    value
+        .parse::<u64>()
+        .map(|n| PermissionTimeout(Some(n)))
+        .map_err(|_| "expected a number of seconds or `provider`".to_owned())
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,6 +116,15 @@ pub(crate) enum ThreadsCommand {
         /// What the journal keeps of the thread's content.
         #[arg(long, value_enum, default_value = "full")]
         retention: RetentionArg,
+        /// How long each permission request waits for an answer before it
+        /// is answered by policy (1-604800; default: the provider's
+        /// `permissionTimeoutSeconds`; a turn's deadline caps it).
+        #[arg(long, value_name = "SECONDS")]
+        permission_timeout: Option<u64>,
+        /// Run the thread in a new git worktree of WORKSPACE's repository,
+        /// registered as workspace `WORKSPACE-wt-<hash of the command id>`.
+        #[arg(long)]
+        worktree: bool,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]
@@ -103,6 +152,10 @@ pub(crate) enum ThreadsCommand {
         /// New retention (applies to events written from now on).
         #[arg(long, value_enum)]
         retention: Option<RetentionArg>,
+        /// New permission timeout in seconds (1-604800), or `provider` to
+        /// go back to the provider's `permissionTimeoutSeconds`.
+        #[arg(long, value_name = "SECONDS", value_parser = permission_timeout)]
+        permission_timeout: Option<PermissionTimeout>,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]

@@ -28,6 +28,11 @@ pub(crate) struct InstallArgs {
     /// Do not write or start the user service.
     #[arg(long)]
     pub(crate) no_service: bool,
+    /// How to start the controller: `service` (the user service manager)
+    /// or `background` (the same, and where no service manager answers,
+    /// `serve --background`: pid and log in the controller home).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = StartArg::Service, conflicts_with = "no_service")]
+    pub(crate) start: StartArg,
     /// Replace a launcher path this installer did not create.
     #[arg(long)]
     pub(crate) force: bool,
@@ -140,4 +145,25 @@ pub(crate) struct ServeArgs {
     /// over stdin/stdout.
     #[arg(long)]
     pub(crate) stdio: bool,
+    /// Detach: run the controller in the background without a service
+    /// manager (pid and log file in the controller home); exits 0 once it
+    /// answers `status`. `stop` ends it.
+    #[arg(long, conflicts_with = "stdio")]
+    pub(crate) background: bool,
+}
+
+/// `install --start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StartArg {
+    /// The user service manager (systemd or launchd); exit 3 without one.
+    Service,
+    /// The service manager, else `serve --background`.
+    Background,
+}
+
+/// `stop`.
+#[derive(Debug, Args)]
+pub(crate) struct StopArgs {
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
 }

@@ -26,7 +26,7 @@ pub(crate) use drive::{
 pub(crate) use global::GlobalArgs;
 pub(crate) use install::{
     CompletionsArgs, GcArgs, InstallArgs, LogsArgs, ReleasesCommand, RollbackArgs, ServeArgs,
-    TokenCommand, UninstallArgs, UpdateArgs,
+    StartArg, StopArgs, TokenCommand, UninstallArgs, UpdateArgs,
 };
 
 /// Local controller that runs coding-agent turns durably, one per workspace.
@@ -60,8 +60,10 @@ pub(crate) enum Command {
     Token(TokenCommand),
     /// Generate shell completions.
     Completions(CompletionsArgs),
-    /// Run the controller service.
+    /// Run the controller service (in the foreground, or detached with --background).
     Serve(ServeArgs),
+    /// Stop a controller started with `serve --background`.
+    Stop(StopArgs),
     /// Report the running controller's state (exit 3 when unreachable).
     Status(JsonArg),
     /// Show the service log (the user journal, or the launchd log file).
@@ -86,6 +88,10 @@ pub(crate) enum Command {
     /// Show token and cost budgets and what was spent; reset one.
     #[command(subcommand)]
     Budgets(BudgetsCommand),
+    /// A full-screen live view: workspaces, turns, the selected turn's reply
+    /// as it streams, permission requests answered with a key, cancel and
+    /// resolve (needs a terminal).
+    Watch,
     /// Ask an agent in a directory: register it, continue its last thread,
     /// stream the reply and answer permissions inline.
     Ask(AskArgs),
@@ -186,7 +192,9 @@ impl Command {
             | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,
             Command::Completions(_)
             | Command::Serve(_)
+            | Command::Stop(_)
             | Command::Logs(_)
+            | Command::Watch
             | Command::AcpEcho
             | Command::McpBridge { .. } => false,
         }

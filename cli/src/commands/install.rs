@@ -61,6 +61,9 @@ pub(super) struct ServiceStep {
     pub(crate) ready_timeout: Duration,
     /// `--json`.
     pub(crate) json: bool,
+    /// `--start background`: without a service manager, start the
+    /// installed launcher's `serve --background`.
+    pub(crate) background: bool,
 }
 
 impl ServiceStep {
@@ -70,6 +73,7 @@ impl ServiceStep {
             skip: args.no_service,
             ready_timeout: Duration::from_secs(args.ready_timeout),
             json: args.out.json,
+            background: args.start == crate::args::StartArg::Background,
         }
     }
 }
@@ -90,8 +94,39 @@ pub(super) fn finish(
         service::install_and_start(paths, step.ready_timeout, || status_probe(paths, None))
             .map(|_| true)
     };
+    // No service manager, and asked to run without one: the installed
+    // launcher's `serve --background` (it exits 0 once `status` answers).
+    let background = match &service {
+        Err(ServiceError::Unavailable(why)) if step.background => {
+            Some(start_background(paths, why))
+        }
+        _ => None,
+    };
     let service_time = service_started.elapsed();
     let manual = unit::serve_command_line(paths);
+    if let Some(Ok(pid)) = &background {
+        let stop = format!("{} stop", stop_prefix(paths));
+        let doc = document(
+            paths,
+            report,
+            json!({ "status": "background", "pid": pid, "stop": stop }),
+        );
+        if step.json {
+            crate::output::json(&doc)?;
+        } else {
+            print_plain(
+                paths,
+                report,
+                &format!(
+                    "started in the background (pid {pid}; no service manager); `{stop}` ends it"
+                ),
+            )?;
+        }
+        return Ok(());
+    }
+    if let Some(Err(why)) = &background {
+        eprintln!("warning: serve --background did not start: {why}");
+    }
     let service_doc = match &service {
         Ok(false) => json!({ "status": "skipped" }),
         Ok(true) => json!({ "status": "started" }),
@@ -135,6 +170,35 @@ pub(super) fn finish(
             Err(err.with_details(doc))
         }
     }
+}
+
+/// Runs `<launcher> serve --background` for `paths` (the service manager
+/// being unavailable because `why`); its pid, or why it did not start.
+fn start_background(paths: &Paths, why: &str) -> Result<u32, String> {
+    eprintln!("no service manager ({why}): starting `serve --background`");
+    let args = unit::serve_args(paths);
+    let out = std::process::Command::new(&args[0])
+        .args(&args[1..])
+        .arg("--background")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        return text
+            .trim()
+            .parse()
+            .map_err(|_| format!("unexpected output {text:?}"));
+    }
+    Err(crate::terminal::safe(String::from_utf8_lossy(&out.stderr).trim()).into_owned())
+}
+
+/// `lapis-ai-controller [--config …] [--instance …]` for `paths`.
+fn stop_prefix(paths: &Paths) -> String {
+    let args = unit::serve_args(paths);
+    let mut words = vec![lapis_installer::paths::PRODUCT.to_owned()];
+    words.extend(args[2..].iter().cloned());
+    words.join(" ")
 }
 
 /// Bound of one `status --json` probe; a controller that accepts but never

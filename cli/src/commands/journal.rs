@@ -95,7 +95,7 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
         if !follow {
             return printer.end_run();
         }
-        let mut follower = JournalFollower::start(&mut client, thread.as_deref(), Some(after))
+        let mut follower = JournalFollower::attended(&mut client, thread.as_deref(), Some(after))
             .map_err(client_error)?;
         loop {
             match follower.next(Some(IDLE)).map_err(client_error)? {

@@ -4,6 +4,7 @@ mod acp_echo;
 mod agent_stderr;
 mod ask;
 mod budgets;
+mod background;
 pub(crate) mod candidates;
 mod command_id;
 pub(crate) mod completions;
@@ -11,6 +12,7 @@ mod config;
 mod config_files;
 mod connect;
 mod doctor;
+mod evidence;
 mod follow;
 mod install;
 mod install_from;
@@ -37,6 +39,7 @@ mod uninstall;
 mod update;
 mod usage;
 mod version;
+mod watch;
 mod workspaces;
 
 use crate::args::{Cli, Command};
@@ -57,7 +60,9 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Releases(command) => releases::run(&global, command),
         Command::Rollback(args) => rollback::run(&global, args),
         Command::Token(command) => token::run(&global, command),
+        Command::Serve(args) if args.background => background::start(&global, &args),
         Command::Serve(args) => serve::run(&global, args),
+        Command::Stop(args) => background::stop(&global, &args),
         Command::Status(out) => status::run(&global, out),
         Command::Config(command) => config::run(&global, command),
         Command::Logs(args) => logs::run(&global, args),
@@ -69,6 +74,7 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Permissions(command) => permissions::run(&global, command),
         Command::Budgets(command) => budgets::run(&global, command),
         Command::Ask(args) => ask::run(&global, args),
+        Command::Watch => watch::run(&global),
         Command::Providers(command) => providers::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
         Command::McpBridge { socket } => mcp_bridge::run(socket),

@@ -120,9 +120,10 @@ fn find(client: &mut Client, turn: &str, request: &str) -> Result<PendingRequest
         })
 }
 
-/// The four answer flags of `permissions respond`, one per ACP option kind.
+/// The four answer flags of `permissions respond`, one per ACP option kind
+/// (also the answers `watch`'s keys give).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verb {
+pub(super) enum Verb {
     Allow,
     AllowAlways,
     Reject,
@@ -138,7 +139,7 @@ impl Verb {
     ];
 
     /// The ACP `PermissionOptionKind` this flag answers.
-    fn kind(self) -> &'static str {
+    pub(super) fn kind(self) -> &'static str {
         match self {
             Verb::Allow => "allow_once",
             Verb::AllowAlways => "allow_always",

@@ -4,8 +4,10 @@
 //!
 //! What must stay true:
 //! - plain output joins a run of reply chunks into running text (no newline
-//!   per chunk); thoughts are marked apart and never mixed into the reply;
-//!   colour only when stdout is a terminal and `NO_COLOR` is unset;
+//!   per chunk); thoughts are marked apart and never mixed into the reply:
+//!   they go to *stderr* (stdout carries only what a script consumes), the
+//!   rest to stdout; colour only when that stream is a terminal and
+//!   `NO_COLOR` is unset;
 //! - plain output passes every agent-supplied string through
 //!   [`crate::terminal::safe`] (only the printer's own styling is raw ANSI);
 //! - `--json` follow output is NDJSON: one compact object per line, each
@@ -56,8 +58,10 @@ enum Run {
 pub(super) struct Printer {
     /// NDJSON instead of text.
     json: bool,
-    /// ANSI styling (stdout is a terminal and `NO_COLOR` is unset).
+    /// ANSI styling on stdout (a terminal, and `NO_COLOR` is unset).
     color: bool,
+    /// ANSI styling on stderr, where thoughts go (likewise).
+    err_color: bool,
     /// Show the agent's thoughts.
     thoughts: bool,
     /// Show lifecycle events (`journal tail`); a watched turn shows only
@@ -65,8 +69,10 @@ pub(super) struct Printer {
     lifecycle: bool,
     /// The run of streamed text currently open on the line.
     run: Run,
-    /// Whether the last text written ended a line.
+    /// Whether the last text written to stdout ended a line.
     at_line_start: bool,
+    /// Whether the last thought text written to stderr ended a line.
+    err_at_line_start: bool,
 }
 
 const DIM: &str = "\x1b[2m";
@@ -80,10 +86,12 @@ impl Printer {
         Printer {
             json,
             color: !json && !no_color && io::stdout().is_terminal(),
+            err_color: !json && !no_color && io::stderr().is_terminal(),
             thoughts,
             lifecycle,
             run: Run::None,
             at_line_start: true,
+            err_at_line_start: true,
         }
     }
 
@@ -95,7 +103,23 @@ impl Printer {
     /// Whether the last text written ended its line (a spinner may be
     /// drawn on stderr without breaking into it).
     pub(super) fn at_line_start(&self) -> bool {
-        self.at_line_start
+        self.at_line_start && self.err_at_line_start
+    }
+
+    /// Writes a thought's text to stderr (a failure there is ignored: the
+    /// reply on stdout is what matters).
+    fn write_err(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut err = io::stderr().lock();
+        if err
+            .write_all(text.as_bytes())
+            .and_then(|()| err.flush())
+            .is_ok()
+        {
+            self.err_at_line_start = text.ends_with('\n');
+        }
     }
 
     /// Writes raw text to stdout; a closed pipe is [`Halt::Closed`].
@@ -114,6 +138,14 @@ impl Printer {
         }
     }
 
+    fn err_styled(&self, style: &str, text: &str) -> String {
+        if self.err_color {
+            format!("{style}{text}{RESET}")
+        } else {
+            text.to_owned()
+        }
+    }
+
     fn styled(&self, style: &str, text: &str) -> String {
         if self.color {
             format!("{style}{text}{RESET}")
@@ -125,11 +157,11 @@ impl Printer {
     /// Ends an open run of streamed text with a newline (unless the text
     /// ended its line itself).
     pub(super) fn end_run(&mut self) -> Result<(), Halt> {
-        if self.run != Run::None {
-            self.run = Run::None;
-            if !self.at_line_start {
-                self.write("\n")?;
-            }
+        match std::mem::replace(&mut self.run, Run::None) {
+            Run::None => {}
+            Run::Reply if !self.at_line_start => self.write("\n")?,
+            Run::Thought if !self.err_at_line_start => self.write_err("\n"),
+            Run::Reply | Run::Thought => {}
         }
         Ok(())
     }
@@ -185,11 +217,12 @@ impl Printer {
                 if self.run != Run::Thought {
                     self.end_run()?;
                     self.run = Run::Thought;
-                    let mark = self.styled(DIM, "thinking: ");
-                    self.write(&mark)?;
+                    let mark = self.err_styled(DIM, "thinking: ");
+                    self.write_err(&mark);
                 }
-                let text = self.styled(DIM, &safe(text));
-                self.write(&text)
+                let text = self.err_styled(DIM, &safe(text));
+                self.write_err(&text);
+                Ok(())
             }
             Some(Payload::ToolCall(inv)) => {
                 let title = inv.title.as_deref().unwrap_or("tool call");

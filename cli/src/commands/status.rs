@@ -109,8 +109,26 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
         }
     }
     for f in &running.fences {
+        // What changed since the fence's boundary, when this session may
+        // read the turn (another application's fence answers `not_found`).
+        let evidence = super::connect::connect_to(&target)
+            .ok()
+            .and_then(|mut c| {
+                c.turns_get_with(&lapis_protocol::params::TurnsGet {
+                    turn_id: Some(f.turn.clone()),
+                    command_id: None,
+                })
+                .ok()
+            })
+            .and_then(|got| {
+                got.evidence
+                    .as_ref()
+                    .and_then(super::evidence::since_summary)
+            })
+            .map(|said| format!("; {}", crate::terminal::safe(&said)))
+            .unwrap_or_default();
         warnings.push(format!(
-            "workspace {} is fenced by turn {} of application {}: once the agent no longer runs it, resolve with `{}` (or `--as cancelled`, as `turns cancel` records it)",
+            "workspace {} is fenced by turn {} of application {}{evidence}: once the agent no longer runs it, resolve with `{}` (or `--as cancelled`, as `turns cancel` records it)",
             f.workspace,
             f.turn,
             f.application,

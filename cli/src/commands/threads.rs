@@ -18,10 +18,17 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             approval,
             restricted,
             retention,
+            permission_timeout,
+            worktree,
             cmd,
             out,
         } => {
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            let workspace = if worktree {
+                worktree_for(&mut client, &workspace, &command_id)?
+            } else {
+                workspace
+            };
             let params = ThreadsCreate {
                 workspace_id: workspace,
                 provider,
@@ -34,6 +41,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 memory: None,
                 thread_id: None,
                 command_id: Some(command_id),
+                permission_timeout_seconds: permission_timeout,
             };
             let thread = client
                 .threads_create_with(&params)
@@ -52,6 +60,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             approval,
             restricted,
             retention,
+            permission_timeout,
             cmd,
             out,
         } => {
@@ -64,6 +73,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 restricted,
                 retention: retention.map(retention_policy),
                 command_id: Some(command_id),
+                permission_timeout_seconds: permission_timeout.map(|t| t.0),
             };
             let thread = client
                 .threads_configure(&params)
@@ -97,8 +107,12 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 crate::output::json(&snap)?;
             } else {
                 let t = &snap.thread;
+                let wait = match t.permission_timeout_seconds {
+                    Some(n) => format!("{n}s"),
+                    None => "the provider's".to_owned(),
+                };
                 crate::output::line(format!(
-                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}",
+                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\npermission timeout {wait}",
                     t.id,
                     t.workspace_id,
                     t.provider,
@@ -138,4 +152,44 @@ fn retention_policy(r: RetentionArg) -> lapis_protocol::Retention {
         RetentionArg::Full => lapis_protocol::Retention::Full,
         RetentionArg::MetadataOnly => lapis_protocol::Retention::MetadataOnly,
     }
+}
+
+/// `threads create --worktree`: a new worktree workspace of `workspace`'s
+/// repository, named after it and the command id (so a retry with the same
+/// command id finds the same worktree instead of making another).
+fn worktree_for(
+    client: &mut lapis_protocol::client::Client,
+    workspace: &str,
+    command_id: &str,
+) -> Result<String, crate::exit::CliError> {
+    let known = client.workspaces_list().map_err(client_error)?;
+    let Some(repo) = known.iter().find(|w| w.id == workspace) else {
+        return Err(crate::exit::CliError::failure(
+            "not_found",
+            anyhow::anyhow!("no workspace `{workspace}` (see `workspaces list`)"),
+        ));
+    };
+    // FNV-1a: stable across builds, unlike the standard hasher.
+    let digest = command_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let base: String = workspace.chars().take(50).collect();
+    let id = format!("{base}-wt-{:08x}", digest as u32);
+    let added = client
+        .workspaces_add_with(&lapis_protocol::params::WorkspacesAdd {
+            id: id.clone(),
+            path: String::new(),
+            worktree: Some(lapis_protocol::params::WorktreeSpec {
+                of: repo.path.clone(),
+                branch: None,
+                from: None,
+            }),
+            command_id: Some(format!("{command_id}-worktree")),
+        })
+        .map_err(client_error)?;
+    eprintln!(
+        "worktree workspace {} at {}",
+        added.workspace.id, added.workspace.path
+    );
+    Ok(id)
 }

@@ -70,8 +70,13 @@ pub(super) fn submit_and_watch(
     client: &mut Client,
     s: Submission<'_>,
 ) -> CliResult {
-    let mut follower =
-        JournalFollower::start(client, Some(s.thread), None).map_err(client_error)?;
+    // A follow streams the turn to a person: its subscription is present,
+    // so a presence-aware notifier stays quiet about it.
+    let mut follower = match s.watch {
+        Watch::Follow => JournalFollower::attended(client, Some(s.thread), None),
+        Watch::Wait => JournalFollower::start(client, Some(s.thread), None),
+    }
+    .map_err(client_error)?;
     let turn = match s.continues {
         Some(prior) => follower.client().turns_continue(&TurnsContinue {
             turn_id: prior.to_owned(),
@@ -297,38 +302,42 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                     command_id,
                 })
                 .map_err(client_error)?;
-            let (t, unknown) = (got.turn, got.unknown_tool_effects);
+            let (t, unknown, evidence) = (got.turn, got.unknown_tool_effects, got.evidence);
             let said = if t.state == TurnState::Failed {
                 super::agent_stderr::of_turn(&mut client, &t.thread_id, &t.id)?
             } else {
                 Vec::new()
             };
-            if out.json && !unknown.is_empty() {
-                let mut v = json!({ "turn": t, "unknownToolEffects": unknown });
+            if out.json {
+                let mut v = json!({ "turn": t });
+                if !unknown.is_empty() {
+                    v["unknownToolEffects"] = json!(unknown);
+                }
                 if !said.is_empty() {
                     v["agentStderr"] = json!(said);
                 }
-                crate::output::json(&v)?;
-            } else if out.json && !said.is_empty() {
-                crate::output::json(&json!({ "turn": t, "agentStderr": said }))?;
-            } else if out.json {
-                print_turn(&t, true)?;
-            } else {
-                let mode = mode_report(&mut client, &t)?;
-                print_turn_with(&t, mode.as_ref())?;
-            }
-            if !out.json {
-                for u in &unknown {
-                    let line = format!(
-                        "unknown tool effect  {}.{} call {} (never called again; the turn is never continued)",
-                        u.endpoint, u.tool, u.call_id
-                    );
-                    crate::output::line(safe(&line))?;
+                if let Some(e) = &evidence {
+                    v["evidence"] = json!(e);
                 }
+                crate::output::json(&v)?;
+                return Ok(());
             }
-            if !out.json && !said.is_empty() {
+            let mode = mode_report(&mut client, &t)?;
+            print_turn_with(&t, mode.as_ref())?;
+            for u in &unknown {
+                let line = format!(
+                    "unknown tool effect  {}.{} call {} (never called again; the turn is never continued)",
+                    u.endpoint, u.tool, u.call_id
+                );
+                crate::output::line(safe(&line))?;
+            }
+            if !said.is_empty() {
                 let text = said.join("\n          ");
                 crate::output::line(safe(&format!("stderr    {text}")))?;
+            }
+            // Paths come from the user's tree: terminal-safe.
+            for line in evidence.iter().flat_map(super::evidence::lines) {
+                crate::output::line(safe(&line))?;
             }
         }
         TurnsCommand::Cancel { turn, cmd, out } => {
@@ -363,6 +372,24 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 ResolveAsArg::Cancelled => lapis_protocol::ResolveAs::Cancelled,
             };
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
+            // The owner decides with evidence: what changed in the
+            // workspace since the prompt was sent, said before resolving.
+            if !out.json {
+                let got = client
+                    .turns_get_with(&lapis_protocol::params::TurnsGet {
+                        turn_id: Some(turn.clone()),
+                        command_id: None,
+                    })
+                    .map_err(client_error)?;
+                if got.turn.state.is_fenced()
+                    && let Some(said) = got
+                        .evidence
+                        .as_ref()
+                        .and_then(super::evidence::since_summary)
+                {
+                    eprintln!("{}", safe(&format!("turn {turn}: {said}")));
+                }
+            }
             let t = client
                 .turns_resolve_with(&TurnsResolve {
                     turn_id: turn,

@@ -72,6 +72,7 @@ pub(super) fn run(global: &GlobalArgs, args: UpdateArgs) -> CliResult {
         skip: args.no_service,
         ready_timeout: Duration::from_secs(args.ready_timeout),
         json: args.out.json,
+        background: false,
     };
     finish(&paths, &archive.install, &step, started)
 }

@@ -1,6 +1,6 @@
 //! `workspaces add ID DIR`, `workspaces list` and `workspaces remove ID`.
 
-use lapis_protocol::params::WorkspacesAdd;
+use lapis_protocol::params::{WorkspacesAdd, WorkspacesRemove, WorktreeSpec};
 use serde_json::json;
 
 use crate::args::{GlobalArgs, WorkspacesCommand};
@@ -11,21 +11,32 @@ use super::connect::{client_error, connect};
 pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
-        WorkspacesCommand::Add { id, dir, cmd, out } => {
+        WorkspacesCommand::Add {
+            id,
+            dir,
+            worktree_of,
+            branch,
+            from,
+            cmd,
+            out,
+        } => {
             // The server canonicalizes; an absolute path is all it needs.
-            let dir =
-                std::path::absolute(&dir).map_err(|e| CliError::failure("invalid_request", e))?;
-            let path = dir.to_str().ok_or_else(|| {
-                CliError::failure(
-                    "invalid_request",
-                    anyhow::anyhow!("the directory path is not UTF-8"),
-                )
-            })?;
+            let path = dir
+                .as_deref()
+                .map(absolute)
+                .transpose()?
+                .unwrap_or_default();
+            let worktree = worktree_of
+                .as_deref()
+                .map(absolute)
+                .transpose()?
+                .map(|of| WorktreeSpec { of, branch, from });
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let ws = client
                 .workspaces_add_with(&WorkspacesAdd {
                     id,
-                    path: path.to_owned(),
+                    path,
+                    worktree,
                     command_id: Some(command_id),
                 })
                 .map_err(client_error)?
@@ -36,8 +47,19 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
                 crate::output::line(format!("{}\t{}", ws.id, ws.path))?;
             }
         }
-        WorkspacesCommand::Remove { id, out } => {
-            let removed = client.workspaces_remove(&id).map_err(client_error)?;
+        WorkspacesCommand::Remove {
+            id,
+            delete_worktree,
+            force,
+            out,
+        } => {
+            let removed = client
+                .workspaces_remove_with(&WorkspacesRemove {
+                    id,
+                    delete_worktree,
+                    force,
+                })
+                .map_err(client_error)?;
             if out.json {
                 crate::output::json(&json!(removed))?;
             } else {
@@ -51,6 +73,12 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
                     "workspace {} ({}) {what}; its {} thread(s) stay readable (`threads list`, `journal tail`) and take no new turns",
                     ws.id, ws.path, removed.threads
                 ))?;
+                if removed.worktree_deleted {
+                    crate::output::line(format!(
+                        "worktree {} deleted (its branch stays)",
+                        ws.path
+                    ))?;
+                }
             }
         }
         WorkspacesCommand::List(out) => {
@@ -75,4 +103,15 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
         }
     }
     Ok(())
+}
+
+/// `dir` made absolute, as UTF-8 (the wire carries strings).
+pub(super) fn absolute(dir: &std::path::Path) -> Result<String, CliError> {
+    let dir = std::path::absolute(dir).map_err(|e| CliError::failure("invalid_request", e))?;
+    dir.to_str().map(str::to_owned).ok_or_else(|| {
+        CliError::failure(
+            "invalid_request",
+            anyhow::anyhow!("the directory path is not UTF-8"),
+        )
+    })
 }

@@ -124,6 +124,7 @@ pub fn run(
         memory: None,
         thread_id: None,
         command_id: None,
+        permission_timeout_seconds: None,
     })?;
     on_thread(&thread.thread.id);
     let mut notes = Notes::default();

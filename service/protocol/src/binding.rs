@@ -148,6 +148,7 @@ mod tests {
             tools: Vec::new(),
             context: None,
             memory: None,
+            permission_timeout_seconds: None,
         }
     }
 

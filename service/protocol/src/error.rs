@@ -114,11 +114,15 @@ pub enum ErrorCode {
     /// configuration grants (`workspaceRoots`, default the home directory);
     /// only the configuration file adds a root.
     WorkspaceOutsideRoots,
+    /// `workspaces.remove` with `deleteWorktree` of a worktree with
+    /// uncommitted changes or untracked files, without `force`: nothing
+    /// was removed.
+    WorkspaceDirty,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 36] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -154,6 +158,7 @@ impl ErrorCode {
         ErrorCode::PortInvalid,
         ErrorCode::ContextUnavailable,
         ErrorCode::WorkspaceOutsideRoots,
+        ErrorCode::WorkspaceDirty,
     ];
 
     /// The stable string form.
@@ -194,6 +199,7 @@ impl ErrorCode {
             ErrorCode::PortInvalid => "port_invalid",
             ErrorCode::ContextUnavailable => "context_unavailable",
             ErrorCode::WorkspaceOutsideRoots => "workspace_outside_roots",
+            ErrorCode::WorkspaceDirty => "workspace_dirty",
         }
     }
 
@@ -237,6 +243,7 @@ impl ErrorCode {
             ErrorCode::ToolCallFailed => -32045,
             ErrorCode::ToolEffectUnknown => -32046,
             ErrorCode::WorkspaceOutsideRoots => -32047,
+            ErrorCode::WorkspaceDirty => -32050,
             ErrorCode::PortInvalid => -32048,
             ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,

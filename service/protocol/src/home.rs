@@ -14,6 +14,15 @@ use std::path::{Path, PathBuf};
 /// The socket's file name inside the controller home.
 pub const SOCKET_FILE: &str = "controller.sock";
 
+/// The pid file `serve --background` writes inside the controller home:
+/// the detached server's process id, which `stop` checks before it
+/// signals anything.
+pub const PID_FILE: &str = "serve.pid";
+
+/// The log file a background `serve` appends its stderr to, inside the
+/// controller home.
+pub const LOG_FILE: &str = "serve.log";
+
 /// The database's file name inside the controller home.
 pub const DB_FILE: &str = "controller.db";
 

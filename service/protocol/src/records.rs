@@ -90,6 +90,12 @@ pub struct Thread {
     /// agent searches through the bridge's `memory_search`/`memory_read`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// How long a permission request of this thread's turns waits for an
+    /// answer before it is answered by policy (`expired`), in seconds;
+    /// absent: the provider's `permissionTimeoutSeconds`. A turn's own
+    /// deadline caps either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_seconds: Option<u64>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

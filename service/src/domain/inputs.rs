@@ -63,6 +63,10 @@ pub struct NewThread {
     pub context: Option<String>,
     /// Application memory port name (validated by the caller).
     pub memory: Option<String>,
+    /// The thread's own permission timeout in seconds (`None`: the
+    /// provider's); the store checks its bounds.
+    #[serde(default)]
+    pub permission_timeout_seconds: Option<u64>,
     /// A thread id the actor reserved (`reserve_thread`).
     pub thread_id: Option<String>,
 }
@@ -79,6 +83,11 @@ pub struct ThreadPatch {
     pub restricted: Option<bool>,
     /// New retention (applies to events written from now on).
     pub retention: Option<Retention>,
+    /// New permission timeout: `Some(None)` back to the provider's.
+    /// Omitted from the serialized patch when `None`, so the receipt
+    /// digest of a configure without it is what it was before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_seconds: Option<Option<u64>>,
 }
 
 /// Input of `submit_turn`.

@@ -14,6 +14,7 @@ use crate::store::Store;
 
 use super::broker::PermissionBroker;
 use super::claim::BoundarySignal;
+use super::evidence::Evidence;
 
 /// Every this many unawaited events the hook waits for the commit, which
 /// bounds how far the writer's queue can fall behind a fast agent.
@@ -37,6 +38,8 @@ pub(super) struct StoreHooks {
     boundary: BoundarySignal,
     /// The provider definition's fingerprint, bound with the session.
     pub(crate) fingerprint: String,
+    /// The turn's workspace snapshots.
+    pub(super) evidence: Evidence,
     /// The thread's configuration version, bound with the session.
     pub(crate) thread_version: u64,
     /// Set once the turn was marked `running`.
@@ -88,6 +91,9 @@ fn with_text((text, mut event): (String, Payload)) -> Payload {
 impl StoreHooks {
     /// The hooks of turn `turn_id` of `thread` (its id and configuration
     /// version are bound with the session).
+    // One argument per obligation the hooks carry; a struct of them would
+    // only rename this list.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         store: Store,
         turn_id: String,
@@ -96,6 +102,7 @@ impl StoreHooks {
         dispatched: Arc<AtomicBool>,
         boundary: BoundarySignal,
         fingerprint: String,
+        evidence: Evidence,
     ) -> StoreHooks {
         StoreHooks {
             store,
@@ -105,6 +112,7 @@ impl StoreHooks {
             dispatched,
             boundary,
             fingerprint,
+            evidence,
             thread_version: thread.version,
             running: AtomicBool::new(false),
             streamed: AtomicU64::new(0),
@@ -125,6 +133,14 @@ impl StoreHooks {
             self.journal(e).await?;
         }
         Ok(())
+    }
+
+    /// Keeps an append to confirm with the streamed ones.
+    pub(super) fn unconfirmed_push(&self, pending: crate::store::PendingAppend) {
+        self.unconfirmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pending);
     }
 
     /// Awaits every streamed append not yet confirmed; the first refusal.
@@ -212,6 +228,15 @@ impl TurnHooks for StoreHooks {
             fingerprint: self.fingerprint.clone(),
             thread_version: self.thread_version,
         };
+        // A git snapshot takes longer than the claiming batch lingers: that
+        // batch commits now, and the boundary is an ordinary durable write.
+        // A plain directory is answered without a git process.
+        if self.evidence.runs_git() {
+            self.boundary.later();
+        }
+        let snapshot = self.evidence.at_boundary().await;
+        // Queued before the boundary, so committed no later than it.
+        self.unconfirmed_push(self.store.append_activity(&self.turn_id, snapshot));
         let awaited = self.boundary.at_boundary();
         self.store
             .mark_dispatched_as(&self.turn_id, binding, awaited)

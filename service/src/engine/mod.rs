@@ -13,6 +13,7 @@
 mod broker;
 mod budgets;
 mod claim;
+mod evidence;
 mod hooks;
 mod mcp;
 mod outcome;

@@ -412,19 +412,27 @@ impl Engine {
             dispatched,
             guard.boundary(),
             fingerprint,
+            super::evidence::Evidence::new(
+                &self.store.options().home,
+                &claim.workspace.id,
+                PathBuf::from(&claim.workspace.path),
+            ),
         ));
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
         limits.stderr.keep = prepared.retention == crate::domain::Retention::Full;
         limits.setup_timeout = Duration::from_secs(spec.session.handshake_seconds);
-        // A request waits the provider's `permissionTimeoutSeconds`, never
-        // past the turn's own deadline.
+        // A request waits the thread's own `permissionTimeoutSeconds`, else
+        // the provider's, never past the turn's own deadline.
         let turn_seconds = claim
             .turn
             .max_turn_seconds
             .unwrap_or(spec.session.max_turn_seconds);
-        limits.permission_timeout =
-            Duration::from_secs(spec.session.permission_timeout_seconds.min(turn_seconds));
+        let wait = claim
+            .thread
+            .permission_timeout_seconds
+            .unwrap_or(spec.session.permission_timeout_seconds);
+        limits.permission_timeout = Duration::from_secs(wait.min(turn_seconds));
         let generation = self.secrets_generation.load(Ordering::SeqCst);
         let agent = self.live_agent(&thread_id, bound.as_ref(), replace).await;
         // A thread with tools: a new agent session gets a fresh ticket in
@@ -532,6 +540,14 @@ impl Engine {
             } else {
                 TurnEnd::Failed(OutcomeCode::JournalWriteFailed)
             };
+        }
+        // The outcome's snapshot, queued before the end while the turn
+        // still holds its workspace (see `evidence`).
+        if hooks.dispatched.load(Ordering::SeqCst)
+            && let Some(snapshot) = hooks.evidence.at_outcome().await
+        {
+            let pending = self.store.append_activity(&turn_id, snapshot);
+            hooks.unconfirmed_push(pending);
         }
         // A kept agent goes back to the pool before the outcome is recorded:
         // the outcome's commit releases the workspace, and the thread's next

@@ -1,5 +1,6 @@
 //! Git, through the `git` CLI: workspace snapshots as tree ids and the
-//! diffs between them ([`snapshot`]).
+//! diffs between them ([`snapshot`]), and worktree workspaces
+//! ([`worktree`]).
 //!
 //! Why the CLI and not a library: measured on a 50k-file repository on the
 //! build machine, `git add -A && git write-tree` with a private index that
@@ -17,6 +18,6 @@
 //! and every command is bounded by a timeout that kills it.
 
 mod command;
-pub(crate) mod snapshot;
-
-pub(crate) use command::GitError;
+pub mod snapshot;
+pub(crate) mod worktree;
+pub(crate) mod worktree_hook;

@@ -36,11 +36,11 @@ pub(crate) const SNAPSHOTS_DIR: &str = "snapshots";
 
 /// How far one snapshot may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SnapshotBounds {
+pub struct SnapshotBounds {
     /// Each git command's deadline (the command is killed past it).
-    pub(crate) timeout: Duration,
+    pub timeout: Duration,
     /// The most files a snapshot's tree may hold.
-    pub(crate) max_files: u64,
+    pub max_files: u64,
 }
 
 impl Default for SnapshotBounds {
@@ -54,7 +54,7 @@ impl Default for SnapshotBounds {
 
 /// Where one workspace's snapshot state lives.
 #[derive(Debug, Clone)]
-pub(crate) struct SnapshotDir {
+pub struct SnapshotDir {
     /// `<home>/snapshots/<workspace id>`.
     dir: PathBuf,
 }
@@ -81,7 +81,7 @@ fn lock_for(dir: &Path) -> Arc<tokio::sync::Mutex<()>> {
 
 impl SnapshotDir {
     /// The snapshot state of workspace `workspace_id` in controller home `home`.
-    pub(crate) fn new(home: &Path, workspace_id: &str) -> SnapshotDir {
+    pub fn new(home: &Path, workspace_id: &str) -> SnapshotDir {
         SnapshotDir {
             dir: home.join(SNAPSHOTS_DIR).join(workspace_id),
         }
@@ -117,7 +117,7 @@ impl SnapshotDir {
 
     /// Snapshots the working tree at `path` (see the module docs); a
     /// snapshot not taken says why. Never fails otherwise.
-    pub(crate) async fn take(
+    pub async fn take(
         &self,
         path: &Path,
         at: SnapshotPoint,
@@ -275,6 +275,15 @@ fn skip(e: GitError) -> Skip {
             SnapshotSkipped::Failed
         }
     })
+}
+
+/// Whether `path` may be inside a git work tree: some ancestor holds a
+/// `.git` entry. A few `stat` calls, so a turn in a plain directory pays
+/// no git process; `false` is final (git finds repositories the same way,
+/// and the controller's own `GIT_DIR` never reaches it).
+pub(crate) fn may_be_git(path: &Path) -> bool {
+    path.ancestors()
+        .any(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
 }
 
 /// The repository `path` is in.

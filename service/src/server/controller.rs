@@ -25,6 +25,8 @@ pub(crate) struct Core {
     /// Application tool endpoints and bridge tickets (the engine's when
     /// there is one).
     pub(crate) tools: crate::tools::Tools,
+    /// Who is watching what (present subscriptions); the notifier reads it.
+    pub(crate) presence: crate::presence::Presence,
 }
 
 /// The provider names threads may use, shared by every connection and

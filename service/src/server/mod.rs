@@ -219,8 +219,9 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         None => (None, None),
     };
     // Off every turn's path: its own task on the committed-event broadcast.
+    let presence = crate::presence::Presence::default();
     if let Some(notify) = &options.config.notify {
-        crate::notifier::spawn(store.clone(), notify.clone());
+        crate::notifier::spawn(store.clone(), notify.clone(), presence.clone());
     }
     let reload = Reloader::new(
         options.config_path.clone(),
@@ -249,6 +250,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
                 .map(|e| e.tools().clone())
                 .unwrap_or_default(),
             engine,
+            presence,
         },
         reload,
     });

@@ -100,6 +100,21 @@ impl Reloader {
         })
     }
 
+    /// The `worktrees` section in effect (empty without a config file);
+    /// a reload applies it to the next worktree at once.
+    pub(crate) fn worktrees(&self) -> lapis_protocol::config::WorktreesConfig {
+        self.source
+            .as_ref()
+            .and_then(|s| {
+                s.current
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .worktrees
+                    .clone()
+            })
+            .unwrap_or_default()
+    }
+
     /// The workspace roots in effect.
     pub(crate) fn roots(&self) -> Arc<WorkspaceRoots> {
         self.roots.lock().unwrap_or_else(|p| p.into_inner()).clone()

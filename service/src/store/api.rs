@@ -174,6 +174,17 @@ impl Store {
         .await
     }
 
+    /// The workspace snapshots journaled for `turn` of `thread`, in order.
+    pub(crate) async fn turn_snapshots(
+        &self,
+        thread: &str,
+        turn: &str,
+    ) -> StoreResult<Vec<lapis_protocol::snapshot::WorkspaceSnapshot>> {
+        let (thread, turn) = (thread.to_owned(), turn.to_owned());
+        self.read(move |c, m| read::turn_snapshots(c, m, &thread, &turn))
+            .await
+    }
+
     /// The unknown tool effects of `turn`, or of every turn (`None`).
     pub(crate) async fn unknown_tool_effects(
         &self,

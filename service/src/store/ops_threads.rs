@@ -1,5 +1,6 @@
 //! Thread and session operations on the writer.
 
+use lapis_protocol::config::PERMISSION_TIMEOUT_SECONDS;
 use lapis_protocol::{Payload, ThreadConfigured, ThreadCreated};
 use rusqlite::params;
 use serde_json::json;
@@ -117,6 +118,15 @@ impl Writer {
         if let Some(m) = &memory {
             parts.push(m);
         }
+        if let Some(n) = input.permission_timeout_seconds {
+            check_permission_timeout(n)?;
+        }
+        let timeout = input
+            .permission_timeout_seconds
+            .map(|n| format!("permissionTimeout={n}"));
+        if let Some(t) = &timeout {
+            parts.push(t);
+        }
         let reserved = input.thread_id.as_ref().map(|t| format!("thread={t}"));
         if let Some(r) = &reserved {
             parts.push(r);
@@ -142,8 +152,9 @@ impl Writer {
         let thread = self.write(|tx, j, st, now| {
             tx.execute(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
-                 restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port, memory_port) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13)",
+                 restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port, memory_port, \
+                 permission_timeout_seconds) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13, ?14)",
                 params![
                     id,
                     actor.principal,
@@ -157,7 +168,8 @@ impl Writer {
                     mcp,
                     tools,
                     input.context,
-                    input.memory
+                    input.memory,
+                    input.permission_timeout_seconds.map(|n| n as i64)
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
@@ -174,6 +186,7 @@ impl Writer {
                 tools: input.tools.clone(),
                 context: input.context.clone(),
                 memory: input.memory.clone(),
+                permission_timeout_seconds: input.permission_timeout_seconds,
             });
             j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))
@@ -226,6 +239,9 @@ impl Writer {
         if let Some(p) = &patch.provider {
             check_name("provider", p)?;
         }
+        if let Some(Some(n)) = patch.permission_timeout_seconds {
+            check_permission_timeout(n)?;
+        }
         let cur =
             read::thread(&self.conn, id)?.ok_or_else(|| StoreError::not_found("thread", id))?;
         if cur.version != expected_version {
@@ -243,13 +259,17 @@ impl Writer {
             approval: patch.approval.unwrap_or(cur.approval),
             restricted: patch.restricted.unwrap_or(cur.restricted),
             retention: patch.retention.unwrap_or(cur.retention),
+            permission_timeout_seconds: patch
+                .permission_timeout_seconds
+                .unwrap_or(cur.permission_timeout_seconds),
             version: cur.version + 1,
             ..cur.clone()
         };
         self.write(|tx, j, st, now| {
             tx.execute(
                 "UPDATE threads SET provider = ?1, approval = ?2, restricted = ?3, retention = ?4, \
-                 version = ?5, updated_at = ?6 WHERE id = ?7 AND version = ?8",
+                 version = ?5, updated_at = ?6, permission_timeout_seconds = ?9 \
+                 WHERE id = ?7 AND version = ?8",
                 params![
                     next.provider,
                     next.approval.as_str(),
@@ -258,7 +278,8 @@ impl Writer {
                     next.version as i64,
                     now,
                     id,
-                    cur.version as i64
+                    cur.version as i64,
+                    next.permission_timeout_seconds.map(|n| n as i64)
                 ],
             )?;
             j.stage_retention(st, id, next.retention);
@@ -269,6 +290,7 @@ impl Writer {
                 restricted: next.restricted,
                 retention: next.retention,
                 principal: actor.principal.clone(),
+                permission_timeout_seconds: next.permission_timeout_seconds,
             });
             j.append(tx, st, id, None, now, configured)?;
             read::thread(tx, id)?.ok_or_else(|| StoreError::not_found("thread", id))
@@ -309,5 +331,19 @@ impl Writer {
             )?;
             read::session(tx, id)?.ok_or_else(|| StoreError::not_found("session", id))
         })
+    }
+}
+
+/// A thread's own permission timeout is within the provider's bounds
+/// ([`PERMISSION_TIMEOUT_SECONDS`], one definition for both).
+fn check_permission_timeout(seconds: u64) -> StoreResult<()> {
+    if PERMISSION_TIMEOUT_SECONDS.contains(&seconds) {
+        Ok(())
+    } else {
+        Err(StoreError::invalid(format!(
+            "permissionTimeoutSeconds must be an integer from {} to {}",
+            PERMISSION_TIMEOUT_SECONDS.start(),
+            PERMISSION_TIMEOUT_SECONDS.end()
+        )))
     }
 }

@@ -129,6 +129,7 @@ impl Writer {
                 workspace,
                 threads,
                 replayed: true,
+                worktree_deleted: false,
             });
         }
         let busy: Option<(String, String)> = self
@@ -180,6 +181,7 @@ impl Writer {
             workspace,
             threads,
             replayed: false,
+            worktree_deleted: false,
         })
     }
 }

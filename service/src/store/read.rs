@@ -52,7 +52,7 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers, tools, context_port, memory_port";
+     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -94,6 +94,7 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
         },
         context: r.get(16)?,
         memory: r.get(17)?,
+        permission_timeout_seconds: r.get::<_, Option<i64>>(18)?.map(|n| n as u64),
         id,
     })
 }
@@ -216,6 +217,29 @@ pub(super) fn turn_events(
     ))?;
     let rows = stmt.query_map(params![thread, turn], |r| event_row(r, memory))?;
     rows.collect::<Result<_, _>>().map_err(unwrap_err)
+}
+
+/// The turn's `workspace_snapshot` records, in journal order.
+pub(super) fn turn_snapshots(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    thread: &str,
+    turn: &str,
+) -> StoreResult<Vec<lapis_protocol::snapshot::WorkspaceSnapshot>> {
+    debug_assert_eq!(EventKind::WorkspaceSnapshot.as_str(), "workspace_snapshot");
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND turn_id = ?2 \
+         AND kind = 'workspace_snapshot' ORDER BY thread_seq"
+    ))?;
+    let rows = stmt.query_map(params![thread, turn], |r| event_row(r, memory))?;
+    let events = rows.collect::<Result<Vec<_>, _>>().map_err(unwrap_err)?;
+    Ok(events
+        .into_iter()
+        .filter_map(|e| match e.body() {
+            Some(lapis_protocol::Payload::WorkspaceSnapshot(s)) => Some(s),
+            _ => None,
+        })
+        .collect())
 }
 
 /// The turn's `user_message` event as its record shows it (none for turns

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -280,7 +280,16 @@ CREATE TABLE thread_reservations (
 "#,
     },
     Migration {
-        // Version 13: what each turn used (issue 29): its `TurnUsage` as
+        // Version 13: a thread's own permission timeout (issue 28,
+        // `permissionTimeoutSeconds` of `threads.create`/`configure`),
+        // seconds; NULL: the provider's.
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN permission_timeout_seconds INTEGER;
+"#,
+    },
+    Migration {
+        // Version 14: what each turn used (issue 29): its `TurnUsage` as
         // JSON (tokens, context, per-turn cost, the session's cumulative
         // cost), summed for thread, workspace, application and daily
         // totals and budgets; and when each budget (by key) was last reset.

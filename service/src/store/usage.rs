@@ -1,4 +1,4 @@
-//! Turn usage (schema version 13): each turn's [`TurnUsage`] on its row
+//! Turn usage (schema version 14): each turn's [`TurnUsage`] on its row
 //! (`turns.usage`, JSON), and totals over turns by thread, workspace,
 //! application and day — read from those rows, so they survive restarts
 //! and never drift from the turns they sum.

@@ -18,6 +18,8 @@ use std::collections::HashMap;
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension};
+
+use lapis_protocol::config::PERMISSION_TIMEOUT_SECONDS;
 use serde::de::IgnoredAny;
 
 use crate::domain::{EventKind, StoreError, StoreResult};
@@ -121,6 +123,11 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
         ("threads", "memory_port", "SELECT id FROM threads WHERE memory_port IS NOT NULL \
              AND (typeof(memory_port) != 'text' OR length(memory_port) NOT BETWEEN 1 AND 64 \
              OR memory_port GLOB '*[^A-Za-z0-9_-]*' OR memory_port GLOB '[^A-Za-z0-9]*') LIMIT 1".into()),
+        ("threads", "permission_timeout", format!(
+            "SELECT id FROM threads WHERE permission_timeout_seconds IS NOT NULL \
+             AND (typeof(permission_timeout_seconds) != 'integer' \
+             OR permission_timeout_seconds NOT BETWEEN {} AND {}) LIMIT 1",
+            PERMISSION_TIMEOUT_SECONDS.start(), PERMISSION_TIMEOUT_SECONDS.end())),
         ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
              (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
         ("turns", "fields", format!(
@@ -152,7 +159,7 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              AND (typeof(prepared) != 'text' OR NOT json_valid(prepared) \
              OR json_type(prepared) != 'object' OR prepared_at IS NULL) LIMIT 1".into()),
         // Usage is reported by an agent the prompt reached (schema
-        // version 13).
+        // version 14).
         ("turns", "usage", "SELECT id FROM turns WHERE usage IS NOT NULL \
              AND (typeof(usage) != 'text' OR NOT json_valid(usage) \
              OR json_type(usage) != 'object' OR dispatched_at IS NULL) LIMIT 1".into()),

@@ -38,6 +38,7 @@ async fn new_thread(store: &Store, root: &Path, ws: &str) -> String {
         context: None,
         memory: None,
         thread_id: None,
+        permission_timeout_seconds: None,
     };
     store.create_thread(&actor(), input).await.unwrap().value.id
 }
@@ -152,6 +153,7 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             context: None,
             memory: None,
             thread_id: None,
+            permission_timeout_seconds: None,
         };
         let th = store.create_thread(&actor(), input).await.unwrap().value;
         ack("thread", &th.id);

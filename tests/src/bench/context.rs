@@ -81,6 +81,7 @@ pub(crate) fn run(table: &mut Table, n: usize) -> Result<()> {
         context: context.map(str::to_owned),
         thread_id: None,
         command_id: None,
+        permission_timeout_seconds: None,
     };
     let plain = client
         .threads_create_with(&create(None, &rig.workspaces[0]))?

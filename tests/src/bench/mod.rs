@@ -13,3 +13,4 @@ pub(crate) mod table;
 pub(crate) mod tools;
 pub(crate) mod turns;
 pub(crate) mod warm;
+pub(crate) mod watch;

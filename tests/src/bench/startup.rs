@@ -39,6 +39,7 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
                     context: None,
                     memory: None,
                     thread_id: None,
+                    permission_timeout_seconds: None,
                 },
             )
             .await?

@@ -156,6 +156,7 @@ pub(crate) fn run(table: &mut Table, calls: usize, runs: usize) -> Result<()> {
             memory: None,
             thread_id: None,
             command_id: None,
+            permission_timeout_seconds: None,
         })?
         .thread
         .id;

@@ -49,6 +49,11 @@
 //! `user_message_chunk` updates; `--recall` makes the reply start with
 //! `recall: p1 | p2 | …`, every prompt the session has seen.
 //!
+//! `--touch a.txt,dir/b.txt`: at each prompt, appends a line to each of
+//! those files (relative to the agent's working directory, its
+//! workspace), creating them and their directories, before it answers
+//! (or hangs): the agent's edits that workspace snapshots must show.
+//!
 //! `--linger` is the third-party agent that keeps running after its stdin
 //! closes but dies at once of SIGTERM (the default action: no handler is
 //! installed). `--pidfile PATH` writes the agent's own pid before it reads
@@ -386,6 +391,9 @@ fn main() {
                 let sid = session.clone().unwrap_or_default();
                 if let Some(ledger) = script.get("ledger") {
                     record(ledger, &params);
+                }
+                if let Some(paths) = script.get("touch") {
+                    files::touch(paths);
                 }
                 if script.get("exit-at") == Some("prompt") {
                     std::process::exit(3);

@@ -36,6 +36,7 @@ fn thread(
         memory: None,
         thread_id: None,
         command_id: None,
+        permission_timeout_seconds: None,
     };
     let r: Value = client.call("threads.create", &p).unwrap();
     serde_json::from_value(r["thread"].clone()).unwrap()

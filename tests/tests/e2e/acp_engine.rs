@@ -79,6 +79,7 @@ impl Rig {
             context: None,
             memory: None,
             thread_id: None,
+            permission_timeout_seconds: None,
         };
         self.store
             .create_thread(&owner(), input)

@@ -9,6 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use lapis_e2e::TestContext;
 use lapis_e2e::wait::{eventually, settle};
 use lapis_protocol::config::NotifyEvent;
+use lapis_protocol::params::JournalSubscribe;
 use lapis_protocol::{AttentionKind, PendingRequest};
 use serde_json::json;
 
@@ -127,5 +128,139 @@ fn the_notify_command_gets_only_the_allowed_fields_and_is_rate_limited() {
             );
         }
     }
+    server.finish(&[], &[]);
+}
+
+/// The turn ids of the `turn_finished` lines recorded so far.
+fn notified_turns(record: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<NotifyEvent>(l).ok())
+        .filter(|e| e.kind == AttentionKind::TurnFinished)
+        .filter_map(|e| e.turn_id)
+        .collect()
+}
+
+/// Presence-aware mode (`notify.presence`): while a present subscription
+/// covers a thread (the CLI's `turns submit --follow`, or an application's
+/// `journal.subscribe` with `present: true`, of the thread or of every
+/// thread), nothing runs for it and the suppression is logged; a plain
+/// subscription, `--wait`, another thread, or a present subscriber that
+/// disconnected suppress nothing.
+#[test]
+fn presence_aware_notify_stays_quiet_while_a_follow_of_the_turn_is_attached() {
+    let ctx = TestContext::new();
+    let record = ctx.home().join("notify.log");
+    let script = ctx.home().join("notify-recorder");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncat >> '{}'\n", record.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut server = Server::start_in(ctx, json!({}), json!({}));
+    server.stop();
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
+    doc["notify"] = json!({
+        "command": script,
+        "kinds": ["turn_finished"],
+        "maxPerMinute": 600,
+        "presence": true,
+    });
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    server.spawn();
+
+    let mut client = server.client("lapis-cli");
+    let mut thread = || {
+        client
+            .threads_create("proj", "echo", lapis_protocol::ApprovalPolicy::Ask, None)
+            .unwrap()
+            .id
+    };
+    let (watched, other) = (thread(), thread());
+    let run = |client: &mut lapis_protocol::client::Client, thread: &str, cmd: &str| {
+        let turn = client.turns_submit(thread, cmd, "hi").unwrap();
+        assert_eq!(settle(client, &turn.id).state.as_str(), "completed");
+        turn.id
+    };
+    let suppressed = |server: &Server, turn: &str| {
+        eventually("the suppression is logged", || {
+            server
+                .log_text()
+                .lines()
+                .any(|l| l.contains("notify: suppressed") && l.contains(turn))
+                .then_some(())
+        })
+    };
+    let delivered = |turn: &str| {
+        eventually("the notification is recorded", || {
+            notified_turns(&record)
+                .iter()
+                .any(|t| t == turn)
+                .then_some(())
+        })
+    };
+
+    // A person follows `watched` (a present subscription on another
+    // connection); a plain subscription follows `other`.
+    let mut watcher = server.client("lapis-cli");
+    watcher
+        .journal_subscribe_with(&JournalSubscribe {
+            thread_id: Some(watched.clone()),
+            after: None,
+            attention: false,
+            present: true,
+        })
+        .unwrap();
+    let mut bot = server.client("lapis-cli");
+    bot.journal_subscribe(Some(&other), None).unwrap();
+    let quiet = run(&mut client, &watched, "p-1");
+    suppressed(&server, &quiet);
+    let loud = run(&mut client, &other, "p-2");
+    delivered(&loud);
+
+    // The watcher goes away: its presence goes with its connection.
+    drop(watcher);
+    let after = run(&mut client, &watched, "p-3");
+    delivered(&after);
+
+    // A present subscription over every thread of the session covers both.
+    let mut all = server.client("lapis-cli");
+    all.journal_subscribe_with(&JournalSubscribe {
+        thread_id: None,
+        after: None,
+        attention: false,
+        present: true,
+    })
+    .unwrap();
+    let covered = run(&mut client, &other, "p-4");
+    suppressed(&server, &covered);
+    drop(all);
+
+    // The CLI: `--follow` is present, `--wait` is not.
+    let follow = server
+        .ctx
+        .run(["turns", "submit", &watched, "--prompt", "hi", "--follow"]);
+    follow.success();
+    let followed = client.turns_list(Some(&watched)).unwrap()[0].id.clone();
+    assert!(!notified_turns(&record).contains(&followed));
+    suppressed(&server, &followed);
+    let wait = server
+        .ctx
+        .run(["turns", "submit", &watched, "--prompt", "hi", "--wait"]);
+    wait.success();
+    let waited = client.turns_list(Some(&watched)).unwrap()[0].id.clone();
+    assert_ne!(waited, followed);
+    delivered(&waited);
+
+    // Each suppression was logged; and none of those turns has a line.
+    let seen = notified_turns(&record);
+    for t in [&quiet, &covered, &followed] {
+        assert!(!seen.contains(t), "{t} was notified: {seen:?}");
+    }
+    assert_eq!(seen, [loud, after, waited]);
+    drop(bot);
     server.finish(&[], &[]);
 }

@@ -40,11 +40,13 @@ fn wait_prints_the_reply_follow_streams_it_and_a_failed_turn_exits_1() {
     // --follow: joined chunk runs, thoughts marked apart, tool calls as status lines.
     let follow = ctx.run(["turns", "submit", &talker, "--prompt", "hi", "--follow"]);
     follow.success();
+    // Thoughts go to stderr: stdout carries only what a script consumes.
     assert!(
-        follow.stdout.contains("thinking: thought 0thought 1\n"),
+        follow.stderr.contains("thinking: thought 0thought 1\n"),
         "{}",
-        follow.stdout
+        follow.stderr
     );
+    assert!(!follow.stdout.contains("thinking:"), "{}", follow.stdout);
     assert!(follow.stdout.contains("tool Edit file 0 [edit]: pending\n"));
     assert!(
         follow
@@ -237,9 +239,11 @@ fn ask_registers_the_directory_continues_its_thread_and_refuses_a_clashing_id() 
     let first = ctx.run(["ask", "first question", "--dir", d]);
     first.success();
     // The echo agent thinks aloud, then replies with the prompt.
-    assert_eq!(
-        first.stdout,
-        "thinking: echoing 14 characters\nfirst question\n"
+    assert_eq!(first.stdout, "first question\n");
+    assert!(
+        first.stderr.contains("thinking: echoing 14 characters\n"),
+        "{}",
+        first.stderr
     );
     assert!(
         first.stderr.contains("registered workspace newproj"),
@@ -266,10 +270,8 @@ fn ask_registers_the_directory_continues_its_thread_and_refuses_a_clashing_id() 
     child.stdin.take().unwrap().write_all(b"second").unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).ends_with("\nsecond\n"),
-        "{out:?}"
-    );
+    // Only the reply on stdout (the thought went to stderr).
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "second\n", "{out:?}");
     let threads_of = |ctx: &lapis_e2e::TestContext| -> Vec<String> {
         ctx.run(["threads", "list", "--json"]).json()["threads"]
             .as_array()

@@ -392,3 +392,22 @@ fn json_usage_errors_are_error_documents() {
     // Help is not an error.
     ctx.run(["threads", "--help", "--json"]).success();
 }
+
+#[test]
+fn version_flag_names_the_build_commit_date_and_target() {
+    let ctx = TestContext::new();
+    let doc = ctx.run(["version", "--json"]).json();
+    let b = &doc["build"];
+    let want = format!(
+        "lapis-ai-controller {} ({} {} {})\n",
+        b["version"].as_str().unwrap(),
+        b["commit"].as_str().unwrap(),
+        b["date"].as_str().unwrap(),
+        b["target"].as_str().unwrap()
+    );
+    for flag in ["--version", "-V"] {
+        let out = ctx.run([flag]);
+        out.success();
+        assert_eq!(out.stdout, want, "{flag}");
+    }
+}

@@ -62,9 +62,9 @@ fn replies_thoughts_tool_titles_and_journal_text_are_shown_harmless() {
     assert_harmless("--follow stdout", &follow.stdout);
     assert_harmless("--follow stderr", &follow.stderr);
     assert!(
-        follow.stdout.contains(&format!("thinking: think{SHOWN}")),
+        follow.stderr.contains(&format!("thinking: think{SHOWN}")),
         "{}",
-        follow.stdout
+        follow.stderr
     );
     assert!(
         follow

@@ -51,6 +51,7 @@ fn thread(client: &mut Client, provider: &str, context: Option<&str>) -> String 
         memory: None,
         thread_id: None,
         command_id: None,
+        permission_timeout_seconds: None,
     };
     client.threads_create_with(&p).unwrap().thread.id
 }

@@ -183,6 +183,159 @@ fn an_unanswered_request_expires_by_policy_and_is_recorded_expired() {
     server.finish(&[], &[]);
 }
 
+/// A thread on `asker` with its own permission timeout.
+fn thread_waiting(client: &mut Client, seconds: Option<u64>) -> String {
+    let p = lapis_protocol::params::ThreadsCreate {
+        workspace_id: "proj".into(),
+        provider: "asker".into(),
+        approval: None,
+        restricted: false,
+        retention: None,
+        mcp_servers: Vec::new(),
+        tools: Vec::new(),
+        context: None,
+        memory: None,
+        permission_timeout_seconds: seconds,
+        thread_id: None,
+        command_id: None,
+    };
+    client.threads_create_with(&p).unwrap().thread.id
+}
+
+/// `permissionTimeoutSeconds` of a thread: its own requests expire by
+/// policy after it (the provider's hour notwithstanding) and are recorded
+/// `expired`; another thread of the same provider keeps the provider's
+/// timeout; a turn's deadline caps it; `threads configure` changes it and
+/// `provider` removes it; `threads show` shows it; out of range is refused.
+#[test]
+fn a_threads_own_permission_timeout_expires_its_requests_by_policy() {
+    let server = asker(3600);
+    let mut client = server.client("lapis-cli");
+    let quick = thread_waiting(&mut client, Some(1));
+    assert_eq!(
+        client
+            .threads_get(&quick)
+            .unwrap()
+            .thread
+            .permission_timeout_seconds,
+        Some(1)
+    );
+    let turn = client.turns_submit(&quick, "q-1", "go").unwrap().id;
+    assert_eq!(settle(&mut client, &turn).state.as_str(), "completed");
+    let decided = decisions(&mut client, &quick);
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(
+        decided[0].decided_by,
+        Some(lapis_protocol::DecidedBy::Expired)
+    );
+    assert_eq!(decided[0].answer.label(), "opt-reject_once");
+    let (code, message, settlement) =
+        refused(&mut client, &respond(&turn, "opt-allow_once", "late-q"));
+    assert_eq!(code, "conflict", "{message}");
+    assert_eq!(settlement, json!("expired"));
+
+    // The same provider, no timeout of its own: the provider's hour.
+    let (_, patient) = ask(&mut client);
+    let r = pending(&mut client, &patient);
+    assert!(r.deadline - r.requested_at >= 3_000_000, "{r:?}");
+    client.turns_cancel(&patient).unwrap();
+    settle(&mut client, &patient);
+
+    // An hour of its own, but a turn of 2 seconds: the deadline caps it.
+    let long = thread_waiting(&mut client, Some(3600));
+    let capped = client
+        .turns_submit_with(&lapis_protocol::params::TurnsSubmit {
+            thread_id: long.clone(),
+            command_id: "l-1".into(),
+            prompt: "go".into(),
+            continues: None,
+            max_turn_seconds: Some(2),
+            expect: None,
+        })
+        .unwrap()
+        .id;
+    let r = pending(&mut client, &capped);
+    assert!(r.deadline - r.requested_at <= 2_000, "{r:?}");
+    settle(&mut client, &capped);
+
+    // The CLI shows it and configures it; `provider` removes it.
+    let shown = server.ctx.run(["threads", "show", &quick]);
+    shown.success();
+    assert!(
+        shown.stdout.contains("permission timeout 1s\n"),
+        "{}",
+        shown.stdout
+    );
+    let version = client.threads_get(&quick).unwrap().thread.version;
+    let v = version.to_string();
+    let out = server.ctx.run([
+        "threads",
+        "configure",
+        &quick,
+        "--expected-version",
+        &v,
+        "--permission-timeout",
+        "provider",
+        "--json",
+    ]);
+    out.success();
+    assert!(
+        out.json()["thread"]
+            .get("permissionTimeoutSeconds")
+            .is_none()
+    );
+    let shown = server.ctx.run(["threads", "show", &quick]);
+    assert!(
+        shown.stdout.contains("permission timeout the provider's\n"),
+        "{}",
+        shown.stdout
+    );
+    let v = (version + 1).to_string();
+    let out = server.ctx.run([
+        "threads",
+        "configure",
+        &quick,
+        "--expected-version",
+        &v,
+        "--permission-timeout",
+        "30",
+        "--json",
+    ]);
+    out.success();
+    assert_eq!(out.json()["thread"]["permissionTimeoutSeconds"], 30);
+    // Out of range, at creation and at configure: nothing is made or changed.
+    let p = lapis_protocol::params::ThreadsCreate {
+        workspace_id: "proj".into(),
+        provider: "asker".into(),
+        approval: None,
+        restricted: false,
+        retention: None,
+        mcp_servers: Vec::new(),
+        tools: Vec::new(),
+        context: None,
+        memory: None,
+        permission_timeout_seconds: Some(0),
+        thread_id: None,
+        command_id: None,
+    };
+    let err = client.threads_create_with(&p).unwrap_err();
+    assert_eq!(err.code(), "invalid_request", "{err}");
+    let configure = lapis_protocol::params::ThreadsConfigure {
+        thread_id: quick.clone(),
+        expected_version: version + 2,
+        permission_timeout_seconds: Some(Some(604_801)),
+        ..Default::default()
+    };
+    let err = client.threads_configure(&configure).unwrap_err();
+    assert_eq!(err.code(), "invalid_request", "{err}");
+    let now = client.threads_get(&quick).unwrap().thread;
+    assert_eq!(
+        (now.version, now.permission_timeout_seconds),
+        (version + 2, Some(30))
+    );
+    server.finish(&[], &[]);
+}
+
 #[test]
 fn a_restart_settles_the_requests_of_lost_turns_abandoned() {
     let mut server = asker(3600);
@@ -241,6 +394,7 @@ fn attention_from(server: &Server, application: &str, after: u64) -> Client {
             thread_id: None,
             after: Some(after),
             attention: true,
+            present: false,
         })
         .unwrap();
     client
@@ -286,6 +440,7 @@ fn the_attention_stream_spans_applications_and_resumes_without_gaps_after_a_reco
         thread_id: None,
         after: Some(0),
         attention: true,
+        present: false,
     })
     .unwrap();
     let own = bot

@@ -262,3 +262,25 @@ fn install_sh_refuses_a_tampered_archive_and_a_missing_checksum_line() {
     assert!(out.stderr.contains("only https://"), "{}", out.stderr);
     assert_eq!(Fingerprint::of(ctx.home()), before, "nothing installed");
 }
+
+#[test]
+fn install_sh_passes_exit_3_through_when_no_service_manager_answers() {
+    let ctx = TestContext::new();
+    let release = build_release(&ctx);
+    let bytes = std::fs::read(&release.archive.path).unwrap();
+    let server = serve(&release, &bytes, &release.sums);
+    // The script's tools, and no systemctl: the install succeeds, the
+    // service step cannot.
+    let tools = tool_dir(&ctx, &[]);
+    assert!(!tools.join("systemctl").exists());
+    let out = run_script(&ctx, &["--base-url", server.base()], Some(&tools));
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(
+        out.stderr.contains("no service manager answered")
+            && out.stderr.contains("serve --background"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("install failed"), "{}", out.stderr);
+    assert!(ctx.home().join(".local/bin/lapis-ai-controller").exists());
+}

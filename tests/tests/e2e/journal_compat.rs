@@ -144,7 +144,8 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
         shapes.insert(shape(&body));
     }
     // Every kind there was when the fixture was written; kinds added since
-    // (application tool calls, issue 25; prepared context, issue 26)
+    // (application tool calls, issue 25; prepared context, issue 26;
+    // workspace snapshots, issue 31)
     // cannot be in it, and their stored form is pinned by lapis-protocol's
     // payload tests instead.
     let added_since = [
@@ -152,6 +153,7 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
         EventKind::ToolCallFinished,
         EventKind::ContextPrepared,
         EventKind::MemoryRecalled,
+        EventKind::WorkspaceSnapshot,
     ];
     let every_kind: BTreeSet<&str> = EventKind::ALL
         .iter()

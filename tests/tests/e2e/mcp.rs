@@ -78,6 +78,7 @@ fn create(
         memory: None,
         thread_id: None,
         command_id: None,
+        permission_timeout_seconds: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)
 }
@@ -351,6 +352,7 @@ fn every_refusal_has_its_stable_code() {
         restricted: Some(true),
         retention: None,
         command_id: None,
+        permission_timeout_seconds: None,
     };
     assert_eq!(
         code(c.threads_configure(&configure).unwrap_err()),

@@ -106,6 +106,7 @@ fn params(memory: &str) -> ThreadsCreate {
         tools: Vec::new(),
         context: None,
         memory: Some(memory.into()),
+        permission_timeout_seconds: None,
         thread_id: None,
         command_id: None,
     }

@@ -375,6 +375,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             restricted: None,
             retention: None,
             command_id: None,
+            permission_timeout_seconds: None,
         })
         .unwrap();
     c.reconnect().unwrap();
@@ -393,6 +394,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             restricted: None,
             retention: None,
             command_id: None,
+            permission_timeout_seconds: None,
         })
         .unwrap();
     let err = c.reconnect().unwrap_err();

@@ -106,6 +106,7 @@ pub(crate) fn create(
         memory: None,
         thread_id: None,
         command_id: None,
+        permission_timeout_seconds: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)
 }

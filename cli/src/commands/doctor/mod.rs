@@ -4,7 +4,9 @@
 //! answers `initialize` (as `providers check` runs it),
 //! socket answering, free space in the controller home. Each line says `ok`,
 //! `warn` or `fail` and, unless ok, what to do. Exit 1 when any check fails
-//! (warnings alone exit 0).
+//! (warnings alone exit 0). When the socket answers, the service manager's
+//! checks only warn: a controller run without one (`serve --background`)
+//! works.
 //!
 //! Checks are independent: one that cannot run (no config → no socket to
 //! ask) says so and fails or is skipped, never aborts the others. The
@@ -81,7 +83,11 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     let config = controller::config_check(&paths, &mut checks);
     if let Some(config) = &config {
         controller::provider_checks(&paths, config, &mut checks);
-        checks.push(controller::socket_check(&paths, config));
+        let socket = controller::socket_check(&paths, config);
+        if socket.status != Status::Fail {
+            without_manager(&mut checks);
+        }
+        checks.push(socket);
     }
     let home = config
         .as_ref()
@@ -119,6 +125,22 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
         )));
     }
     Ok(())
+}
+
+/// The service manager's checks (`unit`, `service`, `enabled`, `active`)
+/// when the controller answers on its socket anyway (`serve --background`,
+/// a foreground `serve`): a failure there is a warning, since the controller
+/// works; it will not start at login until it is installed as a service.
+fn without_manager(checks: &mut [Check]) {
+    const MANAGER: [&str; 4] = ["unit", "service", "enabled", "active"];
+    for c in checks
+        .iter_mut()
+        .filter(|c| c.status == Status::Fail && MANAGER.contains(&c.name.as_str()))
+    {
+        c.status = Status::Warn;
+        c.summary
+            .push_str(" (the controller answers on its socket without it)");
+    }
 }
 
 #[cfg(test)]

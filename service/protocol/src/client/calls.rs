@@ -42,6 +42,7 @@ impl Client {
         let r = self.workspaces_add_with(&WorkspacesAdd {
             id: id.to_owned(),
             path: path.to_owned(),
+            worktree: None,
             command_id: None,
         })?;
         Ok(r.workspace)
@@ -68,7 +69,18 @@ impl Client {
     /// `workspaces.remove`: unregisters a workspace added at run time (its
     /// threads stay readable).
     pub fn workspaces_remove(&mut self, id: &str) -> Result<WorkspaceRemoved, ClientError> {
-        self.request::<call::WorkspacesRemove>(&WorkspacesRemove { id: id.to_owned() })
+        self.workspaces_remove_with(&WorkspacesRemove {
+            id: id.to_owned(),
+            ..WorkspacesRemove::default()
+        })
+    }
+
+    /// `workspaces.remove` with every parameter (`deleteWorktree`, `force`).
+    pub fn workspaces_remove_with(
+        &mut self,
+        params: &WorkspacesRemove,
+    ) -> Result<WorkspaceRemoved, ClientError> {
+        self.request::<call::WorkspacesRemove>(params)
     }
 
     /// `workspaces.list`.
@@ -101,6 +113,7 @@ impl Client {
             memory: None,
             thread_id: None,
             command_id: command_id.map(str::to_owned),
+            permission_timeout_seconds: None,
         };
         let r: ThreadResult = self.request::<call::ThreadsCreate>(&p)?;
         Ok(r.thread)
@@ -369,6 +382,7 @@ impl Client {
             thread_id: thread_id.map(str::to_owned),
             after,
             attention: false,
+            present: false,
         };
         self.journal_subscribe_with(&p)
     }

@@ -5,13 +5,16 @@
 //! --wait/--follow`) goes through [`JournalFollower`], so the resume rule is
 //! written once: the cursor is the last event's `threadSeq` when following
 //! one thread, its global `seq` otherwise, and a `lagged`/`ended` notice's
-//! `resumeAfter` wins when it has one.
+//! `resumeAfter` wins when it has one. A follower that a person watches
+//! ([`JournalFollower::attended`]) subscribes with `present: true` every
+//! time, so a presence-aware notifier stays quiet about what it shows.
 
 use std::time::Duration;
 
 use super::{Client, ClientError};
 use crate::JournalEvent;
 use crate::notifications::JournalNotice;
+use crate::params::JournalSubscribe;
 
 /// A live journal subscription on a borrowed client.
 #[derive(Debug)]
@@ -22,6 +25,8 @@ pub struct JournalFollower<'c> {
     thread: Option<String>,
     /// Cursor of the last event yielded (see the module docs).
     cursor: u64,
+    /// Subscribes with `present: true` (a person is watching).
+    present: bool,
 }
 
 impl<'c> JournalFollower<'c> {
@@ -32,12 +37,46 @@ impl<'c> JournalFollower<'c> {
         thread: Option<&str>,
         after: Option<u64>,
     ) -> Result<JournalFollower<'c>, ClientError> {
-        client.journal_subscribe(thread, after)?;
-        Ok(JournalFollower {
+        Self::open(client, thread, after, false)
+    }
+
+    /// As [`JournalFollower::start`], for a person watching the events as
+    /// they arrive (the CLI's `--follow`, a `watch` view): every
+    /// subscription it makes is `present`, so while it lives a
+    /// presence-aware notifier (`notify.presence`) sends nothing about the
+    /// threads it covers.
+    pub fn attended(
+        client: &'c mut Client,
+        thread: Option<&str>,
+        after: Option<u64>,
+    ) -> Result<JournalFollower<'c>, ClientError> {
+        Self::open(client, thread, after, true)
+    }
+
+    fn open(
+        client: &'c mut Client,
+        thread: Option<&str>,
+        after: Option<u64>,
+        present: bool,
+    ) -> Result<JournalFollower<'c>, ClientError> {
+        let mut follower = JournalFollower {
             client,
             thread: thread.map(str::to_owned),
             cursor: after.unwrap_or(0),
-        })
+            present,
+        };
+        follower.subscribe(after)?;
+        Ok(follower)
+    }
+
+    fn subscribe(&mut self, after: Option<u64>) -> Result<(), ClientError> {
+        self.client.journal_subscribe_with(&JournalSubscribe {
+            thread_id: self.thread.clone(),
+            after,
+            attention: false,
+            present: self.present,
+        })?;
+        Ok(())
     }
 
     /// The client, for other calls while following (notifications that
@@ -79,8 +118,6 @@ impl<'c> JournalFollower<'c> {
 
     fn resubscribe(&mut self, resume_after: Option<u64>) -> Result<(), ClientError> {
         let after = resume_after.unwrap_or(self.cursor);
-        self.client
-            .journal_subscribe(self.thread.as_deref(), Some(after))?;
-        Ok(())
+        self.subscribe(Some(after))
     }
 }

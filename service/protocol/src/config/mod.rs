@@ -12,6 +12,7 @@ mod notify;
 mod provider;
 mod roots;
 mod validate;
+mod worktrees;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,10 +32,11 @@ pub use notify::{
     DEFAULT_NOTIFY_PER_MINUTE, DEFAULT_NOTIFY_TIMEOUT_SECONDS, NotifyConfig, NotifyEvent,
 };
 pub use provider::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, ProviderError, ProviderSpec, RestrictedPolicy,
-    SessionPolicy,
+    CommandLookup, CommandRef, ECHO_PROVIDER, PERMISSION_TIMEOUT_SECONDS, ProviderError,
+    ProviderSpec, RestrictedPolicy, SessionPolicy,
 };
 pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
+pub use worktrees::{DEFAULT_HOOK_TIMEOUT_SECONDS, HookCommand, WorktreesConfig};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
 /// says otherwise: 30 days.
@@ -93,6 +95,10 @@ pub struct Config {
     /// most 64; see [`Budget`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<Budget>,
+    /// Where worktree workspaces go, and their setup and teardown
+    /// commands (see `docs/operations.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktrees: Option<WorktreesConfig>,
 }
 
 /// One bootstrap token. `Debug` never shows the secret.

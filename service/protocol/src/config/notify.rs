@@ -50,6 +50,11 @@ pub struct NotifyConfig {
     /// A run still going after this many seconds is killed (1-60, default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
+    /// Presence-aware: nothing is sent about a thread while a person
+    /// watches it live (a `journal.subscribe` with `present: true` covering
+    /// it: the CLI's `--follow`, a `watch` view) [default: false].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub presence: bool,
 }
 
 fn default_kinds() -> Vec<AttentionKind> {

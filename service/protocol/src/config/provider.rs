@@ -524,7 +524,7 @@ fn is_executable(path: &Path) -> bool {
 mod policy;
 mod restricted;
 
-pub use policy::SessionPolicy;
+pub use policy::{PERMISSION_TIMEOUT_SECONDS, SessionPolicy};
 pub use restricted::RestrictedPolicy;
 
 #[cfg(test)]

@@ -79,6 +79,11 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
             ));
         }
     }
+    if let Some(worktrees) = &config.worktrees {
+        worktrees
+            .check()
+            .map_err(|(field, reason)| invalid(field, reason))?;
+    }
     validate_limits(config)
 }
 

@@ -36,6 +36,13 @@ pub struct JournalSubscribe {
     /// resumes gap-free like any subscription.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attention: bool,
+    /// A person is watching this subscription's events as they arrive
+    /// (the CLI's `--follow`, a `watch` view): while it lives, a
+    /// presence-aware notifier (`notify.presence`) sends nothing about the
+    /// threads it covers. Ends with the subscription (unsubscribe, lag,
+    /// disconnect).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub present: bool,
 }
 
 /// `journal.unsubscribe`.

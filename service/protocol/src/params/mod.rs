@@ -40,6 +40,7 @@ pub use turns::{
 };
 pub use workspaces::{
     WorkspaceRemoved, WorkspaceResult, WorkspacesAdd, WorkspacesRemove, WorkspacesResult,
+    WorktreeSpec,
 };
 
 /// Methods without parameters (`status`, `workspaces.list`): `{}`.

@@ -48,6 +48,12 @@ pub struct ThreadsCreate {
     /// dispatch. Refused on restricted threads (`tools_restricted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// How long each permission request of the thread's turns waits for
+    /// an answer, in seconds (1-604800; absent: the provider's
+    /// `permissionTimeoutSeconds`); a turn's deadline caps it. Out of
+    /// range is `invalid_request`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_seconds: Option<u64>,
     /// A thread id this application reserved (`threads.reserve`): the
     /// thread gets that id. Another application's, or one never reserved,
     /// is `not_found`; one already taken by a thread is `conflict`.
@@ -127,6 +133,15 @@ pub struct ThreadsConfigure {
     /// New retention.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<crate::Retention>,
+    /// New permission timeout in seconds (1-604800): `Some(Some(n))`;
+    /// `Some(None)` (JSON `null`) goes back to the provider's
+    /// `permissionTimeoutSeconds`; `None` (absent) leaves it unchanged.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub permission_timeout_seconds: Option<Option<u64>>,
     /// Makes the call idempotent (replays the first answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
@@ -172,4 +187,14 @@ pub struct ThreadReserved {
 pub struct ThreadsResult {
     /// The caller's threads.
     pub threads: Vec<crate::Thread>,
+}
+
+/// A member that is present deserializes to `Some`, even when it is
+/// `null` (`Some(None)`); an absent one stays `None` (`#[serde(default)]`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }

@@ -170,6 +170,12 @@ pub struct TurnResult {
     /// unknown (never re-invoked; its continuation is refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown_tool_effects: Vec<crate::UnknownToolEffect>,
+    /// `turns.get` only: the turn's workspace snapshots (git tree ids at
+    /// its boundary and outcome, or why none was taken), what changed
+    /// between them and, for a fenced turn, what changed since its
+    /// boundary. Absent when no snapshot was journaled for the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::snapshot::TurnEvidence>,
 }
 
 /// `permissions.list` result.

@@ -11,12 +11,35 @@ use super::StatusTurn;
 pub struct WorkspacesAdd {
     /// Workspace id.
     pub id: String,
-    /// Project directory (absolute).
+    /// Project directory (absolute). With `worktree`: where the new
+    /// worktree goes (it must not exist); empty: `<worktree root>/<id>`.
+    #[serde(default)]
     pub path: String,
+    /// Create a linked git worktree of a repository and register it (the
+    /// worktree is its own workspace: its turns run beside the main
+    /// checkout's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeSpec>,
     /// Makes the call idempotent: a receipt of (principal, application,
     /// command id) replays the first answer; other input is `conflict`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
+}
+
+/// `workspaces.add`'s `worktree`: which repository, which branch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorktreeSpec {
+    /// A directory of the repository (absolute; its main checkout or any
+    /// worktree).
+    pub of: String,
+    /// The branch to check out: an existing branch, or a new one; default
+    /// `lapis/<workspace id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The commit a new branch starts at (default the repository's `HEAD`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 /// `workspaces.remove`: unregisters a workspace added at run time. Its
@@ -24,11 +47,20 @@ pub struct WorkspacesAdd {
 /// start there. Refused with `workspace_busy` while it has a queued or
 /// claimed turn, `workspace_fenced` while a turn fences it, and
 /// `invalid_request` for a workspace the configuration declares.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkspacesRemove {
     /// Workspace id.
     pub id: String,
+    /// Also delete the workspace's directory when it is a linked git
+    /// worktree (`invalid_request` otherwise; nothing is removed then).
+    /// A worktree with uncommitted changes or untracked files is refused
+    /// (`workspace_dirty`) unless `force`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_worktree: bool,
+    /// With `deleteWorktree`: delete a worktree with changes too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }
 
 /// Results of mutations that carry a receipt: the record, and whether an
@@ -57,6 +89,9 @@ pub struct WorkspaceRemoved {
     /// True when it had been removed already (a retry).
     #[serde(default)]
     pub replayed: bool,
+    /// True when its worktree was deleted (`deleteWorktree`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub worktree_deleted: bool,
 }
 
 /// `workspaces.list` result.

@@ -38,6 +38,10 @@ pub struct ThreadCreated {
     /// The application memory port it binds by name (omitted when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// Its own permission timeout in seconds (omitted when it uses the
+    /// provider's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_seconds: Option<u64>,
 }
 
 /// `thread_configured`: the configuration after a `threads.configure`.
@@ -56,6 +60,10 @@ pub struct ThreadConfigured {
     pub retention: Retention,
     /// Who reconfigured it.
     pub principal: String,
+    /// Its own permission timeout in seconds after the change (omitted
+    /// when it uses the provider's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_seconds: Option<u64>,
 }
 
 /// `turn_submitted`: a turn was accepted (never its prompt).

@@ -27,6 +27,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             tools: vec![],
             context: None,
             memory: None,
+            permission_timeout_seconds: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "allow-all",
             "restricted": false, "retention": "metadata-only"}),
@@ -42,6 +43,7 @@ fn lifecycle_payloads_keep_their_stored_shape() {
             tools: vec!["crm".into()],
             context: None,
             memory: None,
+            permission_timeout_seconds: None,
         }),
         json!({"workspaceId": "ws", "provider": "echo", "approval": "ask",
             "restricted": false, "retention": "full", "tools": ["crm"]}),
@@ -418,4 +420,38 @@ fn memory_recalls_have_a_pinned_stored_form_without_text() {
             "rejected": 1, "rendered": ["m1", "m3"], "budgetBytes": 8192, "usedBytes": 32})
     );
     assert_eq!(Payload::from_value(p.kind(), p.to_value()), p);
+}
+
+#[test]
+fn workspace_snapshots_have_a_pinned_stored_form() {
+    use crate::snapshot::{SnapshotPoint, SnapshotSkipped, WorkspaceSnapshot};
+    let taken = Payload::WorkspaceSnapshot(WorkspaceSnapshot {
+        at: SnapshotPoint::Boundary,
+        tree: Some("4b825dc642cb6eb9a060e54bf8d69288fbee4904".into()),
+        files: Some(3),
+        skipped: None,
+    });
+    assert_eq!(taken.kind(), EventKind::WorkspaceSnapshot);
+    assert!(
+        !taken.kind().is_content(),
+        "metadata, kept under every retention"
+    );
+    assert!(taken.kind().is_activity(), "the engine appends it");
+    assert_eq!(
+        taken.to_value(),
+        json!({"at": "boundary", "tree": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "files": 3})
+    );
+    assert_eq!(Payload::from_value(taken.kind(), taken.to_value()), taken);
+    let skipped = Payload::WorkspaceSnapshot(WorkspaceSnapshot::skipped(
+        SnapshotPoint::Outcome,
+        SnapshotSkipped::NotGit,
+    ));
+    assert_eq!(
+        skipped.to_value(),
+        json!({"at": "outcome", "skipped": "not_git"})
+    );
+    assert_eq!(
+        Payload::from_value(skipped.kind(), skipped.to_value()),
+        skipped
+    );
 }

@@ -31,7 +31,7 @@ fn fixture() -> (tempfile::TempDir, PathBuf, SnapshotDir) {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(repo.join("src")).unwrap();
-    git(&repo, &["init", "-q"]);
+    git(&repo, &["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("a.txt"), "one\n").unwrap();
     std::fs::write(repo.join("src/b.txt"), "two\n").unwrap();
     std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
@@ -57,13 +57,7 @@ async fn a_snapshot_sees_changes_and_untracked_files_but_never_writes_the_users_
         bytes(&repo.join(".git/index")),
         bytes(&repo.join(".git/HEAD")),
     );
-    let refs = bytes(
-        &repo
-            .join(".git/refs/heads/master")
-            .exists()
-            .then(|| repo.join(".git/refs/heads/master"))
-            .unwrap_or_else(|| repo.join(".git/refs/heads/main")),
-    );
+    let refs = bytes(&repo.join(".git/refs/heads/main"));
     let objects = std::fs::read_dir(repo.join(".git/objects"))
         .unwrap()
         .count();
@@ -94,13 +88,7 @@ async fn a_snapshot_sees_changes_and_untracked_files_but_never_writes_the_users_
     // The user's index, HEAD, branch and object store are untouched.
     assert_eq!(bytes(&repo.join(".git/index")), index);
     assert_eq!(bytes(&repo.join(".git/HEAD")), head);
-    let refs_after = bytes(
-        &repo
-            .join(".git/refs/heads/master")
-            .exists()
-            .then(|| repo.join(".git/refs/heads/master"))
-            .unwrap_or_else(|| repo.join(".git/refs/heads/main")),
-    );
+    let refs_after = bytes(&repo.join(".git/refs/heads/main"));
     assert_eq!(refs_after, refs);
     assert_eq!(
         std::fs::read_dir(repo.join(".git/objects"))

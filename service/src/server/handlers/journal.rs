@@ -53,6 +53,23 @@ fn scope(session: &AuthSession, thread: Option<&String>) -> ReplayScope {
     }
 }
 
+/// What a present subscription of `session` covers: its thread, else
+/// every thread it carries (of the session's application, or of every
+/// application of its principal when `wide`).
+fn attended(
+    session: &AuthSession,
+    thread: Option<String>,
+    wide: bool,
+) -> crate::presence::Attended {
+    match thread {
+        Some(t) => crate::presence::Attended::Thread(t),
+        None => crate::presence::Attended::Principal {
+            principal: session.principal.clone(),
+            application: (!wide).then(|| session.application.clone()),
+        },
+    }
+}
+
 /// Whether an attention subscription of `session` covers every
 /// application of its principal (the permission inbox's reach).
 fn principal_wide(session: &AuthSession, attention: bool) -> bool {
@@ -128,6 +145,9 @@ pub(crate) async fn journal_subscribe(
         application: (!wide).then(|| session.application.clone()),
         attention: p.attention,
         visible: HashMap::new(),
+        _present: p
+            .present
+            .then(|| ctx.core.presence.hold(attended(session, p.thread_id, wide))),
     };
     let task = tokio::spawn(forwarder.run(rx, p.after));
     conn.subscriptions.insert(id.clone(), task);
@@ -167,6 +187,9 @@ struct Forwarder {
     attention: bool,
     /// Owner scope: thread id → visible to this session.
     visible: HashMap<String, bool>,
+    /// A present subscription's registration: released when the task
+    /// ends or is aborted (unsubscribe, the connection closing).
+    _present: Option<crate::presence::Hold>,
 }
 
 impl Forwarder {

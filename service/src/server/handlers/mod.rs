@@ -12,6 +12,7 @@
 //! be probed; `forbidden` is only ever about the session's own scopes.
 
 mod budgets;
+mod evidence;
 mod fit;
 mod journal;
 mod mcp;
@@ -22,6 +23,7 @@ mod threads;
 mod tools;
 mod turns;
 mod workspaces;
+mod worktrees;
 
 use serde_json::json;
 

@@ -42,6 +42,7 @@ pub(crate) async fn threads_create(
         tools: p.tools,
         context: p.context,
         memory: p.memory,
+        permission_timeout_seconds: p.permission_timeout_seconds,
         thread_id: p.thread_id,
     };
     let receipt = ctx
@@ -157,6 +158,7 @@ pub(crate) async fn threads_configure(
         approval: p.approval,
         restricted: p.restricted,
         retention: p.retention,
+        permission_timeout_seconds: p.permission_timeout_seconds,
     };
     let receipt = ctx
         .core

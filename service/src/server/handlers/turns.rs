@@ -92,10 +92,12 @@ pub(crate) async fn turns_get(
         .unknown_tool_effects(Some(&turn.id))
         .await
         .map_err(store_err)?;
+    let evidence = super::evidence::turn_evidence(ctx, &turn).await?;
     Ok(TurnResult {
         turn,
         replayed: None,
         unknown_tool_effects,
+        evidence,
     })
 }
 
@@ -241,5 +243,6 @@ fn receipted(receipt: Receipt<Turn>) -> TurnResult {
         turn: receipt.value,
         replayed: Some(receipt.replayed),
         unknown_tool_effects: Vec::new(),
+        evidence: None,
     }
 }

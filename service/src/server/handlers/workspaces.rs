@@ -35,6 +35,10 @@ pub(crate) async fn workspaces_add(
     if !valid_workspace_id(&p.id) {
         return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
     }
+    if let Some(spec) = &p.worktree {
+        let command = p.command_id.as_deref();
+        return super::worktrees::add(ctx, session, &p.id, &p.path, spec, command).await;
+    }
     let path = Path::new(&p.path);
     if !path.is_absolute() {
         return Err(invalid("workspace path must be absolute"));
@@ -71,7 +75,7 @@ async fn registered(ctx: &ServerContext, id: &str, canonical: &str) -> Result<bo
 /// The refusal of a directory outside every root: names the field that
 /// grants roots and how to widen it, never the roots themselves (they are
 /// the owner's file, not the caller's business).
-fn outside_roots(canonical: &str) -> RpcError {
+pub(super) fn outside_roots(canonical: &str) -> RpcError {
     RpcError::new(
         ErrorCode::WorkspaceOutsideRoots,
         format!(
@@ -116,7 +120,15 @@ pub(crate) async fn workspaces_remove(
         .with_data("configured", true.into()));
     }
     let id = p.id.clone();
-    ctx.core
+    // A worktree to delete is checked (linked, clean unless forced) before
+    // anything is removed, and deleted only once the workspace is.
+    let worktree = if p.delete_worktree {
+        super::worktrees::before_remove(ctx, &p.id, p.force).await?
+    } else {
+        None
+    };
+    let mut removed = ctx
+        .core
         .store
         .remove_workspace(&actor(session), &p.id)
         .await
@@ -139,5 +151,10 @@ pub(crate) async fn workspaces_remove(
             )
             .with_data("turn", turn.into()),
             other => store_err(other),
-        })
+        })?;
+    if let Some(path) = worktree {
+        super::worktrees::after_remove(ctx, &p.id, &path).await?;
+        removed.worktree_deleted = true;
+    }
+    Ok(removed)
 }

@@ -29,6 +29,7 @@ fn new_thread(actor: &Actor) -> NewThread {
         context: None,
         memory: None,
         thread_id: None,
+        permission_timeout_seconds: None,
     }
 }
 

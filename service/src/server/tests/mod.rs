@@ -39,6 +39,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
         server: limits,
         notify: None,
         budgets: Vec::new(),
+        worktrees: None,
     }
 }
 
@@ -205,6 +206,7 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     context: None,
                     memory: None,
                     thread_id: None,
+                    permission_timeout_seconds: None,
                 },
             )
             .await

@@ -47,6 +47,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "DROP TABLE permission_requests; DROP INDEX turns_unsettled;",
     "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; \
      DROP TABLE thread_reservations;",
+    "ALTER TABLE threads DROP COLUMN permission_timeout_seconds;",
     "ALTER TABLE turns DROP COLUMN usage; DROP TABLE budget_resets;",
 ];
 

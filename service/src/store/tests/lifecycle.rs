@@ -153,6 +153,7 @@ async fn command_ids_are_idempotent_per_principal_with_input_digest() {
         context: None,
         memory: None,
         thread_id: None,
+        permission_timeout_seconds: None,
     };
     let t1 = s.create_thread(&owner(), input.clone()).await.unwrap();
     let t2 = s.create_thread(&owner(), input.clone()).await.unwrap();
@@ -218,6 +219,7 @@ async fn workspaces_are_canonical_and_aliases_are_refused() {
         context: None,
         memory: None,
         thread_id: None,
+        permission_timeout_seconds: None,
     };
     assert_eq!(
         s.create_thread(&owner(), th).await.unwrap_err().code(),

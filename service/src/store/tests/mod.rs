@@ -96,6 +96,7 @@ pub(crate) async fn thread_of(
         context: None,
         memory: None,
         thread_id: None,
+        permission_timeout_seconds: None,
     };
     store.create_thread(actor, input).await.unwrap().value
 }

@@ -53,6 +53,7 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         context: None,
         memory: None,
         thread_id: None,
+        permission_timeout_seconds: None,
     };
     store.create_thread(&owner(), input).await.unwrap().value
 }

@@ -14,6 +14,24 @@ pub(crate) fn write_pid(pidfile: &str) {
     std::fs::rename(&tmp, pidfile).expect("pidfile rename");
 }
 
+/// Appends a line to each comma-separated path under the working
+/// directory (`--touch`), creating files and directories as needed.
+pub(crate) fn touch(paths: &str) {
+    for path in paths.split(',').filter(|p| !p.is_empty()) {
+        let path = std::path::Path::new(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("touch dir");
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("touch");
+        f.write_all(b"touched by the agent\n").expect("touch write");
+        f.sync_all().expect("touch fsync");
+    }
+}
+
 /// The prompt's text blocks, joined, on one line.
 pub(crate) fn prompt_text(params: &Value) -> String {
     let text: String = params["prompt"]

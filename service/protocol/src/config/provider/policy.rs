@@ -22,6 +22,10 @@ pub(super) const DEFAULT_PERMISSION_TIMEOUT_SECONDS: u64 = 600;
 pub(super) const MAX_HANDSHAKE_SECONDS: u64 = 600;
 /// Upper bound of both (one week).
 pub(super) const MAX_POLICY_SECONDS: u64 = 604_800;
+/// The bounds of a permission timeout in seconds, a provider's
+/// `permissionTimeoutSeconds` or a thread's (`threads.create` /
+/// `threads.configure`): one second to one week.
+pub const PERMISSION_TIMEOUT_SECONDS: std::ops::RangeInclusive<u64> = 1..=MAX_POLICY_SECONDS;
 
 /// How long the agent of a thread lives and a turn may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +90,7 @@ impl SessionPolicy {
             permission_timeout_seconds: check(
                 "permissionTimeoutSeconds",
                 permission_timeout_seconds,
-                1,
+                *PERMISSION_TIMEOUT_SECONDS.start(),
                 DEFAULT_PERMISSION_TIMEOUT_SECONDS,
             )?,
         })

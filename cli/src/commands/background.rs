@@ -1,0 +1,282 @@
+//! Running the controller without a service manager (containers, WSL, CI,
+//! SSH boxes without a user systemd): `serve --background` detaches a
+//! `serve` and `stop` ends it.
+//!
+//! What must stay true:
+//! - `serve --background` exits 0 only once `status` answers on the socket
+//!   *from the process it started* (the status pid is the child's); a child
+//!   that exits first, or a socket that never answers, is exit 3 with the
+//!   log's last lines, and the pid file is removed;
+//! - files are written only into a controller home (one that is marked,
+//!   new, or empty): never into a project passed by mistake as `--workspace`;
+//!   the pid file ([`PID_FILE`]) and the log ([`LOG_FILE`]) are 0600;
+//! - `stop` signals only this controller: the pid in the file must be alive,
+//!   its `/proc/PID/exe` a `lapis-ai-controller` binary whose argv holds
+//!   `serve`, and when the socket answers, `status` must report that same
+//!   pid. Anything else is a stale pid file: it is removed and nothing is
+//!   signalled. A controller that runs without a pid file (a service
+//!   manager's, a foreground `serve`) is never stopped here.
+
+use std::io::{BufRead, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lapis_protocol::home::{LOG_FILE, PID_FILE, is_marked_home};
+
+use super::connect::{Target, connect_to, target};
+use crate::args::{GlobalArgs, ServeArgs, StopArgs};
+use crate::exit::{CliError, CliResult};
+
+/// How long `serve --background` waits for `status` to answer.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// How long `stop` waits for the process to end after SIGTERM (a drain).
+const STOP_WITHIN: Duration = Duration::from_secs(30);
+
+/// Log lines quoted when a background start fails.
+const LOG_TAIL: usize = 15;
+
+/// `serve --background`.
+pub(super) fn start(global: &GlobalArgs, args: &ServeArgs) -> CliResult {
+    let target = target(global, args.home.workspace.as_deref())?;
+    if let Some(pid) = answering_pid(&target) {
+        eprintln!(
+            "the controller is already running (pid {pid}); `{}` stops it if it was started with --background",
+            stop_command(global)
+        );
+        return Ok(());
+    }
+    prepare_home(&target.home)?;
+    let log_path = target.home.join(LOG_FILE);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(|e| {
+            CliError::failure(
+                "io_error",
+                anyhow::anyhow!("cannot open {}: {e}", log_path.display()),
+            )
+        })?;
+    let exe = std::env::current_exe().map_err(CliError::from)?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("serve");
+    if let Some(config) = &global.config {
+        cmd.arg("--config").arg(config);
+    }
+    if let Some(instance) = &global.instance {
+        cmd.arg("--instance").arg(instance);
+    }
+    if let Some(home) = &args.home.workspace {
+        cmd.arg("--workspace").arg(home);
+    }
+    // Its own process group: the terminal's Ctrl-C and job control do not
+    // reach it; stdin is closed, stdout and stderr go to the log.
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(CliError::from)?)
+        .stderr(log)
+        .process_group(0);
+    let mut child = cmd.spawn().map_err(|e| {
+        CliError::unavailable("spawn_failed", anyhow::anyhow!("cannot start serve: {e}"))
+    })?;
+    let pid = child.id();
+    let pid_path = target.home.join(PID_FILE);
+    write_pid(&pid_path, pid)?;
+    let deadline = Instant::now() + READY_WITHIN;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let _ = std::fs::remove_file(&pid_path);
+            return Err(CliError::unavailable(
+                "serve_exited",
+                anyhow::anyhow!(
+                    "serve exited ({status}) before it answered; the end of {}:\n{}",
+                    log_path.display(),
+                    tail(&log_path)
+                ),
+            ));
+        }
+        if let Some(answered) = answering_pid(&target)
+            && answered == pid
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_file(&pid_path);
+            return Err(CliError::unavailable(
+                "not_ready",
+                anyhow::anyhow!(
+                    "serve (pid {pid}) did not answer `status` within {}s and was stopped; the end of {}:\n{}",
+                    READY_WITHIN.as_secs(),
+                    log_path.display(),
+                    tail(&log_path)
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    crate::output::line(format!("{pid}"))?;
+    eprintln!(
+        "the controller runs in the background (pid {pid}); log: {}; stop it with `{}`",
+        log_path.display(),
+        stop_command(global)
+    );
+    Ok(())
+}
+
+/// `stop`.
+pub(super) fn stop(global: &GlobalArgs, args: &StopArgs) -> CliResult {
+    let target = target(global, args.home.workspace.as_deref())?;
+    let pid_path = target.home.join(PID_FILE);
+    let answering = answering_pid(&target);
+    let recorded = match std::fs::read_to_string(&pid_path) {
+        Ok(text) => text.trim().parse::<u32>().ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return match answering {
+                Some(pid) => Err(CliError::failure(
+                    "not_background",
+                    anyhow::anyhow!(
+                        "the controller (pid {pid}) was not started with `serve --background` (no {}); stop it where it was started: its service manager or its terminal",
+                        pid_path.display()
+                    ),
+                )),
+                None => {
+                    eprintln!("no background controller is running");
+                    Ok(())
+                }
+            };
+        }
+        Err(e) => return Err(CliError::from(e)),
+    };
+    let stale = |why: String| -> CliResult {
+        let _ = std::fs::remove_file(&pid_path);
+        eprintln!(
+            "stale pid file {} ({why}): removed it; nothing was stopped",
+            pid_path.display()
+        );
+        Ok(())
+    };
+    let Some(pid) = recorded else {
+        return stale("it holds no pid".into());
+    };
+    if !is_this_controller(pid) {
+        return stale(format!("pid {pid} is not a lapis-ai-controller serve"));
+    }
+    if let Some(other) = answering
+        && other != pid
+    {
+        return stale(format!(
+            "the controller answering is pid {other}, not {pid}"
+        ));
+    }
+    let target_pid = nix::unistd::Pid::from_raw(i32::try_from(pid).map_err(CliError::from)?);
+    nix::sys::signal::kill(target_pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
+        CliError::failure(
+            "signal_failed",
+            anyhow::anyhow!("cannot signal pid {pid}: {e}"),
+        )
+    })?;
+    let deadline = Instant::now() + STOP_WITHIN;
+    while is_this_controller(pid) {
+        if Instant::now() > deadline {
+            return Err(CliError::unavailable(
+                "not_stopped",
+                anyhow::anyhow!(
+                    "the controller (pid {pid}) is still running {}s after SIGTERM (draining turns?); run `{}` again, or see {}",
+                    STOP_WITHIN.as_secs(),
+                    stop_command(global),
+                    target.home.join(LOG_FILE).display()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(&pid_path);
+    eprintln!("stopped the controller (pid {pid})");
+    Ok(())
+}
+
+/// The pid `status` reports on `target`'s socket, if it answers.
+fn answering_pid(target: &Target) -> Option<u32> {
+    let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
+    if !socket.exists() {
+        return None;
+    }
+    let mut client = connect_to(target).ok()?;
+    client.status().ok().map(|s| s.pid)
+}
+
+/// Whether `pid` is alive and is a `lapis-ai-controller serve` (its
+/// executable's name and its argv; a zombie or a reused pid is not).
+fn is_this_controller(pid: u32) -> bool {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let named = exe
+        .as_deref()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n.to_string_lossy().starts_with(lapis_release::PRODUCT));
+    let serving = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|argv| argv.split(|b| *b == 0).any(|a| a == b"serve"));
+    named && serving
+}
+
+/// Makes sure `home` is a controller home (marked, new or empty) before a
+/// file is written into it; creates it 0700 when missing.
+fn prepare_home(home: &Path) -> Result<(), CliError> {
+    let empty = std::fs::read_dir(home).map(|mut d| d.next().is_none());
+    match empty {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(home)
+            .map_err(CliError::from),
+        Err(e) => Err(CliError::from(e)),
+        Ok(true) => Ok(()),
+        Ok(false) if is_marked_home(home) => Ok(()),
+        Ok(false) => Err(CliError::failure(
+            "not_controller_home",
+            anyhow::anyhow!(
+                "{} is not a controller home (it holds other files and no controller.db); choose another --workspace",
+                home.display()
+            ),
+        )),
+    }
+}
+
+/// Writes the pid file (0600, replaced atomically).
+fn write_pid(path: &Path, pid: u32) -> Result<(), CliError> {
+    let tmp: PathBuf = path.with_extension("pid.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(CliError::from)?;
+    writeln!(f, "{pid}")
+        .and_then(|()| f.sync_all())
+        .map_err(CliError::from)?;
+    std::fs::rename(&tmp, path).map_err(CliError::from)
+}
+
+/// The last [`LOG_TAIL`] lines of the log, terminal-safe.
+fn tail(log: &Path) -> String {
+    let Ok(file) = std::fs::File::open(log) else {
+        return String::new();
+    };
+    let lines: Vec<String> = std::io::BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    let from = lines.len().saturating_sub(LOG_TAIL);
+    crate::terminal::safe(&lines[from..].join("\n")).into_owned()
+}
+
+/// `lapis-ai-controller [--config …] [--instance …] stop`.
+fn stop_command(global: &GlobalArgs) -> String {
+    format!("{} stop", super::permissions::command_prefix(global))
+}

@@ -1,0 +1,123 @@
+//! `cargo bench -p lapis-service --bench snapshot [-- FILES RUNS]`: the
+//! cost of a workspace snapshot (issue 31's figure: ≤ 150 ms on a
+//! 50k-file repository when nothing changed since the previous snapshot).
+//!
+//! Generates a repository of FILES files (default 50,000: 500 directories
+//! of 100 small files) in a temp dir, commits it, then measures, RUNS times
+//! each (default 15): the snapshot when nothing changed; the snapshot after
+//! one file changed; and, as the floor measured in the same run, `git
+//! status --porcelain` and `git update-index --refresh` on the user's own
+//! index (what any git tool pays to look at that tree). The snapshot's
+//! cost is git's (child processes), so the Rust build profile hardly
+//! matters: `cargo bench --profile dev` gives the same figures without an
+//! optimised build. Prints Markdown rows; no thresholds.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use lapis_protocol::snapshot::SnapshotPoint;
+use lapis_service::git::snapshot::{SnapshotBounds, SnapshotDir};
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=b", "-c", "user.email=b@b"])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+fn stats(mut ms: Vec<f64>) -> (f64, f64, f64) {
+    ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (ms[ms.len() / 2], ms[0], ms[ms.len() - 1])
+}
+
+fn timed(runs: usize, mut f: impl FnMut()) -> (f64, f64, f64) {
+    let ms = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    stats(ms)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let files: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let runs: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(15);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let per_dir = 100;
+    for i in 0..files {
+        let dir = repo.join(format!("src/d{:04}", i / per_dir));
+        if i % per_dir == 0 {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        std::fs::write(
+            dir.join(format!("f{:03}.txt", i % per_dir)),
+            format!("file {i}\n"),
+        )
+        .unwrap();
+    }
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "init"]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = SnapshotDir::new(&tmp.path().join("home"), "bench");
+    let bounds = SnapshotBounds::default();
+    let take = || rt.block_on(dir.take(&repo, SnapshotPoint::Boundary, bounds));
+
+    let t = Instant::now();
+    let first = take();
+    let first_ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(first.tree.is_some(), "{first:?}");
+    assert_eq!(first.files, Some(files as u64));
+
+    let unchanged = timed(runs, || {
+        let s = take();
+        assert_eq!(s.tree, first.tree);
+    });
+    let mut n = 0;
+    let one_changed = timed(runs, || {
+        n += 1;
+        std::fs::write(repo.join("src/d0000/f000.txt"), format!("edit {n}\n")).unwrap();
+        assert!(take().tree.is_some());
+    });
+    let status = timed(runs, || git(&repo, &["status", "--porcelain"]));
+    let refresh = timed(runs, || git(&repo, &["update-index", "-q", "--refresh"]));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "{files} files, {runs} runs, load average at end: {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!("| measurement | median | min | max |");
+    println!("|---|---|---|---|");
+    let row = |name: &str, (med, min, max): (f64, f64, f64)| {
+        println!("| {name} | {med:.1} ms | {min:.1} ms | {max:.1} ms |");
+    };
+    println!("| first snapshot (seeds the private index) | {first_ms:.1} ms | | |");
+    row(
+        "snapshot, nothing changed since the previous one",
+        unchanged,
+    );
+    row("snapshot, one file changed", one_changed);
+    row("floor: `git status --porcelain`", status);
+    row("floor: `git update-index --refresh`", refresh);
+}

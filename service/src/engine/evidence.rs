@@ -1,0 +1,89 @@
+//! A turn's workspace snapshots ([`crate::git::snapshot`]): one at the
+//! dispatch boundary, one at the outcome, each journaled as a
+//! `workspace_snapshot` event before the record it belongs with.
+//!
+//! What must stay true: the boundary snapshot is queued before the
+//! boundary itself, so a durable boundary always has its snapshot record
+//! (the writer commits in order); the outcome snapshot is queued before the
+//! turn's end, while the turn still holds its workspace, so the next turn's
+//! agent cannot have touched the tree yet. Snapshots run in git child
+//! processes, never on the store's writer thread, each bounded by
+//! [`SnapshotBounds`]. An outcome snapshot is taken only when the boundary
+//! one was (a non-git workspace says so once per turn).
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use lapis_protocol::Payload;
+use lapis_protocol::snapshot::{SnapshotPoint, WorkspaceSnapshot};
+
+use crate::git::snapshot::{SnapshotBounds, SnapshotDir};
+
+/// The snapshots of one claimed turn.
+#[derive(Debug)]
+pub(super) struct Evidence {
+    /// The workspace's snapshot state under the controller home.
+    dir: SnapshotDir,
+    /// The workspace's path.
+    path: PathBuf,
+    /// How far a snapshot may go.
+    bounds: SnapshotBounds,
+    /// Whether the boundary snapshot produced a tree (then the outcome
+    /// one is taken too).
+    boundary_taken: Mutex<bool>,
+}
+
+impl Evidence {
+    /// The evidence of a turn in workspace `workspace_id` at `path`.
+    pub(super) fn new(home: &std::path::Path, workspace_id: &str, path: PathBuf) -> Evidence {
+        Evidence {
+            dir: SnapshotDir::new(home, workspace_id),
+            path,
+            bounds: SnapshotBounds::default(),
+            boundary_taken: Mutex::new(false),
+        }
+    }
+
+    /// Whether a boundary snapshot will run git (the workspace may be in a
+    /// repository); otherwise it is answered at once as `not_git`.
+    pub(super) fn runs_git(&self) -> bool {
+        crate::git::snapshot::may_be_git(&self.path)
+    }
+
+    /// The boundary snapshot, as the payload to journal.
+    pub(super) async fn at_boundary(&self) -> Payload {
+        let snap = self.take(SnapshotPoint::Boundary).await;
+        *self
+            .boundary_taken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = snap.tree.is_some();
+        Payload::WorkspaceSnapshot(snap)
+    }
+
+    /// The outcome snapshot, as the payload to journal; `None` when the
+    /// boundary had none to compare it with.
+    pub(super) async fn at_outcome(&self) -> Option<Payload> {
+        if !*self
+            .boundary_taken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            return None;
+        }
+        Some(Payload::WorkspaceSnapshot(
+            self.take(SnapshotPoint::Outcome).await,
+        ))
+    }
+
+    async fn take(&self, at: SnapshotPoint) -> WorkspaceSnapshot {
+        let snap = self.dir.take(&self.path, at, self.bounds).await;
+        if let Some(reason) = snap.skipped {
+            tracing::debug!(
+                at = at.as_str(),
+                reason = reason.as_str(),
+                "workspace snapshot skipped"
+            );
+        }
+        snap
+    }
+}

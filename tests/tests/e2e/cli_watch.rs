@@ -1,0 +1,264 @@
+//! `watch` in a real terminal: tmux runs the built binary against a real
+//! `serve` with the fixture agent; keys go in with `send-keys` and the
+//! screen comes out with `capture-pane`. The view answers a permission,
+//! cancels a turn and resolves a fence without being left, and the
+//! controller's own records confirm each step.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::serve_support::Server;
+use lapis_e2e::wait::eventually;
+
+fn fixture(args: &[&str]) -> Value {
+    json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
+}
+
+/// A private tmux server (its own socket), killed on drop.
+struct Tmux {
+    /// `tmux -S <socket>`.
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket).arg("-f").arg("/dev/null");
+        c
+    }
+
+    /// The pane's text now.
+    fn screen(&self) -> String {
+        let out = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "watch"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the pane shows every one of `texts`; returns the screen.
+    fn shows(&self, texts: &[&str]) -> String {
+        let mut last = String::new();
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            eventually(&format!("the screen to show {texts:?}"), || {
+                last = self.screen();
+                texts.iter().all(|t| last.contains(t)).then(|| last.clone())
+            })
+        }));
+        match found {
+            Ok(screen) => screen,
+            Err(_) => panic!("the screen never showed {texts:?}; it shows:\n{last}"),
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = self
+            .cmd()
+            .args(["send-keys", "-t", "watch"])
+            .args(keys)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn literal(&self, text: &str) {
+        let status = self
+            .cmd()
+            .args(["send-keys", "-t", "watch", "-l", text])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn alive(&self) -> bool {
+        self.cmd()
+            .args(["has-session", "-t", "watch"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+fn have_tmux() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Starts `watch` for `server` in a 120x40 tmux window.
+fn start_watch(server: &Server, dir: &Path) -> Tmux {
+    let tmux = Tmux {
+        socket: dir.join("tmux.sock"),
+    };
+    // The tmux server starts from this command, so the view inherits the
+    // test's environment (its temp HOME, no colour).
+    let mut c = server.ctx.command_for(
+        Path::new("tmux"),
+        [
+            "-S",
+            tmux.socket.to_str().unwrap(),
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            "watch",
+        ],
+    );
+    c.arg(lapis_e2e::TestContext::bin()).arg("watch");
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "tmux: {out:?}");
+    tmux
+}
+
+/// A turn's state through `turns show --json`.
+fn state_of(server: &Server, turn: &str) -> String {
+    let doc = server.ctx.run(["turns", "show", turn, "--json"]).json();
+    doc["turn"]["state"].as_str().unwrap_or_default().to_owned()
+}
+
+fn submit(server: &Server, thread: &str, prompt: &str) -> String {
+    server
+        .ctx
+        .run(["turns", "submit", thread, "--prompt", prompt])
+        .success()
+        .stdout
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn watch_answers_a_permission_cancels_a_turn_and_resolves_a_fence_in_a_real_terminal() {
+    if !have_tmux() {
+        lapis_e2e::skip::skip("tmux is not installed");
+        return;
+    }
+    let server = Server::start_workspaces(
+        json!({}),
+        json!({
+            "asker": fixture(&["--permissions", "1", "--perm-kinds", "allow_once,reject_once",
+                "--chunks", "2", "--thoughts", "1"]),
+            "hang": fixture(&["--chunks", "1", "--hang"]),
+            "dies": fixture(&["--chunks", "1", "--exit-after-stream"]),
+        }),
+        &["slow", "fragile"],
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let asker = server.cli_thread("asker");
+    let hang = server
+        .ctx
+        .run(["threads", "create", "slow", "--provider", "hang"])
+        .success()
+        .stdout
+        .trim()
+        .to_owned();
+    let dies = server
+        .ctx
+        .run(["threads", "create", "fragile", "--provider", "dies"])
+        .success()
+        .stdout
+        .trim()
+        .to_owned();
+    let tmux = start_watch(&server, scratch.path());
+    tmux.shows(&[
+        "lapis-ai-controller watch",
+        "live",
+        "WORKSPACE",
+        "proj",
+        "slow",
+        "fragile",
+    ]);
+
+    // 1. A permission request shows and `a` answers it (allow once); the
+    //    reply then streams into the view.
+    let first = submit(&server, &asker, "go");
+    tmux.shows(&[
+        "1 permission request waiting",
+        "permission perm-0",
+        "a  allow_once",
+    ]);
+    tmux.keys(&["a"]);
+    tmux.shows(&[
+        "answered perm-0 with opt-allow_once",
+        "chunk0 chunk1",
+        "thinking:",
+    ]);
+    eventually("the answered turn to complete", || {
+        (state_of(&server, &first) == "completed").then_some(())
+    });
+    tmux.shows(&["completed", "turn completed"]);
+
+    // 2. A hanging turn: selected with ↑ (the newest is on top), cancelled
+    //    with `c`.
+    let second = submit(&server, &hang, "wait");
+    tmux.shows(&["running"]);
+    eventually("the hanging turn to run", || {
+        (state_of(&server, &second) == "running").then_some(())
+    });
+    tmux.keys(&["Up"]);
+    tmux.shows(&[&format!(" {second} ")]);
+    tmux.keys(&["c"]);
+    tmux.shows(&["cancel asked for"]);
+    eventually("the cancelled turn to settle", || {
+        (state_of(&server, &second) == "cancelled").then_some(())
+    });
+    tmux.shows(&["turn cancelled"]);
+
+    // 3. A turn whose agent dies after streaming fences its workspace; `R`,
+    //    a wrong word (nothing happens), then `cancelled` and Enter resolve it.
+    let third = submit(&server, &dies, "die");
+    eventually("the turn to be fenced", || {
+        (state_of(&server, &third) == "submission_unknown").then_some(())
+    });
+    tmux.shows(&["fenced"]);
+    tmux.keys(&["Up"]);
+    tmux.shows(&[&format!(" {third} ")]);
+    tmux.keys(&["c"]);
+    tmux.shows(&["nothing to cancel (R resolves it)"]);
+    tmux.keys(&["R"]);
+    tmux.shows(&["type failed or cancelled"]);
+    tmux.literal("cancel");
+    tmux.keys(&["Enter"]);
+    tmux.shows(&["type `failed` or `cancelled` (not `cancel`)"]);
+    assert_eq!(state_of(&server, &third), "submission_unknown");
+    tmux.literal("cancelled");
+    tmux.keys(&["Enter"]);
+    tmux.shows(&["resolved", "resolved as cancelled"]);
+    eventually("the fence to be resolved", || {
+        (state_of(&server, &third) == "cancelled").then_some(())
+    });
+    let status = server.ctx.run(["status", "--json"]).json();
+    assert_eq!(status["fencedWorkspaces"], json!([]), "{status}");
+
+    // `q` leaves the view (the session ends with it).
+    tmux.keys(&["q"]);
+    eventually("watch to exit", || (!tmux.alive()).then_some(()));
+}
+
+#[test]
+fn watch_refuses_without_a_terminal_and_names_the_streams() {
+    let ctx = lapis_e2e::TestContext::new();
+    let out = ctx.run(["watch"]);
+    out.expect_code(2);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("needs a terminal")
+            && out.stderr.contains("journal tail --follow")
+            && out.stderr.contains("--json"),
+        "{}",
+        out.stderr
+    );
+}

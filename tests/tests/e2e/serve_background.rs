@@ -1,0 +1,198 @@
+//! Running without a service manager: `serve --background` detaches and
+//! exits 0 only once `status` answers; `stop` ends it, and never signals a
+//! process that is not this controller (a stale pid file, a foreground
+//! `serve`).
+
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use crate::serve_support::{Server, write_config};
+use lapis_e2e::TestContext;
+use lapis_e2e::wait::eventually;
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn serve_background_answers_before_it_returns_and_stop_ends_it() {
+    let ctx = TestContext::new();
+    write_config(&ctx, json!({}), json!({}));
+    let home = ctx.home().join(".lapis/ai-controller");
+    let started = ctx.run(["serve", "--background"]);
+    started.success();
+    let pid: u32 = started.stdout.trim().parse().expect("the pid on stdout");
+    assert!(
+        started.stderr.contains("runs in the background"),
+        "{}",
+        started.stderr
+    );
+    assert!(
+        started.stderr.contains("serve.log") && started.stderr.contains(" stop`"),
+        "{}",
+        started.stderr
+    );
+    // Exit 0 meant `status` answered, from this very process.
+    let status = ctx.run(["status", "--json"]);
+    status.success();
+    assert_eq!(status.json()["pid"], json!(pid));
+    let recorded = std::fs::read_to_string(home.join("serve.pid")).unwrap();
+    assert_eq!(recorded.trim(), pid.to_string());
+    use std::os::unix::fs::PermissionsExt;
+    for file in ["serve.pid", "serve.log"] {
+        let mode = std::fs::metadata(home.join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}");
+    }
+    // `doctor` only warns about the missing service unit while the socket
+    // answers without one.
+    let doc = ctx.run(["doctor", "--json"]).json();
+    let unit = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "unit")
+        .unwrap()
+        .clone();
+    assert_eq!(unit["status"], "warn", "{doc}");
+    assert!(
+        unit["summary"]
+            .as_str()
+            .unwrap()
+            .contains("answers on its socket without it"),
+        "{doc}"
+    );
+    // A second start finds it running and starts nothing.
+    let again = ctx.run(["serve", "--background"]);
+    again.success();
+    assert!(
+        again
+            .stderr
+            .contains(&format!("already running (pid {pid})")),
+        "{}",
+        again.stderr
+    );
+    // `stop` ends it and removes the pid file.
+    let stopped = ctx.run(["stop"]);
+    stopped.success();
+    assert!(
+        stopped
+            .stderr
+            .contains(&format!("stopped the controller (pid {pid})")),
+        "{}",
+        stopped.stderr
+    );
+    assert!(!alive(pid));
+    assert!(!home.join("serve.pid").exists());
+    ctx.run(["status"]).expect_code(3);
+    // Nothing runs: `stop` says so and succeeds.
+    let idle = ctx.run(["stop"]);
+    idle.success();
+    assert!(
+        idle.stderr.contains("no background controller is running"),
+        "{}",
+        idle.stderr
+    );
+}
+
+#[test]
+fn stop_never_signals_a_process_that_is_not_this_controller() {
+    let ctx = TestContext::new();
+    write_config(&ctx, json!({}), json!({}));
+    let home = ctx.home().join(".lapis/ai-controller");
+    std::fs::create_dir_all(&home).unwrap();
+    // A pid file naming an unrelated live process.
+    let mut other = Command::new("sleep")
+        .arg("300")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::fs::write(home.join("serve.pid"), format!("{}\n", other.id())).unwrap();
+    let out = ctx.run(["stop"]);
+    out.success();
+    assert!(
+        out.stderr.contains("stale pid file") && out.stderr.contains("nothing was stopped"),
+        "{}",
+        out.stderr
+    );
+    assert!(alive(other.id()), "an unrelated process was signalled");
+    assert!(!home.join("serve.pid").exists());
+    // A pid file of a gone process is stale too.
+    other.kill().unwrap();
+    other.wait().unwrap();
+    std::fs::write(home.join("serve.pid"), format!("{}\n", other.id())).unwrap();
+    let out = ctx.run(["stop"]);
+    out.success();
+    assert!(out.stderr.contains("stale pid file"), "{}", out.stderr);
+}
+
+#[test]
+fn stop_leaves_a_controller_it_did_not_start_alone() {
+    let mut server = Server::start();
+    let out = server.ctx.run(["stop"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr
+            .contains("was not started with `serve --background`"),
+        "{}",
+        out.stderr
+    );
+    assert!(server.alive());
+    // A pid file naming the very process that answers `status` does stop it.
+    std::fs::write(server.home.join("serve.pid"), format!("{}\n", server.pid())).unwrap();
+    server.ctx.run(["stop"]).success();
+    eventually("the server to exit", || (!server.alive()).then_some(()));
+}
+
+#[test]
+fn serve_background_refuses_a_directory_that_is_not_a_controller_home() {
+    let ctx = TestContext::new();
+    write_config(&ctx, json!({}), json!({}));
+    let project = ctx.home().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("main.rs"), "fn main() {}\n").unwrap();
+    let out = ctx.run([
+        "serve",
+        "--background",
+        "--workspace",
+        project.to_str().unwrap(),
+    ]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("is not a controller home"),
+        "{}",
+        out.stderr
+    );
+    assert!(!project.join("serve.log").exists() && !project.join("serve.pid").exists());
+}
+
+#[test]
+fn install_without_a_service_manager_starts_in_the_background_when_asked() {
+    let ctx = TestContext::new();
+    // No systemctl on PATH: no service manager answers.
+    let empty = ctx.home().join("empty-path");
+    std::fs::create_dir(&empty).unwrap();
+    let mut cmd = ctx.command(["install", "--start", "background", "--json"]);
+    cmd.env("PATH", &empty);
+    let out = ctx.output(cmd);
+    out.success();
+    let doc = out.json();
+    assert_eq!(doc["service"]["status"], "background", "{doc}");
+    let pid = doc["service"]["pid"].as_u64().expect("pid");
+    assert!(
+        doc["service"]["stop"].as_str().unwrap().ends_with(" stop"),
+        "{doc}"
+    );
+    assert!(out.stderr.contains("no service manager"), "{}", out.stderr);
+    let status = ctx.run(["status", "--json"]);
+    status.success();
+    assert_eq!(status.json()["pid"], json!(pid));
+    ctx.run(["stop"]).success();
+    ctx.run(["status"]).expect_code(3);
+}
