@@ -42,6 +42,7 @@ fn config(home: &Path) -> Config {
         default_provider: None,
         server: ServerLimits::default(),
         notify: None,
+        budgets: Vec::new(),
         worktrees: None,
     }
 }

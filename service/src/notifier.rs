@@ -190,6 +190,9 @@ fn describe(
             format!("workspace {ws} fenced: resolve the turn (turns resolve)")
         }
         (AttentionKind::WorkspaceIdle, _) => format!("workspace {ws} is idle"),
+        (AttentionKind::BudgetExhausted, _) => {
+            format!("budget spent: a turn in {ws} was not started (budgets show)")
+        }
     };
     let (title, _) = redactor().redact_str(&title);
     let title = lapis_protocol::terminal::safe(&title)

@@ -466,3 +466,19 @@ mod tests {
         }
     }
 }
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BudgetsCommand {
+    /// Show each configured budget and what was spent against it.
+    Show {
+        #[command(flatten)]
+        out: JsonArg,
+    },
+    /// Count a budget's spending from now (KEY as `budgets show` names it).
+    Reset {
+        /// The budget's key, e.g. `workspace:proj:day`.
+        key: String,
+        #[command(flatten)]
+        out: JsonArg,
+    },
+}

@@ -20,8 +20,8 @@ mod install;
 
 pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
 pub(crate) use drive::{
-    ApprovalArg, AskArgs, JournalCommand, PermissionsCommand, PromptArgs, ResolveAsArg,
-    RetentionArg, ThreadsCommand, TurnsCommand, WorkspacesCommand,
+    ApprovalArg, AskArgs, BudgetsCommand, JournalCommand, PermissionsCommand, PromptArgs,
+    ResolveAsArg, RetentionArg, ThreadsCommand, TurnsCommand, WorkspacesCommand,
 };
 pub(crate) use global::GlobalArgs;
 pub(crate) use install::{
@@ -85,6 +85,9 @@ pub(crate) enum Command {
     /// List and answer agents' pending permission requests.
     #[command(subcommand)]
     Permissions(PermissionsCommand),
+    /// Show token and cost budgets and what was spent; reset one.
+    #[command(subcommand)]
+    Budgets(BudgetsCommand),
     /// A full-screen live view: workspaces, turns, the selected turn's reply
     /// as it streams, permission requests answered with a key, cancel and
     /// resolve (needs a terminal).
@@ -177,6 +180,9 @@ impl Command {
             Command::Permissions(
                 PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },
             ) => out.json,
+            Command::Budgets(BudgetsCommand::Show { out } | BudgetsCommand::Reset { out, .. }) => {
+                out.json
+            }
             Command::Ask(a) => a.json,
             Command::Providers(
                 ProvidersCommand::List(a) | ProvidersCommand::Check { out: a, .. },

@@ -3,6 +3,7 @@
 mod acp_echo;
 mod agent_stderr;
 mod ask;
+mod budgets;
 mod background;
 pub(crate) mod candidates;
 mod command_id;
@@ -36,6 +37,7 @@ mod token;
 mod turns;
 mod uninstall;
 mod update;
+mod usage;
 mod version;
 mod watch;
 mod workspaces;
@@ -70,6 +72,7 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
         Command::Permissions(command) => permissions::run(&global, command),
+        Command::Budgets(command) => budgets::run(&global, command),
         Command::Ask(args) => ask::run(&global, args),
         Command::Watch => watch::run(&global),
         Command::Providers(command) => providers::run(&global, command),

@@ -297,6 +297,26 @@ fn plain(r: &StatusReport) -> String {
             lapis_protocol::time::format_ms(f.since),
         ));
     }
+    // Shown once any turn recorded usage.
+    if s.usage.total.turns > 0 {
+        text.push_str(&format!(
+            "\nusage     {}",
+            super::usage::totals_line(&s.usage.total)
+        ));
+        for (ws, t) in &s.usage.workspaces {
+            text.push_str(&format!(
+                "\n  workspace {ws}: {}",
+                super::usage::totals_line(t)
+            ));
+        }
+        for (app, t) in &s.usage.applications {
+            text.push_str(&format!(
+                "\n  application {}: {}",
+                crate::terminal::safe(app),
+                super::usage::totals_line(t)
+            ));
+        }
+    }
     // Shown only while something waits: an agent blocked on an answer.
     if let Some(oldest) = &s.permissions.oldest {
         let n = s.permissions.pending;

@@ -112,7 +112,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     None => "the provider's".to_owned(),
                 };
                 crate::output::line(format!(
-                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\npermission timeout {wait}\nturns:",
+                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\npermission timeout {wait}",
                     t.id,
                     t.workspace_id,
                     t.provider,
@@ -121,6 +121,13 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     t.retention.as_str(),
                     t.version
                 ))?;
+                if snap.usage.turns > 0 {
+                    crate::output::line(format!(
+                        "usage      {}",
+                        super::usage::totals_line(&snap.usage)
+                    ))?;
+                }
+                crate::output::line("turns:")?;
                 for turn in &snap.recent_turns {
                     crate::output::line(format!("  {}\t{}", turn.id, turn.state.as_str()))?;
                 }

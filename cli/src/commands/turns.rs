@@ -461,6 +461,9 @@ fn print_turn_with(t: &Turn, mode: Option<&lapis_protocol::RestrictedMode>) -> C
             "input     awaiting a permission answer (see `lapis-ai-controller permissions list`)",
         )?;
     }
+    if let Some(u) = &t.usage {
+        line(format!("usage     {}", super::usage::turn_line(u)))?;
+    }
     Ok(())
 }
 

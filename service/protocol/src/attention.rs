@@ -36,16 +36,20 @@ pub enum AttentionKind {
     /// nothing queued, in flight or fenced (`turn_state` with
     /// `workspaceIdle`).
     WorkspaceIdle,
+    /// A turn was refused at its claim because a budget covering it was
+    /// spent (`turn_state` to `failed` with outcome `budget_exhausted`).
+    BudgetExhausted,
 }
 
 impl AttentionKind {
     /// Every kind.
-    pub const ALL: [AttentionKind; 5] = [
+    pub const ALL: [AttentionKind; 6] = [
         AttentionKind::PermissionRequested,
         AttentionKind::PermissionSettled,
         AttentionKind::TurnFinished,
         AttentionKind::TurnFenced,
         AttentionKind::WorkspaceIdle,
+        AttentionKind::BudgetExhausted,
     ];
 
     /// Wire name.
@@ -56,6 +60,7 @@ impl AttentionKind {
             AttentionKind::TurnFinished => "turn_finished",
             AttentionKind::TurnFenced => "turn_fenced",
             AttentionKind::WorkspaceIdle => "workspace_idle",
+            AttentionKind::BudgetExhausted => "budget_exhausted",
         }
     }
 
@@ -81,6 +86,11 @@ impl AttentionKind {
                     let mut kinds = Vec::new();
                     if change.to.is_terminal() {
                         kinds.push(AttentionKind::TurnFinished);
+                        if change.outcome.as_deref()
+                            == Some(crate::OutcomeCode::BudgetExhausted.as_str())
+                        {
+                            kinds.push(AttentionKind::BudgetExhausted);
+                        }
                     } else if change.to.is_fenced() {
                         kinds.push(AttentionKind::TurnFenced);
                     }

@@ -97,6 +97,8 @@ calls! {
     SessionsRevoke: p::SessionsRevoke => p::RevokeResult;
     /// `config.reload`.
     ConfigReload: p::NoParams => p::ReloadResult;
+    /// `budgets.reset`.
+    BudgetsReset: p::BudgetsReset => p::BudgetReset;
     /// `providers.check`.
     ProvidersCheck: p::ProvidersCheck => p::ProvidersChecked;
     /// `mcp.register`.

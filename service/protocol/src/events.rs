@@ -230,4 +230,7 @@ pub struct ThreadSnapshot {
     /// for an answer. Live state, not stored: the server fills it in.
     #[serde(default)]
     pub awaiting_input: bool,
+    /// The thread's usage over all its turns.
+    #[serde(default)]
+    pub usage: crate::usage::UsageTotals,
 }

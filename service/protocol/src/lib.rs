@@ -48,6 +48,7 @@ mod strict;
 pub mod terminal;
 pub mod time;
 pub mod tools;
+pub mod usage;
 
 pub use attention::AttentionKind;
 pub use binding::ThreadExpect;

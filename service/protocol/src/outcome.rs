@@ -52,6 +52,9 @@ pub enum OutcomeCode {
     RestrictedModeUnavailable,
     /// The thread's provider is no longer configured.
     UnknownProvider,
+    /// A budget covering the turn was spent when it was claimed
+    /// (`budgets` in the config): nothing was asked of a port or an agent.
+    BudgetExhausted,
     /// The turn's MCP servers were refused before anything was launched
     /// (the refusal's code, `mcp_server_unavailable`, …).
     Refused(ErrorCode),
@@ -121,7 +124,7 @@ pub enum OutcomeCode {
 impl OutcomeCode {
     /// Every code of the controller's own (the [`OutcomeCode::Refused`]
     /// ones are the MCP error codes of [`ErrorCode`]).
-    pub const ALL: [OutcomeCode; 40] = [
+    pub const ALL: [OutcomeCode; 41] = [
         OutcomeCode::CommandNotFound,
         OutcomeCode::CommandNotExecutable,
         OutcomeCode::WorkspaceUnavailable,
@@ -138,6 +141,7 @@ impl OutcomeCode {
         OutcomeCode::SetModeTimeout,
         OutcomeCode::RestrictedModeUnavailable,
         OutcomeCode::UnknownProvider,
+        OutcomeCode::BudgetExhausted,
         OutcomeCode::BoundaryNotPersisted,
         OutcomeCode::ContinuationRefused,
         OutcomeCode::PromptMismatch,
@@ -183,6 +187,7 @@ impl OutcomeCode {
             OutcomeCode::SetModeTimeout => "set_mode_timeout",
             OutcomeCode::RestrictedModeUnavailable => "restricted_mode_unavailable",
             OutcomeCode::UnknownProvider => "unknown_provider",
+            OutcomeCode::BudgetExhausted => "budget_exhausted",
             OutcomeCode::Refused(code) => code.as_str(),
             OutcomeCode::BoundaryNotPersisted => "boundary_not_persisted",
             OutcomeCode::ContinuationRefused => "continuation_refused",

@@ -178,6 +178,10 @@ pub struct Turn {
     /// `turns.get` only (absent from lists and receipts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_message: Option<UserMessage>,
+    /// What the turn used (tokens, context, cost), recorded when it ended
+    /// with any usage report from its agent (see [`crate::usage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::usage::TurnUsage>,
 }
 
 impl Turn {

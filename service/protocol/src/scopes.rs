@@ -142,6 +142,7 @@ pub enum Method {
     PermissionsRespond,
     SessionsRevoke,
     ConfigReload,
+    BudgetsReset,
     ProvidersCheck,
     McpRegister,
     ToolsRegister,
@@ -286,6 +287,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         Requirement::Scope(Scope::ConfigReload),
     ),
     (
+        Method::BudgetsReset,
+        "budgets.reset",
+        Requirement::Scope(Scope::ConfigReload),
+    ),
+    (
         Method::ProvidersCheck,
         "providers.check",
         Requirement::Scope(Scope::ConfigReload),
@@ -389,6 +395,7 @@ mod tests {
             | Method::PermissionsRespond
             | Method::SessionsRevoke
             | Method::ConfigReload
+            | Method::BudgetsReset
             | Method::ProvidersCheck
             | Method::McpRegister
             | Method::ToolsRegister
@@ -425,6 +432,7 @@ mod tests {
             Method::PermissionsRespond,
             Method::SessionsRevoke,
             Method::ConfigReload,
+            Method::BudgetsReset,
             Method::ProvidersCheck,
             Method::McpRegister,
             Method::ToolsRegister,

@@ -13,8 +13,8 @@
 //! however many frames carry them; whatever is still unjournaled when the
 //! prompt ends is journaled then ([`UpdateMapper::flush`]), so a reader
 //! needs only a call's latest envelope and never misses its last state.
-//! Anything not understood is kept verbatim as an observation, never
-//! dropped.
+//! A `usage_update` becomes the typed `usage_update` note. Anything not
+//! understood is kept verbatim as an observation, never dropped.
 
 use std::collections::HashMap;
 
@@ -111,6 +111,7 @@ impl UpdateMapper {
                     None => Some(observation(kind, update)),
                 }
             }
+            "usage_update" => Some(usage_update(update)),
             _ => Some(observation(kind, update)),
         }
     }
@@ -171,6 +172,22 @@ impl UpdateMapper {
         inv.id = id;
         merge_invocation(&mut inv, tool_call);
         inv
+    }
+}
+
+/// A `usage_update` as the typed `usage_update` note when it has ACP's
+/// shape (`used`, `size`, optional `cost`), else verbatim like any update
+/// the controller does not understand.
+fn usage_update(update: Value) -> Payload {
+    let mut members = update.clone();
+    if let Some(map) = members.as_object_mut() {
+        map.remove("sessionUpdate");
+        // `_meta` is the agent's own; the note keeps the figures.
+        map.remove("_meta");
+    }
+    match serde_json::from_value::<lapis_protocol::usage::ContextUsage>(members) {
+        Ok(usage) => lapis_protocol::Note::UsageUpdate(usage).into(),
+        Err(_) => observation("usage_update".into(), update),
     }
 }
 

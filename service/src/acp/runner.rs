@@ -21,6 +21,7 @@ use super::process::{AgentProcess, Stopped, TeardownLimits};
 use super::session::{CallError, Conn, Session};
 use super::setup::{SessionOrigin, Setup, establish};
 use super::turn::{CancelSignal, TurnHooks, TurnOutcome, TurnRequest};
+use lapis_protocol::usage::{ContextUsage, TokenUsage};
 use lapis_protocol::{AgentStderr, Note, Observation, OutcomeCode};
 
 /// Runs one turn to its outcome and tears the agent down. Never panics on
@@ -67,11 +68,15 @@ pub(crate) enum AfterTurn<H> {
     Gone,
 }
 
-/// A turn's result: its outcome and the agent.
+/// A turn's result: its outcome, what it reported using, and the agent.
 #[derive(Debug)]
 pub(crate) struct TurnRun<H> {
     /// How the turn ended.
     pub(crate) outcome: TurnOutcome,
+    /// Its last `usage_update` (context and cumulative session cost).
+    pub(crate) context_usage: Option<ContextUsage>,
+    /// The prompt response's `usage` (this turn's tokens).
+    pub(crate) tokens: Option<TokenUsage>,
     /// The agent, to keep or to tear down.
     pub(crate) after: AfterTurn<H>,
 }
@@ -122,6 +127,8 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
                     };
                     return TurnRun {
                         outcome,
+                        context_usage: None,
+                        tokens: None,
                         after: AfterTurn::Gone,
                     };
                 }
@@ -143,7 +150,9 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
             origin: SessionOrigin::Reused,
         };
     }
-    let outcome = drive(&mut session, &request, &mut setup).await;
+    let mut tokens = None;
+    let outcome = drive(&mut session, &request, &mut setup, &mut tokens).await;
+    let context_usage = session.context_usage.take();
     let mut process = process;
     if says_why_in_stderr(&outcome) {
         journal_stderr_tail(&mut session, &mut process).await;
@@ -176,7 +185,12 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
             limits: limits.teardown,
         })),
     };
-    TurnRun { outcome, after }
+    TurnRun {
+        outcome,
+        context_usage,
+        tokens,
+        after,
+    }
 }
 
 /// Whether the agent's own stderr is the best account of how the turn
@@ -250,6 +264,7 @@ async fn drive<H: TurnHooks>(
     s: &mut Session<H>,
     request: &TurnRequest,
     setup: &mut Setup,
+    tokens: &mut Option<TokenUsage>,
 ) -> TurnOutcome {
     let session_id = match setup.session_id.clone() {
         Some(id) => id,
@@ -298,6 +313,15 @@ async fn drive<H: TurnHooks>(
             } else {
                 OutcomeCode::InvalidStopReason.as_str()
             };
+            // This turn's tokens (the schema's unstable end-turn usage),
+            // journaled typed before the completion marker.
+            if let Some(usage) = result
+                .get("usage")
+                .and_then(|u| serde_json::from_value::<TokenUsage>(u.clone()).ok())
+            {
+                let _ = s.emit(Note::PromptUsage(usage.clone()).into()).await;
+                *tokens = Some(usage);
+            }
             let _ = s
                 .emit(
                     Observation::Stopped {

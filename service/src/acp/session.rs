@@ -68,6 +68,9 @@ struct Pending {
     options: Vec<PermissionOption>,
     /// The task waiting on [`TurnHooks::ask`].
     task: AbortHandle,
+    /// How the answer goes back (a permission outcome or an elicitation
+    /// action).
+    reply: permissions::Reply,
 }
 
 /// The agent's side of the connection; outlives turns.
@@ -159,6 +162,9 @@ pub(super) struct Session<H> {
     /// While `session/load` runs: how many replayed updates were dropped.
     /// History the agent replays is never journaled as this turn's output.
     replaying: Option<u64>,
+    /// The last `usage_update` of this turn (the context and cumulative
+    /// cost at its end).
+    pub(super) context_usage: Option<lapis_protocol::usage::ContextUsage>,
 }
 
 impl<H> std::fmt::Debug for Session<H> {
@@ -195,6 +201,7 @@ impl<H: TurnHooks> Session<H> {
             limits: request.limits,
             hook_failed: false,
             replaying: None,
+            context_usage: None,
         }
     }
 
@@ -361,6 +368,9 @@ impl<H: TurnHooks> Session<H> {
                     })
                     .into()
                 };
+                if let Payload::Observation(Observation::Note(Note::UsageUpdate(u))) = &event {
+                    self.context_usage = Some(u.clone());
+                }
                 self.emit(event).await?;
                 Ok(None)
             }

@@ -27,7 +27,10 @@ pub(crate) const AUTH_REQUIRED: i64 = -32000;
 pub(super) fn initialize_params() -> serde_json::Value {
     serde_json::json!({
         "protocolVersion": ACP_PROTOCOL_VERSION,
-        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+        // Elicitation: form mode only (empty forms are approvals); no URL
+        // mode, so an agent never asks this client to open one.
+        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false,
+            "elicitation": {"form": {}}},
         "clientInfo": {"name": "lapis-ai-controller", "version": env!("CARGO_PKG_VERSION")},
     })
 }

@@ -11,6 +11,7 @@
 //! an offered option id.
 
 mod broker;
+mod budgets;
 mod claim;
 mod evidence;
 mod hooks;

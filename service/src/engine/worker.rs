@@ -61,6 +61,8 @@ pub struct EngineConfig {
     /// (`mcp-bridge`) and the socket it connects back to. `None` (managed
     /// mode, no socket): such turns fail `tool_endpoint_unavailable`.
     pub(crate) bridge: Option<(PathBuf, PathBuf)>,
+    /// The config's budgets at start (a reload replaces the engine's).
+    pub(crate) budgets: Vec<lapis_protocol::config::Budget>,
 }
 
 impl EngineConfig {
@@ -76,6 +78,7 @@ impl EngineConfig {
             mcp: super::McpRegistry::default(),
             tools: crate::tools::Tools::default(),
             bridge: None,
+            budgets: Vec::new(),
         }
     }
 
@@ -118,6 +121,8 @@ pub struct Engine {
     /// Agent secrets (the env file); a config reload replaces them for
     /// later turns, like the providers.
     secrets: Arc<std::sync::RwLock<EnvFile>>,
+    /// The budgets checked at every claim; a config reload replaces them.
+    budgets: Arc<std::sync::RwLock<Vec<lapis_protocol::config::Budget>>>,
     /// Bumped by every secrets reload: an agent started under an older
     /// generation is never kept for a later turn (its environment is stale).
     secrets_generation: Arc<AtomicU64>,
@@ -186,6 +191,7 @@ impl Engine {
             store,
             providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
             secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
+            budgets: Arc::new(std::sync::RwLock::new(config.budgets.clone())),
             secrets_generation: Arc::default(),
             config: Arc::new(config),
             broker: PermissionBroker::default(),
@@ -340,6 +346,15 @@ impl Engine {
                 .await;
             return;
         };
+        // Budgets first: a spent one fails the turn before any port or
+        // agent is asked for anything (see `budgets`).
+        if self.budget_spent(&claim.thread, &turn_id).await {
+            guard.boundary_later();
+            guard.release();
+            self.finish(&turn_id, TurnEnd::Failed(OutcomeCode::BudgetExhausted))
+                .await;
+            return;
+        }
         let mcp = match facts.mcp {
             Ok(mcp) => mcp,
             Err(refusal) => {
@@ -484,7 +499,7 @@ impl Engine {
             .max_turn_seconds
             .unwrap_or(spec.session.max_turn_seconds);
         let deadline = Deadline::arm(self.store.clone(), turn_id.clone(), limit);
-        let run = run_turn_on(
+        let mut run = run_turn_on(
             request,
             agent,
             ticket,
@@ -501,6 +516,16 @@ impl Engine {
         let mut end = turn_end(&run.outcome, *cancel.borrow());
         if deadline.disarm() {
             end = deadline_end(end);
+        }
+        // What the turn used is on its row before its end is told to
+        // anyone, so a budget checked at the next claim counts it.
+        if (run.context_usage.is_some() || run.tokens.is_some())
+            && let Err(err) = self
+                .store
+                .record_usage(&turn_id, run.context_usage.take(), run.tokens.take())
+                .await
+        {
+            tracing::error!(turn = %turn_id, code = err.code(), "recording the turn's usage failed");
         }
         // Text held back for redaction is queued before the turn's end.
         // Output the store refused or failed to write (disk full, …) makes

@@ -200,6 +200,9 @@ pub(super) async fn method(
                 .await;
             reply::<call::ConfigReload>(Ok(outcome))
         }
+        Method::BudgetsReset => {
+            reply::<call::BudgetsReset>(handlers::budgets_reset(ctx, request.params()?).await)
+        }
         Method::ProvidersCheck => {
             reply::<call::ProvidersCheck>(handlers::providers_check(ctx, request.params()?).await)
         }

@@ -203,6 +203,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             config.max_live_agents = limits.max_live_agents;
             config.max_running_turns = limits.max_running_turns;
             config.lookup.secrets = options.secrets.clone();
+            config.budgets = options.config.budgets.clone();
             // Agents reach application tools through this binary's bridge,
             // connecting back to the socket (managed mode has none).
             config.bridge = (!options.stdio).then(|| {

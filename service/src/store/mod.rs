@@ -73,6 +73,7 @@ mod replay;
 mod scheduler;
 mod schema;
 mod transition;
+mod usage;
 mod validate;
 mod writer;
 
@@ -89,6 +90,7 @@ pub(crate) use receipts::CommandKind;
 pub use schema::DB_FILE;
 #[cfg(feature = "test-support")]
 pub use schema::SCHEMA_VERSION;
+pub(crate) use usage::UsageScope;
 
 /// Verifies the journal's hash chain of the database at `db` directly,
 /// read-only, and that it reaches the prefix its anchor names: works

@@ -102,7 +102,8 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
 /// Columns of a turn row, in [`turn_row`] order.
 pub(super) const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
      cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
-     started_at, finished_at, resolved_at, agent_session_id, max_turn_seconds, redactions, prepared";
+     started_at, finished_at, resolved_at, agent_session_id, max_turn_seconds, redactions, prepared, \
+     usage";
 
 /// Map a turn row.
 pub(super) fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
@@ -136,6 +137,10 @@ pub(super) fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
             None => None,
         },
         user_message: None,
+        usage: match r.get_ref(21)?.as_str_or_null()? {
+            Some(json) => Some(serde_json::from_str(json).map_err(|_| bad("turns", &id, "usage"))?),
+            None => None,
+        },
         id,
     })
 }

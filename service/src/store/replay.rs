@@ -105,7 +105,15 @@ pub(super) fn snapshot(
         ..Default::default()
     };
     let recent_turns = read::turns(conn, &filter, turns)?;
+    let usage = super::usage::totals(
+        conn,
+        &super::usage::UsageScope {
+            thread_id: Some(thread_id.to_owned()),
+            ..Default::default()
+        },
+    )?;
     Ok(ThreadSnapshot {
+        usage,
         thread,
         recent_turns,
         tail: events,

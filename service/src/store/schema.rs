@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -286,6 +286,20 @@ CREATE TABLE thread_reservations (
         then: None,
         sql: r#"
 ALTER TABLE threads ADD COLUMN permission_timeout_seconds INTEGER;
+"#,
+    },
+    Migration {
+        // Version 14: what each turn used (issue 29): its `TurnUsage` as
+        // JSON (tokens, context, per-turn cost, the session's cumulative
+        // cost), summed for thread, workspace, application and daily
+        // totals and budgets; and when each budget (by key) was last reset.
+        then: None,
+        sql: r#"
+ALTER TABLE turns ADD COLUMN usage TEXT;
+CREATE TABLE budget_resets (
+    key      TEXT PRIMARY KEY NOT NULL,
+    reset_at INTEGER NOT NULL
+) WITHOUT ROWID;
 "#,
     },
 ];

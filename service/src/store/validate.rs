@@ -158,6 +158,11 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
         ("turns", "prepared", "SELECT id FROM turns WHERE prepared IS NOT NULL \
              AND (typeof(prepared) != 'text' OR NOT json_valid(prepared) \
              OR json_type(prepared) != 'object' OR prepared_at IS NULL) LIMIT 1".into()),
+        // Usage is reported by an agent the prompt reached (schema
+        // version 14).
+        ("turns", "usage", "SELECT id FROM turns WHERE usage IS NOT NULL \
+             AND (typeof(usage) != 'text' OR NOT json_valid(usage) \
+             OR json_type(usage) != 'object' OR dispatched_at IS NULL) LIMIT 1".into()),
         ("turns", "references", "SELECT id FROM turns u WHERE NOT EXISTS \
              (SELECT 1 FROM threads t WHERE t.id = u.thread_id AND t.workspace_id = u.workspace_id) \
              OR (continues IS NOT NULL AND NOT EXISTS \

@@ -17,7 +17,7 @@
 //! `--embedded-context` (advertise `promptCapabilities.embeddedContext`;
 //! `--advertise` does unless `--no-embedded-context`)
 //! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
-//! `--structured-input` `--pidfile PATH` `--load-session` `--history PATH`
+//! `--elicit empty|fields|url` (see `prompt.rs`) `--pidfile PATH` `--load-session` `--history PATH`
 //! `--hostile` (puts [`HOSTILE`], terminal control sequences, into a thought,
 //! the reply, a tool call's title, permission titles and option names and
 //! its stderr lines)
@@ -466,7 +466,10 @@ fn main() {
                 // A response to one of our permission requests.
                 let key = id.as_str().unwrap_or_default().to_string();
                 if let (Some(tx), Some(result)) = (&answers, msg.get("result")) {
-                    let _ = tx.send((key, result["outcome"].clone()));
+                    // A permission's `outcome`, else (an elicitation) the
+                    // whole result.
+                    let answer = result.get("outcome").unwrap_or(result).clone();
+                    let _ = tx.send((key, answer));
                 } else if let (Some(tx), Some(err)) = (&answers, msg.get("error")) {
                     let _ = tx.send((key, json!({"error": err["code"]})));
                 }

@@ -180,16 +180,73 @@ async fn cancel_answers_pending_requests_cancelled() {
     assert_eq!(hooks.count(cancel_sent), 1);
 }
 
+/// Elicitation as ACP v1 says (issue 29): a form with fields and URL mode
+/// are answered "invalid params" and observed, even under `allow-all` —
+/// the controller never invents input.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn structured_input_is_refused_never_auto_approved() {
+async fn elicitations_with_fields_or_urls_are_refused_never_answered() {
+    for kind in ["fields", "url"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut req = request(fixture(&["--elicit", kind]), dir.path());
+        req.approval = ApprovalPolicy::AllowAll;
+        let (outcome, hooks) = run_with(req, |_| Recorder::new(AskMode::Never)).await;
+        assert_eq!(outcome, completed());
+        assert_eq!(hooks.reply(), r#"elicit-0={"error":-32602}"#, "{kind}");
+        assert!(hooks.events().iter().any(|e| matches!(e,
+            Payload::Observation(Observation::Note(Note::UnsupportedRequest(r)))
+                if r.method == "elicitation/create" && !r.idle)));
+        assert!(resolutions(&hooks).is_empty());
+    }
+}
+
+/// An empty-form elicitation is a one-time approval through the same
+/// broker as permissions: `allow-all` accepts it on an unrestricted
+/// thread; on a restricted thread it is asked, and a user's decline goes
+/// back as `decline`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_form_elicitation_is_a_one_time_approval() {
     let dir = tempfile::tempdir().unwrap();
-    let mut req = request(fixture(&["--structured-input"]), dir.path());
+    let mut req = request(fixture(&["--elicit", "empty"]), dir.path());
     req.approval = ApprovalPolicy::AllowAll;
     let (outcome, hooks) = run_with(req, |_| Recorder::new(AskMode::Never)).await;
     assert_eq!(outcome, completed());
-    assert_eq!(hooks.reply(), r#"elicit-0={"error":-32601}"#);
-    assert!(hooks.events().iter().any(|e| matches!(e,
-        Payload::Observation(Observation::Note(Note::UnsupportedRequest(r)))
-            if r.method == "elicitation/create" && !r.idle)));
-    assert!(resolutions(&hooks).is_empty());
+    assert_eq!(hooks.reply(), r#"elicit-0={"action":"accept"}"#);
+    assert_eq!(
+        resolutions(&hooks),
+        vec![(
+            PermissionAnswer::Selected {
+                option_id: "accept".into()
+            },
+            DecidedBy::Automatic
+        )]
+    );
+    let asked = hooks.events().into_iter().find_map(|e| match e {
+        Payload::PermissionRequested(r) => Some(r),
+        _ => None,
+    });
+    let asked = asked.expect("journaled as a permission request");
+    assert_eq!(
+        asked.invocation.title.as_deref(),
+        Some("Apply the migration?")
+    );
+    assert_eq!(asked.invocation.kind.as_deref(), Some("elicitation"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(fixture(&["--elicit", "empty"]), dir.path());
+    req.approval = ApprovalPolicy::AllowAll;
+    req.restricted = true;
+    // The fixture offers no restricted mode: let the turn run without it.
+    req.spec.restricted.allow_unrestricted = true;
+    let (outcome, hooks) = run_with(req, |_| Recorder::new(AskMode::Answer("decline"))).await;
+    assert_eq!(outcome, completed());
+    assert_eq!(hooks.reply(), r#"elicit-0={"action":"decline"}"#);
+    assert_eq!(
+        resolutions(&hooks),
+        vec![(
+            PermissionAnswer::Selected {
+                option_id: "decline".into()
+            },
+            DecidedBy::User
+        )]
+    );
 }

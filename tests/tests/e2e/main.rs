@@ -2,6 +2,7 @@
 //! HOME through [`lapis_e2e::TestContext`].
 
 mod acp;
+mod acp_budgets;
 mod acp_commits;
 mod acp_continue;
 mod acp_engine;
@@ -12,6 +13,7 @@ mod acp_serve;
 mod acp_sessions;
 mod acp_teardown;
 mod acp_tool_calls;
+mod acp_usage;
 mod attention_notify;
 mod basics;
 mod cli_ask;

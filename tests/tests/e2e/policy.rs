@@ -154,6 +154,7 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
     // `turns.get` adds what the turn asked; other results carry the record only.
     let settled = lapis_protocol::Turn {
         user_message: None,
+        usage: None,
         ..settled
     };
     assert_eq!(again, settled);

@@ -7,12 +7,12 @@
 use super::{Client, ClientError};
 use crate::call;
 use crate::params::{
-    JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult, NoParams, PermissionsList,
-    PermissionsRespond, PermissionsResult, ReloadResult, RespondResult, RevokeResult,
-    SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadReserved, ThreadResult,
-    ThreadsConfigure, ThreadsCreate, ThreadsList, ThreadsResult, TurnResult, TurnsCancel,
-    TurnsContinue, TurnsGet, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit, WorkspaceRemoved,
-    WorkspaceResult, WorkspacesAdd, WorkspacesRemove, WorkspacesResult,
+    BudgetReset, BudgetsReset, JournalReplay, JournalSubscribe, McpRegister, McpRegisterResult,
+    NoParams, PermissionsList, PermissionsRespond, PermissionsResult, ReloadResult, RespondResult,
+    RevokeResult, SessionsRevoke, StatusResult, SubscribeResult, ThreadRef, ThreadReserved,
+    ThreadResult, ThreadsConfigure, ThreadsCreate, ThreadsList, ThreadsResult, TurnResult,
+    TurnsCancel, TurnsContinue, TurnsGet, TurnsList, TurnsResolve, TurnsResult, TurnsSubmit,
+    WorkspaceRemoved, WorkspaceResult, WorkspacesAdd, WorkspacesRemove, WorkspacesResult,
 };
 use crate::{
     ApprovalPolicy, PendingRequest, ReplayPage, ResolveAs, Thread, ThreadSnapshot, Turn, Workspace,
@@ -28,6 +28,13 @@ impl Client {
     /// reload is a result with `applied: false`, not an error.
     pub fn config_reload(&mut self) -> Result<ReloadResult, ClientError> {
         self.request::<call::ConfigReload>(&NoParams {})
+    }
+
+    /// `budgets.reset`: spending against the budget `key` counts from now.
+    pub fn budgets_reset(&mut self, key: &str) -> Result<BudgetReset, ClientError> {
+        self.request::<call::BudgetsReset>(&BudgetsReset {
+            key: key.to_owned(),
+        })
     }
 
     /// `workspaces.add`.

@@ -5,6 +5,7 @@
 //! ever quotes a value from the file (a token could be anywhere a typo put
 //! it), only field names and positions.
 
+mod budgets;
 mod catalogue;
 mod envfile;
 mod notify;
@@ -24,6 +25,7 @@ use serde_json::Value;
 use crate::Scope;
 
 pub use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
+pub use budgets::{Budget, BudgetPeriod, BudgetScope};
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use notify::{
@@ -89,6 +91,10 @@ pub struct Config {
     /// The command run for attention events (see `docs/operations.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<NotifyConfig>,
+    /// Ceilings on tokens or cost, checked when a turn is claimed (at
+    /// most 64; see [`Budget`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<Budget>,
     /// Where worktree workspaces go, and their setup and teardown
     /// commands (see `docs/operations.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -64,6 +64,21 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
             .check()
             .map_err(|(field, reason)| invalid(field, reason))?;
     }
+    if config.budgets.len() > 64 {
+        return Err(invalid("budgets", "at most 64 budgets"));
+    }
+    let mut keys = HashSet::new();
+    for budget in &config.budgets {
+        budget
+            .check()
+            .map_err(|(field, reason)| invalid(field, reason))?;
+        if !keys.insert(budget.key()) {
+            return Err(invalid(
+                "budgets",
+                "two budgets with one key (per, id, period)",
+            ));
+        }
+    }
     if let Some(worktrees) = &config.worktrees {
         worktrees
             .check()

@@ -99,6 +99,78 @@ pub struct StatusResult {
     /// (absent when the server runs no engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<EngineCounters>,
+    /// What turns used, in total and by workspace and application (from
+    /// the turns' records, so it survives restarts).
+    #[serde(default)]
+    pub usage: UsageStatus,
+    /// Each configured budget with what was spent against it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetStatus>,
+}
+
+/// A budget and its spending (`status`, `budgets show`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetStatus {
+    /// Its key (`budgets reset KEY`).
+    pub key: String,
+    /// The budget as configured.
+    pub budget: crate::config::Budget,
+    /// Spending counts from here (period start or last reset; ms since
+    /// epoch, RFC 3339 UTC on the wire), `null` for all time.
+    #[serde(default, with = "crate::time::rfc3339_opt")]
+    pub since: Option<i64>,
+    /// What was spent: one entry for a budget of one thread, workspace or
+    /// application (or all), one per thread, workspace or application
+    /// with spending for a budget covering each of them.
+    pub spent: Vec<BudgetSpend>,
+}
+
+/// Spending against one budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetSpend {
+    /// Which thread, workspace or application (`null` for `per: "all"`).
+    pub id: Option<String>,
+    /// Tokens spent.
+    pub tokens: u64,
+    /// Cost spent in the budget's currency.
+    pub cost: crate::usage::Amount,
+    /// The budget is spent: turns it covers fail `budget_exhausted`.
+    pub exhausted: bool,
+}
+
+/// `budgets.reset` params.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BudgetsReset {
+    /// The budget's key (see `status`'s `budgets`).
+    pub key: String,
+}
+
+/// `budgets.reset` result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetReset {
+    /// The key.
+    pub key: String,
+    /// Spending counts from now (RFC 3339 UTC on the wire).
+    #[serde(with = "crate::time::rfc3339")]
+    pub reset_at: i64,
+}
+
+/// `status`'s usage: totals overall, by workspace id and by application.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageStatus {
+    /// Every turn with a usage record.
+    pub total: crate::usage::UsageTotals,
+    /// By workspace id.
+    #[serde(default)]
+    pub workspaces: std::collections::BTreeMap<String, crate::usage::UsageTotals>,
+    /// By application.
+    #[serde(default)]
+    pub applications: std::collections::BTreeMap<String, crate::usage::UsageTotals>,
 }
 
 /// The engine's counters and limits.

@@ -22,8 +22,9 @@ mod turns;
 mod workspaces;
 
 pub use controller::{
-    EngineCounters, ProvidersCheck, ProvidersChecked, QueueStatus, ReloadResult, RevokeResult,
-    SessionsRevoke, StatusResult, StatusTurn,
+    BudgetReset, BudgetSpend, BudgetStatus, BudgetsReset, EngineCounters, ProvidersCheck,
+    ProvidersChecked, QueueStatus, ReloadResult, RevokeResult, SessionsRevoke, StatusResult,
+    StatusTurn, UsageStatus,
 };
 pub use journal::{
     JournalReplay, JournalSubscribe, JournalUnsubscribe, SubscribeResult, UnsubscribeResult,

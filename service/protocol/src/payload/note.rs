@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::outcome::OutcomeCode;
+use crate::usage::{ContextUsage, TokenUsage};
 
 /// A note the controller writes, by kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,11 +50,17 @@ pub enum Note {
     /// `restricted_mode`: what the agent did with a restricted thread's mode.
     RestrictedMode(RestrictedMode),
     /// `unsupported_request`: the agent sent a request the controller does
-    /// not serve; it was answered "method not found".
+    /// not serve; it was answered "method not found" (or "invalid params"
+    /// for an elicitation with fields or in URL mode).
     UnsupportedRequest(UnsupportedRequest),
     /// `notification`: the agent sent a notification other than
     /// `session/update`; it changes nothing.
     Notification(AgentNotification),
+    /// `usage_update`: the agent's context and cumulative cost report (a
+    /// `session/update`), typed (see [`crate::usage`]).
+    UsageUpdate(ContextUsage),
+    /// `prompt_usage`: the prompt response's token usage for the turn.
+    PromptUsage(TokenUsage),
 }
 
 /// `agent_stderr`: `{"lines": [...]}`.
@@ -210,6 +217,8 @@ impl Note {
             Note::RestrictedMode(_) => "restricted_mode",
             Note::UnsupportedRequest(_) => "unsupported_request",
             Note::Notification(_) => "notification",
+            Note::UsageUpdate(_) => "usage_update",
+            Note::PromptUsage(_) => "prompt_usage",
         }
     }
 
@@ -225,6 +234,8 @@ impl Note {
             Note::RestrictedMode(n) => value(n),
             Note::UnsupportedRequest(n) => value(n),
             Note::Notification(n) => value(n),
+            Note::UsageUpdate(n) => value(n),
+            Note::PromptUsage(n) => value(n),
         }
     }
 
@@ -241,13 +252,15 @@ impl Note {
             "restricted_mode" => Note::RestrictedMode(exact(payload)?),
             "unsupported_request" => Note::UnsupportedRequest(exact(payload)?),
             "notification" => Note::Notification(exact(payload)?),
+            "usage_update" => Note::UsageUpdate(exact(payload)?),
+            "prompt_usage" => Note::PromptUsage(exact(payload)?),
             _ => return None,
         })
     }
 }
 
-/// Serializes a note struct: infallible for these types (string keys, no
-/// floats).
+/// Serializes a note struct: infallible for these types (string keys; the
+/// one float, a cost amount, came from JSON and so is finite).
 fn value(n: &impl Serialize) -> Value {
     serde_json::to_value(n).unwrap_or(Value::Null)
 }

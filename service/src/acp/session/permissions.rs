@@ -1,6 +1,8 @@
-//! The permission broker side of a session: agent → client requests,
-//! automatic approval under `allow-all`, deadlines, and resolution of every
-//! pending request on cancel or at the end of the turn.
+//! The permission broker side of a session: agent → client requests
+//! (`session/request_permission`, and empty-form `elicitation/create`,
+//! which ACP v1 makes a one-time approval), automatic approval under
+//! `allow-all` (never on a restricted thread), deadlines, and resolution of
+//! every pending request on cancel or at the end of the turn.
 
 use serde_json::{Value, json};
 
@@ -13,26 +15,38 @@ use lapis_protocol::{
 };
 
 impl<H: TurnHooks> Session<H> {
-    /// Agent → client requests: permissions go to the broker; anything else
-    /// (we advertise no fs/terminal capability) is refused and observed.
+    /// Agent → client requests: permissions go to the broker, and so do
+    /// empty-form elicitations (one-time approvals, see [`elicitation`]);
+    /// other elicitations get "invalid params" (ACP: a mode or form this
+    /// client does not support), anything else (we advertise no
+    /// fs/terminal capability) "method not found"; each refusal is
+    /// observed.
     pub(super) async fn on_request(
         &mut self,
         method: &str,
         id: Value,
         params: Value,
     ) -> Result<(), CallError> {
+        if method == "elicitation/create" {
+            return match elicitation(&params) {
+                Some((options, invocation)) => {
+                    self.broker(id, options, invocation, Reply::Elicitation)
+                        .await
+                }
+                None => {
+                    self.refuse(
+                        method,
+                        id,
+                        -32602,
+                        "elicitation not supported: only an empty form (an approval) is",
+                    )
+                    .await
+                }
+            };
+        }
         if method != "session/request_permission" {
-            self.write(&json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not supported by this client"}}))
-                .await?;
             return self
-                .emit(
-                    Note::UnsupportedRequest(UnsupportedRequest {
-                        method: method.to_owned(),
-                        idle: false,
-                    })
-                    .into(),
-                )
+                .refuse(method, id, -32601, "method not supported by this client")
                 .await;
         }
         let options: Vec<PermissionOption> = params
@@ -61,6 +75,42 @@ impl<H: TurnHooks> Session<H> {
         let invocation = self
             .mapper
             .preview(params.get("toolCall").unwrap_or(&Value::Null));
+        self.broker(id, options, invocation, Reply::Permission)
+            .await
+    }
+
+    /// Answers a request with a JSON-RPC error and journals the refusal.
+    async fn refuse(
+        &mut self,
+        method: &str,
+        id: Value,
+        code: i64,
+        message: &str,
+    ) -> Result<(), CallError> {
+        self.write(&json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": code, "message": message}}))
+            .await?;
+        self.emit(
+            Note::UnsupportedRequest(UnsupportedRequest {
+                method: method.to_owned(),
+                idle: false,
+            })
+            .into(),
+        )
+        .await
+    }
+
+    /// One interaction through the inbox and the policy: journaled as a
+    /// `permission_requested`, answered automatically only under
+    /// `allow-all` on an unrestricted thread, else asked with the
+    /// provider's deadline.
+    async fn broker(
+        &mut self,
+        id: Value,
+        options: Vec<PermissionOption>,
+        invocation: lapis_protocol::Invocation,
+        reply: Reply,
+    ) -> Result<(), CallError> {
         // String ids are used verbatim; others by their JSON text.
         let request_id = match &id {
             Value::String(s) => s.clone(),
@@ -89,6 +139,7 @@ impl<H: TurnHooks> Session<H> {
                 .respond_permission(
                     &request_id,
                     id,
+                    reply,
                     PermissionAnswer::Cancelled,
                     DecidedBy::Cancel,
                 )
@@ -107,7 +158,7 @@ impl<H: TurnHooks> Session<H> {
                 option_id: option.id.clone(),
             };
             return self
-                .respond_permission(&request_id, id, answer, DecidedBy::Automatic)
+                .respond_permission(&request_id, id, reply, answer, DecidedBy::Automatic)
                 .await;
         }
         let hooks = self.hooks.clone();
@@ -130,6 +181,7 @@ impl<H: TurnHooks> Session<H> {
                 rpc_id: id,
                 options,
                 task,
+                reply,
             },
         );
         Ok(())
@@ -153,7 +205,7 @@ impl<H: TurnHooks> Session<H> {
             Some(_) => (PermissionAnswer::Cancelled, DecidedBy::User),
             None => (expiry_answer(&pending.options), DecidedBy::Expired),
         };
-        self.respond_permission(request_id, pending.rpc_id, answer, by)
+        self.respond_permission(request_id, pending.rpc_id, pending.reply, answer, by)
             .await
     }
 
@@ -166,7 +218,13 @@ impl<H: TurnHooks> Session<H> {
         for (request_id, p) in pending {
             p.task.abort();
             let res = self
-                .respond_permission(&request_id, p.rpc_id, PermissionAnswer::Cancelled, by)
+                .respond_permission(
+                    &request_id,
+                    p.rpc_id,
+                    p.reply,
+                    PermissionAnswer::Cancelled,
+                    by,
+                )
                 .await;
             if let Err(e) = res {
                 first_err.get_or_insert(e);
@@ -182,11 +240,23 @@ impl<H: TurnHooks> Session<H> {
         &mut self,
         request_id: &str,
         rpc_id: Value,
+        kind: Reply,
         answer: PermissionAnswer,
         by: DecidedBy,
     ) -> Result<(), CallError> {
-        // ACP's `outcome` object is the answer's own serialized form.
-        let reply = json!({"jsonrpc": "2.0", "id": rpc_id, "result": {"outcome": &answer}});
+        let result = match kind {
+            // ACP's `outcome` object is the answer's own serialized form.
+            Reply::Permission => json!({"outcome": &answer}),
+            // An approval's form is empty: accepting sends no content.
+            Reply::Elicitation => match &answer {
+                PermissionAnswer::Selected { option_id } if option_id == ELICIT_ACCEPT => {
+                    json!({"action": "accept"})
+                }
+                PermissionAnswer::Selected { .. } => json!({"action": "decline"}),
+                PermissionAnswer::Cancelled => json!({"action": "cancel"}),
+            },
+        };
+        let reply = json!({"jsonrpc": "2.0", "id": rpc_id, "result": result});
         self.emit(lapis_protocol::Payload::PermissionDecided(
             PermissionDecided {
                 request_id: request_id.to_string(),
@@ -199,6 +269,64 @@ impl<H: TurnHooks> Session<H> {
         .await?;
         self.write(&reply).await
     }
+}
+
+/// How a brokered request is answered on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reply {
+    /// `session/request_permission`: `{"outcome": …}`.
+    Permission,
+    /// `elicitation/create`: `{"action": "accept"|"decline"|"cancel"}`.
+    Elicitation,
+}
+
+/// The option ids an approval elicitation offers.
+const ELICIT_ACCEPT: &str = "accept";
+const ELICIT_DECLINE: &str = "decline";
+
+/// An `elicitation/create` this client serves: form mode with an empty
+/// form (no properties), which ACP makes a one-time approval. It is
+/// offered as `accept` (`allow_once`) and `decline` (`reject_once`), with
+/// the agent's message as the title; the controller never invents input,
+/// so a form with fields, URL mode (not advertised) or anything else is
+/// `None` (refused).
+fn elicitation(params: &Value) -> Option<(Vec<PermissionOption>, lapis_protocol::Invocation)> {
+    if params.get("mode").and_then(Value::as_str) != Some("form") {
+        return None;
+    }
+    let schema = params.get("requestedSchema")?;
+    let empty = schema
+        .get("properties")
+        .is_none_or(|p| p.as_object().is_some_and(|m| m.is_empty()))
+        && schema
+            .get("required")
+            .is_none_or(|r| r.as_array().is_some_and(|a| a.is_empty()));
+    if !empty {
+        return None;
+    }
+    let option = |id: &str, name: &str, kind: &str| PermissionOption {
+        id: id.into(),
+        name: name.into(),
+        kind: kind.into(),
+    };
+    let options = vec![
+        option(ELICIT_ACCEPT, "Accept", "allow_once"),
+        option(ELICIT_DECLINE, "Decline", "reject_once"),
+    ];
+    let invocation = lapis_protocol::Invocation {
+        id: params
+            .get("toolCallId")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        title: params
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        kind: Some("elicitation".into()),
+        ..Default::default()
+    };
+    Some((options, invocation))
 }
 
 /// The answer when nobody answered in time: a reject option if offered

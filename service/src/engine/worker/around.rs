@@ -59,6 +59,46 @@ impl Engine {
         *self.providers.write().unwrap_or_else(|p| p.into_inner()) = providers;
     }
 
+    /// Replaces the budgets for turns claimed from now on (reload).
+    pub(crate) fn replace_budgets(&self, budgets: Vec<lapis_protocol::config::Budget>) {
+        *self.budgets.write().unwrap_or_else(|p| p.into_inner()) = budgets;
+    }
+
+    /// The budgets claims are checked against now.
+    pub(crate) fn budgets(&self) -> Vec<lapis_protocol::config::Budget> {
+        self.budgets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether a budget covering the claimed turn is spent (logged with its
+    /// key). A store that cannot be read refuses nothing: budgets bound
+    /// spending, they never make the controller unavailable.
+    pub(super) async fn budget_spent(&self, thread: &lapis_protocol::Thread, turn: &str) -> bool {
+        let budgets = self.budgets();
+        let spent = super::super::budgets::spent(
+            &self.store,
+            &budgets,
+            &thread.id,
+            &thread.workspace_id,
+            &thread.application,
+            super::super::budgets::now_ms(),
+        )
+        .await;
+        match spent {
+            Ok(Some(key)) => {
+                tracing::warn!(turn = %turn, budget = %key, "budget spent; turn not started");
+                true
+            }
+            Ok(None) => false,
+            Err(err) => {
+                tracing::error!(turn = %turn, code = err.code(), "reading budgets failed; turn runs");
+                false
+            }
+        }
+    }
+
     /// Replaces the agent secrets for turns started from now on (reload).
     pub(crate) fn replace_secrets(&self, secrets: EnvFile) {
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = secrets;
@@ -109,7 +149,7 @@ impl Engine {
     /// controller's environment), or the refusal that fails the turn.
     fn resolve_mcp(
         &self,
-        thread: &crate::domain::Thread,
+        thread: &lapis_protocol::Thread,
         spec: &ProviderSpec,
     ) -> Result<Vec<acp::mcp::LaunchServer>, LaunchRefusal> {
         let lookup = self.lookup();
@@ -131,7 +171,7 @@ impl Engine {
     /// and every bound endpoint registered by the thread's application now.
     fn bridge_for(
         &self,
-        thread: &crate::domain::Thread,
+        thread: &lapis_protocol::Thread,
     ) -> Result<Option<acp::mcp::LaunchServer>, ToolRefusal> {
         if !bridged(thread) {
             return Ok(None);
@@ -161,7 +201,7 @@ impl Engine {
     /// into the bridge's environment in `mcp`. `(hold, session number)`.
     pub(super) fn ticket_for(
         &self,
-        thread: &crate::domain::Thread,
+        thread: &lapis_protocol::Thread,
         agent: Option<&LiveAgent>,
         mcp: &mut [acp::mcp::LaunchServer],
     ) -> std::io::Result<(Option<crate::tools::TicketHold>, Option<u64>)> {
@@ -191,7 +231,7 @@ impl Engine {
     pub(super) async fn prepare_context(
         &self,
         guard: &mut ClaimGuard,
-        thread: &crate::domain::Thread,
+        thread: &lapis_protocol::Thread,
         turn_id: &str,
         prompt: &str,
         port: &str,
@@ -232,7 +272,7 @@ impl Engine {
     pub(super) async fn recall_memory(
         &self,
         guard: &mut ClaimGuard,
-        thread: &crate::domain::Thread,
+        thread: &lapis_protocol::Thread,
         turn_id: &str,
         prompt: &str,
         port: &str,

@@ -11,6 +11,7 @@
 //! unknown id (`not_found`, same message), never `forbidden`, so ids cannot
 //! be probed; `forbidden` is only ever about the session's own scopes.
 
+mod budgets;
 mod evidence;
 mod fit;
 mod journal;
@@ -35,6 +36,7 @@ use super::conn::Conn;
 use super::context::ServerContext;
 use super::failure::internal;
 
+pub(crate) use budgets::budgets_reset;
 pub(crate) use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub(crate) use mcp::mcp_register;
 pub(crate) use permissions::permissions_list;

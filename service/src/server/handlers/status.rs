@@ -1,12 +1,16 @@
 //! `status`: identity, uptime, the scheduler's counters, the turns in
 //! flight and the fences with what blocks them, the pending permission
-//! requests (count and oldest), live agents and the last config reload.
+//! requests (count and oldest), live agents, the last config reload, and
+//! usage totals (from the turns' records).
 
 use std::collections::HashMap;
 
 use lapis_protocol::{
     PROTOCOL, RpcError, TurnState,
-    params::{EngineCounters, InboxSummary, OldestRequest, QueueStatus, StatusResult, StatusTurn},
+    params::{
+        EngineCounters, InboxSummary, OldestRequest, QueueStatus, StatusResult, StatusTurn,
+        UsageStatus,
+    },
 };
 
 use crate::acp::AgentRegistry;
@@ -14,6 +18,28 @@ use crate::store::{Store, TurnFilter};
 
 use super::super::context::ServerContext;
 use super::super::failure::internal;
+
+/// Usage totals: overall, by workspace and by application (one read of
+/// the turns' usage records each).
+async fn usage_status(store: &Store) -> Result<UsageStatus, RpcError> {
+    let workspaces = store
+        .usage_by("workspace", None)
+        .await
+        .map_err(super::store_err)?;
+    let applications = store
+        .usage_by("application", None)
+        .await
+        .map_err(super::store_err)?;
+    let mut total = lapis_protocol::usage::UsageTotals::default();
+    for t in applications.values() {
+        total.merge(t);
+    }
+    Ok(UsageStatus {
+        total,
+        workspaces,
+        applications,
+    })
+}
 
 /// Reads counters the core keeps in memory; the database (a read
 /// connection, never the writer) only when turns are in flight or fenced,
@@ -52,8 +78,21 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
                 requested_at,
             }),
     };
+    let usage = usage_status(store).await?;
+    let budgets = match &ctx.core.engine {
+        Some(engine) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0);
+            super::budgets::statuses(store, &engine.budgets(), now).await?
+        }
+        None => Vec::new(),
+    };
     let id = &ctx.identity;
     let result = StatusResult {
+        usage,
+        budgets,
         permissions,
         unknown_tool_effects,
         protocol: PROTOCOL.to_owned(),

@@ -38,6 +38,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
         default_provider: None,
         server: limits,
         notify: None,
+        budgets: Vec::new(),
         worktrees: None,
     }
 }

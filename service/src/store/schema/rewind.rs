@@ -48,6 +48,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE threads DROP COLUMN context_port; ALTER TABLE threads DROP COLUMN memory_port; \
      DROP TABLE thread_reservations;",
     "ALTER TABLE threads DROP COLUMN permission_timeout_seconds;",
+    "ALTER TABLE turns DROP COLUMN usage; DROP TABLE budget_resets;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

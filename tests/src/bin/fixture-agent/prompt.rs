@@ -3,6 +3,35 @@
 
 use super::*;
 
+/// Prompts this process answered (`--usage` counts cumulative cost by it).
+static PROMPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `--usage`: a `usage_update` with the session's context and its
+/// *cumulative* cost (`--usage-cost C` per prompt, default 0.25 USD, so
+/// the n-th prompt of this process reports n × C), sent before the reply;
+/// the prompt response then carries this turn's tokens (*per turn*:
+/// 100 input, 50 output, 10 thought, 20 cache read, 180 total).
+fn usage_update(script: &Script, out: &Out, s: &str) -> Option<Value> {
+    if !script.has("usage") {
+        return None;
+    }
+    let n = PROMPTS.fetch_add(1, Ordering::SeqCst) + 1;
+    let per: f64 = script
+        .get("usage-cost")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0.25);
+    update(
+        out,
+        s,
+        json!({"sessionUpdate": "usage_update", "used": 1000 * n, "size": 200000,
+            "cost": {"amount": per * n as f64, "currency": "USD"}}),
+    );
+    Some(
+        json!({"totalTokens": 180, "inputTokens": 100, "outputTokens": 50,
+        "thoughtTokens": 10, "cachedReadTokens": 20}),
+    )
+}
+
 pub(crate) fn run_prompt(
     script: &Script,
     out: &Out,
@@ -12,6 +41,7 @@ pub(crate) fn run_prompt(
     s: &str,
     recall: Option<String>,
 ) {
+    let usage = usage_update(script, out, s);
     if let Some(recall) = recall {
         update(
             out,
@@ -112,13 +142,25 @@ pub(crate) fn run_prompt(
             );
         }
     }
-    if script.has("structured-input") {
-        // An agent asking for structured input must never be auto-approved:
-        // this client refuses the method; report what came back.
+    if let Some(kind) = script.get("elicit") {
+        // `elicitation/create` as ACP v1 shapes it: `empty` (form mode,
+        // no fields: an approval), `fields` (a form with a field), `url`
+        // (URL mode, which this client does not advertise); the answer
+        // (its result or error) is reported as `elicit-0=…`.
+        let params = match kind {
+            "empty" => json!({"sessionId": s, "mode": "form", "message": "Apply the migration?",
+                "requestedSchema": {"type": "object", "properties": {}}}),
+            "fields" => json!({"sessionId": s, "mode": "form", "message": "Pick one",
+                "requestedSchema": {"type": "object",
+                    "properties": {"strategy": {"type": "string", "enum": ["a", "b"]}},
+                    "required": ["strategy"]}}),
+            _ => json!({"sessionId": s, "mode": "url", "elicitationId": "e-1",
+                "url": "https://agent.example/connect", "message": "Authorize"}),
+        };
         send(
             out,
             &json!({"jsonrpc": "2.0", "id": "elicit-0", "method": "elicitation/create",
-            "params": {"sessionId": s, "message": "Pick one", "requestedSchema": {}}}),
+            "params": params}),
         );
         if let Ok((key, outcome)) = answers.recv() {
             update(
@@ -237,10 +279,11 @@ pub(crate) fn run_prompt(
         std::process::exit(3);
     }
     let stop = script.get("stop-reason").unwrap_or("end_turn");
-    send(
-        out,
-        &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": stop}}),
-    );
+    let mut result = json!({"stopReason": stop});
+    if let Some(usage) = usage {
+        result["usage"] = usage;
+    }
+    send(out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
     for i in 0..script.num("after-response") {
         update(
             out,
