@@ -15,6 +15,8 @@
 //!   snapshot is read, so no event falls between the two; after a lost
 //!   connection the same session is resumed and the subscription renewed
 //!   from the last event's cursor (gap-free), then the snapshot re-read;
+//!   the subscription is *present* (`JournalFollower::attended`), so a
+//!   presence-aware notifier stays quiet while the view is open;
 //! - without a terminal on stdin and stdout it refuses (exit 2) and names
 //!   the streaming commands instead; it never draws into a pipe;
 //! - the terminal is restored on every exit, error and panic included: raw
@@ -111,7 +113,7 @@ fn connected(
         cursor: (cursor > 0).then_some(cursor),
         why: transcript::display(&e.to_string()),
     };
-    let mut follower = match JournalFollower::start(client, None, resume) {
+    let mut follower = match JournalFollower::attended(client, None, resume) {
         Ok(f) => f,
         Err(e) if e.is_service_unavailable() => return Ok(lost(resume.unwrap_or(0), &e)),
         Err(e) => return Err(client_error(e)),
