@@ -262,3 +262,58 @@ fn watch_refuses_without_a_terminal_and_names_the_streams() {
         out.stderr
     );
 }
+
+/// With `notify.presence`, an open `watch` counts as a person watching every
+/// thread of the session: nothing is sent while it runs, and notifications
+/// resume once it is closed.
+#[test]
+fn an_open_watch_keeps_a_presence_aware_notifier_quiet() {
+    if !have_tmux() {
+        lapis_e2e::skip::skip("tmux is not installed");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let ctx = lapis_e2e::TestContext::new();
+    let record = ctx.home().join("notify.log");
+    let script = ctx.home().join("notify-recorder");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncat >> '{}'\n", record.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut server = Server::start_in(ctx, json!({}), json!({}));
+    server.stop();
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
+    doc["notify"] = json!({
+        "command": script, "kinds": ["turn_finished"], "maxPerMinute": 600, "presence": true,
+    });
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    server.spawn();
+    let thread = server.cli_thread("echo");
+    let scratch = tempfile::tempdir().unwrap();
+    let tmux = start_watch(&server, scratch.path());
+    tmux.shows(&["lapis-ai-controller watch", "live"]);
+    let quiet = submit(&server, &thread, "while watched");
+    eventually("the suppression to be logged", || {
+        server
+            .log_text()
+            .lines()
+            .any(|l| l.contains("notify: suppressed") && l.contains(&quiet))
+            .then_some(())
+    });
+    tmux.keys(&["q"]);
+    eventually("watch to exit", || (!tmux.alive()).then_some(()));
+    let loud = submit(&server, &thread, "after the watch");
+    eventually("the notification to be recorded", || {
+        std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .contains(&loud)
+            .then_some(())
+    });
+    assert!(
+        !std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .contains(&quiet)
+    );
+}

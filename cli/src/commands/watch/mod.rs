@@ -15,6 +15,8 @@
 //!   snapshot is read, so no event falls between the two; after a lost
 //!   connection the same session is resumed and the subscription renewed
 //!   from the last event's cursor (gap-free), then the snapshot re-read;
+//!   the subscription is *present* (`JournalFollower::attended`), so a
+//!   presence-aware notifier stays quiet while the view is open;
 //! - without a terminal on stdin and stdout it refuses (exit 2) and names
 //!   the streaming commands instead; it never draws into a pipe;
 //! - the terminal is restored on every exit, error and panic included: raw
