@@ -249,7 +249,7 @@ fn prepare_home(home: &Path) -> Result<(), CliError> {
 
 /// Writes the pid file (0600, replaced atomically).
 fn write_pid(path: &Path, pid: u32) -> Result<(), CliError> {
-    let tmp: PathBuf = path.with_extension("pid.tmp");
+    let tmp: PathBuf = path.with_file_name(lapis_protocol::home::PID_TMP_FILE);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .write(true)

@@ -3,8 +3,8 @@
 mod acp_echo;
 mod agent_stderr;
 mod ask;
-mod budgets;
 mod background;
+mod budgets;
 pub(crate) mod candidates;
 mod command_id;
 pub(crate) mod completions;

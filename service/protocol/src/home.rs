@@ -19,6 +19,11 @@ pub const SOCKET_FILE: &str = "controller.sock";
 /// signals anything.
 pub const PID_FILE: &str = "serve.pid";
 
+/// Where `serve --background` writes the pid before renaming it over
+/// [`PID_FILE`], so a reader never sees half a pid. The detached server may
+/// inspect the home while it exists, so the home check accepts it.
+pub const PID_TMP_FILE: &str = "serve.pid.tmp";
+
 /// The log file a background `serve` appends its stderr to, inside the
 /// controller home.
 pub const LOG_FILE: &str = "serve.log";

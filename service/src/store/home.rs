@@ -33,10 +33,11 @@ const DB_MODE: u32 = 0o600;
 /// Entries a controller home may hold without a database or marker yet
 /// (a first open that stopped half-way).
 fn is_controller_entry(name: &str) -> bool {
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; 7] = [
         LOCK_FILE,
         lapis_protocol::home::SOCKET_FILE,
         lapis_protocol::home::PID_FILE,
+        lapis_protocol::home::PID_TMP_FILE,
         lapis_protocol::home::LOG_FILE,
         crate::acp::AGENTS_DIR,
         MARKER_FILE,
