@@ -17,6 +17,8 @@
 // Visibility is a design statement: an item another crate does not use is
 // `pub(crate)`, so the compiler reports what nothing uses.
 #![warn(unreachable_pub)]
+// Every public item is documented: this crate is the SDK applications read.
+#![warn(missing_docs)]
 
 mod attention;
 mod binding;

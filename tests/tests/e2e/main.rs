@@ -60,6 +60,7 @@ mod quickstart;
 mod redaction;
 mod release;
 mod release_update;
+mod sdk_examples;
 mod serve;
 mod serve_background;
 mod serve_hardening;
