@@ -39,6 +39,13 @@ pub(super) fn run(global: &GlobalArgs, command: BudgetsCommand) -> CliResult {
                     || "all time".to_owned(),
                     |s| format!("since {}", format_ms(s)),
                 );
+                if b.budget.per_turn() {
+                    crate::output::line(safe(&format!(
+                        "budget {}: {limit} per turn (a running turn that reaches it is stopped: budget_exhausted)",
+                        b.key
+                    )))?;
+                    continue;
+                }
                 crate::output::line(safe(&format!("budget {}: {limit}, {since}", b.key)))?;
                 if b.spent.is_empty() {
                     crate::output::line("  nothing spent")?;

@@ -19,6 +19,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             restricted,
             retention,
             permission_timeout,
+            budget,
             worktree,
             cmd,
             out,
@@ -42,6 +43,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 thread_id: None,
                 command_id: Some(command_id),
                 permission_timeout_seconds: permission_timeout,
+                budget: budget.budget(),
             };
             let thread = client
                 .threads_create_with(&params)
@@ -61,6 +63,8 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             restricted,
             retention,
             permission_timeout,
+            budget,
+            clear_budget,
             cmd,
             out,
         } => {
@@ -74,6 +78,11 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 retention: retention.map(retention_policy),
                 command_id: Some(command_id),
                 permission_timeout_seconds: permission_timeout.map(|t| t.0),
+                budget: if clear_budget {
+                    Some(None)
+                } else {
+                    budget.budget().map(Some)
+                },
             };
             let thread = client
                 .threads_configure(&params)
@@ -121,6 +130,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     t.retention.as_str(),
                     t.version
                 ))?;
+                if let Some(b) = &t.budget {
+                    crate::output::line(format!("budget     {}", budget_line(b)))?;
+                }
                 if snap.usage.turns > 0 {
                     crate::output::line(format!(
                         "usage      {}",
@@ -192,4 +204,20 @@ fn worktree_for(
         added.workspace.id, added.workspace.path
     );
     Ok(id)
+}
+
+/// A thread's own budget in one line: `1000 tokens, 0.5 USD (key thread:ID:total)`.
+fn budget_line(b: &lapis_protocol::config::ThreadBudget) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = b.tokens {
+        parts.push(format!("{t} tokens"));
+    }
+    if let Some(c) = b.cost {
+        parts.push(format!(
+            "{} {}",
+            c.0,
+            b.currency.as_deref().unwrap_or("USD")
+        ));
+    }
+    parts.join(", ")
 }
