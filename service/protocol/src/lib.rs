@@ -8,9 +8,10 @@
 //! validator, the controller home rule, and the blocking client SDK built
 //! on these types.
 //!
-//! What must stay true: this crate depends on serde, serde_json and
-//! thiserror only (no SQLite, no async runtime, no server), so an
-//! application that embeds the SDK compiles nothing else. CI checks it.
+//! What must stay true: this crate depends on serde, serde_json,
+//! thiserror and rustix (the managed controller's process handling) only
+//! (no SQLite, no async runtime, no server), so an application that embeds
+//! the SDK compiles nothing else. CI checks it.
 
 // Visibility is a design statement: an item another crate does not use is
 // `pub(crate)`, so the compiler reports what nothing uses.

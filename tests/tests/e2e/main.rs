@@ -41,6 +41,7 @@ mod isolation;
 mod journal_anchor;
 mod journal_compat;
 mod leaks;
+mod managed;
 mod mcp;
 mod memory;
 mod ops_logs_doctor;
