@@ -9,7 +9,8 @@
 //! on these types.
 //!
 //! What must stay true: this crate depends on serde, serde_json,
-//! thiserror and rustix (the managed controller's process handling) only
+//! thiserror, rustix (the managed controller's process handling) and sha2
+//! (the canonical transcript hash) only
 //! (no SQLite, no async runtime, no server), so an application that embeds
 //! the SDK compiles nothing else. CI checks it.
 
@@ -49,6 +50,7 @@ mod strict;
 pub mod terminal;
 pub mod time;
 pub mod tools;
+pub mod transcript;
 pub mod usage;
 
 pub use attention::AttentionKind;

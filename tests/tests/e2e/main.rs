@@ -70,6 +70,7 @@ mod tools_bridge;
 mod tools_example;
 mod tools_faults;
 mod tools_ts;
+mod transcript;
 mod ts_agent;
 mod workspace_roots;
 mod workspaces;
