@@ -37,6 +37,7 @@ mod install_releases;
 mod install_script;
 mod install_service;
 mod install_support;
+mod install_uninstall;
 mod isolation;
 mod journal_anchor;
 mod journal_compat;
