@@ -30,9 +30,10 @@ pub(super) fn run(global: &GlobalArgs, command: ProvidersCommand) -> CliResult {
         ProvidersCommand::Check {
             name,
             session,
+            policy,
             timeout,
             out,
-        } => super::providers_check::run(global, &name, session, timeout, out),
+        } => super::providers_check::run(global, &name, session, policy, timeout, out),
     }
 }
 
@@ -78,6 +79,26 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
             entry["mcpEnvAllowlist"] = json!(spec.mcp_env_allowlist);
         }
         configured.push(entry);
+    }
+    // Recorded approval acceptance (`providers check NAME --policy`), from
+    // the running controller when one answers: the probe of the current
+    // definition, else the last one, marked as older.
+    let probes = super::connect::connect(global)
+        .ok()
+        .and_then(|mut c| c.status().ok())
+        .map(|s| s.policy_probes)
+        .unwrap_or_default();
+    for entry in &mut configured {
+        let name = entry["name"].as_str().unwrap_or_default().to_owned();
+        let mine = || probes.iter().filter(|r| r.provider == name);
+        if let Some(r) = mine().find(|r| r.current).or_else(|| mine().next()) {
+            entry["approval"] = json!({
+                "verdict": r.probe.verdict, "current": r.current,
+                "checkedAt": lapis_protocol::time::format_ms(r.checked_at),
+                "requests": r.probe.requests, "fileWritten": r.probe.file_written,
+                "agentSaid": r.probe.agent_said,
+            });
+        }
     }
     let catalogue: Vec<Value> = CATALOGUE
         .iter()
@@ -135,6 +156,19 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
                 })
                 .collect();
             output::line(format!("  {:<14} mcp: {}", "", names.join(", ")))?;
+        }
+        if let Some(a) = v.get("approval") {
+            let older = if a["current"] == true {
+                ""
+            } else {
+                " (an older definition: probe again)"
+            };
+            output::line(format!(
+                "  {:<14} approval acceptance: {} at {}{older}",
+                "",
+                a["verdict"].as_str().unwrap_or("?"),
+                a["checkedAt"].as_str().unwrap_or("?")
+            ))?;
         }
     }
     output::line("catalogue (`providers add NAME`):")?;
