@@ -67,6 +67,9 @@ pub(crate) struct UninstallArgs {
     /// Also remove the configuration (with its tokens) and the controller home.
     #[arg(long)]
     pub(crate) purge: bool,
+    /// Do not ask before --purge deletes (it asks only on a terminal).
+    #[arg(long, short = 'y', requires = "purge")]
+    pub(crate) yes: bool,
     #[command(flatten)]
     pub(crate) out: JsonArg,
 }

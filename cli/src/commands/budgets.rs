@@ -46,6 +46,19 @@ pub(super) fn run(global: &GlobalArgs, command: BudgetsCommand) -> CliResult {
                     Some(s) => Cell::Time(Some(s)),
                     None => "all time".into(),
                 };
+                if b.budget.per_turn() {
+                    // A ceiling on each running turn: nothing accumulates.
+                    table.row(vec![
+                        (&b.key).into(),
+                        limit.clone().into(),
+                        "per turn".into(),
+                        "-".into(),
+                        "-".into(),
+                        "-".into(),
+                        "a running turn that reaches it is stopped: budget_exhausted".into(),
+                    ]);
+                    continue;
+                }
                 if b.spent.is_empty() {
                     table.row(vec![
                         (&b.key).into(),

@@ -20,6 +20,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             restricted,
             retention,
             permission_timeout,
+            budget,
             worktree,
             cmd,
             out,
@@ -44,6 +45,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 thread_id: None,
                 command_id: Some(command_id),
                 permission_timeout_seconds: permission_timeout,
+                budget: budget.budget(),
             };
             let thread = client
                 .threads_create_with(&params)
@@ -63,6 +65,8 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             restricted,
             retention,
             permission_timeout,
+            budget,
+            clear_budget,
             cmd,
             out,
         } => {
@@ -77,6 +81,11 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 retention: retention.map(retention_policy),
                 command_id: Some(command_id),
                 permission_timeout_seconds: permission_timeout.map(|t| t.0),
+                budget: if clear_budget {
+                    Some(None)
+                } else {
+                    budget.budget().map(Some)
+                },
             };
             let thread = client
                 .threads_configure(&params)
@@ -127,6 +136,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     t.retention.as_str(),
                     t.version
                 ))?;
+                if let Some(b) = &t.budget {
+                    crate::output::line(format!("budget     {}", budget_line(b)))?;
+                }
                 if snap.usage.turns > 0 {
                     crate::output::line(format!(
                         "usage      {}",
@@ -198,4 +210,20 @@ fn worktree_for(
         added.workspace.id, added.workspace.path
     );
     Ok(id)
+}
+
+/// A thread's own budget in one line: `1000 tokens, 0.5 USD (key thread:ID:total)`.
+fn budget_line(b: &lapis_protocol::config::ThreadBudget) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = b.tokens {
+        parts.push(format!("{t} tokens"));
+    }
+    if let Some(c) = b.cost {
+        parts.push(format!(
+            "{} {}",
+            c.0,
+            b.currency.as_deref().unwrap_or("USD")
+        ));
+    }
+    parts.join(", ")
 }

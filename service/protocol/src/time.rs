@@ -97,10 +97,12 @@ fn from_wire<E: serde::de::Error>(w: Wire) -> Result<i64, E> {
 pub mod rfc3339 {
     use super::*;
 
+    /// Writes the milliseconds as RFC 3339 UTC.
     pub fn serialize<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format_ms(*ms))
     }
 
+    /// Reads RFC 3339 (or, from older servers, epoch milliseconds).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
         from_wire(Wire::deserialize(d)?)
     }
@@ -110,6 +112,7 @@ pub mod rfc3339 {
 pub mod rfc3339_opt {
     use super::*;
 
+    /// Writes RFC 3339 UTC, or `null`.
     pub fn serialize<S: Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
         match ms {
             Some(ms) => s.serialize_str(&format_ms(*ms)),
@@ -117,6 +120,7 @@ pub mod rfc3339_opt {
         }
     }
 
+    /// Reads RFC 3339 (or epoch milliseconds), or `null`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
         Option::<Wire>::deserialize(d)?.map(from_wire).transpose()
     }

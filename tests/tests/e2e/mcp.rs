@@ -79,6 +79,7 @@ fn create(
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)
 }
@@ -353,6 +354,7 @@ fn every_refusal_has_its_stable_code() {
         retention: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     assert_eq!(
         code(c.threads_configure(&configure).unwrap_err()),

@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::Scope;
 
 pub use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
-pub use budgets::{Budget, BudgetPeriod, BudgetScope};
+pub use budgets::{Budget, BudgetPeriod, BudgetScope, ThreadBudget};
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
 pub use command::{CommandError, CommandLookup, CommandNameError, CommandRef};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
