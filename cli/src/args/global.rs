@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::candidates::instance_names;
 
 /// Options every command accepts; they select which installation is meant.
 #[derive(Debug, Args, Clone, Default)]
@@ -12,6 +15,6 @@ pub(crate) struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH")]
     pub(crate) config: Option<PathBuf>,
     /// Isolated instance name (its own config, home, socket and service unit).
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", add = ArgValueCandidates::new(instance_names))]
     pub(crate) instance: Option<String>,
 }
