@@ -9,6 +9,8 @@ mod commands;
 mod exit;
 mod identity;
 mod output;
+mod style;
+mod table;
 mod terminal;
 
 use std::process::ExitCode;

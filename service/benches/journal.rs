@@ -52,6 +52,7 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 memory: None,
                 thread_id: None,
                 permission_timeout_seconds: None,
+                budget: None,
             },
         )
         .await

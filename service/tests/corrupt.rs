@@ -47,6 +47,7 @@ fn populated(chunks: usize) -> Populated {
             memory: None,
             thread_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         };
         let th = s.create_thread(&actor, input).await.unwrap().value;
         let sub = SubmitTurn {
@@ -153,6 +154,9 @@ fn hand_edited_rows_fail_closed_naming_table_and_row_only() {
         ("UPDATE threads SET mcp_servers = '{SECRET not json'".into(), "threads", None),
         ("UPDATE threads SET mcp_servers = '[\"SECRET value\"]'".into(), "threads", None),
         ("UPDATE threads SET mcp_servers = '[1]'".into(), "threads", None),
+        ("UPDATE threads SET budget = '{SECRET not json'".into(), "threads", None),
+        ("UPDATE threads SET budget = '{}'".into(), "threads", None),
+        ("UPDATE threads SET budget = '{\"cost\": -1}'".into(), "threads", None),
         ("UPDATE turns SET agent_session_id = 'SECRET' || char(10)".into(), "turns", None),
         ("UPDATE turns SET max_turn_seconds = 0".into(), "turns", None),
         ("UPDATE events SET payload = '{SECRET not json' WHERE thread_seq = 5".into(), "events", Some("5".into())),

@@ -89,6 +89,7 @@ async fn run(ops: Vec<Op>) {
             memory: None,
             thread_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         };
         threads.push(store.create_thread(&actor(), input).await.unwrap().value.id);
     }

@@ -166,6 +166,7 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
             memory: None,
             thread_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         };
         threads.push(store.create_thread(&actor, t).await.unwrap().value.id);
     }

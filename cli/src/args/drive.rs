@@ -89,6 +89,35 @@ pub(crate) enum RetentionArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PermissionTimeout(pub(crate) Option<u64>);
 
+/// A thread's own budget on the command line (`threads create` and
+/// `threads configure`): tokens and/or cost over the thread's life.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct BudgetArgs {
+    /// The thread's own budget in tokens (`totalTokens` of its turns); a
+    /// turn claimed once it is spent fails `budget_exhausted`.
+    #[arg(long, value_name = "TOKENS")]
+    pub(crate) budget_tokens: Option<u64>,
+    /// The thread's own budget in cost (in --budget-currency).
+    #[arg(long, value_name = "AMOUNT")]
+    pub(crate) budget_cost: Option<f64>,
+    /// The currency of --budget-cost [default: USD].
+    #[arg(long, value_name = "CODE", requires = "budget_cost")]
+    pub(crate) budget_currency: Option<String>,
+}
+
+impl BudgetArgs {
+    /// The budget these flags give, when any is set.
+    pub(crate) fn budget(&self) -> Option<lapis_protocol::config::ThreadBudget> {
+        (self.budget_tokens.is_some() || self.budget_cost.is_some()).then(|| {
+            lapis_protocol::config::ThreadBudget {
+                tokens: self.budget_tokens,
+                cost: self.budget_cost.map(lapis_protocol::usage::Amount),
+                currency: self.budget_currency.clone(),
+            }
+        })
+    }
+}
+
 fn permission_timeout(value: &str) -> Result<PermissionTimeout, String> {
     if value == "provider" {
         return Ok(PermissionTimeout(None));
@@ -124,6 +153,8 @@ pub(crate) enum ThreadsCommand {
         /// `permissionTimeoutSeconds`; a turn's deadline caps it).
         #[arg(long, value_name = "SECONDS")]
         permission_timeout: Option<u64>,
+        #[command(flatten)]
+        budget: BudgetArgs,
         /// Run the thread in a new git worktree of WORKSPACE's repository,
         /// registered as workspace `WORKSPACE-wt-<hash of the command id>`.
         #[arg(long)]
@@ -133,8 +164,8 @@ pub(crate) enum ThreadsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
-    /// Change a thread's provider, approval, restricted flag or retention
-    /// for its later turns. Optimistic: refused (`conflict`) when the
+    /// Change a thread's provider, approval, restricted flag, retention,
+    /// permission timeout or budget for its later turns. Optimistic: refused (`conflict`) when the
     /// thread's version is not EXPECTED or a turn of it is queued or running.
     Configure {
         /// Thread id.
@@ -159,6 +190,12 @@ pub(crate) enum ThreadsCommand {
         /// go back to the provider's `permissionTimeoutSeconds`.
         #[arg(long, value_name = "SECONDS", value_parser = permission_timeout)]
         permission_timeout: Option<PermissionTimeout>,
+        // Given, these replace the thread's whole budget.
+        #[command(flatten)]
+        budget: BudgetArgs,
+        /// Remove the thread's own budget.
+        #[arg(long, conflicts_with_all = ["budget_tokens", "budget_cost"])]
+        clear_budget: bool,
         #[command(flatten)]
         cmd: CommandIdArg,
         #[command(flatten)]

@@ -6,6 +6,7 @@ use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
 
 use crate::args::{ApprovalArg, GlobalArgs, RetentionArg, ThreadsCommand};
 use crate::exit::CliResult;
+use crate::table::{Cell, Table};
 
 use super::connect::{client_error, connect};
 
@@ -19,10 +20,12 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             restricted,
             retention,
             permission_timeout,
+            budget,
             worktree,
             cmd,
             out,
         } => {
+            let workspace = super::ids::workspace(&mut client, &workspace)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let workspace = if worktree {
                 worktree_for(&mut client, &workspace, &command_id)?
@@ -42,6 +45,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 thread_id: None,
                 command_id: Some(command_id),
                 permission_timeout_seconds: permission_timeout,
+                budget: budget.budget(),
             };
             let thread = client
                 .threads_create_with(&params)
@@ -61,9 +65,12 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             restricted,
             retention,
             permission_timeout,
+            budget,
+            clear_budget,
             cmd,
             out,
         } => {
+            let thread = super::ids::thread(&mut client, &thread)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let params = ThreadsConfigure {
                 thread_id: thread,
@@ -74,6 +81,11 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 retention: retention.map(retention_policy),
                 command_id: Some(command_id),
                 permission_timeout_seconds: permission_timeout.map(|t| t.0),
+                budget: if clear_budget {
+                    Some(None)
+                } else {
+                    budget.budget().map(Some)
+                },
             };
             let thread = client
                 .threads_configure(&params)
@@ -90,18 +102,21 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             if out.json {
                 crate::output::json(&json!({ "threads": list }))?;
             } else {
+                let mut table = Table::new(&["ID", "WORKSPACE", "PROVIDER", "APPROVAL", "UPDATED"]);
                 for t in list {
-                    crate::output::line(format!(
-                        "{}\t{}\t{}\t{}",
-                        t.id,
-                        t.workspace_id,
-                        t.provider,
-                        t.approval.as_str()
-                    ))?;
+                    table.row(vec![
+                        t.id.into(),
+                        t.workspace_id.into(),
+                        t.provider.into(),
+                        t.approval.as_str().into(),
+                        Cell::Time(Some(t.updated_at)),
+                    ]);
                 }
+                table.print()?;
             }
         }
         ThreadsCommand::Show { thread, out } => {
+            let thread = super::ids::thread(&mut client, &thread)?;
             let snap = client.threads_get(&thread).map_err(client_error)?;
             if out.json {
                 crate::output::json(&snap)?;
@@ -121,6 +136,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     t.retention.as_str(),
                     t.version
                 ))?;
+                if let Some(b) = &t.budget {
+                    crate::output::line(format!("budget     {}", budget_line(b)))?;
+                }
                 if snap.usage.turns > 0 {
                     crate::output::line(format!(
                         "usage      {}",
@@ -192,4 +210,20 @@ fn worktree_for(
         added.workspace.id, added.workspace.path
     );
     Ok(id)
+}
+
+/// A thread's own budget in one line: `1000 tokens, 0.5 USD (key thread:ID:total)`.
+fn budget_line(b: &lapis_protocol::config::ThreadBudget) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = b.tokens {
+        parts.push(format!("{t} tokens"));
+    }
+    if let Some(c) = b.cost {
+        parts.push(format!(
+            "{} {}",
+            c.0,
+            b.currency.as_deref().unwrap_or("USD")
+        ));
+    }
+    parts.join(", ")
 }

@@ -125,6 +125,7 @@ pub fn run(
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     })?;
     on_thread(&thread.thread.id);
     let mut notes = Notes::default();

@@ -149,6 +149,7 @@ mod tests {
             context: None,
             memory: None,
             permission_timeout_seconds: None,
+            budget: None,
         }
     }
 

@@ -96,6 +96,10 @@ pub struct Thread {
     /// deadline caps either.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_timeout_seconds: Option<u64>,
+    /// The thread's own budget (absent when it has none), checked at the
+    /// claim as the budget `thread:ID:total`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::config::ThreadBudget>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

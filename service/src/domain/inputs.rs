@@ -67,6 +67,11 @@ pub struct NewThread {
     /// provider's); the store checks its bounds.
     #[serde(default)]
     pub permission_timeout_seconds: Option<u64>,
+    /// The thread's own budget; the store checks it. Omitted from the
+    /// serialized input when `None`, so the receipt digest of a create
+    /// without it is what it was before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<lapis_protocol::config::ThreadBudget>,
     /// A thread id the actor reserved (`reserve_thread`).
     pub thread_id: Option<String>,
 }
@@ -88,6 +93,9 @@ pub struct ThreadPatch {
     /// digest of a configure without it is what it was before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_timeout_seconds: Option<Option<u64>>,
+    /// New budget: `Some(None)` clears it. Omitted when `None`, as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Option<lapis_protocol::config::ThreadBudget>>,
 }
 
 /// Input of `submit_turn`.

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use lapis_protocol::Payload;
+use lapis_protocol::{Note, Observation, Payload};
 
 use crate::acp::{HookError, PermissionAnswer, PermissionRequest, TurnHooks, shows_agent_progress};
 use crate::domain::SessionBinding;
@@ -13,6 +13,7 @@ use crate::redact::StreamHold;
 use crate::store::Store;
 
 use super::broker::PermissionBroker;
+use super::budgets::TurnCeiling;
 use super::claim::BoundarySignal;
 use super::evidence::Evidence;
 
@@ -55,6 +56,9 @@ pub(super) struct StoreHooks {
     /// Who answered each request a user answered, by request id: taken
     /// when its `permission_decided` is journaled, which names them.
     answerers: Mutex<std::collections::HashMap<String, lapis_protocol::Answerer>>,
+    /// The per-turn budget ceilings covering the turn, if any: each
+    /// `usage_update` after the boundary is checked against them.
+    ceiling: Option<TurnCeiling>,
 }
 
 /// The text stream being held: which one, and its chunks.
@@ -119,7 +123,14 @@ impl StoreHooks {
             unconfirmed: std::sync::Mutex::new(Vec::new()),
             hold: Mutex::new(Held::default()),
             answerers: Mutex::new(std::collections::HashMap::new()),
+            ceiling: None,
         }
+    }
+
+    /// Holds the turn to these per-turn ceilings.
+    pub(super) fn with_ceiling(mut self, ceiling: Option<TurnCeiling>) -> StoreHooks {
+        self.ceiling = ceiling;
+        self
     }
 
     /// Journals whatever text is still held (the turn is over).
@@ -237,6 +248,16 @@ impl TurnHooks for StoreHooks {
         let snapshot = self.evidence.at_boundary().await;
         // Queued before the boundary, so committed no later than it.
         self.unconfirmed_push(self.store.append_activity(&self.turn_id, snapshot));
+        // A ceiling counts this turn's cost from the session's cumulative
+        // cost before it (zero for a new session).
+        if let Some(ceiling) = &self.ceiling {
+            let before = self
+                .store
+                .session_cost(&self.thread_id, session_id, &self.turn_id)
+                .await
+                .map_err(hook_err)?;
+            ceiling.set_before(before);
+        }
         let awaited = self.boundary.at_boundary();
         self.store
             .mark_dispatched_as(&self.turn_id, binding, awaited)
@@ -255,6 +276,15 @@ impl TurnHooks for StoreHooks {
             && !self.running.swap(true, Ordering::SeqCst)
         {
             self.store.mark_running_detached(&self.turn_id);
+        }
+        // A report past a per-turn ceiling stops the turn through its
+        // cancel (the report itself is journaled as any other).
+        if let (Some(ceiling), Payload::Observation(Observation::Note(Note::UsageUpdate(u)))) =
+            (&self.ceiling, &event)
+            && self.dispatched.load(Ordering::SeqCst)
+            && let Some(key) = ceiling.report(u)
+        {
+            tracing::warn!(turn = %self.turn_id, budget = %key, "per-turn ceiling reached; cancelling");
         }
         for e in self.hold_or_release(event) {
             self.journal(e).await?;

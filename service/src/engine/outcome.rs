@@ -1,8 +1,9 @@
-//! From the runner's outcome to the store's turn end, and the turn
-//! deadline that ends overlong turns through the cancel path.
+//! From the runner's outcome to the store's turn end, and the stop (the
+//! turn deadline, a per-turn budget ceiling) that ends a running turn
+//! through the cancel path.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::acp::TurnOutcome;
@@ -10,47 +11,86 @@ use crate::domain::{Actor, TurnEnd};
 use crate::store::Store;
 use lapis_protocol::OutcomeCode;
 
-/// A turn's deadline: when it passes, the turn is cancelled through the
-/// store like an owner's cancel (durable flag, `cancel_requested` event, the
-/// runner's `session/cancel` and cancel deadline).
+/// How a running turn is stopped by the controller: its deadline
+/// ([`Deadline`]) or a per-turn budget ceiling
+/// (`budgets::TurnCeiling`), both through the store like an owner's cancel
+/// (durable flag, `cancel_requested` event, the runner's `session/cancel`
+/// and cancel deadline) and never any other way. The first reason to fire
+/// is the one the turn's end carries ([`stopped_end`]).
+#[derive(Debug, Clone)]
+pub(super) struct Stop {
+    /// The store the cancel goes through.
+    store: Store,
+    /// The turn.
+    turn: String,
+    /// Why it was stopped, set once by the first [`Stop::fire`].
+    reason: Arc<OnceLock<OutcomeCode>>,
+}
+
+impl Stop {
+    pub(super) fn new(store: Store, turn: String) -> Stop {
+        Stop {
+            store,
+            turn,
+            reason: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Cancels the turn for `reason` (the cancel's actor is
+    /// `controller`/`by`), unless it was stopped already; whether this call
+    /// was the one that stopped it.
+    pub(super) fn fire(&self, reason: OutcomeCode, by: &'static str) -> bool {
+        if self.reason.set(reason).is_err() {
+            return false;
+        }
+        tracing::warn!(turn = %self.turn, reason = reason.as_str(), "stopping the turn; cancelling");
+        let (store, turn) = (self.store.clone(), self.turn.clone());
+        tokio::spawn(async move {
+            let actor = Actor::new("controller", by);
+            if let Err(err) = store.request_cancel(&actor, &turn).await {
+                tracing::error!(turn = %turn, code = err.code(), "cancelling a stopped turn failed");
+            }
+        });
+        true
+    }
+
+    /// Why the turn was stopped, if it was.
+    pub(super) fn reason(&self) -> Option<OutcomeCode> {
+        self.reason.get().copied()
+    }
+}
+
+/// A turn's deadline: when it passes, the turn is stopped
+/// (`deadline_exceeded`) through its [`Stop`].
 pub(super) struct Deadline {
     /// The timer task.
     timer: tokio::task::JoinHandle<()>,
-    /// Set when the deadline fired.
-    fired: Arc<AtomicBool>,
 }
 
 impl Deadline {
-    pub(super) fn arm(store: Store, turn: String, seconds: u64) -> Deadline {
-        let fired = Arc::new(AtomicBool::new(false));
-        let flag = fired.clone();
+    pub(super) fn arm(stop: Stop, seconds: u64) -> Deadline {
         let timer = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(seconds)).await;
-            flag.store(true, Ordering::SeqCst);
-            tracing::warn!(turn = %turn, seconds, "turn deadline passed; cancelling");
-            let actor = Actor::new("controller", "deadline");
-            if let Err(err) = store.request_cancel(&actor, &turn).await {
-                tracing::error!(turn = %turn, code = err.code(), "cancelling an overdue turn failed");
-            }
+            stop.fire(OutcomeCode::DeadlineExceeded, "deadline");
         });
-        Deadline { timer, fired }
+        Deadline { timer }
     }
 
-    /// Stops the timer; whether the deadline had fired.
-    pub(super) fn disarm(self) -> bool {
+    /// Stops the timer.
+    pub(super) fn disarm(self) {
         self.timer.abort();
-        self.fired.load(Ordering::SeqCst)
     }
 }
 
-/// A turn ended after its deadline fired carries `deadline_exceeded`,
-/// unless the agent completed it anyway.
-pub(super) fn deadline_end(end: TurnEnd) -> TurnEnd {
+/// A turn ended after it was stopped for `reason` (`deadline_exceeded`,
+/// `budget_exhausted`) carries that reason, in the state its end reached:
+/// `cancelled` when the agent confirmed the cancel, `interrupted` (fenced)
+/// when it did not or the outcome was lost, and unchanged when the agent
+/// completed or failed the turn anyway.
+pub(super) fn stopped_end(end: TurnEnd, reason: OutcomeCode) -> TurnEnd {
     match end {
-        TurnEnd::Cancelled(_) => TurnEnd::Cancelled(OutcomeCode::DeadlineExceeded),
-        TurnEnd::Interrupted(_) | TurnEnd::Unknown(_) => {
-            TurnEnd::Interrupted(OutcomeCode::DeadlineExceeded)
-        }
+        TurnEnd::Cancelled(_) => TurnEnd::Cancelled(reason),
+        TurnEnd::Interrupted(_) | TurnEnd::Unknown(_) => TurnEnd::Interrupted(reason),
         other => other,
     }
 }
@@ -96,13 +136,20 @@ mod tests {
             .value;
         fx.store.try_claim().await.unwrap().expect("runnable");
 
-        let deadline = Deadline::arm(fx.store.clone(), turn.id.clone(), 3600);
+        let stop = Stop::new(fx.store.clone(), turn.id.clone());
+        let deadline = Deadline::arm(stop.clone(), 3600);
         // No store call until it is due: waiting on the store's threads
         // lets the paused clock run ahead to the next timer.
         tokio::time::sleep(Duration::from_secs(3599)).await;
-        assert!(!deadline.fired.load(Ordering::SeqCst), "fired early");
+        assert_eq!(stop.reason(), None, "fired early");
         tokio::time::sleep(Duration::from_secs(2)).await;
-        assert!(deadline.fired.load(Ordering::SeqCst), "not fired when due");
+        assert_eq!(
+            stop.reason(),
+            Some(OutcomeCode::DeadlineExceeded),
+            "not fired when due"
+        );
+        // A later reason changes nothing: the first one is the turn's.
+        assert!(!stop.fire(OutcomeCode::BudgetExhausted, "budget"));
         let mut cancelled = false;
         for _ in 0..1000 {
             if fx.store.get_turn(&turn.id).await.unwrap().cancel_requested {
@@ -112,6 +159,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(cancelled, "the deadline's cancel never reached the store");
-        assert!(deadline.disarm());
+        deadline.disarm();
+        assert_eq!(stop.reason(), Some(OutcomeCode::DeadlineExceeded));
     }
 }

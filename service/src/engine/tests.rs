@@ -1,7 +1,7 @@
 //! Unit tests of the engine's pure parts; the engine with real agents is
 //! tested end to end in `tests/tests/e2e/acp_engine.rs`.
 
-use super::outcome::{deadline_end, turn_end};
+use super::outcome::{stopped_end, turn_end};
 use crate::acp::TurnOutcome;
 use crate::domain::TurnEnd;
 
@@ -86,28 +86,31 @@ fn providers_from_config_json_are_validated() {
     assert!(config.providers["echo"].args.is_empty());
 }
 
+/// A stopped turn (deadline, per-turn budget ceiling) carries its stop's
+/// reason in whatever unconfirmed end it reached, and never overrides a
+/// completion or an agent's failure.
 #[test]
-fn a_deadline_marks_every_unconfirmed_end_and_never_a_completion() {
-    let code = || lapis_protocol::OutcomeCode::DeadlineExceeded;
-    assert_eq!(
-        deadline_end(TurnEnd::Cancelled(lapis_protocol::OutcomeCode::Cancelled)),
-        TurnEnd::Cancelled(code())
-    );
-    assert_eq!(
-        deadline_end(TurnEnd::Interrupted(
-            lapis_protocol::OutcomeCode::CancelDeadline
-        )),
-        TurnEnd::Interrupted(code())
-    );
-    assert_eq!(
-        deadline_end(TurnEnd::Unknown(lapis_protocol::OutcomeCode::AgentExited)),
-        TurnEnd::Interrupted(code())
-    );
-    for kept in [
-        TurnEnd::Completed("end_turn".into()),
-        TurnEnd::Failed(lapis_protocol::OutcomeCode::AgentError),
-    ] {
-        assert_eq!(deadline_end(kept.clone()), kept);
+fn a_stop_marks_every_unconfirmed_end_and_never_a_completion() {
+    use lapis_protocol::OutcomeCode as C;
+    for code in [C::DeadlineExceeded, C::BudgetExhausted] {
+        assert_eq!(
+            stopped_end(TurnEnd::Cancelled(C::Cancelled), code),
+            TurnEnd::Cancelled(code)
+        );
+        assert_eq!(
+            stopped_end(TurnEnd::Interrupted(C::CancelDeadline), code),
+            TurnEnd::Interrupted(code)
+        );
+        assert_eq!(
+            stopped_end(TurnEnd::Unknown(C::AgentExited), code),
+            TurnEnd::Interrupted(code)
+        );
+        for kept in [
+            TurnEnd::Completed("end_turn".into()),
+            TurnEnd::Failed(C::AgentError),
+        ] {
+            assert_eq!(stopped_end(kept.clone(), code), kept);
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use crate::store::Store;
 use super::broker::{PendingPermission, PermissionBroker};
 use super::claim::ClaimGuard;
 use super::hooks::StoreHooks;
-use super::outcome::{Deadline, deadline_end, turn_end};
+use super::outcome::{Deadline, Stop, stopped_end, turn_end};
 use super::pool::{AgentPool, IdleJournal, PoolStatus};
 
 mod around;
@@ -404,20 +404,28 @@ impl Engine {
                 None
             }
         });
-        let hooks = Arc::new(StoreHooks::new(
-            self.store.clone(),
-            turn_id.clone(),
-            &claim.thread,
-            self.broker.clone(),
-            dispatched,
-            guard.boundary(),
-            fingerprint,
-            super::evidence::Evidence::new(
-                &self.store.options().home,
-                &claim.workspace.id,
-                PathBuf::from(&claim.workspace.path),
-            ),
-        ));
+        // The deadline and any per-turn budget ceiling stop the turn one
+        // way, through its cancel; the first to fire names its end.
+        let stop = Stop::new(self.store.clone(), turn_id.clone());
+        let ceiling =
+            super::budgets::TurnCeiling::covering(&self.budgets(), &claim.thread, stop.clone());
+        let hooks = Arc::new(
+            StoreHooks::new(
+                self.store.clone(),
+                turn_id.clone(),
+                &claim.thread,
+                self.broker.clone(),
+                dispatched,
+                guard.boundary(),
+                fingerprint,
+                super::evidence::Evidence::new(
+                    &self.store.options().home,
+                    &claim.workspace.id,
+                    PathBuf::from(&claim.workspace.path),
+                ),
+            )
+            .with_ceiling(ceiling),
+        );
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
         limits.stderr.keep = prepared.retention == crate::domain::Retention::Full;
@@ -498,7 +506,7 @@ impl Engine {
             .turn
             .max_turn_seconds
             .unwrap_or(spec.session.max_turn_seconds);
-        let deadline = Deadline::arm(self.store.clone(), turn_id.clone(), limit);
+        let deadline = Deadline::arm(stop.clone(), limit);
         let mut run = run_turn_on(
             request,
             agent,
@@ -514,8 +522,9 @@ impl Engine {
             guard.boundary_later();
         }
         let mut end = turn_end(&run.outcome, *cancel.borrow());
-        if deadline.disarm() {
-            end = deadline_end(end);
+        deadline.disarm();
+        if let Some(reason) = stop.reason() {
+            end = stopped_end(end, reason);
         }
         // What the turn used is on its row before its end is told to
         // anyone, so a budget checked at the next claim counts it.

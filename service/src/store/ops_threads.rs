@@ -1,6 +1,6 @@
 //! Thread and session operations on the writer.
 
-use lapis_protocol::config::PERMISSION_TIMEOUT_SECONDS;
+use lapis_protocol::config::{PERMISSION_TIMEOUT_SECONDS, ThreadBudget};
 use lapis_protocol::{Payload, ThreadConfigured, ThreadCreated};
 use rusqlite::params;
 use serde_json::json;
@@ -127,6 +127,15 @@ impl Writer {
         if let Some(t) = &timeout {
             parts.push(t);
         }
+        if let Some(b) = &input.budget {
+            check_budget(b)?;
+        }
+        let budget = input.budget.as_ref().map(budget_json).transpose()?;
+        // Tagged and only when present, like the timeout above.
+        let budget_part = budget.as_ref().map(|b| format!("budget={b}"));
+        if let Some(b) = &budget_part {
+            parts.push(b);
+        }
         let reserved = input.thread_id.as_ref().map(|t| format!("thread={t}"));
         if let Some(r) = &reserved {
             parts.push(r);
@@ -153,8 +162,8 @@ impl Writer {
             tx.execute(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port, memory_port, \
-                 permission_timeout_seconds) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 permission_timeout_seconds, budget) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 params![
                     id,
                     actor.principal,
@@ -169,7 +178,8 @@ impl Writer {
                     tools,
                     input.context,
                     input.memory,
-                    input.permission_timeout_seconds.map(|n| n as i64)
+                    input.permission_timeout_seconds.map(|n| n as i64),
+                    budget
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
@@ -187,6 +197,7 @@ impl Writer {
                 context: input.context.clone(),
                 memory: input.memory.clone(),
                 permission_timeout_seconds: input.permission_timeout_seconds,
+                budget: input.budget.clone(),
             });
             j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))
@@ -242,6 +253,9 @@ impl Writer {
         if let Some(Some(n)) = patch.permission_timeout_seconds {
             check_permission_timeout(n)?;
         }
+        if let Some(Some(b)) = &patch.budget {
+            check_budget(b)?;
+        }
         let cur =
             read::thread(&self.conn, id)?.ok_or_else(|| StoreError::not_found("thread", id))?;
         if cur.version != expected_version {
@@ -262,13 +276,15 @@ impl Writer {
             permission_timeout_seconds: patch
                 .permission_timeout_seconds
                 .unwrap_or(cur.permission_timeout_seconds),
+            budget: patch.budget.clone().unwrap_or(cur.budget.clone()),
             version: cur.version + 1,
             ..cur.clone()
         };
+        let next_budget = next.budget.as_ref().map(budget_json).transpose()?;
         self.write(|tx, j, st, now| {
             tx.execute(
                 "UPDATE threads SET provider = ?1, approval = ?2, restricted = ?3, retention = ?4, \
-                 version = ?5, updated_at = ?6, permission_timeout_seconds = ?9 \
+                 version = ?5, updated_at = ?6, permission_timeout_seconds = ?9, budget = ?10 \
                  WHERE id = ?7 AND version = ?8",
                 params![
                     next.provider,
@@ -279,7 +295,8 @@ impl Writer {
                     now,
                     id,
                     cur.version as i64,
-                    next.permission_timeout_seconds.map(|n| n as i64)
+                    next.permission_timeout_seconds.map(|n| n as i64),
+                    next_budget
                 ],
             )?;
             j.stage_retention(st, id, next.retention);
@@ -291,6 +308,7 @@ impl Writer {
                 retention: next.retention,
                 principal: actor.principal.clone(),
                 permission_timeout_seconds: next.permission_timeout_seconds,
+                budget: next.budget.clone(),
             });
             j.append(tx, st, id, None, now, configured)?;
             read::thread(tx, id)?.ok_or_else(|| StoreError::not_found("thread", id))
@@ -346,4 +364,17 @@ fn check_permission_timeout(seconds: u64) -> StoreResult<()> {
             PERMISSION_TIMEOUT_SECONDS.end()
         )))
     }
+}
+
+/// A thread's own budget is valid ([`ThreadBudget::check`], the rules of
+/// the configured budgets).
+fn check_budget(budget: &ThreadBudget) -> StoreResult<()> {
+    budget
+        .check()
+        .map_err(|why| StoreError::invalid(format!("budget: {why}")))
+}
+
+/// A thread's budget as its column stores it (JSON).
+fn budget_json(budget: &ThreadBudget) -> StoreResult<String> {
+    serde_json::to_string(budget).map_err(|_| StoreError::invalid("budget does not serialize"))
 }

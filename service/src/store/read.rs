@@ -52,7 +52,7 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds";
+     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds, budget";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -95,6 +95,10 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
         context: r.get(16)?,
         memory: r.get(17)?,
         permission_timeout_seconds: r.get::<_, Option<i64>>(18)?.map(|n| n as u64),
+        // Startup validation refused a budget that does not parse.
+        budget: r
+            .get::<_, Option<String>>(19)?
+            .and_then(|b| serde_json::from_str(&b).ok()),
         id,
     })
 }

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -300,6 +300,15 @@ CREATE TABLE budget_resets (
     key      TEXT PRIMARY KEY NOT NULL,
     reset_at INTEGER NOT NULL
 ) WITHOUT ROWID;
+"#,
+    },
+    Migration {
+        // Version 15: a thread's own budget (issue 29, `budget` of
+        // `threads.create`/`configure`): its `ThreadBudget` as JSON
+        // (tokens, cost, currency); NULL: none.
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN budget TEXT;
 "#,
     },
 ];

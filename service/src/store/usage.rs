@@ -121,6 +121,19 @@ impl super::Store {
             .await
     }
 
+    /// The cumulative cost last recorded for agent session `session` of
+    /// `thread` before `turn` (what a per-turn ceiling counts from).
+    pub(crate) async fn session_cost(
+        &self,
+        thread: &str,
+        session: &str,
+        turn: &str,
+    ) -> StoreResult<Option<Cost>> {
+        let (thread, session, turn) = (thread.to_owned(), session.to_owned(), turn.to_owned());
+        self.read(move |c, _| session_cost(c, &thread, &session, &turn))
+            .await
+    }
+
     /// The usage totals of the turns in `scope`.
     pub(crate) async fn usage_totals(&self, scope: UsageScope) -> StoreResult<UsageTotals> {
         self.read(move |c, _| totals(c, &scope)).await
@@ -134,6 +147,30 @@ impl super::Store {
             let mut stmt = c.prepare_cached("SELECT key, reset_at FROM budget_resets")?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
             Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
+    /// Every thread's own budget, as the budget it is
+    /// ([`ThreadBudget::for_thread`]), oldest thread first.
+    ///
+    /// [`ThreadBudget::for_thread`]: lapis_protocol::config::ThreadBudget::for_thread
+    pub(crate) async fn thread_budgets(&self) -> StoreResult<Vec<lapis_protocol::config::Budget>> {
+        self.read(|c, _| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, budget FROM threads WHERE budget IS NOT NULL ORDER BY created_at, id",
+            )?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, json) = row?;
+                // Startup validation refused a budget that does not parse.
+                if let Ok(b) = serde_json::from_str::<lapis_protocol::config::ThreadBudget>(&json) {
+                    out.push(b.for_thread(&id));
+                }
+            }
+            Ok(out)
         })
         .await
     }

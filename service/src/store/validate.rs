@@ -227,6 +227,7 @@ pub(super) fn validate(
         }
     }
     validate_prepared(conn)?;
+    validate_budgets(conn)?;
     let events = validate_events(conn, db, anchor)?;
     let count = |t: &str| -> StoreResult<u64> {
         conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| {
@@ -255,6 +256,28 @@ fn validate_prepared(conn: &Connection) -> StoreResult<()> {
                 table: "turns",
                 row: r.get::<_, String>(0).unwrap_or_else(|_| "?".to_owned()),
                 check: "prepared",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every thread's own budget parses and is valid ([`ThreadBudget::check`]):
+/// a budget that no longer holds must not silently stop counting.
+///
+/// [`ThreadBudget::check`]: lapis_protocol::config::ThreadBudget::check
+fn validate_budgets(conn: &Connection) -> StoreResult<()> {
+    let mut stmt = conn.prepare("SELECT id, budget FROM threads WHERE budget IS NOT NULL")?;
+    let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
+    while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
+        let json = r.get_ref(1)?.as_bytes().unwrap_or_default();
+        let valid = serde_json::from_slice::<lapis_protocol::config::ThreadBudget>(json)
+            .is_ok_and(|b| b.check().is_ok());
+        if !valid {
+            return Err(StoreError::InvalidRow {
+                table: "threads",
+                row: r.get::<_, String>(0).unwrap_or_else(|_| "?".to_owned()),
+                check: "budget",
             });
         }
     }

@@ -39,6 +39,7 @@ async fn new_thread(store: &Store, root: &Path, ws: &str) -> String {
         memory: None,
         thread_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     store.create_thread(&actor(), input).await.unwrap().value.id
 }
@@ -154,6 +155,7 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             memory: None,
             thread_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         };
         let th = store.create_thread(&actor(), input).await.unwrap().value;
         ack("thread", &th.id);

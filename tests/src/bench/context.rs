@@ -82,6 +82,7 @@ pub(crate) fn run(table: &mut Table, n: usize) -> Result<()> {
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     let plain = client
         .threads_create_with(&create(None, &rig.workspaces[0]))?

@@ -40,6 +40,7 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
                     memory: None,
                     thread_id: None,
                     permission_timeout_seconds: None,
+                    budget: None,
                 },
             )
             .await?

@@ -157,6 +157,7 @@ pub(crate) fn run(table: &mut Table, calls: usize, runs: usize) -> Result<()> {
             thread_id: None,
             command_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         })?
         .thread
         .id;

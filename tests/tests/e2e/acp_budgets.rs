@@ -61,7 +61,7 @@ fn a_budget_spent_mid_day_stops_the_next_claim_not_the_running_turn() {
     assert!(
         plain
             .stdout
-            .contains("proj: 180 tokens, 0.2500 USD — spent"),
+            .contains("\tproj\t180\t0.2500 USD\tspent: new turns fail budget_exhausted\n"),
         "{}",
         plain.stdout
     );
@@ -74,5 +74,176 @@ fn a_budget_spent_mid_day_stops_the_next_claim_not_the_running_turn() {
     assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
     let third = client.turns_submit(&thread.id, "b-3", "again").unwrap();
     lapis_e2e::wait::settles_as(&mut client, &third.id, "completed", Some("end_turn"));
+    server.finish(&[], &[]);
+}
+
+/// A thread's own budget (`threads create --budget-tokens`) is checked at
+/// the claim like a configured one, as `thread:ID:total`: shown by
+/// `threads show` and `budgets show`, journaled on the thread, reset by
+/// `budgets reset`, cleared by `threads configure --clear-budget`.
+#[test]
+fn a_threads_own_budget_stops_its_next_claim_and_is_shown_reset_and_cleared() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("prompts");
+    let agent = fixture(&["--usage", "--ledger", &arg(&ledger)]);
+    let server = Server::start_full(json!({}), json!({ "fx": agent }));
+    let created = server
+        .ctx
+        .run([
+            "threads",
+            "create",
+            "proj",
+            "--provider",
+            "fx",
+            "--budget-tokens",
+            "100",
+            "--json",
+        ])
+        .json();
+    let id = created["thread"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        created["thread"]["budget"],
+        json!({"tokens": 100}),
+        "{created}"
+    );
+    let bad = server.ctx.run([
+        "threads",
+        "create",
+        "proj",
+        "--provider",
+        "fx",
+        "--budget-cost=-1",
+    ]);
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert!(bad.stderr.contains("budget"), "{}", bad.stderr);
+
+    let mut client = server.client("lapis-cli");
+    // One turn spends 180 tokens: it completes, the next is refused.
+    let first = client.turns_submit(&id, "tb-1", "spend").unwrap();
+    lapis_e2e::wait::settles_as(&mut client, &first.id, "completed", Some("end_turn"));
+    let second = client.turns_submit(&id, "tb-2", "more").unwrap();
+    let done =
+        lapis_e2e::wait::settles_as(&mut client, &second.id, "failed", Some("budget_exhausted"));
+    assert!(done.dispatched_at.is_none(), "the prompt was never sent");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().count(), 1);
+    let page = client.journal_replay(Some(&id), 0, None).unwrap();
+    assert!(
+        page.events
+            .iter()
+            .filter(|e| e.turn_id.as_deref() == Some(second.id.as_str()))
+            .any(|e| AttentionKind::of(e).contains(&AttentionKind::BudgetExhausted)),
+        "no budget_exhausted attention"
+    );
+    let created_event = page
+        .events
+        .iter()
+        .find(|e| e.kind.as_str() == "thread_created")
+        .expect("thread_created");
+    assert_eq!(
+        created_event.payload.as_ref().unwrap()["budget"],
+        json!({"tokens": 100})
+    );
+
+    let key = format!("thread:{id}:total");
+    let shown = server.ctx.run(["budgets", "show", "--json"]).json();
+    let own = shown["budgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["key"] == key.as_str())
+        .unwrap_or_else(|| panic!("no {key} in {shown}"));
+    assert_eq!(own["spent"][0]["tokens"], 180, "{shown}");
+    assert_eq!(own["spent"][0]["exhausted"], true, "{shown}");
+    let plain = server.ctx.run(["threads", "show", &id]);
+    assert!(
+        plain.stdout.contains("budget     100 tokens"),
+        "{}",
+        plain.stdout
+    );
+
+    // A reset of its key counts from now: the next turn runs (and spends
+    // it again).
+    server.ctx.run(["budgets", "reset", &key]).success();
+    let third = client.turns_submit(&id, "tb-3", "again").unwrap();
+    lapis_e2e::wait::settles_as(&mut client, &third.id, "completed", Some("end_turn"));
+    // Cleared, it no longer counts: spent or not, turns run.
+    let cleared = server
+        .ctx
+        .run([
+            "threads",
+            "configure",
+            &id,
+            "--expected-version",
+            "1",
+            "--clear-budget",
+            "--json",
+        ])
+        .json();
+    assert!(cleared["thread"].get("budget").is_none(), "{cleared}");
+    let fourth = client.turns_submit(&id, "tb-4", "free").unwrap();
+    lapis_e2e::wait::settles_as(&mut client, &fourth.id, "completed", Some("end_turn"));
+    let gone = server.ctx.run(["budgets", "reset", &key]);
+    assert_eq!(gone.code, Some(2), "{}", gone.stderr);
+    server.finish(&[], &[]);
+}
+
+/// A per-turn ceiling (`period: "turn"`) stops a running turn whose
+/// `usage_update` reaches it, through the cancel path (a
+/// `cancel_requested` by the controller, the agent's `cancelled`): the
+/// turn ends `cancelled` with outcome `budget_exhausted` and raises
+/// attention; a turn under the ceiling completes, and the ceiling is never
+/// a claim-time budget.
+#[test]
+fn a_per_turn_ceiling_stops_a_running_turn_through_its_cancel() {
+    let expensive = fixture(&["--usage", "--usage-cost", "0.5", "--hang"]);
+    let cheap = fixture(&["--usage", "--usage-cost", "0.1"]);
+    let server = Server::start_full(json!({}), json!({ "fx": expensive, "cheap": cheap }));
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
+    doc["budgets"] = json!([{"per": "workspace", "id": "proj", "cost": 0.3, "period": "turn"}]);
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    server.ctx.run(["config", "reload"]).success();
+
+    let mut client = server.client("lapis-cli");
+    let thread = client
+        .threads_create("proj", "fx", ApprovalPolicy::Ask, None)
+        .unwrap();
+    // The agent reports 0.5 USD, then works until it is cancelled.
+    let turn = client.turns_submit(&thread.id, "c-1", "spend").unwrap();
+    let done =
+        lapis_e2e::wait::settles_as(&mut client, &turn.id, "cancelled", Some("budget_exhausted"));
+    assert!(done.dispatched_at.is_some(), "it ran");
+    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
+    let of_turn: Vec<_> = page
+        .events
+        .iter()
+        .filter(|e| e.turn_id.as_deref() == Some(turn.id.as_str()))
+        .collect();
+    assert!(
+        of_turn
+            .iter()
+            .any(|e| e.kind.as_str() == "cancel_requested"),
+        "not stopped through the cancel path"
+    );
+    assert!(
+        of_turn
+            .iter()
+            .any(|e| AttentionKind::of(e).contains(&AttentionKind::BudgetExhausted)),
+        "no budget_exhausted attention"
+    );
+    // Under the ceiling a turn completes; the stopped turn's spending does
+    // not refuse the next claim.
+    let thread = client
+        .threads_create("proj", "cheap", ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "c-2", "cheap").unwrap();
+    lapis_e2e::wait::settles_as(&mut client, &turn.id, "completed", Some("end_turn"));
+    let shown = server.ctx.run(["budgets", "show", "--json"]).json();
+    assert_eq!(shown["budgets"][0]["key"], "workspace:proj:turn", "{shown}");
+    assert_eq!(shown["budgets"][0]["spent"], json!([]), "{shown}");
+    let plain = server.ctx.run(["budgets", "show"]);
+    assert!(plain.stdout.contains("per turn"), "{}", plain.stdout);
+    let reset = server.ctx.run(["budgets", "reset", "workspace:proj:turn"]);
+    assert_eq!(reset.code, Some(2), "{}", reset.stderr);
     server.finish(&[], &[]);
 }

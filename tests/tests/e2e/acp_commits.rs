@@ -61,6 +61,7 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_w
                     memory: None,
                     thread_id: None,
                     permission_timeout_seconds: None,
+                    budget: None,
                 },
             )
             .await
@@ -149,6 +150,7 @@ async fn queued_turns_of_a_thread_reuse_its_agent() {
                 memory: None,
                 thread_id: None,
                 permission_timeout_seconds: None,
+                budget: None,
             },
         )
         .await

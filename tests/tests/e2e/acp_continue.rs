@@ -37,6 +37,7 @@ fn thread(
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     let r: Value = client.call("threads.create", &p).unwrap();
     serde_json::from_value(r["thread"].clone()).unwrap()

@@ -80,6 +80,7 @@ impl Rig {
             memory: None,
             thread_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         };
         self.store
             .create_thread(&owner(), input)

@@ -396,6 +396,7 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
         retention: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     let _: Value = client.call("threads.configure", &configure).unwrap();
     let third = run(&mut client, &thread.id, "r-3", "three");

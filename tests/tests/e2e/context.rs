@@ -114,6 +114,7 @@ fn params(provider: &str, context: Option<&str>) -> ThreadsCreate {
         context: context.map(str::to_owned),
         memory: None,
         permission_timeout_seconds: None,
+        budget: None,
         thread_id: None,
         command_id: None,
     }

@@ -52,6 +52,7 @@ fn thread(client: &mut Client, provider: &str, context: Option<&str>) -> String 
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     client.threads_create_with(&p).unwrap().thread.id
 }

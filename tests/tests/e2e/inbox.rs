@@ -196,6 +196,7 @@ fn thread_waiting(client: &mut Client, seconds: Option<u64>) -> String {
         context: None,
         memory: None,
         permission_timeout_seconds: seconds,
+        budget: None,
         thread_id: None,
         command_id: None,
     };
@@ -315,6 +316,7 @@ fn a_threads_own_permission_timeout_expires_its_requests_by_policy() {
         context: None,
         memory: None,
         permission_timeout_seconds: Some(0),
+        budget: None,
         thread_id: None,
         command_id: None,
     };

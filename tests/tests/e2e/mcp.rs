@@ -79,6 +79,7 @@ fn create(
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)
 }
@@ -174,7 +175,7 @@ fn provider_servers_reach_the_agent_on_new_and_on_load_and_values_stay_out_of_re
     assert_eq!(tools["mcpServers"][0]["identity"], endpoint["identity"]);
     let plain = server.ctx.run(["providers", "list"]);
     assert!(
-        plain.stdout.contains("mcp: files (stdio)"),
+        plain.stdout.contains("\tfound\tfiles (stdio)\n"),
         "{}",
         plain.stdout
     );
@@ -353,6 +354,7 @@ fn every_refusal_has_its_stable_code() {
         retention: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     assert_eq!(
         code(c.threads_configure(&configure).unwrap_err()),

@@ -107,6 +107,7 @@ fn params(memory: &str) -> ThreadsCreate {
         context: None,
         memory: Some(memory.into()),
         permission_timeout_seconds: None,
+        budget: None,
         thread_id: None,
         command_id: None,
     }

@@ -376,6 +376,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             retention: None,
             command_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         })
         .unwrap();
     c.reconnect().unwrap();
@@ -395,6 +396,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             retention: None,
             command_id: None,
             permission_timeout_seconds: None,
+            budget: None,
         })
         .unwrap();
     let err = c.reconnect().unwrap_err();

@@ -107,6 +107,7 @@ pub(crate) fn create(
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     Ok(client.threads_create_with(&p)?.thread.id)
 }

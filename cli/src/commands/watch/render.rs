@@ -20,7 +20,7 @@ use unicode_width::UnicodeWidthChar;
 use super::keys::{Choice, HELP};
 use super::model::{Link, Mode, View};
 use super::transcript::Entry;
-use crate::output::age;
+use lapis_protocol::time::age;
 
 /// Draws the whole screen.
 pub(super) fn draw(frame: &mut Frame<'_>, view: &View, now: i64) {

@@ -114,6 +114,7 @@ impl Client {
             thread_id: None,
             command_id: command_id.map(str::to_owned),
             permission_timeout_seconds: None,
+            budget: None,
         };
         let r: ThreadResult = self.request::<call::ThreadsCreate>(&p)?;
         Ok(r.thread)

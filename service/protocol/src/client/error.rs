@@ -54,6 +54,10 @@ pub enum ClientError {
     /// revoked or expired and the token issued a new one).
     #[error("the session changed on reconnect")]
     SessionChanged,
+    /// `reconnect` of a managed controller's client: its private socket
+    /// cannot be dialled again (start a new [`super::ManagedController`]).
+    #[error("a managed controller's connection cannot be reconnected")]
+    NotReconnectable,
 }
 
 impl ClientError {
@@ -69,6 +73,7 @@ impl ClientError {
             ClientError::Timeout => "timeout",
             ClientError::NotAuthenticated => "unauthenticated",
             ClientError::SessionChanged => "session_changed",
+            ClientError::NotReconnectable => "not_reconnectable",
         }
     }
 

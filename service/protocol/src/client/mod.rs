@@ -20,6 +20,7 @@
 mod calls;
 mod error;
 mod follow;
+mod managed;
 mod serve;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -41,6 +42,10 @@ use crate::{
 
 pub use error::ClientError;
 pub use follow::JournalFollower;
+pub use managed::{
+    DEFAULT_EXECUTABLE, DEFAULT_READY_TIMEOUT, DEFAULT_STOP_GRACE, ManagedController, ManagedError,
+    ManagedOptions,
+};
 pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler};
 
 /// How long [`Client::connect`] waits for the socket to accept.
@@ -66,6 +71,34 @@ pub enum Credential {
     Bearer(String),
 }
 
+impl Credential {
+    /// The `hello` params (also managed mode's startup line) for this
+    /// credential.
+    pub(crate) fn hello_params(&self) -> HelloParams {
+        let (token, bearer, application) = match self {
+            Credential::Token { token, application } => {
+                (Some(token.clone()), None, Some(application.clone()))
+            }
+            Credential::Bearer(b) => (None, Some(b.clone()), None),
+        };
+        HelloParams {
+            protocol: PROTOCOL.to_owned(),
+            token,
+            bearer,
+            application,
+            ticket: None,
+        }
+    }
+
+    /// The secret itself, for scrubbing text that must not quote it.
+    pub(crate) fn secret(&self) -> &str {
+        match self {
+            Credential::Token { token, .. } => token,
+            Credential::Bearer(b) => b,
+        }
+    }
+}
+
 impl fmt::Debug for Credential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -80,8 +113,9 @@ impl fmt::Debug for Credential {
 
 /// One connection to the controller.
 pub struct Client {
-    /// Socket path, for reconnects.
-    path: PathBuf,
+    /// Socket path, for reconnects (`None`: a managed controller's private
+    /// socket, which cannot be dialled again).
+    path: Option<PathBuf>,
     /// Write side.
     stream: UnixStream,
     /// Read side (a clone of the same socket), buffered.
@@ -169,9 +203,17 @@ impl Client {
                 )));
             }
         };
+        Client::from_stream(Some(path.to_owned()), stream)
+    }
+
+    /// A client on an already connected stream (`path` for reconnects).
+    pub(crate) fn from_stream(
+        path: Option<PathBuf>,
+        stream: UnixStream,
+    ) -> Result<Client, ClientError> {
         let reader = BufReader::new(stream.try_clone().map_err(ClientError::Io)?);
         Ok(Client {
-            path: path.to_owned(),
+            path,
             stream,
             reader,
             next_id: 1,
@@ -221,22 +263,7 @@ impl Client {
 
     /// Authenticates the connection.
     pub fn hello(&mut self, credential: Credential) -> Result<HelloResult, ClientError> {
-        let params = match &credential {
-            Credential::Token { token, application } => HelloParams {
-                protocol: PROTOCOL.to_owned(),
-                token: Some(token.clone()),
-                bearer: None,
-                application: Some(application.clone()),
-                ticket: None,
-            },
-            Credential::Bearer(b) => HelloParams {
-                protocol: PROTOCOL.to_owned(),
-                token: None,
-                bearer: Some(b.clone()),
-                application: None,
-                ticket: None,
-            },
-        };
+        let params = credential.hello_params();
         let result = self.request::<crate::call::Hello>(&params)?;
         if let Some(b) = &result.bearer {
             self.bearer = Some(b.clone());
@@ -267,10 +294,13 @@ impl Client {
 
     /// Opens a new connection and resumes the same session: with the bearer
     /// when one was issued, else with the original credential. Nothing that
-    /// was in flight on the old connection is resent.
+    /// was in flight on the old connection is resent. A managed
+    /// controller's client has no socket to dial again
+    /// ([`ClientError::NotReconnectable`]).
     pub fn reconnect(&mut self) -> Result<HelloResult, ClientError> {
         let previous = self.session.clone();
-        let fresh = Client::connect(&self.path)?;
+        let path = self.path.clone().ok_or(ClientError::NotReconnectable)?;
+        let fresh = Client::connect(&path)?;
         self.stream = fresh.stream;
         self.reader = fresh.reader;
         self.queued.clear();

@@ -7,6 +7,7 @@
 
 mod budgets;
 mod catalogue;
+mod command;
 mod envfile;
 mod notify;
 mod provider;
@@ -25,15 +26,16 @@ use serde_json::Value;
 use crate::Scope;
 
 pub use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
-pub use budgets::{Budget, BudgetPeriod, BudgetScope};
+pub use budgets::{Budget, BudgetPeriod, BudgetScope, ThreadBudget};
 pub use catalogue::{CATALOGUE, CatalogueEntry, catalogue_entry};
+pub use command::{CommandError, CommandLookup, CommandNameError, CommandRef};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use notify::{
     DEFAULT_NOTIFY_PER_MINUTE, DEFAULT_NOTIFY_TIMEOUT_SECONDS, NotifyConfig, NotifyEvent,
 };
 pub use provider::{
-    CommandLookup, CommandRef, ECHO_PROVIDER, PERMISSION_TIMEOUT_SECONDS, ProviderError,
-    ProviderSpec, RestrictedPolicy, SessionPolicy,
+    ECHO_PROVIDER, PERMISSION_TIMEOUT_SECONDS, ProviderError, ProviderSpec, RestrictedPolicy,
+    SessionPolicy,
 };
 pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
 pub use worktrees::{DEFAULT_HOOK_TIMEOUT_SECONDS, HookCommand, WorktreesConfig};

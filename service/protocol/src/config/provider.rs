@@ -8,12 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::{EnvFile, ProviderConfig, VcsIdentity};
+use super::command::{CommandError, CommandLookup, CommandNameError, CommandRef};
+use super::{ProviderConfig, VcsIdentity};
 use crate::mcp::McpServer;
 use crate::names::{valid_env_name, valid_name};
 
@@ -32,46 +32,79 @@ const VCS_VARS: [&str; 4] = [
 /// Why a provider definition was refused. Messages carry names and keys only.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProviderError {
+    /// The provider's name breaks the name rule.
     #[error("a provider name is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)")]
     InvalidName {},
+    /// A member is missing or of the wrong shape.
     #[error("providers.{provider}: {reason}")]
-    Malformed { provider: String, reason: String },
+    Malformed {
+        /// The provider.
+        provider: String,
+        /// What is wrong (names keys, never values).
+        reason: String,
+    },
+    /// `command` is a relative path.
     #[error(
         "providers.{provider}: `command` must be an absolute path or a bare name, got a relative path"
     )]
-    RelativeCommand { provider: String },
+    RelativeCommand {
+        /// The provider.
+        provider: String,
+    },
+    /// An `env` or `envAllowlist` key is not a variable name.
     #[error(
         "providers.{provider}: environment key #{position} (env keys, then envAllowlist) is not a valid variable name"
     )]
-    InvalidEnvName { provider: String, position: usize },
+    InvalidEnvName {
+        /// The provider.
+        provider: String,
+        /// Its position (env keys, then envAllowlist), from 1.
+        position: usize,
+    },
+    /// A variable is set twice.
     #[error(
         "providers.{provider}: environment key #{position} (env keys, then envAllowlist, then vcsIdentity) is set more than once (they must not overlap)"
     )]
-    DuplicateEnv { provider: String, position: usize },
+    DuplicateEnv {
+        /// The provider.
+        provider: String,
+        /// The repeat's position, from 1.
+        position: usize,
+    },
+    /// `vcsIdentity` has an unusable name or email.
     #[error("providers.{provider}: vcsIdentity.{field} is invalid: {reason}")]
     InvalidVcsIdentity {
+        /// The provider.
         provider: String,
+        /// `name` or `email`.
         field: &'static str,
+        /// Why.
         reason: &'static str,
     },
+    /// An MCP server description was refused.
     #[error("providers.{provider}.mcpServers: {refusal}")]
     Mcp {
+        /// The provider.
         provider: String,
+        /// Why.
         refusal: crate::mcp::McpRefusal,
     },
+    /// A bare `command` is in neither `PATH` nor `~/.local/bin`.
     #[error("provider `{provider}`: command `{command}` not found in PATH or ~/.local/bin")]
-    CommandNotFound { provider: String, command: String },
+    CommandNotFound {
+        /// The provider.
+        provider: String,
+        /// The bare name.
+        command: String,
+    },
+    /// An absolute `command` is not an executable file.
     #[error("provider `{provider}`: `{path}` is not an executable file")]
-    NotExecutable { provider: String, path: PathBuf },
-}
-
-/// How the agent's executable is named in config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CommandRef {
-    /// An absolute path, used as is.
-    Absolute(PathBuf),
-    /// A bare name, resolved from `PATH`, then `$HOME/.local/bin`, at launch.
-    Bare(String),
+    NotExecutable {
+        /// The provider.
+        provider: String,
+        /// The path.
+        path: PathBuf,
+    },
 }
 
 /// A validated provider definition.
@@ -99,61 +132,13 @@ pub struct ProviderSpec {
     pub restricted: RestrictedPolicy,
 }
 
-/// The service's environment as an agent launch sees it: where bare command
-/// names are looked up (the service's `PATH`, then `$HOME/.local/bin`) and
-/// where allowlisted variables take their values (the env file beside the
-/// config, then the service's own environment). Injected so tests need not
-/// mutate the process env.
-#[derive(Debug, Clone, Default)]
-pub struct CommandLookup {
-    /// The `PATH` value to search.
-    pub path: Option<OsString>,
-    /// The home directory whose `.local/bin` is searched last.
-    pub home: Option<PathBuf>,
-    /// Secrets from the env file; they win over the service's environment.
-    pub secrets: EnvFile,
-}
-
-impl CommandLookup {
-    /// The lookup of the running service.
-    pub fn from_env() -> CommandLookup {
-        CommandLookup {
-            path: std::env::var_os("PATH"),
-            home: std::env::var_os("HOME").map(PathBuf::from),
-            secrets: EnvFile::default(),
-        }
-    }
-
-    /// The value an allowlisted `name` gets: the env file's, else the
-    /// service's own environment's.
-    pub fn env_value(&self, name: &str) -> Option<OsString> {
-        self.secrets
-            .get(name)
-            .map(OsString::from)
-            .or_else(|| std::env::var_os(name))
-    }
-}
-
 impl ProviderSpec {
     /// Validates a provider as the typed config holds it. The config
     /// validator calls this, so the runner launches from exactly the rules
     /// the config was checked against.
     pub fn from_config(name: &str, config: &ProviderConfig) -> Result<ProviderSpec, ProviderError> {
         validate_name(name)?;
-        let command = if config.command.is_empty() || config.command.contains('\0') {
-            return Err(ProviderError::Malformed {
-                provider: name.to_string(),
-                reason: "`command` must be a non-empty string".into(),
-            });
-        } else if config.command.starts_with('/') {
-            CommandRef::Absolute(PathBuf::from(&config.command))
-        } else if config.command.contains('/') {
-            return Err(ProviderError::RelativeCommand {
-                provider: name.into(),
-            });
-        } else {
-            CommandRef::Bare(config.command.clone())
-        };
+        let command = command_ref(name, &config.command)?;
         let session = SessionPolicy::from_fields(
             config.idle_seconds,
             config.max_turn_seconds,
@@ -229,15 +214,7 @@ impl ProviderSpec {
             Some(_) => return Err(bad("`command` must be a string".into())),
             None => return Err(bad("`command` is required".into())),
         };
-        let command = if command.starts_with('/') {
-            CommandRef::Absolute(PathBuf::from(command))
-        } else if command.contains('/') {
-            return Err(ProviderError::RelativeCommand {
-                provider: name.into(),
-            });
-        } else {
-            CommandRef::Bare(command)
-        };
+        let command = command_ref(name, &command)?;
         let args = string_list(obj.get("args"), "args").map_err(bad)?;
         let mut env = BTreeMap::new();
         match obj.get("env") {
@@ -400,36 +377,16 @@ impl ProviderSpec {
     /// Resolves the executable: an absolute path is checked as is; a bare
     /// name is searched in `PATH`, then `$HOME/.local/bin`.
     pub fn resolve_command(&self, lookup: &CommandLookup) -> Result<PathBuf, ProviderError> {
-        match &self.command {
-            CommandRef::Absolute(path) => {
-                if is_executable(path) {
-                    Ok(path.clone())
-                } else {
-                    Err(ProviderError::NotExecutable {
-                        provider: self.name.clone(),
-                        path: path.clone(),
-                    })
-                }
-            }
-            CommandRef::Bare(name) => {
-                let mut dirs: Vec<PathBuf> = lookup
-                    .path
-                    .as_ref()
-                    .map(|p| std::env::split_paths(p).collect())
-                    .unwrap_or_default();
-                if let Some(home) = &lookup.home {
-                    dirs.push(home.join(".local/bin"));
-                }
-                dirs.iter()
-                    .filter(|d| d.is_absolute())
-                    .map(|d| d.join(name))
-                    .find(|p| is_executable(p))
-                    .ok_or_else(|| ProviderError::CommandNotFound {
-                        provider: self.name.clone(),
-                        command: name.clone(),
-                    })
-            }
-        }
+        lookup.resolve(&self.command).map_err(|e| match e {
+            CommandError::NotFound { command } => ProviderError::CommandNotFound {
+                provider: self.name.clone(),
+                command,
+            },
+            CommandError::NotExecutable { path } => ProviderError::NotExecutable {
+                provider: self.name.clone(),
+                path,
+            },
+        })
     }
 
     /// The agent's complete environment: allowlisted names with values from
@@ -515,10 +472,17 @@ fn vcs_email_problem(email: &str) -> Option<&'static str> {
     }
 }
 
-fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+/// The config's `command`, read by the one naming rule.
+fn command_ref(provider: &str, command: &str) -> Result<CommandRef, ProviderError> {
+    CommandRef::parse(command).map_err(|e| match e {
+        CommandNameError::Empty => ProviderError::Malformed {
+            provider: provider.to_owned(),
+            reason: "`command` must be a non-empty string".into(),
+        },
+        CommandNameError::Relative => ProviderError::RelativeCommand {
+            provider: provider.to_owned(),
+        },
+    })
 }
 
 mod policy;

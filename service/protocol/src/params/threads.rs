@@ -54,6 +54,13 @@ pub struct ThreadsCreate {
     /// range is `invalid_request`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_timeout_seconds: Option<u64>,
+    /// The thread's own budget (tokens or cost over its whole life),
+    /// checked at each claim with the configured budgets (its key is
+    /// `thread:ID:total`): a spent one fails the turn `budget_exhausted`.
+    /// Without `tokens` or `cost`, or with a negative cost or a currency
+    /// that is not an ISO 4217 code, it is `invalid_request`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::config::ThreadBudget>,
     /// A thread id this application reserved (`threads.reserve`): the
     /// thread gets that id. Another application's, or one never reserved,
     /// is `not_found`; one already taken by a thread is `conflict`.
@@ -142,6 +149,14 @@ pub struct ThreadsConfigure {
         deserialize_with = "present"
     )]
     pub permission_timeout_seconds: Option<Option<u64>>,
+    /// New budget: `Some(Some(b))`; `Some(None)` (JSON `null`) clears it;
+    /// `None` (absent) leaves it unchanged.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub budget: Option<Option<crate::config::ThreadBudget>>,
     /// Makes the call idempotent (replays the first answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,

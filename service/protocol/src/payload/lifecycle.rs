@@ -42,6 +42,9 @@ pub struct ThreadCreated {
     /// provider's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_timeout_seconds: Option<u64>,
+    /// Its own budget (omitted when it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::config::ThreadBudget>,
 }
 
 /// `thread_configured`: the configuration after a `threads.configure`.
@@ -64,6 +67,9 @@ pub struct ThreadConfigured {
     /// when it uses the provider's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_timeout_seconds: Option<u64>,
+    /// Its own budget after the change (omitted when it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::config::ThreadBudget>,
 }
 
 /// `turn_submitted`: a turn was accepted (never its prompt).

@@ -76,7 +76,11 @@ impl Engine {
     /// key). A store that cannot be read refuses nothing: budgets bound
     /// spending, they never make the controller unavailable.
     pub(super) async fn budget_spent(&self, thread: &lapis_protocol::Thread, turn: &str) -> bool {
-        let budgets = self.budgets();
+        let mut budgets = self.budgets();
+        // The thread's own budget counts like a configured one.
+        if let Some(own) = &thread.budget {
+            budgets.push(own.for_thread(&thread.id));
+        }
         let spent = super::super::budgets::spent(
             &self.store,
             &budgets,

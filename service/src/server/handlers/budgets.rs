@@ -32,6 +32,17 @@ pub(super) async fn statuses(
             exhausted: b.spent_by(t),
             id,
         };
+        // A per-turn ceiling counts each turn on its own: nothing is
+        // spent against it between turns.
+        if b.per_turn() {
+            out.push(BudgetStatus {
+                key,
+                budget: b.clone(),
+                since: None,
+                spent: Vec::new(),
+            });
+            continue;
+        }
         let spent = match (b.per, &b.id) {
             (BudgetScope::All, _) | (_, Some(_)) => {
                 let mut scope = UsageScope {
@@ -65,16 +76,42 @@ pub(super) async fn statuses(
     Ok(out)
 }
 
-/// `budgets.reset`: `not_found` unless `key` names a configured budget.
+/// The configured budgets, then every thread's own budget (as the
+/// `thread:ID:total` budget it is checked as at the claim).
+pub(super) async fn all(store: &Store, configured: &[Budget]) -> Result<Vec<Budget>, RpcError> {
+    let mut all = configured.to_vec();
+    all.extend(store.thread_budgets().await.map_err(super::store_err)?);
+    Ok(all)
+}
+
+/// `budgets.reset`: `not_found` unless `key` names a configured budget or
+/// a thread's own.
 pub(crate) async fn budgets_reset(
     ctx: &ServerContext,
     params: BudgetsReset,
 ) -> Result<BudgetReset, RpcError> {
-    let known = ctx
+    let configured = ctx
         .core
         .engine
         .as_ref()
-        .is_some_and(|e| e.budgets().iter().any(|b| b.key() == params.key));
+        .map(|e| e.budgets())
+        .unwrap_or_default();
+    let known = all(&ctx.core.store, &configured)
+        .await?
+        .iter()
+        .any(|b| b.key() == params.key);
+    if configured
+        .iter()
+        .any(|b| b.per_turn() && b.key() == params.key)
+    {
+        return Err(RpcError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "`{}` is a per-turn ceiling: each turn counts on its own, there is nothing to reset",
+                params.key
+            ),
+        ));
+    }
     if !known {
         return Err(RpcError::new(
             ErrorCode::NotFound,

@@ -85,7 +85,12 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
                 .unwrap_or(0);
-            super::budgets::statuses(store, &engine.budgets(), now).await?
+            super::budgets::statuses(
+                store,
+                &super::budgets::all(store, &engine.budgets()).await?,
+                now,
+            )
+            .await?
         }
         None => Vec::new(),
     };

@@ -43,6 +43,7 @@ pub(crate) async fn threads_create(
         context: p.context,
         memory: p.memory,
         permission_timeout_seconds: p.permission_timeout_seconds,
+        budget: p.budget,
         thread_id: p.thread_id,
     };
     let receipt = ctx
@@ -159,6 +160,7 @@ pub(crate) async fn threads_configure(
         restricted: p.restricted,
         retention: p.retention,
         permission_timeout_seconds: p.permission_timeout_seconds,
+        budget: p.budget,
     };
     let receipt = ctx
         .core

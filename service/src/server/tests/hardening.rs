@@ -30,6 +30,7 @@ fn new_thread(actor: &Actor) -> NewThread {
         memory: None,
         thread_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     }
 }
 

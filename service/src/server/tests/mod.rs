@@ -207,6 +207,7 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     memory: None,
                     thread_id: None,
                     permission_timeout_seconds: None,
+                    budget: None,
                 },
             )
             .await

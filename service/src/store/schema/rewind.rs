@@ -49,6 +49,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
      DROP TABLE thread_reservations;",
     "ALTER TABLE threads DROP COLUMN permission_timeout_seconds;",
     "ALTER TABLE turns DROP COLUMN usage; DROP TABLE budget_resets;",
+    "ALTER TABLE threads DROP COLUMN budget;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

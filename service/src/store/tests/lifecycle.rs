@@ -154,6 +154,7 @@ async fn command_ids_are_idempotent_per_principal_with_input_digest() {
         memory: None,
         thread_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     let t1 = s.create_thread(&owner(), input.clone()).await.unwrap();
     let t2 = s.create_thread(&owner(), input.clone()).await.unwrap();
@@ -220,6 +221,7 @@ async fn workspaces_are_canonical_and_aliases_are_refused() {
         memory: None,
         thread_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     assert_eq!(
         s.create_thread(&owner(), th).await.unwrap_err().code(),
@@ -268,4 +270,18 @@ async fn every_transition_returns_the_row_as_stored() {
         .unwrap();
     assert_eq!(done.turn.state, TurnState::Completed);
     assert_eq!(stored(&done.turn), fresh(queued.id.clone()).await);
+}
+
+/// A configure without a budget serializes (and so digests) as it did
+/// before budgets existed; clearing one is an explicit `null`.
+#[test]
+fn a_patch_without_a_budget_keeps_its_receipt_digest_input() {
+    let plain = serde_json::to_string(&crate::domain::ThreadPatch::default()).unwrap();
+    assert!(!plain.contains("budget"), "{plain}");
+    let cleared = crate::domain::ThreadPatch {
+        budget: Some(None),
+        ..Default::default()
+    };
+    let cleared = serde_json::to_string(&cleared).unwrap();
+    assert!(cleared.contains("\"budget\":null"), "{cleared}");
 }

@@ -97,6 +97,7 @@ pub(crate) async fn thread_of(
         memory: None,
         thread_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     store.create_thread(actor, input).await.unwrap().value
 }

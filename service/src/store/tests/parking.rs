@@ -12,7 +12,17 @@ use crate::store::*;
 /// workspace, and that batch too waits for the new claim's boundary.
 #[tokio::test]
 async fn a_parked_claim_shares_the_commit_of_the_submit_and_the_boundary() {
-    let f = fixture().await;
+    // The batch waits up to `deferred_linger` for the boundary; the default
+    // (5 ms) is shorter than a loaded machine takes to schedule the engine
+    // task, so the boundary would land in a commit of its own. The boundary
+    // ends the wait when it arrives, so a long linger costs nothing here.
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(&dir.path().join("home"));
+    o.deferred_linger = std::time::Duration::from_secs(60);
+    let f = Fixture {
+        dir,
+        store: Store::open(o).unwrap(),
+    };
     let s = &f.store;
     let ws = workspace(s, f.dir.path(), "ws1").await;
     let th = thread(s, &ws.id, Retention::Full).await;

@@ -54,6 +54,7 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         memory: None,
         thread_id: None,
         permission_timeout_seconds: None,
+        budget: None,
     };
     store.create_thread(&owner(), input).await.unwrap().value
 }

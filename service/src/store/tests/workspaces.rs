@@ -93,6 +93,7 @@ async fn a_removed_workspace_reopens_verifies_and_comes_back_with_its_threads() 
                 memory: None,
                 thread_id: None,
                 permission_timeout_seconds: None,
+                budget: None,
             },
         )
         .await

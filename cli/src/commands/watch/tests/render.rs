@@ -102,13 +102,3 @@ fn the_transcript_shows_its_tail_wrapped_by_display_width() {
         "{rows}"
     );
 }
-
-#[test]
-fn ages_read_in_whole_units() {
-    use crate::output::age;
-    assert_eq!(age(-5), "0s");
-    assert_eq!(age(59_999), "59s");
-    assert_eq!(age(60_000), "1m");
-    assert_eq!(age(3_600_000), "1h");
-    assert_eq!(age(86_400_000 * 3), "3d");
-}

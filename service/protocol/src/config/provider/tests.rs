@@ -2,6 +2,7 @@
 
 use super::*;
 use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
 
 #[test]
 fn full_definition_parses() {
