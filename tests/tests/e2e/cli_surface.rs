@@ -17,7 +17,7 @@ use crate::serve_support::Server;
 
 /// Asks the bash completion function for the words after the binary name
 /// (`line` ends with the word being completed, possibly empty).
-fn bash_complete(ctx: &TestContext, line: &[&str]) -> Vec<String> {
+pub(crate) fn bash_complete(ctx: &TestContext, line: &[&str]) -> Vec<String> {
     let bin = TestContext::bin();
     let words: Vec<String> = std::iter::once("lapis-ai-controller".to_owned())
         .chain(line.iter().map(|w| format!("'{w}'")))

@@ -17,6 +17,7 @@ mod acp_usage;
 mod attention_notify;
 mod basics;
 mod cli_ask;
+mod cli_completion;
 mod cli_drive;
 mod cli_live;
 mod cli_permissions;
