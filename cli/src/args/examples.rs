@@ -252,6 +252,10 @@ pub(super) const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "One that never auto-approves",
                 "threads create proj --restricted",
             ),
+            (
+                "One whose turns stop being claimed after 2 million tokens",
+                "threads create proj --budget-tokens 2000000",
+            ),
         ],
     ),
     (
@@ -496,6 +500,10 @@ pub(super) const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             (
                 "Also open a session (checks login)",
                 "providers check codex --session",
+            ),
+            (
+                "Probe whether the agent honours a rejected write (needs the service)",
+                "providers check codex --policy",
             ),
         ],
     ),
