@@ -2,6 +2,11 @@
 //! Declarations only; `commands/` does the work.
 
 use clap::{Args, Subcommand};
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::candidates::{
+    catalogue_names, checkable_provider_names, configured_provider_names,
+};
 
 use super::JsonArg;
 
@@ -15,15 +20,24 @@ pub(crate) enum ProvidersCommand {
     /// Remove a configured provider (its secrets stay in the env file).
     Remove {
         /// Provider name.
+        #[arg(add = ArgValueCandidates::new(configured_provider_names))]
         name: String,
     },
     /// Start the agent in a scratch directory and report what it supports.
     Check {
         /// Provider name (configured, catalogue or `echo`).
+        #[arg(add = ArgValueCandidates::new(checkable_provider_names))]
         name: String,
         /// Also open a session (`session/new`): checks login and modes.
         #[arg(long)]
         session: bool,
+        /// Also probe approval acceptance: the running controller runs a
+        /// turn in a scratch workspace asking the agent to write a file,
+        /// rejects the permission, checks the file system itself and
+        /// records honoured / ignored / inconclusive for this provider
+        /// definition (shown by `providers list` and `doctor`).
+        #[arg(long)]
+        policy: bool,
         /// Seconds each step may take.
         #[arg(long, value_name = "SECS", default_value_t = 60)]
         timeout: u64,
@@ -35,6 +49,7 @@ pub(crate) enum ProvidersCommand {
 #[derive(Debug, Args)]
 pub(crate) struct ProvidersAddArgs {
     /// Provider name (a catalogue name fills the defaults).
+    #[arg(add = ArgValueCandidates::new(catalogue_names))]
     pub(crate) name: String,
     /// Executable: absolute path or bare name [default: the catalogue's].
     #[arg(long, value_name = "C")]
