@@ -6,6 +6,9 @@
 //! ```text
 //! managed-parent CONTROLLER HOME CONFIG CHILD_HOME   (the token on stdin)
 //! ```
+//!
+//! With `MANAGED_PARENT_NO_TURN` set it runs no turn (for a stand-in
+//! controller that only answers the handshake).
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -31,6 +34,10 @@ fn main() -> anyhow::Result<()> {
             .inherit("PATH")
             .env("HOME", child_home),
     )?;
+    if std::env::var_os("MANAGED_PARENT_NO_TURN").is_some() {
+        // A stand-in controller (only the handshake): just report it.
+        return report_and_wait(&managed);
+    }
     let client = managed.client();
     let thread = client.threads_create("proj", "echo", ApprovalPolicy::Ask, None)?;
     let turn = client.turns_submit(&thread.id, "c-1", "hello")?;
@@ -41,6 +48,11 @@ fn main() -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    report_and_wait(&managed)
+}
+
+/// Prints the controller's pid, then waits to be killed.
+fn report_and_wait(managed: &ManagedController) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", managed.pid())?;
     out.flush()?;

@@ -298,3 +298,52 @@ fn the_managed_controller_dies_with_its_parent() {
 fn log_of(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
+
+/// The parent-death signal on its own: a stand-in controller that never
+/// reads its stdin again after the startup line (so the socket's end cannot
+/// tell it anything) still gets SIGTERM when its parent is SIGKILLed.
+#[test]
+fn the_parent_death_signal_reaches_a_child_that_ignores_its_stdin() {
+    let setup = Setup::new();
+    let marker = setup.ctx.home().join("got-term");
+    let stand_in = setup.ctx.home().join("stand-in");
+    let ready = r#"{"jsonrpc":"2.0","method":"ready","params":{"server":{"protocol":"lapis-ai-controller/1","version":"0","build":{}},"session":{"id":"s","principal":"owner","application":"embedder","scopes":[]}}}"#;
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\ntrap 'echo term > {}; exit 0' TERM\nread line\necho '{ready}'\nwhile :; do sleep 0.05; done\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_managed-parent"))
+        .args([
+            stand_in.as_path(),
+            setup.home.as_path(),
+            setup.config.as_path(),
+            setup.ctx.home(),
+        ])
+        .env("MANAGED_PARENT_NO_TURN", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = parent.stdin.take().unwrap();
+    writeln!(stdin, "{OWNER}").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    BufReader::new(parent.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let child: u32 = line.trim().parse().unwrap();
+    assert!(!marker.exists());
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    until("the stand-in to get SIGTERM", || marker.exists());
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "term");
+    until("the stand-in to exit", || gone(child));
+    drop(stdin);
+}
