@@ -3,6 +3,7 @@
 #
 #   curl -fsSL https://github.com/lapis-ai/lapis-ai-controller/releases/latest/download/install.sh | sh
 #   curl -fsSL .../install.sh | sh -s -- --version 0.2.0 --no-service
+#   curl -fsSL .../install.sh | sh -s -- --quiet --instance work --install-path ~/bin/lapis
 #
 # Detects the OS, CPU and C library, downloads the matching
 # lapis-ai-controller-<version>-<target>.tar.gz and SHA256SUMS of the pinned
@@ -24,10 +25,17 @@ GLIBC_FLOOR="2.35"
 
 usage() {
   cat <<EOF
-usage: install.sh [--version V] [--no-service] [--base-url URL] [--target TRIPLE]
+usage: install.sh [--version V] [--no-service] [--instance NAME]
+                  [--install-path PATH] [--quiet] [--base-url URL]
+                  [--target TRIPLE]
 
   --version V      install release V (default: the latest release)
   --no-service     do not register or start the user service
+  --instance NAME  install an isolated instance NAME (its own config,
+                   controller home, socket and service unit)
+  --install-path PATH
+                   launcher path (default: ~/.local/bin/lapis-ai-controller)
+  --quiet          print nothing but warnings and errors
   --base-url URL   releases base URL, for mirrors and tests
                    (default: \$LAPIS_AI_CONTROLLER_INSTALL_URL, else
                    $REPO_URL); assets are read from
@@ -36,9 +44,12 @@ usage: install.sh [--version V] [--no-service] [--base-url URL] [--target TRIPLE
 EOF
 }
 
-say() { printf 'install.sh: %s\n' "$*" >&2; }
+quiet=""
+# Progress, silenced by --quiet; warn() and die() always print.
+say() { [ -n "$quiet" ] || printf 'install.sh: %s\n' "$*" >&2; }
+warn() { printf 'install.sh: %s\n' "$*" >&2; }
 die() {
-  say "error: $*"
+  warn "error: $*"
   exit 1
 }
 
@@ -47,6 +58,8 @@ die() {
 main() {
   version=""
   no_service=""
+  instance=""
+  install_path=""
   target=""
   base="${LAPIS_AI_CONTROLLER_INSTALL_URL:-$REPO_URL}"
 
@@ -64,6 +77,28 @@ main() {
         ;;
       --no-service)
         no_service=1
+        shift
+        ;;
+      --quiet | -q)
+        quiet=1
+        shift
+        ;;
+      --instance)
+        [ "$#" -ge 2 ] || die "--instance needs a value"
+        instance="$2"
+        shift 2
+        ;;
+      --instance=*)
+        instance="${1#--instance=}"
+        shift
+        ;;
+      --install-path)
+        [ "$#" -ge 2 ] || die "--install-path needs a value"
+        install_path="$2"
+        shift 2
+        ;;
+      --install-path=*)
+        install_path="${1#--install-path=}"
         shift
         ;;
       --base-url)
@@ -240,16 +275,27 @@ main() {
   tar -xzf "$archive" -C "$tmp/x" "bin/$PRODUCT" || die "cannot extract bin/$PRODUCT from $name"
   set -- install --from "$archive" --checksums "$sums"
   [ -z "$no_service" ] || set -- "$@" --no-service
+  # The installer checks both values itself (an instance name's rules,
+  # a launcher path it did not create).
+  [ -z "$instance" ] || set -- "$@" --instance "$instance"
+  [ -z "$install_path" ] || set -- "$@" --install-path "$install_path"
   # stdin is the script itself under `curl ... | sh`: give the installer none.
   rc=0
-  "$tmp/x/bin/$PRODUCT" "$@" </dev/null || rc=$?
+  if [ -n "$quiet" ]; then
+    # Its report goes; its warnings and errors (stderr) stay.
+    "$tmp/x/bin/$PRODUCT" "$@" </dev/null >/dev/null || rc=$?
+  else
+    "$tmp/x/bin/$PRODUCT" "$@" </dev/null || rc=$?
+  fi
+  start="$PRODUCT serve --background"
+  [ -z "$instance" ] || start="$start --instance $instance"
   case "$rc" in
     0) ;;
     # Installed, but no service manager answered: not a failure of the
     # install. Pass the exit class through with what to do.
     3)
-      say "installed; no service manager answered, so the controller is not running yet"
-      say "start it with: $PRODUCT serve --background   (or the serve command printed above)"
+      warn "installed; no service manager answered, so the controller is not running yet"
+      warn "start it with: $start   (or the serve command printed above)"
       exit 3
       ;;
     *) die "$PRODUCT install failed (exit $rc)" ;;

@@ -17,7 +17,7 @@ pub(crate) fn json<T: Serialize + ?Sized>(value: &T) -> io::Result<()> {
     line(text)
 }
 
-fn quiet_pipe(result: io::Result<()>) -> io::Result<()> {
+pub(crate) fn quiet_pipe(result: io::Result<()>) -> io::Result<()> {
     match result {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
@@ -37,17 +37,5 @@ pub(crate) fn stdout_closed() -> bool {
             .revents()
             .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP)),
         _ => false,
-    }
-}
-
-/// A duration in milliseconds as a person reads an age: `42s`, `5m`, `3h`,
-/// `2d` (whole units, rounded down; negative is `0s`).
-pub(crate) fn age(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86_400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
     }
 }

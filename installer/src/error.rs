@@ -75,15 +75,20 @@ impl InstallError {
 
     /// Whether the failure is "the service or its manager is unavailable"
     /// (exit class 3) rather than a plain failure.
+    ///
+    /// A release server that cannot be reached at all (offline) counts:
+    /// `update` on a machine without a network exits 3, not 2.
     pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
+        match self {
             InstallError::Service(
                 ServiceError::Unavailable(_)
-                    | ServiceError::NotReady { .. }
-                    | ServiceError::Failed(_)
-                    | ServiceError::Command { .. }
-            )
-        )
+                | ServiceError::NotReady { .. }
+                | ServiceError::Failed(_)
+                | ServiceError::Command { .. },
+            ) => true,
+            InstallError::Archive(ArchiveError::Update(e)) => e.is_unreachable(),
+            InstallError::Archive(ArchiveError::Fetch(e)) => e.is_unreachable(),
+            _ => false,
+        }
     }
 }

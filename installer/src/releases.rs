@@ -52,24 +52,22 @@ pub struct Listing {
 }
 
 /// Process ids executing from each snapshot, found by reading
-/// `/proc/<pid>/exe`. Processes whose executable cannot be read (other users)
-/// are not seen. Empty on systems without `/proc`.
+/// `/proc/<pid>/exe`, leaving out this process (the command asking is not
+/// a user of what it lists). Processes whose executable cannot be read
+/// (other users) are not seen. Empty on systems without `/proc`.
 pub fn processes_using(paths: &Paths) -> BTreeMap<String, Vec<u32>> {
     let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     let Ok(rd) = fs::read_dir("/proc") else {
         return out;
     };
-    // The kernel reports resolved paths; HOME may contain a symlink.
-    let mut resolved = paths.clone();
-    if let Ok(root) = fs::canonicalize(&paths.releases_root) {
-        resolved.releases_root = root;
-    }
-    let paths = &resolved;
+    let paths = &resolved(paths);
+    let own = std::process::id();
     for entry in rd.flatten() {
         let Some(pid) = entry
             .file_name()
             .to_str()
             .and_then(|s| s.parse::<u32>().ok())
+            .filter(|&pid| pid != own)
         else {
             continue;
         };
@@ -81,6 +79,22 @@ pub fn processes_using(paths: &Paths) -> BTreeMap<String, Vec<u32>> {
         }
     }
     out
+}
+
+/// `paths` with the releases root as the kernel reports executables:
+/// resolved (HOME may contain a symlink).
+fn resolved(paths: &Paths) -> Paths {
+    let mut resolved = paths.clone();
+    if let Ok(root) = fs::canonicalize(&paths.releases_root) {
+        resolved.releases_root = root;
+    }
+    resolved
+}
+
+/// The snapshot this process executes from, if it is one of `paths`'.
+fn own_snapshot(paths: &Paths) -> Option<String> {
+    let exe = fs::read_link("/proc/self/exe").ok()?;
+    digest_of_exe(&resolved(paths), &exe)
 }
 
 /// The snapshot a process executable path lies in (a deleted executable
@@ -259,13 +273,15 @@ pub fn gc(paths: &Paths, keep: usize) -> Result<GcReport, InstallError> {
     let mut state = InstallState::load(paths);
     let (launcher, previous) = active_and_previous(paths, &state)?;
     let users = processes_using(paths);
+    let own = own_snapshot(paths);
     let mut candidates = Vec::new();
     for digest in snapshot::list_digests(paths)? {
         let reason = if launcher.digest() == Some(digest.as_str()) {
             Some("active")
         } else if previous.as_deref() == Some(digest.as_str()) {
             Some("previous")
-        } else if users.contains_key(&digest) {
+        } else if users.contains_key(&digest) || own.as_deref() == Some(digest.as_str()) {
+            // Its own snapshot too: gc never removes what it runs from.
             Some("in use")
         } else {
             None

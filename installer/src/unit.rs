@@ -71,6 +71,20 @@ pub fn restart_command(paths: &Paths) -> String {
 /// - `EnvironmentFile=-…/env`: the optional env file beside the config; the
 ///   `-` keeps a missing file fine.
 /// - `ExecReload` sends SIGHUP, on which `serve` re-reads its configuration.
+/// - Hardening: only what a *user* unit can apply without namespaces
+///   (prctl and seccomp, which the user manager sets up unprivileged) and
+///   what agents never need, since they run in the user's workspaces with
+///   node, npm, git and compilers: no privilege gain through setuid
+///   binaries (`sudo` in an agent fails), no setuid files, no realtime
+///   scheduling, no personality change, native system calls only, and
+///   sockets of the local, internet and netlink families (glibc's
+///   resolver uses netlink). Mount-namespace options (`ProtectSystem`,
+///   `PrivateTmp`, `ProtectKernel*` …) are the opt-in [`STRICT_DROP_IN`]:
+///   they confine where agents may write, and a user unit can only apply
+///   them where unprivileged user namespaces are allowed. Not even opt-in:
+///   `MemoryDenyWriteExecute` (breaks node's JIT), `RestrictNamespaces`
+///   (breaks agents that sandbox themselves), `SystemCallFilter` (breaks
+///   debuggers and containers agents run).
 pub fn systemd_unit(paths: &Paths) -> Result<String, UnitPathError> {
     let exec = serve_args(paths)
         .iter()
@@ -94,6 +108,13 @@ pub fn systemd_unit(paths: &Paths) -> Result<String, UnitPathError> {
          RestartSec=2\n\
          TimeoutStopSec=30\n\
          UMask=0077\n\
+         # Hardening a user unit can apply; more: the opt-in drop-in in docs/installing.md.\n\
+         NoNewPrivileges=yes\n\
+         RestrictSUIDSGID=yes\n\
+         RestrictRealtime=yes\n\
+         LockPersonality=yes\n\
+         SystemCallArchitectures=native\n\
+         RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK\n\
          \n\
          [Install]\n\
          WantedBy=default.target\n",
@@ -101,6 +122,29 @@ pub fn systemd_unit(paths: &Paths) -> Result<String, UnitPathError> {
         env_file = systemd_path(&paths.env_file().display().to_string())?,
     ))
 }
+
+/// The opt-in hardening drop-in for the systemd user unit, for people
+/// whose agent workspaces all live under their home (docs/installing.md
+/// says where to put it): the file system read-only but for the home and
+/// the runtime directory, a private `/tmp`, the kernel's tunables, modules,
+/// logs, clock, hostname and control groups out of reach, other users'
+/// processes hidden. A user unit gets these through a user namespace, so
+/// the service does not start where unprivileged user namespaces are
+/// forbidden; a workspace outside the home needs its own `ReadWritePaths=`
+/// line.
+pub const STRICT_DROP_IN: &str = "\
+[Service]
+ProtectSystem=strict
+ReadWritePaths=%h %t
+PrivateTmp=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+";
 
 /// The launchd agent plist text.
 pub fn launchd_plist(paths: &Paths) -> Result<String, UnitPathError> {
@@ -258,6 +302,30 @@ mod tests {
             assert!(unit.lines().any(|l| l == line), "missing {line}:\n{unit}");
         }
         assert!(!unit.contains("Type=simple"));
+        // The hardening a user unit can apply, and none that would break
+        // agents (node's JIT, self-sandboxing agents) or need namespaces.
+        for line in [
+            "NoNewPrivileges=yes",
+            "RestrictSUIDSGID=yes",
+            "RestrictRealtime=yes",
+            "LockPersonality=yes",
+            "SystemCallArchitectures=native",
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+        ] {
+            assert!(unit.lines().any(|l| l == line), "missing {line}:\n{unit}");
+        }
+        for never in [
+            "MemoryDenyWriteExecute",
+            "RestrictNamespaces",
+            "SystemCallFilter",
+            "ProtectSystem",
+            "PrivateTmp",
+        ] {
+            assert!(
+                !unit.contains(never),
+                "{never} in the default unit:\n{unit}"
+            );
+        }
         // Specifiers in the env file path are doubled; a trailing space or
         // backslash cannot be written at all.
         let odd = systemd_unit(&paths(None, ServiceKind::Systemd, "/home/50%")).unwrap();
@@ -268,6 +336,22 @@ mod tests {
         assert!(systemd_path("/a/b ").is_err());
         assert!(systemd_path("/a/b\\").is_err());
         assert_eq!(systemd_path("/a b/c").unwrap(), "/a b/c");
+    }
+
+    #[test]
+    fn the_installing_guide_gives_the_drop_in_as_it_is_here() {
+        let guide = include_str!("../../docs/installing.md");
+        assert!(
+            guide.contains(&format!("```ini\n{STRICT_DROP_IN}```")),
+            "docs/installing.md must quote STRICT_DROP_IN verbatim"
+        );
+        let unit = systemd_unit(&paths(None, ServiceKind::Systemd, "/home/u")).unwrap();
+        for line in unit
+            .lines()
+            .filter(|l| l.starts_with("Restrict") || l.starts_with("NoNew"))
+        {
+            assert!(guide.contains(line), "docs/installing.md lacks {line}");
+        }
     }
 
     #[test]

@@ -135,6 +135,21 @@ pub enum FetchError {
     },
 }
 
+impl FetchError {
+    /// Whether the server could not be reached at all (no connection, no
+    /// name resolution, a timeout): the machine is offline or the server
+    /// is down, as against a refusal or a bad answer.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Download {
+                source: self_update::errors::Error::Transport(_),
+                ..
+            }
+        )
+    }
+}
+
 /// Whole-transfer timeout for one download.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 /// Read size while streaming a body.

@@ -4,7 +4,6 @@
 //! by the build) and handed to the libraries as a value; nothing here reads the
 //! live checkout or the clock.
 
-use lapis_protocol::time::civil_from_days;
 use serde::{Deserialize, Serialize};
 
 /// The four facts that identify a build. A plain `cargo build` reports `dev`
@@ -23,22 +22,15 @@ pub struct BuildIdentity {
 }
 
 /// Renders seconds since the Unix epoch (`SOURCE_DATE_EPOCH`) as the UTC
-/// date `YYYY-MM-DD` used in [`BuildIdentity::date`].
+/// date `YYYY-MM-DD` used in [`BuildIdentity::date`] (through
+/// `lapis_protocol::time`, where every time format lives).
 pub fn date_from_epoch(secs: i64) -> String {
-    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
-    format!("{year:04}-{month:02}-{day:02}")
+    lapis_protocol::time::format_date(secs)
 }
 
 /// Renders seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 pub fn utc_from_epoch(secs: i64) -> String {
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{}T{:02}:{:02}:{:02}Z",
-        date_from_epoch(secs),
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    lapis_protocol::time::format_secs(secs)
 }
 
 #[cfg(test)]

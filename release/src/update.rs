@@ -166,6 +166,20 @@ pub enum UpdateError {
     Checksum(#[from] ChecksumError),
 }
 
+impl UpdateError {
+    /// Whether the release server could not be reached at all (offline,
+    /// no name resolution, a timeout), as against a refusal or a bad answer.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            UpdateError::List { source, .. } => {
+                matches!(source, self_update::errors::Error::Transport(_))
+            }
+            UpdateError::Fetch(f) => f.is_unreachable(),
+            _ => false,
+        }
+    }
+}
+
 /// Lists the releases that have this target's archive and a `SHA256SUMS`,
 /// newest first.
 pub fn candidates(source: &UpdateSource, target: &str) -> Result<Vec<Candidate>, UpdateError> {

@@ -2,6 +2,11 @@
 //! Declarations only; `commands/` does the work.
 
 use clap::{Args, Subcommand};
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::candidates::{
+    catalogue_names, checkable_provider_names, configured_provider_names,
+};
 
 use super::JsonArg;
 
@@ -15,11 +20,13 @@ pub(crate) enum ProvidersCommand {
     /// Remove a configured provider (its secrets stay in the env file).
     Remove {
         /// Provider name.
+        #[arg(add = ArgValueCandidates::new(configured_provider_names))]
         name: String,
     },
     /// Start the agent in a scratch directory and report what it supports.
     Check {
         /// Provider name (configured, catalogue or `echo`).
+        #[arg(add = ArgValueCandidates::new(checkable_provider_names))]
         name: String,
         /// Also open a session (`session/new`): checks login and modes.
         #[arg(long)]
@@ -42,6 +49,7 @@ pub(crate) enum ProvidersCommand {
 #[derive(Debug, Args)]
 pub(crate) struct ProvidersAddArgs {
     /// Provider name (a catalogue name fills the defaults).
+    #[arg(add = ArgValueCandidates::new(catalogue_names))]
     pub(crate) name: String,
     /// Executable: absolute path or bare name [default: the catalogue's].
     #[arg(long, value_name = "C")]

@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use clap_complete::engine::ArgValueCandidates;
 
-use crate::commands::candidates::{provider_names, thread_ids, turn_ids, workspace_ids};
+use crate::commands::candidates::{
+    pending_request_ids, provider_names, request_option_ids, thread_ids, turn_ids, turns_asking,
+    workspace_ids,
+};
 
 use super::{CommandIdArg, JsonArg};
 
@@ -129,8 +132,7 @@ fn permission_timeout(value: &str) -> Result<PermissionTimeout, String> {
 pub(crate) enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
     Create {
-        /// Agent workspace id (from `workspaces list`). Positional, because
-        /// `--workspace` always means the controller home.
+        /// Agent workspace id (from `workspaces list`, or a unique prefix).
         #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(workspace_ids))]
         workspace: String,
         /// Provider name from the configuration.
@@ -386,10 +388,10 @@ pub(crate) enum PermissionsCommand {
     /// List pending permission requests with their options.
     List {
         /// Only requests of this thread.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCandidates::new(thread_ids))]
         thread: Option<String>,
         /// Only requests of this turn.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCandidates::new(turn_ids))]
         turn: Option<String>,
         #[command(flatten)]
         out: JsonArg,
@@ -399,11 +401,14 @@ pub(crate) enum PermissionsCommand {
     #[command(group(clap::ArgGroup::new("answer").multiple(false)))]
     Respond {
         /// Turn id.
+        #[arg(add = ArgValueCandidates::new(turns_asking))]
         turn: String,
         /// Request id.
+        #[arg(add = ArgValueCandidates::new(pending_request_ids))]
         request: String,
         /// Option id (see `permissions list`).
         #[arg(
+            add = ArgValueCandidates::new(request_option_ids),
             group = "answer",
             required_unless_present_any = ["allow", "allow_always", "reject", "reject_always"]
         )]

@@ -4,14 +4,28 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::commands::candidates::instance_names;
 
 /// Options every command accepts; they select which installation is meant.
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct GlobalArgs {
     /// Configuration file [default: ~/.config/lapis-ai-controller/config.json].
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Global options"
+    )]
     pub(crate) config: Option<PathBuf>,
     /// Isolated instance name (its own config, home, socket and service unit).
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME",
+        help_heading = "Global options",
+        add = ArgValueCandidates::new(instance_names)
+    )]
     pub(crate) instance: Option<String>,
 }

@@ -5,8 +5,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use clap_complete::engine::ArgValueCandidates;
 
 use super::{HomeArg, JsonArg};
+use crate::commands::candidates::snapshot_digests;
 
 #[derive(Debug, Args)]
 pub(crate) struct LogsArgs {
@@ -67,6 +69,9 @@ pub(crate) struct UninstallArgs {
     /// Also remove the configuration (with its tokens) and the controller home.
     #[arg(long)]
     pub(crate) purge: bool,
+    /// Do not ask before --purge deletes (it asks only on a terminal).
+    #[arg(long, short = 'y', requires = "purge")]
+    pub(crate) yes: bool,
     #[command(flatten)]
     pub(crate) out: JsonArg,
 }
@@ -91,7 +96,7 @@ pub(crate) struct GcArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RollbackArgs {
     /// Snapshot digest (or unique prefix) to activate [default: previous].
-    #[arg(long, value_name = "DIGEST")]
+    #[arg(long, value_name = "DIGEST", add = ArgValueCandidates::new(snapshot_digests))]
     pub(crate) to: Option<String>,
     /// Do not restart the installed user service; print the command instead.
     #[arg(long)]

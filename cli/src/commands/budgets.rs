@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::args::{BudgetsCommand, GlobalArgs};
 use crate::exit::CliResult;
+use crate::table::{Cell, Table};
 use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
@@ -21,9 +22,15 @@ pub(super) fn run(global: &GlobalArgs, command: BudgetsCommand) -> CliResult {
                 return Ok(());
             }
             if budgets.is_empty() {
-                crate::output::line("no budgets configured (`budgets` in the config)")?;
+                eprintln!("no budgets configured (`budgets` in the config)");
                 return Ok(());
             }
+            // One row per budget and what it counts (`all`, or a
+            // workspace or provider id); a budget nothing was spent
+            // against yet has one row of zeros.
+            let mut table = Table::new(&[
+                "BUDGET", "LIMIT", "SINCE", "SPENT ON", "TOKENS", "COST", "STATE",
+            ]);
             for b in &budgets {
                 let limit = [
                     b.budget.tokens.map(|t| format!("{t} tokens")),
@@ -35,36 +42,52 @@ pub(super) fn run(global: &GlobalArgs, command: BudgetsCommand) -> CliResult {
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(" or ");
-                let since = b.since.map_or_else(
-                    || "all time".to_owned(),
-                    |s| format!("since {}", format_ms(s)),
-                );
+                let since = || match b.since {
+                    Some(s) => Cell::Time(Some(s)),
+                    None => "all time".into(),
+                };
                 if b.budget.per_turn() {
-                    crate::output::line(safe(&format!(
-                        "budget {}: {limit} per turn (a running turn that reaches it is stopped: budget_exhausted)",
-                        b.key
-                    )))?;
+                    // A ceiling on each running turn: nothing accumulates.
+                    table.row(vec![
+                        (&b.key).into(),
+                        limit.clone().into(),
+                        "per turn".into(),
+                        "-".into(),
+                        "-".into(),
+                        "-".into(),
+                        "a running turn that reaches it is stopped: budget_exhausted".into(),
+                    ]);
                     continue;
                 }
-                crate::output::line(safe(&format!("budget {}: {limit}, {since}", b.key)))?;
                 if b.spent.is_empty() {
-                    crate::output::line("  nothing spent")?;
+                    table.row(vec![
+                        (&b.key).into(),
+                        limit.clone().into(),
+                        since(),
+                        "-".into(),
+                        "0".into(),
+                        format!("{:.4} {}", 0.0, b.budget.currency()).into(),
+                        "open".into(),
+                    ]);
                 }
                 for s in &b.spent {
-                    crate::output::line(safe(&format!(
-                        "  {}: {} tokens, {:.4} {}{}",
-                        s.id.as_deref().unwrap_or("all"),
-                        s.tokens,
-                        s.cost.0,
-                        b.budget.currency(),
+                    table.row(vec![
+                        (&b.key).into(),
+                        limit.clone().into(),
+                        since(),
+                        s.id.as_deref().unwrap_or("all").into(),
+                        s.tokens.to_string().into(),
+                        format!("{:.4} {}", s.cost.0, b.budget.currency()).into(),
                         if s.exhausted {
-                            " — spent: new turns fail budget_exhausted"
+                            "spent: new turns fail budget_exhausted"
                         } else {
-                            ""
+                            "open"
                         }
-                    )))?;
+                        .into(),
+                    ]);
                 }
             }
+            table.print()?;
             Ok(())
         }
         BudgetsCommand::Reset { key, out } => {

@@ -51,6 +51,7 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
         JournalCommand::Reanchor { out } => return reanchor(global, out.json),
     };
     let mut client = connect(global)?;
+    let thread = super::ids::optional(&mut client, thread, super::ids::thread)?;
     // Where to start reading, and how many of the events read to keep.
     let (mut after, keep) = match (since, lines) {
         (Some(seq), _) => (seq, None),

@@ -14,6 +14,7 @@ mod connect;
 mod doctor;
 mod evidence;
 mod follow;
+mod ids;
 mod install;
 mod install_from;
 mod interrupt;

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::args::{GlobalArgs, PermissionsCommand};
 use crate::exit::{CliError, CliResult};
+use crate::table::{Cell, Table};
 use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
@@ -28,29 +29,43 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
     let mut client = connect(global)?;
     match command {
         PermissionsCommand::List { thread, turn, out } => {
+            let thread = super::ids::optional(&mut client, thread, super::ids::thread)?;
+            let turn = super::ids::optional(&mut client, turn, super::ids::turn)?;
             let requests = client
                 .permissions_list(thread.as_deref(), turn.as_deref())
                 .map_err(client_error)?;
             if out.json {
                 crate::output::json(&json!({ "requests": requests }))?;
             } else if requests.is_empty() {
-                crate::output::line("no pending permission requests")?;
+                eprintln!("no pending permission requests");
             } else {
-                // Titles and option names are the agent's: terminal-safe.
-                // Every workspace's requests are listed: each names its own.
+                // Titles and option names are the agent's: the table makes
+                // every cell terminal-safe. Every workspace's requests are
+                // listed: each names its own.
+                let mut table = Table::new(&[
+                    "TURN",
+                    "REQUEST",
+                    "WORKSPACE",
+                    "TITLE",
+                    "OPTIONS",
+                    "DEADLINE",
+                ]);
                 for r in &requests {
-                    crate::output::line(safe(&format!(
-                        "{}\t{}\t{}\t{}\tuntil {}",
-                        r.turn_id,
-                        r.id,
-                        r.workspace_id,
-                        title(r),
-                        format_ms(r.deadline)
-                    )))?;
-                    for o in &r.options {
-                        crate::output::line(safe(&format!("  {}\t{}\t{}", o.id, o.name, o.kind)))?;
-                    }
+                    let options: Vec<String> = r
+                        .options
+                        .iter()
+                        .map(|o| format!("{} [{}] {}", o.id, o.kind, o.name))
+                        .collect();
+                    table.row(vec![
+                        (&r.turn_id).into(),
+                        (&r.id).into(),
+                        (&r.workspace_id).into(),
+                        title(r).into(),
+                        options.join("; ").into(),
+                        Cell::Time(Some(r.deadline)),
+                    ]);
                 }
+                table.print()?;
             }
         }
         PermissionsCommand::Respond {
@@ -64,6 +79,8 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
             cmd,
             out,
         } => {
+            let turn = super::ids::turn(&mut client, &turn)?;
+            let request = super::ids::request(&mut client, &turn, &request)?;
             let verb = [
                 (allow, Verb::Allow),
                 (allow_always, Verb::AllowAlways),

@@ -4,24 +4,29 @@
 //!
 //! What must stay true:
 //! - plain output joins a run of reply chunks into running text (no newline
-//!   per chunk); thoughts are marked apart and never mixed into the reply:
-//!   they go to *stderr* (stdout carries only what a script consumes), the
-//!   rest to stdout; colour only when that stream is a terminal and
-//!   `NO_COLOR` is unset;
+//!   per chunk); thoughts are marked apart and never mixed into the reply;
+//! - stdout carries only what a script consumes: for a watched turn
+//!   (`--follow`, `ask`) that is the reply, and thoughts, tool calls,
+//!   permission notes and the agent's stderr go to *stderr*; for `journal
+//!   tail` the events are the output, so they all go to stdout (thoughts
+//!   still to stderr), each line led by its event's commit time;
 //! - plain output passes every agent-supplied string through
-//!   [`crate::terminal::safe`] (only the printer's own styling is raw ANSI);
+//!   [`crate::terminal::safe`]; the printer's own styles ([`crate::style`])
+//!   are written through `anstream`, which drops them where colour is not
+//!   wanted (a pipe, `NO_COLOR`, `CLICOLOR=0`, `TERM=dumb`);
 //! - `--json` follow output is NDJSON: one compact object per line, each
 //!   with exactly one member (`turn`, `event` or `permission`);
 //! - a closed stdout ends the loop at once ([`Halt::Closed`]), found either
 //!   by a failed write or by polling while idle; callers exit 0 then;
 //! - payloads are read typed, through `JournalEvent::body()`.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 
 use lapis_protocol::{JournalEvent, Note, Observation, Payload};
 use serde_json::{Value, json};
 
 use crate::exit::CliError;
+use crate::style::{self, BOLD, DIM};
 use crate::terminal::safe;
 
 /// Why a follow loop stopped early.
@@ -58,10 +63,6 @@ enum Run {
 pub(super) struct Printer {
     /// NDJSON instead of text.
     json: bool,
-    /// ANSI styling on stdout (a terminal, and `NO_COLOR` is unset).
-    color: bool,
-    /// ANSI styling on stderr, where thoughts go (likewise).
-    err_color: bool,
     /// Show the agent's thoughts.
     thoughts: bool,
     /// Show lifecycle events (`journal tail`); a watched turn shows only
@@ -75,18 +76,11 @@ pub(super) struct Printer {
     err_at_line_start: bool,
 }
 
-const DIM: &str = "\x1b[2m";
-const BOLD: &str = "\x1b[1m";
-const RESET: &str = "\x1b[0m";
-
 impl Printer {
     /// A printer for stdout.
     pub(super) fn new(json: bool, thoughts: bool, lifecycle: bool) -> Printer {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Printer {
             json,
-            color: !json && !no_color && io::stdout().is_terminal(),
-            err_color: !json && !no_color && io::stderr().is_terminal(),
             thoughts,
             lifecycle,
             run: Run::None,
@@ -112,7 +106,7 @@ impl Printer {
         if text.is_empty() {
             return;
         }
-        let mut err = io::stderr().lock();
+        let mut err = anstream::stderr().lock();
         if err
             .write_all(text.as_bytes())
             .and_then(|()| err.flush())
@@ -127,7 +121,7 @@ impl Printer {
         if text.is_empty() {
             return Ok(());
         }
-        let mut out = io::stdout().lock();
+        let mut out = anstream::stdout().lock();
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => {
                 self.at_line_start = text.ends_with('\n');
@@ -138,19 +132,27 @@ impl Printer {
         }
     }
 
-    fn err_styled(&self, style: &str, text: &str) -> String {
-        if self.err_color {
-            format!("{style}{text}{RESET}")
+    /// Writes one finished line where notes go: stdout for `journal tail`
+    /// (the notes are its output), stderr for a watched turn (stdout is
+    /// the reply's).
+    fn note_line(&mut self, line: &str) -> Result<(), Halt> {
+        if self.lifecycle {
+            self.write(&format!("{line}\n"))
         } else {
-            text.to_owned()
+            self.write_err(&format!("{line}\n"));
+            Ok(())
         }
     }
 
-    fn styled(&self, style: &str, text: &str) -> String {
-        if self.color {
-            format!("{style}{text}{RESET}")
+    /// `journal tail` leads each line with its event's commit time.
+    fn stamp(&self, e: &JournalEvent) -> String {
+        if self.lifecycle {
+            format!(
+                "{} ",
+                style::paint(DIM, &lapis_protocol::time::format_ms(e.at))
+            )
         } else {
-            text.to_owned()
+            String::new()
         }
     }
 
@@ -183,12 +185,12 @@ impl Printer {
         self.write(&format!("{line}\n"))
     }
 
-    /// A status line (plain mode), dimmed on a terminal; made
-    /// terminal-safe, since it quotes what the agent sent.
-    pub(super) fn status(&mut self, text: &str) -> Result<(), Halt> {
+    /// A status line (plain mode) about event `e`, dimmed on a terminal;
+    /// made terminal-safe, since it quotes what the agent sent.
+    fn status(&mut self, e: &JournalEvent, text: &str) -> Result<(), Halt> {
         self.end_run()?;
-        let line = self.styled(DIM, &safe(text));
-        self.write(&format!("{line}\n"))
+        let line = format!("{}{}", self.stamp(e), style::paint(DIM, &safe(text)));
+        self.note_line(&line)
     }
 
     /// Shows one event.
@@ -204,6 +206,8 @@ impl Printer {
                 if self.run != Run::Reply {
                     self.end_run()?;
                     self.run = Run::Reply;
+                    let stamp = self.stamp(e);
+                    self.write(&stamp)?;
                 }
                 self.write(&safe(text))
             }
@@ -217,10 +221,10 @@ impl Printer {
                 if self.run != Run::Thought {
                     self.end_run()?;
                     self.run = Run::Thought;
-                    let mark = self.err_styled(DIM, "thinking: ");
+                    let mark = format!("{}{}", self.stamp(e), style::paint(DIM, "thinking: "));
                     self.write_err(&mark);
                 }
-                let text = self.err_styled(DIM, &safe(text));
+                let text = style::paint(DIM, &safe(text));
                 self.write_err(&text);
                 Ok(())
             }
@@ -234,24 +238,30 @@ impl Printer {
                 let status = inv.status.as_deref().unwrap_or("pending");
                 self.end_run()?;
                 let what = safe(&format!("{title}{kind}: {status}")).into_owned();
-                let line = format!("{} {what}", self.styled(BOLD, "tool"));
-                self.write(&format!("{line}\n"))
+                let line = format!("{}{} {what}", self.stamp(e), style::paint(BOLD, "tool"));
+                self.note_line(&line)
             }
             Some(Payload::PermissionRequested(r)) => {
                 let title = r.invocation.title.as_deref().unwrap_or("a tool call");
-                self.status(&format!("permission {} requested: {title}", r.request_id))
+                self.status(
+                    e,
+                    &format!("permission {} requested: {title}", r.request_id),
+                )
             }
             Some(Payload::PermissionDecided(d)) => {
                 let by = d.decided_by.map_or("late", |b| b.as_str());
-                self.status(&format!(
-                    "permission {}: {} (by {by})",
-                    d.request_id,
-                    d.answer.label()
-                ))
+                self.status(
+                    e,
+                    &format!(
+                        "permission {}: {} (by {by})",
+                        d.request_id,
+                        d.answer.label()
+                    ),
+                )
             }
             Some(Payload::Observation(Observation::Note(Note::AgentStderr(tail)))) => {
                 for line in &tail.lines {
-                    self.status(&format!("agent stderr: {line}"))?;
+                    self.status(e, &format!("agent stderr: {line}"))?;
                 }
                 Ok(())
             }
@@ -262,7 +272,10 @@ impl Printer {
                     None if e.payload_unavailable => "(payload unavailable)".into(),
                     None => String::new(),
                 };
-                self.status(&format!("[{} #{}] {detail}", e.kind.as_str(), e.thread_seq))
+                self.status(
+                    e,
+                    &format!("[{} #{}] {detail}", e.kind.as_str(), e.thread_seq),
+                )
             }
         }
     }

@@ -21,6 +21,7 @@ use super::config_files::{EditFailure, config_path, load_config, reload_running}
 use crate::args::{GlobalArgs, JsonArg, ProvidersCommand};
 use crate::exit::{CliError, CliResult};
 use crate::output;
+use crate::table::Table;
 
 pub(super) fn run(global: &GlobalArgs, command: ProvidersCommand) -> CliResult {
     match command {
@@ -120,14 +121,10 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
         output::json(&json!({"config": path, "configured": configured, "catalogue": catalogue}))?;
         return Ok(());
     }
-    let status = |v: &Value| {
-        if v["found"] == true {
-            "found"
-        } else {
-            "not found"
+    let command = |v: &Value| {
+        if v["builtin"] == true {
+            return "built-in".to_owned();
         }
-    };
-    let line = |v: &Value| {
         let mut cmd = v["command"].as_str().unwrap_or("").to_string();
         for a in v["args"].as_array().into_iter().flatten() {
             cmd.push(' ');
@@ -135,52 +132,75 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
         }
         cmd
     };
-    output::line(format!("configured providers ({}):", path.display()))?;
-    for v in &configured {
-        let name = v["name"].as_str().unwrap_or("");
-        let cmd = if v["builtin"] == true {
-            "built-in".to_string()
+    let found = |v: &Value| {
+        if v["found"] == true {
+            "found"
         } else {
-            line(v)
-        };
-        output::line(format!("  {name:<14} {cmd:<40} {}", status(v)))?;
-        if let Some(servers) = v["mcpServers"].as_array() {
-            let names: Vec<String> = servers
-                .iter()
-                .map(|s| {
-                    format!(
-                        "{} ({})",
-                        s["name"].as_str().unwrap_or(""),
-                        s["transport"].as_str().unwrap_or("")
-                    )
-                })
-                .collect();
-            output::line(format!("  {:<14} mcp: {}", "", names.join(", ")))?;
+            "not found"
         }
-        if let Some(a) = v.get("approval") {
-            let older = if a["current"] == true {
+    };
+    eprintln!("configuration: {}", path.display());
+    // The configured providers first, then the catalogue (`providers add
+    // NAME`); a catalogue entry already configured says so.
+    // APPROVAL: the latest approval-acceptance probe (`providers check NAME
+    // --policy`), marked when it judged an older definition.
+    let approval = |v: &Value| match v.get("approval") {
+        Some(a) => format!(
+            "{} at {}{}",
+            a["verdict"].as_str().unwrap_or("?"),
+            a["checkedAt"].as_str().unwrap_or("?"),
+            if a["current"] == true {
                 ""
             } else {
                 " (an older definition: probe again)"
-            };
-            output::line(format!(
-                "  {:<14} approval acceptance: {} at {}{older}",
-                "",
-                a["verdict"].as_str().unwrap_or("?"),
-                a["checkedAt"].as_str().unwrap_or("?")
-            ))?;
-        }
-    }
-    output::line("catalogue (`providers add NAME`):")?;
-    for v in &catalogue {
-        let name = v["name"].as_str().unwrap_or("");
-        let mark = if v["configured"] == true {
-            "  [configured]"
+            }
+        ),
+        None => "-".to_owned(),
+    };
+    let mut table = Table::new(&["NAME", "SOURCE", "COMMAND", "FOUND", "MCP", "APPROVAL"]);
+    for v in &configured {
+        let mcp: Vec<String> = v["mcpServers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                format!(
+                    "{} ({})",
+                    s["name"].as_str().unwrap_or(""),
+                    s["transport"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        let source = if v["builtin"] == true {
+            "built-in"
         } else {
-            ""
+            "configured"
         };
-        output::line(format!("  {name:<14} {:<40} {}{mark}", line(v), status(v)))?;
+        table.row(vec![
+            v["name"].as_str().unwrap_or("").into(),
+            source.into(),
+            command(v).into(),
+            found(v).into(),
+            mcp.join(", ").into(),
+            approval(v).into(),
+        ]);
     }
+    for v in &catalogue {
+        let source = if v["configured"] == true {
+            "catalogue [configured]"
+        } else {
+            "catalogue"
+        };
+        table.row(vec![
+            v["name"].as_str().unwrap_or("").into(),
+            source.into(),
+            command(v).into(),
+            found(v).into(),
+            String::new().into(),
+            "-".into(),
+        ]);
+    }
+    table.print()?;
     Ok(())
 }
 

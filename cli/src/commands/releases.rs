@@ -6,6 +6,7 @@ use serde_json::json;
 use super::paths::{installer_error, resolve, utc};
 use crate::args::{GcArgs, GlobalArgs, JsonArg, ReleasesCommand};
 use crate::exit::CliResult;
+use crate::table::{Cell, Table};
 
 pub(super) fn run(global: &GlobalArgs, command: ReleasesCommand) -> CliResult {
     match command {
@@ -43,18 +44,13 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
         }))?;
         return Ok(());
     }
-    let mut lines = Vec::new();
     if listing.snapshots.is_empty() {
-        lines.push(format!(
+        eprintln!(
             "no snapshots installed in {}",
             paths.releases_root.display()
-        ));
-    } else {
-        lines.push(format!(
-            "  {:<12}  {:<20}  {:<10}  {:<10}  notes",
-            "snapshot", "installed", "version", "commit"
-        ));
+        );
     }
+    let mut table = Table::new(&["SNAPSHOT", "INSTALLED", "VERSION", "COMMIT", "NOTES"]);
     for s in &listing.snapshots {
         let mut notes = Vec::new();
         if s.active {
@@ -72,23 +68,24 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
             .as_ref()
             .map(|b| (b.version.as_str(), b.commit.as_str()))
             .unwrap_or(("?", "?"));
-        lines.push(format!(
-            "{} {:<12}  {:<20}  {:<10}  {:<10}  {}",
-            if s.active { "*" } else { " " },
-            &s.digest[..12],
-            s.installed_at.map(utc).unwrap_or_else(|| "?".to_owned()),
-            version,
-            commit,
-            notes.join(", ")
-        ));
+        let installed = s
+            .installed_at
+            .map(|secs| i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000));
+        table.row(vec![
+            s.digest[..12].into(),
+            Cell::Time(installed),
+            version.into(),
+            commit.into(),
+            notes.join(", ").into(),
+        ]);
     }
+    table.print()?;
     if let Some(what) = &listing.launcher_foreign {
-        lines.push(format!(
+        eprintln!(
             "note: {} is {what}, not one of these snapshots",
             paths.launcher.display()
-        ));
+        );
     }
-    crate::output::line(lines.join("\n"))?;
     Ok(())
 }
 

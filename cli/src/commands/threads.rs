@@ -6,6 +6,7 @@ use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
 
 use crate::args::{ApprovalArg, GlobalArgs, RetentionArg, ThreadsCommand};
 use crate::exit::CliResult;
+use crate::table::{Cell, Table};
 
 use super::connect::{client_error, connect};
 
@@ -24,6 +25,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             cmd,
             out,
         } => {
+            let workspace = super::ids::workspace(&mut client, &workspace)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let workspace = if worktree {
                 worktree_for(&mut client, &workspace, &command_id)?
@@ -68,6 +70,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             cmd,
             out,
         } => {
+            let thread = super::ids::thread(&mut client, &thread)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let params = ThreadsConfigure {
                 thread_id: thread,
@@ -99,18 +102,21 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             if out.json {
                 crate::output::json(&json!({ "threads": list }))?;
             } else {
+                let mut table = Table::new(&["ID", "WORKSPACE", "PROVIDER", "APPROVAL", "UPDATED"]);
                 for t in list {
-                    crate::output::line(format!(
-                        "{}\t{}\t{}\t{}",
-                        t.id,
-                        t.workspace_id,
-                        t.provider,
-                        t.approval.as_str()
-                    ))?;
+                    table.row(vec![
+                        t.id.into(),
+                        t.workspace_id.into(),
+                        t.provider.into(),
+                        t.approval.as_str().into(),
+                        Cell::Time(Some(t.updated_at)),
+                    ]);
                 }
+                table.print()?;
             }
         }
         ThreadsCommand::Show { thread, out } => {
+            let thread = super::ids::thread(&mut client, &thread)?;
             let snap = client.threads_get(&thread).map_err(client_error)?;
             if out.json {
                 crate::output::json(&snap)?;

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::args::{GlobalArgs, ResolveAsArg, TurnsCommand};
 use crate::exit::{CliError, CliResult};
+use crate::table::{Cell, Table};
 use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
@@ -186,6 +187,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             timeout,
             out,
         } => {
+            let thread = super::ids::thread(&mut client, &thread)?;
             let prompt = super::prompt::from_args(&prompt)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let watch = match Watch::from_flags(wait, follow) {
@@ -235,6 +237,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             timeout,
             out,
         } => {
+            let turn = super::ids::turn(&mut client, &turn)?;
             let prompt = super::prompt::from_args(&prompt)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let watch = match Watch::from_flags(wait, follow) {
@@ -277,18 +280,22 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             );
         }
         TurnsCommand::List { thread, out } => {
+            let thread = super::ids::optional(&mut client, thread, super::ids::thread)?;
             let list = client.turns_list(thread.as_deref()).map_err(client_error)?;
             if out.json {
                 crate::output::json(&json!({ "turns": list }))?;
             } else {
+                let mut table = Table::new(&["ID", "THREAD", "STATE", "WORKSPACE", "CREATED"]);
                 for t in list {
-                    crate::output::line(format!(
-                        "{}\t{}\t{}",
-                        t.id,
-                        t.thread_id,
-                        t.state.as_str()
-                    ))?;
+                    table.row(vec![
+                        t.id.into(),
+                        t.thread_id.into(),
+                        t.state.as_str().into(),
+                        t.workspace_id.into(),
+                        Cell::Time(Some(t.created_at)),
+                    ]);
                 }
+                table.print()?;
             }
         }
         TurnsCommand::Show {
@@ -296,6 +303,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             command_id,
             out,
         } => {
+            let turn = super::ids::optional(&mut client, turn, super::ids::turn)?;
             let got = client
                 .turns_get_with(&lapis_protocol::params::TurnsGet {
                     turn_id: turn,
@@ -341,6 +349,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             }
         }
         TurnsCommand::Cancel { turn, cmd, out } => {
+            let turn = super::ids::turn(&mut client, &turn)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
             let t = client
                 .turns_cancel_with(&TurnsCancel {
@@ -367,6 +376,7 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
             cmd,
             out,
         } => {
+            let turn = super::ids::turn(&mut client, &turn)?;
             let as_ = match resolution {
                 ResolveAsArg::Failed => lapis_protocol::ResolveAs::Failed,
                 ResolveAsArg::Cancelled => lapis_protocol::ResolveAs::Cancelled,

@@ -1,5 +1,9 @@
-//! `uninstall [--purge]`: remove the service, the launcher and the snapshots;
-//! with `--purge` also the config (and its tokens) and the controller home.
+//! `uninstall [--purge [--yes]]`: remove the service, the launcher and the
+//! snapshots; with `--purge` also the config (and its tokens) and the
+//! controller home, after a typed yes when a person is at a terminal
+//! (`--yes`, or no terminal, skips the question: scripts keep working).
+
+use std::io::{BufRead, IsTerminal, Write};
 
 use serde_json::json;
 
@@ -8,11 +12,10 @@ use crate::args::{GlobalArgs, UninstallArgs};
 use crate::exit::CliResult;
 
 pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
-    let paths = resolve(
-        global,
-        args.home.workspace.as_deref(),
-        args.install_path.as_deref(),
-    )?;
+    let paths = resolve(global, args.home.dir(), args.install_path.as_deref())?;
+    if args.purge && !args.yes {
+        confirm_purge(&paths)?;
+    }
     let report =
         lapis_installer::uninstall::uninstall(&paths, args.purge).map_err(installer_error)?;
     if args.out.json {
@@ -74,4 +77,32 @@ pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
     }
     crate::output::line(lines.join("\n"))?;
     Ok(())
+}
+
+/// On a terminal (stdin and stderr both), says what `--purge` deletes and
+/// goes on only on a typed `y`/`yes`; anything else removes nothing.
+fn confirm_purge(paths: &lapis_installer::paths::Paths) -> CliResult {
+    let stdin = std::io::stdin();
+    if !(stdin.is_terminal() && std::io::stderr().is_terminal()) {
+        return Ok(());
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(
+        err,
+        "uninstall --purge deletes the configuration {} (with its tokens) and the \
+         controller home {} (its database: every thread, turn and journal).\n\
+         Delete them? [y/N] ",
+        paths.config.display(),
+        paths.controller_home.display()
+    );
+    let _ = err.flush();
+    let mut answer = String::new();
+    let _ = stdin.lock().read_line(&mut answer);
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        return Ok(());
+    }
+    Err(crate::exit::CliError::failure(
+        "cancelled",
+        anyhow::anyhow!("uninstall --purge: not confirmed; nothing was removed"),
+    ))
 }

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::args::{GlobalArgs, WorkspacesCommand};
 use crate::exit::{CliError, CliResult};
+use crate::table::{Cell, Table};
 
 use super::connect::{client_error, connect};
 
@@ -53,6 +54,7 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
             force,
             out,
         } => {
+            let id = super::ids::workspace(&mut client, &id)?;
             let removed = client
                 .workspaces_remove_with(&WorkspacesRemove {
                     id,
@@ -86,19 +88,22 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
             if out.json {
                 crate::output::json(&json!(list))?;
             } else {
+                // A fenced workspace names the turn that fences it; how
+                // to release it is `turns resolve`.
+                let mut table = Table::new(&["ID", "PATH", "ADDED", "FENCED BY", "FENCED"]);
                 for ws in &list.workspaces {
-                    crate::output::line(format!("{}\t{}", ws.id, ws.path))?;
-                    for f in list.fences.iter().filter(|f| f.workspace == ws.id) {
-                        crate::output::line(format!(
-                            "  fenced by turn {} (thread {}, application {}), {} since {}",
-                            f.turn,
-                            f.thread,
-                            f.application,
-                            f.state,
-                            super::paths::utc(u64::try_from(f.since).unwrap_or(0))
-                        ))?;
-                    }
+                    let fence = list.fences.iter().find(|f| f.workspace == ws.id);
+                    table.row(vec![
+                        (&ws.id).into(),
+                        (&ws.path).into(),
+                        Cell::Time(Some(ws.created_at)),
+                        fence
+                            .map_or_else(String::new, |f| format!("{} ({})", f.turn, f.state))
+                            .into(),
+                        Cell::Time(fence.map(|f| f.since)),
+                    ]);
                 }
+                table.print()?;
             }
         }
     }

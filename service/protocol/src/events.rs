@@ -51,9 +51,6 @@ pub enum EventKind {
     /// Anything else the agent or runner reported, including late events after
     /// a terminal state, which change nothing.
     Observation,
-    /// A kind this SDK does not know (a newer server). Read only: never
-    /// stored, not in [`EventKind::ALL`], and [`EventKind::parse`] refuses
-    /// it, so the store fails closed on a row it does not understand.
     /// An application tool call through the MCP bridge, before it runs.
     ToolCallRequested,
     /// Its result.
@@ -68,6 +65,9 @@ pub enum EventKind {
     /// A git snapshot of the turn's workspace at its dispatch boundary or
     /// its outcome (a tree id, or why none was taken; never content).
     WorkspaceSnapshot,
+    /// A kind this SDK does not know (a newer server). Read only: never
+    /// stored, not in [`EventKind::ALL`], and [`EventKind::parse`] refuses
+    /// it, so the store fails closed on a row it does not understand.
     #[serde(other)]
     Unknown,
 }

@@ -9,13 +9,16 @@
 //! on these types.
 //!
 //! What must stay true: this crate depends on serde, serde_json,
-//! thiserror and rustix (the managed controller's process handling) only
+//! thiserror, rustix (the managed controller's process handling) and sha2
+//! (the canonical transcript hash) only
 //! (no SQLite, no async runtime, no server), so an application that embeds
 //! the SDK compiles nothing else. CI checks it.
 
 // Visibility is a design statement: an item another crate does not use is
 // `pub(crate)`, so the compiler reports what nothing uses.
 #![warn(unreachable_pub)]
+// Every public item is documented: this crate is the SDK applications read.
+#![warn(missing_docs)]
 
 mod attention;
 mod binding;
@@ -49,6 +52,7 @@ mod strict;
 pub mod terminal;
 pub mod time;
 pub mod tools;
+pub mod transcript;
 pub mod usage;
 
 pub use attention::AttentionKind;

@@ -118,40 +118,75 @@ impl Scope {
 /// Every method of the protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Method {
+    /// `hello`.
     Hello,
+    /// `status`.
     Status,
+    /// `workspaces.add`.
     WorkspacesAdd,
+    /// `workspaces.list`.
     WorkspacesList,
+    /// `workspaces.remove`.
     WorkspacesRemove,
+    /// `threads.create`.
     ThreadsCreate,
+    /// `threads.reserve`.
     ThreadsReserve,
+    /// `threads.get`.
     ThreadsGet,
+    /// `threads.list`.
     ThreadsList,
+    /// `threads.configure`.
     ThreadsConfigure,
+    /// `threads.attach`.
     ThreadsAttach,
+    /// `turns.submit`.
     TurnsSubmit,
+    /// `turns.continue`.
     TurnsContinue,
+    /// `turns.get`.
     TurnsGet,
+    /// `turns.list`.
     TurnsList,
+    /// `turns.cancel`.
     TurnsCancel,
+    /// `turns.resolve`.
     TurnsResolve,
+    /// `journal.replay`.
     JournalReplay,
+    /// `journal.subscribe`.
     JournalSubscribe,
+    /// `journal.unsubscribe`.
     JournalUnsubscribe,
+    /// `permissions.list`.
     PermissionsList,
+    /// `permissions.respond`.
     PermissionsRespond,
+    /// `sessions.revoke`.
     SessionsRevoke,
+    /// `config.reload`.
     ConfigReload,
+    /// `budgets.reset`.
     BudgetsReset,
+    /// `providers.check`.
     ProvidersCheck,
+    /// `mcp.register`.
     McpRegister,
+    /// `tools.register`.
     ToolsRegister,
+    /// `tools.unregister`.
     ToolsUnregister,
+    /// `context.register`.
     ContextRegister,
+    /// `context.unregister`.
     ContextUnregister,
+    /// `memory.register`.
     MemoryRegister,
+    /// `memory.unregister`.
     MemoryUnregister,
+    /// `tools.list`.
     ToolsList,
+    /// `tools.call`.
     ToolsCall,
 }
 

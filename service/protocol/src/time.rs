@@ -1,107 +1,80 @@
-//! The one wire form of a time: RFC 3339 in UTC with milliseconds
-//! (`2026-11-30T12:00:00.000Z`).
+//! Every time the project writes as text, in one place, on `jiff`: the wire
+//! form (RFC 3339 in UTC with milliseconds, `2026-11-30T12:00:00.000Z`),
+//! the second-precision form file times use (`2026-11-30T12:00:00Z`), the
+//! build date (`2026-11-30`) and the ages people read (`42s`, `5m`).
 //!
 //! The store keeps milliseconds since the Unix epoch (an `i64` from its
 //! injected clock) and the records keep that value; only serialization
 //! converts, here, so every JSON time a client sees — protocol frames and CLI
 //! output alike — has the same shape. Deserialization also accepts the old
 //! integer form, so a newer client can read an older server.
+//!
+//! What must stay true: every form is UTC (no time zone database is read),
+//! and a value outside jiff's range (years -9999 to 9999) is clamped to its
+//! bound rather than failing, so formatting never panics on a stored value.
 
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Deserializer, Serializer};
+
+/// Milliseconds (or seconds) since the epoch as a timestamp, clamped to
+/// jiff's range.
+fn clamped(t: Result<Timestamp, jiff::Error>, negative: bool) -> Timestamp {
+    t.unwrap_or(if negative {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    })
+}
+
+/// Milliseconds since the epoch, now, from the system clock (for callers
+/// that show ages; the store's clock is injected and never reads this).
+pub fn now_ms() -> i64 {
+    Timestamp::now().as_millisecond()
+}
 
 /// Renders milliseconds since the epoch as RFC 3339 UTC with milliseconds.
 pub fn format_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    clamped(Timestamp::from_millisecond(ms), ms < 0)
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+/// Renders seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC): the
+/// form of times that are whole seconds at their source (a file's mtime in
+/// `releases list`), so no invented `.000` is printed.
+pub fn format_secs(secs: i64) -> String {
+    clamped(Timestamp::from_second(secs), secs < 0)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Renders seconds since the epoch as the UTC date `YYYY-MM-DD` (the build
+/// date of a `SOURCE_DATE_EPOCH`).
+pub fn format_date(secs: i64) -> String {
+    clamped(Timestamp::from_second(secs), secs < 0)
+        .strftime("%Y-%m-%d")
+        .to_string()
 }
 
 /// Parses what [`format_ms`] writes, plus any RFC 3339 time with a `Z` or
-/// numeric offset and up to nanosecond fractions (truncated to milliseconds).
+/// numeric offset and up to nanosecond fractions (rounded down to
+/// milliseconds). A time without an offset is refused: it names no instant.
 pub fn parse_ms(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = text.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = &text[19..];
-    let mut millis = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 || digits > 9 {
-            return None;
-        }
-        let padded = format!("{:0<3}", &frac[..digits.min(3)]);
-        millis = padded.parse::<i64>().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_secs = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let o = rest.as_bytes();
-            if o.len() != 6 || o[3] != b':' {
-                return None;
-            }
-            let h: i64 = rest[1..3].parse().ok()?;
-            let m: i64 = rest[4..6].parse().ok()?;
-            sign * (h * 3600 + m * 60)
-        }
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
-    Some(secs * 1000 + millis)
+    let ts: Timestamp = text.parse().ok()?;
+    i64::try_from(ts.as_nanosecond().div_euclid(1_000_000)).ok()
 }
 
-/// Days since 1970-01-01 to `(year, month, day)`: Howard Hinnant's
-/// civil_from_days, exact for the proleptic Gregorian calendar. The one
-/// calendar conversion of the workspace (`lapis-release` renders build dates
-/// with it).
-pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
-}
-
-/// Howard Hinnant's days_from_civil, the inverse of [`civil_from_days`].
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if month > 2 { month - 3 } else { month + 9 };
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// A duration in milliseconds as a person reads an age: `42s`, `5m`, `3h`,
+/// `2d` (the largest whole unit, rounded down; negative is `0s`).
+pub fn age(ms: i64) -> String {
+    let d = SignedDuration::from_millis(ms.max(0));
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
 }
 
 #[derive(Deserialize)]
@@ -124,10 +97,12 @@ fn from_wire<E: serde::de::Error>(w: Wire) -> Result<i64, E> {
 pub mod rfc3339 {
     use super::*;
 
+    /// Writes the milliseconds as RFC 3339 UTC.
     pub fn serialize<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format_ms(*ms))
     }
 
+    /// Reads RFC 3339 (or, from older servers, epoch milliseconds).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
         from_wire(Wire::deserialize(d)?)
     }
@@ -137,6 +112,7 @@ pub mod rfc3339 {
 pub mod rfc3339_opt {
     use super::*;
 
+    /// Writes RFC 3339 UTC, or `null`.
     pub fn serialize<S: Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
         match ms {
             Some(ms) => s.serialize_str(&format_ms(*ms)),
@@ -144,6 +120,7 @@ pub mod rfc3339_opt {
         }
     }
 
+    /// Reads RFC 3339 (or epoch milliseconds), or `null`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
         Option::<Wire>::deserialize(d)?.map(from_wire).transpose()
     }
@@ -151,7 +128,28 @@ pub mod rfc3339_opt {
 
 #[cfg(test)]
 mod tests {
-    use super::{format_ms, parse_ms};
+    use super::{age, format_date, format_ms, format_secs, parse_ms};
+
+    #[test]
+    fn ages_read_in_whole_units() {
+        assert_eq!(age(-5), "0s");
+        assert_eq!(age(59_999), "59s");
+        assert_eq!(age(60_000), "1m");
+        assert_eq!(age(3_600_000), "1h");
+        assert_eq!(age(86_400_000 * 3 + 1), "3d");
+    }
+
+    #[test]
+    fn second_forms_have_no_fraction_and_out_of_range_clamps() {
+        assert_eq!(format_secs(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_secs(951_782_400 + 3_723), "2000-02-29T01:02:03Z");
+        assert_eq!(format_secs(1_798_761_599), "2026-12-31T23:59:59Z");
+        assert_eq!(format_date(-1), "1969-12-31");
+        assert_eq!(format_date(1_767_225_599), "2025-12-31");
+        // jiff's bounds, a day inside the years ±9999.
+        assert_eq!(format_secs(i64::MAX), "9999-12-30T22:00:00Z");
+        assert_eq!(format_ms(i64::MIN), "-9999-01-02T01:59:59.000Z");
+    }
 
     #[test]
     fn formats_utc_with_millis() {
@@ -214,5 +212,25 @@ mod tests {
                 end: Some(2_000)
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    proptest::proptest! {
+        /// Every millisecond of the years 0001-9998 survives the wire form,
+        /// and the second form is the wire form without its fraction (the
+        /// two differed only there when they were hand-written, and must
+        /// stay so).
+        #[test]
+        fn the_wire_form_round_trips(ms in -62_135_596_800_000i64..253_370_764_800_000i64) {
+            let text = super::format_ms(ms);
+            proptest::prop_assert_eq!(super::parse_ms(&text), Some(ms));
+            let secs = ms.div_euclid(1000);
+            proptest::prop_assert_eq!(
+                super::format_secs(secs),
+                format!("{}Z", &super::format_ms(secs * 1000)[..19])
+            );
+        }
     }
 }

@@ -12,11 +12,19 @@
 //!   the user's repository prunes a turn's evidence, and removing the
 //!   workspace's snapshot directory removes all of it.
 //!
+//!
+//! When nothing changed since the workspace's previous snapshot in this
+//! process, no git runs: [`seen`] keeps what that snapshot saw (the stat
+//! data of every path its tree depends on) and answers with the same tree
+//! once every path stats the same. Any difference, or a path touched too
+//! close to that snapshot, sends the snapshot to git as before.
+//!
 //! What must stay true: the user's index, HEAD, refs, stash and object
 //! store are never written; one snapshot of a workspace runs at a time in
-//! this process (its index is locked by [`lock_for`]); every git command
-//! is bounded by [`SnapshotBounds::timeout`], and a tree with more than
-//! [`SnapshotBounds::max_files`] entries is recorded `too_large` instead.
+//! this process (its index and what it saw are locked by [`state_for`]);
+//! every git command is bounded by [`SnapshotBounds::timeout`], and a tree
+//! with more than [`SnapshotBounds::max_files`] entries is recorded
+//! `too_large` instead.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -57,26 +65,48 @@ impl Default for SnapshotBounds {
 pub struct SnapshotDir {
     /// `<home>/snapshots/<workspace id>`.
     dir: PathBuf,
+    /// A fixed reference second for what a snapshot saw (tests), else the
+    /// file system's clock (see [`seen`]).
+    reference: Option<i64>,
 }
 
 /// The repository a workspace path belongs to.
 #[derive(Debug)]
 struct Repo {
+    /// The top of its working tree.
+    toplevel: PathBuf,
     /// The repository's own object directory (read as an alternate).
     objects: PathBuf,
     /// The repository's index (copied to seed the private one).
     index: PathBuf,
+    /// Its `info/exclude`, `info/attributes`, `config` and
+    /// `config.worktree` (whether they exist or not).
+    rules: Vec<PathBuf>,
 }
 
-/// One lock per private index in this process: the engine's boundary and
-/// outcome snapshots and the server's fresh ones never share an index at
-/// the same time.
-static LOCKS: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
+/// What the previous snapshot of a workspace saw, if it can answer for
+/// the next one.
+type Last = Option<Arc<seen::Seen>>;
+
+/// One lock per private index in this process, guarding what its last
+/// snapshot saw: the engine's boundary and outcome snapshots and the
+/// server's fresh ones never share an index at the same time.
+static STATE: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<Last>>>>> =
     LazyLock::new(Mutex::default);
 
-fn lock_for(dir: &Path) -> Arc<tokio::sync::Mutex<()>> {
-    let mut map = LOCKS.lock().unwrap_or_else(|p| p.into_inner());
+fn state_for(dir: &Path) -> Arc<tokio::sync::Mutex<Last>> {
+    let mut map = STATE.lock().unwrap_or_else(|p| p.into_inner());
     map.entry(dir.to_path_buf()).or_default().clone()
+}
+
+/// How a snapshot got its tree (public for the snapshot bench, which
+/// checks which path it measured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// Nothing changed since the previous snapshot: its tree, no git run.
+    Seen,
+    /// Git staged the working tree into the private index and wrote it.
+    Git,
 }
 
 impl SnapshotDir {
@@ -84,11 +114,26 @@ impl SnapshotDir {
     pub fn new(home: &Path, workspace_id: &str) -> SnapshotDir {
         SnapshotDir {
             dir: home.join(SNAPSHOTS_DIR).join(workspace_id),
+            reference: None,
         }
     }
 
-    /// Removes the workspace's snapshot state (its index and objects).
+    /// The same state with a fixed reference second (tests: a clock far
+    /// ahead turns the ctime rule off, so only the comparison of stat data
+    /// can notice a change).
+    #[cfg(test)]
+    fn with_reference(mut self, reference: i64) -> SnapshotDir {
+        self.reference = Some(reference);
+        self
+    }
+
+    /// Removes the workspace's snapshot state (its index and objects, and
+    /// what its last snapshot saw).
     pub(crate) fn remove(&self) -> std::io::Result<()> {
+        STATE
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.dir);
         match std::fs::remove_dir_all(&self.dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -123,29 +168,73 @@ impl SnapshotDir {
         at: SnapshotPoint,
         bounds: SnapshotBounds,
     ) -> WorkspaceSnapshot {
-        let lock = lock_for(&self.dir);
-        let _held = lock.lock().await;
-        match self.take_locked(path, bounds).await {
-            Ok((tree, files)) => WorkspaceSnapshot {
+        self.take_via(path, at, bounds).await.0
+    }
+
+    /// [`SnapshotDir::take`], and how the tree was got (`None` when not).
+    pub async fn take_via(
+        &self,
+        path: &Path,
+        at: SnapshotPoint,
+        bounds: SnapshotBounds,
+    ) -> (WorkspaceSnapshot, Option<Via>) {
+        let state = state_for(&self.dir);
+        let mut last = state.lock().await;
+        if let Some(seen) = last.clone()
+            && self.still(&seen, path, bounds).await
+        {
+            let snap = WorkspaceSnapshot {
                 at,
-                tree: Some(tree),
-                files: Some(files),
+                tree: Some(seen.tree.clone()),
+                files: Some(seen.files),
                 skipped: None,
-            },
-            Err(Skip(reason)) => WorkspaceSnapshot::skipped(at, reason),
+            };
+            return (snap, Some(Via::Seen));
         }
+        *last = None;
+        match self.take_locked(path, bounds).await {
+            Ok((tree, files, seen)) => {
+                *last = seen.map(Arc::new);
+                let snap = WorkspaceSnapshot {
+                    at,
+                    tree: Some(tree),
+                    files: Some(files),
+                    skipped: None,
+                };
+                (snap, Some(Via::Git))
+            }
+            Err(Skip(reason)) => (WorkspaceSnapshot::skipped(at, reason), None),
+        }
+    }
+
+    /// Whether `seen` still answers for the workspace at `path` (see
+    /// [`seen`]): within the bound, the private index still there, and
+    /// every path it depends on unchanged. Checked off the async threads,
+    /// within the command deadline.
+    async fn still(&self, seen: &Arc<seen::Seen>, path: &Path, bounds: SnapshotBounds) -> bool {
+        if seen.files > bounds.max_files || !self.index().is_file() {
+            return false;
+        }
+        let (seen, path) = (seen.clone(), path.to_path_buf());
+        let check = tokio::task::spawn_blocking(move || seen.unchanged(&path));
+        matches!(
+            tokio::time::timeout(bounds.timeout, check).await,
+            Ok(Ok(true))
+        )
     }
 
     async fn take_locked(
         &self,
         path: &Path,
         bounds: SnapshotBounds,
-    ) -> Result<(String, u64), Skip> {
+    ) -> Result<(String, u64, Option<seen::Seen>), Skip> {
         let repo = discover(path, bounds.timeout).await?;
         std::fs::create_dir_all(self.objects()).map_err(|e| {
             tracing::warn!(error = %e, "cannot create the snapshot directory");
             Skip(SnapshotSkipped::Failed)
         })?;
+        // Before git or the observation looks at anything (see [`seen`]).
+        let reference = self.reference.or_else(|| seen::reference(&self.dir));
         // Only this process uses the private index, under `lock_for`: a
         // lock left by a command killed at its deadline is stale.
         let _ = std::fs::remove_file(self.dir.join("index.lock"));
@@ -158,7 +247,22 @@ impl SnapshotDir {
             return Err(Skip(SnapshotSkipped::TooLarge));
         }
         let env = self.env(&repo);
-        let add = command::run(path, &["add", "-A", "--", "."], &env, bounds.timeout).await;
+        // What is ignored and which configuration git reads, asked while
+        // it stages (the answers do not depend on the staging).
+        let ignored_args = [
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ];
+        let config_args = ["config", "-z", "--list", "--show-origin"];
+        let (add, ignored, config) = tokio::join!(
+            command::run(path, &["add", "-A", "--", "."], &env, bounds.timeout),
+            command::run(path, &ignored_args, &env, bounds.timeout),
+            command::run(&repo.toplevel, &config_args, &env, bounds.timeout),
+        );
         if let Err(e) = add {
             if !seeded && !matches!(e, GitError::Timeout(_) | GitError::Missing) {
                 // A private index git no longer reads (a seed copied with
@@ -180,7 +284,24 @@ impl SnapshotDir {
         let tree = command::run(path, &["write-tree"], &env, bounds.timeout)
             .await
             .map_err(skip)?;
-        Ok((command::line(&tree), files))
+        let tree = command::line(&tree);
+        let seen = match (reference, ignored, config) {
+            (Some(reference), Ok(ignored), Ok(config)) => {
+                let rules = seen::rule_files(path, &repo.toplevel, &repo.rules, &config);
+                let root = path.to_path_buf();
+                let max = bounds.max_files;
+                let observed =
+                    tokio::task::spawn_blocking(move || seen::observe(&root, &ignored, rules, max));
+                match tokio::time::timeout(bounds.timeout, observed).await {
+                    Ok(Ok(Some(groups))) => {
+                        seen::Seen::new(path, tree.clone(), files, reference, groups)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        Ok((tree, files, seen))
     }
 
     /// Seeds the private index: a copy of the repository's index (its stat
@@ -299,20 +420,42 @@ async fn discover(path: &Path, timeout: Duration) -> Result<Repo, Skip> {
         "objects",
         "--git-path",
         "index",
+        "--git-path",
+        "info/exclude",
+        "--git-path",
+        "info/attributes",
+        "--git-path",
+        "config",
+        "--git-path",
+        "config.worktree",
+        // Not `--show-toplevel`, which fails inside `.git`.
+        "--show-cdup",
     ];
     let out = command::run(path, &args, &[], timeout)
         .await
         .map_err(skip)?;
     let text = String::from_utf8_lossy(&out);
-    let mut lines = text.lines();
-    match (lines.next(), lines.next(), lines.next()) {
-        (Some("true"), Some(objects), Some(index)) => Ok(Repo {
+    let lines: Vec<&str> = text.lines().collect();
+    match lines.as_slice() {
+        ["true", objects, index, rules @ .., cdup] if rules.len() == 4 => Ok(Repo {
+            toplevel: up(path, cdup),
             objects: PathBuf::from(objects),
             index: PathBuf::from(index),
+            rules: rules.iter().map(PathBuf::from).collect(),
         }),
         // A bare repository or inside `.git`: no working tree to snapshot.
         _ => Err(Skip(SnapshotSkipped::NotGit)),
     }
+}
+
+/// `path` moved up by `cdup` (`git rev-parse --show-cdup`: `../` once per
+/// level, empty at the top).
+fn up(path: &Path, cdup: &str) -> PathBuf {
+    let levels = Path::new(cdup)
+        .components()
+        .filter(|c| matches!(c, std::path::Component::ParentDir))
+        .count();
+    path.ancestors().nth(levels).unwrap_or(path).to_path_buf()
 }
 
 /// The entry count in an index file's header (`DIRC`, version, count; all
@@ -353,5 +496,6 @@ fn parse_numstat(out: &[u8]) -> Vec<ChangedFile> {
     files
 }
 
+mod seen;
 #[cfg(test)]
 mod tests;

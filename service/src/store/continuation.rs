@@ -132,34 +132,25 @@ fn note_tool(tools: &mut BTreeMap<String, String>, invocation: &Invocation) {
 /// its session: what was asked, what was replied, and each tool call's title
 /// and final status. At most [`MAX_DIGEST_BYTES`].
 pub(super) fn digest(prior: &Turn, events: &[JournalEvent]) -> String {
-    let mut asked = String::new();
-    let mut reply = String::new();
-    let mut tools: Vec<(String, String, String)> = Vec::new();
-    for e in events {
-        match e.body() {
-            Some(Payload::UserMessage(p)) => asked.push_str(&p.text),
-            Some(Payload::MessageChunk(c)) => reply.push_str(c.text.as_deref().unwrap_or("")),
-            Some(Payload::ToolCall(inv)) => {
-                let (title, status) = (inv.title.as_deref(), inv.status.as_deref());
-                match tools.iter_mut().find(|(i, _, _)| *i == inv.id) {
-                    Some(t) => {
-                        if let Some(title) = title {
-                            t.1 = title.to_owned();
-                        }
-                        if let Some(status) = status {
-                            t.2 = status.to_owned();
-                        }
-                    }
-                    None => tools.push((
-                        inv.id.clone(),
-                        title.unwrap_or(&inv.id).to_owned(),
-                        status.unwrap_or("pending").to_owned(),
-                    )),
-                }
-            }
-            _ => {}
-        }
-    }
+    // The shared handoff projection reads the transcript, so the digest
+    // and what consumers continue a thread from agree.
+    let projected = lapis_protocol::transcript::handoff(events);
+    let turn = projected.turns.iter().find(|t| t.turn_id == prior.id);
+    let asked = turn.and_then(|t| t.prompt.as_deref()).unwrap_or("");
+    let reply = turn.map_or("", |t| t.reply.as_str());
+    let tools: Vec<(&str, &str)> = turn
+        .map(|t| {
+            t.tool_calls
+                .iter()
+                .map(|c| {
+                    (
+                        c.title.as_deref().unwrap_or(&c.id),
+                        c.status.as_deref().unwrap_or("pending"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let mut out = format!(
         "[Context: this turn continues turn {} ({}{}); the agent session it ran in could not be resumed, so this is what it recorded.]\n",
         prior.id,
@@ -171,12 +162,12 @@ pub(super) fn digest(prior: &Turn, events: &[JournalEvent]) -> String {
             .unwrap_or_default()
     );
     out.push_str("Asked: ");
-    out.push_str(bounded(&asked, MAX_PART_BYTES));
+    out.push_str(bounded(asked, MAX_PART_BYTES));
     out.push_str("\nReplied: ");
-    out.push_str(bounded(&reply, MAX_PART_BYTES));
+    out.push_str(bounded(reply, MAX_PART_BYTES));
     if !tools.is_empty() {
         out.push_str("\nTool calls:");
-        for (_, title, status) in &tools {
+        for (title, status) in &tools {
             out.push_str(&format!("\n- {} ({status})", bounded(title, 200)));
         }
     }

@@ -61,7 +61,7 @@ fn a_budget_spent_mid_day_stops_the_next_claim_not_the_running_turn() {
     assert!(
         plain
             .stdout
-            .contains("proj: 180 tokens, 0.2500 USD — spent"),
+            .contains("\tproj\t180\t0.2500 USD\tspent: new turns fail budget_exhausted\n"),
         "{}",
         plain.stdout
     );

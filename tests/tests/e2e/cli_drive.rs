@@ -47,12 +47,14 @@ fn wait_prints_the_reply_follow_streams_it_and_a_failed_turn_exits_1() {
         follow.stderr
     );
     assert!(!follow.stdout.contains("thinking:"), "{}", follow.stdout);
-    assert!(follow.stdout.contains("tool Edit file 0 [edit]: pending\n"));
+    // So do tool calls: the reply alone is on stdout.
+    assert!(follow.stderr.contains("tool Edit file 0 [edit]: pending\n"));
     assert!(
         follow
-            .stdout
+            .stderr
             .contains("tool Edit file 0 [edit]: completed\n")
     );
+    assert!(!follow.stdout.contains("tool "), "{}", follow.stdout);
     assert!(
         follow.stdout.ends_with("part0 part1 part2 \n"),
         "{}",
@@ -194,13 +196,38 @@ fn journal_tail_shows_the_last_n_or_since_a_cursor_and_head_ends_a_follow() {
     // Owner-wide: the last 3 of everything.
     let owner = ctx.run(["journal", "tail", "-n", "3", "--json"]).json();
     assert_eq!(owner["events"].as_array().unwrap().len(), 3);
-    // Plain: the reply chunks joined on one line, not one line per chunk.
-    let plain = ctx.run(["journal", "tail", &th, "-n", "1000"]);
+    // Plain: the reply chunks joined on one line, not one line per chunk,
+    // every line led by its event's commit time; the thread named by a
+    // prefix of its id.
+    let plain = ctx.run(["journal", "tail", &th[..10], "-n", "1000"]);
     assert!(
         plain.stdout.contains("hello from the bars\n"),
         "{}",
         plain.stdout
     );
+    for line in plain.stdout.lines() {
+        let (at, _) = line.split_once(' ').unwrap_or_default();
+        assert!(lapis_protocol::time::parse_ms(at).is_some(), "{line}");
+    }
+    // Colour follows clap's rules through anstream: none on a pipe (or with
+    // NO_COLOR), forced by CLICOLOR_FORCE, and NO_COLOR still wins over it.
+    assert!(!plain.stdout.contains('\u{1b}'), "{}", plain.stdout);
+    let mut forced = ctx.command(["journal", "tail", &th, "-n", "3"]);
+    forced.env_remove("NO_COLOR").env("CLICOLOR_FORCE", "1");
+    let forced = ctx.output(forced);
+    assert!(forced.stdout.contains("\u{1b}[2m"), "{:?}", forced.stdout);
+    let mut both = ctx.command(["journal", "tail", &th, "-n", "3"]);
+    both.env("CLICOLOR_FORCE", "1");
+    let both = ctx.output(both);
+    assert!(!both.stdout.contains('\u{1b}'), "{:?}", both.stdout);
+    // A prefix two threads share is refused, naming both.
+    let other = server.cli_thread("echo");
+    let ambiguous = ctx.run(["journal", "tail", "thr_", "--json"]);
+    ambiguous.expect_code(2);
+    let doc = ambiguous.json();
+    assert_eq!(doc["error"]["code"], "ambiguous_id", "{doc}");
+    let named = doc["error"]["details"]["candidates"].to_string();
+    assert!(named.contains(&th) && named.contains(&other), "{doc}");
     // `| head -2` ends a follow at once (no new event is needed), exit 0.
     let bin = lapis_e2e::TestContext::bin();
     let line = format!(

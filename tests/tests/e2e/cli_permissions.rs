@@ -138,27 +138,35 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
     let snap = ctx.run(["threads", "show", &thread, "--json"]).json();
     assert_eq!(snap["awaitingInput"], true);
     assert_eq!(snap["recentTurns"][0]["awaitingInput"], true);
-    // Plain listing: the request line and one line per option.
+    // Plain listing, piped: one tab-separated row per request (no
+    // header), its options in one field, the deadline in RFC 3339.
     let plain = ctx.run(["permissions", "list"]);
     plain.success();
-    assert!(
-        plain.stdout.starts_with(&format!(
-            "{turn}\tperm-0\tproj\tRun command [execute]\tuntil "
-        )),
+    let row: Vec<&str> = plain.stdout.trim_end().split('\t').collect();
+    assert_eq!(plain.stdout.lines().count(), 1, "{}", plain.stdout);
+    assert_eq!(
+        row[..4],
+        [turn.as_str(), "perm-0", "proj", "Run command [execute]"],
         "{}",
         plain.stdout
     );
     assert!(
-        plain
-            .stdout
-            .contains("  opt-reject_once\treject_once\treject_once")
+        row[4].contains("opt-reject_once [reject_once] reject_once"),
+        "{}",
+        row[4]
     );
-    // --allow answers allow_once, though allow_always is offered too.
+    assert!(
+        lapis_protocol::time::parse_ms(row[5]).is_some(),
+        "{}",
+        row[5]
+    );
+    // --allow answers allow_once, though allow_always is offered too; the
+    // turn and the request are named by unambiguous prefixes.
     let answered = ctx.run([
         "permissions",
         "respond",
-        &turn,
-        "perm-0",
+        &turn[..12],
+        "perm",
         "--allow",
         "--json",
     ]);
@@ -201,8 +209,10 @@ fn permissions_are_listed_and_answered_and_turns_report_awaiting_input() {
         "{}",
         tail.stdout
     );
+    // None pending: an empty list on stdout, the note for a person on stderr.
     let none = ctx.run(["permissions", "list"]);
-    assert_eq!(none.stdout, "no pending permission requests\n");
+    assert_eq!(none.stdout, "");
+    assert_eq!(none.stderr, "no pending permission requests\n");
     server.finish(&[], &[]);
 }
 

@@ -61,13 +61,15 @@ fn a_failed_turn_says_why_in_the_agents_own_words() {
     let follow = ctx.run(["turns", "submit", &e, "--prompt", "hi", "--follow"]);
     follow.expect_code(1);
     assert!(follow.stderr.contains("(agent_error)"), "{}", follow.stderr);
+    // On stderr: stdout carries only the reply.
     assert!(
         follow
-            .stdout
+            .stderr
             .contains("agent stderr: fixture stderr line 1"),
         "{}",
-        follow.stdout
+        follow.stderr
     );
+    assert!(!follow.stdout.contains("agent stderr"), "{}", follow.stdout);
 
     // A metadata-only thread keeps nothing of it.
     let m = thread(&server, "dies", &["--retention", "metadata-only"]);

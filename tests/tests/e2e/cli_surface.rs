@@ -17,7 +17,7 @@ use crate::serve_support::Server;
 
 /// Asks the bash completion function for the words after the binary name
 /// (`line` ends with the word being completed, possibly empty).
-fn bash_complete(ctx: &TestContext, line: &[&str]) -> Vec<String> {
+pub(crate) fn bash_complete(ctx: &TestContext, line: &[&str]) -> Vec<String> {
     let bin = TestContext::bin();
     let words: Vec<String> = std::iter::once("lapis-ai-controller".to_owned())
         .chain(line.iter().map(|w| format!("'{w}'")))
@@ -225,14 +225,22 @@ fn command_paths(ctx: &TestContext, prefix: Vec<String>, out: &mut Vec<Vec<Strin
     let help = ctx.run(&args);
     help.success();
     out.push(prefix.clone());
-    let Some(section) = help.stdout.split("Commands:\n").nth(1) else {
-        return;
-    };
-    for line in section.lines().take_while(|l| !l.trim().is_empty()) {
+    // `Commands:` below the top level; the top level groups them
+    // (`Agent commands:`, `Service commands:`, `Install commands:`).
+    let mut in_section = false;
+    for line in help.stdout.lines() {
+        if line.trim().is_empty() {
+            in_section = false;
+            continue;
+        }
+        if !line.starts_with(' ') {
+            in_section = line.ends_with("ommands:");
+            continue;
+        }
         let Some(name) = line.split_whitespace().next() else {
             continue;
         };
-        if name == "help" || !line.starts_with("  ") || line.starts_with("   ") {
+        if !in_section || name == "help" || line.starts_with("   ") {
             continue;
         }
         let mut next = prefix.clone();

@@ -68,10 +68,10 @@ fn replies_thoughts_tool_titles_and_journal_text_are_shown_harmless() {
     );
     assert!(
         follow
-            .stdout
+            .stderr
             .contains(&format!("tool rm -rf /{SHOWN} [execute]: completed\n")),
         "{}",
-        follow.stdout
+        follow.stderr
     );
 
     let tail = ctx.run(["journal", "tail", &t, "-n", "100"]);
@@ -165,7 +165,7 @@ fn permission_titles_and_option_names_are_shown_harmless() {
     assert!(
         listed
             .stdout
-            .contains(&format!("  opt-allow_once\tallow_once{SHOWN}\tallow_once")),
+            .contains(&format!("opt-allow_once [allow_once] allow_once{SHOWN}")),
         "{}",
         listed.stdout
     );
@@ -179,8 +179,9 @@ fn permission_titles_and_option_names_are_shown_harmless() {
         err.contains(&format!("# allow_once{SHOWN} [allow_once]")),
         "{err}"
     );
+    // The request's note is for a person: stderr, beside the prompt.
     assert!(
-        out.contains(&format!("permission perm-0 requested: Run command{SHOWN}")),
-        "{out}"
+        err.contains(&format!("permission perm-0 requested: Run command{SHOWN}")),
+        "{err}"
     );
 }

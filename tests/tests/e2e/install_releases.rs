@@ -74,6 +74,11 @@ fn rollback_and_gc_across_snapshots() {
     assert_eq!(active(&ctx).as_deref(), Some(d[2].as_str()));
     // Now: active v3, previous v1.
 
+    // `releases list` run from the active snapshot is not a user of it.
+    let own = ctx.output(ctx.command_for(&launcher(&ctx), ["releases", "list", "--json"]));
+    let own = own.success().json();
+    assert_eq!(entry(&own, &d[2])["usedBy"], serde_json::json!([]), "{own}");
+
     // A process running from v2's snapshot keeps it: start one there that
     // pauses (it installs into another HOME, so it holds no lock of ours).
     let other = TestContext::new();

@@ -284,3 +284,45 @@ fn install_sh_passes_exit_3_through_when_no_service_manager_answers() {
     assert!(!out.stderr.contains("install failed"), "{}", out.stderr);
     assert!(ctx.home().join(".local/bin/lapis-ai-controller").exists());
 }
+
+#[test]
+fn install_sh_passes_instance_and_install_path_through_and_is_quiet_when_asked() {
+    let ctx = TestContext::new();
+    let release = build_release(&ctx);
+    let bytes = std::fs::read(&release.archive.path).unwrap();
+    let server = serve(&release, &bytes, &release.sums);
+    let launcher = ctx.home().join("bin/lapis");
+    let out = run_script(
+        &ctx,
+        &[
+            "--quiet",
+            "--base-url",
+            server.base(),
+            "--no-service",
+            "--instance",
+            "w1",
+            "--install-path",
+            launcher.to_str().unwrap(),
+        ],
+        None,
+    );
+    out.success();
+    // Quiet: neither the script's progress nor the installer's report.
+    assert_eq!(
+        (out.stdout.as_str(), out.stderr.as_str()),
+        ("", ""),
+        "{out:?}"
+    );
+    assert!(
+        launcher.exists(),
+        "the launcher is where it was asked to be"
+    );
+    assert!(!ctx.home().join(".local/bin/lapis-ai-controller").exists());
+    let config = ctx
+        .home()
+        .join(".config/lapis-ai-controller/instances/w1/config.json");
+    assert!(config.is_file(), "the instance has its own config");
+    let version = ctx.output(ctx.command_for(&launcher, ["version", "--json"]));
+    let digest = release.archive.manifest.digest();
+    assert_eq!(version.success().json()["snapshot"], digest.as_str());
+}

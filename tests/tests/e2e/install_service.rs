@@ -120,6 +120,60 @@ fn generated_unit_passes_systemd_analyze_verify() {
         !stderr.contains("lapis-ai-controller.service"),
         "systemd-analyze warned:\n{stderr}"
     );
+
+    // The hardening a user unit ships with: 9.7 before it. The opt-in
+    // drop-in (docs/installing.md), beside the unit, goes further and
+    // still verifies.
+    assert!(exposure(&ctx, &unit) <= 8.7, "{}", exposure(&ctx, &unit));
+    let drop_in = unit.with_extension("service.d");
+    fs::create_dir_all(&drop_in).unwrap();
+    fs::write(
+        drop_in.join("hardening.conf"),
+        lapis_installer::unit::STRICT_DROP_IN,
+    )
+    .unwrap();
+    assert!(exposure(&ctx, &unit) <= 6.8, "{}", exposure(&ctx, &unit));
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .env("HOME", ctx.home())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "verify with the drop-in:\n{stderr}");
+    assert!(!stderr.contains("hardening.conf"), "{stderr}");
+}
+
+/// `systemd-analyze security --offline=true --user`'s overall exposure
+/// score for the unit file `unit` (0 safest, 10 least safe).
+fn exposure(ctx: &TestContext, unit: &std::path::Path) -> f64 {
+    let runtime = ctx.home().join(".runtime");
+    fs::create_dir_all(&runtime).unwrap();
+    fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--user", "--no-pager"])
+        .arg(unit)
+        .env("HOME", ctx.home())
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            l.split_once("Overall exposure level for ")?
+                .1
+                .split_once(": ")?
+                .1
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no exposure score: {out:?}"))
 }
 
 #[test]

@@ -252,7 +252,7 @@ fn bad_releases_are_refused_and_change_nothing() {
 }
 
 #[test]
-fn unreachable_or_insecure_update_sources_are_clear_failures() {
+fn offline_updates_exit_3_and_insecure_update_sources_are_clear_failures() {
     let ctx = {
         // A port that was just free: nothing listens there.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -267,11 +267,18 @@ fn unreachable_or_insecure_update_sources_are_clear_failures() {
         );
         ctx
     };
-    refused(
-        &ctx.run(["update", "--check", "--json"]),
-        "update_source_unavailable",
-        "cannot list releases",
-    );
+    // Offline (nothing answers): the unavailable class, exit 3, for
+    // `--check` and for an update alike.
+    for args in [
+        &["update", "--check", "--json"][..],
+        &["update", "--json"][..],
+    ] {
+        let out = ctx.run(args);
+        out.expect_code(3);
+        let doc = out.json();
+        assert_eq!(doc["error"]["code"], "update_source_unavailable", "{doc}");
+        assert!(format!("{doc}").contains("cannot list releases"), "{doc}");
+    }
     let mut ctx = TestContext::new();
     ctx.set_env("LAPIS_AI_CONTROLLER_UPDATE_API", "http://example.com/api");
     refused(

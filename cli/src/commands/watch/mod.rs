@@ -267,13 +267,6 @@ fn replay(client: &mut Client, thread: &str, turn: &str) -> Result<Vec<JournalEv
     }
 }
 
-/// Milliseconds since the epoch, now.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// What the input thread reports.
 enum Input {
     /// A key the view understands.
@@ -339,7 +332,7 @@ impl Screen {
     }
 
     fn draw(&mut self, view: &View) -> Result<(), CliError> {
-        let now = now_ms();
+        let now = lapis_protocol::time::now_ms();
         self.terminal
             .draw(|frame| render::draw(frame, view, now))
             .map_err(CliError::from)?;

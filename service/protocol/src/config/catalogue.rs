@@ -516,6 +516,21 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_and_the_providers_guide_state_the_catalogue_size() {
+        let said = format!("catalogue of {} ", CATALOGUE.len());
+        for (doc, text) in [
+            ("README.md", include_str!("../../../../README.md")),
+            (
+                "docs/providers.md",
+                include_str!("../../../../docs/providers.md"),
+            ),
+        ] {
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(text.contains(&said), "{doc} must say \"{said}\"");
+        }
+    }
+
+    #[test]
     fn claude_is_the_current_adapter() {
         let c = catalogue_entry("claude").unwrap();
         assert_eq!(c.command, "claude-agent-acp");

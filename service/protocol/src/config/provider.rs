@@ -32,37 +32,79 @@ const VCS_VARS: [&str; 4] = [
 /// Why a provider definition was refused. Messages carry names and keys only.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProviderError {
+    /// The provider's name breaks the name rule.
     #[error("a provider name is invalid (expected 1-64 of [A-Za-z0-9._-], starting alphanumeric)")]
     InvalidName {},
+    /// A member is missing or of the wrong shape.
     #[error("providers.{provider}: {reason}")]
-    Malformed { provider: String, reason: String },
+    Malformed {
+        /// The provider.
+        provider: String,
+        /// What is wrong (names keys, never values).
+        reason: String,
+    },
+    /// `command` is a relative path.
     #[error(
         "providers.{provider}: `command` must be an absolute path or a bare name, got a relative path"
     )]
-    RelativeCommand { provider: String },
+    RelativeCommand {
+        /// The provider.
+        provider: String,
+    },
+    /// An `env` or `envAllowlist` key is not a variable name.
     #[error(
         "providers.{provider}: environment key #{position} (env keys, then envAllowlist) is not a valid variable name"
     )]
-    InvalidEnvName { provider: String, position: usize },
+    InvalidEnvName {
+        /// The provider.
+        provider: String,
+        /// Its position (env keys, then envAllowlist), from 1.
+        position: usize,
+    },
+    /// A variable is set twice.
     #[error(
         "providers.{provider}: environment key #{position} (env keys, then envAllowlist, then vcsIdentity) is set more than once (they must not overlap)"
     )]
-    DuplicateEnv { provider: String, position: usize },
+    DuplicateEnv {
+        /// The provider.
+        provider: String,
+        /// The repeat's position, from 1.
+        position: usize,
+    },
+    /// `vcsIdentity` has an unusable name or email.
     #[error("providers.{provider}: vcsIdentity.{field} is invalid: {reason}")]
     InvalidVcsIdentity {
+        /// The provider.
         provider: String,
+        /// `name` or `email`.
         field: &'static str,
+        /// Why.
         reason: &'static str,
     },
+    /// An MCP server description was refused.
     #[error("providers.{provider}.mcpServers: {refusal}")]
     Mcp {
+        /// The provider.
         provider: String,
+        /// Why.
         refusal: crate::mcp::McpRefusal,
     },
+    /// A bare `command` is in neither `PATH` nor `~/.local/bin`.
     #[error("provider `{provider}`: command `{command}` not found in PATH or ~/.local/bin")]
-    CommandNotFound { provider: String, command: String },
+    CommandNotFound {
+        /// The provider.
+        provider: String,
+        /// The bare name.
+        command: String,
+    },
+    /// An absolute `command` is not an executable file.
     #[error("provider `{provider}`: `{path}` is not an executable file")]
-    NotExecutable { provider: String, path: PathBuf },
+    NotExecutable {
+        /// The provider.
+        provider: String,
+        /// The path.
+        path: PathBuf,
+    },
 }
 
 /// A validated provider definition.

@@ -20,9 +20,9 @@ pub const DEFAULT_HOOK_TIMEOUT_SECONDS: u64 = 300;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorktreesConfig {
     /// Where `workspaces add --worktree-of` puts a worktree given no
-    /// directory (`<root>/<workspace id>`): absolute or `~/…` [default:
-    /// `<controller home>/worktrees`]. Granted as a workspace root for
-    /// the worktrees made there.
+    /// directory (`<root>/<workspace id>`): absolute or `~/…`
+    /// (default: `<controller home>/worktrees`). Granted as a workspace
+    /// root for the worktrees made there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
     /// Run in each new worktree after it is created; a failure (non-zero

@@ -158,3 +158,191 @@ fn numstat_output_parses_with_binary_files() {
     assert_eq!((files[0].added, files[0].deleted), (Some(1), Some(2)));
     assert_eq!((files[1].added, files[1].deleted), (None, None));
 }
+
+/// Waits until the file system clock stamps a file written in `dir` later
+/// than `after` (whole seconds when `whole`, else any tick): a condition,
+/// not a duration.
+fn wait_for_clock(dir: &Path, after: (i64, i64), whole: bool) {
+    use std::os::unix::fs::MetadataExt;
+    let probe = dir.join("clock-probe");
+    loop {
+        std::fs::write(&probe, "x").unwrap();
+        let m = std::fs::metadata(&probe).unwrap();
+        let now = (m.mtime(), m.mtime_nsec());
+        if (whole && now.0 > after.0) || (!whole && now > after) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The file system clock's time now, as a file written in `dir` gets it.
+fn clock(dir: &Path) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let probe = dir.join("clock-probe");
+    std::fs::write(&probe, "x").unwrap();
+    let m = std::fs::metadata(&probe).unwrap();
+    (m.mtime(), m.mtime_nsec())
+}
+
+#[tokio::test]
+async fn an_unchanged_tree_is_answered_without_git_and_a_racy_edit_still_reaches_git() {
+    let (tmp, repo, dir) = fixture();
+    let bounds = SnapshotBounds::default();
+    // Everything in the fixture is stamped before the next snapshot's
+    // reference second.
+    wait_for_clock(tmp.path(), clock(tmp.path()), true);
+    let (first, via) = dir.take_via(&repo, SnapshotPoint::Boundary, bounds).await;
+    assert_eq!(via, Some(Via::Git));
+    let (again, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+    assert_eq!(via, Some(Via::Seen));
+    assert_eq!(
+        (again.tree.as_deref(), again.files),
+        (first.tree.as_deref(), first.files)
+    );
+    // An ignored file changing is nothing the tree holds.
+    std::fs::write(repo.join("target/big.bin"), "still ignored").unwrap();
+    let (_, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+    assert_eq!(via, Some(Via::Seen));
+
+    // The same size and the old mtime: only the ctime moved, within the
+    // second of the last look (git's racy case).
+    let b = repo.join("src/b.txt");
+    let mtime = std::fs::metadata(&b).unwrap().modified().unwrap();
+    std::fs::write(&b, "owt\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&b)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let (edited, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+    assert_eq!(via, Some(Via::Git));
+    let (from, to) = (first.tree.unwrap(), edited.tree.unwrap());
+    let files = dir.diff(&repo, &from, &to, bounds).await.unwrap();
+    assert_eq!(
+        files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+        ["src/b.txt"]
+    );
+}
+
+#[tokio::test]
+async fn every_kind_of_change_is_seen_by_comparing_stat_data_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let (tmp, repo, dir) = fixture();
+    // A clock far ahead: no path is ever too recent, so each change below
+    // is noticed by its stat data or not at all.
+    let dir = dir.with_reference(i64::MAX);
+    let bounds = SnapshotBounds::default();
+    std::fs::create_dir_all(repo.join("empty")).unwrap();
+    std::fs::create_dir_all(repo.join("logs")).unwrap();
+    std::fs::write(repo.join("logs/a.log"), "ignored\n").unwrap();
+    std::fs::write(repo.join("secret.txt"), "s\n").unwrap();
+    std::fs::write(repo.join(".git/info/exclude"), "*.log\nsecret.txt\n").unwrap();
+
+    type Change = fn(&Path);
+    let cases: [(&str, Change, &str); 9] = [
+        (
+            "a longer file",
+            |r| std::fs::write(r.join("a.txt"), "one\ntwo\n").unwrap(),
+            "a.txt",
+        ),
+        (
+            "same size, old mtime",
+            |r| {
+                let b = r.join("src/b.txt");
+                let mtime = std::fs::metadata(&b).unwrap().modified().unwrap();
+                std::fs::write(&b, "TWO\n").unwrap();
+                let f = std::fs::File::options().write(true).open(&b).unwrap();
+                f.set_modified(mtime).unwrap();
+            },
+            "src/b.txt",
+        ),
+        (
+            "a new file",
+            |r| std::fs::write(r.join("new.txt"), "n\n").unwrap(),
+            "new.txt",
+        ),
+        (
+            "a new file in an empty directory",
+            |r| std::fs::write(r.join("empty/x.txt"), "x\n").unwrap(),
+            "empty/x.txt",
+        ),
+        (
+            "a new file beside only ignored ones",
+            |r| std::fs::write(r.join("logs/new.txt"), "l\n").unwrap(),
+            "logs/new.txt",
+        ),
+        (
+            "a new directory",
+            |r| {
+                std::fs::create_dir_all(r.join("src/deep/er")).unwrap();
+                std::fs::write(r.join("src/deep/er/f.txt"), "f\n").unwrap()
+            },
+            "src/deep/er/f.txt",
+        ),
+        (
+            "a deletion",
+            |r| std::fs::remove_file(r.join("new.txt")).unwrap(),
+            "new.txt",
+        ),
+        (
+            "an executable bit",
+            |r| {
+                let p = r.join("a.txt");
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap()
+            },
+            "a.txt",
+        ),
+        (
+            "an exclude rule dropped",
+            |r| std::fs::write(r.join(".git/info/exclude"), "*.log\n").unwrap(),
+            "secret.txt",
+        ),
+    ];
+    for (what, change, path) in cases {
+        // The first look goes to git; after a change, the look that saw it.
+        let (before, _) = dir.take_via(&repo, SnapshotPoint::Boundary, bounds).await;
+        let (again, via) = dir.take_via(&repo, SnapshotPoint::Boundary, bounds).await;
+        assert_eq!(
+            (via, &again.tree),
+            (Some(Via::Seen), &before.tree),
+            "{what}"
+        );
+        // The change gets a later stamp than anything the look recorded.
+        wait_for_clock(tmp.path(), clock(tmp.path()), false);
+        change(&repo);
+        let (after, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+        assert_eq!(via, Some(Via::Git), "{what}: not seen");
+        let (from, to) = (before.tree.unwrap(), after.tree.unwrap());
+        let files = dir.diff(&repo, &from, &to, bounds).await.unwrap();
+        let paths: Vec<_> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, [path], "{what}");
+    }
+}
+
+#[tokio::test]
+async fn a_workspace_below_the_top_sees_the_ignore_rules_above_it() {
+    let (tmp, repo, dir) = fixture();
+    let dir = dir.with_reference(i64::MAX);
+    let bounds = SnapshotBounds::default();
+    std::fs::write(repo.join(".gitignore"), "target/\nsrc/*.tmp\n").unwrap();
+    std::fs::write(repo.join("src/x.tmp"), "t\n").unwrap();
+    let ws = repo.join("src");
+    let (before, _) = dir.take_via(&ws, SnapshotPoint::Boundary, bounds).await;
+    let (_, via) = dir.take_via(&ws, SnapshotPoint::Boundary, bounds).await;
+    assert_eq!(via, Some(Via::Seen));
+    // What the workspace answers for is its own path.
+    let (_, via) = dir.take_via(&repo, SnapshotPoint::Boundary, bounds).await;
+    assert_eq!(via, Some(Via::Git));
+    let (_, _) = dir.take_via(&ws, SnapshotPoint::Boundary, bounds).await;
+    wait_for_clock(tmp.path(), clock(tmp.path()), false);
+    // The rule above the workspace goes: the file it hid is in the tree.
+    std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
+    let (after, via) = dir.take_via(&ws, SnapshotPoint::Outcome, bounds).await;
+    assert_eq!(via, Some(Via::Git));
+    let (from, to) = (before.tree.unwrap(), after.tree.unwrap());
+    let files = dir.diff(&ws, &from, &to, bounds).await.unwrap();
+    let paths: Vec<_> = files.iter().map(|f| f.path.as_str()).collect();
+    assert!(paths.contains(&"src/x.tmp"), "{paths:?}");
+}

@@ -104,11 +104,22 @@ fn the_transcript_shows_its_tail_wrapped_by_display_width() {
 }
 
 #[test]
-fn ages_read_in_whole_units() {
-    use crate::output::age;
-    assert_eq!(age(-5), "0s");
-    assert_eq!(age(59_999), "59s");
-    assert_eq!(age(60_000), "1m");
-    assert_eq!(age(3_600_000), "1h");
-    assert_eq!(age(86_400_000 * 3), "3d");
+fn the_selected_turns_context_meter_is_drawn_under_its_transcript() {
+    let mut view = loaded(
+        vec![turn(
+            "turn_0123456789abcdef",
+            "proj",
+            TurnState::Running,
+            NOW - 5_000,
+        )],
+        vec![],
+    );
+    let rows = screen(&view, 120, 30).join("\n");
+    assert!(!rows.contains("context"), "no report, no meter:\n{rows}");
+    view.apply(&usage_update(7, "turn_0123456789abcdef", 90_000, 200_000));
+    let rows = screen(&view, 120, 30).join("\n");
+    assert!(
+        rows.contains("context █████░░░░░ 45% 90.0k/200.0k"),
+        "{rows}"
+    );
 }
