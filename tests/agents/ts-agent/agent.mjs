@@ -44,6 +44,9 @@
 //   (0.25 USD × N on turn N), and answers with this turn's tokens in the
 //   response's `usage` (*per turn*: 100 input, 50 output, 10 thought, 20
 //   cache read, 180 total) — the two semantics the controller handles.
+//   `[elicit]` sends an empty-form `elicitation/create` (an approval) and
+//   `[elicit-fields]` one with a field, reporting `elicit: <action>; ` or
+//   `elicit: error <code>; ` before the reply.
 //   A prompt naming `lapis-policy-probe.txt` (the controller's policy
 //   probe) asks permission to write that file (its path in `locations`)
 //   and writes it only when allowed.
@@ -418,6 +421,28 @@ const app = acp
         }
         await stream(`probe: ${kind}; `);
         return { stopReason: kind === "cancelled" ? "cancelled" : "end_turn" };
+      }
+      for (const [marker, schema] of [
+        ["[elicit]", { type: "object", properties: {} }],
+        [
+          "[elicit-fields]",
+          { type: "object", properties: { strategy: { type: "string", enum: ["a", "b"] } }, required: ["strategy"] },
+        ],
+      ]) {
+        if (!text.includes(marker)) {
+          continue;
+        }
+        try {
+          const answer = await client.request(acp.methods.client.elicitation.create, {
+            sessionId: session.id,
+            mode: "form",
+            message: "Apply the migration?",
+            requestedSchema: schema,
+          });
+          await stream(`elicit: ${answer.action}; `);
+        } catch (error) {
+          await stream(`elicit: error ${error.code}; `);
+        }
       }
       let usage;
       if (text.includes("[usage]")) {

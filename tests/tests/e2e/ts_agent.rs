@@ -502,3 +502,39 @@ fn the_sdk_agent_honours_a_rejected_write_in_the_policy_probe() {
     );
     server.finish(&[], &[]);
 }
+
+/// Elicitation from the SDK agent through `serve` (issue 29): an
+/// empty-form `elicitation/create` is a one-time approval (`allow-all`
+/// accepts it on an unrestricted thread, journaled as a permission
+/// request); a form with fields gets the invalid-params error, never
+/// invented input.
+#[test]
+fn the_sdk_agents_elicitations_are_approvals_or_refused() {
+    let Some(ts) = TsAgent::find("the_sdk_agents_elicitations_are_approvals_or_refused") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let state = scratch.path().join("state");
+    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
+    let mut client = server.client("ts-agent-e2e");
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::AllowAll, None)
+        .unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "e-1", "[elicit] [elicit-fields]")
+        .unwrap();
+    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "completed");
+    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
+    let text: String = page
+        .events
+        .iter()
+        .filter_map(lapis_e2e::journal::reply_text)
+        .collect();
+    assert!(
+        text.starts_with("elicit: accept; elicit: error -32602; "),
+        "{text:?}"
+    );
+    let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
+    assert!(kinds.contains(&"permission_requested"), "{kinds:?}");
+    server.finish(&[], &[]);
+}
