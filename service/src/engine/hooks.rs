@@ -250,12 +250,17 @@ impl TurnHooks for StoreHooks {
         self.unconfirmed_push(self.store.append_activity(&self.turn_id, snapshot));
         // A ceiling counts this turn's cost from the session's cumulative
         // cost before it (zero for a new session).
+        // A store that cannot be read counts the whole cumulative figure:
+        // budgets bound spending, they never fail a turn's dispatch.
         if let Some(ceiling) = &self.ceiling {
             let before = self
                 .store
                 .session_cost(&self.thread_id, session_id, &self.turn_id)
                 .await
-                .map_err(hook_err)?;
+                .unwrap_or_else(|err| {
+                    tracing::error!(turn = %self.turn_id, code = err.code(), "reading the session's cost failed");
+                    None
+                });
             ceiling.set_before(before);
         }
         let awaited = self.boundary.at_boundary();

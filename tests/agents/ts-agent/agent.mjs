@@ -38,7 +38,18 @@
 //   `[tool]` a tool_call + tool_call_update before the reply;
 //   `[permission]` a `session/request_permission` with allow_once/reject_once
 //   options, the choice reported as `permission: <kind>; `;
-//   `[slow]` waits for `session/cancel` and answers `cancelled`.
+//   `[slow]` waits for `session/cancel` and answers `cancelled`;
+//   `[usage]` sends a `usage_update` before the reply with the session's
+//   context (`used` 1000 × N, `size` 200000) and its *cumulative* cost
+//   (0.25 USD × N on turn N), and answers with this turn's tokens in the
+//   response's `usage` (*per turn*: 100 input, 50 output, 10 thought, 20
+//   cache read, 180 total) — the two semantics the controller handles.
+//   `[elicit]` sends an empty-form `elicitation/create` (an approval) and
+//   `[elicit-fields]` one with a field, reporting `elicit: <action>; ` or
+//   `elicit: error <code>; ` before the reply.
+//   A prompt naming `lapis-policy-probe.txt` (the controller's policy
+//   probe) asks permission to write that file (its path in `locations`)
+//   and writes it only when allowed.
 //   Lines `list` and `call NAME JSON` (as the Rust fixture agent's
 //   `--mcp-tools`) use the session's `lapis-tools` MCP server from
 //   `session/new`/`session/load` `mcpServers`, through the official
@@ -58,6 +69,9 @@ import { randomUUID } from "node:crypto";
 import { appendFileSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+/** The file the controller's policy probe asks for. */
+const PROBE_FILE = "lapis-policy-probe.txt";
 import { Readable, Writable } from "node:stream";
 
 import * as acp from "@agentclientprotocol/sdk";
@@ -261,9 +275,11 @@ async function toolLine(session, line) {
 }
 
 /** Asks for permission; returns the chosen option's kind or "cancelled". */
-async function askPermission(client, sessionId, turn) {
+async function askPermission(client, sessionId, turn, path) {
   const toolCallId = `guarded-${turn}`;
-  const toolCall = { toolCallId, title: "Write notes", kind: "edit", status: "pending" };
+  const toolCall = path
+    ? { toolCallId, title: `Write ${PROBE_FILE}`, kind: "edit", status: "pending", locations: [{ path }] }
+    : { toolCallId, title: "Write notes", kind: "edit", status: "pending" };
   await client.notify(acp.methods.client.session.update, {
     sessionId,
     update: { sessionUpdate: "tool_call", ...toolCall },
@@ -397,6 +413,50 @@ const app = acp
       for (const line of toolLines(text)) {
         await stream(`${await toolLine(session, line)}\n`);
       }
+      if (text.includes(PROBE_FILE)) {
+        const path = join(session.cwd, PROBE_FILE);
+        const kind = await askPermission(client, session.id, turn, path);
+        if (kind === "allow_once") {
+          writeFileSync(path, "probe\n");
+        }
+        await stream(`probe: ${kind}; `);
+        return { stopReason: kind === "cancelled" ? "cancelled" : "end_turn" };
+      }
+      for (const [marker, schema] of [
+        ["[elicit]", { type: "object", properties: {} }],
+        [
+          "[elicit-fields]",
+          { type: "object", properties: { strategy: { type: "string", enum: ["a", "b"] } }, required: ["strategy"] },
+        ],
+      ]) {
+        if (!text.includes(marker)) {
+          continue;
+        }
+        try {
+          const answer = await client.request(acp.methods.client.elicitation.create, {
+            sessionId: session.id,
+            mode: "form",
+            message: "Apply the migration?",
+            requestedSchema: schema,
+          });
+          await stream(`elicit: ${answer.action}; `);
+        } catch (error) {
+          await stream(`elicit: error ${error.code}; `);
+        }
+      }
+      let usage;
+      if (text.includes("[usage]")) {
+        await client.notify(acp.methods.client.session.update, {
+          sessionId: session.id,
+          update: {
+            sessionUpdate: "usage_update",
+            used: 1000 * turn,
+            size: 200000,
+            cost: { amount: 0.25 * turn, currency: "USD" },
+          },
+        });
+        usage = { totalTokens: 180, inputTokens: 100, outputTokens: 50, thoughtTokens: 10, cachedReadTokens: 20 };
+      }
       if (text.includes("[permission]")) {
         const kind = await askPermission(client, session.id, turn);
         await stream(`permission: ${kind}; `);
@@ -419,7 +479,10 @@ const app = acp
       } else {
         await stream("nothing said before");
       }
-      return { stopReason: abort.signal.aborted ? "cancelled" : "end_turn" };
+      return {
+        stopReason: abort.signal.aborted ? "cancelled" : "end_turn",
+        ...(usage ? { usage } : {}),
+      };
     } finally {
       session.pending = null;
       if (reply) {

@@ -12,7 +12,10 @@
 //! `--close-stdout-at prompt` (closes stdout at the prompt and keeps running)
 //! `--exit-leaving-stdout PIDFILE` (at the prompt, leaves a descendant
 //! holding stdout open and exits)
-//! `--auth-required` `--protocol-version N` `--after-response N`
+//! `--auth-required` `--protocol-version N` (answers N whatever was asked)
+//! `--protocol-versions 1,2` (speaks those: answers the client's version
+//! when it is one of them, else the latest, as ACP's negotiation says)
+//! `--after-response N`
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--embedded-context` (advertise `promptCapabilities.embeddedContext`;
 //! `--advertise` does unless `--no-embedded-context`)
@@ -225,10 +228,24 @@ fn main() {
                     );
                     continue;
                 }
-                let version = script
-                    .get("protocol-version")
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(1);
+                // `--protocol-versions 1,2`: the versions it speaks, chosen
+                // as ACP says (the client's when it speaks it, else its
+                // latest); `--protocol-version N` answers N whatever asked.
+                let requested = msg["params"]["protocolVersion"].as_u64();
+                let offered: Vec<u64> = script
+                    .get("protocol-versions")
+                    .map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect())
+                    .unwrap_or_default();
+                let version = if offered.is_empty() {
+                    script
+                        .get("protocol-version")
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(1)
+                } else if let Some(r) = requested.filter(|r| offered.contains(r)) {
+                    r
+                } else {
+                    offered.iter().copied().max().unwrap_or(1)
+                };
                 let result = if script.has("advertise") {
                     json!({"protocolVersion": version,
                         "agentInfo": {"name": "fixture-agent", "version": "1.2.3"},

@@ -184,3 +184,25 @@ async fn a_stop_reason_outside_the_enum_fails_with_a_fixed_code() {
         }
     }
 }
+
+/// Version negotiation against an agent that offers ACP v2 (docs/acp-v2.md):
+/// one that also speaks v1 answers the controller's `protocolVersion: 1`
+/// and the turn runs on v1; one that speaks only v2 answers 2 and the turn
+/// fails `protocol_version_unsupported` before anything else is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_offering_v2_is_negotiated_down_to_v1_or_refused() {
+    let (outcome, hooks, _dir) = run_fixture(&["--protocol-versions", "1,2"]).await;
+    assert!(
+        matches!(outcome, TurnOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(hooks.dispatched());
+    for args in [
+        &["--protocol-versions", "2"][..],
+        &["--protocol-versions", "2,3"][..],
+    ] {
+        let (outcome, hooks, _dir) = run_fixture(args).await;
+        assert_eq!(outcome, failed("protocol_version_unsupported"), "{args:?}");
+        assert!(!hooks.dispatched(), "{args:?}");
+    }
+}

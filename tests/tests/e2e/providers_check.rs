@@ -421,3 +421,26 @@ fn a_running_controller_checks_with_its_own_path() {
     );
     assert!(local.stdout.contains("checked here"), "{}", local.stdout);
 }
+
+/// `providers check` negotiates like a turn: an agent offering v1 and v2
+/// reports protocol version 1; one offering only v2 is refused with the
+/// stable code `protocol_version_unsupported`.
+#[test]
+fn check_negotiates_down_to_v1_or_refuses_a_v2_only_agent() {
+    let ctx = TestContext::new();
+    rich_config(&ctx);
+    add_fixture(&ctx, "both", &["--protocol-versions", "1,2"]);
+    add_fixture(&ctx, "v2only", &["--protocol-versions", "2"]);
+    let both = ctx
+        .run(["providers", "check", "both", "--json"])
+        .success()
+        .json();
+    assert_eq!(both["report"]["protocolVersion"], 1, "{both}");
+    let refused = ctx.run(["providers", "check", "v2only", "--json"]);
+    refused.expect_code(2);
+    let doc = refused.json();
+    assert_eq!(
+        doc["error"]["code"], "protocol_version_unsupported",
+        "{doc}"
+    );
+}

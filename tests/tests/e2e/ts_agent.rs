@@ -428,3 +428,113 @@ fn the_sdk_agent_is_resumed_not_loaded_when_it_offers_resume() {
     );
     server.finish(&[], &[]);
 }
+
+/// Usage from an independent ACP implementation (issue 29): the SDK agent's
+/// `[usage]` sends `usage_update` with a *cumulative* cost and answers with
+/// *per-turn* tokens; each turn records its own share (0.25 USD and 180
+/// tokens a turn, not 0.5 for the second), and the thread totals them.
+#[test]
+fn the_sdk_agents_usage_is_recorded_per_turn_with_both_semantics() {
+    let Some(ts) = TsAgent::find("the_sdk_agents_usage_is_recorded_per_turn_with_both_semantics")
+    else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let state = scratch.path().join("state");
+    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
+    let mut client = server.client("ts-agent-e2e");
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    for (i, cmd) in ["u-1", "u-2"].into_iter().enumerate() {
+        let turn = client
+            .turns_submit(&thread.id, cmd, "[usage] count")
+            .unwrap();
+        let done = settle(&mut client, &turn.id);
+        assert_eq!(done.state.as_str(), "completed");
+        let usage = done.usage.expect("usage recorded");
+        let cost = usage.cost.expect("cost");
+        assert_eq!(
+            (cost.amount.0, cost.currency.as_str()),
+            (0.25, "USD"),
+            "turn {i}"
+        );
+        assert_eq!(usage.context_used, Some(1000 * (i as u64 + 1)), "turn {i}");
+        assert_eq!(
+            (usage.total_tokens, usage.input_tokens, usage.thought_tokens),
+            (180, 100, 10),
+            "turn {i}: the prompt response's per-turn usage"
+        );
+    }
+    let snap = client.threads_get(&thread.id).unwrap();
+    assert_eq!(snap.usage.turns, 2);
+    assert_eq!(snap.usage.total_tokens, 360);
+    assert_eq!(snap.usage.cost_in("USD"), 0.5);
+    server.finish(&[], &[]);
+}
+
+/// The policy probe against the SDK agent: it asks to write the probe file
+/// (naming it), is rejected, and does not write it: `honoured`.
+#[test]
+fn the_sdk_agent_honours_a_rejected_write_in_the_policy_probe() {
+    let Some(ts) = TsAgent::find("the_sdk_agent_honours_a_rejected_write_in_the_policy_probe")
+    else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let state = scratch.path().join("state");
+    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
+    let doc = server
+        .ctx
+        .run(["providers", "check", "ts", "--policy", "--json"])
+        .success()
+        .json();
+    let policy = &doc["report"]["policy"];
+    assert_eq!(policy["verdict"], "honoured", "{doc}");
+    assert_eq!(
+        (
+            &policy["requests"],
+            &policy["named"],
+            &policy["fileWritten"]
+        ),
+        (&json!(1), &json!(true), &json!(false)),
+        "{doc}"
+    );
+    server.finish(&[], &[]);
+}
+
+/// Elicitation from the SDK agent through `serve` (issue 29): an
+/// empty-form `elicitation/create` is a one-time approval (`allow-all`
+/// accepts it on an unrestricted thread, journaled as a permission
+/// request); a form with fields gets the invalid-params error, never
+/// invented input.
+#[test]
+fn the_sdk_agents_elicitations_are_approvals_or_refused() {
+    let Some(ts) = TsAgent::find("the_sdk_agents_elicitations_are_approvals_or_refused") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let state = scratch.path().join("state");
+    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
+    let mut client = server.client("ts-agent-e2e");
+    let thread = client
+        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::AllowAll, None)
+        .unwrap();
+    let turn = client
+        .turns_submit(&thread.id, "e-1", "[elicit] [elicit-fields]")
+        .unwrap();
+    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "completed");
+    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
+    let text: String = page
+        .events
+        .iter()
+        .filter_map(lapis_e2e::journal::reply_text)
+        .collect();
+    assert!(
+        text.starts_with("elicit: accept; elicit: error -32602; "),
+        "{text:?}"
+    );
+    let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
+    assert!(kinds.contains(&"permission_requested"), "{kinds:?}");
+    server.finish(&[], &[]);
+}

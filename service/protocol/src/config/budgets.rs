@@ -5,6 +5,10 @@
 //! What must stay true: a budget is checked when a turn is claimed, before
 //! anything is asked of an application port or an agent; a spent budget
 //! fails that turn `budget_exhausted` and never touches a running turn.
+//! The one exception is a per-turn ceiling (`period: "turn"`,
+//! [`BudgetPeriod::Turn`]), never checked at the claim, which stops a
+//! running turn only through the turn deadline's cancel path. A thread's
+//! own budget ([`ThreadBudget`]) is the `thread:ID:total` budget.
 //! Spending is read from the turns' usage records (`TurnUsage`), counted
 //! from the later of the period's start and the budget's last reset
 //! (`budgets reset KEY`).

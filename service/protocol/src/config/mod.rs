@@ -93,8 +93,8 @@ pub struct Config {
     /// The command run for attention events (see `docs/operations.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<NotifyConfig>,
-    /// Ceilings on tokens or cost, checked when a turn is claimed (at
-    /// most 64; see [`Budget`]).
+    /// Ceilings on tokens or cost, checked when a turn is claimed, or
+    /// with `period: "turn"` while it runs (at most 64; see [`Budget`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<Budget>,
     /// Where worktree workspaces go, and their setup and teardown
