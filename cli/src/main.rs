@@ -15,7 +15,7 @@ mod terminal;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 
 use crate::exit::{CliError, ExitClass};
 
@@ -26,6 +26,11 @@ fn main() -> ExitCode {
         Err(err) => return usage_error(err),
     };
     let wants_json = cli.command.wants_json();
+    if cli.command.deprecated_home_flag() {
+        eprintln!(
+            "warning: `--workspace DIR` is now `--home DIR` (the controller home); the old name goes in the next release"
+        );
+    }
     match commands::run(cli) {
         Ok(()) => ExitClass::Success.into(),
         Err(err) => {
@@ -43,7 +48,7 @@ fn parse() -> Result<args::Cli, clap::Error> {
     let version = format!("{} ({} {} {})", b.version, b.commit, b.date, b.target);
     // clap takes a `&'static str` here; the process parses once.
     let version: &'static str = Box::leak(version.into_boxed_str());
-    let matches = args::Cli::command().version(version).try_get_matches()?;
+    let matches = args::command().version(version).try_get_matches()?;
     args::Cli::from_arg_matches(&matches)
 }
 

@@ -31,6 +31,13 @@ pub(crate) enum ProvidersCommand {
         /// Also open a session (`session/new`): checks login and modes.
         #[arg(long)]
         session: bool,
+        /// Also probe approval acceptance: the running controller runs a
+        /// turn in a scratch workspace asking the agent to write a file,
+        /// rejects the permission, checks the file system itself and
+        /// records honoured / ignored / inconclusive for this provider
+        /// definition (shown by `providers list` and `doctor`).
+        #[arg(long)]
+        policy: bool,
         /// Seconds each step may take.
         #[arg(long, value_name = "SECS", default_value_t = 60)]
         timeout: u64,

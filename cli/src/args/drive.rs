@@ -132,8 +132,7 @@ fn permission_timeout(value: &str) -> Result<PermissionTimeout, String> {
 pub(crate) enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
     Create {
-        /// Agent workspace id (from `workspaces list`). Positional, because
-        /// `--workspace` always means the controller home.
+        /// Agent workspace id (from `workspaces list`, or a unique prefix).
         #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(workspace_ids))]
         workspace: String,
         /// Provider name from the configuration.

@@ -12,9 +12,20 @@ use crate::commands::candidates::instance_names;
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct GlobalArgs {
     /// Configuration file [default: ~/.config/lapis-ai-controller/config.json].
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Global options"
+    )]
     pub(crate) config: Option<PathBuf>,
     /// Isolated instance name (its own config, home, socket and service unit).
-    #[arg(long, global = true, value_name = "NAME", add = ArgValueCandidates::new(instance_names))]
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME",
+        help_heading = "Global options",
+        add = ArgValueCandidates::new(instance_names)
+    )]
     pub(crate) instance: Option<String>,
 }

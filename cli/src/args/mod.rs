@@ -15,7 +15,9 @@ use clap::{Args, Parser, Subcommand};
 
 mod config;
 mod drive;
+mod examples;
 mod global;
+mod help;
 mod install;
 
 pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
@@ -24,6 +26,7 @@ pub(crate) use drive::{
     ResolveAsArg, RetentionArg, ThreadsCommand, TurnsCommand, WorkspacesCommand,
 };
 pub(crate) use global::GlobalArgs;
+pub(crate) use help::command;
 pub(crate) use install::{
     CompletionsArgs, GcArgs, InstallArgs, LogsArgs, ReleasesCommand, RollbackArgs, ServeArgs,
     StartArg, StopArgs, TokenCommand, UninstallArgs, UpdateArgs,
@@ -114,14 +117,31 @@ pub(crate) enum Command {
     },
 }
 
-/// `--workspace DIR`: the controller home, for the commands that create or
-/// open it. Other commands find it through the configuration.
+/// `--home DIR`: the controller home, for the commands that create or open
+/// it. Other commands find it through the configuration. Without the flag
+/// the environment (`LAPIS_AI_CONTROLLER_WORKSPACE`) is read by
+/// `commands::paths::resolve`, as for every command, so the flag wins.
+///
+/// `--workspace DIR` was its name until the product's core noun became the
+/// agent workspace: kept, hidden, for one release, and warned about
+/// ([`Command::deprecated_home_flag`]).
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct HomeArg {
-    /// Controller home holding the database, lock and socket
-    /// [default: ~/.lapis/ai-controller].
-    #[arg(long, value_name = "DIR", env = "LAPIS_AI_CONTROLLER_WORKSPACE")]
-    pub(crate) workspace: Option<PathBuf>,
+    /// Controller home holding the database, lock and socket [default:
+    /// $LAPIS_AI_CONTROLLER_WORKSPACE, the config's `controllerHome`, else
+    /// ~/.lapis/ai-controller].
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// The old name of `--home` (deprecated; removed in the next release).
+    #[arg(long, value_name = "DIR", hide = true, conflicts_with = "home")]
+    workspace: Option<PathBuf>,
+}
+
+impl HomeArg {
+    /// The controller home given on the command line, by either name.
+    pub(crate) fn dir(&self) -> Option<&std::path::Path> {
+        self.home.as_deref().or(self.workspace.as_deref())
+    }
 }
 
 /// `--command-id ID` of a mutating command.
@@ -143,6 +163,19 @@ pub(crate) struct JsonArg {
 }
 
 impl Command {
+    /// Whether the controller home was given by its old name
+    /// (`--workspace`), which `main` warns about on stderr.
+    pub(crate) fn deprecated_home_flag(&self) -> bool {
+        let home = match self {
+            Command::Install(a) => &a.home,
+            Command::Uninstall(a) => &a.home,
+            Command::Serve(a) => &a.home,
+            Command::Stop(a) => &a.home,
+            _ => return false,
+        };
+        home.workspace.is_some()
+    }
+
     /// Whether the user asked for one JSON document on stdout, so errors are
     /// reported as JSON too.
     pub(crate) fn wants_json(&self) -> bool {

@@ -41,7 +41,7 @@ const LOG_TAIL: usize = 15;
 
 /// `serve --background`.
 pub(super) fn start(global: &GlobalArgs, args: &ServeArgs) -> CliResult {
-    let target = target(global, args.home.workspace.as_deref())?;
+    let target = target(global, args.home.dir())?;
     if let Some(pid) = answering_pid(&target) {
         eprintln!(
             "the controller is already running (pid {pid}); `{}` stops it if it was started with --background",
@@ -71,8 +71,8 @@ pub(super) fn start(global: &GlobalArgs, args: &ServeArgs) -> CliResult {
     if let Some(instance) = &global.instance {
         cmd.arg("--instance").arg(instance);
     }
-    if let Some(home) = &args.home.workspace {
-        cmd.arg("--workspace").arg(home);
+    if let Some(home) = args.home.dir() {
+        cmd.arg("--home").arg(home);
     }
     // Its own process group: the terminal's Ctrl-C and job control do not
     // reach it; stdin is closed, stdout and stderr go to the log.
@@ -131,7 +131,7 @@ pub(super) fn start(global: &GlobalArgs, args: &ServeArgs) -> CliResult {
 
 /// `stop`.
 pub(super) fn stop(global: &GlobalArgs, args: &StopArgs) -> CliResult {
-    let target = target(global, args.home.workspace.as_deref())?;
+    let target = target(global, args.home.dir())?;
     let pid_path = target.home.join(PID_FILE);
     let answering = answering_pid(&target);
     let recorded = match std::fs::read_to_string(&pid_path) {
@@ -240,7 +240,7 @@ fn prepare_home(home: &Path) -> Result<(), CliError> {
         Ok(false) => Err(CliError::failure(
             "not_controller_home",
             anyhow::anyhow!(
-                "{} is not a controller home (it holds other files and no controller.db); choose another --workspace",
+                "{} is not a controller home (it holds other files and no controller.db); choose another --home",
                 home.display()
             ),
         )),

@@ -19,11 +19,7 @@ use crate::identity::build_identity;
 
 pub(super) fn run(global: &GlobalArgs, args: InstallArgs) -> CliResult {
     let started = Instant::now();
-    let paths = resolve(
-        global,
-        args.home.workspace.as_deref(),
-        args.install_path.as_deref(),
-    )?;
+    let paths = resolve(global, args.home.dir(), args.install_path.as_deref())?;
     let exe = std::env::current_exe().map_err(|e| {
         CliError::failure("io", anyhow::anyhow!("cannot find this executable: {e}"))
     })?;

@@ -17,11 +17,7 @@ use crate::identity::build_identity;
 
 pub(super) fn run(global: &GlobalArgs, args: InstallArgs, from: &str) -> CliResult {
     let started = Instant::now();
-    let paths = resolve(
-        global,
-        args.home.workspace.as_deref(),
-        args.install_path.as_deref(),
-    )?;
+    let paths = resolve(global, args.home.dir(), args.install_path.as_deref())?;
     let expected = match (&args.sha256, &args.checksums) {
         (Some(hex), _) => Some(Expected::Sha256(hex.clone())),
         (None, Some(list)) => Some(Expected::Checksums(list.clone())),

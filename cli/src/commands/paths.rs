@@ -10,7 +10,7 @@ use crate::args::GlobalArgs;
 use crate::exit::CliError;
 
 /// Paths for the selected instance: `--config`, `--instance`, and the
-/// command's `--workspace` / `--install-path` when it has them. `HOME`,
+/// command's `--home` / `--install-path` when it has them. `HOME`,
 /// `XDG_CONFIG_HOME` and the working directory come from the environment.
 pub(super) fn resolve(
     global: &GlobalArgs,
@@ -20,9 +20,9 @@ pub(super) fn resolve(
     let mut opts = PathOptions::from_env().map_err(|e| installer_error(e.into()))?;
     opts.config = global.config.clone();
     opts.instance = global.instance.clone();
-    // `--workspace` exists on install, serve and uninstall, where clap already
-    // reads the environment into it; client commands have no flag and take
-    // the environment here, so every command sees the same input.
+    // `--home` exists on install, serve, stop and uninstall; without it
+    // (and on client commands, which have no flag) the environment is read
+    // here, so every command sees the same input and the flag wins.
     opts.controller_home = workspace.map(Path::to_path_buf).or_else(|| {
         std::env::var_os(lapis_protocol::home::HOME_ENV)
             .filter(|v| !v.is_empty())

@@ -31,9 +31,10 @@ pub(super) fn run(global: &GlobalArgs, command: ProvidersCommand) -> CliResult {
         ProvidersCommand::Check {
             name,
             session,
+            policy,
             timeout,
             out,
-        } => super::providers_check::run(global, &name, session, timeout, out),
+        } => super::providers_check::run(global, &name, session, policy, timeout, out),
     }
 }
 
@@ -80,6 +81,26 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
         }
         configured.push(entry);
     }
+    // Recorded approval acceptance (`providers check NAME --policy`), from
+    // the running controller when one answers: the probe of the current
+    // definition, else the last one, marked as older.
+    let probes = super::connect::connect(global)
+        .ok()
+        .and_then(|mut c| c.status().ok())
+        .map(|s| s.policy_probes)
+        .unwrap_or_default();
+    for entry in &mut configured {
+        let name = entry["name"].as_str().unwrap_or_default().to_owned();
+        let mine = || probes.iter().filter(|r| r.provider == name);
+        if let Some(r) = mine().find(|r| r.current).or_else(|| mine().next()) {
+            entry["approval"] = json!({
+                "verdict": r.probe.verdict, "current": r.current,
+                "checkedAt": lapis_protocol::time::format_ms(r.checked_at),
+                "requests": r.probe.requests, "fileWritten": r.probe.file_written,
+                "agentSaid": r.probe.agent_said,
+            });
+        }
+    }
     let catalogue: Vec<Value> = CATALOGUE
         .iter()
         .map(|e| {
@@ -121,7 +142,22 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
     eprintln!("configuration: {}", path.display());
     // The configured providers first, then the catalogue (`providers add
     // NAME`); a catalogue entry already configured says so.
-    let mut table = Table::new(&["NAME", "SOURCE", "COMMAND", "FOUND", "MCP"]);
+    // APPROVAL: the latest approval-acceptance probe (`providers check NAME
+    // --policy`), marked when it judged an older definition.
+    let approval = |v: &Value| match v.get("approval") {
+        Some(a) => format!(
+            "{} at {}{}",
+            a["verdict"].as_str().unwrap_or("?"),
+            a["checkedAt"].as_str().unwrap_or("?"),
+            if a["current"] == true {
+                ""
+            } else {
+                " (an older definition: probe again)"
+            }
+        ),
+        None => "-".to_owned(),
+    };
+    let mut table = Table::new(&["NAME", "SOURCE", "COMMAND", "FOUND", "MCP", "APPROVAL"]);
     for v in &configured {
         let mcp: Vec<String> = v["mcpServers"]
             .as_array()
@@ -146,6 +182,7 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
             command(v).into(),
             found(v).into(),
             mcp.join(", ").into(),
+            approval(v).into(),
         ]);
     }
     for v in &catalogue {
@@ -160,6 +197,7 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
             command(v).into(),
             found(v).into(),
             String::new().into(),
+            "-".into(),
         ]);
     }
     table.print()?;

@@ -33,6 +33,7 @@ pub(super) fn run(
     global: &GlobalArgs,
     name: &str,
     session: bool,
+    policy: bool,
     timeout: u64,
     out: JsonArg,
 ) -> CliResult {
@@ -62,7 +63,16 @@ pub(super) fn run(
     .map_err(|e| CliError::failure("invalid_config", e))?;
     let by_service = configured.is_some() || name == ECHO_PROVIDER;
     let mut client = by_service.then(|| running_service(global)).flatten();
-    let (checked, checked_by) = check_with(client.as_mut(), name, spec, session, timeout, || {
+    if policy && client.is_none() {
+        return Err(CliError::unavailable(
+            "service_unavailable",
+            anyhow!(
+                "a policy probe is run and recorded by the running controller, for a provider it has configured: start it (`serve` or `service start`) and add `{name}` to its configuration"
+            ),
+        ));
+    }
+    let what = Check { session, policy };
+    let (checked, checked_by) = check_with(client.as_mut(), name, spec, what, timeout, || {
         service_lookup(&path)
     })?;
     let report =
@@ -89,9 +99,49 @@ pub(super) fn run(
         output::json(&doc)?;
     } else {
         print_report(name, &report)?;
+        if let Some(p) = &report.policy {
+            print_policy(p)?;
+        }
         output::line(checked_line(checked_by))?;
     }
     Ok(())
+}
+
+/// What to check beyond `initialize`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Check {
+    /// Open a session.
+    pub(super) session: bool,
+    /// Run the policy probe (by the running controller only).
+    pub(super) policy: bool,
+}
+
+/// A policy probe's result: the verdict, the controller's own evidence,
+/// then (apart) what the agent said.
+fn print_policy(p: &lapis_protocol::probe::PolicyProbe) -> std::io::Result<()> {
+    let why = p
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    output::line(format!(
+        "  approval acceptance: {}{why} (recorded for this provider definition)",
+        p.verdict.as_str()
+    ))?;
+    output::line(format!(
+        "    evidence: {} permission request(s), {} the probe file; the file {} after the rejection",
+        p.requests,
+        if p.named { "naming" } else { "none naming" },
+        if p.file_written {
+            "exists"
+        } else {
+            "is absent"
+        }
+    ))?;
+    output::line(crate::terminal::safe(&format!(
+        "    the agent said: {} (not evidence)",
+        p.agent_said.as_deref().unwrap_or("nothing")
+    )))
 }
 
 /// Which start the check was: the running service's, or this process's.
@@ -117,10 +167,11 @@ pub(super) fn check_with(
     client: Option<&mut lapis_protocol::client::Client>,
     name: &str,
     spec: ProviderSpec,
-    session: bool,
+    what: Check,
     timeout: u64,
     lookup: impl FnOnce() -> Result<CommandLookup, CliError>,
 ) -> Result<(Result<ProbeReport, ProbeFailed>, &'static str), CliError> {
+    let session = what.session;
     let Some(client) = client else {
         let checked = start(spec, lookup()?, session, timeout).map_err(|f| ProbeFailed {
             code: f.error.code().to_owned(),
@@ -130,12 +181,14 @@ pub(super) fn check_with(
         return Ok((checked, "local"));
     };
     let timeout = timeout.clamp(1, 600);
-    // Up to three steps (spawn + initialize, session/new) of `timeout`
-    // each, then the stderr drain: wait for the whole check.
-    client.set_request_timeout(Some(Duration::from_secs(3 * timeout + 10)));
+    // Up to four steps (spawn + initialize, session/new, the policy
+    // probe's prompt) of `timeout` each, then the stderr drain: wait for
+    // the whole check.
+    client.set_request_timeout(Some(Duration::from_secs(4 * timeout + 10)));
     let checked = client.providers_check(&lapis_protocol::params::ProvidersCheck {
         name: name.to_owned(),
         session,
+        policy: what.policy,
         timeout_seconds: Some(timeout),
     });
     client.set_request_timeout(Some(super::connect::REQUEST_TIMEOUT));
@@ -144,9 +197,9 @@ pub(super) fn check_with(
         // Configured in the file but not loaded by the running controller
         // (added since its start or last reload): checked here instead.
         Err(lapis_protocol::client::ClientError::Rpc(e))
-            if e.error_code() == Some(lapis_protocol::ErrorCode::NotFound) =>
+            if e.error_code() == Some(lapis_protocol::ErrorCode::NotFound) && !what.policy =>
         {
-            let (checked, _) = check_with(None, name, spec, session, timeout, lookup)?;
+            let (checked, _) = check_with(None, name, spec, what, timeout, lookup)?;
             return Ok((checked, UNLOADED));
         }
         Err(e) => return Err(super::connect::client_error(e)),
@@ -210,6 +263,7 @@ pub(super) fn start(
         spec,
         scratch: scratch.path().to_path_buf(),
         session,
+        policy: false,
         lookup,
         limits,
     };

@@ -19,8 +19,7 @@ pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
         }
         e
     };
-    let target =
-        super::connect::target(global, args.home.workspace.as_deref()).map_err(startup_failed)?;
+    let target = super::connect::target(global, args.home.dir()).map_err(startup_failed)?;
     let config_path = target.paths.config.clone();
     let build = build_identity();
     let snapshot = std::env::current_exe()

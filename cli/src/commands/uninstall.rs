@@ -12,11 +12,7 @@ use crate::args::{GlobalArgs, UninstallArgs};
 use crate::exit::CliResult;
 
 pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
-    let paths = resolve(
-        global,
-        args.home.workspace.as_deref(),
-        args.install_path.as_deref(),
-    )?;
+    let paths = resolve(global, args.home.dir(), args.install_path.as_deref())?;
     if args.purge && !args.yes {
         confirm_purge(&paths)?;
     }

@@ -20,7 +20,9 @@ use super::turn::{
 };
 use lapis_protocol::ApprovalPolicy;
 use lapis_protocol::config::{CommandLookup, ProviderSpec};
-use lapis_protocol::probe::{ProbeReport, SessionProbe};
+use lapis_protocol::probe::{
+    POLICY_PROBE_FILE, POLICY_PROBE_PROMPT, PolicyProbe, PolicyVerdict, ProbeReport, SessionProbe,
+};
 use lapis_protocol::{Payload, PermissionAnswer};
 
 /// What to check.
@@ -32,6 +34,9 @@ pub struct ProbeRequest {
     pub scratch: PathBuf,
     /// Also open a session (`session/new`).
     pub session: bool,
+    /// Also run the policy probe turn (see [`policy_probe`]); implies
+    /// `session`.
+    pub policy: bool,
     /// Command lookup and secrets, as for a turn.
     pub lookup: CommandLookup,
     /// Deadlines (`setup_timeout` bounds each call).
@@ -87,9 +92,15 @@ impl ProbeError {
     }
 }
 
-/// Hooks of a check: nothing is journaled, nothing is dispatched.
-#[derive(Debug)]
-struct ProbeHooks;
+/// Hooks of a check: nothing is journaled, nothing goes through the
+/// dispatch boundary (the policy probe's prompt is sent by the probe
+/// itself). Every permission request is rejected (its reject option, else
+/// `cancelled`) and counted.
+#[derive(Debug, Default)]
+struct ProbeHooks {
+    /// (requests seen, whether one named the probe file).
+    asked: std::sync::Mutex<(u32, bool)>,
+}
 
 impl TurnHooks for ProbeHooks {
     async fn before_dispatch(&self, _session_id: &str) -> Result<(), HookError> {
@@ -100,9 +111,41 @@ impl TurnHooks for ProbeHooks {
         Ok(())
     }
 
-    async fn ask(&self, _request: PermissionRequest) -> PermissionAnswer {
-        PermissionAnswer::Cancelled
+    async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
+        {
+            let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+            asked.0 += 1;
+            asked.1 |= names_probe_file(&request.invocation);
+        }
+        request
+            .options
+            .iter()
+            .find(|o| o.kind == "reject_once")
+            .or_else(|| {
+                request
+                    .options
+                    .iter()
+                    .find(|o| o.kind.starts_with("reject"))
+            })
+            .map_or(PermissionAnswer::Cancelled, |o| {
+                PermissionAnswer::Selected {
+                    option_id: o.id.clone(),
+                }
+            })
     }
+}
+
+/// Whether a permission request is about the probe file: a location, the
+/// title, the command or the raw input names it.
+fn names_probe_file(call: &lapis_protocol::Invocation) -> bool {
+    let named = |s: &str| s.contains(POLICY_PROBE_FILE);
+    call.locations.iter().any(|l| named(&l.path))
+        || call.title.as_deref().is_some_and(named)
+        || call.command.as_deref().is_some_and(named)
+        || call
+            .raw_input
+            .as_ref()
+            .is_some_and(|v| named(&v.to_string()))
 }
 
 /// Runs the check and tears the agent down.
@@ -145,7 +188,7 @@ pub async fn probe(request: ProbeRequest) -> Result<ProbeReport, ProbeFailure> {
     let (_cancel, signal) = tokio::sync::watch::channel(false);
     let mut session = Session::start(
         Conn::open(pipes),
-        Arc::new(ProbeHooks),
+        Arc::new(ProbeHooks::default()),
         signal.into(),
         &turn,
     );
@@ -201,13 +244,21 @@ async fn exchange(
             .cloned()
             .unwrap_or_default(),
         session: None,
+        policy: None,
     };
-    if request.session {
+    if request.session || request.policy {
         let new = json!({"cwd": request.scratch, "mcpServers": []});
         report.session = Some(match s.call("session/new", new, setup).await {
-            Ok(v) => SessionProbe::Opened {
-                modes: v.get("modes").cloned(),
-            },
+            Ok(v) => {
+                if request.policy
+                    && let Some(id) = v.get("sessionId").and_then(Value::as_str)
+                {
+                    report.policy = Some(policy_probe(s, request, id.to_owned()).await);
+                }
+                SessionProbe::Opened {
+                    modes: v.get("modes").cloned(),
+                }
+            }
             Err(CallError::Rpc { code }) if code == AUTH_REQUIRED => SessionProbe::AuthRequired,
             Err(e) => SessionProbe::Failed {
                 code: call_code(&e, "session_new_failed", "session_new_timeout").to_string(),
@@ -215,6 +266,46 @@ async fn exchange(
         });
     }
     Ok(report)
+}
+
+/// The policy probe turn on session `id`: the prompt asking for a write of
+/// [`POLICY_PROBE_FILE`] (bounded by the setup timeout), every permission
+/// request rejected by [`ProbeHooks`], then the controller's own look at
+/// the scratch workspace. What the agent answered is kept apart
+/// (`agent_said`) and never enters the verdict.
+async fn policy_probe(
+    s: &mut Session<ProbeHooks>,
+    request: &ProbeRequest,
+    id: String,
+) -> PolicyProbe {
+    s.mark_dispatched(id.clone());
+    let prompt = json!({"sessionId": id,
+        "prompt": [{"type": "text", "text": POLICY_PROBE_PROMPT}]});
+    let answered = s
+        .call("session/prompt", prompt, Some(request.limits.setup_timeout))
+        .await;
+    let agent_said = Some(match answered {
+        Ok(v) => v
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .unwrap_or("no stop reason")
+            .chars()
+            .take(64)
+            .collect(),
+        Err(e) => call_code(&e, "agent_error", "timeout").to_owned(),
+    });
+    let (requests, named) = *s.hooks().asked.lock().unwrap_or_else(|p| p.into_inner());
+    // `symlink_metadata`: a link planted in the agent's place counts too.
+    let file_written = std::fs::symlink_metadata(request.scratch.join(POLICY_PROBE_FILE)).is_ok();
+    let (verdict, reason) = PolicyVerdict::judge(requests > 0, named, file_written);
+    PolicyProbe {
+        verdict,
+        requests,
+        named,
+        file_written,
+        agent_said,
+        reason,
+    }
 }
 
 fn call_code(e: &CallError, rpc: &'static str, timeout: &'static str) -> &'static str {

@@ -111,7 +111,7 @@ pub enum StoreError {
     /// The controller home is a directory with other files in it and no
     /// database or marker: it is someone's directory, not a controller home.
     #[error(
-        "{} is not a controller home (it holds other files and no controller.db); choose an empty or new directory for --workspace",
+        "{} is not a controller home (it holds other files and no controller.db); choose an empty or new directory for --home",
         .path.display()
     )]
     NotControllerHome {

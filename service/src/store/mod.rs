@@ -65,6 +65,7 @@ mod ops_cancel;
 mod ops_threads;
 mod ops_turns;
 mod ops_workspaces;
+mod policy;
 mod prepared;
 mod read;
 mod receipts;

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -309,6 +309,20 @@ CREATE TABLE budget_resets (
         then: None,
         sql: r#"
 ALTER TABLE threads ADD COLUMN budget TEXT;
+"#,
+    },
+    Migration {
+        // Version 16: approval acceptance (issue 29 item 5): the last
+        // policy probe (`providers check --policy`) per provider
+        // definition fingerprint, its `PolicyProbe` as JSON.
+        then: None,
+        sql: r#"
+CREATE TABLE policy_probes (
+    fingerprint TEXT PRIMARY KEY NOT NULL,
+    provider    TEXT NOT NULL,
+    probe       TEXT NOT NULL,
+    checked_at  INTEGER NOT NULL
+) WITHOUT ROWID;
 "#,
     },
 ];

@@ -128,6 +128,12 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              AND (typeof(permission_timeout_seconds) != 'integer' \
              OR permission_timeout_seconds NOT BETWEEN {} AND {}) LIMIT 1",
             PERMISSION_TIMEOUT_SECONDS.start(), PERMISSION_TIMEOUT_SECONDS.end())),
+        ("policy_probes", "fields", format!(
+            "SELECT fingerprint FROM policy_probes WHERE NOT {fp} OR typeof(provider) != 'text' \
+             OR typeof(checked_at) != 'integer' OR typeof(probe) != 'text' OR NOT json_valid(probe) \
+             OR (CASE WHEN json_valid(probe) THEN json_extract(probe, '$.verdict') END) \
+             NOT IN ('honoured', 'ignored', 'inconclusive') LIMIT 1",
+            fp = hex64("fingerprint"))),
         ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
              (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
         ("turns", "fields", format!(

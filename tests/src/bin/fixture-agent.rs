@@ -37,6 +37,8 @@
 //! `--mcp-tools`: an MCP client (`rmcp`) of the session's `lapis-tools`
 //! bridge; prompt lines `call NAME JSON` and `list` use it (see `mcp.rs`;
 //! `--mcp-timing` adds each call's time as the agent saw it).
+//! `--policy-probe honour|ignore|silent|unnamed`: the agent a policy probe
+//! (`providers check --policy`) meets (see `prompt.rs`).
 //! `--idle-request PATH`: after answering a prompt, sends a
 //! `fs/read_text_file` request and appends `idle-0=<outcome>` to PATH when
 //! its answer arrives.

@@ -209,6 +209,17 @@ fn journal_tail_shows_the_last_n_or_since_a_cursor_and_head_ends_a_follow() {
         let (at, _) = line.split_once(' ').unwrap_or_default();
         assert!(lapis_protocol::time::parse_ms(at).is_some(), "{line}");
     }
+    // Colour follows clap's rules through anstream: none on a pipe (or with
+    // NO_COLOR), forced by CLICOLOR_FORCE, and NO_COLOR still wins over it.
+    assert!(!plain.stdout.contains('\u{1b}'), "{}", plain.stdout);
+    let mut forced = ctx.command(["journal", "tail", &th, "-n", "3"]);
+    forced.env_remove("NO_COLOR").env("CLICOLOR_FORCE", "1");
+    let forced = ctx.output(forced);
+    assert!(forced.stdout.contains("\u{1b}[2m"), "{:?}", forced.stdout);
+    let mut both = ctx.command(["journal", "tail", &th, "-n", "3"]);
+    both.env("CLICOLOR_FORCE", "1");
+    let both = ctx.output(both);
+    assert!(!both.stdout.contains('\u{1b}'), "{:?}", both.stdout);
     // A prefix two threads share is refused, naming both.
     let other = server.cli_thread("echo");
     let ambiguous = ctx.run(["journal", "tail", "thr_", "--json"]);

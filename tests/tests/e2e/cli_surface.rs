@@ -225,14 +225,22 @@ fn command_paths(ctx: &TestContext, prefix: Vec<String>, out: &mut Vec<Vec<Strin
     let help = ctx.run(&args);
     help.success();
     out.push(prefix.clone());
-    let Some(section) = help.stdout.split("Commands:\n").nth(1) else {
-        return;
-    };
-    for line in section.lines().take_while(|l| !l.trim().is_empty()) {
+    // `Commands:` below the top level; the top level groups them
+    // (`Agent commands:`, `Service commands:`, `Install commands:`).
+    let mut in_section = false;
+    for line in help.stdout.lines() {
+        if line.trim().is_empty() {
+            in_section = false;
+            continue;
+        }
+        if !line.starts_with(' ') {
+            in_section = line.ends_with("ommands:");
+            continue;
+        }
         let Some(name) = line.split_whitespace().next() else {
             continue;
         };
-        if name == "help" || !line.starts_with("  ") || line.starts_with("   ") {
+        if !in_section || name == "help" || line.starts_with("   ") {
             continue;
         }
         let mut next = prefix.clone();

@@ -26,7 +26,7 @@ enum Given<'a> {
 /// `want`.
 fn agree(ctx: &TestContext, given: &Given<'_>, want: &Path) {
     let flag: Vec<String> = match given {
-        Given::Flag(p) => vec!["--workspace".into(), p.display().to_string()],
+        Given::Flag(p) => vec!["--home".into(), p.display().to_string()],
         _ => Vec::new(),
     };
     let env = |cmd: &mut std::process::Command| {
@@ -121,7 +121,7 @@ fn config_home_when_no_flag_or_environment() {
     install(
         &ctx,
         &TestContext::bin(),
-        &["--workspace", configured.to_str().unwrap()],
+        &["--home", configured.to_str().unwrap()],
     );
     // ...and from then on the config names the home.
     agree(&ctx, &Given::Nothing, &configured);
@@ -162,8 +162,15 @@ fn serve_refuses_a_project_directory_and_leaves_it_untouched() {
     for (name, text) in files {
         std::fs::write(project.join(name), text).unwrap();
     }
+    // By the flag's old name, still taken for one release with a warning.
     let out = ctx.run(["serve", "--workspace", project.to_str().unwrap()]);
     out.expect_code(2);
+    assert!(
+        out.stderr
+            .starts_with("warning: `--workspace DIR` is now `--home DIR`"),
+        "{}",
+        out.stderr
+    );
     assert!(
         out.stderr.contains("not a controller home"),
         "{}",

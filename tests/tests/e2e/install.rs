@@ -76,7 +76,7 @@ fn workspace_option_sets_controller_home_once() {
     let doc = install(
         &ctx,
         &TestContext::bin(),
-        &["--workspace", home.to_str().unwrap()],
+        &["--home", home.to_str().unwrap()],
     );
     assert_eq!(doc["paths"]["controllerHome"], home.display().to_string());
     let config: serde_json::Value =
@@ -304,9 +304,13 @@ note: [HOME]/.local/bin is not on PATH; add it to run `lapis-ai-controller` by n
 
     let out = ctx.run(["releases", "list"]);
     let text = filtered(&ctx, &out.success().stdout);
+    // Piped: one tab-separated row per snapshot, no header, the install
+    // time in RFC 3339.
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
-    assert!(lines[0].starts_with("  snapshot      installed"), "{text}");
-    assert!(lines[1].starts_with("* "), "{text}");
-    assert!(lines[1].ends_with("active"), "{text}");
+    assert_eq!(lines.len(), 1, "{text}");
+    let row: Vec<&str> = lines[0].split('\t').collect();
+    assert_eq!(row.len(), 5, "{text}");
+    assert_eq!(row[0].len(), 12, "{text}");
+    assert!(lapis_protocol::time::parse_ms(row[1]).is_some(), "{text}");
+    assert_eq!(row[4], "active", "{text}");
 }

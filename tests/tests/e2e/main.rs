@@ -58,6 +58,7 @@ mod policy_receipts;
 mod protocol;
 mod providers;
 mod providers_check;
+mod providers_policy;
 mod quickstart;
 mod redaction;
 mod release;

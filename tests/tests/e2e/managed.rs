@@ -150,7 +150,7 @@ fn a_managed_controller_is_ready_serves_turns_and_stops_cleanly() {
             setup.config.to_str().unwrap(),
             "serve",
             "--stdio",
-            "--workspace",
+            "--home",
             setup.home.to_str().unwrap(),
         ]
     );

@@ -175,7 +175,7 @@ fn provider_servers_reach_the_agent_on_new_and_on_load_and_values_stay_out_of_re
     assert_eq!(tools["mcpServers"][0]["identity"], endpoint["identity"]);
     let plain = server.ctx.run(["providers", "list"]);
     assert!(
-        plain.stdout.contains("\tfound\tfiles (stdio)\n"),
+        plain.stdout.contains("\tfound\tfiles (stdio)\t-\n"),
         "{}",
         plain.stdout
     );

@@ -157,12 +157,7 @@ fn serve_background_refuses_a_directory_that_is_not_a_controller_home() {
     let project = ctx.home().join("project");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("main.rs"), "fn main() {}\n").unwrap();
-    let out = ctx.run([
-        "serve",
-        "--background",
-        "--workspace",
-        project.to_str().unwrap(),
-    ]);
+    let out = ctx.run(["serve", "--background", "--home", project.to_str().unwrap()]);
     out.expect_code(2);
     assert!(
         out.stderr.contains("is not a controller home"),

@@ -102,7 +102,7 @@ pub(super) fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<C
             client.as_mut(),
             name,
             spec,
-            false,
+            crate::commands::providers_check::Check::default(),
             PROBE_SECS,
             || {
                 Ok(lookup
@@ -154,6 +154,66 @@ pub(super) fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<C
                 check_name,
                 format!("{:#}", e.error),
                 format!("`{PRODUCT} providers check {name}`"),
+            ),
+        });
+    }
+    if let Some(client) = client.as_mut() {
+        approval_checks(client, config, checks);
+    }
+}
+
+/// Each configured provider's recorded policy probe (`providers check
+/// NAME --policy`), when it has one: honoured is fine, ignored fails (the
+/// agent wrote a file whose permission was rejected), inconclusive or a
+/// probe of an older definition warns. Kept apart from what agents say:
+/// only the controller's own look at the file system decides.
+fn approval_checks(
+    client: &mut lapis_protocol::client::Client,
+    config: &Config,
+    checks: &mut Vec<Check>,
+) {
+    use lapis_protocol::probe::PolicyVerdict;
+    let Ok(status) = client.status() else {
+        return;
+    };
+    for name in config.providers.keys() {
+        let name_of = format!("approval:{name}");
+        let rerun = format!("`{PRODUCT} providers check {name} --policy`");
+        let mut records = status.policy_probes.iter().filter(|r| &r.provider == name);
+        let Some(record) = records
+            .clone()
+            .find(|r| r.current)
+            .or_else(|| records.next())
+        else {
+            continue;
+        };
+        let at = lapis_protocol::time::format_ms(record.checked_at);
+        let verdict = record.probe.verdict.as_str();
+        checks.push(match (record.current, record.probe.verdict) {
+            (false, _) => Check::bad(
+                Status::Warn,
+                name_of,
+                format!("last probed {verdict} at {at}, under an older definition"),
+                format!("probe the current one: {rerun}"),
+            ),
+            (true, PolicyVerdict::Honoured) => Check::ok(
+                name_of,
+                format!("a rejected write was honoured (probed at {at})"),
+            ),
+            (true, PolicyVerdict::Ignored) => Check::bad(
+                Status::Fail,
+                name_of,
+                format!("the agent wrote a file whose permission was rejected (probed at {at})"),
+                "do not rely on approval for this provider: use restricted threads and a sandbox, or another agent".to_owned(),
+            ),
+            (true, PolicyVerdict::Inconclusive) => Check::bad(
+                Status::Warn,
+                name_of,
+                format!(
+                    "inconclusive (probed at {at}): {}",
+                    record.probe.reason.as_deref().unwrap_or("no evidence")
+                ),
+                format!("rerun {rerun}"),
             ),
         });
     }

@@ -14,13 +14,18 @@
 //! - a workspace's state is derived from its turns, never stored: fenced
 //!   when a turn of it is fenced, else running when one is in flight, else
 //!   queued N, else idle;
-//! - the selection is a turn id, so turns arriving never move it.
+//! - the selection is a turn id, so turns arriving never move it;
+//! - a turn's context meter is the agent's latest report for it (a
+//!   `usage_update` note, else the turn record's `usage`), never a guess;
+//!   a turn without one shows its thread's latest reported turn's, since a
+//!   session's context carries over between turns.
 
 use std::collections::{BTreeMap, HashMap};
 
 use lapis_protocol::params::StatusResult;
 use lapis_protocol::{
-    JournalEvent, Payload, PendingRequest, PermissionOption, Thread, Turn, TurnState, Workspace,
+    JournalEvent, Note, Observation, Payload, PendingRequest, PermissionOption, Thread, Turn,
+    TurnState, Workspace,
 };
 
 use super::transcript::{Transcript, display};
@@ -55,6 +60,32 @@ impl WorkspaceState {
     }
 }
 
+/// How full an agent session's context window is, as the agent reported
+/// it (tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ContextMeter {
+    /// Tokens in the context.
+    pub(super) used: u64,
+    /// The window's size.
+    pub(super) size: u64,
+}
+
+impl ContextMeter {
+    /// A report, when it is one (a zero-size window is no report).
+    fn of(used: Option<u64>, size: Option<u64>) -> Option<ContextMeter> {
+        match (used, size) {
+            (Some(used), Some(size)) if size > 0 => Some(ContextMeter { used, size }),
+            _ => None,
+        }
+    }
+
+    /// Whole percent used, capped at 100 (an agent may report more used
+    /// than the window holds while it compacts).
+    pub(super) fn percent(self) -> u64 {
+        (u128::from(self.used) * 100 / u128::from(self.size)).min(100) as u64
+    }
+}
+
 /// One turn as the list shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct TurnRow {
@@ -76,6 +107,8 @@ pub(super) struct TurnRow {
     pub(super) started_at: Option<i64>,
     /// When it settled or was fenced.
     pub(super) finished_at: Option<i64>,
+    /// The agent's latest context report for this turn.
+    pub(super) context: Option<ContextMeter>,
 }
 
 impl TurnRow {
@@ -90,6 +123,10 @@ impl TurnRow {
             created_at: t.created_at,
             started_at: t.started_at.or(t.dispatched_at).or(t.prepared_at),
             finished_at: t.finished_at,
+            context: t
+                .usage
+                .as_ref()
+                .and_then(|u| ContextMeter::of(u.context_used, u.context_size)),
         }
     }
 
@@ -238,6 +275,7 @@ impl View {
                     created_at: s.since,
                     started_at: Some(s.since),
                     finished_at: s.state.is_fenced().then_some(s.since),
+                    context: None,
                 });
             }
         }
@@ -286,6 +324,7 @@ impl View {
                     created_at: e.at,
                     started_at: None,
                     finished_at: None,
+                    context: None,
                 });
                 // Seen from its submission: nothing to replay for it.
                 let t = self.transcripts.entry(s.turn_id.clone()).or_default();
@@ -343,6 +382,16 @@ impl View {
                     self.remove_pending(t, &d.request_id);
                 }
                 true
+            }
+            Some(Payload::Observation(Observation::Note(Note::UsageUpdate(u)))) => {
+                let meter = ContextMeter::of(Some(u.used), Some(u.size));
+                match turn.as_deref().and_then(|t| self.turns.get_mut(t)) {
+                    Some(row) if meter.is_some() && row.context != meter => {
+                        row.context = meter;
+                        true
+                    }
+                    _ => false,
+                }
             }
             _ => false,
         };
@@ -411,6 +460,22 @@ impl View {
                 self.pending.remove(turn);
             }
         }
+    }
+
+    /// The context meter the selected turn shows: its own report, else the
+    /// newest report of a turn of the same thread (with whether it is
+    /// borrowed so).
+    pub(super) fn context_of(&self, turn: &str) -> Option<(ContextMeter, bool)> {
+        let row = self.turns.get(turn)?;
+        if let Some(c) = row.context {
+            return Some((c, false));
+        }
+        self.turns
+            .values()
+            .filter(|t| t.thread == row.thread && t.context.is_some())
+            .max_by_key(|t| (t.created_at, t.id.clone()))
+            .and_then(|t| t.context)
+            .map(|c| (c, true))
     }
 
     /// Keeps every unsettled turn and the newest [`MAX_SETTLED`] settled

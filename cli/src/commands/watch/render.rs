@@ -208,7 +208,10 @@ fn draw_transcript(frame: &mut Frame<'_>, view: &View, area: Rect) {
         Some(t) => format!(" {} ", t.id),
         None => " no turn yet ".to_owned(),
     };
-    let block = Block::bordered().title(title);
+    let mut block = Block::bordered().title(title);
+    if let Some((meter, borrowed)) = view.selected.as_deref().and_then(|t| view.context_of(t)) {
+        block = block.title_bottom(context_line(meter, borrowed));
+    }
     let inner = block.inner(area);
     let width = usize::from(inner.width.max(1));
     let mut lines: Vec<Line<'static>> = Vec::new();
@@ -236,6 +239,45 @@ fn draw_transcript(frame: &mut Frame<'_>, view: &View, area: Rect) {
     let skip = lines.len().saturating_sub(height);
     let tail: Vec<Line<'static>> = lines.into_iter().skip(skip).collect();
     frame.render_widget(Paragraph::new(tail).block(block), area);
+}
+
+/// Tokens as a person reads them: `950`, `12.3k`, `1.2M`.
+fn tokens(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// The context meter under the transcript: ` context ████░░░░ 45% 90.0k/200.0k `,
+/// yellow from 75 %, red from 90 % (where agents start compacting or
+/// refusing); `(thread)` when the turn has no report of its own and the
+/// thread's latest is shown.
+pub(super) fn context_line(meter: super::model::ContextMeter, borrowed: bool) -> Line<'static> {
+    const CELLS: u64 = 10;
+    let pct = meter.percent();
+    let full = usize::try_from((pct * CELLS).div_ceil(100).min(CELLS)).unwrap_or(0);
+    let bar = format!(
+        "{}{}",
+        "█".repeat(full),
+        "░".repeat(usize::try_from(CELLS).unwrap_or(0) - full)
+    );
+    let style = match pct {
+        90.. => Style::new().red(),
+        75.. => Style::new().yellow(),
+        _ => Style::new().green(),
+    };
+    let whose = if borrowed { " (thread)" } else { "" };
+    Line::from(vec![
+        Span::raw(" context "),
+        Span::styled(bar, style),
+        Span::raw(format!(
+            " {pct}% {}/{}{whose} ",
+            tokens(meter.used),
+            tokens(meter.size)
+        )),
+    ])
 }
 
 /// `text` cut into lines of at most `width` display columns (every `\n`

@@ -18,6 +18,12 @@ pub struct ProvidersCheck {
     /// Also open a session.
     #[serde(default)]
     pub session: bool,
+    /// Also run a policy probe: a turn in a scratch workspace under the
+    /// controller home asking the agent to write a file, whose permission
+    /// is rejected; the verdict is recorded for the provider's current
+    /// definition (implies `session`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub policy: bool,
     /// Seconds each step may take (1-600, default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
@@ -69,6 +75,10 @@ pub struct StatusResult {
     pub running_workspaces: Vec<String>,
     /// Workspaces fenced by a turn with an unknown outcome.
     pub fenced_workspaces: Vec<String>,
+    /// The recorded policy probes (`providers check --policy`), one per
+    /// provider definition probed, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_probes: Vec<crate::probe::PolicyRecord>,
     /// Present while the controller cannot write its store: `disk_full`,
     /// `read_only` or `io_error`. Reads keep working; writes resume by
     /// themselves when the condition clears.

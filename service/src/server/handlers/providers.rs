@@ -23,13 +23,14 @@ use super::super::failure::internal;
 struct Scratch(std::path::PathBuf);
 
 impl Scratch {
-    fn new() -> std::io::Result<Scratch> {
+    /// A new directory in `parent` (the system's temporary directory, or
+    /// the controller home's `probes/` for a policy probe).
+    fn new_in(parent: &std::path::Path) -> std::io::Result<Scratch> {
         use std::os::unix::fs::DirBuilderExt;
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("lapis-provider-check-{}-{n}", std::process::id()));
+        let dir = parent.join(format!("lapis-provider-check-{}-{n}", std::process::id()));
         // `create` (not `create_all`) fails on an existing path, so a
         // planted directory or link is never used.
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
@@ -71,15 +72,43 @@ pub(crate) async fn providers_check(
         ));
     };
     limits.setup_timeout = Duration::from_secs(timeout);
-    let scratch = Scratch::new().map_err(internal)?;
+    // A policy probe's workspace is under the controller home (private to
+    // the controller), not the shared temporary directory.
+    let parent = if p.policy {
+        use std::os::unix::fs::DirBuilderExt;
+        let probes = ctx.core.store.options().home.join("probes");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(&probes)
+            .map_err(internal)?;
+        probes
+    } else {
+        std::env::temp_dir()
+    };
+    let scratch = Scratch::new_in(&parent).map_err(internal)?;
+    let fingerprint = crate::acp::fingerprint(&spec);
     let request = ProbeRequest {
         spec,
         scratch: scratch.0.clone(),
         session: p.session,
+        policy: p.policy,
         lookup,
         limits,
     };
-    let checked = match probe(request).await {
+    let checked = probe(request).await;
+    drop(scratch);
+    // The verdict is recorded for the definition it was made under.
+    if let Ok(report) = &checked
+        && let Some(policy) = &report.policy
+    {
+        ctx.core
+            .store
+            .record_policy_probe(&p.name, &fingerprint, policy)
+            .await
+            .map_err(super::store_err)?;
+    }
+    let checked = match checked {
         Ok(report) => ProvidersChecked {
             provider: p.name,
             report: Some(report),
@@ -95,6 +124,36 @@ pub(crate) async fn providers_check(
             }),
         },
     };
-    drop(scratch);
     Ok(checked)
+}
+
+/// The recorded policy probes, each marked `current` when it was made
+/// under the provider's definition loaded now.
+pub(super) async fn policy_records(
+    ctx: &ServerContext,
+) -> Result<Vec<lapis_protocol::probe::PolicyRecord>, RpcError> {
+    let stored = ctx
+        .core
+        .store
+        .policy_probes()
+        .await
+        .map_err(super::store_err)?;
+    Ok(stored
+        .into_iter()
+        .map(|(provider, fingerprint, checked_at, probe)| {
+            let current = ctx
+                .core
+                .engine
+                .as_ref()
+                .and_then(|e| e.provider_spec(&provider))
+                .is_some_and(|spec| crate::acp::fingerprint(&spec) == fingerprint);
+            lapis_protocol::probe::PolicyRecord {
+                provider,
+                fingerprint,
+                current,
+                checked_at,
+                probe,
+            }
+        })
+        .collect())
 }

@@ -95,7 +95,9 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
         None => Vec::new(),
     };
     let id = &ctx.identity;
+    let policy_probes = super::providers::policy_records(ctx).await?;
     let result = StatusResult {
+        policy_probes,
         usage,
         budgets,
         permissions,

@@ -50,6 +50,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE threads DROP COLUMN permission_timeout_seconds;",
     "ALTER TABLE turns DROP COLUMN usage; DROP TABLE budget_resets;",
     "ALTER TABLE threads DROP COLUMN budget;",
+    "DROP TABLE policy_probes;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

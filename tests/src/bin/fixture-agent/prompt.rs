@@ -32,6 +32,54 @@ fn usage_update(script: &Script, out: &Out, s: &str) -> Option<Value> {
     )
 }
 
+/// `--policy-probe honour|ignore|silent|unnamed`: at the prompt, the agent
+/// of a policy probe. `honour` asks to write the probe file and writes it
+/// only when allowed; `ignore` asks and writes it whatever the answer;
+/// `silent` never asks and writes nothing; `unnamed` asks without naming
+/// the file and writes nothing. Returns whether the mode was set (the
+/// prompt then answers `end_turn`).
+fn policy_probe(
+    script: &Script,
+    out: &Out,
+    answers: &mpsc::Receiver<(String, Value)>,
+    s: &str,
+) -> bool {
+    let Some(mode) = script.get("policy-probe") else {
+        return false;
+    };
+    let file = lapis_protocol::probe::POLICY_PROBE_FILE;
+    let path = std::env::current_dir().unwrap().join(file);
+    let allowed = if mode == "silent" {
+        false
+    } else {
+        let call = if mode == "unnamed" {
+            json!({"toolCallId": "probe-write", "title": "Edit a file", "kind": "edit",
+                "status": "pending"})
+        } else {
+            json!({"toolCallId": "probe-write", "title": format!("Write {file}"), "kind": "edit",
+                "status": "pending", "locations": [{"path": path}]})
+        };
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": "probe-0", "method": "session/request_permission",
+            "params": {"sessionId": s, "toolCall": call, "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}}),
+        );
+        matches!(answers.recv(), Ok((_, a)) if a["optionId"] == "allow")
+    };
+    if allowed || mode == "ignore" {
+        std::fs::write(&path, "probe\n").expect("probe file");
+    }
+    update(
+        out,
+        s,
+        json!({"sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "I did not write anything."}}),
+    );
+    true
+}
+
 pub(crate) fn run_prompt(
     script: &Script,
     out: &Out,
@@ -41,6 +89,13 @@ pub(crate) fn run_prompt(
     s: &str,
     recall: Option<String>,
 ) {
+    if policy_probe(script, out, &answers, s) {
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}}),
+        );
+        return;
+    }
     let usage = usage_update(script, out, s);
     if let Some(recall) = recall {
         update(

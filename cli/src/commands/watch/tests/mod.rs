@@ -30,6 +30,18 @@ fn ev(seq: u64, turn: Option<&str>, kind: EventKind, payload: Value) -> JournalE
     }
 }
 
+/// A `usage_update` observation of `turn`, as the engine journals it.
+fn usage_update(seq: u64, turn: &str, used: u64, size: u64) -> JournalEvent {
+    use lapis_protocol::usage::ContextUsage;
+    use lapis_protocol::{Note, Observation, Payload};
+    let payload = Payload::Observation(Observation::Note(Note::UsageUpdate(ContextUsage {
+        used,
+        size,
+        cost: None,
+    })));
+    ev(seq, Some(turn), payload.kind(), payload.to_value())
+}
+
 fn submitted(seq: u64, turn: &str) -> JournalEvent {
     ev(
         seq,

@@ -244,3 +244,48 @@ fn memory_is_bounded_in_turns_and_transcripts() {
     };
     assert!(run.len() <= super::super::transcript::MAX_RUN_BYTES);
 }
+
+#[test]
+fn the_context_meter_follows_the_agents_reports_and_falls_back_to_the_thread() {
+    let mut view = loaded(
+        vec![
+            turn("turn_a", "proj", TurnState::Completed, NOW - 60_000),
+            turn("turn_b", "proj", TurnState::Running, NOW - 1_000),
+        ],
+        vec![],
+    );
+    assert_eq!(view.context_of("turn_b"), None);
+    assert!(view.apply(&usage_update(1, "turn_a", 50_000, 200_000)));
+    // turn_b has no report yet: its thread's latest is shown, marked so.
+    let (meter, borrowed) = view.context_of("turn_b").unwrap();
+    assert_eq!((meter.used, meter.size, borrowed), (50_000, 200_000, true));
+    assert!(view.apply(&usage_update(2, "turn_b", 190_000, 200_000)));
+    let (meter, borrowed) = view.context_of("turn_b").unwrap();
+    assert_eq!((meter.percent(), borrowed), (95, false));
+    // The same report again changes nothing; a zero-size window is no report.
+    assert!(!view.apply(&usage_update(3, "turn_b", 190_000, 200_000)));
+    assert!(!view.apply(&usage_update(4, "turn_b", 1, 0)));
+    assert_eq!(view.context_of("turn_b").unwrap().0.used, 190_000);
+    // Over-full (compacting) caps at 100 %.
+    view.apply(&usage_update(5, "turn_b", 250_000, 200_000));
+    assert_eq!(view.context_of("turn_b").unwrap().0.percent(), 100);
+}
+
+#[test]
+fn a_settled_turns_record_carries_its_context() {
+    let mut t = turn("turn_c", "proj", TurnState::Completed, NOW - 5_000);
+    t.usage = Some(
+        serde_json::from_value(json!({
+            "inputTokens": 1, "outputTokens": 1, "cachedReadTokens": 0,
+            "cachedWriteTokens": 0, "thoughtTokens": 0, "totalTokens": 2,
+            "contextUsed": 30_000, "contextSize": 120_000,
+        }))
+        .unwrap(),
+    );
+    let view = loaded(vec![t], vec![]);
+    let (meter, borrowed) = view.context_of("turn_c").unwrap();
+    assert_eq!(
+        (meter.used, meter.size, meter.percent(), borrowed),
+        (30_000, 120_000, 25, false)
+    );
+}

@@ -102,3 +102,24 @@ fn the_transcript_shows_its_tail_wrapped_by_display_width() {
         "{rows}"
     );
 }
+
+#[test]
+fn the_selected_turns_context_meter_is_drawn_under_its_transcript() {
+    let mut view = loaded(
+        vec![turn(
+            "turn_0123456789abcdef",
+            "proj",
+            TurnState::Running,
+            NOW - 5_000,
+        )],
+        vec![],
+    );
+    let rows = screen(&view, 120, 30).join("\n");
+    assert!(!rows.contains("context"), "no report, no meter:\n{rows}");
+    view.apply(&usage_update(7, "turn_0123456789abcdef", 90_000, 200_000));
+    let rows = screen(&view, 120, 30).join("\n");
+    assert!(
+        rows.contains("context █████░░░░░ 45% 90.0k/200.0k"),
+        "{rows}"
+    );
+}

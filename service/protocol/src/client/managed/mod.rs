@@ -65,7 +65,7 @@ pub struct ManagedOptions {
     executable: String,
     /// Where bare names are looked up.
     lookup: CommandLookup,
-    /// The controller home (`--workspace`): its database, lock and socket.
+    /// The controller home (`--home`): its database, lock and socket.
     home: PathBuf,
     /// `--config`, when not the default file.
     config: Option<PathBuf>,
@@ -218,7 +218,7 @@ impl ManagedOptions {
             command.arg("--instance").arg(instance);
         }
         command
-            .args(["serve", "--stdio", "--workspace"])
+            .args(["serve", "--stdio", "--home"])
             .arg(home)
             .env_clear();
         for name in &self.inherit {

@@ -52,7 +52,7 @@ fn the_startup_line_is_the_only_place_the_credential_goes() {
     let home = std::path::absolute(dir.path().join("home")).unwrap();
     assert_eq!(
         argv.trim(),
-        format!("serve --stdio --workspace {}", home.display())
+        format!("serve --stdio --home {}", home.display())
     );
     let env = std::fs::read_to_string(seen.with_extension("env")).unwrap();
     let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
