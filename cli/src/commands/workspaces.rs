@@ -98,7 +98,12 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
                         (&ws.path).into(),
                         Cell::Time(Some(ws.created_at)),
                         fence
-                            .map_or_else(String::new, |f| format!("{} ({})", f.turn, f.state))
+                            .map_or_else(String::new, |f| {
+                                format!(
+                                    "turn {} (thread {}, application {}), {}",
+                                    f.turn, f.thread, f.application, f.state
+                                )
+                            })
                             .into(),
                         Cell::Time(fence.map(|f| f.since)),
                     ]);

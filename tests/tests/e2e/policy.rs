@@ -76,7 +76,7 @@ fn the_operator_settles_another_applications_fence_and_cancel_resolves_it_withou
         .clone();
     assert!(
         plain.contains(&format!(
-            "fenced by turn {} (thread {}, application my-editor)",
+            "\tturn {} (thread {}, application my-editor), ",
             lost.id, thread.id
         )),
         "{plain}"
