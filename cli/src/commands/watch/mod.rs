@@ -319,6 +319,10 @@ fn spawn_input() -> Receiver<Input> {
 struct Screen {
     /// The ratatui terminal over stdout.
     terminal: Terminal<CrosstermBackend<Stdout>>,
+    /// Whether colours are wanted: anstream's rules for stdout, as for the
+    /// CLI's other output (`NO_COLOR`, `CLICOLOR=0`, `TERM=dumb` say no,
+    /// `CLICOLOR_FORCE` yes).
+    colour: bool,
 }
 
 impl Screen {
@@ -328,13 +332,19 @@ impl Screen {
         crossterm::execute!(io::stdout(), EnterAlternateScreen, crossterm::cursor::Hide)?;
         let terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
         std::mem::forget(guard);
-        Ok(Screen { terminal })
+        let colour = anstream::AutoStream::choice(&io::stdout()) != anstream::ColorChoice::Never;
+        Ok(Screen { terminal, colour })
     }
 
     fn draw(&mut self, view: &View) -> Result<(), CliError> {
         let now = lapis_protocol::time::now_ms();
         self.terminal
-            .draw(|frame| render::draw(frame, view, now))
+            .draw(|frame| {
+                render::draw(frame, view, now);
+                if !self.colour {
+                    render::without_colour(frame.buffer_mut());
+                }
+            })
             .map_err(CliError::from)?;
         Ok(())
     }

@@ -8,11 +8,15 @@
 //!   and the transcript shows its *tail* (what the agent writes now) wrapped
 //!   to the pane's width by display width;
 //! - only text from the model is drawn, and the model holds agent text
-//!   already made terminal-safe (`transcript::display`).
+//!   already made terminal-safe (`transcript::display`);
+//! - colour is meaning's second channel, never its only one: a frame
+//!   without colours ([`without_colour`], for `NO_COLOR` and friends) says
+//!   the same in its text and keeps its effects (the selection's reverse).
 
 use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Modifier, Style, Stylize};
+use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 use unicode_width::UnicodeWidthChar;
@@ -21,6 +25,16 @@ use super::keys::{Choice, HELP};
 use super::model::{Link, Mode, View};
 use super::transcript::Entry;
 use lapis_protocol::time::age;
+
+/// Takes every colour out of a drawn frame, keeping its text and effects:
+/// what `watch` shows when the terminal's colours are not wanted (the rules
+/// of the CLI's other output, `crate::style`).
+pub(super) fn without_colour(buffer: &mut Buffer) {
+    for cell in &mut buffer.content {
+        cell.set_fg(Color::Reset);
+        cell.set_bg(Color::Reset);
+    }
+}
 
 /// Draws the whole screen.
 pub(super) fn draw(frame: &mut Frame<'_>, view: &View, now: i64) {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::keys::{Action, Key};
 use super::model::{Link, MAX_SETTLED, Mode, Snapshot, View, WorkspaceState};
-use super::render::{draw, wrap};
+use super::render::{draw, without_colour, wrap};
 use super::transcript::{Entry, MAX_ENTRIES};
 
 const NOW: i64 = 1_767_225_600_000;

@@ -123,3 +123,54 @@ fn the_selected_turns_context_meter_is_drawn_under_its_transcript() {
         "{rows}"
     );
 }
+
+#[test]
+fn a_frame_without_colour_keeps_its_text_and_the_selections_reverse() {
+    use ratatui::style::{Color, Modifier};
+    let mut view = loaded(
+        vec![turn(
+            "turn_0123456789abcdef",
+            "proj",
+            TurnState::Running,
+            NOW - 5_000,
+        )],
+        vec![],
+    );
+    view.apply(&usage_update(7, "turn_0123456789abcdef", 190_000, 200_000));
+    let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    terminal.draw(|f| draw(f, &view, NOW)).unwrap();
+    let coloured = terminal.backend().buffer().clone();
+    let coloured_cells = coloured
+        .content
+        .iter()
+        .filter(|c| c.fg != Color::Reset)
+        .count();
+    assert!(
+        coloured_cells > 0,
+        "the running workspace and the meter are coloured"
+    );
+    terminal
+        .draw(|f| {
+            draw(f, &view, NOW);
+            without_colour(f.buffer_mut());
+        })
+        .unwrap();
+    let plain = terminal.backend().buffer().clone();
+    assert!(
+        plain
+            .content
+            .iter()
+            .all(|c| c.fg == Color::Reset && c.bg == Color::Reset),
+        "no colour left"
+    );
+    let text =
+        |b: &ratatui::buffer::Buffer| b.content.iter().map(|c| c.symbol()).collect::<String>();
+    assert_eq!(text(&plain), text(&coloured), "the same text");
+    assert!(
+        plain
+            .content
+            .iter()
+            .any(|c| c.modifier.contains(Modifier::REVERSED)),
+        "the selection is still marked"
+    );
+}
