@@ -4,9 +4,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use clap_complete::engine::ArgValueCandidates;
-
-use crate::commands::candidates::instance_names;
 
 /// Options every command accepts; they select which installation is meant.
 #[derive(Debug, Args, Clone, Default)]
@@ -24,8 +21,7 @@ pub(crate) struct GlobalArgs {
         long,
         global = true,
         value_name = "NAME",
-        help_heading = "Global options",
-        add = ArgValueCandidates::new(instance_names)
+        help_heading = "Global options"
     )]
     pub(crate) instance: Option<String>,
 }

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 use clap_complete::CompleteEnv;
+use clap_complete::engine::ArgValueCandidates;
 use clap_complete::env::Shells;
 
 use crate::args::{Cli, CompletionsArgs};
@@ -43,7 +44,13 @@ pub(crate) fn complete_env() {
 /// offers a hidden command once the typed prefix matches nothing visible
 /// (`acp<TAB>`); internal commands must never be offered at all.
 fn completion_command() -> clap::Command {
-    let cmd = Cli::command();
+    // `--instance`'s candidates are attached here, not on `GlobalArgs`: the
+    // candidate functions read `GlobalArgs`, so naming them there would make
+    // the two files import each other. A global argument changed on the root
+    // before the command is built reaches every subcommand.
+    let cmd = Cli::command().mut_arg("instance", |a| {
+        a.add(ArgValueCandidates::new(super::candidates::instance_names))
+    });
     let hidden: Vec<String> = cmd
         .get_subcommands()
         .filter(|c| c.is_hide_set())
