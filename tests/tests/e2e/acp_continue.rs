@@ -19,7 +19,9 @@ fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
 }
 
-fn thread(
+/// Opens a thread on `proj` that asks for permissions (also used by the
+/// transcript tests).
+pub(crate) fn thread(
     client: &mut Client,
     provider: &str,
     retention: Option<lapis_protocol::Retention>,

@@ -6,31 +6,14 @@
 
 use lapis_e2e::wait::settles_as;
 use lapis_protocol::client::Client;
-use lapis_protocol::params::ThreadsCreate;
 use lapis_protocol::transcript::{TranscriptError, assert_transcript, event_hash, handoff};
 use lapis_protocol::{EventKind, JournalEvent, Retention, Thread, TurnState};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::serve_support::Server;
 
 fn thread(client: &mut Client, retention: Option<Retention>) -> Thread {
-    let p = ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: "echo".into(),
-        approval: Some(lapis_protocol::ApprovalPolicy::Ask),
-        restricted: false,
-        retention,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        thread_id: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-    };
-    let r: Value = client.call("threads.create", &p).unwrap();
-    serde_json::from_value(r["thread"].clone()).unwrap()
+    crate::acp_continue::thread(client, "echo", retention)
 }
 
 /// Every event of the thread, through as many replay pages as it takes.
