@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::acp::{
     self, AfterTurn, AgentRegistry, CancelSignal, CommandLookup, LiveAgent, PermissionAnswer,
-    ProviderSpec, RunnerLimits, TurnHooks, TurnRequest, run_turn_on,
+    ProviderSpec, TurnHooks, TurnRequest, run_turn_on,
 };
 use lapis_protocol::config::EnvFile;
 use lapis_protocol::{Note, OutcomeCode, ReplaceReason, SessionReplaced};
@@ -29,84 +29,13 @@ use super::outcome::{Deadline, Stop, stopped_end, turn_end};
 use super::pool::{AgentPool, IdleJournal, PoolStatus};
 
 mod around;
+mod config;
 mod permissions;
 
+pub use config::EngineConfig;
 pub use permissions::EngineError;
 
 use around::forget;
-
-/// What the engine needs besides the store.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Providers by name (validated specs).
-    pub(crate) providers: BTreeMap<String, ProviderSpec>,
-    /// Runner deadlines and bounds.
-    pub limits: RunnerLimits,
-    /// Where bare provider commands are found.
-    pub(crate) lookup: CommandLookup,
-    /// At shutdown, how long running turns may take to finish on their own
-    /// before their agents are killed and the turns settled.
-    pub shutdown_grace: Duration,
-    /// Agent processes alive at once (`server.maxLiveAgents`).
-    pub(crate) max_live_agents: usize,
-    /// Turns running at once (`server.maxRunningTurns`).
-    pub(crate) max_running_turns: usize,
-    /// MCP servers applications registered on their connections (shared
-    /// with the server, which registers and withdraws them).
-    pub(crate) mcp: super::McpRegistry,
-    /// Application tool endpoints and bridge tickets (shared with the
-    /// server, which registers endpoints and serves bridge calls).
-    pub(crate) tools: crate::tools::Tools,
-    /// How agent sessions of threads with tools reach them: this binary
-    /// (`mcp-bridge`) and the socket it connects back to. `None` (managed
-    /// mode, no socket): such turns fail `tool_endpoint_unavailable`.
-    pub(crate) bridge: Option<(PathBuf, PathBuf)>,
-    /// The config's budgets at start (a reload replaces the engine's).
-    pub(crate) budgets: Vec<lapis_protocol::config::Budget>,
-}
-
-impl EngineConfig {
-    /// A config with these providers and default limits.
-    pub fn new(providers: BTreeMap<String, ProviderSpec>) -> EngineConfig {
-        EngineConfig {
-            providers,
-            limits: RunnerLimits::default(),
-            lookup: CommandLookup::from_env(),
-            shutdown_grace: Duration::from_secs(10),
-            max_live_agents: 16,
-            max_running_turns: 16,
-            mcp: super::McpRegistry::default(),
-            tools: crate::tools::Tools::default(),
-            bridge: None,
-            budgets: Vec::new(),
-        }
-    }
-
-    /// Validates the config's `providers` object (name → definition, the
-    /// shape in the config docs) into specs. The server's config module can
-    /// pass its parsed providers re-serialized with `serde_json::to_value`.
-    #[cfg(test)]
-    pub(crate) fn providers_from_json(
-        providers: &serde_json::Value,
-    ) -> Result<BTreeMap<String, ProviderSpec>, acp::ProviderError> {
-        let mut out = BTreeMap::new();
-        if let Some(map) = providers.as_object() {
-            for (name, def) in map {
-                out.insert(name.clone(), ProviderSpec::from_json(name, def)?);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Adds the built-in `echo` provider (this binary's `acp-echo`) unless
-    /// the config defines its own `echo`.
-    pub fn with_builtin_echo(mut self, exe: PathBuf) -> EngineConfig {
-        self.providers
-            .entry(acp::ECHO_PROVIDER.to_string())
-            .or_insert_with(|| ProviderSpec::builtin_echo(exe));
-        self
-    }
-}
 
 /// Runs turns from the store. Cheap to clone.
 #[derive(Debug, Clone)]
