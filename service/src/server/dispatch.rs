@@ -302,6 +302,12 @@ pub(super) async fn method(
             conn,
             request.params()?,
         )),
+        Method::TranscriptRegister => reply::<call::TranscriptRegister>(
+            handlers::transcript_register(ctx, conn, session, request.params()?),
+        ),
+        Method::TranscriptUnregister => reply::<call::TranscriptUnregister>(
+            handlers::transcript_unregister(ctx, conn, request.params()?),
+        ),
         Method::ToolsList | Method::ToolsCall => bridge(ctx, conn, method, request).await,
     }
 }

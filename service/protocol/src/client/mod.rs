@@ -46,7 +46,7 @@ pub use managed::{
     DEFAULT_EXECUTABLE, DEFAULT_READY_TIMEOUT, DEFAULT_STOP_GRACE, ManagedController, ManagedError,
     ManagedOptions,
 };
-pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler};
+pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler, TranscriptHandler};
 
 /// How long [`Client::connect`] waits for the socket to accept.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
