@@ -42,6 +42,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 tools: Vec::new(),
                 context: None,
                 memory: None,
+                transcript_store: None,
                 thread_id: None,
                 command_id: Some(command_id),
                 permission_timeout_seconds: permission_timeout,
@@ -86,6 +87,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 } else {
                     budget.budget().map(Some)
                 },
+                transcript_store: None,
             };
             let thread = client
                 .threads_configure(&params)
@@ -138,6 +140,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 ))?;
                 if let Some(b) = &t.budget {
                     crate::output::line(format!("budget     {}", budget_line(b)))?;
+                }
+                if let Some(store) = &t.transcript_store {
+                    crate::output::line(format!("transcript store {store}"))?;
                 }
                 if snap.usage.turns > 0 {
                     crate::output::line(format!(

@@ -122,6 +122,7 @@ pub fn run(
         tools: vec!["notes".into()],
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,

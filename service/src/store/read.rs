@@ -52,7 +52,8 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds, budget";
+     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds, budget, \
+     transcript_store";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -99,6 +100,7 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
         budget: r
             .get::<_, Option<String>>(19)?
             .and_then(|b| serde_json::from_str(&b).ok()),
+        transcript_store: r.get(20)?,
         id,
     })
 }

@@ -72,6 +72,7 @@ pub(crate) fn run(table: &mut Table, n: usize) -> Result<()> {
     let create = |context: Option<&str>, ws: &str| ThreadsCreate {
         workspace_id: ws.to_owned(),
         memory: None,
+        transcript_store: None,
         provider: "echo".into(),
         approval: None,
         restricted: false,

@@ -154,6 +154,7 @@ pub(crate) fn run(table: &mut Table, calls: usize, runs: usize) -> Result<()> {
             tools: vec!["bench".into()],
             context: None,
             memory: None,
+            transcript_store: None,
             thread_id: None,
             command_id: None,
             permission_timeout_seconds: None,

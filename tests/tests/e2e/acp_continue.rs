@@ -36,6 +36,7 @@ pub(crate) fn thread(
         tools: Vec::new(),
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,

@@ -397,6 +397,7 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
         command_id: None,
         permission_timeout_seconds: None,
         budget: None,
+        transcript_store: None,
     };
     let _: Value = client.call("threads.configure", &configure).unwrap();
     let third = run(&mut client, &thread.id, "r-3", "three");

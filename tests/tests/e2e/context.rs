@@ -113,6 +113,7 @@ fn params(provider: &str, context: Option<&str>) -> ThreadsCreate {
         tools: Vec::new(),
         context: context.map(str::to_owned),
         memory: None,
+        transcript_store: None,
         permission_timeout_seconds: None,
         budget: None,
         thread_id: None,

@@ -49,6 +49,7 @@ fn thread(client: &mut Client, provider: &str, context: Option<&str>) -> String 
         tools: Vec::new(),
         context: context.map(str::to_owned),
         memory: None,
+        transcript_store: None,
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,

@@ -76,6 +76,7 @@ fn create(
         tools: Vec::new(),
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,
@@ -355,6 +356,7 @@ fn every_refusal_has_its_stable_code() {
         command_id: None,
         permission_timeout_seconds: None,
         budget: None,
+        transcript_store: None,
     };
     assert_eq!(
         code(c.threads_configure(&configure).unwrap_err()),

@@ -106,6 +106,7 @@ fn params(memory: &str) -> ThreadsCreate {
         tools: Vec::new(),
         context: None,
         memory: Some(memory.into()),
+        transcript_store: None,
         permission_timeout_seconds: None,
         budget: None,
         thread_id: None,

@@ -377,6 +377,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             command_id: None,
             permission_timeout_seconds: None,
             budget: None,
+            transcript_store: None,
         })
         .unwrap();
     c.reconnect().unwrap();
@@ -397,6 +398,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
             command_id: None,
             permission_timeout_seconds: None,
             budget: None,
+            transcript_store: None,
         })
         .unwrap();
     let err = c.reconnect().unwrap_err();

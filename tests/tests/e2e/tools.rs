@@ -104,6 +104,7 @@ pub(crate) fn create(
         tools: tools.iter().map(|s| s.to_string()).collect(),
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         command_id: None,
         permission_timeout_seconds: None,

@@ -111,6 +111,7 @@ impl Client {
             tools: Vec::new(),
             context: None,
             memory: None,
+            transcript_store: None,
             thread_id: None,
             command_id: command_id.map(str::to_owned),
             permission_timeout_seconds: None,
