@@ -253,7 +253,7 @@ pub(super) async fn method(
             handlers::turns_resolve(ctx, session, request.params()?).await,
         ),
         Method::JournalReplay => reply::<call::JournalReplay>(
-            handlers::journal_replay(ctx, session, request.params()?).await,
+            handlers::journal_replay(ctx, session, conn.peer.as_ref(), request.params()?).await,
         ),
         Method::JournalSubscribe => reply::<call::JournalSubscribe>(
             handlers::journal_subscribe(ctx, conn, session, request.params()?).await,

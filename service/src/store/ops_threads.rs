@@ -137,7 +137,10 @@ impl Writer {
             parts.push(b);
         }
         if input.transcript_store.is_some() {
-            check_name("transcript store", input.transcript_store.as_deref().unwrap_or(""))?;
+            check_name(
+                "transcript store",
+                input.transcript_store.as_deref().unwrap_or(""),
+            )?;
             check_store_retention(input.retention)?;
         }
         // Tagged and only when present, like the budget above.

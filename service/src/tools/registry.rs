@@ -20,10 +20,10 @@ use tokio::sync::watch;
 
 use lapis_protocol::context::{ContextRegister, MAX_PORTS, PortRefusal, validate_context};
 use lapis_protocol::memory::{MemoryRegister, validate_memory};
-use lapis_protocol::transcript::store::{TranscriptRegister, validate_transcript};
 use lapis_protocol::tools::{
     MAX_TOOL_ENDPOINTS, ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister, validate_endpoint,
 };
+use lapis_protocol::transcript::store::{TranscriptRegister, validate_transcript};
 
 use super::peer::Peer;
 

@@ -100,9 +100,11 @@ pub trait TranscriptHandler {
 fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) -> Response {
     let id = request.id.clone();
     let done = match request.method.as_str() {
-        TRANSCRIPT_APPEND => request
-            .params::<TranscriptAppend>()
-            .map(|c| handler.append(&c).map(|()| serde_json::to_value(TranscriptAck {}))),
+        TRANSCRIPT_APPEND => request.params::<TranscriptAppend>().map(|c| {
+            handler
+                .append(&c)
+                .map(|()| serde_json::to_value(TranscriptAck {}))
+        }),
         TRANSCRIPT_FETCH => request
             .params::<TranscriptFetch>()
             .map(|c| handler.fetch(&c).map(serde_json::to_value)),

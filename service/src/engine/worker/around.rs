@@ -269,6 +269,53 @@ impl Engine {
         }
     }
 
+    /// The prompt of a turn of a thread that binds a transcript store,
+    /// appended to it and acknowledged: `Some` with the feed that carries
+    /// the turn's output on, `None` when the turn was failed
+    /// `transcript_store_failed` instead (the agent never sees it).
+    pub(super) async fn keep_transcript(
+        &self,
+        guard: &mut ClaimGuard,
+        thread: &lapis_protocol::Thread,
+        turn_id: &str,
+        port: &str,
+    ) -> Option<crate::tools::transcript::Feed> {
+        use lapis_protocol::context::PortRefusal;
+        // Subscribed before the prompt is looked up: no output of the turn
+        // can be journaled before it (the agent has not seen the prompt).
+        let events = self.store.subscribe();
+        let refusal = match self.store.user_event(&thread.id, turn_id).await {
+            Ok(Some(prompt)) if prompt.payload.is_some() => {
+                let tools = &self.config.tools;
+                match crate::tools::transcript::Feed::start(tools, thread, port, prompt, events)
+                    .await
+                {
+                    Ok(feed) => return Some(feed),
+                    Err(refusal) => refusal,
+                }
+            }
+            Ok(_) => PortRefusal::TranscriptStoreFailed {
+                port: port.to_owned(),
+                why: "the prompt's content is no longer in memory (a restart since its submit)",
+            },
+            Err(err) => {
+                tracing::error!(turn = %turn_id, code = err.code(), "reading the prompt for the transcript store failed");
+                PortRefusal::TranscriptStoreFailed {
+                    port: port.to_owned(),
+                    why: "the prompt could not be read",
+                }
+            }
+        };
+        tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "transcript store failed before dispatch");
+        guard.release();
+        self.finish(
+            turn_id,
+            TurnEnd::Failed(OutcomeCode::Refused(refusal.code())),
+        )
+        .await;
+        None
+    }
+
     /// The recall of a turn of a thread that binds a memory port, journaled
     /// (`memory_recalled`, metadata only) before the turn goes on: `Some`
     /// with the labelled block (none when nothing was found), `None` when

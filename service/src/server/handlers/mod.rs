@@ -21,6 +21,7 @@ mod providers;
 mod status;
 mod threads;
 mod tools;
+mod transcript;
 mod turns;
 mod workspaces;
 mod worktrees;

@@ -32,12 +32,7 @@ pub(crate) async fn threads_create(
     super::tools::check_context(ctx, session, p.context.as_deref())?;
     super::tools::check_memory(ctx, session, p.restricted, p.memory.as_deref())?;
     let retention = p.retention.unwrap_or(Retention::Full);
-    super::tools::check_transcript_store(
-        ctx,
-        session,
-        retention,
-        p.transcript_store.as_deref(),
-    )?;
+    super::tools::check_transcript_store(ctx, session, retention, p.transcript_store.as_deref())?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,

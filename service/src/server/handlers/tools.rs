@@ -11,11 +11,11 @@ use lapis_protocol::context::{
     validate_port_binding,
 };
 use lapis_protocol::memory::MemoryRegister;
-use lapis_protocol::transcript::store::TranscriptRegister;
 use lapis_protocol::tools::{
     ToolRefusal, ToolsRegister, ToolsRegisterResult, ToolsUnregister, ToolsUnregisterResult,
     validate_binding,
 };
+use lapis_protocol::transcript::store::TranscriptRegister;
 
 use super::super::conn::Conn;
 use super::super::context::ServerContext;
