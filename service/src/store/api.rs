@@ -425,8 +425,8 @@ impl Store {
         }
     }
 
-    /// Wait until every request sent before this call is committed.
-    #[cfg(any(test, feature = "test-support"))]
+    /// Wait until every request sent before this call is committed (the
+    /// transcript store's prompt append reads the prompt after it).
     pub async fn flush(&self) -> StoreResult<()> {
         self.op(|_| Ok(())).await
     }

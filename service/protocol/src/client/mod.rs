@@ -152,6 +152,8 @@ pub struct Client {
     pub(crate) context: BTreeMap<String, crate::context::ContextRegister>,
     /// The memory ports registered with [`Client::memory_register`].
     pub(crate) memory: BTreeMap<String, crate::memory::MemoryRegister>,
+    /// The transcript stores registered with [`Client::transcript_register`].
+    pub(crate) transcripts: BTreeMap<String, crate::transcript::store::TranscriptRegister>,
     /// Controller → client requests (`tools.invoke`, `capture.*`) read
     /// while waiting for a response, for [`Client::serve_tools`].
     pub(crate) callbacks: VecDeque<Request>,
@@ -229,6 +231,7 @@ impl Client {
             tools: BTreeMap::new(),
             context: BTreeMap::new(),
             memory: BTreeMap::new(),
+            transcripts: BTreeMap::new(),
             callbacks: VecDeque::new(),
         })
     }
@@ -343,6 +346,9 @@ impl Client {
         }
         for port in self.memory.clone().into_values() {
             self.memory_register(port)?;
+        }
+        for port in self.transcripts.clone().into_values() {
+            self.transcript_register(port)?;
         }
         // Re-attach and re-snapshot every attached thread: what happened
         // while disconnected shows in the fresh snapshots, and a thread

@@ -284,7 +284,15 @@ impl Engine {
         // Subscribed before the prompt is looked up: no output of the turn
         // can be journaled before it (the agent has not seen the prompt).
         let events = self.store.subscribe();
-        let refusal = match self.store.user_event(&thread.id, turn_id).await {
+        // The claiming batch may hold the turn's submit: once the writer
+        // has answered this, it is committed (the boundary-later notice
+        // went out), so the prompt's event can be read.
+        let committed = self.store.flush().await;
+        let read = match committed {
+            Ok(()) => self.store.user_event(&thread.id, turn_id).await,
+            Err(e) => Err(e),
+        };
+        let refusal = match read {
             Ok(Some(prompt)) if prompt.payload.is_some() => {
                 let tools = &self.config.tools;
                 match crate::tools::transcript::Feed::start(tools, thread, port, prompt, events)
