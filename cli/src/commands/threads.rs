@@ -32,22 +32,13 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             } else {
                 workspace
             };
-            let params = ThreadsCreate {
-                workspace_id: workspace,
-                provider,
-                approval: Some(approval_policy(approval)),
-                restricted,
-                retention: Some(retention_policy(retention)),
-                mcp_servers: Vec::new(),
-                tools: Vec::new(),
-                context: None,
-                memory: None,
-                transcript_store: None,
-                thread_id: None,
-                command_id: Some(command_id),
-                permission_timeout_seconds: permission_timeout,
-                budget: budget.budget(),
-            };
+            let mut params = ThreadsCreate::new(workspace, provider)
+                .approval(approval_policy(approval))
+                .restricted(restricted)
+                .retention(retention_policy(retention))
+                .command_id(command_id);
+            params.permission_timeout_seconds = permission_timeout;
+            params.budget = budget.budget();
             let thread = client
                 .threads_create_with(&params)
                 .map_err(client_error)?
@@ -73,21 +64,16 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
         } => {
             let thread = super::ids::thread(&mut client, &thread)?;
             let command_id = super::command_id::given_or_fresh(cmd.command_id)?;
-            let params = ThreadsConfigure {
-                thread_id: thread,
-                expected_version,
-                provider,
-                approval: approval.map(approval_policy),
-                restricted,
-                retention: retention.map(retention_policy),
-                command_id: Some(command_id),
-                permission_timeout_seconds: permission_timeout.map(|t| t.0),
-                budget: if clear_budget {
-                    Some(None)
-                } else {
-                    budget.budget().map(Some)
-                },
-                transcript_store: None,
+            let mut params = ThreadsConfigure::new(thread, expected_version).command_id(command_id);
+            params.provider = provider;
+            params.approval = approval.map(approval_policy);
+            params.restricted = restricted;
+            params.retention = retention.map(retention_policy);
+            params.permission_timeout_seconds = permission_timeout.map(|t| t.0);
+            params.budget = if clear_budget {
+                Some(None)
+            } else {
+                budget.budget().map(Some)
             };
             let thread = client
                 .threads_configure(&params)

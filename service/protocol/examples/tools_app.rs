@@ -112,22 +112,9 @@ pub fn run(
     };
     let registered = client.tools_register(endpoint)?;
     eprintln!("registered {}", registered.endpoint.identity);
-    let thread = client.threads_create_with(&ThreadsCreate {
-        workspace_id: target.workspace,
-        provider: target.provider,
-        approval: None,
-        restricted: false,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: vec!["notes".into()],
-        context: None,
-        memory: None,
-        transcript_store: None,
-        thread_id: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-    })?;
+    let thread = client.threads_create_with(
+        &ThreadsCreate::new(target.workspace, target.provider).tools(["notes"]),
+    )?;
     on_thread(&thread.thread.id);
     let mut notes = Notes::default();
     loop {

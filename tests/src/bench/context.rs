@@ -69,21 +69,10 @@ pub(crate) fn run(table: &mut Table, n: usize) -> Result<()> {
             }
         })
     };
-    let create = |context: Option<&str>, ws: &str| ThreadsCreate {
-        workspace_id: ws.to_owned(),
-        memory: None,
-        transcript_store: None,
-        provider: "echo".into(),
-        approval: None,
-        restricted: false,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: context.map(str::to_owned),
-        thread_id: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
+    let create = |context: Option<&str>, ws: &str| {
+        let mut p = ThreadsCreate::new(ws, "echo");
+        p.context = context.map(str::to_owned);
+        p
     };
     let plain = client
         .threads_create_with(&create(None, &rig.workspaces[0]))?

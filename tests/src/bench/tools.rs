@@ -144,22 +144,11 @@ pub(crate) fn run(table: &mut Table, calls: usize, runs: usize) -> Result<()> {
 
     let mut driver = rig.client()?;
     let thread = driver
-        .threads_create_with(&ThreadsCreate {
-            workspace_id: rig.workspaces[0].clone(),
-            provider: "tooled".into(),
-            approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
-            restricted: false,
-            retention: None,
-            mcp_servers: Vec::new(),
-            tools: vec!["bench".into()],
-            context: None,
-            memory: None,
-            transcript_store: None,
-            thread_id: None,
-            command_id: None,
-            permission_timeout_seconds: None,
-            budget: None,
-        })?
+        .threads_create_with(
+            &ThreadsCreate::new(&rig.workspaces[0], "tooled")
+                .approval(lapis_protocol::ApprovalPolicy::AllowAll)
+                .tools(["bench"]),
+        )?
         .thread
         .id;
     // Warm: the agent, its bridge and the MCP session start here.

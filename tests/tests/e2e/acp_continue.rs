@@ -26,22 +26,8 @@ pub(crate) fn thread(
     provider: &str,
     retention: Option<lapis_protocol::Retention>,
 ) -> Thread {
-    let p = ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: provider.into(),
-        approval: Some(lapis_protocol::ApprovalPolicy::Ask),
-        restricted: false,
-        retention,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        transcript_store: None,
-        thread_id: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-    };
+    let mut p = ThreadsCreate::new("proj", provider).approval(lapis_protocol::ApprovalPolicy::Ask);
+    p.retention = retention;
     let r: Value = client.call("threads.create", &p).unwrap();
     serde_json::from_value(r["thread"].clone()).unwrap()
 }

@@ -387,18 +387,8 @@ fn a_changed_provider_or_thread_version_replaces_the_session() {
     );
     assert!(observations(&mut client, &thread.id, &second, loaded).is_empty());
     // A new configuration version replaces the (live) session as well.
-    let configure = ThreadsConfigure {
-        thread_id: thread.id.clone(),
-        expected_version: 1,
-        provider: None,
-        approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
-        restricted: None,
-        retention: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-        transcript_store: None,
-    };
+    let configure =
+        ThreadsConfigure::new(&thread.id, 1).approval(lapis_protocol::ApprovalPolicy::AllowAll);
     let _: Value = client.call("threads.configure", &configure).unwrap();
     let third = run(&mut client, &thread.id, "r-3", "three");
     let replacements = observations(&mut client, &thread.id, &third, replaced);

@@ -103,22 +103,9 @@ fn agent(ledger: &Path, embedded: bool) -> Value {
 }
 
 fn params(provider: &str, context: Option<&str>) -> ThreadsCreate {
-    ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: provider.into(),
-        approval: None,
-        restricted: false,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: context.map(str::to_owned),
-        memory: None,
-        transcript_store: None,
-        permission_timeout_seconds: None,
-        budget: None,
-        thread_id: None,
-        command_id: None,
-    }
+    let mut p = ThreadsCreate::new("proj", provider);
+    p.context = context.map(str::to_owned);
+    p
 }
 
 fn create(
@@ -127,10 +114,8 @@ fn create(
     context: Option<&str>,
     retention: Option<Retention>,
 ) -> Result<String, ClientError> {
-    let p = ThreadsCreate {
-        retention,
-        ..params(provider, context)
-    };
+    let mut p = params(provider, context);
+    p.retention = retention;
     Ok(client.threads_create_with(&p)?.thread.id)
 }
 
@@ -358,10 +343,7 @@ fn a_reserved_thread_id_lets_a_reconnecting_application_serve_the_same_thread_ag
     );
     // Another application can neither use it nor get it by the command id.
     let mut other = app(&server, OWNER, "other-app");
-    let foreign = ThreadsCreate {
-        thread_id: Some(reserved.thread_id.clone()),
-        ..params("rich", None)
-    };
+    let foreign = params("rich", None).thread_id(&reserved.thread_id);
     assert_eq!(
         code(other.threads_create_with(&foreign).unwrap_err()),
         "not_found"
@@ -373,10 +355,7 @@ fn a_reserved_thread_id_lets_a_reconnecting_application_serve_the_same_thread_ag
     // The port is set up first, then the thread takes the reserved id.
     let stop = Arc::new(AtomicBool::new(false));
     let (asked, serving) = serve_notes(&server, "lapis-cli", None, None, stop.clone());
-    let create = ThreadsCreate {
-        thread_id: Some(reserved.thread_id.clone()),
-        ..params("rich", Some("notes"))
-    };
+    let create = params("rich", Some("notes")).thread_id(&reserved.thread_id);
     let thread = driver.threads_create_with(&create).unwrap().thread;
     assert_eq!(thread.id, reserved.thread_id);
     assert_eq!(thread.context.as_deref(), Some("notes"));

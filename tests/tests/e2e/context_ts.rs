@@ -39,22 +39,8 @@ fn provider(ts: &TsAgent, state: &Path, plain: bool, forgetful: bool) -> Value {
 }
 
 fn thread(client: &mut Client, provider: &str, context: Option<&str>) -> String {
-    let p = ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: provider.into(),
-        approval: None,
-        restricted: false,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: context.map(str::to_owned),
-        memory: None,
-        transcript_store: None,
-        thread_id: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-    };
+    let mut p = ThreadsCreate::new("proj", provider);
+    p.context = context.map(str::to_owned);
     client.threads_create_with(&p).unwrap().thread.id
 }
 

@@ -185,22 +185,8 @@ fn an_unanswered_request_expires_by_policy_and_is_recorded_expired() {
 
 /// A thread on `asker` with its own permission timeout.
 fn thread_waiting(client: &mut Client, seconds: Option<u64>) -> String {
-    let p = lapis_protocol::params::ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: "asker".into(),
-        approval: None,
-        restricted: false,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        transcript_store: None,
-        permission_timeout_seconds: seconds,
-        budget: None,
-        thread_id: None,
-        command_id: None,
-    };
+    let mut p = lapis_protocol::params::ThreadsCreate::new("proj", "asker");
+    p.permission_timeout_seconds = seconds;
     client.threads_create_with(&p).unwrap().thread.id
 }
 
@@ -306,30 +292,12 @@ fn a_threads_own_permission_timeout_expires_its_requests_by_policy() {
     out.success();
     assert_eq!(out.json()["thread"]["permissionTimeoutSeconds"], 30);
     // Out of range, at creation and at configure: nothing is made or changed.
-    let p = lapis_protocol::params::ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: "asker".into(),
-        approval: None,
-        restricted: false,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        transcript_store: None,
-        permission_timeout_seconds: Some(0),
-        budget: None,
-        thread_id: None,
-        command_id: None,
-    };
+    let p =
+        lapis_protocol::params::ThreadsCreate::new("proj", "asker").permission_timeout_seconds(0);
     let err = client.threads_create_with(&p).unwrap_err();
     assert_eq!(err.code(), "invalid_request", "{err}");
-    let configure = lapis_protocol::params::ThreadsConfigure {
-        thread_id: quick.clone(),
-        expected_version: version + 2,
-        permission_timeout_seconds: Some(Some(604_801)),
-        ..Default::default()
-    };
+    let configure = lapis_protocol::params::ThreadsConfigure::new(&quick, version + 2)
+        .permission_timeout_seconds(Some(604_801));
     let err = client.threads_configure(&configure).unwrap_err();
     assert_eq!(err.code(), "invalid_request", "{err}");
     let now = client.threads_get(&quick).unwrap().thread;

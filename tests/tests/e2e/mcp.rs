@@ -66,22 +66,9 @@ fn create(
     restricted: bool,
     mcp: &[&str],
 ) -> Result<String, ClientError> {
-    let p = ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: provider.into(),
-        approval: None,
-        restricted,
-        retention: None,
-        mcp_servers: mcp.iter().map(|s| s.to_string()).collect(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        transcript_store: None,
-        thread_id: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-    };
+    let p = ThreadsCreate::new("proj", provider)
+        .restricted(restricted)
+        .mcp_servers(mcp.iter().copied());
     Ok(client.threads_create_with(&p)?.thread.id)
 }
 
@@ -346,18 +333,7 @@ fn every_refusal_has_its_stable_code() {
     );
     // threads.configure cannot make a thread with MCP servers restricted.
     let open = create(&mut c, "plain", false, &["taken"]).unwrap();
-    let configure = ThreadsConfigure {
-        thread_id: open.clone(),
-        expected_version: 1,
-        provider: None,
-        approval: None,
-        restricted: Some(true),
-        retention: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-        transcript_store: None,
-    };
+    let configure = ThreadsConfigure::new(&open, 1).restricted(true);
     assert_eq!(
         code(c.threads_configure(&configure).unwrap_err()),
         "mcp_restricted"

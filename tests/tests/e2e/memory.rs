@@ -96,22 +96,7 @@ fn agent(ledger: &Path) -> Value {
 }
 
 fn params(memory: &str) -> ThreadsCreate {
-    ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: "minded".into(),
-        approval: None,
-        restricted: false,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: Some(memory.into()),
-        transcript_store: None,
-        permission_timeout_seconds: None,
-        budget: None,
-        thread_id: None,
-        command_id: None,
-    }
+    ThreadsCreate::new("proj", "minded").memory(memory)
 }
 
 #[test]
@@ -230,20 +215,13 @@ fn configure_refuses_to_restrict_a_memory_bound_thread() {
     let stop = Arc::new(AtomicBool::new(false));
     let (_, serving) = serve(&server, "lapis-cli", stop.clone());
     let mut driver = app(&server, OWNER, "lapis-cli");
-    let restricted = ThreadsCreate {
-        restricted: true,
-        ..params("mem")
-    };
+    let restricted = params("mem").restricted(true);
     let err = driver.threads_create_with(&restricted).unwrap_err();
     assert_eq!(err.code(), "tools_restricted");
 
     let thread = driver.threads_create_with(&params("mem")).unwrap().thread;
-    let configure = lapis_protocol::params::ThreadsConfigure {
-        thread_id: thread.id.clone(),
-        expected_version: thread.version,
-        restricted: Some(true),
-        ..Default::default()
-    };
+    let configure =
+        lapis_protocol::params::ThreadsConfigure::new(&thread.id, thread.version).restricted(true);
     let err = driver.threads_configure(&configure).unwrap_err();
     assert_eq!(err.code(), "tools_restricted", "{err}");
     assert!(err.to_string().contains("memory"), "{err}");
@@ -253,12 +231,8 @@ fn configure_refuses_to_restrict_a_memory_bound_thread() {
     let turn = driver.turns_submit(&thread.id, "c1", "hello").unwrap();
     assert_eq!(settle(&mut driver, &turn.id).state, TurnState::Completed);
     // Another change of the same thread is still accepted.
-    let approval = lapis_protocol::params::ThreadsConfigure {
-        thread_id: thread.id.clone(),
-        expected_version: thread.version,
-        approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
-        ..Default::default()
-    };
+    let approval = lapis_protocol::params::ThreadsConfigure::new(&thread.id, thread.version)
+        .approval(lapis_protocol::ApprovalPolicy::AllowAll);
     let changed = driver.threads_configure(&approval).unwrap().thread;
     assert_eq!(changed.version, thread.version + 1);
     assert!(!changed.restricted);

@@ -367,18 +367,10 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
     c.threads_attach(&thread.id, &loose).unwrap();
     let mut other = app(&server, OWNER, "attacher");
     other
-        .threads_configure(&ThreadsConfigure {
-            thread_id: thread.id.clone(),
-            expected_version: 1,
-            provider: None,
-            approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
-            restricted: None,
-            retention: None,
-            command_id: None,
-            permission_timeout_seconds: None,
-            budget: None,
-            transcript_store: None,
-        })
+        .threads_configure(
+            &ThreadsConfigure::new(&thread.id, 1)
+                .approval(lapis_protocol::ApprovalPolicy::AllowAll),
+        )
         .unwrap();
     c.reconnect().unwrap();
     let fresh = c.attached_snapshot(&thread.id).unwrap();
@@ -388,18 +380,7 @@ fn attach_and_submit_state_the_binding_and_a_mismatch_names_the_fields() {
     c.threads_attach(&thread.id, &ThreadExpect::of(&fresh.thread.clone()))
         .unwrap();
     other
-        .threads_configure(&ThreadsConfigure {
-            thread_id: thread.id.clone(),
-            expected_version: 2,
-            provider: Some("hang".into()),
-            approval: None,
-            restricted: None,
-            retention: None,
-            command_id: None,
-            permission_timeout_seconds: None,
-            budget: None,
-            transcript_store: None,
-        })
+        .threads_configure(&ThreadsConfigure::new(&thread.id, 2).provider("hang"))
         .unwrap();
     let err = c.reconnect().unwrap_err();
     assert_eq!(err.code(), "binding_mismatch");

@@ -94,22 +94,9 @@ pub(crate) fn create(
     restricted: bool,
     tools: &[&str],
 ) -> Result<String, ClientError> {
-    let p = ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: "tooled".into(),
-        approval: None,
-        restricted,
-        retention: None,
-        mcp_servers: Vec::new(),
-        tools: tools.iter().map(|s| s.to_string()).collect(),
-        context: None,
-        memory: None,
-        transcript_store: None,
-        thread_id: None,
-        command_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-    };
+    let p = ThreadsCreate::new("proj", "tooled")
+        .restricted(restricted)
+        .tools(tools.iter().copied());
     Ok(client.threads_create_with(&p)?.thread.id)
 }
 

@@ -105,22 +105,10 @@ fn agent(ledger: &Path) -> Value {
 }
 
 fn params(retention: Retention) -> ThreadsCreate {
-    ThreadsCreate {
-        workspace_id: "proj".into(),
-        provider: "agent".into(),
-        approval: Some(lapis_protocol::ApprovalPolicy::AllowAll),
-        restricted: false,
-        retention: Some(retention),
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        transcript_store: Some("vault".into()),
-        permission_timeout_seconds: None,
-        budget: None,
-        thread_id: None,
-        command_id: None,
-    }
+    ThreadsCreate::new("proj", "agent")
+        .approval(lapis_protocol::ApprovalPolicy::AllowAll)
+        .retention(retention)
+        .transcript_store("vault")
 }
 
 fn prompts(ledger: &Path) -> usize {

@@ -101,22 +101,8 @@ impl Client {
         approval: ApprovalPolicy,
         command_id: Option<&str>,
     ) -> Result<Thread, ClientError> {
-        let p = ThreadsCreate {
-            workspace_id: workspace_id.to_owned(),
-            provider: provider.to_owned(),
-            approval: Some(approval),
-            restricted: false,
-            retention: None,
-            mcp_servers: Vec::new(),
-            tools: Vec::new(),
-            context: None,
-            memory: None,
-            transcript_store: None,
-            thread_id: None,
-            command_id: command_id.map(str::to_owned),
-            permission_timeout_seconds: None,
-            budget: None,
-        };
+        let mut p = ThreadsCreate::new(workspace_id, provider).approval(approval);
+        p.command_id = command_id.map(str::to_owned);
         let r: ThreadResult = self.request::<call::ThreadsCreate>(&p)?;
         Ok(r.thread)
     }

@@ -4,8 +4,14 @@
 use serde::{Deserialize, Serialize};
 
 /// `threads.create`.
+///
+/// Built one way: [`ThreadsCreate::new`] with the two required members,
+/// then the setters (or assignments to the public fields) for the rest.
+/// `#[non_exhaustive]` keeps it so outside this crate: a member added later
+/// breaks no caller, and every omitted member is its wire default (absent).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ThreadsCreate {
     /// Workspace id.
     pub workspace_id: String,
@@ -81,6 +87,114 @@ pub struct ThreadsCreate {
     pub command_id: Option<String>,
 }
 
+impl ThreadsCreate {
+    /// A thread of `provider` on workspace `workspace_id`, every other
+    /// member absent (the server's defaults: `ask`, unrestricted, `full`).
+    pub fn new(workspace_id: impl Into<String>, provider: impl Into<String>) -> Self {
+        Self {
+            workspace_id: workspace_id.into(),
+            provider: provider.into(),
+            approval: None,
+            restricted: false,
+            retention: None,
+            mcp_servers: Vec::new(),
+            tools: Vec::new(),
+            context: None,
+            memory: None,
+            transcript_store: None,
+            permission_timeout_seconds: None,
+            budget: None,
+            thread_id: None,
+            command_id: None,
+        }
+    }
+
+    /// Sets `approval`.
+    #[must_use]
+    pub fn approval(mut self, approval: crate::ApprovalPolicy) -> Self {
+        self.approval = Some(approval);
+        self
+    }
+
+    /// Sets `restricted`.
+    #[must_use]
+    pub fn restricted(mut self, restricted: bool) -> Self {
+        self.restricted = restricted;
+        self
+    }
+
+    /// Sets `retention`.
+    #[must_use]
+    pub fn retention(mut self, retention: crate::Retention) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
+    /// Sets `mcpServers` (registered MCP server names).
+    #[must_use]
+    pub fn mcp_servers<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.mcp_servers = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets `tools` (registered tool endpoint names).
+    #[must_use]
+    pub fn tools<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.tools = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets `context` (a registered context port's name).
+    #[must_use]
+    pub fn context(mut self, port: impl Into<String>) -> Self {
+        self.context = Some(port.into());
+        self
+    }
+
+    /// Sets `memory` (a registered memory port's name).
+    #[must_use]
+    pub fn memory(mut self, port: impl Into<String>) -> Self {
+        self.memory = Some(port.into());
+        self
+    }
+
+    /// Sets `transcriptStore` (a registered transcript store's name; the
+    /// thread must be `metadata-only`).
+    #[must_use]
+    pub fn transcript_store(mut self, port: impl Into<String>) -> Self {
+        self.transcript_store = Some(port.into());
+        self
+    }
+
+    /// Sets `permissionTimeoutSeconds`.
+    #[must_use]
+    pub fn permission_timeout_seconds(mut self, seconds: u64) -> Self {
+        self.permission_timeout_seconds = Some(seconds);
+        self
+    }
+
+    /// Sets `budget`.
+    #[must_use]
+    pub fn budget(mut self, budget: crate::config::ThreadBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Sets `threadId` (an id from `threads.reserve`).
+    #[must_use]
+    pub fn thread_id(mut self, id: impl Into<String>) -> Self {
+        self.thread_id = Some(id.into());
+        self
+    }
+
+    /// Sets `commandId`.
+    #[must_use]
+    pub fn command_id(mut self, id: impl Into<String>) -> Self {
+        self.command_id = Some(id.into());
+        self
+    }
+}
+
 /// `mcp.register`: the MCP servers this connection offers its
 /// application's threads (replacing what it registered before; an empty
 /// list withdraws them). Volatile: they are gone when the connection closes.
@@ -131,8 +245,12 @@ pub struct ThreadsList {
 }
 
 /// `threads.configure`: optimistic on `expectedVersion`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Built like [`ThreadsCreate`]: [`ThreadsConfigure::new`] with the thread
+/// and the version, then the setters for what changes (`#[non_exhaustive]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ThreadsConfigure {
     /// Thread id.
     pub thread_id: String,
@@ -181,6 +299,83 @@ pub struct ThreadsConfigure {
     /// Makes the call idempotent (replays the first answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
+}
+
+impl ThreadsConfigure {
+    /// A change of `thread_id` at `expected_version` that changes nothing
+    /// yet (every member absent).
+    pub fn new(thread_id: impl Into<String>, expected_version: u64) -> Self {
+        Self {
+            thread_id: thread_id.into(),
+            expected_version,
+            provider: None,
+            approval: None,
+            restricted: None,
+            retention: None,
+            permission_timeout_seconds: None,
+            budget: None,
+            transcript_store: None,
+            command_id: None,
+        }
+    }
+
+    /// Changes the provider.
+    #[must_use]
+    pub fn provider(mut self, provider: impl Into<String>) -> Self {
+        self.provider = Some(provider.into());
+        self
+    }
+
+    /// Changes the approval policy.
+    #[must_use]
+    pub fn approval(mut self, approval: crate::ApprovalPolicy) -> Self {
+        self.approval = Some(approval);
+        self
+    }
+
+    /// Changes the restricted flag.
+    #[must_use]
+    pub fn restricted(mut self, restricted: bool) -> Self {
+        self.restricted = Some(restricted);
+        self
+    }
+
+    /// Changes the retention.
+    #[must_use]
+    pub fn retention(mut self, retention: crate::Retention) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
+    /// Changes the permission timeout: `Some(n)` seconds, or `None` back
+    /// to the provider's `permissionTimeoutSeconds` (JSON `null`).
+    #[must_use]
+    pub fn permission_timeout_seconds(mut self, seconds: Option<u64>) -> Self {
+        self.permission_timeout_seconds = Some(seconds);
+        self
+    }
+
+    /// Changes the budget: `Some(b)`, or `None` to clear it (JSON `null`).
+    #[must_use]
+    pub fn budget(mut self, budget: Option<crate::config::ThreadBudget>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Changes the transcript store: `Some(name)`, or `None` to unbind it
+    /// (JSON `null`).
+    #[must_use]
+    pub fn transcript_store(mut self, port: Option<String>) -> Self {
+        self.transcript_store = Some(port);
+        self
+    }
+
+    /// Sets `commandId`.
+    #[must_use]
+    pub fn command_id(mut self, id: impl Into<String>) -> Self {
+        self.command_id = Some(id.into());
+        self
+    }
 }
 
 /// `threads.create` / `threads.configure` result (`replayed` also for
@@ -233,4 +428,59 @@ where
     T: Deserialize<'de>,
 {
     Option::<T>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The constructors leave every optional member off the wire, and the
+    /// setters put exactly their member on it: building through them does
+    /// not change what a hand-written request carries.
+    #[test]
+    fn built_params_have_the_wire_shape_of_written_ones() {
+        let bare = ThreadsCreate::new("proj", "echo");
+        assert_eq!(
+            serde_json::to_value(&bare).unwrap(),
+            json!({"workspaceId": "proj", "provider": "echo", "restricted": false})
+        );
+        let full = ThreadsCreate::new("proj", "echo")
+            .approval(crate::ApprovalPolicy::AllowAll)
+            .restricted(true)
+            .retention(crate::Retention::MetadataOnly)
+            .tools(["notes"])
+            .mcp_servers(vec![String::from("fs")])
+            .context("ctx")
+            .memory("mem")
+            .permission_timeout_seconds(30)
+            .thread_id("thr_1")
+            .command_id("c1");
+        let wire = json!({
+            "workspaceId": "proj", "provider": "echo", "approval": "allow-all",
+            "restricted": true, "retention": "metadata-only", "mcpServers": ["fs"],
+            "tools": ["notes"], "context": "ctx", "memory": "mem",
+            "permissionTimeoutSeconds": 30, "threadId": "thr_1", "commandId": "c1"
+        });
+        assert_eq!(serde_json::to_value(&full).unwrap(), wire);
+        assert_eq!(serde_json::from_value::<ThreadsCreate>(wire).unwrap(), full);
+
+        let configure = ThreadsConfigure::new("thr_1", 3)
+            .approval(crate::ApprovalPolicy::Ask)
+            .permission_timeout_seconds(None)
+            .budget(None);
+        let wire = json!({
+            "threadId": "thr_1", "expectedVersion": 3, "approval": "ask",
+            "permissionTimeoutSeconds": null, "budget": null
+        });
+        assert_eq!(serde_json::to_value(&configure).unwrap(), wire);
+        assert_eq!(
+            serde_json::from_value::<ThreadsConfigure>(wire).unwrap(),
+            configure
+        );
+        assert_eq!(
+            serde_json::to_value(ThreadsConfigure::new("thr_1", 3)).unwrap(),
+            json!({"threadId": "thr_1", "expectedVersion": 3})
+        );
+    }
 }
