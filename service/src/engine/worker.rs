@@ -331,7 +331,13 @@ impl Engine {
             Some(port) => {
                 guard.boundary_later();
                 match self
-                    .keep_transcript(&mut guard, &claim.thread, &turn_id, &port)
+                    .keep_transcript(
+                        &mut guard,
+                        &claim.thread,
+                        &turn_id,
+                        &port,
+                        claim.cancel.clone(),
+                    )
                     .await
                 {
                     Some(feed) => Some(feed),

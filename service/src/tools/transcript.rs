@@ -6,7 +6,9 @@
 //! - a turn of a thread that binds a store reaches its agent only after
 //!   the store acknowledged the prompt within its deadline
 //!   ([`Feed::start`] answers only then); a gone, revoked, late, refusing
-//!   or malformed store fails the turn before the boundary;
+//!   or malformed store fails the turn before the boundary, and a cancel
+//!   while it answers abandons the append (the turn is cancelled before
+//!   dispatch, its feed never starts);
 //! - appends to one thread's store are made in journal order, one at a
 //!   time, by one task per turn holding the thread's [`Lanes`] lock, so a
 //!   slow store delays only its own thread's next prompt — never the
@@ -143,8 +145,9 @@ impl Feed {
             let _held = lane.lock().await;
             let first = append(&endpoint, &thread, &prompt).await;
             let ok = first.is_ok();
-            let _ = acked.send(first);
-            if !ok {
+            // Nobody waiting (the claim was cancelled or ended): the turn
+            // runs no further, and nor does its feed.
+            if acked.send(first).is_err() || !ok {
                 return;
             }
             let ours = |e: &JournalEvent| {

@@ -5,8 +5,9 @@
 //! sees it and the agent's output as it is journaled, each with its
 //! canonical hash; after a restart a replay fetches the content back and
 //! shows only what hashes to the recorded value. A late append stops the
-//! turn before dispatch; a disconnected store leaves the content
-//! unavailable and the next turn failed before dispatch.
+//! turn before dispatch, and so does a cancel while the store answers; a
+//! disconnected store leaves the content unavailable and the next turn
+//! failed before dispatch.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,17 +32,18 @@ use crate::serve_support::{OWNER, Server};
 type Kept = Arc<Mutex<Vec<TranscriptAppend>>>;
 
 /// A store in memory. `tamper`: the `thread_seq` whose payload `fetch`
-/// answers altered. `hold`: appends wait for this channel first (a store
-/// that never answers in time).
+/// answers altered. `hold`: an append says it arrived on the sender, then
+/// waits for the receiver (a store that does not answer in time).
 struct Vault {
     kept: Kept,
     tamper: Arc<Mutex<Option<u64>>>,
-    hold: Option<mpsc::Receiver<()>>,
+    hold: Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>,
 }
 
 impl TranscriptHandler for Vault {
     fn append(&mut self, call: &TranscriptAppend) -> Result<(), CallbackError> {
-        if let Some(hold) = &self.hold {
+        if let Some((arrived, hold)) = &self.hold {
+            let _ = arrived.send(());
             let _ = hold.recv();
             return Err(CallbackError("too late".into()));
         }
@@ -265,21 +267,57 @@ fn a_store_keeps_the_content_and_a_replay_after_a_restart_shows_only_what_it_can
     server.finish(&[], &[]);
 }
 
-#[test]
-fn an_append_past_its_deadline_fails_the_turn_before_dispatch() {
+/// A server and a store that holds its answers until `release`.
+struct Holding {
+    scratch: tempfile::TempDir,
+    server: Server,
+    /// One message per append the store got.
+    arrived: mpsc::Receiver<()>,
+    release: mpsc::Sender<()>,
+    kept: Kept,
+    stop: Arc<AtomicBool>,
+    serving: std::thread::JoinHandle<()>,
+}
+
+fn holding(deadline_ms: Option<u64>) -> Holding {
     let scratch = tempfile::tempdir().unwrap();
     let ledger = scratch.path().join("prompts");
     let server = Server::start_full(json!({}), json!({ "agent": agent(&ledger) }));
     let (release, hold) = mpsc::channel();
+    let (arrived_tx, arrived) = mpsc::channel();
     let kept: Kept = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let vault = Vault {
         kept: kept.clone(),
         tamper: Arc::default(),
-        hold: Some(hold),
+        hold: Some((arrived_tx, hold)),
     };
-    let serving = serve(&server, Some(300), vault, stop.clone());
-    let mut driver = app(&server, OWNER, "lapis-cli");
+    let serving = serve(&server, deadline_ms, vault, stop.clone());
+    Holding {
+        scratch,
+        server,
+        arrived,
+        release,
+        kept,
+        stop,
+        serving,
+    }
+}
+
+impl Holding {
+    fn end(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.release.send(()).unwrap();
+        self.serving.join().unwrap();
+        self.server.finish(&[], &[]);
+    }
+}
+
+#[test]
+fn an_append_past_its_deadline_fails_the_turn_before_dispatch() {
+    let h = holding(Some(300));
+    let ledger = h.scratch.path().join("prompts");
+    let mut driver = app(&h.server, OWNER, "lapis-cli");
     let thread = driver
         .threads_create_with(&params(Retention::MetadataOnly))
         .unwrap()
@@ -289,10 +327,29 @@ fn an_append_past_its_deadline_fails_the_turn_before_dispatch() {
     assert_eq!(turn.state, TurnState::Failed, "{turn:?}");
     assert_eq!(turn.outcome.as_deref(), Some("transcript_store_failed"));
     assert!(turn.dispatched_at.is_none(), "{turn:?}");
+    h.arrived.recv().unwrap();
     assert_eq!(prompts(&ledger), 0, "the agent never got the prompt");
-    assert!(kept.lock().unwrap().is_empty());
-    stop.store(true, Ordering::SeqCst);
-    release.send(()).unwrap();
-    serving.join().unwrap();
-    server.finish(&[], &[]);
+    assert!(h.kept.lock().unwrap().is_empty());
+    h.end();
+}
+
+#[test]
+fn a_cancel_while_the_store_answers_abandons_the_append_and_the_turn() {
+    let h = holding(None);
+    let ledger = h.scratch.path().join("prompts");
+    let mut driver = app(&h.server, OWNER, "lapis-cli");
+    let thread = driver
+        .threads_create_with(&params(Retention::MetadataOnly))
+        .unwrap()
+        .thread;
+    let turn = driver.turns_submit(&thread.id, "c1", "never run").unwrap();
+    // The store has the append and does not answer (its deadline is 120 s).
+    h.arrived.recv().unwrap();
+    driver.turns_cancel(&turn.id).unwrap();
+    let turn = settle(&mut driver, &turn.id);
+    assert_eq!(turn.state, TurnState::Cancelled, "{turn:?}");
+    assert_eq!(turn.outcome.as_deref(), Some("cancelled_before_dispatch"));
+    assert!(turn.dispatched_at.is_none(), "{turn:?}");
+    assert_eq!(prompts(&ledger), 0, "the agent never got the prompt");
+    h.end();
 }

@@ -279,6 +279,7 @@ impl Engine {
         thread: &lapis_protocol::Thread,
         turn_id: &str,
         port: &str,
+        mut cancel: tokio::sync::watch::Receiver<bool>,
     ) -> Option<crate::tools::transcript::Feed> {
         use lapis_protocol::context::PortRefusal;
         // Subscribed before the prompt is looked up: no output of the turn
@@ -295,9 +296,31 @@ impl Engine {
         let refusal = match read {
             Ok(Some(prompt)) if prompt.payload.is_some() => {
                 let tools = &self.config.tools;
-                match crate::tools::transcript::Feed::start(tools, thread, port, prompt, events)
-                    .await
-                {
+                let start =
+                    crate::tools::transcript::Feed::start(tools, thread, port, prompt, events);
+                // A cancel while the store is answering abandons the append
+                // (the feed ends without going on): nothing was dispatched.
+                let cancelled = async {
+                    // A signal whose sender is gone never cancels.
+                    if cancel.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                let started = tokio::select! {
+                    r = start => Some(r),
+                    () = cancelled => None,
+                };
+                let Some(started) = started else {
+                    tracing::info!(turn = %turn_id, port = %port, "cancelled while the transcript store was answering");
+                    guard.release();
+                    self.finish(
+                        turn_id,
+                        TurnEnd::Cancelled(OutcomeCode::CancelledBeforeDispatch),
+                    )
+                    .await;
+                    return None;
+                };
+                match started {
                     Ok(feed) => return Some(feed),
                     Err(refusal) => refusal,
                 }
