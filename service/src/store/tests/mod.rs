@@ -15,6 +15,7 @@ mod prepared;
 mod receipts;
 mod scheduling;
 mod storage;
+mod transcript;
 mod workspaces;
 
 use std::path::Path;
