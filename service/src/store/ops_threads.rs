@@ -201,7 +201,12 @@ impl Writer {
             if let Some(cmd) = &input.command_id {
                 stage_receipt(tx, actor, cmd, CommandKind::ThreadCreate, &dig, &id, None, now)?;
             }
-            j.stage_thread(st, &id, input.retention);
+            j.stage_thread(
+                st,
+                &id,
+                input.retention,
+                input.transcript_store.is_some(),
+            );
             let created = Payload::ThreadCreated(ThreadCreated {
                 workspace_id: input.workspace_id.clone(),
                 provider: input.provider.clone(),
@@ -327,7 +332,7 @@ impl Writer {
                     next.transcript_store
                 ],
             )?;
-            j.stage_retention(st, id, next.retention);
+            j.stage_retention(st, id, next.retention, next.transcript_store.is_some());
             let configured = Payload::ThreadConfigured(ThreadConfigured {
                 version: next.version,
                 provider: next.provider.clone(),

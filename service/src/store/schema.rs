@@ -329,10 +329,10 @@ CREATE TABLE policy_probes (
         // Version 17: consumer transcript stores (issue 27 item 2): the
         // store (name) a metadata-only thread binds, and each event's
         // canonical hash (`lapis_protocol::transcript::event_hash`, 64
-        // lowercase hex digits) where its content is kept in memory only,
-        // so a payload fetched back from the store after a restart is
-        // checked against it. NULL elsewhere (content on disk is covered
-        // by the chain hash).
+        // lowercase hex digits) where its content is kept in memory only
+        // on such a thread, so a payload fetched back from the store after
+        // a restart is checked against it. NULL elsewhere (content on disk
+        // is covered by the chain hash).
         then: None,
         sql: r#"
 ALTER TABLE threads ADD COLUMN transcript_store TEXT;

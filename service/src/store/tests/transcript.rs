@@ -1,5 +1,5 @@
-//! Schema 17: the canonical hash a metadata-only thread's content events
-//! keep in place of their payload, the thread's transcript store binding,
+//! Schema 17: the canonical hash the content events of a metadata-only
+//! thread that binds a transcript store keep in place of their payload, the thread's transcript store binding,
 //! and the flagged replay that lets a store complete what a restart lost.
 
 use lapis_protocol::transcript::event_hash;
@@ -14,8 +14,9 @@ async fn content_kept_in_memory_records_its_event_hash_and_a_restart_flags_it() 
     let s = &f.store;
     let ws = workspace(s, f.dir.path(), "ws1").await;
     let full = thread(s, &ws.id, Retention::Full).await;
-    let meta = thread(s, &ws.id, Retention::MetadataOnly).await;
-    for (n, th) in [&full, &meta].into_iter().enumerate() {
+    let plain = thread(s, &ws.id, Retention::MetadataOnly).await;
+    let meta = bound(s, &ws.id, Retention::MetadataOnly).await.unwrap();
+    for (n, th) in [&full, &plain, &meta].into_iter().enumerate() {
         s.submit_turn(&owner(), submit(&th.id, &format!("c{n}"), "hello"))
             .await
             .unwrap();
@@ -79,18 +80,15 @@ async fn content_kept_in_memory_records_its_event_hash_and_a_restart_flags_it() 
     assert_eq!(strict.code(), "transcript_unavailable");
 }
 
-#[tokio::test]
-async fn a_transcript_store_binds_only_a_metadata_only_thread() {
-    let f = fixture().await;
-    let s = &f.store;
-    let ws = workspace(s, f.dir.path(), "ws1").await;
-    let mut input = NewThread {
+/// A thread of `ws` that binds the transcript store `vault`.
+async fn bound(store: &Store, ws: &str, retention: Retention) -> StoreResult<Thread> {
+    let input = NewThread {
         command_id: None,
-        workspace_id: ws.id.clone(),
+        workspace_id: ws.into(),
         provider: "echo".into(),
         approval: ApprovalPolicy::Ask,
         restricted: false,
-        retention: Retention::Full,
+        retention,
         mcp_servers: Vec::new(),
         tools: Vec::new(),
         context: None,
@@ -100,10 +98,17 @@ async fn a_transcript_store_binds_only_a_metadata_only_thread() {
         permission_timeout_seconds: None,
         budget: None,
     };
-    let err = s.create_thread(&owner(), input.clone()).await.unwrap_err();
+    Ok(store.create_thread(&owner(), input).await?.value)
+}
+
+#[tokio::test]
+async fn a_transcript_store_binds_only_a_metadata_only_thread() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let err = bound(s, &ws.id, Retention::Full).await.unwrap_err();
     assert_eq!(err.code(), "invalid_request");
-    input.retention = Retention::MetadataOnly;
-    let th = s.create_thread(&owner(), input).await.unwrap().value;
+    let th = bound(s, &ws.id, Retention::MetadataOnly).await.unwrap();
     assert_eq!(th.transcript_store.as_deref(), Some("vault"));
     let full = ThreadPatch {
         retention: Some(Retention::Full),
