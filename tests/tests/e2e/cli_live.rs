@@ -67,9 +67,11 @@ fn the_first_ctrl_c_cancels_the_watched_turn() {
 
 #[test]
 fn a_second_ctrl_c_stops_watching_and_says_how_to_follow_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("agent.pid");
     let server = Server::start_full(
         json!({}),
-        json!({ "stubborn": fixture(&["--hang", "--ignore-cancel"]) }),
+        json!({ "stubborn": fixture(&["--hang", "--ignore-cancel", "--pidfile", pidfile.to_str().unwrap()]) }),
     );
     let t = server.cli_thread("stubborn");
     let child = server
@@ -96,6 +98,14 @@ fn a_second_ctrl_c_stops_watching_and_says_how_to_follow_again() {
     // Nothing else happened to the turn: it is still in flight.
     let turn = turn_until(&server, &t, |_| true);
     assert!(in_flight(&turn), "{turn}");
+    // The test ends with the turn in flight: the harness takes the agent,
+    // which ignores every cancel, down with the server.
+    let agent = crate::acp::read_pid(&pidfile);
+    assert!(crate::acp::alive(agent));
+    drop(server);
+    lapis_e2e::wait::until("the stubborn agent to be gone", || {
+        !crate::acp::alive(agent)
+    });
 }
 
 #[test]
