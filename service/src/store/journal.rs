@@ -4,7 +4,10 @@
 //! transaction and become the journal's only after that transaction commits
 //! ([`Journal::commit`]); a rolled-back transaction leaves no gap because its
 //! stage is simply dropped. Payloads of metadata-only threads go to a bounded
-//! in-memory map (shared with readers) and never to disk.
+//! in-memory map (shared with readers) and never to disk; their rows keep
+//! the event's canonical hash instead (`event_hash`), so content an
+//! application's transcript store hands back after a restart can be
+//! checked before it is shown.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -20,10 +23,10 @@ use super::chain::{self, Link};
 
 /// The insert of one event row, as [`Journal::flush`] binds it.
 const INSERT_EVENT: &str = "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, \
-     payload, has_payload, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+     payload, has_payload, hash, event_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 /// Columns bound per row by [`bind_row`].
-const ROW_PARAMS: usize = 9;
+const ROW_PARAMS: usize = 10;
 
 /// Rows in one multi-row insert of a run of appends ([`insert_chunk`]).
 /// One statement per chunk keeps the table and index cursors where the
@@ -33,7 +36,7 @@ const ROW_PARAMS: usize = 9;
 /// table's and the index's rightmost paths): that cost is per statement,
 /// so chunks must be long for the sum to win; on the journal bench 8 rows
 /// were slower than single rows, 32 even, 256 clearly faster. 256 rows
-/// are 2,304 parameters, well under SQLite's limit (32,766). Shorter runs
+/// are 2,560 parameters, well under SQLite's limit (32,766). Shorter runs
 /// (a live turn's few events per batch) are inserted row by row as before.
 const CHUNK_ROWS: usize = 256;
 
@@ -51,7 +54,7 @@ fn insert_chunk() -> &'static str {
             .collect();
         format!(
             "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, \
-             has_payload, hash) VALUES {}",
+             has_payload, hash, event_hash) VALUES {}",
             rows.join(", ")
         )
     })
@@ -69,6 +72,11 @@ struct PendingRow {
     has_payload: bool,
     /// Its chain hash.
     hash: chain::Hash,
+    /// Its canonical hash ([`lapis_protocol::transcript::event_hash`]),
+    /// recorded only for content kept in memory (a metadata-only thread's):
+    /// what a payload fetched back from a transcript store is checked
+    /// against after a restart.
+    event_hash: Option<String>,
 }
 
 /// Binds `row` (of `event`) as the row whose parameters start after `at`.
@@ -86,7 +94,8 @@ fn bind_row(
     stmt.raw_bind_parameter(at + 6, event.at)?;
     stmt.raw_bind_parameter(at + 7, row.text.as_deref())?;
     stmt.raw_bind_parameter(at + 8, row.has_payload)?;
-    stmt.raw_bind_parameter(at + 9, &row.hash[..])
+    stmt.raw_bind_parameter(at + 9, &row.hash[..])?;
+    stmt.raw_bind_parameter(at + 10, row.event_hash.as_deref())
 }
 
 /// A payload made ready for the durable write: redacted (every string but
@@ -444,13 +453,8 @@ impl Journal {
         if let (Some(v), false) = (&payload, keep_on_disk) {
             stage.memory.push((seq, v.clone()));
         }
-        stage.rows.push(PendingRow {
-            event: stage.events.len(),
-            text,
-            has_payload,
-            hash,
-        });
-        stage.events.push(JournalEvent {
+        let kept_in_memory = has_payload && !keep_on_disk;
+        let event = JournalEvent {
             seq,
             thread_id: thread.to_owned(),
             thread_seq,
@@ -459,7 +463,19 @@ impl Journal {
             at,
             payload,
             payload_unavailable: false,
+        };
+        let event_hash = kept_in_memory
+            .then(|| lapis_protocol::transcript::event_hash(&event))
+            .flatten()
+            .map(|h| h.as_str().to_owned());
+        stage.rows.push(PendingRow {
+            event: stage.events.len(),
+            text,
+            has_payload,
+            hash,
+            event_hash,
         });
+        stage.events.push(event);
         if stage.rows.len() == CHUNK_ROWS {
             self.flush(tx, stage)?;
         }

@@ -95,6 +95,7 @@ pub(crate) async fn thread_of(
         tools: Vec::new(),
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         permission_timeout_seconds: None,
         budget: None,
