@@ -151,6 +151,7 @@ fn install(bin: &Path, home: &Path) -> (Duration, Duration) {
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
         .env_remove("LAPIS_AI_CONTROLLER_WORKSPACE")
+        .env_remove("LAPIS_AI_CONTROLLER_HOME")
         .env_remove("LAPIS_INSTALL_FAULT_PAUSE")
         .output()
         .unwrap();

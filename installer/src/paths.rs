@@ -165,7 +165,7 @@ pub struct PathOptions {
     pub cwd: PathBuf,
     /// `--config PATH`.
     pub config: Option<PathBuf>,
-    /// `--workspace DIR` or `LAPIS_AI_CONTROLLER_WORKSPACE`.
+    /// `--home DIR` or `LAPIS_AI_CONTROLLER_HOME` (or its old name).
     pub controller_home: Option<PathBuf>,
     /// `--instance NAME`.
     pub instance: Option<String>,
@@ -319,9 +319,9 @@ impl Paths {
     /// The controller home every command uses, given the config's
     /// `controllerHome` (`None` before a config exists): the one precedence
     /// of [`lapis_protocol::home::resolve_home`] (flag, environment, config,
-    /// default). The CLI receives `--workspace` and
-    /// `LAPIS_AI_CONTROLLER_WORKSPACE` merged (clap reads the variable into
-    /// the flag, the flag winning), so both report as the flag here.
+    /// default). The CLI passes `--home` and `LAPIS_AI_CONTROLLER_HOME`
+    /// merged (the environment is read when the flag is absent), so both
+    /// report as the flag here.
     pub fn controller_home_for(&self, config_home: Option<&Path>) -> ControllerHome {
         let flag = self
             .controller_home_explicit

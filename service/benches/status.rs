@@ -152,6 +152,7 @@ fn run_ms(bin: &Path, home: &Path, args: &[&str]) -> f64 {
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
         .env_remove("LAPIS_AI_CONTROLLER_WORKSPACE")
+        .env_remove("LAPIS_AI_CONTROLLER_HOME")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

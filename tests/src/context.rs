@@ -170,6 +170,7 @@ impl TestContext {
             .env("XDG_CACHE_HOME", home.join(".cache"))
             .env("XDG_RUNTIME_DIR", home.join("run"))
             .env_remove("LAPIS_AI_CONTROLLER_WORKSPACE")
+            .env_remove("LAPIS_AI_CONTROLLER_HOME")
             .env_remove("GITHUB_TOKEN")
             .env_remove("GH_TOKEN")
             .env_remove("NOTIFY_SOCKET")

@@ -119,7 +119,8 @@ pub(crate) enum Command {
 
 /// `--home DIR`: the controller home, for the commands that create or open
 /// it. Other commands find it through the configuration. Without the flag
-/// the environment (`LAPIS_AI_CONTROLLER_WORKSPACE`) is read by
+/// the environment (`LAPIS_AI_CONTROLLER_HOME`, or its deprecated old name
+/// `LAPIS_AI_CONTROLLER_WORKSPACE`) is read by
 /// `commands::paths::resolve`, as for every command, so the flag wins.
 ///
 /// `--workspace DIR` was its name until the product's core noun became the
@@ -128,7 +129,7 @@ pub(crate) enum Command {
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct HomeArg {
     /// Controller home holding the database, lock and socket [default:
-    /// $LAPIS_AI_CONTROLLER_WORKSPACE, the config's `controllerHome`, else
+    /// $LAPIS_AI_CONTROLLER_HOME, the config's `controllerHome`, else
     /// ~/.lapis/ai-controller].
     #[arg(long, value_name = "DIR")]
     home: Option<PathBuf>,

@@ -23,13 +23,32 @@ pub(super) fn resolve(
     // `--home` exists on install, serve, stop and uninstall; without it
     // (and on client commands, which have no flag) the environment is read
     // here, so every command sees the same input and the flag wins.
-    opts.controller_home = workspace.map(Path::to_path_buf).or_else(|| {
-        std::env::var_os(lapis_protocol::home::HOME_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    });
+    opts.controller_home = workspace.map(Path::to_path_buf).or_else(home_from_env);
     opts.install_path = install_path.map(Path::to_path_buf);
     Paths::resolve(&opts).map_err(|e| installer_error(e.into()))
+}
+
+/// The controller home the environment names: `LAPIS_AI_CONTROLLER_HOME`,
+/// else its old name `LAPIS_AI_CONTROLLER_WORKSPACE`, which is warned about
+/// on stderr once per process (like the hidden `--workspace`). An empty
+/// value counts as unset.
+fn home_from_env() -> Option<PathBuf> {
+    use lapis_protocol::home::{HOME_ENV, HOME_ENV_DEPRECATED};
+    let read = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    read(HOME_ENV).or_else(|| {
+        let old = read(HOME_ENV_DEPRECATED)?;
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: `{HOME_ENV_DEPRECATED}` is now `{HOME_ENV}` (the controller home); the old name goes in the next release"
+            );
+        });
+        Some(old)
+    })
 }
 
 /// An installer error as a CLI error: service problems are exit 3, the rest

@@ -61,7 +61,7 @@ pub enum ErrorCode {
     /// description too long.
     McpLimitExceeded,
     /// An MCP server names a reserved environment variable (the controller's
-    /// identity, `LAPIS_AI_CONTROLLER_WORKSPACE`, or
+    /// identity, `LAPIS_AI_CONTROLLER_HOME` or its old name, or
     /// one the controller runs on).
     McpEnvReserved,
     /// An application's MCP server names a variable outside the provider's

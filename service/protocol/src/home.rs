@@ -4,8 +4,9 @@
 //! Install, serve and every client must agree on it, or a client talks to a
 //! different home than the service. One precedence, for everyone:
 //!
-//! 1. the `--workspace DIR` flag,
-//! 2. the `LAPIS_AI_CONTROLLER_WORKSPACE` environment variable,
+//! 1. the `--home DIR` flag (its old name `--workspace DIR` still works),
+//! 2. the `LAPIS_AI_CONTROLLER_HOME` environment variable (its old name
+//!    `LAPIS_AI_CONTROLLER_WORKSPACE` still works, when the new one is unset),
 //! 3. `controllerHome` in the configuration,
 //! 4. the instance's default (`~/.lapis/ai-controller` for the default instance).
 
@@ -46,12 +47,18 @@ pub fn is_marked_home(dir: &Path) -> bool {
 }
 
 /// The environment variable that names the controller home.
-pub const HOME_ENV: &str = "LAPIS_AI_CONTROLLER_WORKSPACE";
+pub const HOME_ENV: &str = "LAPIS_AI_CONTROLLER_HOME";
+
+/// The old name of [`HOME_ENV`], from before `--workspace` became `--home`:
+/// read only when [`HOME_ENV`] is unset (the CLI warns about it once on
+/// stderr); removed in the next release. Reserved like [`HOME_ENV`]
+/// ([`crate::mcp::IDENTITY_ENV`]) while it is read.
+pub const HOME_ENV_DEPRECATED: &str = "LAPIS_AI_CONTROLLER_WORKSPACE";
 
 /// Where the chosen controller home came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HomeSource {
-    /// `--workspace DIR`.
+    /// `--home DIR`.
     Flag,
     /// [`HOME_ENV`].
     Environment,
@@ -77,8 +84,8 @@ impl ControllerHome {
     }
 }
 
-/// Applies the precedence: `flag`, then `env` (the value of [`HOME_ENV`];
-/// an empty value counts as unset), then `config`, then `default`.
+/// Applies the precedence: `flag`, then `env` (the value of [`HOME_ENV`],
+/// else of [`HOME_ENV_DEPRECATED`]; an empty value counts as unset), then `config`, then `default`.
 pub fn resolve_home(
     flag: Option<&Path>,
     env: Option<&Path>,

@@ -31,13 +31,18 @@ pub const MAX_MCP_SERVER_BYTES: usize = 32 * 1024;
 
 /// The controller's identity variables: the names its own processes find
 /// *which controller* they belong to by (the controller home,
-/// [`crate::home::HOME_ENV`]) and the ticket the controller hands its own
+/// [`crate::home::HOME_ENV`] and its old name
+/// [`crate::home::HOME_ENV_DEPRECATED`]) and the ticket the controller hands its own
 /// tool bridge ([`crate::tools::BRIDGE_TICKET_ENV`]). An MCP server given one could be pointed at
 /// another controller's socket and journal, so no server may name them. Of
 /// the `LAPIS_` names only these are reserved: any other (an application's
 /// own `LAPIS_TICKETS_KEY`) is the application's to use. A name the
 /// controller starts injecting into MCP servers joins this list.
-pub const IDENTITY_ENV: [&str; 2] = [crate::home::HOME_ENV, crate::tools::BRIDGE_TICKET_ENV];
+pub const IDENTITY_ENV: [&str; 3] = [
+    crate::home::HOME_ENV,
+    crate::home::HOME_ENV_DEPRECATED,
+    crate::tools::BRIDGE_TICKET_ENV,
+];
 
 /// Variables no MCP server may name besides [`IDENTITY_ENV`]: the ones the
 /// controller itself runs on. An MCP server inherits nothing through them.

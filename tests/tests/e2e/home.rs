@@ -1,7 +1,8 @@
 //! Install, serve and a client agree on the controller home, in every case
 //! of the one precedence (`lapis_protocol::home::resolve_home`): the
-//! `--workspace` flag, `LAPIS_AI_CONTROLLER_WORKSPACE`, the config's
-//! `controllerHome`, the default.
+//! `--home` flag, `LAPIS_AI_CONTROLLER_HOME` (or its deprecated old name
+//! `LAPIS_AI_CONTROLLER_WORKSPACE`), the config's `controllerHome`, the
+//! default.
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ use crate::install_support::*;
 enum Given<'a> {
     Flag(&'a Path),
     Env(&'a Path),
+    /// By the variable's deprecated old name.
+    OldEnv(&'a Path),
     Nothing,
 }
 
@@ -30,11 +33,13 @@ fn agree(ctx: &TestContext, given: &Given<'_>, want: &Path) {
         _ => Vec::new(),
     };
     let env = |cmd: &mut std::process::Command| {
-        if let Given::Env(p) = given {
-            cmd.env("LAPIS_AI_CONTROLLER_WORKSPACE", p);
-        } else {
-            cmd.env_remove("LAPIS_AI_CONTROLLER_WORKSPACE");
-        }
+        cmd.env_remove("LAPIS_AI_CONTROLLER_HOME")
+            .env_remove("LAPIS_AI_CONTROLLER_WORKSPACE");
+        match given {
+            Given::Env(p) => cmd.env("LAPIS_AI_CONTROLLER_HOME", p),
+            Given::OldEnv(p) => cmd.env("LAPIS_AI_CONTROLLER_WORKSPACE", p),
+            _ => cmd,
+        };
     };
 
     let mut cmd = ctx.command(["install", "--no-service", "--json"]);
@@ -81,7 +86,7 @@ fn agree(ctx: &TestContext, given: &Given<'_>, want: &Path) {
     let config_home = PathBuf::from(config["controllerHome"].as_str().unwrap());
     let (flag_home, env_home) = match given {
         Given::Flag(p) => (Some(*p), None),
-        Given::Env(p) => (None, Some(*p)),
+        Given::Env(p) | Given::OldEnv(p) => (None, Some(*p)),
         Given::Nothing => (None, None),
     };
     let default = ctx.home().join(".lapis/ai-controller");
@@ -141,6 +146,57 @@ fn environment_beats_the_config() {
     install(&ctx, &TestContext::bin(), &[]);
     let from_env = ctx.home().join("from-env");
     agree(&ctx, &Given::Env(&from_env), &from_env);
+}
+
+#[test]
+fn the_old_environment_name_still_beats_the_config() {
+    let ctx = TestContext::new();
+    install(&ctx, &TestContext::bin(), &[]);
+    let from_env = ctx.home().join("from-old-env");
+    agree(&ctx, &Given::OldEnv(&from_env), &from_env);
+}
+
+/// `LAPIS_AI_CONTROLLER_WORKSPACE` is read only while
+/// `LAPIS_AI_CONTROLLER_HOME` is unset, and says once on stderr that it is
+/// the old name; the new name alone says nothing.
+#[test]
+fn the_old_environment_name_warns_once_and_yields_to_the_new_one() {
+    let ctx = TestContext::new();
+    install(&ctx, &TestContext::bin(), &[]);
+    let (old, new) = (ctx.home().join("old"), ctx.home().join("new"));
+    let home_of = |vars: &[(&str, &Path)]| {
+        let mut cmd = ctx.command(["install", "--no-service", "--json"]);
+        for (name, value) in vars {
+            cmd.env(name, value);
+        }
+        let out = ctx.output(cmd);
+        let home = out.success().json()["paths"]["controllerHome"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        (PathBuf::from(home), out.stderr.matches("warning: ").count())
+    };
+    let warning = "warning: `LAPIS_AI_CONTROLLER_WORKSPACE` is now `LAPIS_AI_CONTROLLER_HOME`";
+    let mut cmd = ctx.command(["install", "--no-service", "--json"]);
+    cmd.env("LAPIS_AI_CONTROLLER_WORKSPACE", &old);
+    let out = ctx.output(cmd);
+    out.success();
+    assert_eq!(out.stderr.matches(warning).count(), 1, "{}", out.stderr);
+    assert_eq!(
+        out.json()["paths"]["controllerHome"],
+        old.display().to_string()
+    );
+    assert_eq!(
+        home_of(&[("LAPIS_AI_CONTROLLER_HOME", &new)]),
+        (new.clone(), 0)
+    );
+    assert_eq!(
+        home_of(&[
+            ("LAPIS_AI_CONTROLLER_WORKSPACE", &old),
+            ("LAPIS_AI_CONTROLLER_HOME", &new)
+        ]),
+        (new, 0)
+    );
 }
 
 /// `serve --workspace ~/project` on a project that has an `agents/`

@@ -89,7 +89,7 @@ fn workspace_option_sets_controller_home_once() {
     // in the one precedence, issue 10), but never rewrites the config.
     let other = ctx.home().join("other");
     let mut cmd = ctx.command(["install", "--no-service", "--json"]);
-    cmd.env("LAPIS_AI_CONTROLLER_WORKSPACE", &other);
+    cmd.env("LAPIS_AI_CONTROLLER_HOME", &other);
     let out = ctx.output(cmd);
     assert_eq!(out.success().json()["config"], "reused");
     assert_eq!(

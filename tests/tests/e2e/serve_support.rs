@@ -262,12 +262,45 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Kills the server and every agent it started. SIGKILL gives the server
+    /// no chance to reap its agents, and each runs in its own process group,
+    /// so a test that ends with a turn in flight would leave its agent
+    /// running after the suite (a `--hang --ignore-cancel` one forever). The
+    /// server is stopped first so it starts no agent while its children's
+    /// groups are listed; the groups are killed once the server is gone.
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            let server = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(server, nix::sys::signal::Signal::SIGSTOP);
+            let groups = own_groups_of_children(child.id());
             let _ = child.kill();
             let _ = child.wait();
+            for group in groups {
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            }
         }
     }
+}
+
+/// The children of `parent` that lead a process group of their own (the
+/// agents), as those groups; a child in its parent's group is never named,
+/// so the test runner's own group is never signalled.
+fn own_groups_of_children(parent: u32) -> Vec<nix::unistd::Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (comm) state ppid pgrp …`; comm may hold spaces and ')'.
+            let mut rest = stat.rsplit_once(')')?.1.split_whitespace().skip(1);
+            let ppid: u32 = rest.next()?.parse().ok()?;
+            let pgrp: i32 = rest.next()?.parse().ok()?;
+            (ppid == parent && pgrp == pid).then(|| nix::unistd::Pid::from_raw(pgrp))
+        })
+        .collect()
 }
 
 /// A raw line-oriented connection.

@@ -353,7 +353,7 @@ impl ProviderSpec {
         for (i, key) in self.mcp_env_allowlist.iter().enumerate() {
             if !valid_env_name(key) || crate::mcp::reserved_env(key) {
                 return Err(malformed(format!(
-                    "mcpEnvAllowlist entry #{} is not a variable name or is reserved (LAPIS_AI_CONTROLLER_WORKSPACE, HOME, PATH, …)",
+                    "mcpEnvAllowlist entry #{} is not a variable name or is reserved (LAPIS_AI_CONTROLLER_HOME, HOME, PATH, …)",
                     i + 1
                 )));
             }

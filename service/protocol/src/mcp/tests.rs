@@ -95,6 +95,7 @@ fn bounds_are_mcp_limit_exceeded() {
 fn reserved_names_are_refused_by_position_never_value() {
     for name in [
         "LAPIS_AI_CONTROLLER_WORKSPACE",
+        "LAPIS_AI_CONTROLLER_HOME",
         "HOME",
         "PATH",
         "XDG_RUNTIME_DIR",
