@@ -296,8 +296,14 @@ impl Engine {
         let refusal = match read {
             Ok(Some(prompt)) if prompt.payload.is_some() => {
                 let tools = &self.config.tools;
-                let start =
-                    crate::tools::transcript::Feed::start(tools, thread, port, prompt, events);
+                let start = crate::tools::transcript::Feed::start(
+                    tools,
+                    self.store.clone(),
+                    thread,
+                    port,
+                    prompt,
+                    events,
+                );
                 // A cancel while the store is answering abandons the append
                 // (the feed ends without going on): nothing was dispatched.
                 let cancelled = async {
