@@ -97,13 +97,24 @@ fn main() {
     let unchanged = timed(runs, || {
         let (s, via) = take_via();
         assert_eq!(s.tree, first.tree);
-        via_git += usize::from(via == Some(Via::Git));
+        via_git += usize::from(via != Some(Via::Seen));
     });
     let mut n = 0;
+    let mut changed_via = Vec::new();
     let one_changed = timed(runs, || {
         n += 1;
         std::fs::write(repo.join("src/d0000/f000.txt"), format!("edit {n}\n")).unwrap();
-        assert!(take().tree.is_some());
+        let (s, via) = take_via();
+        assert!(s.tree.is_some());
+        changed_via.push(via);
+    });
+    let mut new_via = Vec::new();
+    let one_new = timed(runs, || {
+        n += 1;
+        std::fs::write(repo.join(format!("src/d0001/new{n}.txt")), "new\n").unwrap();
+        let (s, via) = take_via();
+        assert_eq!(s.files, Some((files + new_via.len() + 1) as u64));
+        new_via.push(via);
     });
     let status = timed(runs, || git(&repo, &["status", "--porcelain"]));
     let refresh = timed(runs, || git(&repo, &["update-index", "-q", "--refresh"]));
@@ -125,7 +136,22 @@ fn main() {
         &format!("snapshot, nothing changed since the previous one ({via_git} of {runs} ran git)"),
         unchanged,
     );
-    row("snapshot, one file changed", one_changed);
+    let ways = |vias: &[Option<Via>]| {
+        let count = |v| vias.iter().filter(|w| **w == Some(v)).count();
+        format!(
+            "{} refreshed, {} whole tree",
+            count(Via::Refresh),
+            count(Via::Git)
+        )
+    };
+    row(
+        &format!("snapshot, one file changed ({})", ways(&changed_via)),
+        one_changed,
+    );
+    row(
+        &format!("snapshot, one new file ({})", ways(&new_via)),
+        one_new,
+    );
     row("floor: `git status --porcelain`", status);
     row("floor: `git update-index --refresh`", refresh);
 }

@@ -7,7 +7,7 @@
 //! whoever started `serve` would point git at the user's files); the
 //! user's configuration (ignore rules, `core.excludesFile`) still applies.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -46,9 +46,9 @@ const STDERR_TAIL: usize = 512;
 
 /// A git command run in `dir` with `env` set (and every inherited `GIT_*`
 /// variable removed); its stdout when it exits 0 within `timeout`.
-pub(crate) async fn run(
+pub(crate) async fn run<A: AsRef<OsStr>>(
     dir: &Path,
-    args: &[&str],
+    args: &[A],
     env: &[(&str, OsString)],
     timeout: Duration,
 ) -> Result<Vec<u8>, GitError> {
@@ -126,7 +126,10 @@ pub(crate) async fn run(
         s[start..].to_owned()
     };
     Err(GitError::Failed {
-        args: args.first().copied().unwrap_or_default().to_owned(),
+        args: args
+            .first()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .unwrap_or_default(),
         status: status.to_string(),
         stderr: tail,
     })

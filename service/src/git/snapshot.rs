@@ -12,12 +12,15 @@
 //!   the user's repository prunes a turn's evidence, and removing the
 //!   workspace's snapshot directory removes all of it.
 //!
-//!
-//! When nothing changed since the workspace's previous snapshot in this
-//! process, no git runs: [`seen`] keeps what that snapshot saw (the stat
-//! data of every path its tree depends on) and answers with the same tree
-//! once every path stats the same. Any difference, or a path touched too
-//! close to that snapshot, sends the snapshot to git as before.
+//! Three ways to a tree, cheapest first ([`Via`]). When nothing changed
+//! since the workspace's previous snapshot in this process, no git runs:
+//! [`seen`] keeps what that snapshot saw (the stat data of every path its
+//! tree depends on) and answers with the same tree once every path stats
+//! the same. When a few paths changed (or were touched too close to that
+//! snapshot to trust), git stages only those into the private index
+//! ([`refresh`]) and what was seen is updated in place. Anything else (a
+//! first snapshot, a changed ignore rule or configuration, many changes)
+//! sends the whole tree to git.
 //!
 //! What must stay true: the user's index, HEAD, refs, stash and object
 //! store are never written; one snapshot of a workspace runs at a time in
@@ -84,9 +87,17 @@ struct Repo {
     rules: Vec<PathBuf>,
 }
 
-/// What the previous snapshot of a workspace saw, if it can answer for
-/// the next one.
-type Last = Option<Arc<seen::Seen>>;
+/// What the previous snapshot of a workspace saw, and where its
+/// repository is, if they can answer for the next one.
+#[derive(Debug)]
+struct Watched {
+    /// What that snapshot saw.
+    seen: seen::Seen,
+    /// The repository, as discovered by the last full snapshot.
+    repo: Repo,
+}
+
+type Last = Option<Watched>;
 
 /// One lock per private index in this process, guarding what its last
 /// snapshot saw: the engine's boundary and outcome snapshots and the
@@ -105,8 +116,23 @@ fn state_for(dir: &Path) -> Arc<tokio::sync::Mutex<Last>> {
 pub enum Via {
     /// Nothing changed since the previous snapshot: its tree, no git run.
     Seen,
-    /// Git staged the working tree into the private index and wrote it.
+    /// Git staged only the paths that changed since the previous snapshot.
+    Refresh,
+    /// Git staged the whole working tree into the private index and wrote it.
     Git,
+}
+
+/// How a snapshot after a previous one went.
+enum Again {
+    /// Nothing changed.
+    Same(Watched),
+    /// Git staged the changed paths: the tree, its file count, and what was
+    /// seen, updated.
+    Refreshed(String, u64, Option<Watched>),
+    /// The whole tree must go to git.
+    Full,
+    /// No snapshot can be taken.
+    Skip(Skip),
 }
 
 impl SnapshotDir {
@@ -180,54 +206,74 @@ impl SnapshotDir {
     ) -> (WorkspaceSnapshot, Option<Via>) {
         let state = state_for(&self.dir);
         let mut last = state.lock().await;
-        if let Some(seen) = last.clone()
-            && self.still(&seen, path, bounds).await
-        {
-            let snap = WorkspaceSnapshot {
-                at,
-                tree: Some(seen.tree.clone()),
-                files: Some(seen.files),
-                skipped: None,
-            };
-            return (snap, Some(Via::Seen));
-        }
-        *last = None;
-        match self.take_locked(path, bounds).await {
-            Ok((tree, files, seen)) => {
-                *last = seen.map(Arc::new);
+        let again = match last.take() {
+            Some(watched) => self.again(watched, path, bounds).await,
+            None => Again::Full,
+        };
+        let taken = match again {
+            Again::Same(watched) => {
+                let tree = (watched.seen.tree.clone(), watched.seen.files);
+                *last = Some(watched);
+                Ok((tree, Via::Seen))
+            }
+            Again::Refreshed(tree, files, watched) => {
+                *last = watched;
+                Ok(((tree, files), Via::Refresh))
+            }
+            Again::Full => self
+                .take_locked(path, bounds)
+                .await
+                .map(|(tree, files, watched)| {
+                    *last = watched;
+                    ((tree, files), Via::Git)
+                }),
+            Again::Skip(skip) => Err(skip),
+        };
+        match taken {
+            Ok(((tree, files), via)) => {
                 let snap = WorkspaceSnapshot {
                     at,
                     tree: Some(tree),
                     files: Some(files),
                     skipped: None,
                 };
-                (snap, Some(Via::Git))
+                (snap, Some(via))
             }
             Err(Skip(reason)) => (WorkspaceSnapshot::skipped(at, reason), None),
         }
     }
 
-    /// Whether `seen` still answers for the workspace at `path` (see
-    /// [`seen`]): within the bound, the private index still there, and
-    /// every path it depends on unchanged. Checked off the async threads,
-    /// within the command deadline.
-    async fn still(&self, seen: &Arc<seen::Seen>, path: &Path, bounds: SnapshotBounds) -> bool {
-        if seen.files > bounds.max_files || !self.index().is_file() {
-            return false;
+    /// The snapshot after a previous one that saw `watched` (see
+    /// [`seen`]): within the bound and with the private index still there,
+    /// every path the tree depends on is stated (off the async threads,
+    /// within the command deadline); a few changed ones are refreshed.
+    async fn again(&self, watched: Watched, path: &Path, bounds: SnapshotBounds) -> Again {
+        if watched.seen.files > bounds.max_files || !self.index().is_file() {
+            return Again::Full;
         }
-        let (seen, path) = (seen.clone(), path.to_path_buf());
-        let check = tokio::task::spawn_blocking(move || seen.unchanged(&path));
-        matches!(
-            tokio::time::timeout(bounds.timeout, check).await,
-            Ok(Ok(true))
-        )
+        let root = path.to_path_buf();
+        let checked = blocking(bounds, move || {
+            let verdict = watched.seen.check(&root);
+            (watched, verdict)
+        });
+        match checked.await {
+            Some((watched, seen::Verdict::Same)) => Again::Same(watched),
+            Some((watched, seen::Verdict::Changed(dirty))) => {
+                match self.refresh(path, watched, dirty, bounds).await {
+                    Ok(Some((tree, files, watched))) => Again::Refreshed(tree, files, watched),
+                    Ok(None) => Again::Full,
+                    Err(skip) => Again::Skip(skip),
+                }
+            }
+            Some((_, seen::Verdict::Unknown)) | None => Again::Full,
+        }
     }
 
     async fn take_locked(
         &self,
         path: &Path,
         bounds: SnapshotBounds,
-    ) -> Result<(String, u64, Option<seen::Seen>), Skip> {
+    ) -> Result<(String, u64, Option<Watched>), Skip> {
         let repo = discover(path, bounds.timeout).await?;
         std::fs::create_dir_all(self.objects()).map_err(|e| {
             tracing::warn!(error = %e, "cannot create the snapshot directory");
@@ -288,20 +334,17 @@ impl SnapshotDir {
         let seen = match (reference, ignored, config) {
             (Some(reference), Ok(ignored), Ok(config)) => {
                 let rules = seen::rule_files(path, &repo.toplevel, &repo.rules, &config);
-                let root = path.to_path_buf();
-                let max = bounds.max_files;
-                let observed =
-                    tokio::task::spawn_blocking(move || seen::observe(&root, &ignored, rules, max));
-                match tokio::time::timeout(bounds.timeout, observed).await {
-                    Ok(Ok(Some(groups))) => {
-                        seen::Seen::new(path, tree.clone(), files, reference, groups)
-                    }
-                    _ => None,
-                }
+                let (root, built, max) =
+                    (path.to_path_buf(), (tree.clone(), files), bounds.max_files);
+                blocking(bounds, move || {
+                    seen::Seen::observe(&root, built, reference, &ignored, rules, max)
+                })
+                .await
+                .flatten()
             }
             _ => None,
         };
-        Ok((tree, files, seen))
+        Ok((tree, files, seen.map(|seen| Watched { seen, repo })))
     }
 
     /// Seeds the private index: a copy of the repository's index (its stat
@@ -383,7 +426,18 @@ pub(crate) fn diff_or_skip(diff: Result<Vec<ChangedFile>, SnapshotSkipped>) -> S
     }
 }
 
+/// `f` run off the async threads, within the command deadline; `None`
+/// past it (or if it panicked).
+async fn blocking<T: Send + 'static>(
+    bounds: SnapshotBounds,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let run = tokio::task::spawn_blocking(f);
+    tokio::time::timeout(bounds.timeout, run).await.ok()?.ok()
+}
+
 /// A snapshot not taken, and why.
+#[derive(Debug)]
 struct Skip(SnapshotSkipped);
 
 fn skip(e: GitError) -> Skip {
@@ -496,6 +550,7 @@ fn parse_numstat(out: &[u8]) -> Vec<ChangedFile> {
     files
 }
 
+mod refresh;
 mod seen;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! Serving the controller's callbacks on a client connection: the typed
 //! application side of tool endpoints (`tools.invoke`, `capture.begin`,
-//! `capture.finish`) and of context ports (`context.prepare`), over one
-//! read path.
+//! `capture.finish`), of context ports (`context.prepare`), memory ports
+//! (`memory.*`) and transcript stores (`transcript.*`), over one read path.
 //!
 //! What must stay true: every callback read is answered exactly once, with
 //! the handler's result or its error; an unknown callback is answered
@@ -17,6 +17,10 @@ use crate::memory::{
     MEMORY_EVIDENCE, MEMORY_SEARCH, MemoryCandidate, MemoryCandidates, MemoryEvidence, MemorySearch,
 };
 use crate::tools::{CaptureAck, CaptureNotice, ToolInvoke, ToolOutput, callbacks};
+use crate::transcript::store::{
+    TRANSCRIPT_APPEND, TRANSCRIPT_FETCH, TranscriptAck, TranscriptAppend, TranscriptFetch,
+    TranscriptPayloads,
+};
 use crate::{ErrorCode, Incoming, Request, Response, RpcError, encode};
 
 use super::{Client, ClientError};
@@ -71,6 +75,53 @@ pub trait MemoryHandler {
     fn search(&mut self, call: &MemorySearch) -> Result<MemoryCandidates, CallbackError>;
     /// Authorize and return one item.
     fn evidence(&mut self, call: &MemoryEvidence) -> Result<MemoryCandidate, CallbackError>;
+}
+
+/// An application's transcript stores, as the controller calls them (for
+/// the `metadata-only` threads that bind one with `transcriptStore`).
+///
+/// `append` must return only once the event is durable on your side: a
+/// turn's prompt is appended before its agent sees it, and an error or an
+/// answer later than the store's deadline (`deadlineMs`, 120 s by default)
+/// fails the turn `transcript_store_failed`. Keep what
+/// [`TranscriptAppend::event`] holds as it is (or at least its payload):
+/// `fetch` answers it back after a restart, and the controller shows only a
+/// payload whose canonical hash ([`crate::transcript::event_hash`]) is the
+/// one it recorded. [`crate::transcript::assert_transcript`] checks what you
+/// stored against the journal.
+pub trait TranscriptHandler {
+    /// Keep one content event.
+    fn append(&mut self, call: &TranscriptAppend) -> Result<(), CallbackError>;
+    /// The stored payloads of the events asked for (leave out what you
+    /// do not have).
+    fn fetch(&mut self, call: &TranscriptFetch) -> Result<TranscriptPayloads, CallbackError>;
+}
+
+fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) -> Response {
+    let id = request.id.clone();
+    let done = match request.method.as_str() {
+        TRANSCRIPT_APPEND => request.params::<TranscriptAppend>().map(|c| {
+            handler
+                .append(&c)
+                .map(|()| serde_json::to_value(TranscriptAck {}))
+        }),
+        TRANSCRIPT_FETCH => request
+            .params::<TranscriptFetch>()
+            .map(|c| handler.fetch(&c).map(serde_json::to_value)),
+        other => Err(RpcError::method_not_found(other)),
+    };
+    match done {
+        Ok(Ok(Ok(v))) => Response::ok(id, v),
+        Ok(Ok(Err(e))) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
+        ),
+        Ok(Err(e)) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::TranscriptStoreFailed, e.0),
+        ),
+        Err(e) => Response::err(Some(id), e),
+    }
 }
 
 fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Response {
@@ -200,6 +251,19 @@ impl Client {
             return Ok(false);
         };
         self.reply(&answer_memory(&request, handler))
+    }
+
+    /// Serves one `transcript.append` / `transcript.fetch` with `handler`,
+    /// like [`Client::serve_context`].
+    pub fn serve_transcript(
+        &mut self,
+        handler: &mut impl TranscriptHandler,
+        timeout: Option<Duration>,
+    ) -> Result<bool, ClientError> {
+        let Some(request) = self.next_callback(timeout)? else {
+            return Ok(false);
+        };
+        self.reply(&answer_transcript(&request, handler))
     }
 
     /// Serves one callback of any kind: `context.*` with `context`, the

@@ -1,5 +1,6 @@
 //! What a workspace's last snapshot saw, so that the next one can tell
-//! without running git that nothing changed and answer with the same tree.
+//! without running git that nothing changed and answer with the same tree,
+//! or tell git exactly which paths changed.
 //!
 //! A [`Seen`] holds, for the snapshot that built a tree: the stat data of
 //! every path the tree depends on (every directory under the workspace
@@ -7,9 +8,9 @@
 //! files that decide what git ignores or how it hashes: `.gitignore` and
 //! `.gitattributes` above the workspace up to the repository's top,
 //! `info/exclude`, `info/attributes`, every configuration file git read,
-//! the excludes and attributes files it names), and a *reference second*
-//! read from the file system's own clock before git or this module looked
-//! at anything.
+//! the excludes and attributes files it names; see [`walk`]), and a
+//! *reference second* read from the file system's own clock before git or
+//! this module looked at anything.
 //!
 //! Why that is enough: any change to a path after the reference (a write,
 //! a truncate, a chmod, a rename, a `touch` that restores the old mtime)
@@ -19,26 +20,45 @@
 //! first. So when every path stats as it did and none has a ctime at or
 //! after the reference second, nothing changed since before the git run
 //! that built the tree, and the tree is still the working tree's. A path
-//! stamped in the reference second itself (git's "racy" case) sends the
-//! next snapshot to git. Whole seconds, not nanoseconds, so a workspace
-//! on a coarser file system than the controller home compares right.
+//! stamped in the reference second itself (git's "racy" case) is
+//! *suspect*: it counts as changed at the next check. Whole seconds, not
+//! nanoseconds, so a workspace on a coarser file system than the
+//! controller home compares right.
+//!
+//! After a change, [`Seen::check`] names the changed paths ([`Verdict`]),
+//! [`Seen::changes`] turns them into what git must stage (changed and gone
+//! files, gone directories, names new in a changed directory) and
+//! [`Seen::refreshed`] updates the same record once git staged them: the
+//! changed entries are stated again after a new reference, new names are
+//! added (new directories walked), gone directories dropped. Every other
+//! path was just checked unchanged, so its entry and the private index's
+//! entry for it still hold.
 //!
 //! What must stay true: a `Seen` answers only for the workspace path it
-//! was observed at; any doubt (a path that no longer stats the same, a
-//! nested repository whose commits git would record, more entries than the
-//! snapshot bound) means git runs; nothing here writes to the workspace.
-//! This trusts the file system's timestamps as git's own index does, and
-//! assumes the workspace's file system stamps with the same clock as the
-//! controller home's (true of local file systems; a network file system
-//! whose server clock runs behind is not).
+//! was observed at; any doubt (a path whose kind changed, a rules file
+//! changed, a nested repository, more changes than [`MAX_CHANGES`], more
+//! entries than the snapshot bound) means the whole tree goes to git;
+//! nothing here writes to the workspace. This trusts the file system's
+//! timestamps as git's own index does, and assumes the workspace's file
+//! system stamps with the same clock as the controller home's (true of
+//! local file systems; a network file system whose server clock runs
+//! behind is not).
+//!
+//! Cost: one `fstatat` per path, relative to an `O_PATH` descriptor of its
+//! directory, the names stored NUL-terminated so none is copied or built
+//! per check, spread over at most [`MAX_THREADS`] threads.
 
 use std::collections::HashSet;
-use std::ffi::{OsStr, OsString};
+use std::ffi::CStr;
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+
+mod walk;
+
+use walk::Ignored;
+pub(super) use walk::rule_files;
 
 /// The stat data a change to a path shows in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,10 +74,10 @@ pub(super) struct Stat {
 }
 
 impl Stat {
-    /// The stat data of `name` in the open directory `dir`, not following
-    /// a symbolic link (one path component to resolve, not a whole path);
+    /// The stat data of `name` in the directory `dir`, not following a
+    /// symbolic link (one path component to resolve, not a whole path);
     /// `None` when it does not exist (or cannot be read).
-    fn at(dir: &std::fs::File, name: &OsStr) -> Option<Stat> {
+    fn at(dir: &OwnedFd, name: &CStr) -> Option<Stat> {
         use nix::fcntl::AtFlags;
         let m = nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
         Some(Stat {
@@ -71,6 +91,34 @@ impl Stat {
             ctime: (m.st_ctime, m.st_ctime_nsec),
         })
     }
+
+    fn is_dir(&self) -> bool {
+        self.mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
+    }
+}
+
+/// A descriptor for stating names in `dir` (`O_PATH`: nothing is read
+/// through it), `None` when it cannot be opened.
+fn open_dir(dir: &Path) -> Option<OwnedFd> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY)
+        .open(dir)
+        .ok()
+        .map(OwnedFd::from)
+}
+
+/// What the names of a [`Group`] are to the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Files outside the tree that decide what git ignores or how it
+    /// hashes: any change sends the whole tree to git.
+    Rules,
+    /// The workspace directory itself (its one name, in its parent).
+    Root,
+    /// A directory of the tree, by its path relative to the workspace
+    /// (empty at the top).
+    Tree(Vec<u8>),
 }
 
 /// Paths in one directory, each with its stat data (`None`: it did not
@@ -79,20 +127,134 @@ impl Stat {
 pub(super) struct Group {
     /// The directory.
     dir: PathBuf,
-    /// Names in it.
-    names: Vec<(OsString, Option<Stat>)>,
+    /// What its names are to the tree.
+    kind: Kind,
+    /// The names, each ending in NUL (handed to `fstatat` as they are).
+    names: Vec<u8>,
+    /// Each name's stat data, in the order of `names`.
+    stats: Vec<Option<Stat>>,
 }
 
 impl Group {
-    /// Stats every name now; `f` gets each name's stat data then and now
-    /// and says whether to go on.
-    fn each(&self, mut f: impl FnMut(&Option<Stat>, Option<Stat>) -> bool) -> bool {
-        let Ok(dir) = std::fs::File::open(&self.dir) else {
-            return self.names.iter().all(|(_, was)| f(was, None));
-        };
+    pub(super) fn new(dir: PathBuf, kind: Kind) -> Group {
+        Group {
+            dir,
+            kind,
+            names: Vec::new(),
+            stats: Vec::new(),
+        }
+    }
+
+    /// Adds `name`, not yet stated; `false` when the kernel cannot be
+    /// given it (it holds a NUL).
+    pub(super) fn push(&mut self, name: &[u8]) -> bool {
+        if name.contains(&0) {
+            return false;
+        }
+        self.names.extend_from_slice(name);
+        self.names.push(0);
+        self.stats.push(None);
+        true
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.stats.len()
+    }
+
+    /// The names, in order, each with its NUL.
+    fn names(&self) -> impl Iterator<Item = &CStr> {
         self.names
-            .iter()
-            .all(|(name, was)| f(was, Stat::at(&dir, name)))
+            .split_inclusive(|&b| b == 0)
+            .filter_map(|n| CStr::from_bytes_with_nul(n).ok())
+    }
+
+    /// Stats the names from index `from` on; `f` gets each one's index
+    /// and stat data now.
+    fn each(&self, from: usize, mut f: impl FnMut(usize, Option<Stat>)) {
+        let dir = open_dir(&self.dir);
+        for (i, name) in self.names().enumerate().skip(from) {
+            f(i, dir.as_ref().and_then(|d| Stat::at(d, name)));
+        }
+    }
+
+    /// Records the stat data of the names from index `from` on.
+    fn fill(&mut self, from: usize) {
+        let mut now = Vec::with_capacity(self.len().saturating_sub(from));
+        self.each(from, |_, s| now.push(s));
+        for (slot, s) in self.stats[from..].iter_mut().zip(now) {
+            *slot = s;
+        }
+    }
+}
+
+/// At most this many threads state paths (the build machine and most
+/// laptops have 2–8 cores; past 4 the kernel's own locks gain little).
+pub(super) const MAX_THREADS: usize = 4;
+
+/// Below this many paths a check runs on one thread.
+const PARALLEL_FROM: usize = 4096;
+
+/// More changed paths than this and the whole tree goes to git (which is
+/// then as cheap as staging them one by one, and the command line stays
+/// short).
+pub(super) const MAX_CHANGES: usize = 512;
+
+/// A path whose stat data differs from what was seen, or is suspect.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Dirty {
+    /// Its group in [`Seen::groups`].
+    group: usize,
+    /// Its index in that group.
+    entry: usize,
+    /// Its stat data at the check.
+    now: Option<Stat>,
+}
+
+/// What a check found.
+#[derive(Debug)]
+pub(super) enum Verdict {
+    /// Nothing the tree depends on changed.
+    Same,
+    /// These paths changed (at most [`MAX_CHANGES`]).
+    Changed(Vec<Dirty>),
+    /// The whole tree must go to git.
+    Unknown,
+}
+
+/// What git must stage after a change (see [`Seen::changes`]).
+#[derive(Debug)]
+pub(super) struct Changes {
+    /// The changed entries, stated again by [`Seen::refreshed`].
+    dirty: Vec<Dirty>,
+    /// Files that changed or went, relative to the workspace (the files
+    /// of a directory that went are among them: each one went).
+    files: Vec<Vec<u8>>,
+    /// Directories that went (their groups are dropped).
+    gone: Vec<Vec<u8>>,
+    /// Paths new to the tree.
+    new: Vec<New>,
+    /// The new directories' own directories, walked by [`Seen::stage`].
+    walked: Vec<Group>,
+}
+
+/// A path new to the tree: a name new in a changed directory, or a
+/// directory where nothing was.
+#[derive(Debug)]
+struct New {
+    /// The group of its directory.
+    group: usize,
+    /// Its path relative to the workspace.
+    path: Vec<u8>,
+    /// Whether it is a directory (walked when git does not ignore it).
+    is_dir: bool,
+    /// Whether its group already names it (as a path that did not exist).
+    named: bool,
+}
+
+impl Changes {
+    /// The new paths, for git's listing of which of them it ignores.
+    pub(super) fn new_paths(&self) -> impl Iterator<Item = &[u8]> {
+        self.new.iter().map(|n| n.path.as_slice())
     }
 }
 
@@ -111,26 +273,26 @@ pub(crate) struct Seen {
     groups: Vec<Group>,
 }
 
-/// Below this many paths a check runs on one thread.
-const PARALLEL_FROM: usize = 4096;
-
 impl Seen {
-    /// What the snapshot of the workspace at `path` into `tree` saw, or
-    /// `None` when the observation is already stale (something in it is
-    /// stamped at or after `reference`) and would only cost a check.
-    pub(super) fn new(
+    /// What the snapshot of the workspace at `path` into `tree` (of
+    /// `files` files) saw: the paths `observe` found (see [`walk`]),
+    /// stated now. `ignored` is git's listing of what it ignores there,
+    /// `extra` the rules files outside the tree; `None` when the tree
+    /// cannot be watched this way (more than `max` paths, a nested
+    /// repository, an unreadable directory).
+    pub(super) fn observe(
         path: &Path,
-        tree: String,
-        files: u64,
+        (tree, files): (String, u64),
         reference: i64,
-        groups: Vec<Group>,
+        ignored: &[u8],
+        extra: Vec<PathBuf>,
+        max: u64,
     ) -> Option<Seen> {
-        let settled = groups.iter().all(|g| {
-            g.names
-                .iter()
-                .all(|(_, s)| s.is_none_or(|s| s.ctime.0 < reference))
-        });
-        settled.then(|| Seen {
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        let ignored = Ignored::parse(ignored);
+        let mut groups = walk::observe(path, &ignored, extra, max)?;
+        fill_all(&mut groups)?;
+        Some(Seen {
             path: path.to_path_buf(),
             tree,
             files,
@@ -139,61 +301,281 @@ impl Seen {
         })
     }
 
-    /// Whether the workspace at `path` is, as far as its tree goes, as it
-    /// was seen: every path stats the same and none was touched at or
-    /// after the reference second. Blocking (one `fstatat` per path,
-    /// spread over the machine's cores).
-    pub(super) fn unchanged(&self, path: &Path) -> bool {
+    /// Stats every path the tree depends on (blocking; spread over the
+    /// machine's cores) and says whether any changed since it was seen:
+    /// its stat data differs, or it was suspect.
+    pub(super) fn check(&self, path: &Path) -> Verdict {
         if self.path != path {
-            return false;
+            return Verdict::Unknown;
         }
-        let changed = AtomicBool::new(false);
-        let check = |part: &[Group]| {
-            for g in part {
-                let same = g.each(|was, now| {
-                    !changed.load(Ordering::Relaxed)
-                        && now == *was
-                        && now.is_none_or(|s| s.ctime.0 < self.reference)
+        let parts = in_parts(&self.groups, |first, part| {
+            let mut dirty = Vec::new();
+            for (j, g) in part.iter().enumerate() {
+                g.each(0, |i, now| {
+                    let was = g.stats[i];
+                    if now != was || was.is_some_and(|s| s.ctime.0 >= self.reference) {
+                        dirty.push(Dirty {
+                            group: first + j,
+                            entry: i,
+                            now,
+                        });
+                    }
                 });
-                if !same {
-                    changed.store(true, Ordering::Relaxed);
-                    return;
+                if dirty.len() > MAX_CHANGES {
+                    return None;
                 }
             }
+            Some(dirty)
+        });
+        let mut dirty = Vec::new();
+        for part in parts.into_iter().flatten() {
+            let Some(part) = part else {
+                return Verdict::Unknown;
+            };
+            dirty.extend(part);
+        }
+        match dirty.len() {
+            0 => Verdict::Same,
+            n if n > MAX_CHANGES => Verdict::Unknown,
+            _ => Verdict::Changed(dirty),
+        }
+    }
+
+    /// What git must stage for the changed paths `dirty`: reads each
+    /// changed directory for names that are new to it. `None` when the
+    /// whole tree must go to git instead (see the module docs).
+    pub(super) fn changes(&self, dirty: Vec<Dirty>) -> Option<Changes> {
+        let mut files = Vec::new();
+        let mut gone = Vec::new();
+        let mut dirs = Vec::new();
+        let mut new = Vec::new();
+        for d in &dirty {
+            let g = &self.groups[d.group];
+            let was = g.stats[d.entry].map(|s| s.is_dir());
+            let now = d.now.map(|s| s.is_dir());
+            let rel = match &g.kind {
+                Kind::Rules => return None,
+                Kind::Root if (was, now) == (Some(true), Some(true)) => {
+                    dirs.push(Vec::new());
+                    continue;
+                }
+                Kind::Root => return None,
+                Kind::Tree(rel) => rel,
+            };
+            let name = g.names().nth(d.entry)?.to_bytes();
+            if name == b".git" || walk::is_rules_file(name) {
+                return None;
+            }
+            let path = walk::join(rel, name);
+            match (was, now) {
+                (Some(true), Some(true)) => dirs.push(path),
+                (Some(true), None) => gone.push(path),
+                (None, Some(true)) => new.push(New {
+                    group: d.group,
+                    path,
+                    is_dir: true,
+                    named: true,
+                }),
+                (Some(false) | None, Some(false) | None) => files.push(path),
+                // A file became a directory or the other way round.
+                _ => return None,
+            }
+        }
+        for rel in dirs {
+            let g = self
+                .groups
+                .iter()
+                .position(|g| matches!(&g.kind, Kind::Tree(r) if *r == rel))?;
+            let known: HashSet<&[u8]> = self.groups[g].names().map(CStr::to_bytes).collect();
+            for entry in std::fs::read_dir(walk::absolute(&self.path, &rel)).ok()? {
+                let entry = entry.ok()?;
+                let name = entry.file_name();
+                let name = std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str());
+                let is_dir = entry.file_type().ok()?.is_dir();
+                if known.contains(name) || (name == b".git" && rel.is_empty() && is_dir) {
+                    continue;
+                }
+                if name == b".git" || walk::is_rules_file(name) {
+                    return None;
+                }
+                new.push(New {
+                    group: g,
+                    path: walk::join(&rel, name),
+                    is_dir,
+                    named: false,
+                });
+            }
+        }
+        if files.len() + new.len() > MAX_CHANGES {
+            return None;
+        }
+        Some(Changes {
+            dirty,
+            files,
+            gone,
+            new,
+            walked: Vec::new(),
+        })
+    }
+
+    /// Drops from `changes` the new names git's listing `ignored` leaves
+    /// out, walks the new directories (see [`walk`]), and gives the paths
+    /// for `git add -A`: every changed file, and every new name but a
+    /// directory holding no file (git refuses a path it ignores or one
+    /// that matches nothing). `None` when the tree can no longer be
+    /// watched this way (a nested repository, more than `max` paths).
+    pub(super) fn stage(
+        &self,
+        changes: &mut Changes,
+        ignored: &[u8],
+        max: u64,
+    ) -> Option<Vec<Vec<u8>>> {
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        let ignored = Ignored::parse(ignored);
+        let mut count: usize = self.groups.iter().map(Group::len).sum();
+        changes.new.retain(|n| !ignored.skips(&n.path, n.is_dir));
+        count += changes.new.iter().filter(|n| !n.named).count();
+        let mut stage = changes.files.clone();
+        for n in &changes.new {
+            let holds = match n.is_dir {
+                true => walk::walk(
+                    &self.path,
+                    n.path.clone(),
+                    &ignored,
+                    &mut changes.walked,
+                    &mut count,
+                    max,
+                )?,
+                false => 1,
+            };
+            if holds > 0 {
+                stage.push(n.path.clone());
+            }
+        }
+        (count <= max).then_some(stage)
+    }
+
+    /// This record once git staged `changes` (see [`Seen::stage`]) into
+    /// `tree` (of `files` files), with the file system clock's second
+    /// `reference` read after the check and before git ran: changed
+    /// entries are stated again, new names added and stated (with the new
+    /// directories walked), gone directories dropped. `None` if a name
+    /// can no longer be found.
+    pub(super) fn refreshed(
+        mut self,
+        changes: Changes,
+        (tree, files): (String, u64),
+        reference: i64,
+    ) -> Option<Seen> {
+        // Stated again below, after `reference` (the check's stat data
+        // was read before it).
+        let mut restate: Vec<(usize, usize)> =
+            changes.dirty.iter().map(|d| (d.group, d.entry)).collect();
+        for n in changes.new.iter().filter(|n| !n.named) {
+            let name = n.path.rsplit(|&b| b == b'/').next().unwrap_or(&n.path);
+            let group = &mut self.groups[n.group];
+            group.push(name).then_some(())?;
+            restate.push((n.group, group.len() - 1));
+        }
+        let mut walked = changes.walked;
+        restate.sort_unstable();
+        for (g, entries) in restate.chunk_by(|a, b| a.0 == b.0).map(|c| (c[0].0, c)) {
+            let group = &mut self.groups[g];
+            let dir = open_dir(&group.dir);
+            for &(_, i) in entries {
+                let name = group.names().nth(i)?;
+                group.stats[i] = dir.as_ref().and_then(|d| Stat::at(d, name));
+            }
+        }
+        fill_all(&mut walked)?;
+        self.groups.append(&mut walked);
+        let under = |rel: &[u8], dir: &[u8]| {
+            rel.strip_prefix(dir)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
         };
-        in_parts(&self.groups, |part| check(part)).is_some() && !changed.load(Ordering::Relaxed)
+        self.groups.retain(|g| match &g.kind {
+            Kind::Tree(rel) => !changes.gone.iter().any(|d| under(rel, d)),
+            _ => true,
+        });
+        self.tree = tree;
+        self.files = files;
+        self.reference = reference;
+        Some(self)
     }
 }
 
-/// Runs `f` on parts of `groups` holding about as many names each, one
-/// part per core (at most 4), on scoped threads; on this thread alone
-/// when there are few names. The results in order, `None` if a thread
-/// panicked.
-fn in_parts<T: Send>(groups: &[Group], f: impl Fn(&[Group]) -> T + Sync) -> Option<Vec<T>> {
-    let total: usize = groups.iter().map(|g| g.names.len()).sum();
-    let threads = std::thread::available_parallelism()
+fn threads() -> usize {
+    std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(4);
+        .min(MAX_THREADS)
+}
+
+/// Where to cut `groups` into parts holding about as many names each, one
+/// per thread (one part below [`PARALLEL_FROM`] names): each part's end.
+fn cuts(groups: &[Group]) -> Vec<usize> {
+    let total: usize = groups.iter().map(Group::len).sum();
+    let threads = threads();
     if threads == 1 || total < PARALLEL_FROM {
-        return Some(vec![f(groups)]);
+        return vec![groups.len()];
     }
     let per = total.div_ceil(threads);
-    let mut parts = Vec::new();
-    let (mut start, mut count) = (0, 0);
+    let mut ends = Vec::new();
+    let mut count = 0;
     for (i, g) in groups.iter().enumerate() {
-        count += g.names.len();
+        count += g.len();
         if count >= per {
-            parts.push(&groups[start..=i]);
-            (start, count) = (i + 1, 0);
+            ends.push(i + 1);
+            count = 0;
         }
     }
-    if start < groups.len() {
-        parts.push(&groups[start..]);
+    if ends.last() != Some(&groups.len()) {
+        ends.push(groups.len());
+    }
+    ends
+}
+
+/// Runs `f` on each part of `groups` (see [`cuts`]), with the index of its
+/// first group, on scoped threads (this one alone for one part). The
+/// results in order, `None` if a thread panicked.
+fn in_parts<T: Send>(groups: &[Group], f: impl Fn(usize, &[Group]) -> T + Sync) -> Option<Vec<T>> {
+    let ends = cuts(groups);
+    if ends.len() == 1 {
+        return Some(vec![f(0, groups)]);
     }
     let f = &f;
     std::thread::scope(|s| {
-        let handles: Vec<_> = parts.into_iter().map(|p| s.spawn(move || f(p))).collect();
+        let mut start = 0;
+        let handles: Vec<_> = ends
+            .iter()
+            .map(|&end| {
+                let (first, part) = (start, &groups[start..end]);
+                start = end;
+                s.spawn(move || f(first, part))
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().ok()).collect()
+    })
+}
+
+/// Records the stat data of every name in `groups`, in parts as
+/// [`in_parts`] does; `None` if a thread panicked.
+fn fill_all(groups: &mut [Group]) -> Option<()> {
+    let ends = cuts(groups);
+    if ends.len() == 1 {
+        groups.iter_mut().for_each(|g| g.fill(0));
+        return Some(());
+    }
+    std::thread::scope(|s| {
+        let (mut rest, mut start) = (groups, 0);
+        let handles: Vec<_> = ends
+            .iter()
+            .map(|&end| {
+                let (part, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
+                (rest, start) = (tail, end);
+                s.spawn(move || part.iter_mut().for_each(|g| g.fill(0)))
+            })
+            .collect();
+        handles.into_iter().all(|h| h.join().is_ok()).then_some(())
     })
 }
 
@@ -203,192 +585,4 @@ pub(super) fn reference(dir: &Path) -> Option<i64> {
     let mut f = std::fs::File::create(dir.join("seen")).ok()?;
     f.write_all(b"1").ok()?;
     Some(f.metadata().ok()?.mtime())
-}
-
-/// The paths the snapshot of the workspace at `root` depends on, and their
-/// stat data now; `None` when the tree cannot be watched this way (a
-/// nested repository, an unreadable directory, more than `max` paths).
-///
-/// `ignored` is `git ls-files -z -o -i --exclude-standard --directory` run
-/// in `root`: ignored files, and directories ending in `/`. A listed
-/// directory none of whose contents are listed is excluded as a whole
-/// (git did not look inside), so its contents are skipped; one whose
-/// contents are listed one by one only holds ignored files for now, so it
-/// is walked and a new file in it is seen. `extra` are the files outside
-/// the tree that decide what git ignores or how it hashes.
-pub(super) fn observe(
-    root: &Path,
-    ignored: &[u8],
-    extra: Vec<PathBuf>,
-    max: u64,
-) -> Option<Vec<Group>> {
-    let listed: Vec<&[u8]> = ignored
-        .split(|&b| b == 0)
-        .filter(|e| !e.is_empty())
-        .collect();
-    let mut has_contents: HashSet<&[u8]> = HashSet::new();
-    for e in &listed {
-        let e = e.strip_suffix(b"/").unwrap_or(e);
-        for (i, _) in e.iter().enumerate().filter(|(_, b)| **b == b'/') {
-            has_contents.insert(&e[..i]);
-        }
-    }
-    let skip_dirs: HashSet<&[u8]> = listed
-        .iter()
-        .filter_map(|e| e.strip_suffix(b"/"))
-        .filter(|d| !has_contents.contains(d))
-        .collect();
-    let skip_files: HashSet<&[u8]> = listed
-        .iter()
-        .filter(|e| !e.ends_with(b"/"))
-        .copied()
-        .collect();
-
-    let max = usize::try_from(max).unwrap_or(usize::MAX);
-    let mut groups: Vec<Group> = Vec::new();
-    let mut count = 0usize;
-    // The rules files and the workspace directory itself, by parent.
-    let mut outside: Vec<PathBuf> = extra;
-    outside.push(root.to_path_buf());
-    outside.sort();
-    for p in outside {
-        let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
-            continue;
-        };
-        match groups.last_mut() {
-            Some(g) if g.dir == parent => g.names.push((name.to_owned(), None)),
-            _ => groups.push(Group {
-                dir: parent.to_path_buf(),
-                names: vec![(name.to_owned(), None)],
-            }),
-        }
-        count += 1;
-    }
-    let mut stack: Vec<(PathBuf, Vec<u8>)> = vec![(root.to_path_buf(), Vec::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(&dir).ok()? {
-            let entry = entry.ok()?;
-            let name = entry.file_name();
-            let kind = entry.file_type().ok()?;
-            if name == ".git" {
-                if !rel.is_empty() {
-                    // A nested repository: git records its HEAD commit,
-                    // which moves without anything here changing.
-                    return None;
-                }
-                if !kind.is_dir() {
-                    // A linked worktree's pointer to its repository. The
-                    // repository's own directory is not watched: git
-                    // writes it on every command.
-                    names.push((name, None));
-                }
-                continue;
-            }
-            let mut child = rel.clone();
-            if !child.is_empty() {
-                child.push(b'/');
-            }
-            child.extend_from_slice(name.as_bytes());
-            if kind.is_dir() {
-                if skip_dirs.contains(child.as_slice()) {
-                    continue;
-                }
-                stack.push((entry.path(), child));
-                names.push((name, None));
-            } else if !skip_files.contains(child.as_slice())
-                || name == ".gitignore"
-                || name == ".gitattributes"
-            {
-                // An ignored rules file still decides what is ignored.
-                names.push((name, None));
-            }
-        }
-        count += names.len();
-        if count > max {
-            return None;
-        }
-        groups.push(Group { dir, names });
-    }
-    let stats = in_parts(&groups, |part| {
-        part.iter()
-            .map(|g| {
-                let mut stats = Vec::with_capacity(g.names.len());
-                g.each(|_, now| {
-                    stats.push(now);
-                    true
-                });
-                stats
-            })
-            .collect::<Vec<_>>()
-    })?;
-    for (g, stats) in groups.iter_mut().zip(stats.into_iter().flatten()) {
-        for ((_, slot), now) in g.names.iter_mut().zip(stats) {
-            *slot = now;
-        }
-    }
-    Some(groups)
-}
-
-/// The files outside the tree that decide what git ignores in it or how it
-/// hashes it: every configuration file `git config --list --show-origin
-/// -z` (run at the repository's top, `toplevel`) read, the excludes and
-/// attributes files it names or git's defaults for them, the repository's
-/// `info/exclude` and `info/attributes` (`info`), and the `.gitignore`
-/// and `.gitattributes` of every directory from the workspace `path` up to
-/// the top (the walk covers those inside it).
-pub(super) fn rule_files(
-    path: &Path,
-    toplevel: &Path,
-    info: &[PathBuf],
-    config_list: &[u8],
-) -> Vec<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let expand = |value: &[u8]| -> PathBuf {
-        let value = PathBuf::from(OsString::from_vec(value.to_vec()));
-        match (value.strip_prefix("~"), &home) {
-            (Ok(rest), Some(h)) => h.join(rest),
-            _ if value.is_relative() => toplevel.join(value),
-            _ => value,
-        }
-    };
-    let mut files: Vec<PathBuf> = info.to_vec();
-    files.push(PathBuf::from("/etc/gitconfig"));
-    files.push(PathBuf::from("/etc/gitattributes"));
-    if let Some(h) = &home {
-        files.push(h.join(".gitconfig"));
-    }
-    if let Some(x) = &xdg {
-        for name in ["config", "ignore", "attributes"] {
-            files.push(x.join("git").join(name));
-        }
-    }
-    // Records are `origin\0key\nvalue\0`.
-    let mut fields = config_list.split(|&b| b == 0);
-    while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
-        if let Some(file) = origin.strip_prefix(b"file:") {
-            files.push(expand(file));
-        }
-        let (key, value) = match entry.iter().position(|&b| b == b'\n') {
-            Some(i) => (&entry[..i], &entry[i + 1..]),
-            None => (entry, &b""[..]),
-        };
-        if key == b"core.excludesfile" || key == b"core.attributesfile" {
-            files.push(expand(value));
-        }
-    }
-    for dir in path.ancestors() {
-        files.push(dir.join(".gitignore"));
-        files.push(dir.join(".gitattributes"));
-        if dir == toplevel {
-            break;
-        }
-    }
-    files.sort();
-    files.dedup();
-    files
 }

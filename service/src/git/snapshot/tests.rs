@@ -217,7 +217,7 @@ async fn an_unchanged_tree_is_answered_without_git_and_a_racy_edit_still_reaches
         .set_modified(mtime)
         .unwrap();
     let (edited, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
-    assert_eq!(via, Some(Via::Git));
+    assert_eq!(via, Some(Via::Refresh));
     let (from, to) = (first.tree.unwrap(), edited.tree.unwrap());
     let files = dir.diff(&repo, &from, &to, bounds).await.unwrap();
     assert_eq!(
@@ -241,11 +241,12 @@ async fn every_kind_of_change_is_seen_by_comparing_stat_data_alone() {
     std::fs::write(repo.join(".git/info/exclude"), "*.log\nsecret.txt\n").unwrap();
 
     type Change = fn(&Path);
-    let cases: [(&str, Change, &str); 9] = [
+    let cases: [(&str, Change, &str, Via); 9] = [
         (
             "a longer file",
             |r| std::fs::write(r.join("a.txt"), "one\ntwo\n").unwrap(),
             "a.txt",
+            Via::Refresh,
         ),
         (
             "same size, old mtime",
@@ -257,21 +258,25 @@ async fn every_kind_of_change_is_seen_by_comparing_stat_data_alone() {
                 f.set_modified(mtime).unwrap();
             },
             "src/b.txt",
+            Via::Refresh,
         ),
         (
             "a new file",
             |r| std::fs::write(r.join("new.txt"), "n\n").unwrap(),
             "new.txt",
+            Via::Refresh,
         ),
         (
             "a new file in an empty directory",
             |r| std::fs::write(r.join("empty/x.txt"), "x\n").unwrap(),
             "empty/x.txt",
+            Via::Refresh,
         ),
         (
             "a new file beside only ignored ones",
             |r| std::fs::write(r.join("logs/new.txt"), "l\n").unwrap(),
             "logs/new.txt",
+            Via::Refresh,
         ),
         (
             "a new directory",
@@ -280,11 +285,13 @@ async fn every_kind_of_change_is_seen_by_comparing_stat_data_alone() {
                 std::fs::write(r.join("src/deep/er/f.txt"), "f\n").unwrap()
             },
             "src/deep/er/f.txt",
+            Via::Refresh,
         ),
         (
             "a deletion",
             |r| std::fs::remove_file(r.join("new.txt")).unwrap(),
             "new.txt",
+            Via::Refresh,
         ),
         (
             "an executable bit",
@@ -293,14 +300,16 @@ async fn every_kind_of_change_is_seen_by_comparing_stat_data_alone() {
                 std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap()
             },
             "a.txt",
+            Via::Refresh,
         ),
         (
             "an exclude rule dropped",
             |r| std::fs::write(r.join(".git/info/exclude"), "*.log\n").unwrap(),
             "secret.txt",
+            Via::Git,
         ),
     ];
-    for (what, change, path) in cases {
+    for (what, change, path, way) in cases {
         // The first look goes to git; after a change, the look that saw it.
         let (before, _) = dir.take_via(&repo, SnapshotPoint::Boundary, bounds).await;
         let (again, via) = dir.take_via(&repo, SnapshotPoint::Boundary, bounds).await;
@@ -313,7 +322,7 @@ async fn every_kind_of_change_is_seen_by_comparing_stat_data_alone() {
         wait_for_clock(tmp.path(), clock(tmp.path()), false);
         change(&repo);
         let (after, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
-        assert_eq!(via, Some(Via::Git), "{what}: not seen");
+        assert_eq!(via, Some(way), "{what}: not seen as expected");
         let (from, to) = (before.tree.unwrap(), after.tree.unwrap());
         let files = dir.diff(&repo, &from, &to, bounds).await.unwrap();
         let paths: Vec<_> = files.iter().map(|f| f.path.as_str()).collect();
@@ -345,4 +354,95 @@ async fn a_workspace_below_the_top_sees_the_ignore_rules_above_it() {
     let files = dir.diff(&ws, &from, &to, bounds).await.unwrap();
     let paths: Vec<_> = files.iter().map(|f| f.path.as_str()).collect();
     assert!(paths.contains(&"src/x.tmp"), "{paths:?}");
+}
+
+#[tokio::test]
+async fn a_refreshed_tree_is_the_tree_a_whole_snapshot_builds() {
+    let (tmp, repo, dir) = fixture();
+    let bounds = SnapshotBounds::default();
+    let home = tmp.path().join("home");
+    std::fs::write(repo.join(".git/info/exclude"), "*.log\n").unwrap();
+    std::fs::create_dir_all(repo.join("old/inner")).unwrap();
+    std::fs::write(repo.join("old/inner/o.txt"), "o\n").unwrap();
+    std::fs::write(repo.join("old/keep.log"), "ignored\n").unwrap();
+    type Change = fn(&Path);
+    let steps: [(&str, Change, Via); 9] = [
+        (
+            "an edit",
+            |r| std::fs::write(r.join("a.txt"), "1\n").unwrap(),
+            Via::Refresh,
+        ),
+        (
+            "a rename",
+            |r| std::fs::rename(r.join("src/b.txt"), r.join("src/c.txt")).unwrap(),
+            Via::Refresh,
+        ),
+        (
+            "a new directory holding an ignored file and one that is not",
+            |r| {
+                std::fs::create_dir_all(r.join("fresh/sub")).unwrap();
+                std::fs::write(r.join("fresh/sub/x.log"), "i\n").unwrap();
+                std::fs::write(r.join("fresh/sub/y.txt"), "y\n").unwrap();
+            },
+            Via::Refresh,
+        ),
+        (
+            "a file in the new directory",
+            |r| std::fs::write(r.join("fresh/z.txt"), "z\n").unwrap(),
+            Via::Refresh,
+        ),
+        (
+            "only an ignored file",
+            |r| std::fs::write(r.join("top.log"), "i\n").unwrap(),
+            Via::Refresh,
+        ),
+        (
+            "a file under an ignored directory",
+            |r| std::fs::write(r.join("target/t.txt"), "t\n").unwrap(),
+            Via::Seen,
+        ),
+        (
+            "a directory removed",
+            |r| std::fs::remove_dir_all(r.join("old")).unwrap(),
+            Via::Refresh,
+        ),
+        (
+            "the removed directory back, empty",
+            |r| std::fs::create_dir_all(r.join("old")).unwrap(),
+            Via::Refresh,
+        ),
+        (
+            "a file in it",
+            |r| std::fs::write(r.join("old/back.txt"), "b\n").unwrap(),
+            Via::Refresh,
+        ),
+    ];
+    // The rules files written above are settled before the first look
+    // (one touched within its second would send every look to git).
+    wait_for_clock(tmp.path(), clock(tmp.path()), true);
+    let first = dir.take(&repo, SnapshotPoint::Boundary, bounds).await;
+    assert!(first.tree.is_some());
+    for (i, (what, change, way)) in steps.into_iter().enumerate() {
+        // The change gets a later stamp than anything the last look recorded.
+        wait_for_clock(tmp.path(), clock(tmp.path()), false);
+        change(&repo);
+        let (refreshed, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+        let whole = SnapshotDir::new(&home, &format!("whole{i}"))
+            .take(&repo, SnapshotPoint::Outcome, bounds)
+            .await;
+        assert_eq!(
+            (refreshed.tree.as_deref(), refreshed.files),
+            (whole.tree.as_deref(), whole.files),
+            "{what}"
+        );
+        // Within the second of the last look a path is suspect and goes to
+        // git again, so only a path git never reads can be answered from
+        // what was seen here.
+        assert!(
+            via == Some(way) || (way == Via::Seen && via == Some(Via::Refresh)),
+            "{what}: {via:?}"
+        );
+    }
+    let (_, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+    assert_ne!(via, Some(Via::Git), "what was seen survives the refreshes");
 }
