@@ -147,8 +147,11 @@ pub trait TurnHooks: Send + Sync + 'static {
     /// Journals one event, in order. An error ends the turn.
     fn event(&self, event: Payload) -> impl Future<Output = Result<(), HookError>> + Send;
 
-    /// Creates a pending interaction and waits for its answer. The runner
-    /// bounds the wait and drops the future when the deadline passes or the
+    /// Creates a pending interaction and waits for its answer. The
+    /// interaction must exist once the future has been polled once: the
+    /// runner polls it before journaling the request, so a client that
+    /// answers as soon as it reads the `permission_requested` event finds it
+    /// waiting. The runner bounds the wait and drops the future when the deadline passes or the
     /// turn is cancelled; the resolution is then reported as an event. An
     /// answer naming an option that was not offered is treated as
     /// `cancelled`, never as approval.

@@ -6,6 +6,11 @@
 //! runner. An entry exists exactly while the runner waits: when the
 //! deadline passes, the turn is cancelled or it ends, the runner drops its
 //! wait and the entry disappears, so a late answer finds nothing to move.
+//!
+//! The runner registers its wait *before* the request is journaled (so an
+//! answer from a client that read the event always finds it), and
+//! [`PermissionBroker::publish`]es it once the request is durable:
+//! `permissions.list` never shows a request the journal does not hold yet.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,6 +68,8 @@ struct Entry {
     /// A checked answer is on its way (see [`Taken`]): hidden from
     /// `pending`, and every other answer is refused as not pending.
     taken: bool,
+    /// The request is durable (journaled): shown by `pending`.
+    published: bool,
 }
 
 /// The registry of pending interactions. Cheap to clone.
@@ -123,6 +130,7 @@ impl PermissionBroker {
                 info,
                 tx,
                 taken: false,
+                published: false,
             },
         );
         let reg = Registration {
@@ -132,11 +140,21 @@ impl PermissionBroker {
         (rx, reg)
     }
 
-    /// Pending requests, optionally of one turn, in no particular order.
+    /// Marks a registered request durable: [`pending`](Self::pending)
+    /// shows it from now on (an unknown key is ignored: its wait ended).
+    pub(super) fn publish(&self, turn_id: &str, request_id: &str) {
+        let key = (turn_id.to_string(), request_id.to_string());
+        if let Some(entry) = self.lock().get_mut(&key) {
+            entry.published = true;
+        }
+    }
+
+    /// Published pending requests, optionally of one turn, in no particular
+    /// order.
     pub(crate) fn pending(&self, turn_id: Option<&str>) -> Vec<PendingPermission> {
         self.lock()
             .values()
-            .filter(|e| !e.taken && turn_id.is_none_or(|t| e.info.turn_id == t))
+            .filter(|e| e.published && !e.taken && turn_id.is_none_or(|t| e.info.turn_id == t))
             .map(|e| e.info.clone())
             .collect()
     }
@@ -252,6 +270,7 @@ mod tests {
     fn only_offered_options_are_accepted_and_only_once() {
         let broker = PermissionBroker::default();
         let (mut rx, reg) = broker.register("t1", "th1", &request());
+        broker.publish("t1", "r1");
         assert_eq!(broker.pending(Some("t1")).len(), 1);
         let sel = |id: &str| PermissionAnswer::Selected {
             option_id: id.into(),
@@ -277,6 +296,7 @@ mod tests {
     fn a_taken_answer_reserves_the_request_until_delivered_or_dropped() {
         let broker = PermissionBroker::default();
         let (mut rx, reg) = broker.register("t1", "th1", &request());
+        broker.publish("t1", "r1");
         let yes = PermissionAnswer::Selected {
             option_id: "yes".into(),
         };
@@ -309,6 +329,25 @@ mod tests {
             Err(AnswerError::NotPending { .. })
         ));
         assert!(broker.pending(None).is_empty());
+    }
+
+    /// A wait registered before its request is journaled: answerable at
+    /// once (a client that read the event finds it), listed only once
+    /// published (durable).
+    #[test]
+    fn an_unpublished_wait_is_answerable_but_not_listed() {
+        let broker = PermissionBroker::default();
+        let (mut rx, _reg) = broker.register("t1", "th1", &request());
+        assert!(broker.pending(None).is_empty());
+        broker.publish("t1", "r1");
+        assert_eq!(broker.pending(None).len(), 1);
+        let (mut rx2, _reg2) = broker.register("t2", "th1", &request());
+        assert_eq!(broker.pending(None).len(), 1);
+        broker
+            .answer("t2", "r1", PermissionAnswer::Cancelled)
+            .unwrap();
+        assert_eq!(rx2.try_recv().unwrap(), (PermissionAnswer::Cancelled, None));
+        assert!(rx.try_recv().is_err());
     }
 
     #[test]

@@ -210,6 +210,10 @@ impl StoreHooks {
             event,
             Payload::PermissionRequested(_) | Payload::PermissionDecided(_)
         );
+        let requested = match &event {
+            Payload::PermissionRequested(r) => Some(r.request_id.clone()),
+            _ => None,
+        };
         let pending = self.store.append_activity(&self.turn_id, event);
         if streamed {
             let n = self.streamed.fetch_add(1, Ordering::Relaxed) + 1;
@@ -224,7 +228,13 @@ impl StoreHooks {
             }
             self.confirm_streamed().await.map_err(hook_err)?;
         }
-        pending.await.map(|_| ()).map_err(hook_err)
+        pending.await.map_err(hook_err)?;
+        // Durable now: the wait the runner registered before journaling it
+        // is listed from here on.
+        if let Some(request_id) = requested {
+            self.broker.publish(&self.turn_id, &request_id);
+        }
+        Ok(())
     }
 }
 

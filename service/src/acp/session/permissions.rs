@@ -125,26 +125,6 @@ impl<H: TurnHooks> Session<H> {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0);
-        self.emit(lapis_protocol::Payload::PermissionRequested(
-            PermissionRequested {
-                request_id: request_id.clone(),
-                invocation: invocation.clone(),
-                options: options.clone(),
-                expires_at: Some(expires_at),
-            },
-        ))
-        .await?;
-        if self.cancel_sent() {
-            return self
-                .respond_permission(
-                    &request_id,
-                    id,
-                    reply,
-                    PermissionAnswer::Cancelled,
-                    DecidedBy::Cancel,
-                )
-                .await;
-        }
         let auto = (self.approval == ApprovalPolicy::AllowAll && !self.restricted)
             .then(|| {
                 options
@@ -152,29 +132,49 @@ impl<H: TurnHooks> Session<H> {
                     .find(|o| o.kind == "allow_once")
                     .or_else(|| options.iter().find(|o| o.is_allow()))
             })
-            .flatten();
-        if let Some(option) = auto {
-            let answer = PermissionAnswer::Selected {
+            .flatten()
+            .map(|option| PermissionAnswer::Selected {
                 option_id: option.id.clone(),
-            };
-            return self
-                .respond_permission(&request_id, id, reply, answer, DecidedBy::Automatic)
-                .await;
-        }
-        let hooks = self.hooks.clone();
-        let tx = self.answers_tx.clone();
-        let ask = PermissionRequest {
-            request_id: request_id.clone(),
-            invocation,
-            options: options.clone(),
-            deadline,
+            });
+        // A request a client may answer is waited for *before* it is
+        // journaled: a client that reads the `permission_requested` event and
+        // answers at once must find the wait (an answer arriving first was
+        // refused as `not_found`). The hooks create the interaction on the
+        // ask's first poll (see [`TurnHooks::ask`]).
+        let task = match auto {
+            Some(_) => None,
+            None => Some(
+                self.spawn_ask(&request_id, &invocation, &options, deadline)
+                    .await,
+            ),
         };
-        let rid = request_id.clone();
-        let task = tokio::spawn(async move {
-            let answer = tokio::time::timeout(limit, hooks.ask(ask)).await.ok();
-            let _ = tx.send((rid, answer)).await;
-        })
-        .abort_handle();
+        let requested = self
+            .emit(lapis_protocol::Payload::PermissionRequested(
+                PermissionRequested {
+                    request_id: request_id.clone(),
+                    invocation: invocation.clone(),
+                    options: options.clone(),
+                    expires_at: Some(expires_at),
+                },
+            ))
+            .await;
+        let task = match (requested, task) {
+            (Err(e), task) => {
+                task.inspect(|t| t.abort());
+                return Err(e);
+            }
+            (Ok(()), Some(task)) if !self.cancel_sent() => task,
+            (Ok(()), task) => {
+                task.inspect(|t| t.abort());
+                let (answer, by) = match auto {
+                    Some(answer) if !self.cancel_sent() => (answer, DecidedBy::Automatic),
+                    _ => (PermissionAnswer::Cancelled, DecidedBy::Cancel),
+                };
+                return self
+                    .respond_permission(&request_id, id, reply, answer, by)
+                    .await;
+            }
+        };
         self.pending.insert(
             request_id,
             Pending {
@@ -185,6 +185,46 @@ impl<H: TurnHooks> Session<H> {
             },
         );
         Ok(())
+    }
+
+    /// Spawns the wait for a client's answer to one request, returning once
+    /// the hooks have created the pending interaction (the ask's first
+    /// poll). The wait is bounded by the provider's deadline; its outcome
+    /// reaches [`Self::answer_pending`] through the answers channel.
+    async fn spawn_ask(
+        &self,
+        request_id: &str,
+        invocation: &lapis_protocol::Invocation,
+        options: &[PermissionOption],
+        deadline: std::time::SystemTime,
+    ) -> tokio::task::AbortHandle {
+        let hooks = self.hooks.clone();
+        let tx = self.answers_tx.clone();
+        let limit = self.limits.permission_timeout;
+        let ask = PermissionRequest {
+            request_id: request_id.to_owned(),
+            invocation: invocation.clone(),
+            options: options.to_vec(),
+            deadline,
+        };
+        let rid = request_id.to_owned();
+        let (created_tx, created) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut wait = std::pin::pin!(tokio::time::timeout(limit, hooks.ask(ask)));
+            let first =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(wait.as_mut().poll(cx))).await;
+            let _ = created_tx.send(());
+            let answer = match first {
+                std::task::Poll::Ready(answer) => answer,
+                std::task::Poll::Pending => wait.await,
+            };
+            let _ = tx.send((rid, answer.ok())).await;
+        })
+        .abort_handle();
+        // Only a task that ended before its first poll (aborted with the
+        // runtime) drops the sender; the request then waits for nothing.
+        let _ = created.await;
+        task
     }
 
     /// An ask task finished: a user answer, or `None` when the deadline passed.
