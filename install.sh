@@ -29,6 +29,8 @@ usage: install.sh [--version V] [--no-service] [--instance NAME]
                   [--install-path PATH] [--quiet] [--base-url URL]
                   [--target TRIPLE]
 
+  (every option that takes a value also takes it as --option=VALUE)
+
   --version V      install release V (default: the latest release)
   --no-service     do not register or start the user service
   --instance NAME  install an isolated instance NAME (its own config,
@@ -63,17 +65,44 @@ main() {
   target=""
   base="${LAPIS_AI_CONTROLLER_INSTALL_URL:-$REPO_URL}"
 
+  # An option that takes a value takes it as the next argument or after
+  # `=`: `--opt=V` is split into `--opt V` first, so each option is handled
+  # once. `take` checks the value is there.
+  take() { [ "$#" -ge 2 ] || die "$1 needs a value"; }
   while [ "$#" -gt 0 ]; do
     case "$1" in
+      --version=* | --instance=* | --install-path=* | --base-url=* | --target=*)
+        opt="${1%%=*}"
+        value="${1#*=}"
+        shift
+        set -- "$opt" "$value" "$@"
+        ;;
+    esac
+    case "$1" in
       --version)
-        [ "$#" -ge 2 ] || die "--version needs a value"
+        take "$@"
         version="${2#v}"
         shift 2
         ;;
-      --version=*)
-        version="${1#--version=}"
-        version="${version#v}"
-        shift
+      --instance)
+        take "$@"
+        instance="$2"
+        shift 2
+        ;;
+      --install-path)
+        take "$@"
+        install_path="$2"
+        shift 2
+        ;;
+      --base-url)
+        take "$@"
+        base="$2"
+        shift 2
+        ;;
+      --target)
+        take "$@"
+        target="$2"
+        shift 2
         ;;
       --no-service)
         no_service=1
@@ -82,38 +111,6 @@ main() {
       --quiet | -q)
         quiet=1
         shift
-        ;;
-      --instance)
-        [ "$#" -ge 2 ] || die "--instance needs a value"
-        instance="$2"
-        shift 2
-        ;;
-      --instance=*)
-        instance="${1#--instance=}"
-        shift
-        ;;
-      --install-path)
-        [ "$#" -ge 2 ] || die "--install-path needs a value"
-        install_path="$2"
-        shift 2
-        ;;
-      --install-path=*)
-        install_path="${1#--install-path=}"
-        shift
-        ;;
-      --base-url)
-        [ "$#" -ge 2 ] || die "--base-url needs a value"
-        base="$2"
-        shift 2
-        ;;
-      --base-url=*)
-        base="${1#--base-url=}"
-        shift
-        ;;
-      --target)
-        [ "$#" -ge 2 ] || die "--target needs a value"
-        target="$2"
-        shift 2
         ;;
       -h | --help)
         usage

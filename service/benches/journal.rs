@@ -50,6 +50,7 @@ async fn setup(root: &Path) -> (Store, String, String) {
                 tools: Vec::new(),
                 context: None,
                 memory: None,
+                transcript_store: None,
                 thread_id: None,
                 permission_timeout_seconds: None,
                 budget: None,

@@ -45,6 +45,7 @@ fn populated(chunks: usize) -> Populated {
             tools: Vec::new(),
             context: None,
             memory: None,
+            transcript_store: None,
             thread_id: None,
             permission_timeout_seconds: None,
             budget: None,

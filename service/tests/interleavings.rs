@@ -87,6 +87,7 @@ async fn run(ops: Vec<Op>) {
             tools: Vec::new(),
             context: None,
             memory: None,
+            transcript_store: None,
             thread_id: None,
             permission_timeout_seconds: None,
             budget: None,

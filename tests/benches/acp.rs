@@ -164,6 +164,7 @@ async fn rig(workspaces: usize, provider: &str, specs: BTreeMap<String, Provider
             tools: Vec::new(),
             context: None,
             memory: None,
+            transcript_store: None,
             thread_id: None,
             permission_timeout_seconds: None,
             budget: None,

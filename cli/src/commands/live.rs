@@ -5,16 +5,23 @@
 //! What must stay true:
 //! - the spinner (elapsed time and the turn's state: queued, preparing,
 //!   running, waiting for permission) is drawn on stderr only when stderr
-//!   is a terminal and the output is not JSON, only while the cursor is at
-//!   the start of a line (never over a half-written reply), and is erased
-//!   before anything else is written ([`Live::clear`]);
+//!   is a terminal that redraws lines (not `TERM=dumb`,
+//!   [`crate::terminal::redraws_lines`]) and the output is not JSON, only
+//!   while the cursor is at the start of a line (never over a half-written
+//!   reply), and is erased before anything else is written
+//!   ([`Live::clear`]); its line is redrawn with crossterm's commands (the
+//!   terminal layer `watch` uses too) and dimmed only when stderr takes
+//!   colour (`anstream`'s choice: not with `NO_COLOR`);
 //! - the first Ctrl-C cancels the turn (`turns.cancel`) and says so; the
 //!   watch goes on until the turn settles. The second stops watching
 //!   (exit 1) and prints the commands that show or follow the turn again;
 //!   nothing is cancelled or resubmitted by it.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::time::Instant;
+
+use crossterm::style::Print;
+use crossterm::terminal::{Clear, ClearType};
 
 use lapis_protocol::client::Client;
 use lapis_protocol::{Turn, TurnState};
@@ -34,8 +41,11 @@ const FRAME_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 pub(super) struct Live {
     /// Ctrl-C presses, counted while the watch runs.
     interrupts: Interrupts,
-    /// Draw the spinner (stderr is a terminal, output not JSON).
+    /// Draw the spinner (stderr is a terminal that redraws lines, output
+    /// not JSON).
     spin: bool,
+    /// Dim the spinner (stderr takes colour).
+    colour: bool,
     /// When the watch began.
     start: Instant,
     /// The next frame.
@@ -59,7 +69,8 @@ impl Live {
     pub(super) fn new(json: bool, prefix: String, thread: &str) -> Live {
         Live {
             interrupts: Interrupts::install(),
-            spin: !json && io::stderr().is_terminal(),
+            spin: !json && crate::terminal::redraws_lines(&io::stderr()),
+            colour: anstream::AutoStream::choice(&io::stderr()) != anstream::ColorChoice::Never,
             start: Instant::now(),
             frame: 0,
             shown: false,
@@ -134,14 +145,20 @@ impl Live {
                 _ => "settling",
             }
         };
-        let frame = FRAMES[self.frame % FRAMES.len()];
+        let line = spinner_line(
+            FRAMES[self.frame % FRAMES.len()],
+            state,
+            self.cancelled,
+            self.start.elapsed().as_secs(),
+            self.colour,
+        );
         self.frame += 1;
-        let cancelling = if self.cancelled { ", cancelling" } else { "" };
         let mut err = io::stderr().lock();
-        let _ = write!(
+        let _ = crossterm::queue!(
             err,
-            "\r{frame} {state}{cancelling} {}s\x1b[K",
-            self.start.elapsed().as_secs()
+            Print('\r'),
+            Print(line),
+            Clear(ClearType::UntilNewLine)
         );
         let _ = err.flush();
         self.shown = true;
@@ -151,7 +168,7 @@ impl Live {
     pub(super) fn clear(&mut self) {
         if self.shown {
             let mut err = io::stderr().lock();
-            let _ = write!(err, "\r\x1b[K");
+            let _ = crossterm::queue!(err, Print('\r'), Clear(ClearType::UntilNewLine));
             let _ = err.flush();
             self.shown = false;
         }
@@ -162,5 +179,33 @@ impl Drop for Live {
     /// A watch that ends any way leaves no spinner behind.
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+/// One spinner frame's text: `⠋ running 3s`, dimmed when `colour`.
+fn spinner_line(frame: char, state: &str, cancelled: bool, secs: u64, colour: bool) -> String {
+    let cancelling = if cancelled { ", cancelling" } else { "" };
+    let text = format!("{frame} {state}{cancelling} {secs}s");
+    if colour {
+        crate::style::paint(crate::style::DIM, &text)
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spinner_line;
+
+    #[test]
+    fn a_spinner_line_is_dimmed_only_with_colour() {
+        assert_eq!(
+            spinner_line('⠋', "running", true, 3, false),
+            "⠋ running, cancelling 3s"
+        );
+        assert_eq!(
+            spinner_line('⠙', "queued", false, 0, true),
+            "\x1b[2m⠙ queued 0s\x1b[0m"
+        );
     }
 }

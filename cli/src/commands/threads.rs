@@ -127,6 +127,9 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 if let Some(b) = &t.budget {
                     crate::output::line(format!("budget     {}", budget_line(b)))?;
                 }
+                if let Some(store) = &t.transcript_store {
+                    crate::output::line(format!("transcript store {store}"))?;
+                }
                 if snap.usage.turns > 0 {
                     crate::output::line(format!(
                         "usage      {}",

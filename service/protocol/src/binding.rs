@@ -47,6 +47,10 @@ pub struct ThreadExpect {
     /// that it binds none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// The application transcript store (name) the thread binds; `""`
+    /// states that it binds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
 }
 
 impl ThreadExpect {
@@ -106,6 +110,12 @@ impl ThreadExpect {
                 .as_ref()
                 .is_some_and(|m| *m != thread.memory.clone().unwrap_or_default()),
         );
+        check(
+            "transcriptStore",
+            self.transcript_store
+                .as_ref()
+                .is_some_and(|s| *s != thread.transcript_store.clone().unwrap_or_default()),
+        );
         out
     }
 
@@ -122,6 +132,7 @@ impl ThreadExpect {
             tools: Some(thread.tools.clone()),
             context: Some(thread.context.clone().unwrap_or_default()),
             memory: Some(thread.memory.clone().unwrap_or_default()),
+            transcript_store: Some(thread.transcript_store.clone().unwrap_or_default()),
         }
     }
 }
@@ -148,6 +159,7 @@ mod tests {
             tools: Vec::new(),
             context: None,
             memory: None,
+            transcript_store: None,
             permission_timeout_seconds: None,
             budget: None,
         }
@@ -230,6 +242,7 @@ mod tests {
             tools: Some(vec!["crm".into()]),
             context: None,
             memory: None,
+            transcript_store: None,
         };
         assert_eq!(
             all.mismatches(&t),

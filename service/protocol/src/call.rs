@@ -117,6 +117,10 @@ calls! {
     MemoryRegister: crate::memory::MemoryRegister => crate::context::PortRegisterResult;
     /// `memory.unregister`.
     MemoryUnregister: crate::context::PortUnregister => t::ToolsUnregisterResult;
+    /// `transcript.register`.
+    TranscriptRegister: crate::transcript::store::TranscriptRegister => crate::context::PortRegisterResult;
+    /// `transcript.unregister`.
+    TranscriptUnregister: crate::context::PortUnregister => t::ToolsUnregisterResult;
     /// `tools.list` (MCP bridge, ticket only).
     ToolsList: p::NoParams => t::ToolsListResult;
     /// `tools.call` (MCP bridge, ticket only).

@@ -193,6 +193,16 @@ pub enum PortRefusal {
         /// What happened (no values).
         why: &'static str,
     },
+    /// The transcript store a thread binds is not registered now, or an
+    /// append to it failed, expired or lost its connection: the turn fails
+    /// before the dispatch boundary.
+    #[error("transcript store `{port}` failed: {why}")]
+    TranscriptStoreFailed {
+        /// The store's name.
+        port: String,
+        /// What happened (no values).
+        why: &'static str,
+    },
 }
 
 impl PortRefusal {
@@ -201,6 +211,7 @@ impl PortRefusal {
         match self {
             PortRefusal::Invalid { .. } | PortRefusal::Limit { .. } => ErrorCode::PortInvalid,
             PortRefusal::ContextUnavailable { .. } => ErrorCode::ContextUnavailable,
+            PortRefusal::TranscriptStoreFailed { .. } => ErrorCode::TranscriptStoreFailed,
         }
     }
 }

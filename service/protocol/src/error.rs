@@ -114,6 +114,12 @@ pub enum ErrorCode {
     /// configuration grants (`workspaceRoots`, default the home directory);
     /// only the configuration file adds a root.
     WorkspaceOutsideRoots,
+    /// The transcript store a metadata-only thread binds
+    /// (`transcriptStore`) is not registered by its application now, or a
+    /// turn's prompt could not be appended to it (refused, late — 120 s by
+    /// default — or its connection gone): the turn fails before the
+    /// dispatch boundary, so nothing runs without its transcript kept.
+    TranscriptStoreFailed,
     /// `workspaces.remove` with `deleteWorktree` of a worktree with
     /// uncommitted changes or untracked files, without `force`: nothing
     /// was removed.
@@ -122,7 +128,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 37] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -159,6 +165,7 @@ impl ErrorCode {
         ErrorCode::ContextUnavailable,
         ErrorCode::WorkspaceOutsideRoots,
         ErrorCode::WorkspaceDirty,
+        ErrorCode::TranscriptStoreFailed,
     ];
 
     /// The stable string form.
@@ -200,6 +207,7 @@ impl ErrorCode {
             ErrorCode::ContextUnavailable => "context_unavailable",
             ErrorCode::WorkspaceOutsideRoots => "workspace_outside_roots",
             ErrorCode::WorkspaceDirty => "workspace_dirty",
+            ErrorCode::TranscriptStoreFailed => "transcript_store_failed",
         }
     }
 
@@ -244,6 +252,7 @@ impl ErrorCode {
             ErrorCode::ToolEffectUnknown => -32046,
             ErrorCode::WorkspaceOutsideRoots => -32047,
             ErrorCode::WorkspaceDirty => -32050,
+            ErrorCode::TranscriptStoreFailed => -32051,
             ErrorCode::PortInvalid => -32048,
             ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,

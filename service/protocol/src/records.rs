@@ -100,6 +100,12 @@ pub struct Thread {
     /// claim as the budget `thread:ID:total`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::config::ThreadBudget>,
+    /// The application transcript store (name) a `metadata-only` thread
+    /// keeps its content in (`transcript.append` before each prompt's
+    /// dispatch and for the agent's output; `transcript.fetch` when a
+    /// replay after a restart needs content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

@@ -184,6 +184,10 @@ pub enum Method {
     MemoryRegister,
     /// `memory.unregister`.
     MemoryUnregister,
+    /// `transcript.register`.
+    TranscriptRegister,
+    /// `transcript.unregister`.
+    TranscriptUnregister,
     /// `tools.list`.
     ToolsList,
     /// `tools.call`.
@@ -366,6 +370,16 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
         "memory.unregister",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
+    (
+        Method::TranscriptRegister,
+        "transcript.register",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::TranscriptUnregister,
+        "transcript.unregister",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
     (Method::ToolsList, "tools.list", Requirement::Ticket),
     (Method::ToolsCall, "tools.call", Requirement::Ticket),
 ];
@@ -439,6 +453,8 @@ mod tests {
             | Method::ContextUnregister
             | Method::MemoryRegister
             | Method::MemoryUnregister
+            | Method::TranscriptRegister
+            | Method::TranscriptUnregister
             | Method::ToolsList
             | Method::ToolsCall => m,
         };
@@ -476,6 +492,8 @@ mod tests {
             Method::ContextUnregister,
             Method::MemoryRegister,
             Method::MemoryUnregister,
+            Method::TranscriptRegister,
+            Method::TranscriptUnregister,
             Method::ToolsList,
             Method::ToolsCall,
         ]

@@ -164,22 +164,31 @@ pub struct UsageTotals {
     pub cost: Vec<Cost>,
 }
 
-impl UsageTotals {
-    /// Adds one turn's usage.
-    pub fn add(&mut self, u: &TurnUsage) {
-        self.turns += 1;
-        self.input_tokens += u.input_tokens;
-        self.output_tokens += u.output_tokens;
-        self.cached_read_tokens += u.cached_read_tokens;
-        self.cached_write_tokens += u.cached_write_tokens;
-        self.thought_tokens += u.thought_tokens;
-        self.total_tokens += u.total_tokens;
-        if let Some(c) = &u.cost {
-            self.add_cost(c);
+impl From<&TurnUsage> for UsageTotals {
+    /// One turn's usage as the total of that one turn.
+    fn from(u: &TurnUsage) -> UsageTotals {
+        UsageTotals {
+            turns: 1,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cached_read_tokens: u.cached_read_tokens,
+            cached_write_tokens: u.cached_write_tokens,
+            thought_tokens: u.thought_tokens,
+            total_tokens: u.total_tokens,
+            cost: u.cost.iter().cloned().collect(),
         }
     }
+}
 
-    /// Adds another total (turn counts, tokens, cost per currency).
+impl UsageTotals {
+    /// Adds one turn's usage: [`UsageTotals::merge`] of its one-turn total,
+    /// so a turn and a total are summed by one rule.
+    pub fn add(&mut self, u: &TurnUsage) {
+        self.merge(&UsageTotals::from(u));
+    }
+
+    /// Adds another total (turn counts, tokens, cost per currency): the
+    /// one fold every total is made by.
     pub fn merge(&mut self, other: &UsageTotals) {
         self.turns += other.turns;
         self.input_tokens += other.input_tokens;
@@ -270,5 +279,23 @@ mod tests {
         assert_eq!(totals.total_tokens, 30);
         assert_eq!(totals.cost_in("USD"), 0.75);
         assert_eq!(totals.cost_in("EUR"), 0.0);
+
+        // A turn in another currency: one entry per currency, sorted, and
+        // merging totals sums like adding their turns.
+        let mut euro = second.clone();
+        euro.cost = Some(eur.clone());
+        let mut merged = UsageTotals::from(&euro);
+        merged.merge(&totals);
+        totals.add(&euro);
+        assert_eq!(merged, totals);
+        assert_eq!(
+            totals
+                .cost
+                .iter()
+                .map(|c| c.currency.as_str())
+                .collect::<Vec<_>>(),
+            ["EUR", "USD"]
+        );
+        assert_eq!((totals.turns, totals.cost_in("EUR")), (3, 2.0));
     }
 }

@@ -4,6 +4,7 @@
 mod persist;
 mod secret;
 mod sessions;
+mod storage;
 
 #[cfg(any(test, feature = "test-support"))]
 pub use crate::domain::ManualClock;
@@ -14,4 +15,4 @@ pub use persist::MemorySessions;
 pub(crate) use persist::{PersistError, SessionPersistence};
 pub use secret::random_hex;
 pub use sessions::Authority;
-pub(crate) use sessions::read_only_refusal;
+pub(crate) use storage::read_only_refusal;

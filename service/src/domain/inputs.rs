@@ -74,6 +74,11 @@ pub struct NewThread {
     pub budget: Option<lapis_protocol::config::ThreadBudget>,
     /// A thread id the actor reserved (`reserve_thread`).
     pub thread_id: Option<String>,
+    /// Application transcript store name (validated by the caller; only
+    /// on a metadata-only thread, which the store checks again). Omitted
+    /// when `None`, as the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
 }
 
 /// Input of `configure_thread`: `None` fields are left unchanged.
@@ -96,6 +101,10 @@ pub struct ThreadPatch {
     /// New budget: `Some(None)` clears it. Omitted when `None`, as above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Option<lapis_protocol::config::ThreadBudget>>,
+    /// New transcript store: `Some(None)` unbinds it. Omitted when `None`,
+    /// as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<Option<String>>,
 }
 
 /// Input of `submit_turn`.

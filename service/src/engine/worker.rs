@@ -31,6 +31,7 @@ use super::pool::{AgentPool, IdleJournal, PoolStatus};
 mod around;
 mod config;
 mod permissions;
+mod transcript;
 
 pub use config::EngineConfig;
 pub use permissions::EngineError;
@@ -322,6 +323,29 @@ impl Engine {
                 None => return,
             }
         }
+        // Last before the agent: the thread's transcript store keeps the
+        // prompt (acknowledged within its deadline) or the turn fails here;
+        // the feed then carries the turn's output until it is dropped,
+        // after the turn's end is committed (see `tools::transcript`).
+        let _feed = match claim.thread.transcript_store.clone() {
+            None => None,
+            Some(port) => {
+                guard.boundary_later();
+                match self
+                    .keep_transcript(
+                        &mut guard,
+                        &claim.thread,
+                        &turn_id,
+                        &port,
+                        claim.cancel.clone(),
+                    )
+                    .await
+                {
+                    Some(feed) => Some(feed),
+                    None => return,
+                }
+            }
+        };
         let (spec, fingerprint) = (facts.spec, facts.fingerprint);
         let bound = claim.thread.agent_session.clone();
         let replace = bound.as_ref().and_then(|b| {

@@ -253,7 +253,7 @@ pub(super) async fn method(
             handlers::turns_resolve(ctx, session, request.params()?).await,
         ),
         Method::JournalReplay => reply::<call::JournalReplay>(
-            handlers::journal_replay(ctx, session, request.params()?).await,
+            handlers::journal_replay(ctx, session, conn.peer.as_ref(), request.params()?).await,
         ),
         Method::JournalSubscribe => reply::<call::JournalSubscribe>(
             handlers::journal_subscribe(ctx, conn, session, request.params()?).await,
@@ -302,6 +302,12 @@ pub(super) async fn method(
             conn,
             request.params()?,
         )),
+        Method::TranscriptRegister => reply::<call::TranscriptRegister>(
+            handlers::transcript_register(ctx, conn, session, request.params()?),
+        ),
+        Method::TranscriptUnregister => reply::<call::TranscriptUnregister>(
+            handlers::transcript_unregister(ctx, conn, request.params()?),
+        ),
         Method::ToolsList | Method::ToolsCall => bridge(ctx, conn, method, request).await,
     }
 }

@@ -425,8 +425,8 @@ impl Store {
         }
     }
 
-    /// Wait until every request sent before this call is committed.
-    #[cfg(any(test, feature = "test-support"))]
+    /// Wait until every request sent before this call is committed (the
+    /// transcript store's prompt append reads the prompt after it).
     pub async fn flush(&self) -> StoreResult<()> {
         self.op(|_| Ok(())).await
     }
@@ -447,6 +447,33 @@ impl Store {
     ) -> StoreResult<ReplayPage> {
         let limit = self.limit(limit);
         self.read(move |c, m| replay::replay(c, m, &scope, after, limit))
+            .await
+    }
+
+    /// A thread-scope page that flags events whose content is gone instead
+    /// of failing, with the canonical hashes recorded for them (see
+    /// `replay::replay_flagged`).
+    pub(crate) async fn replay_flagged(
+        &self,
+        thread: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<(ReplayPage, std::collections::HashMap<u64, String>)> {
+        let limit = self.limit(limit);
+        let thread = thread.to_owned();
+        self.read(move |c, m| replay::replay_flagged(c, m, &thread, after, limit))
+            .await
+    }
+
+    /// The `user_message` event of `turn` (its prompt, with its payload
+    /// while it is in memory or on disk).
+    pub(crate) async fn user_event(
+        &self,
+        thread: &str,
+        turn: &str,
+    ) -> StoreResult<Option<JournalEvent>> {
+        let (thread, turn) = (thread.to_owned(), turn.to_owned());
+        self.read(move |c, m| read::user_event(c, m, &thread, &turn))
             .await
     }
 

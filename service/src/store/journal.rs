@@ -4,7 +4,10 @@
 //! transaction and become the journal's only after that transaction commits
 //! ([`Journal::commit`]); a rolled-back transaction leaves no gap because its
 //! stage is simply dropped. Payloads of metadata-only threads go to a bounded
-//! in-memory map (shared with readers) and never to disk.
+//! in-memory map (shared with readers) and never to disk; on a thread that
+//! binds a transcript store their rows keep the event's canonical hash
+//! instead (`event_hash`), so content the store hands back after a restart
+//! can be checked before it is shown.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -20,10 +23,10 @@ use super::chain::{self, Link};
 
 /// The insert of one event row, as [`Journal::flush`] binds it.
 const INSERT_EVENT: &str = "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, \
-     payload, has_payload, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+     payload, has_payload, hash, event_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 /// Columns bound per row by [`bind_row`].
-const ROW_PARAMS: usize = 9;
+const ROW_PARAMS: usize = 10;
 
 /// Rows in one multi-row insert of a run of appends ([`insert_chunk`]).
 /// One statement per chunk keeps the table and index cursors where the
@@ -33,7 +36,7 @@ const ROW_PARAMS: usize = 9;
 /// table's and the index's rightmost paths): that cost is per statement,
 /// so chunks must be long for the sum to win; on the journal bench 8 rows
 /// were slower than single rows, 32 even, 256 clearly faster. 256 rows
-/// are 2,304 parameters, well under SQLite's limit (32,766). Shorter runs
+/// are 2,560 parameters, well under SQLite's limit (32,766). Shorter runs
 /// (a live turn's few events per batch) are inserted row by row as before.
 const CHUNK_ROWS: usize = 256;
 
@@ -51,7 +54,7 @@ fn insert_chunk() -> &'static str {
             .collect();
         format!(
             "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, \
-             has_payload, hash) VALUES {}",
+             has_payload, hash, event_hash) VALUES {}",
             rows.join(", ")
         )
     })
@@ -69,6 +72,11 @@ struct PendingRow {
     has_payload: bool,
     /// Its chain hash.
     hash: chain::Hash,
+    /// Its canonical hash ([`lapis_protocol::transcript::event_hash`]),
+    /// recorded only for content kept in memory by a thread that binds a
+    /// transcript store: what a payload fetched back from the store is
+    /// checked against after a restart.
+    event_hash: Option<String>,
 }
 
 /// Binds `row` (of `event`) as the row whose parameters start after `at`.
@@ -86,7 +94,8 @@ fn bind_row(
     stmt.raw_bind_parameter(at + 6, event.at)?;
     stmt.raw_bind_parameter(at + 7, row.text.as_deref())?;
     stmt.raw_bind_parameter(at + 8, row.has_payload)?;
-    stmt.raw_bind_parameter(at + 9, &row.hash[..])
+    stmt.raw_bind_parameter(at + 9, &row.hash[..])?;
+    stmt.raw_bind_parameter(at + 10, row.event_hash.as_deref())
 }
 
 /// A payload made ready for the durable write: redacted (every string but
@@ -143,6 +152,10 @@ pub(super) struct ThreadJournal {
     pub(crate) last: u64,
     /// Current retention of the thread.
     pub(crate) retention: Retention,
+    /// Its content kept in memory records its canonical hash: the thread
+    /// binds a transcript store (the only reader of that hash), so threads
+    /// without one pay nothing for it.
+    pub(crate) hashed: bool,
 }
 
 /// Payloads kept in memory only, bounded; oldest evicted first.
@@ -216,6 +229,9 @@ struct Hot {
     last: u64,
     /// Its retention keeps content on disk ([`Retention::Full`]).
     content_on_disk: bool,
+    /// Its content kept in memory records its canonical hash
+    /// ([`ThreadJournal::hashed`]).
+    hashed: bool,
 }
 
 /// Events staged inside one database transaction.
@@ -230,10 +246,11 @@ pub(super) struct JournalTx {
     /// The thread appended to last, with its state, so a run of appends to
     /// one thread looks it up once (see [`Hot`]).
     hot: Option<Hot>,
-    /// New threads created in this stage (with their retention).
-    new_threads: Vec<(String, Retention)>,
-    /// Retention changes made in this stage.
-    retention: Vec<(String, Retention)>,
+    /// New threads created in this stage (with their retention and
+    /// whether they are hashed).
+    new_threads: Vec<(String, Retention, bool)>,
+    /// Retention (and hashing) changes made in this stage.
+    retention: Vec<(String, Retention, bool)>,
     /// Events to publish after commit.
     pub(crate) events: Vec<JournalEvent>,
     /// Payloads to keep in memory after commit.
@@ -271,13 +288,20 @@ impl Journal {
     /// Adopt a committed stage; returns the events to publish.
     pub(super) fn commit(&mut self, mut stage: JournalTx) -> Vec<JournalEvent> {
         stage.cool();
-        for (id, retention) in stage.new_threads {
-            self.threads
-                .insert(id, ThreadJournal { last: 0, retention });
+        for (id, retention, hashed) in stage.new_threads {
+            self.threads.insert(
+                id,
+                ThreadJournal {
+                    last: 0,
+                    retention,
+                    hashed,
+                },
+            );
         }
-        for (id, retention) in stage.retention {
+        for (id, retention, hashed) in stage.retention {
             if let Some(t) = self.threads.get_mut(&id) {
                 t.retention = retention;
+                t.hashed = hashed;
             }
         }
         for (id, last) in stage.threads {
@@ -296,17 +320,30 @@ impl Journal {
         stage.events
     }
 
-    /// Stage a new thread (so events can be appended to it in the same stage).
-    pub(super) fn stage_thread(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+    /// Stage a new thread (so events can be appended to it in the same
+    /// stage); `hashed`: it binds a transcript store.
+    pub(super) fn stage_thread(
+        &self,
+        stage: &mut JournalTx,
+        id: &str,
+        retention: Retention,
+        hashed: bool,
+    ) {
         stage.cool();
-        stage.new_threads.push((id.to_owned(), retention));
+        stage.new_threads.push((id.to_owned(), retention, hashed));
         stage.threads.insert(id.to_owned(), 0);
     }
 
-    /// Stage a retention change.
-    pub(super) fn stage_retention(&self, stage: &mut JournalTx, id: &str, retention: Retention) {
+    /// Stage a retention (or transcript store) change.
+    pub(super) fn stage_retention(
+        &self,
+        stage: &mut JournalTx,
+        id: &str,
+        retention: Retention,
+        hashed: bool,
+    ) {
         stage.cool();
-        stage.retention.push((id.to_owned(), retention));
+        stage.retention.push((id.to_owned(), retention, hashed));
     }
 
     /// The stage's hot thread, made `thread` if it is not already: the
@@ -321,32 +358,34 @@ impl Journal {
                     Some(s) => *s,
                     None => self.threads.get(thread).map_or(0, |t| t.last),
                 };
+                let (retention, hashed) = self.retention_of(stage, thread);
                 Hot {
                     thread: thread.to_owned(),
                     last,
-                    content_on_disk: self.retention_of(stage, thread) == Retention::Full,
+                    content_on_disk: retention == Retention::Full,
+                    hashed,
                 }
             }
         };
         stage.hot.insert(hot)
     }
 
-    fn retention_of(&self, stage: &JournalTx, thread: &str) -> Retention {
+    fn retention_of(&self, stage: &JournalTx, thread: &str) -> (Retention, bool) {
         stage
             .retention
             .iter()
             .rev()
-            .find(|(id, _)| id == thread)
-            .map(|(_, r)| *r)
+            .find(|(id, _, _)| id == thread)
+            .map(|(_, r, h)| (*r, *h))
             .or_else(|| {
                 stage
                     .new_threads
                     .iter()
-                    .find(|(id, _)| id == thread)
-                    .map(|(_, r)| *r)
+                    .find(|(id, _, _)| id == thread)
+                    .map(|(_, r, h)| (*r, *h))
             })
-            .or_else(|| self.threads.get(thread).map(|t| t.retention))
-            .unwrap_or(Retention::Full)
+            .or_else(|| self.threads.get(thread).map(|t| (t.retention, t.hashed)))
+            .unwrap_or((Retention::Full, false))
     }
 
     /// Insert one event inside `tx`, assigning both sequences in `stage`:
@@ -414,7 +453,7 @@ impl Journal {
         // transaction and the stage is dropped with it.
         let hot = self.heat(stage, thread);
         hot.last += 1;
-        let (thread_seq, content_on_disk) = (hot.last, hot.content_on_disk);
+        let (thread_seq, content_on_disk, hashed) = (hot.last, hot.content_on_disk, hot.hashed);
         let seq = stage.last_seq + 1;
         let keep_on_disk = !kind.is_content() || content_on_disk;
         let has_payload = payload.is_some();
@@ -444,13 +483,8 @@ impl Journal {
         if let (Some(v), false) = (&payload, keep_on_disk) {
             stage.memory.push((seq, v.clone()));
         }
-        stage.rows.push(PendingRow {
-            event: stage.events.len(),
-            text,
-            has_payload,
-            hash,
-        });
-        stage.events.push(JournalEvent {
+        let kept_in_memory = hashed && has_payload && !keep_on_disk;
+        let event = JournalEvent {
             seq,
             thread_id: thread.to_owned(),
             thread_seq,
@@ -459,7 +493,19 @@ impl Journal {
             at,
             payload,
             payload_unavailable: false,
+        };
+        let event_hash = kept_in_memory
+            .then(|| lapis_protocol::transcript::event_hash(&event))
+            .flatten()
+            .map(|h| h.as_str().to_owned());
+        stage.rows.push(PendingRow {
+            event: stage.events.len(),
+            text,
+            has_payload,
+            hash,
+            event_hash,
         });
+        stage.events.push(event);
         if stage.rows.len() == CHUNK_ROWS {
             self.flush(tx, stage)?;
         }

@@ -136,6 +136,21 @@ impl Writer {
         if let Some(b) = &budget_part {
             parts.push(b);
         }
+        if input.transcript_store.is_some() {
+            check_name(
+                "transcript store",
+                input.transcript_store.as_deref().unwrap_or(""),
+            )?;
+            check_store_retention(input.retention)?;
+        }
+        // Tagged and only when present, like the budget above.
+        let store_part = input
+            .transcript_store
+            .as_ref()
+            .map(|s| format!("transcriptStore={s}"));
+        if let Some(s) = &store_part {
+            parts.push(s);
+        }
         let reserved = input.thread_id.as_ref().map(|t| format!("thread={t}"));
         if let Some(r) = &reserved {
             parts.push(r);
@@ -162,8 +177,8 @@ impl Writer {
             tx.execute(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
                  restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port, memory_port, \
-                 permission_timeout_seconds, budget) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 permission_timeout_seconds, budget, transcript_store) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 params![
                     id,
                     actor.principal,
@@ -179,13 +194,19 @@ impl Writer {
                     input.context,
                     input.memory,
                     input.permission_timeout_seconds.map(|n| n as i64),
-                    budget
+                    budget,
+                    input.transcript_store
                 ],
             )?;
             if let Some(cmd) = &input.command_id {
                 stage_receipt(tx, actor, cmd, CommandKind::ThreadCreate, &dig, &id, None, now)?;
             }
-            j.stage_thread(st, &id, input.retention);
+            j.stage_thread(
+                st,
+                &id,
+                input.retention,
+                input.transcript_store.is_some(),
+            );
             let created = Payload::ThreadCreated(ThreadCreated {
                 workspace_id: input.workspace_id.clone(),
                 provider: input.provider.clone(),
@@ -198,6 +219,7 @@ impl Writer {
                 memory: input.memory.clone(),
                 permission_timeout_seconds: input.permission_timeout_seconds,
                 budget: input.budget.clone(),
+                transcript_store: input.transcript_store.clone(),
             });
             j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))
@@ -256,6 +278,9 @@ impl Writer {
         if let Some(Some(b)) = &patch.budget {
             check_budget(b)?;
         }
+        if let Some(Some(s)) = &patch.transcript_store {
+            check_name("transcript store", s)?;
+        }
         let cur =
             read::thread(&self.conn, id)?.ok_or_else(|| StoreError::not_found("thread", id))?;
         if cur.version != expected_version {
@@ -277,15 +302,22 @@ impl Writer {
                 .permission_timeout_seconds
                 .unwrap_or(cur.permission_timeout_seconds),
             budget: patch.budget.clone().unwrap_or(cur.budget.clone()),
+            transcript_store: patch
+                .transcript_store
+                .clone()
+                .unwrap_or(cur.transcript_store.clone()),
             version: cur.version + 1,
             ..cur.clone()
         };
+        if next.transcript_store.is_some() {
+            check_store_retention(next.retention)?;
+        }
         let next_budget = next.budget.as_ref().map(budget_json).transpose()?;
         self.write(|tx, j, st, now| {
             tx.execute(
                 "UPDATE threads SET provider = ?1, approval = ?2, restricted = ?3, retention = ?4, \
-                 version = ?5, updated_at = ?6, permission_timeout_seconds = ?9, budget = ?10 \
-                 WHERE id = ?7 AND version = ?8",
+                 version = ?5, updated_at = ?6, permission_timeout_seconds = ?9, budget = ?10, \
+                 transcript_store = ?11 WHERE id = ?7 AND version = ?8",
                 params![
                     next.provider,
                     next.approval.as_str(),
@@ -296,10 +328,11 @@ impl Writer {
                     id,
                     cur.version as i64,
                     next.permission_timeout_seconds.map(|n| n as i64),
-                    next_budget
+                    next_budget,
+                    next.transcript_store
                 ],
             )?;
-            j.stage_retention(st, id, next.retention);
+            j.stage_retention(st, id, next.retention, next.transcript_store.is_some());
             let configured = Payload::ThreadConfigured(ThreadConfigured {
                 version: next.version,
                 provider: next.provider.clone(),
@@ -309,6 +342,7 @@ impl Writer {
                 principal: actor.principal.clone(),
                 permission_timeout_seconds: next.permission_timeout_seconds,
                 budget: next.budget.clone(),
+                transcript_store: next.transcript_store.clone(),
             });
             j.append(tx, st, id, None, now, configured)?;
             read::thread(tx, id)?.ok_or_else(|| StoreError::not_found("thread", id))
@@ -377,4 +411,17 @@ fn check_budget(budget: &ThreadBudget) -> StoreResult<()> {
 /// A thread's budget as its column stores it (JSON).
 fn budget_json(budget: &ThreadBudget) -> StoreResult<String> {
     serde_json::to_string(budget).map_err(|_| StoreError::invalid("budget does not serialize"))
+}
+
+/// A transcript store is bound only to a metadata-only thread: a `full`
+/// one keeps its content in the journal (the server refuses it first with
+/// a clearer message; this holds for every caller).
+fn check_store_retention(retention: crate::domain::Retention) -> StoreResult<()> {
+    if retention == crate::domain::Retention::MetadataOnly {
+        Ok(())
+    } else {
+        Err(StoreError::invalid(
+            "a transcript store needs retention `metadata-only`",
+        ))
+    }
 }

@@ -52,7 +52,8 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 /// Columns of a thread row, in [`thread_row`] order.
 pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds, budget";
+     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds, budget, \
+     transcript_store";
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -99,6 +100,7 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
         budget: r
             .get::<_, Option<String>>(19)?
             .and_then(|b| serde_json::from_str(&b).ok()),
+        transcript_store: r.get(20)?,
         id,
     })
 }
@@ -254,18 +256,7 @@ pub(super) fn user_message(
     thread: &str,
     turn: &str,
 ) -> StoreResult<Option<UserMessage>> {
-    // `kind` is a literal so that the partial index `events_user_message`
-    // (schema version 7) serves it instead of a scan of the thread.
-    debug_assert_eq!(EventKind::UserMessage.as_str(), "user_message");
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {EVENT_COLS} FROM events INDEXED BY events_user_message \
-         WHERE turn_id = ?2 AND kind = 'user_message' AND thread_id = ?1 \
-         ORDER BY thread_seq LIMIT 1"
-    ))?;
-    let event = stmt
-        .query_row(params![thread, turn], |r| event_row(r, memory))
-        .optional()
-        .map_err(unwrap_err)?;
+    let event = user_event(conn, memory, thread, turn)?;
     Ok(event.map(|e| UserMessage {
         thread_seq: e.thread_seq,
         text: match e.body() {
@@ -274,6 +265,49 @@ pub(super) fn user_message(
         },
         payload_unavailable: e.payload_unavailable,
     }))
+}
+
+/// The turn's `user_message` event itself.
+pub(super) fn user_event(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    thread: &str,
+    turn: &str,
+) -> StoreResult<Option<JournalEvent>> {
+    // `kind` is a literal so that the partial index `events_user_message`
+    // (schema version 7) serves it instead of a scan of the thread.
+    debug_assert_eq!(EventKind::UserMessage.as_str(), "user_message");
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLS} FROM events INDEXED BY events_user_message \
+         WHERE turn_id = ?2 AND kind = 'user_message' AND thread_id = ?1 \
+         ORDER BY thread_seq LIMIT 1"
+    ))?;
+    stmt.query_row(params![thread, turn], |r| event_row(r, memory))
+        .optional()
+        .map_err(unwrap_err)
+}
+
+/// The canonical hashes recorded for `thread`'s events `thread_seqs`
+/// (schema 17's `event_hash`; absent where none was recorded).
+pub(super) fn event_hashes(
+    conn: &Connection,
+    thread: &str,
+    thread_seqs: &[u64],
+) -> StoreResult<std::collections::HashMap<u64, String>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT event_hash FROM events WHERE thread_id = ?1 AND thread_seq = ?2")?;
+    let mut out = std::collections::HashMap::new();
+    for &n in thread_seqs {
+        let hash: Option<String> = stmt
+            .query_row(params![thread, n as i64], |r| r.get(0))
+            .optional()
+            .map_err(unwrap_err)?
+            .flatten();
+        if let Some(h) = hash {
+            out.insert(n, h);
+        }
+    }
+    Ok(out)
 }
 
 /// One workspace by id, unless it was removed.

@@ -40,8 +40,8 @@ impl Writer {
         {
             let mut stmt = conn.prepare(
                 "SELECT t.id, t.retention, \
-                 (SELECT coalesce(max(e.thread_seq), 0) FROM events e WHERE e.thread_id = t.id) \
-                 FROM threads t",
+                 (SELECT coalesce(max(e.thread_seq), 0) FROM events e WHERE e.thread_id = t.id), \
+                 t.transcript_store IS NOT NULL FROM threads t",
             )?;
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
@@ -51,6 +51,7 @@ impl Writer {
                     ThreadJournal {
                         last: r.get::<_, i64>(2)? as u64,
                         retention: Retention::parse(&retention).unwrap_or(Retention::Full),
+                        hashed: r.get(3)?,
                     },
                 );
             }

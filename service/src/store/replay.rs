@@ -1,5 +1,7 @@
 //! Journal replay pages and thread snapshots (read side).
 
+use std::collections::HashMap;
+
 use rusqlite::{Connection, params};
 
 use crate::domain::{
@@ -21,6 +23,40 @@ pub(super) fn replay(
     scope: &ReplayScope,
     after: u64,
     limit: usize,
+) -> StoreResult<ReplayPage> {
+    page(conn, memory, scope, after, limit, true)
+}
+
+/// A thread-scope page whose events with content gone are flagged rather
+/// than failing the page, with the canonical hash recorded for each of
+/// them (where one was): for a thread whose transcript store can complete
+/// them ([`crate::tools::transcript::fetch`]).
+pub(super) fn replay_flagged(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    thread: &str,
+    after: u64,
+    limit: usize,
+) -> StoreResult<(ReplayPage, HashMap<u64, String>)> {
+    let scope = ReplayScope::Thread(thread.to_owned());
+    let page = page(conn, memory, &scope, after, limit, false)?;
+    let gone: Vec<u64> = page
+        .events
+        .iter()
+        .filter(|e| e.payload_unavailable)
+        .map(|e| e.thread_seq)
+        .collect();
+    let hashes = read::event_hashes(conn, thread, &gone)?;
+    Ok((page, hashes))
+}
+
+fn page(
+    conn: &Connection,
+    memory: &MemoryPayloads,
+    scope: &ReplayScope,
+    after: u64,
+    limit: usize,
+    strict: bool,
 ) -> StoreResult<ReplayPage> {
     let fetch = limit as i64 + 1;
     let mut events: Vec<JournalEvent> = match scope {
@@ -60,8 +96,8 @@ pub(super) fn replay(
     };
     let more = events.len() > limit;
     events.truncate(limit);
-    if let (ReplayScope::Thread(thread), Some(e)) =
-        (scope, events.iter().find(|e| e.payload_unavailable))
+    if let (true, ReplayScope::Thread(thread), Some(e)) =
+        (strict, scope, events.iter().find(|e| e.payload_unavailable))
     {
         return Err(StoreError::TranscriptUnavailable {
             thread: thread.clone(),

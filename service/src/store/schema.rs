@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -323,6 +323,20 @@ CREATE TABLE policy_probes (
     probe       TEXT NOT NULL,
     checked_at  INTEGER NOT NULL
 ) WITHOUT ROWID;
+"#,
+    },
+    Migration {
+        // Version 17: consumer transcript stores (issue 27 item 2): the
+        // store (name) a metadata-only thread binds, and each event's
+        // canonical hash (`lapis_protocol::transcript::event_hash`, 64
+        // lowercase hex digits) where its content is kept in memory only
+        // on such a thread, so a payload fetched back from the store after
+        // a restart is checked against it. NULL elsewhere (content on disk
+        // is covered by the chain hash).
+        then: None,
+        sql: r#"
+ALTER TABLE threads ADD COLUMN transcript_store TEXT;
+ALTER TABLE events ADD COLUMN event_hash TEXT;
 "#,
     },
 ];

@@ -123,6 +123,10 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
         ("threads", "memory_port", "SELECT id FROM threads WHERE memory_port IS NOT NULL \
              AND (typeof(memory_port) != 'text' OR length(memory_port) NOT BETWEEN 1 AND 64 \
              OR memory_port GLOB '*[^A-Za-z0-9_-]*' OR memory_port GLOB '[^A-Za-z0-9]*') LIMIT 1".into()),
+        ("threads", "transcript_store", "SELECT id FROM threads WHERE transcript_store IS NOT NULL \
+             AND (typeof(transcript_store) != 'text' OR length(transcript_store) NOT BETWEEN 1 AND 64 \
+             OR transcript_store GLOB '*[^A-Za-z0-9_-]*' OR transcript_store GLOB '[^A-Za-z0-9]*' \
+             OR retention != 'metadata-only') LIMIT 1".into()),
         ("threads", "permission_timeout", format!(
             "SELECT id FROM threads WHERE permission_timeout_seconds IS NOT NULL \
              AND (typeof(permission_timeout_seconds) != 'integer' \

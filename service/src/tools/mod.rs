@@ -20,6 +20,7 @@ pub(crate) mod peer;
 pub(crate) mod provided;
 pub(crate) mod registry;
 pub(crate) mod tickets;
+pub(crate) mod transcript;
 
 pub(crate) use peer::Peer;
 pub(crate) use registry::{PortLease, PortRegistry};
@@ -34,4 +35,6 @@ pub(crate) struct Tools {
     pub(crate) tickets: Tickets,
     /// The turn each agent session runs now.
     pub(crate) active: active::ActiveTurns,
+    /// One append lane per thread with a transcript store.
+    pub(crate) transcripts: transcript::Lanes,
 }

@@ -132,6 +132,11 @@ impl Peer {
         }
     }
 
+    /// Whether `other` is this very connection's calling side.
+    pub(crate) fn same(&self, other: &Peer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// The connection closed: every waiting request fails `Gone` now.
     pub(crate) fn close(&self) {
         self.0.closed.send_replace(true);

@@ -1,6 +1,7 @@
 //! The endpoints applications register on their connections: tool
-//! endpoints (`tools.register`), context ports (`context.register`) and
-//! memory ports (`memory.register`), one registry for every kind of port.
+//! endpoints (`tools.register`), context ports (`context.register`),
+//! memory ports (`memory.register`) and transcript stores
+//! (`transcript.register`), one registry for every kind of port.
 //!
 //! What must stay true: a registration lives exactly as long as the
 //! [`PortLease`] its connection holds, or until its unregister, or until a
@@ -22,6 +23,7 @@ use lapis_protocol::memory::{MemoryRegister, validate_memory};
 use lapis_protocol::tools::{
     MAX_TOOL_ENDPOINTS, ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister, validate_endpoint,
 };
+use lapis_protocol::transcript::store::{TranscriptRegister, validate_transcript};
 
 use super::peer::Peer;
 
@@ -37,6 +39,8 @@ pub(crate) enum PortKind {
     Context,
     /// `memory.register`.
     Memory,
+    /// `transcript.register`.
+    Transcript,
 }
 
 /// A registered description, by kind.
@@ -48,6 +52,8 @@ pub(crate) enum Stored {
     Context(Arc<ContextRegister>),
     /// A memory port.
     Memory(Arc<MemoryRegister>),
+    /// A transcript store.
+    Transcript(Arc<TranscriptRegister>),
 }
 
 /// What one kind of port is to the registry: its checks, its identity and
@@ -171,6 +177,40 @@ impl Port for MemoryRegister {
     fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
         match stored {
             Stored::Memory(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Port for TranscriptRegister {
+    const KIND: PortKind = PortKind::Transcript;
+    const LIMIT: usize = MAX_PORTS;
+    type Refusal = PortRefusal;
+    fn name(&self) -> &str {
+        &self.port
+    }
+    fn check(&self) -> Result<(), PortRefusal> {
+        validate_transcript(self)
+    }
+    fn identity(&self) -> String {
+        let deadline = self.deadline().as_millis() as u64;
+        hashed(
+            "transcript",
+            &json!({"port": self.port, "deadlineMs": deadline}),
+        )
+    }
+    fn over_limit() -> PortRefusal {
+        PortRefusal::Limit {
+            what: "transcript store count",
+            limit: MAX_PORTS,
+        }
+    }
+    fn wrap(spec: Arc<Self>) -> Stored {
+        Stored::Transcript(spec)
+    }
+    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
+        match stored {
+            Stored::Transcript(s) => Some(s.clone()),
             _ => None,
         }
     }

@@ -38,6 +38,7 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
                     tools: Vec::new(),
                     context: None,
                     memory: None,
+                    transcript_store: None,
                     thread_id: None,
                     permission_timeout_seconds: None,
                     budget: None,

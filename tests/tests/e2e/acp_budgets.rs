@@ -10,6 +10,15 @@ use crate::acp::arg;
 use crate::acp_sessions::fixture;
 use crate::serve_support::Server;
 
+/// Whether an event of `turn` in `events` raises `budget_exhausted`
+/// attention.
+fn budget_attention(events: &[lapis_protocol::JournalEvent], turn: &str) -> bool {
+    events
+        .iter()
+        .filter(|e| e.turn_id.as_deref() == Some(turn))
+        .any(|e| AttentionKind::of(e).contains(&AttentionKind::BudgetExhausted))
+}
+
 #[test]
 fn a_budget_spent_mid_day_stops_the_next_claim_not_the_running_turn() {
     let scratch = tempfile::tempdir().unwrap();
@@ -18,11 +27,9 @@ fn a_budget_spent_mid_day_stops_the_next_claim_not_the_running_turn() {
     let server = Server::start_full(json!({}), json!({ "fx": agent }));
     // A daily cost budget for the workspace, below what one turn costs
     // (0.25 USD), added by a reload.
-    let mut doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
-    doc["budgets"] = json!([{"per": "workspace", "id": "proj", "cost": 0.2, "period": "day"}]);
-    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    server.ctx.run(["config", "reload"]).success();
+    server.reconfigure(|doc| {
+        doc["budgets"] = json!([{"per": "workspace", "id": "proj", "cost": 0.2, "period": "day"}]);
+    });
 
     let mut client = server.client("lapis-cli");
     let thread = client
@@ -46,10 +53,7 @@ fn a_budget_spent_mid_day_stops_the_next_claim_not_the_running_turn() {
     // It is an attention event.
     let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
     assert!(
-        page.events
-            .iter()
-            .filter(|e| e.turn_id.as_deref() == Some(second.id.as_str()))
-            .any(|e| AttentionKind::of(e).contains(&AttentionKind::BudgetExhausted)),
+        budget_attention(&page.events, &second.id),
         "no budget_exhausted attention"
     );
     let shown = server.ctx.run(["budgets", "show", "--json"]).json();
@@ -128,10 +132,7 @@ fn a_threads_own_budget_stops_its_next_claim_and_is_shown_reset_and_cleared() {
     assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().count(), 1);
     let page = client.journal_replay(Some(&id), 0, None).unwrap();
     assert!(
-        page.events
-            .iter()
-            .filter(|e| e.turn_id.as_deref() == Some(second.id.as_str()))
-            .any(|e| AttentionKind::of(e).contains(&AttentionKind::BudgetExhausted)),
+        budget_attention(&page.events, &second.id),
         "no budget_exhausted attention"
     );
     let created_event = page
@@ -198,11 +199,9 @@ fn a_per_turn_ceiling_stops_a_running_turn_through_its_cancel() {
     let expensive = fixture(&["--usage", "--usage-cost", "0.5", "--hang"]);
     let cheap = fixture(&["--usage", "--usage-cost", "0.1"]);
     let server = Server::start_full(json!({}), json!({ "fx": expensive, "cheap": cheap }));
-    let mut doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
-    doc["budgets"] = json!([{"per": "workspace", "id": "proj", "cost": 0.3, "period": "turn"}]);
-    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    server.ctx.run(["config", "reload"]).success();
+    server.reconfigure(|doc| {
+        doc["budgets"] = json!([{"per": "workspace", "id": "proj", "cost": 0.3, "period": "turn"}]);
+    });
 
     let mut client = server.client("lapis-cli");
     let thread = client
@@ -226,9 +225,7 @@ fn a_per_turn_ceiling_stops_a_running_turn_through_its_cancel() {
         "not stopped through the cancel path"
     );
     assert!(
-        of_turn
-            .iter()
-            .any(|e| AttentionKind::of(e).contains(&AttentionKind::BudgetExhausted)),
+        budget_attention(&page.events, &turn.id),
         "no budget_exhausted attention"
     );
     // Under the ceiling a turn completes; the stopped turn's spending does

@@ -78,6 +78,7 @@ impl Rig {
             tools: Vec::new(),
             context: None,
             memory: None,
+            transcript_store: None,
             thread_id: None,
             permission_timeout_seconds: None,
             budget: None,

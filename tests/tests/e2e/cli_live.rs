@@ -108,9 +108,10 @@ fn a_second_ctrl_c_stops_watching_and_says_how_to_follow_again() {
     });
 }
 
-#[test]
-fn on_a_terminal_a_spinner_shows_the_state_and_timeout_bounds_the_turn() {
-    let server = Server::start_full(json!({}), json!({ "slow": fixture(&["--hang"]) }));
+/// Submits a turn on a new `slow` thread and waits on a terminal (`script`)
+/// with `TERM=term`, colour off unless `colour`, until `--timeout 2s`
+/// ends it; returns the thread and what the terminal showed.
+fn on_a_terminal(server: &Server, term: &str, colour: bool) -> (String, String) {
     let t = server.cli_thread("slow");
     let bin = lapis_e2e::TestContext::bin();
     let line = format!(
@@ -121,6 +122,10 @@ fn on_a_terminal_a_spinner_shows_the_state_and_timeout_bounds_the_turn() {
         std::path::Path::new("script"),
         ["-qec", line.as_str(), "/dev/null"],
     );
+    cmd.env("TERM", term);
+    if colour {
+        cmd.env_remove("NO_COLOR");
+    }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -135,14 +140,36 @@ fn on_a_terminal_a_spinner_shows_the_state_and_timeout_bounds_the_turn() {
     let status = child.wait().unwrap();
     let text = String::from_utf8_lossy(&terminal).into_owned();
     assert_eq!(status.code(), Some(1), "{text}");
+    assert!(text.contains("error: turn turn_"), "{text}");
+    (t, text)
+}
+
+#[test]
+fn on_a_terminal_a_spinner_shows_the_state_and_timeout_bounds_the_turn() {
+    let server = Server::start_full(json!({}), json!({ "slow": fixture(&["--hang"]) }));
+    // NO_COLOR (the test context's default): the spinner, undimmed.
+    let (t, text) = on_a_terminal(&server, "xterm", false);
     assert!(text.contains(" running "), "{text}");
     assert!(text.contains("s\x1b[K"), "{text}");
     assert!(FRAMES_SHOWN.iter().any(|f| text.contains(f)), "{text}");
+    assert!(!text.contains("\x1b[2m"), "{text:?}");
     // The spinner line is erased before the last line is written.
     assert!(text.contains("\r\x1b[Kerror: turn turn_"), "{text:?}");
     let turn = turn_until(&server, &t, |_| true);
     assert_eq!(turn["maxTurnSeconds"], 2, "{turn}");
     assert_eq!(turn["outcome"], "deadline_exceeded", "{turn}");
+    // With colour the spinner is dimmed.
+    let (_, text) = on_a_terminal(&server, "xterm", true);
+    assert!(
+        FRAMES_SHOWN
+            .iter()
+            .any(|f| text.contains(&format!("\x1b[2m{f}"))),
+        "{text:?}"
+    );
+    // A dumb terminal cannot redraw a line: no spinner, no escape at all.
+    let (_, text) = on_a_terminal(&server, "dumb", true);
+    assert!(!FRAMES_SHOWN.iter().any(|f| text.contains(f)), "{text:?}");
+    assert!(!text.contains('\x1b'), "{text:?}");
 }
 
 const FRAMES_SHOWN: [&str; 3] = ["⠋ running", "⠙ running", "⠹ running"];

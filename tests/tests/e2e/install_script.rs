@@ -263,6 +263,27 @@ fn install_sh_refuses_a_tampered_archive_and_a_missing_checksum_line() {
     assert_eq!(Fingerprint::of(ctx.home()), before, "nothing installed");
 }
 
+/// A value-taking option without its value, or an unknown argument, stops
+/// the script before anything is fetched (exit 1, naming it).
+#[test]
+fn install_sh_refuses_a_missing_value_and_an_unknown_argument() {
+    let ctx = TestContext::new();
+    for (args, says) in [
+        (&["--no-service", "--target"][..], "--target needs a value"),
+        (&["--instance"][..], "--instance needs a value"),
+        (&["--frob"][..], "unknown argument: --frob"),
+        (&["--quiet=1"][..], "unknown argument: --quiet=1"),
+    ] {
+        let out = run_script(&ctx, args, None);
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("install.sh: error: {says}")),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
 #[test]
 fn install_sh_passes_exit_3_through_when_no_service_manager_answers() {
     let ctx = TestContext::new();
@@ -285,6 +306,8 @@ fn install_sh_passes_exit_3_through_when_no_service_manager_answers() {
     assert!(ctx.home().join(".local/bin/lapis-ai-controller").exists());
 }
 
+/// Also the `--option=VALUE` spellings (the other tests give values as
+/// the next argument), `--target` among them.
 #[test]
 fn install_sh_passes_instance_and_install_path_through_and_is_quiet_when_asked() {
     let ctx = TestContext::new();
@@ -292,17 +315,16 @@ fn install_sh_passes_instance_and_install_path_through_and_is_quiet_when_asked()
     let bytes = std::fs::read(&release.archive.path).unwrap();
     let server = serve(&release, &bytes, &release.sums);
     let launcher = ctx.home().join("bin/lapis");
+    let target = format!("--target={}", release.archive.manifest.build.target);
     let out = run_script(
         &ctx,
         &[
             "--quiet",
-            "--base-url",
-            server.base(),
+            &format!("--base-url={}", server.base()),
             "--no-service",
-            "--instance",
-            "w1",
-            "--install-path",
-            launcher.to_str().unwrap(),
+            "--instance=w1",
+            &format!("--install-path={}", launcher.display()),
+            &target,
         ],
         None,
     );

@@ -13,13 +13,6 @@ fn fixture() -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": ["--chunks", "2"] })
 }
 
-/// Rewrites the server's config with `edit` applied to its JSON.
-fn edit_config(server: &Server, edit: impl FnOnce(&mut Value)) {
-    let mut doc: Value = serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
-    edit(&mut doc);
-    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-}
-
 /// Sends SIGHUP and waits for the `nth` reload outcome line in the log.
 fn hup_and_wait(server: &Server, nth: usize) -> String {
     std::process::Command::new("kill")
@@ -79,7 +72,7 @@ fn sighup_adds_a_provider_and_a_workspace_for_later_turns() {
 
     let second = server.ctx.home().join("second");
     std::fs::create_dir_all(&second).unwrap();
-    edit_config(&server, |doc| {
+    server.edit_config(|doc| {
         doc["providers"]["fixture"] = fixture();
         doc["workspaces"]["second"] = json!({ "path": second });
     });
@@ -115,7 +108,7 @@ fn an_invalid_config_is_refused_and_the_old_one_stays_in_effect() {
     std::fs::write(&server.config, &good).unwrap();
     let third = server.ctx.home().join("third");
     std::fs::create_dir_all(&third).unwrap();
-    edit_config(&server, |doc| {
+    server.edit_config(|doc| {
         doc["providers"]["bad"] = json!({ "command": "relative/agent" });
         doc["workspaces"]["third"] = json!({ "path": third });
         doc["providers"].as_object_mut().unwrap().remove("fixture");
@@ -135,7 +128,7 @@ fn an_invalid_config_is_refused_and_the_old_one_stays_in_effect() {
 
     // A workspace path that does not exist is refused by name too.
     std::fs::write(&server.config, &good).unwrap();
-    edit_config(&server, |doc| {
+    server.edit_config(|doc| {
         doc["workspaces"]["gone"] = json!({ "path": server.ctx.home().join("missing") });
     });
     let outcome = hup_and_wait(&server, 3);
@@ -152,7 +145,7 @@ fn an_invalid_config_is_refused_and_the_old_one_stays_in_effect() {
 #[test]
 fn config_reload_asks_the_running_service_and_status_shows_a_refusal() {
     let server = Server::start_full(json!({}), json!({}));
-    edit_config(&server, |doc| {
+    server.edit_config(|doc| {
         doc["providers"]["fixture"] = fixture();
         doc["server"]["queueCapacity"] = json!(7);
     });
@@ -172,7 +165,7 @@ fn config_reload_asks_the_running_service_and_status_shows_a_refusal() {
     // A file the CLI itself cannot validate is reported by the CLI (it
     // needs the file for its token); the service is not asked.
     let good = std::fs::read(&server.config).unwrap();
-    edit_config(&server, |doc| {
+    server.edit_config(|doc| {
         doc["providers"]["fixture"]["envAllowlist"] = json!(["not a name"]);
     });
     let out = server.ctx.run(["config", "reload", "--json"]);
@@ -194,7 +187,7 @@ fn config_reload_asks_the_running_service_and_status_shows_a_refusal() {
             &shared.display().to_string(),
         ])
         .success();
-    edit_config(&server, |doc| {
+    server.edit_config(|doc| {
         doc["workspaces"]["dup"] = json!({ "path": shared });
     });
     let out = server.ctx.run(["config", "reload", "--json"]);

@@ -220,10 +220,10 @@ fn a_turn_is_prepared_with_the_thread_and_provider_as_they_are_at_claim() {
         )
         .unwrap_err();
     assert_eq!(refused.code(), "conflict");
-    let mut doc: Value = serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
-    doc["providers"]["open"]["vcsIdentity"] = json!({"name": "Reloaded", "email": "r@example.com"});
-    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    server.ctx.run(["config", "reload"]).success();
+    server.reconfigure(|doc| {
+        doc["providers"]["open"]["vcsIdentity"] =
+            json!({"name": "Reloaded", "email": "r@example.com"});
+    });
     c.turns_cancel(&holding.id).unwrap();
     let one = settle(&mut c, &first.id);
     assert_eq!(one.state, TurnState::Completed);

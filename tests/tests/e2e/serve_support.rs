@@ -183,6 +183,20 @@ impl Server {
         .unwrap()
     }
 
+    /// Rewrites the server's config file with `edit` applied to its JSON
+    /// (the server sees it at its next reload).
+    pub fn edit_config(&self, edit: impl FnOnce(&mut Value)) {
+        let mut doc: Value = serde_json::from_slice(&std::fs::read(&self.config).unwrap()).unwrap();
+        edit(&mut doc);
+        std::fs::write(&self.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    }
+
+    /// [`Server::edit_config`], then `config reload`, which must succeed.
+    pub fn reconfigure(&self, edit: impl FnOnce(&mut Value)) {
+        self.edit_config(edit);
+        self.ctx.run(["config", "reload"]).success();
+    }
+
     /// The server's stderr so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -207,37 +207,88 @@ fn markers_drive_tools_permissions_and_cancel() {
     );
 }
 
-#[test]
-fn turns_through_serve_on_the_sdk_agent() {
-    let Some(ts) = TsAgent::find("turns_through_serve_on_the_sdk_agent") else {
-        return;
-    };
-    let scratch = tempfile::tempdir().unwrap();
-    let state = scratch.path().join("state");
-    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
-    let mut client = server.client("ts-agent-e2e");
+/// `serve` with the SDK agent as provider `ts` and an SDK client of it: the
+/// setup every test that drives the agent through the controller shares.
+struct Served {
+    /// The controller (`finish` ends each test).
+    server: Server,
+    /// The owner as application `ts-agent-e2e`.
+    client: Client,
+    /// Where the agent keeps its sessions.
+    state: std::path::PathBuf,
+    /// Owns `state`; removed when the test ends.
+    _scratch: tempfile::TempDir,
+}
 
-    // A plain turn: the streamed reply is journaled.
-    let thread = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let turn = client
-        .turns_submit(&thread.id, "ts-1", "remember the number 42")
-        .unwrap();
-    let (state_name, outcome) = {
-        let t = settle(&mut client, &turn.id);
-        (t.state.as_str().to_owned(), t.outcome)
-    };
-    assert_eq!(
-        (state_name.as_str(), outcome.as_deref()),
-        ("completed", Some("end_turn"))
-    );
-    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
-    let chunks: Vec<String> = page
-        .events
+impl Served {
+    /// Starts `serve` (`limits`: its `server` member) on the agent with
+    /// `env` added to the provider's environment; `None` where the agent
+    /// cannot run (`test` is named in the `SKIPPED:` line).
+    fn start(test: &str, limits: Value, env: &[(&str, &str)]) -> Option<Served> {
+        let ts = TsAgent::find(test)?;
+        let scratch = tempfile::tempdir().unwrap();
+        let state = scratch.path().join("state");
+        let mut provider = ts.provider(&state);
+        for (name, value) in env {
+            provider["env"][*name] = json!(value);
+        }
+        let server = Server::start_full(limits, json!({ "ts": provider }));
+        let client = server.client("ts-agent-e2e");
+        Some(Served {
+            server,
+            client,
+            state,
+            _scratch: scratch,
+        })
+    }
+
+    /// A new thread on the agent, on workspace `proj`.
+    fn thread(&mut self, approval: lapis_protocol::ApprovalPolicy) -> String {
+        self.client
+            .threads_create("proj", "ts", approval, None)
+            .unwrap()
+            .id
+    }
+
+    /// Submits `prompt` on `thread` (command id `cmd`) and waits until the
+    /// turn settles.
+    fn turn(&mut self, thread: &str, cmd: &str, prompt: &str) -> lapis_protocol::Turn {
+        let turn = self.client.turns_submit(thread, cmd, prompt).unwrap();
+        settle(&mut self.client, &turn.id)
+    }
+
+    /// `thread`'s journal, from the start.
+    fn journal(&mut self, thread: &str) -> Vec<lapis_protocol::JournalEvent> {
+        self.client
+            .journal_replay(Some(thread), 0, None)
+            .unwrap()
+            .events
+    }
+}
+
+/// The reply text in `events`, chunk by chunk.
+fn reply_chunks(events: &[lapis_protocol::JournalEvent]) -> Vec<String> {
+    events
         .iter()
         .filter_map(lapis_e2e::journal::reply_text)
-        .collect();
+        .collect()
+}
+
+#[test]
+fn turns_through_serve_on_the_sdk_agent() {
+    let Some(mut s) = Served::start("turns_through_serve_on_the_sdk_agent", json!({}), &[]) else {
+        return;
+    };
+    use lapis_protocol::ApprovalPolicy::{AllowAll, Ask};
+
+    // A plain turn: the streamed reply is journaled.
+    let thread = s.thread(Ask);
+    let t = s.turn(&thread, "ts-1", "remember the number 42");
+    assert_eq!(
+        (t.state.as_str(), t.outcome.as_deref()),
+        ("completed", Some("end_turn"))
+    );
+    let chunks = reply_chunks(&s.journal(&thread));
     assert!(chunks.len() >= 2, "reply not streamed: {chunks:?}");
     let text = chunks.concat();
     let session = text
@@ -245,69 +296,67 @@ fn turns_through_serve_on_the_sdk_agent() {
         .and_then(|t| t.strip_suffix("; nothing said before"))
         .unwrap_or_else(|| panic!("unexpected reply {text:?}"));
     // The agent kept the turn where a later process can load it.
-    let stored = stored_history(&state, session);
+    let stored = stored_history(&s.state, session);
     assert_eq!(stored[0]["text"], "remember the number 42");
     assert_eq!(stored[1]["text"], text);
 
     // Tool calls and a permission request on an allow-all thread.
-    let auto = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::AllowAll, None)
-        .unwrap();
-    let turn = client
-        .turns_submit(&auto.id, "ts-2", "edit [tool] [permission]")
-        .unwrap();
-    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "completed");
-    let page = client.journal_replay(Some(&auto.id), 0, None).unwrap();
-    let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
+    let auto = s.thread(AllowAll);
+    let t = s.turn(&auto, "ts-2", "edit [tool] [permission]");
+    assert_eq!(t.state.as_str(), "completed");
+    let events = s.journal(&auto);
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     for k in ["tool_call", "permission_requested", "permission_decided"] {
         assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
     }
-    let text: String = page
-        .events
-        .iter()
-        .filter_map(lapis_e2e::journal::reply_text)
-        .collect();
+    let text = reply_chunks(&events).concat();
     assert!(
         text.starts_with("permission: allow_once; turn 1 of session ts-"),
         "{text:?}"
     );
 
     // Cancel reaches the agent as session/cancel; it confirms `cancelled`.
-    let slow = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let turn = client.turns_submit(&slow.id, "ts-3", "[slow]").unwrap();
+    let slow = s.thread(Ask);
+    let turn = s.client.turns_submit(&slow, "ts-3", "[slow]").unwrap();
     let deadline = Instant::now() + HANG_GUARD;
     loop {
-        let page = client.journal_replay(Some(&slow.id), 0, None).unwrap();
-        let waiting = page
-            .events
+        let events = s.journal(&slow);
+        if reply_chunks(&events)
             .iter()
-            .any(|e| lapis_e2e::journal::reply_text(e).as_deref() == Some("waiting for cancel; "));
-        if waiting {
+            .any(|t| t == "waiting for cancel; ")
+        {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "slow turn never started: {:?}\n{}",
-            page.events,
-            server.log_text()
+            "slow turn never started: {events:?}\n{}",
+            s.server.log_text()
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    client.turns_cancel(&turn.id).unwrap();
-    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "cancelled");
-    server.finish(&[], &[]);
+    s.client.turns_cancel(&turn.id).unwrap();
+    assert_eq!(settle(&mut s.client, &turn.id).state.as_str(), "cancelled");
+    s.server.finish(&[], &[]);
 }
 
-/// `session_loaded` observations of one turn.
-fn loads(client: &mut Client, thread: &str, turn: &str) -> usize {
-    let page = client.journal_replay(Some(thread), 0, None).unwrap();
-    page.events
+/// How many of `turn`'s notes are `note` (`session_loaded`, `session_resumed` …).
+fn notes_of(
+    events: &[lapis_protocol::JournalEvent],
+    turn: &str,
+    note: impl Fn(&Note) -> bool,
+) -> usize {
+    events
         .iter()
         .filter(|e| e.turn_id.as_deref() == Some(turn))
-        .filter(|e| matches!(lapis_e2e::journal::note(e), Some(Note::SessionLoaded(_))))
+        .filter(|e| lapis_e2e::journal::note(e).is_some_and(|n| note(&n)))
         .count()
+}
+
+/// `session_loaded` notes of one turn.
+fn loads(s: &mut Served, thread: &str, turn: &str) -> usize {
+    notes_of(&s.journal(thread), turn, |n| {
+        matches!(n, Note::SessionLoaded(_))
+    })
 }
 
 /// The SDK agent remembers: the second turn of a thread goes to the kept
@@ -316,54 +365,46 @@ fn loads(client: &mut Client, thread: &str, turn: &str) -> usize {
 /// the session and still answers with the second turn's text.
 #[test]
 fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
-    let Some(ts) = TsAgent::find("the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction")
-    else {
+    let Some(mut s) = Served::start(
+        "the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction",
+        json!({ "maxLiveAgents": 1 }),
+        &[],
+    ) else {
         return;
     };
-    let scratch = tempfile::tempdir().unwrap();
-    let state = scratch.path().join("state");
-    let server = Server::start_full(
-        json!({ "maxLiveAgents": 1 }),
-        json!({ "ts": ts.provider(&state) }),
-    );
-    let mut client = server.client("ts-agent-e2e");
-    let thread = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let run = |client: &mut Client, cmd: &str, prompt: &str| {
-        let turn = client.turns_submit(&thread.id, cmd, prompt).unwrap();
-        lapis_e2e::wait::settles_as(client, &turn.id, "completed", Some("end_turn"));
-        let t = client.turns_get(&turn.id).unwrap();
+    let thread = s.thread(lapis_protocol::ApprovalPolicy::Ask);
+    let run = |s: &mut Served, cmd: &str, prompt: &str| {
+        let turn = s.client.turns_submit(&thread, cmd, prompt).unwrap();
+        lapis_e2e::wait::settles_as(&mut s.client, &turn.id, "completed", Some("end_turn"));
+        let t = s.client.turns_get(&turn.id).unwrap();
         (turn.id, t.agent_session_id.expect("session bound"))
     };
-    let (first, session) = run(&mut client, "mem-1", "the sky is green");
+    let (first, session) = run(&mut s, "mem-1", "the sky is green");
     assert!(session.starts_with("ts-"), "{session}");
-    let (second, kept) = run(&mut client, "mem-2", "what did I say?");
+    let (second, kept) = run(&mut s, "mem-2", "what did I say?");
     assert_eq!(kept, session, "the session was not kept");
     assert_eq!(
-        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second),
+        lapis_e2e::journal::turn_reply(&mut s.client, &thread, &second),
         format!("turn 2 of session {session}; you said before: \"the sky is green\"")
     );
-    assert_eq!(loads(&mut client, &thread.id, &second), 0, "not reused");
-    assert!(!lapis_e2e::journal::turn_reply(&mut client, &thread.id, &first).is_empty());
+    assert_eq!(loads(&mut s, &thread, &second), 0, "not reused");
+    assert!(!lapis_e2e::journal::turn_reply(&mut s.client, &thread, &first).is_empty());
 
     // Another thread's turn takes the one agent slot: ours is evicted.
-    let other = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let t = client
-        .turns_submit(&other.id, "mem-x", "elsewhere")
-        .unwrap();
-    assert_eq!(settle(&mut client, &t.id).state.as_str(), "completed");
-
-    let (third, loaded) = run(&mut client, "mem-3", "and now?");
-    assert_eq!(loaded, session, "the session was not loaded");
-    assert_eq!(loads(&mut client, &thread.id, &third), 1, "no session/load");
+    let other = s.thread(lapis_protocol::ApprovalPolicy::Ask);
     assert_eq!(
-        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &third),
+        s.turn(&other, "mem-x", "elsewhere").state.as_str(),
+        "completed"
+    );
+
+    let (third, loaded) = run(&mut s, "mem-3", "and now?");
+    assert_eq!(loaded, session, "the session was not loaded");
+    assert_eq!(loads(&mut s, &thread, &third), 1, "no session/load");
+    assert_eq!(
+        lapis_e2e::journal::turn_reply(&mut s.client, &thread, &third),
         format!("turn 3 of session {session}; you said before: \"what did I say?\"")
     );
-    server.finish(&[], &[]);
+    s.server.finish(&[], &[]);
 }
 
 /// On the SDK agent advertising `session/resume` and `session/close`
@@ -371,62 +412,35 @@ fn the_sdk_agent_remembers_earlier_turns_kept_and_after_eviction() {
 /// is resumed — no `session/load`, no replay — and still remembers.
 #[test]
 fn the_sdk_agent_is_resumed_not_loaded_when_it_offers_resume() {
-    let Some(ts) = TsAgent::find("the_sdk_agent_is_resumed_not_loaded_when_it_offers_resume")
-    else {
+    let Some(mut s) = Served::start(
+        "the_sdk_agent_is_resumed_not_loaded_when_it_offers_resume",
+        json!({ "maxLiveAgents": 1 }),
+        &[("TS_AGENT_RESUME", "1"), ("TS_AGENT_CLOSE", "1")],
+    ) else {
         return;
     };
-    let scratch = tempfile::tempdir().unwrap();
-    let state = scratch.path().join("state");
-    let mut provider = ts.provider(&state);
-    provider["env"]["TS_AGENT_RESUME"] = json!("1");
-    provider["env"]["TS_AGENT_CLOSE"] = json!("1");
-    let server = Server::start_full(json!({ "maxLiveAgents": 1 }), json!({ "ts": provider }));
-    let mut client = server.client("ts-agent-e2e");
-    let thread = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let first = client
-        .turns_submit(&thread.id, "r-1", "the sky is green")
-        .unwrap();
-    assert_eq!(settle(&mut client, &first.id).state.as_str(), "completed");
-    let session = client
-        .turns_get(&first.id)
-        .unwrap()
-        .agent_session_id
-        .unwrap();
-    let other = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let t = client.turns_submit(&other.id, "r-x", "elsewhere").unwrap();
-    assert_eq!(settle(&mut client, &t.id).state.as_str(), "completed");
-    let second = client.turns_submit(&thread.id, "r-2", "and now?").unwrap();
-    assert_eq!(settle(&mut client, &second.id).state.as_str(), "completed");
+    let thread = s.thread(lapis_protocol::ApprovalPolicy::Ask);
+    let first = s.turn(&thread, "r-1", "the sky is green");
+    assert_eq!(first.state.as_str(), "completed");
+    let session = first.agent_session_id.unwrap();
+    let other = s.thread(lapis_protocol::ApprovalPolicy::Ask);
     assert_eq!(
-        client
-            .turns_get(&second.id)
-            .unwrap()
-            .agent_session_id
-            .as_deref(),
-        Some(session.as_str())
+        s.turn(&other, "r-x", "elsewhere").state.as_str(),
+        "completed"
     );
-    assert_eq!(
-        loads(&mut client, &thread.id, &second.id),
-        0,
-        "loaded, not resumed"
-    );
-    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
-    let resumed = page
-        .events
-        .iter()
-        .filter(|e| e.turn_id.as_deref() == Some(second.id.as_str()))
-        .filter(|e| matches!(lapis_e2e::journal::note(e), Some(Note::SessionResumed(_))))
-        .count();
+    let second = s.turn(&thread, "r-2", "and now?");
+    assert_eq!(second.state.as_str(), "completed");
+    assert_eq!(second.agent_session_id.as_deref(), Some(session.as_str()));
+    assert_eq!(loads(&mut s, &thread, &second.id), 0, "loaded, not resumed");
+    let resumed = notes_of(&s.journal(&thread), &second.id, |n| {
+        matches!(n, Note::SessionResumed(_))
+    });
     assert_eq!(resumed, 1, "no session_resumed note");
     assert_eq!(
-        lapis_e2e::journal::turn_reply(&mut client, &thread.id, &second.id),
+        lapis_e2e::journal::turn_reply(&mut s.client, &thread, &second.id),
         format!("turn 2 of session {session}; you said before: \"the sky is green\"")
     );
-    server.finish(&[], &[]);
+    s.server.finish(&[], &[]);
 }
 
 /// Usage from an independent ACP implementation (issue 29): the SDK agent's
@@ -435,22 +449,16 @@ fn the_sdk_agent_is_resumed_not_loaded_when_it_offers_resume() {
 /// tokens a turn, not 0.5 for the second), and the thread totals them.
 #[test]
 fn the_sdk_agents_usage_is_recorded_per_turn_with_both_semantics() {
-    let Some(ts) = TsAgent::find("the_sdk_agents_usage_is_recorded_per_turn_with_both_semantics")
-    else {
+    let Some(mut s) = Served::start(
+        "the_sdk_agents_usage_is_recorded_per_turn_with_both_semantics",
+        json!({}),
+        &[],
+    ) else {
         return;
     };
-    let scratch = tempfile::tempdir().unwrap();
-    let state = scratch.path().join("state");
-    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
-    let mut client = server.client("ts-agent-e2e");
-    let thread = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
+    let thread = s.thread(lapis_protocol::ApprovalPolicy::Ask);
     for (i, cmd) in ["u-1", "u-2"].into_iter().enumerate() {
-        let turn = client
-            .turns_submit(&thread.id, cmd, "[usage] count")
-            .unwrap();
-        let done = settle(&mut client, &turn.id);
+        let done = s.turn(&thread, cmd, "[usage] count");
         assert_eq!(done.state.as_str(), "completed");
         let usage = done.usage.expect("usage recorded");
         let cost = usage.cost.expect("cost");
@@ -466,25 +474,26 @@ fn the_sdk_agents_usage_is_recorded_per_turn_with_both_semantics() {
             "turn {i}: the prompt response's per-turn usage"
         );
     }
-    let snap = client.threads_get(&thread.id).unwrap();
+    let snap = s.client.threads_get(&thread).unwrap();
     assert_eq!(snap.usage.turns, 2);
     assert_eq!(snap.usage.total_tokens, 360);
     assert_eq!(snap.usage.cost_in("USD"), 0.5);
-    server.finish(&[], &[]);
+    s.server.finish(&[], &[]);
 }
 
 /// The policy probe against the SDK agent: it asks to write the probe file
 /// (naming it), is rejected, and does not write it: `honoured`.
 #[test]
 fn the_sdk_agent_honours_a_rejected_write_in_the_policy_probe() {
-    let Some(ts) = TsAgent::find("the_sdk_agent_honours_a_rejected_write_in_the_policy_probe")
-    else {
+    let Some(s) = Served::start(
+        "the_sdk_agent_honours_a_rejected_write_in_the_policy_probe",
+        json!({}),
+        &[],
+    ) else {
         return;
     };
-    let scratch = tempfile::tempdir().unwrap();
-    let state = scratch.path().join("state");
-    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
-    let doc = server
+    let doc = s
+        .server
         .ctx
         .run(["providers", "check", "ts", "--policy", "--json"])
         .success()
@@ -500,7 +509,7 @@ fn the_sdk_agent_honours_a_rejected_write_in_the_policy_probe() {
         (&json!(1), &json!(true), &json!(false)),
         "{doc}"
     );
-    server.finish(&[], &[]);
+    s.server.finish(&[], &[]);
 }
 
 /// Elicitation from the SDK agent through `serve` (issue 29): an
@@ -510,31 +519,23 @@ fn the_sdk_agent_honours_a_rejected_write_in_the_policy_probe() {
 /// invented input.
 #[test]
 fn the_sdk_agents_elicitations_are_approvals_or_refused() {
-    let Some(ts) = TsAgent::find("the_sdk_agents_elicitations_are_approvals_or_refused") else {
+    let Some(mut s) = Served::start(
+        "the_sdk_agents_elicitations_are_approvals_or_refused",
+        json!({}),
+        &[],
+    ) else {
         return;
     };
-    let scratch = tempfile::tempdir().unwrap();
-    let state = scratch.path().join("state");
-    let server = Server::start_full(json!({}), json!({ "ts": ts.provider(&state) }));
-    let mut client = server.client("ts-agent-e2e");
-    let thread = client
-        .threads_create("proj", "ts", lapis_protocol::ApprovalPolicy::AllowAll, None)
-        .unwrap();
-    let turn = client
-        .turns_submit(&thread.id, "e-1", "[elicit] [elicit-fields]")
-        .unwrap();
-    assert_eq!(settle(&mut client, &turn.id).state.as_str(), "completed");
-    let page = client.journal_replay(Some(&thread.id), 0, None).unwrap();
-    let text: String = page
-        .events
-        .iter()
-        .filter_map(lapis_e2e::journal::reply_text)
-        .collect();
+    let thread = s.thread(lapis_protocol::ApprovalPolicy::AllowAll);
+    let t = s.turn(&thread, "e-1", "[elicit] [elicit-fields]");
+    assert_eq!(t.state.as_str(), "completed");
+    let events = s.journal(&thread);
+    let text = reply_chunks(&events).concat();
     assert!(
         text.starts_with("elicit: accept; elicit: error -32602; "),
         "{text:?}"
     );
-    let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     assert!(kinds.contains(&"permission_requested"), "{kinds:?}");
-    server.finish(&[], &[]);
+    s.server.finish(&[], &[]);
 }

@@ -29,6 +29,7 @@
 mod keys;
 mod model;
 mod render;
+mod rows;
 mod transcript;
 
 #[cfg(test)]

@@ -214,6 +214,34 @@ impl Client {
         Ok(result.revoked)
     }
 
+    /// `transcript.register`: serves this transcript store to this
+    /// application's `metadata-only` threads while this connection stays
+    /// open; threads bind it by name (`threads.create` `transcriptStore`).
+    /// Answer its callbacks with [`Client::serve_transcript`] on this
+    /// connection, and replay the threads it keeps from *another* one (a
+    /// replay that needs the store waits for its answers).
+    /// [`Client::reconnect`] registers it again.
+    pub fn transcript_register(
+        &mut self,
+        port: crate::transcript::store::TranscriptRegister,
+    ) -> Result<crate::context::PortRegisterResult, ClientError> {
+        let result = self.request::<call::TranscriptRegister>(&port)?;
+        self.transcripts.insert(port.port.clone(), port);
+        Ok(result)
+    }
+
+    /// `transcript.unregister`: revokes a transcript store of this
+    /// connection (the next prompt of a thread that binds it fails before
+    /// dispatch).
+    pub fn transcript_unregister(&mut self, port: &str) -> Result<bool, ClientError> {
+        let result =
+            self.request::<call::TranscriptUnregister>(&crate::context::PortUnregister {
+                port: port.to_owned(),
+            })?;
+        self.transcripts.remove(port);
+        Ok(result.revoked)
+    }
+
     /// `threads.configure`: optimistic on `expectedVersion` (`conflict` when
     /// stale or while a turn of the thread is queued or running).
     /// With a command id seen before, the first answer is replayed.

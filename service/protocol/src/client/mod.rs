@@ -46,7 +46,7 @@ pub use managed::{
     DEFAULT_EXECUTABLE, DEFAULT_READY_TIMEOUT, DEFAULT_STOP_GRACE, ManagedController, ManagedError,
     ManagedOptions,
 };
-pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler};
+pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler, TranscriptHandler};
 
 /// How long [`Client::connect`] waits for the socket to accept.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -152,6 +152,8 @@ pub struct Client {
     pub(crate) context: BTreeMap<String, crate::context::ContextRegister>,
     /// The memory ports registered with [`Client::memory_register`].
     pub(crate) memory: BTreeMap<String, crate::memory::MemoryRegister>,
+    /// The transcript stores registered with [`Client::transcript_register`].
+    pub(crate) transcripts: BTreeMap<String, crate::transcript::store::TranscriptRegister>,
     /// Controller → client requests (`tools.invoke`, `capture.*`) read
     /// while waiting for a response, for [`Client::serve_tools`].
     pub(crate) callbacks: VecDeque<Request>,
@@ -229,6 +231,7 @@ impl Client {
             tools: BTreeMap::new(),
             context: BTreeMap::new(),
             memory: BTreeMap::new(),
+            transcripts: BTreeMap::new(),
             callbacks: VecDeque::new(),
         })
     }
@@ -343,6 +346,9 @@ impl Client {
         }
         for port in self.memory.clone().into_values() {
             self.memory_register(port)?;
+        }
+        for port in self.transcripts.clone().into_values() {
+            self.transcript_register(port)?;
         }
         // Re-attach and re-snapshot every attached thread: what happened
         // while disconnected shows in the fresh snapshots, and a thread

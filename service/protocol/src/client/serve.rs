@@ -1,7 +1,7 @@
 //! Serving the controller's callbacks on a client connection: the typed
 //! application side of tool endpoints (`tools.invoke`, `capture.begin`,
-//! `capture.finish`) and of context ports (`context.prepare`), over one
-//! read path.
+//! `capture.finish`), of context ports (`context.prepare`), memory ports
+//! (`memory.*`) and transcript stores (`transcript.*`), over one read path.
 //!
 //! What must stay true: every callback read is answered exactly once, with
 //! the handler's result or its error; an unknown callback is answered
@@ -17,6 +17,10 @@ use crate::memory::{
     MEMORY_EVIDENCE, MEMORY_SEARCH, MemoryCandidate, MemoryCandidates, MemoryEvidence, MemorySearch,
 };
 use crate::tools::{CaptureAck, CaptureNotice, ToolInvoke, ToolOutput, callbacks};
+use crate::transcript::store::{
+    TRANSCRIPT_APPEND, TRANSCRIPT_FETCH, TranscriptAck, TranscriptAppend, TranscriptFetch,
+    TranscriptPayloads,
+};
 use crate::{ErrorCode, Incoming, Request, Response, RpcError, encode};
 
 use super::{Client, ClientError};
@@ -71,6 +75,53 @@ pub trait MemoryHandler {
     fn search(&mut self, call: &MemorySearch) -> Result<MemoryCandidates, CallbackError>;
     /// Authorize and return one item.
     fn evidence(&mut self, call: &MemoryEvidence) -> Result<MemoryCandidate, CallbackError>;
+}
+
+/// An application's transcript stores, as the controller calls them (for
+/// the `metadata-only` threads that bind one with `transcriptStore`).
+///
+/// `append` must return only once the event is durable on your side: a
+/// turn's prompt is appended before its agent sees it, and an error or an
+/// answer later than the store's deadline (`deadlineMs`, 120 s by default)
+/// fails the turn `transcript_store_failed`. Keep what
+/// [`TranscriptAppend::event`] holds as it is (or at least its payload):
+/// `fetch` answers it back after a restart, and the controller shows only a
+/// payload whose canonical hash ([`crate::transcript::event_hash`]) is the
+/// one it recorded. [`crate::transcript::assert_transcript`] checks what you
+/// stored against the journal.
+pub trait TranscriptHandler {
+    /// Keep one content event.
+    fn append(&mut self, call: &TranscriptAppend) -> Result<(), CallbackError>;
+    /// The stored payloads of the events asked for (leave out what you
+    /// do not have).
+    fn fetch(&mut self, call: &TranscriptFetch) -> Result<TranscriptPayloads, CallbackError>;
+}
+
+fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) -> Response {
+    let id = request.id.clone();
+    let done = match request.method.as_str() {
+        TRANSCRIPT_APPEND => request.params::<TranscriptAppend>().map(|c| {
+            handler
+                .append(&c)
+                .map(|()| serde_json::to_value(TranscriptAck {}))
+        }),
+        TRANSCRIPT_FETCH => request
+            .params::<TranscriptFetch>()
+            .map(|c| handler.fetch(&c).map(serde_json::to_value)),
+        other => Err(RpcError::method_not_found(other)),
+    };
+    match done {
+        Ok(Ok(Ok(v))) => Response::ok(id, v),
+        Ok(Ok(Err(e))) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
+        ),
+        Ok(Err(e)) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::TranscriptStoreFailed, e.0),
+        ),
+        Err(e) => Response::err(Some(id), e),
+    }
 }
 
 fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Response {
@@ -202,6 +253,19 @@ impl Client {
         self.reply(&answer_memory(&request, handler))
     }
 
+    /// Serves one `transcript.append` / `transcript.fetch` with `handler`,
+    /// like [`Client::serve_context`].
+    pub fn serve_transcript(
+        &mut self,
+        handler: &mut impl TranscriptHandler,
+        timeout: Option<Duration>,
+    ) -> Result<bool, ClientError> {
+        let Some(request) = self.next_callback(timeout)? else {
+            return Ok(false);
+        };
+        self.reply(&answer_transcript(&request, handler))
+    }
+
     /// Serves one callback of any kind: `context.*` with `context`, the
     /// rest with `tools`.
     pub fn serve_ports(
@@ -322,5 +386,59 @@ mod tests {
             h.0,
             ["invoke turn_1:call_1", "invoke turn_1:call_1", "begin k"]
         );
+    }
+
+    struct Vault(Vec<u64>);
+
+    impl TranscriptHandler for Vault {
+        fn append(&mut self, call: &TranscriptAppend) -> Result<(), CallbackError> {
+            if call.event.thread_seq == 0 {
+                return Err(CallbackError("disk full".into()));
+            }
+            self.0.push(call.event.thread_seq);
+            Ok(())
+        }
+        fn fetch(&mut self, call: &TranscriptFetch) -> Result<TranscriptPayloads, CallbackError> {
+            Ok(TranscriptPayloads {
+                payloads: call
+                    .thread_seqs
+                    .iter()
+                    .filter(|n| self.0.contains(n))
+                    .map(|n| crate::transcript::store::TranscriptStored {
+                        thread_seq: *n,
+                        payload: json!({"text": "kept"}),
+                    })
+                    .collect(),
+            })
+        }
+    }
+
+    #[test]
+    fn transcript_callbacks_are_answered_and_a_refusal_is_transcript_store_failed() {
+        let mut v = Vault(Vec::new());
+        let envelope = json!({"principal": "owner", "application": "app",
+            "threadId": "thr_1", "workspaceId": "proj"});
+        let append = |seq: u64| {
+            json!({"port": "vault", "envelope": envelope, "hash": "ab",
+                "event": {"seq": 9, "threadId": "thr_1", "threadSeq": seq, "turnId": "turn_1",
+                "kind": "user_message", "at": "2026-12-02T01:00:00Z",
+                "payload": {"text": "hi"}, "payloadUnavailable": false}})
+        };
+        let r = answer_transcript(&req(TRANSCRIPT_APPEND, append(3)), &mut v);
+        assert_eq!(r.result.unwrap(), json!({}));
+        let r = answer_transcript(&req(TRANSCRIPT_APPEND, append(0)), &mut v);
+        assert_eq!(
+            r.error.unwrap().error_code(),
+            Some(ErrorCode::TranscriptStoreFailed)
+        );
+        let fetch = json!({"port": "vault", "envelope": envelope, "threadSeqs": [3, 4]});
+        let r = answer_transcript(&req(TRANSCRIPT_FETCH, fetch), &mut v);
+        assert_eq!(
+            r.result.unwrap(),
+            json!({"payloads": [{"threadSeq": 3, "payload": {"text": "kept"}}]})
+        );
+        let r = answer_transcript(&req("tools.invoke", json!({})), &mut v);
+        assert!(r.error.is_some());
+        assert_eq!(v.0, [3]);
     }
 }

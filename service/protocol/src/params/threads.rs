@@ -54,6 +54,16 @@ pub struct ThreadsCreate {
     /// dispatch. Refused on restricted threads (`tools_restricted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// The name of a transcript store this application registered
+    /// (`transcript.register`), on a `metadata-only` thread only (on a
+    /// `full` one it is `invalid_request`): each turn's prompt is appended
+    /// to it before the dispatch boundary (a failed or late append fails
+    /// the turn `transcript_store_failed` before its agent sees the
+    /// prompt), the agent's output as it is journaled, and a replay after
+    /// a restart fetches content back from it, checked against the
+    /// recorded hashes. Not registered now: `transcript_store_failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
     /// How long each permission request of the thread's turns waits for
     /// an answer, in seconds (1-604800; absent: the provider's
     /// `permissionTimeoutSeconds`); a turn's deadline caps it. Out of
@@ -91,6 +101,7 @@ impl ThreadsCreate {
             tools: Vec::new(),
             context: None,
             memory: None,
+            transcript_store: None,
             permission_timeout_seconds: None,
             budget: None,
             thread_id: None,
@@ -144,6 +155,14 @@ impl ThreadsCreate {
     #[must_use]
     pub fn memory(mut self, port: impl Into<String>) -> Self {
         self.memory = Some(port.into());
+        self
+    }
+
+    /// Sets `transcriptStore` (a registered transcript store's name; the
+    /// thread must be `metadata-only`).
+    #[must_use]
+    pub fn transcript_store(mut self, port: impl Into<String>) -> Self {
+        self.transcript_store = Some(port.into());
         self
     }
 
@@ -266,6 +285,17 @@ pub struct ThreadsConfigure {
         deserialize_with = "present"
     )]
     pub budget: Option<Option<crate::config::ThreadBudget>>,
+    /// New transcript store (`transcript.register`): `Some(Some(name))`
+    /// binds one (the thread's retention, after this call, must be
+    /// `metadata-only`); `Some(None)` (JSON `null`) unbinds it; `None`
+    /// (absent) leaves it unchanged. A thread that binds one cannot be
+    /// made `full` without unbinding it in the same call.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub transcript_store: Option<Option<String>>,
     /// Makes the call idempotent (replays the first answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
@@ -284,6 +314,7 @@ impl ThreadsConfigure {
             retention: None,
             permission_timeout_seconds: None,
             budget: None,
+            transcript_store: None,
             command_id: None,
         }
     }
@@ -328,6 +359,14 @@ impl ThreadsConfigure {
     #[must_use]
     pub fn budget(mut self, budget: Option<crate::config::ThreadBudget>) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Changes the transcript store: `Some(name)`, or `None` to unbind it
+    /// (JSON `null`).
+    #[must_use]
+    pub fn transcript_store(mut self, port: Option<String>) -> Self {
+        self.transcript_store = Some(port);
         self
     }
 

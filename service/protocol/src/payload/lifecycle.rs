@@ -45,6 +45,10 @@ pub struct ThreadCreated {
     /// Its own budget (omitted when it has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::config::ThreadBudget>,
+    /// The application transcript store it binds by name (omitted when
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
 }
 
 /// `thread_configured`: the configuration after a `threads.configure`.
@@ -70,6 +74,9 @@ pub struct ThreadConfigured {
     /// Its own budget after the change (omitted when it has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::config::ThreadBudget>,
+    /// The transcript store it binds after the change (omitted when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
 }
 
 /// `turn_submitted`: a turn was accepted (never its prompt).

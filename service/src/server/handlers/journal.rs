@@ -77,24 +77,35 @@ fn principal_wide(session: &AuthSession, attention: bool) -> bool {
 }
 
 /// `journal.replay`: one bounded page after a cursor.
+///
+/// A thread that binds a transcript store has what its journal no longer
+/// holds fetched from that store (see [`super::transcript::complete`]).
+/// `peer` is this connection's calling side, if it serves ports.
 pub(crate) async fn journal_replay(
     ctx: &ServerContext,
     session: &AuthSession,
+    peer: Option<&crate::tools::Peer>,
     p: params::JournalReplay,
 ) -> Result<ReplayPage, RpcError> {
+    let mut owned = None;
     if let Some(thread) = &p.thread_id {
-        owned_thread(ctx, session, thread).await?;
+        owned = Some(owned_thread(ctx, session, thread).await?);
     }
-    let mut page = ctx
-        .core
-        .store
-        .replay(
-            scope(session, p.thread_id.as_ref()),
-            p.after,
-            p.limit.unwrap_or(0),
-        )
-        .await
-        .map_err(store_err)?;
+    let mut page = match owned {
+        Some(thread) if thread.transcript_store.is_some() => {
+            super::transcript::complete(ctx, &thread, peer, p.after, p.limit.unwrap_or(0)).await?
+        }
+        _ => ctx
+            .core
+            .store
+            .replay(
+                scope(session, p.thread_id.as_ref()),
+                p.after,
+                p.limit.unwrap_or(0),
+            )
+            .await
+            .map_err(store_err)?,
+    };
     let by_thread = p.thread_id.is_some();
     super::fit::page(&mut page, ctx.limits.max_frame_bytes, |e| {
         if by_thread { e.thread_seq } else { e.seq }

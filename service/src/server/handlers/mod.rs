@@ -21,6 +21,7 @@ mod providers;
 mod status;
 mod threads;
 mod tools;
+mod transcript;
 mod turns;
 mod workspaces;
 mod worktrees;
@@ -47,7 +48,7 @@ pub(crate) use threads::{
 };
 pub(crate) use tools::{
     context_register, context_unregister, memory_register, memory_unregister, tools_register,
-    tools_unregister,
+    tools_unregister, transcript_register, transcript_unregister,
 };
 pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,

@@ -31,13 +31,15 @@ pub(crate) async fn threads_create(
     super::tools::check_create(ctx, session, p.restricted, &p.tools)?;
     super::tools::check_context(ctx, session, p.context.as_deref())?;
     super::tools::check_memory(ctx, session, p.restricted, p.memory.as_deref())?;
+    let retention = p.retention.unwrap_or(Retention::Full);
+    super::tools::check_transcript_store(ctx, session, retention, p.transcript_store.as_deref())?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
         provider: p.provider,
         approval: p.approval.unwrap_or(ApprovalPolicy::Ask),
         restricted: p.restricted,
-        retention: p.retention.unwrap_or(Retention::Full),
+        retention,
         mcp_servers: p.mcp_servers,
         tools: p.tools,
         context: p.context,
@@ -45,6 +47,7 @@ pub(crate) async fn threads_create(
         permission_timeout_seconds: p.permission_timeout_seconds,
         budget: p.budget,
         thread_id: p.thread_id,
+        transcript_store: p.transcript_store,
     };
     let receipt = ctx
         .core
@@ -154,6 +157,22 @@ pub(crate) async fn threads_configure(
     let restricted = p.restricted.unwrap_or(thread.restricted);
     super::mcp::check_restricted(ctx, provider_name, restricted, &thread.mcp_servers)?;
     super::tools::check_restricted(restricted, &thread.tools, thread.memory.as_deref())?;
+    // The store the thread binds after the call, under the retention it
+    // has after the call; a newly named one must be registered now.
+    let retention = p.retention.unwrap_or(thread.retention);
+    match &p.transcript_store {
+        Some(named) => {
+            super::tools::check_transcript_store(ctx, session, retention, named.as_deref())?
+        }
+        None if thread.transcript_store.is_some() && retention != Retention::MetadataOnly => {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "the thread binds a transcript store: unbind it (`transcriptStore: null`) \
+                 in the same call to make its retention `full`",
+            ));
+        }
+        None => {}
+    }
     let patch = ThreadPatch {
         provider: p.provider,
         approval: p.approval,
@@ -161,6 +180,7 @@ pub(crate) async fn threads_configure(
         retention: p.retention,
         permission_timeout_seconds: p.permission_timeout_seconds,
         budget: p.budget,
+        transcript_store: p.transcript_store,
     };
     let receipt = ctx
         .core

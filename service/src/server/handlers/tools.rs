@@ -1,5 +1,6 @@
 //! `tools.register` / `tools.unregister`, `context.register` /
-//! `context.unregister`, and the port checks of `threads.create`,
+//! `context.unregister`, `memory.*` and `transcript.*` registration, and
+//! the port checks of `threads.create`,
 //! `threads.configure` and `threads.attach`.
 
 use crate::auth::AuthSession;
@@ -14,6 +15,7 @@ use lapis_protocol::tools::{
     ToolRefusal, ToolsRegister, ToolsRegisterResult, ToolsUnregister, ToolsUnregisterResult,
     validate_binding,
 };
+use lapis_protocol::transcript::store::TranscriptRegister;
 
 use super::super::conn::Conn;
 use super::super::context::ServerContext;
@@ -75,6 +77,59 @@ pub(crate) fn memory_unregister(
     p: PortUnregister,
 ) -> Result<ToolsUnregisterResult, RpcError> {
     unregister_port(ctx, conn, PortKind::Memory, p)
+}
+
+/// `transcript.register`: one transcript store served by this connection
+/// until it closes or unregisters it.
+pub(crate) fn transcript_register(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    session: &AuthSession,
+    p: TranscriptRegister,
+) -> Result<PortRegisterResult, RpcError> {
+    register_port(ctx, conn, session, p)
+}
+
+/// `transcript.unregister`: revokes one transcript store of this
+/// connection at once (an append waiting on it fails its turn closed).
+pub(crate) fn transcript_unregister(
+    ctx: &ServerContext,
+    conn: &mut Conn,
+    p: PortUnregister,
+) -> Result<ToolsUnregisterResult, RpcError> {
+    unregister_port(ctx, conn, PortKind::Transcript, p)
+}
+
+/// What `threads.create` and `threads.configure` check of the transcript
+/// store a thread binds: a valid name, `metadata-only` retention (a `full`
+/// thread keeps its content in the journal already), registered by this
+/// application now (the claim checks again before each prompt).
+pub(super) fn check_transcript_store(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    retention: crate::domain::Retention,
+    port: Option<&str>,
+) -> Result<(), RpcError> {
+    validate_port_binding(port).map_err(port_refusal)?;
+    let Some(port) = port else { return Ok(()) };
+    if retention != crate::domain::Retention::MetadataOnly {
+        return Err(RpcError::new(
+            lapis_protocol::ErrorCode::InvalidRequest,
+            "transcriptStore needs retention `metadata-only`: a `full` thread keeps its \
+             content in the journal",
+        ));
+    }
+    ctx.core
+        .tools
+        .registry
+        .lookup_port::<TranscriptRegister>(&session.principal, &session.application, port)
+        .map(|_| ())
+        .ok_or_else(|| {
+            port_refusal(PortRefusal::TranscriptStoreFailed {
+                port: port.to_owned(),
+                why: "not registered by this application",
+            })
+        })
 }
 
 /// One port of kind `S::KIND` registered on this connection's lease.

@@ -28,6 +28,7 @@ fn new_thread(actor: &Actor) -> NewThread {
         tools: Vec::new(),
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         permission_timeout_seconds: None,
         budget: None,

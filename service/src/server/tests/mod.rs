@@ -205,6 +205,7 @@ async fn a_subscriber_that_falls_behind_gets_a_lagged_notice() {
                     tools: Vec::new(),
                     context: None,
                     memory: None,
+                    transcript_store: None,
                     thread_id: None,
                     permission_timeout_seconds: None,
                     budget: None,

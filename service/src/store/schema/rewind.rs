@@ -51,6 +51,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE turns DROP COLUMN usage; DROP TABLE budget_resets;",
     "ALTER TABLE threads DROP COLUMN budget;",
     "DROP TABLE policy_probes;",
+    "ALTER TABLE threads DROP COLUMN transcript_store; ALTER TABLE events DROP COLUMN event_hash;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

@@ -15,6 +15,7 @@ mod prepared;
 mod receipts;
 mod scheduling;
 mod storage;
+mod transcript;
 mod workspaces;
 
 use std::path::Path;
@@ -95,6 +96,7 @@ pub(crate) async fn thread_of(
         tools: Vec::new(),
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         permission_timeout_seconds: None,
         budget: None,

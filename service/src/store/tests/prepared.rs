@@ -52,6 +52,7 @@ async fn restricted_thread(store: &Store, ws: &str, retention: Retention) -> Thr
         tools: Vec::new(),
         context: None,
         memory: None,
+        transcript_store: None,
         thread_id: None,
         permission_timeout_seconds: None,
         budget: None,

@@ -91,6 +91,7 @@ async fn a_removed_workspace_reopens_verifies_and_comes_back_with_its_threads() 
                 tools: Vec::new(),
                 context: None,
                 memory: None,
+                transcript_store: None,
                 thread_id: None,
                 permission_timeout_seconds: None,
                 budget: None,

@@ -1,0 +1,192 @@
+//! The session rules, through `hello`, `check` and `revoke`.
+
+use super::*;
+use crate::auth::persist::MemorySessions;
+use crate::auth::storage::read_only_refusal;
+use crate::domain::ManualClock;
+use lapis_protocol::{PROTOCOL, Scope};
+
+const SECRET: &str = "lapis_0000000000000000000000000000000000000000000000000000000000000001";
+
+fn authority(clock: Arc<ManualClock>) -> Authority {
+    let tokens = vec![TokenSpec {
+        name: "owner".into(),
+        principal: "owner".into(),
+        secret: SECRET.into(),
+        scopes: None,
+        applications: None,
+    }];
+    let persist = Arc::new(MemorySessions::new(clock.clone()));
+    Authority::new(tokens, 100, clock, persist)
+}
+
+fn token(app: &str) -> HelloParams {
+    HelloParams {
+        protocol: PROTOCOL.into(),
+        token: Some(SECRET.into()),
+        bearer: None,
+        application: Some(app.into()),
+        ticket: None,
+    }
+}
+
+fn bearer(b: &str) -> HelloParams {
+    HelloParams {
+        protocol: PROTOCOL.into(),
+        token: None,
+        bearer: Some(b.into()),
+        application: None,
+        ticket: None,
+    }
+}
+
+fn code(e: RpcError) -> ErrorCode {
+    e.error_code().unwrap()
+}
+
+#[test]
+fn token_issues_once_then_resumes_without_bearer() {
+    let a = authority(Arc::new(ManualClock::new(1000)));
+    let first = a.hello(&token("app")).unwrap();
+    let bearer_value = first.bearer.clone().expect("new session returns a bearer");
+    let again = a.hello(&token("app")).unwrap();
+    assert_eq!(again.session.id, first.session.id);
+    assert!(again.bearer.is_none());
+    let via_bearer = a.hello(&bearer(&bearer_value)).unwrap();
+    assert_eq!(via_bearer.session.id, first.session.id);
+    assert!(via_bearer.bearer.is_none());
+    assert_ne!(first.session.bearer_sha256, bearer_value);
+    let other_app = a.hello(&token("other")).unwrap();
+    assert_ne!(other_app.session.id, first.session.id);
+    assert_eq!(first.session.scopes, Scope::ALL.to_vec());
+}
+
+#[test]
+fn wrong_token_and_unknown_bearer_fail() {
+    let a = authority(Arc::new(ManualClock::new(0)));
+    let mut p = token("app");
+    p.token = Some(format!("{SECRET}x"));
+    assert_eq!(code(a.hello(&p).unwrap_err()), ErrorCode::Unauthenticated);
+    assert_eq!(
+        code(a.hello(&bearer("lapis_s_nope")).unwrap_err()),
+        ErrorCode::Unauthenticated
+    );
+    let mut both = token("app");
+    both.bearer = Some("x".into());
+    assert_eq!(code(a.hello(&both).unwrap_err()), ErrorCode::InvalidRequest);
+    let mut bad_app = token("app");
+    bad_app.application = Some("has space".into());
+    assert_eq!(
+        code(a.hello(&bad_app).unwrap_err()),
+        ErrorCode::InvalidRequest
+    );
+}
+
+#[test]
+fn revoked_and_expired_fail_closed_and_token_reissues() {
+    let clock = Arc::new(ManualClock::new(0));
+    let a = authority(clock.clone());
+    let first = a.hello(&token("app")).unwrap();
+    let b1 = first.bearer.unwrap();
+    a.revoke(&first.session, None).unwrap();
+    assert_eq!(
+        code(a.hello(&bearer(&b1)).unwrap_err()),
+        ErrorCode::Unauthenticated
+    );
+    assert!(a.check(&first.session.id).is_err());
+    let second = a.hello(&token("app")).unwrap();
+    assert_ne!(second.session.id, first.session.id);
+    let b2 = second.bearer.unwrap();
+    clock.advance(100);
+    let err = a.hello(&bearer(&b2)).unwrap_err();
+    assert_eq!(code(err.clone()), ErrorCode::Unauthenticated);
+    assert!(err.message.contains("expired"));
+    assert!(a.check(&second.session.id).is_err());
+}
+
+#[test]
+fn a_token_pinned_to_applications_refuses_others() {
+    let tokens = vec![TokenSpec {
+        name: "bot".into(),
+        principal: "owner".into(),
+        secret: SECRET.into(),
+        scopes: None,
+        applications: Some(vec!["bot".into()]),
+    }];
+    let clock = Arc::new(ManualClock::new(0));
+    let a = Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()));
+    assert!(a.hello(&token("bot")).is_ok());
+    assert_eq!(
+        code(a.hello(&token("editor")).unwrap_err()),
+        ErrorCode::Forbidden
+    );
+}
+
+#[test]
+fn sessions_survive_through_persistence() {
+    let clock = Arc::new(ManualClock::new(0));
+    let persist = Arc::new(MemorySessions::new(clock.clone()));
+    let tokens = vec![TokenSpec {
+        name: "owner".into(),
+        principal: "owner".into(),
+        secret: SECRET.into(),
+        scopes: None,
+        applications: None,
+    }];
+    let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone());
+    let b = a.hello(&token("app")).unwrap().bearer.unwrap();
+    let stored = persist.by_bearer_hash(&hash_bearer(&b)).unwrap().unwrap();
+    assert_ne!(stored.bearer_sha256, b);
+    let reopened = Authority::new(tokens, 100, clock, persist);
+    let resumed = reopened.hello(&bearer(&b)).unwrap();
+    assert_eq!(resumed.session.id, stored.id);
+    // The token resumes the stored session too, without a new bearer.
+    assert!(reopened.hello(&token("app")).unwrap().bearer.is_none());
+}
+
+#[test]
+fn a_full_disk_issues_a_read_only_session_in_memory_until_it_can_write() {
+    let clock = Arc::new(ManualClock::new(0));
+    let persist = Arc::new(MemorySessions::new(clock.clone()));
+    let tokens = vec![TokenSpec {
+        name: "owner".into(),
+        principal: "owner".into(),
+        secret: SECRET.into(),
+        scopes: None,
+        applications: None,
+    }];
+    let a = Authority::new(tokens, 100, clock, persist.clone());
+    let stored = a.hello(&token("before")).unwrap();
+    persist.refuse_issue(Some("disk_full"));
+    // A session stored before the disk filled resumes as it was.
+    let resumed = a.hello(&token("before")).unwrap();
+    assert_eq!(resumed.session.id, stored.session.id);
+    assert_eq!(resumed.session.read_only, None);
+    // A fresh credential gets a read-only session: reads only, no
+    // bearer, not stored, the same one on the next hello.
+    let ro = a.hello(&token("fresh")).unwrap();
+    assert!(ro.bearer.is_none());
+    assert_eq!(ro.session.read_only, Some("disk_full"));
+    assert_eq!(
+        ro.session.scopes,
+        vec![Scope::StatusRead, Scope::WorkspacesRead, Scope::ThreadsRead]
+    );
+    assert_eq!(ro.session.view().read_only.as_deref(), Some("disk_full"));
+    assert!(a.check(&ro.session.id).is_ok());
+    assert!(a.token_grants(&ro.session, Scope::TurnsWrite));
+    assert!(!ro.session.has(Scope::TurnsWrite));
+    assert_eq!(a.hello(&token("fresh")).unwrap().session.id, ro.session.id);
+    assert!(persist.by_credential("owner:fresh").unwrap().is_none());
+    // Space returns: the next hello issues a stored, full session.
+    persist.refuse_issue(None);
+    let full = a.hello(&token("fresh")).unwrap();
+    assert_ne!(full.session.id, ro.session.id);
+    assert!(full.bearer.is_some());
+    assert_eq!(full.session.read_only, None);
+    assert_eq!(full.session.scopes, Scope::ALL.to_vec());
+    // A write of the read-only session names the condition.
+    assert_eq!(
+        read_only_refusal("disk_full", Scope::TurnsWrite).error_code(),
+        Some(ErrorCode::StorageUnavailable)
+    );
+}

@@ -1,0 +1,85 @@
+//! `journal.replay` of a thread that binds a transcript store: what the
+//! journal no longer holds (metadata-only content after a restart) is
+//! fetched from the store and shown only where it hashes to what was
+//! recorded.
+//!
+//! What must stay true: a payload is never shown unverified — a missing
+//! or mismatching one leaves its event `payloadUnavailable` (the page
+//! goes on: `transcript_unavailable` for that event only); without the
+//! store connected, or when it fails, is late, or its connection goes
+//! (the call is invalidated), the replay fails `transcript_unavailable`
+//! at the first such event, as it does for a thread without a store. The
+//! fetch runs inside the request: a client that goes away drops it.
+
+use lapis_protocol::{ReplayPage, RpcError};
+
+use crate::domain::{StoreError, Thread};
+use crate::tools::Peer;
+use crate::tools::transcript::{fetch, port_of};
+
+use super::super::context::ServerContext;
+use super::store_err;
+
+/// One replay page of `thread` (which binds a store), completed from it.
+pub(super) async fn complete(
+    ctx: &ServerContext,
+    thread: &Thread,
+    peer: Option<&Peer>,
+    after: u64,
+    limit: usize,
+) -> Result<ReplayPage, RpcError> {
+    let store = &ctx.core.store;
+    let (mut page, hashes) = store
+        .replay_flagged(&thread.id, after, limit)
+        .await
+        .map_err(store_err)?;
+    let gone: Vec<_> = page
+        .events
+        .iter()
+        .filter(|e| e.payload_unavailable)
+        .map(|e| (e.clone(), hashes.get(&e.thread_seq).cloned()))
+        .collect();
+    let Some((first, _)) = gone.first() else {
+        return Ok(page);
+    };
+    let unavailable = |why: &str| {
+        tracing::info!(thread = %thread.id, seq = first.thread_seq, why, "replay: transcript unavailable");
+        let err = store_err(StoreError::TranscriptUnavailable {
+            thread: thread.id.clone(),
+            seq: first.thread_seq,
+        });
+        RpcError {
+            message: format!("{} ({why})", err.message),
+            ..err
+        }
+    };
+    let port = thread.transcript_store.as_deref().unwrap_or_default();
+    let Ok(endpoint) = port_of(&ctx.core.tools, thread, port) else {
+        return Err(unavailable("its transcript store is not connected"));
+    };
+    if peer.is_some_and(|p| p.same(&endpoint.peer)) {
+        // This connection answers callbacks only between its requests: the
+        // fetch would wait out its deadline.
+        return Err(unavailable(
+            "its transcript store is served on this connection: replay from another one",
+        ));
+    }
+    let done = fetch(&endpoint, thread, &gone)
+        .await
+        .map_err(|r| unavailable(&r.to_string()))?;
+    let verified = done.len();
+    for event in done {
+        if let Some(slot) = page
+            .events
+            .iter_mut()
+            .find(|e| e.thread_seq == event.thread_seq)
+        {
+            *slot = event;
+        }
+    }
+    if verified < gone.len() {
+        tracing::warn!(thread = %thread.id, refused = gone.len() - verified,
+            "replay: content the transcript store lacks or that does not match its recorded hash is not shown");
+    }
+    Ok(page)
+}

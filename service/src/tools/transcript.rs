@@ -1,0 +1,337 @@
+//! A thread's transcript store: the prompt appended before the dispatch
+//! boundary, the agent's output fed to it as it is journaled, and content
+//! fetched back (and checked) for a replay after a restart.
+//!
+//! What must stay true:
+//! - a turn of a thread that binds a store reaches its agent only after
+//!   the store acknowledged the prompt within its deadline
+//!   ([`Feed::start`] answers only then); a gone, revoked, late, refusing
+//!   or malformed store fails the turn before the boundary, and a cancel
+//!   while it answers abandons the append (the turn is cancelled before
+//!   dispatch, its feed never starts);
+//! - appends to one thread's store are made in journal order, one at a
+//!   time, by one task per turn holding the thread's [`Lanes`] lock, so a
+//!   slow store delays only its own thread's next prompt — never the
+//!   single writer, never the agent's stream; a feed that falls behind the
+//!   journal's broadcast reads what it skipped back from the journal
+//!   (content still in memory), never appending one event twice;
+//! - an output append that fails cannot un-run the turn: the event's
+//!   content is then missing from the store, the owner log says so (by
+//!   sequence, never content), and a replay after a restart reports that
+//!   event `payloadUnavailable` (`transcript_unavailable`);
+//! - a fetched payload is shown only when the canonical hash of the event
+//!   it completes is the one recorded at journaling ([`verify`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{broadcast, oneshot, watch};
+
+use lapis_protocol::context::PortRefusal;
+use lapis_protocol::transcript::event_hash;
+use lapis_protocol::transcript::store::{
+    MAX_FETCH, TRANSCRIPT_APPEND, TRANSCRIPT_FETCH, TranscriptAck, TranscriptAppend,
+    TranscriptFetch, TranscriptPayloads, TranscriptRegister,
+};
+
+use super::Tools;
+use super::memory::envelope;
+use super::peer::PeerError;
+use super::registry::Endpoint;
+use crate::domain::{EventKind, JournalEvent, Thread};
+use crate::store::Store;
+
+fn failed(port: &str, why: &'static str) -> PortRefusal {
+    PortRefusal::TranscriptStoreFailed {
+        port: port.to_owned(),
+        why,
+    }
+}
+
+fn why(e: &PeerError) -> &'static str {
+    match e {
+        PeerError::Gone => "its connection is gone",
+        PeerError::Revoked => "it was revoked while answering",
+        PeerError::Deadline(_) => "it did not answer within its deadline",
+        PeerError::Refused(_) => "it answered with an error",
+        PeerError::Malformed => "its answer is malformed",
+    }
+}
+
+/// The store `port` of `thread`'s own application, if registered now.
+pub(crate) fn port_of(
+    tools: &Tools,
+    thread: &Thread,
+    port: &str,
+) -> Result<Endpoint<TranscriptRegister>, PortRefusal> {
+    tools
+        .registry
+        .lookup_port::<TranscriptRegister>(&thread.principal, &thread.application, port)
+        .ok_or_else(|| failed(port, "not registered by the thread's application"))
+}
+
+/// `transcript.append` of one event, awaited (its deadline, revocation or
+/// the connection's close end the wait).
+async fn append(
+    endpoint: &Endpoint<TranscriptRegister>,
+    thread: &Thread,
+    event: &JournalEvent,
+) -> Result<(), PortRefusal> {
+    let port = &endpoint.spec.port;
+    let hash = event_hash(event).ok_or_else(|| failed(port, "the event's content is gone"))?;
+    let call = TranscriptAppend {
+        port: port.clone(),
+        envelope: envelope(thread),
+        event: event.clone(),
+        hash: hash.as_str().to_owned(),
+    };
+    endpoint
+        .peer
+        .request::<_, TranscriptAck>(
+            TRANSCRIPT_APPEND,
+            &call,
+            endpoint.spec.deadline(),
+            endpoint.revoked.clone(),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| failed(port, why(&e)))
+}
+
+/// One lock per thread: appends to a thread's store are never interleaved.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Lanes(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+
+impl Lanes {
+    fn lane(&self, thread: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // Lanes nobody holds or waits for are dropped as others are made.
+        map.retain(|_, l| Arc::strong_count(l) > 1);
+        map.entry(thread.to_owned()).or_default().clone()
+    }
+}
+
+/// A turn's feed to its thread's store; dropping it (after the turn's end
+/// is committed, or on any early exit) lets the feed drain what was
+/// journaled so far and end.
+#[derive(Debug)]
+pub(crate) struct Feed {
+    /// Flipped on drop.
+    stop: watch::Sender<bool>,
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+impl Feed {
+    /// Appends the turn's `prompt` event, then keeps feeding the turn's
+    /// content events from `events` (subscribed by the caller before the
+    /// prompt was looked up) until dropped. Answers once the prompt is
+    /// acknowledged, or with why it was not.
+    pub(crate) async fn start(
+        tools: &Tools,
+        store: Store,
+        thread: &Thread,
+        port: &str,
+        prompt: JournalEvent,
+        mut events: broadcast::Receiver<Arc<JournalEvent>>,
+    ) -> Result<Feed, PortRefusal> {
+        let endpoint = port_of(tools, thread, port)?;
+        let lane = tools.transcripts.lane(&thread.id);
+        let (stop, mut stopped) = watch::channel(false);
+        let (acked, ack) = oneshot::channel();
+        let thread = thread.clone();
+        let turn = prompt.turn_id.clone();
+        tokio::spawn(async move {
+            let _held = lane.lock().await;
+            let first = append(&endpoint, &thread, &prompt).await;
+            let ok = first.is_ok();
+            // Nobody waiting (the claim was cancelled or ended): the turn
+            // runs no further, and nor does its feed.
+            if acked.send(first).is_err() || !ok {
+                return;
+            }
+            let ours = |e: &JournalEvent| {
+                e.thread_id == thread.id
+                    && e.turn_id == turn
+                    && e.kind.is_content()
+                    && e.kind != EventKind::UserMessage
+                    && e.payload.is_some()
+            };
+            // The last thread_seq handed on (or passed over): the journal's
+            // order, so nothing is appended twice after a catch-up.
+            let mut last = prompt.thread_seq;
+            let mut lost = 0u64;
+            loop {
+                let next = if *stopped.borrow() {
+                    // The turn's end is committed (and so published, with
+                    // everything before it): take what is buffered, then end.
+                    match events.try_recv() {
+                        Ok(e) => Ok(e),
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => Err(n),
+                        Err(_) => break,
+                    }
+                } else {
+                    tokio::select! {
+                        r = events.recv() => match r {
+                            Ok(e) => Ok(e),
+                            Err(broadcast::error::RecvError::Lagged(n)) => Err(n),
+                            Err(broadcast::error::RecvError::Closed) => break,
+                        },
+                        _ = stopped.changed() => continue,
+                    }
+                };
+                let batch = match next {
+                    Ok(e) if e.thread_id == thread.id && e.thread_seq > last => vec![e],
+                    Ok(_) => Vec::new(),
+                    // Fell behind the broadcast: what it skipped is read
+                    // back from the journal (its content still in memory).
+                    Err(n) => match catch_up(&store, &thread.id, last).await {
+                        Some(events) => {
+                            tracing::info!(thread = %thread.id, skipped = n, after = last,
+                                "the transcript feed fell behind the journal's broadcast and read back what it skipped");
+                            events
+                        }
+                        None => {
+                            lost += n;
+                            tracing::warn!(thread = %thread.id, skipped = n,
+                                "the transcript feed fell behind the journal: events it skipped are not in the store");
+                            Vec::new()
+                        }
+                    },
+                };
+                for e in batch {
+                    last = last.max(e.thread_seq);
+                    if !ours(&e) {
+                        continue;
+                    }
+                    if let Err(refusal) = append(&endpoint, &thread, &e).await {
+                        lost += 1;
+                        tracing::warn!(thread = %thread.id, thread_seq = e.thread_seq, error = %refusal,
+                            "content not kept by the transcript store: a replay after a restart reports it unavailable");
+                    }
+                }
+            }
+            if lost > 0 {
+                tracing::warn!(thread = %thread.id, lost, "transcript feed ended with content missing from the store");
+            }
+        });
+        match ack.await {
+            Ok(Ok(())) => Ok(Feed { stop }),
+            Ok(Err(refusal)) => Err(refusal),
+            Err(_) => Err(failed(port, "the append was abandoned")),
+        }
+    }
+}
+
+/// The thread's events after `last` as the journal has them now, every
+/// page of them, read back for a feed that fell behind the broadcast;
+/// `None` when they cannot be read.
+async fn catch_up(store: &Store, thread: &str, last: u64) -> Option<Vec<Arc<JournalEvent>>> {
+    let mut out = Vec::new();
+    let mut after = last;
+    loop {
+        let (page, _) = store.replay_flagged(thread, after, 0).await.ok()?;
+        after = page.next_after;
+        out.extend(page.events.into_iter().map(Arc::new));
+        if !page.more {
+            return Some(out);
+        }
+    }
+}
+
+/// The payloads `wanted` (events whose content is gone, each with the hash
+/// recorded for it) asked of the store, each completing its event only if
+/// it hashes to the recorded value. Returns the events completed; the rest
+/// stay unavailable.
+pub(crate) async fn fetch(
+    endpoint: &Endpoint<TranscriptRegister>,
+    thread: &Thread,
+    wanted: &[(JournalEvent, Option<String>)],
+) -> Result<Vec<JournalEvent>, PortRefusal> {
+    let port = &endpoint.spec.port;
+    let mut out = Vec::new();
+    for chunk in wanted.chunks(MAX_FETCH) {
+        let call = TranscriptFetch {
+            port: port.clone(),
+            envelope: envelope(thread),
+            thread_seqs: chunk.iter().map(|(e, _)| e.thread_seq).collect(),
+        };
+        let found: TranscriptPayloads = endpoint
+            .peer
+            .request(
+                TRANSCRIPT_FETCH,
+                &call,
+                endpoint.spec.deadline(),
+                endpoint.revoked.clone(),
+            )
+            .await
+            .map_err(|e| failed(port, why(&e)))?;
+        let mut by_seq: HashMap<u64, serde_json::Value> = found
+            .payloads
+            .into_iter()
+            .map(|p| (p.thread_seq, p.payload))
+            .collect();
+        for (event, recorded) in chunk {
+            if let Some(payload) = by_seq.remove(&event.thread_seq)
+                && let Some(done) = verify(event, recorded.as_deref(), payload)
+            {
+                out.push(done);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `event` (its content gone) completed with `payload`, when the result's
+/// canonical hash is `recorded`; `None` otherwise (no hash was recorded, or
+/// the payload is not the one journaled).
+pub(crate) fn verify(
+    event: &JournalEvent,
+    recorded: Option<&str>,
+    payload: serde_json::Value,
+) -> Option<JournalEvent> {
+    let recorded = recorded?;
+    let mut done = event.clone();
+    done.payload = Some(payload);
+    done.payload_unavailable = false;
+    (event_hash(&done)?.as_str() == recorded).then_some(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gone() -> JournalEvent {
+        JournalEvent {
+            seq: 9,
+            thread_id: "thr_1".into(),
+            thread_seq: 4,
+            turn_id: Some("turn_1".into()),
+            kind: EventKind::MessageChunk,
+            at: 1_700_000_000_000,
+            payload: None,
+            payload_unavailable: true,
+        }
+    }
+
+    #[test]
+    fn only_the_journaled_payload_completes_its_event() {
+        let payload = json!({"text": "hello"});
+        let mut full = gone();
+        full.payload = Some(payload.clone());
+        full.payload_unavailable = false;
+        let recorded = event_hash(&full).unwrap();
+        let done = verify(&gone(), Some(recorded.as_str()), payload.clone()).unwrap();
+        assert_eq!(done, full);
+        assert!(verify(&gone(), Some(recorded.as_str()), json!({"text": "hellO"})).is_none());
+        assert!(verify(&gone(), None, payload.clone()).is_none());
+        let mut other = gone();
+        other.thread_seq = 5;
+        assert!(verify(&other, Some(recorded.as_str()), payload).is_none());
+    }
+}
