@@ -31,6 +31,7 @@ use super::pool::{AgentPool, IdleJournal, PoolStatus};
 mod around;
 mod config;
 mod permissions;
+mod transcript;
 
 pub use config::EngineConfig;
 pub use permissions::EngineError;

@@ -12,7 +12,9 @@
 //! - appends to one thread's store are made in journal order, one at a
 //!   time, by one task per turn holding the thread's [`Lanes`] lock, so a
 //!   slow store delays only its own thread's next prompt — never the
-//!   single writer, never the agent's stream;
+//!   single writer, never the agent's stream; a feed that falls behind the
+//!   journal's broadcast reads what it skipped back from the journal
+//!   (content still in memory), never appending one event twice;
 //! - an output append that fails cannot un-run the turn: the event's
 //!   content is then missing from the store, the owner log says so (by
 //!   sequence, never content), and a replay after a restart reports that
@@ -37,6 +39,7 @@ use super::memory::envelope;
 use super::peer::PeerError;
 use super::registry::Endpoint;
 use crate::domain::{EventKind, JournalEvent, Thread};
+use crate::store::Store;
 
 fn failed(port: &str, why: &'static str) -> PortRefusal {
     PortRefusal::TranscriptStoreFailed {
@@ -130,6 +133,7 @@ impl Feed {
     /// acknowledged, or with why it was not.
     pub(crate) async fn start(
         tools: &Tools,
+        store: Store,
         thread: &Thread,
         port: &str,
         prompt: JournalEvent,
@@ -157,6 +161,9 @@ impl Feed {
                     && e.kind != EventKind::UserMessage
                     && e.payload.is_some()
             };
+            // The last thread_seq handed on (or passed over): the journal's
+            // order, so nothing is appended twice after a catch-up.
+            let mut last = prompt.thread_seq;
             let mut lost = 0u64;
             loop {
                 let next = if *stopped.borrow() {
@@ -177,19 +184,34 @@ impl Feed {
                         _ = stopped.changed() => continue,
                     }
                 };
-                match next {
-                    Ok(e) if ours(&e) => {
-                        if let Err(refusal) = append(&endpoint, &thread, &e).await {
-                            lost += 1;
-                            tracing::warn!(thread = %thread.id, thread_seq = e.thread_seq, error = %refusal,
-                                "content not kept by the transcript store: a replay after a restart reports it unavailable");
+                let batch = match next {
+                    Ok(e) if e.thread_id == thread.id && e.thread_seq > last => vec![e],
+                    Ok(_) => Vec::new(),
+                    // Fell behind the broadcast: what it skipped is read
+                    // back from the journal (its content still in memory).
+                    Err(n) => match catch_up(&store, &thread.id, last).await {
+                        Some(events) => {
+                            tracing::info!(thread = %thread.id, skipped = n, after = last,
+                                "the transcript feed fell behind the journal's broadcast and read back what it skipped");
+                            events
                         }
+                        None => {
+                            lost += n;
+                            tracing::warn!(thread = %thread.id, skipped = n,
+                                "the transcript feed fell behind the journal: events it skipped are not in the store");
+                            Vec::new()
+                        }
+                    },
+                };
+                for e in batch {
+                    last = last.max(e.thread_seq);
+                    if !ours(&e) {
+                        continue;
                     }
-                    Ok(_) => {}
-                    Err(n) => {
-                        lost += n;
-                        tracing::warn!(thread = %thread.id, skipped = n,
-                            "the transcript feed fell behind the journal: events it skipped are not in the store");
+                    if let Err(refusal) = append(&endpoint, &thread, &e).await {
+                        lost += 1;
+                        tracing::warn!(thread = %thread.id, thread_seq = e.thread_seq, error = %refusal,
+                            "content not kept by the transcript store: a replay after a restart reports it unavailable");
                     }
                 }
             }
@@ -201,6 +223,22 @@ impl Feed {
             Ok(Ok(())) => Ok(Feed { stop }),
             Ok(Err(refusal)) => Err(refusal),
             Err(_) => Err(failed(port, "the append was abandoned")),
+        }
+    }
+}
+
+/// The thread's events after `last` as the journal has them now, every
+/// page of them, read back for a feed that fell behind the broadcast;
+/// `None` when they cannot be read.
+async fn catch_up(store: &Store, thread: &str, last: u64) -> Option<Vec<Arc<JournalEvent>>> {
+    let mut out = Vec::new();
+    let mut after = last;
+    loop {
+        let (page, _) = store.replay_flagged(thread, after, 0).await.ok()?;
+        after = page.next_after;
+        out.extend(page.events.into_iter().map(Arc::new));
+        if !page.more {
+            return Some(out);
         }
     }
 }

@@ -353,3 +353,55 @@ fn a_cancel_while_the_store_answers_abandons_the_append_and_the_turn() {
     assert_eq!(prompts(&ledger), 0, "the agent never got the prompt");
     h.end();
 }
+
+/// A feed that falls behind the journal's broadcast (a one-event buffer
+/// here, and a store answering each append in turn) reads what it skipped
+/// back from the journal: the store still gets every content event of the
+/// turn, once each, in journal order.
+#[test]
+fn a_feed_that_falls_behind_reads_back_what_it_skipped() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("prompts");
+    let mut chatty = agent(&ledger);
+    chatty["args"] = json!(["--ledger", arg(&ledger), "--chunks", "60"]);
+    let server = Server::start_full(json!({ "subscriberBuffer": 1 }), json!({ "agent": chatty }));
+    let kept: Kept = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let vault = Vault {
+        kept: kept.clone(),
+        tamper: Arc::default(),
+        hold: None,
+    };
+    let serving = serve(&server, None, vault, stop.clone());
+    let mut driver = app(&server, OWNER, "lapis-cli");
+    let thread = driver
+        .threads_create_with(&params(Retention::MetadataOnly))
+        .unwrap()
+        .thread;
+    let turn = driver.turns_submit(&thread.id, "c1", "talk a lot").unwrap();
+    assert_eq!(settle(&mut driver, &turn.id).state, TurnState::Completed);
+    let live = replay(&mut driver, &thread.id).unwrap();
+    let want: Vec<u64> = live
+        .iter()
+        .filter(|e| e.kind.is_content() && e.payload.is_some())
+        .map(|e| e.thread_seq)
+        .collect();
+    assert!(want.len() > 60, "{}", want.len());
+    lapis_e2e::wait::until("the store has every content event", || {
+        kept.lock().unwrap().len() >= want.len()
+    });
+    let got: Vec<u64> = kept
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|a| a.event.thread_seq)
+        .collect();
+    assert_eq!(got, want, "every content event once, in journal order");
+    assert!(
+        server.log_text().contains("read back what it skipped"),
+        "the feed did fall behind"
+    );
+    stop.store(true, Ordering::SeqCst);
+    serving.join().unwrap();
+    server.finish(&[], &[]);
+}

@@ -387,4 +387,58 @@ mod tests {
             ["invoke turn_1:call_1", "invoke turn_1:call_1", "begin k"]
         );
     }
+
+    struct Vault(Vec<u64>);
+
+    impl TranscriptHandler for Vault {
+        fn append(&mut self, call: &TranscriptAppend) -> Result<(), CallbackError> {
+            if call.event.thread_seq == 0 {
+                return Err(CallbackError("disk full".into()));
+            }
+            self.0.push(call.event.thread_seq);
+            Ok(())
+        }
+        fn fetch(&mut self, call: &TranscriptFetch) -> Result<TranscriptPayloads, CallbackError> {
+            Ok(TranscriptPayloads {
+                payloads: call
+                    .thread_seqs
+                    .iter()
+                    .filter(|n| self.0.contains(n))
+                    .map(|n| crate::transcript::store::TranscriptStored {
+                        thread_seq: *n,
+                        payload: json!({"text": "kept"}),
+                    })
+                    .collect(),
+            })
+        }
+    }
+
+    #[test]
+    fn transcript_callbacks_are_answered_and_a_refusal_is_transcript_store_failed() {
+        let mut v = Vault(Vec::new());
+        let envelope = json!({"principal": "owner", "application": "app",
+            "threadId": "thr_1", "workspaceId": "proj"});
+        let append = |seq: u64| {
+            json!({"port": "vault", "envelope": envelope, "hash": "ab",
+                "event": {"seq": 9, "threadId": "thr_1", "threadSeq": seq, "turnId": "turn_1",
+                "kind": "user_message", "at": "2026-12-02T01:00:00Z",
+                "payload": {"text": "hi"}, "payloadUnavailable": false}})
+        };
+        let r = answer_transcript(&req(TRANSCRIPT_APPEND, append(3)), &mut v);
+        assert_eq!(r.result.unwrap(), json!({}));
+        let r = answer_transcript(&req(TRANSCRIPT_APPEND, append(0)), &mut v);
+        assert_eq!(
+            r.error.unwrap().error_code(),
+            Some(ErrorCode::TranscriptStoreFailed)
+        );
+        let fetch = json!({"port": "vault", "envelope": envelope, "threadSeqs": [3, 4]});
+        let r = answer_transcript(&req(TRANSCRIPT_FETCH, fetch), &mut v);
+        assert_eq!(
+            r.result.unwrap(),
+            json!({"payloads": [{"threadSeq": 3, "payload": {"text": "kept"}}]})
+        );
+        let r = answer_transcript(&req("tools.invoke", json!({})), &mut v);
+        assert!(r.error.is_some());
+        assert_eq!(v.0, [3]);
+    }
 }
