@@ -1,6 +1,8 @@
-//! `logs [--follow] [-n N]`: the service log. Under systemd it is the user
-//! journal of the unit (`journalctl` prints it, with its own paging and
-//! follow); under launchd the plist's log file, tailed here. Where neither
+//! `logs [--follow] [-n N]`: the service log. A controller started by
+//! `serve --background` (its pid file is in the controller home) logs to
+//! `serve.log` beside it, tailed here; otherwise under systemd it is the
+//! user journal of the unit (`journalctl` prints it, with its own paging and
+//! follow), under launchd the plist's log file, tailed here. Where none
 //! exists the command says where the log goes instead and exits 3.
 
 use std::fs::File;
@@ -20,6 +22,10 @@ use crate::exit::{CliError, CliResult};
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 pub(super) fn run(global: &GlobalArgs, args: LogsArgs) -> CliResult {
+    if let Some(log) = background_log(global) {
+        return tail(&log, args.lines, args.follow)
+            .map_err(|e| CliError::failure("io", anyhow!(e).context(log.display().to_string())));
+    }
     let paths = super::paths::resolve(global, None, None)?;
     let by_hand = serve_command_line(&paths);
     match inspect::log_source(&paths, args.lines, args.follow) {
@@ -34,6 +40,17 @@ pub(super) fn run(global: &GlobalArgs, args: LogsArgs) -> CliResult {
             ),
         )),
     }
+}
+
+/// The log of a controller `serve --background` started: `serve.log` in
+/// the controller home, while the home holds the pid file that start
+/// wrote (`stop` removes it; one left by a crash still names the log that
+/// says why).
+fn background_log(global: &GlobalArgs) -> Option<std::path::PathBuf> {
+    use lapis_protocol::home::{LOG_FILE, PID_FILE};
+    let home = super::connect::client_target(global).ok()?.home;
+    let log = home.join(LOG_FILE);
+    (home.join(PID_FILE).is_file() && log.is_file()).then_some(log)
 }
 
 /// Runs `journalctl` on the inherited stdout. A reader that closed the pipe

@@ -68,6 +68,12 @@ fn serve_background_answers_before_it_returns_and_stop_ends_it() {
             .contains("answers on its socket without it"),
         "{doc}"
     );
+    // `logs` reads the background controller's own log, not a journal.
+    let log = std::fs::read_to_string(home.join("serve.log")).unwrap();
+    let last = log.lines().last().expect("serve.log has lines");
+    let logs = ctx.run(["logs", "-n", "1"]);
+    logs.success();
+    assert_eq!(logs.stdout, format!("{last}\n"), "{}", logs.stderr);
     // A second start finds it running and starts nothing.
     let again = ctx.run(["serve", "--background"]);
     again.success();

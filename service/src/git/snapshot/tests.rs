@@ -446,3 +446,44 @@ async fn a_refreshed_tree_is_the_tree_a_whole_snapshot_builds() {
     let (_, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
     assert_ne!(via, Some(Via::Git), "what was seen survives the refreshes");
 }
+
+#[tokio::test]
+async fn many_changes_or_a_new_nested_repository_stage_the_whole_tree() {
+    let (tmp, repo, dir) = fixture();
+    let dir = dir.with_reference(i64::MAX);
+    let bounds = SnapshotBounds::default();
+    let many = seen::MAX_CHANGES + 1;
+    std::fs::create_dir_all(repo.join("many")).unwrap();
+    for i in 0..many {
+        std::fs::write(repo.join(format!("many/{i}.txt")), "a\n").unwrap();
+    }
+    let (before, _) = dir.take_via(&repo, SnapshotPoint::Boundary, bounds).await;
+    wait_for_clock(tmp.path(), clock(tmp.path()), false);
+    for i in 0..many {
+        std::fs::write(repo.join(format!("many/{i}.txt")), "bb\n").unwrap();
+    }
+    let (after, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+    assert_eq!(via, Some(Via::Git));
+    let (from, to) = (before.tree.unwrap(), after.tree.clone().unwrap());
+    let files = dir.diff(&repo, &from, &to, bounds).await.unwrap();
+    assert_eq!(files.len(), many);
+
+    // One change fewer than the limit is refreshed.
+    wait_for_clock(tmp.path(), clock(tmp.path()), false);
+    for i in 0..seen::MAX_CHANGES {
+        std::fs::write(repo.join(format!("many/{i}.txt")), "ccc\n").unwrap();
+    }
+    let (_, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+    assert_eq!(via, Some(Via::Refresh));
+
+    // A repository appearing inside the tree: git records its HEAD commit.
+    wait_for_clock(tmp.path(), clock(tmp.path()), false);
+    let nested = repo.join("nested");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    std::fs::write(nested.join("n.txt"), "n\n").unwrap();
+    git(&nested, &["add", "-A"]);
+    git(&nested, &["commit", "-qm", "n"]);
+    let (_, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
+    assert_eq!(via, Some(Via::Git));
+}
