@@ -38,15 +38,18 @@ impl SnapshotDir {
         bounds: SnapshotBounds,
     ) -> Result<Option<Refreshed>, Skip> {
         let Watched { seen, repo } = watched;
+        // Before anything that is recorded is read: the changed
+        // directories' names, the new directories' walk, the restating,
+        // git's own reads (see [`seen`]). The check's stat data came
+        // earlier and only says what to look at.
+        let Some(reference) = self.reference.or_else(|| seen::reference(&self.dir)) else {
+            return Ok(None);
+        };
         let planned = blocking(bounds, move || {
             let changes = seen.changes(dirty);
             (seen, changes)
         });
         let Some((seen, Some(mut changes))) = planned.await else {
-            return Ok(None);
-        };
-        // Before git or the restating looks at anything (see [`seen`]).
-        let Some(reference) = self.reference.or_else(|| seen::reference(&self.dir)) else {
             return Ok(None);
         };
         let mut env = self.env(&repo);

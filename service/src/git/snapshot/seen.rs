@@ -29,10 +29,13 @@
 //! [`Seen::changes`] turns them into what git must stage (changed and gone
 //! files, gone directories, names new in a changed directory) and
 //! [`Seen::refreshed`] updates the same record once git staged them: the
-//! changed entries are stated again after a new reference, new names are
-//! added (new directories walked), gone directories dropped. Every other
-//! path was just checked unchanged, so its entry and the private index's
-//! entry for it still hold.
+//! changed entries are stated again, new names are added (new directories
+//! walked), gone directories dropped, all after a new reference second
+//! read before [`Seen::changes`] looked at anything (the check's own stat
+//! data only says where to look; a name added to a directory after it was
+//! read stamps the directory at or after that reference, so it is suspect
+//! next time). Every other path was just checked unchanged, so its entry
+//! and the private index's entry for it still hold.
 //!
 //! What must stay true: a `Seen` answers only for the workspace path it
 //! was observed at; any doubt (a path whose kind changed, a rules file
@@ -457,7 +460,9 @@ impl Seen {
 
     /// This record once git staged `changes` (see [`Seen::stage`]) into
     /// `tree` (of `files` files), with the file system clock's second
-    /// `reference` read after the check and before git ran: changed
+    /// `reference` read after the check and before [`Seen::changes`]
+    /// read the changed directories (so before anything recorded here was
+    /// read, git's reads included): changed
     /// entries are stated again, new names added and stated (with the new
     /// directories walked), gone directories dropped. `None` if a name
     /// can no longer be found.
