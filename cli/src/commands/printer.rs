@@ -249,14 +249,10 @@ impl Printer {
                 )
             }
             Some(Payload::PermissionDecided(d)) => {
-                let by = d.decided_by.map_or("late", |b| b.as_str());
+                let by = lapis_protocol::DecidedBy::describe(d.decided_by);
                 self.status(
                     e,
-                    &format!(
-                        "permission {}: {} (by {by})",
-                        d.request_id,
-                        d.answer.label()
-                    ),
+                    &format!("permission {}: {} ({by})", d.request_id, d.answer.label()),
                 )
             }
             Some(Payload::Observation(Observation::Note(Note::AgentStderr(tail)))) => {

@@ -114,27 +114,31 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     Some(n) => format!("{n}s"),
                     None => "the provider's".to_owned(),
                 };
-                crate::output::line(format!(
-                    "thread     {}\nworkspace  {}\nprovider   {}\napproval   {}\nrestricted {}\nretention  {}\nversion    {}\npermission timeout {wait}",
-                    t.id,
-                    t.workspace_id,
-                    t.provider,
-                    t.approval.as_str(),
-                    if t.restricted { "yes" } else { "no" },
-                    t.retention.as_str(),
-                    t.version
-                ))?;
+                let mut fields = vec![
+                    ("thread", t.id.clone()),
+                    ("workspace", t.workspace_id.clone()),
+                    ("provider", t.provider.clone()),
+                    ("approval", t.approval.as_str().to_owned()),
+                    (
+                        "restricted",
+                        if t.restricted { "yes" } else { "no" }.to_owned(),
+                    ),
+                    ("retention", t.retention.as_str().to_owned()),
+                    ("version", t.version.to_string()),
+                    ("permission timeout", wait),
+                ];
                 if let Some(b) = &t.budget {
-                    crate::output::line(format!("budget     {}", budget_line(b)))?;
+                    fields.push(("budget", budget_line(b)));
                 }
                 if let Some(store) = &t.transcript_store {
-                    crate::output::line(format!("transcript store {store}"))?;
+                    fields.push(("transcript store", store.clone()));
                 }
                 if snap.usage.turns > 0 {
-                    crate::output::line(format!(
-                        "usage      {}",
-                        super::usage::totals_line(&snap.usage)
-                    ))?;
+                    fields.push(("usage", super::usage::totals_line(&snap.usage)));
+                }
+                let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+                for (label, value) in fields {
+                    crate::output::line(format!("{label:<width$}{value}"))?;
                 }
                 crate::output::line("turns:")?;
                 for turn in &snap.recent_turns {

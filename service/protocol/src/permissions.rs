@@ -100,6 +100,19 @@ impl DecidedBy {
             DecidedBy::TurnEnded => "turn_ended",
         }
     }
+
+    /// How a person reads who decided, after the answer: `(answered by
+    /// a user)`, `(its deadline passed)`, … One phrase for every view.
+    pub fn describe(by: Option<DecidedBy>) -> &'static str {
+        match by {
+            Some(DecidedBy::User) => "answered by a user",
+            Some(DecidedBy::Automatic) => "approved automatically: allow-all",
+            Some(DecidedBy::Expired) => "its deadline passed",
+            Some(DecidedBy::Cancel) => "the turn was cancelled",
+            Some(DecidedBy::TurnEnded) => "the turn ended",
+            None => "decided late",
+        }
+    }
 }
 
 /// How a journaled permission request was settled: the durable inbox's

@@ -157,7 +157,7 @@ fn a_threads_own_budget_stops_its_next_claim_and_is_shown_reset_and_cleared() {
     assert_eq!(own["spent"][0]["exhausted"], true, "{shown}");
     let plain = server.ctx.run(["threads", "show", &id]);
     assert!(
-        plain.stdout.contains("budget     100 tokens"),
+        plain.stdout.contains("budget             100 tokens"),
         "{}",
         plain.stdout
     );

@@ -102,7 +102,7 @@ fn usage_is_typed_recorded_per_turn_and_totalled_across_a_restart() {
         let plain = server.ctx.run(["threads", "show", &thread.id]);
         assert!(
             plain.stdout.contains(
-                "usage      360 tokens (in 200, out 100, cached 40, thought 20) over 2 turns; cost 0.5000 USD"
+                "usage              360 tokens (in 200, out 100, cached 40, thought 20) over 2 turns; cost 0.5000 USD"
             ),
             "{}",
             plain.stdout

@@ -25,14 +25,19 @@ fn the_notify_command_gets_only_the_allowed_fields_and_is_rate_limited() {
     // In the controller's environment: one allowed name, one secret.
     ctx.set_env("LAPIS_NOTIFY_ALLOWED", "yes");
     ctx.set_env("LAPIS_NOTIFY_SECRET", "env-secret-0c41");
-    let record = ctx.home().join("notify.log");
+    // Each run is its own task, so runs may overlap: each one writes its
+    // record to a file of its own and renames it into place when whole.
+    let records = ctx.home().join("notify-runs");
+    std::fs::create_dir(&records).unwrap();
     let script = ctx.home().join("notify-recorder");
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\n{{ printf 'ARGV %s\\n' \"$*\"; printf 'ENV '; env | sed 's/=.*//' | sort | tr '\\n' ' '; \
-             printf '\\nSECRET %s\\n' \"$LAPIS_NOTIFY_SECRET\"; printf 'LINE '; cat; }} >> '{}'\n",
-            record.display()
+            "#!/bin/sh\nout=$(mktemp '{dir}/run.XXXXXX')\n\
+             {{ printf 'ARGV %s\\n' \"$*\"; printf 'ENV '; env | sed 's/=.*//' | sort | tr '\\n' ' '; \
+             printf '\\nSECRET %s\\n' \"$LAPIS_NOTIFY_SECRET\"; printf 'LINE '; cat; }} > \"$out\"\n\
+             mv \"$out\" \"$out.done\"\n",
+            dir = records.display()
         ),
     )
     .unwrap();
@@ -87,8 +92,8 @@ fn the_notify_command_gets_only_the_allowed_fields_and_is_rate_limited() {
             .then_some(())
     });
     let text = eventually("two runs recorded", || {
-        let text = std::fs::read_to_string(&record).unwrap_or_default();
-        (text.matches("LINE ").count() == 2 && text.ends_with('\n')).then_some(text)
+        let runs = finished_runs(&records);
+        (runs.len() == 2).then(|| runs.concat())
     });
     assert!(
         !text.contains(MARKER),
@@ -99,11 +104,13 @@ fn the_notify_command_gets_only_the_allowed_fields_and_is_rate_limited() {
         !text.contains("Run command"),
         "no agent-written title: {text}"
     );
-    let lines: Vec<NotifyEvent> = text
+    let mut lines: Vec<NotifyEvent> = text
         .lines()
         .filter_map(|l| l.strip_prefix("LINE "))
         .map(|l| serde_json::from_str(l).expect("exactly the allowed fields"))
         .collect();
+    // Runs may finish in either order; the request came first.
+    lines.sort_by_key(|e| e.kind != AttentionKind::PermissionRequested);
     assert_eq!(lines[0].kind, AttentionKind::PermissionRequested);
     assert_eq!(lines[0].request_id.as_deref(), Some(request.id.as_str()));
     assert_eq!(lines[0].turn_id.as_deref(), Some(turn.id.as_str()));
@@ -129,6 +136,16 @@ fn the_notify_command_gets_only_the_allowed_fields_and_is_rate_limited() {
         }
     }
     server.finish(&[], &[]);
+}
+
+/// What each finished run of the recorder wrote (in no particular order).
+fn finished_runs(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".done"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect()
 }
 
 /// The turn ids of the `turn_finished` lines recorded so far.

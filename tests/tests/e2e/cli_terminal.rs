@@ -184,4 +184,6 @@ fn permission_titles_and_option_names_are_shown_harmless() {
         err.contains(&format!("permission perm-0 requested: Run command{SHOWN}")),
         "{err}"
     );
+    // And its decision reads as a sentence (`DecidedBy::describe`).
+    assert!(err.contains("(answered by a user)"), "{err}");
 }

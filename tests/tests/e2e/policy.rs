@@ -305,7 +305,7 @@ fn threads_configure_is_optimistic_refused_while_a_turn_waits_and_applies_to_lat
         .stdout
         .clone();
     assert!(
-        plain.contains("approval   allow-all\nrestricted no\nretention  full\nversion    3"),
+        plain.contains("approval           allow-all\nrestricted         no\nretention          full\nversion            3"),
         "{plain}"
     );
     let second = cli.turns_submit(&thread, "k-2", "ask me again").unwrap();

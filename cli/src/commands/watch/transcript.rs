@@ -108,9 +108,9 @@ impl Transcript {
                 true
             }
             Some(Payload::PermissionDecided(d)) => {
-                let by = d.decided_by.map_or("late", |b| b.as_str());
+                let by = lapis_protocol::DecidedBy::describe(d.decided_by);
                 self.push(Entry::Note(display(&format!(
-                    "permission {}: {} (by {by})",
+                    "permission {}: {} ({by})",
                     d.request_id,
                     d.answer.label()
                 ))));
