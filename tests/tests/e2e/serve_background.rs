@@ -68,6 +68,12 @@ fn serve_background_answers_before_it_returns_and_stop_ends_it() {
             .contains("answers on its socket without it"),
         "{doc}"
     );
+    // Its advice is not to start another by hand.
+    let fix = unit["fix"].as_str().unwrap();
+    assert!(
+        !fix.contains("by hand") && fix.contains("nothing to do while it runs"),
+        "{doc}"
+    );
     // `logs` reads the background controller's own log, not a journal.
     let log = std::fs::read_to_string(home.join("serve.log")).unwrap();
     let last = log.lines().last().expect("serve.log has lines");

@@ -140,6 +140,12 @@ fn without_manager(checks: &mut [Check]) {
         c.status = Status::Warn;
         c.summary
             .push_str(" (the controller answers on its socket without it)");
+        // It runs: "run it by hand" would be the wrong thing to do.
+        c.fix = Some(format!(
+            "nothing to do while it runs; for it to start at login, run `{}` \
+             where a user service manager (systemd or launchd) is available",
+            format_args!("{} install", lapis_installer::paths::PRODUCT)
+        ));
     }
 }
 
