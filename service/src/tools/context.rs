@@ -22,7 +22,6 @@ use lapis_protocol::tools::valid_tool_name;
 use sha2::{Digest, Sha256};
 
 use super::Tools;
-use super::peer::PeerError;
 use crate::acp::PromptContext;
 use crate::domain::{Retention, Thread};
 
@@ -72,18 +71,7 @@ pub(crate) async fn prepare(
             endpoint.revoked.clone(),
         )
         .await
-        .map_err(|e| {
-            unavailable(
-                port,
-                match e {
-                    PeerError::Gone => "its connection is gone",
-                    PeerError::Revoked => "it was revoked while preparing",
-                    PeerError::Deadline(_) => "it did not answer within its deadline",
-                    PeerError::Refused(_) => "it answered with an error",
-                    PeerError::Malformed => "its answer is malformed",
-                },
-            )
-        })?;
+        .map_err(|e| unavailable(port, e.why()))?;
     let (kept, cut_blocks, cut_bytes) = cut_to_budget(port, answer, CONTEXT_BUDGET_BYTES)?;
     let full = thread.retention == Retention::Full;
     let record = PreparedContext {

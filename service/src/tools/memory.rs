@@ -19,7 +19,6 @@ use lapis_protocol::memory::{
 use lapis_protocol::tools::valid_tool_name;
 
 use super::Tools;
-use super::peer::PeerError;
 use super::registry::Endpoint;
 use crate::acp::PromptContext;
 use crate::domain::Thread;
@@ -28,16 +27,6 @@ fn unavailable(port: &str, why: &'static str) -> PortRefusal {
     PortRefusal::ContextUnavailable {
         port: port.to_owned(),
         why,
-    }
-}
-
-fn why(e: &PeerError) -> &'static str {
-    match e {
-        PeerError::Gone => "its connection is gone",
-        PeerError::Revoked => "it was revoked while answering",
-        PeerError::Deadline(_) => "it did not answer within its deadline",
-        PeerError::Refused(_) => "it answered with an error",
-        PeerError::Malformed => "its answer is malformed",
     }
 }
 
@@ -119,7 +108,7 @@ pub(crate) async fn search(
             endpoint.revoked.clone(),
         )
         .await
-        .map_err(|e| unavailable(port, why(&e)))?;
+        .map_err(|e| unavailable(port, e.why()))?;
     let mut rec = record(via, port, &endpoint.identity, found.candidates.len());
     let kept = accept(&mut rec, found.candidates, limit);
     rec.rendered = kept.iter().map(|c| c.id.clone()).collect();
@@ -149,7 +138,7 @@ pub(crate) async fn read(
             endpoint.revoked.clone(),
         )
         .await
-        .map_err(|e| unavailable(port, why(&e)))?;
+        .map_err(|e| unavailable(port, e.why()))?;
     let mut rec = record(RecallVia::Read, port, &endpoint.identity, 1);
     let mut kept = accept(&mut rec, vec![item], 1);
     rec.rendered = kept.iter().map(|c| c.id.clone()).collect();

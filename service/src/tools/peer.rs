@@ -40,6 +40,21 @@ pub(crate) enum PeerError {
     Malformed,
 }
 
+impl PeerError {
+    /// Why a port's call failed, as the refusal a thread's turn reports
+    /// (`context_unavailable`, `transcript_store_failed`, …): the port's
+    /// side of it in a few words, never the application's text.
+    pub(crate) fn why(&self) -> &'static str {
+        match self {
+            PeerError::Gone => "its connection is gone",
+            PeerError::Revoked => "it was revoked while answering",
+            PeerError::Deadline(_) => "it did not answer within its deadline",
+            PeerError::Refused(_) => "it answered with an error",
+            PeerError::Malformed => "its answer is malformed",
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     /// The connection's writer queue.

@@ -36,7 +36,6 @@ use lapis_protocol::transcript::store::{
 
 use super::Tools;
 use super::memory::envelope;
-use super::peer::PeerError;
 use super::registry::Endpoint;
 use crate::domain::{EventKind, JournalEvent, Thread};
 use crate::store::Store;
@@ -45,16 +44,6 @@ fn failed(port: &str, why: &'static str) -> PortRefusal {
     PortRefusal::TranscriptStoreFailed {
         port: port.to_owned(),
         why,
-    }
-}
-
-fn why(e: &PeerError) -> &'static str {
-    match e {
-        PeerError::Gone => "its connection is gone",
-        PeerError::Revoked => "it was revoked while answering",
-        PeerError::Deadline(_) => "it did not answer within its deadline",
-        PeerError::Refused(_) => "it answered with an error",
-        PeerError::Malformed => "its answer is malformed",
     }
 }
 
@@ -95,7 +84,7 @@ async fn append(
         )
         .await
         .map(|_| ())
-        .map_err(|e| failed(port, why(&e)))
+        .map_err(|e| failed(port, e.why()))
 }
 
 /// One lock per thread: appends to a thread's store are never interleaved.
@@ -269,7 +258,7 @@ pub(crate) async fn fetch(
                 endpoint.revoked.clone(),
             )
             .await
-            .map_err(|e| failed(port, why(&e)))?;
+            .map_err(|e| failed(port, e.why()))?;
         let mut by_seq: HashMap<u64, serde_json::Value> = found
             .payloads
             .into_iter()

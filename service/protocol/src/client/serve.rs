@@ -21,7 +21,7 @@ use crate::transcript::store::{
     TRANSCRIPT_APPEND, TRANSCRIPT_FETCH, TranscriptAck, TranscriptAppend, TranscriptFetch,
     TranscriptPayloads,
 };
-use crate::{ErrorCode, Incoming, Request, Response, RpcError, encode};
+use crate::{ErrorCode, Id, Incoming, Request, Response, RpcError, encode};
 
 use super::{Client, ClientError};
 
@@ -110,18 +110,7 @@ fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) ->
             .map(|c| handler.fetch(&c).map(serde_json::to_value)),
         other => Err(RpcError::method_not_found(other)),
     };
-    match done {
-        Ok(Ok(Ok(v))) => Response::ok(id, v),
-        Ok(Ok(Err(e))) => Response::err(
-            Some(id),
-            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
-        ),
-        Ok(Err(e)) => Response::err(
-            Some(id),
-            RpcError::new(ErrorCode::TranscriptStoreFailed, e.0),
-        ),
-        Err(e) => Response::err(Some(id), e),
-    }
+    respond(id, done, ErrorCode::TranscriptStoreFailed)
 }
 
 fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Response {
@@ -135,15 +124,7 @@ fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Respons
             .map(|c| handler.evidence(&c).map(serde_json::to_value)),
         other => Err(RpcError::method_not_found(other)),
     };
-    match done {
-        Ok(Ok(Ok(v))) => Response::ok(id, v),
-        Ok(Ok(Err(e))) => Response::err(
-            Some(id),
-            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
-        ),
-        Ok(Err(e)) => Response::err(Some(id), RpcError::new(ErrorCode::ContextUnavailable, e.0)),
-        Err(e) => Response::err(Some(id), e),
-    }
+    respond(id, done, ErrorCode::ContextUnavailable)
 }
 
 fn answer_context(request: &Request, handler: &mut impl ContextHandler) -> Response {
@@ -151,17 +132,28 @@ fn answer_context(request: &Request, handler: &mut impl ContextHandler) -> Respo
     if request.method != CONTEXT_PREPARE {
         return Response::err(Some(id), RpcError::method_not_found(&request.method));
     }
-    let call = match request.params::<ContextPrepare>() {
-        Ok(c) => c,
-        Err(e) => return Response::err(Some(id), e),
-    };
-    match handler.prepare(&call).map(serde_json::to_value) {
-        Ok(Ok(v)) => Response::ok(id, v),
-        Ok(Err(e)) => Response::err(
+    let done = request
+        .params::<ContextPrepare>()
+        .map(|c| handler.prepare(&c).map(serde_json::to_value));
+    respond(id, done, ErrorCode::ContextUnavailable)
+}
+
+/// A port callback's response: the answer, or the handler's refusal as
+/// `refused`, an answer that does not encode as `internal`, or the
+/// request's own error (bad params, unknown method).
+fn respond(
+    id: Id,
+    done: Result<Result<serde_json::Result<serde_json::Value>, CallbackError>, RpcError>,
+    refused: ErrorCode,
+) -> Response {
+    match done {
+        Ok(Ok(Ok(v))) => Response::ok(id, v),
+        Ok(Ok(Err(e))) => Response::err(
             Some(id),
             RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
         ),
-        Err(e) => Response::err(Some(id), RpcError::new(ErrorCode::ContextUnavailable, e.0)),
+        Ok(Err(e)) => Response::err(Some(id), RpcError::new(refused, e.0)),
+        Err(e) => Response::err(Some(id), e),
     }
 }
 
