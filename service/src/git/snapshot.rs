@@ -40,6 +40,9 @@ use lapis_protocol::snapshot::{
 };
 
 use super::command::{self, GitError};
+use repo::{Repo, discover};
+
+pub(crate) use repo::may_be_git;
 
 /// The directory under the controller home holding every workspace's
 /// snapshot state.
@@ -71,20 +74,6 @@ pub struct SnapshotDir {
     /// A fixed reference second for what a snapshot saw (tests), else the
     /// file system's clock (see [`seen`]).
     reference: Option<i64>,
-}
-
-/// The repository a workspace path belongs to.
-#[derive(Debug)]
-struct Repo {
-    /// The top of its working tree.
-    toplevel: PathBuf,
-    /// The repository's own object directory (read as an alternate).
-    objects: PathBuf,
-    /// The repository's index (copied to seed the private one).
-    index: PathBuf,
-    /// Its `info/exclude`, `info/attributes`, `config` and
-    /// `config.worktree` (whether they exist or not).
-    rules: Vec<PathBuf>,
 }
 
 /// What the previous snapshot of a workspace saw, and where its
@@ -464,66 +453,6 @@ fn skip(e: GitError) -> Skip {
     })
 }
 
-/// Whether `path` may be inside a git work tree: some ancestor holds a
-/// `.git` entry. A few `stat` calls, so a turn in a plain directory pays
-/// no git process; `false` is final (git finds repositories the same way,
-/// and the controller's own `GIT_DIR` never reaches it).
-pub(crate) fn may_be_git(path: &Path) -> bool {
-    path.ancestors()
-        .any(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
-}
-
-/// The repository `path` is in.
-async fn discover(path: &Path, timeout: Duration) -> Result<Repo, Skip> {
-    if !path.is_dir() {
-        return Err(Skip(SnapshotSkipped::Failed));
-    }
-    let args = [
-        "rev-parse",
-        "--path-format=absolute",
-        "--is-inside-work-tree",
-        "--git-path",
-        "objects",
-        "--git-path",
-        "index",
-        "--git-path",
-        "info/exclude",
-        "--git-path",
-        "info/attributes",
-        "--git-path",
-        "config",
-        "--git-path",
-        "config.worktree",
-        // Not `--show-toplevel`, which fails inside `.git`.
-        "--show-cdup",
-    ];
-    let out = command::run(path, &args, &[], timeout)
-        .await
-        .map_err(skip)?;
-    let text = String::from_utf8_lossy(&out);
-    let lines: Vec<&str> = text.lines().collect();
-    match lines.as_slice() {
-        ["true", objects, index, rules @ .., cdup] if rules.len() == 4 => Ok(Repo {
-            toplevel: up(path, cdup),
-            objects: PathBuf::from(objects),
-            index: PathBuf::from(index),
-            rules: rules.iter().map(PathBuf::from).collect(),
-        }),
-        // A bare repository or inside `.git`: no working tree to snapshot.
-        _ => Err(Skip(SnapshotSkipped::NotGit)),
-    }
-}
-
-/// `path` moved up by `cdup` (`git rev-parse --show-cdup`: `../` once per
-/// level, empty at the top).
-fn up(path: &Path, cdup: &str) -> PathBuf {
-    let levels = Path::new(cdup)
-        .components()
-        .filter(|c| matches!(c, std::path::Component::ParentDir))
-        .count();
-    path.ancestors().nth(levels).unwrap_or(path).to_path_buf()
-}
-
 /// The entry count in an index file's header (`DIRC`, version, count; all
 /// big-endian), `None` when it cannot be read.
 fn index_entries(index: &Path) -> Option<u64> {
@@ -563,6 +492,7 @@ fn parse_numstat(out: &[u8]) -> Vec<ChangedFile> {
 }
 
 mod refresh;
+mod repo;
 mod seen;
 #[cfg(test)]
 mod tests;

@@ -18,9 +18,11 @@
 //!   be dropped (a late response would be read as the next one's).
 
 mod calls;
+mod credential;
 mod error;
 mod follow;
 mod managed;
+mod resume;
 mod serve;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -34,12 +36,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::params::ThreadsAttach;
 use crate::{
     DEFAULT_MAX_FRAME_BYTES, FrameError, HelloParams, HelloResult, Id, Incoming, Notification,
     PROTOCOL, Request, SessionView, ThreadExpect, ThreadSnapshot, continue_frame_blocking,
 };
 
+pub use credential::Credential;
 pub use error::ClientError;
 pub use follow::JournalFollower;
 pub use managed::{
@@ -56,60 +58,6 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// promptly (turns run after `turns.submit` returns), so this only fires on a
 /// wedged or overloaded server.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How to authenticate.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Credential {
-    /// A bootstrap token from the configuration, with the application name.
-    Token {
-        /// The secret.
-        token: String,
-        /// The application the session is for.
-        application: String,
-    },
-    /// A session bearer from an earlier `hello`.
-    Bearer(String),
-}
-
-impl Credential {
-    /// The `hello` params (also managed mode's startup line) for this
-    /// credential.
-    pub(crate) fn hello_params(&self) -> HelloParams {
-        let (token, bearer, application) = match self {
-            Credential::Token { token, application } => {
-                (Some(token.clone()), None, Some(application.clone()))
-            }
-            Credential::Bearer(b) => (None, Some(b.clone()), None),
-        };
-        HelloParams {
-            protocol: PROTOCOL.to_owned(),
-            token,
-            bearer,
-            application,
-            ticket: None,
-        }
-    }
-
-    /// The secret itself, for scrubbing text that must not quote it.
-    pub(crate) fn secret(&self) -> &str {
-        match self {
-            Credential::Token { token, .. } => token,
-            Credential::Bearer(b) => b,
-        }
-    }
-}
-
-impl fmt::Debug for Credential {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Credential::Token { application, .. } => f
-                .debug_struct("Token")
-                .field("application", application)
-                .finish_non_exhaustive(),
-            Credential::Bearer(_) => f.write_str("Bearer(<redacted>)"),
-        }
-    }
-}
 
 /// One connection to the controller.
 pub struct Client {
@@ -293,104 +241,6 @@ impl Client {
         let result = self.request::<crate::call::Hello>(&params)?;
         self.session = Some(result.session.clone());
         Ok(result)
-    }
-
-    /// Opens a new connection and resumes the same session: with the bearer
-    /// when one was issued, else with the original credential. Nothing that
-    /// was in flight on the old connection is resent. A managed
-    /// controller's client has no socket to dial again
-    /// ([`ClientError::NotReconnectable`]).
-    pub fn reconnect(&mut self) -> Result<HelloResult, ClientError> {
-        let previous = self.session.clone();
-        let path = self.path.clone().ok_or(ClientError::NotReconnectable)?;
-        let fresh = Client::connect(&path)?;
-        self.stream = fresh.stream;
-        self.reader = fresh.reader;
-        self.queued.clear();
-        self.partial.clear();
-        let credential = match (&self.bearer, &self.credential) {
-            (Some(b), _) => Credential::Bearer(b.clone()),
-            (None, Some(c)) => c.clone(),
-            (None, None) => return Err(ClientError::NotAuthenticated),
-        };
-        let result = match self.hello(credential) {
-            Err(ClientError::Rpc(e)) if self.bearer.is_some() && self.credential.is_some() => {
-                // The bearer failed (revoked or expired): the token may issue
-                // a new session, which is a different identity.
-                let _ = e;
-                let original = self
-                    .credential
-                    .clone()
-                    .ok_or(ClientError::NotAuthenticated)?;
-                self.bearer = None;
-                self.hello(original)?
-            }
-            other => other?,
-        };
-        if let Some(prev) = previous
-            && prev.id != result.session.id
-        {
-            return Err(ClientError::SessionChanged);
-        }
-        // The old connection's MCP servers died with it; threads that
-        // select them would fail `mcp_server_unavailable` until they are back.
-        if let Some(servers) = self.mcp.clone() {
-            self.mcp_register(servers)?;
-        }
-        self.callbacks.clear();
-        for endpoint in self.tools.clone().into_values() {
-            self.tools_register(endpoint)?;
-        }
-        for port in self.context.clone().into_values() {
-            self.context_register(port)?;
-        }
-        for port in self.memory.clone().into_values() {
-            self.memory_register(port)?;
-        }
-        for port in self.transcripts.clone().into_values() {
-            self.transcript_register(port)?;
-        }
-        // Re-attach and re-snapshot every attached thread: what happened
-        // while disconnected shows in the fresh snapshots, and a thread
-        // whose binding changed fails here (`binding_mismatch`) before the
-        // caller sends anything for it.
-        let attached: Vec<(String, ThreadExpect)> = self
-            .attachments
-            .iter()
-            .map(|(id, (expect, _))| (id.clone(), expect.clone()))
-            .collect();
-        for (thread, expect) in attached {
-            self.threads_attach(&thread, &expect)?;
-        }
-        Ok(result)
-    }
-
-    /// `threads.attach`: the thread's snapshot if it still has the binding
-    /// `expect` states (else `binding_mismatch`, naming the fields). The
-    /// thread is remembered and attached again by every
-    /// [`Client::reconnect`] until [`Client::detach`].
-    pub fn threads_attach(
-        &mut self,
-        thread_id: &str,
-        expect: &ThreadExpect,
-    ) -> Result<ThreadSnapshot, ClientError> {
-        let snapshot = self.request::<crate::call::ThreadsAttach>(&ThreadsAttach {
-            thread_id: thread_id.to_owned(),
-            expect: expect.clone(),
-        })?;
-        self.attachments
-            .insert(thread_id.to_owned(), (expect.clone(), snapshot.clone()));
-        Ok(snapshot)
-    }
-
-    /// The last snapshot of an attached thread (refreshed by reconnects).
-    pub fn attached_snapshot(&self, thread_id: &str) -> Option<&ThreadSnapshot> {
-        self.attachments.get(thread_id).map(|(_, s)| s)
-    }
-
-    /// Stops re-attaching `thread_id` on reconnect.
-    pub fn detach(&mut self, thread_id: &str) {
-        self.attachments.remove(thread_id);
     }
 
     /// Sends the request of call `C` and waits for its result, typed as the

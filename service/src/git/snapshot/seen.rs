@@ -54,62 +54,18 @@
 use std::collections::HashSet;
 use std::ffi::CStr;
 use std::io::Write;
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+mod parts;
+mod stat;
 mod walk;
 
+use parts::{fill_all, in_parts};
+pub(super) use stat::Stat;
+use stat::open_dir;
 use walk::Ignored;
 pub(super) use walk::rule_files;
-
-/// The stat data a change to a path shows in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stat {
-    dev: u64,
-    ino: u64,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stat {
-    /// The stat data of `name` in the directory `dir`, not following a
-    /// symbolic link (one path component to resolve, not a whole path);
-    /// `None` when it does not exist (or cannot be read).
-    fn at(dir: &OwnedFd, name: &CStr) -> Option<Stat> {
-        use nix::fcntl::AtFlags;
-        let m = nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
-        Some(Stat {
-            dev: m.st_dev,
-            ino: m.st_ino,
-            mode: m.st_mode,
-            uid: m.st_uid,
-            gid: m.st_gid,
-            size: u64::try_from(m.st_size).unwrap_or(u64::MAX),
-            mtime: (m.st_mtime, m.st_mtime_nsec),
-            ctime: (m.st_ctime, m.st_ctime_nsec),
-        })
-    }
-
-    fn is_dir(&self) -> bool {
-        self.mode & nix::libc::S_IFMT == nix::libc::S_IFDIR
-    }
-}
-
-/// A descriptor for stating names in `dir` (`O_PATH`: nothing is read
-/// through it), `None` when it cannot be opened.
-fn open_dir(dir: &Path) -> Option<OwnedFd> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_PATH | nix::libc::O_DIRECTORY)
-        .open(dir)
-        .ok()
-        .map(OwnedFd::from)
-}
 
 /// What the names of a [`Group`] are to the tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -507,81 +463,6 @@ impl Seen {
         self.reference = reference;
         Some(self)
     }
-}
-
-fn threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_THREADS)
-}
-
-/// Where to cut `groups` into parts holding about as many names each, one
-/// per thread (one part below [`PARALLEL_FROM`] names): each part's end.
-fn cuts(groups: &[Group]) -> Vec<usize> {
-    let total: usize = groups.iter().map(Group::len).sum();
-    let threads = threads();
-    if threads == 1 || total < PARALLEL_FROM {
-        return vec![groups.len()];
-    }
-    let per = total.div_ceil(threads);
-    let mut ends = Vec::new();
-    let mut count = 0;
-    for (i, g) in groups.iter().enumerate() {
-        count += g.len();
-        if count >= per {
-            ends.push(i + 1);
-            count = 0;
-        }
-    }
-    if ends.last() != Some(&groups.len()) {
-        ends.push(groups.len());
-    }
-    ends
-}
-
-/// Runs `f` on each part of `groups` (see [`cuts`]), with the index of its
-/// first group, on scoped threads (this one alone for one part). The
-/// results in order, `None` if a thread panicked.
-fn in_parts<T: Send>(groups: &[Group], f: impl Fn(usize, &[Group]) -> T + Sync) -> Option<Vec<T>> {
-    let ends = cuts(groups);
-    if ends.len() == 1 {
-        return Some(vec![f(0, groups)]);
-    }
-    let f = &f;
-    std::thread::scope(|s| {
-        let mut start = 0;
-        let handles: Vec<_> = ends
-            .iter()
-            .map(|&end| {
-                let (first, part) = (start, &groups[start..end]);
-                start = end;
-                s.spawn(move || f(first, part))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().ok()).collect()
-    })
-}
-
-/// Records the stat data of every name in `groups`, in parts as
-/// [`in_parts`] does; `None` if a thread panicked.
-fn fill_all(groups: &mut [Group]) -> Option<()> {
-    let ends = cuts(groups);
-    if ends.len() == 1 {
-        groups.iter_mut().for_each(|g| g.fill(0));
-        return Some(());
-    }
-    std::thread::scope(|s| {
-        let (mut rest, mut start) = (groups, 0);
-        let handles: Vec<_> = ends
-            .iter()
-            .map(|&end| {
-                let (part, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
-                (rest, start) = (tail, end);
-                s.spawn(move || part.iter_mut().for_each(|g| g.fill(0)))
-            })
-            .collect();
-        handles.into_iter().all(|h| h.join().is_ok()).then_some(())
-    })
 }
 
 /// The file system clock's current second, as it stamps a marker file
