@@ -17,6 +17,10 @@
 //! changed read 322.7 ms there against 187.8 ms optimised, at load 3–5).
 //! Prints Markdown rows; no thresholds.
 
+// Bench and test code starts its own processes (the counted-spawn rule of
+// service/clippy.toml is for the library).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;

@@ -7,6 +7,10 @@
 //! `serve`, next to the floor, `version --json` (process start alone).
 //! Prints medians; no thresholds.
 
+// Bench and test code starts its own processes (the counted-spawn rule of
+// service/clippy.toml is for the library).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;

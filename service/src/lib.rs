@@ -41,6 +41,7 @@
 #![warn(unreachable_pub)]
 #![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
+pub(crate) mod children;
 pub(crate) mod domain;
 pub(crate) mod notifier;
 pub(crate) mod presence;

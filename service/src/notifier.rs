@@ -249,7 +249,7 @@ async fn deliver(config: NotifyConfig, line: NotifyEvent) {
         }
     }
     let kind = line.kind.as_str();
-    let mut child = match cmd.spawn() {
+    let mut child = match crate::children::spawn(crate::children::Purpose::Notify, &mut cmd) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(kind, error = %e, "notify: the command did not start");

@@ -21,6 +21,9 @@ fn reason(r: SnapshotSkipped) -> &'static str {
         SnapshotSkipped::TooLarge => "the tree has more files than the snapshot bound",
         SnapshotSkipped::Timeout => "git did not finish within the snapshot bound",
         SnapshotSkipped::Failed => "git failed (see the service log)",
+        SnapshotSkipped::Off => {
+            "evidence is off for this workspace (its config says `evidence: \"off\"`)"
+        }
     }
 }
 

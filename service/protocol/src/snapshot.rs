@@ -12,6 +12,43 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How a workspace's turns keep evidence of its working tree (config
+/// `workspaces.<id>.evidence`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceMode {
+    /// A snapshot at the dispatch boundary and at the outcome; the
+    /// controller watches the tree (inotify) so a snapshot of a tree
+    /// nothing touched costs no stat walk and no git (the default).
+    #[default]
+    Watch,
+    /// The same snapshots without the watch: each one states every path
+    /// the tree depends on (for a tree written where the kernel raises no
+    /// event: a network file system written by another host, shared
+    /// `mmap` writes).
+    Stat,
+    /// No snapshots: turns journal a snapshot skipped as `off`, and a
+    /// fenced turn has no evidence to show.
+    Off,
+}
+
+impl EvidenceMode {
+    /// The config name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvidenceMode::Watch => "watch",
+            EvidenceMode::Stat => "stat",
+            EvidenceMode::Off => "off",
+        }
+    }
+
+    /// Whether this is the default (`watch`).
+    pub fn is_default(&self) -> bool {
+        *self == EvidenceMode::Watch
+    }
+}
+
 /// Where in a turn a snapshot was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,6 +84,9 @@ pub enum SnapshotSkipped {
     Timeout,
     /// Git failed (its exit status is in the service log).
     Failed,
+    /// The workspace's configuration turns evidence off
+    /// (`evidence: "off"`).
+    Off,
 }
 
 impl SnapshotSkipped {
@@ -58,6 +98,7 @@ impl SnapshotSkipped {
             SnapshotSkipped::TooLarge => "too_large",
             SnapshotSkipped::Timeout => "timeout",
             SnapshotSkipped::Failed => "failed",
+            SnapshotSkipped::Off => "off",
         }
     }
 }

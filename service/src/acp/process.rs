@@ -143,7 +143,8 @@ impl AgentProcess {
             .stderr(Stdio::piped())
             // Last resort only: shutdown() is the real teardown.
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(LaunchError::Spawn)?;
+        let mut child = crate::children::spawn(crate::children::Purpose::Agent, &mut cmd)
+            .map_err(LaunchError::Spawn)?;
         let pid = child.id().ok_or_else(|| {
             LaunchError::Spawn(std::io::Error::other(
                 "agent exited before its pid was read",

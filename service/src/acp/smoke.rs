@@ -39,18 +39,19 @@ pub enum SmokeTurnError {
 
 /// Runs one echo turn through `bin acp-echo` and checks every step.
 pub fn echo_smoke_turn(bin: &Path, timeout: Duration) -> Result<(), SmokeTurnError> {
-    let mut child = Command::new(bin)
-        .arg("acp-echo")
+    let mut cmd = Command::new(bin);
+    cmd.arg("acp-echo")
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|source| SmokeTurnError::Spawn {
+        .stderr(Stdio::null());
+    let mut child = crate::children::spawn_std(crate::children::Purpose::Agent, &mut cmd).map_err(
+        |source| SmokeTurnError::Spawn {
             bin: bin.display().to_string(),
             source,
-        })?;
+        },
+    )?;
     let requests = [
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": 1, "clientCapabilities": {}}}),

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use lapis_protocol::Payload;
-use lapis_protocol::snapshot::{SnapshotPoint, WorkspaceSnapshot};
+use lapis_protocol::snapshot::{EvidenceMode, SnapshotPoint, SnapshotSkipped, WorkspaceSnapshot};
 
 use crate::git::snapshot::{SnapshotBounds, SnapshotDir};
 
@@ -28,6 +28,8 @@ pub(super) struct Evidence {
     path: PathBuf,
     /// How far a snapshot may go.
     bounds: SnapshotBounds,
+    /// The workspace's `evidence` setting (`off`: nothing is looked at).
+    mode: EvidenceMode,
     /// Whether the boundary snapshot produced a tree (then the outcome
     /// one is taken too).
     boundary_taken: Mutex<bool>,
@@ -35,19 +37,32 @@ pub(super) struct Evidence {
 
 impl Evidence {
     /// The evidence of a turn in workspace `workspace_id` at `path`.
-    pub(super) fn new(home: &std::path::Path, workspace_id: &str, path: PathBuf) -> Evidence {
+    pub(super) fn new(
+        home: &std::path::Path,
+        workspace_id: &str,
+        path: PathBuf,
+        mode: EvidenceMode,
+    ) -> Evidence {
+        let dir = SnapshotDir::new(home, workspace_id);
         Evidence {
-            dir: SnapshotDir::new(home, workspace_id),
+            dir: match mode {
+                EvidenceMode::Stat => dir.without_watch(),
+                EvidenceMode::Watch | EvidenceMode::Off => dir,
+            },
             path,
             bounds: SnapshotBounds::default(),
+            mode,
             boundary_taken: Mutex::new(false),
         }
     }
 
-    /// Whether a boundary snapshot will run git (the workspace may be in a
-    /// repository); otherwise it is answered at once as `not_git`.
-    pub(super) fn runs_git(&self) -> bool {
-        crate::git::snapshot::may_be_git(&self.path)
+    /// Whether a boundary snapshot may take long (the workspace may be in
+    /// a repository: a first snapshot runs git, later ones may stat the
+    /// tree); otherwise it is answered at once (`not_git`, `off`).
+    pub(super) fn may_take_long(&self) -> bool {
+        self.mode != EvidenceMode::Off
+            && crate::git::snapshot::may_be_git(&self.path)
+            && !self.dir.likely_quick()
     }
 
     /// The boundary snapshot, as the payload to journal.
@@ -76,6 +91,9 @@ impl Evidence {
     }
 
     async fn take(&self, at: SnapshotPoint) -> WorkspaceSnapshot {
+        if self.mode == EvidenceMode::Off {
+            return WorkspaceSnapshot::skipped(at, SnapshotSkipped::Off);
+        }
         let snap = self.dir.take(&self.path, at, self.bounds).await;
         if let Some(reason) = snap.skipped {
             tracing::debug!(

@@ -249,10 +249,10 @@ impl TurnHooks for StoreHooks {
             fingerprint: self.fingerprint.clone(),
             thread_version: self.thread_version,
         };
-        // A git snapshot takes longer than the claiming batch lingers: that
-        // batch commits now, and the boundary is an ordinary durable write.
-        // A plain directory is answered without a git process.
-        if self.evidence.runs_git() {
+        // A git snapshot may take longer than the claiming batch lingers:
+        // that batch commits now, and the boundary is an ordinary durable
+        // write. A plain directory is answered without a git process.
+        if self.evidence.may_take_long() {
             self.boundary.later();
         }
         let snapshot = self.evidence.at_boundary().await;

@@ -17,6 +17,7 @@ use crate::acp::{
     ProviderSpec, TurnHooks, TurnRequest, run_turn_on,
 };
 use lapis_protocol::config::EnvFile;
+use lapis_protocol::snapshot::EvidenceMode;
 use lapis_protocol::{Note, OutcomeCode, ReplaceReason, SessionReplaced};
 
 use crate::domain::{Claim, Preparer, ProviderFacts, SessionBinding, StoreError, TurnEnd};
@@ -54,6 +55,9 @@ pub struct Engine {
     secrets: Arc<std::sync::RwLock<EnvFile>>,
     /// The budgets checked at every claim; a config reload replaces them.
     budgets: Arc<std::sync::RwLock<Vec<lapis_protocol::config::Budget>>>,
+    /// Workspaces whose evidence is not the default (`workspaces.<id>.evidence`);
+    /// a config reload replaces them for later claims.
+    evidence: Arc<std::sync::RwLock<BTreeMap<String, EvidenceMode>>>,
     /// Bumped by every secrets reload: an agent started under an older
     /// generation is never kept for a later turn (its environment is stale).
     secrets_generation: Arc<AtomicU64>,
@@ -123,6 +127,7 @@ impl Engine {
             providers: Arc::new(std::sync::RwLock::new(config.providers.clone())),
             secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
             budgets: Arc::new(std::sync::RwLock::new(config.budgets.clone())),
+            evidence: Arc::new(std::sync::RwLock::new(config.evidence.clone())),
             secrets_generation: Arc::default(),
             config: Arc::new(config),
             broker: PermissionBroker::default(),

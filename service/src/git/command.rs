@@ -79,7 +79,7 @@ pub(crate) async fn run<A: AsRef<OsStr>>(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+    let mut child = match crate::children::spawn(crate::children::Purpose::Git, &mut cmd) {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(GitError::Missing),
         Err(e) => return Err(e.into()),

@@ -74,6 +74,9 @@ pub struct SnapshotDir {
     /// A fixed reference second for what a snapshot saw (tests), else the
     /// file system's clock (see [`seen`]).
     reference: Option<i64>,
+    /// Whether snapshots may keep a watch on the tree ([`watch`]); off,
+    /// every snapshot after the first states every path.
+    watches: bool,
 }
 
 /// What the previous snapshot of a workspace saw, and where its
@@ -84,6 +87,9 @@ struct Watched {
     seen: seen::Seen,
     /// The repository, as discovered by the last full snapshot.
     repo: Repo,
+    /// The inotify watch on the tree's directories, when it can be had
+    /// (see [`watch`]); carried from snapshot to snapshot.
+    watch: Option<watch::Watch>,
 }
 
 type Last = Option<Watched>;
@@ -103,6 +109,9 @@ fn state_for(dir: &Path) -> Arc<tokio::sync::Mutex<Last>> {
 /// checks which path it measured).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
+    /// The workspace's watch saw nothing happen since the previous
+    /// snapshot: its tree, no path stated, no git run.
+    Watched,
     /// Nothing changed since the previous snapshot: its tree, no git run.
     Seen,
     /// Git staged only the paths that changed since the previous snapshot.
@@ -113,6 +122,8 @@ pub enum Via {
 
 /// How a snapshot after a previous one went.
 enum Again {
+    /// The watch saw nothing happen since the previous snapshot began.
+    Quiet(Watched),
     /// Nothing changed.
     Same(Watched),
     /// Git staged the changed paths: the tree, its file count, and what was
@@ -130,7 +141,15 @@ impl SnapshotDir {
         SnapshotDir {
             dir: home.join(SNAPSHOTS_DIR).join(workspace_id),
             reference: None,
+            watches: true,
         }
+    }
+
+    /// The same state without a watch on the tree (a workspace's
+    /// `evidence: "stat"`, and the bench of the stating path).
+    pub fn without_watch(mut self) -> SnapshotDir {
+        self.watches = false;
+        self
     }
 
     /// The same state with a fixed reference second (tests: a clock far
@@ -187,6 +206,21 @@ impl SnapshotDir {
         ]
     }
 
+    /// Whether the next snapshot will very likely be answered by the
+    /// workspace's watch at once (nothing happened in the tree since the
+    /// last one): the engine then lets the claiming batch wait for the
+    /// boundary instead of committing it alone. A hint only: a wrong
+    /// answer costs latency, never evidence.
+    pub(crate) fn likely_quick(&self) -> bool {
+        let state = state_for(&self.dir);
+        let Ok(last) = state.try_lock() else {
+            return false;
+        };
+        last.as_ref()
+            .and_then(|w| w.watch.as_ref())
+            .is_some_and(watch::Watch::looks_quiet)
+    }
+
     /// Snapshots the working tree at `path` (see the module docs); a
     /// snapshot not taken says why. Never fails otherwise.
     pub async fn take(
@@ -207,27 +241,35 @@ impl SnapshotDir {
     ) -> (WorkspaceSnapshot, Option<Via>) {
         let state = state_for(&self.dir);
         let mut last = state.lock().await;
+        // The watch outlives each snapshot's record of what it saw.
+        let mut watch = last.as_mut().and_then(|w| w.watch.take());
         let again = match last.take() {
-            Some(watched) => self.again(watched, path, bounds).await,
+            Some(watched) => self.again(watched, &mut watch, path, bounds).await,
             None => Again::Full,
         };
         let taken = match again {
+            Again::Quiet(mut watched) => {
+                let tree = (watched.seen.tree.clone(), watched.seen.files);
+                watched.watch = watch;
+                *last = Some(watched);
+                Ok((tree, Via::Watched))
+            }
             Again::Same(watched) => {
                 let tree = (watched.seen.tree.clone(), watched.seen.files);
-                *last = Some(watched);
+                *last = self.watching(Some(watched), watch, bounds).await;
                 Ok((tree, Via::Seen))
             }
             Again::Refreshed(tree, files, watched) => {
-                *last = watched;
+                *last = self.watching(watched, watch, bounds).await;
                 Ok(((tree, files), Via::Refresh))
             }
-            Again::Full => self
-                .take_locked(path, bounds)
-                .await
-                .map(|(tree, files, watched)| {
-                    *last = watched;
-                    ((tree, files), Via::Git)
-                }),
+            Again::Full => match self.take_locked(path, bounds).await {
+                Ok((tree, files, watched)) => {
+                    *last = self.watching(watched, watch, bounds).await;
+                    Ok(((tree, files), Via::Git))
+                }
+                Err(skip) => Err(skip),
+            },
             Again::Skip(skip) => Err(skip),
         };
         match taken {
@@ -244,13 +286,48 @@ impl SnapshotDir {
         }
     }
 
+    /// `watched` with its watch covering every directory its tree depends
+    /// on (started if there is none yet, dropped if it cannot cover them),
+    /// off the async threads: a first watch of a large tree adds thousands.
+    async fn watching(
+        &self,
+        watched: Option<Watched>,
+        watch: Option<watch::Watch>,
+        bounds: SnapshotBounds,
+    ) -> Option<Watched> {
+        let mut watched = watched?;
+        if !self.watches {
+            return Some(watched);
+        }
+        let dirs = watched.seen.watch_dirs();
+        let covered = blocking(bounds, move || {
+            let mut watch = watch.or_else(watch::Watch::start)?;
+            watch.cover(dirs).then_some(watch)
+        });
+        watched.watch = covered.await.flatten();
+        Some(watched)
+    }
+
     /// The snapshot after a previous one that saw `watched` (see
     /// [`seen`]): within the bound and with the private index still there,
-    /// every path the tree depends on is stated (off the async threads,
-    /// within the command deadline); a few changed ones are refreshed.
-    async fn again(&self, watched: Watched, path: &Path, bounds: SnapshotBounds) -> Again {
+    /// a quiet watch answers at once (nothing happened in the tree since
+    /// the last snapshot began); otherwise every path the tree depends on
+    /// is stated (off the async threads, within the command deadline) and a
+    /// few changed ones are refreshed.
+    async fn again(
+        &self,
+        watched: Watched,
+        watch: &mut Option<watch::Watch>,
+        path: &Path,
+        bounds: SnapshotBounds,
+    ) -> Again {
         if watched.seen.files > bounds.max_files || !self.index().is_file() {
             return Again::Full;
+        }
+        // Read before anything else looks at the tree: what happens from
+        // here on is the next snapshot's to see.
+        if watch.as_mut().is_some_and(watch::Watch::quiet) && watched.seen.answers_for(path) {
+            return Again::Quiet(watched);
         }
         let root = path.to_path_buf();
         let checked = blocking(bounds, move || {
@@ -345,7 +422,15 @@ impl SnapshotDir {
             }
             _ => None,
         };
-        Ok((tree, files, seen.map(|seen| Watched { seen, repo })))
+        Ok((
+            tree,
+            files,
+            seen.map(|seen| Watched {
+                seen,
+                repo,
+                watch: None,
+            }),
+        ))
     }
 
     /// Seeds the private index: a copy of the repository's index (its stat
@@ -495,4 +580,6 @@ mod refresh;
 mod repo;
 mod seen;
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // builds repositories with git itself
 mod tests;
+mod watch;

@@ -84,8 +84,7 @@ pub(crate) async fn run(
         .env("LAPIS_REPOSITORY", subject.repository);
     // Its own process group, so a timeout kills what it started too.
     cmd.as_std_mut().process_group(0);
-    let mut child = cmd
-        .spawn()
+    let mut child = crate::children::spawn(crate::children::Purpose::Hook, &mut cmd)
         .map_err(|error| HookFailure::Start { which, error })?;
     let pid = child.id();
     let workspace = subject.workspace.to_owned();

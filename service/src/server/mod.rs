@@ -204,6 +204,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             config.max_running_turns = limits.max_running_turns;
             config.lookup.secrets = options.secrets.clone();
             config.budgets = options.config.budgets.clone();
+            config.evidence = options.config.evidence_modes();
             // Agents reach application tools through this binary's bridge,
             // connecting back to the socket (managed mode has none).
             config.bridge = (!options.stdio).then(|| {

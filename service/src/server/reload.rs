@@ -221,6 +221,7 @@ impl Reloader {
             engine.replace_providers(engine_config.providers);
             engine.replace_secrets(secrets);
             engine.replace_budgets(config.budgets.clone());
+            engine.replace_evidence(config.evidence_modes());
         }
         names.replace(provider_names);
         *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(roots);

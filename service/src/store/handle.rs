@@ -194,7 +194,8 @@ impl Store {
                 running_workspaces: vec![],
                 fenced_workspaces: vec![],
             }),
-            commits: Default::default(),
+            counters: Default::default(),
+            parked: Default::default(),
             storage_fault: Mutex::new(None),
         });
         let memory: SharedPayloads = Arc::new(Mutex::new(MemoryPayloads::new(
@@ -312,10 +313,24 @@ impl Store {
     /// Transactions committed so far (each is one fsync); for tests and metrics.
     #[cfg(any(test, feature = "test-support"))]
     pub fn commit_count(&self) -> u64 {
+        self.counts().commits
+    }
+
+    /// Claims parked on the writer (see [`ParkedClaim`]): a test waits for
+    /// the engine's next claim to park before it counts a turn's work, so
+    /// the count does not depend on which batch claimed the turn.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn parked_claims(&self) -> usize {
         self.inner
             .shared
-            .commits
+            .parked
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Commits and SQL statements so far (see [`super::counters`]): the
+    /// turn's hot-path guards, and `status`'s `work` counters.
+    pub fn counts(&self) -> lapis_protocol::params::StoreCounts {
+        self.inner.shared.counters.read()
     }
 
     /// Run `f` on the writer; publish its events after commit, then reply.
@@ -410,10 +425,13 @@ impl Store {
                 Some(c) => c,
                 None => schema::open_reader(&inner.db)?,
             };
+            let before = super::counters::on_this_thread();
             let result = {
                 let mem = inner.memory.lock().unwrap_or_else(|p| p.into_inner());
                 f(&conn, &mem)
             };
+            let ran = super::counters::on_this_thread() - before;
+            inner.shared.counters.add_read(ran);
             inner
                 .readers
                 .lock()

@@ -54,6 +54,7 @@ mod anchor;
 mod api;
 mod chain;
 mod continuation;
+mod counters;
 mod handle;
 mod home;
 mod ids;

@@ -351,6 +351,7 @@ fn configure(conn: &Connection) -> StoreResult<()> {
     // default, fewer than one turn uses): SQL parsing and planning was a
     // large share of the writer's CPU per turn.
     conn.set_prepared_statement_cache_capacity(64);
+    super::counters::count(conn);
     Ok(())
 }
 

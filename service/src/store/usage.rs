@@ -110,15 +110,21 @@ fn session_cost(
 
 impl super::Store {
     /// Records a turn's usage (see [`Writer::record_usage`]).
-    pub(crate) async fn record_usage(
+    /// Queues a turn's usage record ahead of its end, unawaited: the
+    /// writer runs requests in order, so it is on the turn's row in the
+    /// commit that ends the turn (or one before it), never after, and a
+    /// warm turn reporting usage costs no commit of its own. A failure is
+    /// logged, as an awaited one was.
+    pub(crate) fn record_usage_before_end(
         &self,
         turn: &str,
         context: Option<ContextUsage>,
         tokens: Option<TokenUsage>,
-    ) -> StoreResult<Option<TurnUsage>> {
+    ) {
         let turn = turn.to_owned();
-        self.op(move |w| w.record_usage(&turn, context.as_ref(), tokens.as_ref()))
-            .await
+        self.op_detached("recording the turn's usage", move |w| {
+            w.record_usage(&turn, context.as_ref(), tokens.as_ref())
+        });
     }
 
     /// The cumulative cost last recorded for agent session `session` of

@@ -157,8 +157,11 @@ pub(crate) struct Shared {
     pub(crate) events: broadcast::Sender<Arc<JournalEvent>>,
     /// Latest status counters.
     pub(crate) status: Mutex<StoreStatus>,
-    /// Transactions committed by the writer (each one fsync).
-    pub(crate) commits: std::sync::atomic::AtomicU64,
+    /// Commits and statements (see [`super::counters`]).
+    pub(crate) counters: super::counters::Counters,
+    /// Claims parked on the writer after its last batch (tests wait for
+    /// the engine's claim to park before counting a turn's work).
+    pub(crate) parked: std::sync::atomic::AtomicUsize,
     /// The storage condition that made the last write fail (`disk_full`,
     /// `read_only`, `io_error`), cleared by the next write that commits.
     pub(crate) storage_fault: Mutex<Option<&'static str>>,
@@ -226,6 +229,7 @@ impl Shared {
     /// Counts one durable commit (one fsync).
     pub(crate) fn committed(&self) {
         let n = self
+            .counters
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
@@ -251,6 +255,12 @@ impl Writer {
     /// and no durable one, for up to `deferred_linger`. Then the batch
     /// commits (one fsync), its events are published and its durable
     /// requests answered.
+    fn note_parked(&self) {
+        self.shared
+            .parked
+            .store(self.parked.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(super) fn run(mut self, rx: Receiver<Cmd>) {
         let mut stash: Option<Cmd> = None;
         loop {
@@ -275,6 +285,17 @@ impl Writer {
             if matches!(first, Cmd::Shutdown) {
                 break;
             }
+            // The engine parks a claim after every turn: with nothing
+            // runnable it waits here without a transaction (no statement,
+            // no write lock) for the batch that makes a turn runnable.
+            let first = match first {
+                Cmd::Park(claim) if self.sched.pick().is_none() => {
+                    self.parked.push_back(claim);
+                    self.note_parked();
+                    continue;
+                }
+                other => other,
+            };
             let started = Instant::now();
             let mut batch = Batch::begin(&mut self);
             batch.take(&mut self, first);
@@ -301,6 +322,7 @@ impl Writer {
                 }
             }
             batch.finish(&mut self);
+            self.note_parked();
             self.checkpoint_if_due();
         }
         // A clean stop anchors what it committed.

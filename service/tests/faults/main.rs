@@ -6,6 +6,10 @@
 //! in a non-recoverable state and exactly the turns past the dispatch boundary
 //! are fenced.
 
+// Bench and test code starts its own processes (the counted-spawn rule of
+// service/clippy.toml is for the library).
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -178,7 +178,11 @@ pub(crate) fn run(
     for ws in [1usize, 8] {
         let mut rates = Vec::new();
         let mut cpu = Vec::new();
+        // Per-turn counts from `status`'s `work` (a build without it adds
+        // no count rows): the guards' figures, measured at scale.
+        let mut counts: Vec<[f64; 4]> = Vec::new();
         for round in 0..3 {
+            let work_before = client.status()?.work;
             let cpu_before = rig.pid().and_then(cpu_ms);
             let started = Instant::now();
             let mut last = vec![String::new(); ws];
@@ -199,6 +203,41 @@ pub(crate) fn run(
             rates.push(batch as f64 / started.elapsed().as_secs_f64());
             if let (Some(a), Some(b)) = (cpu_before, rig.pid().and_then(cpu_ms)) {
                 cpu.push((b - a) / batch as f64);
+            }
+            if let (Some(a), Some(b)) = (work_before, client.status()?.work) {
+                let per = |x: u64, y: u64| (y - x) as f64 / batch as f64;
+                counts.push([
+                    per(a.store.commits, b.store.commits),
+                    per(a.store.write_statements, b.store.write_statements),
+                    per(a.store.read_statements, b.store.read_statements),
+                    per(
+                        a.processes.agents + a.processes.git,
+                        b.processes.agents + b.processes.git,
+                    ),
+                ]);
+            }
+        }
+        if !counts.is_empty() {
+            let names = [
+                ("durable commits per warm turn", "commits"),
+                ("SQL statements per warm turn, writer", "statements"),
+                (
+                    "SQL statements per warm turn, readers (incl. the bench's polling)",
+                    "statements",
+                ),
+                (
+                    "processes started per warm turn (agents + git)",
+                    "processes",
+                ),
+            ];
+            for (k, (name, unit)) in names.into_iter().enumerate() {
+                table.add(
+                    "turns",
+                    format!("{name}, {ws} workspace{}", if ws == 1 { "" } else { "s" }),
+                    Unit::Count(unit),
+                    counts.iter().map(|c| c[k]).collect(),
+                    None,
+                );
             }
         }
         if ws == 1 && !cpu.is_empty() {

@@ -29,6 +29,7 @@ mod client;
 mod context;
 mod context_ts;
 mod evidence;
+mod guards;
 mod home;
 mod inbox;
 mod install;

@@ -115,7 +115,14 @@ impl Server {
         Server::start_in_with(ctx, limits, providers, &[])
     }
 
-    fn start_in_with(ctx: TestContext, limits: Value, providers: Value, more: &[&str]) -> Server {
+    /// [`Server::start_in`] with more workspaces, as
+    /// [`Server::start_workspaces`] makes them.
+    pub fn start_in_with(
+        ctx: TestContext,
+        limits: Value,
+        providers: Value,
+        more: &[&str],
+    ) -> Server {
         let project = ctx.home().join("project");
         std::fs::create_dir_all(&project).unwrap();
         let mut workspaces = json!({ "proj": { "path": project } });

@@ -229,6 +229,13 @@ pub struct VcsIdentity {
 pub struct WorkspaceConfig {
     /// Absolute project directory (canonicalized by validation).
     pub path: PathBuf,
+    /// How its turns keep evidence of the working tree: `watch` (the
+    /// default), `stat` or `off` (see `EvidenceMode`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::snapshot::EvidenceMode::is_default"
+    )]
+    pub evidence: crate::snapshot::EvidenceMode,
 }
 
 /// `server` limits, with their defaults.
@@ -424,6 +431,15 @@ fn error_path(path: &serde_path_to_error::Path) -> String {
 }
 
 impl Config {
+    /// The declared workspaces whose evidence is not the default, by id.
+    pub fn evidence_modes(&self) -> BTreeMap<String, crate::snapshot::EvidenceMode> {
+        self.workspaces
+            .iter()
+            .filter(|(_, w)| !w.evidence.is_default())
+            .map(|(id, w)| (id.clone(), w.evidence))
+            .collect()
+    }
+
     /// Reads (bounded, regular files only) and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let bytes = read_config_file(path)?;

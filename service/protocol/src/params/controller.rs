@@ -116,6 +116,53 @@ pub struct StatusResult {
     /// Each configured budget with what was spent against it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<BudgetStatus>,
+    /// What the controller did since it started: its store's commits and
+    /// statements, the processes it started. Read before this `status`
+    /// call's own reads, so two calls in a row differ by exactly the first
+    /// one's reads (the turn path's guards compare these per turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkCounts>,
+}
+
+/// What the controller did since it started (`status`'s `work`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkCounts {
+    /// The store's commits, statements and rows.
+    pub store: StoreCounts,
+    /// The child processes started, by purpose.
+    pub processes: ProcessCounts,
+}
+
+/// A store's durable commits (each one fsync), the SQL statements its
+/// writer and readers started, and the rows those returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreCounts {
+    /// Transactions committed.
+    pub commits: u64,
+    /// Statements the write connection started.
+    pub write_statements: u64,
+    /// Rows those returned.
+    pub write_rows: u64,
+    /// Statements the read connections started.
+    pub read_statements: u64,
+    /// Rows those returned.
+    pub read_rows: u64,
+}
+
+/// Child processes started, by purpose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessCounts {
+    /// ACP agents (turns, probes, smoke turns).
+    pub agents: u64,
+    /// git commands (evidence snapshots, worktrees).
+    pub git: u64,
+    /// Notification commands.
+    pub notify: u64,
+    /// Worktree hooks.
+    pub hooks: u64,
 }
 
 /// A budget and its spending (`status`, `budgets show`).

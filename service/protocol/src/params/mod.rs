@@ -22,9 +22,9 @@ mod turns;
 mod workspaces;
 
 pub use controller::{
-    BudgetReset, BudgetSpend, BudgetStatus, BudgetsReset, EngineCounters, ProvidersCheck,
-    ProvidersChecked, QueueStatus, ReloadResult, RevokeResult, SessionsRevoke, StatusResult,
-    StatusTurn, UsageStatus,
+    BudgetReset, BudgetSpend, BudgetStatus, BudgetsReset, EngineCounters, ProcessCounts,
+    ProvidersCheck, ProvidersChecked, QueueStatus, ReloadResult, RevokeResult, SessionsRevoke,
+    StatusResult, StatusTurn, StoreCounts, UsageStatus, WorkCounts,
 };
 pub use journal::{
     JournalReplay, JournalSubscribe, JournalUnsubscribe, SubscribeResult, UnsubscribeResult,

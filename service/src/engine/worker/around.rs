@@ -64,6 +64,22 @@ impl Engine {
         *self.budgets.write().unwrap_or_else(|p| p.into_inner()) = budgets;
     }
 
+    /// Replaces the workspaces' evidence modes for turns claimed from now
+    /// on (reload).
+    pub(crate) fn replace_evidence(&self, evidence: BTreeMap<String, EvidenceMode>) {
+        *self.evidence.write().unwrap_or_else(|p| p.into_inner()) = evidence;
+    }
+
+    /// How workspace `id` keeps evidence now.
+    pub(super) fn evidence_of(&self, id: &str) -> EvidenceMode {
+        self.evidence
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// The budgets claims are checked against now.
     pub(crate) fn budgets(&self) -> Vec<lapis_protocol::config::Budget> {
         self.budgets

@@ -36,6 +36,9 @@ pub struct EngineConfig {
     pub(crate) bridge: Option<(PathBuf, PathBuf)>,
     /// The config's budgets at start (a reload replaces the engine's).
     pub(crate) budgets: Vec<lapis_protocol::config::Budget>,
+    /// Workspaces whose evidence is not the default, by id (a reload
+    /// replaces the engine's).
+    pub(crate) evidence: BTreeMap<String, lapis_protocol::snapshot::EvidenceMode>,
 }
 
 impl EngineConfig {
@@ -52,6 +55,7 @@ impl EngineConfig {
             tools: crate::tools::Tools::default(),
             bridge: None,
             budgets: Vec::new(),
+            evidence: BTreeMap::new(),
         }
     }
 

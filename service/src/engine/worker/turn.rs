@@ -137,6 +137,7 @@ impl Engine {
                     &self.store.options().home,
                     &claim.workspace.id,
                     PathBuf::from(&claim.workspace.path),
+                    self.evidence_of(&claim.workspace.id),
                 ),
             )
             .with_ceiling(ceiling),
@@ -243,13 +244,12 @@ impl Engine {
         }
         // What the turn used is on its row before its end is told to
         // anyone, so a budget checked at the next claim counts it.
-        if (run.context_usage.is_some() || run.tokens.is_some())
-            && let Err(err) = self
-                .store
-                .record_usage(&turn_id, run.context_usage.take(), run.tokens.take())
-                .await
-        {
-            tracing::error!(turn = %turn_id, code = err.code(), "recording the turn's usage failed");
+        if run.context_usage.is_some() || run.tokens.is_some() {
+            self.store.record_usage_before_end(
+                &turn_id,
+                run.context_usage.take(),
+                run.tokens.take(),
+            );
         }
         // Text held back for redaction is queued before the turn's end.
         // Output the store refused or failed to write (disk full, …) makes

@@ -37,7 +37,7 @@ impl SnapshotDir {
         dirty: Vec<Dirty>,
         bounds: SnapshotBounds,
     ) -> Result<Option<Refreshed>, Skip> {
-        let Watched { seen, repo } = watched;
+        let Watched { seen, repo, .. } = watched;
         // Before anything that is recorded is read: the changed
         // directories' names, the new directories' walk, the restating,
         // git's own reads (see [`seen`]). The check's stat data came
@@ -104,7 +104,15 @@ impl SnapshotDir {
         let seen = blocking(bounds, move || seen.refreshed(changes, built, reference))
             .await
             .flatten();
-        Ok(Some((tree, files, seen.map(|seen| Watched { seen, repo }))))
+        Ok(Some((
+            tree,
+            files,
+            seen.map(|seen| Watched {
+                seen,
+                repo,
+                watch: None,
+            }),
+        )))
     }
 }
 

@@ -35,10 +35,14 @@ pub(crate) fn may_be_git(path: &Path) -> bool {
         .any(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
 }
 
-/// The repository `path` is in.
+/// The repository `path` is in; a plain directory is `not_git` at once,
+/// without a git process (every snapshot and diff comes through here).
 pub(super) async fn discover(path: &Path, timeout: Duration) -> Result<Repo, Skip> {
     if !path.is_dir() {
         return Err(Skip(SnapshotSkipped::Failed));
+    }
+    if !may_be_git(path) {
+        return Err(Skip(SnapshotSkipped::NotGit));
     }
     let args = [
         "rev-parse",

@@ -260,6 +260,30 @@ impl Seen {
         })
     }
 
+    /// Whether this was seen at workspace path `path`.
+    pub(super) fn answers_for(&self, path: &Path) -> bool {
+        self.path == path
+    }
+
+    /// The directories a watch must cover for this tree (see
+    /// [`super::watch`]): every directory of the tree with all its names,
+    /// and the directories of the workspace itself and of the rules files
+    /// with only those names.
+    pub(super) fn watch_dirs(&self) -> super::watch::Dirs {
+        use std::os::unix::ffi::OsStrExt;
+        super::watch::merge(self.groups.iter().map(|g| {
+            let names = match g.kind {
+                Kind::Tree(_) => None,
+                Kind::Rules | Kind::Root => Some(
+                    g.names()
+                        .map(|n| std::ffi::OsStr::from_bytes(n.to_bytes()).to_owned())
+                        .collect(),
+                ),
+            };
+            (g.dir.clone(), names)
+        }))
+    }
+
     /// Stats every path the tree depends on (blocking; spread over the
     /// machine's cores) and says whether any changed since it was seen:
     /// its stat data differs, or it was suspect.

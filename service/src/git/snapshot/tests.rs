@@ -39,7 +39,9 @@ fn fixture() -> (tempfile::TempDir, PathBuf, SnapshotDir) {
     git(&repo, &["commit", "-qm", "init"]);
     std::fs::create_dir_all(repo.join("target")).unwrap();
     std::fs::write(repo.join("target/big.bin"), "ignored").unwrap();
-    let dir = SnapshotDir::new(&tmp.path().join("home"), "w1");
+    // These tests check what stat data and git see: without the watch,
+    // which would answer most of their snapshots first (tested below).
+    let dir = SnapshotDir::new(&tmp.path().join("home"), "w1").without_watch();
     (tmp, repo, dir)
 }
 
@@ -486,4 +488,80 @@ async fn many_changes_or_a_new_nested_repository_stage_the_whole_tree() {
     git(&nested, &["commit", "-qm", "n"]);
     let (_, via) = dir.take_via(&repo, SnapshotPoint::Outcome, bounds).await;
     assert_eq!(via, Some(Via::Git));
+}
+
+/// One snapshot of `repo`: its tree and how it was got.
+async fn takes(dir: &SnapshotDir, repo: &Path) -> (Option<String>, Option<Via>) {
+    let (snap, via) = dir
+        .take_via(repo, SnapshotPoint::Outcome, SnapshotBounds::default())
+        .await;
+    (snap.tree, via)
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_watched_tree_nothing_touched_costs_no_stat_walk_and_every_touch_is_seen() {
+    let (tmp, repo, _) = fixture();
+    let dir = SnapshotDir::new(&tmp.path().join("home"), "watched");
+    let (first, via) = takes(&dir, &repo).await;
+    assert_eq!(via, Some(Via::Git));
+    // The watch began after that snapshot: the next one states every
+    // path; from then on the watch answers.
+    let (tree, via) = takes(&dir, &repo).await;
+    assert_ne!(via, Some(Via::Watched));
+    assert_eq!(tree, first);
+    assert!(dir.likely_quick(), "a trusted, quiet watch");
+    let (tree, via) = takes(&dir, &repo).await;
+    assert_eq!((tree.as_ref(), via), (first.as_ref(), Some(Via::Watched)));
+    // An ignored directory is not watched: nothing the tree holds.
+    std::fs::write(repo.join("target/big.bin"), "still ignored").unwrap();
+    assert_eq!(takes(&dir, &repo).await.1, Some(Via::Watched));
+
+    // A change that keeps size and mtime is an event all the same.
+    let b = repo.join("src/b.txt");
+    let mtime = std::fs::metadata(&b).unwrap().modified().unwrap();
+    std::fs::write(&b, "owt\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&b)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    assert!(!dir.likely_quick(), "an event is waiting");
+    let (edited, via) = takes(&dir, &repo).await;
+    assert_ne!(via, Some(Via::Watched));
+    assert_ne!(edited, first, "the edit is in the tree");
+
+    // A new directory: its watch is added by the snapshot that sees it,
+    // so the next one states every path again before the watch answers.
+    std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+    std::fs::write(repo.join("src/deep/c.txt"), "c\n").unwrap();
+    let (with_dir, via) = takes(&dir, &repo).await;
+    assert_ne!(via, Some(Via::Watched));
+    assert_ne!(with_dir, edited);
+    let (tree, via) = takes(&dir, &repo).await;
+    assert_ne!(
+        via,
+        Some(Via::Watched),
+        "a watch added last time is not trusted yet"
+    );
+    assert_eq!(tree, with_dir);
+    let (tree, via) = takes(&dir, &repo).await;
+    assert_eq!(
+        (tree.as_ref(), via),
+        (with_dir.as_ref(), Some(Via::Watched))
+    );
+    // A write in the new directory reaches the tree.
+    std::fs::write(repo.join("src/deep/c.txt"), "c, changed\n").unwrap();
+    let (tree, via) = takes(&dir, &repo).await;
+    assert_ne!(via, Some(Via::Watched));
+    assert_ne!(tree, with_dir);
+    // And the user's rules: a new ignore rule is a change to the tree.
+    takes(&dir, &repo).await;
+    takes(&dir, &repo).await;
+    assert_eq!(takes(&dir, &repo).await.1, Some(Via::Watched));
+    std::fs::write(repo.join(".gitignore"), "target/\n*.txt\n").unwrap();
+    let (ignoring, via) = takes(&dir, &repo).await;
+    assert_ne!(via, Some(Via::Watched));
+    assert_ne!(ignoring, tree);
 }

@@ -9,7 +9,7 @@ use lapis_protocol::{
     PROTOCOL, RpcError, TurnState,
     params::{
         EngineCounters, InboxSummary, OldestRequest, QueueStatus, StatusResult, StatusTurn,
-        UsageStatus,
+        UsageStatus, WorkCounts,
     },
 };
 
@@ -46,6 +46,11 @@ async fn usage_status(store: &Store) -> Result<UsageStatus, RpcError> {
 /// to say which.
 pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
     let store = &ctx.core.store;
+    // First, before this call's own reads (see `StatusResult::work`).
+    let work = WorkCounts {
+        store: store.counts(),
+        processes: crate::children::counts(),
+    };
     let s = store.status();
     let running_turns = if s.running_workspaces.is_empty() {
         Vec::new()
@@ -97,6 +102,7 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
     let id = &ctx.identity;
     let policy_probes = super::providers::policy_records(ctx).await?;
     let result = StatusResult {
+        work: Some(work),
         policy_probes,
         usage,
         budgets,

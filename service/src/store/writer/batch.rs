@@ -176,6 +176,11 @@ impl Batch {
         } else {
             None
         };
+        // Counted before anyone is answered, so a caller reading the
+        // counters after its reply sees this batch's statements.
+        w.shared
+            .counters
+            .set_writer(super::super::counters::on_this_thread());
         w.publish(failed, self.replies);
     }
 }

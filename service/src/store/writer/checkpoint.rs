@@ -125,7 +125,8 @@ impl Writer {
         if !self.conn.is_autocommit() {
             return;
         }
-        let head = match anchor::committed(&self.conn) {
+        // Timed, not caused by any one turn: not in the turn counters.
+        let head = match crate::store::counters::housekeeping(|| anchor::committed(&self.conn)) {
             Ok(head) => head,
             Err(e) => {
                 tracing::warn!(code = e.code(), "cannot read the journal head to anchor it");

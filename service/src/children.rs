@@ -1,0 +1,74 @@
+//! Every child process the controller starts, counted by what it is for.
+//!
+//! The counts are guards, not metrics for their own sake: a warm turn in a
+//! plain directory starts no process at all (its agent is already running),
+//! and a test reads these counts (`status`'s `work.processes`) around a run
+//! of turns to prove it, at turn 10 as at turn 1,000.
+//!
+//! What must stay true: nothing in this crate starts a process except
+//! through [`spawn`] or [`spawn_std`] (`service/clippy.toml` disallows
+//! `Command::spawn`, `output` and `status` elsewhere), so a process the
+//! counts do not show cannot exist.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lapis_protocol::params::ProcessCounts;
+
+/// What a child process is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// An ACP agent (a turn's, a probe's or a smoke turn's).
+    Agent,
+    /// A git command (evidence snapshots, worktrees).
+    Git,
+    /// A configured notification command.
+    Notify,
+    /// A configured worktree hook.
+    Hook,
+}
+
+static STARTED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+fn counted(purpose: Purpose) {
+    let slot = match purpose {
+        Purpose::Agent => 0,
+        Purpose::Git => 1,
+        Purpose::Notify => 2,
+        Purpose::Hook => 3,
+    };
+    STARTED[slot].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Starts `cmd` (tokio), counted as `purpose` when it started.
+#[allow(clippy::disallowed_methods)] // the one place that may
+pub(crate) fn spawn(
+    purpose: Purpose,
+    cmd: &mut tokio::process::Command,
+) -> io::Result<tokio::process::Child> {
+    let child = cmd.spawn()?;
+    counted(purpose);
+    Ok(child)
+}
+
+/// Starts `cmd` (std), counted as `purpose` when it started.
+#[allow(clippy::disallowed_methods)] // the one place that may
+pub(crate) fn spawn_std(
+    purpose: Purpose,
+    cmd: &mut std::process::Command,
+) -> io::Result<std::process::Child> {
+    let child = cmd.spawn()?;
+    counted(purpose);
+    Ok(child)
+}
+
+/// The processes this process has started so far, by purpose.
+pub(crate) fn counts() -> ProcessCounts {
+    let n = |i: usize| STARTED[i].load(Ordering::Relaxed);
+    ProcessCounts {
+        agents: n(0),
+        git: n(1),
+        notify: n(2),
+        hooks: n(3),
+    }
+}

@@ -1,0 +1,266 @@
+//! The warm turn's guards: what a turn costs, counted, never timed
+//! (issue 39). A warm echo turn in a plain directory costs at most two
+//! durable commits, a fixed number of SQL statements and returned rows,
+//! the same at turn 1,000 of its thread as at turn 10 (nothing reads a
+//! thread's history per turn), and starts no process: its agent is
+//! already running, and a plain directory's evidence costs no git. In a
+//! git workspace whose tree nothing touches, a warm turn runs no git
+//! either (the workspace watch answers for the tree).
+//!
+//! The counts are the store's own (`Store::counts`: the write and read
+//! connections' statements as SQLite's trace reports them) and the
+//! controller's (`status`'s `work`), cross-checked for git by a recording
+//! `git` on the controller's `PATH`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lapis_e2e::TestContext;
+use lapis_protocol::params::StoreCounts;
+use lapis_service::engine::{Engine, EngineConfig};
+use lapis_service::{
+    ApprovalPolicy, EventKind, NewThread, Retention, Store, StoreOptions, SubmitTurn, TurnState,
+};
+use serde_json::json;
+
+use crate::acp::test_limits;
+use crate::acp_engine::owner;
+use crate::serve_support::Server;
+
+/// The most SQL statements a warm echo turn may run on the writer: the
+/// submit (receipt, turn, two events), the claim (reads, transition,
+/// prepared configuration), the boundary, the running mark, the reply and
+/// the outcome, each batch in one transaction. Counted, not timed: a
+/// change that adds a statement to every turn shows up here.
+const WARM_WRITE_STATEMENTS: u64 = 60;
+
+/// What one warm turn cost the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PerTurn {
+    commits: u64,
+    write_statements: u64,
+    write_rows: u64,
+    read_statements: u64,
+    read_rows: u64,
+}
+
+fn since(after: StoreCounts, before: StoreCounts) -> PerTurn {
+    PerTurn {
+        commits: after.commits - before.commits,
+        write_statements: after.write_statements - before.write_statements,
+        write_rows: after.write_rows - before.write_rows,
+        read_statements: after.read_statements - before.read_statements,
+        read_rows: after.read_rows - before.read_rows,
+    }
+}
+
+fn echo_thread(workspace: &str) -> NewThread {
+    NewThread {
+        command_id: None,
+        workspace_id: workspace.into(),
+        provider: "echo".into(),
+        approval: ApprovalPolicy::Ask,
+        restricted: false,
+        retention: Retention::Full,
+        mcp_servers: Vec::new(),
+        tools: Vec::new(),
+        context: None,
+        memory: None,
+        transcript_store: None,
+        thread_id: None,
+        permission_timeout_seconds: None,
+        budget: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = StoreOptions::new(dir.path().join("home"));
+    // As in `acp_commits`: batches that may wait for the request after
+    // them always do, so the count measures the design, not the scheduler.
+    opts.deferred_linger = Duration::from_secs(60);
+    opts.group_commit_linger = Duration::from_secs(60);
+    let store = Store::open(opts).unwrap();
+    let mut config = EngineConfig::new(BTreeMap::new()).with_builtin_echo(TestContext::bin());
+    config.limits = test_limits();
+    let engine = Engine::new(store.clone(), config);
+    let handle = engine.start();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    store.add_workspace("ws", &ws).await.unwrap();
+    let thread = store
+        .create_thread(&owner(), echo_thread("ws"))
+        .await
+        .unwrap()
+        .value;
+    let mut events = store.subscribe();
+    let mut costs = BTreeMap::new();
+    for i in 0..=1000 {
+        // Counted from the moment the engine's claim is parked, so the
+        // submit's batch claims the turn every time.
+        lapis_e2e::wait::until("the engine's claim parked", || store.parked_claims() == 1);
+        let before = store.counts();
+        let turn = store
+            .submit_turn(
+                &owner(),
+                SubmitTurn {
+                    command_id: format!("g-{i}"),
+                    thread_id: thread.id.clone(),
+                    prompt: format!("prompt {i}"),
+                    continues: None,
+                    max_turn_seconds: None,
+                },
+            )
+            .await
+            .unwrap()
+            .value;
+        loop {
+            let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                .await
+                .expect("turn never completed")
+                .unwrap();
+            if e.kind == EventKind::TurnState && e.turn_id.as_deref() == Some(turn.id.as_str()) {
+                match lapis_e2e::journal::moved_to(&e) {
+                    Some(TurnState::Completed) => break,
+                    Some(s) if s.is_terminal() || s.is_fenced() => panic!("turn {i} ended {s:?}"),
+                    _ => {}
+                }
+            }
+        }
+        if [10, 11, 500, 1000].contains(&i) {
+            // The turn's last work (the engine parking its next claim)
+            // is done before it is counted.
+            lapis_e2e::wait::until("the engine's next claim parked", || {
+                store.parked_claims() == 1
+            });
+            costs.insert(i, since(store.counts(), before));
+        }
+    }
+    let at10 = costs[&10];
+    eprintln!("a warm echo turn: {at10:?}");
+    assert!(at10.commits <= 2, "commits per warm turn: {costs:?}");
+    assert!(
+        at10.write_statements <= WARM_WRITE_STATEMENTS,
+        "statements per warm turn: {costs:?}"
+    );
+    for i in [11, 500, 1000] {
+        assert_eq!(costs[&i], at10, "turn {i} against turn 10: {costs:?}");
+    }
+    handle.shutdown().await;
+}
+
+/// A recording `git` on `PATH`: it appends its arguments to a log, then
+/// runs the real one.
+fn recording_git(ctx: &TestContext) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let real = which_git();
+    let bin = ctx.home().join("recording-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = ctx.home().join("git.log");
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        real.display()
+    );
+    let path = bin.join("git");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+fn which_git() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join("git"))
+        .find(|p| p.is_file())
+        .expect("git on PATH")
+}
+
+fn git_calls(ctx: &TestContext) -> usize {
+    std::fs::read_to_string(ctx.home().join("git.log"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// `status`'s `work` counters.
+fn work(server: &Server) -> lapis_protocol::params::WorkCounts {
+    let mut client = server.client("guards");
+    client
+        .status()
+        .expect("status")
+        .work
+        .expect("work counters")
+}
+
+/// Submits `n` turns on `thread` one after another, each waited for.
+fn run_turns(server: &Server, thread: &str, tag: &str, n: usize) {
+    let mut client = server.client("guards");
+    for i in 0..n {
+        let turn = client
+            .turns_submit(thread, &format!("{tag}-{i}"), &format!("echo {i}"))
+            .expect("submit");
+        lapis_e2e::wait::wait_turn(&mut client, &turn.id, |s| s == "completed");
+    }
+}
+
+#[test]
+fn a_warm_turn_starts_no_process_in_a_plain_directory_or_an_untouched_repository() {
+    let mut ctx = TestContext::new();
+    let bin = recording_git(&ctx);
+    ctx.prepend_path(bin);
+    let server = Server::start_in_with(ctx, json!({}), json!({}), &["repo"]);
+    let repo = server.ctx.home().join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new(which_git())
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", server.ctx.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "init",
+    ]);
+    let mut client = server.client("guards");
+    let plain = server.cli_thread("echo");
+    let in_repo = client
+        .threads_create("repo", "echo", lapis_protocol::ApprovalPolicy::Ask, None)
+        .expect("thread in repo")
+        .id;
+    for (name, thread) in [("plain", plain.as_str()), ("repo", in_repo.as_str())] {
+        // Warm: the agent is running, the workspace's evidence has its
+        // first (full) snapshot and its watch.
+        run_turns(&server, thread, &format!("{name}-warmup"), 3);
+        let (before, calls) = (work(&server), git_calls(&server.ctx));
+        run_turns(&server, thread, name, 20);
+        let (after, calls_after) = (work(&server), git_calls(&server.ctx));
+        assert_eq!(
+            after.processes, before.processes,
+            "{name}: processes started by 20 warm turns"
+        );
+        assert_eq!(calls_after, calls, "{name}: git runs during 20 warm turns");
+    }
+    // The guard can fail: a turn whose agent writes a file runs git to
+    // stage it, and the recorder and the counter both see it.
+    let (before, calls) = (work(&server), git_calls(&server.ctx));
+    std::fs::write(repo.join("src/new.rs"), "// new\n").unwrap();
+    run_turns(&server, &in_repo, "touched", 1);
+    let after = work(&server);
+    assert!(after.processes.git > before.processes.git, "{after:?}");
+    assert!(git_calls(&server.ctx) > calls);
+}
