@@ -174,12 +174,6 @@ mod imp {
             self.trusted = !added;
             true
         }
-
-        /// Directories watched.
-        #[cfg(test)]
-        pub(in crate::git::snapshot) fn len(&self) -> usize {
-            self.dirs.len()
-        }
     }
 }
 
