@@ -63,7 +63,14 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     let installed = launcher_view(&target.paths);
     let manager = manager_view(&target.paths);
     let answer = super::connect::connect_to(&target)
-        .and_then(|mut c| c.status().map_err(super::connect::client_error));
+        .and_then(|mut c| c.status().map_err(super::connect::client_error))
+        // The `work` counters vary from call to call: the `status` method
+        // carries them for scripts and the guards; the CLI's output stays
+        // what it was.
+        .map(|mut s| {
+            s.work = None;
+            s
+        });
     let running = match answer {
         Ok(s) => s,
         Err(mut err) => {

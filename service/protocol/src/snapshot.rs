@@ -20,13 +20,13 @@ use serde::{Deserialize, Serialize};
 pub enum EvidenceMode {
     /// A snapshot at the dispatch boundary and at the outcome; the
     /// controller watches the tree (inotify) so a snapshot of a tree
-    /// nothing touched costs no stat walk and no git (the default).
-    #[default]
+    /// nothing touched costs no stat walk and no git.
     Watch,
     /// The same snapshots without the watch: each one states every path
     /// the tree depends on (for a tree written where the kernel raises no
     /// event: a network file system written by another host, shared
     /// `mmap` writes).
+    #[default]
     Stat,
     /// No snapshots: turns journal a snapshot skipped as `off`, and a
     /// fenced turn has no evidence to show.
@@ -43,9 +43,9 @@ impl EvidenceMode {
         }
     }
 
-    /// Whether this is the default (`watch`).
+    /// Whether this is the default (`stat`, until the watch is proven).
     pub fn is_default(&self) -> bool {
-        *self == EvidenceMode::Watch
+        *self == EvidenceMode::Stat
     }
 }
 

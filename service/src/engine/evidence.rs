@@ -46,8 +46,8 @@ impl Evidence {
         let dir = SnapshotDir::new(home, workspace_id);
         Evidence {
             dir: match mode {
-                EvidenceMode::Stat => dir.without_watch(),
-                EvidenceMode::Watch | EvidenceMode::Off => dir,
+                EvidenceMode::Stat | EvidenceMode::Off => dir.without_watch(),
+                EvidenceMode::Watch => dir,
             },
             path,
             bounds: SnapshotBounds::default(),
