@@ -94,10 +94,22 @@ impl CliError {
             .as_deref()
             .map(|o| format!(" ({o})"))
             .unwrap_or_default();
+        // The one outcome whose fix is the owner's choice: say what it is.
+        let fix = if turn.outcome.as_deref() == Some("ask_unavailable") {
+            "\n  the provider cannot be made to ask before acting (its `ask_mode` \
+             observation says why): give it an `askMode` that asks, use `--approval allow-all` \
+             by choice, use another provider, or accept it with `\"allowUnasked\": true` in its config"
+        } else {
+            ""
+        };
         CliError {
             class: ExitClass::TurnNotCompleted,
             code: "turn_not_completed",
-            error: anyhow::anyhow!("turn {} ended {}{outcome}", turn.id, turn.state.as_str()),
+            error: anyhow::anyhow!(
+                "turn {} ended {}{outcome}{fix}",
+                turn.id,
+                turn.state.as_str()
+            ),
             details: None,
         }
     }

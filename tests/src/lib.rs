@@ -9,6 +9,7 @@ pub mod archives;
 mod context;
 pub mod http;
 pub mod journal;
+pub mod prompt;
 pub mod skip;
 pub mod ts_agent;
 pub mod wait;

@@ -1,7 +1,7 @@
 //! The agent's own account of a failed turn: the `agent_stderr` observation
-//! the runner journals when a turn fails setting up or with `agent_error`
-//! (its last stderr lines, redacted and bounded; none on a metadata-only
-//! thread). The follow prints it as it arrives; `turns show` and the error
+//! the runner journals when a turn fails (before or after dispatch) or its
+//! outcome is unknown (its last stderr lines, redacted, at most 4 KiB; none
+//! on a metadata-only thread). The follow prints it as it arrives; `turns show` and the error
 //! of a watched turn that did not complete quote it. Printed terminal-safe
 //! by the callers.
 

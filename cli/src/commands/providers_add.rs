@@ -72,6 +72,8 @@ fn definition(args: &ProvidersAddArgs) -> Result<(ProviderConfig, Resolved), Cli
             mcp_env_allowlist: Vec::new(),
             restricted_mode: None,
             allow_unrestricted: None,
+            ask_mode: None,
+            allow_unasked: None,
         },
         (None, None) => {
             return Err(CliError::failure(

@@ -7,6 +7,7 @@ use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
 use crate::args::{ApprovalArg, GlobalArgs, RetentionArg, ThreadsCommand};
 use crate::exit::CliResult;
 use crate::table::{Cell, Table};
+use crate::terminal::safe;
 
 use super::connect::{client_error, connect};
 
@@ -43,6 +44,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 .threads_create_with(&params)
                 .map_err(client_error)?
                 .thread;
+            warn_if_unasked(&mut client, &thread);
             if out.json {
                 crate::output::json(&json!({ "thread": thread }))?;
             } else {
@@ -205,6 +207,35 @@ fn worktree_for(
         added.workspace.id, added.workspace.path
     );
     Ok(id)
+}
+
+/// Warns, on stderr, when an `ask` thread's provider was found acting
+/// without asking by its recorded policy probe (`providers check NAME
+/// --policy`, verdict `ignored`, for its current definition): its turns
+/// fail `ask_unavailable` before dispatch unless the owner accepted the
+/// provider. A controller that cannot say warns nothing.
+fn warn_if_unasked(client: &mut lapis_protocol::client::Client, thread: &lapis_protocol::Thread) {
+    if thread.approval != lapis_protocol::ApprovalPolicy::Ask || thread.restricted {
+        return;
+    }
+    let Ok(status) = client.status() else {
+        return;
+    };
+    let ignored = status.policy_probes.iter().any(|r| {
+        r.provider == thread.provider
+            && r.current
+            && r.probe.verdict == lapis_protocol::probe::PolicyVerdict::Ignored
+    });
+    if ignored {
+        eprintln!(
+            "warning: provider `{}` acted without asking in its policy probe (`providers check {} --policy`: ignored); \
+             this thread's `ask` turns fail `ask_unavailable` before reaching it. Set the provider's `askMode` to a \
+             mode that asks and probe again, use `--approval allow-all` by choice, use another provider, or accept \
+             it with `\"allowUnasked\": true` in its config",
+            safe(&thread.provider),
+            safe(&thread.provider)
+        );
+    }
 }
 
 /// A thread's own budget in one line: `1000 tokens, 0.5 USD (key thread:ID:total)`.

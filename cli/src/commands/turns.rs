@@ -311,7 +311,12 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 })
                 .map_err(client_error)?;
             let (t, unknown, evidence) = (got.turn, got.unknown_tool_effects, got.evidence);
-            let said = if t.state == TurnState::Failed {
+            // The agent's last words on every end it did not report
+            // itself: failed, or unknown after the prompt was sent.
+            let said = if matches!(
+                t.state,
+                TurnState::Failed | TurnState::SubmissionUnknown | TurnState::Interrupted
+            ) {
                 super::agent_stderr::of_turn(&mut client, &t.thread_id, &t.id)?
             } else {
                 Vec::new()

@@ -105,7 +105,8 @@ pub struct ContextPrepare {
 
 /// One block of context, as the application answers it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// An answer: unknown members are ignored, as for every callback answer.
+#[serde(rename_all = "camelCase")]
 pub struct ContextBlock {
     /// The block's identity (the tools' name rule), unique in the answer;
     /// the agent sees it in the block's URI
@@ -117,7 +118,8 @@ pub struct ContextBlock {
 
 /// The result of `context.prepare`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// An answer: unknown members are ignored, as for every callback answer.
+#[serde(rename_all = "camelCase")]
 pub struct ContextPrepared {
     /// The blocks, in the order the agent reads them.
     #[serde(default)]
@@ -193,6 +195,16 @@ pub enum PortRefusal {
         /// What happened (no values).
         why: &'static str,
     },
+    /// The memory port a thread binds is unavailable, as for a context
+    /// port (same code: the turn's preparation could not have what it was
+    /// promised), named as what it is.
+    #[error("memory port `{port}` is unavailable: {why}")]
+    MemoryUnavailable {
+        /// The port's name.
+        port: String,
+        /// What happened (no values).
+        why: &'static str,
+    },
     /// The transcript store a thread binds is not registered now, or an
     /// append to it failed, expired or lost its connection: the turn fails
     /// before the dispatch boundary.
@@ -210,7 +222,9 @@ impl PortRefusal {
     pub fn code(&self) -> ErrorCode {
         match self {
             PortRefusal::Invalid { .. } | PortRefusal::Limit { .. } => ErrorCode::PortInvalid,
-            PortRefusal::ContextUnavailable { .. } => ErrorCode::ContextUnavailable,
+            PortRefusal::ContextUnavailable { .. } | PortRefusal::MemoryUnavailable { .. } => {
+                ErrorCode::ContextUnavailable
+            }
             PortRefusal::TranscriptStoreFailed { .. } => ErrorCode::TranscriptStoreFailed,
         }
     }

@@ -72,12 +72,12 @@ pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use outcome::OutcomeCode;
 pub use payload::{
-    AgentNotification, AgentStderr, CancelRequest, Chunk, ContextReset, Ignored, LateAppend,
-    McpRefused, ModeResult, Note, Observation, Payload, PermissionDecided, PermissionRequested,
-    Prompt, ReplaceReason, ResetReason, Resolution, ResolvedVia, RestrictedMode, SessionLoaded,
-    SessionReplaced, SessionResumed, StateChange, ThreadConfigured, ThreadCreated,
-    ToolCallFinished, ToolCallOutcome, ToolCallRequested, TurnSubmitted, UnknownToolEffect,
-    UnsupportedRequest, unknown_effects,
+    AgentNotification, AgentStderr, AskMode, CancelRequest, Chunk, ContextReset, Ignored,
+    LateAppend, McpRefused, ModeResult, Note, Observation, Payload, PermissionDecided,
+    PermissionRequested, Prompt, ReplaceReason, ResetReason, Resolution, ResolvedVia,
+    RestrictedMode, SessionLoaded, SessionReplaced, SessionResumed, StateChange, ThreadConfigured,
+    ThreadCreated, ToolCallFinished, ToolCallOutcome, ToolCallRequested, TurnSubmitted,
+    UnknownToolEffect, UnsupportedRequest, unknown_effects,
 };
 pub use permissions::{
     Answerer, DecidedBy, PendingRequest, PermissionAnswer, PermissionOption, Settlement,

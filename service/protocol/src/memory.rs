@@ -91,7 +91,8 @@ pub struct MemorySearch {
 
 /// One candidate (or item) a memory port answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// An answer: unknown members are ignored, as for every callback answer.
+#[serde(rename_all = "camelCase")]
 pub struct MemoryCandidate {
     /// Its identity in the application's memory (the tools' name rule).
     pub id: String,
@@ -101,7 +102,8 @@ pub struct MemoryCandidate {
 
 /// The result of `memory.search`: best first.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// An answer: unknown members are ignored, as for every callback answer.
+#[serde(rename_all = "camelCase")]
 pub struct MemoryCandidates {
     /// The candidates, best first.
     #[serde(default)]
@@ -185,5 +187,35 @@ mod tests {
         let forged = serde_json::json!({"principal": "p", "application": "a",
             "threadId": "t", "workspaceId": "w", "admin": true});
         assert!(serde_json::from_value::<AccessEnvelope>(forged).is_err());
+    }
+
+    #[test]
+    fn answers_with_unknown_members_are_accepted() {
+        // What memory services commonly add: a score, a cursor, metadata.
+        let answer = serde_json::json!({"candidates": [
+            {"id": "m1", "text": "Ada prefers tea", "score": 0.92, "meta": {"src": "crm"}}],
+            "next": "cursor-2"});
+        let found: MemoryCandidates = serde_json::from_value(answer).unwrap();
+        assert_eq!(found.candidates[0].id, "m1");
+        assert_eq!(found.candidates[0].text, "Ada prefers tea");
+        let item = serde_json::json!({"id": "m1", "text": "t", "score": 1});
+        assert!(serde_json::from_value::<MemoryCandidate>(item).is_ok());
+        let blocks = serde_json::json!({"blocks": [{"id": "b", "text": "t", "mime": "text/plain"}],
+            "tokens": 3});
+        let prepared: crate::context::ContextPrepared = serde_json::from_value(blocks).unwrap();
+        assert_eq!(prepared.blocks.len(), 1);
+    }
+
+    #[test]
+    fn a_memory_ports_refusal_names_a_memory_port() {
+        let r = crate::context::PortRefusal::MemoryUnavailable {
+            port: "mem".into(),
+            why: "its answer is malformed",
+        };
+        assert_eq!(r.code(), crate::ErrorCode::ContextUnavailable);
+        assert_eq!(
+            r.to_string(),
+            "memory port `mem` is unavailable: its answer is malformed"
+        );
     }
 }

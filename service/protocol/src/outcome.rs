@@ -50,6 +50,10 @@ pub enum OutcomeCode {
     SetModeTimeout,
     /// A restricted thread's agent offers no mode that keeps asking.
     RestrictedModeUnavailable,
+    /// An `ask` turn's agent cannot be made to ask before acting: its
+    /// provider's asking mode was not applied, or the provider definition's
+    /// recorded policy probe found it `ignored` (unless `allowUnasked`).
+    AskUnavailable,
     /// The thread's provider is no longer configured.
     UnknownProvider,
     /// A budget covering the turn was spent when it was claimed
@@ -124,7 +128,7 @@ pub enum OutcomeCode {
 impl OutcomeCode {
     /// Every code of the controller's own (the [`OutcomeCode::Refused`]
     /// ones are the MCP error codes of [`ErrorCode`]).
-    pub const ALL: [OutcomeCode; 41] = [
+    pub const ALL: [OutcomeCode; 42] = [
         OutcomeCode::CommandNotFound,
         OutcomeCode::CommandNotExecutable,
         OutcomeCode::WorkspaceUnavailable,
@@ -140,6 +144,7 @@ impl OutcomeCode {
         OutcomeCode::SetModeFailed,
         OutcomeCode::SetModeTimeout,
         OutcomeCode::RestrictedModeUnavailable,
+        OutcomeCode::AskUnavailable,
         OutcomeCode::UnknownProvider,
         OutcomeCode::BudgetExhausted,
         OutcomeCode::BoundaryNotPersisted,
@@ -186,6 +191,7 @@ impl OutcomeCode {
             OutcomeCode::SetModeFailed => "set_mode_failed",
             OutcomeCode::SetModeTimeout => "set_mode_timeout",
             OutcomeCode::RestrictedModeUnavailable => "restricted_mode_unavailable",
+            OutcomeCode::AskUnavailable => "ask_unavailable",
             OutcomeCode::UnknownProvider => "unknown_provider",
             OutcomeCode::BudgetExhausted => "budget_exhausted",
             OutcomeCode::Refused(code) => code.as_str(),

@@ -44,8 +44,8 @@ pub use lifecycle::{
     TurnSubmitted,
 };
 pub use note::{
-    AgentNotification, AgentStderr, ContextReset, McpRefused, ModeResult, Note, ReplaceReason,
-    ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, SessionResumed,
+    AgentNotification, AgentStderr, AskMode, ContextReset, McpRefused, ModeResult, Note,
+    ReplaceReason, ResetReason, RestrictedMode, SessionLoaded, SessionReplaced, SessionResumed,
     UnsupportedRequest,
 };
 pub use observation::{Ignored, LateAppend, Observation};

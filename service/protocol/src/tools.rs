@@ -11,8 +11,14 @@
 //! - every refusal is one [`ToolRefusal`] with one stable [`ErrorCode`] and
 //!   a message naming endpoints, tools and positions only, never an
 //!   argument or a result;
-//! - the bridge's name of a tool is `<endpoint>.<tool>` ([`qualified`]);
-//!   neither part may contain a `.`, so the split is unambiguous;
+//! - the bridge's name of a tool is `<endpoint>__<tool>` ([`qualified`]),
+//!   which matches `^[a-zA-Z0-9_-]{1,64}$`, the function-name rule of the
+//!   OpenAI and Anthropic APIs (a name a model API refuses makes the tool
+//!   unusable behind a real model): an endpoint name has no `__` and does
+//!   not end in `_`, and a tool name starts alphanumeric, so the first `__`
+//!   of a qualified name is the join and the split is unambiguous; an
+//!   endpoint whose joined names would exceed 64 bytes is refused at
+//!   `tools.register`;
 //! - a mutating tool's call carries an idempotency key (turn id + tool call
 //!   id, [`idempotency_key`]): the controller never invokes it twice for one
 //!   key, across restarts, and an application that sees a key again may
@@ -32,6 +38,11 @@ pub const MAX_TOOL_ENDPOINTS: usize = 8;
 pub const MAX_TOOLS: usize = 64;
 /// Largest `inputSchema` of one tool (its JSON), in bytes.
 pub const MAX_TOOL_SCHEMA_BYTES: usize = 16 * 1024;
+/// Longest name offered to an agent ([`qualified`], and the memory read
+/// tools): the model APIs' function-name bound.
+pub const MAX_OFFERED_NAME: usize = 64;
+/// What joins an endpoint and a tool in the name offered to agents.
+pub const QUALIFIED_SEPARATOR: &str = "__";
 /// Longest tool description, in bytes.
 pub const MAX_TOOL_DESCRIPTION_BYTES: usize = 2048;
 /// Largest result an application may return to one `tools.invoke` (its
@@ -116,7 +127,7 @@ pub struct ToolsUnregisterResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BridgeTool {
-    /// `<endpoint>.<tool>`.
+    /// `<endpoint>__<tool>` ([`qualified`]), or a provided tool's name.
     pub name: String,
     /// The tool's description.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -140,7 +151,7 @@ pub struct ToolsListResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolsCall {
-    /// `<endpoint>.<tool>`.
+    /// `<endpoint>__<tool>` ([`qualified`]), or a provided tool's name.
     pub name: String,
     /// The arguments (an object).
     #[serde(default)]
@@ -190,7 +201,8 @@ pub struct ToolInvoke {
 
 /// `capture.begin` / `capture.finish` (controller → application): the
 /// capture port around one mutating call. `begin` must be acknowledged
-/// before the tool is invoked; `finish` follows the result.
+/// before the tool is invoked; `finish` follows every invoke that was
+/// begun, whatever its answer or failure.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CaptureNotice {
@@ -206,7 +218,11 @@ pub struct CaptureNotice {
     pub turn_id: String,
     /// The call.
     pub call_id: String,
-    /// `finish` only: whether the tool reported an error.
+    /// `finish` only: whether the tool reported an error (`true` also when
+    /// the application answered the invoke with an error); absent from a
+    /// `finish` when the invoke's transport failed (deadline, connection
+    /// gone, an unreadable answer): the tool may have run, the controller
+    /// does not know its result. Absent from every `begin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
 }
@@ -234,15 +250,26 @@ pub const BRIDGE_TICKET_ENV: &str = "LAPIS_TOOLS_TICKET";
 /// `mcpServers`.
 pub const BRIDGE_SERVER_NAME: &str = "lapis-tools";
 
-/// `<endpoint>.<tool>`.
+/// `<endpoint>__<tool>`: the name the agent is offered.
 pub fn qualified(endpoint: &str, tool: &str) -> String {
-    format!("{endpoint}.{tool}")
+    format!("{endpoint}{QUALIFIED_SEPARATOR}{tool}")
 }
 
-/// Splits `<endpoint>.<tool>`; `None` when it is not of that form.
+/// Splits `<endpoint>__<tool>` at its first `__`; `None` when it is not of
+/// that form (see the module docs for why the first `__` is the join).
 pub fn split_qualified(name: &str) -> Option<(&str, &str)> {
-    let (e, t) = name.split_once('.')?;
-    (valid_tool_name(e) && valid_tool_name(t)).then_some((e, t))
+    let (e, t) = name.split_once(QUALIFIED_SEPARATOR)?;
+    (valid_endpoint_name(e) && valid_tool_name(t) && name.len() <= MAX_OFFERED_NAME)
+        .then_some((e, t))
+}
+
+/// Whether `name` is one every model API accepts as a function name:
+/// `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn offerable_name(name: &str) -> bool {
+    (1..=MAX_OFFERED_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
 
 /// The idempotency key of a call: `<turn id>:<call id>`.
@@ -302,15 +329,21 @@ impl ToolRefusal {
     }
 }
 
-/// The name rule of endpoints and tools: 1-64 of `[A-Za-z0-9_-]`, starting
-/// alphanumeric (no `.`: it separates the two in [`qualified`]).
+/// The name rule of tools (and of context block and memory item ids): 1-64
+/// of `[A-Za-z0-9_-]`, starting alphanumeric.
 pub fn valid_tool_name(name: &str) -> bool {
     crate::names::valid_name(name, 64) && !name.contains('.')
 }
 
+/// The name rule of endpoints: a tool name without `__` that does not end
+/// in `_`, so that [`qualified`] joins unambiguously.
+pub fn valid_endpoint_name(name: &str) -> bool {
+    valid_tool_name(name) && !name.contains(QUALIFIED_SEPARATOR) && !name.ends_with('_')
+}
+
 /// Checks one `tools.register`: names, counts, sizes, schemas.
 pub fn validate_endpoint(r: &ToolsRegister) -> Result<(), ToolRefusal> {
-    let shown = if valid_tool_name(&r.endpoint) {
+    let shown = if valid_endpoint_name(&r.endpoint) {
         r.endpoint.clone()
     } else {
         "?".into()
@@ -320,9 +353,10 @@ pub fn validate_endpoint(r: &ToolsRegister) -> Result<(), ToolRefusal> {
         reason,
     };
     let limit = |what, limit| ToolRefusal::Limit { what, limit };
-    if !valid_tool_name(&r.endpoint) {
+    if !valid_endpoint_name(&r.endpoint) {
         return Err(invalid(
-            "the endpoint name must be 1-64 of [A-Za-z0-9_-], starting alphanumeric",
+            "the endpoint name must be 1-64 of [A-Za-z0-9_-], starting alphanumeric, \
+             without `__` and not ending in `_` (agents are offered `<endpoint>__<tool>`)",
         ));
     }
     if r.tools.is_empty() {
@@ -340,6 +374,12 @@ pub fn validate_endpoint(r: &ToolsRegister) -> Result<(), ToolRefusal> {
         }
         if !names.insert(t.name.as_str()) {
             return Err(invalid("a tool name is used twice"));
+        }
+        if !offerable_name(&qualified(&r.endpoint, &t.name)) {
+            return Err(invalid(
+                "`<endpoint>__<tool>`, the name agents are offered, must be at most 64 bytes \
+                 (the OpenAI and Anthropic function-name rule)",
+            ));
         }
         if t.description.len() > MAX_TOOL_DESCRIPTION_BYTES {
             return Err(limit("description length", MAX_TOOL_DESCRIPTION_BYTES));
@@ -369,7 +409,7 @@ pub fn validate_binding(names: &[String]) -> Result<(), ToolRefusal> {
     }
     let mut seen = BTreeSet::new();
     for n in names {
-        if !valid_tool_name(n) {
+        if !valid_endpoint_name(n) {
             return Err(ToolRefusal::Invalid {
                 endpoint: "?".into(),
                 reason: "a bound endpoint name is invalid",

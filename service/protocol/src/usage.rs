@@ -12,6 +12,13 @@
 //!   its count) counts whole.
 //! - the prompt response's `usage` (unstable `unstable_end_turn_token_usage`
 //!   in the schema): token counts *for this turn*, taken as they are.
+//! - `_meta.usage` on an `agent_message_chunk` or `agent_thought_chunk`
+//!   (qwen-code's shape, the same members as the response's `usage`): the
+//!   counts of *one model call*, sent after each call of the turn's tool
+//!   loop; a turn's tokens are their sum ([`TokenUsage::of_chunk`],
+//!   [`TokenUsage::add`]). When the prompt response carries `usage` too,
+//!   that per-turn figure is the turn's and the chunks' sum is not added to
+//!   it (it would count the same calls twice).
 //!
 //! What must stay true: a turn's [`TurnUsage`] is per turn (never a running
 //! total), so totals are plain sums; cost is only ever summed within one
@@ -68,6 +75,37 @@ pub struct TokenUsage {
     /// Cache write tokens, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_write_tokens: Option<u64>,
+}
+
+impl TokenUsage {
+    /// The counts of one model call an agent reported in a message or
+    /// thought chunk's `_meta.usage` (`update` is the `session/update`'s
+    /// `update`); `None` for any other update or a `_meta.usage` without
+    /// the three counts.
+    pub fn of_chunk(update: &serde_json::Value) -> Option<TokenUsage> {
+        let kind = update.get("sessionUpdate")?.as_str()?;
+        if !matches!(kind, "agent_message_chunk" | "agent_thought_chunk") {
+            return None;
+        }
+        let usage = update.get("_meta")?.get("usage")?;
+        serde_json::from_value(usage.clone()).ok()
+    }
+
+    /// Adds another report's counts (one more model call of the turn).
+    pub fn add(&mut self, other: &TokenUsage) {
+        fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+            }
+        }
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.thought_tokens = sum(self.thought_tokens, other.thought_tokens);
+        self.cached_read_tokens = sum(self.cached_read_tokens, other.cached_read_tokens);
+        self.cached_write_tokens = sum(self.cached_write_tokens, other.cached_write_tokens);
+    }
 }
 
 /// What one turn used: per-turn figures (see the module docs), on the turn
@@ -297,5 +335,39 @@ mod tests {
             ["EUR", "USD"]
         );
         assert_eq!((totals.turns, totals.cost_in("EUR")), (3, 2.0));
+    }
+
+    #[test]
+    fn chunk_meta_usage_is_read_from_chunks_only_and_summed_per_call() {
+        let chunk = |kind: &str, usage: serde_json::Value| {
+            serde_json::json!({"sessionUpdate": kind, "content": {"type": "text", "text": ""},
+                "_meta": {"usage": usage, "durationMs": 3}})
+        };
+        let one = serde_json::json!({"inputTokens": 100, "outputTokens": 20, "totalTokens": 120});
+        let two = serde_json::json!({"inputTokens": 150, "outputTokens": 30, "totalTokens": 185,
+            "thoughtTokens": 5, "cachedReadTokens": 40});
+        let mut sum = TokenUsage::of_chunk(&chunk("agent_message_chunk", one.clone())).unwrap();
+        sum.add(&TokenUsage::of_chunk(&chunk("agent_thought_chunk", two)).unwrap());
+        assert_eq!(
+            sum,
+            TokenUsage {
+                total_tokens: 305,
+                input_tokens: 250,
+                output_tokens: 50,
+                thought_tokens: Some(5),
+                cached_read_tokens: Some(40),
+                cached_write_tokens: None,
+            }
+        );
+        // Not a chunk, no `_meta.usage`, or not the three counts: nothing.
+        assert_eq!(TokenUsage::of_chunk(&chunk("tool_call", one.clone())), None);
+        let plain = serde_json::json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "hi"}});
+        assert_eq!(TokenUsage::of_chunk(&plain), None);
+        let partial = serde_json::json!({"inputTokens": 1});
+        assert_eq!(
+            TokenUsage::of_chunk(&chunk("agent_message_chunk", partial)),
+            None
+        );
     }
 }

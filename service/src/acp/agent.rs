@@ -29,8 +29,6 @@ pub(crate) struct LiveAgent {
     /// The session lifecycle `initialize` advertised (`session/close` is
     /// sent at retirement when it offers it).
     pub(super) caps: lapis_protocol::probe::SessionCapabilities,
-    /// `initialize` advertised `promptCapabilities.embeddedContext`.
-    pub(super) embedded_context: bool,
     /// Provider name, for log lines.
     pub(super) provider: String,
     /// The tool ticket of this agent's MCP bridge (threads with tools):

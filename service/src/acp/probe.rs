@@ -253,6 +253,21 @@ async fn exchange(
                 if request.policy
                     && let Some(id) = v.get("sessionId").and_then(Value::as_str)
                 {
+                    // The session is set up as an `ask` turn's would be (its
+                    // asking mode requested), so the verdict is about what
+                    // a turn meets. A refusal is left to the verdict.
+                    let mode = request.spec.ask.mode.as_deref();
+                    if mode.is_some() {
+                        let modes = v.get("modes");
+                        let _ = super::setup::request_mode(
+                            s,
+                            request.limits.setup_timeout,
+                            id,
+                            modes,
+                            mode,
+                        )
+                        .await;
+                    }
                     report.policy = Some(policy_probe(s, request, id.to_owned()).await);
                 }
                 SessionProbe::Opened {

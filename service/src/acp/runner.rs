@@ -75,7 +75,8 @@ pub(crate) struct TurnRun<H> {
     pub(crate) outcome: TurnOutcome,
     /// Its last `usage_update` (context and cumulative session cost).
     pub(crate) context_usage: Option<ContextUsage>,
-    /// The prompt response's `usage` (this turn's tokens).
+    /// This turn's tokens: the prompt response's `usage`, else the sum of
+    /// the chunks' `_meta.usage`.
     pub(crate) tokens: Option<TokenUsage>,
     /// The agent, to keep or to tear down.
     pub(crate) after: AfterTurn<H>,
@@ -103,11 +104,7 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
         None => (ticket, None),
     };
     let (process, conn, known) = match agent {
-        Some(a) => (
-            a.process,
-            a.conn,
-            Some((a.session_id, a.caps, a.embedded_context)),
-        ),
+        Some(a) => (a.process, a.conn, Some((a.session_id, a.caps))),
         None => {
             let spawned = AgentProcess::spawn(
                 &request.spec,
@@ -139,20 +136,21 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
     let mut setup = Setup {
         session_id: None,
         caps: Default::default(),
-        embedded_context: false,
         origin: SessionOrigin::None,
     };
-    if let Some((id, caps, embedded_context)) = known {
+    if let Some((id, caps)) = known {
         setup = Setup {
             session_id: Some(id),
             caps,
-            embedded_context,
             origin: SessionOrigin::Reused,
         };
     }
     let mut tokens = None;
     let outcome = drive(&mut session, &request, &mut setup, &mut tokens).await;
     let context_usage = session.context_usage.take();
+    // The response's per-turn `usage` is the turn's tokens; without it, the
+    // sum of the per-call counts on its chunks (see `lapis_protocol::usage`).
+    let tokens = tokens.or_else(|| session.chunk_tokens.take());
     let mut process = process;
     if says_why_in_stderr(&outcome) {
         journal_stderr_tail(&mut session, &mut process).await;
@@ -175,7 +173,6 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
             conn: session.into_conn().await,
             session_id,
             caps: setup.caps,
-            embedded_context: setup.embedded_context,
             provider: request.spec.name.clone(),
             ticket,
         })),
@@ -194,17 +191,16 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
 }
 
 /// Whether the agent's own stderr is the best account of how the turn
-/// ended: it failed setting up (before dispatch) or with `agent_error`.
+/// ended: every end but a reported completion or cancel — it failed setting
+/// up (before dispatch), failed after it (`agent_error`, an invalid stop
+/// reason), or its outcome is unknown (the agent exited or broke the
+/// protocol after the prompt, or never confirmed a cancel).
 fn says_why_in_stderr(outcome: &TurnOutcome) -> bool {
     matches!(
         outcome,
-        TurnOutcome::Failed {
-            dispatched: false,
-            ..
-        } | TurnOutcome::Failed {
-            code: OutcomeCode::AgentError,
-            ..
-        }
+        TurnOutcome::Failed { .. }
+            | TurnOutcome::SubmissionUnknown { .. }
+            | TurnOutcome::Interrupted
     )
 }
 
@@ -212,9 +208,10 @@ fn says_why_in_stderr(outcome: &TurnOutcome) -> bool {
 /// already exited (the copy ends at the pipe's end of file).
 const STDERR_SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// Journals the agent's last stderr lines (redacted and bounded by the
-/// copy that logs them; none for a metadata-only thread, whose stderr is
-/// never read) as an `agent_stderr` observation of the turn, so its owner
+/// Journals the agent's last stderr lines (redacted by the copy that logs
+/// them, at most [`super::stderr_tail::TAIL_BYTES`] together; none for a
+/// metadata-only thread, whose stderr is never read) as an `agent_stderr`
+/// observation of the turn, its last event before its outcome, so its owner
 /// sees why (`turns show`, the follow's last line) without the service log.
 async fn journal_stderr_tail<H: TurnHooks>(session: &mut Session<H>, process: &mut AgentProcess) {
     let (tail, task) = process.stderr_watch();
@@ -223,7 +220,7 @@ async fn journal_stderr_tail<H: TurnHooks>(session: &mut Session<H>, process: &m
     {
         let _ = tokio::time::timeout(STDERR_SETTLE, task).await;
     }
-    let lines = tail.lines();
+    let lines = tail.within(super::stderr_tail::TAIL_BYTES);
     if lines.is_empty() {
         return;
     }
@@ -290,7 +287,7 @@ async fn drive<H: TurnHooks>(
     };
     let context: Vec<&super::PromptContext> =
         continuation.into_iter().chain(&request.context).collect();
-    let blocks = super::prompt::blocks(&request.prompt, &context, setup.embedded_context);
+    let blocks = super::prompt::blocks(&request.prompt, &context);
     let prompt = serde_json::json!({ "sessionId": session_id, "prompt": blocks });
     let answered = s.call("session/prompt", prompt, None).await;
     // Each tool call's last state is journaled before the outcome.

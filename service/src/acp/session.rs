@@ -165,6 +165,10 @@ pub(super) struct Session<H> {
     /// The last `usage_update` of this turn (the context and cumulative
     /// cost at its end).
     pub(super) context_usage: Option<lapis_protocol::usage::ContextUsage>,
+    /// The sum of the per-call token counts the agent put in its chunks'
+    /// `_meta.usage` this turn (qwen-code's shape); the turn's tokens when
+    /// the prompt response carries none.
+    pub(super) chunk_tokens: Option<lapis_protocol::usage::TokenUsage>,
 }
 
 impl<H> std::fmt::Debug for Session<H> {
@@ -202,6 +206,7 @@ impl<H: TurnHooks> Session<H> {
             hook_failed: false,
             replaying: None,
             context_usage: None,
+            chunk_tokens: None,
         }
     }
 
@@ -355,11 +360,16 @@ impl<H: TurnHooks> Session<H> {
                 let mut params = msg.get("params").cloned().unwrap_or(Value::Null);
                 let event = if method == "session/update" {
                     match params.get_mut("update").map(Value::take) {
-                        Some(update) => match self.mapper.map(update) {
-                            Some(event) => event,
-                            // Only a tool call's envelope changed.
-                            None => return Ok(None),
-                        },
+                        Some(update) => {
+                            if let Some(u) = lapis_protocol::usage::TokenUsage::of_chunk(&update) {
+                                self.chunk_tokens.get_or_insert_default().add(&u);
+                            }
+                            match self.mapper.map(update) {
+                                Some(event) => event,
+                                // Only a tool call's envelope changed.
+                                None => return Ok(None),
+                            }
+                        }
                         None => return Err(CallError::Closed(OutcomeCode::ProtocolError)),
                     }
                 } else {

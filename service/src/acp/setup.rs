@@ -21,7 +21,7 @@ use super::turn::{
 };
 use lapis_protocol::probe::SessionCapabilities;
 use lapis_protocol::{
-    ContextReset, ModeResult, Note, Observation, Payload, ResetReason, RestrictedMode,
+    AskMode, ContextReset, ModeResult, Note, Observation, Payload, ResetReason, RestrictedMode,
     SessionLoaded, SessionResumed,
 };
 
@@ -49,8 +49,6 @@ pub(crate) struct Setup {
     pub(crate) session_id: Option<String>,
     /// The session lifecycle the agent advertised.
     pub(crate) caps: SessionCapabilities,
-    /// The agent advertised `promptCapabilities.embeddedContext`.
-    pub(crate) embedded_context: bool,
     /// How the session came to be.
     pub(crate) origin: SessionOrigin,
 }
@@ -80,8 +78,6 @@ pub(super) async fn establish<H: TurnHooks>(
         return Err(failed(OutcomeCode::ProtocolVersionUnsupported));
     }
     setup.caps = SessionCapabilities::from_initialize(&init);
-    setup.embedded_context = init.pointer("/agentCapabilities/promptCapabilities/embeddedContext")
-        == Some(&Value::Bool(true));
     if let Err(refusal) = mcp::check_capabilities(&request.mcp, &init) {
         return Err(failed(OutcomeCode::Refused(refusal.code())));
     }
@@ -133,7 +129,7 @@ pub(super) async fn establish<H: TurnHooks>(
         .await?;
         setup.origin = SessionOrigin::Reset;
     }
-    restrict(s, request, &session_id, created.get("modes")).await?;
+    set_modes(s, request, &session_id, created.get("modes")).await?;
     setup.session_id = Some(session_id.clone());
     Ok(session_id)
 }
@@ -171,7 +167,7 @@ async fn reopen<H: TurnHooks>(
                     .into(),
                 )
                 .await?;
-                restrict(s, request, previous, resumed.get("modes")).await?;
+                set_modes(s, request, previous, resumed.get("modes")).await?;
                 setup.origin = SessionOrigin::Resumed;
                 setup.session_id = Some(previous.to_owned());
                 return Ok(Reopened::Yes);
@@ -208,7 +204,7 @@ async fn reopen<H: TurnHooks>(
                 .into(),
             )
             .await?;
-            restrict(s, request, previous, loaded.get("modes")).await?;
+            set_modes(s, request, previous, loaded.get("modes")).await?;
             setup.origin = SessionOrigin::Loaded;
             setup.session_id = Some(previous.to_owned());
             Ok(Reopened::Yes)
@@ -219,6 +215,21 @@ async fn reopen<H: TurnHooks>(
             OutcomeCode::SessionLoadFailed,
             OutcomeCode::SessionLoadTimeout,
         )),
+    }
+}
+
+/// The session mode a new or reopened session is put in: a restricted
+/// thread's restricted mode, else an `ask` thread's asking mode.
+async fn set_modes<H: TurnHooks>(
+    s: &mut Session<H>,
+    request: &TurnRequest,
+    session_id: &str,
+    modes: Option<&Value>,
+) -> Result<(), TurnOutcome> {
+    if request.restricted {
+        restrict(s, request, session_id, modes).await
+    } else {
+        ask(s, request, session_id, modes).await
     }
 }
 
@@ -233,49 +244,15 @@ async fn restrict<H: TurnHooks>(
     session_id: &str,
     modes: Option<&Value>,
 ) -> Result<(), TurnOutcome> {
-    if !request.restricted {
-        return Ok(());
-    }
     let policy = &request.spec.restricted;
-    let offered = |mode: &str| {
-        modes
-            .and_then(|m| m.get("availableModes"))
-            .and_then(Value::as_array)
-            .is_some_and(|list| {
-                list.iter()
-                    .any(|m| m.get("id").and_then(Value::as_str) == Some(mode))
-            })
-    };
-    let result = match (&policy.mode, modes) {
-        (None, _) => ModeResult::Unsupported,
-        (Some(_), None) => ModeResult::Unreported,
-        (Some(mode), Some(m)) if m.get("currentModeId").and_then(Value::as_str) == Some(mode) => {
-            ModeResult::Applied
-        }
-        (Some(mode), Some(_)) if !offered(mode) => ModeResult::Unsupported,
-        (Some(mode), Some(_)) => {
-            let params = json!({"sessionId": session_id, "modeId": mode});
-            match s
-                .call(
-                    "session/set_mode",
-                    params,
-                    Some(request.limits.setup_timeout),
-                )
-                .await
-            {
-                Ok(_) => ModeResult::Applied,
-                Err(CallError::Rpc { code }) if code == METHOD_NOT_FOUND => ModeResult::Unsupported,
-                Err(CallError::Rpc { .. }) => ModeResult::Rejected,
-                Err(e) => {
-                    return Err(setup_failure(
-                        e,
-                        OutcomeCode::SetModeFailed,
-                        OutcomeCode::SetModeTimeout,
-                    ));
-                }
-            }
-        }
-    };
+    let result = request_mode(
+        s,
+        request.limits.setup_timeout,
+        session_id,
+        modes,
+        policy.mode.as_deref(),
+    )
+    .await?;
     let allowed = result == ModeResult::Applied || policy.allow_unrestricted;
     emit(
         s,
@@ -292,6 +269,100 @@ async fn restrict<H: TurnHooks>(
     } else {
         Err(failed(OutcomeCode::RestrictedModeUnavailable))
     }
+}
+
+/// Requests the provider's asking mode on an unrestricted `ask` thread's
+/// new or reopened session, when it has one, and journals the native
+/// result (`ask_mode` observation): an agent in its own automatic mode
+/// would act without asking the person who chose `ask`. `applied` runs;
+/// so does `unreported` (an agent that reports no modes has no automatic
+/// one to leave); `unsupported` (the mode is not offered, or there is no
+/// `session/set_mode`) and `rejected` fail the turn before the dispatch
+/// boundary (`ask_unavailable`) unless the owner accepted the provider
+/// (`allowUnasked`).
+async fn ask<H: TurnHooks>(
+    s: &mut Session<H>,
+    request: &TurnRequest,
+    session_id: &str,
+    modes: Option<&Value>,
+) -> Result<(), TurnOutcome> {
+    let policy = &request.spec.ask;
+    let Some(mode) = policy.mode.as_deref() else {
+        return Ok(());
+    };
+    if request.approval != lapis_protocol::ApprovalPolicy::Ask {
+        return Ok(());
+    }
+    let result = request_mode(
+        s,
+        request.limits.setup_timeout,
+        session_id,
+        modes,
+        Some(mode),
+    )
+    .await?;
+    let asks = matches!(result, ModeResult::Applied | ModeResult::Unreported);
+    let allowed = asks || policy.allow_unasked;
+    emit(
+        s,
+        Note::AskMode(AskMode {
+            mode: Some(mode.to_owned()),
+            result: Some(result),
+            probe_ignored: false,
+            runs_unasked: !asks && allowed,
+        })
+        .into(),
+    )
+    .await?;
+    if allowed {
+        Ok(())
+    } else {
+        Err(failed(OutcomeCode::AskUnavailable))
+    }
+}
+
+/// Puts the session into `mode` (`None`: the provider names none), never
+/// inferring success from having asked: `applied` when the agent reports
+/// it is in the mode already or accepts `session/set_mode`.
+pub(super) async fn request_mode<H: TurnHooks>(
+    s: &mut Session<H>,
+    timeout: std::time::Duration,
+    session_id: &str,
+    modes: Option<&Value>,
+    mode: Option<&str>,
+) -> Result<ModeResult, TurnOutcome> {
+    let offered = |mode: &str| {
+        modes
+            .and_then(|m| m.get("availableModes"))
+            .and_then(Value::as_array)
+            .is_some_and(|list| {
+                list.iter()
+                    .any(|m| m.get("id").and_then(Value::as_str) == Some(mode))
+            })
+    };
+    Ok(match (mode, modes) {
+        (None, _) => ModeResult::Unsupported,
+        (Some(_), None) => ModeResult::Unreported,
+        (Some(mode), Some(m)) if m.get("currentModeId").and_then(Value::as_str) == Some(mode) => {
+            ModeResult::Applied
+        }
+        (Some(mode), Some(_)) if !offered(mode) => ModeResult::Unsupported,
+        (Some(mode), Some(_)) => {
+            let params = json!({"sessionId": session_id, "modeId": mode});
+            match s.call("session/set_mode", params, Some(timeout)).await {
+                Ok(_) => ModeResult::Applied,
+                Err(CallError::Rpc { code }) if code == METHOD_NOT_FOUND => ModeResult::Unsupported,
+                Err(CallError::Rpc { .. }) => ModeResult::Rejected,
+                Err(e) => {
+                    return Err(setup_failure(
+                        e,
+                        OutcomeCode::SetModeFailed,
+                        OutcomeCode::SetModeTimeout,
+                    ));
+                }
+            }
+        }
+    })
 }
 
 /// JSON-RPC "method not found".

@@ -14,6 +14,10 @@ use std::sync::{Arc, Mutex};
 /// How many of the last stderr lines are kept.
 pub const TAIL_LINES: usize = 8;
 
+/// Most bytes of stderr lines journaled with one turn
+/// ([`StderrTail::within`]): its owner reads why it failed, not a log.
+pub(crate) const TAIL_BYTES: usize = 4096;
+
 /// A shared, bounded ring of redacted stderr lines.
 #[derive(Debug, Clone, Default)]
 pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
@@ -34,11 +38,57 @@ impl StderrTail {
         let lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
         lines.iter().cloned().collect()
     }
+
+    /// The newest lines kept whose bytes together are at most `max`,
+    /// oldest first; when even the newest line alone is longer, its start,
+    /// cut at a character boundary.
+    pub fn within(&self, max: usize) -> Vec<String> {
+        let lines = self.lines();
+        let mut used = 0;
+        let mut out = Vec::new();
+        for line in lines.iter().rev() {
+            if used + line.len() > max {
+                if out.is_empty() {
+                    let mut end = max;
+                    while !line.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    out.push(line[..end].to_owned());
+                }
+                break;
+            }
+            used += line.len();
+            out.push(line.clone());
+        }
+        out.reverse();
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::{StderrTail, TAIL_LINES};
+
+    #[test]
+    fn within_keeps_the_newest_lines_that_fit() {
+        let tail = StderrTail::default();
+        for i in 0..3 {
+            tail.push(&format!("{i}{}", "x".repeat(2999)));
+        }
+        let kept = tail.within(super::TAIL_BYTES);
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].starts_with('2'));
+        let small = StderrTail::default();
+        small.push("a");
+        small.push("b");
+        assert_eq!(small.within(super::TAIL_BYTES), ["a", "b"]);
+        // A line longer than the bound alone: its start, on a char boundary.
+        let wide = StderrTail::default();
+        wide.push(&"é".repeat(3000));
+        let kept = wide.within(super::TAIL_BYTES);
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].len() <= super::TAIL_BYTES && kept[0].len() >= super::TAIL_BYTES - 1);
+    }
 
     #[test]
     fn keeps_only_the_last_lines() {

@@ -30,6 +30,7 @@ use super::outcome::{Deadline, Stop, stopped_end, turn_end};
 use super::pool::{AgentPool, IdleJournal, PoolStatus};
 
 mod around;
+mod ask;
 mod config;
 mod permissions;
 mod transcript;

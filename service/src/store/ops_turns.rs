@@ -122,8 +122,10 @@ impl Writer {
     ) -> StoreResult<Receipt<Turn>> {
         check_name("command id", &input.command_id)?;
         check_name("thread id", &input.thread_id)?;
-        if input.prompt.is_empty() {
-            return Err(StoreError::invalid("prompt is empty"));
+        // Whitespace alone is nothing to ask: an agent given it answers
+        // something unrelated, at a turn's cost.
+        if input.prompt.trim().is_empty() {
+            return Err(StoreError::invalid("prompt is empty or only whitespace"));
         }
         if input.max_turn_seconds == Some(0) || input.max_turn_seconds > Some(MAX_TURN_SECONDS) {
             return Err(StoreError::invalid(

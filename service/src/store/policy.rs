@@ -43,6 +43,29 @@ impl super::Store {
         .await
     }
 
+    /// The recorded verdict of the probe of definition `fingerprint`, if
+    /// any (an `ask` turn of a definition found `ignored` is refused).
+    pub(crate) async fn policy_verdict(
+        &self,
+        fingerprint: &str,
+    ) -> StoreResult<Option<lapis_protocol::probe::PolicyVerdict>> {
+        let fingerprint = fingerprint.to_owned();
+        self.read(move |c, _| {
+            let json: Option<String> = c
+                .prepare_cached("SELECT probe FROM policy_probes WHERE fingerprint = ?1")?
+                .query_row([&fingerprint], |r| r.get(0))
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })?;
+            Ok(json
+                .and_then(|j| serde_json::from_str::<PolicyProbe>(&j).ok())
+                .map(|p| p.verdict))
+        })
+        .await
+    }
+
     /// Every recorded probe, newest first.
     pub(crate) async fn policy_probes(&self) -> StoreResult<Vec<StoredProbe>> {
         self.read(|c, _| {

@@ -4,7 +4,8 @@
 //! The order, for every call: `tool_call_requested` is committed before
 //! anything runs; for a mutating tool with a capture port, `capture.begin`
 //! must be acknowledged; then `tools.invoke` (idempotency key = turn id +
-//! call id); then `capture.finish`; then `tool_call_finished` is
+//! call id); then `capture.finish` (after any answer or failure of the
+//! invoke: a begun capture is always finished); then `tool_call_finished` is
 //! committed; only then does the agent get the result. Read tools skip
 //! capture.
 //!
@@ -21,7 +22,7 @@
 //! The seam for controller-provided tools (issue 26's memory read tools):
 //! a bridge lists what [`list`] returns and calls through [`call`]; tools
 //! the controller serves itself join there — appended to the list after
-//! the application endpoints' `<endpoint>.<tool>` names, and routed by
+//! the application endpoints' `<endpoint>__<tool>` names, and routed by
 //! name in `call` before the endpoint lookup — so the bridge
 //! (`cli/src/commands/mcp_bridge.rs`) stays a pass-through.
 
@@ -229,22 +230,32 @@ pub(crate) async fn call(
         }
     });
     fault::step(Step::AfterInvoke).await;
+    if capture {
+        // Every begun capture is finished, whatever the invoke gave: an
+        // error answer (`isError`, or the application refusing the call)
+        // finishes with `isError: true`; a failed transport (deadline,
+        // connection gone, an unreadable answer), where the tool may have
+        // run, without `isError` (the controller does not know).
+        let is_error = match &result {
+            Ok(out) => Some(out.is_error),
+            Err(PeerError::Refused(_)) => Some(true),
+            Err(_) => None,
+        };
+        let done: Result<CaptureAck, PeerError> = peer
+            .request(
+                callbacks::CAPTURE_FINISH,
+                &notice(is_error),
+                CALLBACK_DEADLINE,
+                endpoint.revoked.clone(),
+            )
+            .await;
+        if let Err(e) = done {
+            tracing::warn!(call = %call_id, error = %e, "capture finish was not acknowledged; the result is kept");
+        }
+        fault::step(Step::AfterCaptureFinish).await;
+    }
     let (event, answer) = match result {
         Ok(out) => {
-            if capture {
-                let done: Result<CaptureAck, PeerError> = peer
-                    .request(
-                        callbacks::CAPTURE_FINISH,
-                        &notice(Some(out.is_error)),
-                        CALLBACK_DEADLINE,
-                        endpoint.revoked.clone(),
-                    )
-                    .await;
-                if let Err(e) = done {
-                    tracing::warn!(call = %call_id, error = %e, "capture finish was not acknowledged; the result is kept");
-                }
-                fault::step(Step::AfterCaptureFinish).await;
-            }
             let outcome = if out.is_error {
                 ToolCallOutcome::Error
             } else {

@@ -24,7 +24,7 @@ use crate::acp::PromptContext;
 use crate::domain::Thread;
 
 fn unavailable(port: &str, why: &'static str) -> PortRefusal {
-    PortRefusal::ContextUnavailable {
+    PortRefusal::MemoryUnavailable {
         port: port.to_owned(),
         why,
     }

@@ -3,8 +3,8 @@
 //! memory read tools (`memory_search`, `memory_read`) of a thread that
 //! binds a memory port.
 //!
-//! What must stay true: a provided tool's name has no `.`, so it never
-//! collides with an application tool (`<endpoint>.<tool>`); each is a read
+//! What must stay true: a provided tool's name has no `__`, so it never
+//! collides with an application tool (`<endpoint>__<tool>`); each is a read
 //! tool (nothing to capture, nothing to make at most once); its callbacks
 //! carry the envelope the controller makes from the thread
 //! ([`super::memory::envelope`]), so nothing in the agent's arguments can

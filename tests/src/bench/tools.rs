@@ -152,12 +152,12 @@ pub(crate) fn run(table: &mut Table, calls: usize, runs: usize) -> Result<()> {
         .thread
         .id;
     // Warm: the agent, its bridge and the MCP session start here.
-    turn(&mut driver, &thread, "warm", "call bench.find {}")?;
+    turn(&mut driver, &thread, "warm", "call bench__find {}")?;
     handler_us.lock().unwrap_or_else(|p| p.into_inner()).clear();
 
     let lines = |tool: &str| -> String {
         (0..calls)
-            .map(|i| format!("call bench.{tool} {{\"i\":{i}}}\n"))
+            .map(|i| format!("call bench__{tool} {{\"i\":{i}}}\n"))
             .collect()
     };
     let read = turn(&mut driver, &thread, "read", &lines("find"))?;

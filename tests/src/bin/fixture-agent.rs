@@ -19,7 +19,8 @@
 //! `--oversized BYTES` `--grandchild PIDFILE` `--linger` `--ledger PATH`
 //! `--embedded-context` (advertise `promptCapabilities.embeddedContext`;
 //! `--advertise` does unless `--no-embedded-context`)
-//! `--report-env` `--stderr N` `--exit-after-stream` `--prompt-error`
+//! `--report-env` `--stderr N` (`--stderr-bytes N` pads each line)
+//! `--exit-after-stream` `--prompt-error`
 //! `--elicit empty|fields|url` (see `prompt.rs`) `--pidfile PATH` `--load-session` `--history PATH`
 //! `--hostile` (puts [`HOSTILE`], terminal control sequences, into a thought,
 //! the reply, a tool call's title, permission titles and option names and
@@ -32,7 +33,12 @@
 //! each as two message chunks split in its middle, plus one tool call whose
 //! title carries one); `--sleeper PIDFILE` is the grandchild itself.
 //! `session/set_mode` accepts `default` and `plan` (with a
-//! `current_mode_update`); `--reject-mode` refuses every request,
+//! `current_mode_update`); `--start-mode auto` starts every session in an
+//! automatic mode `auto` (modes advertised: `auto`, `default`, `plan`), like
+//! claude-agent-acp 0.101 and qwen-code 0.24: there it asks no permission
+//! (`--permissions` and `--policy-probe` act without asking) until a
+//! `session/set_mode` to another mode, which `--ignore-mode` answers with
+//! success while staying in `auto`; `--reject-mode` refuses every request,
 //! `--no-set-mode` answers "method not found", `--mode-ledger PATH` appends
 //! each requested mode id. `--mcp-ledger PATH` appends the `mcpServers` of
 //! every `session/new` and `session/load` (one JSON line each);
@@ -86,6 +92,10 @@ mod prompt;
 
 use files::{prompt_text, record, write_pid};
 use prompt::run_prompt;
+
+/// Whether the agent is in its automatic mode now (`--start-mode auto`,
+/// until a `session/set_mode` it honours): it then acts without asking.
+static AUTO: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug, Default, Clone)]
 struct Script {
@@ -168,7 +178,10 @@ fn main() {
     }
     for i in 0..script.num("stderr") {
         let hostile = if script.has("hostile") { HOSTILE } else { "" };
-        eprintln!("fixture stderr line {i}{hostile}");
+        // `--stderr-bytes N` pads each line to N bytes.
+        let line = format!("fixture stderr line {i}{hostile}");
+        let pad = script.num("stderr-bytes").saturating_sub(line.len());
+        eprintln!("{line}{}", ".".repeat(pad));
     }
     if script.has("secrets") {
         for sample in lapis_service::test_support::sample_credentials() {
@@ -305,6 +318,13 @@ fn main() {
                 if script.has("advertise") {
                     result["modes"] = json!({"currentModeId": "default", "availableModes": [
                         {"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]});
+                }
+                let auto = script.get("start-mode") == Some("auto");
+                AUTO.store(auto, Ordering::SeqCst);
+                if auto {
+                    result["modes"] = json!({"currentModeId": "auto", "availableModes": [
+                        {"id": "auto", "name": "Auto"}, {"id": "default", "name": "Default"},
+                        {"id": "plan", "name": "Plan"}]});
                 }
                 send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
@@ -471,7 +491,12 @@ fn main() {
                 };
                 match error {
                     Some(error) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "error": error})),
+                    None if script.has("ignore-mode") => {
+                        // Success, and nothing changes.
+                        send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+                    }
                     None => {
+                        AUTO.store(false, Ordering::SeqCst);
                         update(
                             &out,
                             session.unwrap_or("fx-1"),

@@ -174,8 +174,8 @@ fn a_continuation_on_the_kept_session_sends_only_the_new_instructions() {
 
 /// When the session cannot be resumed the attempt carries a bounded digest
 /// of the prior turn (prompt, reply, tool calls) as a content block before
-/// the prompt text: an embedded resource, since the fixture agent
-/// advertises `embeddedContext`.
+/// the prompt text, in the labelled context block (though the fixture
+/// agent advertises `embeddedContext`: agents reorder resources).
 #[test]
 fn a_continuation_on_a_new_session_carries_a_digest_of_the_prior_turn() {
     let scratch = tempfile::tempdir().unwrap();
@@ -203,11 +203,9 @@ fn a_continuation_on_a_new_session_carries_a_digest_of_the_prior_turn() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     let (context, prompt) = lines[1].split_once(" || ").expect("two content blocks");
     assert_eq!(prompt, "now add a test", "the user's text comes last");
-    let resource = format!("[lapis://continuation/{}] ", first.id);
-    assert!(
-        context.starts_with(&resource),
-        "an embedded resource: {context}"
-    );
+    let sent = lapis_e2e::prompt::context_blocks(context);
+    assert_eq!(sent.len(), 1, "one labelled block: {context}");
+    assert_eq!(sent[0].0, format!("lapis://continuation/{}", first.id));
     assert!(context.contains(&first.id), "{context}");
     assert!(context.contains("Asked: fix the bug"), "{context}");
     assert!(context.contains("Replied: prior-reply-0"), "{context}");

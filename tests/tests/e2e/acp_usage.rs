@@ -128,3 +128,52 @@ fn usage_is_typed_recorded_per_turn_and_totalled_across_a_restart() {
     check(&server);
     server.finish(&[], &[]);
 }
+
+/// qwen-code reports usage only in `_meta.usage` of a message chunk after
+/// each model call (no `usage_update`, no `usage` on the prompt response):
+/// the turn's record is the sum of its calls, and a thread's token budget
+/// sees it, so the next turn fails `budget_exhausted` before its prompt is
+/// sent.
+#[test]
+fn usage_in_chunk_meta_is_summed_into_the_turn_and_budgets_see_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("prompts");
+    let agent = fixture(&["--usage-meta", "--ledger", &crate::acp::arg(&ledger)]);
+    let server = Server::start_full(json!({}), json!({ "qwenish": agent }));
+    let created = server
+        .ctx
+        .run([
+            "threads",
+            "create",
+            "proj",
+            "--provider",
+            "qwenish",
+            "--budget-tokens",
+            "1",
+            "--json",
+        ])
+        .json();
+    let id = created["thread"]["id"].as_str().unwrap().to_owned();
+    let mut client = server.client("lapis-cli");
+    let first = client.turns_submit(&id, "q-1", "spend").unwrap();
+    lapis_e2e::wait::settles_as(&mut client, &first.id, "completed", Some("end_turn"));
+    let usage = client.turns_get(&first.id).unwrap().usage.expect("usage");
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.total_tokens,
+            usage.thought_tokens,
+            usage.cached_read_tokens
+        ),
+        (250, 50, 305, 5, 40),
+        "{usage:?}"
+    );
+    assert_eq!((usage.context_used, usage.cost), (None, None));
+    let second = client.turns_submit(&id, "q-2", "more").unwrap();
+    let done =
+        lapis_e2e::wait::settles_as(&mut client, &second.id, "failed", Some("budget_exhausted"));
+    assert!(done.dispatched_at.is_none(), "the prompt was never sent");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().count(), 1);
+    server.finish(&[], &[]);
+}

@@ -1,5 +1,5 @@
-//! A turn that fails setting up or with `agent_error` carries the agent's
-//! last stderr lines to its owner (`turns show`, the watched turn's error),
+//! A turn that fails (setting up, with `agent_error`) or is lost after
+//! dispatch carries the agent's last stderr lines to its owner (`turns show`, the watched turn's error),
 //! redacted, bounded and terminal-safe, and never on a metadata-only thread.
 
 use serde_json::json;
@@ -91,4 +91,58 @@ fn a_failed_turn_says_why_in_the_agents_own_words() {
     assert!(shown.get("agentStderr").is_none(), "{shown}");
     let tail = ctx.run(["journal", "tail", &m, "-n", "100", "--json"]);
     assert!(!tail.stdout.contains("fixture stderr"), "{}", tail.stdout);
+}
+
+/// A turn whose agent dies after the prompt was sent (its outcome unknown,
+/// `agent_exited`) keeps the agent's last stderr lines too, at most 4 KiB
+/// together (the newest that fit): `turns show` and `ask` print them.
+#[test]
+fn a_turn_lost_after_dispatch_keeps_the_agents_last_stderr_within_4_kib() {
+    let server = Server::start_full(
+        json!({}),
+        json!({
+            "exits": fixture(&["--stderr", "3", "--stderr-bytes", "3000", "--exit-after-stream"]),
+        }),
+    );
+    let ctx = &server.ctx;
+    let dir = server.project.to_str().unwrap().to_owned();
+    let asked = ctx.run(["ask", "hi", "--dir", &dir, "--provider", "exits"]);
+    asked.expect_code(1);
+    assert!(
+        asked
+            .stderr
+            .contains("the agent's last stderr lines:\n    fixture stderr line 2..."),
+        "{}",
+        asked.stderr
+    );
+    assert!(
+        !asked.stderr.contains("fixture stderr line 1"),
+        "{}",
+        asked.stderr
+    );
+    let listed = ctx.run(["turns", "list", "--json"]).json();
+    let turn = listed["turns"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        listed["turns"][0]["state"], "submission_unknown",
+        "{listed}"
+    );
+    let doc = ctx.run(["turns", "show", &turn, "--json"]).json();
+    let lines = doc["agentStderr"].as_array().expect("agentStderr");
+    let bytes: usize = lines.iter().map(|l| l.as_str().unwrap().len()).sum();
+    assert_eq!(lines.len(), 1, "{doc}");
+    assert!(bytes <= 4096, "{bytes}");
+    assert!(
+        lines[0]
+            .as_str()
+            .unwrap()
+            .starts_with("fixture stderr line 2"),
+        "{doc}"
+    );
+    let show = ctx.run(["turns", "show", &turn]);
+    show.success();
+    assert!(
+        show.stdout.contains("stderr    fixture stderr line 2"),
+        "{}",
+        show.stdout
+    );
 }

@@ -1,8 +1,8 @@
 //! Context ports through the real binary: an application registers a
 //! context port and serves `context.prepare` on its own connection, a
 //! thread binds it by name, and each turn's agent reads the prepared blocks
-//! before the prompt text — as embedded resources when it advertises
-//! `embeddedContext`, else as text — with the budget's cut recorded; a
+//! before the prompt text — in one labelled text block, whether or not it
+//! advertises `embeddedContext` — with the budget's cut recorded; a
 //! port that is gone, late or another application's fails the turn
 //! `context_unavailable` before the dispatch boundary (the agent never
 //! sees the prompt).
@@ -159,18 +159,26 @@ fn prepared_context_reaches_the_agent_first_cut_to_the_budget_and_recorded() {
         assert_eq!(asked[0].budget_bytes, CONTEXT_BUDGET_BYTES);
         assert_eq!(asked[0].workspace_id, "proj");
     }
-    // Context first, as embedded resources, the prompt text last; the big
-    // block cut so the two fit the budget.
+    // Context first, in one labelled text block even for an agent that
+    // takes embedded resources (agents reorder those), the prompt text last
+    // and alone; the big block cut so the two fit the budget.
     let lines = ledger(&embedded);
     assert_eq!(lines.len(), 1, "{lines:?}");
     let blocks: Vec<&str> = lines[0].split(" || ").collect();
-    assert_eq!(blocks.len(), 3, "{:?}", &lines[0][..200]);
-    assert_eq!(blocks[0], "[lapis://context/notes/profile] Ada prefers tea");
-    let history = "[lapis://context/notes/history] ";
-    assert!(blocks[1].starts_with(history));
+    assert_eq!(blocks.len(), 2, "{:?}", &lines[0][..200]);
     let kept = CONTEXT_BUDGET_BYTES - "Ada prefers tea".len();
-    assert_eq!(blocks[1].len(), history.len() + kept);
-    assert_eq!(blocks[2], "plan the trip");
+    assert_eq!(
+        lapis_e2e::prompt::context_blocks(blocks[0]),
+        [
+            (
+                "lapis://context/notes/profile".to_owned(),
+                "Ada prefers tea".to_owned()
+            ),
+            ("lapis://context/notes/history".to_owned(), "h".repeat(kept)),
+        ]
+    );
+    assert!(!blocks[0].contains("[lapis://"), "no embedded resource");
+    assert_eq!(blocks[1], "plan the trip");
     // The journal: the record before the dispatch boundary, with the cut.
     let page = driver.journal_replay(Some(&thread), 0, None).unwrap();
     let kinds: Vec<EventKind> = page.events.iter().map(|e| e.kind).collect();
@@ -205,8 +213,8 @@ fn prepared_context_reaches_the_agent_first_cut_to_the_budget_and_recorded() {
     assert_eq!(record.blocks[0].text.as_deref(), Some("Ada prefers tea"));
     assert_eq!(record.blocks[0].sha256.len(), 64);
 
-    // An agent without `embeddedContext` gets text blocks, still first; a
-    // metadata-only thread's record keeps identities and digests, no text.
+    // An agent without `embeddedContext` gets the same block, still first;
+    // a metadata-only thread's record keeps identities and digests, no text.
     let quiet = create(
         &mut driver,
         "plain",
@@ -218,8 +226,10 @@ fn prepared_context_reaches_the_agent_first_cut_to_the_budget_and_recorded() {
     assert_eq!(settle(&mut driver, &turn.id).state, TurnState::Completed);
     let lines = ledger(&plain);
     let blocks: Vec<&str> = lines[0].split(" || ").collect();
-    assert_eq!(blocks[0], "Ada prefers tea");
-    assert_eq!(blocks[2], "again");
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    let sent = lapis_e2e::prompt::context_blocks(blocks[0]);
+    assert_eq!(sent[0].1, "Ada prefers tea", "{sent:?}");
+    assert_eq!(blocks[1], "again");
     let page = driver.journal_replay(Some(&quiet), 0, None).unwrap();
     let record = page
         .events

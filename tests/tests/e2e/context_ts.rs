@@ -1,9 +1,9 @@
 //! Context reaching the agent written on the official TypeScript ACP SDK
 //! (`tests/agents/ts-agent`), whose SDK validates every `session/prompt`
 //! against the ACP schema: a context port's blocks and a continuation's
-//! digest of its prior turn arrive before the prompt text, as `resource`
-//! blocks when the agent advertises `promptCapabilities.embeddedContext`
-//! and as `text` blocks when it does not (`TS_AGENT_NO_EMBEDDED=1`). The
+//! digest of its prior turn arrive before the prompt text, in one labelled
+//! `text` block whether the agent advertises
+//! `promptCapabilities.embeddedContext` or not (`TS_AGENT_NO_EMBEDDED=1`). The
 //! agent keeps each prompt's blocks in its history file, which is what
 //! these tests read. Without node or the installed SDK they say SKIPPED
 //! ([`TsAgent::find`]).
@@ -54,9 +54,9 @@ fn run(client: &mut Client, thread: &str, cmd: &str, prompt: &str) -> (Turn, Str
 }
 
 #[test]
-fn a_context_ports_blocks_reach_the_typescript_agent_first_embedded_or_as_text() {
+fn a_context_ports_blocks_reach_the_typescript_agent_first_in_one_labelled_block() {
     let Some(ts) = TsAgent::find(
-        "a_context_ports_blocks_reach_the_typescript_agent_first_embedded_or_as_text",
+        "a_context_ports_blocks_reach_the_typescript_agent_first_in_one_labelled_block",
     ) else {
         return;
     };
@@ -73,39 +73,31 @@ fn a_context_ports_blocks_reach_the_typescript_agent_first_embedded_or_as_text()
     let (asked, serving) = serve_notes(&server, "lapis-cli", None, None, stop.clone());
     let mut driver = app(&server, OWNER, "lapis-cli");
 
-    // Embedded: two resource blocks (the second cut to the budget), then
-    // the prompt text.
-    let rich = thread(&mut driver, "rich", Some("notes"));
-    let (_, session) = run(&mut driver, &rich, "t1", "plan the trip");
-    let prompts = stored_prompts(&state, &session);
-    assert_eq!(prompts.len(), 1, "{prompts:?}");
-    let blocks = &prompts[0];
-    assert_eq!(blocks.len(), 3, "{blocks:?}");
-    assert_eq!(
-        blocks[0],
-        json!({ "type": "resource", "uri": "lapis://context/notes/profile",
-                "mimeType": "text/plain", "text": "Ada prefers tea" })
-    );
-    assert_eq!(blocks[1]["type"], "resource");
-    assert_eq!(blocks[1]["uri"], "lapis://context/notes/history");
+    // Whether or not it advertises `embeddedContext`: one labelled text
+    // block (the second context block cut to the budget), then the prompt
+    // text alone.
     let kept = CONTEXT_BUDGET_BYTES - "Ada prefers tea".len();
-    assert_eq!(blocks[1]["text"].as_str().unwrap().len(), kept);
-    assert_eq!(
-        blocks[2],
-        json!({ "type": "text", "text": "plan the trip" })
-    );
-
-    // Without `embeddedContext`: the same context as text blocks, still
-    // before the prompt text.
-    let plain = thread(&mut driver, "plain", Some("notes"));
-    let (_, session) = run(&mut driver, &plain, "t2", "again");
-    let prompts = stored_prompts(&state, &session);
-    let blocks = &prompts[0];
-    let forms: Vec<&str> = blocks.iter().filter_map(|b| b["type"].as_str()).collect();
-    assert_eq!(forms, ["text", "text", "text"], "{blocks:?}");
-    assert_eq!(blocks[0]["text"], "Ada prefers tea");
-    assert_eq!(blocks[1]["text"].as_str().unwrap().len(), kept);
-    assert_eq!(blocks[2]["text"], "again");
+    for (provider, id, prompt) in [("rich", "t1", "plan the trip"), ("plain", "t2", "again")] {
+        let th = thread(&mut driver, provider, Some("notes"));
+        let (_, session) = run(&mut driver, &th, id, prompt);
+        let prompts = stored_prompts(&state, &session);
+        assert_eq!(prompts.len(), 1, "{prompts:?}");
+        let blocks = &prompts[0];
+        assert_eq!(blocks.len(), 2, "{provider}: {blocks:?}");
+        assert_eq!(blocks[0]["type"], "text", "{provider}: {blocks:?}");
+        assert_eq!(
+            lapis_e2e::prompt::context_blocks(blocks[0]["text"].as_str().unwrap()),
+            [
+                (
+                    "lapis://context/notes/profile".to_owned(),
+                    "Ada prefers tea".to_owned()
+                ),
+                ("lapis://context/notes/history".to_owned(), "h".repeat(kept)),
+            ],
+            "{provider}"
+        );
+        assert_eq!(blocks[1], json!({ "type": "text", "text": prompt }));
+    }
     assert_eq!(asked.lock().unwrap().len(), 2, "asked once per turn");
 
     // A thread without a port: the prompt text alone.
@@ -121,9 +113,9 @@ fn a_context_ports_blocks_reach_the_typescript_agent_first_embedded_or_as_text()
 }
 
 #[test]
-fn a_continuation_digest_reaches_the_typescript_agent_first_embedded_or_as_text() {
+fn a_continuation_digest_reaches_the_typescript_agent_first_in_one_labelled_block() {
     let Some(ts) = TsAgent::find(
-        "a_continuation_digest_reaches_the_typescript_agent_first_embedded_or_as_text",
+        "a_continuation_digest_reaches_the_typescript_agent_first_in_one_labelled_block",
     ) else {
         return;
     };
@@ -139,7 +131,7 @@ fn a_continuation_digest_reaches_the_typescript_agent_first_embedded_or_as_text(
         }),
     );
     let mut client = server.client("lapis-cli");
-    for (provider, embedded) in [("rich", true), ("plain", false)] {
+    for provider in ["rich", "plain"] {
         let th = thread(&mut client, provider, None);
         let (first, first_session) = run(&mut client, &th, &format!("{provider}-1"), "fix the bug");
         let next = client
@@ -168,17 +160,10 @@ fn a_continuation_digest_reaches_the_typescript_agent_first_embedded_or_as_text(
             digest.contains(&format!("Replied: turn 1 of session {first_session}")),
             "{provider}: {digest}"
         );
-        if embedded {
-            assert_eq!(blocks[0]["type"], "resource", "{blocks:?}");
-            assert_eq!(
-                blocks[0]["uri"],
-                format!("lapis://continuation/{}", first.id)
-            );
-            assert_eq!(blocks[0]["mimeType"], "text/plain");
-        } else {
-            assert_eq!(blocks[0]["type"], "text", "{blocks:?}");
-            assert!(blocks[0].get("uri").is_none(), "{blocks:?}");
-        }
+        assert_eq!(blocks[0]["type"], "text", "{provider}: {blocks:?}");
+        let sent = lapis_e2e::prompt::context_blocks(digest);
+        assert_eq!(sent.len(), 1, "{provider}: {digest}");
+        assert_eq!(sent[0].0, format!("lapis://continuation/{}", first.id));
         assert_eq!(
             blocks[1],
             json!({ "type": "text", "text": "now add a test" }),

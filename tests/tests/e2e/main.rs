@@ -53,6 +53,7 @@ mod ops_reload;
 mod ops_status;
 mod policy;
 mod policy_agent;
+mod policy_ask;
 mod policy_modes;
 mod policy_prepared;
 mod policy_receipts;

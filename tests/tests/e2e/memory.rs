@@ -119,11 +119,10 @@ fn memory_is_recalled_before_the_prompt_and_searched_through_the_bridge_under_th
     let lines = std::fs::read_to_string(&ledger).unwrap();
     let blocks: Vec<&str> = lines.lines().next().unwrap().split(" || ").collect();
     assert_eq!(blocks.len(), 2, "{blocks:?}");
-    assert!(
-        blocks[0].starts_with("[lapis://memory/mem] Recalled"),
-        "{}",
-        blocks[0]
-    );
+    let sent = lapis_e2e::prompt::context_blocks(blocks[0]);
+    assert_eq!(sent.len(), 1, "{}", blocks[0]);
+    assert_eq!(sent[0].0, "lapis://memory/mem");
+    assert!(sent[0].1.starts_with("Recalled"), "{}", blocks[0]);
     assert!(
         blocks[0].contains("- [m1] Ada prefers tea")
             && blocks[0].contains("- [m3] Ada lives in Lyon")
@@ -191,6 +190,7 @@ fn memory_is_recalled_before_the_prompt_and_searched_through_the_bridge_under_th
     let mut other = app(&server, OWNER, "other-app");
     let err = other.threads_create_with(&params("mem")).unwrap_err();
     assert_eq!(err.code(), "context_unavailable");
+    assert!(err.to_string().contains("memory port `mem`"), "{err}");
 
     // The port goes away: the next turn fails before the agent sees it.
     stop.store(true, Ordering::SeqCst);
@@ -199,6 +199,10 @@ fn memory_is_recalled_before_the_prompt_and_searched_through_the_bridge_under_th
     let turn = settle(&mut driver, &turn.id);
     assert_eq!(turn.outcome.as_deref(), Some("context_unavailable"));
     assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().count(), 1);
+    // The log names the port as what it is.
+    let log = server.log_text();
+    assert!(log.contains("memory port `mem`"), "{log}");
+    assert!(!log.contains("context port `mem`"), "{log}");
     server.finish(&[], &[]);
 }
 

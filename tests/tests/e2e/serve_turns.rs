@@ -240,3 +240,28 @@ fn sigterm_settles_a_running_turn_within_the_grace_and_leaves_no_agent() {
     assert_eq!(status["fencedWorkspaces"], json!(["proj"]));
     server.finish(&[], &[]);
 }
+
+#[test]
+fn a_whitespace_only_prompt_is_refused_and_nothing_is_queued() {
+    let server = Server::start_full(json!({}), json!({ "plain": fixture(&["--chunks", "1"]) }));
+    let mut client = server.client("blank");
+    let thread = client
+        .threads_create("proj", "plain", lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    for (i, blank) in ["", " ", "\n\t  \r\n", "\u{3000}\u{a0}"].iter().enumerate() {
+        let err = client
+            .turns_submit(&thread.id, &format!("blank-{i}"), blank)
+            .unwrap_err();
+        assert_eq!(err.code(), "invalid_request", "{blank:?}: {err}");
+        assert!(err.to_string().contains("whitespace"), "{err}");
+    }
+    assert!(
+        client.turns_list(Some(&thread.id)).unwrap().is_empty(),
+        "a refused prompt queues no turn"
+    );
+    // Text surrounded by whitespace is a prompt.
+    let turn = client.turns_submit(&thread.id, "real", "  hi \n").unwrap();
+    let state = wait_turn(&mut client, &turn.id, |s| s == "completed" || s == "failed");
+    assert_eq!(state.state.as_str(), "completed");
+    server.finish(&[], &[]);
+}

@@ -33,6 +33,14 @@ impl ToolHandler for Crm {
         if call.tool == "broken" {
             return Err(CallbackError("crm is down".into()));
         }
+        if call.tool == "huge" {
+            // Over MAX_TOOL_RESULT_BYTES: the controller cannot take the
+            // answer, though the tool ran (a failed transport of the invoke).
+            return Ok(ToolOutput {
+                text: "x".repeat(300 * 1024),
+                ..Default::default()
+            });
+        }
         if call.tool == "slow" {
             // Long enough for the test to kill the controller meanwhile.
             std::thread::sleep(Duration::from_secs(3));
@@ -47,7 +55,18 @@ impl ToolHandler for Crm {
         Ok(())
     }
     fn capture_finish(&mut self, n: &CaptureNotice) -> Result<(), CallbackError> {
-        self.0.lock().unwrap().push(format!("finish {}", n.tool));
+        // `finish`, then what it says of the result: nothing more for a
+        // result that is not an error, `isError` for an error, `unknown`
+        // when the controller does not know.
+        let said = match n.is_error {
+            Some(false) => "",
+            Some(true) => " isError",
+            None => " unknown",
+        };
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("finish {}{said}", n.tool));
         Ok(())
     }
 }
@@ -57,7 +76,8 @@ pub(crate) fn crm() -> ToolsRegister {
         {"name": "find", "description": "Find a contact", "inputSchema": {"type": "object"}},
         {"name": "update", "inputSchema": {"type": "object"}, "mutating": true},
         {"name": "broken", "inputSchema": {"type": "object"}, "mutating": true},
-        {"name": "slow", "inputSchema": {"type": "object"}, "mutating": true}]}))
+        {"name": "slow", "inputSchema": {"type": "object"}, "mutating": true},
+        {"name": "huge", "inputSchema": {"type": "object"}, "mutating": true}]}))
     .unwrap()
 }
 
@@ -142,25 +162,25 @@ fn an_agent_calls_application_tools_through_the_bridge_at_most_once_with_capture
     let mut driver = app(&server, OWNER, "lapis-cli");
     let thread = create(&mut driver, false, &["crm"]).unwrap();
     let prompt =
-        "list\ncall crm.find {\"q\":\"ada\"}\ncall crm.update {\"id\":1}\ncall crm.broken {}";
+        "list\ncall crm__find {\"q\":\"ada\"}\ncall crm__update {\"id\":1}\ncall crm__broken {}";
     let turn = driver.turns_submit(&thread, "c1", prompt).unwrap();
     let turn = settle(&mut driver, &turn.id);
     assert_eq!(turn.state, TurnState::Completed, "{turn:?}");
     let text = reply(&mut driver, &thread);
     assert!(
-        text.contains("tools: crm.find, crm.update, crm.broken, crm.slow"),
+        text.contains("tools: crm__find, crm__update, crm__broken, crm__slow, crm__huge"),
         "{text}"
     );
     assert!(
-        text.contains("tool crm.find: find ok {\"q\":\"ada\"}"),
+        text.contains("tool crm__find: find ok {\"q\":\"ada\"}"),
         "{text}"
     );
     assert!(
-        text.contains("tool crm.update: update ok {\"id\":1}"),
+        text.contains("tool crm__update: update ok {\"id\":1}"),
         "{text}"
     );
     assert!(
-        text.contains("tool crm.broken error:") && text.contains("[tool_call_failed]"),
+        text.contains("tool crm__broken error:") && text.contains("[tool_call_failed]"),
         "{text}"
     );
     // The journal: each call requested before it ran, then finished; the
@@ -220,6 +240,8 @@ fn an_agent_calls_application_tools_through_the_bridge_at_most_once_with_capture
             "finish update".to_string(),
             "begin broken".to_string(),
             format!("invoke broken {}", key("broken")),
+            // The handler's error answer is a result too: its capture ends.
+            "finish broken isError".to_string(),
         ]
     );
     // `threads show` names the binding; attach compares it.
@@ -247,6 +269,39 @@ fn an_agent_calls_application_tools_through_the_bridge_at_most_once_with_capture
     server.finish(&[], &tickets);
 }
 
+/// A begun capture is finished even when the invoke's transport fails
+/// after the application ran the tool: here its answer is over the
+/// result bound, so the controller cannot take it, and the call's effect
+/// is unknown.
+#[test]
+fn a_begun_capture_is_finished_after_a_failed_invoke_transport() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("mcp");
+    let server = Server::start_full(json!({}), json!({ "tooled": agent(&ledger) }));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, serving) = serve_crm(&server, "lapis-cli", stop.clone());
+    let mut driver = app(&server, OWNER, "lapis-cli");
+    let thread = create(&mut driver, false, &["crm"]).unwrap();
+    let turn = driver
+        .turns_submit(&thread, "c1", "call crm__huge {}")
+        .unwrap();
+    let turn = settle(&mut driver, &turn.id);
+    assert_eq!(turn.state, TurnState::Completed, "{turn:?}");
+    let text = reply(&mut driver, &thread);
+    assert!(
+        text.contains("tool crm__huge error:") && text.contains("[tool_effect_unknown]"),
+        "{text}"
+    );
+    let seen: Vec<String> = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen[0], "begin huge");
+    assert!(seen[1].starts_with("invoke huge "), "{seen:?}");
+    assert_eq!(seen[2], "finish huge unknown");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    drop(serving.join().unwrap());
+    server.finish(&[], &tickets(&ledger));
+}
+
 #[test]
 fn a_controller_killed_inside_a_mutating_call_records_an_unknown_effect_and_never_calls_again() {
     let scratch = tempfile::tempdir().unwrap();
@@ -257,7 +312,7 @@ fn a_controller_killed_inside_a_mutating_call_records_an_unknown_effect_and_neve
     let mut driver = app(&server, OWNER, "lapis-cli");
     let thread = create(&mut driver, false, &["crm"]).unwrap();
     let turn = driver
-        .turns_submit(&thread, "c1", "call crm.slow {\"id\":7}")
+        .turns_submit(&thread, "c1", "call crm__slow {\"id\":7}")
         .unwrap();
     // Wait until the application is inside the call (capture begun,
     // invoked), then kill -9 the controller.
@@ -371,10 +426,10 @@ fn refusals_have_their_codes_and_a_ticket_reaches_only_its_own_session() {
     let listed = bridge
         .request::<lapis_protocol::call::ToolsList>(&lapis_protocol::params::NoParams {})
         .unwrap();
-    assert_eq!(listed.tools.len(), 4);
+    assert_eq!(listed.tools.len(), 5);
     // No turn runs on that session now: a call is refused, nothing runs.
     let call = lapis_protocol::tools::ToolsCall {
-        name: "crm.update".into(),
+        name: "crm__update".into(),
         arguments: json!({}),
         mcp_request_id: None,
     };

@@ -58,7 +58,7 @@ fn an_idle_bridge_is_authenticated_under_the_connection_cap_and_held_to_half_of_
     assert_eq!(settle(&mut driver, &again.id).state, TurnState::Completed);
     assert!(
         crate::tools::reply(&mut driver, &thread)
-            .matches("tools: crm.find")
+            .matches("tools: crm__find")
             .count()
             == 2,
         "the agent's own bridge still works"

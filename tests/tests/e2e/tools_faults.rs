@@ -24,7 +24,7 @@ use crate::tools::{agent, create, serve_crm, tickets};
 /// The hook's variable (`service/src/tools/fault.rs`).
 const PAUSE: &str = "LAPIS_TOOL_FAULT_PAUSE";
 
-/// Kills the controller at `step` of `crm.update`, restarts it with the
+/// Kills the controller at `step` of `crm__update`, restarts it with the
 /// application back, and checks the call's record: `seen_before_kill` is
 /// what the application saw of the call (callback and tool), `unknown`
 /// whether the turn must carry an unknown tool effect.
@@ -39,7 +39,7 @@ fn kill_at(step: &str, seen_before_kill: &[&str], unknown: bool) {
     let mut driver = app(&server, OWNER, "lapis-cli");
     let thread = create(&mut driver, false, &["crm"]).unwrap();
     let turn = driver
-        .turns_submit(&thread, "c1", "call crm.update {\"id\":7}")
+        .turns_submit(&thread, "c1", "call crm__update {\"id\":7}")
         .unwrap();
     let marker = format!("lapis-fault-pause: tool-call {step}\n");
     until(&format!("the call to pause at {step}"), || {
@@ -114,7 +114,7 @@ fn kill_at(step: &str, seen_before_kill: &[&str], unknown: bool) {
     driver
         .turns_resolve(&turn.id, ResolveAs::Failed, true)
         .unwrap();
-    let next = "call crm.find {\"q\":\"after\"}";
+    let next = "call crm__find {\"q\":\"after\"}";
     let continued = driver.turns_continue(&TurnsContinue {
         turn_id: turn.id.clone(),
         prompt: next.into(),

@@ -30,7 +30,7 @@ fn the_typescript_agent_calls_a_read_and_a_mutating_tool_through_the_bridge() {
     let (seen, serving) = serve_crm(&server, "lapis-cli", stop.clone());
     let mut driver = app(&server, OWNER, "lapis-cli");
     let thread = create(&mut driver, false, &["crm"]).unwrap();
-    let prompt = "list\ncall crm.find {\"q\":\"ada\"}\ncall crm.update {\"id\":1}";
+    let prompt = "list\ncall crm__find {\"q\":\"ada\"}\ncall crm__update {\"id\":1}";
     let turn = driver.turns_submit(&thread, "ts-tools", prompt).unwrap();
     let turn = settle(&mut driver, &turn.id);
     assert_eq!(turn.state, TurnState::Completed, "{turn:?}");
@@ -38,15 +38,15 @@ fn the_typescript_agent_calls_a_read_and_a_mutating_tool_through_the_bridge() {
     // The results reached the agent: it replies with them.
     let text = reply(&mut driver, &thread);
     assert!(
-        text.contains("tools: crm.find, crm.update, crm.broken, crm.slow\n"),
+        text.contains("tools: crm__find, crm__update, crm__broken, crm__slow, crm__huge\n"),
         "{text}"
     );
     assert!(
-        text.contains("tool crm.find: find ok {\"q\":\"ada\"}\n"),
+        text.contains("tool crm__find: find ok {\"q\":\"ada\"}\n"),
         "{text}"
     );
     assert!(
-        text.contains("tool crm.update: update ok {\"id\":1}\n"),
+        text.contains("tool crm__update: update ok {\"id\":1}\n"),
         "{text}"
     );
 

@@ -42,6 +42,9 @@ pub struct CatalogueEntry {
     pub load_session: Option<bool>,
     /// The ACP session mode id that is read-only or plan-only, where known.
     pub restricted_mode: Option<&'static str>,
+    /// The ACP session mode id in which the agent asks before it edits or
+    /// runs anything, where known (an `ask` thread requests it).
+    pub ask_mode: Option<&'static str>,
     /// Where the command line and the other facts came from.
     pub source: &'static str,
 }
@@ -63,6 +66,8 @@ impl CatalogueEntry {
             mcp_env_allowlist: Vec::new(),
             restricted_mode: self.restricted_mode.map(str::to_owned),
             allow_unrestricted: None,
+            ask_mode: self.ask_mode.map(str::to_owned),
+            allow_unasked: None,
         }
     }
 }
@@ -91,6 +96,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/agentclientprotocol/claude-agent-acp"),
         load_session: Some(true),
         restricted_mode: Some("plan"),
+        ask_mode: Some("default"),
         source: "agentclientprotocol/claude-agent-acp package.json (name, bin) + src/acp-agent.ts (availableModes: auto, default, acceptEdits, plan, dontAsk, bypassPermissions); registry claude-acp/agent.json (npx @agentclientprotocol/claude-agent-acp@0.85.1); acpx AGENT_REGISTRY claude; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -116,6 +122,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/agentclientprotocol/codex-acp"),
         load_session: Some(true),
         restricted_mode: Some("read-only"),
+        ask_mode: None,
         source: "agentclientprotocol/codex-acp README.md (install, CODEX_API_KEY/OPENAI_API_KEY, INITIAL_AGENT_MODE=read-only|agent|agent-full-access) + src/AgentMode.ts; registry codex-acp/agent.json; acpx AGENT_REGISTRY codex; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -128,6 +135,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://geminicli.com/docs/get-started/authentication"),
         load_session: Some(true),
         restricted_mode: Some("plan"),
+        ask_mode: Some("default"),
         source: "google-gemini/gemini-cli packages/cli/src/config/config.ts (--acp; --experimental-acp deprecated) + packages/cli/src/acp/acpUtils.ts buildAvailableModes (default, autoEdit, yolo, plan 'Read-only mode' only when plan is enabled); registry gemini/agent.json (npx @google/gemini-cli --acp); acpx AGENT_REGISTRY gemini; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -140,6 +148,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://cursor.com/docs/cli/acp"),
         load_session: Some(true),
         restricted_mode: Some("ask"),
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY cursor ('cursor-agent acp'); registry cursor/agent.json (./dist-package/cursor-agent acp); cursor.com/docs/cli/acp.md (`agent acp`, cursor_login auth, CURSOR_API_KEY/CURSOR_AUTH_TOKEN); modes agent/plan/ask from zed.dev/acp/agent/cursor and docs.mains.dev/cursor/configuration; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -152,6 +161,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://docs.github.com/en/copilot/reference/copilot-cli-reference/acp-server"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "docs.github.com Copilot CLI ACP server page (`copilot --acp --stdio`) and authenticate-copilot-cli page (token env names); acpx AGENT_REGISTRY copilot; registry github-copilot-cli/agent.json (npx @github/copilot --acp); loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json (id github-copilot-cli)",
     },
     CatalogueEntry {
@@ -170,6 +180,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://qwenlm.github.io/qwen-code-docs/en/users/overview"),
         load_session: Some(true),
         restricted_mode: Some("plan"),
+        ask_mode: Some("default"),
         source: "acpx AGENT_REGISTRY qwen ('qwen --acp'); registry qwen-code/agent.json (npx @qwen-code/qwen-code --acp --experimental-skills); qwen-code packages/cli/src/config/config.ts (--acp, --experimental-acp deprecated, --approval-mode plan|default|auto-edit|auto|yolo); qwenlm.github.io auth docs (OPENAI_API_KEY/OPENAI_BASE_URL/OPENAI_MODEL); loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json (id qwen-code)",
     },
     CatalogueEntry {
@@ -182,6 +193,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://opencode.ai"),
         load_session: Some(true),
         restricted_mode: Some("plan"),
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY opencode ('npx -y opencode-ai acp', preferredBinName opencode) ; registry opencode/agent.json; anomalyco/opencode packages/opencode/src/acp/README.md ('opencode acp') and config-option.ts (session modes); mode ids build/plan from third-party notes; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -194,6 +206,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://block.github.io/goose/docs/guides/acp-clients"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "registry goose/agent.json (./goose acp); ACP website agent list (docs/get-started/agents.mdx); loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -206,6 +219,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://moonshotai.github.io/kimi-cli/"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY kimi ('kimi acp'); registry kimi/agent.json (./kimi acp); kimi.com/code/docs/en/kimi-cli.html (install); loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -218,6 +232,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://kiro.dev/docs/cli/acp/"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "kiro.dev changelog 1.25 and docs/cli/acp (`kiro-cli acp`); registry kiro/agent.json ('./kiro-cli acp'); acpx AGENT_REGISTRY uses 'kiro-cli-chat acp'; zed.dev/acp/agent/kiro shows 'kiro-cli acp --agent-engine=v3'",
     },
     CatalogueEntry {
@@ -230,6 +245,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://junie.jetbrains.com"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "registry junie/agent.json (junie --acp=true); acpx AGENT_REGISTRY junie (v0.19.1 mirror) and acpx agents/Junie.md ('junie --acp true'); loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -242,6 +258,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://factory.ai/product/cli"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY droid ('droid exec --output-format acp'); registry factory-droid/agent.json now uses args [exec, --output-format, acp-daemon] with env DROID_DISABLE_AUTO_UPDATE=true, FACTORY_DROID_AUTO_UPDATE_ENABLED=false; FACTORY_API_KEY named in the auth_required message in agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -254,6 +271,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/svkozak/pi-acp"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY pi ('npx pi-acp@^0.0.x', preferredBinName pi-acp); registry pi-acp/agent.json; pi install hint from the pi-acp error text in agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -266,6 +284,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/openclaw/openclaw"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md",
     },
     CatalogueEntry {
@@ -278,6 +297,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://fast-agent.ai/acp"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md; registry fast-agent/agent.json",
     },
     CatalogueEntry {
@@ -290,6 +310,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://docs.x.ai/build/overview"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md; registry grok-build/agent.json; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -302,6 +323,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/iflow-ai/iflow-cli"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md",
     },
     CatalogueEntry {
@@ -314,6 +336,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://kilo.ai/"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md; registry kilo/agent.json; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json (id kilo)",
     },
     CatalogueEntry {
@@ -326,6 +349,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://mux.coder.com/integrations/acp"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md",
     },
     CatalogueEntry {
@@ -338,6 +362,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://poolside.ai"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md; registry poolside/agent.json; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json (id poolside)",
     },
     CatalogueEntry {
@@ -350,6 +375,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://docs.qoder.com/cli/acp"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md; registry qoder/agent.json",
     },
     CatalogueEntry {
@@ -362,6 +388,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://docs.trae.cn/cli"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "openclaw/acpx src/agent-registry.ts (index id 56205623005 / 65731523800) + docs/agents.md",
     },
     CatalogueEntry {
@@ -374,6 +401,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://docs.devin.ai/cli"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "registry devin/agent.json (./bin/devin acp); acpx agents/Devin.md (needs clientInfo.name 'windsurf' shim); acpx AGENT_REGISTRY devin (v0.19.1 mirror); loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -386,6 +414,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: None,
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY fx (index id 65731523800); registry fx/agent.json exists (not read)",
     },
     CatalogueEntry {
@@ -398,6 +427,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: None,
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY mcode (index id 65731523800); acpx agents/MCode.md exists (not read)",
     },
     CatalogueEntry {
@@ -410,6 +440,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: None,
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "acpx AGENT_REGISTRY zeroclaw (index id 65731523800)",
     },
     CatalogueEntry {
@@ -422,6 +453,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: None,
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "Swift port of acpx AGENT_REGISTRY v0.19.1 (index id 68854030553: antigravityCommand); third-party report (index id 68401944095)",
     },
     CatalogueEntry {
@@ -434,6 +466,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://docs.augmentcode.com/cli/acp"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "agentclientprotocol/registry auggie/agent.json; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -446,6 +479,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://cline.bot/cli"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "agentclientprotocol/registry cline/agent.json; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -458,6 +492,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/mistralai/mistral-vibe"),
         load_session: None,
         restricted_mode: None,
+        ask_mode: None,
         source: "agentclientprotocol/registry mistral-vibe/agent.json",
     },
     CatalogueEntry {
@@ -470,6 +505,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/tao12345666333/amp-acp"),
         load_session: Some(false),
         restricted_mode: None,
+        ask_mode: None,
         source: "agentclientprotocol/registry amp-acp/agent.json; loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
     CatalogueEntry {
@@ -482,6 +518,7 @@ pub const CATALOGUE: &[CatalogueEntry] = &[
         docs: Some("https://github.com/stakpak/agent"),
         load_session: Some(true),
         restricted_mode: None,
+        ask_mode: None,
         source: "agentclientprotocol/registry stakpak/agent.json (older snapshot); loadSession from agentclientprotocol/registry .protocol-matrix/snapshots/2026-08-20.json",
     },
 ];

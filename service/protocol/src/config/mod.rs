@@ -34,8 +34,8 @@ pub use notify::{
     DEFAULT_NOTIFY_PER_MINUTE, DEFAULT_NOTIFY_TIMEOUT_SECONDS, NotifyConfig, NotifyEvent,
 };
 pub use provider::{
-    ECHO_PROVIDER, PERMISSION_TIMEOUT_SECONDS, ProviderError, ProviderSpec, RestrictedPolicy,
-    SessionPolicy,
+    AskPolicy, ECHO_PROVIDER, PERMISSION_TIMEOUT_SECONDS, ProviderError, ProviderSpec,
+    RestrictedPolicy, SessionPolicy,
 };
 pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
 pub use worktrees::{DEFAULT_HOOK_TIMEOUT_SECONDS, HookCommand, WorktreesConfig};
@@ -209,6 +209,18 @@ pub struct ProviderConfig {
     /// still never auto-approve). Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_unrestricted: Option<bool>,
+    /// The ACP session mode (`session/set_mode`) in which the agent asks
+    /// before acting, requested for threads whose approval is `ask` (e.g.
+    /// `default`; without it the catalogue's for the command, if any). An
+    /// `ask` turn whose mode is not applied fails `ask_unavailable` unless
+    /// `allowUnasked`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_mode: Option<String>,
+    /// Accept this provider acting without asking: `ask` turns run when
+    /// its asking mode cannot be applied or its policy probe found it
+    /// `ignored` (recorded on the turn). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unasked: Option<bool>,
 }
 
 /// `vcsIdentity`.

@@ -130,6 +130,8 @@ pub struct ProviderSpec {
     pub mcp_env_allowlist: Vec<String>,
     /// The session mode restricted threads request.
     pub restricted: RestrictedPolicy,
+    /// The session mode `ask` threads request, so the agent asks.
+    pub ask: AskPolicy,
 }
 
 impl ProviderSpec {
@@ -157,6 +159,12 @@ impl ProviderSpec {
             provider: name.to_string(),
             reason,
         })?;
+        let ask =
+            AskPolicy::from_fields(config.ask_mode.as_deref(), config.allow_unasked, &command)
+                .map_err(|reason| ProviderError::Malformed {
+                    provider: name.to_string(),
+                    reason,
+                })?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -168,6 +176,7 @@ impl ProviderSpec {
             mcp_servers: config.mcp_servers.clone(),
             mcp_env_allowlist: config.mcp_env_allowlist.clone(),
             restricted,
+            ask,
         };
         spec.validate()?;
         Ok(spec)
@@ -200,9 +209,11 @@ impl ProviderSpec {
                     | "mcpEnvAllowlist"
                     | "restrictedMode"
                     | "allowUnrestricted"
+                    | "askMode"
+                    | "allowUnasked"
             ) {
                 return Err(bad(
-                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, handshakeSeconds, permissionTimeoutSeconds, restrictedMode, allowUnrestricted, mcpServers, mcpEnvAllowlist)".into(),
+                    "unknown key (allowed: command, args, env, envAllowlist, vcsIdentity, idleSeconds, maxTurnSeconds, handshakeSeconds, permissionTimeoutSeconds, restrictedMode, allowUnrestricted, askMode, allowUnasked, mcpServers, mcpEnvAllowlist)".into(),
                 ));
             }
         }
@@ -263,6 +274,7 @@ impl ProviderSpec {
         let mcp_env_allowlist =
             string_list(obj.get("mcpEnvAllowlist"), "mcpEnvAllowlist").map_err(bad)?;
         let restricted = RestrictedPolicy::from_json(obj).map_err(bad)?;
+        let ask = AskPolicy::from_json(obj, &command).map_err(bad)?;
         let spec = ProviderSpec {
             name: name.to_string(),
             command,
@@ -274,6 +286,7 @@ impl ProviderSpec {
             mcp_servers,
             mcp_env_allowlist,
             restricted,
+            ask,
         };
         spec.validate()?;
         Ok(spec)
@@ -293,6 +306,7 @@ impl ProviderSpec {
             mcp_servers: Vec::new(),
             mcp_env_allowlist: Vec::new(),
             restricted: RestrictedPolicy::default(),
+            ask: AskPolicy::default(),
         }
     }
 
@@ -485,9 +499,11 @@ fn command_ref(provider: &str, command: &str) -> Result<CommandRef, ProviderErro
     })
 }
 
+mod ask;
 mod policy;
 mod restricted;
 
+pub use ask::AskPolicy;
 pub use policy::{PERMISSION_TIMEOUT_SECONDS, SessionPolicy};
 pub use restricted::RestrictedPolicy;
 

@@ -1,6 +1,6 @@
 //! The notes the controller itself writes into a turn's journal, typed:
 //! the agent's stderr tail, refused MCP servers, how the agent session was
-//! opened (resumed, loaded, reset, replaced), the restricted mode's result, and the
+//! opened (resumed, loaded, reset, replaced), the restricted and asking modes' results, and the
 //! agent messages the controller refused or does not interpret.
 //!
 //! On disk a note is an `observation` payload
@@ -49,6 +49,9 @@ pub enum Note {
     SessionReplaced(SessionReplaced),
     /// `restricted_mode`: what the agent did with a restricted thread's mode.
     RestrictedMode(RestrictedMode),
+    /// `ask_mode`: what became of an `ask` turn's asking mode (the agent's
+    /// answer to it, or the provider's recorded probe verdict `ignored`).
+    AskMode(AskMode),
     /// `unsupported_request`: the agent sent a request the controller does
     /// not serve; it was answered "method not found" (or "invalid params"
     /// for an elicitation with fields or in URL mode).
@@ -170,6 +173,28 @@ pub struct RestrictedMode {
     pub runs_unrestricted: bool,
 }
 
+/// `ask_mode`: `{"mode", "result"?, "probeIgnored"?, "runsUnasked"}`, on
+/// every new or reopened session of an unrestricted `ask` thread whose
+/// provider has an asking mode, and on an `ask` turn refused because the
+/// provider definition's recorded policy probe found it `ignored`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AskMode {
+    /// The provider's asking mode id (`null` when it names none).
+    pub mode: Option<String>,
+    /// What the agent did with the request (absent when nothing was
+    /// asked of it: the turn was refused on the probe's verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ModeResult>,
+    /// The provider definition's recorded policy probe (`providers check
+    /// --policy`) found that it does not ask.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe_ignored: bool,
+    /// The turn runs though the agent may not ask (the owner accepted the
+    /// provider with `allowUnasked`).
+    pub runs_unasked: bool,
+}
+
 /// What became of a restricted thread's mode request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -215,6 +240,7 @@ impl Note {
             Note::ContextReset(_) => "context_reset",
             Note::SessionReplaced(_) => "session_replaced",
             Note::RestrictedMode(_) => "restricted_mode",
+            Note::AskMode(_) => "ask_mode",
             Note::UnsupportedRequest(_) => "unsupported_request",
             Note::Notification(_) => "notification",
             Note::UsageUpdate(_) => "usage_update",
@@ -232,6 +258,7 @@ impl Note {
             Note::ContextReset(n) => value(n),
             Note::SessionReplaced(n) => value(n),
             Note::RestrictedMode(n) => value(n),
+            Note::AskMode(n) => value(n),
             Note::UnsupportedRequest(n) => value(n),
             Note::Notification(n) => value(n),
             Note::UsageUpdate(n) => value(n),
@@ -250,6 +277,7 @@ impl Note {
             "context_reset" => Note::ContextReset(exact(payload)?),
             "session_replaced" => Note::SessionReplaced(exact(payload)?),
             "restricted_mode" => Note::RestrictedMode(exact(payload)?),
+            "ask_mode" => Note::AskMode(exact(payload)?),
             "unsupported_request" => Note::UnsupportedRequest(exact(payload)?),
             "notification" => Note::Notification(exact(payload)?),
             "usage_update" => Note::UsageUpdate(exact(payload)?),

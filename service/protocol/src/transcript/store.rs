@@ -86,7 +86,8 @@ pub struct TranscriptAppend {
 
 /// The answer to `transcript.append`: the event is stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// An answer: unknown members are ignored, as for every callback answer.
+#[serde(rename_all = "camelCase")]
 pub struct TranscriptAck {}
 
 /// `transcript.fetch` (controller → application): the stored payloads of
@@ -105,7 +106,8 @@ pub struct TranscriptFetch {
 
 /// One stored payload, as a store answers it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// An answer: unknown members are ignored, as for every callback answer.
+#[serde(rename_all = "camelCase")]
 pub struct TranscriptStored {
     /// Its event.
     pub thread_seq: u64,
@@ -116,7 +118,8 @@ pub struct TranscriptStored {
 /// The answer to `transcript.fetch`: what the store has of what was asked
 /// (an event it lacks is simply left out).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+// An answer: unknown members are ignored, as for every callback answer.
+#[serde(rename_all = "camelCase")]
 pub struct TranscriptPayloads {
     /// The payloads found.
     #[serde(default)]

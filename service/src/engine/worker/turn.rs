@@ -44,6 +44,14 @@ impl Engine {
                 .await;
             return;
         }
+        // An `ask` turn of a provider found ignoring approval (see `ask`).
+        if self.ask_refused(&turn_id, &prepared, &facts).await {
+            guard.boundary_later();
+            guard.release();
+            self.finish(&turn_id, TurnEnd::Failed(OutcomeCode::AskUnavailable))
+                .await;
+            return;
+        }
         let mcp = match facts.mcp {
             Ok(mcp) => mcp,
             Err(refusal) => {

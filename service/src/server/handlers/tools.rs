@@ -195,7 +195,7 @@ pub(super) fn check_memory(
         .lookup_port::<MemoryRegister>(&session.principal, &session.application, port)
         .map(|_| ())
         .ok_or_else(|| {
-            port_refusal(PortRefusal::ContextUnavailable {
+            port_refusal(PortRefusal::MemoryUnavailable {
                 port: port.to_owned(),
                 why: "not registered by this application",
             })

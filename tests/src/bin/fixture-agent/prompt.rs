@@ -32,6 +32,30 @@ fn usage_update(script: &Script, out: &Out, s: &str) -> Option<Value> {
     )
 }
 
+/// `--usage-meta`: usage as qwen-code reports it, only in `_meta.usage` of
+/// an empty `agent_message_chunk` after each model call (two calls per
+/// prompt here: 100 in, 20 out, 120 total; then 150 in, 30 out, 5 thought,
+/// 40 cache read, 185 total), with no `usage_update` and no `usage` on the
+/// prompt response.
+fn usage_meta(script: &Script, out: &Out, s: &str) {
+    if !script.has("usage-meta") {
+        return;
+    }
+    for usage in [
+        json!({"inputTokens": 100, "outputTokens": 20, "totalTokens": 120}),
+        json!({"inputTokens": 150, "outputTokens": 30, "totalTokens": 185,
+            "thoughtTokens": 5, "cachedReadTokens": 40}),
+    ] {
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": ""},
+                "_meta": {"usage": usage, "durationMs": 7}}),
+        );
+    }
+}
+
 /// `--policy-probe honour|ignore|silent|unnamed`: at the prompt, the agent
 /// of a policy probe. `honour` asks to write the probe file and writes it
 /// only when allowed; `ignore` asks and writes it whatever the answer;
@@ -49,6 +73,11 @@ fn policy_probe(
     };
     let file = lapis_protocol::probe::POLICY_PROBE_FILE;
     let path = std::env::current_dir().unwrap().join(file);
+    if AUTO.load(Ordering::SeqCst) {
+        // An automatic mode writes without asking.
+        std::fs::write(&path, "written without asking\n").unwrap();
+        return true;
+    }
     let allowed = if mode == "silent" {
         false
     } else {
@@ -97,6 +126,7 @@ pub(crate) fn run_prompt(
         return;
     }
     let usage = usage_update(script, out, s);
+    usage_meta(script, out, s);
     if let Some(recall) = recall {
         update(
             out,
@@ -227,7 +257,15 @@ pub(crate) fn run_prompt(
         }
     }
     let perms = script.num("permissions");
-    if perms > 0 {
+    if perms > 0 && AUTO.load(Ordering::SeqCst) {
+        // An automatic mode acts without asking.
+        update(
+            out,
+            s,
+            json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "acted without asking\n"}}),
+        );
+    } else if perms > 0 {
         let kinds = script.get("perm-kinds").unwrap_or("allow_once,reject_once");
         let hostile = if script.has("hostile") { HOSTILE } else { "" };
         let options: Vec<Value> = kinds

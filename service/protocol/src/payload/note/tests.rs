@@ -31,6 +31,24 @@ fn read(kind: &str, stored: Value) -> Observation {
 #[test]
 fn every_note_keeps_its_stored_shape() {
     pins(
+        Note::AskMode(AskMode {
+            mode: Some("default".into()),
+            result: Some(ModeResult::Rejected),
+            probe_ignored: false,
+            runs_unasked: false,
+        }),
+        json!({"mode": "default", "result": "rejected", "runsUnasked": false}),
+    );
+    pins(
+        Note::AskMode(AskMode {
+            mode: None,
+            result: None,
+            probe_ignored: true,
+            runs_unasked: true,
+        }),
+        json!({"mode": null, "probeIgnored": true, "runsUnasked": true}),
+    );
+    pins(
         Note::AgentStderr(AgentStderr {
             lines: vec!["boom".into(), "bye".into()],
         }),
