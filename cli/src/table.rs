@@ -13,7 +13,14 @@
 //!   character in a cell (agent text, a path) becomes a space, after the
 //!   terminal-safe printer made it harmless, so a row is always N fields;
 //! - styling is written through `anstream`, which drops it where colour is
-//!   not wanted (a pipe, `NO_COLOR`, `TERM=dumb`, `CLICOLOR=0`).
+//!   not wanted (a pipe, `NO_COLOR`, `TERM=dumb`, `CLICOLOR=0`);
+//! - a person's table fits the terminal's width: generated ids
+//!   ([`Cell::Id`]) show as their shortest prefix that is unique in their
+//!   column (at least the kind and 8 characters, `turn_1a2b3c4d`), which
+//!   every command takes as the id (the prefix rule), and when the rows are
+//!   still too wide the widest text columns are cut with `…`; ids and times
+//!   are never cut. `--wide` (a table made [`Table::wide`]) shows every
+//!   cell whole. A script always gets every cell whole.
 
 use std::io::{self, IsTerminal, Write};
 
@@ -29,6 +36,9 @@ pub(crate) enum Cell {
     /// A time (milliseconds since the epoch): an age on a terminal, RFC 3339
     /// when piped; `-` when absent.
     Time(Option<i64>),
+    /// A generated id (`turn_…`, `thr_…`): its shortest unique prefix for
+    /// a person (unless wide), whole for a script. Never cut.
+    Id(String),
 }
 
 impl From<&str> for Cell {
@@ -77,14 +87,29 @@ pub(crate) struct Table {
     /// The rows; each has `headers.len()` cells (shorter rows are padded
     /// with empty cells, longer ones cut).
     rows: Vec<Vec<Cell>>,
+    /// `--wide`: a person sees whole ids and cells, however wide.
+    wide: bool,
 }
+
+/// The fewest characters of an id after its kind (`turn_`) a person sees.
+const ID_CHARS: usize = 8;
+
+/// The narrowest a text column is cut to.
+const MIN_COLUMN: usize = 8;
 
 impl Table {
     pub(crate) fn new(headers: &'static [&'static str]) -> Table {
         Table {
             headers,
             rows: Vec::new(),
+            wide: false,
         }
+    }
+
+    /// Whole ids and cells for a person too (`--wide`).
+    pub(crate) fn wide(mut self, wide: bool) -> Table {
+        self.wide = wide;
+        self
     }
 
     /// Adds a row.
@@ -93,9 +118,10 @@ impl Table {
     }
 
     /// The table as `reader` reads it, without styling, one line per row,
-    /// each ending in a newline. `now` (milliseconds) measures ages.
-    pub(crate) fn render(&self, reader: Reader, now: i64) -> String {
-        let cells: Vec<Vec<String>> = self
+    /// each ending in a newline. `now` (milliseconds) measures ages;
+    /// `width` is the terminal's (a person's rows are fitted to it).
+    pub(crate) fn render(&self, reader: Reader, now: i64, width: Option<usize>) -> String {
+        let mut cells: Vec<Vec<String>> = self
             .rows
             .iter()
             .map(|row| {
@@ -107,6 +133,12 @@ impl Table {
                     .collect()
             })
             .collect();
+        if reader == Reader::Person && !self.wide {
+            self.shorten_ids(&mut cells);
+            if let Some(width) = width {
+                self.fit(&mut cells, width);
+            }
+        }
         let mut out = String::new();
         match reader {
             Reader::Script => {
@@ -127,12 +159,66 @@ impl Table {
         out
     }
 
+    /// Each [`Cell::Id`] as its shortest prefix unique in its column.
+    fn shorten_ids(&self, cells: &mut [Vec<String>]) {
+        for col in 0..self.headers.len() {
+            let ids: Vec<&str> = self
+                .rows
+                .iter()
+                .filter_map(|r| match r.get(col) {
+                    Some(Cell::Id(id)) => Some(id.as_str()),
+                    _ => None,
+                })
+                .collect();
+            for (row, shown) in self.rows.iter().zip(cells.iter_mut()) {
+                if let (Some(Cell::Id(id)), Some(cell)) = (row.get(col), shown.get_mut(col)) {
+                    *cell = short_id(id, &ids).to_owned();
+                }
+            }
+        }
+    }
+
+    /// Cuts the widest text columns (never ids or times) until a row fits
+    /// `width`, or every text column is [`MIN_COLUMN`] wide.
+    fn fit(&self, cells: &mut [Vec<String>], width: usize) {
+        let header: Vec<String> = self.headers.iter().map(|h| (*h).to_owned()).collect();
+        let mut widths = widths(std::iter::once(&header).chain(cells.iter()));
+        let cuttable: Vec<bool> = (0..self.headers.len())
+            .map(|col| {
+                self.rows
+                    .iter()
+                    .all(|r| matches!(r.get(col), None | Some(Cell::Text(_))))
+            })
+            .collect();
+        let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+        while total(&widths) > width {
+            let widest = (0..widths.len())
+                .filter(|&c| cuttable[c] && widths[c] > MIN_COLUMN.max(header[c].width()))
+                .max_by_key(|&c| widths[c]);
+            match widest {
+                Some(c) => widths[c] -= 1,
+                None => break,
+            }
+        }
+        for row in cells.iter_mut() {
+            for (c, cell) in row.iter_mut().enumerate() {
+                if cuttable[c] && cell.width() > widths[c] {
+                    *cell = cut(cell, widths[c]);
+                }
+            }
+        }
+    }
+
     /// Prints the table on stdout for whoever reads it (a closed pipe is
     /// not an error).
     pub(crate) fn print(&self) -> io::Result<()> {
         let reader = Reader::of_stdout();
         let now = lapis_protocol::time::now_ms();
-        let text = self.render(reader, now);
+        let width = crossterm::terminal::size()
+            .ok()
+            .map(|(columns, _)| usize::from(columns))
+            .filter(|w| *w > 0);
+        let text = self.render(reader, now, width);
         let mut out = anstream::stdout().lock();
         let result = match (reader, text.split_once('\n')) {
             (Reader::Person, Some((header, rest))) => {
@@ -145,10 +231,45 @@ impl Table {
     }
 }
 
+/// `id`'s shortest prefix (at least its kind and [`ID_CHARS`] more) that
+/// begins no other of `ids`; the whole id when none is shorter.
+fn short_id<'a>(id: &'a str, ids: &[&str]) -> &'a str {
+    let least = id.find('_').map_or(ID_CHARS, |i| i + 1 + ID_CHARS);
+    let ends: Vec<usize> = id
+        .char_indices()
+        .map(|(i, _)| i)
+        .skip(least)
+        .chain([id.len()])
+        .collect();
+    ends.into_iter()
+        .map(|end| &id[..end])
+        .find(|prefix| {
+            ids.iter()
+                .all(|other| *other == id || !other.starts_with(prefix))
+        })
+        .unwrap_or(id)
+}
+
+/// `cell` cut to `width` display columns, its last one `…`.
+fn cut(cell: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    for c in cell.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
 /// A cell's text: terminal-safe, one line, no tabs.
 fn text(cell: &Cell, reader: Reader, now: i64) -> String {
     let raw = match (cell, reader) {
-        (Cell::Text(s), _) => s.clone(),
+        (Cell::Text(s), _) | (Cell::Id(s), _) => s.clone(),
         (Cell::Time(None), _) => "-".to_owned(),
         (Cell::Time(Some(at)), Reader::Person) if *at > now => {
             format!("in {}", lapis_protocol::time::age(at - now))
@@ -192,6 +313,8 @@ fn aligned(row: &[String], widths: &[usize]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use unicode_width::UnicodeWidthStr;
+
     use super::{Cell, Reader, Table};
 
     fn sample() -> Table {
@@ -211,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_person_gets_a_header_aligned_columns_and_ages() {
-        let text = sample().render(Reader::Person, 1_000 + 300_000);
+        let text = sample().render(Reader::Person, 1_000 + 300_000, None);
         assert_eq!(
             text,
             "ID       STATE             AGE\n\
@@ -222,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_script_gets_tab_separated_rows_without_header_and_rfc3339_times() {
-        let text = sample().render(Reader::Script, 999_999_999);
+        let text = sample().render(Reader::Script, 999_999_999, None);
         assert_eq!(
             text,
             "turn_a\trunning\t1970-01-01T00:00:01.000Z\nturn_bb\ttab here newline\t-\n"
@@ -233,7 +356,7 @@ mod tests {
     fn agent_escapes_never_reach_a_cell() {
         let mut t = Table::new(&["TITLE"]);
         t.row(vec!["a\u{1b}]0;pwned\u{7}b".into()]);
-        let text = t.render(Reader::Script, 0);
+        let text = t.render(Reader::Script, 0, None);
         assert!(
             !text.contains('\u{1b}') && !text.contains('\u{7}'),
             "{text:?}"
@@ -245,7 +368,58 @@ mod tests {
         let mut t = Table::new(&["A", "B"]);
         t.row(vec!["日本".into(), "x".into()]);
         t.row(vec!["ab".into(), "y".into()]);
-        let text = t.render(Reader::Person, 0);
+        let text = t.render(Reader::Person, 0, None);
         assert_eq!(text, "A     B\n日本  x\nab    y\n");
+    }
+
+    /// The 80-column render of `turns list`: two generated ids as their
+    /// short prefixes (unique in their column), no line over 80 columns;
+    /// `--wide` keeps them whole; a script gets them whole too.
+    #[test]
+    fn a_persons_table_fits_80_columns_with_short_ids_and_wide_keeps_them_whole() {
+        let turn = |hex: &str| format!("turn_{hex}{}", "0".repeat(32 - hex.len()));
+        let thread = format!("thr_{}", "ab".repeat(16));
+        let table = || {
+            let mut t = Table::new(&["ID", "THREAD", "STATE", "WORKSPACE", "CREATED"]);
+            for (id, ws) in [
+                (turn("1a2b3c4d5e"), "proj"),
+                (
+                    turn("1a2b3c4d9f"),
+                    "a-workspace-with-a-rather-long-name-indeed",
+                ),
+                (turn("77"), "proj"),
+            ] {
+                t.row(vec![
+                    Cell::Id(id),
+                    Cell::Id(thread.clone()),
+                    "submission_unknown".into(),
+                    ws.into(),
+                    Cell::Time(Some(1_000)),
+                ]);
+            }
+            t
+        };
+        let text = table().render(Reader::Person, 1_000 + 300_000, Some(80));
+        assert_eq!(
+            text,
+            "ID              THREAD        STATE               WORKSPACE              CREATED\n\
+             turn_1a2b3c4d5  thr_abababab  submission_unknown  proj                   5m\n\
+             turn_1a2b3c4d9  thr_abababab  submission_unknown  a-workspace-with-a-r…  5m\n\
+             turn_77000000   thr_abababab  submission_unknown  proj                   5m\n"
+        );
+        assert!(text.lines().all(|l| l.width() <= 80), "{text}");
+        let wide = table()
+            .wide(true)
+            .render(Reader::Person, 1_000 + 300_000, Some(80));
+        assert!(
+            wide.contains(&turn("1a2b3c4d5e")) && wide.contains(&thread),
+            "{wide}"
+        );
+        assert!(
+            wide.contains("a-workspace-with-a-rather-long-name-indeed"),
+            "{wide}"
+        );
+        let piped = table().render(Reader::Script, 0, Some(80));
+        assert!(piped.contains(&turn("77")) && piped.contains("rather-long-name-indeed"));
     }
 }

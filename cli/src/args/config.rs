@@ -8,13 +8,13 @@ use crate::commands::candidates::{
     catalogue_names, checkable_provider_names, configured_provider_names,
 };
 
-use super::JsonArg;
+use super::{JsonArg, ListArgs};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ProvidersCommand {
     /// List the catalogue and the configured providers, and whether each
     /// command is found (PATH, then ~/.local/bin).
-    List(JsonArg),
+    List(ListArgs),
     /// Add a provider: a catalogue name fills command, args and allowlist.
     Add(ProvidersAddArgs),
     /// Remove a configured provider (its secrets stay in the env file).

@@ -15,7 +15,7 @@ use crate::commands::candidates::{
     workspace_ids,
 };
 
-use super::{CommandIdArg, JsonArg};
+use super::{CommandIdArg, JsonArg, ListArgs};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkspacesCommand {
@@ -48,7 +48,7 @@ pub(crate) enum WorkspacesCommand {
         out: JsonArg,
     },
     /// List registered workspaces.
-    List(JsonArg),
+    List(ListArgs),
     /// Unregister a workspace added at run time
     ///
     /// Its threads and journal stay readable but take no new turns; adding
@@ -201,7 +201,7 @@ pub(crate) enum ThreadsCommand {
         out: JsonArg,
     },
     /// List threads.
-    List(JsonArg),
+    List(ListArgs),
     /// Show one thread with its recent activity.
     Show {
         /// Thread id.
@@ -240,7 +240,7 @@ pub(crate) enum TurnsCommand {
         /// Do not show the agent's thoughts while following.
         #[arg(long)]
         no_thoughts: bool,
-        /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+        /// Let the turn run at most DURATION (`90s`, `10m`, `1h30m`; bare
         /// seconds): then the service cancels it (`deadline_exceeded`).
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         timeout: Option<u64>,
@@ -268,7 +268,7 @@ pub(crate) enum TurnsCommand {
         /// Do not show the agent's thoughts while following.
         #[arg(long)]
         no_thoughts: bool,
-        /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+        /// Let the turn run at most DURATION (`90s`, `10m`, `1h30m`; bare
         /// seconds): then the service cancels it (`deadline_exceeded`).
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         timeout: Option<u64>,
@@ -282,6 +282,9 @@ pub(crate) enum TurnsCommand {
         thread: Option<String>,
         #[command(flatten)]
         out: JsonArg,
+        /// Show whole ids and cells, however wide (the table fits the terminal otherwise).
+        #[arg(long)]
+        wide: bool,
     },
     /// Show one turn, by id or by the command id of the submit that made it.
     Show {
@@ -395,6 +398,9 @@ pub(crate) enum PermissionsCommand {
         turn: Option<String>,
         #[command(flatten)]
         out: JsonArg,
+        /// Show whole ids and cells, however wide (the table fits the terminal otherwise).
+        #[arg(long)]
+        wide: bool,
     },
     /// Answer a pending request with one of its option ids, or by kind
     /// (--allow, --allow-always, --reject, --reject-always).
@@ -460,7 +466,7 @@ pub(crate) struct AskArgs {
     /// Write NDJSON (one event per line) instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Let the turn run at most DURATION (`90s`, `10m`, `2h`; bare
+    /// Let the turn run at most DURATION (`90s`, `10m`, `1h30m`; bare
     /// seconds): then the service cancels it (`deadline_exceeded`).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) timeout: Option<u64>,
@@ -469,25 +475,27 @@ pub(crate) struct AskArgs {
     pub(crate) cmd: CommandIdArg,
 }
 
-/// `--timeout`: `90`, `90s`, `10m`, `2h` as seconds (1 to 604800, the
-/// service's bound on `maxTurnSeconds`).
+/// `--timeout`: bare seconds (`90`) or a duration as jiff's friendly
+/// format reads it (`90s`, `10m`, `1h30m`, `1h 30m`, `1.5h`, `2 hours`), as
+/// whole seconds from 1 to 604800 (the service's bound on `maxTurnSeconds`).
 pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
+    let secs = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        text.parse::<u64>()
+            .map_err(|_| format!("`{text}` is outside 1s-168h"))?
+    } else {
+        let d: jiff::SignedDuration = text
+            .parse()
+            .map_err(|_| format!("`{text}` is not a duration (e.g. 90s, 10m, 1h30m)"))?;
+        if d.is_negative() || d.subsec_nanos() != 0 {
+            return Err(format!(
+                "`{text}`: give a whole number of seconds, not negative"
+            ));
+        }
+        u64::try_from(d.as_secs()).map_err(|_| format!("`{text}` is outside 1s-168h"))?
     };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (e.g. 90s, 10m, 2h)"))?;
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => return Err(format!("`{text}`: the unit is s, m or h")),
-    };
-    match n.checked_mul(scale) {
-        Some(secs @ 1..=604_800) => Ok(secs),
+    match secs {
+        1..=604_800 => Ok(secs),
         _ => Err(format!("`{text}` is outside 1s-168h")),
     }
 }
@@ -503,7 +511,11 @@ mod tests {
         assert_eq!(parse_duration("10m"), Ok(600));
         assert_eq!(parse_duration("2h"), Ok(7200));
         assert_eq!(parse_duration("168h"), Ok(604_800));
-        for bad in ["", "0", "0s", "169h", "5d", "1.5h", "m", "-3"] {
+        assert_eq!(parse_duration("1h30m"), Ok(5400));
+        assert_eq!(parse_duration("1h 30m"), Ok(5400));
+        assert_eq!(parse_duration("1.5h"), Ok(5400));
+        assert_eq!(parse_duration("2m30s"), Ok(150));
+        for bad in ["", "0", "0s", "169h", "m", "-3", "-1h", "1.5s", "soon"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

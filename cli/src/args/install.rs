@@ -69,7 +69,7 @@ pub(crate) struct UninstallArgs {
     /// Also remove the configuration (with its tokens) and the controller home.
     #[arg(long)]
     pub(crate) purge: bool,
-    /// Do not ask before --purge deletes (it asks only on a terminal).
+    /// Delete without asking; --purge without a terminal needs it.
     #[arg(long, short = 'y', requires = "purge")]
     pub(crate) yes: bool,
     #[command(flatten)]

@@ -155,6 +155,16 @@ pub(crate) struct CommandIdArg {
     pub(crate) command_id: Option<String>,
 }
 
+/// `--json` and `--wide`: what the list commands take.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    pub(crate) out: JsonArg,
+    /// Show whole ids and cells, however wide (the table fits the terminal otherwise).
+    #[arg(long)]
+    pub(crate) wide: bool,
+}
+
 /// A lone `--json` flag.
 #[derive(Debug, Args, Clone, Copy, Default)]
 pub(crate) struct JsonArg {
@@ -193,11 +203,11 @@ impl Command {
             Command::Workspaces(
                 WorkspacesCommand::Add { out, .. } | WorkspacesCommand::Remove { out, .. },
             ) => out.json,
-            Command::Workspaces(WorkspacesCommand::List(a)) => a.json,
+            Command::Workspaces(WorkspacesCommand::List(a)) => a.out.json,
             Command::Threads(ThreadsCommand::Create { out, .. })
             | Command::Threads(ThreadsCommand::Configure { out, .. })
             | Command::Threads(ThreadsCommand::Show { out, .. }) => out.json,
-            Command::Threads(ThreadsCommand::List(a)) => a.json,
+            Command::Threads(ThreadsCommand::List(a)) => a.out.json,
             Command::Turns(
                 TurnsCommand::Submit { out, .. }
                 | TurnsCommand::Continue { out, .. }
@@ -218,9 +228,8 @@ impl Command {
                 out.json
             }
             Command::Ask(a) => a.json,
-            Command::Providers(
-                ProvidersCommand::List(a) | ProvidersCommand::Check { out: a, .. },
-            ) => a.json,
+            Command::Providers(ProvidersCommand::List(a)) => a.out.json,
+            Command::Providers(ProvidersCommand::Check { out, .. }) => out.json,
             Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
             Command::Providers(ProvidersCommand::Add(_) | ProvidersCommand::Remove { .. })
             | Command::Config(ConfigCommand::Path | ConfigCommand::Schema) => false,

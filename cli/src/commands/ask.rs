@@ -113,10 +113,16 @@ fn provider(target: &super::connect::Target, given: Option<&str>) -> Result<Stri
         .unwrap_or(ECHO_PROVIDER);
     // A refused file was read only in part: the service decides then.
     if target.problem.is_none() && name != ECHO_PROVIDER && !config.providers.contains_key(name) {
+        let known = config
+            .providers
+            .keys()
+            .map(String::as_str)
+            .chain([ECHO_PROVIDER]);
+        let hint = super::suggest::hint(name, known);
         return Err(CliError::failure(
             "unknown_provider",
             anyhow::anyhow!(
-                "provider `{name}` is not configured; add it with `lapis-ai-controller providers add {name}` (see `providers list`); nothing was registered"
+                "provider `{name}` is not configured{hint}; add it with `lapis-ai-controller providers add {name}` (see `providers list`); nothing was registered"
             ),
         ));
     }

@@ -133,33 +133,62 @@ pub(super) fn start(global: &GlobalArgs, args: &ServeArgs) -> CliResult {
 pub(super) fn stop(global: &GlobalArgs, args: &StopArgs) -> CliResult {
     let target = target(global, args.home.dir())?;
     let pid_path = target.home.join(PID_FILE);
-    let answering = answering_pid(&target);
+    match stop_in(global, &target.home, answering_pid(&target))? {
+        Stop::Stopped(pid) => eprintln!("stopped the controller (pid {pid})"),
+        Stop::NotRunning => eprintln!("no background controller is running"),
+        Stop::Stale(why) => eprintln!(
+            "stale pid file {} ({why}): removed it; nothing was stopped",
+            pid_path.display()
+        ),
+        Stop::NotBackground(pid) => {
+            return Err(CliError::failure(
+                "not_background",
+                anyhow::anyhow!(
+                    "the controller (pid {pid}) was not started with `serve --background` (no {}); stop it where it was started: its service manager or its terminal",
+                    pid_path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What [`stop_in`] found and did.
+pub(super) enum Stop {
+    /// The background controller with this pid was signalled and has ended.
+    Stopped(u32),
+    /// No pid file and nothing answering.
+    NotRunning,
+    /// The pid file named no live controller of this home (why); it was
+    /// removed and nothing was signalled.
+    Stale(String),
+    /// A controller (this pid) answers without a pid file: a service
+    /// manager's or a foreground `serve`, never stopped here.
+    NotBackground(u32),
+}
+
+/// Stops the background controller of `home` (its pid file), checked as
+/// the module says; `answering` is the pid `status` reports on its socket,
+/// if it answers. Shared by `stop` and `uninstall --purge`.
+pub(super) fn stop_in(
+    global: &GlobalArgs,
+    home: &Path,
+    answering: Option<u32>,
+) -> Result<Stop, CliError> {
+    let pid_path = home.join(PID_FILE);
     let recorded = match std::fs::read_to_string(&pid_path) {
         Ok(text) => text.trim().parse::<u32>().ok(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return match answering {
-                Some(pid) => Err(CliError::failure(
-                    "not_background",
-                    anyhow::anyhow!(
-                        "the controller (pid {pid}) was not started with `serve --background` (no {}); stop it where it was started: its service manager or its terminal",
-                        pid_path.display()
-                    ),
-                )),
-                None => {
-                    eprintln!("no background controller is running");
-                    Ok(())
-                }
-            };
+            return Ok(match answering {
+                Some(pid) => Stop::NotBackground(pid),
+                None => Stop::NotRunning,
+            });
         }
         Err(e) => return Err(CliError::from(e)),
     };
-    let stale = |why: String| -> CliResult {
+    let stale = |why: String| -> Result<Stop, CliError> {
         let _ = std::fs::remove_file(&pid_path);
-        eprintln!(
-            "stale pid file {} ({why}): removed it; nothing was stopped",
-            pid_path.display()
-        );
-        Ok(())
+        Ok(Stop::Stale(why))
     };
     let Some(pid) = recorded else {
         return stale("it holds no pid".into());
@@ -190,19 +219,18 @@ pub(super) fn stop(global: &GlobalArgs, args: &StopArgs) -> CliResult {
                     "the controller (pid {pid}) is still running {}s after SIGTERM (draining turns?); run `{}` again, or see {}",
                     STOP_WITHIN.as_secs(),
                     stop_command(global),
-                    target.home.join(LOG_FILE).display()
+                    home.join(LOG_FILE).display()
                 ),
             ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = std::fs::remove_file(&pid_path);
-    eprintln!("stopped the controller (pid {pid})");
-    Ok(())
+    Ok(Stop::Stopped(pid))
 }
 
 /// The pid `status` reports on `target`'s socket, if it answers.
-fn answering_pid(target: &Target) -> Option<u32> {
+pub(super) fn answering_pid(target: &Target) -> Option<u32> {
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     if !socket.exists() {
         return None;

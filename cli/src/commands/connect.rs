@@ -139,13 +139,21 @@ pub(super) fn client_error(e: ClientError) -> CliError {
     }
 }
 
-/// What to do when nothing answers: start the unit, or run `serve` by hand.
+/// What to do when nothing answers: start the unit when one is installed,
+/// else (no service manager, or none installed) `serve --background`; or
+/// run `serve` by hand.
 pub(super) fn start_hint(paths: &Paths) -> String {
-    format!(
-        "the controller is not running: start it with `{}`, or run `{}`",
-        unit::start_command(paths),
-        unit::serve_command_line(paths)
-    )
+    let serve = unit::serve_command_line(paths);
+    if paths.unit.path.exists() {
+        format!(
+            "the controller is not running: start it with `{}`, or without the service with `{serve} --background`",
+            unit::start_command(paths),
+        )
+    } else {
+        format!(
+            "the controller is not running: start it with `{serve} --background` (no service unit is installed; `install` adds one where a service manager runs), or in the foreground with `{serve}`"
+        )
+    }
 }
 
 /// Connects to the selected instance's socket and says hello.

@@ -95,6 +95,7 @@ pub(super) fn watch(
                 }
                 return Ok(Watched { turn, reply });
             }
+            live.behind_fence(follower.client(), &turn);
             live.tick(&turn, printer.as_deref().is_none_or(Printer::at_line_start));
             continue;
         };

@@ -12,7 +12,9 @@
 //! - two or more matches are an error (`ambiguous_id`, exit 2) listing them
 //!   in `error.details.candidates`, never a guess;
 //! - no match sends the text as given, so the server answers as it always
-//!   did (`not_found`, with its own wording);
+//!   did (`not_found`, with its own wording), except a workspace id close
+//!   to a registered one, refused here as `not_found` with a "did you
+//!   mean";
 //! - a whole generated id (`thr_`/`turn_` and 32 hex digits) is sent
 //!   without a lookup, so scripts pay nothing for this.
 //!
@@ -104,19 +106,50 @@ pub(super) fn thread(client: &mut Client, given: &str) -> Result<String, CliErro
     pick(Noun::Thread, given, known.into_iter().map(|t| t.id))
 }
 
-/// A turn id from a prefix.
+/// A turn id from a prefix: among the session's turns and, when none
+/// matches, the fences `status` names (another application's fenced turn
+/// is not in this session's list, yet the owner's CLI resolves it).
 pub(super) fn turn(client: &mut Client, given: &str) -> Result<String, CliError> {
     if whole(given, "turn_") {
         return Ok(given.to_owned());
     }
-    let known = client.turns_list(None).map_err(client_error)?;
-    pick(Noun::Turn, given, known.into_iter().map(|t| t.id))
+    let known: Vec<String> = client
+        .turns_list(None)
+        .map_err(client_error)?
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    if known.iter().any(|id| id.starts_with(given)) {
+        return pick(Noun::Turn, given, known);
+    }
+    let fences = client.status().map(|s| s.fences).unwrap_or_default();
+    pick(Noun::Turn, given, fences.into_iter().map(|f| f.turn))
 }
 
-/// A workspace id from a prefix.
+/// A workspace id from a prefix; an id that names none but is close to
+/// one is refused here with that one as a suggestion (`not_found`, as the
+/// service would answer).
 pub(super) fn workspace(client: &mut Client, given: &str) -> Result<String, CliError> {
-    let known = client.workspaces_list().map_err(client_error)?;
-    pick(Noun::Workspace, given, known.into_iter().map(|w| w.id))
+    let known: Vec<String> = client
+        .workspaces_list()
+        .map_err(client_error)?
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    let picked = pick(Noun::Workspace, given, known.iter().cloned())?;
+    if picked == given && !known.iter().any(|k| k == given) {
+        let hint = super::suggest::hint(given, known.iter().map(String::as_str));
+        if !hint.is_empty() {
+            return Err(CliError::failure(
+                "not_found",
+                anyhow::anyhow!(
+                    "workspace `{}` is not registered{hint}; see `lapis-ai-controller workspaces list`",
+                    crate::terminal::safe(given)
+                ),
+            ));
+        }
+    }
+    Ok(picked)
 }
 
 /// A pending permission request of `turn` from a prefix.

@@ -158,9 +158,14 @@ pub(super) fn finish(
             if !step.json {
                 print_plain(paths, report, "not started")?;
             }
-            let hint = format!(
-                "the release and config are installed; start the controller by hand with: {manual}"
-            );
+            let hint = match &err {
+                ServiceError::Unavailable(_) => format!(
+                    "the release and config are installed, but no service manager answers: start the controller in the background with `{manual} --background` (`install --start background` does it), or by hand in the foreground with: {manual}"
+                ),
+                _ => format!(
+                    "the release and config are installed; start the controller by hand with: {manual}"
+                ),
+            };
             let mut err = installer_error(InstallError::Service(err));
             err.error = err.error.context(hint);
             Err(err.with_details(doc))

@@ -15,7 +15,11 @@
 //! - the first Ctrl-C cancels the turn (`turns.cancel`) and says so; the
 //!   watch goes on until the turn settles. The second stops watching
 //!   (exit 1) and prints the commands that show or follow the turn again;
-//!   nothing is cancelled or resubmitted by it.
+//!   nothing is cancelled or resubmitted by it;
+//! - a watched turn queued in a fenced workspace says so once per fence
+//!   (which turn fences it, and the command that resolves it), on stderr,
+//!   whether or not the spinner is drawn: a follow is never silent about
+//!   waiting on a fence.
 
 use std::io::{self, Write};
 use std::time::Instant;
@@ -32,6 +36,9 @@ use crate::exit::{CliError, ExitClass};
 
 /// The spinner's frames.
 const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/// How often a queued turn's workspace is checked for a fence.
+const FENCE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The shortest time between two frames.
 const FRAME_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
@@ -62,6 +69,10 @@ pub(super) struct Live {
     prefix: String,
     /// The watched turn's thread.
     thread: String,
+    /// The fence (its turn) already said to hold the watched turn queued.
+    fence_said: Option<String>,
+    /// When the workspace was last checked for a fence.
+    fence_checked: Option<Instant>,
 }
 
 impl Live {
@@ -78,6 +89,35 @@ impl Live {
             cancelled: false,
             prefix,
             thread: thread.to_owned(),
+            fence_said: None,
+            fence_checked: None,
+        }
+    }
+
+    /// While `turn` is queued, checks now and then whether its workspace is
+    /// fenced and, for each new fence, says which turn holds it and how to
+    /// resolve it.
+    pub(super) fn behind_fence(&mut self, client: &mut Client, turn: &Turn) {
+        if turn.state != TurnState::Queued
+            || self
+                .fence_checked
+                .is_some_and(|t| t.elapsed() < FENCE_EVERY)
+        {
+            return;
+        }
+        self.fence_checked = Some(Instant::now());
+        let fence = super::fences::of_workspace(client, &turn.workspace_id);
+        match fence {
+            Some(f) if self.fence_said.as_deref() != Some(f.turn.as_str()) => {
+                self.clear();
+                eprintln!(
+                    "{}",
+                    super::fences::queued_behind(&self.prefix, &turn.id, &f)
+                );
+                self.fence_said = Some(f.turn);
+            }
+            Some(_) => {}
+            None => self.fence_said = None,
         }
     }
 
@@ -139,6 +179,7 @@ impl Live {
             "waiting for permission"
         } else {
             match turn.state {
+                TurnState::Queued if self.fence_said.is_some() => "queued behind a fence",
                 TurnState::Queued => "queued",
                 TurnState::Preparing => "preparing",
                 TurnState::Dispatched | TurnState::Running => "running",

@@ -28,7 +28,12 @@ use super::printer::{Halt, Printer};
 pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult {
     let mut client = connect(global)?;
     match command {
-        PermissionsCommand::List { thread, turn, out } => {
+        PermissionsCommand::List {
+            thread,
+            turn,
+            out,
+            wide,
+        } => {
             let thread = super::ids::optional(&mut client, thread, super::ids::thread)?;
             let turn = super::ids::optional(&mut client, turn, super::ids::turn)?;
             let requests = client
@@ -49,7 +54,8 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
                     "TITLE",
                     "OPTIONS",
                     "DEADLINE",
-                ]);
+                ])
+                .wide(wide);
                 for r in &requests {
                     let options: Vec<String> = r
                         .options
@@ -57,7 +63,7 @@ pub(super) fn run(global: &GlobalArgs, command: PermissionsCommand) -> CliResult
                         .map(|o| format!("{} [{}] {}", o.id, o.kind, o.name))
                         .collect();
                     table.row(vec![
-                        (&r.turn_id).into(),
+                        Cell::Id(r.turn_id.clone()),
                         (&r.id).into(),
                         (&r.workspace_id).into(),
                         title(r).into(),

@@ -18,7 +18,7 @@ use lapis_protocol::config::{
 use serde_json::{Value, json};
 
 use super::config_files::{EditFailure, config_path, load_config, reload_running};
-use crate::args::{GlobalArgs, JsonArg, ProvidersCommand};
+use crate::args::{GlobalArgs, ListArgs, ProvidersCommand};
 use crate::exit::{CliError, CliResult};
 use crate::output;
 use crate::table::Table;
@@ -43,7 +43,8 @@ pub(super) fn found(spec: &ProviderSpec, lookup: &CommandLookup) -> Option<PathB
     spec.resolve_command(lookup).ok()
 }
 
-fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
+fn list(global: &GlobalArgs, list_args: ListArgs) -> CliResult {
+    let out = list_args.out;
     let path = config_path(global)?;
     let config = if path.exists() {
         Some(load_config(&path)?)
@@ -157,7 +158,8 @@ fn list(global: &GlobalArgs, out: JsonArg) -> CliResult {
         ),
         None => "-".to_owned(),
     };
-    let mut table = Table::new(&["NAME", "SOURCE", "COMMAND", "FOUND", "MCP", "APPROVAL"]);
+    let mut table =
+        Table::new(&["NAME", "SOURCE", "COMMAND", "FOUND", "MCP", "APPROVAL"]).wide(list_args.wide);
     for v in &configured {
         let mcp: Vec<String> = v["mcpServers"]
             .as_array()

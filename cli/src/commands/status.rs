@@ -116,8 +116,8 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
         }
     }
     for f in &running.fences {
-        // What changed since the fence's boundary, when this session may
-        // read the turn (another application's fence answers `not_found`).
+        // What changed since the fence's boundary (the owner's CLI reads
+        // another application's fenced turn too, `turns:resolve-any`).
         let evidence = super::connect::connect_to(&target)
             .ok()
             .and_then(|mut c| {
@@ -134,12 +134,10 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
             })
             .map(|said| format!("; {}", crate::terminal::safe(&said)))
             .unwrap_or_default();
-        warnings.push(format!(
-            "workspace {} is fenced by turn {} of application {}{evidence}: once the agent no longer runs it, resolve with `{}` (or `--as cancelled`, as `turns cancel` records it)",
-            f.workspace,
-            f.turn,
-            f.application,
-            resolve_command(&f.turn)
+        warnings.push(super::fences::sentence(
+            &super::permissions::command_prefix(global),
+            f,
+            &evidence,
         ));
     }
     let report = StatusReport {
@@ -178,12 +176,21 @@ fn unreachable(
         socket.display(),
         err.error.root_cause()
     );
-    let what = format!(
-        "the controller is not running ({state}): start it with `{}`, or run `{}`; \
-         `lapis-ai-controller logs` shows the service log",
-        unit::start_command(paths),
-        unit::serve_command_line(paths)
-    );
+    let serve = unit::serve_command_line(paths);
+    // Without a unit or a reachable manager, the unit's start command
+    // cannot work: the controller runs detached from its own launcher.
+    let what = if !manager.installed || (manager.active.is_none() && manager.error.is_some()) {
+        format!(
+            "the controller is not running ({state}): without a service manager, start it with `{serve} --background` (`stop` ends it), or in the foreground with `{serve}`; \
+             `lapis-ai-controller logs` shows its log"
+        )
+    } else {
+        format!(
+            "the controller is not running ({state}): start it with `{}`, or run `{serve}`, or without the service `{serve} --background`; \
+             `lapis-ai-controller logs` shows the service log",
+            unit::start_command(paths),
+        )
+    };
     CliError::unavailable(err.code, cause.context(what))
         .with_details(json!({ "launcher": installed, "serviceManager": manager }))
 }
@@ -358,12 +365,4 @@ fn plain(r: &StatusReport) -> String {
         text.push_str(w);
     }
     text
-}
-
-/// The exact command that releases a fence.
-fn resolve_command(turn: &str) -> String {
-    format!(
-        "{} turns resolve {turn} --as failed --confirm-stopped",
-        lapis_release::PRODUCT
-    )
 }

@@ -33,6 +33,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             } else {
                 workspace
             };
+            let provider_name = provider.clone();
             let mut params = ThreadsCreate::new(workspace, provider)
                 .approval(approval_policy(approval))
                 .restricted(restricted)
@@ -42,7 +43,8 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             params.budget = budget.budget();
             let thread = client
                 .threads_create_with(&params)
-                .map_err(client_error)?
+                .map_err(client_error)
+                .map_err(|e| super::suggest::provider_not_found(global, &provider_name, e))?
                 .thread;
             warn_if_unasked(&mut client, &thread);
             if out.json {
@@ -87,15 +89,16 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 crate::output::line(format!("{}\tversion {}", thread.id, thread.version))?;
             }
         }
-        ThreadsCommand::List(out) => {
+        ThreadsCommand::List(list_args) => {
             let list = client.threads_list().map_err(client_error)?;
-            if out.json {
+            if list_args.out.json {
                 crate::output::json(&json!({ "threads": list }))?;
             } else {
-                let mut table = Table::new(&["ID", "WORKSPACE", "PROVIDER", "APPROVAL", "UPDATED"]);
+                let mut table = Table::new(&["ID", "WORKSPACE", "PROVIDER", "APPROVAL", "UPDATED"])
+                    .wide(list_args.wide);
                 for t in list {
                     table.row(vec![
-                        t.id.into(),
+                        Cell::Id(t.id),
                         t.workspace_id.into(),
                         t.provider.into(),
                         t.approval.as_str().into(),

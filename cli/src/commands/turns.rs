@@ -95,7 +95,8 @@ pub(super) fn submit_and_watch(
             expect: None,
         }),
     }
-    .map_err(client_error)?;
+    .map_err(client_error)
+    .map_err(|e| super::fences::explain(follower.client(), s.thread, &command_prefix(global), e))?;
     let mut printer = Printer::new(s.json, s.thoughts, false);
     let mut prompter = Prompter::new(global, s.answers);
     let mut live = Live::new(s.json, command_prefix(global), s.thread);
@@ -147,6 +148,17 @@ pub(super) fn submit_and_watch(
         // agent's own last words when it failed setting up or erring.
         let mut err = CliError::turn_not_completed(&last);
         let said = super::agent_stderr::of_turn(client, s.thread, &last.id).unwrap_or_default();
+        if last.state.is_fenced() {
+            // Its outcome is unknown: the workspace waits for the owner.
+            let prefix = command_prefix(global);
+            let fence = super::fences::of_workspace(client, &last.workspace_id)
+                .filter(|f| f.turn == last.id)
+                .map(|f| super::fences::sentence(&prefix, &f, ""))
+                .unwrap_or_else(|| {
+                    super::fences::ended_fenced(&prefix, &last, super::connect::APPLICATION)
+                });
+            err.error = anyhow::anyhow!("{}; {fence}", err.error);
+        }
         if !said.is_empty() {
             err.error = anyhow::anyhow!(super::agent_stderr::with_lines(
                 err.error.to_string(),
@@ -202,7 +214,10 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                             max_turn_seconds: timeout,
                             expect: None,
                         })
-                        .map_err(client_error)?;
+                        .map_err(client_error)
+                        .map_err(|e| {
+                            super::fences::explain(&mut client, &thread, &command_prefix(global), e)
+                        })?;
                     if out.json {
                         crate::output::json(&json!({ "turn": turn, "commandId": command_id }))?;
                     } else {
@@ -279,17 +294,18 @@ pub(super) fn run(global: &GlobalArgs, command: TurnsCommand) -> CliResult {
                 },
             );
         }
-        TurnsCommand::List { thread, out } => {
+        TurnsCommand::List { thread, out, wide } => {
             let thread = super::ids::optional(&mut client, thread, super::ids::thread)?;
             let list = client.turns_list(thread.as_deref()).map_err(client_error)?;
             if out.json {
                 crate::output::json(&json!({ "turns": list }))?;
             } else {
-                let mut table = Table::new(&["ID", "THREAD", "STATE", "WORKSPACE", "CREATED"]);
+                let mut table =
+                    Table::new(&["ID", "THREAD", "STATE", "WORKSPACE", "CREATED"]).wide(wide);
                 for t in list {
                     table.row(vec![
-                        t.id.into(),
-                        t.thread_id.into(),
+                        Cell::Id(t.id),
+                        Cell::Id(t.thread_id),
                         t.state.as_str().into(),
                         t.workspace_id.into(),
                         Cell::Time(Some(t.created_at)),
@@ -444,7 +460,12 @@ fn mode_report(
         return Ok(None);
     }
     let from = t.user_message.as_ref().map_or(0, |m| m.thread_seq);
-    super::agent_stderr::restricted_mode_of_turn(client, &t.thread_id, &t.id, from)
+    // Another application's fenced turn is readable (`turns:resolve-any`),
+    // its thread's journal is not: no report then.
+    match super::agent_stderr::restricted_mode_of_turn(client, &t.thread_id, &t.id, from) {
+        Err(e) if e.code == "not_found" => Ok(None),
+        other => other,
+    }
 }
 
 /// The plain form of a turn; `mode` is the agent's `restricted_mode`

@@ -1,26 +1,42 @@
 //! `uninstall [--purge [--yes]]`: remove the service, the launcher and the
 //! snapshots; with `--purge` also the config (and its tokens) and the
-//! controller home, after a typed yes when a person is at a terminal
-//! (`--yes`, or no terminal, skips the question: scripts keep working).
+//! controller home.
+//!
+//! What must stay true for `--purge`:
+//! - it deletes only after a typed yes on a terminal, or with `--yes`;
+//!   without a terminal and without `--yes` it removes nothing and exits 2
+//!   (`confirmation_required`), as gh and others refuse;
+//! - the controller of the home it deletes is stopped first: a
+//!   `serve --background` one here (its pid file, checked as `stop` checks
+//!   it), a service manager's by the installer with its unit; one that
+//!   answers with neither (a foreground `serve`) is refused, nothing
+//!   removed, rather than left running with its home gone.
 
 use std::io::{BufRead, IsTerminal, Write};
 
 use serde_json::json;
 
+use super::background::{self, Stop};
 use super::paths::{installer_error, resolve};
 use crate::args::{GlobalArgs, UninstallArgs};
-use crate::exit::CliResult;
+use crate::exit::{CliError, CliResult};
 
 pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
     let paths = resolve(global, args.home.dir(), args.install_path.as_deref())?;
     if args.purge && !args.yes {
         confirm_purge(&paths)?;
     }
+    let stopped = if args.purge {
+        stop_controller(global, &args, &paths)?
+    } else {
+        None
+    };
     let report =
         lapis_installer::uninstall::uninstall(&paths, args.purge).map_err(installer_error)?;
     if args.out.json {
         crate::output::json(&json!({
             "unit": paths.unit.name,
+            "stoppedController": stopped,
             "removedUnit": report.removed_unit,
             "serviceWarning": report.service_warning,
             "removedLauncher": report.removed_launcher,
@@ -33,6 +49,9 @@ pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
         return Ok(());
     }
     let mut lines = Vec::new();
+    if let Some(pid) = stopped {
+        lines.push(format!("stopped the background controller (pid {pid})"));
+    }
     if report.removed_unit {
         lines.push(format!("removed service {}", paths.unit.name));
     }
@@ -79,12 +98,51 @@ pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
     Ok(())
 }
 
+/// Stops the controller of the home `--purge` deletes (see the module
+/// doc); the pid of a background controller it stopped.
+fn stop_controller(
+    global: &GlobalArgs,
+    args: &UninstallArgs,
+    paths: &lapis_installer::paths::Paths,
+) -> Result<Option<u32>, CliError> {
+    // A broken config still names no other home than the installer's
+    // default; nothing answers without the config's token.
+    let (home, answering) = match super::connect::target(global, args.home.dir()) {
+        Ok(target) => {
+            let answering = background::answering_pid(&target);
+            (target.home, answering)
+        }
+        Err(_) => (paths.controller_home_for(None).path, None),
+    };
+    match background::stop_in(global, &home, answering)? {
+        Stop::Stopped(pid) => Ok(Some(pid)),
+        Stop::NotRunning | Stop::Stale(_) => Ok(None),
+        // The installer stops its service manager's unit before removing.
+        Stop::NotBackground(_) if paths.unit.path.exists() => Ok(None),
+        Stop::NotBackground(pid) => Err(CliError::failure(
+            "controller_running",
+            anyhow::anyhow!(
+                "the controller (pid {pid}) of {} is running without a service unit or `serve --background` (a foreground `serve`?): stop it first; nothing was removed",
+                home.display()
+            ),
+        )),
+    }
+}
+
 /// On a terminal (stdin and stderr both), says what `--purge` deletes and
 /// goes on only on a typed `y`/`yes`; anything else removes nothing.
+/// Without a terminal nobody can answer: refused unless `--yes` was given.
 fn confirm_purge(paths: &lapis_installer::paths::Paths) -> CliResult {
     let stdin = std::io::stdin();
     if !(stdin.is_terminal() && std::io::stderr().is_terminal()) {
-        return Ok(());
+        return Err(CliError::failure(
+            "confirmation_required",
+            anyhow::anyhow!(
+                "uninstall --purge deletes the configuration {} (with its tokens) and the controller home {} (its database); without a terminal to confirm it, pass --yes. Nothing was removed",
+                paths.config.display(),
+                paths.controller_home.display()
+            ),
+        ));
     }
     let mut err = std::io::stderr().lock();
     let _ = write!(
@@ -101,7 +159,7 @@ fn confirm_purge(paths: &lapis_installer::paths::Paths) -> CliResult {
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
         return Ok(());
     }
-    Err(crate::exit::CliError::failure(
+    Err(CliError::failure(
         "cancelled",
         anyhow::anyhow!("uninstall --purge: not confirmed; nothing was removed"),
     ))

@@ -83,14 +83,15 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
                 }
             }
         }
-        WorkspacesCommand::List(out) => {
+        WorkspacesCommand::List(list_args) => {
             let list = client.workspaces_with_fences().map_err(client_error)?;
-            if out.json {
+            if list_args.out.json {
                 crate::output::json(&json!(list))?;
             } else {
                 // A fenced workspace names the turn that fences it; how
                 // to release it is `turns resolve`.
-                let mut table = Table::new(&["ID", "PATH", "ADDED", "FENCED BY", "FENCED"]);
+                let mut table = Table::new(&["ID", "PATH", "ADDED", "FENCED BY", "FENCED"])
+                    .wide(list_args.wide);
                 for ws in &list.workspaces {
                     let fence = list.fences.iter().find(|f| f.workspace == ws.id);
                     table.row(vec![

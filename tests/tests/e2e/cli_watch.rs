@@ -182,6 +182,14 @@ fn watch_answers_a_permission_cancels_a_turn_and_resolves_a_fence_in_a_real_term
         "fragile",
     ]);
 
+    // 0. `?` lists every key over the view; any key closes the list.
+    tmux.keys(&["?"]);
+    tmux.shows(&["keys (any key closes)", "filter turns by id, workspace"]);
+    tmux.keys(&["x"]);
+    eventually("the key list to close", || {
+        (!tmux.screen().contains("keys (any key closes)")).then_some(())
+    });
+
     // 1. A permission request shows and `a` answers it (allow once); the
     //    reply then streams into the view.
     let first = submit(&server, &asker, "go");
@@ -211,6 +219,13 @@ fn watch_answers_a_permission_cancels_a_turn_and_resolves_a_fence_in_a_real_term
     tmux.keys(&["Up"]);
     tmux.shows(&[&format!(" {second} ")]);
     tmux.keys(&["c"]);
+    tmux.shows(&["y cancels, any other key keeps it"]);
+    tmux.keys(&["n"]);
+    tmux.shows(&["nothing cancelled"]);
+    assert_eq!(state_of(&server, &second), "running");
+    tmux.keys(&["c"]);
+    tmux.shows(&["y cancels, any other key keeps it"]);
+    tmux.keys(&["y"]);
     tmux.shows(&["cancel asked for"]);
     eventually("the cancelled turn to settle", || {
         (state_of(&server, &second) == "cancelled").then_some(())
@@ -242,6 +257,16 @@ fn watch_answers_a_permission_cancels_a_turn_and_resolves_a_fence_in_a_real_term
     });
     let status = server.ctx.run(["status", "--json"]).json();
     assert_eq!(status["fencedWorkspaces"], json!([]), "{status}");
+
+    // 4. `/` filters the turns list as typed; Esc clears the filter.
+    tmux.keys(&["/"]);
+    tmux.literal("fragile");
+    tmux.keys(&["Enter"]);
+    let shown = tmux.shows(&["turns matching `fragile`", &third[..13]]);
+    assert!(!shown.contains(&first[..13]), "{shown}");
+    tmux.keys(&["/"]);
+    tmux.keys(&["Escape"]);
+    tmux.shows(&["filter cleared", &first[..13]]);
 
     // `q` leaves the view (the session ends with it).
     tmux.keys(&["q"]);

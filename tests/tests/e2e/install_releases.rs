@@ -348,7 +348,7 @@ fn uninstall_removes_launcher_and_snapshots_and_purge_removes_config() {
     assert!(!log.exists());
 
     install(&ctx, &TestContext::bin(), &[]);
-    let out = ctx.run(["uninstall", "--purge", "--json"]);
+    let out = ctx.run(["uninstall", "--purge", "--yes", "--json"]);
     let doc = out.success().json();
     assert_eq!(
         doc["removedConfig"],

@@ -195,7 +195,11 @@ fn unreachable_service_manager_keeps_the_install_and_exits_3() {
         "{doc}"
     );
     assert!(
-        out.stderr.contains("start the controller by hand"),
+        out.stderr
+            .contains("no service manager answers: start the controller in the background with `")
+            && out
+                .stderr
+                .contains(" --background` (`install --start background` does it)"),
         "{}",
         out.stderr
     );
@@ -264,7 +268,14 @@ fn uninstalling_one_instance_keeps_what_another_uses() {
     stop_started(&log);
     ctx.run(["install", "--json", "--instance", "w1"]).success();
     stop_started(&log);
-    let out = ctx.run(["uninstall", "--json", "--instance", "w1", "--purge"]);
+    let out = ctx.run([
+        "uninstall",
+        "--json",
+        "--instance",
+        "w1",
+        "--purge",
+        "--yes",
+    ]);
     let doc = out.success().json();
     assert_eq!(doc["removedUnit"], true);
     assert_eq!(

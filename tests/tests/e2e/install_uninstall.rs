@@ -1,6 +1,7 @@
 //! `uninstall --purge` asks before it deletes when a person is at a
-//! terminal (tmux gives it one), and does not when told `--yes` or when no
-//! terminal is there.
+//! terminal (tmux gives it one), does not when told `--yes`, and refuses
+//! without a terminal unless told `--yes`; it stops the controller of the
+//! home it deletes first.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -135,15 +136,65 @@ fn purge_asks_on_a_terminal_and_deletes_only_on_yes() {
     assert!(!config.exists(), "the config is removed after yes");
     assert!(!home.exists(), "the controller home is removed after yes");
 
-    // --yes on a terminal, and no terminal at all: no question.
+    // --yes on a terminal: no question.
     ctx.run(["install", "--no-service"]).success();
     let term = Terminal::start(&ctx, &["uninstall", "--purge", "--yes"]);
     term.ended();
     drop(term);
     assert!(!config.exists());
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn purge_without_a_terminal_needs_yes_and_stops_its_background_controller_first() {
+    let ctx = TestContext::new();
     ctx.run(["install", "--no-service"]).success();
-    let out = ctx.run(["uninstall", "--purge"]);
-    out.success();
+    let config = config_path(&ctx);
+    let home = ctx.home().join(".lapis/ai-controller");
+    let started = ctx.run(["serve", "--background"]);
+    started.success();
+    let pid: u32 = started.stdout.trim().parse().expect("the pid on stdout");
+
+    // No terminal, no --yes: refused, nothing removed, nothing stopped.
+    let out = ctx.run(["uninstall", "--purge", "--json"]);
+    out.expect_code(2);
+    assert_eq!(out.json()["error"]["code"], "confirmation_required");
     assert!(!out.stderr.contains("Delete them?"), "{}", out.stderr);
+    let plain = ctx.run(["uninstall", "--purge"]);
+    plain.expect_code(2);
+    assert!(plain.stderr.contains("pass --yes"), "{}", plain.stderr);
+    assert!(config.is_file(), "the config stays");
+    assert!(
+        home.join("controller.db").is_file(),
+        "the controller home stays"
+    );
+    assert!(ctx.home().join(".local/bin/lapis-ai-controller").exists());
+    assert!(alive(pid), "the controller still runs");
+    ctx.run(["status"]).success();
+
+    // --yes: the controller is stopped first, then everything goes.
+    let out = ctx.run(["uninstall", "--purge", "--yes", "--json"]);
+    out.success();
+    let doc = out.json();
+    assert_eq!(doc["stoppedController"], serde_json::json!(pid), "{doc}");
+    assert!(!alive(pid), "the background controller was stopped");
     assert!(!config.exists());
+    assert!(!home.exists());
+}
+
+#[test]
+fn purge_refuses_while_a_foreground_controller_runs_from_the_home() {
+    let mut server = crate::serve_support::Server::start();
+    let out = server.ctx.run(["uninstall", "--purge", "--yes"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("stop it first"), "{}", out.stderr);
+    assert!(server.alive());
+    assert!(server.config.is_file(), "nothing was removed");
+    assert!(server.home.join("controller.db").is_file());
 }

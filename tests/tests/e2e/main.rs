@@ -19,6 +19,8 @@ mod basics;
 mod cli_ask;
 mod cli_completion;
 mod cli_drive;
+mod cli_fences;
+mod cli_hints;
 mod cli_live;
 mod cli_permissions;
 mod cli_stderr;

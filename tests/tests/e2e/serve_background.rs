@@ -203,3 +203,48 @@ fn install_without_a_service_manager_starts_in_the_background_when_asked() {
     ctx.run(["stop"]).success();
     ctx.run(["status"]).expect_code(3);
 }
+
+#[test]
+fn without_a_service_unit_not_running_names_serve_background() {
+    let ctx = TestContext::new();
+    ctx.run(["install", "--no-service"]).success();
+    // `ask` (and every client command) says how to start it detached.
+    let out = ctx.run(["ask", "hello", "--dir", ctx.home().to_str().unwrap()]);
+    out.expect_code(3);
+    assert!(
+        out.stderr
+            .contains("the controller is not running: start it with `")
+            && out.stderr.contains(" serve --config ")
+            && out
+                .stderr
+                .contains(" --background` (no service unit is installed"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("systemctl"), "{}", out.stderr);
+    // `status` too, first.
+    let out = ctx.run(["status"]);
+    out.expect_code(3);
+    let first = out.stderr.lines().next().unwrap_or_default().to_owned();
+    assert!(
+        first.contains("without a service manager, start it with `")
+            && first.contains(" --background`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!first.contains("systemctl"), "{first}");
+    // What it names works as printed.
+    let printed = first
+        .split("start it with `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap()
+        .to_owned();
+    let words: Vec<&str> = printed.split_whitespace().collect();
+    let mut cmd = ctx.command_for(std::path::Path::new(words[0]), &words[1..]);
+    cmd.stdin(Stdio::null());
+    let started = ctx.output(cmd);
+    started.success();
+    ctx.run(["status"]).success();
+    ctx.run(["stop"]).success();
+}

@@ -10,6 +10,10 @@
 //!   record (`failed` or `cancelled`) and Enter; any other text, or Esc,
 //!   resolves nothing. Resolving confirms the agent is no longer running
 //!   the turn, and the prompt says so;
+//! - a running turn is cancelled only after `c` and then `y`; any other
+//!   key cancels nothing;
+//! - `?` shows every key over the view and `/` filters the turns list (by
+//!   id, workspace, state or provider); neither makes a request;
 //! - keys act on the selected turn only.
 
 use lapis_protocol::{PermissionOption, ResolveAs};
@@ -104,7 +108,25 @@ pub(super) enum Action {
 }
 
 /// The footer's key help in normal mode.
-pub(super) const HELP: &str = "↑/↓ select  a allow once  A allow always  r reject  p next request  c cancel  R resolve fence  q quit";
+pub(super) const HELP: &str =
+    "↑/↓ select  a/A/r answer  p next request  c cancel  R resolve  / filter  ? keys  q quit";
+
+/// Every key and what it does (the `?` overlay).
+pub(super) const KEYS: [(&str, &str); 10] = [
+    ("↑/↓ k/j", "select a turn"),
+    ("a", "allow the selected turn's request once"),
+    ("A", "allow it always"),
+    ("r", "reject it"),
+    ("p", "select the next turn waiting for a permission answer"),
+    ("c", "cancel the selected turn (asks first: y)"),
+    (
+        "R",
+        "resolve the selected fenced turn (type failed or cancelled)",
+    ),
+    ("/", "filter turns by id, workspace, state or provider"),
+    ("?", "show these keys (any key closes)"),
+    ("q Esc", "quit"),
+];
 
 impl View {
     /// Handles `key`: changes the selection or mode, and returns the
@@ -141,9 +163,65 @@ impl View {
             }
             return None;
         }
+        match &mut self.mode {
+            Mode::Resolve { .. } | Mode::Normal => {}
+            Mode::Help => {
+                self.mode = Mode::Normal;
+                return None;
+            }
+            Mode::ConfirmCancel { turn } => {
+                let turn = std::mem::take(turn);
+                self.mode = Mode::Normal;
+                if key == Key::Char('y') {
+                    return Some(Action::Cancel { turn });
+                }
+                self.message = Some(format!("nothing cancelled: {turn} keeps running"));
+                return None;
+            }
+            Mode::Filter { input } => {
+                match key {
+                    Key::Char(c) => input.push(c),
+                    Key::Backspace => {
+                        input.pop();
+                    }
+                    Key::Enter => {
+                        self.mode = Mode::Normal;
+                        self.message = Some(if self.filter.is_empty() {
+                            "showing every turn".to_owned()
+                        } else {
+                            format!(
+                                "showing turns matching `{}` (/ changes it, Esc in it clears it)",
+                                self.filter
+                            )
+                        });
+                        return None;
+                    }
+                    Key::Esc | Key::Interrupt => {
+                        self.filter.clear();
+                        self.mode = Mode::Normal;
+                        self.message = Some("filter cleared: showing every turn".into());
+                        return None;
+                    }
+                    Key::Up | Key::Down => return None,
+                }
+                let typed = input.clone();
+                self.filter = super::transcript::display(&typed);
+                return None;
+            }
+        }
         self.message = None;
         match key {
             Key::Char('q') | Key::Esc | Key::Interrupt => Some(Action::Quit),
+            Key::Char('?') => {
+                self.mode = Mode::Help;
+                None
+            }
+            Key::Char('/') => {
+                self.mode = Mode::Filter {
+                    input: self.filter.clone(),
+                };
+                None
+            }
             Key::Up | Key::Char('k') => self.step(-1),
             Key::Down | Key::Char('j') => self.step(1),
             Key::Char('p') => self.next_pending(),
@@ -165,7 +243,8 @@ impl View {
                     ));
                     return None;
                 }
-                Some(Action::Cancel { turn: t.id.clone() })
+                self.mode = Mode::ConfirmCancel { turn: t.id.clone() };
+                None
             }
             Key::Char('R') => {
                 let t = self.selected_turn()?;

@@ -56,6 +56,19 @@ pub(super) enum Mode {
         /// What was typed so far.
         input: String,
     },
+    /// Asking before a cancel (`c`): `y` cancels, any other key does not.
+    ConfirmCancel {
+        /// The turn to cancel.
+        turn: String,
+    },
+    /// Typing the turns filter (`/`): it applies as typed; Enter keeps
+    /// it, Esc clears it.
+    Filter {
+        /// What was typed so far.
+        input: String,
+    },
+    /// The key help over the view (`?`): any key closes it.
+    Help,
 }
 
 /// Everything `watch` shows.
@@ -79,6 +92,9 @@ pub(super) struct View {
     pub(super) selected: Option<String>,
     /// Input mode.
     pub(super) mode: Mode,
+    /// Only turns whose id, workspace, state or provider contain this
+    /// (case-insensitive; empty: all). Set with `/`.
+    pub(super) filter: String,
     /// The last action's result or a hint, shown in the footer.
     pub(super) message: Option<String>,
     /// The connection.
@@ -97,6 +113,7 @@ impl Default for View {
             transcripts: HashMap::new(),
             selected: None,
             mode: Mode::Normal,
+            filter: String::new(),
             message: None,
             link: Link::Live,
         }
@@ -412,7 +429,22 @@ impl View {
 
     /// The turns in list order: newest submission first.
     pub(super) fn ordered(&self) -> Vec<&TurnRow> {
-        let mut rows: Vec<&TurnRow> = self.turns.values().collect();
+        let needle = self.filter.to_lowercase();
+        let mut rows: Vec<&TurnRow> = self
+            .turns
+            .values()
+            .filter(|t| {
+                needle.is_empty()
+                    || [
+                        t.id.as_str(),
+                        t.workspace.as_str(),
+                        t.state.as_str(),
+                        self.provider(t),
+                    ]
+                    .iter()
+                    .any(|field| field.to_lowercase().contains(&needle))
+            })
+            .collect();
         rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
         rows
     }

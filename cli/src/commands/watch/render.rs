@@ -18,10 +18,10 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Block, Clear, Paragraph, Row, Table, TableState};
 use unicode_width::UnicodeWidthChar;
 
-use super::keys::{Choice, HELP};
+use super::keys::{Choice, HELP, KEYS};
 use super::model::{Link, Mode, View};
 use super::transcript::Entry;
 use lapis_protocol::time::age;
@@ -98,6 +98,9 @@ pub(super) fn draw(frame: &mut Frame<'_>, view: &View, now: i64) {
         frame.render_widget(Paragraph::new(Line::from(m.clone().yellow())), message);
     }
     frame.render_widget(Paragraph::new(footer_line(view)), footer);
+    if view.mode == Mode::Help {
+        draw_help(frame);
+    }
 }
 
 fn header_line(view: &View) -> Line<'static> {
@@ -137,8 +140,45 @@ fn footer_line(view: &View) -> Line<'static> {
             .yellow(),
             Span::raw(format!("{input}_")),
         ]),
-        Mode::Normal => Line::from(HELP.dim()),
+        Mode::ConfirmCancel { turn } => Line::from(
+            format!("cancel {turn}? its agent is asked to stop: y cancels, any other key keeps it")
+                .yellow(),
+        ),
+        Mode::Filter { input } => Line::from(vec![
+            "filter turns (id, workspace, state, provider; Enter keeps, Esc clears): "
+                .yellow(),
+            Span::raw(format!("{input}_")),
+        ]),
+        Mode::Normal | Mode::Help => Line::from(HELP.dim()),
     }
+}
+
+/// The `?` overlay: every key and what it does, centred over the view.
+fn draw_help(frame: &mut Frame<'_>) {
+    let area = frame.area();
+    let lines: Vec<Line<'static>> = KEYS
+        .iter()
+        .map(|(key, what)| Line::from(vec![format!("{key:<8} ").bold(), Span::raw(*what)]))
+        .collect();
+    let width = KEYS
+        .iter()
+        .map(|(_, what)| what.chars().count() + 9)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(2);
+    let width = u16::try_from(width).unwrap_or(u16::MAX).min(area.width);
+    let height = u16::try_from(KEYS.len() + 2)
+        .unwrap_or(u16::MAX)
+        .min(area.height);
+    let popup = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    frame.render_widget(Clear, popup);
+    let block = Block::bordered().title(" keys (any key closes) ");
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
 }
 
 fn draw_workspaces(frame: &mut Frame<'_>, view: &View, ids: &[String], area: Rect) {
@@ -205,7 +245,11 @@ fn draw_turns(frame: &mut Frame<'_>, view: &View, now: i64, area: Rect) {
     )
     .header(Row::new(["TURN", "WORKSPACE", "STATE", "AGE", "PROVIDER", "ELAPSED"]).bold())
     .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-    .block(Block::bordered().title(" turns "));
+    .block(Block::bordered().title(if view.filter.is_empty() {
+        " turns ".to_owned()
+    } else {
+        format!(" turns matching `{}` ", view.filter)
+    }));
     let mut state = TableState::default().with_selected(selected);
     frame.render_stateful_widget(table, area, &mut state);
 }

@@ -327,13 +327,18 @@ pub enum ConfigError {
         path: PathBuf,
     },
     /// Not JSON of the expected shape.
-    #[error("configuration {} is malformed at {}line {line}, column {column} ({kind})", path.display(), field.as_ref().map(|f| format!("`{f}`, ")).unwrap_or_default())]
+    #[error("configuration {} is malformed at {}line {line}, column {column} ({kind})", path.display(), parse_at(field.as_deref(), problem.as_deref()))]
     Parse {
         /// The file.
         path: PathBuf,
         /// JSON path of the offending field, when the JSON itself is sound
-        /// (`providers.claude.envAllowlist[2]`).
+        /// (`providers.claude.envAllowlist[2]`); for a missing member, the
+        /// object that lacks it (`providers.claude`).
         field: Option<String>,
+        /// What is wrong there, when it can be said without a value:
+        /// ``missing field `command` `` or ``unknown field `comand` ``
+        /// (names only: serde's other messages may quote a value).
+        problem: Option<String>,
         /// Line of the problem.
         line: usize,
         /// Column of the problem.
@@ -415,6 +420,29 @@ pub fn read_config_file(path: &Path) -> Result<Vec<u8>, ConfigError> {
 /// A JSON path for an error message that never quotes a value: a map key
 /// that is not a plain name (a token secret used as a key is longer than any
 /// name may be) is shown by its position instead (`providers.?`).
+/// `` `F`: PROBLEM, `` / `` `F`, `` / nothing, before a parse error's position.
+fn parse_at(field: Option<&str>, problem: Option<&str>) -> String {
+    match (field, problem) {
+        (Some(f), Some(p)) => format!("`{f}`: {p}, "),
+        (Some(f), None) => format!("`{f}`, "),
+        (None, Some(p)) => format!("the top level: {p}, "),
+        (None, None) => String::new(),
+    }
+}
+
+/// serde's "missing field `x`" / "unknown field `x`" (a name, checked to be
+/// one), never any other message: those may quote a value (a secret).
+fn named_problem(e: &serde_json::Error) -> Option<String> {
+    let text = e.to_string();
+    ["missing field `", "unknown field `"]
+        .iter()
+        .find_map(|lead| {
+            let rest = text.strip_prefix(lead)?;
+            let name = &rest[..rest.find('`')?];
+            crate::names::valid_name(name, 64).then(|| format!("{lead}{name}`"))
+        })
+}
+
 fn error_path(path: &serde_path_to_error::Path) -> String {
     use serde_path_to_error::Segment;
     let mut out = String::new();
@@ -480,6 +508,9 @@ impl Config {
             path: path.to_owned(),
             // Only a data error sits at a field; a syntax error has none.
             field: field.filter(|_| e.classify() == serde_json::error::Category::Data),
+            problem: (e.classify() == serde_json::error::Category::Data)
+                .then(|| named_problem(&e))
+                .flatten(),
             line: e.line(),
             column: e.column(),
             kind: match e.classify() {

@@ -344,6 +344,32 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_or_unknown_member_is_named_at_the_object_that_has_it() {
+        let missing = doc(",\n\"providers\":{\n\"claude\":{\"args\":[]}\n},\n\"workspaces\":{}\n");
+        let e = Config::parse(missing.as_bytes(), Path::new("config.json")).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("malformed at `providers.claude`: missing field `command`, line 4,"),
+            "{text}"
+        );
+        let unknown = doc(r#","providers":{"claude":{"comand":"claude"}}"#);
+        let text = Config::parse(unknown.as_bytes(), Path::new("config.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("`providers.claude.comand`: unknown field `comand`"),
+            "{text}"
+        );
+        // A wrong type names the field, never the value.
+        let typed = doc(r#","server":{"maxFrameBytes":"lapis_secretish"}"#);
+        let text = Config::parse(typed.as_bytes(), Path::new("config.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("`server.maxFrameBytes`, line"), "{text}");
+        assert!(!text.contains("secretish"), "{text}");
+    }
+
+    #[test]
     fn minimal_config_gets_defaults() {
         let c = parse(&doc("")).unwrap();
         assert_eq!(c.server.max_frame_bytes, 1024 * 1024);

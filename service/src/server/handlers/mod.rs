@@ -150,7 +150,8 @@ pub(super) async fn owned_turn(
 /// Loads a turn the session may settle: its own, or — with
 /// `turns:resolve-any` — a *fenced* turn of another application of the same
 /// principal (the operator unblocking a workspace). Never crosses
-/// principals; a foreign turn that is not fenced stays `forbidden`.
+/// principals; a foreign turn that is not fenced answers as unknown
+/// (`not_found`). `turns.get` reads by the same rule.
 pub(super) async fn settleable_turn(
     ctx: &ServerContext,
     session: &AuthSession,

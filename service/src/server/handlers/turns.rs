@@ -56,6 +56,10 @@ pub(crate) async fn turns_continue(
 
 /// `turns.get`: by turn id, or by the command id of the caller's own
 /// `turns.submit` (the turn of a lost answer, without resending the prompt).
+/// Readable are the session's own turns and, with `turns:resolve-any`, a
+/// fenced turn of another application of its principal: the operator reads
+/// the evidence before it resolves (`turns resolve` shows it), and `status`
+/// names that turn already. Any other foreign turn answers `not_found`.
 pub(crate) async fn turns_get(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -78,7 +82,7 @@ pub(crate) async fn turns_get(
             ));
         }
     };
-    owned_turn(ctx, session, &turn_id).await?;
+    settleable_turn(ctx, session, &turn_id).await?;
     let mut turn = ctx
         .core
         .store

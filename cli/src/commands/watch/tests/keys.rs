@@ -105,8 +105,27 @@ fn cancel_acts_only_on_a_turn_that_can_still_be_cancelled() {
         vec![turn("turn_a", "proj", TurnState::Running, NOW)],
         vec![],
     );
+    // `c` asks first; anything but `y` cancels nothing.
+    assert_eq!(view.key(Key::Char('c')), None);
     assert_eq!(
-        view.key(Key::Char('c')),
+        view.mode,
+        Mode::ConfirmCancel {
+            turn: "turn_a".into()
+        }
+    );
+    assert_eq!(view.key(Key::Char('n')), None);
+    assert_eq!(view.mode, Mode::Normal);
+    assert!(
+        view.message
+            .as_deref()
+            .unwrap()
+            .contains("nothing cancelled")
+    );
+    assert_eq!(view.key(Key::Char('c')), None);
+    assert_eq!(view.key(Key::Enter), None);
+    assert_eq!(view.key(Key::Char('c')), None);
+    assert_eq!(
+        view.key(Key::Char('y')),
         Some(Action::Cancel {
             turn: "turn_a".into()
         })
@@ -206,4 +225,60 @@ fn a_fence_is_resolved_only_after_the_outcome_is_typed() {
         "principal": "owner", "application": "lapis-cli"}),
     ));
     assert_eq!(view.workspace_state("proj"), WorkspaceState::Idle);
+}
+
+#[test]
+fn question_mark_shows_the_keys_and_any_key_closes_them() {
+    let mut view = loaded(
+        vec![turn("turn_a", "proj", TurnState::Running, NOW)],
+        vec![],
+    );
+    assert_eq!(view.key(Key::Char('?')), None);
+    assert_eq!(view.mode, Mode::Help);
+    let text = screen(&view, 100, 30).join("\n");
+    assert!(text.contains("keys (any key closes)"), "{text}");
+    assert!(text.contains("filter turns by id, workspace"), "{text}");
+    // `q` closes the overlay, it does not quit.
+    assert_eq!(view.key(Key::Char('q')), None);
+    assert_eq!(view.mode, Mode::Normal);
+    let text = screen(&view, 100, 30).join("\n");
+    assert!(!text.contains("keys (any key closes)"), "{text}");
+}
+
+#[test]
+fn slash_filters_the_turns_as_typed_and_esc_clears_it() {
+    let mut view = loaded(
+        vec![
+            turn("turn_a", "proj", TurnState::Running, NOW),
+            turn("turn_b", "other", TurnState::Completed, NOW - 1_000),
+        ],
+        vec![],
+    );
+    assert_eq!(view.ordered().len(), 2);
+    assert_eq!(view.key(Key::Char('/')), None);
+    for c in "oth".chars() {
+        assert_eq!(view.key(Key::Char(c)), None);
+    }
+    let ids: Vec<&str> = view.ordered().iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["turn_b"]);
+    // Enter keeps it; keys act again; `j`/`k` move among what is shown.
+    assert_eq!(view.key(Key::Enter), None);
+    assert_eq!(view.mode, Mode::Normal);
+    assert!(view.message.as_deref().unwrap().contains("matching `oth`"));
+    let text = screen(&view, 100, 30).join("\n");
+    assert!(text.contains("turns matching `oth`"), "{text}");
+    // By state too, case-insensitively.
+    view.key(Key::Char('/'));
+    for _ in 0..3 {
+        view.key(Key::Backspace);
+    }
+    for c in "RUNNING".chars() {
+        view.key(Key::Char(c));
+    }
+    let ids: Vec<&str> = view.ordered().iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["turn_a"]);
+    assert_eq!(view.key(Key::Esc), None);
+    assert_eq!(view.mode, Mode::Normal);
+    assert!(view.filter.is_empty());
+    assert_eq!(view.ordered().len(), 2);
 }

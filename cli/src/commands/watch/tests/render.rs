@@ -62,7 +62,8 @@ fn the_screen_shows_workspaces_turns_the_reply_and_the_request() {
         "permission perm-0 requested: Run ␛[2Kcommand",
         "a  allow_once (allow_once)",
         "r  reject_once (reject_once)",
-        "a allow once",
+        "a/A/r answer",
+        "? keys",
     ] {
         assert!(rows.contains(want), "{want:?} missing from\n{rows}");
     }
