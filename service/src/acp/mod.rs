@@ -51,7 +51,7 @@ pub use process::Stopped;
 pub(crate) use process::TeardownLimits;
 pub use prompt::PromptContext;
 pub use registry::AgentRegistry;
-#[cfg(feature = "test-support")]
+// Also the binary's: `stop` checks a pid's start time before it signals.
 pub use registry::start_time;
 pub(crate) use runner::STOP_REASONS;
 pub(crate) use runner::{AfterTurn, run_turn_on};
