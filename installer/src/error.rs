@@ -43,6 +43,14 @@ pub enum InstallError {
     /// `rollback` without a target and no earlier snapshot to go back to.
     #[error("there is no previous snapshot to roll back to; see `releases list`")]
     NoPrevious,
+    /// `uninstall --purge` would delete worktrees holding work found
+    /// nowhere else, and that was not confirmed; nothing was removed.
+    #[error(
+        "uninstall --purge would delete {} worktree(s) holding work found nowhere else:\n{}\nnothing was removed; commit and push (or copy) that work, or confirm with --yes",
+        .0.len(),
+        .0.iter().map(|w| format!("  {w}")).collect::<Vec<_>>().join("\n")
+    )]
+    WorktreesAtRisk(Vec<crate::uninstall::WorktreeAtRisk>),
 }
 
 impl InstallError {
@@ -70,6 +78,7 @@ impl InstallError {
             InstallError::Fs(_) => "io",
             InstallError::Archive(e) => e.code(),
             InstallError::NoPrevious => "not_found",
+            InstallError::WorktreesAtRisk(_) => "worktrees_at_risk",
         }
     }
 

@@ -6,7 +6,11 @@
 //! journal) are removed only with `--purge`, and never when the controller
 //! home would be `HOME` itself or one of its ancestors, nor when it is a
 //! non-empty directory without `controller.db` or the `controller.home`
-//! marker (a `controllerHome` pointing at a project).
+//! marker (a `controllerHome` pointing at a project). The worktree
+//! workspaces inside the home (`worktrees/<id>`) are removed through git
+//! first, so their repositories keep no stale worktree entry, and a purge
+//! that would delete uncommitted or unpushed work in them is refused,
+//! listing them, unless confirmed (`--yes`), before anything is removed.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -21,6 +25,9 @@ use crate::paths::Paths;
 use crate::service;
 use crate::snapshot;
 use crate::staging;
+
+mod worktrees;
+pub use worktrees::WorktreeAtRisk;
 
 /// What `uninstall` did.
 #[derive(Clone, Debug, Default)]
@@ -41,12 +48,28 @@ pub struct UninstallReport {
     pub removed_config: Option<PathBuf>,
     /// Controller home removed (`--purge`).
     pub removed_controller_home: Option<PathBuf>,
+    /// Worktrees of the controller home removed through git (`--purge`).
+    pub removed_worktrees: Vec<PathBuf>,
+}
+
+/// [`uninstall_with`] without confirmation: a purge that would delete
+/// worktrees holding work found nowhere else is refused.
+pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallError> {
+    uninstall_with(paths, purge, false)
 }
 
 /// Stops and removes this instance's service; removes the launcher and every
 /// snapshot unless another instance's unit still uses them; with `purge`, also
-/// the config (with its tokens) and the controller home.
-pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallError> {
+/// the config (with its tokens) and the controller home, its worktrees
+/// removed through git. Without `confirmed`, a purge whose home holds
+/// worktrees with uncommitted or unpushed work fails
+/// [`InstallError::WorktreesAtRisk`], listing them, before anything is
+/// removed.
+pub fn uninstall_with(
+    paths: &Paths,
+    purge: bool,
+    confirmed: bool,
+) -> Result<UninstallReport, InstallError> {
     let mut report = UninstallReport::default();
     // Serialised with installs like every other change; when nothing was
     // ever installed there is no lock to take (and nothing is created).
@@ -60,6 +83,13 @@ pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallE
         .ok()
         .flatten()
         .and_then(|(_, s)| s.controller_home);
+    if purge && !confirmed {
+        let home = paths.controller_home_for(config_home.as_deref()).path;
+        let risk = worktrees::at_risk_in(&home);
+        if !risk.is_empty() {
+            return Err(InstallError::WorktreesAtRisk(risk));
+        }
+    }
     let removed = service::stop_and_remove(paths)?;
     report.removed_unit = removed.removed_unit;
     report.service_warning = removed.warning;
@@ -101,6 +131,7 @@ pub fn uninstall(paths: &Paths, purge: bool) -> Result<UninstallReport, InstallE
         if home.exists() {
             check_removable_home(paths, &home)?;
             check_is_controller_home(&home)?;
+            report.removed_worktrees = worktrees::remove_all(&home);
             fsx::remove_tree(&home)?;
             report.removed_controller_home = Some(home);
         }
@@ -203,5 +234,94 @@ mod tests {
                 .removed_controller_home
                 .is_some()
         );
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A purge whose home holds worktrees with uncommitted or unpushed
+    /// work is refused, listing them (and not the clean one), with nothing
+    /// removed; confirmed, it removes them through git: the repository
+    /// keeps no stale worktree entry, and the branches stay.
+    #[test]
+    fn purge_lists_worktrees_holding_work_refuses_unconfirmed_and_removes_them_through_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let home = p.controller_home_for(None).path;
+        fs::create_dir_all(&home).unwrap();
+        fs::write(home.join("controller.home"), "marker").unwrap();
+        let repo = dir.path().join("repo");
+        fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        fs::write(repo.join("a.txt"), "a\n").unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-qm", "init"]);
+        let wt = |id: &str| home.join("worktrees").join(id);
+        for id in ["dirty", "ahead", "clean"] {
+            let path = wt(id).to_string_lossy().into_owned();
+            git(
+                &repo,
+                &["worktree", "add", "-q", "-b", &format!("lapis/{id}"), &path],
+            );
+        }
+        fs::write(wt("dirty").join("new.txt"), "uncommitted\n").unwrap();
+        fs::write(wt("ahead").join("a.txt"), "b\n").unwrap();
+        git(&wt("ahead"), &["commit", "-qam", "only here"]);
+        let err = uninstall(&p, true).unwrap_err();
+        assert_eq!(err.code(), "worktrees_at_risk");
+        let InstallError::WorktreesAtRisk(risk) = &err else {
+            panic!("{err}");
+        };
+        let listed: Vec<(&Path, usize, usize)> = risk
+            .iter()
+            .map(|r| (r.path.as_path(), r.uncommitted, r.unpushed))
+            .collect();
+        let (ahead, dirty) = (wt("ahead"), wt("dirty"));
+        assert_eq!(listed, [(ahead.as_path(), 0, 1), (dirty.as_path(), 1, 0)]);
+        let text = err.to_string();
+        assert!(
+            text.contains("lapis/dirty") && text.contains("--yes"),
+            "{text}"
+        );
+        assert!(!text.contains("lapis/clean"), "{text}");
+        assert!(wt("dirty").join("new.txt").is_file() && home.join("controller.home").is_file());
+        let report = uninstall_with(&p, true, true).unwrap();
+        assert_eq!(
+            report.removed_worktrees.len(),
+            3,
+            "{:?}",
+            report.removed_worktrees
+        );
+        assert!(!home.exists());
+        let list = git(&repo, &["worktree", "list", "--porcelain"]);
+        assert_eq!(
+            list.matches("worktree ").count(),
+            1,
+            "only the main checkout: {list}"
+        );
+        let branches = git(&repo, &["branch", "--list", "lapis/*"]);
+        assert_eq!(branches.lines().count(), 3, "{branches}");
     }
 }

@@ -79,7 +79,7 @@ pub use acp::echo::serve as serve_echo_agent;
 pub use acp::mcp::endpoint as mcp_endpoint;
 pub use acp::{
     LaunchError, ProbeError, ProbeFailure, ProbeReport, ProbeRequest, RunnerLimits, SessionProbe,
-    SmokeTurnError, echo_smoke_turn, probe,
+    SmokeTurnError, echo_smoke_turn, probe, start_time,
 };
 pub use auth::random_hex;
 pub use domain::StoreError;

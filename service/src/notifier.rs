@@ -28,7 +28,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use lapis_protocol::config::{NotifyConfig, NotifyEvent};
-use lapis_protocol::{AttentionKind, JournalEvent, Payload};
+use lapis_protocol::{AttentionKind, JournalEvent, OutcomeCode, Payload, ToolKind};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
@@ -163,37 +163,7 @@ fn describe(
         Some(Payload::PermissionDecided(d)) => Some(d.request_id.clone()),
         _ => None,
     };
-    let ws = &thread.workspace_id;
-    // The controller's words only: the tool call's kind (a closed ACP
-    // vocabulary), never its agent-written title.
-    let title = match (kind, &body) {
-        (AttentionKind::PermissionRequested, Some(Payload::PermissionRequested(r))) => {
-            match r.invocation.kind.as_deref() {
-                Some(k) => format!("permission needed ({k}) in {ws}"),
-                None => format!("permission needed in {ws}"),
-            }
-        }
-        (AttentionKind::PermissionRequested, _) => format!("permission needed in {ws}"),
-        (AttentionKind::PermissionSettled, Some(Payload::PermissionDecided(d))) => {
-            match d.decided_by {
-                Some(by) => format!("permission settled ({}) in {ws}", by.as_str()),
-                None => format!("permission settled in {ws}"),
-            }
-        }
-        (AttentionKind::PermissionSettled, _) => format!("permission settled in {ws}"),
-        (AttentionKind::TurnFinished, Some(Payload::TurnState(c))) => match &c.outcome {
-            Some(o) => format!("turn {} ({o}) in {ws}", c.to.as_str()),
-            None => format!("turn {} in {ws}", c.to.as_str()),
-        },
-        (AttentionKind::TurnFinished, _) => format!("turn finished in {ws}"),
-        (AttentionKind::TurnFenced, _) => {
-            format!("workspace {ws} fenced: resolve the turn (turns resolve)")
-        }
-        (AttentionKind::WorkspaceIdle, _) => format!("workspace {ws} is idle"),
-        (AttentionKind::BudgetExhausted, _) => {
-            format!("budget spent: a turn in {ws} was not started (budgets show)")
-        }
-    };
+    let title = title(kind, body.as_ref(), &thread.workspace_id);
     let (title, _) = redactor().redact_str(&title);
     let title = lapis_protocol::terminal::safe(&title)
         .chars()
@@ -208,6 +178,49 @@ fn describe(
         workspace_id: thread.workspace_id.clone(),
         provider: thread.provider.clone(),
         title,
+    }
+}
+
+/// A notification's title, in the controller's words only: every part is
+/// the attention kind, a workspace id (a validated name) or a word of a
+/// closed vocabulary — ACP's tool kinds ([`ToolKind`]), the decider, turn
+/// states, outcome codes and ACP stop reasons. A tool call's agent-written
+/// title never appears, nor does a `kind` (or outcome) outside those
+/// vocabularies: the part is left out instead.
+fn title(kind: AttentionKind, body: Option<&Payload>, ws: &str) -> String {
+    let outcome = |o: &str| {
+        (OutcomeCode::parse(o).is_some() || crate::acp::STOP_REASONS.contains(&o))
+            .then(|| o.to_owned())
+    };
+    match (kind, body) {
+        (AttentionKind::PermissionRequested, Some(Payload::PermissionRequested(r))) => {
+            match r.invocation.kind.as_deref().and_then(ToolKind::parse) {
+                Some(k) => format!("permission needed ({}) in {ws}", k.as_str()),
+                None => format!("permission needed in {ws}"),
+            }
+        }
+        (AttentionKind::PermissionRequested, _) => format!("permission needed in {ws}"),
+        (AttentionKind::PermissionSettled, Some(Payload::PermissionDecided(d))) => {
+            match d.decided_by {
+                Some(by) => format!("permission settled ({}) in {ws}", by.as_str()),
+                None => format!("permission settled in {ws}"),
+            }
+        }
+        (AttentionKind::PermissionSettled, _) => format!("permission settled in {ws}"),
+        (AttentionKind::TurnFinished, Some(Payload::TurnState(c))) => {
+            match c.outcome.as_deref().and_then(outcome) {
+                Some(o) => format!("turn {} ({o}) in {ws}", c.to.as_str()),
+                None => format!("turn {} in {ws}", c.to.as_str()),
+            }
+        }
+        (AttentionKind::TurnFinished, _) => format!("turn finished in {ws}"),
+        (AttentionKind::TurnFenced, _) => {
+            format!("workspace {ws} fenced: resolve the turn (turns resolve)")
+        }
+        (AttentionKind::WorkspaceIdle, _) => format!("workspace {ws} is idle"),
+        (AttentionKind::BudgetExhausted, _) => {
+            format!("budget spent: a turn in {ws} was not started (budgets show)")
+        }
     }
 }
 
@@ -284,6 +297,61 @@ async fn deliver(config: NotifyConfig, line: NotifyEvent) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lapis_protocol::{Invocation, PermissionRequested, StateChange, TurnEvent, TurnState};
+
+    fn asked(kind: &str) -> Payload {
+        Payload::PermissionRequested(PermissionRequested {
+            request_id: "r1".into(),
+            invocation: Invocation {
+                id: "call-1".into(),
+                title: Some("rm -rf ~ <b>now</b>".into()),
+                kind: Some(kind.into()),
+                ..Default::default()
+            },
+            options: Vec::new(),
+            expires_at: None,
+        })
+    }
+
+    /// The title is the controller's words: an ACP tool kind is named, an
+    /// agent's free-text kind (newlines, markup) and its tool-call title
+    /// never are, nor an outcome outside the controller's codes and ACP's
+    /// stop reasons.
+    #[test]
+    fn a_title_is_built_only_from_closed_vocabularies() {
+        let p = AttentionKind::PermissionRequested;
+        assert_eq!(
+            title(p, Some(&asked("edit")), "w1"),
+            "permission needed (edit) in w1"
+        );
+        for hostile in ["edit\nsudo reboot", "<b>x</b>", "execute; rm", "Edit"] {
+            let t = title(p, Some(&asked(hostile)), "w1");
+            assert_eq!(t, "permission needed in w1", "{hostile:?}");
+        }
+        let ended = |outcome: &str| {
+            Payload::TurnState(StateChange {
+                from: TurnState::Running,
+                to: TurnState::Completed,
+                event: TurnEvent::Complete,
+                outcome: Some(outcome.into()),
+                recovered: false,
+                workspace_idle: false,
+            })
+        };
+        let f = AttentionKind::TurnFinished;
+        assert_eq!(
+            title(f, Some(&ended("end_turn")), "w1"),
+            "turn completed (end_turn) in w1"
+        );
+        assert_eq!(
+            title(f, Some(&ended("deadline_exceeded")), "w1"),
+            "turn completed (deadline_exceeded) in w1"
+        );
+        assert_eq!(
+            title(f, Some(&ended("pwned\n<i>")), "w1"),
+            "turn completed in w1"
+        );
+    }
 
     #[test]
     fn the_rate_limit_admits_so_many_per_minute_and_then_again() {

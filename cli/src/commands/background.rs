@@ -12,7 +12,11 @@
 //!   the pid file ([`PID_FILE`]) and the log ([`LOG_FILE`]) are 0600;
 //! - `stop` signals only this controller: the pid in the file must be alive,
 //!   its `/proc/PID/exe` a `lapis-ai-controller` binary whose argv holds
-//!   `serve`, and when the socket answers, `status` must report that same
+//!   `serve`, and its identity must hold — the home's own socket answers
+//!   `status` with that very pid, or the process has the start time and
+//!   executable the pid file recorded when `serve --background` started it
+//!   (a pid file naming another instance's controller, or a reused pid,
+//!   fails both). When the socket answers, `status` must report that same
 //!   pid. Anything else is a stale pid file: it is removed and nothing is
 //!   signalled. A controller that runs without a pid file (a service
 //!   manager's, a foreground `serve`) is never stopped here.
@@ -85,7 +89,7 @@ pub(super) fn start(global: &GlobalArgs, args: &ServeArgs) -> CliResult {
     })?;
     let pid = child.id();
     let pid_path = target.home.join(PID_FILE);
-    write_pid(&pid_path, pid)?;
+    write_pid(&pid_path, &PidRecord::of(pid))?;
     let deadline = Instant::now() + READY_WITHIN;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -177,7 +181,7 @@ pub(super) fn stop_in(
 ) -> Result<Stop, CliError> {
     let pid_path = home.join(PID_FILE);
     let recorded = match std::fs::read_to_string(&pid_path) {
-        Ok(text) => text.trim().parse::<u32>().ok(),
+        Ok(text) => PidRecord::parse(&text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(match answering {
                 Some(pid) => Stop::NotBackground(pid),
@@ -190,9 +194,10 @@ pub(super) fn stop_in(
         let _ = std::fs::remove_file(&pid_path);
         Ok(Stop::Stale(why))
     };
-    let Some(pid) = recorded else {
+    let Some(record) = recorded else {
         return stale("it holds no pid".into());
     };
+    let pid = record.pid;
     if !is_this_controller(pid) {
         return stale(format!("pid {pid} is not a lapis-ai-controller serve"));
     }
@@ -203,6 +208,13 @@ pub(super) fn stop_in(
             "the controller answering is pid {other}, not {pid}"
         ));
     }
+    if answering != Some(pid) && !record.still_names_its_process() {
+        return stale(format!(
+            "pid {pid} is not the process `serve --background` started here (its start time or executable differ)"
+        ));
+    }
+    // Waited on below as this very process (a reused pid is another one).
+    let started = start_time_of(pid);
     let target_pid = nix::unistd::Pid::from_raw(i32::try_from(pid).map_err(CliError::from)?);
     nix::sys::signal::kill(target_pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
         CliError::failure(
@@ -211,7 +223,7 @@ pub(super) fn stop_in(
         )
     })?;
     let deadline = Instant::now() + STOP_WITHIN;
-    while is_this_controller(pid) {
+    while is_this_controller(pid) && start_time_of(pid) == started {
         if Instant::now() > deadline {
             return Err(CliError::unavailable(
                 "not_stopped",
@@ -237,6 +249,61 @@ pub(super) fn answering_pid(target: &Target) -> Option<u32> {
     }
     let mut client = connect_to(target).ok()?;
     client.status().ok().map(|s| s.pid)
+}
+
+/// What the pid file says: the pid, and (since this version) the
+/// process's start time and executable as `serve --background` saw them
+/// right after starting it, one per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PidRecord {
+    /// The process.
+    pid: u32,
+    /// Its start time (clock ticks since boot), `None` in an older file.
+    started: Option<u64>,
+    /// Its `/proc/PID/exe`, `None` in an older file.
+    exe: Option<PathBuf>,
+}
+
+impl PidRecord {
+    /// The record of the process `pid`, read from `/proc` now.
+    fn of(pid: u32) -> PidRecord {
+        PidRecord {
+            pid,
+            started: start_time_of(pid),
+            exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+        }
+    }
+
+    fn parse(text: &str) -> Option<PidRecord> {
+        let mut lines = text.lines();
+        let pid = lines.next()?.trim().parse().ok()?;
+        let started = lines.next().and_then(|l| l.trim().parse().ok());
+        let exe = lines.next().filter(|l| !l.is_empty()).map(PathBuf::from);
+        Some(PidRecord { pid, started, exe })
+    }
+
+    fn render(&self) -> String {
+        let started = self.started.map(|s| s.to_string()).unwrap_or_default();
+        let exe = self
+            .exe
+            .as_deref()
+            .map(|e| e.display().to_string())
+            .unwrap_or_default();
+        format!("{}\n{started}\n{exe}\n", self.pid)
+    }
+
+    /// Whether the process `pid` is still the one recorded: same start
+    /// time and same executable (an older file, which recorded neither,
+    /// never is).
+    fn still_names_its_process(&self) -> bool {
+        let now = PidRecord::of(self.pid);
+        self.started.is_some() && self.exe.is_some() && now == *self
+    }
+}
+
+/// `pid`'s start time, while it lives.
+fn start_time_of(pid: u32) -> Option<u64> {
+    lapis_service::start_time(pid)
 }
 
 /// Whether `pid` is alive and is a `lapis-ai-controller serve` (its
@@ -276,7 +343,7 @@ fn prepare_home(home: &Path) -> Result<(), CliError> {
 }
 
 /// Writes the pid file (0600, replaced atomically).
-fn write_pid(path: &Path, pid: u32) -> Result<(), CliError> {
+fn write_pid(path: &Path, record: &PidRecord) -> Result<(), CliError> {
     let tmp: PathBuf = path.with_file_name(lapis_protocol::home::PID_TMP_FILE);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -285,7 +352,7 @@ fn write_pid(path: &Path, pid: u32) -> Result<(), CliError> {
         .mode(0o600)
         .open(&tmp)
         .map_err(CliError::from)?;
-    writeln!(f, "{pid}")
+    f.write_all(record.render().as_bytes())
         .and_then(|()| f.sync_all())
         .map_err(CliError::from)?;
     std::fs::rename(&tmp, path).map_err(CliError::from)
@@ -307,4 +374,32 @@ fn tail(log: &Path) -> String {
 /// `lapis-ai-controller [--config …] [--instance …] stop`.
 fn stop_command(global: &GlobalArgs) -> String {
     format!("{} stop", super::permissions::command_prefix(global))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_record_round_trips_and_an_older_one_names_no_identity() {
+        let me = PidRecord::of(std::process::id());
+        assert!(me.started.is_some() && me.exe.is_some());
+        assert_eq!(PidRecord::parse(&me.render()), Some(me.clone()));
+        assert!(me.still_names_its_process());
+        let older = PidRecord::parse("4242\n").unwrap();
+        assert_eq!((older.pid, older.started, &older.exe), (4242, None, &None));
+        assert!(
+            !PidRecord {
+                pid: me.pid,
+                ..older
+            }
+            .still_names_its_process()
+        );
+        let mut other_start = me.clone();
+        other_start.started = me.started.map(|s| s + 1);
+        assert!(!other_start.still_names_its_process());
+        let mut other_exe = me;
+        other_exe.exe = Some("/bin/sh".into());
+        assert!(!other_exe.still_names_its_process());
+    }
 }

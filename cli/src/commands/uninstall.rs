@@ -31,8 +31,9 @@ pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
     } else {
         None
     };
-    let report =
-        lapis_installer::uninstall::uninstall(&paths, args.purge).map_err(installer_error)?;
+    // Worktrees holding work found nowhere else are deleted only with --yes.
+    let report = lapis_installer::uninstall::uninstall_with(&paths, args.purge, args.yes)
+        .map_err(installer_error)?;
     if args.out.json {
         crate::output::json(&json!({
             "unit": paths.unit.name,
@@ -45,6 +46,7 @@ pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
             "keptForInstances": report.kept_for_instances,
             "removedConfig": report.removed_config,
             "removedControllerHome": report.removed_controller_home,
+            "removedWorktrees": report.removed_worktrees,
         }))?;
         return Ok(());
     }
@@ -87,6 +89,12 @@ pub(super) fn run(global: &GlobalArgs, args: UninstallArgs) -> CliResult {
             paths.config.display()
         )),
         None => {}
+    }
+    for w in &report.removed_worktrees {
+        lines.push(format!(
+            "removed worktree {} (git worktree remove; its branch stays)",
+            w.display()
+        ));
     }
     if let Some(p) = &report.removed_controller_home {
         lines.push(format!("removed controller home {}", p.display()));

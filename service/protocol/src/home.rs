@@ -32,6 +32,11 @@ pub const LOG_FILE: &str = "serve.log";
 /// The database's file name inside the controller home.
 pub const DB_FILE: &str = "controller.db";
 
+/// The directory inside the controller home that holds worktree
+/// workspaces when no `worktrees.root` is configured (`uninstall --purge`
+/// removes them through git).
+pub const WORKTREES_DIR: &str = "worktrees";
+
 /// The file that marks a directory as a controller home (written by the
 /// first open, before the database).
 pub const MARKER_FILE: &str = "controller.home";

@@ -62,3 +62,83 @@ pub struct Location {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
 }
+
+/// ACP v1's `ToolKind`: the closed vocabulary a tool call's `kind` is meant
+/// to come from. [`Invocation::kind`] keeps what the agent sent (the
+/// journal records the agent's words); anything the controller says in its
+/// own words (a notification's title) uses only a kind that parses here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// `read`.
+    Read,
+    /// `edit`.
+    Edit,
+    /// `delete`.
+    Delete,
+    /// `move`.
+    Move,
+    /// `search`.
+    Search,
+    /// `execute`.
+    Execute,
+    /// `think`.
+    Think,
+    /// `fetch`.
+    Fetch,
+    /// `switch_mode`.
+    SwitchMode,
+    /// `other`.
+    Other,
+}
+
+impl ToolKind {
+    /// Every kind, in ACP's order.
+    pub const ALL: [ToolKind; 10] = [
+        ToolKind::Read,
+        ToolKind::Edit,
+        ToolKind::Delete,
+        ToolKind::Move,
+        ToolKind::Search,
+        ToolKind::Execute,
+        ToolKind::Think,
+        ToolKind::Fetch,
+        ToolKind::SwitchMode,
+        ToolKind::Other,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Move => "move",
+            ToolKind::Search => "search",
+            ToolKind::Execute => "execute",
+            ToolKind::Think => "think",
+            ToolKind::Fetch => "fetch",
+            ToolKind::SwitchMode => "switch_mode",
+            ToolKind::Other => "other",
+        }
+    }
+
+    /// The kind named exactly `s`, if ACP has one.
+    pub fn parse(s: &str) -> Option<ToolKind> {
+        ToolKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolKind;
+
+    #[test]
+    fn only_acps_tool_kinds_parse() {
+        for k in ToolKind::ALL {
+            assert_eq!(ToolKind::parse(k.as_str()), Some(k));
+        }
+        for s in ["", "Edit", "edit\n", "edit <b>", "rm -rf /", "switch-mode"] {
+            assert_eq!(ToolKind::parse(s), None, "{s:?}");
+        }
+    }
+}

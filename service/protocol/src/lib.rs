@@ -67,7 +67,7 @@ pub use hello::{
     BuildInfo, HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView,
     SessionView, StartupLine,
 };
-pub use invocation::{Invocation, Location};
+pub use invocation::{Invocation, Location, ToolKind};
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use outcome::OutcomeCode;

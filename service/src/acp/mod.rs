@@ -50,10 +50,10 @@ pub use process::LaunchError;
 pub use process::Stopped;
 pub(crate) use process::TeardownLimits;
 pub use prompt::PromptContext;
-pub(crate) use registry::AGENTS_DIR;
 pub use registry::AgentRegistry;
-#[cfg(feature = "test-support")]
+// Also the binary's: `stop` checks a pid's start time before it signals.
 pub use registry::start_time;
+pub(crate) use runner::STOP_REASONS;
 pub(crate) use runner::{AfterTurn, run_turn_on};
 #[cfg(feature = "test-support")]
 pub use runner::{run_turn, run_turn_detached};

@@ -20,8 +20,9 @@ use super::command::{self, GitError};
 pub(crate) const WORKTREE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The directory under the controller home that holds worktrees when no
-/// root is configured.
-pub(crate) const WORKTREES_DIR: &str = "worktrees";
+/// root is configured (named in the protocol crate: the installer's purge
+/// removes them).
+pub(crate) use lapis_protocol::home::WORKTREES_DIR;
 
 /// What to create.
 #[derive(Debug, Clone)]
@@ -116,6 +117,15 @@ async fn git_dirs(path: &Path) -> Result<(PathBuf, PathBuf), GitError> {
 pub(crate) async fn repository_of(path: &Path) -> Result<PathBuf, GitError> {
     let (_, common) = git_dirs(path).await?;
     Ok(common.parent().map(Path::to_path_buf).unwrap_or(common))
+}
+
+/// The repository's common git dir (where `git worktree add` writes the
+/// new branch and the worktree's administrative files) for the work tree
+/// at `path`, canonical: what `path`'s `.git` (a directory, or a file
+/// naming one anywhere) really points at.
+pub(crate) async fn common_dir_of(path: &Path) -> Result<PathBuf, GitError> {
+    let (_, common) = git_dirs(path).await?;
+    Ok(common.canonicalize().unwrap_or(common))
 }
 
 /// Whether `path` is a linked worktree (its git dir is not its repository's

@@ -47,6 +47,7 @@ pub fn sample_credentials() -> Vec<Sample> {
         ),
         whole("lapis-token", format!("lapis_{}", x(64))),
         whole("lapis-bearer", format!("lapis_s_{}", "e".repeat(64))),
+        whole("lapis-ticket", format!("lapis_tkt_{}", "d".repeat(64))),
         whole("aws-access-key-id", format!("AKIA{}", "IOSFODNN7EXAMPL2")),
         part(
             "aws-secret-access-key",

@@ -19,9 +19,11 @@
 /// (Groq, xAI, Vault, Terraform Cloud, Grafana, New Relic, Postman,
 /// Supabase, Replicate, Perplexity, Heroku, `Authorization: Basic`, a URL
 /// with an empty user (`redis://:pass@`), Azure SAS `sig=`, docker
-/// `"auth":`, `.netrc` `password`, kubeconfig `client-key-data:`).
+/// `"auth":`, `.netrc` `password`, kubeconfig `client-key-data:`); 3: the
+/// controller's tool tickets (`lapis_tkt_…`), which an agent holds in its
+/// environment and may print.
 #[cfg(test)]
-pub(crate) const DETECTOR_SET_VERSION: u32 = 2;
+pub(crate) const DETECTOR_SET_VERSION: u32 = 3;
 
 /// `(name, pattern)`, applied in this order (more specific first).
 pub(super) const DETECTORS: &[(&str, &str)] = &[
@@ -34,6 +36,7 @@ pub(super) const DETECTORS: &[(&str, &str)] = &[
     ),
     // The controller's own secrets.
     ("lapis-bearer", r"lapis_s_[0-9a-f]{64}"),
+    ("lapis-ticket", r"lapis_tkt_[0-9a-f]{64}"),
     ("lapis-token", r"lapis_[0-9a-f]{64}"),
     // Cloud.
     (

@@ -18,7 +18,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 /// Literals compared as written (their detectors are case-sensitive).
 const CASED: &[&str] = &[
     "-----BEGIN",       // private-key
-    "lapis_",           // lapis-token, lapis-bearer
+    "lapis_",           // lapis-token, lapis-bearer, lapis-ticket
     "A3T",              // aws-access-key-id
     "AKIA",             // aws-access-key-id
     "ASIA",             // aws-access-key-id

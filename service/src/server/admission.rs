@@ -14,16 +14,21 @@
 //! - authenticated connections cannot lock the owner out either: one config
 //!   token other than the owner's (the first token, the one the CLI uses)
 //!   holds at most [`per_token_quota`] of them (half the cap), and those
-//!   tokens together hold at most `max - 1`, so one slot is always either
-//!   the owner's or sheddable (the owner's token is bounded by the cap
-//!   alone). A `hello` over a quota fails `limit_reached`
-//!   naming it (`data.limit`: `connectionsPerToken`, `ownerReserve`) and
-//!   the connection stays unauthenticated.
+//!   tokens together leave the owner's reserved share free
+//!   ([`owner_reserve`]: a quarter of the cap, at least two slots where
+//!   the cap allows), so the owner's open connections (a `watch`, an
+//!   application) never use up what its `status` needs (the owner's token
+//!   is bounded by the cap alone). A `hello` over a quota fails
+//!   `limit_reached` naming it (`data.limit`: `connectionsPerToken`,
+//!   `ownerReserve`, `bridgeConnectionsPerSession`) and the connection
+//!   stays unauthenticated.
 //! - an agent session's MCP bridge (a `hello` with a tool ticket) is
 //!   authenticated too, so an idle bridge is never shed for a newcomer; its
 //!   connections count under [`bridge_quota`] of the thread's principal,
 //!   a name no config token can have, so they are held to a non-owner
-//!   token's share and never take the owner's reserved slot.
+//!   token's share and never take the owner's reserved share; and one
+//!   agent session holds at most [`BRIDGE_CONNECTIONS_PER_SESSION`] of
+//!   them, so one agent cannot take its principal's whole share.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,6 +53,18 @@ pub(crate) fn per_token_quota(max: usize) -> usize {
     (max / 2).max(1)
 }
 
+/// How many slots of a cap of `max` tokens other than the owner's leave
+/// free: a quarter, at least two (one for an open owner connection, one
+/// for its `status`) and at least one, never the whole cap but where the
+/// cap is one.
+pub(crate) fn owner_reserve(max: usize) -> usize {
+    (max / 4).max(2).min(max.saturating_sub(1)).max(1)
+}
+
+/// Most MCP bridge connections one agent session may hold at once: its
+/// agent connects one per MCP client it starts (usually one).
+pub(crate) const BRIDGE_CONNECTIONS_PER_SESSION: usize = 4;
+
 /// The quota name the MCP bridge connections of `principal` count under
 /// (with a `:`, which no token name has: they are `[A-Za-z0-9._-]`).
 pub(crate) fn bridge_quota(principal: &str) -> String {
@@ -61,6 +78,9 @@ pub(crate) struct Admission {
     max: usize,
     /// Most authenticated connections of one token ([`per_token_quota`]).
     per_token: usize,
+    /// Most authenticated connections of all tokens but the owner's
+    /// (`max - `[`owner_reserve`]).
+    others_max: usize,
     /// The owner's token name (the first config token), whose connections
     /// may use the slot kept from every other token.
     owner: String,
@@ -79,6 +99,8 @@ struct State {
     by_token: HashMap<String, usize>,
     /// Authenticated connections of tokens other than the owner's.
     others: usize,
+    /// MCP bridge connections per agent session number.
+    by_bridge_session: HashMap<u64, usize>,
 }
 
 /// Why an authenticated connection may not hold its slot.
@@ -86,8 +108,10 @@ struct State {
 pub(crate) enum Refusal {
     /// The token already holds its quota of connections.
     TokenQuota(usize),
-    /// Every slot but the owner's reserved one is held by other tokens.
+    /// Every slot but the owner's reserved share is held by other tokens.
     OwnerReserve,
+    /// The agent session already holds its bridge connections.
+    BridgeSessionQuota(usize),
 }
 
 impl Refusal {
@@ -96,6 +120,7 @@ impl Refusal {
         match self {
             Refusal::TokenQuota(_) => "connectionsPerToken",
             Refusal::OwnerReserve => "ownerReserve",
+            Refusal::BridgeSessionQuota(_) => "bridgeConnectionsPerSession",
         }
     }
 
@@ -105,7 +130,10 @@ impl Refusal {
             Refusal::TokenQuota(n) => format!(
                 "this token already holds {n} connections, its share of server.maxConnections; close some first"
             ),
-            Refusal::OwnerReserve => "every connection slot but the one kept for the owner's token is in use (server.maxConnections); close some first".into(),
+            Refusal::OwnerReserve => "every connection slot but those kept for the owner's token is in use (server.maxConnections); close some first".into(),
+            Refusal::BridgeSessionQuota(n) => format!(
+                "this agent session already holds {n} tool bridge connections; close some first"
+            ),
         }
     }
 }
@@ -135,6 +163,7 @@ impl Admission {
         Arc::new(Admission {
             max,
             per_token: per_token_quota(max),
+            others_max: max - owner_reserve(max),
             owner: owner.into(),
             state: Mutex::new(State::default()),
         })
@@ -169,6 +198,7 @@ impl Admission {
             number,
             shed,
             token: Mutex::new(None),
+            bridge: Mutex::new(None),
         })
     }
 
@@ -191,26 +221,62 @@ pub(crate) struct Slot {
     /// The token whose quota this connection counts against, once its
     /// `hello` was admitted.
     token: Mutex<Option<String>>,
+    /// The agent session whose bridge this connection is, once its ticket
+    /// `hello` was admitted.
+    bridge: Mutex<Option<u64>>,
 }
 
 impl Slot {
     /// Counts this connection against `token`'s quota (moving it from the
     /// token of an earlier `hello`, if another); refused when the token is
     /// at its quota or, for a token other than the owner's, when only the
-    /// owner's reserved slot is left.
+    /// owner's reserved share is left.
     pub(crate) fn admit_token(&self, token: &str) -> Result<(), Refusal> {
-        let a = &self.admission;
         let mut held = self.token.lock().expect("poisoned");
+        let mut state = self.admission.state.lock().expect("poisoned");
+        self.count_token(&mut held, &mut state, token)
+    }
+
+    /// An agent session's MCP bridge: counted against the principal's
+    /// bridge quota ([`bridge_quota`], like a token) and, in the same
+    /// step, against the session's own cap
+    /// ([`BRIDGE_CONNECTIONS_PER_SESSION`]).
+    pub(crate) fn admit_bridge(&self, principal: &str, session: u64) -> Result<(), Refusal> {
+        let mut held = self.token.lock().expect("poisoned");
+        let mut bridge = self.bridge.lock().expect("poisoned");
+        let mut state = self.admission.state.lock().expect("poisoned");
+        let moving = *bridge != Some(session);
+        let theirs = state.by_bridge_session.get(&session).copied().unwrap_or(0);
+        if moving && theirs >= BRIDGE_CONNECTIONS_PER_SESSION {
+            return Err(Refusal::BridgeSessionQuota(BRIDGE_CONNECTIONS_PER_SESSION));
+        }
+        self.count_token(&mut held, &mut state, &bridge_quota(principal))?;
+        if moving {
+            if let Some(previous) = bridge.replace(session) {
+                state.release_bridge(previous);
+            }
+            *state.by_bridge_session.entry(session).or_default() += 1;
+        }
+        Ok(())
+    }
+
+    /// [`Slot::admit_token`] with its locks held.
+    fn count_token(
+        &self,
+        held: &mut Option<String>,
+        state: &mut State,
+        token: &str,
+    ) -> Result<(), Refusal> {
+        let a = &self.admission;
         if held.as_deref() == Some(token) {
             return Ok(());
         }
-        let mut state = a.state.lock().expect("poisoned");
         let owner = token == a.owner;
         let mine = state.by_token.get(token).copied().unwrap_or(0);
         if !owner && mine >= a.per_token {
             return Err(Refusal::TokenQuota(a.per_token));
         }
-        if !owner && state.others >= a.max.saturating_sub(1) {
+        if !owner && state.others >= a.others_max {
             return Err(Refusal::OwnerReserve);
         }
         if let Some(previous) = held.take() {
@@ -244,6 +310,16 @@ impl Slot {
 }
 
 impl State {
+    /// A bridge connection of agent session `session` no longer counts.
+    fn release_bridge(&mut self, session: u64) {
+        if let Some(n) = self.by_bridge_session.get_mut(&session) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_bridge_session.remove(&session);
+            }
+        }
+    }
+
     /// A connection of `token` no longer counts against its quota.
     fn release(&mut self, token: &str, owner: bool) {
         if let Some(n) = self.by_token.get_mut(token) {
@@ -264,6 +340,9 @@ impl Drop for Slot {
         if let Some(token) = self.token.lock().expect("poisoned").take() {
             let owner = token == self.admission.owner;
             state.release(&token, owner);
+        }
+        if let Some(session) = self.bridge.lock().expect("poisoned").take() {
+            state.release_bridge(session);
         }
         state.pending.remove(&self.number);
         if !self.shed.done.load(Ordering::SeqCst) {
@@ -310,18 +389,25 @@ mod tests {
     }
 
     /// One token cannot hold more than half the slots, and other tokens
-    /// together never take the owner's last one.
+    /// together never take the owner's reserved share.
     #[test]
-    fn a_token_holds_its_quota_and_the_owner_keeps_a_slot() {
+    fn a_token_holds_its_quota_and_the_owner_keeps_its_share() {
         let t0 = Instant::now();
         let a = Admission::new(4, "owner");
         let s: Vec<Slot> = (0..4).map(|n| slot(a.admit(n, t0))).collect();
         assert_eq!(s[0].admit_token("status"), Ok(()));
-        assert_eq!(s[1].admit_token("status"), Ok(()));
-        assert_eq!(s[2].admit_token("status"), Err(Refusal::TokenQuota(2)));
         assert_eq!(s[2].admit_token("bot"), Ok(()));
-        assert_eq!(s[3].admit_token("other"), Err(Refusal::OwnerReserve));
-        assert_eq!(s[3].admit_token("owner"), Ok(()));
+        assert_eq!(s[1].admit_token("status"), Err(Refusal::OwnerReserve));
+        let a = Admission::new(8, "owner");
+        let s: Vec<Slot> = (0..8).map(|n| slot(a.admit(n, t0))).collect();
+        for slot in &s[0..4] {
+            assert_eq!(slot.admit_token("status"), Ok(()));
+        }
+        assert_eq!(s[4].admit_token("status"), Err(Refusal::TokenQuota(4)));
+        assert_eq!(s[4].admit_token("bot"), Ok(()));
+        assert_eq!(s[5].admit_token("bot"), Ok(()));
+        assert_eq!(s[6].admit_token("other"), Err(Refusal::OwnerReserve));
+        assert_eq!(s[6].admit_token("owner"), Ok(()));
         // The owner's token is bounded by the cap alone.
         assert_eq!(s[2].admit_token("owner"), Ok(()));
         // A connection that goes returns its token's share.
@@ -331,5 +417,58 @@ mod tests {
         assert_eq!(again.admit_token("status"), Ok(()));
         // Saying hello again with the same token is not counted twice.
         assert_eq!(again.admit_token("status"), Ok(()));
+    }
+
+    /// The finding: two other tokens at their shares and one open owner
+    /// connection (a `watch`) still leave the owner's `status` a slot.
+    #[test]
+    fn two_other_tokens_and_an_open_owner_connection_leave_the_owner_a_slot() {
+        let t0 = Instant::now();
+        for max in [4, 8, 16, 256] {
+            let a = Admission::new(max, "owner");
+            let mut held = Vec::new();
+            for token in ["reader", "guest"] {
+                loop {
+                    let s = slot(a.admit(held.len() as u64, t0));
+                    if s.admit_token(token).is_err() {
+                        break;
+                    }
+                    held.push(s);
+                }
+            }
+            let watch = slot(a.admit(1000, t0));
+            assert_eq!(watch.admit_token("owner"), Ok(()), "max {max}");
+            let status = a.admit(1001, t0);
+            let Admit::Yes(status) = status else {
+                panic!("max {max}: the owner's status found no slot");
+            };
+            assert_eq!(status.admit_token("owner"), Ok(()), "max {max}");
+            assert!(owner_reserve(max) >= 2 && owner_reserve(max) < max);
+        }
+        assert_eq!(owner_reserve(1), 1);
+        assert_eq!(owner_reserve(2), 1);
+    }
+
+    /// One agent session's bridge connections are capped on their own,
+    /// below the principal's share; another session still gets in, and a
+    /// closed one returns its place.
+    #[test]
+    fn one_agent_session_holds_at_most_its_bridge_connections() {
+        let t0 = Instant::now();
+        let a = Admission::new(256, "owner");
+        let mut s: Vec<Slot> = (0..6).map(|n| slot(a.admit(n, t0))).collect();
+        for slot in &s[0..BRIDGE_CONNECTIONS_PER_SESSION] {
+            assert_eq!(slot.admit_bridge("owner", 7), Ok(()));
+        }
+        let over = &s[BRIDGE_CONNECTIONS_PER_SESSION];
+        assert_eq!(
+            over.admit_bridge("owner", 7),
+            Err(Refusal::BridgeSessionQuota(BRIDGE_CONNECTIONS_PER_SESSION))
+        );
+        assert_eq!(over.admit_bridge("owner", 8), Ok(()));
+        // The same session saying hello again is not counted twice.
+        assert_eq!(s[0].admit_bridge("owner", 7), Ok(()));
+        drop(s.remove(0));
+        assert_eq!(s[4].admit_bridge("owner", 7), Ok(()));
     }
 }

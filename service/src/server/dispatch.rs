@@ -106,9 +106,10 @@ fn bridge_hello(
         })?;
     // Authenticated for its principal under the connection cap: never shed
     // by a flood of newcomers while idle between tool calls, and held to a
-    // non-owner token's share (see `admission`).
+    // non-owner token's share and its agent session's own cap (see
+    // `admission`).
     if let Some(slot) = &conn.slot {
-        slot.admit_token(&super::admission::bridge_quota(&grant.principal))
+        slot.admit_bridge(&grant.principal, grant.session)
             .map_err(|refusal| {
                 tracing::warn!(
                     conn = conn.number,

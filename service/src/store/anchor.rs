@@ -49,6 +49,9 @@ pub(crate) const ANCHOR_SUFFIX: &str = "-anchor";
 /// Longest time the anchor lags a growing journal while the writer is busy.
 pub(super) const ANCHOR_INTERVAL: Duration = Duration::from_millis(200);
 
+/// The most an anchor file may hold (one is about 130 bytes).
+const MAX_ANCHOR_BYTES: u64 = 4096;
+
 /// The format tag inside the file.
 const FORMAT: &str = "lapis-journal-anchor/1";
 
@@ -88,17 +91,42 @@ pub(crate) fn path(db: &Path) -> PathBuf {
 
 /// The anchor of the database at `db`: `Ok(None)` when there is none,
 /// `store_anchor_missing` when it cannot be read as one.
+///
+/// The read is bounded: the file is opened without following a link and
+/// without blocking (a FIFO in its place must not hang `serve` or `journal
+/// verify`), must be a regular file, and at most [`MAX_ANCHOR_BYTES`] are
+/// read (a link to `/dev/zero` is refused before it is read at all).
 pub(crate) fn read(db: &Path) -> StoreResult<Option<Anchor>> {
+    use std::io::Read;
     let path = path(db);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
+    let refused = |reason: &'static str| StoreError::AnchorMissing {
+        path: path.clone(),
+        reason,
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(&path);
+    let file = match opened {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(refused("it is a symbolic link, not a regular file"));
+        }
         Err(e) => return Err(StoreError::io(format!("cannot read {}", path.display()), e)),
     };
-    let unreadable = || StoreError::AnchorMissing {
-        path: path.clone(),
-        reason: "it is not a journal anchor",
-    };
+    let regular = file.metadata().is_ok_and(|m| m.file_type().is_file());
+    if !regular {
+        return Err(refused("it is not a regular file"));
+    }
+    let mut text = Vec::new();
+    file.take(MAX_ANCHOR_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| StoreError::io(format!("cannot read {}", path.display()), e))?;
+    if text.len() as u64 > MAX_ANCHOR_BYTES {
+        return Err(refused("it is larger than a journal anchor can be"));
+    }
+    let unreadable = || refused("it is not a journal anchor");
     let file: AnchorFile = serde_json::from_slice(&text).map_err(|_| unreadable())?;
     let head = hex::decode(&file.head)
         .ok()

@@ -195,6 +195,16 @@ impl Store {
             .await
     }
 
+    /// Whether `turn` may still invoke a mutating application tool: it
+    /// runs past its dispatch boundary and no cancel (owner's, deadline,
+    /// budget) is pending. One step on the writer reads the turn and
+    /// decides, after every request sent before it (`tools::call` asks
+    /// right before `tools.invoke`, after `capture.begin` answered).
+    pub(crate) async fn may_invoke(&self, turn: &str) -> StoreResult<bool> {
+        let turn = turn.to_owned();
+        self.op(move |w| w.may_invoke(&turn)).await
+    }
+
     /// Turns matching the filter, newest first, bounded by the page size.
     pub async fn list_turns(&self, filter: TurnFilter) -> StoreResult<Vec<Turn>> {
         let limit = self.limit(filter.limit);

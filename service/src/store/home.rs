@@ -2,13 +2,21 @@
 //! tightened, written or swept.
 //!
 //! What must stay true:
-//! - A directory that already holds anything but controller files, and
-//!   neither `controller.db` nor the home marker, is refused
-//!   (`not_controller_home`) before anything in it is created, chmodded or
-//!   removed: `serve --workspace ~/project` must never touch a project.
-//! - An accepted home gets the marker ([`MARKER_FILE`]) so later opens know
-//!   it even before the database exists.
-//! - The home is 0700 and the database files 0600 before SQLite opens them.
+//! - A directory is a controller home by its own marker ([`MARKER_FILE`],
+//!   or `controller.db` for a home from before the marker), as a regular
+//!   file. An unmarked directory is accepted only when it holds nothing but
+//!   the files the CLI writes before the first open (the lock, the socket,
+//!   `serve.pid`, `serve.log`, none of them a directory); anything else —
+//!   an `agents/` directory included, which could hold anyone's files — is
+//!   refused (`not_controller_home`) before anything in it is created,
+//!   chmodded, swept or removed: `serve --home ~/project` must never touch
+//!   a project.
+//! - An accepted home gets the marker so later opens know it even before
+//!   the database exists.
+//! - The home is 0700 and the database files 0600 before SQLite opens them;
+//!   the database files are opened without following a link (a planted
+//!   `controller.db`, `-wal` or `-shm` link is refused, and its target's
+//!   mode left as it was).
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -16,7 +24,6 @@ use std::path::Path;
 use crate::domain::{StoreError, StoreResult};
 
 use super::lock::LOCK_FILE;
-use super::schema::DB_FILE;
 
 /// The file that marks a directory as a controller home (named in the
 /// protocol crate: the installer's purge requires it or the database).
@@ -30,25 +37,29 @@ const HOME_MODE: u32 = 0o700;
 /// Mode of the database and its `-wal`/`-shm` companions.
 const DB_MODE: u32 = 0o600;
 
-/// Entries a controller home may hold without a database or marker yet
-/// (a first open that stopped half-way).
-fn is_controller_entry(name: &str) -> bool {
-    const NAMES: [&str; 7] = [
+/// Entries an unmarked directory may hold and still become a controller
+/// home: what the CLI writes there before the store's first open marks it
+/// (a background `serve`'s log and pid file, a first open that stopped
+/// after taking the lock). Never a directory.
+fn is_provisional_entry(name: &str) -> bool {
+    const NAMES: [&str; 5] = [
         LOCK_FILE,
         lapis_protocol::home::SOCKET_FILE,
         lapis_protocol::home::PID_FILE,
         lapis_protocol::home::PID_TMP_FILE,
         lapis_protocol::home::LOG_FILE,
-        crate::acp::AGENTS_DIR,
-        MARKER_FILE,
     ];
-    NAMES.contains(&name) || name.strip_prefix(DB_FILE).is_some()
+    NAMES.contains(&name)
 }
 
 /// Refuses `home` when it is a non-empty directory that is not a controller
-/// home: no `controller.db`, no marker, and some entry a controller never
-/// creates. A missing `home` is fine (it is created 0700).
+/// home: not marked ([`lapis_protocol::home::is_marked_home`]) and holding
+/// something other than a provisional file (see the module docs). A
+/// missing `home` is fine (it is created 0700).
 pub(super) fn check_is_home(home: &Path) -> StoreResult<()> {
+    if lapis_protocol::home::is_marked_home(home) {
+        return Ok(());
+    }
     let entries = match std::fs::read_dir(home) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -56,21 +67,17 @@ pub(super) fn check_is_home(home: &Path) -> StoreResult<()> {
             return Err(StoreError::io(format!("cannot read {}", home.display()), e));
         }
     };
-    let mut foreign = false;
     for entry in entries {
         let entry =
             entry.map_err(|e| StoreError::io(format!("cannot read {}", home.display()), e))?;
         let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name == DB_FILE || name == MARKER_FILE {
-            return Ok(());
+        let provisional = is_provisional_entry(&name.to_string_lossy())
+            && entry.file_type().is_ok_and(|t| !t.is_dir());
+        if !provisional {
+            return Err(StoreError::NotControllerHome {
+                path: home.to_path_buf(),
+            });
         }
-        foreign |= !is_controller_entry(&name);
-    }
-    if foreign {
-        return Err(StoreError::NotControllerHome {
-            path: home.to_path_buf(),
-        });
     }
     Ok(())
 }
@@ -97,43 +104,98 @@ pub(super) fn mark(home: &Path) -> StoreResult<()> {
     }
 }
 
+/// Opens one database file of the home without following a link (and
+/// without blocking on a FIFO), creating it 0600 when `create`; `None` when
+/// it is missing and not to be created. A link, or anything but a regular
+/// file, is refused with an error that says so.
+fn open_db_file(path: &Path, create: bool) -> StoreResult<Option<std::fs::File>> {
+    let refused = |what: &str| {
+        StoreError::io(
+            format!("refusing to open {}", path.display()),
+            std::io::Error::other(format!(
+                "it is {what}; the database files must be regular files of the controller home \
+                 (move it away and start again)"
+            )),
+        )
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create(create)
+        .truncate(false)
+        .mode(DB_MODE)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(refused("a symbolic link"));
+        }
+        Err(e) => return Err(StoreError::io(format!("cannot open {}", path.display()), e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| StoreError::io(format!("cannot inspect {}", path.display()), e))?;
+    if !meta.file_type().is_file() {
+        return Err(refused("not a regular file"));
+    }
+    Ok(Some(file))
+}
+
 /// Makes the controller home 0700 (tightening one an older version or a
-/// user left open) and the database files 0600 before SQLite opens them.
+/// user left open) and the database files 0600 before SQLite opens them,
+/// each through its own descriptor opened without following a link (see
+/// [`open_db_file`]): a planted link is refused, never chmodded through.
 /// The database file is created here, 0600, when missing: SQLite creates
 /// `-wal` and `-shm` with the mode of the database file, so they follow.
 /// Companions left by an older version are tightened too.
 pub(super) fn private_files(home: &Path, db: &Path) -> StoreResult<()> {
-    let chmod = |path: &Path, mode: u32| -> StoreResult<()> {
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(StoreError::io(
-                    format!("cannot inspect {}", path.display()),
-                    e,
-                ));
-            }
-        };
+    let tighten = |path: &Path,
+                   meta: std::fs::Metadata,
+                   set: &dyn Fn(u32) -> std::io::Result<()>,
+                   mode: u32| {
         if meta.permissions().mode() & 0o7777 != mode {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            set(mode)
                 .map_err(|e| StoreError::io(format!("cannot restrict {}", path.display()), e))?;
             tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "tightened permissions");
         }
-        Ok(())
+        Ok::<(), StoreError>(())
     };
-    chmod(home, HOME_MODE)?;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(DB_MODE)
-        .open(db)
-        .map_err(|e| StoreError::io(format!("cannot create {}", db.display()), e))?;
-    chmod(db, DB_MODE)?;
+    match std::fs::symlink_metadata(home) {
+        Ok(meta) => tighten(
+            home,
+            meta,
+            &|m| std::fs::set_permissions(home, std::fs::Permissions::from_mode(m)),
+            HOME_MODE,
+        )?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(StoreError::io(
+                format!("cannot inspect {}", home.display()),
+                e,
+            ));
+        }
+    }
+    let mut companions = vec![(db.to_path_buf(), true)];
     for suffix in ["-wal", "-shm"] {
         let mut companion = db.as_os_str().to_owned();
         companion.push(suffix);
-        chmod(Path::new(&companion), DB_MODE)?;
+        companions.push((companion.into(), false));
+    }
+    for (path, create) in companions {
+        let Some(file) = open_db_file(&path, create)? else {
+            continue;
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| StoreError::io(format!("cannot inspect {}", path.display()), e))?;
+        tighten(
+            &path,
+            meta,
+            &|m| file.set_permissions(std::fs::Permissions::from_mode(m)),
+            DB_MODE,
+        )?;
     }
     Ok(())
 }
@@ -141,6 +203,7 @@ pub(super) fn private_files(home: &Path, db: &Path) -> StoreResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::schema::DB_FILE;
 
     #[test]
     fn a_project_directory_is_refused_and_left_untouched() {
@@ -160,13 +223,84 @@ mod tests {
         check_is_home(&dir.path().join("missing")).unwrap();
         check_is_home(dir.path()).unwrap();
         std::fs::write(dir.path().join(LOCK_FILE), "1\n").unwrap();
-        std::fs::create_dir(dir.path().join("agents")).unwrap();
+        std::fs::write(dir.path().join(lapis_protocol::home::LOG_FILE), "").unwrap();
         check_is_home(dir.path()).unwrap();
         std::fs::write(dir.path().join("other"), "").unwrap();
         assert!(check_is_home(dir.path()).is_err());
         mark(dir.path()).unwrap();
         mark(dir.path()).unwrap();
         check_is_home(dir.path()).unwrap();
+    }
+
+    /// `agents/` is the controller's name, but a directory holding only
+    /// `agents/` (with anyone's files, or pid-like records, in it) is not a
+    /// home until it carries the marker; nor is a directory named like a
+    /// provisional file.
+    #[test]
+    fn a_directory_holding_only_agents_is_not_a_controller_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join("agents");
+        std::fs::create_dir(&agents).unwrap();
+        std::fs::write(agents.join("4242"), "12345").unwrap();
+        let err = check_is_home(dir.path()).unwrap_err();
+        assert_eq!(err.code(), "not_controller_home");
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir(other.path().join(LOCK_FILE)).unwrap();
+        assert!(check_is_home(other.path()).is_err());
+        // A link named like the marker does not mark it either.
+        std::os::unix::fs::symlink(agents.join("4242"), dir.path().join(MARKER_FILE)).unwrap();
+        assert!(check_is_home(dir.path()).is_err());
+        std::fs::remove_file(dir.path().join(MARKER_FILE)).unwrap();
+        mark(dir.path()).unwrap();
+        check_is_home(dir.path()).unwrap();
+    }
+
+    /// A planted `controller.db`, `-wal` or `-shm` link is refused with an
+    /// error naming it, and the file it points at keeps its mode.
+    #[test]
+    fn a_planted_database_link_is_refused_and_its_target_keeps_its_mode() {
+        for name in ["controller.db", "controller.db-wal", "controller.db-shm"] {
+            let dir = tempfile::tempdir().unwrap();
+            let home = dir.path().join("home");
+            std::fs::create_dir(&home).unwrap();
+            let target = dir.path().join("victim");
+            std::fs::write(&target, "someone's file").unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+            std::os::unix::fs::symlink(&target, home.join(name)).unwrap();
+            let err = private_files(&home, &home.join(DB_FILE)).unwrap_err();
+            let text = format!(
+                "{err}: {}",
+                std::error::Error::source(&err)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default()
+            );
+            assert!(
+                text.contains(name) && text.contains("symbolic link"),
+                "{text}"
+            );
+            let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o644, "{name}: the target's mode is untouched");
+        }
+    }
+
+    #[test]
+    fn the_database_files_are_made_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(DB_FILE);
+        std::fs::write(dir.path().join("controller.db-wal"), "").unwrap();
+        std::fs::set_permissions(
+            dir.path().join("controller.db-wal"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        private_files(dir.path(), &db).unwrap();
+        for name in [DB_FILE, "controller.db-wal"] {
+            let mode = std::fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o7777, DB_MODE, "{name}");
+        }
     }
 
     #[test]

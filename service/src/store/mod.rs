@@ -64,6 +64,7 @@ mod journal;
 mod lock;
 mod ops_cancel;
 mod ops_threads;
+mod ops_tools;
 mod ops_turns;
 mod ops_workspaces;
 mod policy;

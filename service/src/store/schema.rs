@@ -361,7 +361,8 @@ pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
     .map_err(StoreError::from_sqlite)?;
     let app_id: i64 = conn
@@ -466,7 +467,9 @@ fn identify(conn: &Connection, db: &Path) -> StoreResult<i64> {
 pub(super) fn open_reader(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
     .map_err(StoreError::from_sqlite)?;
     configure(&conn)?;

@@ -3,7 +3,10 @@
 //!
 //! The order, for every call: `tool_call_requested` is committed before
 //! anything runs; for a mutating tool with a capture port, `capture.begin`
-//! must be acknowledged; then `tools.invoke` (idempotency key = turn id +
+//! must be acknowledged; then the turn must still run with no cancel
+//! pending (one step on the store's writer, `Store::may_invoke`; a
+//! cancel or deadline that landed while `capture.begin` waited settles
+//! the call `failed`); then `tools.invoke` (idempotency key = turn id +
 //! call id); then `capture.finish` (after any answer or failure of the
 //! invoke: a begun capture is always finished); then `tool_call_finished` is
 //! committed; only then does the agent get the result. Read tools skip
@@ -202,6 +205,36 @@ pub(crate) async fn call(
             return Err(failed(format!("capture begin: {e}; the tool did not run")));
         }
         fault::step(Step::AfterBegin).await;
+    }
+    // A cancel or deadline that landed meanwhile (while `capture.begin`
+    // waited, above all) stops the call here: the writer reads the turn and
+    // decides in one step, and a refused call is settled `failed` without
+    // `tools.invoke` ever being sent.
+    if tool.mutating && !store.may_invoke(&running.turn_id).await.unwrap_or(false) {
+        if capture {
+            // The capture that began is closed, as an error: nothing ran.
+            let done: Result<CaptureAck, PeerError> = peer
+                .request(
+                    callbacks::CAPTURE_FINISH,
+                    &notice(Some(true)),
+                    CALLBACK_DEADLINE,
+                    endpoint.revoked.clone(),
+                )
+                .await;
+            if let Err(e) = done {
+                tracing::warn!(call = %call_id, error = %e, "capture finish of a call that never ran was not acknowledged");
+            }
+        }
+        let code = ErrorCode::ToolCallFailed;
+        let _ = store
+            .append_activity(
+                &running.turn_id,
+                finish(ToolCallOutcome::Failed, Some(code), None),
+            )
+            .await;
+        return Err(failed(
+            "the turn was cancelled or reached its deadline before the tool ran; the tool did not run",
+        ));
     }
     let invoke = ToolInvoke {
         endpoint: endpoint_name.to_owned(),

@@ -133,4 +133,16 @@ mod tests {
         drop(hold_two);
         assert!(t.lock().grants.is_empty());
     }
+
+    /// An agent that prints its ticket (it holds one in its environment)
+    /// never gets it into the journal: tickets are in the redaction set.
+    #[test]
+    fn an_issued_ticket_is_redacted_like_the_controllers_other_secrets() {
+        let (ticket, _hold) = Tickets::default().issue("thr_a", "o", "app").unwrap();
+        let text = format!("env: LAPIS_TOOLS_TICKET={ticket}\n");
+        let (out, markers) = crate::redact::redactor().redact_str(&text);
+        assert_eq!(markers, 1, "{out}");
+        assert!(!out.contains(&ticket[10..]), "{out}");
+        assert!(out.contains("[REDACTED:lapis-ticket]"), "{out}");
+    }
 }

@@ -75,6 +75,7 @@ mod serve_support;
 mod serve_turns;
 mod tools;
 mod tools_bridge;
+mod tools_cancel;
 mod tools_example;
 mod tools_faults;
 mod tools_ts;

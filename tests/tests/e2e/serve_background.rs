@@ -40,8 +40,17 @@ fn serve_background_answers_before_it_returns_and_stop_ends_it() {
     let status = ctx.run(["status", "--json"]);
     status.success();
     assert_eq!(status.json()["pid"], json!(pid));
+    // The pid file names the process and its identity: start time and
+    // executable, which `stop` checks before it signals.
     let recorded = std::fs::read_to_string(home.join("serve.pid")).unwrap();
-    assert_eq!(recorded.trim(), pid.to_string());
+    let lines: Vec<&str> = recorded.lines().collect();
+    assert_eq!(lines.len(), 3, "{recorded}");
+    assert_eq!(lines[0], pid.to_string());
+    assert!(lines[1].parse::<u64>().is_ok(), "{recorded}");
+    assert_eq!(
+        std::path::Path::new(lines[2]),
+        std::fs::read_link(format!("/proc/{pid}/exe")).unwrap()
+    );
     use std::os::unix::fs::PermissionsExt;
     for file in ["serve.pid", "serve.log"] {
         let mode = std::fs::metadata(home.join(file))
@@ -142,6 +151,48 @@ fn stop_never_signals_a_process_that_is_not_this_controller() {
     let out = ctx.run(["stop"]);
     out.success();
     assert!(out.stderr.contains("stale pid file"), "{}", out.stderr);
+}
+
+/// `stop` of one instance whose pid file names another instance's running
+/// controller signals nothing: this home's socket does not answer with that
+/// pid, and the pid file's start time and executable (absent, or not that
+/// process's) do not name it.
+#[test]
+fn stop_never_signals_another_instances_controller() {
+    let mut server = Server::start();
+    let other_home = server.ctx.home().join("other-home");
+    std::fs::create_dir_all(&other_home).unwrap();
+    std::fs::write(other_home.join("controller.home"), "marker").unwrap();
+    let exe = std::fs::read_link(format!("/proc/{}/exe", server.pid())).unwrap();
+    for record in [
+        format!("{}\n", server.pid()),
+        format!("{}\n1\n{}\n", server.pid(), exe.display()),
+        format!("{}\n{}\n/bin/sh\n", server.pid(), start_of(server.pid())),
+    ] {
+        std::fs::write(other_home.join("serve.pid"), &record).unwrap();
+        let out = server
+            .ctx
+            .run(["stop", "--home", other_home.to_str().unwrap()]);
+        out.success();
+        assert!(
+            out.stderr.contains("stale pid file") && out.stderr.contains("nothing was stopped"),
+            "{record:?}: {}",
+            out.stderr
+        );
+        assert!(
+            server.alive(),
+            "{record:?}: another instance's controller was signalled"
+        );
+        assert!(!other_home.join("serve.pid").exists());
+    }
+    server.finish(&[], &[]);
+}
+
+/// A process's start time (`/proc/PID/stat` field 22).
+fn start_of(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
 }
 
 #[test]

@@ -259,3 +259,46 @@ fn setup_and_teardown_hooks_run_in_the_worktree_and_a_failed_setup_leaves_nothin
     );
     server.finish(&[], &[]);
 }
+
+/// `--worktree-of` a directory under the roots whose `.git` points at a
+/// repository outside them (here: a linked worktree of an outside
+/// repository) is refused `workspace_outside_roots`, and the outside
+/// repository gets no branch and no worktree.
+#[test]
+fn a_worktree_of_a_directory_whose_git_lies_outside_the_roots_is_refused() {
+    let server = Server::start();
+    let outside = tempfile::tempdir().unwrap();
+    assert!(!outside.path().starts_with(server.ctx.home()));
+    make_repo(outside.path());
+    git(outside.path(), &["commit", "-qm", "staged"]);
+    let inside = server.ctx.home().join("inside");
+    let inside_arg = inside.to_str().unwrap();
+    git(
+        outside.path(),
+        &["worktree", "add", "-q", "-b", "side", inside_arg],
+    );
+    let before = git(outside.path(), &["worktree", "list", "--porcelain"]);
+    let out = server
+        .ctx
+        .run(["workspaces", "add", "wt-x", "--worktree-of", inside_arg]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("workspace_outside_roots")
+            || out.stderr.contains("outside the workspace roots"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        git(outside.path(), &["worktree", "list", "--porcelain"]),
+        before
+    );
+    let branches = git(outside.path(), &["branch", "--list", "lapis/*"]);
+    assert!(branches.trim().is_empty(), "{branches}");
+    assert!(
+        !server
+            .ctx
+            .home()
+            .join(".lapis/ai-controller/worktrees/wt-x")
+            .exists()
+    );
+}

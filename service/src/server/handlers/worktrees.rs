@@ -2,7 +2,9 @@
 //! `workspaces.remove` with `deleteWorktree`): see [`crate::git::worktree`].
 //!
 //! What must stay true: the repository a worktree is made of must lie
-//! under a workspace root the configuration grants, like any workspace
+//! under a workspace root the configuration grants, like any workspace,
+//! and so must the git dir its `.git` points at (where the branch and the
+//! worktree's administrative files are written)
 //! (the worktree itself goes under the controller home, or to a path the
 //! roots grant); a worktree the registration then refuses is removed
 //! again, so a refused call leaves nothing behind; a worktree is deleted
@@ -65,6 +67,16 @@ pub(super) async fn add(
     let roots = ctx.reload.roots();
     if !roots.grants(Path::new(&repo)) {
         return Err(super::workspaces::outside_roots(&repo));
+    }
+    // The repository git writes to is the one `.git` names, which may lie
+    // anywhere (a `.git` file of a worktree or submodule): it must be
+    // granted too, or a directory under the roots would make a branch and
+    // a worktree in a repository outside them.
+    let common = worktree::common_dir_of(Path::new(&repo))
+        .await
+        .map_err(|e| worktree_err(WorktreeError::Git(e)))?;
+    if !roots.grants(&common) {
+        return Err(super::workspaces::outside_roots(&common.to_string_lossy()));
     }
     let home = ctx.core.store.options().home.clone();
     let config = ctx.reload.worktrees();
