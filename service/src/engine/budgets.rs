@@ -9,10 +9,10 @@
 //! budget stops a running turn is a per-turn ceiling, and it stops it only
 //! through the deadline's cancel path ([`super::outcome::Stop`]).
 
-use lapis_protocol::config::{Budget, BudgetScope};
+use lapis_protocol::config::Budget;
 
 use crate::domain::StoreResult;
-use crate::store::{Store, UsageScope};
+use crate::store::Store;
 
 /// The key of the first budget covering this turn (its thread, workspace
 /// and application) that is spent at `now` (ms since epoch), if any.
@@ -24,31 +24,17 @@ pub(super) async fn spent(
     application: &str,
     now: i64,
 ) -> StoreResult<Option<String>> {
-    let covering: Vec<&Budget> = budgets
+    let covering: Vec<Budget> = budgets
         .iter()
         .filter(|b| !b.per_turn() && b.covers(thread, workspace, application))
+        .cloned()
         .collect();
     if covering.is_empty() {
         return Ok(None);
     }
-    let resets = store.budget_resets().await?;
-    for b in covering {
-        let key = b.key();
-        let mut scope = UsageScope {
-            since: b.since(now, resets.get(&key).copied()),
-            ..UsageScope::default()
-        };
-        match b.per {
-            BudgetScope::All => {}
-            BudgetScope::Thread => scope.thread_id = Some(thread.to_owned()),
-            BudgetScope::Workspace => scope.workspace_id = Some(workspace.to_owned()),
-            BudgetScope::Application => scope.application = Some(application.to_owned()),
-        }
-        if b.spent_by(&store.usage_totals(scope).await?) {
-            return Ok(Some(key));
-        }
-    }
-    Ok(None)
+    store
+        .spent_budget(covering, thread, workspace, application, now)
+        .await
 }
 
 /// The per-turn ceilings (`period: "turn"`) covering one running turn,

@@ -408,6 +408,29 @@ impl Store {
         let _ = self.inner.cmd.send(Cmd::BoundaryLater);
     }
 
+    /// Run a read on the writer's connection, in the batch it has open,
+    /// answered at once: it sees what the requests queued before it wrote,
+    /// committed or not. For the claim path, whose batch may still hold
+    /// the previous turn's end (its usage) when the claimed turn reads it;
+    /// a pooled reader sees only what committed. It writes nothing and
+    /// neither holds its batch open nor hurries its commit.
+    pub(super) async fn read_in_batch<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Op = Box::new(move |w: &mut Writer| -> Reply {
+            let _ = tx.send(f(&w.conn));
+            Box::new(|_: Option<&'static str>, _: &[Arc<JournalEvent>]| {})
+        });
+        self.inner
+            .cmd
+            .send(Cmd::Op(job, OpMode::Detached))
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// Run a read on a pooled read connection, on the blocking pool.
     pub(super) async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where

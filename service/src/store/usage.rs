@@ -11,6 +11,7 @@
 use rusqlite::{Connection, params};
 
 use crate::domain::StoreResult;
+use lapis_protocol::config::{Budget, BudgetScope};
 use lapis_protocol::usage::{ContextUsage, Cost, TokenUsage, TurnUsage, UsageTotals};
 
 use super::writer::Writer;
@@ -54,6 +55,13 @@ pub(crate) fn totals(conn: &Connection, scope: &UsageScope) -> StoreResult<Usage
         }
     }
     Ok(totals)
+}
+
+/// When each budget was last reset, by key.
+fn resets(conn: &Connection) -> StoreResult<std::collections::HashMap<String, i64>> {
+    let mut stmt = conn.prepare_cached("SELECT key, reset_at FROM budget_resets")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// Totals grouped by thread, workspace or application (`status`, budgets
@@ -136,7 +144,9 @@ impl super::Store {
         turn: &str,
     ) -> StoreResult<Option<Cost>> {
         let (thread, session, turn) = (thread.to_owned(), session.to_owned(), turn.to_owned());
-        self.read(move |c, _| session_cost(c, &thread, &session, &turn))
+        // On the writer: the session's previous turn may have ended in
+        // the batch that claimed this one (see `read_in_batch`).
+        self.read_in_batch(move |c| session_cost(c, &thread, &session, &turn))
             .await
     }
 
@@ -149,10 +159,46 @@ impl super::Store {
     pub(crate) async fn budget_resets(
         &self,
     ) -> StoreResult<std::collections::HashMap<String, i64>> {
-        self.read(|c, _| {
-            let mut stmt = c.prepare_cached("SELECT key, reset_at FROM budget_resets")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            Ok(rows.collect::<Result<_, _>>()?)
+        self.read(|c, _| resets(c)).await
+    }
+
+    /// The key of the first of `covering` (budgets covering one claimed
+    /// turn of `thread` in `workspace` for `application`) that is spent at
+    /// `now` (ms since epoch), if any. Read on the writer, in the batch
+    /// that claimed the turn: the previous turn's usage and end may be in
+    /// it, not yet committed (see `read_in_batch`).
+    pub(crate) async fn spent_budget(
+        &self,
+        covering: Vec<Budget>,
+        thread: &str,
+        workspace: &str,
+        application: &str,
+        now: i64,
+    ) -> StoreResult<Option<String>> {
+        let (thread, workspace, application) = (
+            thread.to_owned(),
+            workspace.to_owned(),
+            application.to_owned(),
+        );
+        self.read_in_batch(move |c| {
+            let resets = resets(c)?;
+            for b in covering {
+                let key = b.key();
+                let mut scope = UsageScope {
+                    since: b.since(now, resets.get(&key).copied()),
+                    ..UsageScope::default()
+                };
+                match b.per {
+                    BudgetScope::All => {}
+                    BudgetScope::Thread => scope.thread_id = Some(thread.clone()),
+                    BudgetScope::Workspace => scope.workspace_id = Some(workspace.clone()),
+                    BudgetScope::Application => scope.application = Some(application.clone()),
+                }
+                if b.spent_by(&totals(c, &scope)?) {
+                    return Ok(Some(key));
+                }
+            }
+            Ok(None)
         })
         .await
     }

@@ -82,6 +82,8 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
     let store = Store::open(opts).unwrap();
     let mut config = EngineConfig::new(BTreeMap::new()).with_builtin_echo(TestContext::bin());
     config.limits = test_limits();
+    // One claim is parked per free running slot.
+    let slots = config.max_running_turns();
     let engine = Engine::new(store.clone(), config);
     let handle = engine.start();
     let ws = dir.path().join("ws");
@@ -97,7 +99,9 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
     for i in 0..=1000 {
         // Counted from the moment the engine's claim is parked, so the
         // submit's batch claims the turn every time.
-        lapis_e2e::wait::until("the engine's claim parked", || store.parked_claims() == 1);
+        lapis_e2e::wait::until("the engine's claims parked", || {
+            store.parked_claims() == slots
+        });
         let before = store.counts();
         let turn = store
             .submit_turn(
@@ -129,8 +133,8 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
         if [10, 11, 500, 1000].contains(&i) {
             // The turn's last work (the engine parking its next claim)
             // is done before it is counted.
-            lapis_e2e::wait::until("the engine's next claim parked", || {
-                store.parked_claims() == 1
+            lapis_e2e::wait::until("the engine's next claims parked", || {
+                store.parked_claims() == slots
             });
             costs.insert(i, since(store.counts(), before));
         }
@@ -209,7 +213,11 @@ fn a_warm_turn_starts_no_process_in_a_plain_directory() {
     let bin = recording_git(&ctx);
     ctx.prepend_path(bin);
     let server = Server::start_in_with(ctx, json!({}), json!({}), &[]);
-    let plain = server.cli_thread("echo");
+    let plain = server
+        .client("guards")
+        .threads_create("proj", "echo", ApprovalPolicy::Ask, None)
+        .expect("thread")
+        .id;
     // Warm: the agent is running.
     run_turns(&server, &plain, "warmup", 3);
     let (before, calls) = (work(&server), git_calls(&server.ctx));

@@ -59,6 +59,12 @@ impl EngineConfig {
         }
     }
 
+    /// How many turns may run at once: the engine keeps one claim parked
+    /// on the store per free slot.
+    pub fn max_running_turns(&self) -> usize {
+        self.max_running_turns.max(1)
+    }
+
     /// Validates the config's `providers` object (name → definition, the
     /// shape in the config docs) into specs. The server's config module can
     /// pass its parsed providers re-serialized with `serde_json::to_value`.
