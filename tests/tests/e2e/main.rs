@@ -64,6 +64,7 @@ mod providers;
 mod providers_check;
 mod providers_policy;
 mod quickstart;
+mod real_agents;
 mod redaction;
 mod release;
 mod release_update;
