@@ -81,7 +81,8 @@ fn add_and_remove_keep_tokens_and_every_other_field() {
     assert_eq!(
         after["providers"]["claude"],
         json!({"command": "claude-agent-acp", "env": {"PATH": "/usr/bin:/bin"},
-            "envAllowlist": ["ANTHROPIC_API_KEY", "HOME"], "restrictedMode": "plan"})
+            "envAllowlist": ["ANTHROPIC_API_KEY", "HOME"], "restrictedMode": "plan",
+            "askMode": "default"})
     );
     // The first provider added became the default of `ask`.
     assert_eq!(after["defaultProvider"], "claude");
@@ -156,7 +157,7 @@ fn add_with_own_command_args_and_allowlist() {
         doc(&config)["providers"]["gemini"],
         json!({"command": "gemini", "args": ["--acp"],
             "envAllowlist": ["GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT"],
-            "restrictedMode": "plan"})
+            "restrictedMode": "plan", "askMode": "default"})
     );
 }
 

@@ -37,16 +37,16 @@ fn the_sdk_tool_example_serves_an_agent_through_the_bridge() {
     let thread = rx.recv().expect("the example created its thread");
     // The thread is the example application's: drive it as that application.
     let mut driver = app(&server, OWNER, "tools-example");
-    let prompt = "list\ncall notes.add {\"text\":\"buy milk\"}\n\
-                  call notes.add {\"text\":\"call ada\"}\ncall notes.list {}";
+    let prompt = "list\ncall notes__add {\"text\":\"buy milk\"}\n\
+                  call notes__add {\"text\":\"call ada\"}\ncall notes__list {}";
     let turn = driver.turns_submit(&thread, "ex-1", prompt).unwrap();
     assert_eq!(settle(&mut driver, &turn.id).state, TurnState::Completed);
     let text = reply(&mut driver, &thread);
-    assert!(text.contains("tools: notes.list, notes.add\n"), "{text}");
-    assert!(text.contains("tool notes.add: added note 1\n"), "{text}");
-    assert!(text.contains("tool notes.add: added note 2\n"), "{text}");
+    assert!(text.contains("tools: notes__list, notes__add\n"), "{text}");
+    assert!(text.contains("tool notes__add: added note 1\n"), "{text}");
+    assert!(text.contains("tool notes__add: added note 2\n"), "{text}");
     assert!(
-        text.contains("tool notes.list: buy milk\ncall ada\n"),
+        text.contains("tool notes__list: buy milk\ncall ada\n"),
         "{text}"
     );
     let tickets = tickets(&ledger);

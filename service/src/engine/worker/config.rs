@@ -61,6 +61,7 @@ impl EngineConfig {
 
     /// How many turns may run at once: the engine keeps one claim parked
     /// on the store per free slot.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn max_running_turns(&self) -> usize {
         self.max_running_turns.max(1)
     }
