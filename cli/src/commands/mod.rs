@@ -21,6 +21,7 @@ mod install_from;
 mod interrupt;
 mod journal;
 mod live;
+mod log_file;
 mod logs;
 mod mcp_bridge;
 mod paths;

@@ -28,6 +28,42 @@ fn timeout_takes_compound_durations() {
         .success()
         .json();
     assert_eq!(turns["turns"][0]["maxTurnSeconds"], json!(5400), "{turns}");
+    // Every flag that takes a duration takes one written this way.
+    let created = ctx
+        .run(["threads", "create", "proj", "--permission-timeout", "2m", "--json"])
+        .success()
+        .json();
+    assert_eq!(
+        created["thread"]["permissionTimeoutSeconds"],
+        json!(120),
+        "{created}"
+    );
+    let id = created["thread"]["id"].as_str().unwrap();
+    let version = created["thread"]["version"].to_string();
+    let changed = ctx
+        .run([
+            "threads", "configure", id, "--expected-version", &version,
+            "--permission-timeout", "1h 30m", "--json",
+        ])
+        .success()
+        .json();
+    assert_eq!(
+        changed["thread"]["permissionTimeoutSeconds"],
+        json!(5400),
+        "{changed}"
+    );
+    ctx.run(["providers", "check", "echo", "--timeout", "1m30s"])
+        .success();
+    for flags in [
+        ["install", "--ready-timeout"],
+        ["update", "--ready-timeout"],
+    ] {
+        // Parsed before anything is installed: a usage error naming the
+        // duration (a bare-seconds parser says "invalid digit").
+        let bad = ctx.run([flags[0], flags[1], "soon"]);
+        bad.expect_code(2);
+        assert!(bad.stderr.contains("`soon` is not a duration"), "{}", bad.stderr);
+    }
     let bad = ctx.run(["ask", "x", "--dir", d, "--timeout", "1.5s"]);
     bad.expect_code(2);
     assert!(
@@ -165,4 +201,24 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
     let wide = screen("turns list --wide");
     assert!(wide.contains(ids[0].as_str()), "{wide}");
     server.finish(&[], &[]);
+}
+
+/// A mistyped command or subcommand name gets clap's suggestion (item 9's
+/// "did you mean" for command names), exit 2, before anything runs.
+#[test]
+fn a_mistyped_command_gets_a_did_you_mean() {
+    let ctx = TestContext::new();
+    for (args, similar) in [
+        (&["staus"][..], "'status'"),
+        (&["turns", "lsit"][..], "'list'"),
+        (&["providers", "ad", "claude"][..], "'add'"),
+    ] {
+        let out = ctx.run(args);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("a similar subcommand exists") && out.stderr.contains(similar),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
 }

@@ -8,40 +8,27 @@
 #[path = "../../../service/protocol/examples/tools_app.rs"]
 mod tools_app;
 
-use std::sync::mpsc;
-
 use lapis_protocol::TurnState;
 use serde_json::json;
 
-use crate::policy::{app, settle};
 use crate::serve_support::{OWNER, Server};
-use crate::tools::{agent, reply, tickets};
+use crate::tools::{agent, tickets};
 
 #[test]
-fn the_sdk_tool_example_serves_an_agent_through_the_bridge() {
+fn the_sdk_tool_example_serves_an_agent_through_the_bridge_until_its_turn_ends() {
     let scratch = tempfile::tempdir().unwrap();
     let ledger = scratch.path().join("mcp");
     let server = Server::start_full(json!({}), json!({ "tooled": agent(&ledger) }));
-    let (tx, rx) = mpsc::channel();
-    let socket = server.socket();
-    let example = std::thread::spawn(move || {
-        let target = tools_app::Target {
-            workspace: "proj".into(),
-            provider: "tooled".into(),
-        };
-        // Ends with an error when serve closes the connection.
-        let _ = tools_app::run(&socket, OWNER.to_owned(), target, |id| {
-            tx.send(id.to_owned()).unwrap()
-        });
-    });
-    let thread = rx.recv().expect("the example created its thread");
-    // The thread is the example application's: drive it as that application.
-    let mut driver = app(&server, OWNER, "tools-example");
+    let target = tools_app::Target {
+        workspace: "proj".into(),
+        provider: "tooled".into(),
+    };
     let prompt = "list\ncall notes.add {\"text\":\"buy milk\"}\n\
                   call notes.add {\"text\":\"call ada\"}\ncall notes.list {}";
-    let turn = driver.turns_submit(&thread, "ex-1", prompt).unwrap();
-    assert_eq!(settle(&mut driver, &turn.id).state, TurnState::Completed);
-    let text = reply(&mut driver, &thread);
+    // Returns once the turn has settled: the example submits the turn and
+    // serves its tool calls on one connection until then.
+    let (turn, text) = tools_app::run(&server.socket(), OWNER.to_owned(), target, prompt).unwrap();
+    assert_eq!(turn.state, TurnState::Completed, "{turn:?}");
     assert!(text.contains("tools: notes.list, notes.add\n"), "{text}");
     assert!(text.contains("tool notes.add: added note 1\n"), "{text}");
     assert!(text.contains("tool notes.add: added note 2\n"), "{text}");
@@ -51,5 +38,4 @@ fn the_sdk_tool_example_serves_an_agent_through_the_bridge() {
     );
     let tickets = tickets(&ledger);
     server.finish(&[], &tickets);
-    example.join().unwrap();
 }
