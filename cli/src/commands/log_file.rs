@@ -114,7 +114,10 @@ mod tests {
         }
         let live = std::fs::read_to_string(&path).unwrap();
         assert!(live.len() <= 100, "{live}");
-        assert!(live.ends_with("line 29 of the controller's log\n"), "{live}");
+        assert!(
+            live.ends_with("line 29 of the controller's log\n"),
+            "{live}"
+        );
         let one = std::fs::read_to_string(dir.path().join("serve.log.1")).unwrap();
         let two = std::fs::read_to_string(dir.path().join("serve.log.2")).unwrap();
         assert!(one.len() <= 100 && two.len() <= 100);
@@ -126,7 +129,10 @@ mod tests {
         assert!(n(two.lines().last().unwrap()) < n(one.lines().next().unwrap()));
         assert!(!dir.path().join("serve.log.3").exists());
         for p in ["serve.log", "serve.log.1", "serve.log.2"] {
-            let mode = std::fs::metadata(dir.path().join(p)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600, "{p}");
         }
     }

@@ -64,12 +64,13 @@ fn init_logging(log_file: Option<&Path>) -> CliResult {
         .with_target(false);
     let _ = match log_file {
         Some(path) => {
-            let log = SizeCappedLog::open(path, log_file::MAX_BYTES, log_file::KEEP).map_err(|e| {
-                CliError::failure(
-                    "io_error",
-                    anyhow::anyhow!("cannot open {}: {e}", path.display()),
-                )
-            })?;
+            let log =
+                SizeCappedLog::open(path, log_file::MAX_BYTES, log_file::KEEP).map_err(|e| {
+                    CliError::failure(
+                        "io_error",
+                        anyhow::anyhow!("cannot open {}: {e}", path.display()),
+                    )
+                })?;
             builder.with_writer(Mutex::new(log)).try_init()
         }
         None => builder.with_writer(std::io::stderr).try_init(),

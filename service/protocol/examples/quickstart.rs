@@ -89,7 +89,9 @@ pub fn follow_one_turn(
                 }
             }
             // Finished, or fenced (its outcome unknown: `turns resolve`).
-            Some(Payload::TurnState(change)) if change.to.is_terminal() || change.to.is_fenced() => {
+            Some(Payload::TurnState(change))
+                if change.to.is_terminal() || change.to.is_fenced() =>
+            {
                 return Ok(reply);
             }
             _ => {}

@@ -19,8 +19,8 @@
 //! An agent that calls tools without a model or an API key: the test
 //! suite's fixture agent, `cargo build -p lapis-e2e --bin fixture-agent`,
 //! added as a provider with `--arg --mcp-tools`. Each prompt line
-//! `call notes.add {"text":"buy milk"}` makes it call that tool through the
-//! controller's MCP bridge and reply `tool notes.add: TEXT`; a line `list`
+//! `call notes__add {"text":"buy milk"}` makes it call that tool through the
+//! controller's MCP bridge and reply `tool notes__add: TEXT`; a line `list`
 //! replies with the tools it sees (the SDK README shows every step).
 
 use std::collections::BTreeMap;

@@ -130,9 +130,9 @@ fn the_sdk_readme_runs_as_written_after_the_quickstart() {
         "{context}"
     );
     assert!(
-        out.stdout.contains("tools: notes.list, notes.add\n")
-            && out.stdout.contains("tool notes.add: added note 1\n")
-            && out.stdout.contains("tool notes.list: buy milk\n"),
+        out.stdout.contains("tools: notes__list, notes__add\n")
+            && out.stdout.contains("tool notes__add: added note 1\n")
+            && out.stdout.contains("tool notes__list: buy milk\n"),
         "{context}"
     );
     assert!(out.stderr.contains(" completed\n"), "{context}");

@@ -23,17 +23,17 @@ fn the_sdk_tool_example_serves_an_agent_through_the_bridge_until_its_turn_ends()
         workspace: "proj".into(),
         provider: "tooled".into(),
     };
-    let prompt = "list\ncall notes.add {\"text\":\"buy milk\"}\n\
-                  call notes.add {\"text\":\"call ada\"}\ncall notes.list {}";
+    let prompt = "list\ncall notes__add {\"text\":\"buy milk\"}\n\
+                  call notes__add {\"text\":\"call ada\"}\ncall notes__list {}";
     // Returns once the turn has settled: the example submits the turn and
     // serves its tool calls on one connection until then.
     let (turn, text) = tools_app::run(&server.socket(), OWNER.to_owned(), target, prompt).unwrap();
     assert_eq!(turn.state, TurnState::Completed, "{turn:?}");
-    assert!(text.contains("tools: notes.list, notes.add\n"), "{text}");
-    assert!(text.contains("tool notes.add: added note 1\n"), "{text}");
-    assert!(text.contains("tool notes.add: added note 2\n"), "{text}");
+    assert!(text.contains("tools: notes__list, notes__add\n"), "{text}");
+    assert!(text.contains("tool notes__add: added note 1\n"), "{text}");
+    assert!(text.contains("tool notes__add: added note 2\n"), "{text}");
     assert!(
-        text.contains("tool notes.list: buy milk\ncall ada\n"),
+        text.contains("tool notes__list: buy milk\ncall ada\n"),
         "{text}"
     );
     let tickets = tickets(&ledger);

@@ -97,9 +97,10 @@ impl Client {
                 _ => self.queued.push_back(notification),
             }
         }
-        let _: UnsubscribeResult = self.request::<call::JournalUnsubscribe>(&JournalUnsubscribe {
-            subscription: subscription.clone(),
-        })?;
+        let _: UnsubscribeResult =
+            self.request::<call::JournalUnsubscribe>(&JournalUnsubscribe {
+                subscription: subscription.clone(),
+            })?;
         self.queued.retain(|n| match JournalNotice::parse(n) {
             Some(JournalNotice::Event(p)) => p.subscription != subscription,
             Some(JournalNotice::Lagged(p)) => p.subscription != subscription,
