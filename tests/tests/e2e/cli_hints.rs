@@ -167,7 +167,10 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
     assert_eq!(ids.len(), 2);
     let screen = |args: &str| -> String {
         let socket = ctx.home().join(format!("tmux-{}.sock", args.len()));
-        let line = format!("{} {args}; read", TestContext::bin().display());
+        let line = format!(
+            "{} {args}; echo END-OF-TABLE; read",
+            TestContext::bin().display()
+        );
         let mut c = ctx.command_for(Path::new("tmux"), ["-S", socket.to_str().unwrap()]);
         c.args([
             "-f",
@@ -177,7 +180,7 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
             "-x",
             "80",
             "-y",
-            "24",
+            "60",
             "-s",
             "t",
         ])
@@ -191,7 +194,7 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
                 .output()
                 .ok()?;
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.contains("CREATED").then_some(text)
+            text.contains("END-OF-TABLE").then_some(text)
         };
         let text = eventually("the table on the terminal", capture);
         let _ = Command::new("tmux")
@@ -217,6 +220,26 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
     assert_eq!(shown["turn"]["id"], ids[0].as_str());
     let wide = screen("turns list --wide");
     assert!(wide.contains(ids[0].as_str()), "{wide}");
+    // `providers list` (the catalogue's 30-odd rows): one line per row at
+    // 80 columns, as many lines as the piped table has rows.
+    let piped = ctx.run(["providers", "list"]).success().stdout.clone();
+    let names: Vec<&str> = piped
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    let text = screen("providers list");
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("NAME"))
+        .take_while(|l| !l.starts_with("END-OF-TABLE"))
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(table.len(), names.len(), "{text}");
+    for (row, name) in table.iter().zip(&names) {
+        assert!(row.starts_with(&format!("{name} ")), "{text}");
+        assert!(row.chars().count() <= 80, "{text}");
+    }
     server.finish(&[], &[]);
 }
 
