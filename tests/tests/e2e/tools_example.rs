@@ -39,3 +39,58 @@ fn the_sdk_tool_example_serves_an_agent_through_the_bridge_until_its_turn_ends()
     let tickets = tickets(&ledger);
     server.finish(&[], &tickets);
 }
+
+/// `serve_tools_until_settled` gives up at its timeout with the turn still
+/// active, and returns the turn once it settles (here: cancelled from
+/// another connection), leaving no subscription behind on the connection.
+#[test]
+fn serving_until_a_turn_settles_stops_at_the_timeout_or_the_end() {
+    use std::time::Duration;
+
+    use lapis_protocol::ApprovalPolicy;
+
+    use crate::policy::{app, fixture};
+
+    struct NoTools;
+    impl lapis_protocol::client::ToolHandler for NoTools {
+        fn invoke(
+            &mut self,
+            _: &lapis_protocol::tools::ToolInvoke,
+        ) -> Result<lapis_protocol::tools::ToolOutput, lapis_protocol::client::CallbackError>
+        {
+            Err(lapis_protocol::client::CallbackError("no tools".into()))
+        }
+    }
+
+    let server = Server::start_full(json!({}), json!({ "slow": fixture(&["--hang"]) }));
+    let mut client = app(&server, OWNER, "serving-app");
+    let thread = client
+        .threads_create("proj", "slow", ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "c1", "go").unwrap();
+    let open = client
+        .serve_tools_until_settled(&mut NoTools, &turn.id, Some(Duration::from_millis(700)))
+        .unwrap();
+    assert!(open.state.is_active(), "{open:?}");
+    let canceller = std::thread::spawn({
+        let mut other = app(&server, OWNER, "serving-app");
+        let id = turn.id.clone();
+        move || {
+            std::thread::sleep(Duration::from_millis(300));
+            other.turns_cancel(&id).unwrap();
+        }
+    });
+    let settled = client
+        .serve_tools_until_settled(&mut NoTools, &turn.id, Some(Duration::from_secs(60)))
+        .unwrap();
+    canceller.join().unwrap();
+    assert_eq!(settled.state, TurnState::Cancelled, "{settled:?}");
+    // The subscription it made is gone with its events: nothing waits.
+    assert!(
+        client
+            .next_notification(Some(Duration::from_millis(300)))
+            .unwrap()
+            .is_none()
+    );
+    server.finish(&[], &[]);
+}
