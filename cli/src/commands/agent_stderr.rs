@@ -19,7 +19,10 @@ pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
     }
 }
 
-/// The last stderr lines journaled for `turn` of `thread` (empty when none).
+/// The last stderr lines journaled for `turn` of `thread` (empty when
+/// none, and when the thread is not this session's to read: another
+/// application's fenced turn, which the owner's CLI sees through
+/// `turns:resolve-any`, shows without them).
 pub(super) fn of_turn(
     client: &mut Client,
     thread: &str,
@@ -28,9 +31,11 @@ pub(super) fn of_turn(
     let mut found = Vec::new();
     let mut after = 0;
     loop {
-        let page = client
-            .journal_replay(Some(thread), after, None)
-            .map_err(client_error)?;
+        let page = match client.journal_replay(Some(thread), after, None) {
+            Ok(page) => page,
+            Err(e) if e.code() == "not_found" && after == 0 => return Ok(found),
+            Err(e) => return Err(client_error(e)),
+        };
         for e in &page.events {
             if e.turn_id.as_deref() == Some(turn)
                 && let Some(l) = lines(e)

@@ -78,25 +78,40 @@ pub(super) fn submit_and_watch(
         Watch::Wait => JournalFollower::start(client, Some(s.thread), None),
     }
     .map_err(client_error)?;
-    let turn = match s.continues {
-        Some(prior) => follower.client().turns_continue(&TurnsContinue {
-            turn_id: prior.to_owned(),
-            command_id: s.command_id.clone(),
-            prompt: s.prompt.to_owned(),
-            max_turn_seconds: s.max_turn_seconds,
-            expect: None,
-        }),
-        None => follower.client().turns_submit_with(&TurnsSubmit {
-            thread_id: s.thread.to_owned(),
-            command_id: s.command_id.clone(),
-            prompt: s.prompt.to_owned(),
-            continues: None,
-            max_turn_seconds: s.max_turn_seconds,
-            expect: None,
-        }),
-    }
-    .map_err(client_error)
-    .map_err(|e| super::fences::explain(follower.client(), s.thread, &command_prefix(global), e))?;
+    let submit = |client: &mut Client| {
+        match s.continues {
+            Some(prior) => client.turns_continue(&TurnsContinue {
+                turn_id: prior.to_owned(),
+                command_id: s.command_id.clone(),
+                prompt: s.prompt.to_owned(),
+                max_turn_seconds: s.max_turn_seconds,
+                expect: None,
+            }),
+            None => client.turns_submit_with(&TurnsSubmit {
+                thread_id: s.thread.to_owned(),
+                command_id: s.command_id.clone(),
+                prompt: s.prompt.to_owned(),
+                continues: None,
+                max_turn_seconds: s.max_turn_seconds,
+                expect: None,
+            }),
+        }
+        .map_err(client_error)
+    };
+    // A refusal names the fence; on a terminal it is offered for
+    // resolution, then the same submit (the refusal kept no receipt).
+    let turn = match submit(follower.client()) {
+        Err(e) if e.code == "workspace_fenced" => {
+            let e = super::fences::explain(follower.client(), s.thread, &command_prefix(global), e);
+            let said = format!("{:#}", e.error);
+            if super::fences::offer_resolve(follower.client(), s.thread, s.json, &said)? {
+                submit(follower.client())
+            } else {
+                Err(e)
+            }
+        }
+        other => other,
+    }?;
     let mut printer = Printer::new(s.json, s.thoughts, false);
     let mut prompter = Prompter::new(global, s.answers);
     let mut live = Live::new(s.json, command_prefix(global), s.thread);
