@@ -35,6 +35,7 @@ mod releases;
 mod rollback;
 mod serve;
 mod status;
+mod submit;
 mod suggest;
 mod threads;
 mod token;
