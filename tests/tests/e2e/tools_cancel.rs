@@ -55,7 +55,7 @@ impl ToolHandler for Stalled {
     }
 }
 
-/// Starts the turn `call crm.update` (with `max_turn_seconds`), waits until
+/// Starts the turn `call crm__update` (with `max_turn_seconds`), waits until
 /// `capture.begin` is held, has `stop` cancel it (or not), waits for the
 /// durable cancel flag, releases `capture.begin`, and checks that the call
 /// was settled `failed` with no invoke.
@@ -92,7 +92,7 @@ fn stalled_capture_past(max_turn_seconds: Option<u64>, stop: impl FnOnce(&mut Cl
         .turns_submit_with(&TurnsSubmit {
             thread_id: thread.clone(),
             command_id: "c1".into(),
-            prompt: "call crm.update {\"id\":1}".into(),
+            prompt: "call crm__update {\"id\":1}".into(),
             continues: None,
             max_turn_seconds,
             expect: None,
