@@ -8,6 +8,7 @@ use crate::commands::candidates::{
     catalogue_names, checkable_provider_names, configured_provider_names,
 };
 
+use super::duration::parse_duration;
 use super::{JsonArg, ListArgs};
 
 #[derive(Debug, Subcommand)]
@@ -38,8 +39,8 @@ pub(crate) enum ProvidersCommand {
         /// definition (shown by `providers list` and `doctor`).
         #[arg(long)]
         policy: bool,
-        /// Seconds each step may take.
-        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        /// How long each step may take (seconds or a duration: 90s, 2m).
+        #[arg(long, value_name = "DURATION", default_value_t = 60, value_parser = parse_duration)]
         timeout: u64,
         #[command(flatten)]
         out: JsonArg,

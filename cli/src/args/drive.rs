@@ -15,6 +15,7 @@ use crate::commands::candidates::{
     workspace_ids,
 };
 
+use super::duration::parse_duration;
 use super::{CommandIdArg, JsonArg, ListArgs};
 
 #[derive(Debug, Subcommand)]
@@ -84,7 +85,7 @@ pub(crate) enum RetentionArg {
     MetadataOnly,
 }
 
-/// `threads configure --permission-timeout`: seconds, or `provider` (the
+/// `threads configure --permission-timeout`: a duration, or `provider` (the
 /// thread's own timeout removed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PermissionTimeout(pub(crate) Option<u64>);
@@ -122,10 +123,9 @@ fn permission_timeout(value: &str) -> Result<PermissionTimeout, String> {
     if value == "provider" {
         return Ok(PermissionTimeout(None));
     }
-    value
-        .parse::<u64>()
+    parse_duration(value)
         .map(|n| PermissionTimeout(Some(n)))
-        .map_err(|_| "expected a number of seconds or `provider`".to_owned())
+        .map_err(|e| format!("{e}; or `provider`"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -148,9 +148,9 @@ pub(crate) enum ThreadsCommand {
         #[arg(long, value_enum, default_value = "full")]
         retention: RetentionArg,
         /// How long each permission request waits for an answer before it
-        /// is answered by policy (1-604800; default: the provider's
-        /// `permissionTimeoutSeconds`; a turn's deadline caps it).
-        #[arg(long, value_name = "SECONDS")]
+        /// is answered by policy (seconds or a duration, 1s-168h; default:
+        /// the provider's `permissionTimeoutSeconds`; a turn's deadline caps it).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         permission_timeout: Option<u64>,
         #[command(flatten)]
         budget: BudgetArgs,
@@ -185,9 +185,9 @@ pub(crate) enum ThreadsCommand {
         /// New retention (applies to events written from now on).
         #[arg(long, value_enum)]
         retention: Option<RetentionArg>,
-        /// New permission timeout in seconds (1-604800), or `provider` to
-        /// go back to the provider's `permissionTimeoutSeconds`.
-        #[arg(long, value_name = "SECONDS", value_parser = permission_timeout)]
+        /// New permission timeout (seconds or a duration, 1s-168h), or
+        /// `provider` to go back to the provider's `permissionTimeoutSeconds`.
+        #[arg(long, value_name = "DURATION", value_parser = permission_timeout)]
         permission_timeout: Option<PermissionTimeout>,
         // Given, these replace the thread's whole budget.
         #[command(flatten)]
@@ -473,52 +473,6 @@ pub(crate) struct AskArgs {
     /// Command id of the turn's submit (see `turns submit --command-id`).
     #[command(flatten)]
     pub(crate) cmd: CommandIdArg,
-}
-
-/// `--timeout`: bare seconds (`90`) or a duration as jiff's friendly
-/// format reads it (`90s`, `10m`, `1h30m`, `1h 30m`, `1.5h`, `2 hours`), as
-/// whole seconds from 1 to 604800 (the service's bound on `maxTurnSeconds`).
-pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let secs = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse::<u64>()
-            .map_err(|_| format!("`{text}` is outside 1s-168h"))?
-    } else {
-        let d: jiff::SignedDuration = text
-            .parse()
-            .map_err(|_| format!("`{text}` is not a duration (e.g. 90s, 10m, 1h30m)"))?;
-        if d.is_negative() || d.subsec_nanos() != 0 {
-            return Err(format!(
-                "`{text}`: give a whole number of seconds, not negative"
-            ));
-        }
-        u64::try_from(d.as_secs()).map_err(|_| format!("`{text}` is outside 1s-168h"))?
-    };
-    match secs {
-        1..=604_800 => Ok(secs),
-        _ => Err(format!("`{text}` is outside 1s-168h")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_duration;
-
-    #[test]
-    fn durations_take_s_m_h_or_bare_seconds_within_the_services_bound() {
-        assert_eq!(parse_duration("90"), Ok(90));
-        assert_eq!(parse_duration("90s"), Ok(90));
-        assert_eq!(parse_duration("10m"), Ok(600));
-        assert_eq!(parse_duration("2h"), Ok(7200));
-        assert_eq!(parse_duration("168h"), Ok(604_800));
-        assert_eq!(parse_duration("1h30m"), Ok(5400));
-        assert_eq!(parse_duration("1h 30m"), Ok(5400));
-        assert_eq!(parse_duration("1.5h"), Ok(5400));
-        assert_eq!(parse_duration("2m30s"), Ok(150));
-        for bad in ["", "0", "0s", "169h", "m", "-3", "-1h", "1.5s", "soon"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use clap_complete::engine::ArgValueCandidates;
 
+use super::duration::parse_duration;
 use super::{HomeArg, JsonArg};
 use crate::commands::candidates::snapshot_digests;
 
@@ -52,8 +53,9 @@ pub(crate) struct InstallArgs {
     /// SHA256SUMS file (path or URL) listing the archive given with --from.
     #[arg(long, value_name = "FILE", requires = "from")]
     pub(crate) checksums: Option<String>,
-    /// Seconds to wait for the service to report ready.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    /// How long to wait for the service to report ready (seconds or a
+    /// duration: 90s, 2m).
+    #[arg(long, value_name = "DURATION", default_value_t = 60, value_parser = parse_duration)]
     pub(crate) ready_timeout: u64,
     #[command(flatten)]
     pub(crate) out: JsonArg,
@@ -122,8 +124,9 @@ pub(crate) struct UpdateArgs {
     /// Do not restart the user service after installing.
     #[arg(long)]
     pub(crate) no_service: bool,
-    /// Seconds to wait for the service to report ready.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    /// How long to wait for the service to report ready (seconds or a
+    /// duration: 90s, 2m).
+    #[arg(long, value_name = "DURATION", default_value_t = 60, value_parser = parse_duration)]
     pub(crate) ready_timeout: u64,
     #[command(flatten)]
     pub(crate) out: JsonArg,
@@ -155,6 +158,10 @@ pub(crate) struct ServeArgs {
     /// answers `status`. `stop` ends it.
     #[arg(long, conflicts_with = "stdio")]
     pub(crate) background: bool,
+    /// Log to this file, size-capped and rotated (`serve --background`
+    /// passes its `serve.log`; stdout and stderr must be the same file).
+    #[arg(long, value_name = "PATH", hide = true, conflicts_with = "stdio")]
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 /// `install --start`.

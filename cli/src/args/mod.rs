@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod config;
 mod drive;
+mod duration;
 mod examples;
 mod global;
 mod help;

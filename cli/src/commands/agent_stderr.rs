@@ -19,9 +19,10 @@ pub(super) fn lines(e: &JournalEvent) -> Option<Vec<String>> {
     }
 }
 
-/// The last stderr lines journaled for `turn` of `thread` (empty when none,
-/// and when the thread's journal is not this session's to read: the
-/// owner's CLI shows another application's fenced turn, not its journal).
+/// The last stderr lines journaled for `turn` of `thread` (empty when
+/// none, and when the thread is not this session's to read: another
+/// application's fenced turn, which the owner's CLI sees through
+/// `turns:resolve-any`, shows without them).
 pub(super) fn of_turn(
     client: &mut Client,
     thread: &str,
@@ -32,7 +33,7 @@ pub(super) fn of_turn(
     loop {
         let page = match client.journal_replay(Some(thread), after, None) {
             Ok(page) => page,
-            Err(e) if e.code() == "not_found" => return Ok(Vec::new()),
+            Err(e) if e.code() == "not_found" && after == 0 => return Ok(found),
             Err(e) => return Err(client_error(e)),
         };
         for e in &page.events {

@@ -25,7 +25,7 @@ use crate::exit::{CliError, CliResult};
 
 use super::connect::client_error;
 use super::permissions::Answers;
-use super::turns::{Submission, Watch, submit_and_watch};
+use super::submit::{Submission, Watch, submit_and_watch};
 
 pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
     let prompt = match args.prompt.as_deref() {

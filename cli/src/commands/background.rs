@@ -78,6 +78,9 @@ pub(super) fn start(global: &GlobalArgs, args: &ServeArgs) -> CliResult {
     if let Some(home) = args.home.dir() {
         cmd.arg("--home").arg(home);
     }
+    // The log it writes itself, size-capped; stdout and stderr (a panic,
+    // an error before logging starts) go to the same file.
+    cmd.arg("--log-file").arg(&log_path);
     // Its own process group: the terminal's Ctrl-C and job control do not
     // reach it; stdin is closed, stdout and stderr go to the log.
     cmd.stdin(Stdio::null())

@@ -92,3 +92,65 @@ pub(super) fn ended_fenced(prefix: &str, turn: &lapis_protocol::Turn, applicatio
         "",
     )
 }
+
+/// On a terminal, after a `workspace_fenced` refusal of a turn on
+/// `thread`: offers to resolve the fence there and then, with the
+/// confirmation the seed requires (the person *types* `failed` or
+/// `cancelled`, confirming its agent no longer runs it; anything else
+/// leaves the fence). `Ok(true)` once resolved, so the caller submits
+/// again; `Ok(false)` without a terminal (scripts get the refusal), with
+/// `--json`, or when declined. `said` (the refusal's sentence) is shown
+/// before the question.
+pub(super) fn offer_resolve(
+    client: &mut Client,
+    thread: &str,
+    json: bool,
+    said: &str,
+) -> Result<bool, CliError> {
+    use std::io::{BufRead, IsTerminal};
+    if json || !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Ok(false);
+    }
+    let Some(fence) = client
+        .threads_get(thread)
+        .ok()
+        .and_then(|t| of_workspace(client, &t.thread.workspace_id))
+    else {
+        return Ok(false);
+    };
+    eprintln!("{said}");
+    eprint!(
+        "{}",
+        crate::terminal::safe(&format!(
+            "resolve turn {} now? Type `failed` or `cancelled` once its agent no longer runs it (Enter leaves the fence): ",
+            fence.turn
+        ))
+    );
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(CliError::from)?;
+    let resolve_as = match answer.trim() {
+        "failed" => lapis_protocol::ResolveAs::Failed,
+        "cancelled" => lapis_protocol::ResolveAs::Cancelled,
+        _ => {
+            eprintln!("left turn {} fenced", fence.turn);
+            return Ok(false);
+        }
+    };
+    client
+        .turns_resolve_with(&lapis_protocol::params::TurnsResolve {
+            turn_id: fence.turn.clone(),
+            resolve_as,
+            confirm_stopped: true,
+            command_id: Some(super::command_id::fresh()?),
+        })
+        .map_err(super::connect::client_error)?;
+    eprintln!(
+        "resolved turn {} as {}; submitting again",
+        fence.turn,
+        answer.trim()
+    );
+    Ok(true)
+}

@@ -2,6 +2,8 @@
 //! validation, recovery) → listen. Logs go to stderr as structured lines;
 //! stdout stays free for managed mode's protocol.
 
+use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use lapis_service::{ServeOptions, ServerIdentity, serve};
@@ -10,8 +12,10 @@ use crate::args::{GlobalArgs, ServeArgs};
 use crate::exit::{CliError, CliResult};
 use crate::identity::build_identity;
 
+use super::log_file::{self, SizeCappedLog};
+
 pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
-    init_logging();
+    init_logging(args.log_file.as_deref())?;
     // Managed mode answers every start failure with a frame.
     let startup_failed = |e: CliError| {
         if args.stdio {
@@ -48,15 +52,28 @@ pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     result.map_err(|e| CliError::failure(e.code(), e))
 }
 
-/// Structured log lines on stderr. `LAPIS_LOG` (an env-filter directive)
-/// overrides the default `info`. Log fields never carry secrets or payloads.
-fn init_logging() {
+/// Structured log lines on stderr, or in `log_file` (size-capped:
+/// [`super::log_file`]). `LAPIS_LOG` (an env-filter directive) overrides
+/// the default `info`. Log fields never carry secrets or payloads.
+fn init_logging(log_file: Option<&Path>) -> CliResult {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAPIS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = match log_file {
+        Some(path) => {
+            let log =
+                SizeCappedLog::open(path, log_file::MAX_BYTES, log_file::KEEP).map_err(|e| {
+                    CliError::failure(
+                        "io_error",
+                        anyhow::anyhow!("cannot open {}: {e}", path.display()),
+                    )
+                })?;
+            builder.with_writer(Mutex::new(log)).try_init()
+        }
+        None => builder.with_writer(std::io::stderr).try_init(),
+    };
+    Ok(())
 }

@@ -3,18 +3,20 @@
 //! print the reply.
 //!
 //! ```text
-//! cargo run -p lapis-protocol --example quickstart -- SOCKET TOKEN "your prompt"
+//! cargo run -p lapis-protocol --example quickstart -- SOCKET TOKEN WORKSPACE "your prompt"
 //! ```
 //!
 //! `SOCKET` is `<controller home>/controller.sock` (default
 //! `~/.lapis/ai-controller/controller.sock`); `TOKEN` a bootstrap token
-//! (`lapis-ai-controller token show`). The thread is on workspace `proj`
-//! with the `echo` provider unless `LAPIS_EXAMPLE_WORKSPACE` /
-//! `LAPIS_EXAMPLE_PROVIDER` say otherwise. Permission requests are answered
+//! (`lapis-ai-controller token show`); `WORKSPACE` a registered workspace
+//! id (`lapis-ai-controller workspaces list`; the README's quickstart
+//! registers `demo`). The provider is the built-in, keyless `echo` unless
+//! `LAPIS_EXAMPLE_PROVIDER` names another. Permission requests are answered
 //! with the first option that allows once (a real application asks its
-//! user).
+//! user). A failure prints its message and stable code and exits 1.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use lapis_protocol::client::{Client, ClientError, Credential, JournalFollower};
@@ -86,24 +88,50 @@ pub fn follow_one_turn(
                     )?;
                 }
             }
-            Some(Payload::TurnState(change)) if change.to.is_terminal() => return Ok(reply),
+            // Finished, or fenced (its outcome unknown: `turns resolve`).
+            Some(Payload::TurnState(change))
+                if change.to.is_terminal() || change.to.is_fenced() =>
+            {
+                return Ok(reply);
+            }
             _ => {}
         }
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let (Some(socket), Some(token), Some(prompt)) = (args.next(), args.next(), args.next()) else {
-        eprintln!("usage: quickstart SOCKET TOKEN PROMPT");
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [socket, token, workspace, prompt] = <[String; 4]>::try_from(args).unwrap_or_else(|_| {
+        eprintln!("usage: quickstart SOCKET TOKEN WORKSPACE PROMPT");
         std::process::exit(2);
-    };
-    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    });
     let target = Target {
-        workspace: env("LAPIS_EXAMPLE_WORKSPACE", "proj"),
-        provider: env("LAPIS_EXAMPLE_PROVIDER", "echo"),
+        workspace,
+        provider: std::env::var("LAPIS_EXAMPLE_PROVIDER").unwrap_or_else(|_| "echo".into()),
     };
-    let reply = run(&PathBuf::from(socket), token, &target, &prompt)?;
-    println!("{reply}");
-    Ok(())
+    match run(&PathBuf::from(socket), token, &target, &prompt) {
+        Ok(reply) => {
+            println!("{reply}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("quickstart: {}", explain(&e, &target));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error as a person reads it: the message with its stable code, and
+/// what to do for the mistakes a first run makes.
+pub fn explain(e: &ClientError, target: &Target) -> String {
+    let hint = match e.code() {
+        "not_found" => format!(
+            "; is `{}` a workspace? `lapis-ai-controller workspaces list` shows them",
+            target.workspace
+        ),
+        "unavailable" => "; is the controller running? `lapis-ai-controller status` says".into(),
+        "unauthenticated" => "; `lapis-ai-controller token show` prints the token".into(),
+        _ => String::new(),
+    };
+    format!("{e}{hint}")
 }

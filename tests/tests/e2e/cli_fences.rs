@@ -198,3 +198,103 @@ fn a_follow_queued_behind_a_fence_says_so_and_runs_once_it_is_resolved() {
     assert_eq!(done.state, TurnState::Completed);
     server.finish(&[], &[]);
 }
+
+/// `ask` on a fenced workspace (item 2): without a terminal it is refused
+/// with the sentence and asks nothing; on a terminal (tmux) it offers to
+/// resolve the fence, and typing `failed` resolves it and runs the ask.
+#[test]
+fn ask_on_a_fenced_workspace_offers_to_resolve_it_on_a_terminal() {
+    use std::path::Path;
+    use std::process::Command;
+    if !Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        lapis_e2e::skip::skip("tmux is not installed");
+        return;
+    }
+    let server = Server::start_full(
+        json!({}),
+        json!({ "dies": fixture(&["--chunks", "1", "--exit-after-stream"]) }),
+    );
+    let ctx = &server.ctx;
+    let dir = server.project.to_str().unwrap().to_owned();
+    ctx.run(["ask", "first", "--dir", &dir, "--provider", "dies"])
+        .expect_code(1);
+    let fenced = ctx.run(["turns", "list", "--json"]).success().json();
+    let lost = fenced["turns"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        fenced["turns"][0]["state"], "submission_unknown",
+        "{fenced}"
+    );
+
+    // A script: the refusal, the command to run, no question.
+    let piped = ctx.run(["ask", "again", "--dir", &dir, "--new"]);
+    piped.expect_code(2);
+    assert!(
+        piped.stderr.contains(&format!("is fenced by turn {lost}"))
+            && !piped.stderr.contains("now? Type"),
+        "{}",
+        piped.stderr
+    );
+
+    // A person: asked, answers `failed`, the ask runs.
+    let socket = ctx.home().join("tmux.sock");
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let line = format!(
+        "{} ask again --dir {dir} --new; echo EXIT=$?; read",
+        lapis_e2e::TestContext::bin().display()
+    );
+    let mut start = ctx.command_for(Path::new("tmux"), ["-S", socket.to_str().unwrap()]);
+    start
+        .args([
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "160",
+            "-y",
+            "40",
+        ])
+        .args(["-s", "t", "bash", "-c", &line]);
+    assert!(start.output().unwrap().status.success());
+    let screen = |want: &str| {
+        let mut last = String::new();
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            eventually(&format!("the terminal to show {want:?}"), || {
+                last =
+                    String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-J", "-t", "t"]).stdout)
+                        .into_owned();
+                last.contains(want).then(|| last.clone())
+            })
+        }));
+        found.unwrap_or_else(|_| panic!("never showed {want:?}:\n{last}"))
+    };
+    let asked = screen("now? Type `failed` or `cancelled`");
+    assert!(
+        asked.contains(&format!("resolve turn {lost} now?")),
+        "{asked}"
+    );
+    tmux(&["send-keys", "-t", "t", "-l", "failed"]);
+    tmux(&["send-keys", "-t", "t", "Enter"]);
+    let done = screen("EXIT=");
+    let _ = tmux(&["kill-server"]);
+    assert!(
+        done.contains(&format!("resolved turn {lost} as failed; submitting again"))
+            && done.contains("completed (end_turn)")
+            && done.contains("EXIT=0"),
+        "{done}"
+    );
+    let after = ctx.run(["turns", "show", &lost, "--json"]).success().json();
+    assert_eq!(after["turn"]["state"], "failed", "{after}");
+    server.finish(&[], &[]);
+}

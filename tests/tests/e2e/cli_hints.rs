@@ -28,6 +28,59 @@ fn timeout_takes_compound_durations() {
         .success()
         .json();
     assert_eq!(turns["turns"][0]["maxTurnSeconds"], json!(5400), "{turns}");
+    // Every flag that takes a duration takes one written this way.
+    let created = ctx
+        .run([
+            "threads",
+            "create",
+            "proj",
+            "--permission-timeout",
+            "2m",
+            "--json",
+        ])
+        .success()
+        .json();
+    assert_eq!(
+        created["thread"]["permissionTimeoutSeconds"],
+        json!(120),
+        "{created}"
+    );
+    let id = created["thread"]["id"].as_str().unwrap();
+    let version = created["thread"]["version"].to_string();
+    let changed = ctx
+        .run([
+            "threads",
+            "configure",
+            id,
+            "--expected-version",
+            &version,
+            "--permission-timeout",
+            "1h 30m",
+            "--json",
+        ])
+        .success()
+        .json();
+    assert_eq!(
+        changed["thread"]["permissionTimeoutSeconds"],
+        json!(5400),
+        "{changed}"
+    );
+    ctx.run(["providers", "check", "echo", "--timeout", "1m30s"])
+        .success();
+    for flags in [
+        ["install", "--ready-timeout"],
+        ["update", "--ready-timeout"],
+    ] {
+        // Parsed before anything is installed: a usage error naming the
+        // duration (a bare-seconds parser says "invalid digit").
+        let bad = ctx.run([flags[0], flags[1], "soon"]);
+        bad.expect_code(2);
+        assert!(
+            bad.stderr.contains("`soon` is not a duration"),
+            "{}",
+            bad.stderr
+        );
+    }
     let bad = ctx.run(["ask", "x", "--dir", d, "--timeout", "1.5s"]);
     bad.expect_code(2);
     assert!(
@@ -114,7 +167,10 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
     assert_eq!(ids.len(), 2);
     let screen = |args: &str| -> String {
         let socket = ctx.home().join(format!("tmux-{}.sock", args.len()));
-        let line = format!("{} {args}; read", TestContext::bin().display());
+        let line = format!(
+            "{} {args}; echo END-OF-TABLE; read",
+            TestContext::bin().display()
+        );
         let mut c = ctx.command_for(Path::new("tmux"), ["-S", socket.to_str().unwrap()]);
         c.args([
             "-f",
@@ -124,7 +180,7 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
             "-x",
             "80",
             "-y",
-            "24",
+            "60",
             "-s",
             "t",
         ])
@@ -138,7 +194,7 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
                 .output()
                 .ok()?;
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.contains("CREATED").then_some(text)
+            text.contains("END-OF-TABLE").then_some(text)
         };
         let text = eventually("the table on the terminal", capture);
         let _ = Command::new("tmux")
@@ -164,5 +220,45 @@ fn turns_list_fits_80_columns_and_wide_shows_whole_ids() {
     assert_eq!(shown["turn"]["id"], ids[0].as_str());
     let wide = screen("turns list --wide");
     assert!(wide.contains(ids[0].as_str()), "{wide}");
+    // `providers list` (the catalogue's 30-odd rows): one line per row at
+    // 80 columns, as many lines as the piped table has rows.
+    let piped = ctx.run(["providers", "list"]).success().stdout.clone();
+    let names: Vec<&str> = piped
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    let text = screen("providers list");
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("NAME"))
+        .take_while(|l| !l.starts_with("END-OF-TABLE"))
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(table.len(), names.len(), "{text}");
+    for (row, name) in table.iter().zip(&names) {
+        assert!(row.starts_with(&format!("{name} ")), "{text}");
+        assert!(row.chars().count() <= 80, "{text}");
+    }
     server.finish(&[], &[]);
+}
+
+/// A mistyped command or subcommand name gets clap's suggestion (item 9's
+/// "did you mean" for command names), exit 2, before anything runs.
+#[test]
+fn a_mistyped_command_gets_a_did_you_mean() {
+    let ctx = TestContext::new();
+    for (args, similar) in [
+        (&["staus"][..], "'status'"),
+        (&["turns", "lsit"][..], "'list'"),
+        (&["providers", "ad", "claude"][..], "'add'"),
+    ] {
+        let out = ctx.run(args);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("similar subcommand") && out.stderr.contains(similar),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
 }

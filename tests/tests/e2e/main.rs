@@ -69,6 +69,7 @@ mod redaction;
 mod release;
 mod release_update;
 mod sdk_examples;
+mod sdk_readme;
 mod serve;
 mod serve_background;
 mod serve_hardening;

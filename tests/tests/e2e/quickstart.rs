@@ -25,10 +25,16 @@ const MARKER: &str = "quickstart-exit";
 
 /// The `sh` code blocks of the README's `## Quickstart` section, in order.
 fn quickstart_blocks(readme: &str) -> Vec<Vec<String>> {
-    let start = readme
-        .find("\n## Quickstart\n")
-        .expect("README.md has a `## Quickstart` section");
-    let section = &readme[start + 1..];
+    sh_blocks(readme, "## Quickstart")
+}
+
+/// The `sh` code blocks of a markdown file's section `heading` (a level-2
+/// heading, up to the next one), in order.
+pub(crate) fn sh_blocks(markdown: &str, heading: &str) -> Vec<Vec<String>> {
+    let start = markdown
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("no `{heading}` section"));
+    let section = &markdown[start + 1..];
     let section = match section[1..].find("\n## ") {
         Some(end) => &section[..end + 1],
         None => section,
@@ -51,7 +57,7 @@ fn quickstart_blocks(readme: &str) -> Vec<Vec<String>> {
 }
 
 /// Kills the service the stand-in started, also when an assertion fails.
-struct StopService(PathBuf);
+pub(crate) struct StopService(pub(crate) PathBuf);
 
 impl Drop for StopService {
     fn drop(&mut self) {

@@ -299,3 +299,42 @@ fn without_a_service_unit_not_running_names_serve_background() {
     ctx.run(["status"]).success();
     ctx.run(["stop"]).success();
 }
+
+/// `serve.log` is size-capped (issue 41 item 9): a log past its cap when
+/// the controller starts is rotated to `serve.log.1` at the first line the
+/// new controller logs, and the live log holds only what came after.
+#[test]
+fn serve_background_rotates_a_log_past_its_cap() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let ctx = TestContext::new();
+    write_config(&ctx, json!({}), json!({}));
+    let home = ctx.home().join(".lapis/ai-controller");
+    ctx.run(["serve", "--background"]).success();
+    ctx.run(["stop"]).success();
+    // What weeks of running leave: past the 10 MiB cap.
+    let old = "an old line of the controller's log\n".repeat(300_000);
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(home.join("serve.log"))
+        .unwrap();
+    log.write_all(old.as_bytes()).unwrap();
+    drop(log);
+    ctx.run(["serve", "--background"]).success();
+    ctx.run(["stop"]).success();
+    let live = std::fs::read_to_string(home.join("serve.log")).unwrap();
+    assert!(
+        live.len() < 1024 * 1024 && !live.contains("an old line") && !live.is_empty(),
+        "{} bytes",
+        live.len()
+    );
+    let rotated = home.join("serve.log.1");
+    let kept = std::fs::metadata(&rotated).unwrap();
+    assert!(kept.len() >= old.len() as u64, "{}", kept.len());
+    assert_eq!(kept.permissions().mode() & 0o777, 0o600);
+    assert!(!home.join("serve.log.2").exists());
+    // `logs` reads the live log.
+    let logs = ctx.run(["logs", "-n", "5"]);
+    logs.success();
+    assert!(!logs.stdout.contains("an old line"), "{}", logs.stdout);
+}

@@ -8,40 +8,27 @@
 #[path = "../../../service/protocol/examples/tools_app.rs"]
 mod tools_app;
 
-use std::sync::mpsc;
-
 use lapis_protocol::TurnState;
 use serde_json::json;
 
-use crate::policy::{app, settle};
 use crate::serve_support::{OWNER, Server};
-use crate::tools::{agent, reply, tickets};
+use crate::tools::{agent, tickets};
 
 #[test]
-fn the_sdk_tool_example_serves_an_agent_through_the_bridge() {
+fn the_sdk_tool_example_serves_an_agent_through_the_bridge_until_its_turn_ends() {
     let scratch = tempfile::tempdir().unwrap();
     let ledger = scratch.path().join("mcp");
     let server = Server::start_full(json!({}), json!({ "tooled": agent(&ledger) }));
-    let (tx, rx) = mpsc::channel();
-    let socket = server.socket();
-    let example = std::thread::spawn(move || {
-        let target = tools_app::Target {
-            workspace: "proj".into(),
-            provider: "tooled".into(),
-        };
-        // Ends with an error when serve closes the connection.
-        let _ = tools_app::run(&socket, OWNER.to_owned(), target, |id| {
-            tx.send(id.to_owned()).unwrap()
-        });
-    });
-    let thread = rx.recv().expect("the example created its thread");
-    // The thread is the example application's: drive it as that application.
-    let mut driver = app(&server, OWNER, "tools-example");
+    let target = tools_app::Target {
+        workspace: "proj".into(),
+        provider: "tooled".into(),
+    };
     let prompt = "list\ncall notes__add {\"text\":\"buy milk\"}\n\
                   call notes__add {\"text\":\"call ada\"}\ncall notes__list {}";
-    let turn = driver.turns_submit(&thread, "ex-1", prompt).unwrap();
-    assert_eq!(settle(&mut driver, &turn.id).state, TurnState::Completed);
-    let text = reply(&mut driver, &thread);
+    // Returns once the turn has settled: the example submits the turn and
+    // serves its tool calls on one connection until then.
+    let (turn, text) = tools_app::run(&server.socket(), OWNER.to_owned(), target, prompt).unwrap();
+    assert_eq!(turn.state, TurnState::Completed, "{turn:?}");
     assert!(text.contains("tools: notes__list, notes__add\n"), "{text}");
     assert!(text.contains("tool notes__add: added note 1\n"), "{text}");
     assert!(text.contains("tool notes__add: added note 2\n"), "{text}");
@@ -51,5 +38,59 @@ fn the_sdk_tool_example_serves_an_agent_through_the_bridge() {
     );
     let tickets = tickets(&ledger);
     server.finish(&[], &tickets);
-    example.join().unwrap();
+}
+
+/// `serve_tools_until_settled` gives up at its timeout with the turn still
+/// active, and returns the turn once it settles (here: cancelled from
+/// another connection), leaving no subscription behind on the connection.
+#[test]
+fn serving_until_a_turn_settles_stops_at_the_timeout_or_the_end() {
+    use std::time::Duration;
+
+    use lapis_protocol::ApprovalPolicy;
+
+    use crate::policy::{app, fixture};
+
+    struct NoTools;
+    impl lapis_protocol::client::ToolHandler for NoTools {
+        fn invoke(
+            &mut self,
+            _: &lapis_protocol::tools::ToolInvoke,
+        ) -> Result<lapis_protocol::tools::ToolOutput, lapis_protocol::client::CallbackError>
+        {
+            Err(lapis_protocol::client::CallbackError("no tools".into()))
+        }
+    }
+
+    let server = Server::start_full(json!({}), json!({ "slow": fixture(&["--hang"]) }));
+    let mut client = app(&server, OWNER, "serving-app");
+    let thread = client
+        .threads_create("proj", "slow", ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, "c1", "go").unwrap();
+    let open = client
+        .serve_tools_until_settled(&mut NoTools, &turn.id, Some(Duration::from_millis(700)))
+        .unwrap();
+    assert!(open.state.is_active(), "{open:?}");
+    let canceller = std::thread::spawn({
+        let mut other = app(&server, OWNER, "serving-app");
+        let id = turn.id.clone();
+        move || {
+            std::thread::sleep(Duration::from_millis(300));
+            other.turns_cancel(&id).unwrap();
+        }
+    });
+    let settled = client
+        .serve_tools_until_settled(&mut NoTools, &turn.id, Some(Duration::from_secs(60)))
+        .unwrap();
+    canceller.join().unwrap();
+    assert_eq!(settled.state, TurnState::Cancelled, "{settled:?}");
+    // The subscription it made is gone with its events: nothing waits.
+    assert!(
+        client
+            .next_notification(Some(Duration::from_millis(300)))
+            .unwrap()
+            .is_none()
+    );
+    server.finish(&[], &[]);
 }

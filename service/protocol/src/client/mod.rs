@@ -24,6 +24,7 @@ mod follow;
 mod managed;
 mod resume;
 mod serve;
+mod settle;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

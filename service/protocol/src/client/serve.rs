@@ -157,7 +157,7 @@ fn respond(
     }
 }
 
-fn answer(request: &Request, handler: &mut impl ToolHandler) -> Response {
+pub(super) fn answer(request: &Request, handler: &mut impl ToolHandler) -> Response {
     let id = request.id.clone();
     let refused = |e: CallbackError| {
         Response::err(
@@ -277,7 +277,7 @@ impl Client {
         self.reply(&response)
     }
 
-    fn reply(&mut self, response: &Response) -> Result<bool, ClientError> {
+    pub(super) fn reply(&mut self, response: &Response) -> Result<bool, ClientError> {
         self.stream
             .write_all(&encode(response))
             .map_err(|_| ClientError::Disconnected {
