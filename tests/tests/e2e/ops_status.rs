@@ -186,7 +186,30 @@ fn a_typo_in_the_config_does_not_lock_client_commands_out_of_the_running_service
     let mut doc: serde_json::Value = serde_json::from_slice(&good).unwrap();
     doc["providers"]["typo"] = json!({ "comand": "/bin/true" });
     std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    ctx.run(["config", "validate"]).expect_code(2);
+    // The error names the object and the field, not the end of the file
+    // (issue 41 item 7): an unknown field, then a missing one.
+    let refused = ctx.run(["config", "validate"]);
+    assert!(
+        refused
+            .stderr
+            .contains("at `providers.typo.comand`: unknown field `comand`"),
+        "{}",
+        refused.stderr
+    );
+    refused.expect_code(2);
+    let mut missing = doc.clone();
+    missing["providers"]["typo"] = json!({ "args": [] });
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&missing).unwrap()).unwrap();
+    let refused = ctx.run(["config", "validate"]);
+    assert!(
+        refused
+            .stderr
+            .contains("at `providers.typo`: missing field `command`"),
+        "{}",
+        refused.stderr
+    );
+    refused.expect_code(2);
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
 
     let status = ctx.run(["status", "--json"]);
     let report = status.success().json();
