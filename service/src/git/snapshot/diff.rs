@@ -14,7 +14,8 @@ use super::{SnapshotBounds, SnapshotDir, skip};
 
 impl SnapshotDir {
     /// The files that differ between trees `from` and `to` of the
-    /// workspace at `path`.
+    /// workspace at `path` (`rev-parse` and `diff-tree`; none when they
+    /// are the same tree).
     pub(crate) async fn diff(
         &self,
         path: &Path,
@@ -22,6 +23,11 @@ impl SnapshotDir {
         to: &str,
         bounds: SnapshotBounds,
     ) -> Result<Vec<ChangedFile>, SnapshotSkipped> {
+        // One tree twice (a turn that changed nothing, read by every
+        // `turns show`): no file differs, and no git needs to say so.
+        if from == to {
+            return Ok(Vec::new());
+        }
         let repo = discover(path, bounds.timeout).await.map_err(|s| s.0)?;
         let env = self.env(&repo);
         let args = [

@@ -59,5 +59,11 @@ async fn git_processes_per_snapshot_are_bounded_and_none_when_nothing_changed() 
         let (from, to) = (first.clone().unwrap(), now.tree.unwrap());
         let (n, _) = git_runs(dir.diff(&repo, &from, &to, bounds)).await;
         assert_eq!(n, 2, "{name}: a diff");
+        let (n, files) = git_runs(dir.diff(&repo, &to, &to, bounds)).await;
+        assert_eq!(
+            (n, files.unwrap().len()),
+            (0, 0),
+            "{name}: a tree against itself"
+        );
     }
 }
