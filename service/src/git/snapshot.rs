@@ -154,6 +154,7 @@ impl SnapshotDir {
     /// The same state with a watch of at most `cap` directories (tests: a
     /// tree past it is not watched).
     #[cfg(test)]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn with_watch_cap(mut self, cap: usize) -> SnapshotDir {
         self.watch_cap = cap;
         self

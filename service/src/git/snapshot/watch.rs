@@ -196,8 +196,23 @@ mod imp {
                 .filter(|(_, w)| **w == wd)
                 .map(|(d, _)| d.clone())
                 .collect();
-            self.dirs
-                .retain(|d, _| !roots.iter().any(|r| d.starts_with(r)));
+            let mut loose = vec![wd];
+            self.dirs.retain(|d, w| {
+                let keep = !roots.iter().any(|r| d.starts_with(r));
+                if !keep {
+                    loose.push(*w);
+                }
+                keep
+            });
+            // Released, wherever those directories are now (a directory
+            // found again in the tree is watched anew); their
+            // `IN_IGNORED` is no event, no longer in `watches`.
+            for wd in loose {
+                self.watches.remove(&wd);
+                if let Some(fd) = &self.fd {
+                    let _ = fd.rm_watch(wd);
+                }
+            }
         }
 
         /// Gives up: every watch released (the instance closed), every
@@ -319,6 +334,7 @@ mod imp {
     }
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 /// At most this many directories are watched for one workspace (about
 /// 1 KiB of kernel memory each); a larger tree states its paths.
 pub(super) const MAX_DIRS: usize = 16_384;
@@ -346,6 +362,7 @@ pub(super) fn merge(dirs: impl IntoIterator<Item = (PathBuf, Option<Vec<OsString
 /// path, or, when it does not exist, its nearest existing ancestor for the
 /// one name that leads to it; and every symbolic link on the way, in its
 /// parent for its own name.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn resolve(dir: PathBuf, names: Option<Vec<OsString>>) -> Dirs {
     if names.is_none() {
         return vec![(dir, None)];
