@@ -30,7 +30,25 @@ pub(crate) enum Purpose {
 
 static STARTED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
+#[cfg(test)]
+thread_local! {
+    /// The git processes this thread started (unit tests run in parallel
+    /// in one process, so only a thread's own count is exact for a test;
+    /// a current-thread runtime starts its children on the test's thread).
+    static GIT_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The git processes started on this thread so far (see [`GIT_HERE`]).
+#[cfg(test)]
+pub(crate) fn git_started_here() -> u64 {
+    GIT_HERE.with(std::cell::Cell::get)
+}
+
 fn counted(purpose: Purpose) {
+    #[cfg(test)]
+    if purpose == Purpose::Git {
+        GIT_HERE.with(|n| n.set(n.get() + 1));
+    }
     let slot = match purpose {
         Purpose::Agent => 0,
         Purpose::Git => 1,

@@ -20,13 +20,15 @@ use serde::{Deserialize, Serialize};
 pub enum EvidenceMode {
     /// A snapshot at the dispatch boundary and at the outcome; the
     /// controller watches the tree (inotify) so a snapshot of a tree
-    /// nothing touched costs no stat walk and no git.
+    /// nothing touched costs no stat walk and no git. The default: where
+    /// the watch cannot be had (no inotify, too many directories, the
+    /// user's watches used up) every snapshot states its paths as `stat`.
+    #[default]
     Watch,
     /// The same snapshots without the watch: each one states every path
     /// the tree depends on (for a tree written where the kernel raises no
     /// event: a network file system written by another host, shared
     /// `mmap` writes).
-    #[default]
     Stat,
     /// No snapshots: turns journal a snapshot skipped as `off`, and a
     /// fenced turn has no evidence to show.
@@ -43,9 +45,9 @@ impl EvidenceMode {
         }
     }
 
-    /// Whether this is the default (`stat`, until the watch is proven).
+    /// Whether this is the default (`watch`).
     pub fn is_default(&self) -> bool {
-        *self == EvidenceMode::Stat
+        *self == EvidenceMode::Watch
     }
 }
 

@@ -35,13 +35,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use lapis_protocol::snapshot::{
-    ChangedFile, SnapshotDiff, SnapshotPoint, SnapshotSkipped, WorkspaceSnapshot,
-};
+use lapis_protocol::snapshot::{SnapshotPoint, SnapshotSkipped, WorkspaceSnapshot};
 
 use super::command::{self, GitError};
-use repo::{Repo, discover};
+use repo::Repo;
 
+pub(crate) use diff::diff_or_skip;
 pub(crate) use repo::may_be_git;
 
 /// The directory under the controller home holding every workspace's
@@ -74,9 +73,9 @@ pub struct SnapshotDir {
     /// A fixed reference second for what a snapshot saw (tests), else the
     /// file system's clock (see [`seen`]).
     reference: Option<i64>,
-    /// Whether snapshots may keep a watch on the tree ([`watch`]); off,
-    /// every snapshot after the first states every path.
-    watches: bool,
+    /// The most directories a watch on the tree may take ([`watch`]); 0:
+    /// no watch, every snapshot after the first states every path.
+    watch_cap: usize,
 }
 
 /// What the previous snapshot of a workspace saw, and where its
@@ -141,14 +140,23 @@ impl SnapshotDir {
         SnapshotDir {
             dir: home.join(SNAPSHOTS_DIR).join(workspace_id),
             reference: None,
-            watches: true,
+            watch_cap: watch::max_dirs(),
         }
     }
 
     /// The same state without a watch on the tree (a workspace's
     /// `evidence: "stat"`, and the bench of the stating path).
     pub fn without_watch(mut self) -> SnapshotDir {
-        self.watches = false;
+        self.watch_cap = 0;
+        self
+    }
+
+    /// The same state with a watch of at most `cap` directories (tests: a
+    /// tree past it is not watched).
+    #[cfg(test)]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    fn with_watch_cap(mut self, cap: usize) -> SnapshotDir {
+        self.watch_cap = cap;
         self
     }
 
@@ -287,7 +295,7 @@ impl SnapshotDir {
     }
 
     /// `watched` with its watch covering every directory its tree depends
-    /// on (started if there is none yet, dropped if it cannot cover them),
+    /// on (started if there is none yet; given up if it cannot cover them),
     /// off the async threads: a first watch of a large tree adds thousands.
     async fn watching(
         &self,
@@ -296,13 +304,14 @@ impl SnapshotDir {
         bounds: SnapshotBounds,
     ) -> Option<Watched> {
         let mut watched = watched?;
-        if !self.watches {
+        if self.watch_cap == 0 {
             return Some(watched);
         }
-        let dirs = watched.seen.watch_dirs();
+        let (dirs, cap) = (watched.seen.watch_dirs(), self.watch_cap);
         let covered = blocking(bounds, move || {
             let mut watch = watch.or_else(watch::Watch::start)?;
-            watch.cover(dirs).then_some(watch)
+            watch.cover(dirs, cap);
+            Some(watch)
         });
         watched.watch = covered.await.flatten();
         Some(watched)
@@ -345,170 +354,6 @@ impl SnapshotDir {
             }
             Some((_, seen::Verdict::Unknown)) | None => Again::Full,
         }
-    }
-
-    async fn take_locked(
-        &self,
-        path: &Path,
-        bounds: SnapshotBounds,
-    ) -> Result<(String, u64, Option<Watched>), Skip> {
-        let repo = discover(path, bounds.timeout).await?;
-        std::fs::create_dir_all(self.objects()).map_err(|e| {
-            tracing::warn!(error = %e, "cannot create the snapshot directory");
-            Skip(SnapshotSkipped::Failed)
-        })?;
-        // Before git or the observation looks at anything (see [`seen`]).
-        let reference = self.reference.or_else(|| seen::reference(&self.dir));
-        // Only this process uses the private index, under `lock_for`: a
-        // lock left by a command killed at its deadline is stale.
-        let _ = std::fs::remove_file(self.dir.join("index.lock"));
-        let seeded = !self.index().exists();
-        if seeded {
-            self.seed(path, &repo, bounds).await?;
-        }
-        // A tree already known to be over the bound is not walked again.
-        if index_entries(&self.index()).is_some_and(|n| n > bounds.max_files) {
-            return Err(Skip(SnapshotSkipped::TooLarge));
-        }
-        let env = self.env(&repo);
-        // What is ignored and which configuration git reads, asked while
-        // it stages (the answers do not depend on the staging).
-        let ignored_args = [
-            "ls-files",
-            "-z",
-            "--others",
-            "--ignored",
-            "--exclude-standard",
-            "--directory",
-        ];
-        let config_args = ["config", "-z", "--list", "--show-origin"];
-        let (add, ignored, config) = tokio::join!(
-            command::run(path, &["add", "-A", "--", "."], &env, bounds.timeout),
-            command::run(path, &ignored_args, &env, bounds.timeout),
-            command::run(&repo.toplevel, &config_args, &env, bounds.timeout),
-        );
-        if let Err(e) = add {
-            if !seeded && !matches!(e, GitError::Timeout(_) | GitError::Missing) {
-                // A private index git no longer reads (a seed copied with
-                // extensions it cannot follow, a git upgrade): start over.
-                tracing::warn!(error = %e, "snapshot index refused; reseeding");
-                let _ = std::fs::remove_file(self.index());
-                self.seed(path, &repo, bounds).await?;
-                command::run(path, &["add", "-A", "--", "."], &env, bounds.timeout)
-                    .await
-                    .map_err(skip)?;
-            } else {
-                return Err(skip(e));
-            }
-        }
-        let files = index_entries(&self.index()).unwrap_or(0);
-        if files > bounds.max_files {
-            return Err(Skip(SnapshotSkipped::TooLarge));
-        }
-        let tree = command::run(path, &["write-tree"], &env, bounds.timeout)
-            .await
-            .map_err(skip)?;
-        let tree = command::line(&tree);
-        let seen = match (reference, ignored, config) {
-            (Some(reference), Ok(ignored), Ok(config)) => {
-                let rules = seen::rule_files(path, &repo.toplevel, &repo.rules, &config);
-                let (root, built, max) =
-                    (path.to_path_buf(), (tree.clone(), files), bounds.max_files);
-                blocking(bounds, move || {
-                    seen::Seen::observe(&root, built, reference, &ignored, rules, max)
-                })
-                .await
-                .flatten()
-            }
-            _ => None,
-        };
-        Ok((
-            tree,
-            files,
-            seen.map(|seen| Watched {
-                seen,
-                repo,
-                watch: None,
-            }),
-        ))
-    }
-
-    /// Seeds the private index: a copy of the repository's index (its stat
-    /// cache makes the first snapshot cheap), else `HEAD`'s tree, else
-    /// nothing (an unborn branch).
-    async fn seed(&self, path: &Path, repo: &Repo, bounds: SnapshotBounds) -> Result<(), Skip> {
-        if std::fs::copy(&repo.index, self.index()).is_ok() {
-            return Ok(());
-        }
-        let env = self.env(repo);
-        match command::run(path, &["read-tree", "HEAD"], &env, bounds.timeout).await {
-            Ok(_) => Ok(()),
-            Err(GitError::Failed { .. }) => Ok(()),
-            Err(e) => Err(skip(e)),
-        }
-    }
-
-    /// The files that differ between trees `from` and `to` of the
-    /// workspace at `path`.
-    pub(crate) async fn diff(
-        &self,
-        path: &Path,
-        from: &str,
-        to: &str,
-        bounds: SnapshotBounds,
-    ) -> Result<Vec<ChangedFile>, SnapshotSkipped> {
-        let repo = discover(path, bounds.timeout).await.map_err(|s| s.0)?;
-        let env = self.env(&repo);
-        let args = [
-            "diff-tree",
-            "-r",
-            "-z",
-            "--numstat",
-            "--no-renames",
-            from,
-            to,
-        ];
-        let out = command::run(path, &args, &env, bounds.timeout)
-            .await
-            .map_err(|e| skip(e).0)?;
-        Ok(parse_numstat(&out))
-    }
-
-    /// A snapshot taken now, compared with `boundary` (fenced turns).
-    pub(crate) async fn since(
-        &self,
-        path: &Path,
-        boundary: &WorkspaceSnapshot,
-        bounds: SnapshotBounds,
-    ) -> SnapshotDiff {
-        let Some(from) = &boundary.tree else {
-            return SnapshotDiff {
-                files: Vec::new(),
-                skipped: boundary.skipped.or(Some(SnapshotSkipped::Failed)),
-            };
-        };
-        let now = self.take(path, SnapshotPoint::Outcome, bounds).await;
-        match &now.tree {
-            Some(to) => diff_or_skip(self.diff(path, from, to, bounds).await),
-            None => SnapshotDiff {
-                files: Vec::new(),
-                skipped: now.skipped,
-            },
-        }
-    }
-}
-
-/// A diff's files, or why there are none.
-pub(crate) fn diff_or_skip(diff: Result<Vec<ChangedFile>, SnapshotSkipped>) -> SnapshotDiff {
-    match diff {
-        Ok(files) => SnapshotDiff {
-            files,
-            skipped: None,
-        },
-        Err(reason) => SnapshotDiff {
-            files: Vec::new(),
-            skipped: Some(reason),
-        },
     }
 }
 
@@ -555,27 +400,8 @@ fn index_entries(index: &Path) -> Option<u64> {
     ])))
 }
 
-/// `git diff-tree -r -z --numstat` output: `added\tdeleted\tpath\0` per
-/// file, `-` counts for a binary file.
-fn parse_numstat(out: &[u8]) -> Vec<ChangedFile> {
-    let mut files: Vec<ChangedFile> = out
-        .split(|&b| b == 0)
-        .filter(|rec| !rec.is_empty())
-        .filter_map(|rec| {
-            let rec = String::from_utf8_lossy(rec);
-            let mut parts = rec.splitn(3, '\t');
-            let (added, deleted, path) = (parts.next()?, parts.next()?, parts.next()?);
-            Some(ChangedFile {
-                path: path.to_owned(),
-                added: added.parse().ok(),
-                deleted: deleted.parse().ok(),
-            })
-        })
-        .collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    files
-}
-
+mod diff;
+mod full;
 mod refresh;
 mod repo;
 mod seen;

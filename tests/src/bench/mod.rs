@@ -3,6 +3,7 @@
 
 pub(crate) mod acpx;
 pub(crate) mod context;
+pub(crate) mod evidence;
 pub(crate) mod install;
 pub(crate) mod journal;
 pub(crate) mod memory;

@@ -5,7 +5,7 @@
 //! cargo run -p lapis-e2e --release --bin bench -- [--runs N] [--quick] [suite…]
 //! ```
 //!
-//! Suites: `status turns warm journal startup install memory tools context watch`
+//! Suites: `status turns warm journal startup install memory tools context watch evidence`
 //! (default: all).
 //! Builds nothing: it uses `target/release/lapis-ai-controller` and
 //! `target/release/fixture-agent` beside itself and says so when missing.
@@ -24,9 +24,9 @@ use std::process::ExitCode;
 
 use bench::table::Table;
 
-const SUITES: [&str; 10] = [
+const SUITES: [&str; 11] = [
     "status", "turns", "warm", "journal", "startup", "install", "memory", "tools", "context",
-    "watch",
+    "watch", "evidence",
 ];
 
 fn machine() -> String {
@@ -120,6 +120,7 @@ fn main() -> ExitCode {
             "context" => bench::context::run(&mut table, turns_n.max(40) * 4),
             "tools" => bench::tools::run(&mut table, turns_n * 10, runs.clamp(1, 5)),
             "watch" => bench::watch::run(&mut table, runs, quick),
+            "evidence" => bench::evidence::run(&mut table, turns_n.max(30)),
             _ => unreachable!("checked above"),
         };
         if let Err(e) = result {

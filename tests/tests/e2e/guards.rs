@@ -180,6 +180,12 @@ fn which_git() -> std::path::PathBuf {
         .expect("git on PATH")
 }
 
+/// The recorded git runs from the `from`th on.
+fn git_log(ctx: &TestContext, from: usize) -> Vec<String> {
+    let log = std::fs::read_to_string(ctx.home().join("git.log")).unwrap_or_default();
+    log.lines().skip(from).map(str::to_owned).collect()
+}
+
 fn git_calls(ctx: &TestContext) -> usize {
     std::fs::read_to_string(ctx.home().join("git.log"))
         .map(|s| s.lines().count())
@@ -228,4 +234,77 @@ fn a_warm_turn_starts_no_process_in_a_plain_directory() {
         "processes started by 20 warm turns"
     );
     assert_eq!(calls_after, calls, "git runs during 20 warm turns");
+}
+
+/// Waits until the file system stamps a file written in `dir` in a later
+/// second than everything written there so far (a condition, not a
+/// duration): a snapshot after it trusts what it states.
+fn settle(dir: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let probe = dir.join("settle-probe");
+    std::fs::write(&probe, "x").unwrap();
+    let then = std::fs::metadata(&probe).unwrap().mtime();
+    std::fs::remove_file(&probe).unwrap();
+    let later = dir.join("settle-later");
+    while {
+        std::fs::write(&later, "x").unwrap();
+        std::fs::metadata(&later).unwrap().mtime() <= then
+    } {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::remove_file(&later).unwrap();
+}
+
+/// Issue 39's bound for a git workspace, with the default evidence (the
+/// workspace's watch): a warm turn whose tree nothing touched starts no
+/// process, git included (both its snapshots are answered by the watch);
+/// a turn after one new file starts at most 3 git processes (`ls-files`
+/// on the new name, `add` of it, `write-tree`), and the turn after that
+/// none again. (The first turn of a workspace after `serve` starts pays
+/// the whole tree once: `rev-parse`, `add`, `ls-files`, `config`,
+/// `write-tree`.)
+#[test]
+fn a_warm_turn_in_a_git_workspace_starts_no_git_process_until_the_tree_is_touched() {
+    let mut ctx = TestContext::new();
+    let bin = recording_git(&ctx);
+    ctx.prepend_path(bin);
+    let server = Server::start_in_with(ctx, json!({}), json!({}), &[]);
+    crate::evidence::make_repo(&server.project);
+    settle(server.ctx.home());
+    let thread = server
+        .client("guards")
+        .threads_create("proj", "echo", ApprovalPolicy::Ask, None)
+        .expect("thread")
+        .id;
+    // Warm: the agent runs, the first snapshot staged the tree and the
+    // watch covers it.
+    run_turns(&server, &thread, "warmup", 3);
+    let (before, calls) = (work(&server), git_calls(&server.ctx));
+    run_turns(&server, &thread, "untouched", 20);
+    let (after, calls_after) = (work(&server), git_calls(&server.ctx));
+    assert_eq!(
+        calls_after,
+        calls,
+        "git runs during 20 untouched warm turns: {:?}",
+        git_log(&server.ctx, calls)
+    );
+    assert_eq!(
+        after.processes, before.processes,
+        "processes started by 20 untouched warm turns"
+    );
+
+    std::fs::write(server.project.join("src/new.txt"), "new\n").unwrap();
+    run_turns(&server, &thread, "touched", 1);
+    let touched = git_calls(&server.ctx) - calls_after;
+    assert!(
+        (1..=3).contains(&touched),
+        "git runs for a turn after one new file: {touched}"
+    );
+    let calls = git_calls(&server.ctx);
+    run_turns(&server, &thread, "again", 5);
+    assert_eq!(
+        git_calls(&server.ctx),
+        calls,
+        "git runs once the watch is back"
+    );
 }

@@ -241,8 +241,8 @@ pub struct VcsIdentity {
 pub struct WorkspaceConfig {
     /// Absolute project directory (canonicalized by validation).
     pub path: PathBuf,
-    /// How its turns keep evidence of the working tree: `stat` (the
-    /// default), `watch` or `off` (see `EvidenceMode`).
+    /// How its turns keep evidence of the working tree: `watch` (the
+    /// default), `stat` or `off` (see `EvidenceMode`).
     #[serde(
         default,
         skip_serializing_if = "crate::snapshot::EvidenceMode::is_default"
