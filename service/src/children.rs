@@ -30,7 +30,27 @@ pub(crate) enum Purpose {
 
 static STARTED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
+tokio::task_local! {
+    /// git processes started by the task running inside [`tally_git`].
+    static GIT_IN_TASK: std::cell::Cell<u64>;
+}
+
+/// Runs `fut` and counts the git processes it starts in its own task (an
+/// evidence snapshot's cost; a process started from another task or a
+/// blocking thread is counted only in the totals).
+pub(crate) async fn tally_git<T>(fut: impl std::future::Future<Output = T>) -> (T, u64) {
+    GIT_IN_TASK
+        .scope(std::cell::Cell::new(0), async move {
+            let out = fut.await;
+            (out, GIT_IN_TASK.with(std::cell::Cell::get))
+        })
+        .await
+}
+
 fn counted(purpose: Purpose) {
+    if purpose == Purpose::Git {
+        let _ = GIT_IN_TASK.try_with(|n| n.set(n.get() + 1));
+    }
     let slot = match purpose {
         Purpose::Agent => 0,
         Purpose::Git => 1,
