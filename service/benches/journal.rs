@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use lapis_service::store::DB_FILE;
 use lapis_service::{
-    HistoryCheck,
-    Actor, ApprovalPolicy, EventKind, NewThread, Retention, Store, StoreOptions, SubmitTurn,
+    Actor, ApprovalPolicy, EventKind, HistoryCheck, NewThread, Retention, Store, StoreOptions,
+    SubmitTurn,
 };
 use rusqlite::{Connection, params};
 use serde_json::json;

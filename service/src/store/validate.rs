@@ -309,7 +309,11 @@ fn validate_budgets(conn: &Connection) -> StoreResult<()> {
 }
 
 /// The event checks, in one scan (see module docs). Returns the row count.
-pub(super) fn validate_events(conn: &Connection, db: &std::path::Path, anchor: &Anchor) -> StoreResult<u64> {
+pub(super) fn validate_events(
+    conn: &Connection,
+    db: &std::path::Path,
+    anchor: &Anchor,
+) -> StoreResult<u64> {
     let mut turns: HashMap<String, String> = HashMap::new();
     {
         let mut stmt = conn.prepare("SELECT id, thread_id FROM turns")?;

@@ -28,7 +28,10 @@ async fn journal(chunks: usize) -> tempfile::TempDir {
         .map(|i| {
             s.append_activity(
                 &t.id,
-                Payload::from_value(EventKind::MessageChunk, json!({ "text": format!("chunk {i}") })),
+                Payload::from_value(
+                    EventKind::MessageChunk,
+                    json!({ "text": format!("chunk {i}") }),
+                ),
             )
         })
         .collect();
@@ -69,7 +72,11 @@ async fn open_reads_the_same_rows_at_ten_events_as_at_two_thousand() {
     let (at_large, s) = counted_open(after_open(&large));
     let large_events = s.history_verified().await.unwrap();
     s.close().await;
-    assert_eq!(large_events - small_events, 1_990, "the check read them all");
+    assert_eq!(
+        large_events - small_events,
+        1_990,
+        "the check read them all"
+    );
     assert_eq!(at_small, at_large, "open read more as the journal grew");
     // The counter sees the scan when open runs it: the guard can fail.
     let mut o = options(&home(&large));
@@ -129,8 +136,11 @@ async fn a_journal_cut_short_is_caught_against_what_open_found() {
     let dir = journal(20).await;
     let db = home(&dir).join(DB_FILE);
     let conn = Connection::open(&db).unwrap();
-    conn.execute("DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)", [])
-        .unwrap();
+    conn.execute(
+        "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
+        [],
+    )
+    .unwrap();
     drop(conn);
     let s = Store::open(after_open(&dir)).unwrap();
     // Events written after open would reach the anchor's count again:
