@@ -17,7 +17,8 @@
 //! scan over that snapshot to a thread of its own. Until it passes:
 //! - claims wait ([`Store::history_verified`] is awaited by
 //!   `try_claim_with` and `next_runnable_with`), so no turn reaches an
-//!   agent;
+//!   agent, and so does the notifier (`crate::notifier`) before its first
+//!   command;
 //! - the writer writes no anchor checkpoint (`writer::checkpoint`), so the
 //!   anchor keeps naming the prefix it named at open, and a journal cut
 //!   short or re-hashed is still caught against it at the next open.
