@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use lapis_service::store::DB_FILE;
 use lapis_service::{
-    Actor, ApprovalPolicy, EventKind, NewThread, Retention, Store, StoreOptions, SubmitTurn,
+    Actor, ApprovalPolicy, EventKind, HistoryCheck, NewThread, Retention, Store, StoreOptions,
+    SubmitTurn,
 };
 use rusqlite::{Connection, params};
 use serde_json::json;
@@ -229,54 +230,7 @@ fn cpu_of(path: &str) -> Duration {
 
 /// Median open time (wall, CPU) of a store holding `events` events.
 async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, thread, turn) = setup(dir.path()).await;
-    let last = store
-        .replay(lapis_service::ReplayScope::Thread(thread.clone()), 0, 0)
-        .await
-        .unwrap()
-        .events
-        .len() as u64;
-    store.close().await;
-    {
-        let mut conn = raw_conn(&dir.path().join("home"));
-        raw_insert(&mut conn, &thread, &turn, last, events);
-        // Raw rows carry no chain hash: take the file back to schema
-        // version 3, before the chain's migration (step 4), dropping the
-        // columns that step and the later ones add, so the first open
-        // chains them once; the median of the opens then measures
-        // validation with the chain check. (A later migration that adds a
-        // column or an index must drop it here too.)
-        conn.execute_batch(
-            "ALTER TABLE events DROP COLUMN hash; \
-             ALTER TABLE turns DROP COLUMN redactions; \
-             ALTER TABLE turns DROP COLUMN prepared; \
-             ALTER TABLE threads DROP COLUMN tools; ALTER TABLE threads DROP COLUMN mcp_servers; DROP INDEX events_user_message; \
-             DROP INDEX events_tool_calls; DROP INDEX events_turn_submitted; \
-             PRAGMA user_version = 3;",
-        )
-        .unwrap();
-        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
-            .unwrap();
-    }
-    // The first open chains the raw rows (the migration rewrites every row
-    // into the WAL); checkpoint it so the timed opens read a settled file,
-    // as a file written by the controller itself would be (the same file as
-    // the previous build's bench reads, plus each row's 32-byte hash).
-    Store::open(StoreOptions::new(dir.path().join("home")))
-        .unwrap()
-        .close()
-        .await;
-    // The migration rewrote every row in place (each grew by its hash);
-    // VACUUM lays the table out as rows inserted with their hash would be.
-    {
-        let conn = raw_conn(&dir.path().join("home"));
-        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
-            .unwrap();
-        conn.execute_batch("VACUUM").unwrap();
-        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
-            .unwrap();
-    }
+    let dir = seeded(events).await;
     let mut times = vec![];
     let mut cpu = vec![];
     for _ in 0..runs {
@@ -285,13 +239,64 @@ async fn open_time(events: usize, runs: usize) -> (Duration, Duration) {
         let store = Store::open(StoreOptions::new(dir.path().join("home"))).unwrap();
         cpu.push((process_cpu() - c0).as_secs_f64());
         times.push(store.open_report().elapsed.as_secs_f64());
-        assert!(store.open_report().validated.events as usize >= events + last as usize);
+        assert!(store.open_report().validated.events as usize >= events);
         store.close().await;
     }
     (
         Duration::from_secs_f64(median(times)),
         Duration::from_secs_f64(median(cpu)),
     )
+}
+
+/// `LAPIS_BENCH_OPEN_ONLY`: the history checked inside open (as before
+/// issue 39) against after it (what `serve` does), alternated on one
+/// file: medians of open's wall time each way, and of the time until the
+/// history check after open passed (`Store::history_verified`).
+async fn open_compare(events: usize, runs: usize) -> [Duration; 3] {
+    let dir = seeded(events).await;
+    let (mut at, mut after, mut verified) = (vec![], vec![], vec![]);
+    for _ in 0..runs {
+        for check in [HistoryCheck::AtOpen, HistoryCheck::AfterOpen] {
+            let mut o = StoreOptions::new(dir.path().join("home"));
+            o.history = check;
+            let started = std::time::Instant::now();
+            let store = Store::open(o).unwrap();
+            let opened = started.elapsed().as_secs_f64();
+            store.history_verified().await.unwrap();
+            match check {
+                HistoryCheck::AtOpen => at.push(opened),
+                HistoryCheck::AfterOpen => {
+                    after.push(opened);
+                    verified.push(started.elapsed().as_secs_f64());
+                }
+            }
+            store.close().await;
+        }
+    }
+    [at, after, verified].map(|v| Duration::from_secs_f64(median(v)))
+}
+
+/// A home holding `events` streamed events (plus the setup's), written
+/// by the store itself (group commit), so they are chained and laid out
+/// as the controller writes them; the WAL checkpointed into the file.
+async fn seeded(events: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, turn) = setup(dir.path()).await;
+    let mut last = None;
+    for i in 0..events {
+        last = Some(store.append_activity(
+            &turn,
+            Payload::from_value(EventKind::MessageChunk, payload(i)),
+        ));
+    }
+    if let Some(last) = last {
+        last.await.unwrap();
+    }
+    store.close().await;
+    let conn = raw_conn(&dir.path().join("home"));
+    conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
+        .unwrap();
+    dir
 }
 
 fn main() {
@@ -315,8 +320,19 @@ fn main() {
             return;
         }
         if std::env::var_os("LAPIS_BENCH_OPEN_ONLY").is_some() {
-            let (t, c) = open_time(1_000_000, 3).await;
-            println!("1M open: wall {t:?} cpu {c:?}");
+            let n = std::env::var("LAPIS_BENCH_OPEN_ONLY")
+                .ok()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(1_000_000);
+            let [at, after, verified] = open_compare(n, 5).await;
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            println!(
+                "{n} events, median of 5 alternated: open checking the history {:.1} ms; \
+                 open leaving it to after open {:.1} ms, history verified {:.1} ms after open began",
+                ms(at),
+                ms(after),
+                ms(verified)
+            );
             return;
         }
         let (n_group, n_single, runs) = if quick {

@@ -44,10 +44,28 @@ pub(crate) fn git_started_here() -> u64 {
     GIT_HERE.with(std::cell::Cell::get)
 }
 
+tokio::task_local! {
+    /// git processes started by the task running inside [`tally_git`].
+    static GIT_IN_TASK: std::cell::Cell<u64>;
+}
+
+/// Runs `fut` and counts the git processes it starts in its own task (an
+/// evidence snapshot's cost; a process started from another task or a
+/// blocking thread is counted only in the totals).
+pub(crate) async fn tally_git<T>(fut: impl std::future::Future<Output = T>) -> (T, u64) {
+    GIT_IN_TASK
+        .scope(std::cell::Cell::new(0), async move {
+            let out = fut.await;
+            (out, GIT_IN_TASK.with(std::cell::Cell::get))
+        })
+        .await
+}
+
 fn counted(purpose: Purpose) {
-    #[cfg(test)]
     if purpose == Purpose::Git {
+        #[cfg(test)]
         GIT_HERE.with(|n| n.set(n.get() + 1));
+        let _ = GIT_IN_TASK.try_with(|n| n.set(n.get() + 1));
     }
     let slot = match purpose {
         Purpose::Agent => 0,

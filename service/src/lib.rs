@@ -93,7 +93,7 @@ pub use domain::{
     ResolveAs, Retention, SubmitTurn, ThreadPatch, Turn, TurnEnd, TurnState,
 };
 #[cfg(feature = "test-support")]
-pub use store::{Store, StoreOptions, TurnFilter};
+pub use store::{HistoryCheck, Store, StoreOptions, TurnFilter};
 
 /// Entry points only tests and benches use (the fake-credential corpus),
 /// compiled only with the `test-support` feature: a release build has

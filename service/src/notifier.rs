@@ -57,7 +57,14 @@ pub(crate) fn spawn(
     presence: Presence,
 ) -> tokio::task::JoinHandle<()> {
     let rx = store.subscribe();
-    tokio::spawn(run(store, config, presence, rx))
+    tokio::spawn(async move {
+        // No command runs on the word of a journal not yet checked
+        // (`store::history`); events committed meanwhile wait in `rx`.
+        if store.history_verified().await.is_err() {
+            return;
+        }
+        run(store, config, presence, rx).await
+    })
 }
 
 /// Starts of the runs of the last [`WINDOW`], oldest first.

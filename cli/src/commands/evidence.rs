@@ -125,3 +125,43 @@ pub(super) fn since_summary(e: &TurnEvidence) -> Option<String> {
     }
     Some(text)
 }
+
+/// A median snapshot at or above this many milliseconds is worth a
+/// `doctor` warning: two per turn, it is most of a warm turn.
+pub(super) const SLOW_SNAPSHOT_MS: u64 = 50;
+
+/// What a workspace's snapshots cost, in one line: its setting, the median
+/// and slowest of the recent snapshots and what the last one did
+/// (`status`, `doctor`).
+pub(super) fn cost_line(c: &lapis_protocol::snapshot::EvidenceCost) -> String {
+    use lapis_protocol::snapshot::SnapshotVia;
+    let mode = c.mode.as_str();
+    let ms = |us: u64| format!("{:.1} ms", us as f64 / 1000.0);
+    let Some(last) = &c.last else {
+        return match c.mode {
+            lapis_protocol::snapshot::EvidenceMode::Off => format!("{mode}: no snapshots"),
+            _ => format!("{mode}: no snapshot since serve started"),
+        };
+    };
+    let via = match last.via {
+        SnapshotVia::Watched => "answered by the watch",
+        SnapshotVia::Seen => "stated every path",
+        SnapshotVia::Refresh => "stated every path, git staged the changed ones",
+        SnapshotVia::Git => "git staged the whole tree",
+        SnapshotVia::Skipped => "not taken",
+    };
+    format!(
+        "{mode}: median {} (max {}) over the last {} of {} snapshot{}; last {}, {via}, {} file{} walked, {} git process{}",
+        ms(c.median_micros.unwrap_or(0)),
+        ms(c.max_micros.unwrap_or(0)),
+        c.snapshots
+            .min(lapis_protocol::snapshot::EvidenceCost::RECENT as u64),
+        c.snapshots,
+        if c.snapshots == 1 { "" } else { "s" },
+        ms(last.micros),
+        last.files_walked,
+        if last.files_walked == 1 { "" } else { "s" },
+        last.git,
+        if last.git == 1 { "" } else { "es" },
+    )
+}

@@ -355,6 +355,14 @@ fn plain(r: &StatusReport) -> String {
             )
         });
     }
+    // What evidence costs, once a workspace took snapshots.
+    for c in s.evidence.iter().filter(|c| c.snapshots > 0) {
+        text.push_str(&format!(
+            "\nevidence  {}: {}",
+            c.workspace,
+            super::evidence::cost_line(c)
+        ));
+    }
     if let Some(condition) = &s.storage_fault {
         text.push_str(&format!(
             "\nstorage   cannot write ({condition}); reads work, writes resume when it clears"

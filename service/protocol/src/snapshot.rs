@@ -179,3 +179,62 @@ pub struct TurnEvidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_boundary: Option<SnapshotDiff>,
 }
+
+/// How a snapshot got its tree (`status`'s evidence costs), cheapest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotVia {
+    /// The workspace's watch saw nothing happen: no path stated, no git.
+    Watched,
+    /// Every path the tree depends on stated the same: no git.
+    Seen,
+    /// Every path stated; git staged the few that changed.
+    Refresh,
+    /// Git staged the whole working tree.
+    Git,
+    /// No tree (see the snapshot's `skipped`).
+    Skipped,
+}
+
+/// What one snapshot cost its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotCost {
+    /// Wall time, microseconds.
+    pub micros: u64,
+    /// How it got its tree.
+    pub via: SnapshotVia,
+    /// Paths it stated or git staged (the tree's files; 0 when the watch
+    /// answered or nothing was looked at).
+    pub files_walked: u64,
+    /// git processes it started.
+    pub git: u64,
+}
+
+/// A workspace's evidence setting and what its snapshots cost since
+/// `serve` started (`status`'s `evidence`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceCost {
+    /// The workspace id.
+    pub workspace: String,
+    /// Its `evidence` setting now.
+    pub mode: EvidenceMode,
+    /// Snapshots taken since `serve` started (two per turn).
+    pub snapshots: u64,
+    /// Median wall time of the last snapshots (up to
+    /// [`EvidenceCost::RECENT`]), microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_micros: Option<u64>,
+    /// The slowest of them, microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_micros: Option<u64>,
+    /// The last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<SnapshotCost>,
+}
+
+impl EvidenceCost {
+    /// How many recent snapshots the median and the maximum cover.
+    pub const RECENT: usize = 32;
+}

@@ -12,12 +12,15 @@
 //! one was (a non-git workspace says so once per turn).
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use lapis_protocol::Payload;
-use lapis_protocol::snapshot::{EvidenceMode, SnapshotPoint, SnapshotSkipped, WorkspaceSnapshot};
+use lapis_protocol::snapshot::{
+    EvidenceMode, SnapshotCost, SnapshotPoint, SnapshotSkipped, SnapshotVia, WorkspaceSnapshot,
+};
 
-use crate::git::snapshot::{SnapshotBounds, SnapshotDir};
+use super::evidence_cost::EvidenceCosts;
+use crate::git::snapshot::{SnapshotBounds, SnapshotDir, Via};
 
 /// The snapshots of one claimed turn.
 #[derive(Debug)]
@@ -33,6 +36,8 @@ pub(super) struct Evidence {
     /// Whether the boundary snapshot produced a tree (then the outcome
     /// one is taken too).
     boundary_taken: Mutex<bool>,
+    /// The workspace id, and where each snapshot's cost is recorded.
+    costs: (String, Arc<EvidenceCosts>),
 }
 
 impl Evidence {
@@ -42,6 +47,7 @@ impl Evidence {
         workspace_id: &str,
         path: PathBuf,
         mode: EvidenceMode,
+        costs: Arc<EvidenceCosts>,
     ) -> Evidence {
         let dir = SnapshotDir::new(home, workspace_id);
         Evidence {
@@ -53,6 +59,7 @@ impl Evidence {
             bounds: SnapshotBounds::default(),
             mode,
             boundary_taken: Mutex::new(false),
+            costs: (workspace_id.to_owned(), costs),
         }
     }
 
@@ -94,7 +101,30 @@ impl Evidence {
         if self.mode == EvidenceMode::Off {
             return WorkspaceSnapshot::skipped(at, SnapshotSkipped::Off);
         }
-        let snap = self.dir.take(&self.path, at, self.bounds).await;
+        let started = std::time::Instant::now();
+        let ((snap, via), git) =
+            crate::children::tally_git(self.dir.take_via(&self.path, at, self.bounds)).await;
+        let via = match via {
+            Some(Via::Watched) => SnapshotVia::Watched,
+            Some(Via::Seen) => SnapshotVia::Seen,
+            Some(Via::Refresh) => SnapshotVia::Refresh,
+            Some(Via::Git) => SnapshotVia::Git,
+            None => SnapshotVia::Skipped,
+        };
+        let walked = match via {
+            SnapshotVia::Seen | SnapshotVia::Refresh | SnapshotVia::Git => snap.files.unwrap_or(0),
+            SnapshotVia::Watched | SnapshotVia::Skipped => 0,
+        };
+        let (workspace, costs) = &self.costs;
+        costs.record(
+            workspace,
+            SnapshotCost {
+                micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                via,
+                files_walked: walked,
+                git,
+            },
+        );
         if let Some(reason) = snap.skipped {
             tracing::debug!(
                 at = at.as_str(),

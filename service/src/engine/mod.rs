@@ -14,6 +14,7 @@ mod broker;
 mod budgets;
 mod claim;
 mod evidence;
+mod evidence_cost;
 mod hooks;
 mod mcp;
 mod outcome;

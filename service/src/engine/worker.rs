@@ -59,6 +59,8 @@ pub struct Engine {
     /// Workspaces whose evidence is not the default (`workspaces.<id>.evidence`);
     /// a config reload replaces them for later claims.
     evidence: Arc<std::sync::RwLock<BTreeMap<String, EvidenceMode>>>,
+    /// What each workspace's recent snapshots cost (`status`'s `evidence`).
+    evidence_costs: Arc<super::evidence_cost::EvidenceCosts>,
     /// Bumped by every secrets reload: an agent started under an older
     /// generation is never kept for a later turn (its environment is stale).
     secrets_generation: Arc<AtomicU64>,
@@ -129,6 +131,7 @@ impl Engine {
             secrets: Arc::new(std::sync::RwLock::new(config.lookup.secrets.clone())),
             budgets: Arc::new(std::sync::RwLock::new(config.budgets.clone())),
             evidence: Arc::new(std::sync::RwLock::new(config.evidence.clone())),
+            evidence_costs: Arc::default(),
             secrets_generation: Arc::default(),
             config: Arc::new(config),
             broker: PermissionBroker::default(),

@@ -166,6 +166,9 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     store_options.queue_capacity = limits.queue_capacity;
     store_options.broadcast_capacity = limits.subscriber_buffer;
     store_options.clock = options.clock.clone();
+    // Ready before the journal's history is read; nothing runs before it
+    // passed, and a failure stops serve (`store::history`).
+    store_options.history = crate::store::HistoryCheck::AfterOpen;
     let store = tokio::task::spawn_blocking(move || Store::open(store_options))
         .await
         .map_err(|e| {
@@ -328,7 +331,7 @@ fn sighup() -> Result<tokio::signal::unix::Signal, ServeError> {
 /// ends), then drains connections and closes the store.
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let prepared = match stop_on_signals(stop_tx).and_then(|()| sighup()) {
+    let prepared = match stop_on_signals(stop_tx.clone()).and_then(|()| sighup()) {
         Ok(hup) => prepare(&options).await.map(|p| (p, hup)),
         Err(e) => Err(e),
     };
@@ -343,6 +346,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         }
     };
     reload_on_sighup(hup, ctx.clone(), stop_rx.clone());
+    let history = stop_on_bad_history(&store, stop_tx);
     let result = if options.stdio {
         serve_stdio(
             ctx.clone(),
@@ -383,5 +387,29 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     }
     store.close().await;
     tracing::info!("stopped");
-    result
+    let bad_history = history.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match bad_history {
+        Some(e) => Err(ServeError::Store(e)),
+        None => result,
+    }
+}
+
+/// Stops serve when the check of the journal's history fails (see
+/// `store::history`), keeping its error for serve's exit.
+fn stop_on_bad_history(
+    store: &Store,
+    stop: watch::Sender<bool>,
+) -> Arc<std::sync::Mutex<Option<crate::domain::StoreError>>> {
+    let failed = Arc::new(std::sync::Mutex::new(None));
+    let (store, keep) = (store.clone(), failed.clone());
+    tokio::spawn(async move {
+        match store.history_verified().await {
+            Ok(_) | Err(crate::domain::StoreError::Closed) => {}
+            Err(e) => {
+                *keep.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                let _ = stop.send(true);
+            }
+        }
+    });
+    failed
 }

@@ -100,6 +100,23 @@ impl Reloader {
         })
     }
 
+    /// The workspaces the configuration in effect declares (none
+    /// without a config file).
+    pub(crate) fn workspace_ids(&self) -> Vec<String> {
+        self.source
+            .as_ref()
+            .map(|s| {
+                s.current
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .workspaces
+                    .keys()
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The `worktrees` section in effect (empty without a config file);
     /// a reload applies it to the next worktree at once.
     pub(crate) fn worktrees(&self) -> lapis_protocol::config::WorktreesConfig {

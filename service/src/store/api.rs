@@ -330,6 +330,7 @@ impl Store {
     /// provider's facts for the prepared record, inside the claim.
     #[cfg(any(test, feature = "test-support"))]
     pub(crate) async fn try_claim_with(&self, prepare: Preparer) -> StoreResult<Option<Claim>> {
+        self.history_verified().await?;
         self.op(move |w| w.claim(&prepare)).await
     }
 
@@ -350,7 +351,9 @@ impl Store {
         // commits with the dispatch boundary that follows (see
         // `writer::ParkedClaim`). Losing it in a crash is harmless — the
         // turn is still queued, and no prompt is written before the
-        // durable dispatch boundary.
+        // durable dispatch boundary. Nothing is claimed before the
+        // journal's history was checked (`store::history`).
+        self.history_verified().await?;
         self.park_claim(prepare).await
     }
 

@@ -53,6 +53,9 @@ pub struct StoreOptions {
     pub(crate) memory_payload_capacity: usize,
     /// Time source (ms since epoch).
     pub(crate) clock: Arc<dyn Clock>,
+    /// When the retained events are checked (`serve`: after open, see
+    /// [`super::history`]).
+    pub history: super::history::HistoryCheck,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -81,6 +84,7 @@ impl StoreOptions {
             page_max: 1000,
             memory_payload_capacity: 100_000,
             clock: Arc::new(SystemClock),
+            history: super::history::HistoryCheck::AtOpen,
         }
     }
 }
@@ -184,7 +188,15 @@ impl Store {
         // Migrated to this version, the database has its anchor (written
         // by the migration that introduced it, before that commit).
         let anchor = super::anchor::require(&db)?;
-        let validated = validate(&conn, &db, &anchor)?;
+        let validated = validate(&conn, &db, &anchor, options.history)?;
+        // Pinned before recovery writes: the check reads what open found.
+        let history = match options.history {
+            super::history::HistoryCheck::AtOpen => super::history::verified(validated.events),
+            super::history::HistoryCheck::AfterOpen => {
+                let pinned = super::history::pin(&db)?;
+                super::history::start(pinned, db.clone(), anchor)?
+            }
+        };
         let (events, _) = broadcast::channel(options.broadcast_capacity.max(1));
         let shared = Arc::new(Shared {
             events,
@@ -197,6 +209,7 @@ impl Store {
             counters: Default::default(),
             parked: Default::default(),
             storage_fault: Mutex::new(None),
+            history,
         });
         let memory: SharedPayloads = Arc::new(Mutex::new(MemoryPayloads::new(
             options.memory_payload_capacity,

@@ -25,6 +25,7 @@ use serde::de::IgnoredAny;
 use crate::domain::{EventKind, StoreError, StoreResult};
 
 use super::anchor::Anchor;
+use super::history::HistoryCheck;
 use super::ids::sql_name_ok;
 use super::receipts::CommandKind;
 
@@ -216,11 +217,16 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
 }
 
 /// Check every row, and that the journal reaches `anchor` (the anchor of
-/// the database at `db`); the first failure stops the open.
+/// the database at `db`); the first failure stops the open. With
+/// [`HistoryCheck::AfterOpen`] the events are left to `super::history`
+/// (read after open, over a snapshot pinned now), and `events` is the
+/// last `seq` found: nothing here then reads more rows as the journal
+/// grows.
 pub(super) fn validate(
     conn: &Connection,
     db: &std::path::Path,
     anchor: &Anchor,
+    history: HistoryCheck,
 ) -> StoreResult<ValidationReport> {
     for (table, check, sql) in checks() {
         let bad: Option<rusqlite::types::Value> = conn
@@ -238,7 +244,15 @@ pub(super) fn validate(
     }
     validate_prepared(conn)?;
     validate_budgets(conn)?;
-    let events = validate_events(conn, db, anchor)?;
+    let events = match history {
+        HistoryCheck::AtOpen => validate_events(conn, db, anchor)?,
+        HistoryCheck::AfterOpen => conn
+            .query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n.max(0) as u64)
+            .map_err(StoreError::from_sqlite)?,
+    };
     let count = |t: &str| -> StoreResult<u64> {
         conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| {
             r.get::<_, i64>(0)
@@ -295,7 +309,11 @@ fn validate_budgets(conn: &Connection) -> StoreResult<()> {
 }
 
 /// The event checks, in one scan (see module docs). Returns the row count.
-fn validate_events(conn: &Connection, db: &std::path::Path, anchor: &Anchor) -> StoreResult<u64> {
+pub(super) fn validate_events(
+    conn: &Connection,
+    db: &std::path::Path,
+    anchor: &Anchor,
+) -> StoreResult<u64> {
     let mut turns: HashMap<String, String> = HashMap::new();
     {
         let mut stmt = conn.prepare("SELECT id, thread_id FROM turns")?;

@@ -165,6 +165,9 @@ pub(crate) struct Shared {
     /// The storage condition that made the last write fail (`disk_full`,
     /// `read_only`, `io_error`), cleared by the next write that commits.
     pub(crate) storage_fault: Mutex<Option<&'static str>>,
+    /// The check of the retained events (see [`super::history`]): no
+    /// claim and no anchor checkpoint before it passed.
+    pub(crate) history: super::history::HistoryCell,
 }
 
 /// A turn that is not terminal, as the writer tracks it.

@@ -1,20 +1,22 @@
 //! `startup`: serve readiness (spawn → socket answers `status`) with 0,
-//! 100k and 1M retained journal events. The journal is seeded directly: the
-//! store API creates the workspace, thread and a claimed turn, then raw
-//! rusqlite inserts add the events in one transaction (the same path as the
-//! store's own open benchmark, `service/benches/journal.rs`).
+//! 100k and 1M retained journal events. The journal is seeded through the
+//! store itself (a claimed turn streaming message chunks, group-committed),
+//! so its events are chained and anchored as serve's own are: raw rows
+//! without their hash would fail the history check (issue 39: serve checks
+//! it right after readiness, so readiness no longer grows with it).
 
 use anyhow::Result;
-use lapis_service::store::DB_FILE;
-use lapis_service::{Actor, ApprovalPolicy, NewThread, Retention, Store, StoreOptions, SubmitTurn};
-use rusqlite::{Connection, params};
+use lapis_protocol::Payload;
+use lapis_service::{
+    Actor, ApprovalPolicy, EventKind, NewThread, Retention, Store, StoreOptions, SubmitTurn,
+};
 use serde_json::json;
 
 use super::rig::Rig;
 use super::table::{Table, Unit, ms};
 
-/// Creates ws0's thread and one claimed turn; returns (thread, turn).
-fn seed_base(rig: &Rig) -> Result<(String, String)> {
+/// Creates ws0's thread; returns its id.
+fn seed_base(rig: &Rig) -> Result<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -46,66 +48,59 @@ fn seed_base(rig: &Rig) -> Result<(String, String)> {
             )
             .await?
             .value;
+        store.close().await;
+        Ok(thread.id)
+    })
+}
+
+/// Claims a new turn of `thread` and streams `n` message chunks into it
+/// (the next serve start recovers the turn).
+fn seed_events(rig: &Rig, thread: &str, stage: usize, n: usize) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let store = Store::open(StoreOptions::new(rig.home.clone()))?;
         let input = SubmitTurn {
-            command_id: "seed".into(),
-            thread_id: thread.id.clone(),
+            command_id: format!("seed-{stage}"),
+            thread_id: thread.to_owned(),
             prompt: "seed".into(),
             continues: None,
             max_turn_seconds: None,
         };
-        let turn = store.submit_turn(&actor, input).await?.value;
+        let turn = store
+            .submit_turn(&Actor::new("owner", "bench"), input)
+            .await?
+            .value;
         store.try_claim().await?;
-        store.close().await;
-        Ok((thread.id, turn.id))
-    })
-}
-
-/// Appends `n` message chunks to `turn` in one transaction.
-fn seed_events(rig: &Rig, thread: &str, turn: &str, n: usize) -> Result<()> {
-    let mut conn = Connection::open(rig.home.join(DB_FILE))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    let (seq, tseq): (i64, i64) = conn.query_row(
-        "SELECT coalesce(max(seq), 0), (SELECT coalesce(max(thread_seq), 0) FROM events WHERE thread_id = ?1) FROM events",
-        [thread],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let tx = conn.transaction()?;
-    {
-        let mut stmt = tx.prepare(
-            "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, payload, has_payload) \
-             VALUES (?1, ?2, ?3, ?4, 'message_chunk', ?5, ?6, 1)",
-        )?;
-        for i in 0..n as i64 {
-            let text = json!({ "text": format!("chunk {i}: the quick brown fox jumps over the lazy dog") })
-                .to_string();
-            stmt.execute(params![
-                seq + 1 + i,
-                thread,
-                tseq + 1 + i,
-                turn,
-                1_700_000_000_000i64 + i,
-                text
-            ])?;
+        let mut last = None;
+        for i in 0..n {
+            let text = format!("chunk {i}: the quick brown fox jumps over the lazy dog");
+            last = Some(store.append_activity(
+                &turn.id,
+                Payload::from_value(EventKind::MessageChunk, json!({ "text": text })),
+            ));
         }
-    }
-    tx.commit()?;
-    conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")?;
-    Ok(())
+        if let Some(last) = last {
+            last.await?;
+        }
+        store.close().await;
+        Ok(())
+    })
 }
 
 /// Adds the suite's rows.
 pub(crate) fn run(table: &mut Table, runs: usize, sizes: &[usize]) -> Result<()> {
     let mut rig = Rig::new(1, json!({}), json!({}))?;
-    let (thread, turn) = seed_base(&rig)?;
-    // The first start recovers the claimed turn; not measured.
-    rig.start()?;
-    rig.stop();
+    let thread = seed_base(&rig)?;
     let mut have = 0usize;
     let mut base: Option<String> = None;
-    for &n in sizes {
-        seed_events(&rig, &thread, &turn, n - have)?;
+    for (stage, &n) in sizes.iter().enumerate() {
+        seed_events(&rig, &thread, stage, n - have)?;
         have = n;
+        // The first start recovers the claimed turn; not measured.
+        rig.start()?;
+        rig.stop();
         let mut samples = Vec::new();
         for _ in 0..runs {
             samples.push(ms(rig.start()?));

@@ -199,6 +199,12 @@ fn settings(home: &Path) -> insta::Settings {
         r"(?m)^(pid|uptime|version|commit|date|target)(\s+).*$",
         "$1$2[REDACTED]",
     );
+    // What evidence snapshots took (`status`'s `evidence`) is wall time.
+    s.add_filter(
+        r#""(micros|medianMicros|maxMicros)": \d+"#,
+        r#""$1": "[MICROS]""#,
+    );
+    s.add_filter(r"\b(median|max|last) \d+\.\d ms\b", "$1 [MS]");
     s.add_filter(
         r"lapis-ai-controller \d+\.\d+\.\d+\S*",
         "lapis-ai-controller [VERSION]",

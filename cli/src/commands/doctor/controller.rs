@@ -221,7 +221,53 @@ fn approval_checks(
 
 /// The controller answers on its socket; a running snapshot other than the
 /// launcher's warns with the restart command.
-pub(super) fn socket_check(paths: &Paths, config: &Config) -> Check {
+/// One check per workspace whose snapshots ran since serve started: what
+/// they cost, and a warning with the setting to change when the median is
+/// slow (a large tree under `evidence: "stat"`).
+fn evidence_checks(
+    paths: &Paths,
+    s: &lapis_protocol::params::StatusResult,
+    checks: &mut Vec<Check>,
+) {
+    use crate::commands::evidence::{SLOW_SNAPSHOT_MS, cost_line};
+    for c in s.evidence.iter().filter(|c| c.snapshots > 0) {
+        let name = format!("evidence:{}", c.workspace);
+        let slow = c
+            .median_micros
+            .is_some_and(|us| us >= SLOW_SNAPSHOT_MS * 1000);
+        checks.push(if slow {
+            Check::bad(
+                Status::Warn,
+                name,
+                format!("{} (two per turn)", cost_line(c)),
+                format!(
+                    "set `workspaces.{}.evidence` to \"off\" in {} (no snapshots; a fenced turn then has no evidence to show), or try \"watch\"; then `{PRODUCT} config reload`",
+                    c.workspace,
+                    paths.config.display()
+                ),
+            )
+        } else {
+            Check::ok(name, cost_line(c))
+        });
+    }
+}
+
+/// The socket check, then what evidence costs per workspace (from the
+/// same `status` answer).
+pub(super) fn socket_checks(paths: &Paths, config: &Config, checks: &mut Vec<Check>) -> Status {
+    let (socket, status) = socket_check(paths, config);
+    let result = socket.status;
+    checks.push(socket);
+    if let Some(s) = status {
+        evidence_checks(paths, &s, checks);
+    }
+    result
+}
+
+fn socket_check(
+    paths: &Paths,
+    config: &Config,
+) -> (Check, Option<lapis_protocol::params::StatusResult>) {
     let socket = config
         .controller_home
         .join(lapis_protocol::home::SOCKET_FILE);
@@ -234,7 +280,7 @@ pub(super) fn socket_check(paths: &Paths, config: &Config) -> Check {
     };
     let status = crate::commands::connect::connect_to(&target)
         .and_then(|mut c| c.status().map_err(crate::commands::connect::client_error));
-    match status {
+    let check = match &status {
         Ok(s) => {
             let running = s.snapshot.as_deref();
             let installed = launcher::state(paths)
@@ -277,7 +323,8 @@ pub(super) fn socket_check(paths: &Paths, config: &Config) -> Check {
                 unit::serve_command_line(paths)
             ),
         ),
-    }
+    };
+    (check, status.ok())
 }
 
 pub(super) fn disk_check(home: &Path) -> Check {

@@ -83,11 +83,11 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     let config = controller::config_check(&paths, &mut checks);
     if let Some(config) = &config {
         controller::provider_checks(&paths, config, &mut checks);
-        let socket = controller::socket_check(&paths, config);
-        if socket.status != Status::Fail {
+        let mut answered = Vec::new();
+        if controller::socket_checks(&paths, config, &mut answered) != Status::Fail {
             without_manager(&mut checks);
         }
-        checks.push(socket);
+        checks.append(&mut answered);
     }
     let home = config
         .as_ref()

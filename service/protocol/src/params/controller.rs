@@ -122,6 +122,11 @@ pub struct StatusResult {
     /// one's reads (the turn path's guards compare these per turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<WorkCounts>,
+    /// Per workspace (configured, or with snapshots since start): its
+    /// `evidence` setting and what its turns' snapshots cost (absent when
+    /// the server runs no engine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<crate::snapshot::EvidenceCost>,
 }
 
 /// What the controller did since it started (`status`'s `work`).

@@ -70,6 +70,28 @@ impl Engine {
         *self.evidence.write().unwrap_or_else(|p| p.into_inner()) = evidence;
     }
 
+    /// Each of `workspaces` and each workspace with snapshots since start:
+    /// its evidence setting now and what its recent snapshots cost.
+    pub(crate) fn evidence_costs(
+        &self,
+        workspaces: impl IntoIterator<Item = String>,
+    ) -> Vec<lapis_protocol::snapshot::EvidenceCost> {
+        let modes = workspaces
+            .into_iter()
+            .map(|id| {
+                let mode = self.evidence_of(&id);
+                (id, mode)
+            })
+            .collect();
+        self.evidence_costs
+            .report(&modes, |id| self.evidence_of(id))
+    }
+
+    /// The recorder of snapshot costs, for a turn's evidence.
+    pub(super) fn evidence_recorder(&self) -> Arc<crate::engine::evidence_cost::EvidenceCosts> {
+        self.evidence_costs.clone()
+    }
+
     /// How workspace `id` keeps evidence now.
     pub(super) fn evidence_of(&self, id: &str) -> EvidenceMode {
         self.evidence

@@ -146,6 +146,7 @@ impl Engine {
                     &claim.workspace.id,
                     PathBuf::from(&claim.workspace.path),
                     self.evidence_of(&claim.workspace.id),
+                    self.evidence_recorder(),
                 ),
             )
             .with_ceiling(ceiling),

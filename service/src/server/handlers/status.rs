@@ -1,7 +1,8 @@
 //! `status`: identity, uptime, the scheduler's counters, the turns in
 //! flight and the fences with what blocks them, the pending permission
-//! requests (count and oldest), live agents, the last config reload, and
-//! usage totals (from the turns' records).
+//! requests (count and oldest), live agents, the last config reload,
+//! usage totals (from the turns' records), and per workspace what its
+//! evidence snapshots cost.
 
 use std::collections::HashMap;
 
@@ -101,7 +102,12 @@ pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError
     };
     let id = &ctx.identity;
     let policy_probes = super::providers::policy_records(ctx).await?;
+    let evidence = match &ctx.core.engine {
+        Some(engine) => engine.evidence_costs(ctx.reload.workspace_ids()),
+        None => Vec::new(),
+    };
     let result = StatusResult {
+        evidence,
         work: Some(work),
         policy_probes,
         usage,

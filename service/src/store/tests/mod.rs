@@ -7,6 +7,7 @@ mod chain;
 mod configure;
 mod continuation;
 mod continuation_tools;
+mod history;
 mod inbox;
 mod journal;
 mod lifecycle;

@@ -122,7 +122,9 @@ impl Writer {
     /// Writes the committed head to the anchor file, if it moved.
     pub(super) fn checkpoint(&mut self) {
         self.anchor.at = Instant::now();
-        if !self.conn.is_autocommit() {
+        // An anchor vouches for the journal: not before its history was
+        // checked (`store::history`).
+        if !self.conn.is_autocommit() || !crate::store::history::passed(&self.shared.history) {
             return;
         }
         // Timed, not caused by any one turn: not in the turn counters.
