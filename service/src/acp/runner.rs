@@ -155,7 +155,14 @@ pub(crate) async fn run_turn_on<H: TurnHooks>(
     if says_why_in_stderr(&outcome) {
         journal_stderr_tail(&mut session, &mut process).await;
     }
-    tracing::info!(provider = %request.spec.name, state = outcome.state(), code = ?outcome.code(), "turn finished");
+    // A completed turn is a per-request line (its record is the journal):
+    // formatting and writing it at `info` was ~2.4% of the runtime
+    // workers' CPU per warm turn. Any other end stays at `info`.
+    if matches!(outcome, TurnOutcome::Completed { .. }) {
+        tracing::debug!(provider = %request.spec.name, state = outcome.state(), "turn finished");
+    } else {
+        tracing::info!(provider = %request.spec.name, state = outcome.state(), code = ?outcome.code(), "turn finished");
+    }
     let keep = request.keep_alive
         && session.reusable()
         && matches!(

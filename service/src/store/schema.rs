@@ -396,6 +396,12 @@ pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
     // Overwrite deleted content: a raw prompt, cleared once its turn leaves
     // the queue, must not linger in free space.
     conn.pragma_update(None, "secure_delete", true)?;
+    // Every writer operation runs in a savepoint of its batch, and a page
+    // it changes is first copied to the savepoint's sub-journal: in a temp
+    // file past 64 KiB, so most batches opened, wrote, closed and unlinked
+    // one (about 6% of the writer's CPU per warm turn). In memory it is a
+    // copy, bounded by the batch, and raw prompts never reach a temp file.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     migrate(&conn, version)?;
     Ok(conn)
 }
