@@ -46,25 +46,7 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_w
     let mut per_turn = Vec::new();
     for provider in ["echo", "fx"] {
         let thread = store
-            .create_thread(
-                &owner(),
-                NewThread {
-                    command_id: None,
-                    workspace_id: "ws".into(),
-                    provider: provider.into(),
-                    approval: ApprovalPolicy::Ask,
-                    restricted: false,
-                    retention: Retention::Full,
-                    mcp_servers: Vec::new(),
-                    tools: Vec::new(),
-                    context: None,
-                    memory: None,
-                    transcript_store: None,
-                    thread_id: None,
-                    permission_timeout_seconds: None,
-                    budget: None,
-                },
-            )
+            .create_thread(&owner(), plain_thread("ws", provider))
             .await
             .unwrap()
             .value;
@@ -72,35 +54,16 @@ async fn a_lone_workspace_pays_at_most_three_commits_per_cold_turn_and_two_per_w
         for i in 0..3 {
             let mut events = store.subscribe();
             let before = store.commit_count();
-            let turn = store
-                .submit_turn(
-                    &owner(),
-                    SubmitTurn {
-                        command_id: format!("{provider}-{i}"),
-                        thread_id: thread.id.clone(),
-                        prompt: format!("prompt {i}"),
-                        continues: None,
-                        max_turn_seconds: None,
-                    },
-                )
-                .await
-                .unwrap()
-                .value;
-            // Completion is published only after its commit.
-            loop {
-                let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
-                    .await
-                    .expect("turn never completed")
-                    .unwrap();
-                if e.kind == EventKind::TurnState
-                    && e.turn_id.as_deref() == Some(turn.id.as_str())
-                    && lapis_e2e::journal::moved_to(&e) == Some(TurnState::Completed)
-                {
-                    break;
-                }
-            }
+            let turn = run_to_completed(
+                &store,
+                &mut events,
+                &thread.id,
+                &format!("{provider}-{i}"),
+                &format!("prompt {i}"),
+            )
+            .await;
             per_turn.push((provider, i, store.commit_count() - before));
-            let t = store.get_turn(&turn.id).await.unwrap();
+            let t = store.get_turn(&turn).await.unwrap();
             assert_eq!(t.state, TurnState::Completed);
         }
     }
@@ -202,4 +165,66 @@ async fn queued_turns_of_a_thread_reuse_its_agent() {
     let s = engine.status();
     assert_eq!((s.agents.live, s.agents.idle), (1, 1), "{s:?}");
     handle.shutdown().await;
+}
+
+/// An `ask`, unrestricted, fully retained thread of `provider` in
+/// `workspace`, with nothing else bound.
+pub(crate) fn plain_thread(workspace: &str, provider: &str) -> NewThread {
+    NewThread {
+        command_id: None,
+        workspace_id: workspace.into(),
+        provider: provider.into(),
+        approval: ApprovalPolicy::Ask,
+        restricted: false,
+        retention: Retention::Full,
+        mcp_servers: Vec::new(),
+        tools: Vec::new(),
+        context: None,
+        memory: None,
+        transcript_store: None,
+        thread_id: None,
+        permission_timeout_seconds: None,
+        budget: None,
+    }
+}
+
+/// Submits `prompt` on `thread` and waits on `events` (subscribed before)
+/// for the turn's durable `completed`; a turn ending otherwise panics.
+pub(crate) async fn run_to_completed(
+    store: &Store,
+    events: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<lapis_service::JournalEvent>>,
+    thread: &str,
+    command_id: &str,
+    prompt: &str,
+) -> String {
+    let turn = store
+        .submit_turn(
+            &owner(),
+            SubmitTurn {
+                command_id: command_id.to_owned(),
+                thread_id: thread.to_owned(),
+                prompt: prompt.to_owned(),
+                continues: None,
+                max_turn_seconds: None,
+            },
+        )
+        .await
+        .unwrap()
+        .value;
+    // Completion is published only after its commit.
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("turn never completed")
+            .unwrap();
+        if e.kind == EventKind::TurnState && e.turn_id.as_deref() == Some(turn.id.as_str()) {
+            match lapis_e2e::journal::moved_to(&e) {
+                Some(TurnState::Completed) => return turn.id,
+                Some(s) if s.is_terminal() || s.is_fenced() => {
+                    panic!("turn {command_id} ended {s:?}")
+                }
+                _ => {}
+            }
+        }
+    }
 }

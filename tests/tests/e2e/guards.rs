@@ -16,12 +16,11 @@ use std::time::Duration;
 use lapis_e2e::TestContext;
 use lapis_protocol::params::StoreCounts;
 use lapis_service::engine::{Engine, EngineConfig};
-use lapis_service::{
-    ApprovalPolicy, EventKind, NewThread, Retention, Store, StoreOptions, SubmitTurn, TurnState,
-};
+use lapis_service::{ApprovalPolicy, Store, StoreOptions};
 use serde_json::json;
 
 use crate::acp::test_limits;
+use crate::acp_commits::{plain_thread, run_to_completed};
 use crate::acp_engine::owner;
 use crate::serve_support::Server;
 
@@ -52,25 +51,6 @@ fn since(after: StoreCounts, before: StoreCounts) -> PerTurn {
     }
 }
 
-fn echo_thread(workspace: &str) -> NewThread {
-    NewThread {
-        command_id: None,
-        workspace_id: workspace.into(),
-        provider: "echo".into(),
-        approval: ApprovalPolicy::Ask,
-        restricted: false,
-        retention: Retention::Full,
-        mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        transcript_store: None,
-        thread_id: None,
-        permission_timeout_seconds: None,
-        budget: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,7 +70,7 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
     std::fs::create_dir_all(&ws).unwrap();
     store.add_workspace("ws", &ws).await.unwrap();
     let thread = store
-        .create_thread(&owner(), echo_thread("ws"))
+        .create_thread(&owner(), plain_thread("ws", "echo"))
         .await
         .unwrap()
         .value;
@@ -103,33 +83,14 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
             store.parked_claims() == slots
         });
         let before = store.counts();
-        let turn = store
-            .submit_turn(
-                &owner(),
-                SubmitTurn {
-                    command_id: format!("g-{i}"),
-                    thread_id: thread.id.clone(),
-                    prompt: format!("prompt {i}"),
-                    continues: None,
-                    max_turn_seconds: None,
-                },
-            )
-            .await
-            .unwrap()
-            .value;
-        loop {
-            let e = tokio::time::timeout(Duration::from_secs(30), events.recv())
-                .await
-                .expect("turn never completed")
-                .unwrap();
-            if e.kind == EventKind::TurnState && e.turn_id.as_deref() == Some(turn.id.as_str()) {
-                match lapis_e2e::journal::moved_to(&e) {
-                    Some(TurnState::Completed) => break,
-                    Some(s) if s.is_terminal() || s.is_fenced() => panic!("turn {i} ended {s:?}"),
-                    _ => {}
-                }
-            }
-        }
+        run_to_completed(
+            &store,
+            &mut events,
+            &thread.id,
+            &format!("g-{i}"),
+            &format!("prompt {i}"),
+        )
+        .await;
         if [10, 11, 500, 1000].contains(&i) {
             // The turn's last work (the engine parking its next claim)
             // is done before it is counted.
