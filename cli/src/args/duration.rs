@@ -28,9 +28,28 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, String> {
     }
 }
 
+/// A wait (`--ready-timeout`): a duration as [`parse_duration`] reads it,
+/// or zero (`0`, `0s`): look once, do not wait.
+pub(crate) fn parse_wait(text: &str) -> Result<u64, String> {
+    let zero = text.trim().trim_end_matches('s');
+    if !zero.is_empty() && zero.bytes().all(|b| b == b'0') {
+        return Ok(0);
+    }
+    parse_duration(text)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, parse_wait};
+
+    #[test]
+    fn a_wait_may_be_zero() {
+        assert_eq!(parse_wait("0"), Ok(0));
+        assert_eq!(parse_wait("0s"), Ok(0));
+        assert_eq!(parse_wait("1m30s"), Ok(90));
+        assert!(parse_wait("-1").is_err());
+        assert!(parse_wait("s").is_err());
+    }
 
     #[test]
     fn durations_take_s_m_h_or_bare_seconds_within_the_services_bound() {

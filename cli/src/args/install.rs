@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use clap_complete::engine::ArgValueCandidates;
 
-use super::duration::parse_duration;
+use super::duration::parse_wait;
 use super::{HomeArg, JsonArg};
 use crate::commands::candidates::snapshot_digests;
 
@@ -55,7 +55,7 @@ pub(crate) struct InstallArgs {
     pub(crate) checksums: Option<String>,
     /// How long to wait for the service to report ready (seconds or a
     /// duration: 90s, 2m).
-    #[arg(long, value_name = "DURATION", default_value_t = 60, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value_t = 60, value_parser = parse_wait)]
     pub(crate) ready_timeout: u64,
     #[command(flatten)]
     pub(crate) out: JsonArg,
@@ -126,7 +126,7 @@ pub(crate) struct UpdateArgs {
     pub(crate) no_service: bool,
     /// How long to wait for the service to report ready (seconds or a
     /// duration: 90s, 2m).
-    #[arg(long, value_name = "DURATION", default_value_t = 60, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value_t = 60, value_parser = parse_wait)]
     pub(crate) ready_timeout: u64,
     #[command(flatten)]
     pub(crate) out: JsonArg,
