@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{
@@ -20,10 +19,9 @@ use lapis_protocol::{Payload, ThreadExpect};
 use super::handle::{PendingAppend, Store};
 use super::journal::ReadyPayload;
 use super::read::{self, ThreadFilter, TurnFilter};
-use super::receipts::{self, CommandKind};
+use super::replay;
 use super::writer::OpMode;
 use super::writer::{AppendReq, Cmd};
-use super::{ids, replay};
 
 impl Store {
     // ---- workspaces -------------------------------------------------------
@@ -185,26 +183,6 @@ impl Store {
             .await
     }
 
-    /// The unknown tool effects of `turn`, or of every turn (`None`).
-    pub(crate) async fn unknown_tool_effects(
-        &self,
-        turn: Option<&str>,
-    ) -> StoreResult<Vec<lapis_protocol::UnknownToolEffect>> {
-        let turn = turn.map(str::to_owned);
-        self.read(move |c, m| read::unknown_tool_effects(c, m, turn.as_deref()))
-            .await
-    }
-
-    /// Whether `turn` may still invoke a mutating application tool: it
-    /// runs past its dispatch boundary and no cancel (owner's, deadline,
-    /// budget) is pending. One step on the writer reads the turn and
-    /// decides, after every request sent before it (`tools::call` asks
-    /// right before `tools.invoke`, after `capture.begin` answered).
-    pub(crate) async fn may_invoke(&self, turn: &str) -> StoreResult<bool> {
-        let turn = turn.to_owned();
-        self.op(move |w| w.may_invoke(&turn)).await
-    }
-
     /// Turns matching the filter, newest first, bounded by the page size.
     pub async fn list_turns(&self, filter: TurnFilter) -> StoreResult<Vec<Turn>> {
         let limit = self.limit(filter.limit);
@@ -257,65 +235,6 @@ impl Store {
         self.op(move |w| w.resolve_turn(&actor, &turn, as_, confirmed_stopped, cmd.as_deref()))
             .await
     }
-
-    /// The turn a `turns.submit` with this command id created, for the
-    /// submitting principal and application (`not_found` otherwise): finds
-    /// the turn of a lost answer without resending the prompt.
-    pub(crate) async fn turn_by_command(
-        &self,
-        actor: &Actor,
-        command_id: &str,
-    ) -> StoreResult<Turn> {
-        let (actor, cmd) = (actor.clone(), command_id.to_owned());
-        self.read(move |c, _| {
-            let found = receipts::receipt(c, &actor, &cmd)?
-                .filter(|r| r.kind == CommandKind::TurnSubmit.as_str())
-                .ok_or_else(|| StoreError::not_found("command", cmd.clone()))?;
-            read::turn(c, &found.resource_id)?
-                .ok_or_else(|| StoreError::not_found("turn", found.resource_id))
-        })
-        .await
-    }
-
-    /// The recorded answer of a command the store does not run itself (a
-    /// permission answer): `Some` when this command id was used with the
-    /// same input, `conflict` with other input, `None` when unseen.
-    pub(crate) async fn replay_command(
-        &self,
-        actor: &Actor,
-        command_id: &str,
-        kind: CommandKind,
-        digest_parts: Vec<String>,
-    ) -> StoreResult<Option<Value>> {
-        let (actor, cmd) = (actor.clone(), command_id.to_owned());
-        self.read(move |c, _| {
-            let parts: Vec<&str> = digest_parts.iter().map(String::as_str).collect();
-            let Some(found) = receipts::receipt(c, &actor, &cmd)? else {
-                return Ok(None);
-            };
-            receipts::check_replay(&found, kind, &ids::digest(&parts))?;
-            Ok(found.result.and_then(|r| serde_json::from_str(&r).ok()))
-        })
-        .await
-    }
-
-    /// Records the answer of a command the store does not run itself, after
-    /// it took effect (see [`Store::replay_command`]).
-    pub(crate) async fn record_command(
-        &self,
-        actor: &Actor,
-        command_id: &str,
-        kind: CommandKind,
-        digest_parts: Vec<String>,
-        resource_id: &str,
-        result: Value,
-    ) -> StoreResult<()> {
-        let (actor, cmd, resource) = (actor.clone(), command_id.to_owned(), resource_id.to_owned());
-        self.op(move |w| w.record_command(&actor, &cmd, kind, &digest_parts, &resource, &result))
-            .await
-    }
-
-    // ---- runner -----------------------------------------------------------
 
     /// Claim the next runnable turn now, if any, without provider facts:
     /// its prepared record names the provider but no fingerprint, mode or

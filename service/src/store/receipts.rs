@@ -285,3 +285,65 @@ impl Writer {
         })
     }
 }
+
+/// The command receipts as the store's public operations.
+impl super::Store {
+    /// The turn a `turns.submit` with this command id created, for the
+    /// submitting principal and application (`not_found` otherwise): finds
+    /// the turn of a lost answer without resending the prompt.
+    pub(crate) async fn turn_by_command(
+        &self,
+        actor: &Actor,
+        command_id: &str,
+    ) -> StoreResult<crate::domain::Turn> {
+        let (actor, cmd) = (actor.clone(), command_id.to_owned());
+        self.read(move |c, _| {
+            let found = receipt(c, &actor, &cmd)?
+                .filter(|r| r.kind == CommandKind::TurnSubmit.as_str())
+                .ok_or_else(|| StoreError::not_found("command", cmd.clone()))?;
+            super::read::turn(c, &found.resource_id)?
+                .ok_or_else(|| StoreError::not_found("turn", found.resource_id))
+        })
+        .await
+    }
+
+    /// The recorded answer of a command the store does not run itself (a
+    /// permission answer): `Some` when this command id was used with the
+    /// same input, `conflict` with other input, `None` when unseen.
+    pub(crate) async fn replay_command(
+        &self,
+        actor: &Actor,
+        command_id: &str,
+        kind: CommandKind,
+        digest_parts: Vec<String>,
+    ) -> StoreResult<Option<serde_json::Value>> {
+        let (actor, cmd) = (actor.clone(), command_id.to_owned());
+        self.read(move |c, _| {
+            let parts: Vec<&str> = digest_parts.iter().map(String::as_str).collect();
+            let Some(found) = receipt(c, &actor, &cmd)? else {
+                return Ok(None);
+            };
+            check_replay(&found, kind, &digest(&parts))?;
+            Ok(found.result.and_then(|r| serde_json::from_str(&r).ok()))
+        })
+        .await
+    }
+
+    /// Records the answer of a command the store does not run itself, after
+    /// it took effect (see [`Store::replay_command`]).
+    pub(crate) async fn record_command(
+        &self,
+        actor: &Actor,
+        command_id: &str,
+        kind: CommandKind,
+        digest_parts: Vec<String>,
+        resource_id: &str,
+        result: serde_json::Value,
+    ) -> StoreResult<()> {
+        let (actor, cmd, resource) = (actor.clone(), command_id.to_owned(), resource_id.to_owned());
+        self.op(move |w| w.record_command(&actor, &cmd, kind, &digest_parts, &resource, &result))
+            .await
+    }
+
+    // ---- runner -----------------------------------------------------------
+}
