@@ -53,6 +53,7 @@
 mod anchor;
 mod api;
 mod chain;
+mod command_kind;
 mod continuation;
 mod counters;
 mod handle;
@@ -86,17 +87,17 @@ pub(crate) use api::canonical_workspace_dir;
 pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;
+pub(crate) use command_kind::CommandKind;
 pub(crate) use handle::PendingAppend;
 pub use handle::{Store, StoreOptions};
-pub use history::HistoryCheck;
 pub(crate) use inbox::Settled;
 pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
-pub(crate) use receipts::CommandKind;
 pub use schema::DB_FILE;
 #[cfg(feature = "test-support")]
 pub use schema::SCHEMA_VERSION;
 pub(crate) use usage::UsageScope;
+pub use validate::HistoryCheck;
 pub use verify::{reanchor_journal, verify_journal};
 
 #[cfg(test)]

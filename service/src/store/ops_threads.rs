@@ -10,9 +10,10 @@ use crate::domain::{
     ThreadPatch,
 };
 
+use super::command_kind::CommandKind;
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
 use super::read;
-use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
+use super::receipts::{Command, check_replay, receipt, stage_receipt};
 use super::writer::Writer;
 
 impl Writer {

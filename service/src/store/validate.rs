@@ -25,9 +25,8 @@ use serde::de::IgnoredAny;
 use crate::domain::{EventKind, StoreError, StoreResult};
 
 use super::anchor::Anchor;
-use super::history::HistoryCheck;
+use super::command_kind::CommandKind;
 use super::ids::sql_name_ok;
-use super::receipts::CommandKind;
 
 /// Row counts seen by validation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -214,6 +213,18 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR (expires_at IS NOT NULL AND typeof(expires_at) != 'integer') \
              OR (revoked_at IS NOT NULL AND typeof(revoked_at) != 'integer') LIMIT 1")),
     ]
+}
+
+/// When [`Store::open`](super::Store::open) checks the journal's retained
+/// events (the check after open is `super::history`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HistoryCheck {
+    /// Inside open: a bad event fails the open.
+    #[default]
+    AtOpen,
+    /// On a thread of its own after open, over a snapshot pinned at open;
+    /// claims and anchor checkpoints wait for it (see the module docs).
+    AfterOpen,
 }
 
 /// Check every row, and that the journal reaches `anchor` (the anchor of
