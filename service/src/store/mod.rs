@@ -61,6 +61,7 @@ mod history;
 mod home;
 mod ids;
 mod inbox;
+mod inbox_api;
 mod integrity;
 mod journal;
 mod lock;
