@@ -130,3 +130,49 @@ async fn a_transcript_store_binds_only_a_metadata_only_thread() {
         .value;
     assert_eq!((th.retention, th.transcript_store), (Retention::Full, None));
 }
+
+/// Temporary: writes the schema-17 fixture (LAPIS_FIXTURE_OUT=dir).
+#[tokio::test]
+#[ignore]
+async fn generate_v17_fixture() {
+    let out = std::path::PathBuf::from(std::env::var("LAPIS_FIXTURE_OUT").unwrap());
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let full = thread(s, &ws.id, Retention::Full).await;
+    let meta = bound(s, &ws.id, Retention::MetadataOnly).await.unwrap();
+    for (n, th) in [&full, &meta].into_iter().enumerate() {
+        let t = s
+            .submit_turn(&owner(), submit(&th.id, &format!("c{n}"), "hello"))
+            .await
+            .unwrap()
+            .value;
+        s.try_claim().await.unwrap().unwrap();
+        s.mark_dispatched(&t.id, binding()).await.unwrap();
+        for i in 0..3 {
+            s.append_activity(
+                &t.id,
+                lapis_protocol::Payload::from_value(
+                    EventKind::MessageChunk,
+                    serde_json::json!({ "text": format!("chunk {i}") }),
+                ),
+            )
+            .await
+            .unwrap();
+        }
+        s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
+            .await
+            .unwrap();
+    }
+    let home = f.dir.path().join("home");
+    f.store.clone().close().await;
+    std::fs::create_dir_all(&out).unwrap();
+    let conn = rusqlite::Connection::open(home.join(DB_FILE)).unwrap();
+    conn.execute("VACUUM INTO ?1", [out.join(DB_FILE).to_str().unwrap()])
+        .unwrap();
+    std::fs::copy(
+        home.join("controller.db-anchor"),
+        out.join("controller.db-anchor"),
+    )
+    .unwrap();
+}
