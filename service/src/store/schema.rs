@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -337,6 +337,20 @@ CREATE TABLE policy_probes (
         sql: r#"
 ALTER TABLE threads ADD COLUMN transcript_store TEXT;
 ALTER TABLE events ADD COLUMN event_hash TEXT;
+"#,
+    },
+    Migration {
+        // Version 18: `event_hash` enters the hash chain (issue 42 item 5,
+        // `chain` version 2). Rows already written keep their version-1
+        // hashes; every row from `from_seq` on is linked with version 2.
+        then: None,
+        sql: r#"
+CREATE TABLE chain_versions (
+    version  INTEGER PRIMARY KEY NOT NULL,
+    from_seq INTEGER NOT NULL
+);
+INSERT INTO chain_versions (version, from_seq)
+    SELECT 2, coalesce(max(seq), 0) + 1 FROM events;
 "#,
     },
 ];

@@ -341,13 +341,15 @@ pub(super) fn validate_events(
             threads.insert(r.get(0)?, 0);
         }
     }
+    // Validation runs after the migrations: the database is current.
+    let v2_from = super::chain::v2_from(conn, super::schema::SCHEMA_VERSION)?;
     let mut stmt = conn.prepare(&format!(
         "SELECT {} FROM events ORDER BY seq",
         super::chain::COLUMNS
     ))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
     std::thread::scope(|scope| {
-        let mut chain = super::chain::ChainCheck::new(scope);
+        let mut chain = super::chain::ChainCheck::new(scope, v2_from);
         chain.watch(anchor.events);
         let scanned = scan_events(&mut rows, &turns, &mut threads, &mut chain);
         let watched = chain.watched();

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use crate::domain::{StoreError, StoreResult};
 
 use super::anchor::{self, Anchor};
-use super::chain::{COLUMNS, ChainCheck, ChainReport};
+use super::chain::{self, COLUMNS, COLUMNS_BEFORE_17, ChainCheck, ChainReport};
 use super::lock::InstanceLock;
 use super::schema::{self, DB_FILE};
 
@@ -40,7 +40,7 @@ pub fn verify_journal(db: &std::path::Path) -> StoreResult<ChainReport> {
             });
         }
     };
-    verify(&conn, db, &anchor)
+    verify(&conn, db, &anchor, version)
 }
 
 /// Accepts the journal of the controller home `home` as it is: verifies
@@ -54,7 +54,7 @@ pub fn reanchor_journal(home: &std::path::Path) -> StoreResult<ChainReport> {
     let conn = schema::open_reader(&db)?;
     schema::check_current(&conn, &db)?;
     // Anchored to the chain as it is: the anchor check cannot fail.
-    let report = verify(&conn, &db, &Anchor::EMPTY)?;
+    let report = verify(&conn, &db, &Anchor::EMPTY, schema::SCHEMA_VERSION)?;
     let head = anchor::committed(&conn)?;
     anchor::write(&db, &head)?;
     Ok(report)
@@ -63,12 +63,25 @@ pub fn reanchor_journal(home: &std::path::Path) -> StoreResult<ChainReport> {
 /// Verifies the whole chain in `seq` order, then that it reaches `anchor`
 /// (the anchor of the database at `db`): the first bad event fails as
 /// `InvalidRow { table: "events", row: seq, check: "chain" }`, a chain
-/// short of or different at its anchor as `AnchorMismatch`.
-fn verify(conn: &Connection, db: &std::path::Path, anchor: &Anchor) -> StoreResult<ChainReport> {
-    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM events ORDER BY seq"))?;
+/// short of or different at its anchor as `AnchorMismatch`. `version` is
+/// the database's schema version: which columns exist and from which
+/// `seq` rows are linked with chain version 2 ([`chain::v2_from`]).
+fn verify(
+    conn: &Connection,
+    db: &std::path::Path,
+    anchor: &Anchor,
+    version: i64,
+) -> StoreResult<ChainReport> {
+    let v2_from = chain::v2_from(conn, version)?;
+    let columns = if version < 17 {
+        COLUMNS_BEFORE_17
+    } else {
+        COLUMNS
+    };
+    let mut stmt = conn.prepare(&format!("SELECT {columns} FROM events ORDER BY seq"))?;
     let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
     std::thread::scope(|scope| {
-        let mut chain = ChainCheck::new(scope);
+        let mut chain = ChainCheck::new(scope, v2_from);
         chain.watch(anchor.events);
         let scanned: StoreResult<()> = (|| {
             while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {

@@ -52,6 +52,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE threads DROP COLUMN budget;",
     "DROP TABLE policy_probes;",
     "ALTER TABLE threads DROP COLUMN transcript_store; ALTER TABLE events DROP COLUMN event_hash;",
+    "DROP TABLE chain_versions;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to
@@ -68,6 +69,16 @@ pub(crate) fn rewind(conn: &Connection, version: i64) {
     for i in (version..from).rev() {
         conn.execute_batch(UNDO[i as usize])
             .unwrap_or_else(|e| panic!("undo of migration {i} (to version {i}): {e}"));
+        if i == super::super::chain::V2_SCHEMA - 1 {
+            super::super::chain::relink(conn, i64::MAX).expect("relink as chain version 1");
+            if let Some(db) = conn.path().filter(|p| !p.is_empty())
+                && super::super::anchor::path(std::path::Path::new(db)).exists()
+            {
+                let db = std::path::Path::new(db);
+                let head = super::super::anchor::committed(conn).expect("head");
+                super::super::anchor::write(db, &head).expect("anchor");
+            }
+        }
     }
     conn.pragma_update(None, "user_version", version)
         .expect("user_version");

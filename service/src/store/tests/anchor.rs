@@ -88,7 +88,8 @@ async fn an_edit_rehashed_to_the_head_fails_the_open() {
     )
     .unwrap();
     // Re-chain every row from genesis, as a careful attacker would.
-    crate::store::chain::backfill(&conn).unwrap();
+    let v2_from = crate::store::chain::v2_from(&conn, crate::store::SCHEMA_VERSION).unwrap();
+    crate::store::chain::relink(&conn, v2_from).unwrap();
     drop(conn);
     let err = Store::open(options(&dir.path().join("home"))).unwrap_err();
     assert_eq!(err.code(), "store_anchor_mismatch", "{err}");

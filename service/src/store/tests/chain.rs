@@ -111,6 +111,8 @@ async fn an_edited_deleted_or_rehashed_row_fails_verification_naming_its_seq() {
                         at,
                         has_payload: true,
                         stored_payload: Some(payload.as_bytes()),
+                        event_hash: None,
+                        version: crate::store::chain::CURRENT,
                     },
                 ))
             },
@@ -384,4 +386,66 @@ async fn interleaved_runs_of_one_batch_are_stored_and_chained_like_single_append
         .unwrap()
         .close()
         .await;
+}
+
+/// The encoding is pinned: one known link and its hash, computed from
+/// the module docs' description alone (a change here is a change of
+/// format, which needs a new tag and a migration).
+#[test]
+fn a_known_link_hashes_to_its_pinned_value() {
+    let link = crate::store::chain::Link {
+        seq: 3,
+        thread_id: b"thr_1",
+        thread_seq: 2,
+        turn_id: Some(b"turn_1"),
+        kind: b"message_chunk",
+        at: 1_700_000_000_000,
+        has_payload: true,
+        stored_payload: Some(br#"{"text":"hello"}"#),
+        event_hash: Some(b"ab"),
+        version: crate::store::chain::Version::V1,
+    };
+    assert_eq!(
+        hex::encode(crate::store::chain::link_hash(
+            &crate::store::GENESIS,
+            &link
+        )),
+        "be7a5a0b05527a6b284fcafedb439f066b53acdd240d58a27be0675f8b1b7e15",
+        "version 1 ignores event_hash"
+    );
+    let v2 = crate::store::chain::Link {
+        version: crate::store::chain::Version::V2,
+        ..link
+    };
+    let mut e = b"lapis-journal-chain/2\0".to_vec();
+    e.extend_from_slice(&crate::store::GENESIS);
+    e.extend_from_slice(&3i64.to_be_bytes());
+    for t in [&b"thr_1"[..]] {
+        e.extend_from_slice(&(t.len() as u64).to_be_bytes());
+        e.extend_from_slice(t);
+    }
+    e.extend_from_slice(&2i64.to_be_bytes());
+    for t in [&b"turn_1"[..], b"message_chunk"] {
+        e.extend_from_slice(&(t.len() as u64).to_be_bytes());
+        e.extend_from_slice(t);
+    }
+    e.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+    e.push(1);
+    for t in [&br#"{"text":"hello"}"#[..], b"ab"] {
+        e.extend_from_slice(&(t.len() as u64).to_be_bytes());
+        e.extend_from_slice(t);
+    }
+    let expected: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&e).into();
+    assert_eq!(
+        crate::store::chain::link_hash(&crate::store::GENESIS, &v2),
+        expected
+    );
+    let absent = crate::store::chain::Link {
+        event_hash: None,
+        ..v2
+    };
+    assert_ne!(
+        crate::store::chain::link_hash(&crate::store::GENESIS, &absent),
+        expected
+    );
 }

@@ -131,48 +131,136 @@ async fn a_transcript_store_binds_only_a_metadata_only_thread() {
     assert_eq!((th.retention, th.transcript_store), (Retention::Full, None));
 }
 
-/// Temporary: writes the schema-17 fixture (LAPIS_FIXTURE_OUT=dir).
+/// `event_hash` of `thread`'s `user_message` rows, with their `seq`.
+fn hashed_rows(db: &std::path::Path) -> Vec<(i64, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT seq, event_hash FROM events WHERE event_hash IS NOT NULL ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Sets the `event_hash` of row `seq` at rest, as someone editing the file.
+fn edit_event_hash(db: &std::path::Path, seq: i64, to: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute(
+        "UPDATE events SET event_hash = ?2 WHERE seq = ?1",
+        rusqlite::params![seq, to],
+    )
+    .unwrap();
+}
+
+fn chain_error(seq: i64) -> String {
+    StoreError::InvalidRow {
+        table: "events",
+        row: seq.to_string(),
+        check: "chain",
+    }
+    .to_string()
+}
+
+/// Chain version 2: an `event_hash` edited at rest (so that a forged
+/// payload would verify against it) breaks the chain at its row, for
+/// `journal verify` and for the open.
 #[tokio::test]
-#[ignore]
-async fn generate_v17_fixture() {
-    let out = std::path::PathBuf::from(std::env::var("LAPIS_FIXTURE_OUT").unwrap());
+async fn an_event_hash_edited_at_rest_fails_the_chain_at_its_row() {
     let f = fixture().await;
     let s = &f.store;
     let ws = workspace(s, f.dir.path(), "ws1").await;
-    let full = thread(s, &ws.id, Retention::Full).await;
     let meta = bound(s, &ws.id, Retention::MetadataOnly).await.unwrap();
-    for (n, th) in [&full, &meta].into_iter().enumerate() {
-        let t = s
-            .submit_turn(&owner(), submit(&th.id, &format!("c{n}"), "hello"))
-            .await
-            .unwrap()
-            .value;
-        s.try_claim().await.unwrap().unwrap();
-        s.mark_dispatched(&t.id, binding()).await.unwrap();
-        for i in 0..3 {
-            s.append_activity(
-                &t.id,
-                lapis_protocol::Payload::from_value(
-                    EventKind::MessageChunk,
-                    serde_json::json!({ "text": format!("chunk {i}") }),
-                ),
-            )
-            .await
-            .unwrap();
-        }
-        s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
-            .await
-            .unwrap();
-    }
+    s.submit_turn(&owner(), submit(&meta.id, "c1", "hello"))
+        .await
+        .unwrap();
     let home = f.dir.path().join("home");
     f.store.clone().close().await;
-    std::fs::create_dir_all(&out).unwrap();
-    let conn = rusqlite::Connection::open(home.join(DB_FILE)).unwrap();
-    conn.execute("VACUUM INTO ?1", [out.join(DB_FILE).to_str().unwrap()])
+    let db = home.join(DB_FILE);
+    verify_journal(&db).unwrap();
+    let rows = hashed_rows(&db);
+    assert_eq!(rows.len(), 1, "the prompt's content is kept in memory");
+    let (seq, recorded) = rows[0].clone();
+    let forged = "0".repeat(64);
+    assert_ne!(recorded, forged);
+    edit_event_hash(&db, seq, &forged);
+    let err = verify_journal(&db).unwrap_err();
+    assert_eq!(err.to_string(), chain_error(seq));
+    let open = Store::open(options(&home)).unwrap_err();
+    assert_eq!(open.to_string(), chain_error(seq));
+    // Put back, it verifies again: the check is the hash, nothing else.
+    edit_event_hash(&db, seq, &recorded);
+    verify_journal(&db).unwrap();
+}
+
+/// A journal written at schema 17 (chain version 1, `event_hash` recorded
+/// on a store-bound thread; `tests/fixtures/journal-v17`, written by
+/// commit f7fb9d6's `generate_v17_fixture`) verifies before and after its
+/// upgrade, its rows keep their hashes, and rows written after the upgrade
+/// are linked with version 2.
+#[tokio::test]
+async fn a_schema_17_journal_verifies_as_before_and_new_rows_cover_their_event_hash() {
+    let fixture_dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/journal-v17");
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for name in [DB_FILE, "controller.db-anchor"] {
+        std::fs::copy(fixture_dir.join(name), home.join(name)).unwrap();
+    }
+    let db = home.join(DB_FILE);
+    let before = verify_journal(&db).unwrap();
+    assert_eq!(before.events, 20);
+    let old = hashed_rows(&db);
+    assert_eq!(old.len(), 4, "the fixture's store-bound content");
+
+    // The open upgrades to schema 18 and validates every row as before.
+    let s = Store::open(options(&home)).unwrap();
+    let meta = s
+        .read(|c, _| {
+            Ok(c.query_row(
+                "SELECT id FROM threads WHERE transcript_store IS NOT NULL",
+                [],
+                |r| r.get::<_, String>(0),
+            )?)
+        })
+        .await
         .unwrap();
-    std::fs::copy(
-        home.join("controller.db-anchor"),
-        out.join("controller.db-anchor"),
-    )
-    .unwrap();
+    s.submit_turn(&owner(), submit(&meta, "after-upgrade", "again"))
+        .await
+        .unwrap();
+    s.close().await;
+    let after = verify_journal(&db).unwrap();
+    assert!(after.events > before.events);
+    let from: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT from_seq FROM chain_versions WHERE version = 2",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(from, 21, "version 2 starts after the rows already written");
+    let rows = hashed_rows(&db);
+    assert_eq!(&rows[..4], &old[..], "old rows unchanged");
+    let (new_seq, _) = rows[4].clone();
+    assert!(new_seq >= from);
+
+    // The new row's event_hash is covered ...
+    edit_event_hash(&db, new_seq, &"0".repeat(64));
+    assert_eq!(
+        verify_journal(&db).unwrap_err().to_string(),
+        chain_error(new_seq)
+    );
+    edit_event_hash(&db, new_seq, &rows[4].1);
+    // ... an old row's is not (verified as before: chain version 1), so
+    // content restored against it never authorizes anything.
+    edit_event_hash(&db, old[0].0, &"0".repeat(64));
+    verify_journal(&db).unwrap();
+    // Moving the version boundary makes rows hash with the other tag.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE chain_versions SET from_seq = 1", [])
+        .unwrap();
+    assert_eq!(verify_journal(&db).unwrap_err().to_string(), chain_error(1));
 }
