@@ -5,17 +5,11 @@
 use std::time::Duration;
 
 use lapis_protocol::tools::ToolRefusal;
-use lapis_protocol::{McpRefused, Note, ReplaceReason, UnsupportedRequest};
+use lapis_protocol::{McpRefused, Note, Payload, ReplaceReason, UnsupportedRequest};
 
 use crate::acp::mcp::LaunchRefusal;
 
 use super::*;
-
-/// Whether a turn of `thread` gets the controller's MCP bridge: it binds
-/// application tools, or a memory port (whose read tools ride the bridge).
-fn bridged(thread: &crate::domain::Thread) -> bool {
-    !thread.tools.is_empty() || thread.memory.is_some()
-}
 
 impl Engine {
     /// The current definition of provider `name` (config reloads replace it).
@@ -215,24 +209,20 @@ impl Engine {
         &self,
         thread: &lapis_protocol::Thread,
     ) -> Result<Option<acp::mcp::LaunchServer>, ToolRefusal> {
-        if !bridged(thread) {
+        if !thread.ports.bridged() {
             return Ok(None);
         }
         if thread.restricted {
             return Err(ToolRefusal::Restricted);
         }
-        self.config
-            .tools
-            .registry
-            .lookup(&thread.principal, &thread.application, &thread.tools)?;
+        self.config.tools.registry.lookup(
+            &thread.principal,
+            &thread.application,
+            &thread.ports.tools,
+        )?;
         let Some((exe, socket)) = &self.config.bridge else {
             return Err(ToolRefusal::Unavailable {
-                endpoint: thread
-                    .tools
-                    .first()
-                    .or(thread.memory.as_ref())
-                    .cloned()
-                    .unwrap_or_default(),
+                endpoint: thread.ports.bridge_name().to_owned(),
             });
         };
         Ok(Some(acp::mcp::LaunchServer::bridge(exe, socket)))
@@ -247,7 +237,7 @@ impl Engine {
         agent: Option<&LiveAgent>,
         mcp: &mut [acp::mcp::LaunchServer],
     ) -> std::io::Result<(Option<crate::tools::TicketHold>, Option<u64>)> {
-        if !bridged(thread) {
+        if !thread.ports.bridged() {
             return Ok((None, None));
         }
         if let Some(session) = agent.and_then(LiveAgent::ticket_session) {
@@ -279,32 +269,11 @@ impl Engine {
         port: &str,
     ) -> Option<Vec<acp::PromptContext>> {
         let tools = &self.config.tools;
-        match crate::tools::context::prepare(tools, thread, port, turn_id, prompt).await {
-            Ok(prepared) => {
-                let record = lapis_protocol::Payload::ContextPrepared(prepared.record);
-                match self.store.append_activity(turn_id, record).await {
-                    Ok(e) if e.kind == lapis_protocol::EventKind::ContextPrepared => {
-                        Some(prepared.blocks)
-                    }
-                    // The turn ended meanwhile (a cancel): nothing runs.
-                    Ok(_) => None,
-                    Err(err) => {
-                        tracing::error!(turn = %turn_id, code = err.code(), "the prepared context was not journaled");
-                        guard.release();
-                        self.finish(turn_id, TurnEnd::Failed(OutcomeCode::JournalWriteFailed))
-                            .await;
-                        None
-                    }
-                }
-            }
-            Err(refusal) => {
-                let code = OutcomeCode::Refused(refusal.code());
-                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "context refused before dispatch");
-                guard.release();
-                self.finish(turn_id, TurnEnd::Failed(code)).await;
-                None
-            }
-        }
+        let asked = crate::tools::context::prepare(tools, thread, port, turn_id, prompt)
+            .await
+            .map(|p| (p.blocks, Payload::ContextPrepared(p.record)));
+        self.port_step(guard, turn_id, port, PortStep::Context, asked)
+            .await
     }
 
     /// The recall of a turn of a thread that binds a memory port, journaled
@@ -320,29 +289,46 @@ impl Engine {
         port: &str,
     ) -> Option<Option<acp::PromptContext>> {
         let tools = &self.config.tools;
-        match crate::tools::memory::recall(tools, thread, port, prompt).await {
-            Ok((block, record)) => {
-                let record = lapis_protocol::Payload::MemoryRecalled(record);
-                match self.store.append_activity(turn_id, record).await {
-                    Ok(e) if e.kind == lapis_protocol::EventKind::MemoryRecalled => Some(block),
-                    Ok(_) => None,
-                    Err(err) => {
-                        tracing::error!(turn = %turn_id, code = err.code(), "the memory recall was not journaled");
-                        guard.release();
-                        self.finish(turn_id, TurnEnd::Failed(OutcomeCode::JournalWriteFailed))
-                            .await;
-                        None
-                    }
+        let asked = crate::tools::memory::recall(tools, thread, port, prompt)
+            .await
+            .map(|(block, record)| (block, Payload::MemoryRecalled(record)));
+        self.port_step(guard, turn_id, port, PortStep::Memory, asked)
+            .await
+    }
+
+    /// The shared body of a port step before the dispatch boundary: what
+    /// the port answered goes on once its record is journaled; a refusal,
+    /// or a record the journal refused, ends the turn here (slot released
+    /// first), and a turn that ended meanwhile (a cancel: the record is
+    /// observed under another kind) goes no further. `None` in each of
+    /// those cases.
+    async fn port_step<T>(
+        &self,
+        guard: &mut ClaimGuard,
+        turn_id: &str,
+        port: &str,
+        step: PortStep,
+        asked: Result<(T, Payload), lapis_protocol::context::PortRefusal>,
+    ) -> Option<T> {
+        let end = match asked {
+            Ok((value, record)) => match self.store.append_activity(turn_id, record).await {
+                Ok(e) if e.kind == step.recorded() => return Some(value),
+                // The turn ended meanwhile (a cancel): nothing runs.
+                Ok(_) => return None,
+                Err(err) => {
+                    tracing::error!(turn = %turn_id, code = err.code(), "{}", step.not_journaled());
+                    TurnEnd::Failed(OutcomeCode::JournalWriteFailed)
                 }
-            }
+            },
             Err(refusal) => {
                 let code = OutcomeCode::Refused(refusal.code());
-                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "memory refused before dispatch");
-                guard.release();
-                self.finish(turn_id, TurnEnd::Failed(code)).await;
-                None
+                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "{}", step.refused());
+                TurnEnd::Failed(code)
             }
-        }
+        };
+        guard.release();
+        self.finish(turn_id, end).await;
+        None
     }
 
     /// Fails a claimed turn whose MCP servers were refused, before anything
@@ -446,6 +432,40 @@ impl Engine {
                     return true;
                 }
             }
+        }
+    }
+}
+
+/// The port steps of a claim before the dispatch boundary: what each
+/// journals and how its failures are logged.
+#[derive(Debug, Clone, Copy)]
+enum PortStep {
+    /// The context port's `context.prepare`.
+    Context,
+    /// The memory port's recall.
+    Memory,
+}
+
+impl PortStep {
+    /// The kind its record is journaled as.
+    fn recorded(self) -> lapis_protocol::EventKind {
+        match self {
+            PortStep::Context => lapis_protocol::EventKind::ContextPrepared,
+            PortStep::Memory => lapis_protocol::EventKind::MemoryRecalled,
+        }
+    }
+
+    fn not_journaled(self) -> &'static str {
+        match self {
+            PortStep::Context => "the prepared context was not journaled",
+            PortStep::Memory => "the memory recall was not journaled",
+        }
+    }
+
+    fn refused(self) -> &'static str {
+        match self {
+            PortStep::Context => "context refused before dispatch",
+            PortStep::Memory => "memory refused before dispatch",
         }
     }
 }
