@@ -123,3 +123,47 @@ fn check_store_retention(retention: Retention) -> StoreResult<()> {
         ))
     }
 }
+
+/// Startup's checks of the stored port names (`(table, check, query
+/// returning the first bad row's id)`, see `validate`): each a valid name
+/// (tool endpoints a JSON array of at most eight), a transcript store only
+/// on a metadata-only thread.
+pub(super) fn checks() -> [(&'static str, &'static str, String); 4] {
+    let name = |col: &str| {
+        format!(
+            "SELECT id FROM threads WHERE {col} IS NOT NULL \
+             AND (typeof({col}) != 'text' OR length({col}) NOT BETWEEN 1 AND 64 \
+             OR {col} GLOB '*[^A-Za-z0-9_-]*' OR {col} GLOB '[^A-Za-z0-9]*'"
+        )
+    };
+    [
+        (
+            "threads",
+            "tools",
+            "SELECT id FROM threads WHERE tools IS NOT NULL \
+             AND (NOT json_valid(tools) OR json_type(tools) != 'array' \
+             OR json_array_length(tools) > 8 OR EXISTS (SELECT 1 FROM json_each(tools) e \
+             WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
+             OR e.value GLOB '*[^A-Za-z0-9_-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1"
+                .into(),
+        ),
+        (
+            "threads",
+            "context_port",
+            format!("{}) LIMIT 1", name("context_port")),
+        ),
+        (
+            "threads",
+            "memory_port",
+            format!("{}) LIMIT 1", name("memory_port")),
+        ),
+        (
+            "threads",
+            "transcript_store",
+            format!(
+                "{} OR retention != 'metadata-only') LIMIT 1",
+                name("transcript_store")
+            ),
+        ),
+    ]
+}

@@ -16,10 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use lapis_protocol::context::ContextRegister;
-use lapis_protocol::memory::MemoryRegister;
 use lapis_protocol::tools::{ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister};
-use lapis_protocol::transcript::store::TranscriptRegister;
 
 use lapis_protocol::callback::Callback;
 
@@ -27,35 +24,10 @@ use super::peer::{Peer, PeerError};
 
 mod kinds;
 use kinds::view;
+pub(crate) use kinds::{PortKind, Stored};
 
 /// (principal, application).
 type Owner = (String, String);
-
-/// The kinds of port, each its own name space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum PortKind {
-    /// `tools.register`.
-    Tools,
-    /// `context.register`.
-    Context,
-    /// `memory.register`.
-    Memory,
-    /// `transcript.register`.
-    Transcript,
-}
-
-/// A registered description, by kind.
-#[derive(Debug, Clone)]
-pub(crate) enum Stored {
-    /// A tool endpoint.
-    Tools(Arc<ToolsRegister>),
-    /// A context port.
-    Context(Arc<ContextRegister>),
-    /// A memory port.
-    Memory(Arc<MemoryRegister>),
-    /// A transcript store.
-    Transcript(Arc<TranscriptRegister>),
-}
 
 /// What one kind of port is to the registry: its checks, its identity and
 /// its limit.

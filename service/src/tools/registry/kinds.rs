@@ -1,5 +1,6 @@
-//! What each kind of port is to the registry ([`Port`]): its name, its
-//! shape checks, its identity, its limit and its refusals.
+//! Every kind of port the registry holds: its name space ([`PortKind`]),
+//! its stored form ([`Stored`]) and what it is to the registry ([`Port`]):
+//! its name, shape checks, identity, limit and refusals.
 
 use std::sync::Arc;
 
@@ -13,7 +14,33 @@ use lapis_protocol::tools::{
 };
 use lapis_protocol::transcript::store::{TranscriptRegister, validate_transcript};
 
-use super::{Port, PortKind, Stored};
+use super::Port;
+
+/// The kinds of port, each its own name space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum PortKind {
+    /// `tools.register`.
+    Tools,
+    /// `context.register`.
+    Context,
+    /// `memory.register`.
+    Memory,
+    /// `transcript.register`.
+    Transcript,
+}
+
+/// A registered description, by kind.
+#[derive(Debug, Clone)]
+pub(crate) enum Stored {
+    /// A tool endpoint.
+    Tools(Arc<ToolsRegister>),
+    /// A context port.
+    Context(Arc<ContextRegister>),
+    /// A memory port.
+    Memory(Arc<MemoryRegister>),
+    /// A transcript store.
+    Transcript(Arc<TranscriptRegister>),
+}
 
 fn hashed(prefix: &str, canonical: &serde_json::Value) -> String {
     let digest = Sha256::digest(canonical.to_string().as_bytes());
