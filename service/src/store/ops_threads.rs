@@ -172,13 +172,7 @@ impl Writer {
                 input.permission_timeout_seconds.map(|n| n as i64),
                 budget,
             ];
-            let bound = ports::values(&input.ports);
-            let all = fixed
-                .iter()
-                .copied()
-                .chain(bound.iter().map(|v| v as &dyn rusqlite::ToSql));
-            tx.prepare_cached(&sql)?
-                .execute(rusqlite::params_from_iter(all))?;
+            ports::execute(tx, &sql, fixed, &input.ports)?;
             if let Some(cmd) = &input.command_id {
                 stage_receipt(tx, actor, cmd, CommandKind::ThreadCreate, &dig, &id, None, now)?;
             }
@@ -305,13 +299,7 @@ impl Writer {
                 next.permission_timeout_seconds.map(|n| n as i64),
                 next_budget,
             ];
-            let bound = ports::values(&next.ports);
-            let all = fixed
-                .iter()
-                .copied()
-                .chain(bound.iter().map(|v| v as &dyn rusqlite::ToSql));
-            tx.prepare_cached(&sql)?
-                .execute(rusqlite::params_from_iter(all))?;
+            ports::execute(tx, &sql, fixed, &next.ports)?;
             j.stage_retention(
                 st,
                 id,

@@ -69,6 +69,24 @@ pub(super) fn values(ports: &ThreadPorts) -> [Value; 4] {
     ]
 }
 
+/// Runs `sql` with `fixed`, then the values of `ports`, as its parameters
+/// (the statement's port placeholders come last: [`placeholders`],
+/// [`assignments`]).
+pub(super) fn execute(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    fixed: &[&dyn rusqlite::ToSql],
+    ports: &ThreadPorts,
+) -> rusqlite::Result<usize> {
+    let bound = values(ports);
+    let all = fixed
+        .iter()
+        .copied()
+        .chain(bound.iter().map(|v| v as &dyn rusqlite::ToSql));
+    conn.prepare_cached(sql)?
+        .execute(rusqlite::params_from_iter(all))
+}
+
 /// The ports of a thread row whose port columns start at `at`.
 pub(super) fn read(r: &Row<'_>, at: usize, id: &str) -> rusqlite::Result<ThreadPorts> {
     Ok(ThreadPorts {

@@ -111,7 +111,7 @@ fn handle<C: Callback>(
         Ok(p) => p,
         Err(e) => return Response::err(Some(id), e),
     };
-    match handler(&params).map(|r| serde_json::to_value(r)) {
+    match handler(&params).map(serde_json::to_value) {
         Ok(Ok(v)) => Response::ok(id, v),
         Ok(Err(e)) => Response::err(
             Some(id),
