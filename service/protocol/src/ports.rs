@@ -53,7 +53,7 @@ pub struct ThreadPorts {
     /// the turn `transcript_store_failed` before its agent sees the
     /// prompt), the agent's output as it is journaled, and a replay after
     /// a restart fetches content back from it, checked against the
-    /// recorded hashes.
+    /// recorded hashes. Not registered now: `transcript_store_failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_store: Option<String>,
 }
