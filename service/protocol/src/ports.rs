@@ -6,7 +6,11 @@
 //! (`threads.create`, the [`Thread`](crate::Thread) record, the
 //! `thread_created` payload, the store's create input; `threads.attach`'s
 //! expectation; `threads.configure` and the store's patch), so a port kind
-//! is one member here, spelled once.
+//! is one member here, spelled once. The one exception is the
+//! `thread_configured` payload, which records the value after the change
+//! of what a configure may change (today `transcriptStore` alone) and
+//! spells it: a kind that becomes reconfigurable adds it to [`PortsPatch`]
+//! and there.
 //!
 //! What must stay true: the flattened members keep their wire names
 //! (`tools`, `context`, `memory`, `transcriptStore`) and their omission
