@@ -71,6 +71,7 @@ mod ops_tools;
 mod ops_turns;
 mod ops_workspaces;
 mod policy;
+mod ports;
 mod prepared;
 mod read;
 mod receipts;
