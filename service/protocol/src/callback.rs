@@ -34,7 +34,7 @@ pub trait Callback {
 }
 
 macro_rules! callbacks {
-    ($( $(#[$doc:meta])* $name:ident = $method:literal: $params:ty => $result:ty, $refused:ident; )*) => {
+    ($( $(#[$doc:meta])* $name:ident = $method:expr => $params:ty => $result:ty, $refused:ident; )*) => {
         $(
             $(#[$doc])*
             #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,21 +55,21 @@ macro_rules! callbacks {
 
 callbacks! {
     /// `tools.invoke`: run one tool of an endpoint once.
-    ToolsInvoke = "tools.invoke": crate::tools::ToolInvoke => crate::tools::ToolOutput, ToolCallFailed;
+    ToolsInvoke = crate::tools::callbacks::TOOLS_INVOKE => crate::tools::ToolInvoke => crate::tools::ToolOutput, ToolCallFailed;
     /// `capture.begin`: a mutating call is about to run.
-    CaptureBegin = "capture.begin": crate::tools::CaptureNotice => crate::tools::CaptureAck, ToolCallFailed;
+    CaptureBegin = crate::tools::callbacks::CAPTURE_BEGIN => crate::tools::CaptureNotice => crate::tools::CaptureAck, ToolCallFailed;
     /// `capture.finish`: a mutating call has its result.
-    CaptureFinish = "capture.finish": crate::tools::CaptureNotice => crate::tools::CaptureAck, ToolCallFailed;
+    CaptureFinish = crate::tools::callbacks::CAPTURE_FINISH => crate::tools::CaptureNotice => crate::tools::CaptureAck, ToolCallFailed;
     /// `context.prepare`: the context blocks of one turn.
-    ContextPrepare = "context.prepare": crate::context::ContextPrepare => crate::context::ContextPrepared, ContextUnavailable;
+    ContextPrepare = crate::context::CONTEXT_PREPARE => crate::context::ContextPrepare => crate::context::ContextPrepared, ContextUnavailable;
     /// `memory.search`: candidates for a query, best first.
-    MemorySearch = "memory.search": crate::memory::MemorySearch => crate::memory::MemoryCandidates, ContextUnavailable;
+    MemorySearch = crate::memory::MEMORY_SEARCH => crate::memory::MemorySearch => crate::memory::MemoryCandidates, ContextUnavailable;
     /// `memory.evidence`: one item, whole.
-    MemoryEvidence = "memory.evidence": crate::memory::MemoryEvidence => crate::memory::MemoryCandidate, ContextUnavailable;
+    MemoryEvidence = crate::memory::MEMORY_EVIDENCE => crate::memory::MemoryEvidence => crate::memory::MemoryCandidate, ContextUnavailable;
     /// `transcript.append`: keep one content event (answered once durable).
-    TranscriptAppend = "transcript.append": crate::transcript::store::TranscriptAppend => crate::transcript::store::TranscriptAck, TranscriptStoreFailed;
+    TranscriptAppend = crate::transcript::store::TRANSCRIPT_APPEND => crate::transcript::store::TranscriptAppend => crate::transcript::store::TranscriptAck, TranscriptStoreFailed;
     /// `transcript.fetch`: stored payloads of the events asked for.
-    TranscriptFetch = "transcript.fetch": crate::transcript::store::TranscriptFetch => crate::transcript::store::TranscriptPayloads, TranscriptStoreFailed;
+    TranscriptFetch = crate::transcript::store::TRANSCRIPT_FETCH => crate::transcript::store::TranscriptFetch => crate::transcript::store::TranscriptPayloads, TranscriptStoreFailed;
 }
 
 #[cfg(test)]

@@ -77,6 +77,7 @@ mod read;
 mod receipts;
 mod recovery;
 mod replay;
+mod row;
 mod scheduler;
 mod schema;
 mod transition;

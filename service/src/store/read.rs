@@ -14,17 +14,7 @@ use lapis_protocol::UserMessage;
 use super::journal::MemoryPayloads;
 use lapis_protocol::Scope;
 
-pub(super) fn bad(table: &'static str, row: &str, check: &'static str) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        0,
-        rusqlite::types::Type::Text,
-        Box::new(StoreError::InvalidRow {
-            table,
-            row: row.to_owned(),
-            check,
-        }),
-    )
-}
+use super::row::bad;
 
 /// Turn a mapping error back into the typed error it carries.
 pub(super) fn unwrap_err(err: rusqlite::Error) -> StoreError {
