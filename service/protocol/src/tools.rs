@@ -232,7 +232,8 @@ pub struct CaptureNotice {
 #[serde(rename_all = "camelCase")]
 pub struct CaptureAck {}
 
-/// Server → client request names, each answered by the application.
+/// Server → client request names, each answered by the application (each
+/// bound to its params and result in [`crate::callback`]).
 pub mod callbacks {
     /// Run a tool.
     pub const TOOLS_INVOKE: &str = "tools.invoke";
