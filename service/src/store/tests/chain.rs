@@ -420,10 +420,8 @@ fn a_known_link_hashes_to_its_pinned_value() {
     let mut e = b"lapis-journal-chain/2\0".to_vec();
     e.extend_from_slice(&crate::store::GENESIS);
     e.extend_from_slice(&3i64.to_be_bytes());
-    for t in [&b"thr_1"[..]] {
-        e.extend_from_slice(&(t.len() as u64).to_be_bytes());
-        e.extend_from_slice(t);
-    }
+    e.extend_from_slice(&5u64.to_be_bytes());
+    e.extend_from_slice(b"thr_1");
     e.extend_from_slice(&2i64.to_be_bytes());
     for t in [&b"turn_1"[..], b"message_chunk"] {
         e.extend_from_slice(&(t.len() as u64).to_be_bytes());
