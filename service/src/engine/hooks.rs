@@ -59,6 +59,13 @@ pub(super) struct StoreHooks {
     /// The per-turn budget ceilings covering the turn, if any: each
     /// `usage_update` after the boundary is checked against them.
     ceiling: Option<TurnCeiling>,
+    /// The thread's transcript store's gate, when it binds one: an
+    /// authorizing event reaches the agent only once the store
+    /// acknowledged it (`tools::transcript::Gate`).
+    gate: Option<crate::tools::transcript::Gate>,
+    /// Set when the gate stayed shut: the turn fails closed with this
+    /// refusal ([`Self::gate_refused`]).
+    refused: Mutex<Option<lapis_protocol::context::PortRefusal>>,
 }
 
 /// The text stream being held: which one, and its chunks.
@@ -124,7 +131,25 @@ impl StoreHooks {
             hold: Mutex::new(Held::default()),
             answerers: Mutex::new(std::collections::HashMap::new()),
             ceiling: None,
+            gate: None,
+            refused: Mutex::new(None),
         }
+    }
+
+    /// Gates the turn's authorizing events on its transcript store's
+    /// acknowledgement.
+    pub(super) fn with_gate(mut self, gate: Option<crate::tools::transcript::Gate>) -> StoreHooks {
+        self.gate = gate;
+        self
+    }
+
+    /// The refusal that shut the gate, if one did: the turn then failed
+    /// closed (`transcript_store_failed`), whatever the runner reports.
+    pub(super) fn gate_refused(&self) -> Option<lapis_protocol::context::PortRefusal> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Holds the turn to these per-turn ceilings.
@@ -228,7 +253,21 @@ impl StoreHooks {
             }
             self.confirm_streamed().await.map_err(hook_err)?;
         }
-        pending.await.map_err(hook_err)?;
+        let event = pending.await.map_err(hook_err)?;
+        // An authorizing event (a selected permission answer) goes on to
+        // the agent only once the thread's store acknowledged it; else the
+        // runner stops here (the answer is never written) and the turn
+        // fails closed.
+        if let Some(gate) = &self.gate
+            && crate::tools::transcript::authorizes(&event)
+            && let Err(refusal) = gate.acknowledged(event.thread_seq).await
+        {
+            tracing::warn!(turn = %self.turn_id, thread_seq = event.thread_seq, error = %refusal,
+                "the transcript store did not acknowledge an authorizing event: it does not reach the agent");
+            let code = refusal.code();
+            *self.refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(refusal);
+            return Err(HookError(format!("transcript store: {}", code.as_str())));
+        }
         // Durable now: the wait the runner registered before journaling it
         // is listed from here on.
         if let Some(request_id) = requested {

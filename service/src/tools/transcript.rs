@@ -19,6 +19,10 @@
 //!   content is then missing from the store, the owner log says so (by
 //!   sequence, never content), and a replay after a restart reports that
 //!   event `payloadUnavailable` (`transcript_unavailable`);
+//! - an event that authorizes something (a permission answer that selects
+//!   an option) reaches the agent only once the store acknowledged its
+//!   append ([`Gate::acknowledged`]): a refused, late or lost append, or a
+//!   feed that ended first, fails closed;
 //! - a fetched payload is shown only when the canonical hash of the event
 //!   it completes is the one recorded at journaling ([`verify`]).
 
@@ -100,6 +104,66 @@ impl Lanes {
 pub(crate) struct Feed {
     /// Flipped on drop.
     stop: watch::Sender<bool>,
+    /// What the feed has handed on so far ([`Self::gate`]).
+    acks: watch::Receiver<Acks>,
+    /// The store's name, for refusals.
+    port: String,
+}
+
+/// A feed's progress: every event of the thread up to `through` was
+/// handled (appended, failed, passed over or lost), and the authorizing
+/// ones among them that the store acknowledged.
+#[derive(Debug, Clone, Default)]
+struct Acks {
+    /// The last `thread_seq` handled.
+    through: u64,
+    /// Authorizing events ([`authorizes`]) acknowledged, by `thread_seq`.
+    acked: std::collections::BTreeSet<u64>,
+}
+
+/// Whether an event authorizes something the agent acts on, so it reaches
+/// the agent only after the store acknowledged it: a permission answer
+/// that selects an option. (A `cancelled` answer authorizes nothing.)
+pub(crate) fn authorizes(e: &JournalEvent) -> bool {
+    matches!(
+        e.body(),
+        Some(lapis_protocol::Payload::PermissionDecided(d))
+            if matches!(d.answer, lapis_protocol::PermissionAnswer::Selected { .. })
+    )
+}
+
+/// Waits for a feed's acknowledgement of one event; cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Gate {
+    /// The feed's progress.
+    acks: watch::Receiver<Acks>,
+    /// The store's name, for refusals.
+    port: String,
+}
+
+impl Gate {
+    /// `Ok` once the store acknowledged the append of the event at
+    /// `thread_seq`; a refusal when it refused it, missed its deadline,
+    /// lost its connection, the feed skipped it, or the feed ended first.
+    /// Fail closed: only an acknowledgement opens the gate.
+    pub(crate) async fn acknowledged(&self, thread_seq: u64) -> Result<(), PortRefusal> {
+        let mut acks = self.acks.clone();
+        // A feed that ended leaves its last progress behind.
+        let _ = acks.wait_for(|a| a.through >= thread_seq).await;
+        let ok = acks.borrow().acked.contains(&thread_seq);
+        ok.then_some(())
+            .ok_or_else(|| failed(&self.port, "the store did not acknowledge the event"))
+    }
+}
+
+impl Feed {
+    /// The gate authorizing events of this turn wait at.
+    pub(crate) fn gate(&self) -> Gate {
+        Gate {
+            acks: self.acks.clone(),
+            port: self.port.clone(),
+        }
+    }
 }
 
 impl Drop for Feed {
@@ -124,6 +188,7 @@ impl Feed {
         let endpoint = port_of(tools, thread, port)?;
         let lane = tools.transcripts.lane(&thread.id);
         let (stop, mut stopped) = watch::channel(false);
+        let (progress, acks) = watch::channel(Acks::default());
         let (acked, ack) = oneshot::channel();
         let thread = thread.clone();
         let turn = prompt.turn_id.clone();
@@ -187,14 +252,22 @@ impl Feed {
                 };
                 for e in batch {
                     last = last.max(e.thread_seq);
-                    if !ours(&e) {
-                        continue;
+                    if ours(&e) {
+                        match append(&endpoint, &thread, &e).await {
+                            Ok(()) if authorizes(&e) => {
+                                progress.send_modify(|a| {
+                                    a.acked.insert(e.thread_seq);
+                                });
+                            }
+                            Ok(()) => {}
+                            Err(refusal) => {
+                                lost += 1;
+                                tracing::warn!(thread = %thread.id, thread_seq = e.thread_seq, error = %refusal,
+                                    "content not kept by the transcript store: a replay after a restart reports it unavailable");
+                            }
+                        }
                     }
-                    if let Err(refusal) = append(&endpoint, &thread, &e).await {
-                        lost += 1;
-                        tracing::warn!(thread = %thread.id, thread_seq = e.thread_seq, error = %refusal,
-                            "content not kept by the transcript store: a replay after a restart reports it unavailable");
-                    }
+                    progress.send_modify(|a| a.through = a.through.max(last));
                 }
             }
             if lost > 0 {
@@ -202,7 +275,11 @@ impl Feed {
             }
         });
         match ack.await {
-            Ok(Ok(())) => Ok(Feed { stop }),
+            Ok(Ok(())) => Ok(Feed {
+                stop,
+                acks,
+                port: port.to_owned(),
+            }),
             Ok(Err(refusal)) => Err(refusal),
             Err(_) => Err(failed(port, "the append was abandoned")),
         }

@@ -82,6 +82,7 @@ mod tools_example;
 mod tools_faults;
 mod tools_ts;
 mod transcript;
+mod transcript_gate;
 mod transcript_store;
 mod ts_agent;
 mod workspace_roots;

@@ -149,7 +149,8 @@ impl Engine {
                     self.evidence_recorder(),
                 ),
             )
-            .with_ceiling(ceiling),
+            .with_ceiling(ceiling)
+            .with_gate(_feed.as_ref().map(crate::tools::transcript::Feed::gate)),
         );
         let mut limits = self.config.limits;
         // A metadata-only thread keeps no agent stderr, not even redacted.
@@ -256,6 +257,12 @@ impl Engine {
         deadline.disarm();
         if let Some(reason) = stop.reason() {
             end = stopped_end(end, reason);
+        }
+        // The store did not acknowledge an authorizing event: the agent
+        // never got it and the controller stopped the turn there, so its
+        // outcome is known, failed closed.
+        if let Some(refusal) = hooks.gate_refused() {
+            end = TurnEnd::Failed(OutcomeCode::Refused(refusal.code()));
         }
         // What the turn used is on its row before its end is told to
         // anyone, so a budget checked at the next claim counts it.
