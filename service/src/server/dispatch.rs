@@ -59,7 +59,11 @@ pub(super) async fn hello(
     if let Some(ticket) = &params.ticket {
         return bridge_hello(ctx, conn, &params, ticket);
     }
-    if conn.slot.as_ref().is_some_and(|s| s.serves() == Serves::Bridge) {
+    if conn
+        .slot
+        .as_ref()
+        .is_some_and(|s| s.serves() == Serves::Bridge)
+    {
         // Before the credential is compared: no session is issued here.
         return Err(RpcError::new(
             ErrorCode::Forbidden,

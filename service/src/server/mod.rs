@@ -40,19 +40,19 @@ use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
 use lapis_protocol::config::{Config, EnvFile};
 
+pub use admission::Serves;
 pub(crate) use context::ServerContext;
 pub use context::ServerIdentity;
 pub(crate) use controller::{Core, ProviderNames};
+use listener::SocketFile;
 pub(crate) use listener::{InstanceLockHeld, ListenError};
-pub use admission::Serves;
 pub use listener::{Listener, bind};
 pub(crate) use reload::Reloader;
 pub(crate) use session_store::StoreSessions;
-pub use stdio::report_startup_failure;
 pub(crate) use stdio::StartupError;
+pub use stdio::report_startup_failure;
 #[cfg(test)]
 use stdio::serve_stdio;
-use listener::SocketFile;
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}

@@ -97,7 +97,10 @@ pub trait TranscriptHandler {
     fn fetch(&mut self, call: &TranscriptFetch) -> Result<TranscriptPayloads, CallbackError>;
 }
 
-fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) -> Response {
+pub(super) fn answer_transcript(
+    request: &Request,
+    handler: &mut (impl TranscriptHandler + ?Sized),
+) -> Response {
     let id = request.id.clone();
     let done = match request.method.as_str() {
         TRANSCRIPT_APPEND => request.params::<TranscriptAppend>().map(|c| {
@@ -113,7 +116,10 @@ fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) ->
     respond(id, done, ErrorCode::TranscriptStoreFailed)
 }
 
-fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Response {
+pub(super) fn answer_memory(
+    request: &Request,
+    handler: &mut (impl MemoryHandler + ?Sized),
+) -> Response {
     let id = request.id.clone();
     let done = match request.method.as_str() {
         MEMORY_SEARCH => request
@@ -127,7 +133,10 @@ fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Respons
     respond(id, done, ErrorCode::ContextUnavailable)
 }
 
-fn answer_context(request: &Request, handler: &mut impl ContextHandler) -> Response {
+pub(super) fn answer_context(
+    request: &Request,
+    handler: &mut (impl ContextHandler + ?Sized),
+) -> Response {
     let id = request.id.clone();
     if request.method != CONTEXT_PREPARE {
         return Response::err(Some(id), RpcError::method_not_found(&request.method));
@@ -157,7 +166,7 @@ fn respond(
     }
 }
 
-pub(super) fn answer(request: &Request, handler: &mut impl ToolHandler) -> Response {
+pub(super) fn answer(request: &Request, handler: &mut (impl ToolHandler + ?Sized)) -> Response {
     let id = request.id.clone();
     let refused = |e: CallbackError| {
         Response::err(
@@ -219,8 +228,8 @@ impl Client {
 
     /// Serves one `context.prepare` with `handler`, like
     /// [`Client::serve_tools`] (any other callback is answered "method not
-    /// found": serve each kind with its handler, or one handler for both
-    /// with [`Client::serve_ports`]).
+    /// found": serve each kind on its own connection, or every kind on one
+    /// with [`Client::serve_callback`]).
     pub fn serve_context(
         &mut self,
         handler: &mut impl ContextHandler,
@@ -258,25 +267,6 @@ impl Client {
         self.reply(&answer_transcript(&request, handler))
     }
 
-    /// Serves one callback of any kind: `context.*` with `context`, the
-    /// rest with `tools`.
-    pub fn serve_ports(
-        &mut self,
-        tools: &mut impl ToolHandler,
-        context: &mut impl ContextHandler,
-        timeout: Option<Duration>,
-    ) -> Result<bool, ClientError> {
-        let Some(request) = self.next_callback(timeout)? else {
-            return Ok(false);
-        };
-        let response = if request.method.starts_with("context.") {
-            answer_context(&request, context)
-        } else {
-            answer(&request, tools)
-        };
-        self.reply(&response)
-    }
-
     pub(super) fn reply(&mut self, response: &Response) -> Result<bool, ClientError> {
         self.stream
             .write_all(&encode(response))
@@ -288,7 +278,10 @@ impl Client {
 
     /// One callback queued while a request waited, else one read within
     /// `timeout`; `None` when none came in time.
-    fn next_callback(&mut self, timeout: Option<Duration>) -> Result<Option<Request>, ClientError> {
+    pub(super) fn next_callback(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Request>, ClientError> {
         let request = match self.callbacks.pop_front() {
             Some(r) => r,
             None => {
@@ -321,7 +314,7 @@ impl Client {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use super::*;
@@ -346,7 +339,8 @@ mod tests {
         }
     }
 
-    fn req(method: &str, params: serde_json::Value) -> Request {
+    /// A callback as the controller sends it.
+    pub(in crate::client) fn req(method: &str, params: serde_json::Value) -> Request {
         Request {
             id: Id::String("lapis-1".into()),
             method: method.into(),
