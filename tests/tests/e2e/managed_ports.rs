@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use lapis_e2e::TestContext;
 use lapis_e2e::wait::{PATIENCE, until};
-use lapis_protocol::client::{Client, Credential, ManagedController, ManagedOptions, PortHandlers};
+use lapis_protocol::client::{
+    Client, Credential, ManagedController, ManagedError, ManagedOptions, PortHandlers,
+};
 use lapis_protocol::home::BRIDGE_SOCKET_FILE;
 use lapis_protocol::memory::{AccessEnvelope, MemoryRegister};
 use lapis_protocol::params::ThreadsCreate;
@@ -73,6 +75,11 @@ impl Setup {
     }
 
     fn start(&self) -> ManagedController {
+        ManagedController::start(self.options(&self.home)).unwrap()
+    }
+
+    /// The options that start the built binary with controller home `home`.
+    fn options(&self, home: &Path) -> ManagedOptions {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -82,15 +89,12 @@ impl Setup {
             token: OWNER.to_owned(),
             application: "embedder".to_owned(),
         };
-        ManagedController::start(
-            ManagedOptions::new(&self.home, credential)
-                .executable(TestContext::bin().to_str().unwrap())
-                .config(&self.config)
-                .inherit("PATH")
-                .env("HOME", self.ctx.home())
-                .stderr(log),
-        )
-        .unwrap()
+        ManagedOptions::new(home, credential)
+            .executable(TestContext::bin().to_str().unwrap())
+            .config(&self.config)
+            .inherit("PATH")
+            .env("HOME", self.ctx.home())
+            .stderr(log)
     }
 
     fn socket(&self) -> PathBuf {
@@ -307,5 +311,20 @@ fn a_killed_managed_controller_leaves_no_agent_and_its_stale_socket_is_replaced(
     assert!(log.contains("replaced a stale socket"), "{log}");
     assert_eq!(again.stop().unwrap().code(), Some(0));
     assert!(!setup.socket().exists());
+    setup.finish();
+}
+
+#[test]
+fn a_home_whose_bridge_socket_cannot_be_bound_fails_the_start_naming_it() {
+    let setup = Setup::new();
+    // Too long for a Unix socket address (108 bytes on Linux, 104 on
+    // macOS), though fine for the database.
+    let home = setup.ctx.home().join("h".repeat(120));
+    let err = ManagedController::start(setup.options(&home)).unwrap_err();
+    assert!(matches!(err, ManagedError::Startup { .. }), "{err:?}");
+    assert_eq!(err.code(), "listen_failed", "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(BRIDGE_SOCKET_FILE), "{text}");
+    setup.ctx.capture(&format!("{err} / {err:?}"));
     setup.finish();
 }
