@@ -4,9 +4,7 @@
 use clap::{Args, Subcommand};
 use clap_complete::engine::ArgValueCandidates;
 
-use crate::commands::candidates::{
-    catalogue_names, checkable_provider_names, configured_provider_names,
-};
+use super::candidates::Candidates;
 
 use super::duration::parse_duration;
 use super::{JsonArg, ListArgs};
@@ -21,13 +19,13 @@ pub(crate) enum ProvidersCommand {
     /// Remove a configured provider (its secrets stay in the env file).
     Remove {
         /// Provider name.
-        #[arg(add = ArgValueCandidates::new(configured_provider_names))]
+        #[arg(add = ArgValueCandidates::new(Candidates::ConfiguredProviderNames))]
         name: String,
     },
     /// Start the agent in a scratch directory and report what it supports.
     Check {
         /// Provider name (configured, catalogue or `echo`).
-        #[arg(add = ArgValueCandidates::new(checkable_provider_names))]
+        #[arg(add = ArgValueCandidates::new(Candidates::CheckableProviderNames))]
         name: String,
         /// Also open a session (`session/new`): checks login and modes.
         #[arg(long)]
@@ -50,7 +48,7 @@ pub(crate) enum ProvidersCommand {
 #[derive(Debug, Args)]
 pub(crate) struct ProvidersAddArgs {
     /// Provider name (a catalogue name fills the defaults).
-    #[arg(add = ArgValueCandidates::new(catalogue_names))]
+    #[arg(add = ArgValueCandidates::new(Candidates::CatalogueNames))]
     pub(crate) name: String,
     /// Executable: absolute path or bare name [default: the catalogue's].
     #[arg(long, value_name = "C")]

@@ -10,10 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use clap_complete::engine::ArgValueCandidates;
 
-use crate::commands::candidates::{
-    pending_request_ids, provider_names, request_option_ids, thread_ids, turn_ids, turns_asking,
-    workspace_ids,
-};
+use super::candidates::Candidates;
 
 use super::duration::parse_duration;
 use super::{CommandIdArg, JsonArg, ListArgs};
@@ -60,7 +57,7 @@ pub(crate) enum WorkspacesCommand {
     /// files unless `--force`.
     Remove {
         /// Workspace id.
-        #[arg(add = ArgValueCandidates::new(workspace_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::WorkspaceIds))]
         id: String,
         /// Also delete its git worktree (only a linked worktree).
         #[arg(long)]
@@ -133,10 +130,10 @@ pub(crate) enum ThreadsCommand {
     /// Open a thread on a workspace; prints its id.
     Create {
         /// Agent workspace id (from `workspaces list`, or a unique prefix).
-        #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(workspace_ids))]
+        #[arg(value_name = "WORKSPACE", add = ArgValueCandidates::new(Candidates::WorkspaceIds))]
         workspace: String,
         /// Provider name from the configuration.
-        #[arg(long, default_value = "echo", add = ArgValueCandidates::new(provider_names))]
+        #[arg(long, default_value = "echo", add = ArgValueCandidates::new(Candidates::ProviderNames))]
         provider: String,
         /// Approval policy for the agent's permission requests.
         #[arg(long, value_enum, default_value = "ask")]
@@ -168,13 +165,13 @@ pub(crate) enum ThreadsCommand {
     /// thread's version is not EXPECTED or a turn of it is queued or running.
     Configure {
         /// Thread id.
-        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::ThreadIds))]
         thread: String,
         /// The version you last saw (`threads show`).
         #[arg(long, value_name = "EXPECTED")]
         expected_version: u64,
         /// New provider.
-        #[arg(long, add = ArgValueCandidates::new(provider_names))]
+        #[arg(long, add = ArgValueCandidates::new(Candidates::ProviderNames))]
         provider: Option<String>,
         /// New approval policy.
         #[arg(long, value_enum)]
@@ -205,7 +202,7 @@ pub(crate) enum ThreadsCommand {
     /// Show one thread with its recent activity.
     Show {
         /// Thread id.
-        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::ThreadIds))]
         thread: String,
         #[command(flatten)]
         out: JsonArg,
@@ -225,7 +222,7 @@ pub(crate) enum TurnsCommand {
     /// ends other than completed).
     Submit {
         /// Thread id.
-        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::ThreadIds))]
         thread: String,
         #[command(flatten)]
         prompt: PromptArgs,
@@ -278,7 +275,7 @@ pub(crate) enum TurnsCommand {
     /// List turns.
     List {
         /// Only turns of this thread.
-        #[arg(long, add = ArgValueCandidates::new(thread_ids))]
+        #[arg(long, add = ArgValueCandidates::new(Candidates::ThreadIds))]
         thread: Option<String>,
         #[command(flatten)]
         out: JsonArg,
@@ -290,7 +287,7 @@ pub(crate) enum TurnsCommand {
     Show {
         /// Turn id.
         #[arg(
-            add = ArgValueCandidates::new(turn_ids),
+            add = ArgValueCandidates::new(Candidates::TurnIds),
             required_unless_present = "command_id",
             conflicts_with = "command_id"
         )]
@@ -305,7 +302,7 @@ pub(crate) enum TurnsCommand {
     /// Ask the agent to stop a turn; a fenced turn is resolved as cancelled.
     Cancel {
         /// Turn id.
-        #[arg(add = ArgValueCandidates::new(turn_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::TurnIds))]
         turn: String,
         #[command(flatten)]
         cmd: CommandIdArg,
@@ -315,7 +312,7 @@ pub(crate) enum TurnsCommand {
     /// Record the owner's resolution of a turn whose outcome is unknown.
     Resolve {
         /// Turn id.
-        #[arg(add = ArgValueCandidates::new(turn_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::TurnIds))]
         turn: String,
         /// The outcome to record.
         #[arg(long = "as", value_enum)]
@@ -336,7 +333,7 @@ pub(crate) enum JournalCommand {
     /// following (NDJSON with --json --follow).
     Tail {
         /// Thread id [default: every thread of the owner].
-        #[arg(add = ArgValueCandidates::new(thread_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::ThreadIds))]
         thread: Option<String>,
         /// Print the last N events [default: 20].
         #[arg(
@@ -391,10 +388,10 @@ pub(crate) enum PermissionsCommand {
     /// List pending permission requests with their options.
     List {
         /// Only requests of this thread.
-        #[arg(long, add = ArgValueCandidates::new(thread_ids))]
+        #[arg(long, add = ArgValueCandidates::new(Candidates::ThreadIds))]
         thread: Option<String>,
         /// Only requests of this turn.
-        #[arg(long, add = ArgValueCandidates::new(turn_ids))]
+        #[arg(long, add = ArgValueCandidates::new(Candidates::TurnIds))]
         turn: Option<String>,
         #[command(flatten)]
         out: JsonArg,
@@ -407,14 +404,14 @@ pub(crate) enum PermissionsCommand {
     #[command(group(clap::ArgGroup::new("answer").multiple(false)))]
     Respond {
         /// Turn id.
-        #[arg(add = ArgValueCandidates::new(turns_asking))]
+        #[arg(add = ArgValueCandidates::new(Candidates::TurnsAsking))]
         turn: String,
         /// Request id.
-        #[arg(add = ArgValueCandidates::new(pending_request_ids))]
+        #[arg(add = ArgValueCandidates::new(Candidates::PendingRequestIds))]
         request: String,
         /// Option id (see `permissions list`).
         #[arg(
-            add = ArgValueCandidates::new(request_option_ids),
+            add = ArgValueCandidates::new(Candidates::RequestOptionIds),
             group = "answer",
             required_unless_present_any = ["allow", "allow_always", "reject", "reject_always"]
         )]
@@ -447,7 +444,7 @@ pub(crate) struct AskArgs {
     pub(crate) dir: Option<PathBuf>,
     /// Provider name from the configuration [default: the config's
     /// `defaultProvider`, else `echo`].
-    #[arg(long, value_name = "NAME", add = ArgValueCandidates::new(provider_names))]
+    #[arg(long, value_name = "NAME", add = ArgValueCandidates::new(Candidates::ProviderNames))]
     pub(crate) provider: Option<String>,
     /// Answer every permission request of this turn with its `allow_once`
     /// option (else `allow_always`), printing each answer.

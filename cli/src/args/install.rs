@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use clap_complete::engine::ArgValueCandidates;
 
+use super::candidates::Candidates;
+
 use super::duration::parse_wait;
 use super::{HomeArg, JsonArg};
-use crate::commands::candidates::snapshot_digests;
 
 #[derive(Debug, Args)]
 pub(crate) struct LogsArgs {
@@ -98,7 +99,7 @@ pub(crate) struct GcArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RollbackArgs {
     /// Snapshot digest (or unique prefix) to activate [default: previous].
-    #[arg(long, value_name = "DIGEST", add = ArgValueCandidates::new(snapshot_digests))]
+    #[arg(long, value_name = "DIGEST", add = ArgValueCandidates::new(Candidates::SnapshotDigests))]
     pub(crate) to: Option<String>,
     /// Do not restart the installed user service; print the command instead.
     #[arg(long)]

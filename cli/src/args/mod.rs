@@ -4,15 +4,17 @@
 //! in a file by concept: `install` (installing and running the service),
 //! `drive` (workspaces, threads, turns, journal, permissions, `ask`),
 //! `config` (providers and configuration). The global flags live in
-//! `global.rs`, apart from the command tree, because the shell completion
-//! candidates the tree names need them too (a file of its own keeps the two
-//! from importing each other). Every type is re-exported here, so callers
-//! name `args::X` whatever file holds it.
+//! `global.rs`, apart from the command tree: the shell completion
+//! candidates read them too. An argument names its candidates as data (a
+//! `Candidates` kind, `candidates.rs`); `commands/candidates.rs` computes
+//! them, so nothing here imports `commands/`. Every type is re-exported
+//! here, so callers name `args::X` whatever file holds it.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod candidates;
 mod config;
 mod drive;
 mod duration;
@@ -21,6 +23,7 @@ mod global;
 mod help;
 mod install;
 
+pub(crate) use candidates::{Candidates, provide};
 pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
 pub(crate) use drive::{
     ApprovalArg, AskArgs, BudgetsCommand, JournalCommand, PermissionsCommand, PromptArgs,

@@ -1,7 +1,8 @@
 //! Dynamic completion candidates, named by the clap definitions in
-//! `args/` and called back by the shell at TAB time (see
-//! `completions.rs`): thread, turn, workspace and pending permission
-//! request ids (and a request's option ids) from the running service;
+//! `args/` (a [`Candidates`] kind each; [`of`] computes one, handed to
+//! `args` by `completions.rs`) and called back by the shell at TAB time:
+//! thread, turn, workspace and pending permission request ids (and a
+//! request's option ids) from the running service;
 //! provider names from the configuration and the catalogue; instance names
 //! from the configuration directory; snapshot digests from the releases
 //! directory.
@@ -15,7 +16,7 @@ use std::path::PathBuf;
 
 use clap_complete::engine::CompletionCandidate;
 
-use crate::args::GlobalArgs;
+use crate::args::{Candidates, GlobalArgs};
 
 /// The command line being completed: the words after `--` in the callback.
 fn typed_words() -> Vec<String> {
@@ -58,6 +59,24 @@ fn typed_global() -> GlobalArgs {
     global
 }
 
+/// The candidates of `kind`, the function each kind names (handed to
+/// `args` by `completions::complete_env`).
+pub(crate) fn of(kind: Candidates) -> Vec<CompletionCandidate> {
+    match kind {
+        Candidates::ThreadIds => thread_ids(),
+        Candidates::TurnIds => turn_ids(),
+        Candidates::WorkspaceIds => workspace_ids(),
+        Candidates::ProviderNames => provider_names(),
+        Candidates::ConfiguredProviderNames => configured_provider_names(),
+        Candidates::CatalogueNames => catalogue_names(),
+        Candidates::CheckableProviderNames => checkable_provider_names(),
+        Candidates::TurnsAsking => turns_asking(),
+        Candidates::PendingRequestIds => pending_request_ids(),
+        Candidates::RequestOptionIds => request_option_ids(),
+        Candidates::SnapshotDigests => snapshot_digests(),
+    }
+}
+
 /// Runs `f` against the service; any failure means no candidates.
 fn from_service<T>(
     f: impl FnOnce(&mut lapis_protocol::client::Client) -> Option<Vec<T>>,
@@ -74,7 +93,7 @@ fn from_service<T>(
 }
 
 /// Thread ids, with workspace and provider as help.
-pub(crate) fn thread_ids() -> Vec<CompletionCandidate> {
+fn thread_ids() -> Vec<CompletionCandidate> {
     from_service(
         |c| c.threads_list().ok(),
         |t| {
@@ -85,7 +104,7 @@ pub(crate) fn thread_ids() -> Vec<CompletionCandidate> {
 }
 
 /// Turn ids, with their state as help.
-pub(crate) fn turn_ids() -> Vec<CompletionCandidate> {
+fn turn_ids() -> Vec<CompletionCandidate> {
     from_service(
         |c| c.turns_list(None).ok(),
         |t| CompletionCandidate::new(t.id).help(Some(t.state.as_str().to_owned().into())),
@@ -93,7 +112,7 @@ pub(crate) fn turn_ids() -> Vec<CompletionCandidate> {
 }
 
 /// Registered workspace ids, with their directory as help.
-pub(crate) fn workspace_ids() -> Vec<CompletionCandidate> {
+fn workspace_ids() -> Vec<CompletionCandidate> {
     from_service(
         |c| c.workspaces_list().ok(),
         |w| CompletionCandidate::new(w.id).help(Some(w.path.into())),
@@ -102,7 +121,7 @@ pub(crate) fn workspace_ids() -> Vec<CompletionCandidate> {
 
 /// Provider names from the configuration (no service needed) plus the
 /// built-in `echo`.
-pub(crate) fn provider_names() -> Vec<CompletionCandidate> {
+fn provider_names() -> Vec<CompletionCandidate> {
     let mut names = configured_providers();
     names.push(lapis_protocol::config::ECHO_PROVIDER.to_owned());
     names.sort();
@@ -118,14 +137,14 @@ fn configured_providers() -> Vec<String> {
 }
 
 /// Configured provider names only (`providers remove`).
-pub(crate) fn configured_provider_names() -> Vec<CompletionCandidate> {
+fn configured_provider_names() -> Vec<CompletionCandidate> {
     let mut names = configured_providers();
     names.sort();
     names.into_iter().map(CompletionCandidate::new).collect()
 }
 
 /// Catalogue entries, with their agent's command as help (`providers add`).
-pub(crate) fn catalogue_names() -> Vec<CompletionCandidate> {
+fn catalogue_names() -> Vec<CompletionCandidate> {
     lapis_protocol::config::CATALOGUE
         .iter()
         .map(|e| CompletionCandidate::new(e.name).help(Some(e.command.to_owned().into())))
@@ -133,7 +152,7 @@ pub(crate) fn catalogue_names() -> Vec<CompletionCandidate> {
 }
 
 /// Every name `providers check` takes: configured, catalogue and `echo`.
-pub(crate) fn checkable_provider_names() -> Vec<CompletionCandidate> {
+fn checkable_provider_names() -> Vec<CompletionCandidate> {
     let mut names = configured_providers();
     names.push(lapis_protocol::config::ECHO_PROVIDER.to_owned());
     names.extend(
@@ -148,7 +167,7 @@ pub(crate) fn checkable_provider_names() -> Vec<CompletionCandidate> {
 
 /// Turns with a pending permission request, with the tool as help
 /// (`permissions respond TURN`).
-pub(crate) fn turns_asking() -> Vec<CompletionCandidate> {
+fn turns_asking() -> Vec<CompletionCandidate> {
     let mut seen = std::collections::BTreeSet::new();
     from_service(
         |c| c.permissions_list(None, None).ok(),
@@ -161,7 +180,7 @@ pub(crate) fn turns_asking() -> Vec<CompletionCandidate> {
 
 /// Pending request ids of the turn typed before it (every pending request
 /// when none is), with the tool as help (`permissions respond TURN REQUEST`).
-pub(crate) fn pending_request_ids() -> Vec<CompletionCandidate> {
+fn pending_request_ids() -> Vec<CompletionCandidate> {
     let typed = positionals_after("respond");
     let turn = (typed.len() >= 2).then(|| typed[0].clone());
     from_service(
@@ -179,7 +198,7 @@ fn request_candidate(value: String, call: lapis_protocol::Invocation) -> Complet
 
 /// The option ids of the request typed before it, with their kind and
 /// label as help (`permissions respond TURN REQUEST OPTION`).
-pub(crate) fn request_option_ids() -> Vec<CompletionCandidate> {
+fn request_option_ids() -> Vec<CompletionCandidate> {
     let typed = positionals_after("respond");
     let (Some(turn), Some(request)) = (typed.first(), typed.get(1)) else {
         return Vec::new();
@@ -227,7 +246,7 @@ pub(crate) fn instance_names() -> Vec<CompletionCandidate> {
 
 /// Installed snapshot digests, newest first, with version, install time
 /// and role as help (`rollback --to`).
-pub(crate) fn snapshot_digests() -> Vec<CompletionCandidate> {
+fn snapshot_digests() -> Vec<CompletionCandidate> {
     let Ok(paths) = super::paths::resolve(&typed_global(), None, None) else {
         return Vec::new();
     };

@@ -33,6 +33,7 @@ const BIN: &str = "lapis-ai-controller";
 /// Answers a completion request and exits when [`COMPLETE_VAR`] is set;
 /// returns at once otherwise. Runs before anything writes to stdout.
 pub(crate) fn complete_env() {
+    crate::args::provide(super::candidates::of);
     CompleteEnv::with_factory(completion_command)
         .var(COMPLETE_VAR)
         .bin(BIN)

@@ -135,7 +135,7 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 if let Some(b) = &t.budget {
                     fields.push(("budget", budget_line(b)));
                 }
-                if let Some(store) = &t.transcript_store {
+                if let Some(store) = &t.ports.transcript_store {
                     fields.push(("transcript store", store.clone()));
                 }
                 if snap.usage.turns > 0 {

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ApprovalPolicy, Retention, Thread};
+use crate::{ApprovalPolicy, PortsExpect, Retention, Thread};
 
 /// The binding a client expects; absent fields are not checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,21 +36,10 @@ pub struct ThreadExpect {
     /// give the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<Vec<String>>,
-    /// The application tool endpoints (names, in order) the thread binds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<String>>,
-    /// The application context port (name) the thread binds; `""` states
-    /// that it binds none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    /// The application memory port (name) the thread binds; `""` states
-    /// that it binds none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
-    /// The application transcript store (name) the thread binds; `""`
-    /// states that it binds none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
+    /// The application ports the thread binds (`tools`, `context`,
+    /// `memory`, `transcriptStore`; see [`PortsExpect`]).
+    #[serde(flatten)]
+    pub ports: PortsExpect,
 }
 
 impl ThreadExpect {
@@ -94,28 +83,7 @@ impl ThreadExpect {
                 .as_ref()
                 .is_some_and(|m| *m != thread.mcp_servers),
         );
-        check(
-            "tools",
-            self.tools.as_ref().is_some_and(|t| *t != thread.tools),
-        );
-        check(
-            "context",
-            self.context
-                .as_ref()
-                .is_some_and(|c| *c != thread.context.clone().unwrap_or_default()),
-        );
-        check(
-            "memory",
-            self.memory
-                .as_ref()
-                .is_some_and(|m| *m != thread.memory.clone().unwrap_or_default()),
-        );
-        check(
-            "transcriptStore",
-            self.transcript_store
-                .as_ref()
-                .is_some_and(|s| *s != thread.transcript_store.clone().unwrap_or_default()),
-        );
+        out.extend(self.ports.mismatches(&thread.ports));
         out
     }
 
@@ -129,10 +97,7 @@ impl ThreadExpect {
             retention: Some(thread.retention),
             version: Some(thread.version),
             mcp_servers: Some(thread.mcp_servers.clone()),
-            tools: Some(thread.tools.clone()),
-            context: Some(thread.context.clone().unwrap_or_default()),
-            memory: Some(thread.memory.clone().unwrap_or_default()),
-            transcript_store: Some(thread.transcript_store.clone().unwrap_or_default()),
+            ports: PortsExpect::of(&thread.ports),
         }
     }
 }
@@ -156,10 +121,7 @@ mod tests {
             updated_at: 1,
             agent_session: None,
             mcp_servers: Vec::new(),
-            tools: Vec::new(),
-            context: None,
-            memory: None,
-            transcript_store: None,
+            ports: Default::default(),
             permission_timeout_seconds: None,
             budget: None,
         }
@@ -223,7 +185,10 @@ mod tests {
             (
                 "tools",
                 ThreadExpect {
-                    tools: Some(vec!["crm".into()]),
+                    ports: PortsExpect {
+                        tools: Some(vec!["crm".into()]),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
             ),
@@ -232,6 +197,10 @@ mod tests {
             assert_eq!(expect.mismatches(&t), [field]);
         }
         let all = ThreadExpect {
+            ports: PortsExpect {
+                tools: Some(vec!["crm".into()]),
+                ..Default::default()
+            },
             application: Some("x".into()),
             provider: Some("x".into()),
             approval: Some(ApprovalPolicy::AllowAll),
@@ -239,10 +208,6 @@ mod tests {
             retention: Some(Retention::MetadataOnly),
             version: Some(9),
             mcp_servers: Some(vec!["x".into()]),
-            tools: Some(vec!["crm".into()]),
-            context: None,
-            memory: None,
-            transcript_store: None,
         };
         assert_eq!(
             all.mismatches(&t),

@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use crate::ErrorCode;
 
 /// The server → client request a context port answers.
-pub const CONTEXT_PREPARE: &str = "context.prepare";
+pub const CONTEXT_PREPARE: &str =
+    <crate::callback::ContextPrepare as crate::callback::Callback>::METHOD;
 
 /// Most blocks one `context.prepare` answer may carry (more fail the turn).
 pub const MAX_CONTEXT_BLOCKS: usize = 32;

@@ -23,6 +23,7 @@
 mod attention;
 mod binding;
 pub mod call;
+pub mod callback;
 pub mod client;
 pub mod config;
 pub mod context;
@@ -42,6 +43,7 @@ pub mod params;
 mod payload;
 mod permissions;
 mod policy;
+mod ports;
 mod prepared;
 pub mod probe;
 mod records;
@@ -83,6 +85,7 @@ pub use permissions::{
     Answerer, DecidedBy, PendingRequest, PermissionAnswer, PermissionOption, Settlement,
 };
 pub use policy::{ApprovalPolicy, Retention};
+pub use ports::{PortsExpect, PortsPatch, ThreadPorts};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{ResolveAs, SessionBinding, Thread, Turn, UserMessage, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};

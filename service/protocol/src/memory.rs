@@ -21,9 +21,11 @@
 use serde::{Deserialize, Serialize};
 
 /// The server → client request a memory port answers with candidates.
-pub const MEMORY_SEARCH: &str = "memory.search";
+pub const MEMORY_SEARCH: &str =
+    <crate::callback::MemorySearch as crate::callback::Callback>::METHOD;
 /// The server → client request a memory port answers with one item.
-pub const MEMORY_EVIDENCE: &str = "memory.evidence";
+pub const MEMORY_EVIDENCE: &str =
+    <crate::callback::MemoryEvidence as crate::callback::Callback>::METHOD;
 /// Bytes of candidate text the recall block of one turn may hold.
 pub const MEMORY_BUDGET_BYTES: usize = 8 * 1024;
 /// Most candidates one search asks for (and reads).

@@ -78,18 +78,10 @@ pub struct Thread {
     /// Application MCP servers (names) every turn gives the agent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
-    /// Application tool endpoints (names) every turn's agent reaches
-    /// through the controller's MCP bridge.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
-    /// The application context port (name) every turn is prepared with
-    /// (`context.prepare` at the claim).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    /// The application memory port (name) every turn recalls from and the
-    /// agent searches through the bridge's `memory_search`/`memory_read`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
+    /// The application ports (names) it binds: tool endpoints, context
+    /// and memory ports, transcript store (see [`crate::ThreadPorts`]).
+    #[serde(flatten)]
+    pub ports: crate::ThreadPorts,
     /// How long a permission request of this thread's turns waits for an
     /// answer before it is answered by policy (`expired`), in seconds;
     /// absent: the provider's `permissionTimeoutSeconds`. A turn's own
@@ -100,12 +92,6 @@ pub struct Thread {
     /// claim as the budget `thread:ID:total`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::config::ThreadBudget>,
-    /// The application transcript store (name) a `metadata-only` thread
-    /// keeps its content in (`transcript.append` before each prompt's
-    /// dispatch and for the agent's output; `transcript.fetch` when a
-    /// replay after a restart needs content).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
 }
 
 /// A thread's native agent session and what it was made under: a turn whose

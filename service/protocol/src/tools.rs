@@ -232,14 +232,17 @@ pub struct CaptureNotice {
 #[serde(rename_all = "camelCase")]
 pub struct CaptureAck {}
 
-/// Server → client request names, each answered by the application.
+/// Server → client request names, each answered by the application (the
+/// names of their bindings in [`crate::callback`]).
 pub mod callbacks {
+    use crate::callback::{Callback, CaptureBegin, CaptureFinish, ToolsInvoke};
+
     /// Run a tool.
-    pub const TOOLS_INVOKE: &str = "tools.invoke";
+    pub const TOOLS_INVOKE: &str = <ToolsInvoke as Callback>::METHOD;
     /// A mutating call is about to run.
-    pub const CAPTURE_BEGIN: &str = "capture.begin";
+    pub const CAPTURE_BEGIN: &str = <CaptureBegin as Callback>::METHOD;
     /// A mutating call has its result.
-    pub const CAPTURE_FINISH: &str = "capture.finish";
+    pub const CAPTURE_FINISH: &str = <CaptureFinish as Callback>::METHOD;
 }
 
 /// The environment variable the MCP bridge reads its ticket from (set by

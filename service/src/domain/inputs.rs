@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use lapis_protocol::config::ProviderSpec;
 use lapis_protocol::{
-    ApprovalPolicy, McpEndpoint, OutcomeCode, Retention, Thread, Turn, Workspace,
+    ApprovalPolicy, McpEndpoint, OutcomeCode, PortsPatch, Retention, Thread, ThreadPorts, Turn,
+    Workspace,
 };
 
 /// Who is asking: the authenticated principal and the application of its session.
@@ -57,12 +58,11 @@ pub struct NewThread {
     pub retention: Retention,
     /// Application MCP server names (validated by the caller).
     pub mcp_servers: Vec<String>,
-    /// Application tool endpoint names (validated by the caller).
-    pub tools: Vec<String>,
-    /// Application context port name (validated by the caller).
-    pub context: Option<String>,
-    /// Application memory port name (validated by the caller).
-    pub memory: Option<String>,
+    /// Application ports, by name (validated by the caller; the store
+    /// checks the names again, and that a transcript store is only on a
+    /// metadata-only thread).
+    #[serde(flatten)]
+    pub ports: ThreadPorts,
     /// The thread's own permission timeout in seconds (`None`: the
     /// provider's); the store checks its bounds.
     #[serde(default)]
@@ -74,11 +74,6 @@ pub struct NewThread {
     pub budget: Option<lapis_protocol::config::ThreadBudget>,
     /// A thread id the actor reserved (`reserve_thread`).
     pub thread_id: Option<String>,
-    /// Application transcript store name (validated by the caller; only
-    /// on a metadata-only thread, which the store checks again). Omitted
-    /// when `None`, as the budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
 }
 
 /// Input of `configure_thread`: `None` fields are left unchanged.
@@ -101,10 +96,12 @@ pub struct ThreadPatch {
     /// New budget: `Some(None)` clears it. Omitted when `None`, as above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Option<lapis_protocol::config::ThreadBudget>>,
-    /// New transcript store: `Some(None)` unbinds it. Omitted when `None`,
-    /// as above.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<Option<String>>,
+    /// What changes of its ports (the transcript store: `Some(None)`
+    /// unbinds it; omitted when unchanged, as above). Last, so the
+    /// serialized patch — the receipt digest's input — is what it was when
+    /// the member was spelled out here.
+    #[serde(flatten)]
+    pub ports: PortsPatch,
 }
 
 /// Input of `submit_turn`.

@@ -33,6 +33,7 @@ mod around;
 mod ask;
 mod config;
 mod permissions;
+mod port_steps;
 mod transcript;
 mod turn;
 

@@ -17,6 +17,7 @@ use lapis_protocol::params::WorkspaceRemoved;
 use lapis_protocol::{Payload, ThreadExpect};
 
 use super::handle::{PendingAppend, Store};
+use super::history::{HistoryState, again};
 use super::journal::ReadyPayload;
 use super::read::{self, ThreadFilter, TurnFilter};
 use super::replay;
@@ -426,6 +427,22 @@ impl Store {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Waits until the journal's retained events are checked (at once when
+    /// open did): `Ok` with the count checked, or the check's failure (`history`).
+    pub async fn history_verified(&self) -> StoreResult<u64> {
+        let mut rx = self.shared().history.subscribe();
+        let state = rx
+            .wait_for(|s| !matches!(s, HistoryState::Pending))
+            .await
+            .map(|s| s.clone())
+            .map_err(|_| StoreError::Closed)?;
+        match state {
+            HistoryState::Verified(n) => Ok(n),
+            HistoryState::Failed(e) => Err(again(&e)),
+            HistoryState::Pending => Err(StoreError::Closed),
+        }
     }
 
     // ---- auth sessions ----------------------------------------------------

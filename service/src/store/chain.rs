@@ -40,7 +40,7 @@ use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 use sha2::{Digest, Sha256};
 
-use crate::domain::{StoreError, StoreResult};
+use crate::domain::StoreResult;
 
 /// A hash in the chain: SHA-256, raw.
 pub(super) type Hash = [u8; 32];
@@ -331,41 +331,6 @@ impl<'scope, 'env> ChainCheck<'scope, 'env> {
             }),
         }
     }
-}
-
-/// Verifies the whole chain in `seq` order, then that it reaches `anchor`
-/// (the anchor of the database at `db`): the first bad event fails as
-/// `InvalidRow { table: "events", row: seq, check: "chain" }`, a chain
-/// short of or different at its anchor as `AnchorMismatch`.
-pub(super) fn verify(
-    conn: &Connection,
-    db: &std::path::Path,
-    anchor: &super::anchor::Anchor,
-) -> StoreResult<ChainReport> {
-    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM events ORDER BY seq"))?;
-    let mut rows = stmt.query([]).map_err(StoreError::from_sqlite)?;
-    std::thread::scope(|scope| {
-        let mut chain = ChainCheck::new(scope);
-        chain.watch(anchor.events);
-        let scanned: StoreResult<()> = (|| {
-            while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
-                if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
-                    break;
-                }
-            }
-            Ok(())
-        })();
-        let watched = chain.watched();
-        // A bad row comes before wherever the scan stopped.
-        let report = chain.finish().map_err(|seq| StoreError::InvalidRow {
-            table: "events",
-            row: seq.to_string(),
-            check: "chain",
-        })?;
-        scanned?;
-        super::anchor::check(db, anchor, report.events, watched)?;
-        Ok(report)
-    })
 }
 
 /// The chain head (the last event's stored hash), [`GENESIS`] when empty or

@@ -55,7 +55,7 @@ pub struct StoreOptions {
     pub(crate) clock: Arc<dyn Clock>,
     /// When the retained events are checked (`serve`: after open, see
     /// [`super::history`]).
-    pub history: super::history::HistoryCheck,
+    pub history: super::validate::HistoryCheck,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -84,7 +84,7 @@ impl StoreOptions {
             page_max: 1000,
             memory_payload_capacity: 100_000,
             clock: Arc::new(SystemClock),
-            history: super::history::HistoryCheck::AtOpen,
+            history: super::validate::HistoryCheck::AtOpen,
         }
     }
 }
@@ -191,8 +191,8 @@ impl Store {
         let validated = validate(&conn, &db, &anchor, options.history)?;
         // Pinned before recovery writes: the check reads what open found.
         let history = match options.history {
-            super::history::HistoryCheck::AtOpen => super::history::verified(validated.events),
-            super::history::HistoryCheck::AfterOpen => {
+            super::validate::HistoryCheck::AtOpen => super::history::verified(validated.events),
+            super::validate::HistoryCheck::AfterOpen => {
                 let pinned = super::history::pin(&db)?;
                 super::history::start(pinned, db.clone(), anchor)?
             }

@@ -31,6 +31,10 @@
 //! pinned before recovery (so its anchor check sees exactly what was on
 //! disk, not events this process wrote since); nothing is claimed and no
 //! anchor is written before it passed.
+//!
+//! [`HistoryCheck::AfterOpen`]: super::HistoryCheck::AfterOpen
+//! [`Store::open`]: super::Store::open
+//! [`Store::history_verified`]: super::Store::history_verified
 
 use std::sync::Arc;
 
@@ -40,18 +44,6 @@ use tokio::sync::watch;
 use crate::domain::{StoreError, StoreResult};
 
 use super::anchor::Anchor;
-use super::handle::Store;
-
-/// When [`Store::open`] checks the journal's retained events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HistoryCheck {
-    /// Inside open: a bad event fails the open.
-    #[default]
-    AtOpen,
-    /// On a thread of its own after open, over a snapshot pinned at open;
-    /// claims and anchor checkpoints wait for it (see the module docs).
-    AfterOpen,
-}
 
 /// Where the check stands.
 #[derive(Debug, Clone)]
@@ -132,7 +124,7 @@ pub(crate) fn start(
 
 /// The failure again, for one more caller (a [`StoreError`] is not
 /// `Clone`: its SQLite and I/O causes are rebuilt from their codes).
-fn again(e: &StoreError) -> StoreError {
+pub(super) fn again(e: &StoreError) -> StoreError {
     match e {
         StoreError::InvalidRow { table, row, check } => StoreError::InvalidRow {
             table,
@@ -162,24 +154,5 @@ fn again(e: &StoreError) -> StoreError {
             "the journal history check failed",
             std::io::Error::other(other.to_string()),
         ),
-    }
-}
-
-impl Store {
-    /// Waits until the journal's retained events are checked (at once
-    /// when open checked them): `Ok` with the count checked, or the
-    /// check's failure (see the module docs).
-    pub async fn history_verified(&self) -> StoreResult<u64> {
-        let mut rx = self.shared().history.subscribe();
-        let state = rx
-            .wait_for(|s| !matches!(s, HistoryState::Pending))
-            .await
-            .map(|s| s.clone())
-            .map_err(|_| StoreError::Closed)?;
-        match state {
-            HistoryState::Verified(n) => Ok(n),
-            HistoryState::Failed(e) => Err(again(&e)),
-            HistoryState::Pending => Err(StoreError::Closed),
-        }
     }
 }

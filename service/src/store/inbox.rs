@@ -289,26 +289,3 @@ pub(super) fn status(conn: &Connection) -> StoreResult<InboxStatus> {
 fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
-
-impl super::Store {
-    /// Every pending request of the durable inbox, oldest first (the
-    /// caller filters by what the session may see).
-    pub(crate) async fn pending_permissions(&self) -> StoreResult<Vec<InboxEntry>> {
-        self.read(|c, _| pending(c)).await
-    }
-
-    /// One request of the inbox, pending or settled.
-    pub(crate) async fn permission_request(
-        &self,
-        turn: &str,
-        request: &str,
-    ) -> StoreResult<Option<InboxEntry>> {
-        let (turn, request) = (turn.to_owned(), request.to_owned());
-        self.read(move |c, _| get(c, &turn, &request)).await
-    }
-
-    /// The inbox's pending count and oldest request (`status`).
-    pub(crate) async fn inbox_status(&self) -> StoreResult<InboxStatus> {
-        self.read(|c, _| status(c)).await
-    }
-}

@@ -53,6 +53,7 @@
 mod anchor;
 mod api;
 mod chain;
+mod command_kind;
 mod continuation;
 mod counters;
 mod handle;
@@ -60,6 +61,7 @@ mod history;
 mod home;
 mod ids;
 mod inbox;
+mod inbox_api;
 mod integrity;
 mod journal;
 mod lock;
@@ -69,6 +71,7 @@ mod ops_tools;
 mod ops_turns;
 mod ops_workspaces;
 mod policy;
+mod ports;
 mod prepared;
 mod read;
 mod receipts;
@@ -79,69 +82,25 @@ mod schema;
 mod transition;
 mod usage;
 mod validate;
+mod verify;
 mod writer;
 
 pub(crate) use api::canonical_workspace_dir;
 pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;
+pub(crate) use command_kind::CommandKind;
 pub(crate) use handle::PendingAppend;
 pub use handle::{Store, StoreOptions};
-pub use history::HistoryCheck;
 pub(crate) use inbox::Settled;
 pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
-pub(crate) use receipts::CommandKind;
 pub use schema::DB_FILE;
 #[cfg(feature = "test-support")]
 pub use schema::SCHEMA_VERSION;
 pub(crate) use usage::UsageScope;
-
-/// Verifies the journal's hash chain of the database at `db` directly,
-/// read-only, and that it reaches the prefix its anchor names: works
-/// whether or not `serve` is running (the anchor is read before the
-/// database, and names a prefix that was durable when it was written; a
-/// read sees the last commit; no lock is taken). Fails as
-/// `store_invalid_row` naming the first bad `seq` (check `chain`),
-/// `store_anchor_mismatch` / `store_anchor_missing` (see
-/// `anchor`), `store_schema_unsupported` for a database from before the
-/// chain (version 4) or newer than this build. A database not yet upgraded
-/// to version 8 has no anchor to check.
-pub fn verify_journal(db: &std::path::Path) -> crate::domain::StoreResult<ChainReport> {
-    let anchor = anchor::read(db)?;
-    let conn = schema::open_reader(db)?;
-    let version = schema::check_chained(&conn, db)?;
-    // Before version 8 nothing was anchored (an anchor there is one an
-    // upgrade wrote before it stopped: it names this journal's head).
-    let anchor = match anchor {
-        Some(a) => a,
-        None if version < schema::ANCHORED_VERSION => anchor::Anchor::EMPTY,
-        None => {
-            return Err(crate::domain::StoreError::AnchorMissing {
-                path: anchor::path(db),
-                reason: "the file is missing",
-            });
-        }
-    };
-    chain::verify(&conn, db, &anchor)
-}
-
-/// Accepts the journal of the controller home `home` as it is: verifies
-/// its chain from genesis and writes a new anchor for its head. For an
-/// intended restore of `controller.db` from a backup (the anchor then names
-/// events the backup lacks). Takes the instance lock, so it refuses while
-/// `serve` runs; the database must be at this build's schema version.
-pub fn reanchor_journal(home: &std::path::Path) -> crate::domain::StoreResult<ChainReport> {
-    let _lock = lock::InstanceLock::acquire(home)?;
-    let db = home.join(DB_FILE);
-    let conn = schema::open_reader(&db)?;
-    schema::check_current(&conn, &db)?;
-    // Anchored to the chain as it is: the anchor check cannot fail.
-    let report = chain::verify(&conn, &db, &anchor::Anchor::EMPTY)?;
-    let head = anchor::committed(&conn)?;
-    anchor::write(&db, &head)?;
-    Ok(report)
-}
+pub use validate::HistoryCheck;
+pub use verify::{reanchor_journal, verify_journal};
 
 #[cfg(test)]
 pub(crate) mod tests;

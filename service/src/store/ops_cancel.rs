@@ -3,9 +3,10 @@
 //! released only by its owner (resolve, or cancel as the confirmation),
 //! audited with how it was resolved.
 
+use super::command_kind::CommandKind;
 use super::ids::digest;
 use super::read;
-use super::receipts::{Command, CommandKind};
+use super::receipts::Command;
 use super::transition::stage_transition;
 use super::writer::Writer;
 use crate::domain::{

@@ -10,9 +10,11 @@ use crate::domain::{
     ThreadPatch,
 };
 
+use super::command_kind::CommandKind;
 use super::ids::{check_name, check_sha256_hex, digest, new_id};
+use super::ports;
 use super::read;
-use super::receipts::{Command, CommandKind, check_replay, receipt, stage_receipt};
+use super::receipts::{Command, check_replay, receipt, stage_receipt};
 use super::writer::Writer;
 
 impl Writer {
@@ -104,20 +106,8 @@ impl Writer {
         if let Some(m) = &mcp {
             parts.push(m);
         }
-        let tools = (!input.tools.is_empty()).then(|| json!(input.tools).to_string());
-        // Likewise only when present, and tagged, so it never reads as MCP.
-        let tagged = tools.as_ref().map(|t| format!("tools={t}"));
-        if let Some(t) = &tagged {
-            parts.push(t);
-        }
-        let context = input.context.as_ref().map(|c| format!("context={c}"));
-        if let Some(c) = &context {
-            parts.push(c);
-        }
-        let memory = input.memory.as_ref().map(|m| format!("memory={m}"));
-        if let Some(m) = &memory {
-            parts.push(m);
-        }
+        let (early, late) = ports::receipt_parts(&input.ports);
+        parts.extend(early.iter().map(String::as_str));
         if let Some(n) = input.permission_timeout_seconds {
             check_permission_timeout(n)?;
         }
@@ -136,21 +126,8 @@ impl Writer {
         if let Some(b) = &budget_part {
             parts.push(b);
         }
-        if input.transcript_store.is_some() {
-            check_name(
-                "transcript store",
-                input.transcript_store.as_deref().unwrap_or(""),
-            )?;
-            check_store_retention(input.retention)?;
-        }
-        // Tagged and only when present, like the budget above.
-        let store_part = input
-            .transcript_store
-            .as_ref()
-            .map(|s| format!("transcriptStore={s}"));
-        if let Some(s) = &store_part {
-            parts.push(s);
-        }
+        ports::check(&input.ports, input.retention)?;
+        parts.extend(late.iter().map(String::as_str));
         let reserved = input.thread_id.as_ref().map(|t| format!("thread={t}"));
         if let Some(r) = &reserved {
             parts.push(r);
@@ -174,30 +151,29 @@ impl Writer {
         }
         let id = self.thread_id_for(actor, input.thread_id.as_deref())?;
         let thread = self.write(|tx, j, st, now| {
-            tx.execute(
+            let sql = format!(
                 "INSERT INTO threads (id, principal, application, workspace_id, provider, approval, \
-                 restricted, retention, version, created_at, updated_at, mcp_servers, tools, context_port, memory_port, \
-                 permission_timeout_seconds, budget, transcript_store) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                params![
-                    id,
-                    actor.principal,
-                    actor.application,
-                    input.workspace_id,
-                    input.provider,
-                    input.approval.as_str(),
-                    input.restricted,
-                    input.retention.as_str(),
-                    now,
-                    mcp,
-                    tools,
-                    input.context,
-                    input.memory,
-                    input.permission_timeout_seconds.map(|n| n as i64),
-                    budget,
-                    input.transcript_store
-                ],
-            )?;
+                 restricted, retention, version, created_at, updated_at, mcp_servers, \
+                 permission_timeout_seconds, budget, {}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9, ?10, ?11, ?12, {})",
+                ports::COLS,
+                ports::placeholders(13)
+            );
+            let fixed = params![
+                id,
+                actor.principal,
+                actor.application,
+                input.workspace_id,
+                input.provider,
+                input.approval.as_str(),
+                input.restricted,
+                input.retention.as_str(),
+                now,
+                mcp,
+                input.permission_timeout_seconds.map(|n| n as i64),
+                budget,
+            ];
+            ports::execute(tx, &sql, fixed, &input.ports)?;
             if let Some(cmd) = &input.command_id {
                 stage_receipt(tx, actor, cmd, CommandKind::ThreadCreate, &dig, &id, None, now)?;
             }
@@ -205,7 +181,7 @@ impl Writer {
                 st,
                 &id,
                 input.retention,
-                input.transcript_store.is_some(),
+                input.ports.transcript_store.is_some(),
             );
             let created = Payload::ThreadCreated(ThreadCreated {
                 workspace_id: input.workspace_id.clone(),
@@ -214,12 +190,9 @@ impl Writer {
                 restricted: input.restricted,
                 retention: input.retention,
                 mcp_servers: input.mcp_servers.clone(),
-                tools: input.tools.clone(),
-                context: input.context.clone(),
-                memory: input.memory.clone(),
+                ports: input.ports.clone(),
                 permission_timeout_seconds: input.permission_timeout_seconds,
                 budget: input.budget.clone(),
-                transcript_store: input.transcript_store.clone(),
             });
             j.append(tx, st, &id, None, now, created)?;
             read::thread(tx, &id)?.ok_or_else(|| StoreError::not_found("thread", &id))
@@ -278,7 +251,7 @@ impl Writer {
         if let Some(Some(b)) = &patch.budget {
             check_budget(b)?;
         }
-        if let Some(Some(s)) = &patch.transcript_store {
+        if let Some(Some(s)) = &patch.ports.transcript_store {
             check_name("transcript store", s)?;
         }
         let cur =
@@ -302,37 +275,38 @@ impl Writer {
                 .permission_timeout_seconds
                 .unwrap_or(cur.permission_timeout_seconds),
             budget: patch.budget.clone().unwrap_or(cur.budget.clone()),
-            transcript_store: patch
-                .transcript_store
-                .clone()
-                .unwrap_or(cur.transcript_store.clone()),
+            ports: cur.ports.patched(&patch.ports),
             version: cur.version + 1,
             ..cur.clone()
         };
-        if next.transcript_store.is_some() {
-            check_store_retention(next.retention)?;
-        }
+        ports::check(&next.ports, next.retention)?;
         let next_budget = next.budget.as_ref().map(budget_json).transpose()?;
         self.write(|tx, j, st, now| {
-            tx.execute(
+            let sql = format!(
                 "UPDATE threads SET provider = ?1, approval = ?2, restricted = ?3, retention = ?4, \
                  version = ?5, updated_at = ?6, permission_timeout_seconds = ?9, budget = ?10, \
-                 transcript_store = ?11 WHERE id = ?7 AND version = ?8",
-                params![
-                    next.provider,
-                    next.approval.as_str(),
-                    next.restricted,
-                    next.retention.as_str(),
-                    next.version as i64,
-                    now,
-                    id,
-                    cur.version as i64,
-                    next.permission_timeout_seconds.map(|n| n as i64),
-                    next_budget,
-                    next.transcript_store
-                ],
-            )?;
-            j.stage_retention(st, id, next.retention, next.transcript_store.is_some());
+                 {} WHERE id = ?7 AND version = ?8",
+                ports::assignments(11)
+            );
+            let fixed = params![
+                next.provider,
+                next.approval.as_str(),
+                next.restricted,
+                next.retention.as_str(),
+                next.version as i64,
+                now,
+                id,
+                cur.version as i64,
+                next.permission_timeout_seconds.map(|n| n as i64),
+                next_budget,
+            ];
+            ports::execute(tx, &sql, fixed, &next.ports)?;
+            j.stage_retention(
+                st,
+                id,
+                next.retention,
+                next.ports.transcript_store.is_some(),
+            );
             let configured = Payload::ThreadConfigured(ThreadConfigured {
                 version: next.version,
                 provider: next.provider.clone(),
@@ -342,7 +316,7 @@ impl Writer {
                 principal: actor.principal.clone(),
                 permission_timeout_seconds: next.permission_timeout_seconds,
                 budget: next.budget.clone(),
-                transcript_store: next.transcript_store.clone(),
+                transcript_store: next.ports.transcript_store.clone(),
             });
             j.append(tx, st, id, None, now, configured)?;
             read::thread(tx, id)?.ok_or_else(|| StoreError::not_found("thread", id))
@@ -411,17 +385,4 @@ fn check_budget(budget: &ThreadBudget) -> StoreResult<()> {
 /// A thread's budget as its column stores it (JSON).
 fn budget_json(budget: &ThreadBudget) -> StoreResult<String> {
     serde_json::to_string(budget).map_err(|_| StoreError::invalid("budget does not serialize"))
-}
-
-/// A transcript store is bound only to a metadata-only thread: a `full`
-/// one keeps its content in the journal (the server refuses it first with
-/// a clearer message; this holds for every caller).
-fn check_store_retention(retention: crate::domain::Retention) -> StoreResult<()> {
-    if retention == crate::domain::Retention::MetadataOnly {
-        Ok(())
-    } else {
-        Err(StoreError::invalid(
-            "a transcript store needs retention `metadata-only`",
-        ))
-    }
 }

@@ -18,11 +18,12 @@ use lapis_protocol::{
     Ignored, Observation, OutcomeCode, Payload, Prompt, ThreadExpect, TurnSubmitted,
 };
 
+use super::command_kind::CommandKind;
 use super::ids::{check_name, check_sha256_hex, new_id};
 use super::integrity::{self, InputCheck};
 use super::prepared;
 use super::read;
-use super::receipts::{CommandKind, check_replay, receipt, stage_receipt};
+use super::receipts::{check_replay, receipt, stage_receipt};
 use super::transition::stage_transition;
 use super::writer::{LiveTurn, Writer};
 

@@ -14,9 +14,10 @@ use serde_json::json;
 use crate::domain::{Actor, Receipt, StoreError, StoreResult, TurnState, Workspace};
 use lapis_protocol::params::WorkspaceRemoved;
 
+use super::command_kind::CommandKind;
 use super::ids::{check_name, digest};
 use super::read;
-use super::receipts::{Command, CommandKind};
+use super::receipts::Command;
 use super::writer::Writer;
 
 impl Writer {

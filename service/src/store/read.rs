@@ -14,7 +14,7 @@ use lapis_protocol::UserMessage;
 use super::journal::MemoryPayloads;
 use lapis_protocol::Scope;
 
-fn bad(table: &'static str, row: &str, check: &'static str) -> rusqlite::Error {
+pub(super) fn bad(table: &'static str, row: &str, check: &'static str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
         0,
         rusqlite::types::Type::Text,
@@ -50,10 +50,12 @@ pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
 }
 
 /// Columns of a thread row, in [`thread_row`] order.
-pub(super) const THREAD_COLS: &str = "id, principal, application, workspace_id, provider, approval, \
+pub(super) const THREAD_COLS: &str = concat!(
+    "id, principal, application, workspace_id, provider, approval, \
      restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers, tools, context_port, memory_port, permission_timeout_seconds, budget, \
-     transcript_store";
+     agent_thread_version, mcp_servers, permission_timeout_seconds, budget, ",
+    super::ports::port_cols!()
+);
 
 /// Map a thread row.
 pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
@@ -89,18 +91,12 @@ pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
                 serde_json::from_str(&json).map_err(|_| bad("threads", &id, "mcp_servers"))?
             }
         },
-        tools: match r.get::<_, Option<String>>(15)? {
-            None => Vec::new(),
-            Some(json) => serde_json::from_str(&json).map_err(|_| bad("threads", &id, "tools"))?,
-        },
-        context: r.get(16)?,
-        memory: r.get(17)?,
-        permission_timeout_seconds: r.get::<_, Option<i64>>(18)?.map(|n| n as u64),
+        permission_timeout_seconds: r.get::<_, Option<i64>>(15)?.map(|n| n as u64),
         // Startup validation refused a budget that does not parse.
         budget: r
-            .get::<_, Option<String>>(19)?
+            .get::<_, Option<String>>(16)?
             .and_then(|b| serde_json::from_str(&b).ok()),
-        transcript_store: r.get(20)?,
+        ports: super::ports::read(r, 17, &id)?,
         id,
     })
 }

@@ -16,70 +16,9 @@ use serde::de::DeserializeOwned;
 
 use crate::domain::{Actor, Receipt, StoreError, StoreResult};
 
+use super::command_kind::CommandKind;
 use super::ids::{check_name, digest};
 use super::writer::Writer;
-
-/// What a command id was used for (the `kind` column).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CommandKind {
-    /// `turns.submit`.
-    TurnSubmit,
-    /// `threads.create`.
-    ThreadCreate,
-    /// `threads.configure`.
-    ThreadConfigure,
-    /// `turns.cancel`.
-    TurnCancel,
-    /// `turns.resolve`.
-    TurnResolve,
-    /// `workspaces.add`.
-    WorkspaceAdd,
-    /// `permissions.respond`.
-    PermissionRespond,
-    /// `threads.reserve`.
-    ThreadReserve,
-}
-
-impl CommandKind {
-    /// Every kind (the validator's list).
-    pub(crate) const ALL: [CommandKind; 8] = [
-        CommandKind::TurnSubmit,
-        CommandKind::ThreadCreate,
-        CommandKind::ThreadConfigure,
-        CommandKind::TurnCancel,
-        CommandKind::TurnResolve,
-        CommandKind::WorkspaceAdd,
-        CommandKind::PermissionRespond,
-        CommandKind::ThreadReserve,
-    ];
-
-    /// The stored name.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            CommandKind::TurnSubmit => "turn.submit",
-            CommandKind::ThreadCreate => "thread.create",
-            CommandKind::ThreadConfigure => "thread.configure",
-            CommandKind::TurnCancel => "turn.cancel",
-            CommandKind::TurnResolve => "turn.resolve",
-            CommandKind::WorkspaceAdd => "workspace.add",
-            CommandKind::PermissionRespond => "permission.respond",
-            CommandKind::ThreadReserve => "thread.reserve",
-        }
-    }
-
-    /// The table the receipt's resource id names.
-    pub(crate) fn resource_table(self) -> &'static str {
-        match self {
-            CommandKind::TurnSubmit
-            | CommandKind::TurnCancel
-            | CommandKind::TurnResolve
-            | CommandKind::PermissionRespond => "turns",
-            CommandKind::ThreadCreate | CommandKind::ThreadConfigure => "threads",
-            CommandKind::WorkspaceAdd => "workspaces",
-            CommandKind::ThreadReserve => "thread_reservations",
-        }
-    }
-}
 
 /// A stored command receipt.
 pub(crate) struct StoredReceipt {

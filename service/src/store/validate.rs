@@ -25,9 +25,8 @@ use serde::de::IgnoredAny;
 use crate::domain::{EventKind, StoreError, StoreResult};
 
 use super::anchor::Anchor;
-use super::history::HistoryCheck;
+use super::command_kind::CommandKind;
 use super::ids::sql_name_ok;
-use super::receipts::CommandKind;
 
 /// Row counts seen by validation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,7 +84,7 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
         .map(|s| format!("'{}'", s.as_str()))
         .collect::<Vec<_>>()
         .join(", ");
-    vec![
+    let mut checks = vec![
         ("workspaces", "fields", format!(
             "SELECT id FROM workspaces WHERE NOT {ws_id} OR typeof(path) != 'text' \
              OR substr(path, 1, 1) != '/' OR typeof(created_at) != 'integer' \
@@ -113,21 +112,10 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR json_array_length(mcp_servers) > 16 OR EXISTS (SELECT 1 FROM json_each(mcp_servers) e \
              WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
              OR e.value GLOB '*[^A-Za-z0-9._-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1".into()),
-        ("threads", "tools", "SELECT id FROM threads WHERE tools IS NOT NULL \
-             AND (NOT json_valid(tools) OR json_type(tools) != 'array' \
-             OR json_array_length(tools) > 8 OR EXISTS (SELECT 1 FROM json_each(tools) e \
-             WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
-             OR e.value GLOB '*[^A-Za-z0-9_-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1".into()),
-        ("threads", "context_port", "SELECT id FROM threads WHERE context_port IS NOT NULL \
-             AND (typeof(context_port) != 'text' OR length(context_port) NOT BETWEEN 1 AND 64 \
-             OR context_port GLOB '*[^A-Za-z0-9_-]*' OR context_port GLOB '[^A-Za-z0-9]*') LIMIT 1".into()),
-        ("threads", "memory_port", "SELECT id FROM threads WHERE memory_port IS NOT NULL \
-             AND (typeof(memory_port) != 'text' OR length(memory_port) NOT BETWEEN 1 AND 64 \
-             OR memory_port GLOB '*[^A-Za-z0-9_-]*' OR memory_port GLOB '[^A-Za-z0-9]*') LIMIT 1".into()),
-        ("threads", "transcript_store", "SELECT id FROM threads WHERE transcript_store IS NOT NULL \
-             AND (typeof(transcript_store) != 'text' OR length(transcript_store) NOT BETWEEN 1 AND 64 \
-             OR transcript_store GLOB '*[^A-Za-z0-9_-]*' OR transcript_store GLOB '[^A-Za-z0-9]*' \
-             OR retention != 'metadata-only') LIMIT 1".into()),
+    ];
+    // The stored port names, checked where the ports are mapped.
+    checks.extend(super::ports::checks());
+    checks.extend([
         ("threads", "permission_timeout", format!(
             "SELECT id FROM threads WHERE permission_timeout_seconds IS NOT NULL \
              AND (typeof(permission_timeout_seconds) != 'integer' \
@@ -213,7 +201,20 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR typeof(created_at) != 'integer' \
              OR (expires_at IS NOT NULL AND typeof(expires_at) != 'integer') \
              OR (revoked_at IS NOT NULL AND typeof(revoked_at) != 'integer') LIMIT 1")),
-    ]
+    ]);
+    checks
+}
+
+/// When [`Store::open`](super::Store::open) checks the journal's retained
+/// events (the check after open is `super::history`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HistoryCheck {
+    /// Inside open: a bad event fails the open.
+    #[default]
+    AtOpen,
+    /// On a thread of its own after open, over a snapshot pinned at open;
+    /// claims and anchor checkpoints wait for it (see the module docs).
+    AfterOpen,
 }
 
 /// Check every row, and that the journal reaches `anchor` (the anchor of

@@ -31,10 +31,10 @@
 
 use std::time::Duration;
 
+use lapis_protocol::callback;
 use lapis_protocol::tools::{
     BridgeTool, CaptureAck, CaptureNotice, MAX_TOOL_RESULT_BYTES, ToolInvoke, ToolOutput,
-    ToolRefusal, ToolsCall, ToolsListResult, callbacks, idempotency_key, qualified,
-    split_qualified,
+    ToolRefusal, ToolsCall, ToolsListResult, idempotency_key, qualified, split_qualified,
 };
 use lapis_protocol::{
     ErrorCode, Payload, RpcError, ToolCallFinished, ToolCallOutcome, ToolCallRequested,
@@ -64,7 +64,7 @@ async fn thread_of(store: &Store, grant: &Grant) -> Result<Thread, RpcError> {
         .get_thread(&grant.thread_id)
         .await
         .map_err(|_| failed("the ticket's thread cannot be read"))?;
-    if thread.restricted && (!thread.tools.is_empty() || thread.memory.is_some()) {
+    if thread.restricted && thread.ports.bridged() {
         return Err(refused(ToolRefusal::Restricted));
     }
     Ok(thread)
@@ -79,7 +79,7 @@ pub(crate) async fn list(
 ) -> Result<ToolsListResult, RpcError> {
     let thread = thread_of(store, grant).await?;
     let mut out = super::provided::list(tools, &thread);
-    for name in &thread.tools {
+    for name in &thread.ports.tools {
         let Ok(mut found) = tools.registry.lookup(
             &grant.principal,
             &grant.application,
@@ -132,7 +132,7 @@ pub(crate) async fn call(
         })
     };
     let (endpoint_name, tool_name) = split_qualified(&p.name).ok_or_else(unknown)?;
-    if !thread.tools.iter().any(|t| t == endpoint_name) {
+    if !thread.ports.tools.iter().any(|t| t == endpoint_name) {
         return Err(unknown());
     }
     let endpoint = tools
@@ -182,16 +182,10 @@ pub(crate) async fn call(
         call_id: call_id.clone(),
         is_error,
     };
-    let peer = &endpoint.peer;
     let capture = tool.mutating && endpoint.spec.capture;
     if capture {
-        let begun: Result<CaptureAck, PeerError> = peer
-            .request(
-                callbacks::CAPTURE_BEGIN,
-                &notice(None),
-                CALLBACK_DEADLINE,
-                endpoint.revoked.clone(),
-            )
+        let begun: Result<CaptureAck, PeerError> = endpoint
+            .call::<callback::CaptureBegin>(&notice(None), CALLBACK_DEADLINE)
             .await;
         if let Err(e) = begun {
             // Never invoked: the capture did not acknowledge.
@@ -213,13 +207,8 @@ pub(crate) async fn call(
     if tool.mutating && !store.may_invoke(&running.turn_id).await.unwrap_or(false) {
         if capture {
             // The capture that began is closed, as an error: nothing ran.
-            let done: Result<CaptureAck, PeerError> = peer
-                .request(
-                    callbacks::CAPTURE_FINISH,
-                    &notice(Some(true)),
-                    CALLBACK_DEADLINE,
-                    endpoint.revoked.clone(),
-                )
+            let done: Result<CaptureAck, PeerError> = endpoint
+                .call::<callback::CaptureFinish>(&notice(Some(true)), CALLBACK_DEADLINE)
                 .await;
             if let Err(e) = done {
                 tracing::warn!(call = %call_id, error = %e, "capture finish of a call that never ran was not acknowledged");
@@ -246,13 +235,8 @@ pub(crate) async fn call(
         call_id: call_id.clone(),
         mutating: tool.mutating,
     };
-    let result: Result<ToolOutput, PeerError> = peer
-        .request(
-            callbacks::TOOLS_INVOKE,
-            &invoke,
-            CALLBACK_DEADLINE,
-            endpoint.revoked.clone(),
-        )
+    let result: Result<ToolOutput, PeerError> = endpoint
+        .call::<callback::ToolsInvoke>(&invoke, CALLBACK_DEADLINE)
         .await;
     let result = result.and_then(|out| {
         let size = serde_json::to_vec(&out).map_or(usize::MAX, |v| v.len());
@@ -274,13 +258,8 @@ pub(crate) async fn call(
             Err(PeerError::Refused(_)) => Some(true),
             Err(_) => None,
         };
-        let done: Result<CaptureAck, PeerError> = peer
-            .request(
-                callbacks::CAPTURE_FINISH,
-                &notice(is_error),
-                CALLBACK_DEADLINE,
-                endpoint.revoked.clone(),
-            )
+        let done: Result<CaptureAck, PeerError> = endpoint
+            .call::<callback::CaptureFinish>(&notice(is_error), CALLBACK_DEADLINE)
             .await;
         if let Err(e) = done {
             tracing::warn!(call = %call_id, error = %e, "capture finish was not acknowledged; the result is kept");

@@ -14,14 +14,16 @@
 
 use std::collections::BTreeSet;
 
+use lapis_protocol::callback;
 use lapis_protocol::context::{
-    CONTEXT_BUDGET_BYTES, CONTEXT_PREPARE, ContextBlock, ContextPrepare, ContextPrepared,
-    ContextRegister, MAX_CONTEXT_BLOCKS, PortRefusal, PreparedBlock, PreparedContext,
+    CONTEXT_BUDGET_BYTES, ContextBlock, ContextPrepare, ContextPrepared, ContextRegister,
+    MAX_CONTEXT_BLOCKS, PortRefusal, PreparedBlock, PreparedContext,
 };
 use lapis_protocol::tools::valid_tool_name;
 use sha2::{Digest, Sha256};
 
 use super::Tools;
+use super::registry::PortOwner;
 use crate::acp::PromptContext;
 use crate::domain::{Retention, Thread};
 
@@ -52,8 +54,7 @@ pub(crate) async fn prepare(
 ) -> Result<Prepared, PortRefusal> {
     let endpoint = tools
         .registry
-        .lookup_port::<ContextRegister>(&thread.principal, &thread.application, port)
-        .ok_or_else(|| unavailable(port, "not registered by the thread's application"))?;
+        .owned::<ContextRegister>(PortOwner::thread(thread), port)?;
     let call = ContextPrepare {
         port: port.to_owned(),
         thread_id: thread.id.clone(),
@@ -62,14 +63,8 @@ pub(crate) async fn prepare(
         prompt: prompt.to_owned(),
         budget_bytes: CONTEXT_BUDGET_BYTES,
     };
-    let answer: ContextPrepared = endpoint
-        .peer
-        .request(
-            CONTEXT_PREPARE,
-            &call,
-            endpoint.spec.deadline(),
-            endpoint.revoked.clone(),
-        )
+    let answer = endpoint
+        .call::<callback::ContextPrepare>(&call, endpoint.spec.deadline())
         .await
         .map_err(|e| unavailable(port, e.why()))?;
     let (kept, cut_blocks, cut_bytes) = cut_to_budget(port, answer, CONTEXT_BUDGET_BYTES)?;

@@ -10,16 +10,16 @@
 //! a redaction or omission marker ([`carries_marker`]) is rejected and
 //! counted, never passed on. The record ([`PreparedMemory`]) is metadata.
 
+use lapis_protocol::callback;
 use lapis_protocol::context::PortRefusal;
 use lapis_protocol::memory::{
-    AccessEnvelope, MAX_CANDIDATES, MEMORY_BUDGET_BYTES, MEMORY_EVIDENCE, MEMORY_SEARCH,
-    MemoryCandidate, MemoryCandidates, MemoryEvidence, MemoryRegister, MemorySearch,
-    PreparedMemory, RecallVia, carries_marker,
+    AccessEnvelope, MAX_CANDIDATES, MEMORY_BUDGET_BYTES, MemoryCandidate, MemoryCandidates,
+    MemoryEvidence, MemoryRegister, MemorySearch, PreparedMemory, RecallVia, carries_marker,
 };
 use lapis_protocol::tools::valid_tool_name;
 
 use super::Tools;
-use super::registry::Endpoint;
+use super::registry::{Endpoint, PortOwner};
 use crate::acp::PromptContext;
 use crate::domain::Thread;
 
@@ -47,8 +47,7 @@ fn port_of(
 ) -> Result<Endpoint<MemoryRegister>, PortRefusal> {
     tools
         .registry
-        .lookup_port::<MemoryRegister>(&thread.principal, &thread.application, port)
-        .ok_or_else(|| unavailable(port, "not registered by the thread's application"))
+        .owned::<MemoryRegister>(PortOwner::thread(thread), port)
 }
 
 fn record(via: RecallVia, port: &str, identity: &str, candidates: usize) -> PreparedMemory {
@@ -100,13 +99,7 @@ pub(crate) async fn search(
         limit,
     };
     let found: MemoryCandidates = endpoint
-        .peer
-        .request(
-            MEMORY_SEARCH,
-            &call,
-            endpoint.spec.deadline(),
-            endpoint.revoked.clone(),
-        )
+        .call::<callback::MemorySearch>(&call, endpoint.spec.deadline())
         .await
         .map_err(|e| unavailable(port, e.why()))?;
     let mut rec = record(via, port, &endpoint.identity, found.candidates.len());
@@ -130,13 +123,7 @@ pub(crate) async fn read(
         id: id.to_owned(),
     };
     let item: MemoryCandidate = endpoint
-        .peer
-        .request(
-            MEMORY_EVIDENCE,
-            &call,
-            endpoint.spec.deadline(),
-            endpoint.revoked.clone(),
-        )
+        .call::<callback::MemoryEvidence>(&call, endpoint.spec.deadline())
         .await
         .map_err(|e| unavailable(port, e.why()))?;
     let mut rec = record(RecallVia::Read, port, &endpoint.identity, 1);

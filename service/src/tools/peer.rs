@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use lapis_protocol::callback::Callback;
 use lapis_protocol::{Id, Request, Response, RpcError};
 
 /// Why a request to a client did not produce its result.
@@ -86,9 +87,21 @@ impl Peer {
         self.0.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Sends the callback `C` and waits for its result (decoded as
+    /// `C::Result`), the deadline, `revoked` turning true, or the
+    /// connection closing: the one way the controller calls a client.
+    pub(crate) async fn call<C: Callback>(
+        &self,
+        params: &C::Params,
+        deadline: Duration,
+        revoked: watch::Receiver<bool>,
+    ) -> Result<C::Result, PeerError> {
+        self.request(C::METHOD, params, deadline, revoked).await
+    }
+
     /// Sends `method` and waits for its result, the deadline, `revoked`
     /// turning true, or the connection closing.
-    pub(crate) async fn request<P: Serialize, R: DeserializeOwned>(
+    async fn request<P: Serialize, R: DeserializeOwned>(
         &self,
         method: &str,
         params: &P,

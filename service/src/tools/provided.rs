@@ -20,22 +20,19 @@ use lapis_protocol::{ErrorCode, EventKind, Payload, RpcError};
 
 use super::Tools;
 use super::memory;
+use super::registry::PortOwner;
 use crate::domain::Thread;
 use crate::store::Store;
 
 /// The provided tools `thread` lists now (its memory port registered).
 pub(crate) fn list(tools: &Tools, thread: &Thread) -> Vec<BridgeTool> {
-    let Some(port) = &thread.memory else {
+    let Some(port) = &thread.ports.memory else {
         return Vec::new();
     };
     let registered = tools
         .registry
-        .lookup_port::<lapis_protocol::memory::MemoryRegister>(
-            &thread.principal,
-            &thread.application,
-            port,
-        )
-        .is_some();
+        .owned::<lapis_protocol::memory::MemoryRegister>(PortOwner::thread(thread), port)
+        .is_ok();
     if !registered {
         return Vec::new();
     }
@@ -93,7 +90,7 @@ pub(crate) async fn call(
     if name != MEMORY_SEARCH_TOOL && name != MEMORY_READ_TOOL {
         return None;
     }
-    let Some(port) = &thread.memory else {
+    let Some(port) = &thread.ports.memory else {
         return None;
     };
     let bad = |e: serde_json::Error| failed(format!("{name}: bad arguments: {e}"));

@@ -14,47 +14,20 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use lapis_protocol::context::{ContextRegister, MAX_PORTS, PortRefusal, validate_context};
-use lapis_protocol::memory::{MemoryRegister, validate_memory};
-use lapis_protocol::tools::{
-    MAX_TOOL_ENDPOINTS, ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister, validate_endpoint,
-};
-use lapis_protocol::transcript::store::{TranscriptRegister, validate_transcript};
+use lapis_protocol::tools::{ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister};
 
-use super::peer::Peer;
+use lapis_protocol::callback::Callback;
+
+use super::peer::{Peer, PeerError};
+
+mod kinds;
+use kinds::view;
+pub(crate) use kinds::{PortKind, Stored};
 
 /// (principal, application).
 type Owner = (String, String);
-
-/// The kinds of port, each its own name space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum PortKind {
-    /// `tools.register`.
-    Tools,
-    /// `context.register`.
-    Context,
-    /// `memory.register`.
-    Memory,
-    /// `transcript.register`.
-    Transcript,
-}
-
-/// A registered description, by kind.
-#[derive(Debug, Clone)]
-pub(crate) enum Stored {
-    /// A tool endpoint.
-    Tools(Arc<ToolsRegister>),
-    /// A context port.
-    Context(Arc<ContextRegister>),
-    /// A memory port.
-    Memory(Arc<MemoryRegister>),
-    /// A transcript store.
-    Transcript(Arc<TranscriptRegister>),
-}
 
 /// What one kind of port is to the registry: its checks, its identity and
 /// its limit.
@@ -77,141 +50,42 @@ pub(crate) trait Port: Sized {
     fn wrap(spec: Arc<Self>) -> Stored;
     /// Out of it (`None`: another kind).
     fn unwrap(stored: &Stored) -> Option<Arc<Self>>;
+    /// The refusal of a binding to `name` that its owner has not
+    /// registered now (`why` says whose it should have been).
+    fn unavailable(name: &str, why: &'static str) -> Self::Refusal;
 }
 
-fn hashed(prefix: &str, canonical: &serde_json::Value) -> String {
-    let digest = Sha256::digest(canonical.to_string().as_bytes());
-    format!("{prefix}_{}", hex::encode(digest))
+/// Whose ports a lookup may reach: the one ownership rule. A port is only
+/// ever found for the principal and application that registered it —
+/// a thread's own (at the claim, on the bridge) or a session's (when a
+/// thread is created or configured) — and a miss is refused in the port
+/// kind's own terms.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PortOwner<'a> {
+    /// The principal.
+    principal: &'a str,
+    /// Its application.
+    application: &'a str,
+    /// How a miss reads.
+    why: &'static str,
 }
 
-impl Port for ToolsRegister {
-    const KIND: PortKind = PortKind::Tools;
-    const LIMIT: usize = MAX_TOOL_ENDPOINTS;
-    type Refusal = ToolRefusal;
-    fn name(&self) -> &str {
-        &self.endpoint
-    }
-    fn check(&self) -> Result<(), ToolRefusal> {
-        validate_endpoint(self)
-    }
-    fn identity(&self) -> String {
-        identity(self)
-    }
-    fn over_limit() -> ToolRefusal {
-        ToolRefusal::Limit {
-            what: "endpoint count",
-            limit: MAX_TOOL_ENDPOINTS,
+impl<'a> PortOwner<'a> {
+    /// The ports of `thread`'s own principal and application.
+    pub(crate) fn thread(thread: &'a lapis_protocol::Thread) -> Self {
+        PortOwner {
+            principal: &thread.principal,
+            application: &thread.application,
+            why: "not registered by the thread's application",
         }
     }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Tools(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Tools(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
-}
 
-impl Port for ContextRegister {
-    const KIND: PortKind = PortKind::Context;
-    const LIMIT: usize = MAX_PORTS;
-    type Refusal = PortRefusal;
-    fn name(&self) -> &str {
-        &self.port
-    }
-    fn check(&self) -> Result<(), PortRefusal> {
-        validate_context(self)
-    }
-    fn identity(&self) -> String {
-        let deadline = self.deadline().as_millis() as u64;
-        hashed(
-            "context",
-            &json!({"port": self.port, "deadlineMs": deadline}),
-        )
-    }
-    fn over_limit() -> PortRefusal {
-        PortRefusal::Limit {
-            what: "context port count",
-            limit: MAX_PORTS,
-        }
-    }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Context(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Context(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
-}
-
-impl Port for MemoryRegister {
-    const KIND: PortKind = PortKind::Memory;
-    const LIMIT: usize = MAX_PORTS;
-    type Refusal = PortRefusal;
-    fn name(&self) -> &str {
-        &self.port
-    }
-    fn check(&self) -> Result<(), PortRefusal> {
-        validate_memory(self)
-    }
-    fn identity(&self) -> String {
-        let deadline = self.deadline().as_millis() as u64;
-        hashed(
-            "memory",
-            &json!({"port": self.port, "deadlineMs": deadline}),
-        )
-    }
-    fn over_limit() -> PortRefusal {
-        PortRefusal::Limit {
-            what: "memory port count",
-            limit: MAX_PORTS,
-        }
-    }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Memory(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Memory(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
-}
-
-impl Port for TranscriptRegister {
-    const KIND: PortKind = PortKind::Transcript;
-    const LIMIT: usize = MAX_PORTS;
-    type Refusal = PortRefusal;
-    fn name(&self) -> &str {
-        &self.port
-    }
-    fn check(&self) -> Result<(), PortRefusal> {
-        validate_transcript(self)
-    }
-    fn identity(&self) -> String {
-        let deadline = self.deadline().as_millis() as u64;
-        hashed(
-            "transcript",
-            &json!({"port": self.port, "deadlineMs": deadline}),
-        )
-    }
-    fn over_limit() -> PortRefusal {
-        PortRefusal::Limit {
-            what: "transcript store count",
-            limit: MAX_PORTS,
-        }
-    }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Transcript(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Transcript(s) => Some(s.clone()),
-            _ => None,
+    /// The ports of the session's principal and application.
+    pub(crate) fn session(principal: &'a str, application: &'a str) -> Self {
+        PortOwner {
+            principal,
+            application,
+            why: "not registered by this application",
         }
     }
 }
@@ -227,6 +101,21 @@ pub(crate) struct Endpoint<S = ToolsRegister> {
     pub(crate) peer: Peer,
     /// Turns true when the registration ends.
     pub(crate) revoked: watch::Receiver<bool>,
+}
+
+impl<S> Endpoint<S> {
+    /// Sends the callback `C` to the registering connection and waits for
+    /// its result, at most `deadline`, failing at once when the
+    /// registration ends meanwhile.
+    pub(crate) async fn call<C: Callback>(
+        &self,
+        params: &C::Params,
+        deadline: std::time::Duration,
+    ) -> Result<C::Result, PeerError> {
+        self.peer
+            .call::<C>(params, deadline, self.revoked.clone())
+            .await
+    }
 }
 
 impl Endpoint {
@@ -301,28 +190,6 @@ impl Drop for PortLease {
                 inner.endpoints.remove(&self.owner);
             }
         }
-    }
-}
-
-/// `tools_` + lowercase hex SHA-256 of the endpoint's description.
-pub(crate) fn identity(spec: &ToolsRegister) -> String {
-    let canonical = json!({
-        "endpoint": spec.endpoint, "capture": spec.capture,
-        "tools": spec.tools.iter().map(|t| json!({
-            "name": t.name, "description": t.description,
-            "inputSchema": t.input_schema, "mutating": t.mutating,
-        })).collect::<Vec<_>>(),
-    });
-    hashed("tools", &canonical)
-}
-
-/// What is shown of an endpoint.
-pub(crate) fn view(spec: &ToolsRegister, identity: &str) -> ToolEndpointView {
-    ToolEndpointView {
-        name: spec.endpoint.clone(),
-        identity: identity.to_owned(),
-        tools: spec.tools.iter().map(|t| t.name.clone()).collect(),
-        capture: spec.capture,
     }
 }
 
@@ -447,6 +314,17 @@ impl PortRegistry {
             .endpoint()
     }
 
+    /// The port `name` of kind `S` that `owner` registered, or the kind's
+    /// refusal when it has none of that name now.
+    pub(crate) fn owned<S: Port>(
+        &self,
+        owner: PortOwner<'_>,
+        name: &str,
+    ) -> Result<Endpoint<S>, S::Refusal> {
+        self.lookup_port(owner.principal, owner.application, name)
+            .ok_or_else(|| S::unavailable(name, owner.why))
+    }
+
     /// The tool endpoints `names` of an owner, in that order; the first one
     /// not registered now is `tool_endpoint_unavailable`.
     pub(crate) fn lookup(
@@ -455,16 +333,8 @@ impl PortRegistry {
         application: &str,
         names: &[String],
     ) -> Result<Vec<Endpoint>, ToolRefusal> {
-        names
-            .iter()
-            .map(|n| {
-                self.lookup_port(principal, application, n).ok_or_else(|| {
-                    ToolRefusal::Unavailable {
-                        endpoint: n.clone(),
-                    }
-                })
-            })
-            .collect()
+        let owner = PortOwner::session(principal, application);
+        names.iter().map(|n| self.owned(owner, n)).collect()
     }
 }
 

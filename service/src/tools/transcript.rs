@@ -27,16 +27,16 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, oneshot, watch};
 
+use lapis_protocol::callback;
 use lapis_protocol::context::PortRefusal;
 use lapis_protocol::transcript::event_hash;
 use lapis_protocol::transcript::store::{
-    MAX_FETCH, TRANSCRIPT_APPEND, TRANSCRIPT_FETCH, TranscriptAck, TranscriptAppend,
-    TranscriptFetch, TranscriptPayloads, TranscriptRegister,
+    MAX_FETCH, TranscriptAppend, TranscriptFetch, TranscriptPayloads, TranscriptRegister,
 };
 
 use super::Tools;
 use super::memory::envelope;
-use super::registry::Endpoint;
+use super::registry::{Endpoint, PortOwner};
 use crate::domain::{EventKind, JournalEvent, Thread};
 use crate::store::Store;
 
@@ -55,8 +55,7 @@ pub(crate) fn port_of(
 ) -> Result<Endpoint<TranscriptRegister>, PortRefusal> {
     tools
         .registry
-        .lookup_port::<TranscriptRegister>(&thread.principal, &thread.application, port)
-        .ok_or_else(|| failed(port, "not registered by the thread's application"))
+        .owned::<TranscriptRegister>(PortOwner::thread(thread), port)
 }
 
 /// `transcript.append` of one event, awaited (its deadline, revocation or
@@ -75,13 +74,7 @@ async fn append(
         hash: hash.as_str().to_owned(),
     };
     endpoint
-        .peer
-        .request::<_, TranscriptAck>(
-            TRANSCRIPT_APPEND,
-            &call,
-            endpoint.spec.deadline(),
-            endpoint.revoked.clone(),
-        )
+        .call::<callback::TranscriptAppend>(&call, endpoint.spec.deadline())
         .await
         .map(|_| ())
         .map_err(|e| failed(port, e.why()))
@@ -250,13 +243,7 @@ pub(crate) async fn fetch(
             thread_seqs: chunk.iter().map(|(e, _)| e.thread_seq).collect(),
         };
         let found: TranscriptPayloads = endpoint
-            .peer
-            .request(
-                TRANSCRIPT_FETCH,
-                &call,
-                endpoint.spec.deadline(),
-                endpoint.revoked.clone(),
-            )
+            .call::<callback::TranscriptFetch>(&call, endpoint.spec.deadline())
             .await
             .map_err(|e| failed(port, e.why()))?;
         let mut by_seq: HashMap<u64, serde_json::Value> = found

@@ -71,7 +71,7 @@ pub(crate) fn run(table: &mut Table, n: usize) -> Result<()> {
     };
     let create = |context: Option<&str>, ws: &str| {
         let mut p = ThreadsCreate::new(ws, "echo");
-        p.context = context.map(str::to_owned);
+        p.ports.context = context.map(str::to_owned);
         p
     };
     let plain = client

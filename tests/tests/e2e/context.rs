@@ -104,7 +104,7 @@ fn agent(ledger: &Path, embedded: bool) -> Value {
 
 fn params(provider: &str, context: Option<&str>) -> ThreadsCreate {
     let mut p = ThreadsCreate::new("proj", provider);
-    p.context = context.map(str::to_owned);
+    p.ports.context = context.map(str::to_owned);
     p
 }
 
@@ -244,13 +244,19 @@ fn prepared_context_reaches_the_agent_first_cut_to_the_budget_and_recorded() {
 
     // Reattachment states the binding: another port is `binding_mismatch`.
     let expect = ThreadExpect {
-        context: Some("other".into()),
+        ports: lapis_protocol::PortsExpect {
+            context: Some("other".into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let err = driver.threads_attach(&thread, &expect).unwrap_err();
     assert_eq!(code(err), "binding_mismatch");
     let expect = ThreadExpect {
-        context: Some("notes".into()),
+        ports: lapis_protocol::PortsExpect {
+            context: Some("notes".into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     driver.threads_attach(&thread, &expect).unwrap();
@@ -368,7 +374,7 @@ fn a_reserved_thread_id_lets_a_reconnecting_application_serve_the_same_thread_ag
     let create = params("rich", Some("notes")).thread_id(&reserved.thread_id);
     let thread = driver.threads_create_with(&create).unwrap().thread;
     assert_eq!(thread.id, reserved.thread_id);
-    assert_eq!(thread.context.as_deref(), Some("notes"));
+    assert_eq!(thread.ports.context.as_deref(), Some("notes"));
     assert_eq!(
         code(driver.threads_create_with(&create).unwrap_err()),
         "conflict"

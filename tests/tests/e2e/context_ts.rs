@@ -40,7 +40,7 @@ fn provider(ts: &TsAgent, state: &Path, plain: bool, forgetful: bool) -> Value {
 
 fn thread(client: &mut Client, provider: &str, context: Option<&str>) -> String {
     let mut p = ThreadsCreate::new("proj", provider);
-    p.context = context.map(str::to_owned);
+    p.ports.context = context.map(str::to_owned);
     client.threads_create_with(&p).unwrap().thread.id
 }
 

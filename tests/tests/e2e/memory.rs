@@ -181,7 +181,10 @@ fn memory_is_recalled_before_the_prompt_and_searched_through_the_bridge_under_th
     }
     // Attach states the binding.
     let expect = ThreadExpect {
-        memory: Some("other".into()),
+        ports: lapis_protocol::PortsExpect {
+            memory: Some("other".into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let err = driver.threads_attach(&thread.id, &expect).unwrap_err();

@@ -211,7 +211,7 @@ fn interop(name: &str, bin: &Path, provider: impl Fn(u16) -> Value) {
     let mut params = ThreadsCreate::new("proj", name)
         .approval(ApprovalPolicy::Ask)
         .tools(["crm"]);
-    params.context = Some("notes".into());
+    params.ports.context = Some("notes".into());
     let thread = c.threads_create_with(&params).unwrap().thread.id;
     let prompt = "CALL_TOOL crm__find for Ada";
     let turn = c.turns_submit(&thread, "ra-1", prompt).unwrap();

@@ -250,13 +250,19 @@ fn an_agent_calls_application_tools_through_the_bridge_at_most_once_with_capture
     assert_eq!(shown.code, Some(0), "{shown:?}");
     assert!(shown.stdout.contains("\"tools\""), "{}", shown.stdout);
     let expect = ThreadExpect {
-        tools: Some(vec!["other".into()]),
+        ports: lapis_protocol::PortsExpect {
+            tools: Some(vec!["other".into()]),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let err = driver.threads_attach(&thread, &expect).unwrap_err();
     assert_eq!(code(err), "binding_mismatch");
     let expect = ThreadExpect {
-        tools: Some(vec!["crm".into()]),
+        ports: lapis_protocol::PortsExpect {
+            tools: Some(vec!["crm".into()]),
+            ..Default::default()
+        },
         ..Default::default()
     };
     driver.threads_attach(&thread, &expect).unwrap();

@@ -148,9 +148,12 @@ fn a_store_keeps_the_content_and_a_replay_after_a_restart_shows_only_what_it_can
         .threads_create_with(&params(Retention::MetadataOnly))
         .unwrap()
         .thread;
-    assert_eq!(thread.transcript_store.as_deref(), Some("vault"));
+    assert_eq!(thread.ports.transcript_store.as_deref(), Some("vault"));
     let expect = ThreadExpect {
-        transcript_store: Some("other".into()),
+        ports: lapis_protocol::PortsExpect {
+            transcript_store: Some("other".into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     assert_eq!(

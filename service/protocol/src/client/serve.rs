@@ -12,6 +12,7 @@
 use std::io::Write;
 use std::time::Duration;
 
+use crate::callback::{self as cb, Callback};
 use crate::context::{CONTEXT_PREPARE, ContextPrepare, ContextPrepared};
 use crate::memory::{
     MEMORY_EVIDENCE, MEMORY_SEARCH, MemoryCandidate, MemoryCandidates, MemoryEvidence, MemorySearch,
@@ -21,7 +22,7 @@ use crate::transcript::store::{
     TRANSCRIPT_APPEND, TRANSCRIPT_FETCH, TranscriptAck, TranscriptAppend, TranscriptFetch,
     TranscriptPayloads,
 };
-use crate::{ErrorCode, Id, Incoming, Request, Response, RpcError, encode};
+use crate::{ErrorCode, Incoming, Request, Response, RpcError, encode};
 
 use super::{Client, ClientError};
 
@@ -97,116 +98,81 @@ pub trait TranscriptHandler {
     fn fetch(&mut self, call: &TranscriptFetch) -> Result<TranscriptPayloads, CallbackError>;
 }
 
+/// Answers `request` as the callback `C`: its params decoded as
+/// `C::Params`, the handler's answer encoded as `C::Result`, a refusal
+/// answered with `C::REFUSED`, an answer that does not encode as
+/// `internal`, params that do not decode with the request's own error.
+fn handle<C: Callback>(
+    request: &Request,
+    handler: impl FnOnce(&C::Params) -> Result<C::Result, CallbackError>,
+) -> Response {
+    let id = request.id.clone();
+    let params = match request.params::<C::Params>() {
+        Ok(p) => p,
+        Err(e) => return Response::err(Some(id), e),
+    };
+    match handler(&params).map(serde_json::to_value) {
+        Ok(Ok(v)) => Response::ok(id, v),
+        Ok(Err(e)) => Response::err(
+            Some(id),
+            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
+        ),
+        Err(e) => Response::err(Some(id), RpcError::new(C::REFUSED, e.0)),
+    }
+}
+
+/// The answer to a callback no handler of this kind serves.
+fn not_found(request: &Request) -> Response {
+    Response::err(
+        Some(request.id.clone()),
+        RpcError::method_not_found(&request.method),
+    )
+}
+
 pub(super) fn answer_transcript(
     request: &Request,
     handler: &mut (impl TranscriptHandler + ?Sized),
 ) -> Response {
-    let id = request.id.clone();
-    let done = match request.method.as_str() {
-        TRANSCRIPT_APPEND => request.params::<TranscriptAppend>().map(|c| {
-            handler
-                .append(&c)
-                .map(|()| serde_json::to_value(TranscriptAck {}))
+    match request.method.as_str() {
+        TRANSCRIPT_APPEND => handle::<cb::TranscriptAppend>(request, |c| {
+            handler.append(c).map(|()| TranscriptAck {})
         }),
-        TRANSCRIPT_FETCH => request
-            .params::<TranscriptFetch>()
-            .map(|c| handler.fetch(&c).map(serde_json::to_value)),
-        other => Err(RpcError::method_not_found(other)),
-    };
-    respond(id, done, ErrorCode::TranscriptStoreFailed)
+        TRANSCRIPT_FETCH => handle::<cb::TranscriptFetch>(request, |c| handler.fetch(c)),
+        _ => not_found(request),
+    }
 }
 
 pub(super) fn answer_memory(
     request: &Request,
     handler: &mut (impl MemoryHandler + ?Sized),
 ) -> Response {
-    let id = request.id.clone();
-    let done = match request.method.as_str() {
-        MEMORY_SEARCH => request
-            .params::<MemorySearch>()
-            .map(|c| handler.search(&c).map(serde_json::to_value)),
-        MEMORY_EVIDENCE => request
-            .params::<MemoryEvidence>()
-            .map(|c| handler.evidence(&c).map(serde_json::to_value)),
-        other => Err(RpcError::method_not_found(other)),
-    };
-    respond(id, done, ErrorCode::ContextUnavailable)
+    match request.method.as_str() {
+        MEMORY_SEARCH => handle::<cb::MemorySearch>(request, |c| handler.search(c)),
+        MEMORY_EVIDENCE => handle::<cb::MemoryEvidence>(request, |c| handler.evidence(c)),
+        _ => not_found(request),
+    }
 }
 
 pub(super) fn answer_context(
     request: &Request,
     handler: &mut (impl ContextHandler + ?Sized),
 ) -> Response {
-    let id = request.id.clone();
-    if request.method != CONTEXT_PREPARE {
-        return Response::err(Some(id), RpcError::method_not_found(&request.method));
-    }
-    let done = request
-        .params::<ContextPrepare>()
-        .map(|c| handler.prepare(&c).map(serde_json::to_value));
-    respond(id, done, ErrorCode::ContextUnavailable)
-}
-
-/// A port callback's response: the answer, or the handler's refusal as
-/// `refused`, an answer that does not encode as `internal`, or the
-/// request's own error (bad params, unknown method).
-fn respond(
-    id: Id,
-    done: Result<Result<serde_json::Result<serde_json::Value>, CallbackError>, RpcError>,
-    refused: ErrorCode,
-) -> Response {
-    match done {
-        Ok(Ok(Ok(v))) => Response::ok(id, v),
-        Ok(Ok(Err(e))) => Response::err(
-            Some(id),
-            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
-        ),
-        Ok(Err(e)) => Response::err(Some(id), RpcError::new(refused, e.0)),
-        Err(e) => Response::err(Some(id), e),
+    match request.method.as_str() {
+        CONTEXT_PREPARE => handle::<cb::ContextPrepare>(request, |c| handler.prepare(c)),
+        _ => not_found(request),
     }
 }
 
 pub(super) fn answer(request: &Request, handler: &mut (impl ToolHandler + ?Sized)) -> Response {
-    let id = request.id.clone();
-    let refused = |e: CallbackError| {
-        Response::err(
-            Some(id.clone()),
-            RpcError::new(ErrorCode::ToolCallFailed, e.0),
-        )
-    };
-    let bad = |e: RpcError| Response::err(Some(id.clone()), e);
-    let to_value = |v: serde_json::Result<serde_json::Value>| match v {
-        Ok(v) => Response::ok(id.clone(), v),
-        Err(e) => Response::err(
-            Some(id.clone()),
-            RpcError::new(ErrorCode::Internal, format!("encoding the answer: {e}")),
-        ),
-    };
     match request.method.as_str() {
-        callbacks::TOOLS_INVOKE => match request.params::<ToolInvoke>() {
-            Ok(call) => match handler.invoke(&call) {
-                Ok(out) => to_value(serde_json::to_value(out)),
-                Err(e) => refused(e),
-            },
-            Err(e) => bad(e),
-        },
-        m @ (callbacks::CAPTURE_BEGIN | callbacks::CAPTURE_FINISH) => {
-            match request.params::<CaptureNotice>() {
-                Ok(n) => {
-                    let done = if m == callbacks::CAPTURE_BEGIN {
-                        handler.capture_begin(&n)
-                    } else {
-                        handler.capture_finish(&n)
-                    };
-                    match done {
-                        Ok(()) => to_value(serde_json::to_value(CaptureAck {})),
-                        Err(e) => refused(e),
-                    }
-                }
-                Err(e) => bad(e),
-            }
-        }
-        other => bad(RpcError::method_not_found(other)),
+        callbacks::TOOLS_INVOKE => handle::<cb::ToolsInvoke>(request, |c| handler.invoke(c)),
+        callbacks::CAPTURE_BEGIN => handle::<cb::CaptureBegin>(request, |n| {
+            handler.capture_begin(n).map(|()| CaptureAck {})
+        }),
+        callbacks::CAPTURE_FINISH => handle::<cb::CaptureFinish>(request, |n| {
+            handler.capture_finish(n).map(|()| CaptureAck {})
+        }),
+        _ => not_found(request),
     }
 }
 

@@ -32,38 +32,11 @@ pub struct ThreadsCreate {
     /// `mcp_server_unavailable` before dispatch. Refused on restricted threads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
-    /// Names of tool endpoints this application registered
-    /// (`tools.register`) whose tools every turn's agent session reaches
-    /// through the controller's MCP bridge. Only the names persist; a turn
-    /// whose endpoint is gone fails `tool_endpoint_unavailable` at claim.
-    /// Refused on restricted threads (`tools_restricted`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
-    /// The name of a context port this application registered
-    /// (`context.register`): every turn's claim asks it for context blocks
-    /// (`context.prepare`) before the dispatch boundary. Only the name
-    /// persists; a turn whose port is gone, late or refusing fails
-    /// `context_unavailable` before its agent sees the prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    /// The name of a memory port this application registered
-    /// (`memory.register`): every turn's preparation recalls from it (a
-    /// labelled block before the prompt), and the agent gets the read tools
-    /// `memory_search` and `memory_read` on the controller's MCP bridge. A
-    /// turn whose port is gone or late fails `context_unavailable` before
-    /// dispatch. Refused on restricted threads (`tools_restricted`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
-    /// The name of a transcript store this application registered
-    /// (`transcript.register`), on a `metadata-only` thread only (on a
-    /// `full` one it is `invalid_request`): each turn's prompt is appended
-    /// to it before the dispatch boundary (a failed or late append fails
-    /// the turn `transcript_store_failed` before its agent sees the
-    /// prompt), the agent's output as it is journaled, and a replay after
-    /// a restart fetches content back from it, checked against the
-    /// recorded hashes. Not registered now: `transcript_store_failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
+    /// The application ports it binds (`tools`, `context`, `memory`,
+    /// `transcriptStore`; see [`crate::ThreadPorts`]), checked by the
+    /// server before anything is stored and again at each claim.
+    #[serde(flatten)]
+    pub ports: crate::ThreadPorts,
     /// How long each permission request of the thread's turns waits for
     /// an answer, in seconds (1-604800; absent: the provider's
     /// `permissionTimeoutSeconds`); a turn's deadline caps it. Out of
@@ -98,10 +71,7 @@ impl ThreadsCreate {
             restricted: false,
             retention: None,
             mcp_servers: Vec::new(),
-            tools: Vec::new(),
-            context: None,
-            memory: None,
-            transcript_store: None,
+            ports: crate::ThreadPorts::default(),
             permission_timeout_seconds: None,
             budget: None,
             thread_id: None,
@@ -140,21 +110,21 @@ impl ThreadsCreate {
     /// Sets `tools` (registered tool endpoint names).
     #[must_use]
     pub fn tools<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
-        self.tools = names.into_iter().map(Into::into).collect();
+        self.ports.tools = names.into_iter().map(Into::into).collect();
         self
     }
 
     /// Sets `context` (a registered context port's name).
     #[must_use]
     pub fn context(mut self, port: impl Into<String>) -> Self {
-        self.context = Some(port.into());
+        self.ports.context = Some(port.into());
         self
     }
 
     /// Sets `memory` (a registered memory port's name).
     #[must_use]
     pub fn memory(mut self, port: impl Into<String>) -> Self {
-        self.memory = Some(port.into());
+        self.ports.memory = Some(port.into());
         self
     }
 
@@ -162,7 +132,7 @@ impl ThreadsCreate {
     /// thread must be `metadata-only`).
     #[must_use]
     pub fn transcript_store(mut self, port: impl Into<String>) -> Self {
-        self.transcript_store = Some(port.into());
+        self.ports.transcript_store = Some(port.into());
         self
     }
 
@@ -274,7 +244,7 @@ pub struct ThreadsConfigure {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
+        deserialize_with = "crate::ports::present"
     )]
     pub permission_timeout_seconds: Option<Option<u64>>,
     /// New budget: `Some(Some(b))`; `Some(None)` (JSON `null`) clears it;
@@ -282,20 +252,12 @@ pub struct ThreadsConfigure {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
+        deserialize_with = "crate::ports::present"
     )]
     pub budget: Option<Option<crate::config::ThreadBudget>>,
-    /// New transcript store (`transcript.register`): `Some(Some(name))`
-    /// binds one (the thread's retention, after this call, must be
-    /// `metadata-only`); `Some(None)` (JSON `null`) unbinds it; `None`
-    /// (absent) leaves it unchanged. A thread that binds one cannot be
-    /// made `full` without unbinding it in the same call.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
-    )]
-    pub transcript_store: Option<Option<String>>,
+    /// What changes of its ports (see [`crate::PortsPatch`]).
+    #[serde(flatten)]
+    pub ports: crate::PortsPatch,
     /// Makes the call idempotent (replays the first answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_id: Option<String>,
@@ -314,7 +276,7 @@ impl ThreadsConfigure {
             retention: None,
             permission_timeout_seconds: None,
             budget: None,
-            transcript_store: None,
+            ports: crate::PortsPatch::default(),
             command_id: None,
         }
     }
@@ -366,7 +328,7 @@ impl ThreadsConfigure {
     /// (JSON `null`).
     #[must_use]
     pub fn transcript_store(mut self, port: Option<String>) -> Self {
-        self.transcript_store = Some(port);
+        self.ports.transcript_store = Some(port);
         self
     }
 
@@ -418,16 +380,6 @@ pub struct ThreadReserved {
 pub struct ThreadsResult {
     /// The caller's threads.
     pub threads: Vec<crate::Thread>,
-}
-
-/// A member that is present deserializes to `Some`, even when it is
-/// `null` (`Some(None)`); an absent one stays `None` (`#[serde(default)]`).
-fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
 }
 
 #[cfg(test)]

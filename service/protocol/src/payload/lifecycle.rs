@@ -28,16 +28,10 @@ pub struct ThreadCreated {
     /// Application MCP servers it binds by name (omitted when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
-    /// Application tool endpoints it binds by name (omitted when none, so
-    /// the stored bytes of threads without tools are unchanged).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
-    /// The application context port it binds by name (omitted when none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    /// The application memory port it binds by name (omitted when none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
+    /// The application ports it binds by name (each omitted when none, so
+    /// the stored bytes of threads without them are unchanged).
+    #[serde(flatten)]
+    pub ports: crate::ThreadPorts,
     /// Its own permission timeout in seconds (omitted when it uses the
     /// provider's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,10 +39,6 @@ pub struct ThreadCreated {
     /// Its own budget (omitted when it has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::config::ThreadBudget>,
-    /// The application transcript store it binds by name (omitted when
-    /// none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
 }
 
 /// `thread_configured`: the configuration after a `threads.configure`.

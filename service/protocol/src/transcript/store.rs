@@ -31,9 +31,11 @@ use crate::context::PortRefusal;
 use crate::memory::AccessEnvelope;
 
 /// The server → client request that hands a store one content event.
-pub const TRANSCRIPT_APPEND: &str = "transcript.append";
+pub const TRANSCRIPT_APPEND: &str =
+    <crate::callback::TranscriptAppend as crate::callback::Callback>::METHOD;
 /// The server → client request that asks a store for stored payloads.
-pub const TRANSCRIPT_FETCH: &str = "transcript.fetch";
+pub const TRANSCRIPT_FETCH: &str =
+    <crate::callback::TranscriptFetch as crate::callback::Callback>::METHOD;
 /// How long one append or fetch may take unless the store asks for less
 /// at registration: encrypted durable storage may be slow.
 pub const DEFAULT_TRANSCRIPT_DEADLINE_MS: u64 = 120_000;

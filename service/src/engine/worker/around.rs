@@ -11,12 +11,6 @@ use crate::acp::mcp::LaunchRefusal;
 
 use super::*;
 
-/// Whether a turn of `thread` gets the controller's MCP bridge: it binds
-/// application tools, or a memory port (whose read tools ride the bridge).
-fn bridged(thread: &crate::domain::Thread) -> bool {
-    !thread.tools.is_empty() || thread.memory.is_some()
-}
-
 impl Engine {
     /// The current definition of provider `name` (config reloads replace it).
     pub fn provider_spec(&self, name: &str) -> Option<ProviderSpec> {
@@ -215,24 +209,20 @@ impl Engine {
         &self,
         thread: &lapis_protocol::Thread,
     ) -> Result<Option<acp::mcp::LaunchServer>, ToolRefusal> {
-        if !bridged(thread) {
+        if !thread.ports.bridged() {
             return Ok(None);
         }
         if thread.restricted {
             return Err(ToolRefusal::Restricted);
         }
-        self.config
-            .tools
-            .registry
-            .lookup(&thread.principal, &thread.application, &thread.tools)?;
+        self.config.tools.registry.lookup(
+            &thread.principal,
+            &thread.application,
+            &thread.ports.tools,
+        )?;
         let Some((exe, socket)) = &self.config.bridge else {
             return Err(ToolRefusal::Unavailable {
-                endpoint: thread
-                    .tools
-                    .first()
-                    .or(thread.memory.as_ref())
-                    .cloned()
-                    .unwrap_or_default(),
+                endpoint: thread.ports.bridge_name().to_owned(),
             });
         };
         Ok(Some(acp::mcp::LaunchServer::bridge(exe, socket)))
@@ -247,7 +237,7 @@ impl Engine {
         agent: Option<&LiveAgent>,
         mcp: &mut [acp::mcp::LaunchServer],
     ) -> std::io::Result<(Option<crate::tools::TicketHold>, Option<u64>)> {
-        if !bridged(thread) {
+        if !thread.ports.bridged() {
             return Ok((None, None));
         }
         if let Some(session) = agent.and_then(LiveAgent::ticket_session) {
@@ -263,86 +253,6 @@ impl Engine {
         }
         let session = hold.session();
         Ok((Some(hold), Some(session)))
-    }
-
-    /// The context of a turn of a thread that binds a context port, asked
-    /// for now (after the claim, before the boundary) and journaled
-    /// (`context_prepared`) before the turn goes on; `None` when the turn
-    /// was failed `context_unavailable` instead (its agent never sees the
-    /// prompt) or its record could not be journaled.
-    pub(super) async fn prepare_context(
-        &self,
-        guard: &mut ClaimGuard,
-        thread: &lapis_protocol::Thread,
-        turn_id: &str,
-        prompt: &str,
-        port: &str,
-    ) -> Option<Vec<acp::PromptContext>> {
-        let tools = &self.config.tools;
-        match crate::tools::context::prepare(tools, thread, port, turn_id, prompt).await {
-            Ok(prepared) => {
-                let record = lapis_protocol::Payload::ContextPrepared(prepared.record);
-                match self.store.append_activity(turn_id, record).await {
-                    Ok(e) if e.kind == lapis_protocol::EventKind::ContextPrepared => {
-                        Some(prepared.blocks)
-                    }
-                    // The turn ended meanwhile (a cancel): nothing runs.
-                    Ok(_) => None,
-                    Err(err) => {
-                        tracing::error!(turn = %turn_id, code = err.code(), "the prepared context was not journaled");
-                        guard.release();
-                        self.finish(turn_id, TurnEnd::Failed(OutcomeCode::JournalWriteFailed))
-                            .await;
-                        None
-                    }
-                }
-            }
-            Err(refusal) => {
-                let code = OutcomeCode::Refused(refusal.code());
-                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "context refused before dispatch");
-                guard.release();
-                self.finish(turn_id, TurnEnd::Failed(code)).await;
-                None
-            }
-        }
-    }
-
-    /// The recall of a turn of a thread that binds a memory port, journaled
-    /// (`memory_recalled`, metadata only) before the turn goes on: `Some`
-    /// with the labelled block (none when nothing was found), `None` when
-    /// the turn was failed `context_unavailable` instead.
-    pub(super) async fn recall_memory(
-        &self,
-        guard: &mut ClaimGuard,
-        thread: &lapis_protocol::Thread,
-        turn_id: &str,
-        prompt: &str,
-        port: &str,
-    ) -> Option<Option<acp::PromptContext>> {
-        let tools = &self.config.tools;
-        match crate::tools::memory::recall(tools, thread, port, prompt).await {
-            Ok((block, record)) => {
-                let record = lapis_protocol::Payload::MemoryRecalled(record);
-                match self.store.append_activity(turn_id, record).await {
-                    Ok(e) if e.kind == lapis_protocol::EventKind::MemoryRecalled => Some(block),
-                    Ok(_) => None,
-                    Err(err) => {
-                        tracing::error!(turn = %turn_id, code = err.code(), "the memory recall was not journaled");
-                        guard.release();
-                        self.finish(turn_id, TurnEnd::Failed(OutcomeCode::JournalWriteFailed))
-                            .await;
-                        None
-                    }
-                }
-            }
-            Err(refusal) => {
-                let code = OutcomeCode::Refused(refusal.code());
-                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "memory refused before dispatch");
-                guard.release();
-                self.finish(turn_id, TurnEnd::Failed(code)).await;
-                None
-            }
-        }
     }
 
     /// Fails a claimed turn whose MCP servers were refused, before anything

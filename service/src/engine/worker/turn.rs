@@ -64,7 +64,7 @@ impl Engine {
         // The thread's context port is asked now, before any agent is
         // taken: a turn without its context never reaches one. The
         // claiming batch does not wait for the application's answer.
-        let mut context = match &claim.thread.context {
+        let mut context = match &claim.thread.ports.context {
             None => Vec::new(),
             Some(port) => {
                 guard.boundary_later();
@@ -80,7 +80,7 @@ impl Engine {
         };
         // Then the thread's memory port: recalled with the prompt, after
         // the context port's blocks and before the prompt text.
-        if let Some(port) = claim.thread.memory.clone() {
+        if let Some(port) = claim.thread.ports.memory.clone() {
             guard.boundary_later();
             let recalled = self
                 .recall_memory(&mut guard, &claim.thread, &turn_id, &claim.prompt, &port)
@@ -94,7 +94,7 @@ impl Engine {
         // prompt (acknowledged within its deadline) or the turn fails here;
         // the feed then carries the turn's output until it is dropped,
         // after the turn's end is committed (see `tools::transcript`).
-        let _feed = match claim.thread.transcript_store.clone() {
+        let _feed = match claim.thread.ports.transcript_store.clone() {
             None => None,
             Some(port) => {
                 guard.boundary_later();
@@ -179,7 +179,13 @@ impl Engine {
                 guard.boundary_later();
                 let refusal = acp::mcp::LaunchRefusal::Tools(
                     lapis_protocol::tools::ToolRefusal::Unavailable {
-                        endpoint: claim.thread.tools.first().cloned().unwrap_or_default(),
+                        endpoint: claim
+                            .thread
+                            .ports
+                            .tools
+                            .first()
+                            .cloned()
+                            .unwrap_or_default(),
                     },
                 );
                 self.refuse_mcp(&turn_id, &refusal).await;

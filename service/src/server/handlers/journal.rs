@@ -92,7 +92,7 @@ pub(crate) async fn journal_replay(
         owned = Some(owned_thread(ctx, session, thread).await?);
     }
     let mut page = match owned {
-        Some(thread) if thread.transcript_store.is_some() => {
+        Some(thread) if thread.ports.transcript_store.is_some() => {
             super::transcript::complete(ctx, &thread, peer, p.after, p.limit.unwrap_or(0)).await?
         }
         _ => ctx

@@ -30,6 +30,7 @@ use serde_json::json;
 
 use crate::auth::AuthSession;
 use crate::domain::{Actor, StoreError, Thread, Turn};
+use lapis_protocol::config::WORKSPACE_ROOTS_FIELD;
 use lapis_protocol::params::RevokeResult;
 use lapis_protocol::{ErrorCode, RpcError, Scope, params};
 
@@ -89,6 +90,23 @@ pub(super) fn store_err(e: StoreError) -> RpcError {
         },
         code => RpcError::new(code, e.to_string()),
     }
+}
+
+/// The refusal of a directory outside every root: names the field that
+/// grants roots and how to widen it, never the roots themselves (they are
+/// the owner's file, not the caller's business).
+pub(super) fn outside_roots(canonical: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::WorkspaceOutsideRoots,
+        format!(
+            "{canonical} is outside the workspace roots the configuration grants \
+             (`{WORKSPACE_ROOTS_FIELD}`, default: the controller user's home directory); \
+             add a root containing it to `{WORKSPACE_ROOTS_FIELD}` in the configuration \
+             file and run `lapis-ai-controller config reload`, or declare the workspace \
+             under `workspaces` there"
+        ),
+    )
+    .with_data("field", WORKSPACE_ROOTS_FIELD.into())
 }
 
 /// The actor a session's mutations are recorded as.

@@ -28,11 +28,8 @@ pub(crate) async fn threads_create(
 ) -> Result<ThreadResult, RpcError> {
     provider(ctx, &p.provider)?;
     super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
-    super::tools::check_create(ctx, session, p.restricted, &p.tools)?;
-    super::tools::check_context(ctx, session, p.context.as_deref())?;
-    super::tools::check_memory(ctx, session, p.restricted, p.memory.as_deref())?;
     let retention = p.retention.unwrap_or(Retention::Full);
-    super::tools::check_transcript_store(ctx, session, retention, p.transcript_store.as_deref())?;
+    super::tools::check_ports(ctx, session, p.restricted, retention, &p.ports)?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
@@ -41,13 +38,10 @@ pub(crate) async fn threads_create(
         restricted: p.restricted,
         retention,
         mcp_servers: p.mcp_servers,
-        tools: p.tools,
-        context: p.context,
-        memory: p.memory,
+        ports: p.ports,
         permission_timeout_seconds: p.permission_timeout_seconds,
         budget: p.budget,
         thread_id: p.thread_id,
-        transcript_store: p.transcript_store,
     };
     let receipt = ctx
         .core
@@ -105,7 +99,7 @@ pub(crate) async fn threads_attach(
     p: params::ThreadsAttach,
 ) -> Result<ThreadSnapshot, RpcError> {
     let thread = owned_thread(ctx, session, &p.thread_id).await?;
-    super::tools::check_restricted(thread.restricted, &thread.tools, thread.memory.as_deref())?;
+    super::tools::check_restricted(thread.restricted, &thread.ports)?;
     let fields = p.expect.mismatches(&thread);
     if !fields.is_empty() {
         return Err(store_err(crate::domain::StoreError::BindingMismatch {
@@ -156,15 +150,15 @@ pub(crate) async fn threads_configure(
     let provider_name = p.provider.as_deref().unwrap_or(&thread.provider);
     let restricted = p.restricted.unwrap_or(thread.restricted);
     super::mcp::check_restricted(ctx, provider_name, restricted, &thread.mcp_servers)?;
-    super::tools::check_restricted(restricted, &thread.tools, thread.memory.as_deref())?;
+    super::tools::check_restricted(restricted, &thread.ports)?;
     // The store the thread binds after the call, under the retention it
     // has after the call; a newly named one must be registered now.
     let retention = p.retention.unwrap_or(thread.retention);
-    match &p.transcript_store {
+    match &p.ports.transcript_store {
         Some(named) => {
             super::tools::check_transcript_store(ctx, session, retention, named.as_deref())?
         }
-        None if thread.transcript_store.is_some() && retention != Retention::MetadataOnly => {
+        None if thread.ports.transcript_store.is_some() && retention != Retention::MetadataOnly => {
             return Err(RpcError::new(
                 ErrorCode::InvalidRequest,
                 "the thread binds a transcript store: unbind it (`transcriptStore: null`) \
@@ -180,7 +174,7 @@ pub(crate) async fn threads_configure(
         retention: p.retention,
         permission_timeout_seconds: p.permission_timeout_seconds,
         budget: p.budget,
-        transcript_store: p.transcript_store,
+        ports: p.ports,
     };
     let receipt = ctx
         .core

@@ -4,8 +4,10 @@
 //! `threads.configure` and `threads.attach`.
 
 use crate::auth::AuthSession;
-use crate::tools::registry::{Port, PortKind};
+use crate::domain::Retention;
+use crate::tools::registry::{Port, PortKind, PortOwner};
 use lapis_protocol::RpcError;
+use lapis_protocol::ThreadPorts;
 use lapis_protocol::context::{
     ContextRegister, PortRefusal, PortRegisterResult, PortUnregister, PortView,
     validate_port_binding,
@@ -100,38 +102,6 @@ pub(crate) fn transcript_unregister(
     unregister_port(ctx, conn, PortKind::Transcript, p)
 }
 
-/// What `threads.create` and `threads.configure` check of the transcript
-/// store a thread binds: a valid name, `metadata-only` retention (a `full`
-/// thread keeps its content in the journal already), registered by this
-/// application now (the claim checks again before each prompt).
-pub(super) fn check_transcript_store(
-    ctx: &ServerContext,
-    session: &AuthSession,
-    retention: crate::domain::Retention,
-    port: Option<&str>,
-) -> Result<(), RpcError> {
-    validate_port_binding(port).map_err(port_refusal)?;
-    let Some(port) = port else { return Ok(()) };
-    if retention != crate::domain::Retention::MetadataOnly {
-        return Err(RpcError::new(
-            lapis_protocol::ErrorCode::InvalidRequest,
-            "transcriptStore needs retention `metadata-only`: a `full` thread keeps its \
-             content in the journal",
-        ));
-    }
-    ctx.core
-        .tools
-        .registry
-        .lookup_port::<TranscriptRegister>(&session.principal, &session.application, port)
-        .map(|_| ())
-        .ok_or_else(|| {
-            port_refusal(PortRefusal::TranscriptStoreFailed {
-                port: port.to_owned(),
-                why: "not registered by this application",
-            })
-        })
-}
-
 /// One port of kind `S::KIND` registered on this connection's lease.
 fn register_port<S: Port<Refusal = PortRefusal>>(
     ctx: &ServerContext,
@@ -175,54 +145,6 @@ fn unregister_port(
         tracing::info!(conn = conn.number, kind = ?kind, port = %p.port, "port revoked");
     }
     Ok(ToolsUnregisterResult { revoked })
-}
-
-/// What `threads.create` checks of the memory port a thread binds: a valid
-/// name, an unrestricted thread (memory reaches the agent through the
-/// bridge's read tools), registered by this application now.
-pub(super) fn check_memory(
-    ctx: &ServerContext,
-    session: &AuthSession,
-    restricted: bool,
-    port: Option<&str>,
-) -> Result<(), RpcError> {
-    validate_port_binding(port).map_err(port_refusal)?;
-    check_restricted(restricted, &[], port)?;
-    let Some(port) = port else { return Ok(()) };
-    ctx.core
-        .tools
-        .registry
-        .lookup_port::<MemoryRegister>(&session.principal, &session.application, port)
-        .map(|_| ())
-        .ok_or_else(|| {
-            port_refusal(PortRefusal::MemoryUnavailable {
-                port: port.to_owned(),
-                why: "not registered by this application",
-            })
-        })
-}
-
-/// What `threads.create` checks of the context port a thread binds: a
-/// valid name, registered by this application now (the claim checks
-/// again: the connection may close).
-pub(super) fn check_context(
-    ctx: &ServerContext,
-    session: &AuthSession,
-    port: Option<&str>,
-) -> Result<(), RpcError> {
-    validate_port_binding(port).map_err(port_refusal)?;
-    let Some(port) = port else { return Ok(()) };
-    ctx.core
-        .tools
-        .registry
-        .lookup_port::<ContextRegister>(&session.principal, &session.application, port)
-        .map(|_| ())
-        .ok_or_else(|| {
-            port_refusal(PortRefusal::ContextUnavailable {
-                port: port.to_owned(),
-                why: "not registered by this application",
-            })
-        })
 }
 
 /// `tools.register`: one endpoint served by this connection until it
@@ -273,37 +195,85 @@ pub(crate) fn tools_unregister(
     Ok(ToolsUnregisterResult { revoked })
 }
 
-/// What `threads.create` checks of the endpoints a thread binds, before
-/// anything is stored: a valid binding; none at all on a restricted thread;
-/// each endpoint registered by this application now. The claim checks
-/// again (the connection may close).
-pub(super) fn check_create(
+/// The one check of the ports a thread binds, before anything is stored
+/// (`threads.create`): each binding well formed; no application tools and
+/// no memory port on a restricted thread; a transcript store only on a
+/// `metadata-only` thread; every port registered by this application now.
+/// The claim checks again (the connection may close). In kind order, each
+/// kind's refusal in its own terms.
+pub(super) fn check_ports(
     ctx: &ServerContext,
     session: &AuthSession,
     restricted: bool,
-    names: &[String],
+    retention: Retention,
+    ports: &ThreadPorts,
 ) -> Result<(), RpcError> {
-    validate_binding(names).map_err(refusal)?;
-    check_restricted(restricted, names, None)?;
+    let registry = &ctx.core.tools.registry;
+    let owner = PortOwner::session(&session.principal, &session.application);
+    validate_binding(&ports.tools).map_err(refusal)?;
+    if restricted && !ports.tools.is_empty() {
+        return Err(refusal(ToolRefusal::Restricted));
+    }
+    for name in &ports.tools {
+        registry
+            .owned::<ToolsRegister>(owner, name)
+            .map_err(refusal)?;
+    }
+    registered::<ContextRegister>(ctx, session, ports.context.as_deref())?;
+    validate_port_binding(ports.memory.as_deref()).map_err(port_refusal)?;
+    if restricted && ports.memory.is_some() {
+        return Err(refusal(ToolRefusal::Restricted));
+    }
+    registered::<MemoryRegister>(ctx, session, ports.memory.as_deref())?;
+    check_transcript_store(ctx, session, retention, ports.transcript_store.as_deref())
+}
+
+/// A port binding (absent, or a valid name) that this application has
+/// registered now.
+fn registered<S: Port<Refusal = PortRefusal>>(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    port: Option<&str>,
+) -> Result<(), RpcError> {
+    validate_port_binding(port).map_err(port_refusal)?;
+    let Some(port) = port else { return Ok(()) };
+    let owner = PortOwner::session(&session.principal, &session.application);
     ctx.core
         .tools
         .registry
-        .lookup(&session.principal, &session.application, names)
-        .map_err(refusal)?;
-    Ok(())
+        .owned::<S>(owner, port)
+        .map(|_| ())
+        .map_err(port_refusal)
+}
+
+/// What `threads.create` and `threads.configure` check of the transcript
+/// store a thread binds: a valid name, `metadata-only` retention (a `full`
+/// thread keeps its content in the journal already), registered by this
+/// application now (the claim checks again before each prompt).
+pub(super) fn check_transcript_store(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    retention: Retention,
+    port: Option<&str>,
+) -> Result<(), RpcError> {
+    validate_port_binding(port).map_err(port_refusal)?;
+    if port.is_some() && retention != Retention::MetadataOnly {
+        return Err(RpcError::new(
+            lapis_protocol::ErrorCode::InvalidRequest,
+            "transcriptStore needs retention `metadata-only`: a `full` thread keeps its \
+             content in the journal",
+        ));
+    }
+    registered::<TranscriptRegister>(ctx, session, port)
 }
 
 /// A restricted thread binds no application tools and no memory port
 /// (memory's read tools ride the same bridge). One rule for every place a
-/// thread's restriction or bindings are set or relied on: `threads.create`,
+/// thread's restriction or bindings are relied on after creation:
 /// `threads.configure` and `threads.attach` refuse with `tools_restricted`
 /// here, so a claim never has to discover it.
-pub(super) fn check_restricted(
-    restricted: bool,
-    tools: &[String],
-    memory: Option<&str>,
-) -> Result<(), RpcError> {
-    if restricted && (!tools.is_empty() || memory.is_some()) {
+pub(super) fn check_restricted(restricted: bool, ports: &ThreadPorts) -> Result<(), RpcError> {
+    if restricted && ports.bridged() {
         return Err(refusal(ToolRefusal::Restricted));
     }
     Ok(())

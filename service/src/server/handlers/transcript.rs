@@ -53,7 +53,7 @@ pub(super) async fn complete(
             ..err
         }
     };
-    let port = thread.transcript_store.as_deref().unwrap_or_default();
+    let port = thread.ports.transcript_store.as_deref().unwrap_or_default();
     let Ok(endpoint) = port_of(&ctx.core.tools, thread, port) else {
         return Err(unavailable("its transcript store is not connected"));
     };

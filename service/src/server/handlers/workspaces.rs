@@ -13,12 +13,12 @@ use std::path::Path;
 use crate::auth::AuthSession;
 use crate::domain::StoreError;
 use crate::store::canonical_workspace_dir;
-use lapis_protocol::config::{WORKSPACE_ID_RULE, WORKSPACE_ROOTS_FIELD, valid_workspace_id};
+use lapis_protocol::config::{WORKSPACE_ID_RULE, valid_workspace_id};
 use lapis_protocol::params::{WorkspaceRemoved, WorkspaceResult, WorkspacesResult};
 use lapis_protocol::{ErrorCode, RpcError, params};
 
 use super::super::context::ServerContext;
-use super::{actor, store_err};
+use super::{actor, outside_roots, store_err};
 
 fn invalid(msg: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidRequest, msg)
@@ -70,23 +70,6 @@ pub(crate) async fn workspaces_add(
 async fn registered(ctx: &ServerContext, id: &str, canonical: &str) -> Result<bool, RpcError> {
     let known = ctx.core.store.list_workspaces().await.map_err(store_err)?;
     Ok(known.iter().any(|w| w.id == id && w.path == canonical))
-}
-
-/// The refusal of a directory outside every root: names the field that
-/// grants roots and how to widen it, never the roots themselves (they are
-/// the owner's file, not the caller's business).
-pub(super) fn outside_roots(canonical: &str) -> RpcError {
-    RpcError::new(
-        ErrorCode::WorkspaceOutsideRoots,
-        format!(
-            "{canonical} is outside the workspace roots the configuration grants \
-             (`{WORKSPACE_ROOTS_FIELD}`, default: the controller user's home directory); \
-             add a root containing it to `{WORKSPACE_ROOTS_FIELD}` in the configuration \
-             file and run `lapis-ai-controller config reload`, or declare the workspace \
-             under `workspaces` there"
-        ),
-    )
-    .with_data("field", WORKSPACE_ROOTS_FIELD.into())
 }
 
 /// `workspaces.list`: every workspace, and the turns fencing any of them

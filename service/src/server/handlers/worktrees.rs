@@ -23,7 +23,7 @@ use lapis_protocol::params::{WorkspaceResult, WorktreeSpec};
 use lapis_protocol::{ErrorCode, RpcError};
 
 use super::super::context::ServerContext;
-use super::{actor, store_err};
+use super::{actor, outside_roots, store_err};
 
 fn invalid(msg: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidRequest, msg)
@@ -66,7 +66,7 @@ pub(super) async fn add(
     let repo = canonical_workspace_dir(of).map_err(store_err)?;
     let roots = ctx.reload.roots();
     if !roots.grants(Path::new(&repo)) {
-        return Err(super::workspaces::outside_roots(&repo));
+        return Err(outside_roots(&repo));
     }
     // The repository git writes to is the one `.git` names, which may lie
     // anywhere (a `.git` file of a worktree or submodule): it must be
@@ -76,7 +76,7 @@ pub(super) async fn add(
         .await
         .map_err(|e| worktree_err(WorktreeError::Git(e)))?;
     if !roots.grants(&common) {
-        return Err(super::workspaces::outside_roots(&common.to_string_lossy()));
+        return Err(outside_roots(&common.to_string_lossy()));
     }
     let home = ctx.core.store.options().home.clone();
     let config = ctx.reload.worktrees();
@@ -94,7 +94,7 @@ pub(super) async fn add(
         }
         let parent = p.parent().map(canonical_parent).unwrap_or_default();
         if !roots.grants(&parent) {
-            return Err(super::workspaces::outside_roots(&parent.to_string_lossy()));
+            return Err(outside_roots(&parent.to_string_lossy()));
         }
         p
     };

@@ -134,7 +134,7 @@ fn a_version_8_database_upgrades_to_tool_endpoint_names() {
         .unwrap();
     assert_eq!(v, SCHEMA_VERSION);
     let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
-    assert!(thread.tools.is_empty());
+    assert!(thread.ports.tools.is_empty());
 }
 
 /// A version-11 database (before context and memory ports and reserved
@@ -162,7 +162,7 @@ fn a_version_11_database_upgrades_to_ports_and_reservations() {
         .unwrap();
     assert_eq!(v, SCHEMA_VERSION);
     let thread = super::super::read::thread(&conn, "thr_1").unwrap().unwrap();
-    assert_eq!((thread.context, thread.memory), (None, None));
+    assert_eq!((thread.ports.context, thread.ports.memory), (None, None));
     conn.execute(
         "INSERT INTO thread_reservations VALUES ('thr_2', 'owner', 'app', 1)",
         [],

@@ -90,10 +90,10 @@ async fn bound(store: &Store, ws: &str, retention: Retention) -> StoreResult<Thr
         restricted: false,
         retention,
         mcp_servers: Vec::new(),
-        tools: Vec::new(),
-        context: None,
-        memory: None,
-        transcript_store: Some("vault".into()),
+        ports: lapis_protocol::ThreadPorts {
+            transcript_store: Some("vault".into()),
+            ..Default::default()
+        },
         thread_id: None,
         permission_timeout_seconds: None,
         budget: None,
@@ -109,7 +109,7 @@ async fn a_transcript_store_binds_only_a_metadata_only_thread() {
     let err = bound(s, &ws.id, Retention::Full).await.unwrap_err();
     assert_eq!(err.code(), "invalid_request");
     let th = bound(s, &ws.id, Retention::MetadataOnly).await.unwrap();
-    assert_eq!(th.transcript_store.as_deref(), Some("vault"));
+    assert_eq!(th.ports.transcript_store.as_deref(), Some("vault"));
     let full = ThreadPatch {
         retention: Some(Retention::Full),
         ..Default::default()
@@ -120,7 +120,9 @@ async fn a_transcript_store_binds_only_a_metadata_only_thread() {
         .unwrap_err();
     assert_eq!(err.code(), "invalid_request");
     let unbound = ThreadPatch {
-        transcript_store: Some(None),
+        ports: lapis_protocol::PortsPatch {
+            transcript_store: Some(None),
+        },
         ..full
     };
     let th = s
@@ -128,5 +130,8 @@ async fn a_transcript_store_binds_only_a_metadata_only_thread() {
         .await
         .unwrap()
         .value;
-    assert_eq!((th.retention, th.transcript_store), (Retention::Full, None));
+    assert_eq!(
+        (th.retention, th.ports.transcript_store),
+        (Retention::Full, None)
+    );
 }

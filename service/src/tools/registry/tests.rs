@@ -2,6 +2,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::*;
+use lapis_protocol::context::ContextRegister;
+use lapis_protocol::tools::MAX_TOOL_ENDPOINTS;
 
 fn spec(name: &str, tools: &[&str]) -> ToolsRegister {
     serde_json::from_value(

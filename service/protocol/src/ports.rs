@@ -1,0 +1,188 @@
+//! A thread's application ports as one value: [`ThreadPorts`] (what it
+//! binds), [`PortsExpect`] (what a reattaching client states about it) and
+//! [`PortsPatch`] (what `threads.configure` may change of it).
+//!
+//! Each is `#[serde(flatten)]`ed into the thread structs that carry it
+//! (`threads.create`, the [`Thread`](crate::Thread) record, the
+//! `thread_created` payload, the store's create input; `threads.attach`'s
+//! expectation; `threads.configure` and the store's patch), so a port kind
+//! is one member here, spelled once. The one exception is the
+//! `thread_configured` payload, which records the value after the change
+//! of what a configure may change (today `transcriptStore` alone) and
+//! spells it: a kind that becomes reconfigurable adds it to [`PortsPatch`]
+//! and there.
+//!
+//! What must stay true: the flattened members keep their wire names
+//! (`tools`, `context`, `memory`, `transcriptStore`) and their omission
+//! rules (an empty list or an absent name is left off the wire), so every
+//! struct serializes to exactly the object it did when it spelled them
+//! out. The journal stores payloads through `serde_json::Value`, whose
+//! keys are sorted, so where the flattened members sit among the others
+//! does not change a stored byte either. Only names persist, never a
+//! callback: the registration behind a name is the connection's (see the
+//! `context`, `memory` and `transcript` modules).
+
+use serde::{Deserialize, Serialize};
+
+/// The application ports a thread binds, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadPorts {
+    /// Names of tool endpoints this application registered
+    /// (`tools.register`) whose tools every turn's agent session reaches
+    /// through the controller's MCP bridge. Only the names persist; a turn
+    /// whose endpoint is gone fails `tool_endpoint_unavailable` at claim.
+    /// Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// The name of a context port this application registered
+    /// (`context.register`): every turn's claim asks it for context blocks
+    /// (`context.prepare`) before the dispatch boundary. A turn whose port
+    /// is gone, late or refusing fails `context_unavailable` before its
+    /// agent sees the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The name of a memory port this application registered
+    /// (`memory.register`): every turn's preparation recalls from it (a
+    /// labelled block before the prompt), and the agent gets the read tools
+    /// `memory_search` and `memory_read` on the controller's MCP bridge. A
+    /// turn whose port is gone or late fails `context_unavailable` before
+    /// dispatch. Refused on restricted threads (`tools_restricted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// The name of a transcript store this application registered
+    /// (`transcript.register`), on a `metadata-only` thread only (on a
+    /// `full` one it is `invalid_request`): each turn's prompt is appended
+    /// to it before the dispatch boundary (a failed or late append fails
+    /// the turn `transcript_store_failed` before its agent sees the
+    /// prompt), the agent's output as it is journaled, and a replay after
+    /// a restart fetches content back from it, checked against the
+    /// recorded hashes. Not registered now: `transcript_store_failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
+}
+
+impl ThreadPorts {
+    /// Whether a turn gets the controller's MCP bridge: the thread binds
+    /// application tools, or a memory port (whose read tools ride the
+    /// bridge). A restricted thread binds neither.
+    pub fn bridged(&self) -> bool {
+        !self.tools.is_empty() || self.memory.is_some()
+    }
+
+    /// The name a bridge refusal names: the first tool endpoint, else the
+    /// memory port (empty when the thread binds neither).
+    pub fn bridge_name(&self) -> &str {
+        self.tools
+            .first()
+            .or(self.memory.as_ref())
+            .map_or("", String::as_str)
+    }
+
+    /// This value with `patch` applied (members it leaves absent are kept).
+    #[must_use]
+    pub fn patched(&self, patch: &PortsPatch) -> ThreadPorts {
+        ThreadPorts {
+            transcript_store: patch
+                .transcript_store
+                .clone()
+                .unwrap_or_else(|| self.transcript_store.clone()),
+            ..self.clone()
+        }
+    }
+}
+
+/// What a client expects of a thread's ports when it (re)attaches or
+/// submits; absent members are not checked. A name member stated as `""`
+/// states that the thread binds none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortsExpect {
+    /// The application tool endpoints (names, in order) the thread binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// The application context port (name) the thread binds; `""` states
+    /// that it binds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The application memory port (name) the thread binds; `""` states
+    /// that it binds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// The application transcript store (name) the thread binds; `""`
+    /// states that it binds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
+}
+
+/// A stated name against a bound one (`""` stands for none).
+fn named_differs(expected: &Option<String>, bound: &Option<String>) -> bool {
+    expected
+        .as_ref()
+        .is_some_and(|e| e.as_str() != bound.as_deref().unwrap_or_default())
+}
+
+impl PortsExpect {
+    /// The wire names of the members whose expectation `ports` does not
+    /// meet, in declaration order.
+    pub fn mismatches(&self, ports: &ThreadPorts) -> Vec<&'static str> {
+        let checks = [
+            (
+                "tools",
+                self.tools.as_ref().is_some_and(|t| *t != ports.tools),
+            ),
+            ("context", named_differs(&self.context, &ports.context)),
+            ("memory", named_differs(&self.memory, &ports.memory)),
+            (
+                "transcriptStore",
+                named_differs(&self.transcript_store, &ports.transcript_store),
+            ),
+        ];
+        checks
+            .into_iter()
+            .filter_map(|(name, differs)| differs.then_some(name))
+            .collect()
+    }
+
+    /// The expectation `ports` meets exactly (every member stated).
+    pub fn of(ports: &ThreadPorts) -> PortsExpect {
+        let named = |n: &Option<String>| Some(n.clone().unwrap_or_default());
+        PortsExpect {
+            tools: Some(ports.tools.clone()),
+            context: named(&ports.context),
+            memory: named(&ports.memory),
+            transcript_store: named(&ports.transcript_store),
+        }
+    }
+}
+
+/// What `threads.configure` may change of a thread's ports: today the
+/// transcript store alone (the other kinds are fixed at creation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortsPatch {
+    /// New transcript store (`transcript.register`): `Some(Some(name))`
+    /// binds one (the thread's retention, after this call, must be
+    /// `metadata-only`); `Some(None)` (JSON `null`) unbinds it; `None`
+    /// (absent) leaves it unchanged. A thread that binds one cannot be
+    /// made `full` without unbinding it in the same call.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub transcript_store: Option<Option<String>>,
+}
+
+/// A member that is present deserializes to `Some`, even when it is
+/// `null` (`Some(None)`); an absent one stays `None` (`#[serde(default)]`).
+pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+//! The flattened ports keep every thread struct's wire shape: the objects
+//! below are what the structs serialized to when they spelled the port
+//! members out.
+
+use serde_json::json;
+
+use super::*;
+use crate::params::{ThreadsConfigure, ThreadsCreate};
+use crate::{ApprovalPolicy, Retention, Thread, ThreadCreated, ThreadExpect};
+
+fn ports() -> ThreadPorts {
+    ThreadPorts {
+        tools: vec!["crm".into(), "notes".into()],
+        context: Some("ctx".into()),
+        memory: Some("mem".into()),
+        transcript_store: Some("vault".into()),
+    }
+}
+
+#[test]
+fn no_ports_is_no_members() {
+    assert_eq!(
+        serde_json::to_value(ThreadPorts::default()).unwrap(),
+        json!({})
+    );
+    assert_eq!(
+        serde_json::to_value(PortsExpect::default()).unwrap(),
+        json!({})
+    );
+    assert_eq!(
+        serde_json::to_value(PortsPatch::default()).unwrap(),
+        json!({})
+    );
+}
+
+#[test]
+fn threads_create_keeps_its_wire_shape() {
+    let mut create = ThreadsCreate::new("proj", "echo");
+    create.ports = ports();
+    let wire = json!({
+        "workspaceId": "proj", "provider": "echo", "restricted": false,
+        "tools": ["crm", "notes"], "context": "ctx", "memory": "mem",
+        "transcriptStore": "vault"
+    });
+    assert_eq!(serde_json::to_value(&create).unwrap(), wire);
+    assert_eq!(
+        serde_json::from_value::<ThreadsCreate>(wire).unwrap(),
+        create
+    );
+    // Unknown members are still refused beside the flattened ones.
+    let err = serde_json::from_value::<ThreadsCreate>(
+        json!({"workspaceId": "proj", "provider": "echo", "model": "x"}),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("model"), "{err}");
+}
+
+#[test]
+fn threads_configure_keeps_its_wire_shape() {
+    let unbind = ThreadsConfigure::new("thr_1", 2).transcript_store(None);
+    let wire = json!({"threadId": "thr_1", "expectedVersion": 2, "transcriptStore": null});
+    assert_eq!(serde_json::to_value(&unbind).unwrap(), wire);
+    assert_eq!(
+        serde_json::from_value::<ThreadsConfigure>(wire).unwrap(),
+        unbind
+    );
+    let bind = ThreadsConfigure::new("thr_1", 2).transcript_store(Some("vault".into()));
+    let wire = json!({"threadId": "thr_1", "expectedVersion": 2, "transcriptStore": "vault"});
+    assert_eq!(serde_json::to_value(&bind).unwrap(), wire);
+    assert_eq!(
+        serde_json::from_value::<ThreadsConfigure>(wire).unwrap(),
+        bind
+    );
+    let same = serde_json::from_value::<ThreadsConfigure>(
+        json!({"threadId": "thr_1", "expectedVersion": 2}),
+    )
+    .unwrap();
+    assert_eq!(same.ports, PortsPatch::default());
+    assert!(
+        serde_json::from_value::<ThreadsConfigure>(
+            json!({"threadId": "thr_1", "expectedVersion": 2, "tools": []})
+        )
+        .is_err(),
+        "configure does not take the other kinds"
+    );
+}
+
+#[test]
+fn the_thread_record_keeps_its_wire_shape() {
+    let thread = Thread {
+        id: "thr_1".into(),
+        principal: "owner".into(),
+        application: "editor".into(),
+        workspace_id: "proj".into(),
+        provider: "echo".into(),
+        approval: ApprovalPolicy::Ask,
+        restricted: false,
+        retention: Retention::MetadataOnly,
+        version: 1,
+        created_at: 0,
+        updated_at: 0,
+        agent_session: None,
+        mcp_servers: Vec::new(),
+        ports: ports(),
+        permission_timeout_seconds: Some(30),
+        budget: None,
+    };
+    let wire = json!({
+        "id": "thr_1", "principal": "owner", "application": "editor",
+        "workspaceId": "proj", "provider": "echo", "approval": "ask",
+        "restricted": false, "retention": "metadata-only", "version": 1,
+        "createdAt": "1970-01-01T00:00:00.000Z", "updatedAt": "1970-01-01T00:00:00.000Z",
+        "tools": ["crm", "notes"], "context": "ctx", "memory": "mem",
+        "permissionTimeoutSeconds": 30, "transcriptStore": "vault"
+    });
+    assert_eq!(serde_json::to_value(&thread).unwrap(), wire);
+    assert_eq!(serde_json::from_value::<Thread>(wire).unwrap(), thread);
+}
+
+/// The stored form: `Payload::to_value` text, byte for byte, as the
+/// journal writes it (keys sorted by `serde_json::Value`).
+#[test]
+fn thread_created_keeps_its_stored_bytes() {
+    let created = ThreadCreated {
+        workspace_id: "proj".into(),
+        provider: "echo".into(),
+        approval: ApprovalPolicy::Ask,
+        restricted: false,
+        retention: Retention::MetadataOnly,
+        mcp_servers: vec!["fs".into()],
+        ports: ports(),
+        permission_timeout_seconds: Some(30),
+        budget: None,
+    };
+    let text =
+        serde_json::to_string(&crate::Payload::ThreadCreated(created.clone()).to_value()).unwrap();
+    assert_eq!(
+        text,
+        r#"{"approval":"ask","context":"ctx","mcpServers":["fs"],"memory":"mem","permissionTimeoutSeconds":30,"provider":"echo","restricted":false,"retention":"metadata-only","tools":["crm","notes"],"transcriptStore":"vault","workspaceId":"proj"}"#
+    );
+    let bare = ThreadCreated {
+        ports: ThreadPorts::default(),
+        mcp_servers: Vec::new(),
+        permission_timeout_seconds: None,
+        ..created.clone()
+    };
+    assert_eq!(
+        serde_json::to_string(&crate::Payload::ThreadCreated(bare).to_value()).unwrap(),
+        r#"{"approval":"ask","provider":"echo","restricted":false,"retention":"metadata-only","workspaceId":"proj"}"#
+    );
+    let back: ThreadCreated = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, created);
+}
+
+#[test]
+fn expectations_compare_and_name_every_kind() {
+    let bound = ports();
+    assert!(PortsExpect::of(&bound).mismatches(&bound).is_empty());
+    assert!(PortsExpect::default().mismatches(&bound).is_empty());
+    let none = PortsExpect::of(&ThreadPorts::default());
+    assert_eq!(
+        none.mismatches(&bound),
+        ["tools", "context", "memory", "transcriptStore"]
+    );
+    let wire = json!({"tools": [], "context": "", "memory": "", "transcriptStore": ""});
+    assert_eq!(serde_json::to_value(&none).unwrap(), wire);
+    let expect: ThreadExpect = serde_json::from_value(wire).unwrap();
+    assert_eq!(expect.ports, none);
+    assert!(serde_json::from_value::<ThreadExpect>(json!({"model": "x"})).is_err());
+}
+
+#[test]
+fn a_patch_changes_only_what_it_states() {
+    let bound = ports();
+    assert_eq!(bound.patched(&PortsPatch::default()), bound);
+    let unbound = bound.patched(&PortsPatch {
+        transcript_store: Some(None),
+    });
+    assert_eq!(unbound.transcript_store, None);
+    assert_eq!(unbound.tools, bound.tools);
+    assert!(bound.bridged() && !ThreadPorts::default().bridged());
+    assert_eq!(bound.bridge_name(), "crm");
+}
