@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use lapis_protocol::client::{Client, Credential};
 use lapis_protocol::config::{Config, ServerLimits, TokenSpec};
-use lapis_service::server::{Listener, ServeOptions, ServerIdentity, bind, prepare};
+use lapis_service::server::{Listener, ServeOptions, ServerIdentity, Serves, bind, prepare};
 use tokio::sync::watch;
 
 const SECRET: &str = "lapis_00000000000000000000000000000000000000000000000000000000000000e6";
@@ -122,6 +122,7 @@ fn in_process() {
                 listener,
                 max_connections: 256,
                 ctx: prepared.ctx.clone(),
+                serves: Serves::Everyone,
                 shutdown: stop_rx,
                 drain: Duration::from_secs(5),
             }

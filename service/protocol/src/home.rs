@@ -15,6 +15,13 @@ use std::path::{Path, PathBuf};
 /// The socket's file name inside the controller home.
 pub const SOCKET_FILE: &str = "controller.sock";
 
+/// Managed mode's (`serve --stdio`) private socket inside the controller
+/// home: only its agents' MCP bridge (`hello` with a tool ticket) connects
+/// to it; applications talk to a managed controller over its stdin/stdout.
+/// Bound before readiness and removed at exit; one left by a killed
+/// controller is replaced by the next one.
+pub const BRIDGE_SOCKET_FILE: &str = "bridge.sock";
+
 /// The pid file `serve --background` writes inside the controller home:
 /// the detached server's process id, which `stop` checks before it
 /// signals anything.

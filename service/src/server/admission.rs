@@ -29,6 +29,10 @@
 //!   token's share and never take the owner's reserved share; and one
 //!   agent session holds at most [`BRIDGE_CONNECTIONS_PER_SESSION`] of
 //!   them, so one agent cannot take its principal's whole share.
+//! - a socket that [`Serves::Bridge`] (managed mode's private socket)
+//!   admits tool tickets only: a `hello` with a token or a bearer is
+//!   refused before any credential is compared, so no session is issued
+//!   on it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,9 +75,20 @@ pub(crate) fn bridge_quota(principal: &str) -> String {
     format!("bridge:{principal}")
 }
 
+/// Who a socket is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// Applications and the MCP bridge (`serve`'s controller socket).
+    Everyone,
+    /// The MCP bridge only (managed mode's bridge socket): tool tickets.
+    Bridge,
+}
+
 /// The cap and the unauthenticated connections that may be shed.
 #[derive(Debug)]
 pub(crate) struct Admission {
+    /// Who the socket is for: [`Slot::serves`].
+    serves: Serves,
     /// Most connections counted at once.
     max: usize,
     /// Most authenticated connections of one token ([`per_token_quota`]).
@@ -157,10 +172,12 @@ pub(crate) enum Admit {
 }
 
 impl Admission {
-    /// A cap of `max` connections; `owner` is the owner's token name.
-    pub(crate) fn new(max: usize, owner: impl Into<String>) -> Arc<Admission> {
+    /// A cap of `max` connections of a socket for `serves`; `owner` is the
+    /// owner's token name.
+    pub(crate) fn new(max: usize, owner: impl Into<String>, serves: Serves) -> Arc<Admission> {
         let max = max.max(1);
         Arc::new(Admission {
+            serves,
             max,
             per_token: per_token_quota(max),
             others_max: max - owner_reserve(max),
@@ -227,6 +244,11 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// Who the connection's socket is for.
+    pub(crate) fn serves(&self) -> Serves {
+        self.admission.serves
+    }
+
     /// Counts this connection against `token`'s quota (moving it from the
     /// token of an earlier `hello`, if another); refused when the token is
     /// at its quota or, for a token other than the owner's, when only the
@@ -366,7 +388,7 @@ mod tests {
     async fn the_oldest_unauthenticated_connection_gives_way_then_newcomers_are_refused() {
         let t0 = Instant::now();
         let later = t0 + SHED_GRACE;
-        let a = Admission::new(2, "owner");
+        let a = Admission::new(2, "owner", Serves::Everyone);
         let one = slot(a.admit(1, t0));
         let two = slot(a.admit(2, t0));
         assert!(two.authenticated());
@@ -393,12 +415,12 @@ mod tests {
     #[test]
     fn a_token_holds_its_quota_and_the_owner_keeps_its_share() {
         let t0 = Instant::now();
-        let a = Admission::new(4, "owner");
+        let a = Admission::new(4, "owner", Serves::Everyone);
         let s: Vec<Slot> = (0..4).map(|n| slot(a.admit(n, t0))).collect();
         assert_eq!(s[0].admit_token("status"), Ok(()));
         assert_eq!(s[2].admit_token("bot"), Ok(()));
         assert_eq!(s[1].admit_token("status"), Err(Refusal::OwnerReserve));
-        let a = Admission::new(8, "owner");
+        let a = Admission::new(8, "owner", Serves::Everyone);
         let s: Vec<Slot> = (0..8).map(|n| slot(a.admit(n, t0))).collect();
         for slot in &s[0..4] {
             assert_eq!(slot.admit_token("status"), Ok(()));
@@ -425,7 +447,7 @@ mod tests {
     fn two_other_tokens_and_an_open_owner_connection_leave_the_owner_a_slot() {
         let t0 = Instant::now();
         for max in [4, 8, 16, 256] {
-            let a = Admission::new(max, "owner");
+            let a = Admission::new(max, "owner", Serves::Everyone);
             let mut held = Vec::new();
             for token in ["reader", "guest"] {
                 loop {
@@ -455,7 +477,7 @@ mod tests {
     #[test]
     fn one_agent_session_holds_at_most_its_bridge_connections() {
         let t0 = Instant::now();
-        let a = Admission::new(256, "owner");
+        let a = Admission::new(256, "owner", Serves::Everyone);
         let mut s: Vec<Slot> = (0..6).map(|n| slot(a.admit(n, t0))).collect();
         for slot in &s[0..BRIDGE_CONNECTIONS_PER_SESSION] {
             assert_eq!(slot.admit_bridge("owner", 7), Ok(()));

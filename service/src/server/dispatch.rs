@@ -11,6 +11,7 @@ use crate::auth::AuthSession;
 use lapis_protocol::call::{self, Call};
 use lapis_protocol::{ErrorCode, HelloParams, HelloResult, Method, PROTOCOL, Request, RpcError};
 
+use super::admission::Serves;
 use super::conn::Conn;
 use super::context::ServerContext;
 use super::failure::internal;
@@ -57,6 +58,17 @@ pub(super) async fn hello(
     let params = params::<call::Hello>(request)?;
     if let Some(ticket) = &params.ticket {
         return bridge_hello(ctx, conn, &params, ticket);
+    }
+    if conn
+        .slot
+        .as_ref()
+        .is_some_and(|s| s.serves() == Serves::Bridge)
+    {
+        // Before the credential is compared: no session is issued here.
+        return Err(RpcError::new(
+            ErrorCode::Forbidden,
+            "this socket serves a managed controller's MCP bridge only (a `hello` with a tool ticket); applications talk to a managed controller over its stdin/stdout",
+        ));
     }
     let result = authenticate(ctx, &params)?;
     let session = ctx.authority.check(&result.session.id)?;

@@ -5,7 +5,8 @@
 //! What must stay true: the socket is mode 0600 inside the 0700 controller
 //! home; an existing socket file is replaced only by a caller that holds the
 //! instance lock (the [`InstanceLockHeld`] witness), and only when nothing
-//! answers on it.
+//! answers on it. The same listener serves `serve`'s controller socket and
+//! managed mode's bridge socket ([`Serves`]).
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -18,7 +19,7 @@ use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::admission::{Admission, Admit};
+use super::admission::{Admission, Admit, Serves};
 use super::connection::run_connection;
 use super::context::ServerContext;
 use lapis_protocol::{ErrorCode, Response, RpcError, encode};
@@ -83,6 +84,18 @@ pub fn bind(path: &Path, _lock: &dyn InstanceLockHeld) -> Result<UnixListener, L
     Ok(listener)
 }
 
+/// A bound socket's file, removed when this drops (after its listener
+/// stopped): a stopped controller leaves no socket behind. A killed one
+/// does; the next instance-lock holder replaces it ([`bind`]).
+#[derive(Debug)]
+pub(crate) struct SocketFile(pub(crate) PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Accepts connections until `shutdown` flips to true, then stops accepting,
 /// tells every connection to finish and waits at most `drain` for them.
 #[derive(Debug)]
@@ -95,6 +108,9 @@ pub struct Listener {
     pub max_connections: usize,
     /// Shared server state.
     pub ctx: Arc<ServerContext>,
+    /// Who the socket is for: everyone (`serve`), or managed mode's MCP
+    /// bridge only ([`Serves::Bridge`]: tool tickets).
+    pub serves: Serves,
     /// Flips to true once to stop.
     pub shutdown: watch::Receiver<bool>,
     /// Longest wait for open connections after shutdown.
@@ -106,7 +122,11 @@ impl Listener {
     pub async fn run(mut self) {
         let mut connections = JoinSet::new();
         let mut number: u64 = 0;
-        let admission = Admission::new(self.max_connections, self.ctx.authority.owner_token());
+        let admission = Admission::new(
+            self.max_connections,
+            self.ctx.authority.owner_token(),
+            self.serves,
+        );
         loop {
             let accepted = tokio::select! {
                 a = self.listener.accept() => a,

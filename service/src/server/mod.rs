@@ -5,7 +5,8 @@
 //! is validated before anything touches disk; the store takes the instance
 //! lock before it opens the database, validates every row and runs recovery;
 //! only then are config workspaces registered and the socket bound (a stale
-//! socket can only be replaced by the lock holder); only then are clients
+//! socket can only be replaced by the lock holder; in managed mode it is the
+//! agents' bridge socket, bound before readiness); only then are clients
 //! served.
 
 mod admission;
@@ -39,15 +40,19 @@ use crate::engine::{Engine, EngineConfig, EngineHandle};
 use crate::store::{Store, StoreOptions};
 use lapis_protocol::config::{Config, EnvFile};
 
+pub use admission::Serves;
 pub(crate) use context::ServerContext;
 pub use context::ServerIdentity;
 pub(crate) use controller::{Core, ProviderNames};
+use listener::SocketFile;
 pub(crate) use listener::{InstanceLockHeld, ListenError};
 pub use listener::{Listener, bind};
 pub(crate) use reload::Reloader;
 pub(crate) use session_store::StoreSessions;
+pub(crate) use stdio::StartupError;
 pub use stdio::report_startup_failure;
-pub(crate) use stdio::{STARTUP_TIMEOUT, StartupError, serve_stdio};
+#[cfg(test)]
+use stdio::serve_stdio;
 
 /// The store is opened holding the instance lock for its whole life.
 impl InstanceLockHeld for Store {}
@@ -81,6 +86,18 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
+    /// The socket this server listens on: the controller socket, or in
+    /// managed mode the private one only its agents' MCP bridge connects
+    /// to (applications use stdin/stdout).
+    fn socket(&self) -> PathBuf {
+        let name = if self.stdio {
+            lapis_protocol::home::BRIDGE_SOCKET_FILE
+        } else {
+            lapis_protocol::home::SOCKET_FILE
+        };
+        self.home.join(name)
+    }
+
     /// Options with the system clock.
     pub fn new(config: Config, home: PathBuf, identity: ServerIdentity, stdio: bool) -> Self {
         ServeOptions {
@@ -208,14 +225,9 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             config.lookup.secrets = options.secrets.clone();
             config.budgets = options.config.budgets.clone();
             config.evidence = options.config.evidence_modes();
-            // Agents reach application tools through this binary's bridge,
-            // connecting back to the socket (managed mode has none).
-            config.bridge = (!options.stdio).then(|| {
-                (
-                    exe.clone(),
-                    options.home.join(lapis_protocol::home::SOCKET_FILE),
-                )
-            });
+            // Agents reach application tools and memory through this
+            // binary's bridge, connecting back to the socket.
+            config.bridge = Some((exe.clone(), options.socket()));
             let engine = Engine::new(store.clone(), config);
             let handle = engine.start();
             (Some(Arc::new(engine)), Some(handle))
@@ -347,20 +359,29 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     };
     reload_on_sighup(hup, ctx.clone(), stop_rx.clone());
     let history = stop_on_bad_history(&store, stop_tx);
+    let path = options.socket();
     let result = if options.stdio {
-        serve_stdio(
-            ctx.clone(),
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            stop_rx,
-            STARTUP_TIMEOUT,
-        )
-        .await
-        .map_err(ServeError::from)
+        match bind(&path, &store) {
+            Ok(bridge) => stdio::serve_managed(
+                ctx.clone(),
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                bridge,
+                SocketFile(path),
+                stop_rx,
+            )
+            .await
+            .map_err(ServeError::from),
+            Err(e) => {
+                let e = ServeError::from(e);
+                report_startup_failure(e.code(), &error_chain(&e));
+                Err(e)
+            }
+        }
     } else {
-        let path = options.home.join(lapis_protocol::home::SOCKET_FILE);
         match bind(&path, &store) {
             Ok(listener) => {
+                let _socket = SocketFile(path.clone());
                 tracing::info!(socket = %path.display(), pid = ctx.identity.pid, "listening");
                 // Bound and listening: a connect succeeds from here on.
                 notify::ready();
@@ -368,12 +389,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
                     listener,
                     max_connections: ctx.limits.max_connections,
                     ctx: ctx.clone(),
+                    serves: Serves::Everyone,
                     shutdown: stop_rx,
                     drain: DRAIN,
                 }
                 .run()
                 .await;
-                let _ = std::fs::remove_file(&path);
                 Ok(())
             }
             Err(e) => Err(e.into()),

@@ -1,11 +1,17 @@
 //! Managed mode: the parent process talks to the controller over its
-//! stdin/stdout.
+//! stdin/stdout, and the agents' MCP bridge reaches it over a private
+//! socket in the controller home ([`BRIDGE_SOCKET_FILE`]).
 //!
 //! What must stay true: the credential arrives only as the first stdin line
 //! (never argv or environment); exactly one readiness frame answers it, and it
 //! carries no credential; a startup failure frame names a code and a reason,
 //! never the credential; nothing waits for stdin to be closed (the first line
-//! is read with the bounded frame reader, not to end of file).
+//! is read with the bounded frame reader, not to end of file). The bridge
+//! socket is bound before readiness (the first turn's agent finds it), is
+//! served by `serve`'s own listener for tool tickets only ([`Serves::Bridge`]),
+//! stops when the stdin/stdout protocol ends and is removed with it.
+//!
+//! [`BRIDGE_SOCKET_FILE`]: lapis_protocol::home::BRIDGE_SOCKET_FILE
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,9 +26,11 @@ use lapis_protocol::{
 
 use super::frames::read_frame;
 
+use super::admission::Serves;
 use super::connection::serve_connection;
 use super::context::ServerContext;
 use super::dispatch::authenticate;
+use super::listener::{Listener, SocketFile};
 
 /// How long the parent has to send the startup line.
 pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -46,8 +54,43 @@ impl From<RpcError> for StartupError {
     }
 }
 
-/// Runs managed mode to completion: startup line, readiness, then the
-/// protocol until stdin ends or shutdown is signalled.
+/// Runs managed mode with its bridge: `bridge` (bound at `socket`) serves
+/// the agents' MCP bridge connections while [`serve_stdio`] runs, then is
+/// drained and its socket file removed.
+pub(crate) async fn serve_managed<R, W>(
+    ctx: Arc<ServerContext>,
+    reader: R,
+    writer: W,
+    bridge: tokio::net::UnixListener,
+    socket: SocketFile,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), StartupError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (stop_bridge, bridge_stop) = watch::channel(false);
+    tracing::info!(socket = %socket.0.display(), "mcp bridge socket listening");
+    let bridge = tokio::spawn(
+        Listener {
+            listener: bridge,
+            max_connections: ctx.limits.max_connections,
+            ctx: ctx.clone(),
+            serves: Serves::Bridge,
+            shutdown: bridge_stop,
+            drain: super::DRAIN,
+        }
+        .run(),
+    );
+    let result = serve_stdio(ctx, reader, writer, shutdown, STARTUP_TIMEOUT).await;
+    let _ = stop_bridge.send(true);
+    let _ = bridge.await;
+    drop(socket);
+    result
+}
+
+/// Runs managed mode's protocol to completion: startup line, readiness,
+/// then the protocol until stdin ends or shutdown is signalled.
 pub(crate) async fn serve_stdio<R, W>(
     ctx: Arc<ServerContext>,
     reader: R,

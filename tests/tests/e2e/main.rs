@@ -47,6 +47,7 @@ mod journal_anchor;
 mod journal_compat;
 mod leaks;
 mod managed;
+mod managed_ports;
 mod mcp;
 mod memory;
 mod ops_logs_doctor;

@@ -74,7 +74,7 @@ fn proc_file(pid: u32, name: &str) -> Vec<u8> {
 
 /// Whether `pid` is gone: no such process, or a zombie nobody reaped yet
 /// (a container's init may not reap orphans).
-fn gone(pid: u32) -> bool {
+pub(crate) fn gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(stat) => stat
@@ -84,7 +84,7 @@ fn gone(pid: u32) -> bool {
 }
 
 /// The live children of `pid` (from `/proc/*/stat`).
-fn children(pid: u32) -> Vec<u32> {
+pub(crate) fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -184,9 +184,13 @@ fn a_managed_controller_is_ready_serves_turns_and_stops_cleanly() {
     let err = client.reconnect().unwrap_err();
     assert_eq!(err.code(), "not_reconnectable");
 
-    // A graceful stop: exit 0, and the agent went with it.
+    // A graceful stop: exit 0, and the agent and the bridge socket went
+    // with it.
+    let bridge = setup.home.join(lapis_protocol::home::BRIDGE_SOCKET_FILE);
+    assert!(bridge.exists(), "the agents' bridge socket is bound");
     let status = managed.stop().unwrap();
     assert_eq!(status.code(), Some(0));
+    assert!(!bridge.exists(), "the bridge socket is removed at exit");
     for agent in agents {
         until("the agent to be reaped", || gone(agent));
     }
@@ -282,6 +286,8 @@ fn the_managed_controller_dies_with_its_parent() {
         (!a.is_empty()).then_some(a)
     });
     assert!(!gone(controller));
+    let bridge = setup.home.join(lapis_protocol::home::BRIDGE_SOCKET_FILE);
+    assert!(bridge.exists(), "the agents' bridge socket is bound");
     // SIGKILL: the parent gets no chance to stop anything itself.
     parent.kill().unwrap();
     parent.wait().unwrap();
@@ -291,6 +297,8 @@ fn the_managed_controller_dies_with_its_parent() {
     for agent in agents {
         until("the controller's agent to be reaped", || gone(agent));
     }
+    // Stopped by its parent's death, it removed its bridge socket.
+    assert!(!bridge.exists(), "the bridge socket is left behind");
     drop(stdin);
     setup.finish();
 }

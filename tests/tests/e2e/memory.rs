@@ -27,9 +27,10 @@ use crate::policy::{app, settle};
 use crate::serve_support::{OWNER, Server};
 
 /// Every envelope and query the application was given.
-type Seen = Arc<Mutex<Vec<(AccessEnvelope, String)>>>;
+pub(crate) type Seen = Arc<Mutex<Vec<(AccessEnvelope, String)>>>;
 
-struct Notes(Seen);
+/// The `mem` port's handler: records each envelope and query.
+pub(crate) struct Notes(pub(crate) Seen);
 
 fn cand(id: &str, text: &str) -> MemoryCandidate {
     MemoryCandidate {

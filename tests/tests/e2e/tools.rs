@@ -20,9 +20,10 @@ use crate::policy::{app, settle};
 use crate::serve_support::{OWNER, Server};
 
 /// What the application saw, in order.
-type Seen = Arc<Mutex<Vec<String>>>;
+pub(crate) type Seen = Arc<Mutex<Vec<String>>>;
 
-struct Crm(Seen);
+/// The `crm` endpoint's handler: records what it was asked, in order.
+pub(crate) struct Crm(pub(crate) Seen);
 
 impl ToolHandler for Crm {
     fn invoke(&mut self, call: &ToolInvoke) -> Result<ToolOutput, CallbackError> {

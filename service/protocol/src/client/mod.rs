@@ -22,6 +22,7 @@ mod credential;
 mod error;
 mod follow;
 mod managed;
+mod ports;
 mod resume;
 mod serve;
 mod settle;
@@ -49,6 +50,7 @@ pub use managed::{
     DEFAULT_EXECUTABLE, DEFAULT_READY_TIMEOUT, DEFAULT_STOP_GRACE, ManagedController, ManagedError,
     ManagedOptions,
 };
+pub use ports::PortHandlers;
 pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler, TranscriptHandler};
 
 /// How long [`Client::connect`] waits for the socket to accept.

@@ -129,7 +129,10 @@ fn not_found(request: &Request) -> Response {
     )
 }
 
-fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) -> Response {
+pub(super) fn answer_transcript(
+    request: &Request,
+    handler: &mut (impl TranscriptHandler + ?Sized),
+) -> Response {
     match request.method.as_str() {
         TRANSCRIPT_APPEND => handle::<cb::TranscriptAppend>(request, |c| {
             handler.append(c).map(|()| TranscriptAck {})
@@ -139,7 +142,10 @@ fn answer_transcript(request: &Request, handler: &mut impl TranscriptHandler) ->
     }
 }
 
-fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Response {
+pub(super) fn answer_memory(
+    request: &Request,
+    handler: &mut (impl MemoryHandler + ?Sized),
+) -> Response {
     match request.method.as_str() {
         MEMORY_SEARCH => handle::<cb::MemorySearch>(request, |c| handler.search(c)),
         MEMORY_EVIDENCE => handle::<cb::MemoryEvidence>(request, |c| handler.evidence(c)),
@@ -147,14 +153,17 @@ fn answer_memory(request: &Request, handler: &mut impl MemoryHandler) -> Respons
     }
 }
 
-fn answer_context(request: &Request, handler: &mut impl ContextHandler) -> Response {
+pub(super) fn answer_context(
+    request: &Request,
+    handler: &mut (impl ContextHandler + ?Sized),
+) -> Response {
     match request.method.as_str() {
         CONTEXT_PREPARE => handle::<cb::ContextPrepare>(request, |c| handler.prepare(c)),
         _ => not_found(request),
     }
 }
 
-pub(super) fn answer(request: &Request, handler: &mut impl ToolHandler) -> Response {
+pub(super) fn answer(request: &Request, handler: &mut (impl ToolHandler + ?Sized)) -> Response {
     match request.method.as_str() {
         callbacks::TOOLS_INVOKE => handle::<cb::ToolsInvoke>(request, |c| handler.invoke(c)),
         callbacks::CAPTURE_BEGIN => handle::<cb::CaptureBegin>(request, |n| {
@@ -185,8 +194,8 @@ impl Client {
 
     /// Serves one `context.prepare` with `handler`, like
     /// [`Client::serve_tools`] (any other callback is answered "method not
-    /// found": serve each kind with its handler, or one handler for both
-    /// with [`Client::serve_ports`]).
+    /// found": serve each kind on its own connection, or every kind on one
+    /// with [`Client::serve_callback`]).
     pub fn serve_context(
         &mut self,
         handler: &mut impl ContextHandler,
@@ -224,25 +233,6 @@ impl Client {
         self.reply(&answer_transcript(&request, handler))
     }
 
-    /// Serves one callback of any kind: `context.*` with `context`, the
-    /// rest with `tools`.
-    pub fn serve_ports(
-        &mut self,
-        tools: &mut impl ToolHandler,
-        context: &mut impl ContextHandler,
-        timeout: Option<Duration>,
-    ) -> Result<bool, ClientError> {
-        let Some(request) = self.next_callback(timeout)? else {
-            return Ok(false);
-        };
-        let response = if request.method.starts_with("context.") {
-            answer_context(&request, context)
-        } else {
-            answer(&request, tools)
-        };
-        self.reply(&response)
-    }
-
     pub(super) fn reply(&mut self, response: &Response) -> Result<bool, ClientError> {
         self.stream
             .write_all(&encode(response))
@@ -254,7 +244,10 @@ impl Client {
 
     /// One callback queued while a request waited, else one read within
     /// `timeout`; `None` when none came in time.
-    fn next_callback(&mut self, timeout: Option<Duration>) -> Result<Option<Request>, ClientError> {
+    pub(super) fn next_callback(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Request>, ClientError> {
         let request = match self.callbacks.pop_front() {
             Some(r) => r,
             None => {
@@ -287,7 +280,7 @@ impl Client {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use super::*;
@@ -312,7 +305,8 @@ mod tests {
         }
     }
 
-    fn req(method: &str, params: serde_json::Value) -> Request {
+    /// A callback as the controller sends it.
+    pub(in crate::client) fn req(method: &str, params: serde_json::Value) -> Request {
         Request {
             id: Id::String("lapis-1".into()),
             method: method.into(),

@@ -1,6 +1,6 @@
-//! Serving an application's tools until one turn settles: the loop every
-//! application that submits a turn binding its own tools needs, written
-//! once. [`Client::serve_tools`] serves one callback and returns; a
+//! Serving an application's ports until one turn settles: the loop every
+//! application that submits a turn binding its own tools (or memory, …)
+//! needs, written once. [`Client::serve_tools`] serves one callback and returns; a
 //! [`JournalFollower`](super::JournalFollower) waits for events and only
 //! queues callbacks. This answers callbacks *and* watches the turn's
 //! journal on the one connection, so neither waits on the other.
@@ -19,10 +19,11 @@ use crate::notifications::JournalNotice;
 use crate::params::{JournalSubscribe, JournalUnsubscribe, UnsubscribeResult};
 use crate::{Incoming, Payload, Turn, TurnState};
 
-use super::serve::{ToolHandler, answer as answer_tools};
+use super::ports::PortHandlers;
+use super::serve::ToolHandler;
 use super::{Client, ClientError};
 
-/// Settled for [`Client::serve_tools_until_settled`]: finished
+/// Settled for [`Client::serve_until_settled`]: finished
 /// (`completed`, `failed`, `cancelled`) or fenced (`submission_unknown`,
 /// `interrupted`: its owner resolves it, nothing more will run).
 fn settled(state: TurnState) -> bool {
@@ -45,13 +46,26 @@ impl Client {
         turn_id: &str,
         timeout: Option<Duration>,
     ) -> Result<Turn, ClientError> {
+        self.serve_until_settled(&mut PortHandlers::new().tools(handler), turn_id, timeout)
+    }
+
+    /// [`Client::serve_tools_until_settled`] for every port kind: each
+    /// callback is answered by its kind's handler in `ports` (tools and a
+    /// memory port on one connection, as a managed controller's
+    /// application has them).
+    pub fn serve_until_settled(
+        &mut self,
+        ports: &mut PortHandlers<'_>,
+        turn_id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Turn, ClientError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let thread = self.turns_get(turn_id)?.thread_id;
         let mut subscription = self.subscribe_live(&thread)?;
         let mut turn = self.turns_get(turn_id)?;
         while !settled(turn.state) {
             if let Some(request) = self.callbacks.pop_front() {
-                self.reply(&answer_tools(&request, handler))?;
+                self.reply(&ports.answer(&request))?;
                 continue;
             }
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -60,7 +74,7 @@ impl Client {
             }
             let notification = match self.read_incoming(left) {
                 Ok(Some(Incoming::Request(r))) => {
-                    self.reply(&answer_tools(&r, handler))?;
+                    self.reply(&ports.answer(&r))?;
                     continue;
                 }
                 Ok(Some(Incoming::Notification(n))) => n,

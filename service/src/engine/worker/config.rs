@@ -30,9 +30,10 @@ pub struct EngineConfig {
     /// Application tool endpoints and bridge tickets (shared with the
     /// server, which registers endpoints and serves bridge calls).
     pub(crate) tools: crate::tools::Tools,
-    /// How agent sessions of threads with tools reach them: this binary
-    /// (`mcp-bridge`) and the socket it connects back to. `None` (managed
-    /// mode, no socket): such turns fail `tool_endpoint_unavailable`.
+    /// How agent sessions of threads with tools or memory reach them: this
+    /// binary (`mcp-bridge`) and the socket it connects back to (`serve`'s
+    /// controller socket, or managed mode's bridge socket). `None` (an
+    /// engine without a server): such turns fail `tool_endpoint_unavailable`.
     pub(crate) bridge: Option<(PathBuf, PathBuf)>,
     /// The config's budgets at start (a reload replaces the engine's).
     pub(crate) budgets: Vec<lapis_protocol::config::Budget>,

@@ -83,6 +83,7 @@ async fn start_limited(
             listener,
             max_connections: connections,
             ctx: prepared.ctx.clone(),
+            serves: super::Serves::Everyone,
             shutdown: stop_rx,
             drain: Duration::from_secs(5),
         }
