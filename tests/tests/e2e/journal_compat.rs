@@ -183,3 +183,101 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
     let again = ctx.run(["journal", "verify", "--json"]).success().json();
     assert_eq!(again["head"], verified["head"]);
 }
+
+/// A journal written at schema 17 (chain version 1, with `event_hash`
+/// recorded for a store-bound thread's content: `tests/fixtures/journal-v17`,
+/// written by commit f7fb9d6's `generate_v17_fixture`; never regenerate it)
+/// verifies before and after its upgrade to chain version 2, with the same
+/// head; a row written after it covers its `event_hash`; and the boundary
+/// where version 2 starts is itself covered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_17_journal_verifies_unchanged_across_the_chain_version_upgrade() {
+    let ctx = TestContext::new();
+    crate::serve_support::write_config(&ctx, serde_json::json!({}), serde_json::json!({}));
+    let home = ctx.home().join(".lapis/ai-controller");
+    std::fs::create_dir_all(&home).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/journal-v17");
+    for name in [lapis_service::store::DB_FILE, "controller.db-anchor"] {
+        std::fs::copy(fixture.join(name), home.join(name)).unwrap();
+    }
+    let db = home.join(lapis_service::store::DB_FILE);
+    let before = stored_texts(&db);
+    let verified = ctx.run(["journal", "verify", "--json"]).success().json();
+    assert_eq!(verified["events"], 20, "{verified}");
+    Store::open(StoreOptions::new(home.clone()))
+        .unwrap()
+        .close()
+        .await;
+    let again = ctx.run(["journal", "verify", "--json"]).success().json();
+    assert_eq!(
+        again["head"], verified["head"],
+        "old rows keep their hashes"
+    );
+    assert_eq!(stored_texts(&db), before);
+    // A row written after the upgrade (a prompt of the store-bound thread,
+    // its content in memory, its event_hash recorded) has its event_hash
+    // in the chain: edited at rest, `journal verify` names its row.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let bound: String = conn
+        .query_row(
+            "SELECT id FROM threads WHERE transcript_store IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    drop(conn);
+    let store = Store::open(StoreOptions::new(home.clone())).unwrap();
+    let submit = lapis_service::SubmitTurn {
+        command_id: "after-upgrade".into(),
+        thread_id: bound,
+        prompt: "again".into(),
+        continues: None,
+        max_turn_seconds: None,
+    };
+    store
+        .submit_turn(&lapis_service::Actor::new("owner", "test-app"), submit)
+        .await
+        .unwrap();
+    store.close().await;
+    ctx.run(["journal", "verify"]).success();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (seq, recorded): (i64, String) = conn
+        .query_row(
+            "SELECT seq, event_hash FROM events WHERE event_hash IS NOT NULL \
+             ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(seq > 20, "a new row: {seq}");
+    let forged = "0".repeat(64);
+    conn.execute(
+        "UPDATE events SET event_hash = ?2 WHERE seq = ?1",
+        rusqlite::params![seq, forged],
+    )
+    .unwrap();
+    let out = ctx.run(["journal", "verify", "--json"]);
+    out.expect_code(2);
+    let err = out.json();
+    assert_eq!(err["error"]["details"]["seq"], seq, "{err}");
+    assert_eq!(err["error"]["details"]["check"], "chain", "{err}");
+    conn.execute(
+        "UPDATE events SET event_hash = ?2 WHERE seq = ?1",
+        rusqlite::params![seq, recorded],
+    )
+    .unwrap();
+    drop(conn);
+    ctx.run(["journal", "verify"]).success();
+    // Version 2 starts after the old rows; claiming it started at row 1
+    // makes row 1 hash with the other tag.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE chain_versions SET from_seq = 1", [])
+        .unwrap();
+    let out = ctx.run(["journal", "verify", "--json"]);
+    out.expect_code(2);
+    let err = out.json();
+    assert_eq!(err["error"]["code"], "journal_tampered", "{err}");
+    assert_eq!(err["error"]["details"]["seq"], 1, "{err}");
+    assert_eq!(err["error"]["details"]["check"], "chain", "{err}");
+}
