@@ -340,17 +340,12 @@ ALTER TABLE events ADD COLUMN event_hash TEXT;
 "#,
     },
     Migration {
-        // Version 18: `event_hash` enters the hash chain (issue 42 item 5,
-        // `chain` version 2). Rows already written keep their version-1
-        // hashes; every row from `from_seq` on is linked with version 2.
+        // Version 18: `event_hash` enters the hash chain (issue 42 item 5):
+        // rows from `from_seq` on are linked with `chain` version 2.
         then: None,
         sql: r#"
-CREATE TABLE chain_versions (
-    version  INTEGER PRIMARY KEY NOT NULL,
-    from_seq INTEGER NOT NULL
-);
-INSERT INTO chain_versions (version, from_seq)
-    SELECT 2, coalesce(max(seq), 0) + 1 FROM events;
+CREATE TABLE chain_versions (version INTEGER PRIMARY KEY NOT NULL, from_seq INTEGER NOT NULL);
+INSERT INTO chain_versions (version, from_seq) SELECT 2, coalesce(max(seq), 0) + 1 FROM events;
 "#,
     },
 ];
