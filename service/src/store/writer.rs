@@ -343,7 +343,8 @@ impl Writer {
         // The first write of a batch needs no savepoint: nothing before it
         // in the transaction can be lost, so a failure rolls back the whole
         // transaction and opens it again (and its pages need no savepoint
-        // sub-journal). Two statements fewer per batch.
+        // sub-journal). Two statements fewer per batch. Anything that opens
+        // a savepoint of its own first (`command`) clears `batch_clean`.
         let first = in_batch && self.batch_clean == Some(self.conn.total_changes());
         let result = if first {
             let done = f(&self.conn, &self.journal, &mut stage, now)
