@@ -236,6 +236,7 @@ impl Store {
             outbox: Vec::new(),
             publisher: Publisher::start(Arc::clone(&shared)),
             anchor: super::writer::AnchorState::new(db.clone(), anchor),
+            batch_clean: None,
             _lock: lock,
         };
         writer.reload()?;

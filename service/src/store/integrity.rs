@@ -19,11 +19,9 @@
 //! event is missing or unreadable fails closed; only turns submitted before
 //! version 8 (no `inputDigest`) go unchecked.
 
-use rusqlite::{Connection, OptionalExtension};
-
 use lapis_protocol::Payload;
 
-use crate::domain::{EventKind, StoreResult, Turn};
+use crate::domain::{EventKind, Turn};
 
 use super::ids::digest;
 
@@ -57,18 +55,11 @@ pub(super) enum InputCheck {
 }
 
 /// Compares `row`'s stored input (with `prompt` as read from `turns`) to
-/// the digest chained in its `turn_submitted` event.
-pub(super) fn check_queued(conn: &Connection, row: &Turn, prompt: &str) -> StoreResult<InputCheck> {
-    // Served by the partial index `events_turn_submitted` (a literal kind).
-    let payload: Option<Option<String>> = conn
-        .prepare_cached(
-            "SELECT payload FROM events WHERE turn_id = ?1 AND kind = 'turn_submitted' \
-             ORDER BY seq LIMIT 1",
-        )?
-        .query_row([&row.id], |r| r.get(0))
-        .optional()?;
+/// the digest chained in its `turn_submitted` event, whose payload the
+/// claim read with the row (`None`: no such event, or no payload; the
+/// claim's one joined read, see `super::hot`).
+pub(super) fn compare_queued(row: &Turn, prompt: &str, payload: Option<String>) -> InputCheck {
     let submitted = payload
-        .flatten()
         .and_then(|p| serde_json::from_str(&p).ok())
         .and_then(
             |raw| match Payload::from_value(EventKind::TurnSubmitted, raw) {
@@ -77,10 +68,10 @@ pub(super) fn check_queued(conn: &Connection, row: &Turn, prompt: &str) -> Store
             },
         );
     let Some(submitted) = submitted else {
-        return Ok(InputCheck::Mismatch);
+        return InputCheck::Mismatch;
     };
     let Some(chained) = submitted.input_digest else {
-        return Ok(InputCheck::Unchained);
+        return InputCheck::Unchained;
     };
     let stored = submit_digest(
         &row.thread_id,
@@ -88,9 +79,9 @@ pub(super) fn check_queued(conn: &Connection, row: &Turn, prompt: &str) -> Store
         row.continues.as_deref(),
         row.max_turn_seconds,
     );
-    Ok(if stored == chained && submitted.turn_id == row.id {
+    if stored == chained && submitted.turn_id == row.id {
         InputCheck::Matches
     } else {
         InputCheck::Mismatch
-    })
+    }
 }

@@ -115,7 +115,7 @@ pub(super) struct ReadyPayload {
     /// `value` as JSON text (stored, and covered by the chain hash).
     text: String,
     /// Markers the redaction inserted.
-    redactions: u32,
+    pub(super) redactions: u32,
 }
 
 impl ReadyPayload {

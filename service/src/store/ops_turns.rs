@@ -19,12 +19,14 @@ use lapis_protocol::{
 };
 
 use super::command_kind::CommandKind;
+use super::hot;
 use super::ids::{check_name, check_sha256_hex, new_id};
 use super::integrity::{self, InputCheck};
+use super::journal::ReadyPayload;
 use super::prepared;
 use super::read;
 use super::receipts::{check_replay, receipt, stage_receipt};
-use super::transition::stage_transition;
+use super::transition::{stage_claim, stage_transition};
 use super::writer::{LiveTurn, Writer};
 
 /// Largest accepted per-turn deadline (one week).
@@ -82,6 +84,15 @@ impl Writer {
     ) -> StoreResult<TransitionOutcome> {
         if let Some(code) = &outcome {
             check_name("outcome code", code)?;
+        }
+        // A tracked turn: one statement, from the state memory holds.
+        let live =
+            |w: &mut Self| w.live_transition(id, event, outcome.as_deref(), None, |_, _| Ok(()));
+        if !recovered && let Some(turn) = live(self)? {
+            return Ok(TransitionOutcome {
+                turn,
+                applied: true,
+            });
         }
         let row = self.turn_or_404(id)?;
         let after = self.write(|tx, j, st, now| {
@@ -146,7 +157,7 @@ impl Writer {
                 replayed: true,
             });
         }
-        let thread = read::thread(&self.conn, &input.thread_id)?
+        let (thread, workspace) = hot::thread_and_workspace(&self.conn, &input.thread_id)?
             .ok_or_else(|| StoreError::not_found("thread", &input.thread_id))?;
         // Checked here rather than by a read before the request: one store
         // round trip per submit instead of two.
@@ -154,7 +165,7 @@ impl Writer {
         if !actor.owns(&thread) {
             return Err(StoreError::not_found("thread", &input.thread_id));
         }
-        if read::workspace(&self.conn, &thread.workspace_id)?.is_none() {
+        if workspace.is_none() {
             return Err(StoreError::invalid(format!(
                 "workspace `{}` was removed: its threads are read-only (add it again with `workspaces add {} DIR` for the same directory)",
                 thread.workspace_id, thread.workspace_id
@@ -219,14 +230,46 @@ impl Writer {
                 continues: input.continues.clone(),
                 input_digest: Some(dig.clone()),
             });
-            j.append(tx, st, &thread.id, Some(&id), now, submitted)?;
             // What was asked, in the thread's transcript (content: it follows
             // the thread's retention like the agent's reply).
             let asked = Payload::UserMessage(Prompt {
                 text: input.prompt.clone(),
             });
-            j.append(tx, st, &thread.id, Some(&id), now, asked)?;
-            read::turn(tx, &id)?.ok_or_else(|| StoreError::not_found("turn", &id))
+            let mut redactions = 0;
+            for payload in [submitted, asked] {
+                let ready = ReadyPayload::new(&payload);
+                redactions += u64::from(ready.redactions);
+                let kind = payload.kind();
+                j.append_ready(tx, st, &thread.id, Some(&id), kind, now, Some(ready))?;
+            }
+            // The row as the INSERT (and the redaction counts) left it,
+            // without reading it back: `write` inserts the staged events.
+            Ok(Turn {
+                id: id.clone(),
+                thread_id: thread.id.clone(),
+                workspace_id: thread.workspace_id.clone(),
+                principal: actor.principal.clone(),
+                command_id: input.command_id.clone(),
+                state: TurnState::Queued,
+                outcome: None,
+                cancel_requested: false,
+                continues: input.continues.clone(),
+                queue_seq,
+                created_at: now,
+                updated_at: now,
+                prepared_at: None,
+                dispatched_at: None,
+                started_at: None,
+                finished_at: None,
+                resolved_at: None,
+                agent_session_id: None,
+                max_turn_seconds: input.max_turn_seconds,
+                awaiting_input: false,
+                redactions,
+                prepared: None,
+                user_message: None,
+                usage: None,
+            })
         })?;
         self.last_queue_seq = queue_seq;
         self.sched.enqueue(&turn.workspace_id, queue_seq, &turn.id);
@@ -235,6 +278,7 @@ impl Writer {
             turn.id.clone(),
             LiveTurn {
                 thread: thread.id,
+                workspace: turn.workspace_id.clone(),
                 state: turn.state,
                 cancel,
                 append_failed: false,
@@ -253,21 +297,22 @@ impl Writer {
         let Some((_, id)) = self.sched.pick() else {
             return Ok(None);
         };
-        let row = self.turn_or_404(&id)?;
-        let thread = read::thread(&self.conn, &row.thread_id)?
+        // The turn, its prompt and chained input, its thread and its
+        // workspace in one statement (see `super::hot`).
+        let read =
+            hot::claim_read(&self.conn, &id)?.ok_or_else(|| StoreError::not_found("turn", &id))?;
+        let row = read.turn;
+        let (thread, workspace) = read
+            .thread
             .ok_or_else(|| StoreError::not_found("thread", &row.thread_id))?;
-        let workspace = read::workspace(&self.conn, &row.workspace_id)?
-            .ok_or_else(|| StoreError::not_found("workspace", &row.workspace_id))?;
-        let prompt: Option<String> = self
-            .conn
-            .prepare_cached("SELECT prompt FROM turns WHERE id = ?1")?
-            .query_row([&id], |r| r.get(0))?;
-        let prompt = prompt.ok_or(StoreError::InvalidRow {
+        let workspace =
+            workspace.ok_or_else(|| StoreError::not_found("workspace", &row.workspace_id))?;
+        let prompt = read.prompt.ok_or(StoreError::InvalidRow {
             table: "turns",
             row: id.clone(),
             check: "prompt",
         })?;
-        match integrity::check_queued(&self.conn, &row, &prompt)? {
+        match integrity::compare_queued(&row, &prompt, read.submitted) {
             InputCheck::Matches | InputCheck::Unchained => {}
             InputCheck::Mismatch => {
                 // Edited at rest: fail closed before anything reaches an
@@ -300,8 +345,9 @@ impl Writer {
         };
         let provider = prepare(&thread);
         let config = prepared::prepare(&thread, provider.as_ref());
+        let text = prepared::column_text(&config);
         let after = self.write(|tx, j, st, now| {
-            let after = stage_transition(tx, j, st, now, &row, TurnEvent::Claim, None, false)?
+            let after = stage_claim(tx, j, st, now, &row, &text)?
                 .ok_or_else(|| StoreError::conflict("turn is not queued"))?;
             prepared::stage(tx, j, st, now, &after, &config)
         })?;
@@ -341,6 +387,9 @@ impl Writer {
     ) -> StoreResult<Turn> {
         check_session_id(&binding.session_id)?;
         check_sha256_hex(&binding.fingerprint)?;
+        if let Some(turn) = self.live_dispatch(id, binding)? {
+            return Ok(turn);
+        }
         let row = self.turn_or_404(id)?;
         if row.state == TurnState::Preparing && row.cancel_requested {
             return Err(StoreError::conflict("cancel requested before dispatch"));

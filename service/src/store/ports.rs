@@ -16,7 +16,7 @@ use serde_json::json;
 use lapis_protocol::{Retention, ThreadPorts};
 
 use super::ids::check_name;
-use super::row::bad;
+use super::row_error::bad;
 use crate::domain::{StoreError, StoreResult};
 
 /// The port columns of `threads`, in [`values`] and [`read`] order, as a

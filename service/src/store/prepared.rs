@@ -34,8 +34,16 @@ pub(super) fn prepare(thread: &Thread, facts: Option<&ProviderFacts>) -> Prepare
     }
 }
 
-/// Stores `prepared` on the claimed turn and journals it, inside the
-/// claim's transaction; returns the turn as it now reads.
+/// The `prepared` column's text for `prepared`.
+pub(super) fn column_text(prepared: &PreparedConfig) -> String {
+    Payload::TurnPrepared(prepared.clone())
+        .to_value()
+        .to_string()
+}
+
+/// Journals `prepared`, stored on the claimed turn by the claim's own
+/// UPDATE (`super::transition::stage_claim`, with [`column_text`]), inside
+/// the claim's transaction; returns the turn as it now reads.
 pub(super) fn stage(
     tx: &Connection,
     journal: &Journal,
@@ -45,8 +53,6 @@ pub(super) fn stage(
     prepared: &PreparedConfig,
 ) -> StoreResult<Turn> {
     let payload = Payload::TurnPrepared(prepared.clone());
-    tx.prepare_cached("UPDATE turns SET prepared = ?1 WHERE id = ?2")?
-        .execute(rusqlite::params![payload.to_value().to_string(), turn.id])?;
     journal.append(tx, stage, &turn.thread_id, Some(&turn.id), now, payload)?;
     // The row as it now is, without reading it back.
     let mut after = turn.clone();

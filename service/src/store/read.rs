@@ -6,15 +6,19 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::domain::{
-    ApprovalPolicy, AuthSession, EventKind, JournalEvent, Retention, SessionBinding, StoreError,
-    StoreResult, Thread, Turn, TurnState, Workspace,
+    AuthSession, EventKind, JournalEvent, StoreError, StoreResult, Thread, Turn, TurnState,
+    Workspace,
 };
 use lapis_protocol::UserMessage;
 
 use super::journal::MemoryPayloads;
+pub(super) use super::rows::{
+    THREAD_COLS, TURN_COLS, WORKSPACE_COLS, thread_row, turn_row, workspace_row,
+};
+use super::rows::{thread_cols, turn_cols, workspace_cols};
 use lapis_protocol::Scope;
 
-use super::row::bad;
+use super::row_error::bad;
 
 /// Turn a mapping error back into the typed error it carries.
 pub(super) fn unwrap_err(err: rusqlite::Error) -> StoreError {
@@ -25,116 +29,6 @@ pub(super) fn unwrap_err(err: rusqlite::Error) -> StoreError {
         },
         other => StoreError::from_sqlite(other),
     }
-}
-
-/// Columns of a workspace row, in [`workspace_row`] order.
-pub(super) const WORKSPACE_COLS: &str = "id, path, created_at";
-
-/// Map a workspace row.
-pub(super) fn workspace_row(r: &Row<'_>) -> rusqlite::Result<Workspace> {
-    Ok(Workspace {
-        id: r.get(0)?,
-        path: r.get(1)?,
-        created_at: r.get(2)?,
-    })
-}
-
-/// Columns of a thread row, in [`thread_row`] order.
-pub(super) const THREAD_COLS: &str = concat!(
-    "id, principal, application, workspace_id, provider, approval, \
-     restricted, retention, version, created_at, updated_at, agent_session_id, agent_fingerprint, \
-     agent_thread_version, mcp_servers, permission_timeout_seconds, budget, ",
-    super::ports::port_cols!()
-);
-
-/// Map a thread row.
-pub(super) fn thread_row(r: &Row<'_>) -> rusqlite::Result<Thread> {
-    let id: String = r.get(0)?;
-    let approval: String = r.get(5)?;
-    let retention: String = r.get(7)?;
-    Ok(Thread {
-        approval: ApprovalPolicy::parse(&approval)
-            .ok_or_else(|| bad("threads", &id, "approval"))?,
-        retention: Retention::parse(&retention).ok_or_else(|| bad("threads", &id, "retention"))?,
-        principal: r.get(1)?,
-        application: r.get(2)?,
-        workspace_id: r.get(3)?,
-        provider: r.get(4)?,
-        restricted: r.get(6)?,
-        version: r.get::<_, i64>(8)? as u64,
-        created_at: r.get(9)?,
-        updated_at: r.get(10)?,
-        agent_session: match (
-            r.get::<_, Option<String>>(11)?,
-            r.get::<_, Option<String>>(12)?,
-        ) {
-            (Some(session_id), Some(fingerprint)) => Some(SessionBinding {
-                session_id,
-                fingerprint,
-                thread_version: r.get::<_, Option<i64>>(13)?.unwrap_or(0) as u64,
-            }),
-            _ => None,
-        },
-        mcp_servers: match r.get::<_, Option<String>>(14)? {
-            None => Vec::new(),
-            Some(json) => {
-                serde_json::from_str(&json).map_err(|_| bad("threads", &id, "mcp_servers"))?
-            }
-        },
-        permission_timeout_seconds: r.get::<_, Option<i64>>(15)?.map(|n| n as u64),
-        // Startup validation refused a budget that does not parse.
-        budget: r
-            .get::<_, Option<String>>(16)?
-            .and_then(|b| serde_json::from_str(&b).ok()),
-        ports: super::ports::read(r, 17, &id)?,
-        id,
-    })
-}
-
-/// Columns of a turn row, in [`turn_row`] order.
-pub(super) const TURN_COLS: &str = "id, thread_id, workspace_id, principal, command_id, state, outcome, \
-     cancel_requested, continues, queue_seq, created_at, updated_at, prepared_at, dispatched_at, \
-     started_at, finished_at, resolved_at, agent_session_id, max_turn_seconds, redactions, prepared, \
-     usage";
-
-/// Map a turn row.
-pub(super) fn turn_row(r: &Row<'_>) -> rusqlite::Result<Turn> {
-    let id: String = r.get(0)?;
-    let state: String = r.get(5)?;
-    Ok(Turn {
-        state: TurnState::parse(&state).ok_or_else(|| bad("turns", &id, "state"))?,
-        thread_id: r.get(1)?,
-        workspace_id: r.get(2)?,
-        principal: r.get(3)?,
-        command_id: r.get(4)?,
-        outcome: r.get(6)?,
-        cancel_requested: r.get(7)?,
-        continues: r.get(8)?,
-        queue_seq: r.get::<_, i64>(9)? as u64,
-        created_at: r.get(10)?,
-        updated_at: r.get(11)?,
-        prepared_at: r.get(12)?,
-        dispatched_at: r.get(13)?,
-        started_at: r.get(14)?,
-        finished_at: r.get(15)?,
-        resolved_at: r.get(16)?,
-        agent_session_id: r.get(17)?,
-        max_turn_seconds: r.get::<_, Option<i64>>(18)?.map(|s| s as u64),
-        awaiting_input: false,
-        redactions: r.get::<_, i64>(19)? as u64,
-        prepared: match r.get_ref(20)?.as_str_or_null()? {
-            Some(json) => {
-                Some(serde_json::from_str(json).map_err(|_| bad("turns", &id, "prepared"))?)
-            }
-            None => None,
-        },
-        user_message: None,
-        usage: match r.get_ref(21)?.as_str_or_null()? {
-            Some(json) => Some(serde_json::from_str(json).map_err(|_| bad("turns", &id, "usage"))?),
-            None => None,
-        },
-        id,
-    })
 }
 
 /// Columns of a session row, in [`session_row`] order.
@@ -298,8 +192,10 @@ pub(super) fn event_hashes(
 
 /// One workspace by id, unless it was removed.
 pub(super) fn workspace(conn: &Connection, id: &str) -> StoreResult<Option<Workspace>> {
-    conn.prepare_cached(&format!(
-        "SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1 AND removed_at IS NULL"
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        workspace_cols!(),
+        " FROM workspaces WHERE id = ?1 AND removed_at IS NULL"
     ))?
     .query_row([id], workspace_row)
     .optional()
@@ -327,10 +223,14 @@ pub(super) fn workspaces(conn: &Connection) -> StoreResult<Vec<Workspace>> {
 
 /// One thread by id.
 pub(super) fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>> {
-    conn.prepare_cached(&format!("SELECT {THREAD_COLS} FROM threads WHERE id = ?1"))?
-        .query_row([id], thread_row)
-        .optional()
-        .map_err(unwrap_err)
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        thread_cols!(),
+        " FROM threads WHERE id = ?1"
+    ))?
+    .query_row([id], thread_row)
+    .optional()
+    .map_err(unwrap_err)
 }
 
 /// Filter for `Store::list_threads`; `None` fields match everything.
@@ -366,10 +266,14 @@ pub(super) fn threads(
 
 /// One turn by id.
 pub(super) fn turn(conn: &Connection, id: &str) -> StoreResult<Option<Turn>> {
-    conn.prepare_cached(&format!("SELECT {TURN_COLS} FROM turns WHERE id = ?1"))?
-        .query_row([id], turn_row)
-        .optional()
-        .map_err(unwrap_err)
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        turn_cols!(),
+        " FROM turns WHERE id = ?1"
+    ))?
+    .query_row([id], turn_row)
+    .optional()
+    .map_err(unwrap_err)
 }
 
 /// Filter for `Store::list_turns`; `None` fields match everything.

@@ -147,6 +147,9 @@ impl Writer {
         // One savepoint around the change and its receipt (inside the
         // writer's batch transaction, or its own transaction otherwise).
         let outbox = self.outbox.len();
+        // A write inside it must take its own savepoint (`Writer::write`
+        // skips one only for a batch's first write with no savepoint open).
+        self.batch_clean = None;
         self.conn.execute_batch("SAVEPOINT command")?;
         let mut changed = false;
         let result = (|| {

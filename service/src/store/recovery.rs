@@ -89,6 +89,7 @@ impl Writer {
                     t.id.clone(),
                     LiveTurn {
                         thread: t.thread_id,
+                        workspace: t.workspace_id,
                         state: t.state,
                         cancel,
                         append_failed: false,

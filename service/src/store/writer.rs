@@ -165,7 +165,10 @@ pub(crate) struct Shared {
 pub(crate) struct LiveTurn {
     /// Thread id.
     pub(crate) thread: String,
-    /// Current state.
+    /// Workspace id.
+    pub(crate) workspace: String,
+    /// Current state (kept equal to the row's: a transition of a tracked
+    /// turn starts from it without reading the row, see `transition`).
     pub(crate) state: TurnState,
     /// Cancel flag, watched by the runner's claim.
     pub(crate) cancel: watch::Sender<bool>,
@@ -214,6 +217,9 @@ pub(crate) struct Writer {
     pub(crate) parked: std::collections::VecDeque<ParkedClaim>,
     /// The journal anchor's last checkpoint (see [`checkpoint`]).
     pub(crate) anchor: AnchorState,
+    /// While a batch's transaction is open: `total_changes` as long as
+    /// nothing in it wrote yet (see [`Writer::write`]), `None` otherwise.
+    pub(crate) batch_clean: Option<u64>,
     /// Held for the life of the writer.
     pub(crate) _lock: InstanceLock,
 }
@@ -334,7 +340,26 @@ impl Writer {
         let now = self.clock.now_ms();
         let mut stage = self.journal.begin();
         let in_batch = !self.conn.is_autocommit();
-        let result = if in_batch {
+        // The first write of a batch needs no savepoint: nothing before it
+        // in the transaction can be lost, so a failure rolls back the whole
+        // transaction and opens it again (and its pages need no savepoint
+        // sub-journal). Two statements fewer per batch. Anything that opens
+        // a savepoint of its own first (`command`) clears `batch_clean`.
+        let first = in_batch && self.batch_clean == Some(self.conn.total_changes());
+        let result = if first {
+            let done = f(&self.conn, &self.journal, &mut stage, now)
+                .and_then(|v| self.journal.flush(&self.conn, &mut stage).map(|()| v));
+            if done.is_err() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                let reopened = self
+                    .conn
+                    .prepare_cached("BEGIN IMMEDIATE")
+                    .and_then(|mut s| s.execute([]))
+                    .is_ok();
+                self.batch_clean = reopened.then(|| self.conn.total_changes());
+            }
+            done
+        } else if in_batch {
             (|| {
                 // Cached: parsing these two statements again for every
                 // operation was a measurable part of the writer's CPU.
@@ -365,6 +390,9 @@ impl Writer {
                 Ok(value)
             })()
         };
+        if in_batch && result.is_ok() && self.batch_clean != Some(self.conn.total_changes()) {
+            self.batch_clean = None;
+        }
         match result {
             Ok(v) => {
                 if !in_batch {

@@ -442,3 +442,57 @@ async fn database_files_are_0600_and_an_existing_home_is_tightened_to_0700() {
     }
     store.close().await;
 }
+
+/// A batch's first write runs without a savepoint (`Writer::write`): when
+/// it fails after writing, the whole still-empty transaction is rolled back
+/// and reopened, so what it wrote is gone and the operations after it in
+/// the batch still commit together.
+#[tokio::test]
+async fn a_failed_first_write_of_a_batch_rolls_back_alone() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    let (release, held) = hold_writer(s).await;
+    let before = s.commit_count();
+    let failing = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.op(|w| {
+                w.write(|tx, _, _, now| {
+                    tx.execute(
+                        "INSERT INTO workspaces (id, path, created_at) VALUES ('ghost', '/ghost', ?1)",
+                        [now],
+                    )?;
+                    Err::<(), _>(StoreError::invalid("refused after writing"))
+                })
+            })
+            .await
+        })
+    };
+    tokio::task::yield_now().await;
+    let mut pending = Vec::new();
+    for i in 0..3 {
+        let (s, th) = (s.clone(), th.id.clone());
+        pending.push(tokio::spawn(async move {
+            s.submit_turn(&owner(), submit(&th, &format!("f{i}"), "after"))
+                .await
+        }));
+        tokio::task::yield_now().await;
+    }
+    release.send(()).unwrap();
+    held.await.unwrap().unwrap();
+    assert!(failing.await.unwrap().is_err());
+    for p in pending {
+        p.await.unwrap().expect("the submissions after it commit");
+    }
+    assert_eq!(s.commit_count() - before, 1, "one transaction for the rest");
+    f.store.close().await;
+    let again = Store::open(options(&f.dir.path().join("home"))).unwrap();
+    assert_eq!(
+        again.list_turns(TurnFilter::default()).await.unwrap().len(),
+        3
+    );
+    let workspaces = again.list_workspaces().await.unwrap();
+    assert!(workspaces.iter().all(|w| w.id != "ghost"), "{workspaces:?}");
+}

@@ -40,6 +40,7 @@ impl Batch {
             .prepare_cached("BEGIN IMMEDIATE")
             .and_then(|mut s| s.execute([]))
             .is_ok();
+        w.batch_clean = batched.then(|| w.conn.total_changes());
         Batch {
             batched,
             changes_before: w.conn.total_changes(),
@@ -142,8 +143,14 @@ impl Batch {
     /// Commits, publishes the events and answers.
     pub(super) fn finish(mut self, w: &mut Writer) {
         self.write_appends(w);
-        let failed = if self.batched {
-            let wrote = w.conn.total_changes() != self.changes_before;
+        // Still open: a failed first write reopens it (see `Writer::write`),
+        // and if that failed the later writes committed alone.
+        let open = self.batched && !w.conn.is_autocommit();
+        // Nothing written since it was (re)opened.
+        let clean = w.batch_clean == Some(w.conn.total_changes());
+        w.batch_clean = None;
+        let failed = if open {
+            let wrote = w.conn.total_changes() != self.changes_before && !clean;
             let commit = match injected_commit_fault() {
                 Some(e) => Err(e),
                 None => w

@@ -4,6 +4,7 @@
 
 use crate::domain::StoreError;
 
+/// `table`'s row `row` failed `check`, as the mapping error rusqlite carries.
 pub(super) fn bad(table: &'static str, row: &str, check: &'static str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
         0,
