@@ -9,8 +9,7 @@
 //! instead (`event_hash`), so content the store hands back after a restart
 //! can be checked before it is shown.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
 
 use lapis_protocol::{LateAppend, Observation, Payload};
 use rusqlite::{Connection, Statement, params};
@@ -20,6 +19,9 @@ use crate::domain::{EventKind, JournalEvent, Retention, StoreResult};
 use crate::redact::redactor;
 
 use super::chain::{self, Link};
+
+mod payloads;
+pub(super) use payloads::{MemoryPayloads, SharedPayloads};
 
 /// The insert of one event row, as [`Journal::flush`] binds it.
 const INSERT_EVENT: &str = "INSERT INTO events (seq, thread_id, thread_seq, turn_id, kind, at, \
@@ -157,51 +159,6 @@ pub(super) struct ThreadJournal {
     /// without one pay nothing for it.
     pub(crate) hashed: bool,
 }
-
-/// Payloads kept in memory only, bounded; oldest evicted first.
-#[derive(Debug, Default)]
-pub(super) struct MemoryPayloads {
-    /// seq -> payload.
-    map: HashMap<u64, Value>,
-    /// Insertion order for eviction.
-    order: VecDeque<u64>,
-    /// Bound on `map.len()`.
-    capacity: usize,
-}
-
-impl MemoryPayloads {
-    /// An empty map holding at most `capacity` payloads.
-    pub(super) fn new(capacity: usize) -> Self {
-        MemoryPayloads {
-            capacity,
-            ..Default::default()
-        }
-    }
-
-    fn insert(&mut self, seq: u64, value: Value) {
-        if self.capacity == 0 {
-            return;
-        }
-        while self.map.len() >= self.capacity {
-            match self.order.pop_front() {
-                Some(old) => {
-                    self.map.remove(&old);
-                }
-                None => break,
-            }
-        }
-        self.map.insert(seq, value);
-        self.order.push_back(seq);
-    }
-
-    /// The payload of `seq`, if still in memory.
-    pub(super) fn get(&self, seq: u64) -> Option<&Value> {
-        self.map.get(&seq)
-    }
-}
-
-/// Shared handle to the in-memory payloads.
-pub(super) type SharedPayloads = Arc<Mutex<MemoryPayloads>>;
 
 /// The writer's journal state.
 #[derive(Debug)]
