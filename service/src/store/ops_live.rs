@@ -61,17 +61,27 @@ impl Writer {
     ) -> StoreResult<Option<Turn>> {
         let session = Some(binding.session_id.as_str());
         self.live_transition(id, TurnEvent::Dispatch, None, session, |tx, turn| {
-            tx.prepare_cached(
-                "UPDATE threads SET agent_session_id = ?1, agent_fingerprint = ?2, \
-                 agent_thread_version = ?3 WHERE id = ?4",
-            )?
-            .execute(params![
-                binding.session_id,
-                binding.fingerprint,
-                binding.thread_version as i64,
-                turn.thread_id
-            ])?;
-            Ok(())
+            Ok(bind_session(tx, &turn.thread_id, binding)?)
         })
     }
+}
+
+/// Records `binding` as the native session of thread `thread_id` (the one
+/// statement both dispatch paths run).
+pub(super) fn bind_session(
+    tx: &rusqlite::Connection,
+    thread_id: &str,
+    binding: &SessionBinding,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE threads SET agent_session_id = ?1, agent_fingerprint = ?2, \
+         agent_thread_version = ?3 WHERE id = ?4",
+    )?
+    .execute(params![
+        binding.session_id,
+        binding.fingerprint,
+        binding.thread_version as i64,
+        thread_id
+    ])?;
+    Ok(())
 }

@@ -402,16 +402,7 @@ impl Writer {
             };
             tx.prepare_cached("UPDATE turns SET agent_session_id = ?1 WHERE id = ?2")?
                 .execute(params![binding.session_id, id])?;
-            tx.prepare_cached(
-                "UPDATE threads SET agent_session_id = ?1, agent_fingerprint = ?2, \
-                 agent_thread_version = ?3 WHERE id = ?4",
-            )?
-            .execute(params![
-                binding.session_id,
-                binding.fingerprint,
-                binding.thread_version as i64,
-                row.thread_id
-            ])?;
+            super::ops_live::bind_session(tx, &row.thread_id, binding)?;
             after.agent_session_id = Some(binding.session_id.clone());
             Ok(Some(after))
         })?;
