@@ -54,7 +54,7 @@ pub use registry::AgentRegistry;
 // Also the binary's: `stop` checks a pid's start time before it signals.
 pub use registry::start_time;
 pub(crate) use runner::STOP_REASONS;
-pub(crate) use runner::{AfterTurn, run_turn_on};
+pub(crate) use runner::{AfterTurn, TurnRun, run_turn_on};
 #[cfg(feature = "test-support")]
 pub use runner::{run_turn, run_turn_detached};
 pub use smoke::{SmokeTurnError, echo_smoke_turn};

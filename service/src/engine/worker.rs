@@ -32,8 +32,10 @@ use super::pool::{AgentPool, IdleJournal, PoolStatus};
 mod around;
 mod ask;
 mod config;
+mod launch;
 mod permissions;
 mod port_steps;
+mod steps;
 mod transcript;
 mod turn;
 

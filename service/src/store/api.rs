@@ -16,9 +16,10 @@ use crate::domain::{
 use lapis_protocol::params::WorkspaceRemoved;
 use lapis_protocol::{Payload, ThreadExpect};
 
-use super::handle::{PendingAppend, Store};
+use super::handle::Store;
 use super::history::{HistoryState, again};
 use super::journal::ReadyPayload;
+use super::pending::PendingAppend;
 use super::read::{self, ThreadFilter, TurnFilter};
 use super::replay;
 use super::writer::OpMode;
@@ -344,17 +345,18 @@ impl Store {
     /// request is queued in order before this returns.
     pub fn append_activity(&self, turn: &str, payload: Payload) -> PendingAppend {
         let (reply, rx) = oneshot::channel();
+        let kind = payload.kind();
         let req = AppendReq {
             turn: turn.to_owned(),
-            kind: payload.kind(),
+            kind,
             // Redacted and serialized here, on the caller's thread, not on
             // the single writer (see `ReadyPayload`).
             payload: Some(ReadyPayload::new(&payload)),
             reply,
         };
         match self.send(Cmd::Append(req)) {
-            Ok(()) => PendingAppend::new(rx),
-            Err(_) => PendingAppend::closed(),
+            Ok(()) => PendingAppend::new(rx, kind),
+            Err(_) => PendingAppend::closed(kind),
         }
     }
 

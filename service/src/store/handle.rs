@@ -1,12 +1,9 @@
 //! [`Store`]: the cloneable async handle (see the module docs of `store`).
 
-use std::future::Future;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -137,35 +134,6 @@ impl Drop for Inner {
         let _ = self.cmd.send(Cmd::Shutdown);
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
-        }
-    }
-}
-
-/// A streamed append in flight: await it for the committed event, or drop it
-/// (the event is still committed, in order, within the group-commit bound).
-#[derive(Debug)]
-pub struct PendingAppend {
-    rx: Result<oneshot::Receiver<StoreResult<Arc<JournalEvent>>>, ()>,
-}
-
-impl PendingAppend {
-    pub(super) fn new(rx: oneshot::Receiver<StoreResult<Arc<JournalEvent>>>) -> Self {
-        PendingAppend { rx: Ok(rx) }
-    }
-
-    pub(super) fn closed() -> Self {
-        PendingAppend { rx: Err(()) }
-    }
-}
-
-impl Future for PendingAppend {
-    type Output = StoreResult<Arc<JournalEvent>>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.get_mut().rx {
-            Err(()) => Poll::Ready(Err(StoreError::Closed)),
-            Ok(rx) => Pin::new(rx)
-                .poll(cx)
-                .map(|r| r.unwrap_or(Err(StoreError::Closed))),
         }
     }
 }

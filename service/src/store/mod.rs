@@ -72,6 +72,7 @@ mod ops_threads;
 mod ops_tools;
 mod ops_turns;
 mod ops_workspaces;
+mod pending;
 mod policy;
 mod ports;
 mod prepared;
@@ -94,9 +95,9 @@ pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;
 pub(crate) use command_kind::CommandKind;
-pub(crate) use handle::PendingAppend;
 pub use handle::{Store, StoreOptions};
 pub(crate) use inbox::Settled;
+pub(crate) use pending::{PendingAppend, Recorded};
 pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
 pub use schema::DB_FILE;

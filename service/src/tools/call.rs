@@ -159,9 +159,15 @@ pub(crate) async fn call(
     });
     // Durable before anything runs; a turn that ended meanwhile gets it as
     // a late observation, and then nothing runs.
-    match store.append_activity(&running.turn_id, requested).await {
-        Ok(e) if e.kind == lapis_protocol::EventKind::ToolCallRequested => {}
-        Ok(_) => return Err(failed("the turn ended before the call could run")),
+    match store
+        .append_activity(&running.turn_id, requested)
+        .on_turn()
+        .await
+    {
+        Ok(crate::store::Recorded::OnTurn) => {}
+        Ok(crate::store::Recorded::TurnEnded) => {
+            return Err(failed("the turn ended before the call could run"));
+        }
         Err(_) => return Err(failed("the call could not be journaled; nothing ran")),
     }
     fault::step(Step::BeforeBegin).await;

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use lapis_protocol::memory::{MAX_CANDIDATES, MEMORY_READ_TOOL, MEMORY_SEARCH_TOOL, RecallVia};
 use lapis_protocol::tools::{BridgeTool, ToolOutput, ToolsCall};
-use lapis_protocol::{ErrorCode, EventKind, Payload, RpcError};
+use lapis_protocol::{ErrorCode, Payload, RpcError};
 
 use super::Tools;
 use super::memory;
@@ -125,9 +125,10 @@ pub(crate) async fn call(
     // Journaled (metadata) before the agent gets it.
     match store
         .append_activity(turn_id, Payload::MemoryRecalled(record))
+        .on_turn()
         .await
     {
-        Ok(e) if e.kind == EventKind::MemoryRecalled => {}
+        Ok(crate::store::Recorded::OnTurn) => {}
         _ => return Some(Err(failed("the recall could not be journaled"))),
     }
     Some(Ok(ToolOutput {

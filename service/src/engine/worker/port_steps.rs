@@ -2,88 +2,82 @@
 //! port, then its memory port): one body for both, [`Engine::port_step`].
 //!
 //! What must stay true: a step's record is journaled before the turn goes
-//! on; a refusal or a record the journal refused ends the turn here (its
-//! slot released first), and a turn that ended meanwhile goes no further.
+//! on; a refusal or a record the journal refused halts the claim, and a
+//! turn that ended meanwhile goes no further (see `steps`).
 
 use lapis_protocol::Payload;
 
+use crate::store::Recorded;
+
+use super::steps::Halt;
 use super::*;
 
 impl Engine {
     /// The context of a turn of a thread that binds a context port, asked
     /// for now (after the claim, before the boundary) and journaled
-    /// (`context_prepared`) before the turn goes on; `None` when the turn
-    /// was failed `context_unavailable` instead (its agent never sees the
-    /// prompt) or its record could not be journaled.
+    /// (`context_prepared`) before the turn goes on; the turn fails
+    /// `context_unavailable` instead (its agent never sees the prompt), or
+    /// `journal_write_failed` when its record could not be journaled.
     pub(super) async fn prepare_context(
         &self,
-        guard: &mut ClaimGuard,
         thread: &lapis_protocol::Thread,
         turn_id: &str,
         prompt: &str,
         port: &str,
-    ) -> Option<Vec<acp::PromptContext>> {
+    ) -> Result<Vec<acp::PromptContext>, Halt> {
         let tools = &self.config.tools;
         let asked = crate::tools::context::prepare(tools, thread, port, turn_id, prompt)
             .await
             .map(|p| (p.blocks, Payload::ContextPrepared(p.record)));
-        self.port_step(guard, turn_id, port, PortStep::Context, asked)
+        self.port_step(turn_id, port, PortStep::Context, asked)
             .await
     }
 
     /// The recall of a turn of a thread that binds a memory port, journaled
-    /// (`memory_recalled`, metadata only) before the turn goes on: `Some`
-    /// with the labelled block (none when nothing was found), `None` when
-    /// the turn was failed `context_unavailable` instead.
+    /// (`memory_recalled`, metadata only) before the turn goes on: the
+    /// labelled block (none when nothing was found), or the turn fails
+    /// `context_unavailable` instead.
     pub(super) async fn recall_memory(
         &self,
-        guard: &mut ClaimGuard,
         thread: &lapis_protocol::Thread,
         turn_id: &str,
         prompt: &str,
         port: &str,
-    ) -> Option<Option<acp::PromptContext>> {
+    ) -> Result<Option<acp::PromptContext>, Halt> {
         let tools = &self.config.tools;
         let asked = crate::tools::memory::recall(tools, thread, port, prompt)
             .await
             .map(|(block, record)| (block, Payload::MemoryRecalled(record)));
-        self.port_step(guard, turn_id, port, PortStep::Memory, asked)
-            .await
+        self.port_step(turn_id, port, PortStep::Memory, asked).await
     }
 
     /// The shared body of a port step before the dispatch boundary: what
-    /// the port answered goes on once its record is journaled; a refusal,
-    /// or a record the journal refused, ends the turn here (slot released
-    /// first), and a turn that ended meanwhile (a cancel: the record is
-    /// observed under another kind) goes no further. `None` in each of
-    /// those cases.
+    /// the port answered goes on once its record is journaled on the turn;
+    /// a refusal, or a record the journal refused, halts the claim, and so
+    /// does a turn that ended meanwhile (a cancel).
     async fn port_step<T>(
         &self,
-        guard: &mut ClaimGuard,
         turn_id: &str,
         port: &str,
         step: PortStep,
         asked: Result<(T, Payload), lapis_protocol::context::PortRefusal>,
-    ) -> Option<T> {
-        let end = match asked {
-            Ok((value, record)) => match self.store.append_activity(turn_id, record).await {
-                Ok(e) if e.kind == step.recorded() => return Some(value),
-                // The turn ended meanwhile (a cancel): nothing runs.
-                Ok(_) => return None,
-                Err(err) => {
-                    tracing::error!(turn = %turn_id, code = err.code(), "{}", step.not_journaled());
-                    TurnEnd::Failed(OutcomeCode::JournalWriteFailed)
+    ) -> Result<T, Halt> {
+        match asked {
+            Ok((value, record)) => {
+                match self.store.append_activity(turn_id, record).on_turn().await {
+                    Ok(Recorded::OnTurn) => Ok(value),
+                    Ok(Recorded::TurnEnded) => Err(Halt::EndedMeanwhile),
+                    Err(err) => {
+                        tracing::error!(turn = %turn_id, code = err.code(), "{}", step.not_journaled());
+                        Err(Halt::failed(OutcomeCode::JournalWriteFailed))
+                    }
                 }
-            },
-            Err(refusal) => {
-                let code = OutcomeCode::Refused(refusal.code());
-                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "{}", step.refused());
-                TurnEnd::Failed(code)
             }
-        };
-        guard.release();
-        self.finish(turn_id, end).await;
-        None
+            Err(refusal) => {
+                tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "{}", step.refused());
+                Err(Halt::failed(OutcomeCode::Refused(refusal.code())))
+            }
+        }
     }
 }
 
@@ -98,14 +92,6 @@ enum PortStep {
 }
 
 impl PortStep {
-    /// The kind its record is journaled as.
-    fn recorded(self) -> lapis_protocol::EventKind {
-        match self {
-            PortStep::Context => lapis_protocol::EventKind::ContextPrepared,
-            PortStep::Memory => lapis_protocol::EventKind::MemoryRecalled,
-        }
-    }
-
     fn not_journaled(self) -> &'static str {
         match self {
             PortStep::Context => "the prepared context was not journaled",

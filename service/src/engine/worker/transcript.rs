@@ -1,22 +1,22 @@
 //! The claim's last step before an agent for a thread that binds a
-//! transcript store: its prompt appended and acknowledged, or the turn
-//! ended before the dispatch boundary (see `tools::transcript`).
+//! transcript store: its prompt appended and acknowledged, or the claim
+//! halts before the dispatch boundary (see `tools::transcript`, `steps`).
 
+use super::steps::Halt;
 use super::*;
 
 impl Engine {
     /// The prompt of a turn of a thread that binds a transcript store,
-    /// appended to it and acknowledged: `Some` with the feed that carries
-    /// the turn's output on, `None` when the turn was failed
-    /// `transcript_store_failed` instead (the agent never sees it).
+    /// appended to it and acknowledged: the feed that carries the turn's
+    /// output on, or the turn fails `transcript_store_failed` instead (the
+    /// agent never sees it).
     pub(super) async fn keep_transcript(
         &self,
-        guard: &mut ClaimGuard,
         thread: &lapis_protocol::Thread,
         turn_id: &str,
         port: &str,
         mut cancel: tokio::sync::watch::Receiver<bool>,
-    ) -> Option<crate::tools::transcript::Feed> {
+    ) -> Result<crate::tools::transcript::Feed, Halt> {
         use lapis_protocol::context::PortRefusal;
         // Subscribed before the prompt is looked up: no output of the turn
         // can be journaled before it (the agent has not seen the prompt).
@@ -54,16 +54,11 @@ impl Engine {
                 };
                 let Some(started) = started else {
                     tracing::info!(turn = %turn_id, port = %port, "cancelled while the transcript store was answering");
-                    guard.release();
-                    self.finish(
-                        turn_id,
-                        TurnEnd::Cancelled(OutcomeCode::CancelledBeforeDispatch),
-                    )
-                    .await;
-                    return None;
+                    let cancelled = TurnEnd::Cancelled(OutcomeCode::CancelledBeforeDispatch);
+                    return Err(Halt::End(cancelled));
                 };
                 match started {
-                    Ok(feed) => return Some(feed),
+                    Ok(feed) => return Ok(feed),
                     Err(refusal) => refusal,
                 }
             }
@@ -80,12 +75,6 @@ impl Engine {
             }
         };
         tracing::warn!(turn = %turn_id, port = %port, error = %refusal, "transcript store failed before dispatch");
-        guard.release();
-        self.finish(
-            turn_id,
-            TurnEnd::Failed(OutcomeCode::Refused(refusal.code())),
-        )
-        .await;
-        None
+        Err(Halt::failed(OutcomeCode::Refused(refusal.code())))
     }
 }
