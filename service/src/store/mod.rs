@@ -52,6 +52,7 @@
 
 mod anchor;
 mod api;
+mod backup;
 mod chain;
 mod command_kind;
 mod continuation;
@@ -91,6 +92,9 @@ mod verify;
 mod writer;
 
 pub(crate) use api::canonical_workspace_dir;
+pub use backup::{
+    BACKUPS_DIR, BackupInfo, BackupKind, Restored, create_backup, list_backups, restore_backup,
+};
 pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;
