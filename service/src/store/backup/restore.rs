@@ -115,7 +115,9 @@ fn restore_locked(db: &Path, name: &str, keep_previous: bool) -> StoreResult<Res
         set_aside: set_aside.clone(),
         keep_anchor: !keep_previous,
     };
+    pause("before-intent");
     write_intent(db, &intent)?;
+    pause("after-intent");
     apply(db, &intent)?;
     Ok(Restored {
         restored: info,
@@ -163,14 +165,17 @@ fn apply(db: &Path, intent: &Intent) -> StoreResult<()> {
     std::fs::copy(&file, &copy)
         .map_err(|e| StoreError::io(format!("cannot copy {}", file.display()), e))?;
     sync_file(&copy)?;
+    pause("after-copy");
     match &intent.set_aside {
         Some(aside) => set_aside(db, &dir(db).join(aside))?,
         None if db.exists() => drain_wal(db)?,
         None => {}
     }
+    pause("after-drain");
     std::fs::rename(&copy, db)
         .map_err(|e| StoreError::io(format!("cannot replace {}", db.display()), e))?;
     sync_dir(home)?;
+    pause("after-rename");
     match &intent.head {
         _ if intent.keep_anchor => {}
         Some(head) => {
@@ -184,6 +189,7 @@ fn apply(db: &Path, intent: &Intent) -> StoreResult<()> {
         // From before the chain: nothing was anchored then.
         None => remove(&anchor::path(db))?,
     }
+    pause("after-anchor");
     remove(&intent_path(db))?;
     sync_dir(home)
 }
@@ -299,6 +305,22 @@ impl MigrationGuard {
             cause: Box::new(failed),
         }
     }
+}
+
+/// Test hook (`test-support` builds only): `LAPIS_BACKUP_FAULT_PAUSE=<step>`
+/// stops a restore at `<step>` of the module docs' order, after saying
+/// `lapis-fault-pause: restore <step>` on stderr, so a test can kill -9 it
+/// exactly there.
+fn pause(step: &str) {
+    #[cfg(feature = "test-support")]
+    if std::env::var("LAPIS_BACKUP_FAULT_PAUSE").is_ok_and(|w| w == step) {
+        let _ = writeln!(std::io::stderr(), "lapis-fault-pause: restore {step}");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+    #[cfg(not(feature = "test-support"))]
+    let _ = step;
 }
 
 /// Test hook: a home holding `.test-fail-migration` with a version number
