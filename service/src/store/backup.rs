@@ -36,7 +36,8 @@ use super::schema::{self, DB_FILE};
 
 mod restore;
 
-pub(super) use restore::{MigrationGuard, finish_pending_restore, injected_failure};
+use restore::MigrationGuard;
+pub(super) use restore::finish_pending_restore;
 pub use restore::{Restored, restore_backup};
 
 /// The directory of the backups, under the controller home.
@@ -94,6 +95,25 @@ pub struct BackupInfo {
     pub bytes: u64,
     /// SHA-256 of `<name>.db` (hex).
     pub sha256: String,
+}
+
+/// Opens the store's write connection (`schema::open_writer_at`) and
+/// migrates it, guarded: a backup first, restored if a step fails.
+/// `(connection, whether it was migrated)`.
+pub(super) fn open_writer(db: &Path) -> StoreResult<(Connection, bool)> {
+    let (conn, version, fresh) = schema::open_writer_at(db)?;
+    if fresh || version == schema::SCHEMA_VERSION {
+        schema::migrate(&conn, db, version)?;
+        return Ok((conn, false));
+    }
+    let guard = MigrationGuard::before(db, version)?;
+    match schema::migrate(&conn, db, version) {
+        Ok(()) => Ok((conn, true)),
+        Err(failed) => {
+            drop(conn);
+            Err(guard.undo(failed))
+        }
+    }
 }
 
 /// The backups directory beside the database `db`.

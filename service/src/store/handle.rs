@@ -155,7 +155,7 @@ impl Store {
         super::backup::finish_pending_restore(&options.home)?;
         let db = options.home.join(schema::DB_FILE);
         home::private_files(&options.home, &db)?;
-        let (conn, migrated) = schema::open_writer_migrated(&db)?;
+        let (conn, migrated) = super::backup::open_writer(&db)?;
         // Migrated to this version, the database has its anchor (written
         // by the migration that introduced it, before that commit).
         let anchor = super::anchor::require(&db)?;

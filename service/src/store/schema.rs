@@ -364,15 +364,19 @@ fn configure(conn: &Connection) -> StoreResult<()> {
     Ok(())
 }
 
-/// Open the write connection: check identity and version, migrate, enable WAL.
+/// Open the write connection: check identity and version, migrate, enable
+/// WAL. (The store opens through `backup::open_writer`, which guards a
+/// migration with a backup.)
 #[cfg(test)]
 pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
-    open_writer_migrated(path).map(|(conn, _)| conn)
+    let (conn, version, _) = open_writer_at(path)?;
+    migrate(&conn, path, version)?;
+    Ok(conn)
 }
 
-/// [`open_writer`], and whether it migrated the database (after a backup
-/// of it, restored if a step fails: `backup::MigrationGuard`).
-pub(super) fn open_writer_migrated(path: &Path) -> StoreResult<(Connection, bool)> {
+/// The write connection, checked and configured but not migrated yet:
+/// `(connection, its schema version, whether the file is fresh)`.
+pub(super) fn open_writer_at(path: &Path) -> StoreResult<(Connection, i64, bool)> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -418,23 +422,14 @@ pub(super) fn open_writer_migrated(path: &Path) -> StoreResult<(Connection, bool
     // one (about 6% of the writer's CPU per warm turn). In memory it is a
     // copy, bounded by the batch, and raw prompts never reach a temp file.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    if fresh || version == SCHEMA_VERSION {
-        migrate(&conn, path, version)?;
-        return Ok((conn, false));
-    }
-    let guard = super::backup::MigrationGuard::before(path, version)?;
-    match migrate(&conn, path, version) {
-        Ok(()) => Ok((conn, true)),
-        Err(failed) => {
-            drop(conn);
-            Err(guard.undo(failed))
-        }
-    }
+    Ok((conn, version, fresh))
 }
 
-fn migrate(conn: &Connection, path: &Path, from: i64) -> StoreResult<()> {
+/// Runs the migrations from version `from` to [`SCHEMA_VERSION`], each in
+/// its own transaction.
+pub(super) fn migrate(conn: &Connection, path: &Path, from: i64) -> StoreResult<()> {
     for (i, step) in MIGRATIONS.iter().enumerate().skip(from as usize) {
-        super::backup::injected_failure(path, i as i64 + 1)?;
+        injected_failure(path, i as i64 + 1)?;
         let tx = conn.unchecked_transaction()?;
         tx.execute_batch(step.sql)?;
         if let Some(then) = step.then {
@@ -452,6 +447,26 @@ pub(super) const CHAINED_VERSION: i64 = 4;
 
 /// The first version whose journal is anchored (`anchor`).
 pub(super) const ANCHORED_VERSION: i64 = 8;
+
+/// Test hook: a home holding `.test-fail-migration` with a version number
+/// fails the migration step to that version (after the steps before it
+/// committed), so a test sees a migration fail midway.
+#[cfg(any(test, feature = "test-support"))]
+fn injected_failure(db: &Path, to: i64) -> StoreResult<()> {
+    let marker = db.parent().map(|h| h.join(".test-fail-migration"));
+    let wanted = marker.and_then(|m| std::fs::read_to_string(m).ok());
+    if wanted.is_some_and(|w| w.trim() == to.to_string()) {
+        return Err(StoreError::invalid(format!(
+            "injected failure of the migration to version {to}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(any(test, feature = "test-support")))]
+fn injected_failure(_: &Path, _: i64) -> StoreResult<()> {
+    Ok(())
+}
 
 mod read;
 pub(in crate::store) use read::{check_chained, check_current, open_reader};
