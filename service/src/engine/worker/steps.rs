@@ -71,10 +71,11 @@ impl Engine {
         else {
             return Err(Halt::failed(OutcomeCode::UnknownProvider));
         };
-        // Budgets first: a spent one fails the turn before any port or
-        // agent is asked for anything (see `budgets`).
-        if self.budget_spent(&claim.thread, turn).await {
-            return Err(Halt::failed(OutcomeCode::BudgetExhausted));
+        // Budgets first: a spent one, or one that cannot be read, fails
+        // the turn before any port or agent is asked for anything (see
+        // `budgets`).
+        if let Some(code) = self.budget_refusal(&claim.thread, turn).await {
+            return Err(Halt::failed(code));
         }
         // An `ask` turn of a provider found ignoring approval (see `ask`).
         if self.ask_refused(turn, &prepared, &facts).await {
