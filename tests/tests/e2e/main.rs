@@ -76,6 +76,7 @@ mod serve_background;
 mod serve_hardening;
 mod serve_support;
 mod serve_turns;
+mod sessions_bound;
 mod tools;
 mod tools_bridge;
 mod tools_cancel;
