@@ -84,7 +84,10 @@ pub use acp::{
 pub use auth::random_hex;
 pub use domain::StoreError;
 pub use server::{ServeOptions, ServerIdentity, report_startup_failure, serve};
-pub use store::{ChainReport, DB_FILE, reanchor_journal, verify_journal};
+pub use store::{
+    BACKUPS_DIR, BackupInfo, BackupKind, ChainReport, DB_FILE, Restored, create_backup,
+    list_backups, reanchor_journal, restore_backup, verify_journal,
+};
 
 // What tests use at the root.
 #[cfg(feature = "test-support")]

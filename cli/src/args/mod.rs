@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod backup;
 mod candidates;
 mod config;
 mod drive;
@@ -23,6 +24,7 @@ mod global;
 mod help;
 mod install;
 
+pub(crate) use backup::BackupCommand;
 pub(crate) use candidates::{Candidates, provide};
 pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
 pub(crate) use drive::{
@@ -89,6 +91,9 @@ pub(crate) enum Command {
     /// Read the event journal.
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// Back up, list and restore the controller database.
+    #[command(subcommand)]
+    Backup(BackupCommand),
     /// List and answer agents' pending permission requests.
     #[command(subcommand)]
     Permissions(PermissionsCommand),
@@ -224,6 +229,11 @@ impl Command {
                 JournalCommand::Tail { out, .. }
                 | JournalCommand::Verify { out }
                 | JournalCommand::Reanchor { out },
+            ) => out.json,
+            Command::Backup(
+                BackupCommand::Create { out }
+                | BackupCommand::List { out }
+                | BackupCommand::Restore { out, .. },
             ) => out.json,
             Command::Permissions(
                 PermissionsCommand::List { out, .. } | PermissionsCommand::Respond { out, .. },

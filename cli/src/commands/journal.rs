@@ -110,7 +110,7 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
 
 /// The controller home and its database, which must exist (`not_found`
 /// otherwise): `verify` and `reanchor` read the file, never the service.
-fn existing_database(
+pub(super) fn existing_database(
     global: &GlobalArgs,
 ) -> Result<(std::path::PathBuf, std::path::PathBuf), CliError> {
     let target = super::connect::target(global, None)?;

@@ -4,6 +4,7 @@ mod acp_echo;
 mod agent_stderr;
 mod ask;
 mod background;
+mod backup;
 mod budgets;
 pub(crate) mod candidates;
 mod command_id;
@@ -76,6 +77,7 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Threads(command) => threads::run(&global, command),
         Command::Turns(command) => turns::run(&global, command),
         Command::Journal(command) => journal::run(&global, command),
+        Command::Backup(command) => backup::run(&global, command),
         Command::Permissions(command) => permissions::run(&global, command),
         Command::Budgets(command) => budgets::run(&global, command),
         Command::Ask(args) => ask::run(&global, args),

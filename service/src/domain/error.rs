@@ -166,6 +166,38 @@ pub enum StoreError {
         /// The name of the failed check.
         check: &'static str,
     },
+    /// A backup that cannot be used: its manifest, its digest, its
+    /// integrity or its chain does not check.
+    #[error(
+        "backup `{name}` cannot be used: {reason}; `lapis-ai-controller backup list` shows the others"
+    )]
+    BackupInvalid {
+        /// The backup's name.
+        name: String,
+        /// What did not check (content-free).
+        reason: String,
+    },
+    /// A schema migration failed, or its backup could not be taken; the
+    /// database was put back from the backup taken before it when
+    /// `restored` names one. Its code is the cause's when that is an
+    /// open-time refusal (`store_anchor_mismatch`, …), else
+    /// `store_migration_failed`.
+    #[error(
+        "migrating the database from schema version {from} failed ({cause}); {}",
+        match .restored {
+            Some(b) => format!("it was restored from backup `{b}` as it was before it, so the build that wrote it still opens it"),
+            None => "the database is as the last step that committed left it".to_owned(),
+        }
+    )]
+    MigrationFailed {
+        /// The version it was at.
+        from: i64,
+        /// The backup it was restored from.
+        restored: Option<String>,
+        /// Why it failed.
+        #[source]
+        cause: Box<StoreError>,
+    },
     /// SQLite reports the file as corrupt or not a database.
     #[error("database is corrupt or truncated")]
     Corrupt(#[source] rusqlite::Error),
@@ -221,6 +253,8 @@ impl StoreError {
             | StoreError::InvalidRow { .. }
             | StoreError::AnchorMismatch { .. }
             | StoreError::AnchorMissing { .. }
+            | StoreError::BackupInvalid { .. }
+            | StoreError::MigrationFailed { .. }
             | StoreError::Corrupt(_)
             | StoreError::Closed
             | StoreError::Sqlite(_)
@@ -239,6 +273,11 @@ impl StoreError {
             StoreError::AnchorMismatch { .. } => "store_anchor_mismatch",
             StoreError::AnchorMissing { .. } => "store_anchor_missing",
             StoreError::Corrupt(_) => "store_corrupt",
+            StoreError::BackupInvalid { .. } => "store_backup_invalid",
+            StoreError::MigrationFailed { cause, .. } => match cause.code() {
+                code if code.starts_with("store_") => code,
+                _ => "store_migration_failed",
+            },
             other => other.error_code().as_str(),
         }
     }

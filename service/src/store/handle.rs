@@ -150,13 +150,20 @@ impl Store {
             .map_err(|e| StoreError::io(format!("cannot create {}", options.home.display()), e))?;
         let lock = InstanceLock::acquire(&options.home)?;
         home::mark(&options.home)?;
+        // A restore a kill interrupted is finished before the database is
+        // read (see `backup`).
+        super::backup::finish_pending_restore(&options.home)?;
         let db = options.home.join(schema::DB_FILE);
         home::private_files(&options.home, &db)?;
-        let conn = schema::open_writer(&db)?;
+        let (conn, migrated) = schema::open_writer_migrated(&db)?;
         // Migrated to this version, the database has its anchor (written
         // by the migration that introduced it, before that commit).
         let anchor = super::anchor::require(&db)?;
         let validated = validate(&conn, &db, &anchor, options.history)?;
+        if !migrated {
+            // The start after a migration's went well: its backup goes.
+            super::backup::prune_pre_migration(&db);
+        }
         // Pinned before recovery writes: the check reads what open found.
         let history = match options.history {
             super::validate::HistoryCheck::AtOpen => super::history::verified(validated.events),

@@ -53,6 +53,7 @@
 
 mod anchor;
 mod api;
+mod backup;
 mod chain;
 mod command_kind;
 mod continuation;
@@ -93,6 +94,9 @@ mod verify;
 mod writer;
 
 pub(crate) use api::canonical_workspace_dir;
+pub use backup::{
+    BACKUPS_DIR, BackupInfo, BackupKind, Restored, create_backup, list_backups, restore_backup,
+};
 pub use chain::ChainReport;
 #[cfg(test)]
 pub(crate) use chain::GENESIS;

@@ -365,7 +365,14 @@ fn configure(conn: &Connection) -> StoreResult<()> {
 }
 
 /// Open the write connection: check identity and version, migrate, enable WAL.
+#[cfg(test)]
 pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
+    open_writer_migrated(path).map(|(conn, _)| conn)
+}
+
+/// [`open_writer`], and whether it migrated the database (after a backup
+/// of it, restored if a step fails: `backup::MigrationGuard`).
+pub(super) fn open_writer_migrated(path: &Path) -> StoreResult<(Connection, bool)> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -411,12 +418,23 @@ pub(super) fn open_writer(path: &Path) -> StoreResult<Connection> {
     // one (about 6% of the writer's CPU per warm turn). In memory it is a
     // copy, bounded by the batch, and raw prompts never reach a temp file.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    migrate(&conn, version)?;
-    Ok(conn)
+    if fresh || version == SCHEMA_VERSION {
+        migrate(&conn, path, version)?;
+        return Ok((conn, false));
+    }
+    let guard = super::backup::MigrationGuard::before(path, version)?;
+    match migrate(&conn, path, version) {
+        Ok(()) => Ok((conn, true)),
+        Err(failed) => {
+            drop(conn);
+            Err(guard.undo(failed))
+        }
+    }
 }
 
-fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
+fn migrate(conn: &Connection, path: &Path, from: i64) -> StoreResult<()> {
     for (i, step) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        super::backup::injected_failure(path, i as i64 + 1)?;
         let tx = conn.unchecked_transaction()?;
         tx.execute_batch(step.sql)?;
         if let Some(then) = step.then {
@@ -430,66 +448,13 @@ fn migrate(conn: &Connection, from: i64) -> StoreResult<()> {
 }
 
 /// The first version whose journal is chained (`chain::backfill`).
-const CHAINED_VERSION: i64 = 4;
+pub(super) const CHAINED_VERSION: i64 = 4;
 
 /// The first version whose journal is anchored (`anchor`).
 pub(super) const ANCHORED_VERSION: i64 = 8;
 
-/// Refuses a database that is not a controller database with a chained
-/// journal this build knows; returns its version (for `journal verify`,
-/// which never migrates).
-pub(super) fn check_chained(conn: &Connection, db: &Path) -> StoreResult<i64> {
-    let version = identify(conn, db)?;
-    if !(CHAINED_VERSION..=SCHEMA_VERSION).contains(&version) {
-        return Err(StoreError::SchemaUnsupported {
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(version)
-}
-
-/// Refuses a database that is not a controller database at exactly this
-/// build's schema version (for the read-only tools: they never migrate).
-pub(super) fn check_current(conn: &Connection, db: &Path) -> StoreResult<()> {
-    let version = identify(conn, db)?;
-    if version != SCHEMA_VERSION {
-        return Err(StoreError::SchemaUnsupported {
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(())
-}
-
-/// The version of a controller database (`store_foreign` for another).
-fn identify(conn: &Connection, db: &Path) -> StoreResult<i64> {
-    let version: i64 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(StoreError::from_sqlite)?;
-    let app: i64 = conn
-        .pragma_query_value(None, "application_id", |r| r.get(0))
-        .map_err(StoreError::from_sqlite)?;
-    if app != APPLICATION_ID {
-        return Err(StoreError::ForeignDatabase {
-            path: db.to_owned(),
-        });
-    }
-    Ok(version)
-}
-
-/// Open a read connection (after the writer has migrated the file).
-pub(super) fn open_reader(path: &Path) -> StoreResult<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-    )
-    .map_err(StoreError::from_sqlite)?;
-    configure(&conn)?;
-    Ok(conn)
-}
+mod read;
+pub(in crate::store) use read::{check_chained, check_current, open_reader};
 
 #[cfg(test)]
 mod rewind;

@@ -66,7 +66,7 @@ pub fn reanchor_journal(home: &std::path::Path) -> StoreResult<ChainReport> {
 /// short of or different at its anchor as `AnchorMismatch`. `version` is
 /// the database's schema version: which columns exist and from which
 /// `seq` rows are linked with chain version 2 ([`chain::v2_from`]).
-fn verify(
+pub(super) fn verify(
     conn: &Connection,
     db: &std::path::Path,
     anchor: &Anchor,

@@ -15,6 +15,7 @@ mod acp_teardown;
 mod acp_tool_calls;
 mod acp_usage;
 mod attention_notify;
+mod backup;
 mod basics;
 mod cli_ask;
 mod cli_completion;

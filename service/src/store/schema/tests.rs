@@ -57,7 +57,7 @@ fn a_version_4_database_upgrades_to_prepared_configurations() {
     let path = dir.path().join(DB_FILE);
     {
         let conn = Connection::open(&path).unwrap();
-        migrate(&conn, 0).unwrap();
+        migrate(&conn, &path, 0).unwrap();
         rewind(&conn, 4);
         conn.execute_batch(
             "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
@@ -91,7 +91,7 @@ fn a_version_5_database_upgrades_to_mcp_server_names() {
     let path = dir.path().join(DB_FILE);
     {
         let conn = Connection::open(&path).unwrap();
-        migrate(&conn, 0).unwrap();
+        migrate(&conn, &path, 0).unwrap();
         rewind(&conn, 5);
         conn.execute_batch(
             "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
@@ -118,7 +118,7 @@ fn a_version_8_database_upgrades_to_tool_endpoint_names() {
     let path = dir.path().join(DB_FILE);
     {
         let conn = Connection::open(&path).unwrap();
-        migrate(&conn, 0).unwrap();
+        migrate(&conn, &path, 0).unwrap();
         rewind(&conn, 8);
         conn.execute_batch(
             "INSERT INTO workspaces VALUES ('ws', '/w', 1); \
@@ -146,7 +146,7 @@ fn a_version_11_database_upgrades_to_ports_and_reservations() {
     let path = dir.path().join(DB_FILE);
     {
         let conn = Connection::open(&path).unwrap();
-        migrate(&conn, 0).unwrap();
+        migrate(&conn, &path, 0).unwrap();
         rewind(&conn, 11);
         conn.execute_batch(
             "INSERT INTO workspaces VALUES ('ws', '/w', 1, NULL); \

@@ -3,6 +3,7 @@
 //! retention, sessions and the instance lock in `journal`.
 
 mod anchor;
+mod backup;
 mod chain;
 mod configure;
 mod continuation;
