@@ -199,7 +199,7 @@ fn a_full_disk_issues_a_read_only_session_in_memory_until_it_can_write() {
 fn a_tokens_sessions_are_bounded_and_the_evicted_end_at_once() {
     let clock = Arc::new(ManualClock::ticking(1_000_000, 1));
     let a = authority(clock).with_session_bound(3);
-    let mut watch = a.revocations();
+    let watch = a.revocations();
     let first = a.hello(&token("app-0")).unwrap();
     let first_bearer = first.bearer.unwrap();
     for n in 1..3 {
