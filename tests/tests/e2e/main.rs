@@ -61,6 +61,7 @@ mod policy_ask;
 mod policy_modes;
 mod policy_prepared;
 mod policy_receipts;
+mod port_identities;
 mod protocol;
 mod providers;
 mod providers_check;
