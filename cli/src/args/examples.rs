@@ -371,8 +371,27 @@ pub(super) const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     (
         "journal reanchor",
         &[(
-            "After restoring controller.db from a backup, with serve stopped",
+            "Accept a controller.db copied back by hand, with serve stopped",
             "journal reanchor",
+        )],
+    ),
+    (
+        "backup",
+        &[
+            ("Back the database up now (serve may run)", "backup create"),
+            ("The backups, oldest first", "backup list"),
+        ],
+    ),
+    (
+        "backup create",
+        &[("As JSON, for scripts", "backup create --json")],
+    ),
+    ("backup list", &[("As JSON", "backup list --json")]),
+    (
+        "backup restore",
+        &[(
+            "Put a backup back, with serve stopped",
+            "backup restore 20261202T214500Z-manual",
         )],
     ),
     (

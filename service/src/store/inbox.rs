@@ -11,7 +11,10 @@
 //!   is still pending as [`Settlement::Abandoned`] with the turn's fate, in
 //!   the transition's transaction ([`abandon`], called by
 //!   `transition::stage_transition`; recovery at open goes through it), so
-//!   no row stays pending past its turn, across restarts either;
+//!   no row stays pending past its turn, across restarts either. The
+//!   writer skips the look for a turn it tracks that journaled no request
+//!   (`LiveTurn::asked`: rows are only ever inserted by [`on_event`], on
+//!   the append path that sets it);
 //! - a metadata-only thread's row keeps no content: the tool call is
 //!   reduced to its id and kind (the options stay: their ids are what an
 //!   answer names).

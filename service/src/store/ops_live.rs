@@ -38,6 +38,7 @@ impl Writer {
             thread: &thread,
             workspace: &workspace,
             from,
+            asked: live.asked,
         };
         let after = self.write(|tx, j, st, now| {
             let after = stage_live_transition(tx, j, st, now, &head, event, outcome, session)?;

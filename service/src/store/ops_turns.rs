@@ -282,6 +282,7 @@ impl Writer {
                 state: turn.state,
                 cancel,
                 append_failed: false,
+                asked: false,
             },
         );
         Ok(Receipt {

@@ -93,6 +93,7 @@ impl Writer {
                         state: t.state,
                         cancel,
                         append_failed: false,
+                        asked: true,
                     },
                 );
             }

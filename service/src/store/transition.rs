@@ -74,6 +74,7 @@ fn stage_transition_with(
         thread: &row.thread_id,
         workspace: &row.workspace_id,
         from: row.state,
+        asked: true,
     };
     stage_change(
         tx, journal, stage, now, &head, to, event, outcome, recovered,
@@ -108,6 +109,9 @@ pub(crate) struct Head<'a> {
     pub(crate) workspace: &'a str,
     /// The state it is in.
     pub(crate) from: TurnState,
+    /// It may have pending permission requests (`false` only when the
+    /// writer knows it journaled none): leaving flight settles them.
+    pub(crate) asked: bool,
 }
 
 /// [`stage_transition`] for a turn the writer tracks, without reading its
@@ -174,7 +178,7 @@ fn stage_change(
         workspace_idle,
     });
     journal.append(tx, stage, head.thread, Some(head.id), now, change)?;
-    if to.is_terminal() || to.is_fenced() {
+    if head.asked && (to.is_terminal() || to.is_fenced()) {
         super::inbox::abandon(tx, head.id, to, outcome, now)?;
     }
     Ok(())

@@ -176,6 +176,10 @@ pub(crate) struct LiveTurn {
     /// record is incomplete, so [`Writer::finish_turn`] does not let the
     /// reported outcome stand (`journal_write_failed`).
     pub(crate) append_failed: bool,
+    /// A permission request of this turn may be in the inbox (one was
+    /// journaled, or the turn was restored at open): only then does its
+    /// end look for a pending one to settle (`inbox::abandon`).
+    pub(crate) asked: bool,
 }
 
 /// Tunables the writer needs.

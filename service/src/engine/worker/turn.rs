@@ -10,7 +10,6 @@
 
 use crate::acp::TurnRun;
 
-use super::launch::Launch;
 use super::steps::Halt;
 use super::*;
 
@@ -42,27 +41,27 @@ impl Engine {
                 return;
             }
         };
-        let Launch {
-            request,
-            agent,
-            ticket,
-            hooks,
-            stop,
-            limit,
-            idle,
-            generation,
-            _active,
-            _feed,
-        } = launch;
-        let deadline = Deadline::arm(stop.clone(), limit);
+        // What the run does not take stays in `launch` to the end: the
+        // tool calls' active turn and the transcript store's feed.
+        let hooks = launch.hooks.clone();
+        let deadline = Deadline::arm(launch.stop.clone(), launch.limit);
         let signal = CancelSignal::from(cancel.clone());
-        let mut run = run_turn_on(request, agent, ticket, hooks.clone(), signal).await;
+        let mut run = run_turn_on(
+            launch.request,
+            launch.agent,
+            launch.ticket,
+            hooks.clone(),
+            signal,
+        )
+        .await;
         deadline.disarm();
         // Nothing more is dispatched: a turn that ended before its
         // boundary (cancelled, refused) lets the claiming batch go.
         guard.boundary_later();
         let cancelled = *cancel.borrow();
-        let end = self.end_of_run(&hooks, &mut run, cancelled, &stop).await;
+        let end = self
+            .end_of_run(&hooks, &mut run, cancelled, &launch.stop)
+            .await;
         // A kept agent goes back to the pool before the outcome is recorded:
         // the outcome's commit releases the workspace, and the thread's next
         // turn, claimed as soon as it is released, must find its agent idle
@@ -70,20 +69,21 @@ impl Engine {
         // workspace's lease (one turn at a time) is held until that commit.
         let teardown = match run.after {
             AfterTurn::Keep(agent)
-                if generation != self.secrets_generation.load(Ordering::SeqCst) =>
+                if launch.generation != self.secrets_generation.load(Ordering::SeqCst) =>
             {
                 tracing::info!(thread = %thread_id, "agent not kept: agent secrets were reloaded during its turn");
                 self.pool.retire(*agent);
-                self.pool.checkin(&thread_id, None, &turn_id, idle);
+                self.pool.checkin(&thread_id, None, &turn_id, launch.idle);
                 None
             }
             AfterTurn::Keep(agent) => {
-                self.pool.checkin(&thread_id, Some(*agent), &turn_id, idle);
+                self.pool
+                    .checkin(&thread_id, Some(*agent), &turn_id, launch.idle);
                 None
             }
             AfterTurn::Teardown(teardown) => Some(teardown),
             AfterTurn::Gone => {
-                self.pool.checkin(&thread_id, None, &turn_id, idle);
+                self.pool.checkin(&thread_id, None, &turn_id, launch.idle);
                 None
             }
         };
@@ -97,7 +97,7 @@ impl Engine {
         drop(guard);
         if let Some(teardown) = teardown {
             teardown.run().await;
-            self.pool.checkin(&thread_id, None, &turn_id, idle);
+            self.pool.checkin(&thread_id, None, &turn_id, launch.idle);
         }
     }
 

@@ -37,6 +37,14 @@ impl Writer {
         // Where this write's events land in the batch's published list.
         let base = self.outbox.len();
         for (req, plan) in &plans {
+            // The turn's end will look for a pending request to settle
+            // (set before the write: a rolled-back one only costs a look).
+            if matches!(plan, Ok(Plan { late: false, .. }))
+                && req.kind == EventKind::PermissionRequested
+                && let Some(live) = self.live.get_mut(&req.turn)
+            {
+                live.asked = true;
+            }
             if plan.is_err()
                 && let Some(live) = self.live.get_mut(&req.turn)
             {
