@@ -147,6 +147,7 @@ async fn a_removed_workspace_reopens_verifies_and_comes_back_with_its_threads() 
 /// name shares a prefix is not an overlap, and a removed workspace does
 /// not count.
 #[tokio::test]
+#[allow(clippy::disallowed_methods)] // mounts with mount(8) itself
 async fn a_nested_containing_or_bind_mounted_directory_overlaps() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(options(&dir.path().join("home"))).unwrap();
