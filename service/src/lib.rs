@@ -92,8 +92,8 @@ pub use store::{
 // What tests use at the root.
 #[cfg(feature = "test-support")]
 pub use domain::{
-    Actor, ApprovalPolicy, EventKind, JournalEvent, NewAuthSession, NewThread, ReplayScope,
-    ResolveAs, Retention, SubmitTurn, ThreadPatch, Turn, TurnEnd, TurnState,
+    Actor, ApprovalPolicy, EventKind, IssuedSession, JournalEvent, NewAuthSession, NewThread,
+    ReplayScope, ResolveAs, Retention, SubmitTurn, ThreadPatch, Turn, TurnEnd, TurnState,
 };
 #[cfg(feature = "test-support")]
 pub use store::{HistoryCheck, Store, StoreOptions, TurnFilter};

@@ -31,6 +31,11 @@ pub enum ErrorCode {
     BindingMismatch,
     /// A second workspace id for a canonical path that already has one.
     WorkspaceAlias,
+    /// A workspace whose canonical directory is inside, contains, or is
+    /// the same directory (inode: a bind mount) as another registered
+    /// workspace: two turns at once would run in one tree. `data.existing`
+    /// names the other workspace.
+    WorkspaceOverlaps,
     /// The workspace is fenced by a turn whose outcome is unknown.
     WorkspaceFenced,
     /// The workspace has a queued or claimed turn (`workspaces.remove`);
@@ -128,7 +133,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 37] = [
+    pub const ALL: [ErrorCode; 38] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -136,6 +141,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::BindingMismatch,
         ErrorCode::WorkspaceAlias,
+        ErrorCode::WorkspaceOverlaps,
         ErrorCode::WorkspaceFenced,
         ErrorCode::QueueFull,
         ErrorCode::InvalidRequest,
@@ -178,6 +184,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::BindingMismatch => "binding_mismatch",
             ErrorCode::WorkspaceAlias => "workspace_alias",
+            ErrorCode::WorkspaceOverlaps => "workspace_overlaps",
             ErrorCode::WorkspaceFenced => "workspace_fenced",
             ErrorCode::QueueFull => "queue_full",
             ErrorCode::InvalidRequest => "invalid_request",
@@ -243,6 +250,7 @@ impl ErrorCode {
             ErrorCode::McpRestricted => -32021,
             ErrorCode::McpServerUnavailable => -32022,
             ErrorCode::WorkspaceBusy => -32023,
+            ErrorCode::WorkspaceOverlaps => -32024,
             ErrorCode::ToolInvalid => -32040,
             ErrorCode::ToolLimitExceeded => -32041,
             ErrorCode::ToolsRestricted => -32042,

@@ -59,6 +59,10 @@ pub enum OutcomeCode {
     /// A budget covering the turn was spent when it was claimed
     /// (`budgets` in the config): nothing was asked of a port or an agent.
     BudgetExhausted,
+    /// The budgets covering the turn could not be read when it was
+    /// claimed (the store refused the spending query): budgets fail
+    /// closed, so nothing was asked of a port or an agent.
+    BudgetUnavailable,
     /// The turn's MCP servers were refused before anything was launched
     /// (the refusal's code, `mcp_server_unavailable`, …).
     Refused(ErrorCode),
@@ -128,7 +132,7 @@ pub enum OutcomeCode {
 impl OutcomeCode {
     /// Every code of the controller's own (the [`OutcomeCode::Refused`]
     /// ones are the MCP error codes of [`ErrorCode`]).
-    pub const ALL: [OutcomeCode; 42] = [
+    pub const ALL: [OutcomeCode; 43] = [
         OutcomeCode::CommandNotFound,
         OutcomeCode::CommandNotExecutable,
         OutcomeCode::WorkspaceUnavailable,
@@ -147,6 +151,7 @@ impl OutcomeCode {
         OutcomeCode::AskUnavailable,
         OutcomeCode::UnknownProvider,
         OutcomeCode::BudgetExhausted,
+        OutcomeCode::BudgetUnavailable,
         OutcomeCode::BoundaryNotPersisted,
         OutcomeCode::ContinuationRefused,
         OutcomeCode::PromptMismatch,
@@ -194,6 +199,7 @@ impl OutcomeCode {
             OutcomeCode::AskUnavailable => "ask_unavailable",
             OutcomeCode::UnknownProvider => "unknown_provider",
             OutcomeCode::BudgetExhausted => "budget_exhausted",
+            OutcomeCode::BudgetUnavailable => "budget_unavailable",
             OutcomeCode::Refused(code) => code.as_str(),
             OutcomeCode::BoundaryNotPersisted => "boundary_not_persisted",
             OutcomeCode::ContinuationRefused => "continuation_refused",

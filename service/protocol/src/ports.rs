@@ -60,6 +60,46 @@ pub struct ThreadPorts {
     /// recorded hashes. Not registered now: `transcript_store_failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_store: Option<String>,
+    /// The registration identity (`<kind>_` + SHA-256 of its description)
+    /// of each port bound above, as the controller found it when the
+    /// binding was made; set by the controller (what a client sends is
+    /// replaced). A claim or `threads.attach` whose port is now registered
+    /// with another identity fails `binding_mismatch`. A binding without
+    /// one (a thread created before identities were recorded, or a
+    /// transcript store rebound by `threads.configure`) is checked by name
+    /// only.
+    #[serde(
+        default,
+        rename = "portIdentities",
+        skip_serializing_if = "PortIdentities::is_empty"
+    )]
+    pub identities: PortIdentities,
+}
+
+/// The identities of a thread's bound ports, by kind (tool endpoints by
+/// name).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortIdentities {
+    /// Each bound tool endpoint's identity, by endpoint name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tools: std::collections::BTreeMap<String, String>,
+    /// The context port's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The memory port's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// The transcript store's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_store: Option<String>,
+}
+
+impl PortIdentities {
+    /// Whether none is recorded (name-only bindings).
+    pub fn is_empty(&self) -> bool {
+        *self == PortIdentities::default()
+    }
 }
 
 impl ThreadPorts {
@@ -82,11 +122,18 @@ impl ThreadPorts {
     /// This value with `patch` applied (members it leaves absent are kept).
     #[must_use]
     pub fn patched(&self, patch: &PortsPatch) -> ThreadPorts {
+        let mut identities = self.identities.clone();
+        if patch.transcript_store.is_some() {
+            // A rebound store is checked by name (its identity is not
+            // part of the patch).
+            identities.transcript_store = None;
+        }
         ThreadPorts {
             transcript_store: patch
                 .transcript_store
                 .clone()
                 .unwrap_or_else(|| self.transcript_store.clone()),
+            identities,
             ..self.clone()
         }
     }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::domain::{AuthSession, NewAuthSession};
+use crate::domain::{AuthSession, IssuedSession, NewAuthSession};
 
 #[cfg(any(test, feature = "test-support"))]
 mod memory;
@@ -21,7 +21,11 @@ pub trait SessionPersistence: Send + Sync + fmt::Debug {
     /// The session with this bearer hash, revoked or not.
     fn by_bearer_hash(&self, hash: &str) -> Result<Option<AuthSession>, PersistError>;
     /// Stores a new session; the backend assigns its id and issue time.
-    fn issue(&self, session: NewAuthSession) -> Result<AuthSession, PersistError>;
+    /// In the same write it keeps the session's token bounded to `keep`
+    /// sessions (the new one among them): the token's expired sessions are
+    /// removed, then its oldest (revoked ones first); the answer names the
+    /// removed ones.
+    fn issue(&self, session: NewAuthSession, keep: usize) -> Result<IssuedSession, PersistError>;
     /// Marks a session revoked (idempotent: the first revocation time
     /// stays) and returns it as stored.
     fn revoke(&self, id: &str) -> Result<AuthSession, PersistError>;

@@ -14,6 +14,11 @@
 //!   scopes only ([`Scope::only_reads`]) and no bearer; at most one per
 //!   credential, and never resumed once the store can write again (the next
 //!   `hello` issues a stored session);
+//! - a token's remembered sessions are bounded (`keep_per_token`): issuing
+//!   one purges the token's expired sessions and evicts its oldest, in the
+//!   store's transaction, and the removed ones end at once (dropped from the
+//!   cache, and revocation watchers woken); read-only sessions are bounded
+//!   the same way in memory;
 //! - no error or log line carries a token or a bearer.
 
 use std::collections::HashMap;
@@ -42,6 +47,8 @@ pub struct Authority {
     tokens: Vec<TokenSpec>,
     /// Lifetime of a newly issued session.
     ttl_secs: u64,
+    /// Remembered sessions one token keeps (`server.maxSessionsPerToken`).
+    keep_per_token: usize,
     /// Injected time source.
     clock: Arc<dyn Clock>,
     /// Durable copy of every session.
@@ -69,11 +76,20 @@ impl Authority {
         Authority {
             tokens,
             ttl_secs,
+            keep_per_token: lapis_protocol::config::DEFAULT_MAX_SESSIONS_PER_TOKEN,
             clock,
             persist,
             sessions: Mutex::new(HashMap::new()),
             revocations: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Keeps at most `keep` remembered sessions per token (at least one):
+    /// issuing one more removes the token's expired sessions and its
+    /// oldest, which end at once.
+    pub fn with_session_bound(mut self, keep: usize) -> Authority {
+        self.keep_per_token = keep.max(1);
+        self
     }
 
     /// Changes after every revocation; a long-lived holder of a session
@@ -188,8 +204,8 @@ impl Authority {
             bearer_sha256: hash_bearer(&bearer),
             expires_at: Some(now.saturating_add(secs_to_ms(self.ttl_secs))),
         };
-        let session = match self.persist.issue(session) {
-            Ok(session) => session,
+        let issued = match self.persist.issue(session, self.keep_per_token) {
+            Ok(issued) => issued,
             Err(e) => match e.storage_condition() {
                 Some(condition) => {
                     let session = read_only_session(
@@ -199,6 +215,7 @@ impl Authority {
                         condition,
                         now,
                         self.ttl_secs,
+                        self.keep_per_token,
                     )?;
                     return Ok(Authenticated {
                         session,
@@ -208,6 +225,20 @@ impl Authority {
                 None => return Err(persist_failed(e)),
             },
         };
+        let session = issued.session;
+        // The sessions the store removed to keep the token bounded end
+        // now: their connections' next request and their subscriptions
+        // find them unknown.
+        let mut ended = false;
+        for id in &issued.removed {
+            ended |= sessions.remove(id).is_some_and(|s| s.live_at(now));
+        }
+        if ended {
+            self.revocations.send_modify(|n| *n += 1);
+        }
+        if !issued.removed.is_empty() {
+            tracing::info!(token = %spec.name, removed = issued.removed.len(), "sessions past the token's bound removed");
+        }
         sessions.insert(session.id.clone(), session.clone());
         tracing::info!(session = %session.id, principal = %session.principal, application = %session.application, "session issued");
         Ok(Authenticated {

@@ -40,7 +40,8 @@ pub(super) fn persist_failed(e: PersistError) -> RpcError {
 
 /// The read-only, in-memory session of `spec` for `application` while the
 /// store cannot write (`condition`): the live one already made for this
-/// credential, else a new one (its bearer hash is of a bearer nobody is
+/// credential, else a new one, the token's oldest read-only ones past
+/// `keep` removed (its bearer hash is of a bearer nobody is
 /// given, so no bearer ever resumes it).
 pub(super) fn read_only_session(
     sessions: &mut HashMap<String, AuthSession>,
@@ -49,6 +50,7 @@ pub(super) fn read_only_session(
     condition: &'static str,
     now: i64,
     ttl_secs: u64,
+    keep: usize,
 ) -> Result<AuthSession, RpcError> {
     let key = credential_key(&spec.name, application);
     if let Some(live) = sessions
@@ -75,6 +77,18 @@ pub(super) fn read_only_session(
         read_only: Some(condition),
     };
     tracing::warn!(session = %session.id, principal = %session.principal, application = %session.application, condition, "the store cannot write: read-only session issued in memory");
+    // Bounded like stored ones: the token's oldest read-only sessions go.
+    let prefix = format!("{}:", spec.name);
+    let mut mine: Vec<(i64, String)> = sessions
+        .values()
+        .filter(|s| s.read_only.is_some() && s.credential.starts_with(&prefix))
+        .map(|s| (s.created_at, s.id.clone()))
+        .collect();
+    mine.sort();
+    let excess = (mine.len() + 1).saturating_sub(keep.max(1));
+    for (_, id) in mine.into_iter().take(excess) {
+        sessions.remove(&id);
+    }
     sessions.insert(session.id.clone(), session.clone());
     Ok(session)
 }

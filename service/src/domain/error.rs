@@ -42,6 +42,15 @@ pub enum StoreError {
         /// The id already registered for the path.
         existing: String,
     },
+    /// A new workspace's directory is inside, contains, or is the same
+    /// directory as a registered workspace's.
+    #[error("the directory overlaps workspace `{existing}` ({how}): one tree has one workspace")]
+    WorkspaceOverlaps {
+        /// The registered workspace it overlaps.
+        existing: String,
+        /// `inside`, `contains` or `same directory`.
+        how: &'static str,
+    },
     /// The workspace has a turn whose outcome is unknown; it needs `turns resolve`.
     #[error("workspace `{workspace}` is fenced by turn `{turn}`")]
     WorkspaceFenced {
@@ -238,6 +247,7 @@ impl StoreError {
             StoreError::Conflict { .. } => ErrorCode::Conflict,
             StoreError::BindingMismatch { .. } => ErrorCode::BindingMismatch,
             StoreError::WorkspaceAlias { .. } => ErrorCode::WorkspaceAlias,
+            StoreError::WorkspaceOverlaps { .. } => ErrorCode::WorkspaceOverlaps,
             StoreError::WorkspaceFenced { .. } => ErrorCode::WorkspaceFenced,
             StoreError::WorkspaceBusy { .. } => ErrorCode::WorkspaceBusy,
             StoreError::QueueFull { .. } => ErrorCode::QueueFull,

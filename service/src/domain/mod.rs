@@ -24,5 +24,5 @@ pub use lapis_protocol::{
 pub(crate) use lapis_protocol::{
     ReplayPage, Thread, ThreadSnapshot, TurnEvent, Workspace, next_state,
 };
-pub use session::NewAuthSession;
 pub(crate) use session::{AuthSession, credential_key};
+pub use session::{IssuedSession, NewAuthSession};

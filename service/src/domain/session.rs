@@ -85,6 +85,17 @@ impl AuthSession {
     }
 }
 
+/// What issuing a session did: the session, and the ids of its token's
+/// sessions removed in the same transaction to keep the token bounded
+/// (expired ones, then the oldest past the bound).
+#[derive(Debug, Clone)]
+pub struct IssuedSession {
+    /// The new session.
+    pub session: AuthSession,
+    /// The sessions removed to make room for it.
+    pub removed: Vec<String>,
+}
+
 /// Input of `issue_session`: the store assigns the id and the issue time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewAuthSession {

@@ -5,7 +5,8 @@
 //! What must stay true: the claim check runs in the claim path before the
 //! context and memory ports are asked and before any agent is taken
 //! (`run_claim`), so a spent budget never calls a port or reaches an agent;
-//! it reads only, so a running turn is never touched by it. The one way a
+//! it reads only, so a running turn is never touched by it; a read that
+//! fails refuses the turn (`budget_unavailable`), never lets it run. The one way a
 //! budget stops a running turn is a per-turn ceiling, and it stops it only
 //! through the deadline's cancel path ([`super::outcome::Stop`]).
 

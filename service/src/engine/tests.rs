@@ -238,3 +238,72 @@ async fn status_never_shows_a_turn_running_after_its_final_event() {
     assert_eq!(running, 0, "the running slot is free when the end is seen");
     assert!(workspaces.is_empty(), "{workspaces:?}");
 }
+
+/// Budgets fail closed (issue 43): a budget covering the claimed turn
+/// whose spending cannot be read (its table gone from under the store)
+/// fails the turn `budget_unavailable` before anything else is asked —
+/// here, before the MCP refusal the same claim would otherwise end with.
+#[tokio::test]
+async fn a_budget_that_cannot_be_read_fails_the_turn_before_dispatch() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use crate::domain::{ProviderFacts, Retention, TurnState};
+    use crate::store::tests::{fixture, owner, submit, thread, workspace};
+    use lapis_protocol::config::{Budget, BudgetPeriod, BudgetScope};
+
+    let fx = fixture().await;
+    let ws = workspace(&fx.store, fx.dir.path(), "w1").await;
+    let engine = super::Engine::new(
+        fx.store.clone(),
+        super::EngineConfig::new(Default::default()),
+    );
+    engine.replace_budgets(vec![Budget {
+        per: BudgetScope::All,
+        id: None,
+        tokens: Some(1_000),
+        cost: None,
+        currency: None,
+        period: BudgetPeriod::Total,
+    }]);
+    let th = thread(&fx.store, &ws.id, Retention::Full).await;
+    let turn = fx
+        .store
+        .submit_turn(&owner(), submit(&th.id, "c1", "hi"))
+        .await
+        .unwrap()
+        .value;
+    let mut claim = fx.store.try_claim().await.unwrap().expect("runnable");
+    // Facts that would end the claim at its MCP step, after the budgets.
+    let refusal = lapis_protocol::mcp::McpRefusal::Invalid {
+        position: 1,
+        reason: "test refusal",
+    };
+    claim.provider = Some(ProviderFacts {
+        fingerprint: "0".repeat(64),
+        mcp_servers: Vec::new(),
+        mcp: Err(refusal.into()),
+        spec: crate::acp::ProviderSpec::builtin_echo("/bin/true".into()),
+    });
+    // The spending query reads `budget_resets`: without it the read fails.
+    let db = fx.dir.path().join("home").join("controller.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("DROP TABLE budget_resets")
+        .unwrap();
+    let permit = engine.slots.clone().acquire_owned().await.unwrap();
+    engine
+        .clone()
+        .run_claim(
+            claim,
+            Arc::default(),
+            Arc::new(AtomicBool::new(false)),
+            permit,
+        )
+        .await;
+    let after = fx.store.get_turn(&turn.id).await.unwrap();
+    assert_eq!(after.state, TurnState::Failed);
+    assert_eq!(after.outcome.as_deref(), Some("budget_unavailable"));
+    assert!(after.dispatched_at.is_none(), "never reached its boundary");
+    assert_eq!(engine.status().running_turns, 0);
+}

@@ -252,7 +252,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         limits.session_ttl_seconds,
         options.clock.clone(),
         Arc::new(StoreSessions(store.clone())),
-    );
+    )
+    .with_session_bound(limits.max_sessions_per_token);
     let ctx = Arc::new(ServerContext {
         authority: Arc::new(authority),
         identity: options.identity.clone(),

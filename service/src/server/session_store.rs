@@ -9,7 +9,7 @@
 use tokio::runtime::Handle;
 
 use crate::auth::{PersistError, SessionPersistence};
-use crate::domain::{AuthSession, NewAuthSession};
+use crate::domain::{AuthSession, IssuedSession, NewAuthSession};
 use crate::store::Store;
 
 /// [`SessionPersistence`] over the store.
@@ -33,8 +33,8 @@ impl SessionPersistence for StoreSessions {
         block(self.0.find_session_by_bearer_hash(hash)).map_err(err)
     }
 
-    fn issue(&self, session: NewAuthSession) -> Result<AuthSession, PersistError> {
-        block(self.0.issue_session(session)).map_err(err)
+    fn issue(&self, session: NewAuthSession, keep: usize) -> Result<IssuedSession, PersistError> {
+        block(self.0.issue_session(session, keep)).map_err(err)
     }
 
     fn revoke(&self, id: &str) -> Result<AuthSession, PersistError> {

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{
-    Actor, AuthSession, Claim, JournalEvent, NewAuthSession, NewThread, Preparer, Receipt,
-    ReplayPage, ReplayScope, ResolveAs, SessionBinding, StoreError, StoreResult, StoreStatus,
-    SubmitTurn, Thread, ThreadPatch, ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent,
-    Workspace,
+    Actor, Claim, JournalEvent, NewThread, Preparer, Receipt, ReplayPage, ReplayScope, ResolveAs,
+    SessionBinding, StoreError, StoreResult, StoreStatus, SubmitTurn, Thread, ThreadPatch,
+    ThreadSnapshot, TransitionOutcome, Turn, TurnEnd, TurnEvent, Workspace,
 };
 
 use lapis_protocol::params::WorkspaceRemoved;
@@ -445,38 +444,6 @@ impl Store {
             HistoryState::Failed(e) => Err(again(&e)),
             HistoryState::Pending => Err(StoreError::Closed),
         }
-    }
-
-    // ---- auth sessions ----------------------------------------------------
-
-    /// Store a new session (the caller made the bearer; pass its SHA-256 hex).
-    pub async fn issue_session(&self, input: NewAuthSession) -> StoreResult<AuthSession> {
-        self.op(move |w| w.issue_session(input)).await
-    }
-
-    /// The newest unrevoked session of a credential (the caller checks expiry).
-    pub(crate) async fn find_session_by_credential(
-        &self,
-        credential: &str,
-    ) -> StoreResult<Option<AuthSession>> {
-        let credential = credential.to_owned();
-        self.read(move |c, _| read::session_by_credential(c, &credential))
-            .await
-    }
-
-    /// The session with this bearer hash, revoked or not (the caller checks).
-    pub async fn find_session_by_bearer_hash(
-        &self,
-        sha256_hex: &str,
-    ) -> StoreResult<Option<AuthSession>> {
-        let h = sha256_hex.to_owned();
-        self.read(move |c, _| read::session_by_bearer(c, &h)).await
-    }
-
-    /// Revoke a session (idempotent).
-    pub(crate) async fn revoke_session(&self, id: &str) -> StoreResult<AuthSession> {
-        let id = id.to_owned();
-        self.op(move |w| w.revoke_session(&id)).await
     }
 }
 

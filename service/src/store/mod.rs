@@ -42,7 +42,8 @@
 //!   `seq` was already replayed. A lagged receiver must replay.
 //! - Status (sync): [`status`](Store::status), [`commit_count`](Store::commit_count)
 //!   (transactions committed, one fsync each).
-//! - Auth sessions: [`issue_session`](Store::issue_session),
+//! - Auth sessions: [`issue_session`](Store::issue_session) (bounded per
+//!   token: expired rows purged, the oldest evicted, in its transaction),
 //!   [`find_session_by_credential`](Store::find_session_by_credential),
 //!   [`find_session_by_bearer_hash`](Store::find_session_by_bearer_hash),
 //!   [`revoke_session`](Store::revoke_session).
@@ -85,6 +86,7 @@ mod row_error;
 mod rows;
 mod scheduler;
 mod schema;
+mod sessions;
 mod transition;
 mod usage;
 mod validate;

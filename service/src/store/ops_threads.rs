@@ -1,17 +1,14 @@
-//! Thread and session operations on the writer.
+//! Thread operations on the writer.
 
 use lapis_protocol::config::{PERMISSION_TIMEOUT_SECONDS, ThreadBudget};
 use lapis_protocol::{Payload, ThreadConfigured, ThreadCreated};
 use rusqlite::params;
 use serde_json::json;
 
-use crate::domain::{
-    Actor, AuthSession, NewAuthSession, NewThread, Receipt, StoreError, StoreResult, Thread,
-    ThreadPatch,
-};
+use crate::domain::{Actor, NewThread, Receipt, StoreError, StoreResult, Thread, ThreadPatch};
 
 use super::command_kind::CommandKind;
-use super::ids::{check_name, check_sha256_hex, digest, new_id};
+use super::ids::{check_name, digest, new_id};
 use super::ports;
 use super::read;
 use super::receipts::{Command, check_replay, receipt, stage_receipt};
@@ -320,42 +317,6 @@ impl Writer {
             });
             j.append(tx, st, id, None, now, configured)?;
             read::thread(tx, id)?.ok_or_else(|| StoreError::not_found("thread", id))
-        })
-    }
-
-    /// Store a new session; the caller generated the bearer and passes its hash.
-    pub(super) fn issue_session(&mut self, input: NewAuthSession) -> StoreResult<AuthSession> {
-        check_sha256_hex(&input.bearer_sha256)?;
-        check_name("credential", &input.credential)?;
-        let id = new_id("ses_")?;
-        let scopes = serde_json::to_string(&input.scopes).unwrap_or_else(|_| "[]".into());
-        self.write(|tx, _, _, now| {
-            tx.execute(
-                "INSERT INTO auth_sessions (id, credential, principal, application, scopes, \
-                 bearer_sha256, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    id,
-                    input.credential,
-                    input.principal,
-                    input.application,
-                    scopes,
-                    input.bearer_sha256,
-                    now,
-                    input.expires_at
-                ],
-            )?;
-            read::session(tx, &id)?.ok_or_else(|| StoreError::not_found("session", &id))
-        })
-    }
-
-    /// Revoke a session (idempotent: a revoked session keeps its first revocation time).
-    pub(super) fn revoke_session(&mut self, id: &str) -> StoreResult<AuthSession> {
-        self.write(|tx, _, _, now| {
-            tx.execute(
-                "UPDATE auth_sessions SET revoked_at = ?1 WHERE id = ?2 AND revoked_at IS NULL",
-                params![now, id],
-            )?;
-            read::session(tx, id)?.ok_or_else(|| StoreError::not_found("session", id))
         })
     }
 }

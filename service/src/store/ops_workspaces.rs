@@ -7,6 +7,11 @@
 //! is queued, claimed or fenced on it (checked in the same writer step that
 //! marks it, so no submit can slip in between), so nothing can wait on a
 //! workspace that no longer takes work. The validator checks that too.
+//! One tree has one workspace: a new workspace whose directory is inside,
+//! contains, or is the same directory (by inode, so a bind mount or a
+//! second path to it counts) as a registered one is refused
+//! (`workspace_overlaps`), checked in the writer step that inserts it.
+//! Pairs registered before that rule existed keep working.
 
 use rusqlite::{OptionalExtension, params};
 use serde_json::json;
@@ -89,6 +94,14 @@ impl Writer {
             .optional()?;
         if let Some(existing) = other {
             return Err(StoreError::WorkspaceAlias { existing });
+        }
+        let registered: Vec<(String, String)> = self
+            .conn
+            .prepare_cached("SELECT id, path FROM workspaces WHERE removed_at IS NULL")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        if let Some((existing, how)) = overlap(path, &registered) {
+            return Err(StoreError::WorkspaceOverlaps { existing, how });
         }
         let ws = self.write(|tx, _, _, now| {
             tx.execute(
@@ -185,4 +198,50 @@ impl Writer {
             worktree_deleted: false,
         })
     }
+}
+
+/// How `path` (canonical) overlaps a registered workspace, if it does:
+/// `(its id, "inside" | "contains" | "same directory")`. Compared by path
+/// components, then by the (device, inode) of each directory and its
+/// ancestors, so a bind mount or another path to one tree is found too;
+/// a directory that cannot be read is compared by its path alone.
+fn overlap(path: &str, registered: &[(String, String)]) -> Option<(String, &'static str)> {
+    use std::path::Path;
+    let new = Path::new(path);
+    let new_chain = inode_chain(new);
+    for (id, other) in registered {
+        let other = Path::new(other);
+        let how = if new.starts_with(other) {
+            Some("inside")
+        } else if other.starts_with(new) {
+            Some("contains")
+        } else {
+            let other_chain = inode_chain(other);
+            match (new_chain.first(), other_chain.first()) {
+                (Some(a), Some(b)) if a == b => Some("same directory"),
+                (Some(_), Some(b)) if new_chain.contains(b) => Some("inside"),
+                (Some(a), Some(_)) if other_chain.contains(a) => Some("contains"),
+                _ => None,
+            }
+        };
+        if let Some(how) = how {
+            return Some((id.clone(), how));
+        }
+    }
+    None
+}
+
+/// The (device, inode) of `dir` and of each of its ancestors, `dir` first;
+/// empty when `dir` cannot be read.
+fn inode_chain(dir: &std::path::Path) -> Vec<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut chain = Vec::new();
+    for p in dir.ancestors() {
+        match std::fs::metadata(p) {
+            Ok(m) => chain.push((m.dev(), m.ino())),
+            Err(_) if chain.is_empty() => return chain,
+            Err(_) => break,
+        }
+    }
+    chain
 }

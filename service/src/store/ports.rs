@@ -23,7 +23,7 @@ use crate::domain::{StoreError, StoreResult};
 /// literal (the row's column list is one `concat!`).
 macro_rules! port_cols {
     () => {
-        "tools, context_port, memory_port, transcript_store"
+        "tools, context_port, memory_port, transcript_store, port_identities"
     };
 }
 pub(super) use port_cols;
@@ -55,7 +55,7 @@ pub(super) fn assignments(first: usize) -> String {
 
 /// The stored values of `ports`, in [`port_cols!`] order (an empty tool list is
 /// `NULL`, as a thread without tools always stored it).
-pub(super) fn values(ports: &ThreadPorts) -> [Value; 4] {
+pub(super) fn values(ports: &ThreadPorts) -> [Value; 5] {
     let text = |s: &Option<String>| s.clone().map_or(Value::Null, Value::Text);
     [
         if ports.tools.is_empty() {
@@ -66,6 +66,12 @@ pub(super) fn values(ports: &ThreadPorts) -> [Value; 4] {
         text(&ports.context),
         text(&ports.memory),
         text(&ports.transcript_store),
+        // Schema 19: NULL for name-only bindings (every older row).
+        if ports.identities.is_empty() {
+            Value::Null
+        } else {
+            Value::Text(json!(ports.identities).to_string())
+        },
     ]
 }
 
@@ -97,6 +103,12 @@ pub(super) fn read(r: &Row<'_>, at: usize, id: &str) -> rusqlite::Result<ThreadP
         context: r.get(at + 1)?,
         memory: r.get(at + 2)?,
         transcript_store: r.get(at + 3)?,
+        identities: match r.get::<_, Option<String>>(at + 4)? {
+            None => Default::default(),
+            Some(json) => {
+                serde_json::from_str(&json).map_err(|_| bad("threads", id, "port_identities"))?
+            }
+        },
     })
 }
 
@@ -146,7 +158,7 @@ fn check_store_retention(retention: Retention) -> StoreResult<()> {
 /// returning the first bad row's id)`, see `validate`): each a valid name
 /// (tool endpoints a JSON array of at most eight), a transcript store only
 /// on a metadata-only thread.
-pub(super) fn checks() -> [(&'static str, &'static str, String); 4] {
+pub(super) fn checks() -> [(&'static str, &'static str, String); 5] {
     let name = |col: &str| {
         format!(
             "SELECT id FROM threads WHERE {col} IS NOT NULL \
@@ -182,6 +194,14 @@ pub(super) fn checks() -> [(&'static str, &'static str, String); 4] {
                 "{} OR retention != 'metadata-only') LIMIT 1",
                 name("transcript_store")
             ),
+        ),
+        (
+            "threads",
+            "port_identities",
+            "SELECT id FROM threads WHERE port_identities IS NOT NULL \
+             AND (NOT json_valid(port_identities) OR json_type(port_identities) != 'object') \
+             LIMIT 1"
+                .into(),
         ),
     ]
 }

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -347,6 +347,13 @@ ALTER TABLE events ADD COLUMN event_hash TEXT;
 CREATE TABLE chain_versions (version INTEGER PRIMARY KEY NOT NULL, from_seq INTEGER NOT NULL);
 INSERT INTO chain_versions (version, from_seq) SELECT 2, coalesce(max(seq), 0) + 1 FROM events;
 "#,
+    },
+    Migration {
+        // Version 19: the identity of each port a thread binds (issue 43
+        // item 5), a JSON object (`lapis_protocol::PortIdentities`); NULL
+        // on older rows, whose bindings are checked by name only.
+        then: None,
+        sql: "ALTER TABLE threads ADD COLUMN port_identities TEXT;",
     },
 ];
 

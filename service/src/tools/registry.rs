@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use lapis_protocol::tools::{ToolEndpointView, ToolRefusal, ToolSpec, ToolsRegister};
 
+use lapis_protocol::ThreadPorts;
 use lapis_protocol::callback::Callback;
 
 use super::peer::{Peer, PeerError};
@@ -323,6 +324,57 @@ impl PortRegistry {
     ) -> Result<Endpoint<S>, S::Refusal> {
         self.lookup_port(owner.principal, owner.application, name)
             .ok_or_else(|| S::unavailable(name, owner.why))
+    }
+
+    /// The members of `ports` (wire names, kind order) whose port `owner`
+    /// has registered now under another identity than the thread
+    /// recorded: a claim or an attach of such a thread is
+    /// `binding_mismatch`. A binding without a recorded identity (older
+    /// threads: name only), or not registered now, is not one of them (a
+    /// missing port is refused in its kind's own terms).
+    pub(crate) fn changed(&self, owner: PortOwner<'_>, ports: &ThreadPorts) -> Vec<&'static str> {
+        let differs = |found: Option<String>, recorded: Option<&String>| matches!((found, recorded), (Some(now), Some(then)) if now != *then);
+        let now = |kind: PortKind, name: Option<&String>| {
+            let name = name?;
+            let inner = self.lock();
+            let entry = inner
+                .endpoints
+                .get(&(owner.principal.to_owned(), owner.application.to_owned()))?
+                .get(&(kind, name.clone()))?;
+            Some(entry.identity.clone())
+        };
+        let ids = &ports.identities;
+        let tools = ports
+            .tools
+            .iter()
+            .any(|n| differs(now(PortKind::Tools, Some(n)), ids.tools.get(n)));
+        [
+            ("tools", tools),
+            (
+                "context",
+                differs(
+                    now(PortKind::Context, ports.context.as_ref()),
+                    ids.context.as_ref(),
+                ),
+            ),
+            (
+                "memory",
+                differs(
+                    now(PortKind::Memory, ports.memory.as_ref()),
+                    ids.memory.as_ref(),
+                ),
+            ),
+            (
+                "transcriptStore",
+                differs(
+                    now(PortKind::Transcript, ports.transcript_store.as_ref()),
+                    ids.transcript_store.as_ref(),
+                ),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect()
     }
 
     /// The tool endpoints `names` of an owner, in that order; the first one

@@ -135,6 +135,9 @@ pub(crate) async fn child(mode: &str, root: PathBuf) {
     }
 }
 
+/// Sessions the child's token keeps (`issue_session`'s bound).
+pub(crate) const SESSIONS_KEPT: usize = 3;
+
 /// The child's loop for thread creation, configuration and session writes.
 async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
     let mut n = 0u64;
@@ -166,15 +169,17 @@ async fn threads_and_sessions(store: &Store, pid: u32) -> ! {
             .unwrap();
         ack("configured", &format!("{}:{}", th.id, th.version));
         let session = NewAuthSession {
-            credential: "owner".into(),
+            credential: format!("owner:faults-{n}"),
             principal: "owner".into(),
-            application: "faults".into(),
+            application: format!("faults-{n}"),
             scopes: vec![lapis_protocol::Scope::ThreadsRead],
             bearer_sha256: format!("{:064x}", u128::from(pid) << 64 | u128::from(n)),
-            expires_at: None,
+            expires_at: Some(i64::MAX),
         };
-        let session = store.issue_session(session).await.unwrap();
-        ack("session", &session.bearer_sha256);
+        // A fresh application each time: the token's bound evicts one
+        // session per issue once it is full, in the issue's transaction.
+        let issued = store.issue_session(session, SESSIONS_KEPT).await.unwrap();
+        ack("session", &issued.session.bearer_sha256);
     }
 }
 

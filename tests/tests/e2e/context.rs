@@ -299,9 +299,11 @@ fn a_gone_late_refusing_or_foreign_port_fails_the_turn_before_the_boundary() {
     stop.store(true, Ordering::SeqCst);
     drop(serving.join().unwrap());
 
-    // A refusing port, then one whose connection closed (disposal).
+    // A refusing port, then one whose connection closed (disposal). The
+    // same description as the thread bound (its deadline), so the same
+    // identity: another one would be `binding_mismatch` (`port_identities`).
     let stop = Arc::new(AtomicBool::new(false));
-    let (_, serving) = serve_notes(&server, "lapis-cli", None, None, stop.clone());
+    let (_, serving) = serve_notes(&server, "lapis-cli", Some(200), None, stop.clone());
     let turn = driver.turns_submit(&thread, "c2", "refuse it").unwrap();
     let turn = settle(&mut driver, &turn.id);
     assert_eq!(turn.outcome.as_deref(), Some("context_unavailable"));

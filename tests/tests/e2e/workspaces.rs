@@ -105,3 +105,38 @@ fn remove_refuses_while_a_turn_waits_then_survives_a_restart() {
     ctx.run(["turns", "submit", &thread, "--prompt", "again"])
         .success();
 }
+
+/// One tree has one workspace (issue 43 item 5), through the socket and
+/// the CLI: a directory inside the configured `proj`, or one containing
+/// it, is refused `workspace_overlaps` naming `proj`; a sibling is not.
+#[test]
+fn a_directory_inside_or_around_a_workspace_is_refused_as_overlapping() {
+    let server = Server::start();
+    let inner = server.project.join("sub");
+    std::fs::create_dir_all(&inner).unwrap();
+    let (mut raw, _) = server.hello(crate::serve_support::OWNER, "ws-app");
+    for (id, path) in [
+        ("inner", inner.clone()),
+        ("outer", server.ctx.home().to_owned()),
+    ] {
+        let r = raw.call(
+            "workspaces.add",
+            json!({ "id": id, "path": path, "commandId": format!("add-{id}") }),
+        );
+        assert_eq!(crate::serve_support::code(&r), "workspace_overlaps", "{r}");
+        assert_eq!(r["error"]["data"]["existing"], "proj", "{r}");
+        assert_eq!(r["error"]["code"], -32024, "{r}");
+    }
+    let out = server
+        .ctx
+        .run(["workspaces", "add", "inner", inner.to_str().unwrap()]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("workspace_overlaps"), "{}", out.stderr);
+    let sibling = server.ctx.home().join("project-2");
+    std::fs::create_dir_all(&sibling).unwrap();
+    server
+        .ctx
+        .run(["workspaces", "add", "sibling", sibling.to_str().unwrap()])
+        .success();
+    server.finish(&[&raw], &[]);
+}

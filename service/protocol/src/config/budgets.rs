@@ -4,7 +4,9 @@
 //!
 //! What must stay true: a budget is checked when a turn is claimed, before
 //! anything is asked of an application port or an agent; a spent budget
-//! fails that turn `budget_exhausted` and never touches a running turn.
+//! fails that turn `budget_exhausted` and never touches a running turn;
+//! one whose spending cannot be read fails it `budget_unavailable` (budgets
+//! fail closed).
 //! The one exception is a per-turn ceiling (`period: "turn"`,
 //! [`BudgetPeriod::Turn`]), never checked at the claim, which stops a
 //! running turn only through the turn deadline's cancel path. A thread's

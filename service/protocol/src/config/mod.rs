@@ -47,6 +47,12 @@ pub use worktrees::{DEFAULT_HOOK_TIMEOUT_SECONDS, HookCommand, WorktreesConfig};
 /// says otherwise: 30 days.
 pub const DEFAULT_SESSION_TTL_SECS: u64 = 30 * 24 * 3600;
 
+/// Remembered sessions one config token keeps unless
+/// `server.maxSessionsPerToken` says otherwise: one per application that
+/// says `hello` with it, so 256 applications share a token before the
+/// oldest session is evicted.
+pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 256;
+
 /// [`ConfigError::Parse`]'s `kind` when the JSON is well-formed but a member
 /// is missing, unknown or of the wrong type.
 pub const PARSE_DATA: &str = "wrong type or unknown field";
@@ -266,6 +272,10 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// Lifetime of a newly issued session.
     pub session_ttl_seconds: u64,
+    /// Remembered sessions (one per application) one token keeps: issuing
+    /// one more first purges the token's expired sessions, then evicts its
+    /// oldest (revoked ones first); an evicted session ends at once.
+    pub max_sessions_per_token: usize,
     /// Journal events buffered per subscriber before it is told it lagged.
     pub subscriber_buffer: usize,
     /// On stop, how long running turns may take to finish before their
@@ -294,6 +304,7 @@ impl Default for ServerLimits {
             queue_capacity: 1024,
             max_connections: 256,
             session_ttl_seconds: DEFAULT_SESSION_TTL_SECS,
+            max_sessions_per_token: DEFAULT_MAX_SESSIONS_PER_TOKEN,
             subscriber_buffer: 1024,
             shutdown_grace_seconds: 10,
             hello_timeout_seconds: 10,

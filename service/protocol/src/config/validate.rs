@@ -264,6 +264,12 @@ fn validate_limits(config: &Config) -> Result<(), ConfigError> {
     if s.session_ttl_seconds == 0 {
         return Err(invalid("server.sessionTtlSeconds", "must be at least 1"));
     }
+    if !(1..=100_000).contains(&s.max_sessions_per_token) {
+        return Err(invalid(
+            "server.maxSessionsPerToken",
+            "must be between 1 and 100000",
+        ));
+    }
     if s.shutdown_grace_seconds > 3600 {
         return Err(invalid(
             "server.shutdownGraceSeconds",

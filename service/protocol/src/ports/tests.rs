@@ -14,6 +14,7 @@ fn ports() -> ThreadPorts {
         context: Some("ctx".into()),
         memory: Some("mem".into()),
         transcript_store: Some("vault".into()),
+        identities: PortIdentities::default(),
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{PersistError, SessionPersistence};
 use crate::auth::secret::random_hex;
-use crate::domain::{AuthSession, Clock, NewAuthSession, SystemClock};
+use crate::domain::{AuthSession, Clock, IssuedSession, NewAuthSession, SystemClock};
 
 /// Sessions kept only in memory (tests and fuzzing), timed by `clock` as the
 /// store is by its own.
@@ -56,13 +56,14 @@ impl SessionPersistence for MemorySessions {
         let all = self.all.lock().expect("poisoned");
         Ok(all.iter().find(|s| s.bearer_sha256 == hash).cloned())
     }
-    fn issue(&self, new: NewAuthSession) -> Result<AuthSession, PersistError> {
+    fn issue(&self, new: NewAuthSession, keep: usize) -> Result<IssuedSession, PersistError> {
         if let Some(condition) = *self.refuse_issue.lock().expect("poisoned") {
             return Err(PersistError(
                 "the storage refused the write".into(),
                 Some(condition),
             ));
         }
+        let now = self.clock.now_ms();
         let session = AuthSession {
             id: format!(
                 "ses_{}",
@@ -73,13 +74,48 @@ impl SessionPersistence for MemorySessions {
             application: new.application,
             scopes: new.scopes,
             bearer_sha256: new.bearer_sha256,
-            created_at: self.clock.now_ms(),
+            created_at: now,
             expires_at: new.expires_at,
             revoked_at: None,
             read_only: None,
         };
-        self.all.lock().expect("poisoned").push(session.clone());
-        Ok(session)
+        // The store's bound (`store::sessions`): the token's expired
+        // sessions go, then its oldest past `keep - 1`, revoked ones first.
+        let token = |credential: &str| {
+            credential
+                .split_once(':')
+                .map_or(credential.to_owned(), |(t, _)| t.to_owned())
+        };
+        let mine = token(&session.credential);
+        let mut all = self.all.lock().expect("poisoned");
+        let mut removed = Vec::new();
+        all.retain(|s| {
+            let gone = token(&s.credential) == mine && !s.unexpired_at(now);
+            if gone {
+                removed.push(s.id.clone());
+            }
+            !gone
+        });
+        let mut same: Vec<&AuthSession> = all
+            .iter()
+            .filter(|s| token(&s.credential) == mine)
+            .collect();
+        same.sort_by_key(|s| {
+            (
+                std::cmp::Reverse(s.revoked_at.is_none()),
+                std::cmp::Reverse(s.created_at),
+                std::cmp::Reverse(s.id.clone()),
+            )
+        });
+        let evicted: Vec<String> = same
+            .iter()
+            .skip(keep.max(1) - 1)
+            .map(|s| s.id.clone())
+            .collect();
+        all.retain(|s| !evicted.contains(&s.id));
+        removed.extend(evicted);
+        all.push(session.clone());
+        Ok(IssuedSession { session, removed })
     }
     fn revoke(&self, id: &str) -> Result<AuthSession, PersistError> {
         let now = self.clock.now_ms();

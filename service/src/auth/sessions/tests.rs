@@ -190,3 +190,56 @@ fn a_full_disk_issues_a_read_only_session_in_memory_until_it_can_write() {
         Some(ErrorCode::StorageUnavailable)
     );
 }
+
+/// A token's remembered sessions are bounded (issue 43 item 4): fresh
+/// applications past the bound evict the oldest sessions, which end at
+/// once — their connections' checks fail, revocation watchers wake, their
+/// bearers are unknown — and the authority's cache stays bounded too.
+#[test]
+fn a_tokens_sessions_are_bounded_and_the_evicted_end_at_once() {
+    let clock = Arc::new(ManualClock::ticking(1_000_000, 1));
+    let a = authority(clock).with_session_bound(3);
+    let watch = a.revocations();
+    let first = a.hello(&token("app-0")).unwrap();
+    let first_bearer = first.bearer.unwrap();
+    for n in 1..3 {
+        a.hello(&token(&format!("app-{n}"))).unwrap();
+    }
+    assert!(a.check(&first.session.id).is_ok(), "within the bound");
+    assert!(!watch.has_changed().unwrap());
+    for n in 3..50 {
+        a.hello(&token(&format!("app-{n}"))).unwrap();
+    }
+    let err = a.check(&first.session.id).unwrap_err();
+    assert_eq!(err.error_code(), Some(ErrorCode::Unauthenticated));
+    assert!(watch.has_changed().unwrap(), "holders re-check at once");
+    let err = a.hello(&bearer(&first_bearer)).unwrap_err();
+    assert_eq!(err.error_code(), Some(ErrorCode::Unauthenticated));
+    assert_eq!(a.sessions.lock().unwrap().len(), 3, "the cache is bounded");
+    // The newest stay and resume.
+    let newest = a.hello(&token("app-49")).unwrap();
+    assert!(newest.bearer.is_none(), "resumed, not issued");
+}
+
+/// Read-only sessions (the store cannot write) are bounded per token the
+/// same way, in memory.
+#[test]
+fn read_only_sessions_are_bounded_per_token() {
+    let clock = Arc::new(ManualClock::ticking(1_000_000, 1));
+    let persist = Arc::new(MemorySessions::new(clock.clone()));
+    let tokens = vec![TokenSpec {
+        name: "owner".into(),
+        principal: "owner".into(),
+        secret: SECRET.into(),
+        scopes: None,
+        applications: None,
+    }];
+    let a = Authority::new(tokens, 100, clock, persist.clone()).with_session_bound(2);
+    persist.refuse_issue(Some("disk_full"));
+    let ids: Vec<String> = (0..10)
+        .map(|n| a.hello(&token(&format!("ro-{n}"))).unwrap().session.id)
+        .collect();
+    assert_eq!(a.sessions.lock().unwrap().len(), 2);
+    assert!(a.check(&ids[9]).is_ok());
+    assert!(a.check(&ids[0]).is_err());
+}

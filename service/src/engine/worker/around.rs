@@ -104,10 +104,16 @@ impl Engine {
             .clone()
     }
 
-    /// Whether a budget covering the claimed turn is spent (logged with its
-    /// key). A store that cannot be read refuses nothing: budgets bound
-    /// spending, they never make the controller unavailable.
-    pub(super) async fn budget_spent(&self, thread: &lapis_protocol::Thread, turn: &str) -> bool {
+    /// The outcome a claimed turn fails with because of its budgets, if
+    /// any: `budget_exhausted` when one covering it is spent (logged with
+    /// its key), `budget_unavailable` when the spending cannot be read.
+    /// Budgets fail closed: a turn whose budget cannot be checked never
+    /// reaches a port or an agent, since an unread ceiling is no ceiling.
+    pub(super) async fn budget_refusal(
+        &self,
+        thread: &lapis_protocol::Thread,
+        turn: &str,
+    ) -> Option<lapis_protocol::OutcomeCode> {
         let mut budgets = self.budgets();
         // The thread's own budget counts like a configured one.
         if let Some(own) = &thread.budget {
@@ -125,12 +131,16 @@ impl Engine {
         match spent {
             Ok(Some(key)) => {
                 tracing::warn!(turn = %turn, budget = %key, "budget spent; turn not started");
-                true
+                Some(lapis_protocol::OutcomeCode::BudgetExhausted)
             }
-            Ok(None) => false,
+            Ok(None) => None,
             Err(err) => {
-                tracing::error!(turn = %turn, code = err.code(), "reading budgets failed; turn runs");
-                false
+                tracing::error!(
+                    turn = %turn,
+                    code = err.code(),
+                    "reading budgets failed; turn not started"
+                );
+                Some(lapis_protocol::OutcomeCode::BudgetUnavailable)
             }
         }
     }

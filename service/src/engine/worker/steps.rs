@@ -71,10 +71,11 @@ impl Engine {
         else {
             return Err(Halt::failed(OutcomeCode::UnknownProvider));
         };
-        // Budgets first: a spent one fails the turn before any port or
-        // agent is asked for anything (see `budgets`).
-        if self.budget_spent(&claim.thread, turn).await {
-            return Err(Halt::failed(OutcomeCode::BudgetExhausted));
+        // Budgets first: a spent one, or one that cannot be read, fails
+        // the turn before any port or agent is asked for anything (see
+        // `budgets`).
+        if let Some(code) = self.budget_refusal(&claim.thread, turn).await {
+            return Err(Halt::failed(code));
         }
         // An `ask` turn of a provider found ignoring approval (see `ask`).
         if self.ask_refused(turn, &prepared, &facts).await {
@@ -82,6 +83,17 @@ impl Engine {
         }
         let mcp = facts.mcp.map_err(Halt::McpRefused)?;
         let ports = &claim.thread.ports;
+        // A bound port registered now under another identity than the
+        // thread recorded is another port behind the name: nothing is
+        // asked of it.
+        let owner = crate::tools::registry::PortOwner::thread(&claim.thread);
+        let changed = self.config.tools.registry.changed(owner, ports);
+        if !changed.is_empty() {
+            tracing::warn!(turn = %turn, ports = ?changed, "a bound port's identity changed; turn not started");
+            return Err(Halt::failed(OutcomeCode::Refused(
+                lapis_protocol::ErrorCode::BindingMismatch,
+            )));
+        }
         if ports.context.is_some() || ports.memory.is_some() || ports.transcript_store.is_some() {
             // The ports below answer at the application's pace: the
             // claiming batch commits now instead of waiting for them.

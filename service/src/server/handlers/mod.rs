@@ -75,6 +75,11 @@ pub(super) fn store_err(e: StoreError) -> RpcError {
         return RpcError::new(ErrorCode::BindingMismatch, e.to_string())
             .with_data("fields", fields);
     }
+    if let StoreError::WorkspaceOverlaps { existing, .. } = &e {
+        let existing = existing.clone();
+        return RpcError::new(ErrorCode::WorkspaceOverlaps, e.to_string())
+            .with_data("existing", existing.into());
+    }
     if let StoreError::ToolEffectUnknown { call, .. } = &e {
         let call = call.clone();
         return RpcError::new(ErrorCode::ToolEffectUnknown, e.to_string())

@@ -29,7 +29,9 @@ pub(crate) async fn threads_create(
     provider(ctx, &p.provider)?;
     super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
     let retention = p.retention.unwrap_or(Retention::Full);
-    super::tools::check_ports(ctx, session, p.restricted, retention, &p.ports)?;
+    let mut ports = p.ports;
+    // The identities are the controller's to record, never the client's.
+    ports.identities = super::tools::check_ports(ctx, session, p.restricted, retention, &ports)?;
     let input = NewThread {
         command_id: p.command_id,
         workspace_id: p.workspace_id,
@@ -38,7 +40,7 @@ pub(crate) async fn threads_create(
         restricted: p.restricted,
         retention,
         mcp_servers: p.mcp_servers,
-        ports: p.ports,
+        ports,
         permission_timeout_seconds: p.permission_timeout_seconds,
         budget: p.budget,
         thread_id: p.thread_id,
@@ -100,7 +102,15 @@ pub(crate) async fn threads_attach(
 ) -> Result<ThreadSnapshot, RpcError> {
     let thread = owned_thread(ctx, session, &p.thread_id).await?;
     super::tools::check_restricted(thread.restricted, &thread.ports)?;
-    let fields = p.expect.mismatches(&thread);
+    let mut fields = p.expect.mismatches(&thread);
+    // A port registered now under another identity than the thread
+    // recorded is another port behind the same name.
+    let owner = crate::tools::registry::PortOwner::thread(&thread);
+    for changed in ctx.core.tools.registry.changed(owner, &thread.ports) {
+        if !fields.contains(&changed) {
+            fields.push(changed);
+        }
+    }
     if !fields.is_empty() {
         return Err(store_err(crate::domain::StoreError::BindingMismatch {
             fields,
@@ -156,7 +166,7 @@ pub(crate) async fn threads_configure(
     let retention = p.retention.unwrap_or(thread.retention);
     match &p.ports.transcript_store {
         Some(named) => {
-            super::tools::check_transcript_store(ctx, session, retention, named.as_deref())?
+            super::tools::check_transcript_store(ctx, session, retention, named.as_deref())?;
         }
         None if thread.ports.transcript_store.is_some() && retention != Retention::MetadataOnly => {
             return Err(RpcError::new(

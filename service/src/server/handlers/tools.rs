@@ -7,7 +7,6 @@ use crate::auth::AuthSession;
 use crate::domain::Retention;
 use crate::tools::registry::{Port, PortKind, PortOwner};
 use lapis_protocol::RpcError;
-use lapis_protocol::ThreadPorts;
 use lapis_protocol::context::{
     ContextRegister, PortRefusal, PortRegisterResult, PortUnregister, PortView,
     validate_port_binding,
@@ -18,6 +17,7 @@ use lapis_protocol::tools::{
     validate_binding,
 };
 use lapis_protocol::transcript::store::TranscriptRegister;
+use lapis_protocol::{PortIdentities, ThreadPorts};
 
 use super::super::conn::Conn;
 use super::super::context::ServerContext;
@@ -200,49 +200,54 @@ pub(crate) fn tools_unregister(
 /// no memory port on a restricted thread; a transcript store only on a
 /// `metadata-only` thread; every port registered by this application now.
 /// The claim checks again (the connection may close). In kind order, each
-/// kind's refusal in its own terms.
+/// kind's refusal in its own terms. The answer is the identity of each
+/// bound port now, which the thread records.
 pub(super) fn check_ports(
     ctx: &ServerContext,
     session: &AuthSession,
     restricted: bool,
     retention: Retention,
     ports: &ThreadPorts,
-) -> Result<(), RpcError> {
+) -> Result<PortIdentities, RpcError> {
     let registry = &ctx.core.tools.registry;
     let owner = PortOwner::session(&session.principal, &session.application);
     validate_binding(&ports.tools).map_err(refusal)?;
     if restricted && !ports.tools.is_empty() {
         return Err(refusal(ToolRefusal::Restricted));
     }
+    let mut identities = PortIdentities::default();
     for name in &ports.tools {
-        registry
+        let endpoint = registry
             .owned::<ToolsRegister>(owner, name)
             .map_err(refusal)?;
+        identities.tools.insert(name.clone(), endpoint.identity);
     }
-    registered::<ContextRegister>(ctx, session, ports.context.as_deref())?;
+    identities.context = registered::<ContextRegister>(ctx, session, ports.context.as_deref())?;
     validate_port_binding(ports.memory.as_deref()).map_err(port_refusal)?;
     if restricted && ports.memory.is_some() {
         return Err(refusal(ToolRefusal::Restricted));
     }
-    registered::<MemoryRegister>(ctx, session, ports.memory.as_deref())?;
-    check_transcript_store(ctx, session, retention, ports.transcript_store.as_deref())
+    identities.memory = registered::<MemoryRegister>(ctx, session, ports.memory.as_deref())?;
+    identities.transcript_store =
+        check_transcript_store(ctx, session, retention, ports.transcript_store.as_deref())?;
+    Ok(identities)
 }
 
 /// A port binding (absent, or a valid name) that this application has
-/// registered now.
+/// registered now, and its identity.
 fn registered<S: Port<Refusal = PortRefusal>>(
     ctx: &ServerContext,
     session: &AuthSession,
     port: Option<&str>,
-) -> Result<(), RpcError> {
+) -> Result<Option<String>, RpcError> {
     validate_port_binding(port).map_err(port_refusal)?;
-    let Some(port) = port else { return Ok(()) };
+    let Some(port) = port else { return Ok(None) };
     let owner = PortOwner::session(&session.principal, &session.application);
     ctx.core
         .tools
         .registry
         .owned::<S>(owner, port)
-        .map(|_| ())
+        .map(|e| Some(e.identity))
         .map_err(port_refusal)
 }
 
@@ -255,7 +260,7 @@ pub(super) fn check_transcript_store(
     session: &AuthSession,
     retention: Retention,
     port: Option<&str>,
-) -> Result<(), RpcError> {
+) -> Result<Option<String>, RpcError> {
     validate_port_binding(port).map_err(port_refusal)?;
     if port.is_some() && retention != Retention::MetadataOnly {
         return Err(RpcError::new(

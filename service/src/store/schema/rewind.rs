@@ -53,6 +53,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "DROP TABLE policy_probes;",
     "ALTER TABLE threads DROP COLUMN transcript_store; ALTER TABLE events DROP COLUMN event_hash;",
     "DROP TABLE chain_versions;",
+    "ALTER TABLE threads DROP COLUMN port_identities;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

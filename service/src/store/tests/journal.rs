@@ -177,10 +177,10 @@ async fn auth_sessions_persist_and_revoke() {
             ..new.clone()
         };
         assert_eq!(
-            s.issue_session(bad).await.unwrap_err().code(),
+            s.issue_session(bad, 16).await.unwrap_err().code(),
             "invalid_request"
         );
-        id = s.issue_session(new).await.unwrap().id;
+        id = s.issue_session(new, 16).await.unwrap().session.id;
     }
     let s = Store::open(options(&home)).unwrap();
     let found = s

@@ -16,6 +16,7 @@ mod parking;
 mod prepared;
 mod receipts;
 mod scheduling;
+mod sessions;
 mod storage;
 mod transcript;
 mod workspaces;

@@ -140,3 +140,60 @@ async fn a_removed_workspace_reopens_verifies_and_comes_back_with_its_threads() 
         .await
         .unwrap();
 }
+
+/// One tree has one workspace (issue 43 item 5): a directory inside,
+/// containing, or the same inode as (a bind mount of) a registered
+/// workspace is refused `workspace_overlaps`, naming it; a sibling whose
+/// name shares a prefix is not an overlap, and a removed workspace does
+/// not count.
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // mounts with mount(8) itself
+async fn a_nested_containing_or_bind_mounted_directory_overlaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(options(&dir.path().join("home"))).unwrap();
+    let root = dir.path().join("proj");
+    let nested = root.join("sub/deeper");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::create_dir_all(dir.path().join("proj-2")).unwrap();
+    s.add_workspace("proj", &root.join("sub")).await.unwrap();
+    for (id, path, how) in [
+        ("inner", nested.clone(), "inside"),
+        ("outer", root.clone(), "contains"),
+    ] {
+        let err = s.add_workspace(id, &path).await.unwrap_err();
+        assert_eq!(err.code(), "workspace_overlaps", "{id}");
+        assert!(err.to_string().contains("`proj`"), "{err}");
+        assert!(err.to_string().contains(how), "{err}");
+    }
+    // A prefix of the name is not a parent.
+    s.add_workspace("proj-2", &dir.path().join("proj-2"))
+        .await
+        .unwrap();
+    // A bind mount of the tree elsewhere is the same directory (where this
+    // machine lets the test mount).
+    let bind = dir.path().join("bind");
+    std::fs::create_dir_all(&bind).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(root.join("sub"))
+        .arg(&bind)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|st| st.success());
+    if mounted {
+        let same = s.add_workspace("bind", &bind).await.unwrap_err();
+        let inside = s.add_workspace("bind-deeper", &bind.join("deeper")).await;
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&bind)
+            .status();
+        assert_eq!(same.code(), "workspace_overlaps");
+        assert!(same.to_string().contains("same directory"), "{same}");
+        assert_eq!(inside.unwrap_err().code(), "workspace_overlaps");
+    } else {
+        eprintln!("bind mount part skipped: mounting needs root (CAP_SYS_ADMIN)");
+    }
+    // A removed workspace leaves its tree free.
+    s.remove_workspace(&owner(), "proj").await.unwrap();
+    s.add_workspace("inner", &nested).await.unwrap();
+}
