@@ -11,9 +11,11 @@
 //! ([`Config::check_on_this_machine`]), never the installer's, so a config
 //! whose workspace directory is missing does not fail an install.
 //!
-//! The one exception is [`edit`] (`providers add`/`remove`): it rewrites the
+//! The exceptions are [`edit`] (`providers add`/`remove`): it rewrites the
 //! file atomically, refuses any change to `tokens`, and writes only a
-//! document the full validator accepts.
+//! document the full validator accepts; and [`edit_tokens`] (`tokens add`,
+//! `tokens revoke`): the same write, which may only append a token or
+//! remove one whole, never rewrite one or remove the owner's.
 //!
 //! Error messages never quote file contents: the shared validator reports
 //! fields and positions, never values.
@@ -28,6 +30,9 @@ use thiserror::Error;
 
 use crate::fsx::{self, FsError};
 use crate::paths::Paths;
+
+mod tokens;
+pub use tokens::edit_tokens;
 
 pub(crate) use lapis_protocol::config::TOKEN_PREFIX;
 
@@ -222,6 +227,20 @@ pub fn edit<E>(path: &Path, change: impl FnOnce(&mut Value) -> Result<(), E>) ->
 where
     E: From<ConfigError>,
 {
+    rewrite(path, change, |before, after| before == after)
+}
+
+/// The one writer of an existing config: lock, read and validate, change,
+/// check the `tokens` rule (`tokens_ok(before, after)`), validate, write
+/// atomically.
+fn rewrite<E>(
+    path: &Path,
+    change: impl FnOnce(&mut Value) -> Result<(), E>,
+    tokens_ok: impl FnOnce(Option<&Value>, Option<&Value>) -> bool,
+) -> Result<Value, E>
+where
+    E: From<ConfigError>,
+{
     let lock_path = fsx::parent_of(path).join(format!(
         ".{}.lock",
         path.file_name().unwrap_or_default().to_string_lossy()
@@ -240,10 +259,10 @@ where
     })?;
     let tokens = value.get("tokens").cloned();
     change(&mut value)?;
-    if value.get("tokens").cloned() != tokens {
+    if !tokens_ok(tokens.as_ref(), value.get("tokens")) {
         return Err(ConfigError::Malformed {
             path: path.to_path_buf(),
-            reason: "an edit tried to change `tokens`".into(),
+            reason: "an edit tried to rewrite `tokens`".into(),
         }
         .into());
     }

@@ -39,6 +39,8 @@ fn config(home: &Path) -> Config {
             secret: SECRET.into(),
             scopes: None,
             applications: None,
+            workspaces: None,
+            providers: None,
         }],
         providers: Default::default(),
         workspaces: Default::default(),

@@ -118,6 +118,40 @@ pub(super) const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     ),
     ("token", &[("Print the bootstrap token", "token show")]),
     (
+        "tokens",
+        &[
+            (
+                "A token for the editor, its secret into a new 0600 file",
+                "tokens add editor --application my-editor --output editor.token",
+            ),
+            ("List the tokens (never their secrets)", "tokens list"),
+        ],
+    ),
+    (
+        "tokens add",
+        &[
+            (
+                "A token for the editor, its secret into a new 0600 file",
+                "tokens add editor --application my-editor --output editor.token",
+            ),
+            (
+                "Only workspace proj, only provider codex",
+                "tokens add bot --application bot --workspace proj --provider codex --output bot.token",
+            ),
+        ],
+    ),
+    (
+        "tokens list",
+        &[
+            ("Name, kind, applications and grants", "tokens list"),
+            ("As JSON", "tokens list --json"),
+        ],
+    ),
+    (
+        "tokens revoke",
+        &[("End a token's sessions at once", "tokens revoke editor")],
+    ),
+    (
         "token show",
         &[
             ("Print the bootstrap token", "token show"),

@@ -37,7 +37,7 @@ const GROUPS: &[(&str, &[&str])] = &[
     (
         "Service commands",
         &[
-            "serve", "stop", "status", "logs", "doctor", "config", "token", "backup",
+            "serve", "stop", "status", "logs", "doctor", "config", "token", "tokens", "backup",
         ],
     ),
     (

@@ -23,6 +23,7 @@ mod examples;
 mod global;
 mod help;
 mod install;
+mod tokens;
 
 pub(crate) use backup::BackupCommand;
 pub(crate) use candidates::{Candidates, provide};
@@ -37,6 +38,7 @@ pub(crate) use install::{
     CompletionsArgs, GcArgs, InstallArgs, LogsArgs, ReleasesCommand, RollbackArgs, ServeArgs,
     StartArg, StopArgs, TokenCommand, UninstallArgs, UpdateArgs,
 };
+pub(crate) use tokens::{TokensAddArgs, TokensCommand};
 
 /// Local controller that runs coding-agent turns durably, one per workspace.
 #[derive(Debug, Parser)]
@@ -67,6 +69,9 @@ pub(crate) enum Command {
     /// Print the bootstrap token (the only command that prints a secret).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Add, list and revoke application tokens (each sees its own application only).
+    #[command(subcommand)]
+    Tokens(TokensCommand),
     /// Generate shell completions.
     Completions(CompletionsArgs),
     /// Run the controller service (in the foreground, or detached with --background).
@@ -209,6 +214,10 @@ impl Command {
             Command::Version(a) | Command::Status(a) | Command::Doctor(a) => a.json,
             Command::Config(ConfigCommand::Reload(a)) => a.json,
             Command::Token(TokenCommand::Show(a)) => a.json,
+            Command::Tokens(TokensCommand::Add(a)) => a.out.json,
+            Command::Tokens(TokensCommand::List(a) | TokensCommand::Revoke { out: a, .. }) => {
+                a.json
+            }
             Command::Workspaces(
                 WorkspacesCommand::Add { out, .. } | WorkspacesCommand::Remove { out, .. },
             ) => out.json,

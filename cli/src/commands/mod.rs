@@ -40,6 +40,7 @@ mod submit;
 mod suggest;
 mod threads;
 mod token;
+mod tokens;
 mod turns;
 mod uninstall;
 mod update;
@@ -66,6 +67,7 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Releases(command) => releases::run(&global, command),
         Command::Rollback(args) => rollback::run(&global, args),
         Command::Token(command) => token::run(&global, command),
+        Command::Tokens(command) => tokens::run(&global, command),
         Command::Serve(args) if args.background => background::start(&global, &args),
         Command::Serve(args) => serve::run(&global, args),
         Command::Stop(args) => background::stop(&global, &args),

@@ -31,6 +31,8 @@ pub fn frames_and_hello(data: &[u8]) {
             secret: SECRET.into(),
             scopes: None,
             applications: None,
+            workspaces: None,
+            providers: None,
         }],
         60,
         Arc::new(ManualClock::new(1_000)),

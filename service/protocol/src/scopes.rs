@@ -96,6 +96,12 @@ impl Scope {
         Scope::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
+    /// Whether the scope reaches another application's threads (the
+    /// operator's crossings): never in an application token's default set.
+    pub fn crosses_applications(self) -> bool {
+        matches!(self, Scope::TurnsResolveAny | Scope::PermissionsRespondAny)
+    }
+
     /// Whether every method of this scope only reads the store (the scopes
     /// a read-only session keeps while the controller cannot write). A
     /// match without a wildcard, so a new scope is decided here.

@@ -7,7 +7,13 @@
 //!   persistence backend);
 //! - a revoked or expired session fails closed, for its bearer and for every
 //!   request of a connection already using it;
-//! - a session whose token was removed from the configuration fails closed;
+//! - a session whose token was removed from the configuration fails closed,
+//!   also on a running server: [`Authority::replace_tokens`] (a reload)
+//!   revokes the sessions of a removed token at once, so their
+//!   subscriptions end;
+//! - a session holds no scope its token no longer grants (the scopes are
+//!   narrowed to the token's current ones at every check), so an upgraded
+//!   application token loses the cross-application scopes it was issued;
 //! - when the store cannot write for a storage condition (a full disk), a
 //!   token's `hello` still gets a session, so the owner can see what is
 //!   wrong: a *read-only* one, kept in memory only, holding the token's read
@@ -22,13 +28,13 @@
 //! - no error or log line carries a token or a bearer.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::persist::SessionPersistence;
 use super::secret::{hash_bearer, new_bearer, secrets_equal};
 use super::storage::{internal, persist_failed, read_only_session};
 use crate::domain::{AuthSession, Clock, NewAuthSession, credential_key, secs_to_ms};
-use lapis_protocol::config::{TokenSpec, valid_application};
+use lapis_protocol::config::{TokenKind, TokenSpec, valid_application};
 use lapis_protocol::{ErrorCode, HelloParams, RpcError, Scope};
 
 /// The outcome of a successful `hello`.
@@ -43,8 +49,9 @@ pub struct Authenticated {
 /// Issues, resumes, checks and revokes sessions.
 #[derive(Debug)]
 pub struct Authority {
-    /// Tokens from the configuration; compared in constant time.
-    tokens: Vec<TokenSpec>,
+    /// Tokens from the configuration; compared in constant time. Replaced
+    /// whole by a reload ([`Authority::replace_tokens`]).
+    tokens: RwLock<Vec<TokenSpec>>,
     /// Lifetime of a newly issued session.
     ttl_secs: u64,
     /// Remembered sessions one token keeps (`server.maxSessionsPerToken`).
@@ -74,7 +81,7 @@ impl Authority {
         persist: Arc<dyn SessionPersistence>,
     ) -> Authority {
         Authority {
-            tokens,
+            tokens: RwLock::new(tokens),
             ttl_secs,
             keep_per_token: lapis_protocol::config::DEFAULT_MAX_SESSIONS_PER_TOKEN,
             clock,
@@ -100,8 +107,72 @@ impl Authority {
 
     /// The owner's token name: the first config token, the one the CLI
     /// uses (its connections may use the slot kept from other tokens).
-    pub(crate) fn owner_token(&self) -> &str {
-        self.tokens.first().map_or("", |t| t.name.as_str())
+    pub(crate) fn owner_token(&self) -> String {
+        self.tokens()
+            .first()
+            .map_or(String::new(), |t| t.name.clone())
+    }
+
+    fn tokens(&self) -> std::sync::RwLockReadGuard<'_, Vec<TokenSpec>> {
+        self.tokens.read().expect("poisoned")
+    }
+
+    /// The config token `session` was issued by, as configured now.
+    pub(crate) fn spec_of(&self, session: &AuthSession) -> Option<TokenSpec> {
+        let token = Authority::token_of(session);
+        self.tokens().iter().find(|t| t.name == token).cloned()
+    }
+
+    /// Whether `session` is of an owner's token: it sees every application
+    /// of its principal (a removed token sees nothing).
+    pub(crate) fn is_owner(&self, session: &AuthSession) -> bool {
+        self.spec_of(session)
+            .is_some_and(|t| t.kind() == TokenKind::Owner)
+    }
+
+    /// Replaces the tokens (a reload): every session of a token that is
+    /// gone, or whose secret changed, is revoked at once, and holders of
+    /// sessions (subscriptions) are told to re-check. Other tokens'
+    /// sessions go on, with the scopes their token grants now. Returns
+    /// the number of sessions revoked.
+    pub(crate) fn replace_tokens(&self, new: Vec<TokenSpec>) -> usize {
+        let mut tokens = self.tokens.write().expect("poisoned");
+        let gone: Vec<String> = tokens
+            .iter()
+            .filter(|old| {
+                !new.iter()
+                    .any(|t| t.name == old.name && secrets_equal(&t.secret, &old.secret))
+            })
+            .map(|t| t.name.clone())
+            .collect();
+        *tokens = new;
+        drop(tokens);
+        let mut revoked = 0;
+        let mut sessions = self.sessions.lock().expect("poisoned");
+        for session in sessions.values_mut() {
+            if session.revoked_at.is_some()
+                || !gone.iter().any(|g| g == Authority::token_of(session))
+            {
+                continue;
+            }
+            if session.read_only.is_some() {
+                session.revoked_at = Some(self.clock.now_ms());
+            } else {
+                match self.persist.revoke(&session.id) {
+                    Ok(s) => *session = s,
+                    Err(e) => {
+                        // Still fails closed: its token is no longer configured.
+                        tracing::error!(session = %session.id, error = %e, "revoking a removed token's session failed");
+                        session.revoked_at = Some(self.clock.now_ms());
+                    }
+                }
+            }
+            revoked += 1;
+            tracing::info!(session = %session.id, "session revoked: its token was removed");
+        }
+        drop(sessions);
+        self.revocations.send_modify(|n| *n += 1);
+        revoked
     }
 
     /// The config token name a session was issued by.
@@ -115,10 +186,8 @@ impl Authority {
     /// Whether the token `session` was issued by grants `scope` (a
     /// read-only session lacks write scopes its token has).
     pub(crate) fn token_grants(&self, session: &AuthSession, scope: Scope) -> bool {
-        let token = Authority::token_of(session);
-        self.tokens
-            .iter()
-            .any(|t| t.name == token && t.effective_scopes().contains(&scope))
+        self.spec_of(session)
+            .is_some_and(|t| t.effective_scopes().contains(&scope))
     }
 
     /// The current time from the injected clock (milliseconds).
@@ -160,13 +229,14 @@ impl Authority {
 
     fn with_token(&self, token: &str, application: &str) -> Result<Authenticated, RpcError> {
         // Compare against every token without stopping early.
-        let mut matched: Option<&TokenSpec> = None;
-        for spec in &self.tokens {
+        let mut matched: Option<TokenSpec> = None;
+        for spec in self.tokens().iter() {
             if secrets_equal(token, &spec.secret) && matched.is_none() {
-                matched = Some(spec);
+                matched = Some(spec.clone());
             }
         }
         let spec = matched.ok_or_else(|| unauthenticated("unknown token"))?;
+        let spec = &spec;
         if !spec.allows_application(application) {
             return Err(RpcError::new(
                 ErrorCode::Forbidden,
@@ -182,7 +252,7 @@ impl Authority {
             .max_by_key(|s| s.created_at)
         {
             return Ok(Authenticated {
-                session: live.clone(),
+                session: narrowed(live.clone(), spec),
                 bearer: None,
             });
         }
@@ -191,7 +261,7 @@ impl Authority {
         {
             sessions.insert(stored.id.clone(), stored.clone());
             return Ok(Authenticated {
-                session: stored,
+                session: narrowed(stored, spec),
                 bearer: None,
             });
         }
@@ -280,14 +350,13 @@ impl Authority {
         if !session.unexpired_at(self.clock.now_ms()) {
             return Err(unauthenticated("session expired"));
         }
-        if !self
-            .tokens
+        let spec = self
+            .tokens()
             .iter()
-            .any(|t| credential_key(&t.name, &session.application) == session.credential)
-        {
-            return Err(unauthenticated("session credential no longer configured"));
-        }
-        Ok(session.clone())
+            .find(|t| credential_key(&t.name, &session.application) == session.credential)
+            .cloned()
+            .ok_or_else(|| unauthenticated("session credential no longer configured"))?;
+        Ok(narrowed(session.clone(), &spec))
     }
 
     /// Re-checks a connection's session before each request.
@@ -319,6 +388,13 @@ impl Authority {
         }
         Ok(session.id.clone())
     }
+}
+
+/// `session` holding only the scopes its token grants now.
+fn narrowed(mut session: AuthSession, spec: &TokenSpec) -> AuthSession {
+    let granted = spec.effective_scopes();
+    session.scopes.retain(|s| granted.contains(s));
+    session
 }
 
 #[cfg(test)]

@@ -197,7 +197,7 @@ pub(super) async fn method(
         Method::Hello => hello(ctx, conn, request).await,
         Method::Status => {
             let _ = params::<call::Status>(request)?;
-            reply::<call::Status>(handlers::status(ctx).await)
+            reply::<call::Status>(handlers::status(ctx, session).await)
         }
         Method::SessionsRevoke => reply::<call::SessionsRevoke>(handlers::sessions_revoke(
             ctx,
@@ -209,7 +209,7 @@ pub(super) async fn method(
             let _ = params::<call::ConfigReload>(request)?;
             let outcome = ctx
                 .reload
-                .reload(&ctx.core.store, &ctx.core.providers)
+                .reload(&ctx.core.store, &ctx.core.providers, &ctx.authority)
                 .await;
             reply::<call::ConfigReload>(Ok(outcome))
         }
@@ -224,7 +224,7 @@ pub(super) async fn method(
         ),
         Method::WorkspacesList => {
             let _ = params::<call::WorkspacesList>(request)?;
-            reply::<call::WorkspacesList>(handlers::workspaces_list(ctx).await)
+            reply::<call::WorkspacesList>(handlers::workspaces_list(ctx, session).await)
         }
         Method::WorkspacesRemove => reply::<call::WorkspacesRemove>(
             handlers::workspaces_remove(ctx, session, request.params()?).await,

@@ -328,7 +328,7 @@ fn reload_on_sighup(
             }
             tracing::info!(signal = "SIGHUP", "reloading the configuration");
             ctx.reload
-                .reload(&ctx.core.store, &ctx.core.providers)
+                .reload(&ctx.core.store, &ctx.core.providers, &ctx.authority)
                 .await;
         }
     });

@@ -5,8 +5,10 @@
 //! running turn keeps the definition it was claimed with), the workspaces
 //! (config workspaces not yet registered are registered) and the workspace
 //! roots `workspaces.add` checks against (a workspace already registered
-//! under a root that is gone stays registered). What it
-//! does not: tokens, `server` limits and the controller home take a restart;
+//! under a root that is gone stays registered), and the tokens (a token
+//! added works at once; the sessions of a removed one are revoked at once,
+//! `Authority::replace_tokens`). What it
+//! does not: `server` limits and the controller home take a restart;
 //! a reload that sees them changed applies the rest and names them in
 //! `restartNeeded`. A workspace removed from the config stays registered,
 //! like one added with `workspaces add`.
@@ -20,7 +22,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::auth::Clock;
+use crate::auth::{Authority, Clock};
 use crate::engine::{Engine, EngineConfig};
 use crate::store::Store;
 use lapis_protocol::config::{Config, EnvFile, WorkspaceRoots};
@@ -145,10 +147,15 @@ impl Reloader {
     /// Re-reads the config and applies what a reload can change, or refuses
     /// and keeps everything as it was. Tells the service manager
     /// (`RELOADING=1` … `READY=1`) and logs the outcome.
-    pub(crate) async fn reload(&self, store: &Store, names: &ProviderNames) -> ReloadResult {
+    pub(crate) async fn reload(
+        &self,
+        store: &Store,
+        names: &ProviderNames,
+        authority: &Authority,
+    ) -> ReloadResult {
         let _one = self.running.lock().await;
         notify::reloading();
-        let outcome = match self.try_reload(store, names).await {
+        let outcome = match self.try_reload(store, names, authority).await {
             Ok((added, restart_needed)) => {
                 tracing::info!(
                     providers = names.list().len(),
@@ -192,6 +199,7 @@ impl Reloader {
         &self,
         store: &Store,
         names: &ProviderNames,
+        authority: &Authority,
     ) -> Result<(Vec<String>, Vec<String>), Refused> {
         let Some(source) = &self.source else {
             return Err(Refused(
@@ -241,6 +249,7 @@ impl Reloader {
             engine.replace_evidence(config.evidence_modes());
         }
         names.replace(provider_names);
+        authority.replace_tokens(config.tokens.clone());
         *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(roots);
         let mut current = source.current.lock().unwrap_or_else(|p| p.into_inner());
         let restart_needed = restart_needed(&current, &config);
@@ -298,9 +307,6 @@ async fn workspaces_to_add(
 /// Parts of the config a reload does not apply that differ.
 fn restart_needed(old: &Config, new: &Config) -> Vec<String> {
     let mut out = Vec::new();
-    if old.tokens != new.tokens {
-        out.push("tokens".to_owned());
-    }
     if old.server != new.server {
         out.push("server".to_owned());
     }

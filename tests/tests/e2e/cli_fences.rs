@@ -49,7 +49,10 @@ fn the_resolve_command_status_prints_for_another_applications_fence_runs_as_prin
         json!({}),
         json!({ "dies": fixture(&["--ledger", &arg(&ledger), "--chunks", "1", "--exit-after-stream"]) }),
     );
-    let mut editor = app(&server, OWNER, "my-editor");
+    // The editor has a token of its own (`tokens add`): the owner's CLI,
+    // above the applications, still reads and resolves its fence.
+    let secret = crate::tokens::add_token(&server, "my-editor", "my-editor", &[]);
+    let mut editor = app(&server, &secret, "my-editor");
     let thread = editor
         .threads_create("proj", "dies", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
@@ -97,8 +100,10 @@ fn the_resolve_command_status_prints_for_another_applications_fence_runs_as_prin
     assert_eq!(editor.turns_get(&lost.id).unwrap().state, TurnState::Failed);
     let after = server.ctx.run(["status", "--json"]).success().json();
     assert_eq!(after["fences"], json!([]), "{after}");
-    // Settled, it is no longer the operator's to read.
-    server.ctx.run(["turns", "show", &lost.id]).expect_code(2);
+    // Settled, the owner's CLI still reads it (it sees every application
+    // of its principal); the other application does not.
+    server.ctx.run(["turns", "show", &lost.id]).success();
+    assert_eq!(narrow.turns_get(&lost.id).unwrap_err().code(), "not_found");
     server.finish(&[], &[]);
 }
 

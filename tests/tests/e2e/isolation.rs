@@ -30,6 +30,23 @@ fn foreign_threads_and_turns_answer_like_unknown_ones() {
         .threads_create("proj", "echo", lapis_protocol::ApprovalPolicy::Ask, None)
         .unwrap();
     let turn = owner.turns_submit(&thread.id, "c-1", "hello").unwrap();
+    // Another principal, and the same principal through an application
+    // token of another application (without `permissions:respond-any`,
+    // which opens the principal's permission inbox to it: `inbox.rs`).
+    for mut other in [
+        app(&server, GUEST, "editor"),
+        app(&server, NARROW, "other-app"),
+    ] {
+        assert_foreign(&mut other, &thread.id, &turn.id);
+    }
+    // The owner still reaches both.
+    owner.turns_get(&turn.id).unwrap();
+    server.finish(&[], &[]);
+}
+
+/// Every method that names `thread` or `turn` answers `other` exactly as
+/// it answers an unknown id of the same kind (`not_found`, same message).
+pub(crate) fn assert_foreign(other: &mut Client, thread: &str, turn: &str) {
     // Unknown ids of the same shape.
     let (no_thread, no_turn) = (
         format!("thr_{}", "0".repeat(32)),
@@ -72,35 +89,26 @@ fn foreign_threads_and_turns_answer_like_unknown_ones() {
             ),
         ]
     };
-    // Another principal, and the same principal through another application
-    // (without `permissions:respond-any`, which opens the principal's
-    // permission inbox to it: `inbox.rs`).
-    for mut other in [
-        app(&server, GUEST, "editor"),
-        app(&server, NARROW, "other-app"),
-    ] {
+    {
         for (cases, real, unknown) in [
             (
                 by_thread as fn(&str) -> Vec<(&'static str, Value)>,
-                &thread.id,
+                thread,
                 &no_thread,
             ),
-            (by_turn, &turn.id, &no_turn),
+            (by_turn, turn, &no_turn),
         ] {
             for ((method, foreign), (_, missing)) in cases(real).into_iter().zip(cases(unknown)) {
-                let (code, message) = refusal(&mut other, method, foreign);
-                let (unknown_code, unknown_message) = refusal(&mut other, method, missing);
+                let (code, message) = refusal(other, method, foreign);
+                let (unknown_code, unknown_message) = refusal(other, method, missing);
                 assert_eq!(code, "not_found", "{method}: {message}");
                 assert_eq!(code, unknown_code, "{method}");
                 assert_eq!(
-                    message.replace(real.as_str(), "ID"),
+                    message.replace(real, "ID"),
                     unknown_message.replace(unknown.as_str(), "ID"),
                     "{method}: same message shape"
                 );
             }
         }
     }
-    // The owner still reaches both.
-    owner.turns_get(&turn.id).unwrap();
-    server.finish(&[], &[]);
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::serve_support::{GUEST, OWNER, READER, Raw, Server, code, ok};
+use crate::serve_support::{GUEST, NARROW, OWNER, READER, Raw, Server, code, ok};
 
 const PROTOCOL: &str = "lapis-ai-controller/1";
 
@@ -264,7 +264,9 @@ fn threads_are_isolated_by_principal_and_application() {
         ok(&mine.call("threads.get", json!({ "threadId": thread })))["thread"]["application"],
         "app-a"
     );
-    let (mut other_app, h2) = server.hello(OWNER, "app-b");
+    // Another application has a token of its own (the owner's token sees
+    // every application of its principal: `tokens.rs`).
+    let (mut other_app, h2) = server.hello(NARROW, "other-app");
     let (mut other_principal, h3) = server.hello(GUEST, "app-a");
     for intruder in [&mut other_app, &mut other_principal] {
         for (method, params) in [

@@ -63,6 +63,7 @@ pub fn write_config_with(
             { "name": "guest", "principal": "guest", "secret": GUEST },
             { "name": "reader", "principal": "owner", "secret": READER, "scopes": ["status:read"] },
             { "name": "narrow", "principal": "owner", "secret": NARROW,
+              "applications": ["bot", "other-app", "intruder", "other"],
               "scopes": ["status:read", "threads:read", "threads:write", "turns:write", "turns:resolve",
                           "permissions:respond"] },
         ],

@@ -13,18 +13,16 @@ mod error;
 mod notify;
 mod provider;
 mod roots;
+mod token;
 mod validate;
 mod worktrees;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use serde_json::Value;
-
-use crate::Scope;
 
 pub use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_workspace_id};
 pub use budgets::{Budget, BudgetPeriod, BudgetScope, ThreadBudget};
@@ -41,6 +39,7 @@ pub use provider::{
     RestrictedPolicy, SessionPolicy,
 };
 pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
+pub use token::{TokenKind, TokenSpec};
 pub use worktrees::{DEFAULT_HOOK_TIMEOUT_SECONDS, HookCommand, WorktreesConfig};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`
@@ -110,56 +109,6 @@ pub struct Config {
     /// commands (see `docs/operations.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktrees: Option<WorktreesConfig>,
-}
-
-/// One bootstrap token. `Debug` never shows the secret.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TokenSpec {
-    /// Unique name of the credential (sessions are keyed by it).
-    pub name: String,
-    /// Principal sessions of this token act for.
-    pub principal: String,
-    /// The secret (`lapis_` + 64 lowercase hex digits).
-    pub secret: String,
-    /// Granted scopes; absent means every scope.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scopes: Option<Vec<Scope>>,
-    /// Applications this token may speak for; absent means any. A `hello`
-    /// naming another application with this token fails `forbidden`, so a
-    /// token handed to one application cannot impersonate another.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applications: Option<Vec<String>>,
-}
-
-impl TokenSpec {
-    /// Whether a `hello` with this token may name `application`.
-    pub fn allows_application(&self, application: &str) -> bool {
-        self.applications
-            .as_ref()
-            .is_none_or(|apps| apps.iter().any(|a| a == application))
-    }
-
-    /// The scopes a session of this token gets.
-    pub fn effective_scopes(&self) -> Vec<Scope> {
-        let mut scopes = self.scopes.clone().unwrap_or_else(|| Scope::ALL.to_vec());
-        scopes.sort();
-        scopes.dedup();
-        scopes
-    }
-}
-
-impl fmt::Debug for TokenSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenSpec")
-            .field("name", &self.name)
-            .field("principal", &self.principal)
-            .field("secret", &"<redacted>")
-            .field("scopes", &self.scopes)
-            .field("applications", &self.applications)
-            .finish()
-    }
 }
 
 /// A provider as written in the config (validated for shape here; the ACP

@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-use super::{CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderError, ProviderSpec};
+use super::{
+    CONFIG_SCHEMA, Config, ConfigError, ProviderConfig, ProviderError, ProviderSpec, TokenSpec,
+};
 use crate::names::{WORKSPACE_ID_RULE, valid_application, valid_name, valid_workspace_id};
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -143,6 +145,34 @@ fn validate_tokens(config: &Config) -> Result<(), ConfigError> {
                     "must be 1-64 of [A-Za-z0-9._-]",
                 ));
             }
+        }
+        validate_grants(i, t)?;
+    }
+    Ok(())
+}
+
+/// A token's grants: only on an application token, never empty, each entry
+/// a valid name (a workspace registered later may be named already).
+fn validate_grants(i: usize, t: &TokenSpec) -> Result<(), ConfigError> {
+    for (field, list) in [("workspaces", &t.workspaces), ("providers", &t.providers)] {
+        let Some(list) = list else { continue };
+        if t.applications.is_none() {
+            return Err(invalid(
+                format!("tokens[{i}].{field}"),
+                "limits an application token only (the owner's token sees everything); add `applications` or remove it",
+            ));
+        }
+        if list.is_empty() {
+            return Err(invalid(
+                format!("tokens[{i}].{field}"),
+                "must not be empty (omit it for every one)",
+            ));
+        }
+        if let Some(j) = list.iter().position(|n| !valid_name(n, 64)) {
+            return Err(invalid(
+                format!("tokens[{i}].{field}[{j}]"),
+                "must be 1-64 of [A-Za-z0-9._-]",
+            ));
         }
     }
     Ok(())

@@ -15,6 +15,8 @@ fn authority(clock: Arc<ManualClock>) -> Authority {
         secret: SECRET.into(),
         scopes: None,
         applications: None,
+        workspaces: None,
+        providers: None,
     }];
     let persist = Arc::new(MemorySessions::new(clock.clone()));
     Authority::new(tokens, 100, clock, persist)
@@ -112,6 +114,8 @@ fn a_token_pinned_to_applications_refuses_others() {
         secret: SECRET.into(),
         scopes: None,
         applications: Some(vec!["bot".into()]),
+        workspaces: None,
+        providers: None,
     }];
     let clock = Arc::new(ManualClock::new(0));
     let a = Authority::new(tokens, 100, clock, Arc::new(MemorySessions::default()));
@@ -132,6 +136,8 @@ fn sessions_survive_through_persistence() {
         secret: SECRET.into(),
         scopes: None,
         applications: None,
+        workspaces: None,
+        providers: None,
     }];
     let a = Authority::new(tokens.clone(), 100, clock.clone(), persist.clone());
     let b = a.hello(&token("app")).unwrap().bearer.unwrap();
@@ -154,6 +160,8 @@ fn a_full_disk_issues_a_read_only_session_in_memory_until_it_can_write() {
         secret: SECRET.into(),
         scopes: None,
         applications: None,
+        workspaces: None,
+        providers: None,
     }];
     let a = Authority::new(tokens, 100, clock, persist.clone());
     let stored = a.hello(&token("before")).unwrap();
@@ -233,6 +241,8 @@ fn read_only_sessions_are_bounded_per_token() {
         secret: SECRET.into(),
         scopes: None,
         applications: None,
+        workspaces: None,
+        providers: None,
     }];
     let a = Authority::new(tokens, 100, clock, persist.clone()).with_session_bound(2);
     persist.refuse_issue(Some("disk_full"));
@@ -242,4 +252,79 @@ fn read_only_sessions_are_bounded_per_token() {
     assert_eq!(a.sessions.lock().unwrap().len(), 2);
     assert!(a.check(&ids[9]).is_ok());
     assert!(a.check(&ids[0]).is_err());
+}
+
+/// An application token: bound to `bot`, without the cross-application
+/// scopes by default; the owner's token holds every scope.
+fn bot_token(scopes: Option<Vec<Scope>>) -> TokenSpec {
+    TokenSpec {
+        name: "bot".into(),
+        principal: "owner".into(),
+        secret: SECRET.into(),
+        scopes,
+        applications: Some(vec!["bot".into()]),
+        workspaces: None,
+        providers: None,
+    }
+}
+
+#[test]
+fn an_application_token_holds_no_cross_application_scope_by_default() {
+    let clock = Arc::new(ManualClock::new(0));
+    let a = Authority::new(
+        vec![bot_token(None)],
+        100,
+        clock.clone(),
+        Arc::new(MemorySessions::new(clock)),
+    );
+    let s = a.hello(&token("bot")).unwrap().session;
+    assert!(!a.is_owner(&s));
+    assert!(s.scopes.iter().all(|s| !s.crosses_applications()));
+    assert!(s.scopes.contains(&Scope::TurnsResolve));
+    let owner = authority(Arc::new(ManualClock::new(0)));
+    let o = owner.hello(&token("cli")).unwrap().session;
+    assert!(owner.is_owner(&o));
+    assert_eq!(o.scopes, Scope::ALL.to_vec());
+}
+
+#[test]
+fn replacing_tokens_revokes_a_removed_tokens_sessions_and_narrows_the_rest() {
+    let clock = Arc::new(ManualClock::new(0));
+    let persist = Arc::new(MemorySessions::new(clock.clone()));
+    // Issued while the token granted every scope (as before the upgrade).
+    let a = Authority::new(
+        vec![bot_token(Some(Scope::ALL.to_vec()))],
+        100,
+        clock.clone(),
+        persist.clone(),
+    );
+    let s = a.hello(&token("bot")).unwrap().session;
+    let mut revocations = a.revocations();
+    assert!(
+        a.check(&s.id)
+            .unwrap()
+            .scopes
+            .contains(&Scope::PermissionsRespondAny)
+    );
+    // The same token, its scopes back to the default: narrowed at once.
+    assert_eq!(a.replace_tokens(vec![bot_token(None)]), 0);
+    let narrowed = a.check(&s.id).unwrap();
+    assert!(narrowed.scopes.iter().all(|s| !s.crosses_applications()));
+    assert_eq!(a.hello(&token("bot")).unwrap().session.id, s.id);
+    // Removed: revoked at once, and holders are told.
+    revocations.borrow_and_update();
+    let other = TokenSpec {
+        name: "other".into(),
+        secret: "lapis_0000000000000000000000000000000000000000000000000000000000000002".into(),
+        ..bot_token(None)
+    };
+    assert_eq!(a.replace_tokens(vec![other.clone()]), 1);
+    assert!(revocations.has_changed().unwrap());
+    let err = a.check(&s.id).unwrap_err();
+    assert!(err.message.contains("revoked"), "{}", err.message);
+    // Back under its old name, the old session stays revoked (durably).
+    a.replace_tokens(vec![bot_token(None), other]);
+    assert!(a.check(&s.id).is_err());
+    let fresh = a.hello(&token("bot")).unwrap().session;
+    assert_ne!(fresh.id, s.id);
 }

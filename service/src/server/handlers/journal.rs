@@ -8,7 +8,8 @@
 //!
 //! An *attention* subscription (`attention: true`) is the same machinery
 //! with a filter: only events [`AttentionKind::of`] classifies, each sent
-//! with its kinds, over the session's own threads — or, with
+//! with its kinds, over the threads the session sees (its application's;
+//! every application's of its principal for the owner's token) — or, with
 //! `permissions:respond-any`, every thread of its principal (the
 //! permission inbox's reach). Its cursor is still the journal's `seq`, so
 //! it resumes after a reconnect exactly like the journal, without gaps.
@@ -29,12 +30,13 @@ use std::time::Duration;
 use crate::auth::{AuthSession, Authority};
 use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
+use lapis_protocol::config::TokenSpec;
 use lapis_protocol::params::{SubscribeResult, UnsubscribeResult};
 use lapis_protocol::{AttentionKind, ErrorCode, Notification, ReplayPage, RpcError, Scope, params};
 
 use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
-use super::{owned_thread, store_err};
+use super::{store_err, visible_thread};
 use lapis_protocol::notifications::{
     JOURNAL_ENDED, JOURNAL_EVENT, JOURNAL_LAGGED, JournalEndedParams, JournalEventParams,
     JournalLaggedParams,
@@ -43,12 +45,12 @@ use lapis_protocol::notifications::{
 /// Replay page size used by subscriptions while catching up.
 const CATCH_UP_PAGE: usize = 500;
 
-fn scope(session: &AuthSession, thread: Option<&String>) -> ReplayScope {
+fn scope(ctx: &ServerContext, session: &AuthSession, thread: Option<&String>) -> ReplayScope {
     match thread {
         Some(t) => ReplayScope::Thread(t.clone()),
         None => ReplayScope::Owner {
             principal: session.principal.clone(),
-            application: Some(session.application.clone()),
+            application: super::reach(ctx, session),
         },
     }
 }
@@ -70,10 +72,12 @@ fn attended(
     }
 }
 
-/// Whether an attention subscription of `session` covers every
-/// application of its principal (the permission inbox's reach).
-fn principal_wide(session: &AuthSession, attention: bool) -> bool {
-    attention && session.scopes.contains(&Scope::PermissionsRespondAny)
+/// Whether a subscription of `session` covers every application of its
+/// principal: the owner's token's always, an attention subscription with
+/// `permissions:respond-any` (the permission inbox's reach) too.
+fn principal_wide(ctx: &ServerContext, session: &AuthSession, attention: bool) -> bool {
+    ctx.authority.is_owner(session)
+        || (attention && session.scopes.contains(&Scope::PermissionsRespondAny))
 }
 
 /// `journal.replay`: one bounded page after a cursor.
@@ -89,7 +93,7 @@ pub(crate) async fn journal_replay(
 ) -> Result<ReplayPage, RpcError> {
     let mut owned = None;
     if let Some(thread) = &p.thread_id {
-        owned = Some(owned_thread(ctx, session, thread).await?);
+        owned = Some(visible_thread(ctx, session, thread).await?);
     }
     let mut page = match owned {
         Some(thread) if thread.ports.transcript_store.is_some() => {
@@ -99,7 +103,7 @@ pub(crate) async fn journal_replay(
             .core
             .store
             .replay(
-                scope(session, p.thread_id.as_ref()),
+                scope(ctx, session, p.thread_id.as_ref()),
                 p.after,
                 p.limit.unwrap_or(0),
             )
@@ -122,7 +126,7 @@ pub(crate) async fn journal_subscribe(
     p: params::JournalSubscribe,
 ) -> Result<SubscribeResult, RpcError> {
     if let Some(thread) = &p.thread_id {
-        owned_thread(ctx, session, thread).await?;
+        visible_thread(ctx, session, thread).await?;
     }
     if conn.subscriptions.active() >= ctx.limits.max_subscriptions_per_connection {
         return Err(RpcError::new(
@@ -137,8 +141,8 @@ pub(crate) async fn journal_subscribe(
     let id = conn.subscriptions.next_id();
     // Subscribe before replaying, so nothing committed in between is missed.
     let rx = ctx.core.store.subscribe();
-    let wide = principal_wide(session, p.attention);
-    let scope = match scope(session, p.thread_id.as_ref()) {
+    let wide = principal_wide(ctx, session, p.attention);
+    let scope = match scope(ctx, session, p.thread_id.as_ref()) {
         ReplayScope::Owner { principal, .. } if wide => ReplayScope::Owner {
             principal,
             application: None,
@@ -154,6 +158,7 @@ pub(crate) async fn journal_subscribe(
         scope,
         principal: session.principal.clone(),
         application: (!wide).then(|| session.application.clone()),
+        grants: ctx.authority.spec_of(session),
         attention: p.attention,
         visible: HashMap::new(),
         _present: p
@@ -194,6 +199,9 @@ struct Forwarder {
     /// The session's application (owner scope filter); `None` for a
     /// principal-wide attention subscription.
     application: Option<String>,
+    /// The session's token, for its grants (workspaces, providers) on the
+    /// owner scope; `None` (a removed token) sees nothing.
+    grants: Option<TokenSpec>,
     /// Only attention events (see the module docs).
     attention: bool,
     /// Owner scope: thread id → visible to this session.
@@ -240,6 +248,10 @@ impl Forwarder {
                                 .application
                                 .as_ref()
                                 .is_none_or(|a| *a == t.application)
+                            && self.grants.as_ref().is_some_and(|g| {
+                                g.allows_workspace(&t.workspace_id)
+                                    && g.allows_provider(&t.provider)
+                            })
                     }
                     Err(_) => false,
                 };

@@ -119,9 +119,80 @@ pub(super) fn actor(session: &AuthSession) -> Actor {
     Actor::new(session.principal.clone(), session.application.clone())
 }
 
-/// Whether the session may see `thread`.
-fn owns(session: &AuthSession, thread: &Thread) -> bool {
+/// Whether the session acts on `thread` as its own: the thread is of its
+/// principal and application and inside its token's grants (workspaces,
+/// providers).
+fn owns(ctx: &ServerContext, session: &AuthSession, thread: &Thread) -> bool {
     crate::domain::owned_by(thread, &session.principal, &session.application)
+        && granted(ctx, session, thread)
+}
+
+/// Whether the session may read `thread`: its own ([`owns`]), or any
+/// thread of its principal when its token is the owner's (the model:
+/// `service/PROTOCOL.md`, Authority).
+fn sees(ctx: &ServerContext, session: &AuthSession, thread: &Thread) -> bool {
+    owns(ctx, session, thread)
+        || (thread.principal == session.principal && ctx.authority.is_owner(session))
+}
+
+/// Whether the session's token grants `thread`'s workspace and provider.
+fn granted(ctx: &ServerContext, session: &AuthSession, thread: &Thread) -> bool {
+    ctx.authority.spec_of(session).is_some_and(|t| {
+        t.allows_workspace(&thread.workspace_id) && t.allows_provider(&thread.provider)
+    })
+}
+
+/// Refuses a workspace or provider the session's token is not granted
+/// (`forbidden`, naming the grant; decided before the workspace or provider
+/// is looked up, so it tells nothing of what exists).
+pub(super) fn check_grants(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    workspace: Option<&str>,
+    provider: Option<&str>,
+) -> Result<(), RpcError> {
+    let Some(spec) = ctx.authority.spec_of(session) else {
+        return Err(RpcError::new(
+            ErrorCode::Unauthenticated,
+            "session credential no longer configured",
+        ));
+    };
+    if let Some(w) = workspace
+        && !spec.allows_workspace(w)
+    {
+        return Err(RpcError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "token `{}` is not granted workspace `{w}` (its `workspaces` in the configuration)",
+                spec.name
+            ),
+        ));
+    }
+    if let Some(p) = provider
+        && !spec.allows_provider(p)
+    {
+        return Err(RpcError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "token `{}` is not granted provider `{p}` (its `providers` in the configuration)",
+                spec.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the session's token limits it to workspaces or providers.
+pub(super) fn has_grants(ctx: &ServerContext, session: &AuthSession) -> bool {
+    ctx.authority
+        .spec_of(session)
+        .is_none_or(|t| t.workspaces.is_some() || t.providers.is_some())
+}
+
+/// The application a session's principal-wide reads keep: its own, or
+/// `None` (every application of its principal) for the owner's token.
+pub(super) fn reach(ctx: &ServerContext, session: &AuthSession) -> Option<String> {
+    (!ctx.authority.is_owner(session)).then(|| session.application.clone())
 }
 
 /// A resource of another principal or application answers exactly as an
@@ -131,7 +202,26 @@ fn foreign(kind: &'static str, id: &str) -> RpcError {
     store_err(StoreError::not_found(kind, id))
 }
 
-/// Loads a thread the session owns.
+/// Loads a thread the session may read ([`sees`]).
+pub(super) async fn visible_thread(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    thread_id: &str,
+) -> Result<Thread, RpcError> {
+    let thread = ctx
+        .core
+        .store
+        .get_thread(thread_id)
+        .await
+        .map_err(store_err)?;
+    if sees(ctx, session, &thread) {
+        Ok(thread)
+    } else {
+        Err(foreign("thread", thread_id))
+    }
+}
+
+/// Loads a thread the session owns ([`owns`]): what it may change.
 pub(super) async fn owned_thread(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -143,7 +233,7 @@ pub(super) async fn owned_thread(
         .get_thread(thread_id)
         .await
         .map_err(store_err)?;
-    if owns(session, &thread) {
+    if owns(ctx, session, &thread) {
         Ok(thread)
     } else {
         Err(foreign("thread", thread_id))
@@ -163,7 +253,7 @@ pub(super) async fn owned_turn(
         .get_thread(&turn.thread_id)
         .await
         .map_err(store_err)?;
-    if owns(session, &thread) {
+    if owns(ctx, session, &thread) {
         Ok(turn)
     } else {
         Err(foreign("turn", turn_id))
@@ -174,11 +264,31 @@ pub(super) async fn owned_turn(
 /// `turns:resolve-any` — a *fenced* turn of another application of the same
 /// principal (the operator unblocking a workspace). Never crosses
 /// principals; a foreign turn that is not fenced answers as unknown
-/// (`not_found`). `turns.get` reads by the same rule.
+/// (`not_found`). `turns.get` reads by the same rule, and also reads every
+/// turn of the principal for the owner's token ([`sees`]).
 pub(super) async fn settleable_turn(
     ctx: &ServerContext,
     session: &AuthSession,
     turn_id: &str,
+) -> Result<Turn, RpcError> {
+    reachable_turn(ctx, session, turn_id, false).await
+}
+
+/// Loads a turn the session may read: [`settleable_turn`]'s, or any the
+/// session [`sees`].
+pub(super) async fn readable_turn(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    turn_id: &str,
+) -> Result<Turn, RpcError> {
+    reachable_turn(ctx, session, turn_id, true).await
+}
+
+async fn reachable_turn(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    turn_id: &str,
+    read: bool,
 ) -> Result<Turn, RpcError> {
     let turn = ctx.core.store.get_turn(turn_id).await.map_err(store_err)?;
     let thread = ctx
@@ -190,7 +300,7 @@ pub(super) async fn settleable_turn(
     let operator = thread.principal == session.principal
         && session.scopes.contains(&Scope::TurnsResolveAny)
         && turn.state.is_fenced();
-    if owns(session, &thread) || operator {
+    if owns(ctx, session, &thread) || operator || (read && sees(ctx, session, &thread)) {
         Ok(turn)
     } else {
         Err(foreign("turn", turn_id))

@@ -22,8 +22,8 @@ use super::{foreign, owns, store_err};
 /// Whether the session may see and answer the permission requests of
 /// `thread`: its own, or — with `permissions:respond-any` — any of its
 /// principal's applications'.
-fn answers_for(session: &AuthSession, thread: &Thread) -> bool {
-    owns(session, thread)
+fn answers_for(ctx: &ServerContext, session: &AuthSession, thread: &Thread) -> bool {
+    owns(ctx, session, thread)
         || (thread.principal == session.principal
             && session.scopes.contains(&Scope::PermissionsRespondAny))
 }
@@ -40,7 +40,7 @@ async fn answerable_thread(
         .get_thread(thread_id)
         .await
         .map_err(store_err)?;
-    if answers_for(session, &thread) {
+    if answers_for(ctx, session, &thread) {
         Ok(thread)
     } else {
         Err(foreign("thread", thread_id))
@@ -60,7 +60,7 @@ pub(super) async fn answerable_turn(
         .get_thread(&turn.thread_id)
         .await
         .map_err(store_err)?;
-    if answers_for(session, &thread) {
+    if answers_for(ctx, session, &thread) {
         Ok(turn)
     } else {
         Err(foreign("turn", turn_id))

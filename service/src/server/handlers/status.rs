@@ -45,7 +45,85 @@ async fn usage_status(store: &Store) -> Result<UsageStatus, RpcError> {
 /// Reads counters the core keeps in memory; the database (a read
 /// connection, never the writer) only when turns are in flight or fenced,
 /// to say which.
-pub(crate) async fn status(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
+/// An application token's session gets only what concerns the threads it
+/// sees ([`narrow_to`]); the owner's token the installation's view.
+pub(crate) async fn status(
+    ctx: &ServerContext,
+    session: &crate::auth::AuthSession,
+) -> Result<StatusResult, RpcError> {
+    let mut result = installation(ctx).await?;
+    if !ctx.authority.is_owner(session) {
+        narrow_to(ctx, session, &mut result).await;
+    }
+    Ok(result)
+}
+
+/// Keeps in `result` only the turns, fences, unknown effects, oldest
+/// request and usage of the threads and application `session` sees.
+async fn narrow_to(
+    ctx: &ServerContext,
+    session: &crate::auth::AuthSession,
+    result: &mut StatusResult,
+) {
+    result.running_turns =
+        visible_turns(ctx, session, std::mem::take(&mut result.running_turns)).await;
+    result.fences = visible_turns(ctx, session, std::mem::take(&mut result.fences)).await;
+    let mut seen: HashMap<String, bool> = HashMap::new();
+    let mut sees = async |thread: &str| -> bool {
+        if let Some(v) = seen.get(thread) {
+            return *v;
+        }
+        let v = super::visible_thread(ctx, session, thread).await.is_ok();
+        seen.insert(thread.to_owned(), v);
+        v
+    };
+    let store = &ctx.core.store;
+    let mut keep = Vec::new();
+    for e in std::mem::take(&mut result.unknown_tool_effects) {
+        if let Ok(turn) = store.get_turn(&e.turn_id).await
+            && sees(&turn.thread_id).await
+        {
+            keep.push(e);
+        }
+    }
+    result.unknown_tool_effects = keep;
+    if let Some(oldest) = result.permissions.oldest.take()
+        && let Ok(turn) = store.get_turn(&oldest.turn_id).await
+        && sees(&turn.thread_id).await
+    {
+        result.permissions.oldest = Some(oldest);
+    }
+    result
+        .usage
+        .applications
+        .retain(|app, _| *app == session.application);
+}
+
+/// The turns of `turns` whose thread `session` sees.
+pub(super) async fn visible_turns(
+    ctx: &ServerContext,
+    session: &crate::auth::AuthSession,
+    turns: Vec<StatusTurn>,
+) -> Vec<StatusTurn> {
+    let mut seen: HashMap<String, bool> = HashMap::new();
+    let mut keep = Vec::new();
+    for t in turns {
+        let v = match seen.get(&t.thread) {
+            Some(v) => *v,
+            None => {
+                let v = super::visible_thread(ctx, session, &t.thread).await.is_ok();
+                seen.insert(t.thread.clone(), v);
+                v
+            }
+        };
+        if v {
+            keep.push(t);
+        }
+    }
+    keep
+}
+
+async fn installation(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
     let store = &ctx.core.store;
     // First, before this call's own reads (see `StatusResult::work`).
     let work = WorkCounts {

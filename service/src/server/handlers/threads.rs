@@ -7,7 +7,7 @@ use lapis_protocol::params::{ThreadResult, ThreadsResult};
 use lapis_protocol::{ErrorCode, RpcError, ThreadSnapshot, params};
 
 use super::super::context::ServerContext;
-use super::{actor, owned_thread, store_err};
+use super::{actor, owned_thread, store_err, visible_thread};
 
 fn provider(ctx: &ServerContext, name: &str) -> Result<(), RpcError> {
     if ctx.core.providers.contains(name) {
@@ -26,6 +26,7 @@ pub(crate) async fn threads_create(
     session: &AuthSession,
     p: params::ThreadsCreate,
 ) -> Result<ThreadResult, RpcError> {
+    super::check_grants(ctx, session, Some(&p.workspace_id), Some(&p.provider))?;
     provider(ctx, &p.provider)?;
     super::mcp::check_create(ctx, session, &p.provider, p.restricted, &p.mcp_servers)?;
     let retention = p.retention.unwrap_or(Retention::Full);
@@ -81,7 +82,7 @@ pub(crate) async fn threads_get(
     session: &AuthSession,
     p: params::ThreadRef,
 ) -> Result<ThreadSnapshot, RpcError> {
-    owned_thread(ctx, session, &p.thread_id).await?;
+    visible_thread(ctx, session, &p.thread_id).await?;
     let mut snapshot = ctx
         .core
         .store
@@ -126,7 +127,9 @@ pub(crate) async fn threads_attach(
     .await
 }
 
-/// `threads.list`: the session's own threads only.
+/// `threads.list`: the threads the session sees (its application's, or
+/// every application's of its principal for the owner's token), inside its
+/// token's grants.
 pub(crate) async fn threads_list(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -134,7 +137,7 @@ pub(crate) async fn threads_list(
 ) -> Result<ThreadsResult, RpcError> {
     let filter = ThreadFilter {
         principal: Some(session.principal.clone()),
-        application: Some(session.application.clone()),
+        application: super::reach(ctx, session),
         workspace_id: p.workspace_id,
         limit: p.limit.unwrap_or(0),
     };
@@ -144,7 +147,16 @@ pub(crate) async fn threads_list(
         .list_threads(filter)
         .await
         .map_err(store_err)?;
-    Ok(ThreadsResult { threads: list })
+    let spec = ctx.authority.spec_of(session);
+    let threads = list
+        .into_iter()
+        .filter(|t| {
+            spec.as_ref().is_some_and(|s| {
+                s.allows_workspace(&t.workspace_id) && s.allows_provider(&t.provider)
+            })
+        })
+        .collect();
+    Ok(ThreadsResult { threads })
 }
 
 /// `threads.configure`: optimistic on the version; refused while a turn is active.
@@ -155,6 +167,7 @@ pub(crate) async fn threads_configure(
 ) -> Result<ThreadResult, RpcError> {
     let thread = owned_thread(ctx, session, &p.thread_id).await?;
     if let Some(name) = &p.provider {
+        super::check_grants(ctx, session, None, Some(name))?;
         provider(ctx, name)?;
     }
     let provider_name = p.provider.as_deref().unwrap_or(&thread.provider);

@@ -12,7 +12,7 @@ use lapis_protocol::{ErrorCode, RpcError, ThreadExpect, params};
 use super::super::context::ServerContext;
 use crate::domain::{Receipt, Turn};
 
-use super::{actor, owned_thread, owned_turn, settleable_turn, store_err};
+use super::{actor, owned_turn, readable_turn, settleable_turn, store_err, visible_thread};
 
 /// `turns.submit`: idempotent on (principal, command id). The prompt is
 /// handed to the core and never logged.
@@ -21,7 +21,11 @@ pub(crate) async fn turns_submit(
     session: &AuthSession,
     p: params::TurnsSubmit,
 ) -> Result<TurnResult, RpcError> {
-    // The store checks that the session owns the thread, in the submit.
+    // The store checks that the session owns the thread, in the submit;
+    // a token with grants has the thread checked against them first.
+    if super::has_grants(ctx, session) {
+        super::owned_thread(ctx, session, &p.thread_id).await?;
+    }
     let input = SubmitTurn {
         command_id: p.command_id,
         thread_id: p.thread_id,
@@ -82,7 +86,7 @@ pub(crate) async fn turns_get(
             ));
         }
     };
-    settleable_turn(ctx, session, &turn_id).await?;
+    readable_turn(ctx, session, &turn_id).await?;
     let mut turn = ctx
         .core
         .store
@@ -105,7 +109,8 @@ pub(crate) async fn turns_get(
     })
 }
 
-/// `turns.list`: one thread's turns, or every turn of the session's threads.
+/// `turns.list`: one thread's turns, or every turn of the threads the
+/// session sees.
 pub(crate) async fn turns_list(
     ctx: &ServerContext,
     session: &AuthSession,
@@ -113,7 +118,7 @@ pub(crate) async fn turns_list(
 ) -> Result<TurnsResult, RpcError> {
     let state = p.state;
     if let Some(thread) = &p.thread_id {
-        owned_thread(ctx, session, thread).await?;
+        visible_thread(ctx, session, thread).await?;
     }
     let filter = TurnFilter {
         thread_id: p.thread_id.clone(),
@@ -123,14 +128,15 @@ pub(crate) async fn turns_list(
     };
     let mut turns = ctx.core.store.list_turns(filter).await.map_err(store_err)?;
     if p.thread_id.is_none() {
-        // The principal's turns may span applications: keep this one's.
+        // The principal's turns may span applications: keep what the
+        // session sees (its own application's, or all for the owner).
         let mut visible: HashMap<String, bool> = HashMap::new();
         let mut kept = Vec::with_capacity(turns.len());
         for turn in turns {
             let ok = match visible.get(&turn.thread_id) {
                 Some(ok) => *ok,
                 None => {
-                    let ok = owned_thread(ctx, session, &turn.thread_id).await.is_ok();
+                    let ok = visible_thread(ctx, session, &turn.thread_id).await.is_ok();
                     visible.insert(turn.thread_id.clone(), ok);
                     ok
                 }

@@ -35,6 +35,7 @@ pub(crate) async fn workspaces_add(
     if !valid_workspace_id(&p.id) {
         return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
     }
+    super::check_grants(ctx, session, Some(&p.id), None)?;
     if let Some(spec) = &p.worktree {
         let command = p.command_id.as_deref();
         return super::worktrees::add(ctx, session, &p.id, &p.path, spec, command).await;
@@ -74,10 +75,22 @@ async fn registered(ctx: &ServerContext, id: &str, canonical: &str) -> Result<bo
 
 /// `workspaces.list`: every workspace, and the turns fencing any of them
 /// (turn, thread, application, since when).
-pub(crate) async fn workspaces_list(ctx: &ServerContext) -> Result<WorkspacesResult, RpcError> {
+///
+/// An application token's session gets the workspaces its token is granted
+/// and the fences of the threads it sees only.
+pub(crate) async fn workspaces_list(
+    ctx: &ServerContext,
+    session: &AuthSession,
+) -> Result<WorkspacesResult, RpcError> {
     let store = &ctx.core.store;
-    let workspaces = store.list_workspaces().await.map_err(store_err)?;
-    let fences = super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
+    let mut workspaces = store.list_workspaces().await.map_err(store_err)?;
+    let mut fences =
+        super::status::fences(store, !store.status().fenced_workspaces.is_empty()).await?;
+    if !ctx.authority.is_owner(session) {
+        let spec = ctx.authority.spec_of(session);
+        workspaces.retain(|w| spec.as_ref().is_some_and(|s| s.allows_workspace(&w.id)));
+        fences = super::status::visible_turns(ctx, session, fences).await;
+    }
     Ok(WorkspacesResult { workspaces, fences })
 }
 
@@ -94,6 +107,7 @@ pub(crate) async fn workspaces_remove(
     if !valid_workspace_id(&p.id) {
         return Err(invalid(format!("workspace id must be {WORKSPACE_ID_RULE}")));
     }
+    super::check_grants(ctx, session, Some(&p.id), None)?;
     if ctx.reload.declares_workspace(&p.id) {
         return Err(invalid(format!(
             "workspace `{id}` is declared in the configuration file (`workspaces.{id}`); \

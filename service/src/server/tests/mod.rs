@@ -31,6 +31,8 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
             secret: SECRET.into(),
             scopes: None,
             applications: None,
+            workspaces: None,
+            providers: None,
         }],
         providers: Default::default(),
         workspaces: Default::default(),

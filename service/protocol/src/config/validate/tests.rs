@@ -256,3 +256,39 @@ fn limits_providers_and_scopes_are_checked() {
     assert!(parse(&unknown_scope).is_err());
     assert!(parse(&doc("").replace("\"schema\":1", "\"schema\":2")).is_err());
 }
+
+#[test]
+fn grants_belong_to_application_tokens_and_are_checked() {
+    let with = |extra: &str| {
+        doc("").replace(
+            "\"principal\":\"owner\"",
+            &format!("\"principal\":\"owner\"{extra}"),
+        )
+    };
+    let bound = parse(&with(
+        r#","applications":["bot"],"workspaces":["proj"],"providers":["echo"]"#,
+    ))
+    .unwrap();
+    let t = &bound.tokens[0];
+    assert_eq!(t.kind(), crate::config::TokenKind::Application);
+    assert!(t.allows_workspace("proj") && !t.allows_workspace("other"));
+    assert!(t.allows_provider("echo") && !t.allows_provider("codex"));
+    assert!(
+        t.effective_scopes()
+            .iter()
+            .all(|s| !s.crosses_applications())
+    );
+    // The owner's token is never limited; empty or malformed grants fail.
+    let e = parse(&with(r#","workspaces":["proj"]"#))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tokens[0].workspaces"), "{e}");
+    assert!(parse(&with(r#","applications":["bot"],"providers":[]"#)).is_err());
+    assert!(parse(&with(r#","applications":["bot"],"workspaces":["a b"]"#)).is_err());
+    let owner = parse(&doc("")).unwrap();
+    assert_eq!(owner.tokens[0].kind(), crate::config::TokenKind::Owner);
+    assert_eq!(
+        owner.tokens[0].effective_scopes(),
+        crate::Scope::ALL.to_vec()
+    );
+}
