@@ -88,7 +88,8 @@ mod tests {
     #[test]
     fn names_are_checked() {
         check_name("id", "ws-1.a:b_c").unwrap();
-        for bad in ["", "a b", "a/b", "é", &"x".repeat(129)] {
+        check_name("id", &"x".repeat(MAX_NAME)).unwrap();
+        for bad in ["", "a b", "a/b", "é", &"x".repeat(MAX_NAME + 1)] {
             assert_eq!(check_name("id", bad).unwrap_err().code(), "invalid_request");
         }
         check_sha256_hex(&"a".repeat(64)).unwrap();
