@@ -8,12 +8,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use lapis_protocol::client::{CallbackError, TranscriptHandler};
-use lapis_protocol::transcript::store::{
-    TranscriptAppend, TranscriptFetch, TranscriptPayloads, TranscriptRegister,
-};
+use lapis_protocol::transcript::store::{TranscriptAppend, TranscriptFetch, TranscriptPayloads};
 use lapis_protocol::{EventKind, Retention, TurnState};
 use serde_json::json;
 
@@ -63,31 +60,12 @@ fn a_tool_result_waits_for_the_store(on_result: OnResult) {
     let (seen, tools) = serve_crm(&server, "lapis-cli", stop.clone());
     let kept = Arc::new(Mutex::new(Vec::new()));
     let (release, release_rx) = mpsc::channel();
-    let mut store = Store {
+    let store = Store {
         kept: kept.clone(),
         on_result,
         release: Arc::new(Mutex::new(release_rx)),
     };
-    let mut client = app(&server, OWNER, "lapis-cli");
-    client
-        .transcript_register(TranscriptRegister {
-            port: "vault".into(),
-            deadline_ms: Some(300),
-        })
-        .unwrap();
-    let serving = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                if client
-                    .serve_transcript(&mut store, Some(Duration::from_millis(50)))
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        })
-    };
+    let serving = crate::transcript_gate::serve_vault(&server, store, stop.clone());
     let mut driver = app(&server, OWNER, "lapis-cli");
     let params = lapis_protocol::params::ThreadsCreate::new("proj", "tooled")
         .tools(["crm"])
