@@ -48,6 +48,7 @@ fn config(home: &Path) -> Config {
         default_provider: None,
         server: ServerLimits::default(),
         notify: None,
+        telemetry: None,
         budgets: Vec::new(),
         worktrees: None,
     }

@@ -46,6 +46,7 @@ pub(crate) mod domain;
 pub(crate) mod notifier;
 pub(crate) mod presence;
 pub(crate) mod redact;
+pub(crate) mod telemetry;
 pub(crate) mod tools;
 
 // Public only to tests (see the module docs).

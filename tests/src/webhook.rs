@@ -1,6 +1,7 @@
-//! [`WebhookServer`]: a recording stand-in for a webhook receiver (ntfy,
-//! Slack, Discord or any JSON endpoint) on 127.0.0.1, over HTTPS (rustls,
-//! with the test certificate in `tests/fixtures/tls`) or plain HTTP.
+//! [`WebhookServer`]: a recording stand-in for a receiver of POSTs on
+//! 127.0.0.1 — a webhook (ntfy, Slack, Discord or any JSON endpoint) or an
+//! OTLP/HTTP collector — over HTTPS (rustls, with the test certificate in
+//! `tests/fixtures/tls`) or plain HTTP.
 //!
 //! Every request is recorded whole — method, path, headers, body — so a
 //! test can assert exactly what left the controller; each is answered with

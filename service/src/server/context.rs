@@ -66,4 +66,6 @@ pub struct ServerContext {
     pub(crate) core: super::controller::Core,
     /// Config reloads (SIGHUP, `config.reload`) and the last outcome.
     pub(crate) reload: super::reload::Reloader,
+    /// The OpenTelemetry exporters (`telemetry`; flushed when dropped).
+    pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
 }

@@ -244,6 +244,17 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             &options.secrets,
         );
     }
+    // Also off the turn path: spans and metrics from the committed events.
+    let telemetry = match &options.config.telemetry {
+        Some(config) => match crate::telemetry::Telemetry::start(config, store.clone()) {
+            Ok(t) => Some(t),
+            Err(reason) => {
+                tracing::warn!(%reason, "telemetry: off, the exporter could not be built");
+                None
+            }
+        },
+        None => None,
+    };
     let reload = Reloader::new(
         options.config_path.clone(),
         options.config.clone(),
@@ -275,6 +286,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
             presence,
         },
         reload,
+        telemetry,
     });
     Ok(Prepared {
         ctx,

@@ -80,6 +80,7 @@ mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod sessions_bound;
+mod telemetry;
 mod tokens;
 mod tools;
 mod tools_bridge;

@@ -13,6 +13,7 @@ mod error;
 mod notify;
 mod provider;
 mod roots;
+mod telemetry;
 mod token;
 mod validate;
 mod webhook;
@@ -40,6 +41,7 @@ pub use provider::{
     RestrictedPolicy, SessionPolicy,
 };
 pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
+pub use telemetry::TelemetryConfig;
 pub use token::{TokenKind, TokenSpec};
 pub use webhook::{WebhookConfig, WebhookPreset, check_url as check_webhook_url};
 pub use worktrees::{DEFAULT_HOOK_TIMEOUT_SECONDS, HookCommand, WorktreesConfig};
@@ -103,6 +105,10 @@ pub struct Config {
     /// The command run for attention events (see `docs/operations.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<NotifyConfig>,
+    /// OpenTelemetry traces and metrics over OTLP/HTTP (off unless present;
+    /// see `docs/operations.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<TelemetryConfig>,
     /// Ceilings on tokens or cost, checked when a turn is claimed, or
     /// with `period: "turn"` while it runs (at most 64; see [`Budget`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

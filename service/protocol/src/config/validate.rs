@@ -66,6 +66,11 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
             .check()
             .map_err(|(field, reason)| invalid(field, reason))?;
     }
+    if let Some(telemetry) = &config.telemetry {
+        telemetry
+            .check()
+            .map_err(|(field, reason)| invalid(field, reason))?;
+    }
     if config.budgets.len() > 64 {
         return Err(invalid("budgets", "at most 64 budgets"));
     }

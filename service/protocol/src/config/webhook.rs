@@ -92,7 +92,7 @@ fn is_header_name(name: &str) -> bool {
 
 /// The scheme and host of `url`, if it is an absolute `http(s)` URL
 /// without user information.
-fn url_host(url: &str) -> Result<(&str, &str), &'static str> {
+pub(super) fn url_host(url: &str) -> Result<(&str, &str), &'static str> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or("must be an absolute http:// or https:// URL")?;

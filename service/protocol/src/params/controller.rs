@@ -127,6 +127,20 @@ pub struct StatusResult {
     /// the server runs no engine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<crate::snapshot::EvidenceCost>,
+    /// Where OpenTelemetry traces and metrics go (absent when `telemetry`
+    /// is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<TelemetryStatus>,
+}
+
+/// `status`'s `telemetry`: the OTLP/HTTP endpoints data is exported to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TelemetryStatus {
+    /// Where traces go.
+    pub traces: String,
+    /// Where metrics go.
+    pub metrics: String,
 }
 
 /// What the controller did since it started (`status`'s `work`).

@@ -24,7 +24,7 @@ mod workspaces;
 pub use controller::{
     BudgetReset, BudgetSpend, BudgetStatus, BudgetsReset, EngineCounters, ProcessCounts,
     ProvidersCheck, ProvidersChecked, QueueStatus, ReloadResult, RevokeResult, SessionsRevoke,
-    StatusResult, StatusTurn, StoreCounts, UsageStatus, WorkCounts,
+    StatusResult, StatusTurn, StoreCounts, TelemetryStatus, UsageStatus, WorkCounts,
 };
 pub use journal::{
     JournalReplay, JournalSubscribe, JournalUnsubscribe, SubscribeResult, UnsubscribeResult,

@@ -186,6 +186,7 @@ async fn installation(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
     };
     let result = StatusResult {
         evidence,
+        telemetry: ctx.telemetry.as_ref().map(|t| t.status().clone()),
         work: Some(work),
         policy_probes,
         usage,

@@ -40,6 +40,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
         default_provider: None,
         server: limits,
         notify: None,
+        telemetry: None,
         budgets: Vec::new(),
         worktrees: None,
     }
