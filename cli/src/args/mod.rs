@@ -24,13 +24,14 @@ mod global;
 mod help;
 mod install;
 mod tokens;
+mod workspaces;
 
 pub(crate) use backup::BackupCommand;
 pub(crate) use candidates::{Candidates, provide};
 pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
 pub(crate) use drive::{
     ApprovalArg, AskArgs, BudgetsCommand, JournalCommand, PermissionsCommand, PromptArgs,
-    ResolveAsArg, RetentionArg, ThreadsCommand, TurnsCommand, WorkspacesCommand,
+    ResolveAsArg, RetentionArg, ThreadsCommand, TurnsCommand,
 };
 pub(crate) use global::GlobalArgs;
 pub(crate) use help::command;
@@ -39,6 +40,7 @@ pub(crate) use install::{
     StartArg, StopArgs, TokenCommand, UninstallArgs, UpdateArgs,
 };
 pub(crate) use tokens::{TokensAddArgs, TokensCommand};
+pub(crate) use workspaces::WorkspacesCommand;
 
 /// Local controller that runs coding-agent turns durably, one per workspace.
 #[derive(Debug, Parser)]
@@ -224,7 +226,8 @@ impl Command {
             Command::Workspaces(WorkspacesCommand::List(a)) => a.out.json,
             Command::Threads(ThreadsCommand::Create { out, .. })
             | Command::Threads(ThreadsCommand::Configure { out, .. })
-            | Command::Threads(ThreadsCommand::Show { out, .. }) => out.json,
+            | Command::Threads(ThreadsCommand::Show { out, .. })
+            | Command::Threads(ThreadsCommand::Delete { out, .. }) => out.json,
             Command::Threads(ThreadsCommand::List(a)) => a.out.json,
             Command::Turns(
                 TurnsCommand::Submit { out, .. }

@@ -1,4 +1,4 @@
-//! `threads create|configure|list|show`.
+//! `threads create|configure|list|show|delete`.
 
 use serde_json::json;
 
@@ -106,6 +106,19 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                     ]);
                 }
                 table.print()?;
+            }
+        }
+        ThreadsCommand::Delete { thread, out } => {
+            let thread = super::ids::thread(&mut client, &thread)?;
+            let deleted = client.threads_delete(&thread).map_err(client_error)?;
+            if out.json {
+                crate::output::json(&deleted)?;
+            } else {
+                let r = &deleted.receipt;
+                crate::output::line(format!(
+                    "thread {} deleted: {} event(s) and {} turn(s) removed; receipt at seq {} (digest {})",
+                    r.thread_id, r.events, r.turns, deleted.seq, r.digest
+                ))?;
             }
         }
         ThreadsCommand::Show { thread, out } => {

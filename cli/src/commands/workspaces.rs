@@ -52,6 +52,7 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
             id,
             delete_worktree,
             force,
+            purge,
             out,
         } => {
             let id = super::ids::workspace(&mut client, &id)?;
@@ -60,6 +61,7 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
                     id,
                     delete_worktree,
                     force,
+                    purge,
                 })
                 .map_err(client_error)?;
             if out.json {
@@ -75,6 +77,12 @@ pub(super) fn run(global: &GlobalArgs, command: WorkspacesCommand) -> CliResult 
                     "workspace {} ({}) {what}; its {} thread(s) stay readable (`threads list`, `journal tail`) and take no new turns",
                     ws.id, ws.path, removed.threads
                 ))?;
+                if removed.threads_deleted > 0 {
+                    crate::output::line(format!(
+                        "{} thread(s) deleted first; their receipts stay in the journal",
+                        removed.threads_deleted
+                    ))?;
+                }
                 if removed.worktree_deleted {
                     crate::output::line(format!(
                         "worktree {} deleted (its branch stays)",

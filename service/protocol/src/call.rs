@@ -71,6 +71,8 @@ calls! {
     ThreadsConfigure: p::ThreadsConfigure => p::ThreadResult;
     /// `threads.attach`.
     ThreadsAttach: p::ThreadsAttach => ThreadSnapshot;
+    /// `threads.delete`.
+    ThreadsDelete: p::ThreadRef => p::ThreadDeletedResult;
     /// `turns.submit`.
     TurnsSubmit: p::TurnsSubmit => p::TurnResult;
     /// `turns.continue`.

@@ -129,11 +129,20 @@ pub enum ErrorCode {
     /// uncommitted changes or untracked files, without `force`: nothing
     /// was removed.
     WorkspaceDirty,
+    /// `threads.delete` of a thread with a queued or claimed turn; `data`
+    /// names the turn and its state. Nothing was deleted.
+    ThreadBusy,
+    /// `threads.delete` of a thread with a turn whose outcome is unknown
+    /// (`turns resolve` it first); `data.turn` names it.
+    ThreadFenced,
+    /// The thread was deleted (`threads.delete`): only its content-free
+    /// receipt remains in the journal.
+    ThreadDeleted,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 38] = [
+    pub const ALL: [ErrorCode; 41] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -172,6 +181,9 @@ impl ErrorCode {
         ErrorCode::WorkspaceOutsideRoots,
         ErrorCode::WorkspaceDirty,
         ErrorCode::TranscriptStoreFailed,
+        ErrorCode::ThreadBusy,
+        ErrorCode::ThreadFenced,
+        ErrorCode::ThreadDeleted,
     ];
 
     /// The stable string form.
@@ -215,6 +227,9 @@ impl ErrorCode {
             ErrorCode::WorkspaceOutsideRoots => "workspace_outside_roots",
             ErrorCode::WorkspaceDirty => "workspace_dirty",
             ErrorCode::TranscriptStoreFailed => "transcript_store_failed",
+            ErrorCode::ThreadBusy => "thread_busy",
+            ErrorCode::ThreadFenced => "thread_fenced",
+            ErrorCode::ThreadDeleted => "thread_deleted",
         }
     }
 
@@ -261,6 +276,9 @@ impl ErrorCode {
             ErrorCode::WorkspaceOutsideRoots => -32047,
             ErrorCode::WorkspaceDirty => -32050,
             ErrorCode::TranscriptStoreFailed => -32051,
+            ErrorCode::ThreadBusy => -32052,
+            ErrorCode::ThreadFenced => -32053,
+            ErrorCode::ThreadDeleted => -32054,
             ErrorCode::PortInvalid => -32048,
             ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,

@@ -65,6 +65,9 @@ pub enum EventKind {
     /// A git snapshot of the turn's workspace at its dispatch boundary or
     /// its outcome (a tree id, or why none was taken; never content).
     WorkspaceSnapshot,
+    /// A thread was deleted (`threads.delete`): its content-free receipt
+    /// ([`ThreadDeletion`](crate::ThreadDeletion)), the thread's last event.
+    ThreadDeleted,
     /// A kind this SDK does not know (a newer server). Read only: never
     /// stored, not in [`EventKind::ALL`], and [`EventKind::parse`] refuses
     /// it, so the store fails closed on a row it does not understand.
@@ -74,7 +77,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind the controller writes.
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 20] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
@@ -94,6 +97,7 @@ impl EventKind {
         EventKind::ContextPrepared,
         EventKind::MemoryRecalled,
         EventKind::WorkspaceSnapshot,
+        EventKind::ThreadDeleted,
     ];
 
     /// Stored and wire name.
@@ -118,6 +122,7 @@ impl EventKind {
             EventKind::ContextPrepared => "context_prepared",
             EventKind::MemoryRecalled => "memory_recalled",
             EventKind::WorkspaceSnapshot => "workspace_snapshot",
+            EventKind::ThreadDeleted => "thread_deleted",
             EventKind::Unknown => "unknown",
         }
     }

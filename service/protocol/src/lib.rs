@@ -27,6 +27,7 @@ pub mod callback;
 pub mod client;
 pub mod config;
 pub mod context;
+mod deletion;
 mod error;
 mod events;
 mod frame;
@@ -59,6 +60,7 @@ pub mod usage;
 
 pub use attention::AttentionKind;
 pub use binding::ThreadExpect;
+pub use deletion::{DeletedBy, ThreadDeletion};
 pub use error::{ErrorCode, RpcError, rpc};
 pub use events::{EventKind, JournalEvent, ReplayPage, ReplayScope, ThreadSnapshot};
 pub use frame::{

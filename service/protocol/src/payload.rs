@@ -129,6 +129,8 @@ pub enum Payload {
     WorkspaceSnapshot(crate::snapshot::WorkspaceSnapshot),
     /// `tool_call_finished`: its result.
     ToolCallFinished(ToolCallFinished),
+    /// `thread_deleted`: the deleted thread's receipt.
+    ThreadDeleted(crate::ThreadDeletion),
     /// A kind this SDK does not know, or a payload that does not parse as
     /// its kind (a newer server): the raw JSON, as stored.
     Unknown {
@@ -162,6 +164,7 @@ impl Payload {
             Payload::ContextPrepared(_) => EventKind::ContextPrepared,
             Payload::MemoryRecalled(_) => EventKind::MemoryRecalled,
             Payload::WorkspaceSnapshot(_) => EventKind::WorkspaceSnapshot,
+            Payload::ThreadDeleted(_) => EventKind::ThreadDeleted,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -188,6 +191,7 @@ impl Payload {
             Payload::ContextPrepared(p) => value(p),
             Payload::MemoryRecalled(p) => value(p),
             Payload::WorkspaceSnapshot(p) => value(p),
+            Payload::ThreadDeleted(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -292,6 +296,7 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
         EventKind::ContextPrepared => Payload::ContextPrepared(parse(raw)?),
         EventKind::MemoryRecalled => Payload::MemoryRecalled(parse(raw)?),
         EventKind::WorkspaceSnapshot => Payload::WorkspaceSnapshot(parse(raw)?),
+        EventKind::ThreadDeleted => Payload::ThreadDeleted(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

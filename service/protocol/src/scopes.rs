@@ -146,6 +146,8 @@ pub enum Method {
     ThreadsConfigure,
     /// `threads.attach`.
     ThreadsAttach,
+    /// `threads.delete`.
+    ThreadsDelete,
     /// `turns.submit`.
     TurnsSubmit,
     /// `turns.continue`.
@@ -259,6 +261,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
     (
         Method::ThreadsConfigure,
         "threads.configure",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ThreadsDelete,
+        "threads.delete",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
     (

@@ -48,6 +48,7 @@ pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
         | Payload::TurnState(_)
         | Payload::CancelRequested(_)
         | Payload::TurnResolved(_)
+        | Payload::ThreadDeleted(_)
         | Payload::Unknown { .. } => false,
         // Journaled by the MCP bridge's calls, never by the runner.
         Payload::ToolCallRequested(_) | Payload::ToolCallFinished(_) => false,

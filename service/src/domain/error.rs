@@ -69,6 +69,35 @@ pub enum StoreError {
         /// That turn's state.
         state: crate::domain::TurnState,
     },
+    /// `threads.delete` of a thread with a queued or claimed turn.
+    #[error("thread `{thread}` has turn `{turn}` {state}")]
+    ThreadBusy {
+        /// The thread.
+        thread: String,
+        /// Its first queued or claimed turn.
+        turn: String,
+        /// That turn's state.
+        state: crate::domain::TurnState,
+    },
+    /// `threads.delete` of a thread with a turn whose outcome is unknown.
+    #[error("thread `{thread}` has turn `{turn}` whose outcome is unknown")]
+    ThreadFenced {
+        /// The thread.
+        thread: String,
+        /// The fencing turn.
+        turn: String,
+    },
+    /// The thread was deleted; `principal` and `application` are its
+    /// owner's, so a handler answers a stranger as for an unknown id.
+    #[error("thread `{thread}` was deleted")]
+    ThreadDeleted {
+        /// The thread.
+        thread: String,
+        /// Its principal.
+        principal: String,
+        /// Its application.
+        application: String,
+    },
     /// The bounded queue of turns is full.
     #[error("turn queue is full (capacity {capacity})")]
     QueueFull {
@@ -250,6 +279,9 @@ impl StoreError {
             StoreError::WorkspaceOverlaps { .. } => ErrorCode::WorkspaceOverlaps,
             StoreError::WorkspaceFenced { .. } => ErrorCode::WorkspaceFenced,
             StoreError::WorkspaceBusy { .. } => ErrorCode::WorkspaceBusy,
+            StoreError::ThreadBusy { .. } => ErrorCode::ThreadBusy,
+            StoreError::ThreadFenced { .. } => ErrorCode::ThreadFenced,
+            StoreError::ThreadDeleted { .. } => ErrorCode::ThreadDeleted,
             StoreError::QueueFull { .. } => ErrorCode::QueueFull,
             StoreError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             StoreError::TranscriptUnavailable { .. } => ErrorCode::TranscriptUnavailable,

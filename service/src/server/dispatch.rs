@@ -244,6 +244,9 @@ pub(super) async fn method(
         Method::ThreadsAttach => reply::<call::ThreadsAttach>(
             handlers::threads_attach(ctx, session, request.params()?).await,
         ),
+        Method::ThreadsDelete => reply::<call::ThreadsDelete>(
+            handlers::threads_delete(ctx, session, request.params()?).await,
+        ),
         Method::ThreadsConfigure => reply::<call::ThreadsConfigure>(
             handlers::threads_configure(ctx, session, request.params()?).await,
         ),

@@ -95,11 +95,13 @@ impl Store {
         self.op(move |w| w.reserve_thread(&actor, &cmd)).await
     }
 
-    /// One thread (`not_found` if absent; the caller checks ownership).
+    /// One thread (`not_found` if absent, `ThreadDeleted` if deleted; the
+    /// caller checks ownership).
     pub async fn get_thread(&self, id: &str) -> StoreResult<Thread> {
         let id = id.to_owned();
-        self.read(move |c, _| {
-            read::thread(c, &id)?.ok_or_else(|| StoreError::not_found("thread", id))
+        self.read(move |c, _| match read::thread(c, &id)? {
+            Some(t) => Ok(t),
+            None => Err(super::ops_delete::gone(c, &id)),
         })
         .await
     }

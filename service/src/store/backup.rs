@@ -107,7 +107,13 @@ pub(super) fn open_writer(db: &Path) -> StoreResult<(Connection, bool)> {
         return Ok((conn, false));
     }
     let guard = MigrationGuard::before(db, version)?;
-    match schema::migrate(&conn, db, version) {
+    let migrated = schema::migrate(&conn, db, version).and_then(|()| {
+        if version < super::compact::INCREMENTAL_VACUUM_VERSION {
+            super::compact::vacuum_once(&conn)?;
+        }
+        Ok(())
+    });
+    match migrated {
         Ok(()) => Ok((conn, true)),
         Err(failed) => {
             drop(conn);

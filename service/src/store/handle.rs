@@ -212,6 +212,7 @@ impl Store {
             publisher: Publisher::start(Arc::clone(&shared)),
             anchor: super::writer::AnchorState::new(db.clone(), anchor),
             batch_clean: None,
+            compact: false,
             _lock: lock,
         };
         writer.reload()?;

@@ -38,7 +38,7 @@ pub(super) fn thread_and_workspace(
     const SQL: &str = concat!(
         "SELECT * FROM (SELECT ",
         thread_cols!(),
-        " FROM threads WHERE id = ?1) AS th LEFT JOIN (SELECT ",
+        " FROM threads WHERE id = ?1 AND deleted_at IS NULL) AS th LEFT JOIN (SELECT ",
         workspace_cols!(),
         ", removed_at FROM workspaces) AS w ON w.id = th.workspace_id"
     );

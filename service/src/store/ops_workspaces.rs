@@ -134,7 +134,7 @@ impl Writer {
         let (workspace, removed) = read::workspace_any(&self.conn, id)?
             .ok_or_else(|| StoreError::not_found("workspace", id))?;
         let threads: u64 = self.conn.query_row(
-            "SELECT count(*) FROM threads WHERE workspace_id = ?1",
+            "SELECT count(*) FROM threads WHERE workspace_id = ?1 AND deleted_at IS NULL",
             [id],
             |r| r.get(0),
         )?;
@@ -144,6 +144,7 @@ impl Writer {
                 threads,
                 replayed: true,
                 worktree_deleted: false,
+                threads_deleted: 0,
             });
         }
         let busy: Option<(String, String)> = self
@@ -196,6 +197,7 @@ impl Writer {
             threads,
             replayed: false,
             worktree_deleted: false,
+            threads_deleted: 0,
         })
     }
 }

@@ -226,7 +226,7 @@ pub(super) fn thread(conn: &Connection, id: &str) -> StoreResult<Option<Thread>>
     conn.prepare_cached(concat!(
         "SELECT ",
         thread_cols!(),
-        " FROM threads WHERE id = ?1"
+        " FROM threads WHERE id = ?1 AND deleted_at IS NULL"
     ))?
     .query_row([id], thread_row)
     .optional()
@@ -253,7 +253,7 @@ pub(super) fn threads(
     limit: usize,
 ) -> StoreResult<Vec<Thread>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {THREAD_COLS} FROM threads WHERE (?1 IS NULL OR principal = ?1) \
+        "SELECT {THREAD_COLS} FROM threads WHERE deleted_at IS NULL AND (?1 IS NULL OR principal = ?1) \
          AND (?2 IS NULL OR application = ?2) AND (?3 IS NULL OR workspace_id = ?3) \
          ORDER BY created_at DESC, id LIMIT ?4"
     ))?;

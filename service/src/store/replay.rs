@@ -79,7 +79,7 @@ fn page(
         } => {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {} FROM events e JOIN threads t ON t.id = e.thread_id \
-                 WHERE e.seq > ?1 AND t.principal = ?2 AND (?3 IS NULL OR t.application = ?3) \
+                 WHERE e.seq > ?1 AND e.kind != 'tombstone' AND t.principal = ?2 AND (?3 IS NULL OR t.application = ?3) \
                  ORDER BY e.seq LIMIT ?4",
                 EVENT_COLS
                     .split(", ")

@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -355,6 +355,12 @@ INSERT INTO chain_versions (version, from_seq) SELECT 2, coalesce(max(seq), 0) +
         then: None,
         sql: "ALTER TABLE threads ADD COLUMN port_identities TEXT;",
     },
+    Migration {
+        // Version 20: `threads.delete` (issue 44): a deleted thread keeps its
+        // row, marked, for its tombstones (`tombstone`); then `compact`.
+        then: None,
+        sql: "ALTER TABLE threads ADD COLUMN deleted_at INTEGER;",
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -412,6 +418,12 @@ pub(super) fn open_writer_at(path: &Path) -> StoreResult<(Connection, i64, bool)
             found: version,
             supported: SCHEMA_VERSION,
         });
+    }
+    if fresh {
+        // Before the first table: a fresh file frees pages as they empty
+        // (`threads.delete`), with no `VACUUM` ever needed.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .map_err(StoreError::from_sqlite)?;
     }
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))

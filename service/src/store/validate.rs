@@ -127,6 +127,11 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
              OR (CASE WHEN json_valid(probe) THEN json_extract(probe, '$.verdict') END) \
              NOT IN ('honoured', 'ignored', 'inconclusive') LIMIT 1",
             fp = hex64("fingerprint"))),
+        // A deleted thread has no turn left and its receipt (`tombstone`).
+        ("threads", "deleted", "SELECT id FROM threads t WHERE deleted_at IS NOT NULL \
+             AND (typeof(deleted_at) != 'integer' OR EXISTS (SELECT 1 FROM turns u \
+             WHERE u.thread_id = t.id) OR NOT EXISTS (SELECT 1 FROM events e \
+             WHERE e.thread_id = t.id AND e.kind = 'thread_deleted')) LIMIT 1".into()),
         ("threads", "workspace", "SELECT id FROM threads t WHERE NOT EXISTS \
              (SELECT 1 FROM workspaces w WHERE w.id = t.workspace_id) LIMIT 1".into()),
         ("turns", "fields", format!(
@@ -341,7 +346,8 @@ pub(super) fn validate_events(
     std::thread::scope(|scope| {
         let mut chain = super::chain::ChainCheck::new(scope, v2_from);
         chain.watch(anchor.events);
-        let scanned = scan_events(&mut rows, &turns, &mut threads, &mut chain);
+        let mut marks = super::tombstone::Tombstones::default();
+        let scanned = scan_events(&mut rows, &turns, &mut threads, &mut chain, &mut marks);
         let watched = chain.watched();
         // Every row before the one the scan stopped at was handed to the
         // chain check: a bad link among them is the first failure.
@@ -353,6 +359,11 @@ pub(super) fn validate_events(
             }),
             Ok(report) => {
                 let events = scanned?;
+                marks.check().map_err(|seq| StoreError::InvalidRow {
+                    table: "events",
+                    row: seq.to_string(),
+                    check: "tombstone",
+                })?;
                 // A whole chain that stops short of (or differs at) its
                 // anchor lost its tail or was re-hashed.
                 super::anchor::check(db, anchor, report.events, watched)?;
@@ -369,6 +380,7 @@ fn scan_events(
     turns: &HashMap<String, String>,
     threads: &mut HashMap<String, i64>,
     chain: &mut super::chain::ChainCheck<'_, '_>,
+    marks: &mut super::tombstone::Tombstones,
 ) -> StoreResult<u64> {
     let mut expected: i64 = 1;
     while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
@@ -394,6 +406,18 @@ fn scan_events(
             _ => {}
         }
         let kind = r.get_ref(4)?.as_str().map_err(|_| bad("kind"))?;
+        if kind == super::tombstone::KIND {
+            // Everything but its place and hash cleared (`tombstone`).
+            let cleared = r.get_ref(3)? == ValueRef::Null
+                && r.get_ref(5)? == ValueRef::Integer(0)
+                && r.get_ref(6)? == ValueRef::Integer(0)
+                && r.get_ref(7)? == ValueRef::Null
+                && r.get_ref(9)? == ValueRef::Null;
+            if !cleared || !marks.row(r, chain).map_err(StoreError::from_sqlite)? {
+                return Err(bad("tombstone"));
+            }
+            continue;
+        }
         let kind = EventKind::parse(kind).ok_or_else(|| bad("kind"))?;
         if !matches!(r.get_ref(5)?, ValueRef::Integer(_)) {
             return Err(bad("at"));
@@ -417,7 +441,7 @@ fn scan_events(
             }
             _ => return Err(bad("payload")),
         }
-        if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
+        if !marks.row(r, chain).map_err(StoreError::from_sqlite)? {
             return Err(bad("chain"));
         }
     }

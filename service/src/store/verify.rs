@@ -13,6 +13,7 @@ use super::anchor::{self, Anchor};
 use super::chain::{self, COLUMNS, COLUMNS_BEFORE_17, ChainCheck, ChainReport};
 use super::lock::InstanceLock;
 use super::schema::{self, DB_FILE};
+use super::tombstone::Tombstones;
 
 /// Verifies the journal's hash chain of the database at `db` directly,
 /// read-only, and that it reaches the prefix its anchor names: works
@@ -83,9 +84,10 @@ pub(super) fn verify(
     std::thread::scope(|scope| {
         let mut chain = ChainCheck::new(scope, v2_from);
         chain.watch(anchor.events);
+        let mut marks = Tombstones::default();
         let scanned: StoreResult<()> = (|| {
             while let Some(r) = rows.next().map_err(StoreError::from_sqlite)? {
-                if !chain.row(r, 0).map_err(StoreError::from_sqlite)? {
+                if !marks.row(r, &mut chain).map_err(StoreError::from_sqlite)? {
                     break;
                 }
             }
@@ -99,6 +101,12 @@ pub(super) fn verify(
             check: "chain",
         })?;
         scanned?;
+        // Across deleted threads: every tombstone covered by its receipt.
+        marks.check().map_err(|seq| StoreError::InvalidRow {
+            table: "events",
+            row: seq.to_string(),
+            check: "tombstone",
+        })?;
         anchor::check(db, anchor, report.events, watched)?;
         Ok(report)
     })

@@ -224,6 +224,8 @@ pub(crate) struct Writer {
     /// While a batch's transaction is open: `total_changes` as long as
     /// nothing in it wrote yet (see [`Writer::write`]), `None` otherwise.
     pub(crate) batch_clean: Option<u64>,
+    /// A deletion committed: compact after the batch (`super::compact`).
+    pub(crate) compact: bool,
     /// Held for the life of the writer.
     pub(crate) _lock: InstanceLock,
 }
@@ -327,6 +329,7 @@ impl Writer {
             batch.finish(&mut self);
             self.note_parked();
             self.checkpoint_if_due();
+            self.compact_if_asked();
         }
         // A clean stop anchors what it committed.
         self.checkpoint();

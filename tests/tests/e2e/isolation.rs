@@ -68,6 +68,7 @@ pub(crate) fn assert_foreign(other: &mut Client, thread: &str, turn: &str) {
             ("journal.replay", json!({ "threadId": id })),
             ("journal.subscribe", json!({ "threadId": id })),
             ("permissions.list", json!({ "threadId": id })),
+            ("threads.delete", json!({ "threadId": id })),
         ]
     };
     let by_turn = |id: &str| {

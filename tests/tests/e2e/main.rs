@@ -31,6 +31,7 @@ mod cli_watch;
 mod client;
 mod context;
 mod context_ts;
+mod delete;
 mod evidence;
 mod guards;
 mod home;

@@ -52,6 +52,10 @@ pub(super) const WORK: &[Entry] = &[
                 "And delete its worktree",
                 "workspaces remove proj-fix --delete-worktree",
             ),
+            (
+                "Delete its threads first (owner's token)",
+                "workspaces remove proj-fix --purge",
+            ),
         ],
     ),
     (
@@ -100,6 +104,16 @@ pub(super) const WORK: &[Entry] = &[
         &[
             ("A thread by a prefix of its id", "threads show thr_9a1f"),
             ("As JSON", "threads show thr_9a1f --json"),
+        ],
+    ),
+    (
+        "threads delete",
+        &[
+            (
+                "Delete a thread's content; its receipt stays in the journal",
+                "threads delete thr_9a1f",
+            ),
+            ("The receipt as JSON", "threads delete thr_9a1f --json"),
         ],
     ),
     (

@@ -259,6 +259,18 @@ impl Client {
         })
     }
 
+    /// `threads.delete`: the thread's content goes, its content-free
+    /// receipt stays in the journal (`thread_busy` / `thread_fenced` while
+    /// a turn of it waits or its outcome is unknown).
+    pub fn threads_delete(
+        &mut self,
+        thread_id: &str,
+    ) -> Result<crate::params::ThreadDeletedResult, ClientError> {
+        self.request::<call::ThreadsDelete>(&ThreadRef {
+            thread_id: thread_id.to_owned(),
+        })
+    }
+
     /// `threads.list`.
     pub fn threads_list(&mut self) -> Result<Vec<Thread>, ClientError> {
         let r: ThreadsResult = self.request::<call::ThreadsList>(&ThreadsList::default())?;

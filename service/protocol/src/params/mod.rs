@@ -43,6 +43,8 @@ pub use workspaces::{
     WorktreeSpec,
 };
 
+pub use crate::deletion::ThreadDeletedResult;
+
 /// Methods without parameters (`status`, `workspaces.list`): `{}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -61,6 +61,10 @@ pub struct WorkspacesRemove {
     /// With `deleteWorktree`: delete a worktree with changes too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
+    /// Delete each of its threads first, as `threads.delete` does (each
+    /// leaves its content-free receipt), then remove the workspace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub purge: bool,
 }
 
 /// Results of mutations that carry a receipt: the record, and whether an
@@ -92,6 +96,13 @@ pub struct WorkspaceRemoved {
     /// True when its worktree was deleted (`deleteWorktree`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub worktree_deleted: bool,
+    /// Threads deleted first (`purge`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub threads_deleted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `workspaces.list` result.

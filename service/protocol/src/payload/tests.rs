@@ -456,3 +456,31 @@ fn workspace_snapshots_have_a_pinned_stored_form() {
         skipped
     );
 }
+
+#[test]
+fn deletion_receipts_have_a_pinned_content_free_stored_form() {
+    let p = Payload::ThreadDeleted(crate::ThreadDeletion {
+        thread_id: "thr_1".into(),
+        events: 9,
+        turns: 2,
+        first_seq: 3,
+        last_seq: 14,
+        digest: "ab".repeat(32),
+        by: crate::DeletedBy {
+            principal: "owner".into(),
+            application: "cli".into(),
+            token: Some("owner".into()),
+        },
+        deleted_at: 0,
+    });
+    assert_eq!(p.kind(), EventKind::ThreadDeleted);
+    assert!(!p.kind().is_content() && !p.kind().is_activity());
+    assert_eq!(
+        p.to_value(),
+        json!({"threadId": "thr_1", "events": 9, "turns": 2, "firstSeq": 3, "lastSeq": 14,
+            "digest": "ab".repeat(32),
+            "by": {"principal": "owner", "application": "cli", "token": "owner"},
+            "deletedAt": "1970-01-01T00:00:00.000Z"})
+    );
+    assert_eq!(Payload::from_value(p.kind(), p.to_value()), p);
+}

@@ -15,6 +15,7 @@ fn all_variants() -> Vec<Method> {
         | Method::ThreadsList
         | Method::ThreadsConfigure
         | Method::ThreadsAttach
+        | Method::ThreadsDelete
         | Method::TurnsSubmit
         | Method::TurnsContinue
         | Method::TurnsGet
@@ -54,6 +55,7 @@ fn all_variants() -> Vec<Method> {
         Method::ThreadsList,
         Method::ThreadsConfigure,
         Method::ThreadsAttach,
+        Method::ThreadsDelete,
         Method::TurnsSubmit,
         Method::TurnsContinue,
         Method::TurnsGet,

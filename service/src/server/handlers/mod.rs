@@ -12,6 +12,7 @@
 //! be probed; `forbidden` is only ever about the session's own scopes.
 
 mod budgets;
+mod delete;
 mod evidence;
 mod fit;
 mod journal;
@@ -39,6 +40,7 @@ use super::context::ServerContext;
 use super::failure::internal;
 
 pub(crate) use budgets::budgets_reset;
+pub(crate) use delete::threads_delete;
 pub(crate) use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub(crate) use mcp::mcp_register;
 pub(crate) use permissions::permissions_list;
@@ -233,11 +235,38 @@ pub(super) async fn thread_if(
         .store
         .get_thread(thread_id)
         .await
-        .map_err(store_err)?;
+        .map_err(|e| deleted_or(ctx, session, e))?;
     if rule(ctx, session, &thread) {
         Ok(thread)
     } else {
         Err(foreign("thread", thread_id))
+    }
+}
+
+/// A deleted thread answers `thread_deleted` to the principal (and
+/// application, or the owner's token) it belonged to, and as an unknown
+/// id to anyone else ([`foreign`]).
+fn deleted_or(ctx: &ServerContext, session: &AuthSession, e: StoreError) -> RpcError {
+    match e {
+        StoreError::ThreadDeleted {
+            thread,
+            principal,
+            application,
+        } => {
+            let theirs = principal == session.principal
+                && (application == session.application || ctx.authority.is_owner(session));
+            if theirs {
+                RpcError::new(
+                    ErrorCode::ThreadDeleted,
+                    format!(
+                        "thread `{thread}` was deleted; only its receipt remains in the journal"
+                    ),
+                )
+            } else {
+                foreign("thread", &thread)
+            }
+        }
+        other => store_err(other),
     }
 }
 

@@ -124,6 +124,11 @@ pub(crate) async fn workspaces_remove(
     } else {
         None
     };
+    let purged = if p.purge {
+        super::delete::purge_workspace(ctx, session, &p.id).await?
+    } else {
+        0
+    };
     let mut removed = ctx
         .core
         .store
@@ -149,6 +154,7 @@ pub(crate) async fn workspaces_remove(
             .with_data("turn", turn.into()),
             other => store_err(other),
         })?;
+    removed.threads_deleted = purged;
     if let Some(path) = worktree {
         super::worktrees::after_remove(ctx, &p.id, &path).await?;
         removed.worktree_deleted = true;

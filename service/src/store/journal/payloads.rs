@@ -43,6 +43,11 @@ impl MemoryPayloads {
         self.order.push_back(seq);
     }
 
+    /// Forgets `seq`'s payload (its thread was deleted).
+    pub(in crate::store) fn remove(&mut self, seq: u64) {
+        self.map.remove(&seq);
+    }
+
     /// The payload of `seq`, if still in memory.
     pub(in crate::store) fn get(&self, seq: u64) -> Option<&Value> {
         self.map.get(&seq)

@@ -54,6 +54,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE threads DROP COLUMN transcript_store; ALTER TABLE events DROP COLUMN event_hash;",
     "DROP TABLE chain_versions;",
     "ALTER TABLE threads DROP COLUMN port_identities;",
+    "ALTER TABLE threads DROP COLUMN deleted_at;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

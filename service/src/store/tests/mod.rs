@@ -8,6 +8,7 @@ mod chain;
 mod configure;
 mod continuation;
 mod continuation_tools;
+mod delete;
 mod history;
 mod inbox;
 mod journal;
