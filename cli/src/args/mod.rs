@@ -129,6 +129,10 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
     },
+    /// Relay stdin/stdout to this host's controller, authenticated with this
+    /// host's own token (what `--host ssh://` runs on the remote host).
+    #[command(name = "dial-stdio")]
+    DialStdio,
 }
 
 /// `--home DIR`: the controller home, for the commands that create or open
@@ -262,7 +266,8 @@ impl Command {
             | Command::Logs(_)
             | Command::Watch
             | Command::AcpEcho
-            | Command::McpBridge { .. } => false,
+            | Command::McpBridge { .. }
+            | Command::DialStdio => false,
         }
     }
 }
