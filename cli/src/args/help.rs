@@ -1,5 +1,5 @@
 //! Help that teaches: the clap command tree with an *Examples* section on
-//! every command (from [`super::examples::EXAMPLES`]) and the top-level
+//! every command (from [`super::examples::examples`]) and the top-level
 //! help's commands grouped by what they are for.
 //!
 //! clap has no subcommand groups, so the top level gets a `help_template`
@@ -16,7 +16,7 @@ use clap::builder::StyledStr;
 use clap::{Command, CommandFactory};
 
 use super::Cli;
-use super::examples::EXAMPLES;
+use super::examples::examples;
 
 /// The top-level groups: heading and command names, in display order.
 const GROUPS: &[(&str, &[&str])] = &[
@@ -95,7 +95,7 @@ fn heading(text: &str) -> String {
 
 /// The Examples section of the command at `path`, when it has one.
 fn examples_of(path: &str) -> Option<StyledStr> {
-    let (_, list) = EXAMPLES.iter().find(|(p, _)| *p == path)?;
+    let (_, list) = examples().find(|(p, _)| *p == path)?;
     let mut text = heading("Examples");
     for (what, line) in *list {
         if !what.is_empty() {
@@ -167,7 +167,7 @@ fn wrap(lead: &str, about: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{EXAMPLES, GROUPS, command};
+    use super::{GROUPS, command, examples};
 
     /// Every visible command's path ("" for the top level).
     fn paths(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
@@ -211,11 +211,11 @@ mod tests {
         paths(&command(), "", &mut all);
         for path in &all {
             assert!(
-                EXAMPLES.iter().any(|(p, _)| p == path),
+                examples().any(|(p, _)| p == path),
                 "`{path}` has no examples"
             );
         }
-        for (path, list) in EXAMPLES {
+        for (path, list) in examples() {
             assert!(
                 all.iter().any(|p| p == path),
                 "examples for unknown `{path}`"

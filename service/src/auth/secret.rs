@@ -4,6 +4,7 @@
 //! token comparison takes the same time whichever byte differs (both sides are
 //! hashed to a fixed length first, so even the length is not revealed).
 
+use lapis_protocol::config::TokenSpec;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -37,6 +38,19 @@ pub(crate) fn secrets_equal(a: &str, b: &str) -> bool {
     let ha = Sha256::digest(a.as_bytes());
     let hb = Sha256::digest(b.as_bytes());
     ha.as_slice().ct_eq(hb.as_slice()).into()
+}
+
+/// The identity of a config token in a session's credential: its name and
+/// a fingerprint of its secret (`name:` + 16 hex digits of a domain-tagged
+/// SHA-256), so a token removed and re-added under the same name with
+/// another secret never revives the sessions of the old one. The
+/// fingerprint is one-way and of a random secret: it reveals nothing
+/// usable, and it is never printed.
+pub(crate) fn token_identity(spec: &TokenSpec) -> String {
+    let mut h = Sha256::new();
+    h.update(b"lapis-token-identity/1\0");
+    h.update(spec.secret.as_bytes());
+    format!("{}:{}", spec.name, &hex::encode(h.finalize())[..16])
 }
 
 #[cfg(test)]

@@ -9,8 +9,14 @@
 //!   request of a connection already using it;
 //! - a session whose token was removed from the configuration fails closed,
 //!   also on a running server: [`Authority::replace_tokens`] (a reload)
-//!   revokes the sessions of a removed token at once, so their
-//!   subscriptions end;
+//!   revokes the sessions of a removed or edited token at once, so their
+//!   subscriptions end (a subscription's grants are the token's as it
+//!   was when it subscribed, so an edit must end it);
+//! - a session belongs to one token *identity*, its name and a fingerprint
+//!   of its secret ([`token_identity`]), with the token's principal: a
+//!   token removed and re-added under the same name with another secret,
+//!   or given another principal or application, never revives a stored
+//!   session of the old one (`issued_by`);
 //! - a session holds no scope its token no longer grants (the scopes are
 //!   narrowed to the token's current ones at every check), so an upgraded
 //!   application token loses the cross-application scopes it was issued;
@@ -31,7 +37,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::persist::SessionPersistence;
-use super::secret::{hash_bearer, new_bearer, secrets_equal};
+use super::secret::{hash_bearer, new_bearer, secrets_equal, token_identity};
 use super::storage::{internal, persist_failed, read_only_session};
 use crate::domain::{AuthSession, Clock, NewAuthSession, credential_key, secs_to_ms};
 use lapis_protocol::config::{TokenKind, TokenSpec, valid_application};
@@ -119,8 +125,10 @@ impl Authority {
 
     /// The config token `session` was issued by, as configured now.
     pub(crate) fn spec_of(&self, session: &AuthSession) -> Option<TokenSpec> {
-        let token = Authority::token_of(session);
-        self.tokens().iter().find(|t| t.name == token).cloned()
+        self.tokens()
+            .iter()
+            .find(|t| issued_by(session, t))
+            .cloned()
     }
 
     /// Whether `session` is of an owner's token: it sees every application
@@ -131,28 +139,29 @@ impl Authority {
     }
 
     /// Replaces the tokens (a reload): every session of a token that is
-    /// gone, or whose secret changed, is revoked at once, and holders of
+    /// gone, or changed in any field, is revoked at once, and holders of
     /// sessions (subscriptions) are told to re-check. Other tokens'
     /// sessions go on, with the scopes their token grants now. Returns
     /// the number of sessions revoked.
     pub(crate) fn replace_tokens(&self, new: Vec<TokenSpec>) -> usize {
         let mut tokens = self.tokens.write().expect("poisoned");
-        let gone: Vec<String> = tokens
-            .iter()
-            .filter(|old| {
-                !new.iter()
-                    .any(|t| t.name == old.name && secrets_equal(&t.secret, &old.secret))
-            })
-            .map(|t| t.name.clone())
-            .collect();
-        *tokens = new;
+        let old = std::mem::replace(&mut *tokens, new.clone());
         drop(tokens);
+        // A session goes on only when the token that issued it is in the
+        // new set unchanged: an edited token (secret, principal,
+        // application, scopes or grants) is a new token, and the
+        // sessions issued under the old one end (their holders say
+        // `hello` again and get the new authority at once, subscriptions
+        // included).
+        let unchanged = |session: &AuthSession| {
+            old.iter()
+                .find(|t| issued_by(session, t))
+                .is_some_and(|was| new.iter().any(|t| t == was))
+        };
         let mut revoked = 0;
         let mut sessions = self.sessions.lock().expect("poisoned");
         for session in sessions.values_mut() {
-            if session.revoked_at.is_some()
-                || !gone.iter().any(|g| g == Authority::token_of(session))
-            {
+            if session.revoked_at.is_some() || unchanged(session) {
                 continue;
             }
             if session.read_only.is_some() {
@@ -168,10 +177,12 @@ impl Authority {
                 }
             }
             revoked += 1;
-            tracing::info!(session = %session.id, "session revoked: its token was removed");
+            tracing::info!(session = %session.id, "session revoked: its token was removed or changed");
         }
         drop(sessions);
-        self.revocations.send_modify(|n| *n += 1);
+        if revoked > 0 {
+            self.revocations.send_modify(|n| *n += 1);
+        }
         revoked
     }
 
@@ -244,11 +255,13 @@ impl Authority {
             ));
         }
         let now = self.clock.now_ms();
-        let key = credential_key(&spec.name, application);
+        let key = credential_key(&token_identity(spec), application);
         let mut sessions = self.sessions.lock().expect("poisoned");
         if let Some(live) = sessions
             .values()
-            .filter(|s| s.credential == key && s.live_at(now) && s.read_only.is_none())
+            .filter(|s| {
+                s.credential == key && s.live_at(now) && s.read_only.is_none() && issued_by(s, spec)
+            })
             .max_by_key(|s| s.created_at)
         {
             return Ok(Authenticated {
@@ -258,6 +271,7 @@ impl Authority {
         }
         if let Some(stored) = self.persist.by_credential(&key).map_err(internal)?
             && stored.live_at(now)
+            && issued_by(&stored, spec)
         {
             sessions.insert(stored.id.clone(), stored.clone());
             return Ok(Authenticated {
@@ -351,10 +365,7 @@ impl Authority {
             return Err(unauthenticated("session expired"));
         }
         let spec = self
-            .tokens()
-            .iter()
-            .find(|t| credential_key(&t.name, &session.application) == session.credential)
-            .cloned()
+            .spec_of(session)
             .ok_or_else(|| unauthenticated("session credential no longer configured"))?;
         Ok(narrowed(session.clone(), &spec))
     }
@@ -388,6 +399,19 @@ impl Authority {
         }
         Ok(session.id.clone())
     }
+}
+
+/// Whether `spec` is the token that issued `session`: the same name and
+/// secret (the credential's [`token_identity`]; a session stored before
+/// identities, `name:application`, matches by name alone until it
+/// expires), the same principal, and a binding that still allows the
+/// session's application.
+fn issued_by(session: &AuthSession, spec: &TokenSpec) -> bool {
+    let app = &session.application;
+    spec.principal == session.principal
+        && spec.allows_application(app)
+        && (session.credential == credential_key(&token_identity(spec), app)
+            || session.credential == credential_key(&spec.name, app))
 }
 
 /// `session` holding only the scopes its token grants now.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::persist::PersistError;
-use super::secret::{hash_bearer, new_bearer, random_hex};
+use super::secret::{hash_bearer, new_bearer, random_hex, token_identity};
 use crate::domain::{AuthSession, credential_key, secs_to_ms};
 use lapis_protocol::config::TokenSpec;
 use lapis_protocol::{ErrorCode, RpcError, Scope};
@@ -52,7 +52,8 @@ pub(super) fn read_only_session(
     ttl_secs: u64,
     keep: usize,
 ) -> Result<AuthSession, RpcError> {
-    let key = credential_key(&spec.name, application);
+    let identity = token_identity(spec);
+    let key = credential_key(&identity, application);
     if let Some(live) = sessions
         .values()
         .filter(|s| s.credential == key && s.live_at(now) && s.read_only.is_some())
@@ -78,7 +79,7 @@ pub(super) fn read_only_session(
     };
     tracing::warn!(session = %session.id, principal = %session.principal, application = %session.application, condition, "the store cannot write: read-only session issued in memory");
     // Bounded like stored ones: the token's oldest read-only sessions go.
-    let prefix = format!("{}:", spec.name);
+    let prefix = format!("{identity}:");
     let mut mine: Vec<(i64, String)> = sessions
         .values()
         .filter(|s| s.read_only.is_some() && s.credential.starts_with(&prefix))

@@ -10,7 +10,10 @@ use std::fmt;
 
 use lapis_protocol::{Scope, SessionView};
 
-/// The persistence key of a session: `token:application`.
+/// The persistence key of a session: `token:application`, where `token` is
+/// the token's identity (`name:fingerprint`, `auth::secret::token_identity`;
+/// sessions stored before identities have the bare name). The first `:`
+/// ends the token's name either way.
 pub(crate) fn credential_key(token: &str, application: &str) -> String {
     format!("{token}:{application}")
 }

@@ -30,7 +30,7 @@ pub(super) fn digest(parts: &[&str]) -> String {
 /// 1..=128 bytes of `[A-Za-z0-9._:-]`. Keeps them safe to log and to key on.
 pub(super) fn check_name(what: &str, value: &str) -> StoreResult<()> {
     let ok = !value.is_empty()
-        && value.len() <= 128
+        && value.len() <= MAX_NAME
         && value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
@@ -41,10 +41,14 @@ pub(super) fn check_name(what: &str, value: &str) -> StoreResult<()> {
     }
 }
 
+/// The longest name a row may hold: a session credential is the longest
+/// (`token:fingerprint:application`, 64 + 1 + 16 + 1 + 64 bytes).
+const MAX_NAME: usize = 160;
+
 /// SQL expression form of [`check_name`] on `col`, for startup validation.
 pub(super) fn sql_name_ok(col: &str) -> String {
     format!(
-        "(typeof({col}) = 'text' AND length({col}) BETWEEN 1 AND 128 AND {col} NOT GLOB '*[^A-Za-z0-9._:-]*')"
+        "(typeof({col}) = 'text' AND length({col}) BETWEEN 1 AND {MAX_NAME} AND {col} NOT GLOB '*[^A-Za-z0-9._:-]*')"
     )
 }
 
@@ -84,7 +88,8 @@ mod tests {
     #[test]
     fn names_are_checked() {
         check_name("id", "ws-1.a:b_c").unwrap();
-        for bad in ["", "a b", "a/b", "é", &"x".repeat(129)] {
+        check_name("id", &"x".repeat(MAX_NAME)).unwrap();
+        for bad in ["", "a b", "a/b", "é", &"x".repeat(MAX_NAME + 1)] {
             assert_eq!(check_name("id", bad).unwrap_err().code(), "invalid_request");
         }
         check_sha256_hex(&"a".repeat(64)).unwrap();

@@ -150,6 +150,13 @@ fn application_tokens_see_their_own_application_and_the_owner_sees_all() {
     phone
         .call_value("journal.unsubscribe", json!({ "subscription": sub }))
         .unwrap();
+    // Ports are keyed by the application its token speaks for: the
+    // editor's endpoint is not the phone's to bind, nor to see.
+    editor.tools_register(crate::tools::crm()).unwrap();
+    let with_crm = lapis_protocol::params::ThreadsCreate::new("proj", "echo").tools(["crm"]);
+    let err = phone.threads_create_with(&with_crm).unwrap_err();
+    assert_eq!(err.code(), "tool_endpoint_unavailable");
+    editor.threads_create_with(&with_crm).unwrap();
 
     // The owner's CLI sees both applications' threads and turns.
     let listed = server
@@ -339,6 +346,38 @@ fn grants_refuse_other_workspaces_and_providers() {
         .unwrap();
     let err = bot.turns_submit(&theirs.id, "g-2", "hi").unwrap_err();
     assert_eq!(err.code(), "not_found");
+
+    // The grants edited by hand and reloaded: the token is a new one. A
+    // subscription opened under the old grants ends at once (it would
+    // otherwise go on filtering by them), and the next `hello` holds the
+    // new grants.
+    let sub = bot.journal_subscribe(None, None).unwrap();
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&server.config).unwrap()).unwrap();
+    for t in config["tokens"].as_array_mut().unwrap() {
+        if t["name"] == "proj-bot" {
+            t["workspaces"] = json!(["other"]);
+        }
+    }
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    server.ctx.run(["config", "reload"]).success();
+    let ended = loop {
+        let n = bot
+            .next_notification(Some(Duration::from_secs(30)))
+            .unwrap()
+            .expect("the subscription ends");
+        if n.method == "journal.ended" {
+            break n;
+        }
+    };
+    assert_eq!(ended.params["subscription"], sub.as_str());
+    let mut bot = app(&server, &secret, "proj-bot");
+    assert_eq!(
+        refused(bot.call_value("threads.create", create("proj", "echo"))),
+        "forbidden"
+    );
+    bot.call_value("threads.create", create("other", "echo"))
+        .unwrap();
     server.finish(&[], &[]);
 }
 

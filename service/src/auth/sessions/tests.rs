@@ -306,10 +306,19 @@ fn replacing_tokens_revokes_a_removed_tokens_sessions_and_narrows_the_rest() {
             .scopes
             .contains(&Scope::PermissionsRespondAny)
     );
-    // The same token, its scopes back to the default: narrowed at once.
-    assert_eq!(a.replace_tokens(vec![bot_token(None)]), 0);
-    let narrowed = a.check(&s.id).unwrap();
-    assert!(narrowed.scopes.iter().all(|s| !s.crosses_applications()));
+    // The same configuration again: nothing ends.
+    assert_eq!(
+        a.replace_tokens(vec![bot_token(Some(Scope::ALL.to_vec()))]),
+        0
+    );
+    assert!(!revocations.has_changed().unwrap());
+    // The same token, its scopes back to the default: an edited token is
+    // a new one; its old session ends, the next `hello` gets the new set.
+    assert_eq!(a.replace_tokens(vec![bot_token(None)]), 1);
+    assert!(revocations.has_changed().unwrap());
+    assert!(a.check(&s.id).is_err());
+    let s = a.hello(&token("bot")).unwrap().session;
+    assert!(s.scopes.iter().all(|s| !s.crosses_applications()));
     assert_eq!(a.hello(&token("bot")).unwrap().session.id, s.id);
     // Removed: revoked at once, and holders are told.
     revocations.borrow_and_update();
@@ -327,4 +336,38 @@ fn replacing_tokens_revokes_a_removed_tokens_sessions_and_narrows_the_rest() {
     assert!(a.check(&s.id).is_err());
     let fresh = a.hello(&token("bot")).unwrap().session;
     assert_ne!(fresh.id, s.id);
+}
+
+/// A stored session the cache never held (issued before a restart) is
+/// not revived by a token re-added under the same name with another
+/// secret or principal: the credential names the token's identity.
+#[test]
+fn a_token_readded_under_its_name_never_revives_a_stored_session() {
+    let clock = Arc::new(ManualClock::new(0));
+    let persist = Arc::new(MemorySessions::new(clock.clone()));
+    let first = Authority::new(vec![bot_token(None)], 100, clock.clone(), persist.clone());
+    let issued = first.hello(&token("bot")).unwrap();
+    let bearer = issued.bearer.unwrap();
+    // A restart with the token replaced: same name, another secret.
+    let readded = TokenSpec {
+        secret: "lapis_0000000000000000000000000000000000000000000000000000000000000009".into(),
+        ..bot_token(None)
+    };
+    let second = Authority::new(vec![readded.clone()], 100, clock.clone(), persist.clone());
+    let err = second.hello(&super::tests::bearer(&bearer)).unwrap_err();
+    assert_eq!(code(err), ErrorCode::Unauthenticated);
+    let mut by_token = token("bot");
+    by_token.token = Some(readded.secret.clone());
+    let fresh = second.hello(&by_token).unwrap().session;
+    assert_ne!(fresh.id, issued.session.id);
+    // The same secret under another principal does not revive it either.
+    let moved = TokenSpec {
+        principal: "someone-else".into(),
+        ..bot_token(None)
+    };
+    let third = Authority::new(vec![moved], 100, clock, persist);
+    assert!(third.hello(&super::tests::bearer(&bearer)).is_err());
+    let again = third.hello(&token("bot")).unwrap().session;
+    assert_eq!(again.principal, "someone-else");
+    assert_ne!(again.id, issued.session.id);
 }
