@@ -193,9 +193,9 @@ pub(super) fn client_error(e: ClientError) -> CliError {
     match &e {
         // The ssh transport's own failures carry their fix.
         ClientError::Remote { code, .. } if e.is_service_unavailable() => {
-            CliError::unavailable(*code, anyhow::Error::new(e))
+            CliError::unavailable(code, anyhow::Error::new(e))
         }
-        ClientError::Remote { code, .. } => CliError::failure(*code, anyhow::Error::new(e)),
+        ClientError::Remote { code, .. } => CliError::failure(code, anyhow::Error::new(e)),
         // Running, but at a connection limit: say so, never "not running".
         ClientError::Rpc(rpc)
             if rpc.error_code() == Some(lapis_protocol::ErrorCode::LimitReached) =>
