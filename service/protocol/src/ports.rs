@@ -62,12 +62,12 @@ pub struct ThreadPorts {
     pub transcript_store: Option<String>,
     /// The registration identity (`<kind>_` + SHA-256 of its description)
     /// of each port bound above, as the controller found it when the
-    /// binding was made; set by the controller (what a client sends is
-    /// replaced). A claim or `threads.attach` whose port is now registered
-    /// with another identity fails `binding_mismatch`. A binding without
-    /// one (a thread created before identities were recorded, or a
-    /// transcript store rebound by `threads.configure`) is checked by name
-    /// only.
+    /// binding was made (at `threads.create`, or at the `threads.configure`
+    /// that rebound a transcript store); set by the controller (what a
+    /// client sends is replaced). A claim or `threads.attach` whose port is
+    /// now registered with another identity fails `binding_mismatch`. A
+    /// binding without one (a thread created before identities were
+    /// recorded) is checked by name only.
     #[serde(
         default,
         rename = "portIdentities",
@@ -124,9 +124,11 @@ impl ThreadPorts {
     pub fn patched(&self, patch: &PortsPatch) -> ThreadPorts {
         let mut identities = self.identities.clone();
         if patch.transcript_store.is_some() {
-            // A rebound store is checked by name (its identity is not
-            // part of the patch).
-            identities.transcript_store = None;
+            // A rebound store carries the identity the controller found
+            // (none when it is unbound).
+            identities
+                .transcript_store
+                .clone_from(&patch.transcript_store_identity);
         }
         ThreadPorts {
             transcript_store: patch
@@ -219,6 +221,11 @@ pub struct PortsPatch {
         deserialize_with = "present"
     )]
     pub transcript_store: Option<Option<String>>,
+    /// The registration identity of the store `transcript_store` binds,
+    /// as the controller found it when the call was checked; set by the
+    /// controller, never read from or written to the wire.
+    #[serde(skip)]
+    pub transcript_store_identity: Option<String>,
 }
 
 /// A member that is present deserializes to `Some`, even when it is

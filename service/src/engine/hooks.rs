@@ -146,10 +146,12 @@ impl StoreHooks {
     /// The refusal that shut the gate, if one did: the turn then failed
     /// closed (`transcript_store_failed`), whatever the runner reports.
     pub(super) fn gate_refused(&self) -> Option<lapis_protocol::context::PortRefusal> {
-        self.refused
+        let own = self
+            .refused
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        own.or_else(|| self.gate.as_ref().and_then(|g| g.refused()))
     }
 
     /// Holds the turn to these per-turn ceilings.

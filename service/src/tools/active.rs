@@ -10,12 +10,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The running turn of a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Running {
     /// The thread.
     pub(crate) thread_id: String,
     /// The turn.
     pub(crate) turn_id: String,
+    /// The thread's transcript store's gate, when it binds one: a tool
+    /// result reaches the agent only once the store acknowledged it.
+    pub(crate) gate: Option<super::transcript::Gate>,
 }
 
 /// Running turns by agent session number; cheap to clone.
@@ -43,10 +46,17 @@ impl ActiveTurns {
     }
 
     /// `turn_id` of `thread_id` runs on `session` until the guard drops.
-    pub(crate) fn begin(&self, session: u64, thread_id: &str, turn_id: &str) -> ActiveTurn {
+    pub(crate) fn begin(
+        &self,
+        session: u64,
+        thread_id: &str,
+        turn_id: &str,
+        gate: Option<super::transcript::Gate>,
+    ) -> ActiveTurn {
         let running = Running {
             thread_id: thread_id.to_owned(),
             turn_id: turn_id.to_owned(),
+            gate,
         };
         self.lock().insert(session, running);
         ActiveTurn {
@@ -69,7 +79,7 @@ mod tests {
     fn a_turn_is_current_while_its_guard_lives() {
         let a = ActiveTurns::default();
         assert!(a.get(1).is_none());
-        let g = a.begin(1, "thr", "turn_1");
+        let g = a.begin(1, "thr", "turn_1", None);
         assert_eq!(a.get(1).unwrap().turn_id, "turn_1");
         assert!(a.get(2).is_none());
         drop(g);

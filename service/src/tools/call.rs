@@ -309,15 +309,24 @@ pub(crate) async fn call(
             Err(failed(e.to_string())),
         ),
     };
-    if store
-        .append_activity(&running.turn_id, event)
-        .await
-        .is_err()
-    {
+    let Ok(noted) = store.append_activity(&running.turn_id, event).await else {
         // The result is not journaled: the agent must not act on it, and
         // a mutating call's effect stays unknown (its request has no finish).
         return Err(failed("the result could not be journaled"));
-    }
+    };
     fault::step(Step::AfterFinish).await;
+    // A thread bound to a transcript store: the result reaches the agent
+    // only once the store acknowledged its note; a refusal, its deadline or
+    // a lost store fail closed (an error result here, the turn failed
+    // `transcript_store_failed` at its end).
+    if let Some(gate) = &running.gate
+        && answer.is_ok()
+        && crate::tools::transcript::authorizes(&noted)
+        && let Err(refusal) = gate.acknowledged(noted.thread_seq).await
+    {
+        tracing::warn!(call = %call_id, thread_seq = noted.thread_seq, error = %refusal,
+            "the transcript store did not acknowledge a tool result: it does not reach the agent");
+        return Err(RpcError::new(refusal.code(), refusal.to_string()));
+    }
     answer
 }

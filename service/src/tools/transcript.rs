@@ -108,6 +108,8 @@ pub(crate) struct Feed {
     acks: watch::Receiver<Acks>,
     /// The store's name, for refusals.
     port: String,
+    /// Shared by the feed's gates ([`Gate::refused`]).
+    refused: Arc<Mutex<Option<PortRefusal>>>,
 }
 
 /// A feed's progress: every event of the thread up to `through` was
@@ -123,13 +125,20 @@ struct Acks {
 
 /// Whether an event authorizes something the agent acts on, so it reaches
 /// the agent only after the store acknowledged it: a permission answer
-/// that selects an option. (A `cancelled` answer authorizes nothing.)
+/// that selects an option, and an application tool call's result (its
+/// `tool_call_finished` note, outcome `ok` or `error`). (A `cancelled`
+/// answer, a failed call, authorize nothing.)
 pub(crate) fn authorizes(e: &JournalEvent) -> bool {
-    matches!(
-        e.body(),
-        Some(lapis_protocol::Payload::PermissionDecided(d))
-            if matches!(d.answer, lapis_protocol::PermissionAnswer::Selected { .. })
-    )
+    match e.body() {
+        Some(lapis_protocol::Payload::PermissionDecided(d)) => {
+            matches!(d.answer, lapis_protocol::PermissionAnswer::Selected { .. })
+        }
+        Some(lapis_protocol::Payload::ToolCallFinished(f)) => matches!(
+            f.outcome,
+            lapis_protocol::ToolCallOutcome::Ok | lapis_protocol::ToolCallOutcome::Error
+        ),
+        _ => false,
+    }
 }
 
 /// Waits for a feed's acknowledgement of one event; cheap to clone.
@@ -139,9 +148,21 @@ pub(crate) struct Gate {
     acks: watch::Receiver<Acks>,
     /// The store's name, for refusals.
     port: String,
+    /// The first refusal the gate answered, shared by every clone: the
+    /// turn then fails closed with it, whoever waited (the permission hook
+    /// or a tool call through the bridge).
+    refused: Arc<Mutex<Option<PortRefusal>>>,
 }
 
 impl Gate {
+    /// The first refusal this turn's gate answered, if any.
+    pub(crate) fn refused(&self) -> Option<PortRefusal> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// `Ok` once the store acknowledged the append of the event at
     /// `thread_seq`; a refusal when it refused it, missed its deadline,
     /// lost its connection, the feed skipped it, or the feed ended first.
@@ -151,8 +172,15 @@ impl Gate {
         // A feed that ended leaves its last progress behind.
         let _ = acks.wait_for(|a| a.through >= thread_seq).await;
         let ok = acks.borrow().acked.contains(&thread_seq);
-        ok.then_some(())
-            .ok_or_else(|| failed(&self.port, "the store did not acknowledge the event"))
+        if ok {
+            return Ok(());
+        }
+        let refusal = failed(&self.port, "the store did not acknowledge the event");
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| refusal.clone());
+        Err(refusal)
     }
 }
 
@@ -162,6 +190,7 @@ impl Feed {
         Gate {
             acks: self.acks.clone(),
             port: self.port.clone(),
+            refused: self.refused.clone(),
         }
     }
 }
@@ -204,8 +233,7 @@ impl Feed {
             let ours = |e: &JournalEvent| {
                 e.thread_id == thread.id
                     && e.turn_id == turn
-                    && e.kind.is_content()
-                    && e.kind != EventKind::UserMessage
+                    && ((e.kind.is_content() && e.kind != EventKind::UserMessage) || authorizes(e))
                     && e.payload.is_some()
             };
             // The last thread_seq handed on (or passed over): the journal's
@@ -279,6 +307,7 @@ impl Feed {
                 stop,
                 acks,
                 port: port.to_owned(),
+                refused: Arc::default(),
             }),
             Ok(Err(refusal)) => Err(refusal),
             Err(_) => Err(failed(port, "the append was abandoned")),

@@ -109,8 +109,17 @@ fn subscription_streams_committed_events_in_order() {
     assert_eq!(kinds[0], "thread_created");
     // Calls interleave with the stream.
     assert_eq!(reader.turns_list(Some(&thread.id)).unwrap().len(), 5);
-    // Another application cannot subscribe to the thread.
-    let mut intruder = Client::open(&server.socket(), token("other-app")).unwrap();
+    // Another application, with a token of its own, cannot subscribe to
+    // the thread (the owner's token sees every application: `tokens::`).
+    let secret = crate::tokens::add_token(&server, "other", "other-app", &[]);
+    let mut intruder = Client::open(
+        &server.socket(),
+        Credential::Token {
+            token: secret,
+            application: "other-app".to_owned(),
+        },
+    )
+    .unwrap();
     let err = intruder
         .journal_subscribe(Some(&thread.id), None)
         .unwrap_err();

@@ -89,6 +89,7 @@ mod tools_ts;
 mod transcript;
 mod transcript_gate;
 mod transcript_store;
+mod transcript_tools;
 mod ts_agent;
 mod workspace_roots;
 mod workspaces;

@@ -59,6 +59,22 @@ fn scopes(c: &Client) -> Vec<String> {
         .collect()
 }
 
+/// Reads notifications until `journal.ended`: it, and the methods of what
+/// came before it.
+fn journal_ended(client: &mut Client) -> (lapis_protocol::Notification, Vec<String>) {
+    let mut before = Vec::new();
+    loop {
+        let n = client
+            .next_notification(Some(Duration::from_secs(30)))
+            .unwrap()
+            .expect("the subscription ends");
+        if n.method == "journal.ended" {
+            return (n, before);
+        }
+        before.push(n.method);
+    }
+}
+
 fn ids(v: &Value, list: &str) -> Vec<String> {
     v[list]
         .as_array()
@@ -243,19 +259,11 @@ fn a_revoked_application_token_ends_its_sessions_and_subscriptions_at_once() {
         "{receipt}"
     );
     // The subscription ends with the reason, with no further event.
-    let ended = loop {
-        let n = bot
-            .next_notification(Some(Duration::from_secs(30)))
-            .unwrap()
-            .expect("the subscription ends");
-        if n.method == "journal.ended" {
-            break n;
-        }
-        assert_ne!(
-            n.method, "journal.event",
-            "an event after revocation: {n:?}"
-        );
-    };
+    let (ended, before_end) = journal_ended(&mut bot);
+    assert!(
+        before_end.iter().all(|m| m != "journal.event"),
+        "an event after revocation: {before_end:?}"
+    );
     assert_eq!(ended.params["subscription"], sub.as_str());
     assert_eq!(
         ended.params["error"]["data"]["code"], "unauthenticated",
@@ -361,15 +369,7 @@ fn grants_refuse_other_workspaces_and_providers() {
     }
     std::fs::write(&server.config, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
     server.ctx.run(["config", "reload"]).success();
-    let ended = loop {
-        let n = bot
-            .next_notification(Some(Duration::from_secs(30)))
-            .unwrap()
-            .expect("the subscription ends");
-        if n.method == "journal.ended" {
-            break n;
-        }
-    };
+    let (ended, _) = journal_ended(&mut bot);
     assert_eq!(ended.params["subscription"], sub.as_str());
     let mut bot = app(&server, &secret, "proj-bot");
     assert_eq!(

@@ -66,34 +66,14 @@ fn the_answer_never_reaches_the_agent(on_decision: OnDecision) {
     let kept = Arc::new(Mutex::new(Vec::new()));
     let (arrived_tx, arrived) = mpsc::channel();
     let (release, release_rx) = mpsc::channel();
-    let mut store = Picky {
+    let store = Picky {
         kept: kept.clone(),
         on_decision,
         arrived: arrived_tx,
         release: Arc::new(Mutex::new(release_rx)),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let mut client = app(&server, OWNER, "lapis-cli");
-    client
-        .transcript_register(TranscriptRegister {
-            port: "vault".into(),
-            // The stall outlives it; nothing here waits for it to pass.
-            deadline_ms: Some(300),
-        })
-        .unwrap();
-    let serving = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                if client
-                    .serve_transcript(&mut store, Some(Duration::from_millis(50)))
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        })
-    };
+    let serving = serve_vault(&server, store, stop.clone());
     let mut driver = app(&server, OWNER, "lapis-cli");
     let params = lapis_protocol::params::ThreadsCreate::new("proj", "agent")
         .approval(lapis_protocol::ApprovalPolicy::AllowAll)
@@ -146,4 +126,31 @@ fn a_refused_permission_decision_never_reaches_the_agent() {
 #[test]
 fn a_permission_decision_past_the_store_deadline_never_reaches_the_agent() {
     the_answer_never_reaches_the_agent(OnDecision::Stall);
+}
+
+/// Registers the store `vault` (a 300 ms deadline, which a stall outlives;
+/// nothing waits for it to pass) on its own connection and serves `store`
+/// there until `stop`.
+pub(crate) fn serve_vault(
+    server: &Server,
+    mut store: impl TranscriptHandler + Send + 'static,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let mut client = app(server, OWNER, "lapis-cli");
+    client
+        .transcript_register(TranscriptRegister {
+            port: "vault".into(),
+            deadline_ms: Some(300),
+        })
+        .unwrap();
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            if client
+                .serve_transcript(&mut store, Some(Duration::from_millis(50)))
+                .is_err()
+            {
+                break;
+            }
+        }
+    })
 }

@@ -408,3 +408,63 @@ fn a_feed_that_falls_behind_reads_back_what_it_skipped() {
     serving.join().unwrap();
     server.finish(&[], &[]);
 }
+
+/// A store bound by `threads.configure` records its registration identity
+/// as one bound at creation does (the controller's: the call has no member
+/// for it, an unknown one is refused), so a store registered again with another description is
+/// `binding_mismatch` at the next attach.
+#[test]
+fn a_store_rebound_by_configure_records_its_identity() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = scratch.path().join("prompts");
+    let server = Server::start_full(json!({}), json!({ "agent": agent(&ledger) }));
+    let mut driver = app(&server, OWNER, "lapis-cli");
+    let thread = driver
+        .threads_create_with(
+            &ThreadsCreate::new("proj", "agent").retention(Retention::MetadataOnly),
+        )
+        .unwrap()
+        .thread;
+    assert!(thread.ports.identities.transcript_store.is_none());
+    let mut port = app(&server, OWNER, "lapis-cli");
+    let registered = port
+        .transcript_register(TranscriptRegister {
+            port: "vault".into(),
+            deadline_ms: None,
+        })
+        .unwrap();
+    let configured = driver
+        .call_value(
+            "threads.configure",
+            json!({ "threadId": thread.id, "expectedVersion": thread.version,
+                "transcriptStore": "vault" }),
+        )
+        .unwrap();
+    assert_eq!(
+        configured["thread"]["portIdentities"]["transcriptStore"],
+        registered.port.identity.as_str(),
+        "{configured}"
+    );
+    let shown = driver.threads_get(&thread.id).unwrap().thread;
+    assert_eq!(
+        shown.ports.identities.transcript_store.as_deref(),
+        Some(registered.port.identity.as_str())
+    );
+    driver
+        .threads_attach(&thread.id, &ThreadExpect::of(&shown))
+        .unwrap();
+    // The same name registered again with another description.
+    drop(port);
+    let mut port = app(&server, OWNER, "lapis-cli");
+    port.transcript_register(TranscriptRegister {
+        port: "vault".into(),
+        deadline_ms: Some(1234),
+    })
+    .unwrap();
+    let err = driver
+        .threads_attach(&thread.id, &ThreadExpect::of(&shown))
+        .unwrap_err();
+    assert_eq!(err.code(), "binding_mismatch", "{err}");
+    drop(port);
+    server.finish(&[], &[]);
+}

@@ -176,8 +176,31 @@ fn a_patch_changes_only_what_it_states() {
     assert_eq!(bound.patched(&PortsPatch::default()), bound);
     let unbound = bound.patched(&PortsPatch {
         transcript_store: Some(None),
+        transcript_store_identity: None,
     });
     assert_eq!(unbound.transcript_store, None);
+    assert_eq!(unbound.identities.transcript_store, None);
+    // A rebound store records the identity the controller found, and the
+    // wire never carries (or sets) it.
+    let patch = PortsPatch {
+        transcript_store: Some(Some("notes".into())),
+        transcript_store_identity: Some("transcript_abc".into()),
+    };
+    let rebound = unbound.patched(&patch);
+    assert_eq!(rebound.transcript_store.as_deref(), Some("notes"));
+    assert_eq!(
+        rebound.identities.transcript_store.as_deref(),
+        Some("transcript_abc")
+    );
+    assert_eq!(
+        serde_json::to_value(&patch).unwrap(),
+        json!({"transcriptStore": "notes"})
+    );
+    let read: PortsPatch = serde_json::from_value(
+        json!({"transcriptStore": "notes", "transcriptStoreIdentity": "forged"}),
+    )
+    .unwrap_or_default();
+    assert_eq!(read.transcript_store_identity, None);
     assert_eq!(unbound.tools, bound.tools);
     assert!(bound.bridged() && !ThreadPorts::default().bridged());
     assert_eq!(bound.bridge_name(), "crm");

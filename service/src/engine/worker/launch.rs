@@ -131,7 +131,13 @@ impl Engine {
                 return Err(Halt::McpRefused(refusal));
             }
         };
-        let active = session.map(|s| self.config.tools.active.begin(s, &thread_id, &turn_id));
+        let gate = feed.as_ref().map(Feed::gate);
+        let active = session.map(|s| {
+            self.config
+                .tools
+                .active
+                .begin(s, &thread_id, &turn_id, gate)
+        });
         if agent.is_none() {
             // A cold start: the boundary is far off, so the batch that
             // answered the claim (maybe holding the turn's submit) commits

@@ -208,17 +208,7 @@ pub(super) async fn visible_thread(
     session: &AuthSession,
     thread_id: &str,
 ) -> Result<Thread, RpcError> {
-    let thread = ctx
-        .core
-        .store
-        .get_thread(thread_id)
-        .await
-        .map_err(store_err)?;
-    if sees(ctx, session, &thread) {
-        Ok(thread)
-    } else {
-        Err(foreign("thread", thread_id))
-    }
+    thread_if(ctx, session, thread_id, sees).await
 }
 
 /// Loads a thread the session owns ([`owns`]): what it may change.
@@ -227,13 +217,24 @@ pub(super) async fn owned_thread(
     session: &AuthSession,
     thread_id: &str,
 ) -> Result<Thread, RpcError> {
+    thread_if(ctx, session, thread_id, owns).await
+}
+
+/// Loads a thread that `rule` lets the session reach; any other answers
+/// as an unknown one ([`foreign`]). The one loader behind every rule.
+pub(super) async fn thread_if(
+    ctx: &ServerContext,
+    session: &AuthSession,
+    thread_id: &str,
+    rule: fn(&ServerContext, &AuthSession, &Thread) -> bool,
+) -> Result<Thread, RpcError> {
     let thread = ctx
         .core
         .store
         .get_thread(thread_id)
         .await
         .map_err(store_err)?;
-    if owns(ctx, session, &thread) {
+    if rule(ctx, session, &thread) {
         Ok(thread)
     } else {
         Err(foreign("thread", thread_id))

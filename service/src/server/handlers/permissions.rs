@@ -34,17 +34,7 @@ async fn answerable_thread(
     session: &AuthSession,
     thread_id: &str,
 ) -> Result<Thread, RpcError> {
-    let thread = ctx
-        .core
-        .store
-        .get_thread(thread_id)
-        .await
-        .map_err(store_err)?;
-    if answers_for(ctx, session, &thread) {
-        Ok(thread)
-    } else {
-        Err(foreign("thread", thread_id))
-    }
+    super::thread_if(ctx, session, thread_id, answers_for).await
 }
 
 /// Loads a turn whose requests the session may see and answer.

@@ -163,7 +163,7 @@ pub(crate) async fn threads_list(
 pub(crate) async fn threads_configure(
     ctx: &ServerContext,
     session: &AuthSession,
-    p: params::ThreadsConfigure,
+    mut p: params::ThreadsConfigure,
 ) -> Result<ThreadResult, RpcError> {
     let thread = owned_thread(ctx, session, &p.thread_id).await?;
     if let Some(name) = &p.provider {
@@ -179,7 +179,9 @@ pub(crate) async fn threads_configure(
     let retention = p.retention.unwrap_or(thread.retention);
     match &p.ports.transcript_store {
         Some(named) => {
-            super::tools::check_transcript_store(ctx, session, retention, named.as_deref())?;
+            // The identities are the controller's to record (as at create).
+            p.ports.transcript_store_identity =
+                super::tools::check_transcript_store(ctx, session, retention, named.as_deref())?;
         }
         None if thread.ports.transcript_store.is_some() && retention != Retention::MetadataOnly => {
             return Err(RpcError::new(

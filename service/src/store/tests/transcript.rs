@@ -122,6 +122,7 @@ async fn a_transcript_store_binds_only_a_metadata_only_thread() {
     let unbound = ThreadPatch {
         ports: lapis_protocol::PortsPatch {
             transcript_store: Some(None),
+            ..Default::default()
         },
         ..full
     };
