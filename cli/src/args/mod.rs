@@ -17,6 +17,7 @@ use clap::{Args, Parser, Subcommand};
 mod backup;
 mod candidates;
 mod config;
+mod contexts;
 mod drive;
 mod duration;
 mod examples;
@@ -28,6 +29,7 @@ mod tokens;
 pub(crate) use backup::BackupCommand;
 pub(crate) use candidates::{Candidates, provide};
 pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
+pub(crate) use contexts::ContextsCommand;
 pub(crate) use drive::{
     ApprovalArg, AskArgs, BudgetsCommand, JournalCommand, PermissionsCommand, PromptArgs,
     ResolveAsArg, RetentionArg, ThreadsCommand, TurnsCommand, WorkspacesCommand,
@@ -129,6 +131,9 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
     },
+    /// Name remote controllers (ssh://…) and choose the one client commands use.
+    #[command(subcommand)]
+    Contexts(ContextsCommand),
     /// Relay stdin/stdout to this host's controller, authenticated with this
     /// host's own token (what `--host ssh://` runs on the remote host).
     #[command(name = "dial-stdio")]
@@ -255,6 +260,12 @@ impl Command {
                 out.json
             }
             Command::Ask(a) => a.json,
+            Command::Contexts(ContextsCommand::List(a)) => a.json,
+            Command::Contexts(
+                ContextsCommand::Add { .. }
+                | ContextsCommand::Use { .. }
+                | ContextsCommand::Remove { .. },
+            ) => false,
             Command::Providers(ProvidersCommand::List(a)) => a.out.json,
             Command::Providers(ProvidersCommand::Check { out, .. }) => out.json,
             Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,

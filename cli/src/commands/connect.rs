@@ -69,9 +69,15 @@ pub(super) fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Ta
 /// strict [`target`]. A file that is missing, unreadable or not JSON at all,
 /// or whose first token is itself invalid, is still an error.
 pub(super) fn client_target(global: &GlobalArgs) -> Result<Target, CliError> {
-    if let Some(url) = &global.host {
-        return remote_target(global, url);
+    if let Some(url) = super::contexts::remote_url(global)? {
+        return remote_target(global, &url);
     }
+    local_client_target(global)
+}
+
+/// [`client_target`] on this host whatever `--host` or the context in use
+/// say (`dial-stdio`, `logs`).
+pub(super) fn local_client_target(global: &GlobalArgs) -> Result<Target, CliError> {
     let strict = match target(global, None) {
         Ok(t) => return Ok(t),
         Err(e) => e,

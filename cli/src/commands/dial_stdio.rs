@@ -19,11 +19,9 @@ use crate::args::GlobalArgs;
 use crate::exit::{CliError, CliResult};
 
 pub(super) fn run(global: &GlobalArgs) -> CliResult {
-    // `--host` (or its environment variable) never applies here: a
-    // `dial-stdio` that dialled on would loop.
-    let mut local = global.clone();
-    local.host = None;
-    let target = super::connect::client_target(&local)?;
+    // `--host`, its environment variable and the context in use never
+    // apply here: a `dial-stdio` that dialled on would loop.
+    let target = super::connect::local_client_target(global)?;
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     let max = target.config.server.max_frame_bytes;
     let stream = UnixStream::connect(&socket).map_err(|e| {

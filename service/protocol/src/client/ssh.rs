@@ -266,6 +266,14 @@ impl Link {
                     self.dial.argv_dest()
                 ),
             ),
+            Some(2) if text.contains("unrecognized subcommand") && text.contains("dial-stdio") => (
+                "version_mismatch",
+                format!(
+                    "the `{}` on {url} has no `dial-stdio` (an older release): install the same release on both hosts (`{}` there shows its version; `update` upgrades)",
+                    self.dial.remote_bin,
+                    self.dial.shell_command("version")
+                ),
+            ),
             Some(127) => (
                 "remote_binary_missing",
                 format!(
@@ -275,7 +283,10 @@ impl Link {
             ),
             Some(3) => (
                 "remote_unavailable",
-                format!("no controller answers on {url}: {said}"),
+                format!(
+                    "no controller answers on {url} ({said}); start it there (`{}` says how)",
+                    self.dial.shell_command("status")
+                ),
             ),
             Some(n) => (
                 "remote_failed",
@@ -287,6 +298,17 @@ impl Link {
 }
 
 impl SshDial {
+    /// The command line that runs `args` on the remote host by hand, for
+    /// what-to-do messages (`ssh -p 2222 ann@box lapis-ai-controller status`).
+    pub fn shell_command(&self, args: &str) -> String {
+        format!(
+            "{} {} {} {args}",
+            self.ssh.join(" "),
+            self.argv_dest(),
+            self.remote_bin
+        )
+    }
+
     fn argv_dest(&self) -> String {
         let port = self
             .host
