@@ -210,7 +210,7 @@ fn common_warnings(
     for f in &running.fences {
         // What changed since the fence's boundary (the owner's CLI reads
         // another application's fenced turn too, `turns:resolve-any`).
-        let evidence = super::connect::connect_to(&target)
+        let evidence = super::connect::connect_to(target)
             .ok()
             .and_then(|mut c| {
                 c.turns_get_with(&lapis_protocol::params::TurnsGet {

@@ -79,6 +79,7 @@ mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod sessions_bound;
+mod ssh;
 mod tokens;
 mod tools;
 mod tools_bridge;

@@ -309,6 +309,10 @@ impl Client {
                 return Err(unresponsive(false));
             }
             Err(_) => {
+                // Over ssh, the child's exit status says why.
+                if let Some(e) = self.ssh.as_mut().and_then(ssh::Link::failure) {
+                    return Err(e);
+                }
                 return Err(ClientError::Disconnected {
                     request_sent: false,
                 });
@@ -401,6 +405,15 @@ impl Client {
                 Some(e) => return Err(e),
                 None => Ok(false),
             },
+            // The child closed its end with our request unread.
+            (Err(FrameError::Io(e)), Some(link))
+                if e.kind() == std::io::ErrorKind::ConnectionReset =>
+            {
+                match link.failure() {
+                    Some(e) => return Err(e),
+                    None => Ok(false),
+                }
+            }
             (got, _) => got,
         };
         match got {
