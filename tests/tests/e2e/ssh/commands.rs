@@ -99,6 +99,9 @@ fn status_ask_turns_and_permissions_answer_through_ssh() {
         "{}",
         tail.stdout
     );
+    // Completion candidates come from the remote controller too.
+    let offered = crate::cli_surface::bash_complete(local, &["turns", "show", ""]);
+    assert!(offered.iter().any(|c| c.starts_with(&turn)), "{offered:?}");
     // Nothing on this side holds the token.
     local.assert_no_secret(OWNER, &[]);
 }

@@ -8,6 +8,7 @@
 //! Without `sshd` the tests skip locally and fail under `CI=true`
 //! (`.ci/run` installs it).
 
+mod bench;
 mod commands;
 mod drops;
 mod failures;
