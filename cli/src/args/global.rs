@@ -24,4 +24,14 @@ pub(crate) struct GlobalArgs {
         help_heading = "Global options"
     )]
     pub(crate) instance: Option<String>,
+    /// Talk to the controller on another host: ssh://[user@]host[:port]
+    /// (runs `lapis-ai-controller dial-stdio` there with the system ssh).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "LAPIS_AI_CONTROLLER_HOST",
+        help_heading = "Global options"
+    )]
+    pub(crate) host: Option<String>,
 }

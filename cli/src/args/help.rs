@@ -37,7 +37,17 @@ const GROUPS: &[(&str, &[&str])] = &[
     (
         "Service commands",
         &[
-            "serve", "stop", "status", "logs", "doctor", "config", "token", "tokens", "backup",
+            "serve",
+            "stop",
+            "status",
+            "logs",
+            "doctor",
+            "config",
+            "token",
+            "tokens",
+            "backup",
+            "contexts",
+            "dial-stdio",
         ],
     ),
     (

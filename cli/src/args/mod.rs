@@ -17,6 +17,7 @@ use clap::{Args, Parser, Subcommand};
 mod backup;
 mod candidates;
 mod config;
+mod contexts;
 mod drive;
 mod duration;
 mod examples;
@@ -29,6 +30,7 @@ mod workspaces;
 pub(crate) use backup::BackupCommand;
 pub(crate) use candidates::{Candidates, provide};
 pub(crate) use config::{ConfigCommand, ProvidersAddArgs, ProvidersCommand};
+pub(crate) use contexts::ContextsCommand;
 pub(crate) use drive::{
     ApprovalArg, AskArgs, BudgetsCommand, JournalCommand, PermissionsCommand, PromptArgs,
     ResolveAsArg, RetentionArg, ThreadsCommand, TurnsCommand,
@@ -131,6 +133,13 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
     },
+    /// Name remote controllers (ssh://…) and choose the one client commands use.
+    #[command(subcommand)]
+    Contexts(ContextsCommand),
+    /// Relay stdin/stdout to this host's controller, authenticated with this
+    /// host's own token (what `--host ssh://` runs on the remote host).
+    #[command(name = "dial-stdio")]
+    DialStdio,
 }
 
 /// `--home DIR`: the controller home, for the commands that create or open
@@ -254,6 +263,12 @@ impl Command {
                 out.json
             }
             Command::Ask(a) => a.json,
+            Command::Contexts(ContextsCommand::List(a)) => a.json,
+            Command::Contexts(
+                ContextsCommand::Add { .. }
+                | ContextsCommand::Use { .. }
+                | ContextsCommand::Remove { .. },
+            ) => false,
             Command::Providers(ProvidersCommand::List(a)) => a.out.json,
             Command::Providers(ProvidersCommand::Check { out, .. }) => out.json,
             Command::Config(ConfigCommand::Show(a) | ConfigCommand::Validate(a)) => a.json,
@@ -265,7 +280,8 @@ impl Command {
             | Command::Logs(_)
             | Command::Watch
             | Command::AcpEcho
-            | Command::McpBridge { .. } => false,
+            | Command::McpBridge { .. }
+            | Command::DialStdio => false,
         }
     }
 }

@@ -47,16 +47,22 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
         Some(d) => d.clone(),
         None => std::env::current_dir()?,
     };
-    let dir = std::fs::canonicalize(&dir).map_err(|e| {
-        CliError::failure(
-            "invalid_request",
-            anyhow::Error::new(e).context(format!(
-                "--dir {}: not an existing directory",
-                dir.display()
-            )),
-        )
-    })?;
     let target = super::connect::client_target(global)?;
+    // Over `--host` the directory is on the remote host: it is named as
+    // given (absolute), and the controller there checks it.
+    let dir = if target.remote.is_some() && dir.is_absolute() {
+        dir
+    } else {
+        std::fs::canonicalize(&dir).map_err(|e| {
+            CliError::failure(
+                "invalid_request",
+                anyhow::Error::new(e).context(format!(
+                    "--dir {}: not an existing directory",
+                    dir.display()
+                )),
+            )
+        })?
+    };
     let provider = provider(&target, args.provider.as_deref())?;
     let mut client = super::connect::connect_to(&target)?;
     let workspace = ensure_workspace(&mut client, &dir)?;
@@ -108,11 +114,25 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
 /// not know it (the service checks again).
 fn provider(target: &super::connect::Target, given: Option<&str>) -> Result<String, CliError> {
     let config = &target.config;
+    if let (Some(dial), None) = (&target.remote, given) {
+        return Err(CliError::failure(
+            "provider_required",
+            anyhow::anyhow!(
+                "over {} name the provider with `--provider NAME`: this host does not read that host's defaultProvider (`{}` lists them)",
+                dial.host.url(),
+                dial.shell_command("providers list")
+            ),
+        ));
+    }
     let name = given
         .or(config.default_provider.as_deref())
         .unwrap_or(ECHO_PROVIDER);
     // A refused file was read only in part: the service decides then.
-    if target.problem.is_none() && name != ECHO_PROVIDER && !config.providers.contains_key(name) {
+    if target.problem.is_none()
+        && target.remote.is_none()
+        && name != ECHO_PROVIDER
+        && !config.providers.contains_key(name)
+    {
         let known = config
             .providers
             .keys()

@@ -35,14 +35,16 @@ fn positionals_after(sub: &str) -> Vec<String> {
         .collect()
 }
 
-/// `--config` and `--instance` from the command line being completed, so
-/// candidates come from the instance the user is typing about.
+/// `--config`, `--instance` and `--host` from the command line being
+/// completed (`--host` else `LAPIS_AI_CONTROLLER_HOST`), so candidates
+/// come from the instance, or the remote controller, the user is typing
+/// about.
 fn typed_global() -> GlobalArgs {
     let words = typed_words();
     let mut global = GlobalArgs::default();
     let mut iter = words.iter().peekable();
     while let Some(word) = iter.next() {
-        for (flag, slot) in [("--config", 0), ("--instance", 1)] {
+        for (flag, slot) in [("--config", 0), ("--instance", 1), ("--host", 2)] {
             let value = if word == flag {
                 iter.peek().map(|v| v.to_string())
             } else {
@@ -51,10 +53,16 @@ fn typed_global() -> GlobalArgs {
             if let Some(value) = value {
                 match slot {
                     0 => global.config = Some(PathBuf::from(value)),
-                    _ => global.instance = Some(value),
+                    1 => global.instance = Some(value),
+                    _ => global.host = Some(value),
                 }
             }
         }
+    }
+    if global.host.is_none() {
+        global.host = std::env::var("LAPIS_AI_CONTROLLER_HOST")
+            .ok()
+            .filter(|h| !h.is_empty());
     }
     global
 }

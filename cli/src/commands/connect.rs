@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use lapis_installer::{Paths, unit};
-use lapis_protocol::client::{Client, ClientError, Credential};
+use lapis_protocol::client::{Client, ClientError, Credential, SshDial, SshHost};
 use lapis_protocol::config::Config;
 
 use crate::args::GlobalArgs;
@@ -35,6 +35,9 @@ pub(super) struct Target {
     pub(crate) home: PathBuf,
     /// The instance's paths (unit, launcher), for what-to-do messages.
     pub(crate) paths: Paths,
+    /// `--host ssh://…`: the controller is on another host, and `config`
+    /// is a stand-in (this host's file is not read: the remote one counts).
+    pub(crate) remote: Option<SshDial>,
 }
 
 /// Loads the configuration of the selected instance and runs both of its
@@ -53,6 +56,7 @@ pub(super) fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Ta
         home,
         paths,
         problem: None,
+        remote: None,
     })
 }
 
@@ -65,6 +69,15 @@ pub(super) fn target(global: &GlobalArgs, workspace: Option<&Path>) -> Result<Ta
 /// strict [`target`]. A file that is missing, unreadable or not JSON at all,
 /// or whose first token is itself invalid, is still an error.
 pub(super) fn client_target(global: &GlobalArgs) -> Result<Target, CliError> {
+    if let Some(url) = super::contexts::remote_url(global)? {
+        return remote_target(global, &url);
+    }
+    local_client_target(global)
+}
+
+/// [`client_target`] on this host whatever `--host` or the context in use
+/// say (`dial-stdio`, `logs`).
+pub(super) fn local_client_target(global: &GlobalArgs) -> Result<Target, CliError> {
     let strict = match target(global, None) {
         Ok(t) => return Ok(t),
         Err(e) => e,
@@ -109,13 +122,86 @@ fn client_part(global: &GlobalArgs) -> Option<Target> {
         home,
         paths,
         problem: None,
+        remote: None,
     })
 }
+
+/// The target of `--host ssh://…`: no local file is read (this machine
+/// may have none); `config` holds defaults only, and its placeholder token
+/// is never sent (the remote `dial-stdio` authenticates).
+fn remote_target(global: &GlobalArgs, url: &str) -> Result<Target, CliError> {
+    let host = SshHost::parse(url).map_err(|m| {
+        CliError::failure(
+            "invalid_host",
+            anyhow::anyhow!("--host / LAPIS_AI_CONTROLLER_HOST: {m}"),
+        )
+    })?;
+    let mut dial = SshDial::from_env(host);
+    if let Some(instance) = &global.instance {
+        dial.remote_args = vec!["--instance".to_owned(), instance.clone()];
+    }
+    let paths = super::paths::resolve(global, None, None)?;
+    let stand_in = serde_json::json!({
+        "schema": 1,
+        "instance": "default",
+        "controllerHome": "/nonexistent/remote",
+        "tokens": [{ "name": "remote", "principal": "owner",
+                     "secret": format!("lapis_{}", "0".repeat(64)) }],
+    });
+    let bytes = serde_json::to_vec(&stand_in).map_err(anyhow::Error::new)?;
+    let config = Config::parse(&bytes, std::path::Path::new("<remote>"))
+        .map_err(|e| CliError::failure(e.code(), e))?;
+    Ok(Target {
+        config,
+        home: PathBuf::from("<remote>"),
+        paths,
+        problem: None,
+        remote: Some(dial),
+    })
+}
+
+/// Over ssh: a child `ssh … dial-stdio` and a `hello` without a secret.
+fn connect_remote(dial: &SshDial) -> Result<Client, CliError> {
+    let mut client = dial.connect().map_err(client_error)?;
+    client.set_request_timeout(Some(REMOTE_HELLO_TIMEOUT));
+    let hello = client.hello(Credential::Relayed {
+        application: APPLICATION.to_owned(),
+    });
+    match hello {
+        Ok(_) => {
+            client.set_request_timeout(Some(REQUEST_TIMEOUT));
+            Ok(client)
+        }
+        Err(ClientError::Rpc(e))
+            if e.error_code() == Some(lapis_protocol::ErrorCode::ProtocolUnsupported) =>
+        {
+            Err(CliError::failure(
+                "version_mismatch",
+                anyhow::anyhow!(
+                    "the controller on {} does not speak this client's protocol {} ({}): install the same release on both hosts (`lapis-ai-controller version` on each; `update` upgrades)",
+                    dial.host.url(),
+                    lapis_protocol::PROTOCOL,
+                    e.message
+                ),
+            ))
+        }
+        Err(e) => Err(client_error(e)),
+    }
+}
+
+/// How long the first answer over ssh may take: the ssh handshake (and a
+/// password or host-key prompt on the terminal) comes first.
+const REMOTE_HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A client error as a CLI error: unreachable is exit 3, the rest exit 2
 /// with the server's stable code.
 pub(super) fn client_error(e: ClientError) -> CliError {
     match &e {
+        // The ssh transport's own failures carry their fix.
+        ClientError::Remote { code, .. } if e.is_service_unavailable() => {
+            CliError::unavailable(code, anyhow::Error::new(e))
+        }
+        ClientError::Remote { code, .. } => CliError::failure(code, anyhow::Error::new(e)),
         // Running, but at a connection limit: say so, never "not running".
         ClientError::Rpc(rpc)
             if rpc.error_code() == Some(lapis_protocol::ErrorCode::LimitReached) =>
@@ -164,6 +250,9 @@ pub(super) fn connect(global: &GlobalArgs) -> Result<Client, CliError> {
 
 /// Connects to `target`'s socket and says hello with its first token.
 pub(super) fn connect_to(target: &Target) -> Result<Client, CliError> {
+    if let Some(dial) = &target.remote {
+        return connect_remote(dial);
+    }
     let socket = target.home.join(lapis_protocol::home::SOCKET_FILE);
     // A server at its connection cap answers `limit_reached` before it
     // reads `hello`, so nothing was applied: a few spaced retries (waits of

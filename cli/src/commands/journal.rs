@@ -28,7 +28,7 @@ use serde_json::json;
 use crate::args::{GlobalArgs, JournalCommand};
 use crate::exit::{CliError, CliResult};
 
-use super::connect::{client_error, connect};
+use super::connect::{Target, client_error, client_target, connect_to};
 use super::printer::{Halt, Printer, settle};
 
 /// Events shown when neither `-n` nor `--since` is given: about a screenful.
@@ -50,7 +50,8 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
         JournalCommand::Verify { out } => return verify(global, out.json),
         JournalCommand::Reanchor { out } => return reanchor(global, out.json),
     };
-    let mut client = connect(global)?;
+    let target = client_target(global)?;
+    let mut client = connect_to(&target)?;
     let thread = super::ids::optional(&mut client, thread, super::ids::thread)?;
     // Where to start reading, and how many of the events read to keep.
     let (mut after, keep) = match (since, lines) {
@@ -96,16 +97,57 @@ pub(super) fn run(global: &GlobalArgs, command: JournalCommand) -> CliResult {
         if !follow {
             return printer.end_run();
         }
-        let mut follower = JournalFollower::attended(&mut client, thread.as_deref(), Some(after))
-            .map_err(client_error)?;
+        let mut cursor = after;
         loop {
-            match follower.next(Some(IDLE)).map_err(client_error)? {
-                Some(e) => printer.event(&e)?,
-                None if crate::output::stdout_closed() => return Err(Halt::Closed),
-                None => {}
-            }
+            let mut follower =
+                JournalFollower::attended(&mut client, thread.as_deref(), Some(cursor))
+                    .map_err(client_error)?;
+            let lost = loop {
+                match follower.next(Some(IDLE)) {
+                    Ok(Some(e)) => printer.event(&e)?,
+                    Ok(None) if crate::output::stdout_closed() => return Err(Halt::Closed),
+                    Ok(None) => {}
+                    Err(e) if e.is_service_unavailable() => break e,
+                    Err(e) => return Err(client_error(e).into()),
+                }
+            };
+            cursor = follower.cursor();
+            client = resume(&target, &lost, cursor)?;
         }
     })())
+}
+
+/// How long a follow tries to reconnect after its connection was lost
+/// (a restarting controller, a dropped ssh connection) before it fails.
+const RESUME_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A new connection after `lost`, said on stderr both when lost and when
+/// resumed; the follow goes on after `cursor`, so nothing is missed or
+/// shown twice. Fails with the last error once [`RESUME_FOR`] is spent.
+fn resume(
+    target: &Target,
+    lost: &lapis_protocol::client::ClientError,
+    cursor: u64,
+) -> Result<lapis_protocol::client::Client, CliError> {
+    eprintln!("journal: the connection to the controller was lost ({lost}); reconnecting");
+    let deadline = std::time::Instant::now() + RESUME_FOR;
+    let mut wait = std::time::Duration::from_millis(250);
+    loop {
+        match connect_to(target) {
+            Ok(client) => {
+                eprintln!("journal: reconnected; resuming after {cursor}");
+                return Ok(client);
+            }
+            Err(e)
+                if e.class == crate::exit::ExitClass::Unavailable
+                    && std::time::Instant::now() + wait < deadline =>
+            {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(std::time::Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The controller home and its database, which must exist (`not_found`

@@ -48,7 +48,7 @@ pub(super) fn run(global: &GlobalArgs, args: LogsArgs) -> CliResult {
 /// says why).
 fn background_log(global: &GlobalArgs) -> Option<std::path::PathBuf> {
     use lapis_protocol::home::{LOG_FILE, PID_FILE};
-    let home = super::connect::client_target(global).ok()?.home;
+    let home = super::connect::local_client_target(global).ok()?.home;
     let log = home.join(LOG_FILE);
     (home.join(PID_FILE).is_file() && log.is_file()).then_some(log)
 }

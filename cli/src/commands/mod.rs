@@ -12,6 +12,8 @@ pub(crate) mod completions;
 mod config;
 mod config_files;
 mod connect;
+mod contexts;
+mod dial_stdio;
 mod doctor;
 mod evidence;
 mod fences;
@@ -87,5 +89,7 @@ pub(crate) fn run(cli: Cli) -> CliResult {
         Command::Providers(command) => providers::run(&global, command),
         Command::AcpEcho => acp_echo::run(),
         Command::McpBridge { socket } => mcp_bridge::run(socket),
+        Command::Contexts(command) => contexts::run(command),
+        Command::DialStdio => dial_stdio::run(&global),
     }
 }

@@ -414,6 +414,9 @@ pub(super) fn command_prefix(global: &GlobalArgs) -> String {
     if let Some(instance) = &global.instance {
         prefix.push_str(&format!(" --instance {}", quote(instance)));
     }
+    if let Some(host) = &global.host {
+        prefix.push_str(&format!(" --host {}", quote(host)));
+    }
     prefix
 }
 

@@ -25,10 +25,29 @@ use crate::exit::{CliError, CliResult};
 struct StatusReport {
     #[serde(flatten)]
     running: StatusResult,
-    launcher: LauncherView,
-    service_manager: ManagerView,
+    /// This host's launcher (none over `--host`: the remote one is not
+    /// seen through the controller's socket).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    launcher: Option<LauncherView>,
+    /// This host's service manager (none over `--host`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_manager: Option<ManagerView>,
+    /// Over `--host ssh://…`: where the controller that answered runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remote: Option<RemoteView>,
     /// Things to act on, each with its command.
     warnings: Vec<String>,
+}
+
+/// The remote host whose controller answered: every other fact of the
+/// report is that controller's own.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RemoteView {
+    /// `ssh://[user@]host[:port]`.
+    host: String,
+    /// How the launcher and service unit there are seen.
+    installed: String,
 }
 
 /// What the launcher points at.
@@ -60,6 +79,9 @@ struct ManagerView {
 
 pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     let target = super::connect::client_target(global)?;
+    if let Some(dial) = &target.remote {
+        return remote(global, &target, dial, out);
+    }
     let installed = launcher_view(&target.paths);
     let manager = manager_view(&target.paths);
     let answer = super::connect::connect_to(&target)
@@ -82,13 +104,12 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
             return Err(err);
         }
     };
-    let mut warnings = Vec::new();
-    if let Some((_, problem)) = &target.problem {
-        warnings.push(format!(
-            "the configuration file is refused ({problem}): the service keeps running with the last good one, but will not start or reload with this one; check it with `{} config validate`",
-            lapis_release::PRODUCT
-        ));
-    }
+    let mut warnings = common_warnings(
+        global,
+        &target,
+        &running,
+        &target.paths.config.display().to_string(),
+    );
     if let (Some(run), Some(inst)) = (running.snapshot.as_deref(), installed.snapshot.as_deref())
         && run != inst
     {
@@ -99,12 +120,83 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
             unit::restart_command(&target.paths)
         ));
     }
+    let report = StatusReport {
+        running,
+        launcher: Some(installed),
+        service_manager: Some(manager),
+        remote: None,
+        warnings,
+    };
+    print(&report, out)
+}
+
+/// `status --host ssh://…`: the remote controller's answer, and no fact of
+/// this host (its launcher and unit say nothing about the remote one).
+fn remote(
+    global: &GlobalArgs,
+    target: &super::connect::Target,
+    dial: &lapis_protocol::client::SshDial,
+    out: JsonArg,
+) -> CliResult {
+    let running = super::connect::connect_to(target)
+        .and_then(|mut c| c.status().map_err(super::connect::client_error))
+        .map(|mut s| {
+            s.work = None;
+            s
+        })?;
+    let url = dial.host.url();
+    let warnings = common_warnings(
+        global,
+        target,
+        &running,
+        &format!("the configuration on {url}"),
+    );
+    let report = StatusReport {
+        running,
+        launcher: None,
+        service_manager: None,
+        remote: Some(RemoteView {
+            installed: format!(
+                "not shown (this host's launcher and unit say nothing about {url}); `{}` there shows them",
+                dial.shell_command("status")
+            ),
+            host: url,
+        }),
+        warnings,
+    };
+    print(&report, out)
+}
+
+fn print(report: &StatusReport, out: JsonArg) -> CliResult {
+    if out.json {
+        crate::output::json(report)?;
+        return Ok(());
+    }
+    crate::output::line(plain(report))?;
+    Ok(())
+}
+
+/// The warnings that hold wherever the controller runs: a refused file, a
+/// refused or restart-needing reload, fenced turns.
+fn common_warnings(
+    global: &GlobalArgs,
+    target: &super::connect::Target,
+    running: &StatusResult,
+    config_file: &str,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some((_, problem)) = &target.problem {
+        warnings.push(format!(
+            "the configuration file is refused ({problem}): the service keeps running with the last good one, but will not start or reload with this one; check it with `{} config validate`",
+            lapis_release::PRODUCT
+        ));
+    }
     if let Some(reload) = &running.last_reload {
         if !reload.applied {
             warnings.push(format!(
                 "the last config reload was refused ({}); fix {} and reload again with `{} config reload`",
                 reload.error.as_deref().unwrap_or("no reason given"),
-                target.paths.config.display(),
+                config_file,
                 lapis_release::PRODUCT
             ));
         } else if !reload.restart_needed.is_empty() {
@@ -118,7 +210,7 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
     for f in &running.fences {
         // What changed since the fence's boundary (the owner's CLI reads
         // another application's fenced turn too, `turns:resolve-any`).
-        let evidence = super::connect::connect_to(&target)
+        let evidence = super::connect::connect_to(target)
             .ok()
             .and_then(|mut c| {
                 c.turns_get_with(&lapis_protocol::params::TurnsGet {
@@ -140,18 +232,7 @@ pub(super) fn run(global: &GlobalArgs, out: JsonArg) -> CliResult {
             &evidence,
         ));
     }
-    let report = StatusReport {
-        running,
-        launcher: installed,
-        service_manager: manager,
-        warnings,
-    };
-    if out.json {
-        crate::output::json(&report)?;
-        return Ok(());
-    }
-    crate::output::line(plain(&report))?;
-    Ok(())
+    warnings
 }
 
 /// Exit 3 whose first line says what to do (start the unit, or run
@@ -230,19 +311,36 @@ fn manager_view(paths: &Paths) -> ManagerView {
     }
 }
 
+fn manager_line(m: &ManagerView) -> String {
+    if !m.installed {
+        return format!("{}: not installed (running by hand?)", m.unit);
+    }
+    match (&m.enabled, &m.active, &m.error) {
+        (Some(e), Some(a), _) => format!("{}: {e}, {a}", m.unit),
+        (_, _, Some(e)) => format!("{}: cannot ask the service manager: {e}", m.unit),
+        _ => format!("{}: unknown", m.unit),
+    }
+}
+
 fn short(digest: &str) -> &str {
     &digest[..12.min(digest.len())]
 }
 
 fn plain(r: &StatusReport) -> String {
     let s = &r.running;
-    let manager = match (&r.service_manager, r.service_manager.installed) {
-        (m, false) => format!("{}: not installed (running by hand?)", m.unit),
-        (m, true) => match (&m.enabled, &m.active, &m.error) {
-            (Some(e), Some(a), _) => format!("{}: {e}, {a}", m.unit),
-            (_, _, Some(e)) => format!("{}: cannot ask the service manager: {e}", m.unit),
-            _ => format!("{}: unknown", m.unit),
-        },
+    let installed = match (&r.launcher, &r.service_manager, &r.remote) {
+        (Some(l), Some(m), _) => format!(
+            "\nlauncher  {} → {} (version {})\nmanager   {}",
+            l.path.display(),
+            l.snapshot.as_deref().unwrap_or("nothing installed"),
+            l.version.as_deref().unwrap_or("unknown"),
+            manager_line(m)
+        ),
+        (_, _, Some(remote)) => format!(
+            "\nhost      {} (every fact here is that controller's own)\ninstalled {}",
+            remote.host, remote.installed
+        ),
+        _ => String::new(),
     };
     let build = |key: &str| {
         s.build
@@ -254,9 +352,7 @@ fn plain(r: &StatusReport) -> String {
     let mut text = format!(
         "{} running, protocol {}\n\
          service   version {} ({} {} {}), pid {}, up {} s\n\
-         snapshot  {}\n\
-         launcher  {} → {} (version {})\n\
-         manager   {manager}\n\
+         snapshot  {}{installed}\n\
          turns     {} running, {} queued (capacity {}), {} live agent{}",
         lapis_release::PRODUCT,
         s.protocol,
@@ -269,12 +365,6 @@ fn plain(r: &StatusReport) -> String {
         s.snapshot
             .as_deref()
             .unwrap_or("none (not running from an installed snapshot)"),
-        r.launcher.path.display(),
-        r.launcher
-            .snapshot
-            .as_deref()
-            .unwrap_or("nothing installed"),
-        r.launcher.version.as_deref().unwrap_or("unknown"),
         s.running_turns.len(),
         s.queue.depth,
         s.queue.capacity,

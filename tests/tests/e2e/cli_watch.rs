@@ -17,9 +17,9 @@ fn fixture(args: &[&str]) -> Value {
 }
 
 /// A private tmux server (its own socket), killed on drop.
-struct Tmux {
+pub(crate) struct Tmux {
     /// `tmux -S <socket>`.
-    socket: PathBuf,
+    pub(crate) socket: PathBuf,
 }
 
 impl Tmux {
@@ -30,7 +30,7 @@ impl Tmux {
     }
 
     /// The pane's text now.
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         let out = self
             .cmd()
             .args(["capture-pane", "-p", "-t", "watch"])
@@ -40,7 +40,7 @@ impl Tmux {
     }
 
     /// Waits until the pane shows every one of `texts`; returns the screen.
-    fn shows(&self, texts: &[&str]) -> String {
+    pub(crate) fn shows(&self, texts: &[&str]) -> String {
         let mut last = String::new();
         let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             eventually(&format!("the screen to show {texts:?}"), || {
@@ -54,7 +54,7 @@ impl Tmux {
         }
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let status = self
             .cmd()
             .args(["send-keys", "-t", "watch"])
@@ -64,7 +64,7 @@ impl Tmux {
         assert!(status.success());
     }
 
-    fn literal(&self, text: &str) {
+    pub(crate) fn literal(&self, text: &str) {
         let status = self
             .cmd()
             .args(["send-keys", "-t", "watch", "-l", text])
@@ -73,7 +73,7 @@ impl Tmux {
         assert!(status.success());
     }
 
-    fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         self.cmd()
             .args(["has-session", "-t", "watch"])
             .output()
@@ -87,7 +87,7 @@ impl Drop for Tmux {
     }
 }
 
-fn have_tmux() -> bool {
+pub(crate) fn have_tmux() -> bool {
     Command::new("tmux")
         .arg("-V")
         .output()
@@ -130,7 +130,7 @@ fn state_of(server: &Server, turn: &str) -> String {
     doc["turn"]["state"].as_str().unwrap_or_default().to_owned()
 }
 
-fn submit(server: &Server, thread: &str, prompt: &str) -> String {
+pub(crate) fn submit(server: &Server, thread: &str, prompt: &str) -> String {
     server
         .ctx
         .run(["turns", "submit", thread, "--prompt", prompt])

@@ -81,6 +81,7 @@ mod serve_hardening;
 mod serve_support;
 mod serve_turns;
 mod sessions_bound;
+mod ssh;
 mod telemetry;
 mod tokens;
 mod tools;

@@ -145,6 +145,43 @@ pub(super) const MACHINE: &[Entry] = &[
         &[("End a token's sessions at once", "tokens revoke editor")],
     ),
     (
+        "contexts",
+        &[
+            ("Name a build box", "contexts add box ssh://me@build-box"),
+            ("Talk to it from now on", "contexts use box"),
+            ("This host again", "contexts use default"),
+        ],
+    ),
+    (
+        "contexts add",
+        &[(
+            "A host on another port",
+            "contexts add box ssh://me@build-box:2222",
+        )],
+    ),
+    (
+        "contexts use",
+        &[
+            ("Every client command goes to box", "contexts use box"),
+            ("Back to this host", "contexts use default"),
+        ],
+    ),
+    (
+        "contexts list",
+        &[
+            ("The contexts, `*` the one in use", "contexts list"),
+            ("As JSON", "contexts list --json"),
+        ],
+    ),
+    ("contexts remove", &[("Forget one", "contexts remove box")]),
+    (
+        "dial-stdio",
+        &[(
+            "What `--host ssh://box` runs on box (not typed by hand)",
+            "dial-stdio",
+        )],
+    ),
+    (
         "token show",
         &[
             ("Print the bootstrap token", "token show"),

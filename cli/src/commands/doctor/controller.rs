@@ -67,6 +67,7 @@ pub(super) fn provider_checks(paths: &Paths, config: &Config, checks: &mut Vec<C
         home: config.controller_home.clone(),
         paths: paths.clone(),
         problem: None,
+        remote: None,
     };
     let mut client = crate::commands::connect::connect_to(&target).ok();
     let lookup = match client.is_some() {
@@ -277,6 +278,7 @@ fn socket_check(
         home: config.controller_home.clone(),
         paths: paths.clone(),
         problem: None,
+        remote: None,
     };
     let status = crate::commands::connect::connect_to(&target)
         .and_then(|mut c| c.status().map_err(crate::commands::connect::client_error));

@@ -20,6 +20,14 @@ pub enum Credential {
     },
     /// A session bearer from an earlier `hello`.
     Bearer(String),
+    /// No secret here: the transport authenticates. Over `ssh://` the
+    /// remote `dial-stdio` says `hello` with its own host's token for this
+    /// application and strips any bearer from the answer, so no secret
+    /// leaves that host.
+    Relayed {
+        /// The application the session is for.
+        application: String,
+    },
 }
 
 impl Credential {
@@ -31,6 +39,7 @@ impl Credential {
                 (Some(token.clone()), None, Some(application.clone()))
             }
             Credential::Bearer(b) => (None, Some(b.clone()), None),
+            Credential::Relayed { application } => (None, None, Some(application.clone())),
         };
         HelloParams {
             protocol: PROTOCOL.to_owned(),
@@ -46,6 +55,7 @@ impl Credential {
         match self {
             Credential::Token { token, .. } => token,
             Credential::Bearer(b) => b,
+            Credential::Relayed { .. } => "",
         }
     }
 }
@@ -58,6 +68,10 @@ impl fmt::Debug for Credential {
                 .field("application", application)
                 .finish_non_exhaustive(),
             Credential::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+            Credential::Relayed { application } => f
+                .debug_struct("Relayed")
+                .field("application", application)
+                .finish(),
         }
     }
 }

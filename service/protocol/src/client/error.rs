@@ -47,6 +47,17 @@ pub enum ClientError {
     /// A read timed out (internal; surfaced as `Ok(None)` by notification reads).
     #[error("timed out waiting for the controller")]
     Timeout,
+    /// The ssh transport to a remote controller failed: `code` is stable
+    /// (`ssh_missing`, `ssh_unreachable`, `ssh_host_key`,
+    /// `remote_binary_missing`, `remote_unavailable`, `remote_failed`),
+    /// `message` says what to do.
+    #[error("{message}")]
+    Remote {
+        /// The stable code.
+        code: &'static str,
+        /// What happened and the fix.
+        message: String,
+    },
     /// `reconnect` before any `hello`.
     #[error("not authenticated: say hello first")]
     NotAuthenticated,
@@ -74,6 +85,7 @@ impl ClientError {
             ClientError::NotAuthenticated => "unauthenticated",
             ClientError::SessionChanged => "session_changed",
             ClientError::NotReconnectable => "not_reconnectable",
+            ClientError::Remote { code, .. } => code,
         }
     }
 
@@ -90,6 +102,9 @@ impl ClientError {
             ClientError::Unavailable { .. }
             | ClientError::Disconnected { .. }
             | ClientError::Unresponsive { .. } => true,
+            ClientError::Remote { code, .. } => {
+                matches!(*code, "ssh_unreachable" | "remote_unavailable")
+            }
             ClientError::Rpc(e) => e.error_code() == Some(ErrorCode::LimitReached),
             _ => false,
         }

@@ -26,6 +26,7 @@ mod ports;
 mod resume;
 mod serve;
 mod settle;
+mod ssh;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -52,6 +53,7 @@ pub use managed::{
 };
 pub use ports::PortHandlers;
 pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler, TranscriptHandler};
+pub use ssh::{REMOTE_BIN_ENV, SSH_COMMAND_ENV, SshDial, SshHost};
 
 /// How long [`Client::connect`] waits for the socket to accept.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -108,12 +110,16 @@ pub struct Client {
     /// Controller → client requests (`tools.invoke`, `capture.*`) read
     /// while waiting for a response, for [`Client::serve_tools`].
     pub(crate) callbacks: VecDeque<Request>,
+    /// The ssh child when the connection is its stdin/stdout
+    /// ([`SshDial::connect`]); last, so it drops after the stream.
+    pub(crate) ssh: Option<ssh::Link>,
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("path", &self.path)
+            .field("ssh", &self.ssh.as_ref().map(|l| l.dial.host.url()))
             .field("session", &self.session)
             .finish_non_exhaustive()
     }
@@ -184,6 +190,7 @@ impl Client {
             memory: BTreeMap::new(),
             transcripts: BTreeMap::new(),
             callbacks: VecDeque::new(),
+            ssh: None,
         })
     }
 
@@ -302,6 +309,10 @@ impl Client {
                 return Err(unresponsive(false));
             }
             Err(_) => {
+                // Over ssh, the child's exit status says why.
+                if let Some(e) = self.ssh.as_mut().and_then(ssh::Link::failure) {
+                    return Err(e);
+                }
                 return Err(ClientError::Disconnected {
                     request_sent: false,
                 });
@@ -388,6 +399,23 @@ impl Client {
             .map_err(ClientError::Io)?;
         let got = continue_frame_blocking(&mut self.reader, &mut self.partial, self.max_frame);
         let _ = self.stream.set_read_timeout(None);
+        let got = match (got, self.ssh.as_mut()) {
+            // The ssh child ended: its exit status says why.
+            (Ok(false) | Err(FrameError::Truncated), Some(link)) => match link.failure() {
+                Some(e) => return Err(e),
+                None => Ok(false),
+            },
+            // The child closed its end with our request unread.
+            (Err(FrameError::Io(e)), Some(link))
+                if e.kind() == std::io::ErrorKind::ConnectionReset =>
+            {
+                match link.failure() {
+                    Some(e) => return Err(e),
+                    None => Ok(false),
+                }
+            }
+            (got, _) => got,
+        };
         match got {
             Ok(true) => {
                 let parsed = Incoming::parse(&self.partial)

@@ -20,10 +20,17 @@ impl Client {
     /// ([`ClientError::NotReconnectable`]).
     pub fn reconnect(&mut self) -> Result<HelloResult, ClientError> {
         let previous = self.session.clone();
-        let path = self.path.clone().ok_or(ClientError::NotReconnectable)?;
-        let fresh = Client::connect(&path)?;
+        let fresh = match (&self.path, &self.ssh) {
+            (Some(path), _) => Client::connect(path)?,
+            // Over ssh: a new child, whose `dial-stdio` says hello again.
+            (None, Some(link)) => link.dial.connect()?,
+            (None, None) => return Err(ClientError::NotReconnectable),
+        };
         self.stream = fresh.stream;
         self.reader = fresh.reader;
+        if fresh.ssh.is_some() {
+            self.ssh = fresh.ssh;
+        }
         self.queued.clear();
         self.partial.clear();
         let credential = match (&self.bearer, &self.credential) {

@@ -1,0 +1,95 @@
+//! `watch` in tmux over ssh, and issue 45 item 3: a remote `watch`
+//! counts as presence like a local one (the relay carries the same
+//! `present` subscription, so a presence-aware notifier stays quiet while
+//! it is open and speaks again once it closes).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::Remote;
+use crate::cli_watch::{Tmux, have_tmux, submit};
+use crate::serve_support::Server;
+use lapis_e2e::wait::eventually;
+
+#[test]
+fn a_remote_watch_runs_in_a_terminal_and_counts_as_presence() {
+    if !have_tmux() {
+        lapis_e2e::skip::skip("tmux is not installed");
+        return;
+    }
+    let ctx = lapis_e2e::TestContext::new();
+    let record = ctx.home().join("notify.log");
+    let script = ctx.home().join("notify-recorder");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncat >> '{}'\n", record.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut server = Server::start_in(ctx, json!({}), json!({}));
+    server.stop();
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
+    doc["notify"] = json!({
+        "command": script, "kinds": ["turn_finished"], "maxPerMinute": 600, "presence": true,
+    });
+    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    server.spawn();
+    let Some(remote) = Remote::start_server(server) else {
+        return;
+    };
+    let server = &remote.server;
+    let thread = server.cli_thread("echo");
+    let scratch = tempfile::tempdir().unwrap();
+    let tmux = Tmux {
+        socket: scratch.path().join("tmux.sock"),
+    };
+    // The view runs on this side, with the client context's environment
+    // (its empty HOME, LAPIS_AI_CONTROLLER_HOST naming the sshd).
+    let mut c = remote.local.command_for(
+        Path::new("tmux"),
+        [
+            "-S",
+            tmux.socket.to_str().unwrap(),
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            "watch",
+        ],
+    );
+    c.arg(lapis_e2e::TestContext::bin()).arg("watch");
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "tmux: {out:?}");
+    tmux.shows(&["lapis-ai-controller watch", "live"]);
+    let quiet = submit(server, &thread, "while watched over ssh");
+    // The turn shows up in the remote view.
+    tmux.shows(&["completed"]);
+    eventually("the suppression to be logged", || {
+        server
+            .log_text()
+            .lines()
+            .any(|l| l.contains("notify: suppressed") && l.contains(&quiet))
+            .then_some(())
+    });
+    tmux.keys(&["q"]);
+    eventually("watch to exit", || (!tmux.alive()).then_some(()));
+    let loud = submit(server, &thread, "after the watch");
+    eventually("the notification to be recorded", || {
+        std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .contains(&loud)
+            .then_some(())
+    });
+    assert!(
+        !std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .contains(&quiet)
+    );
+}
