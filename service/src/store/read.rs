@@ -113,9 +113,20 @@ pub(super) fn turn_snapshots(
     turn: &str,
 ) -> StoreResult<Vec<lapis_protocol::snapshot::WorkspaceSnapshot>> {
     debug_assert_eq!(EventKind::WorkspaceSnapshot.as_str(), "workspace_snapshot");
+    debug_assert_eq!(EventKind::TurnSubmitted.as_str(), "turn_submitted");
+    // A turn's events all follow its `turn_submitted` (found through the
+    // partial index `events_turn_submitted`), so the thread is read from
+    // there on, not from its first event: `turns.get` of a recent turn no
+    // longer reads every event of a long thread (its pages were read
+    // again at every poll, as a write resets a reader's page cache). A
+    // journal without that event reads from the start, as before.
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND turn_id = ?2 \
-         AND kind = 'workspace_snapshot' ORDER BY thread_seq"
+         AND kind = 'workspace_snapshot' AND thread_seq >= coalesce(( \
+           SELECT thread_seq FROM events INDEXED BY events_turn_submitted \
+           WHERE turn_id = ?2 AND kind = 'turn_submitted' AND thread_id = ?1 \
+           ORDER BY thread_seq LIMIT 1), 0) \
+         ORDER BY thread_seq"
     ))?;
     let rows = stmt.query_map(params![thread, turn], |r| event_row(r, memory))?;
     let events = rows.collect::<Result<Vec<_>, _>>().map_err(unwrap_err)?;

@@ -27,10 +27,27 @@ impl Engine {
     pub(super) fn preparer(&self) -> Preparer {
         let providers = Arc::clone(&self.providers);
         let engine = self.clone();
+        // Each provider's last definition with its fingerprint: the claim
+        // runs on the store's writer, and hashing the definition at every
+        // claim cost it a JSON document, a SHA-256 and its hex each turn.
+        // A reload's new definition is unequal, so it is hashed again.
+        let fingerprints: std::sync::Mutex<HashMap<String, (ProviderSpec, String)>> =
+            std::sync::Mutex::default();
         Arc::new(move |thread: &crate::domain::Thread| {
             let providers = providers.read().unwrap_or_else(|p| p.into_inner());
             let spec = providers.get(&thread.provider)?.clone();
             drop(providers);
+            let fingerprint = {
+                let mut known = fingerprints.lock().unwrap_or_else(|p| p.into_inner());
+                match known.get(&thread.provider) {
+                    Some((seen, fp)) if *seen == spec => fp.clone(),
+                    _ => {
+                        let fp = acp::fingerprint(&spec);
+                        known.insert(thread.provider.clone(), (spec.clone(), fp.clone()));
+                        fp
+                    }
+                }
+            };
             let mcp = engine.resolve_mcp(thread, &spec);
             let launch = mcp.as_deref().unwrap_or_default();
             let app_ids: Vec<String> = launch
@@ -39,7 +56,7 @@ impl Engine {
                 .map(|s| s.endpoint().identity)
                 .collect();
             Some(ProviderFacts {
-                fingerprint: acp::with_app_servers(&acp::fingerprint(&spec), &app_ids),
+                fingerprint: acp::with_app_servers(&fingerprint, &app_ids),
                 mcp_servers: launch.iter().map(|s| s.endpoint()).collect(),
                 spec,
                 mcp,
