@@ -1,5 +1,6 @@
 //! `notify`: runs the configured command (or the built-in desktop
-//! notifier) for the attention events it was asked for.
+//! notifier, or POSTs the webhook, [`webhook`]) for the attention events
+//! it was asked for.
 //!
 //! What must stay true:
 //! - it reads committed events from the store's broadcast on its own task,
@@ -27,7 +28,7 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 use std::time::Duration;
 
-use lapis_protocol::config::{NotifyConfig, NotifyEvent};
+use lapis_protocol::config::{EnvFile, NotifyConfig, NotifyEvent};
 use lapis_protocol::{AttentionKind, JournalEvent, OutcomeCode, Payload, ToolKind};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
@@ -36,6 +37,9 @@ use tokio::time::Instant;
 use crate::presence::Presence;
 use crate::redact::redactor;
 use crate::store::Store;
+
+mod webhook;
+use webhook::Webhook;
 
 /// The window of the rate limit.
 const WINDOW: Duration = Duration::from_secs(60);
@@ -50,20 +54,35 @@ const DESKTOP_ENV: [&str; 5] = [
     "PATH",
 ];
 
-/// Starts the notifier; it ends when the store closes.
+/// Starts the notifier; it ends when the store closes. A webhook's
+/// secrets are read from `secrets` (the env file) here, once: one that
+/// cannot be resolved is logged by name and nothing is sent.
 pub(crate) fn spawn(
     store: Store,
     config: NotifyConfig,
     presence: Presence,
+    secrets: &EnvFile,
 ) -> tokio::task::JoinHandle<()> {
     let rx = store.subscribe();
+    let hook = match &config.webhook {
+        Some(w) => {
+            match Webhook::resolve(w, secrets, Duration::from_secs(config.timeout_seconds())) {
+                Ok(hook) => Some(hook),
+                Err(reason) => {
+                    tracing::warn!(%reason, "notify: the webhook is off");
+                    return tokio::spawn(async {});
+                }
+            }
+        }
+        None => None,
+    };
     tokio::spawn(async move {
         // No command runs on the word of a journal not yet checked
         // (`store::history`); events committed meanwhile wait in `rx`.
         if store.history_verified().await.is_err() {
             return;
         }
-        run(store, config, presence, rx).await
+        run(store, config, hook, presence, rx).await
     })
 }
 
@@ -112,6 +131,7 @@ impl Limiter {
 async fn run(
     store: Store,
     config: NotifyConfig,
+    hook: Option<Webhook>,
     presence: Presence,
     mut rx: tokio::sync::broadcast::Receiver<std::sync::Arc<JournalEvent>>,
 ) {
@@ -153,7 +173,15 @@ async fn run(
                 continue;
             }
             let line = describe(&thread, &event, kind);
-            tokio::spawn(deliver(config.clone(), line));
+            match &hook {
+                Some(hook) => {
+                    let deadline = Duration::from_secs(config.timeout_seconds());
+                    tokio::spawn(hook.clone().deliver(line, deadline));
+                }
+                None => {
+                    tokio::spawn(deliver(config.clone(), line));
+                }
+            }
         }
     }
 }

@@ -13,5 +13,6 @@ pub mod prompt;
 pub mod skip;
 pub mod ts_agent;
 pub mod wait;
+pub mod webhook;
 
 pub use context::{Output, TestContext};

@@ -237,7 +237,12 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     // Off every turn's path: its own task on the committed-event broadcast.
     let presence = crate::presence::Presence::default();
     if let Some(notify) = &options.config.notify {
-        crate::notifier::spawn(store.clone(), notify.clone(), presence.clone());
+        crate::notifier::spawn(
+            store.clone(),
+            notify.clone(),
+            presence.clone(),
+            &options.secrets,
+        );
     }
     let reload = Reloader::new(
         options.config_path.clone(),

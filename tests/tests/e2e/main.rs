@@ -51,6 +51,7 @@ mod managed;
 mod managed_ports;
 mod mcp;
 mod memory;
+mod notify_webhook;
 mod ops_logs_doctor;
 mod ops_notify;
 mod ops_reload;

@@ -15,6 +15,7 @@ mod provider;
 mod roots;
 mod token;
 mod validate;
+mod webhook;
 mod worktrees;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,7 @@ pub use provider::{
 };
 pub use roots::{MAX_WORKSPACE_ROOTS, WORKSPACE_ROOTS_FIELD, WorkspaceRoots};
 pub use token::{TokenKind, TokenSpec};
+pub use webhook::{WebhookConfig, WebhookPreset, check_url as check_webhook_url};
 pub use worktrees::{DEFAULT_HOOK_TIMEOUT_SECONDS, HookCommand, WorktreesConfig};
 
 /// Lifetime of a newly issued session unless `server.sessionTtlSeconds`

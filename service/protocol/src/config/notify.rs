@@ -1,6 +1,7 @@
-//! `notify`: the command the controller runs when something needs a
-//! person (an attention event of a chosen kind), and the one line it is
-//! given.
+//! `notify`: what the controller does when something needs a person (an
+//! attention event of a chosen kind) — run a command, show a desktop
+//! notification or POST a webhook ([`super::webhook`]) — and the one line
+//! it is given.
 //!
 //! What must stay true: the command receives only [`NotifyEvent`] — the
 //! event kind, ids, workspace, provider and a short title the controller
@@ -12,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::webhook::{WebhookConfig, is_env_name};
 use crate::AttentionKind;
 
 /// Default `maxPerMinute`.
@@ -24,14 +26,17 @@ pub const DEFAULT_NOTIFY_TIMEOUT_SECONDS: u64 = 10;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NotifyConfig {
-    /// Absolute path of the command to run (exactly one of `command` and
-    /// `desktop`).
+    /// Absolute path of the command to run (exactly one of `command`,
+    /// `desktop` and `webhook`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// Use the built-in desktop notifier instead: `notify-send` on Linux,
     /// `osascript` on macOS (found on the service's `PATH`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub desktop: bool,
+    /// POST the event to a URL instead (ntfy, Slack, Discord or JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookConfig>,
     /// Arguments of `command` (never secrets; at most 32).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
@@ -67,17 +72,20 @@ fn default_kinds() -> Vec<AttentionKind> {
 impl NotifyConfig {
     /// The shape rules; the error is (field, reason).
     pub(super) fn check(&self) -> Result<(), (&'static str, String)> {
-        match (&self.command, self.desktop) {
-            (Some(_), true) | (None, false) => {
-                return Err((
-                    "notify",
-                    "needs exactly one of `command` and `desktop: true`".into(),
-                ));
-            }
-            (Some(c), false) if !c.starts_with('/') || c.contains('\0') => {
-                return Err(("notify.command", "must be an absolute path".into()));
-            }
-            _ => {}
+        let chosen = [self.command.is_some(), self.desktop, self.webhook.is_some()];
+        if chosen.iter().filter(|c| **c).count() != 1 {
+            return Err((
+                "notify",
+                "needs exactly one of `command`, `desktop: true` and `webhook`".into(),
+            ));
+        }
+        if let Some(c) = &self.command
+            && (!c.starts_with('/') || c.contains('\0'))
+        {
+            return Err(("notify.command", "must be an absolute path".into()));
+        }
+        if let Some(hook) = &self.webhook {
+            hook.check()?;
         }
         if self.args.len() > 32 || self.args.iter().any(|a| a.contains('\0')) {
             return Err((
@@ -85,13 +93,7 @@ impl NotifyConfig {
                 "at most 32 arguments, without NUL bytes".into(),
             ));
         }
-        if self.env_allowlist.len() > 32
-            || !self.env_allowlist.iter().all(|n| {
-                let mut b = n.bytes();
-                matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
-                    && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
-            })
-        {
+        if self.env_allowlist.len() > 32 || !self.env_allowlist.iter().all(|n| is_env_name(n)) {
             return Err((
                 "notify.envAllowlist",
                 "at most 32 names of [A-Za-z_][A-Za-z0-9_]*".into(),
@@ -163,9 +165,15 @@ mod tests {
         assert_eq!(ok.kinds, default_kinds());
         assert_eq!((ok.per_minute(), ok.timeout_seconds()), (6, 10));
         assert_eq!(config(json!({"desktop": true})).check(), Ok(()));
+        assert_eq!(
+            config(json!({"webhook": {"url": "https://ntfy.sh/t", "preset": "ntfy"}})).check(),
+            Ok(())
+        );
         for bad in [
             json!({}),
             json!({"command": "/x", "desktop": true}),
+            json!({"desktop": true, "webhook": {"url": "https://h/x"}}),
+            json!({"webhook": {"url": "http://example.com/x"}}),
             json!({"command": "relative/x"}),
             json!({"command": "/x", "kinds": []}),
             json!({"command": "/x", "maxPerMinute": 0}),
