@@ -319,14 +319,28 @@ pub(crate) async fn call(
     // only once the store acknowledged its note; a refusal, its deadline or
     // a lost store fail closed (an error result here, the turn failed
     // `transcript_store_failed` at its end).
+    // A cancel while it waits withholds the result too (the turn ends
+    // cancelled, not failed).
     if let Some(gate) = &running.gate
         && answer.is_ok()
         && crate::tools::transcript::authorizes(&noted)
-        && let Err(refusal) = gate.acknowledged(noted.thread_seq).await
+        && let Err(withheld) = gate.result_acknowledged(noted.thread_seq).await
     {
-        tracing::warn!(call = %call_id, thread_seq = noted.thread_seq, error = %refusal,
-            "the transcript store did not acknowledge a tool result: it does not reach the agent");
-        return Err(RpcError::new(refusal.code(), refusal.to_string()));
+        use crate::tools::transcript::Withheld;
+        return Err(match withheld {
+            Withheld::Refused(refusal) => {
+                tracing::warn!(call = %call_id, thread_seq = noted.thread_seq, error = %refusal,
+                    "the transcript store did not acknowledge a tool result: it does not reach the agent");
+                RpcError::new(refusal.code(), refusal.to_string())
+            }
+            Withheld::Cancelled => {
+                tracing::info!(call = %call_id, thread_seq = noted.thread_seq,
+                    "the turn was cancelled while its transcript store answered: the tool result does not reach the agent");
+                failed(
+                    "the turn was cancelled before the transcript store acknowledged the result; the tool ran once",
+                )
+            }
+        });
     }
     answer
 }

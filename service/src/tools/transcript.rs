@@ -22,7 +22,9 @@
 //! - an event that authorizes something (a permission answer that selects
 //!   an option) reaches the agent only once the store acknowledged its
 //!   append ([`Gate::acknowledged`]): a refused, late or lost append, or a
-//!   feed that ended first, fails closed;
+//!   feed that ended first, fails closed; a tool result whose turn is
+//!   cancelled while it waits never reaches the agent
+//!   ([`Gate::result_acknowledged`]), and the turn ends cancelled;
 //! - a fetched payload is shown only when the canonical hash of the event
 //!   it completes is the one recorded at journaling ([`verify`]).
 
@@ -152,9 +154,54 @@ pub(crate) struct Gate {
     /// turn then fails closed with it, whoever waited (the permission hook
     /// or a tool call through the bridge).
     refused: Arc<Mutex<Option<PortRefusal>>>,
+    /// The turn's cancel signal, for the waits that give way to it
+    /// ([`Gate::result_acknowledged`]).
+    cancel: Option<watch::Receiver<bool>>,
+}
+
+/// Why a tool result was withheld from the agent.
+#[derive(Debug)]
+pub(crate) enum Withheld {
+    /// The store did not acknowledge it (the turn fails closed with this).
+    Refused(PortRefusal),
+    /// The turn was cancelled first: the result never reaches the agent,
+    /// and the turn ends as its cancel says (not failed).
+    Cancelled,
 }
 
 impl Gate {
+    /// This gate, giving way to `cancel` in [`Gate::result_acknowledged`].
+    #[must_use]
+    pub(crate) fn with_cancel(mut self, cancel: watch::Receiver<bool>) -> Gate {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// [`Gate::acknowledged`] for a tool result, unless the turn is
+    /// cancelled first (before or while waiting): then the result is
+    /// withheld without shutting the gate, so the turn ends cancelled and
+    /// no result reaches the agent after its cancel, whenever the store
+    /// answers.
+    pub(crate) async fn result_acknowledged(&self, thread_seq: u64) -> Result<(), Withheld> {
+        let Some(mut cancel) = self.cancel.clone() else {
+            return self
+                .acknowledged(thread_seq)
+                .await
+                .map_err(Withheld::Refused);
+        };
+        let cancelled = async {
+            // A signal whose sender is gone never cancels.
+            if cancel.wait_for(|c| *c).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            biased;
+            () = cancelled => Err(Withheld::Cancelled),
+            r = self.acknowledged(thread_seq) => r.map_err(Withheld::Refused),
+        }
+    }
+
     /// The first refusal this turn's gate answered, if any.
     pub(crate) fn refused(&self) -> Option<PortRefusal> {
         self.refused
@@ -191,6 +238,7 @@ impl Feed {
             acks: self.acks.clone(),
             port: self.port.clone(),
             refused: self.refused.clone(),
+            cancel: None,
         }
     }
 }

@@ -133,14 +133,24 @@ fn a_permission_decision_past_the_store_deadline_never_reaches_the_agent() {
 /// there until `stop`.
 pub(crate) fn serve_vault(
     server: &Server,
+    store: impl TranscriptHandler + Send + 'static,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    serve_vault_within(server, store, stop, 300)
+}
+
+/// [`serve_vault`] with the store's deadline `deadline_ms`.
+pub(crate) fn serve_vault_within(
+    server: &Server,
     mut store: impl TranscriptHandler + Send + 'static,
     stop: Arc<AtomicBool>,
+    deadline_ms: u64,
 ) -> std::thread::JoinHandle<()> {
     let mut client = app(server, OWNER, "lapis-cli");
     client
         .transcript_register(TranscriptRegister {
             port: "vault".into(),
-            deadline_ms: Some(300),
+            deadline_ms: Some(deadline_ms),
         })
         .unwrap();
     std::thread::spawn(move || {

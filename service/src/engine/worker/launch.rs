@@ -131,7 +131,11 @@ impl Engine {
                 return Err(Halt::McpRefused(refusal));
             }
         };
-        let gate = feed.as_ref().map(Feed::gate);
+        // A tool result gives way to the turn's cancel (the permission
+        // hook's gate does not: the runner answers those on a cancel).
+        let gate = feed
+            .as_ref()
+            .map(|f| f.gate().with_cancel(claim.cancel.clone()));
         let active = session.map(|s| {
             self.config
                 .tools
