@@ -8,12 +8,12 @@ use std::os::unix::fs::PermissionsExt;
 
 use lapis_e2e::TestContext;
 use lapis_e2e::wait::{eventually, settle};
+use lapis_protocol::AttentionKind;
 use lapis_protocol::config::NotifyEvent;
 use lapis_protocol::params::JournalSubscribe;
-use lapis_protocol::{AttentionKind, PendingRequest};
 use serde_json::json;
 
-use crate::cli_permissions::fixture;
+use crate::cli_permissions::{fixture, submit_until_asked};
 use crate::serve_support::Server;
 
 /// The prompt's secret: must never reach the notify command.
@@ -66,19 +66,8 @@ fn the_notify_command_gets_only_the_allowed_fields_and_is_rate_limited() {
     server.spawn();
 
     let mut client = server.client("editor");
-    let thread = client
-        .threads_create("proj", "asker", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let turn = client
-        .turns_submit(&thread.id, "n-1", &format!("please {MARKER}"))
-        .unwrap();
-    let request: PendingRequest = eventually("the request pends", || {
-        client
-            .permissions_list(None, Some(&turn.id))
-            .unwrap()
-            .into_iter()
-            .next()
-    });
+    let (_, turn, request) =
+        submit_until_asked(&mut client, "asker", "n-1", &format!("please {MARKER}"));
     client
         .permissions_respond(&turn.id, &request.id, "opt-allow_once")
         .unwrap();

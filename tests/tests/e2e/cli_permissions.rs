@@ -14,6 +14,33 @@ pub fn fixture(args: &[&str]) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"), "args": args })
 }
 
+/// Opens a thread on `proj` with `provider` (an agent that asks), submits
+/// `prompt` and waits until its permission request pends: (thread, turn,
+/// the request).
+pub fn submit_until_asked(
+    client: &mut lapis_protocol::client::Client,
+    provider: &str,
+    command_id: &str,
+    prompt: &str,
+) -> (
+    lapis_protocol::Thread,
+    lapis_protocol::Turn,
+    lapis_protocol::PendingRequest,
+) {
+    let thread = client
+        .threads_create("proj", provider, lapis_protocol::ApprovalPolicy::Ask, None)
+        .unwrap();
+    let turn = client.turns_submit(&thread.id, command_id, prompt).unwrap();
+    let request = lapis_e2e::wait::eventually("the request pends", || {
+        client
+            .permissions_list(None, Some(&turn.id))
+            .unwrap()
+            .into_iter()
+            .next()
+    });
+    (thread, turn, request)
+}
+
 /// A server whose `asker` provider asks once for permission with `kinds`,
 /// then replies with the answer and one chunk.
 fn asker(kinds: &str) -> (Server, String) {

@@ -288,15 +288,9 @@ fn watch_refuses_without_a_terminal_and_names_the_streams() {
     );
 }
 
-/// With `notify.presence`, an open `watch` counts as a person watching every
-/// thread of the session: nothing is sent while it runs, and notifications
-/// resume once it is closed.
-#[test]
-fn an_open_watch_keeps_a_presence_aware_notifier_quiet() {
-    if !have_tmux() {
-        lapis_e2e::skip::skip("tmux is not installed");
-        return;
-    }
+/// A server whose presence-aware `notify` command appends each
+/// `turn_finished` line to the returned file.
+pub(crate) fn presence_notifier() -> (Server, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let ctx = lapis_e2e::TestContext::new();
     let record = ctx.home().join("notify.log");
@@ -309,12 +303,25 @@ fn an_open_watch_keeps_a_presence_aware_notifier_quiet() {
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut server = Server::start_in(ctx, json!({}), json!({}));
     server.stop();
-    let mut doc: Value = serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
-    doc["notify"] = json!({
-        "command": script, "kinds": ["turn_finished"], "maxPerMinute": 600, "presence": true,
+    server.edit_config(|doc| {
+        doc["notify"] = json!({
+            "command": script, "kinds": ["turn_finished"], "maxPerMinute": 600, "presence": true,
+        })
     });
-    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
     server.spawn();
+    (server, record)
+}
+
+/// With `notify.presence`, an open `watch` counts as a person watching every
+/// thread of the session: nothing is sent while it runs, and notifications
+/// resume once it is closed.
+#[test]
+fn an_open_watch_keeps_a_presence_aware_notifier_quiet() {
+    if !have_tmux() {
+        lapis_e2e::skip::skip("tmux is not installed");
+        return;
+    }
+    let (server, record) = presence_notifier();
     let thread = server.cli_thread("echo");
     let scratch = tempfile::tempdir().unwrap();
     let tmux = start_watch(&server, scratch.path());

@@ -13,7 +13,7 @@ use lapis_e2e::webhook::{WebhookServer, test_ca_file};
 use lapis_protocol::PendingRequest;
 use serde_json::{Value, json};
 
-use crate::cli_permissions::fixture;
+use crate::cli_permissions::{fixture, submit_until_asked};
 use crate::serve_support::Server;
 
 /// The prompt's secret: must never leave the controller.
@@ -45,19 +45,8 @@ fn serve_notifying(notify: Value, env: &str) -> Server {
 /// the pending request) once the agent asks.
 fn ask(server: &Server) -> (lapis_protocol::client::Client, String, PendingRequest) {
     let mut client = server.client("editor");
-    let thread = client
-        .threads_create("proj", "asker", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let turn = client
-        .turns_submit(&thread.id, "n-1", &format!("please {MARKER}"))
-        .unwrap();
-    let request = eventually("the request pends", || {
-        client
-            .permissions_list(None, Some(&turn.id))
-            .unwrap()
-            .into_iter()
-            .next()
-    });
+    let (_, turn, request) =
+        submit_until_asked(&mut client, "asker", "n-1", &format!("please {MARKER}"));
     (client, turn.id, request)
 }
 

@@ -18,7 +18,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::{Value, json};
 
-use crate::cli_permissions::fixture;
+use crate::cli_permissions::{fixture, submit_until_asked};
 use crate::serve_support::{GUEST, NARROW, OWNER, READER, Server};
 
 /// The prompt's secret: must never be exported.
@@ -84,19 +84,8 @@ fn a_turns_spans_link_its_steps_and_carry_no_content() {
         }),
     );
     let mut client = server.client("editor");
-    let thread = client
-        .threads_create("proj", "asker", lapis_protocol::ApprovalPolicy::Ask, None)
-        .unwrap();
-    let turn = client
-        .turns_submit(&thread.id, "t-1", &format!("please {MARKER}"))
-        .unwrap();
-    let request = eventually("the request pends", || {
-        client
-            .permissions_list(None, Some(&turn.id))
-            .unwrap()
-            .into_iter()
-            .next()
-    });
+    let (thread, turn, request) =
+        submit_until_asked(&mut client, "asker", "t-1", &format!("please {MARKER}"));
     client
         .permissions_respond(&turn.id, &request.id, "opt-allow_once")
         .unwrap();

@@ -3,14 +3,10 @@
 //! `present` subscription, so a presence-aware notifier stays quiet while
 //! it is open and speaks again once it closes).
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-use serde_json::{Value, json};
 
 use super::Remote;
 use crate::cli_watch::{Tmux, have_tmux, submit};
-use crate::serve_support::Server;
 use lapis_e2e::wait::eventually;
 
 #[test]
@@ -19,23 +15,7 @@ fn a_remote_watch_runs_in_a_terminal_and_counts_as_presence() {
         lapis_e2e::skip::skip("tmux is not installed");
         return;
     }
-    let ctx = lapis_e2e::TestContext::new();
-    let record = ctx.home().join("notify.log");
-    let script = ctx.home().join("notify-recorder");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\ncat >> '{}'\n", record.display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut server = Server::start_in(ctx, json!({}), json!({}));
-    server.stop();
-    let mut doc: Value = serde_json::from_slice(&std::fs::read(&server.config).unwrap()).unwrap();
-    doc["notify"] = json!({
-        "command": script, "kinds": ["turn_finished"], "maxPerMinute": 600, "presence": true,
-    });
-    std::fs::write(&server.config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    server.spawn();
+    let (server, record) = crate::cli_watch::presence_notifier();
     let Some(remote) = Remote::start_server(server) else {
         return;
     };
