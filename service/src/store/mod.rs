@@ -54,6 +54,7 @@
 mod anchor;
 mod api;
 mod backup;
+mod bundle;
 mod chain;
 mod command_kind;
 mod compact;
@@ -99,6 +100,10 @@ mod writer;
 pub(crate) use api::canonical_workspace_dir;
 pub use backup::{
     BACKUPS_DIR, BackupInfo, BackupKind, Restored, create_backup, list_backups, restore_backup,
+};
+pub use bundle::{
+    BUNDLE_FORMAT, BundleError, BundleEvent, BundleReport, Header as BundleHeader, export_thread,
+    verify_bundle,
 };
 pub use chain::ChainReport;
 #[cfg(test)]

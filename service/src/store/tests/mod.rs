@@ -4,6 +4,7 @@
 
 mod anchor;
 mod backup;
+mod bundle;
 mod chain;
 mod configure;
 mod continuation;

@@ -1,0 +1,315 @@
+//! Issue 44 item 5, first slice: a thread's journal as a bundle that can
+//! be checked offline ([`export_thread`], [`verify_bundle`]); import is not
+//! built yet.
+//!
+//! # Format (`lapis-thread-bundle/1`)
+//! JSON lines, each the canonical serialization of its record (what
+//! `serde_json` writes for it, so a byte edited anywhere is either a
+//! different value or a non-canonical line): a [`Header`] (the thread, its
+//! retention, i.e. the redaction state, the event count and the anchor's
+//! position), one [`BundleEvent`] per event of the thread in `seq` order
+//! (every hashed field as stored, the previous event's chain hash and the
+//! event's own), then a trailer `{"digest":"<sha-256 of every byte before
+//! it>"}`. Content is what the journal retained: payloads are the stored
+//! (redacted) text, absent for a metadata-only thread.
+//!
+//! What verification proves: every event's stored hash is the chain link
+//! of its fields after its `prev` (the chain's one encoding,
+//! `super::chain::link_hash`), consecutive events link to each other, the
+//! lines are canonical and complete. What it cannot prove alone: that a
+//! forger who recomputes an edited event's hash and the digest did not
+//! make the bundle — the chain between this thread's events runs through
+//! other threads' events, which a bundle does not carry. Checking the
+//! events' hashes against the exporting controller (or a signature) is the
+//! open design question of the import slice.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::domain::{StoreError, StoreResult};
+
+use super::chain::{self, GENESIS, Hash, Link, Version};
+use super::schema;
+
+/// The format tag of the header.
+pub const BUNDLE_FORMAT: &str = "lapis-thread-bundle/1";
+
+/// The first line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Header {
+    /// [`BUNDLE_FORMAT`].
+    pub format: String,
+    /// The exported thread's id.
+    pub thread: String,
+    /// Its retention (`full` or `metadata-only`): the redaction state.
+    pub retention: String,
+    /// Event lines that follow.
+    pub events: u64,
+    /// The anchor's position when exported: events in the durable prefix.
+    pub anchor_events: u64,
+    /// The chain hash at that position (hex).
+    pub anchor_head: String,
+}
+
+/// One event line: the hashed fields as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BundleEvent {
+    /// Global sequence.
+    pub seq: i64,
+    /// Per-thread sequence.
+    pub thread_seq: i64,
+    /// Turn id.
+    pub turn_id: Option<String>,
+    /// Event kind.
+    pub kind: String,
+    /// Epoch ms.
+    pub at: i64,
+    /// Whether the event had a payload.
+    pub has_payload: bool,
+    /// The stored (redacted) payload text, when retained.
+    pub payload: Option<String>,
+    /// The recorded canonical event hash, if any.
+    pub event_hash: Option<String>,
+    /// Chain encoding version (1 or 2).
+    pub chain: u8,
+    /// The previous event's chain hash (hex).
+    pub prev: String,
+    /// This event's chain hash (hex).
+    pub hash: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Trailer {
+    digest: String,
+}
+
+/// Why a bundle is refused: the byte range `[start, end)` of the line at
+/// fault and what is wrong there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bundle refused at bytes {start}..{end}: {reason}")]
+pub struct BundleError {
+    /// First byte of the offending line.
+    pub start: usize,
+    /// One past its last byte (its newline excluded).
+    pub end: usize,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl BundleError {
+    /// The stable code: `bundle_tampered`.
+    pub fn code(&self) -> &'static str {
+        "bundle_tampered"
+    }
+}
+
+/// What a verified bundle holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleReport {
+    /// The header.
+    pub header: Header,
+    /// Events verified.
+    pub events: u64,
+}
+
+fn hash_of(bytes: Option<Vec<u8>>) -> Option<Hash> {
+    bytes.and_then(|b| b.try_into().ok())
+}
+
+/// The bundle of thread `thread` of the database at `db`, read-only (works
+/// while `serve` runs; a read sees the last commit). A deleted or unknown
+/// thread fails `not_found`.
+pub fn export_thread(db: &Path, thread: &str) -> StoreResult<Vec<u8>> {
+    let anchor = super::anchor::read(db)?.unwrap_or(super::anchor::Anchor::EMPTY);
+    let conn = schema::open_reader(db)?;
+    let version = schema::check_chained(&conn, db)?;
+    let v2_from = chain::v2_from(&conn, version)?;
+    let retention: String = conn
+        .query_row(
+            "SELECT retention FROM threads WHERE id = ?1 AND deleted_at IS NULL",
+            [thread],
+            |r| r.get(0),
+        )
+        .map_err(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => StoreError::NotFound {
+                kind: "thread",
+                id: thread.to_owned(),
+            },
+            e => StoreError::from_sqlite(e),
+        })?;
+    let mut stmt = conn.prepare(
+        "SELECT e.seq, e.thread_seq, e.turn_id, e.kind, e.at, e.has_payload, e.payload, \
+         e.event_hash, e.hash, (SELECT p.hash FROM events p WHERE p.seq = e.seq - 1) \
+         FROM events e WHERE e.thread_id = ?1 ORDER BY e.seq",
+    )?;
+    let rows = stmt
+        .query_map([thread], |r| {
+            let seq: i64 = r.get(0)?;
+            Ok(BundleEvent {
+                seq,
+                thread_seq: r.get(1)?,
+                turn_id: r.get(2)?,
+                kind: r.get(3)?,
+                at: r.get(4)?,
+                has_payload: r.get(5)?,
+                payload: r.get(6)?,
+                event_hash: r.get(7)?,
+                chain: if seq >= v2_from { 2 } else { 1 },
+                hash: hex::encode(r.get::<_, Vec<u8>>(8)?),
+                prev: hex::encode(hash_of(r.get(9)?).unwrap_or(GENESIS)),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(StoreError::from_sqlite)?;
+    let header = Header {
+        format: BUNDLE_FORMAT.to_owned(),
+        thread: thread.to_owned(),
+        retention,
+        events: rows.len() as u64,
+        anchor_events: anchor.events,
+        anchor_head: hex::encode(anchor.head),
+    };
+    let mut out = Vec::new();
+    line(&header, &mut out)?;
+    for e in &rows {
+        line(e, &mut out)?;
+    }
+    let digest = hex::encode(Sha256::digest(&out));
+    line(&Trailer { digest }, &mut out)?;
+    Ok(out)
+}
+
+/// Appends `record`'s canonical line.
+fn line<T: Serialize>(record: &T, out: &mut Vec<u8>) -> StoreResult<()> {
+    serde_json::to_writer(&mut *out, record).map_err(|e| StoreError::InvalidRequest {
+        reason: format!("a bundle line does not serialize ({e})"),
+    })?;
+    out.push(b'\n');
+    Ok(())
+}
+
+/// Parses one line as `T` and requires it canonical.
+fn record<T: Serialize + for<'de> Deserialize<'de>>(
+    text: &[u8],
+    start: usize,
+) -> Result<T, BundleError> {
+    let refuse = |reason: String| BundleError {
+        start,
+        end: start + text.len(),
+        reason,
+    };
+    let value: T =
+        serde_json::from_slice(text).map_err(|e| refuse(format!("not a bundle record ({e})")))?;
+    let again = serde_json::to_string(&value).map_err(|e| refuse(e.to_string()))?;
+    if again.as_bytes() != text {
+        return Err(refuse("the line is not as exported (not canonical)".into()));
+    }
+    Ok(value)
+}
+
+/// Verifies `bytes` as a bundle, offline: nothing but the bytes is read.
+/// The first fault names its line's byte range.
+pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = bytes[start..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |i| start + i);
+        lines.push((start, end));
+        start = end + 1;
+    }
+    let whole = BundleError {
+        start: 0,
+        end: bytes.len(),
+        reason: String::new(),
+    };
+    if !bytes.ends_with(b"\n") || lines.len() < 2 {
+        return Err(BundleError {
+            reason: "truncated: no trailer line".into(),
+            ..whole
+        });
+    }
+    let (hs, he) = lines[0];
+    let header: Header = record(&bytes[hs..he], hs)?;
+    let at = |(s, e): (usize, usize), reason: String| BundleError {
+        start: s,
+        end: e,
+        reason,
+    };
+    if header.format != BUNDLE_FORMAT {
+        return Err(at(lines[0], format!("unknown format `{}`", header.format)));
+    }
+    let events = &lines[1..lines.len() - 1];
+    let mut last: Option<(i64, i64, Hash)> = None;
+    for &(s, e) in events {
+        let ev: BundleEvent = record(&bytes[s..e], s)?;
+        let bad = |reason: String| at((s, e), reason);
+        let decode = |h: &str| -> Option<Hash> { hex::decode(h).ok()?.try_into().ok() };
+        let (Some(prev), Some(hash)) = (decode(&ev.prev), decode(&ev.hash)) else {
+            return Err(bad("a hash is not 32 bytes of hex".into()));
+        };
+        if let Some((seq, thread_seq, h)) = last {
+            if ev.seq <= seq || ev.thread_seq <= thread_seq {
+                return Err(bad(format!("seq {} out of order", ev.seq)));
+            }
+            if ev.seq == seq + 1 && prev != h {
+                return Err(bad(format!("seq {} does not link to seq {seq}", ev.seq)));
+            }
+        }
+        let version = match ev.chain {
+            1 => Version::V1,
+            2 => Version::V2,
+            n => return Err(bad(format!("unknown chain version {n}"))),
+        };
+        let link = Link {
+            seq: ev.seq,
+            thread_id: header.thread.as_bytes(),
+            thread_seq: ev.thread_seq,
+            turn_id: ev.turn_id.as_deref().map(str::as_bytes),
+            kind: ev.kind.as_bytes(),
+            at: ev.at,
+            has_payload: ev.has_payload,
+            stored_payload: ev.payload.as_deref().map(str::as_bytes),
+            event_hash: ev.event_hash.as_deref().map(str::as_bytes),
+            version,
+        };
+        if chain::link_hash(&prev, &link) != hash {
+            return Err(bad(format!(
+                "seq {}: its fields do not hash to its chain hash",
+                ev.seq
+            )));
+        }
+        last = Some((ev.seq, ev.thread_seq, hash));
+    }
+    if header.events != events.len() as u64 {
+        // The lines are sound but too few or many: the end is at fault (a
+        // line cut, or the last event run into the trailer).
+        return Err(at(
+            lines[lines.len() - 1],
+            format!(
+                "the header counts {} events, the bundle has {}",
+                header.events,
+                events.len()
+            ),
+        ));
+    }
+    let (ts, te) = lines[lines.len() - 1];
+    let trailer: Trailer = record(&bytes[ts..te], ts)?;
+    if trailer.digest != hex::encode(Sha256::digest(&bytes[..ts])) {
+        return Err(at(
+            (ts, te),
+            "the digest does not match the lines before it".into(),
+        ));
+    }
+    Ok(BundleReport {
+        events: events.len() as u64,
+        header,
+    })
+}
