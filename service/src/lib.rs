@@ -86,8 +86,9 @@ pub use auth::random_hex;
 pub use domain::StoreError;
 pub use server::{ServeOptions, ServerIdentity, report_startup_failure, serve};
 pub use store::{
-    BACKUPS_DIR, BackupInfo, BackupKind, ChainReport, DB_FILE, Restored, create_backup,
-    list_backups, reanchor_journal, restore_backup, verify_journal,
+    BACKUPS_DIR, BUNDLE_FORMAT, BackupInfo, BackupKind, BundleError, BundleEvent, BundleHeader,
+    BundleReport, ChainReport, DB_FILE, Restored, create_backup, export_thread, list_backups,
+    reanchor_journal, restore_backup, verify_bundle, verify_journal,
 };
 
 // What tests use at the root.

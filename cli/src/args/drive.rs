@@ -166,6 +166,40 @@ pub(crate) enum ThreadsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
+    /// Export a thread as a verifiable bundle, or check one offline (--verify)
+    ///
+    /// The bundle is `lapis-thread-bundle/1`. Export reads the controller home's database directly and read-only (works
+    /// while `serve` runs or is stopped; no token). FILE is written
+    /// atomically with mode 0600 and never replaced without --force.
+    /// `--verify` needs no controller: a bundle edited in any byte exits 2
+    /// with `bundle_tampered` naming the byte range. Verification proves
+    /// the bundle is internally consistent and unedited unless someone
+    /// recomputed every hash; compare its anchor head with the source
+    /// controller's `journal verify`.
+    Export {
+        /// Thread id (or a unique prefix of it).
+        #[arg(
+            required_unless_present = "verify",
+            add = ArgValueCandidates::new(Candidates::ThreadIds)
+        )]
+        thread: Option<String>,
+        /// The bundle file to write.
+        #[arg(
+            short = 'o',
+            long,
+            value_name = "FILE",
+            required_unless_present = "verify"
+        )]
+        output: Option<PathBuf>,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+        /// Verify the bundle FILE offline instead of exporting.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["thread", "output", "force"])]
+        verify: Option<PathBuf>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

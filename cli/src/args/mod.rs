@@ -236,7 +236,8 @@ impl Command {
             Command::Threads(ThreadsCommand::Create { out, .. })
             | Command::Threads(ThreadsCommand::Configure { out, .. })
             | Command::Threads(ThreadsCommand::Show { out, .. })
-            | Command::Threads(ThreadsCommand::Delete { out, .. }) => out.json,
+            | Command::Threads(ThreadsCommand::Delete { out, .. })
+            | Command::Threads(ThreadsCommand::Export { out, .. }) => out.json,
             Command::Threads(ThreadsCommand::List(a)) => a.out.json,
             Command::Turns(
                 TurnsCommand::Submit { out, .. }

@@ -41,6 +41,7 @@ mod status;
 mod submit;
 mod suggest;
 mod threads;
+mod threads_export;
 mod token;
 mod tokens;
 mod turns;

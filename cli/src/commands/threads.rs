@@ -1,4 +1,5 @@
-//! `threads create|configure|list|show|delete`.
+//! `threads create|configure|list|show|delete|export` (export in
+//! `threads_export`).
 
 use serde_json::json;
 
@@ -12,6 +13,27 @@ use crate::terminal::safe;
 use super::connect::{client_error, connect};
 
 pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
+    // Export reads the database, `--verify` only its file: no controller.
+    if let ThreadsCommand::Export {
+        thread,
+        output,
+        force,
+        verify,
+        out,
+    } = &command
+    {
+        return match (verify, thread, output) {
+            (Some(file), _, _) => super::threads_export::verify(file, out.json),
+            (None, Some(thread), Some(file)) => {
+                super::threads_export::export(global, thread, file, *force, out.json)
+            }
+            // clap requires THREAD and -o without --verify.
+            _ => Err(crate::exit::CliError::failure(
+                "usage",
+                anyhow::anyhow!("threads export needs THREAD and -o FILE, or --verify FILE"),
+            )),
+        };
+    }
     let mut client = connect(global)?;
     match command {
         ThreadsCommand::Create {
@@ -121,6 +143,8 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 ))?;
             }
         }
+        // Answered above, before connecting.
+        ThreadsCommand::Export { .. } => {}
         ThreadsCommand::Show { thread, out } => {
             let thread = super::ids::thread(&mut client, &thread)?;
             let snap = client.threads_get(&thread).map_err(client_error)?;

@@ -1,6 +1,6 @@
-//! Issue 44 item 5, first slice: a thread's journal as a bundle that can
-//! be checked offline ([`export_thread`], [`verify_bundle`]); import is not
-//! built yet.
+//! Issue 44 item 5: a thread's journal as a bundle that can be checked
+//! offline ([`export_thread`], [`verify_bundle`]; the CLI's `threads
+//! export [--verify]`); import is not built yet.
 //!
 //! # Format (`lapis-thread-bundle/1`)
 //! JSON lines, each the canonical serialization of its record (what
@@ -121,14 +121,17 @@ fn hash_of(bytes: Option<Vec<u8>>) -> Option<Hash> {
     bytes.and_then(|b| b.try_into().ok())
 }
 
-/// The bundle of thread `thread` of the database at `db`, read-only (works
-/// while `serve` runs; a read sees the last commit). A deleted or unknown
-/// thread fails `not_found`.
+/// The bundle of thread `thread` (its id or a unique prefix of it) of the
+/// database at `db`, read-only (works while `serve` runs; a read sees the
+/// last commit). An unknown thread fails `not_found`, a prefix two threads
+/// share `invalid_request`, a deleted thread `thread_deleted`.
 pub fn export_thread(db: &Path, thread: &str) -> StoreResult<Vec<u8>> {
     let anchor = super::anchor::read(db)?.unwrap_or(super::anchor::Anchor::EMPTY);
     let conn = schema::open_reader(db)?;
     let version = schema::check_chained(&conn, db)?;
     let v2_from = chain::v2_from(&conn, version)?;
+    let thread = resolve(&conn, thread)?;
+    let thread = thread.as_str();
     let retention: String = conn
         .query_row(
             "SELECT retention FROM threads WHERE id = ?1 AND deleted_at IS NULL",
@@ -136,10 +139,7 @@ pub fn export_thread(db: &Path, thread: &str) -> StoreResult<Vec<u8>> {
             |r| r.get(0),
         )
         .map_err(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => StoreError::NotFound {
-                kind: "thread",
-                id: thread.to_owned(),
-            },
+            rusqlite::Error::QueryReturnedNoRows => super::ops_delete::gone(&conn, thread),
             e => StoreError::from_sqlite(e),
         })?;
     let mut stmt = conn.prepare(
@@ -182,6 +182,26 @@ pub fn export_thread(db: &Path, thread: &str) -> StoreResult<Vec<u8>> {
     let digest = hex::encode(Sha256::digest(&out));
     line(&Trailer { digest }, &mut out)?;
     Ok(out)
+}
+
+/// The thread whose id is `given` or starts with it.
+fn resolve(conn: &rusqlite::Connection, given: &str) -> StoreResult<String> {
+    let mut stmt = conn.prepare(
+        "SELECT id FROM threads WHERE substr(id, 1, length(?1)) = ?1 \
+         ORDER BY id = ?1 DESC, id LIMIT 2",
+    )?;
+    let ids = stmt
+        .query_map([given], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(StoreError::from_sqlite)?;
+    match ids.as_slice() {
+        [] => Err(StoreError::not_found("thread", given)),
+        [one, ..] if one == given => Ok(one.clone()),
+        [one] => Ok(one.clone()),
+        _ => Err(StoreError::InvalidRequest {
+            reason: format!("thread id prefix `{given}` matches more than one thread"),
+        }),
+    }
 }
 
 /// Appends `record`'s canonical line.

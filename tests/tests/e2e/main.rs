@@ -33,6 +33,7 @@ mod context;
 mod context_ts;
 mod delete;
 mod evidence;
+mod export;
 mod guards;
 mod home;
 mod inbox;

@@ -117,6 +117,19 @@ pub(super) const WORK: &[Entry] = &[
         ],
     ),
     (
+        "threads export",
+        &[
+            (
+                "Export a thread as a bundle",
+                "threads export thr_9a1f -o thread.bundle",
+            ),
+            (
+                "Verify a bundle offline, on any machine",
+                "threads export --verify thread.bundle",
+            ),
+        ],
+    ),
+    (
         "turns",
         &[
             (

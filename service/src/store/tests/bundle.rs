@@ -52,6 +52,13 @@ async fn an_exported_thread_verifies_offline_and_any_edited_byte_is_refused() {
         export_thread(&db, "thr_nope").unwrap_err().code(),
         "not_found"
     );
+    // A unique prefix names the thread; one two threads share is refused.
+    let prefix = &th.id[..th.id.len() - 2];
+    assert_eq!(export_thread(&db, prefix).unwrap(), bundle);
+    assert_eq!(
+        export_thread(&db, "thr_").unwrap_err().code(),
+        "invalid_request"
+    );
 
     // Every byte edited in turn: refused, naming the line it is in; a
     // header byte may be found at an event (the thread id is in every
