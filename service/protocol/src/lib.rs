@@ -32,6 +32,7 @@ mod error;
 mod events;
 mod frame;
 mod hello;
+mod history;
 pub mod home;
 mod invocation;
 pub mod mcp;
@@ -71,6 +72,7 @@ pub use hello::{
     BuildInfo, HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView,
     SessionView, StartupLine,
 };
+pub use history::{HistoryPass, HistoryPruned, HistoryStatus};
 pub use invocation::{Invocation, Location, ToolKind};
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};

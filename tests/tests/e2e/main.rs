@@ -73,6 +73,7 @@ mod real_agents;
 mod redaction;
 mod release;
 mod release_update;
+mod retention;
 mod sdk_examples;
 mod sdk_readme;
 mod serve;
