@@ -84,6 +84,7 @@ mod read;
 mod receipts;
 mod recovery;
 mod replay;
+mod restore;
 mod row_error;
 mod rows;
 mod scheduler;
