@@ -205,6 +205,7 @@ async fn installation(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
         },
         running_workspaces: s.running_workspaces,
         fenced_workspaces: s.fenced_workspaces,
+        default_provider: ctx.reload.default_provider(),
         storage_fault: ctx.core.store.storage_fault().map(str::to_owned),
         live_agents: AgentRegistry::of_home(&store.options().home).live(),
         running_turns,
