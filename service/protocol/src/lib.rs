@@ -89,7 +89,7 @@ pub use permissions::{
     Answerer, DecidedBy, PendingRequest, PermissionAnswer, PermissionOption, Settlement,
 };
 pub use policy::{ApprovalPolicy, Retention};
-pub use ports::{PortIdentities, PortsExpect, PortsPatch, ThreadPorts};
+pub use ports::{PortIdentities, PortKind, PortsExpect, PortsPatch, ThreadPorts};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{ResolveAs, SessionBinding, Thread, Turn, UserMessage, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};

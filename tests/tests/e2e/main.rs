@@ -92,6 +92,7 @@ mod tools_example;
 mod tools_faults;
 mod tools_ts;
 mod transcript;
+mod transcript_continue;
 mod transcript_gate;
 mod transcript_store;
 mod transcript_tools;
