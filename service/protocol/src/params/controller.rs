@@ -136,6 +136,10 @@ pub struct StatusResult {
     /// is off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<TelemetryStatus>,
+    /// The `history` retention policy and its last pass (absent when no
+    /// `history` limit is configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::HistoryStatus>,
 }
 
 /// `status`'s `telemetry`: the OTLP/HTTP endpoints data is exported to.
