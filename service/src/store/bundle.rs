@@ -16,7 +16,10 @@
 //! What verification proves: every event's stored hash is the chain link
 //! of its fields after its `prev` (the chain's one encoding,
 //! `super::chain::link_hash`), consecutive events link to each other, the
-//! lines are canonical and complete. What it cannot prove alone: that a
+//! lines are canonical and complete; an event history retention pruned
+//! (a tombstone, `super::tombstone`) is taken by its stored hash and must
+//! be covered by its `history_pruned` receipt in the bundle, as `journal
+//! verify` requires. What it cannot prove alone: that a
 //! forger who recomputes an edited event's hash and the digest did not
 //! make the bundle — the chain between this thread's events runs through
 //! other threads' events, which a bundle does not carry. Checking the
@@ -32,6 +35,7 @@ use crate::domain::{StoreError, StoreResult};
 
 use super::chain::{self, GENESIS, Hash, Link, Version};
 use super::schema;
+use super::tombstone::{self, Digest256};
 
 /// The format tag of the header.
 pub const BUNDLE_FORMAT: &str = "lapis-thread-bundle/1";
@@ -268,6 +272,7 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
     }
     let events = &lines[1..lines.len() - 1];
     let mut last: Option<(i64, i64, Hash)> = None;
+    let mut pruned = Pruned::default();
     for &(s, e) in events {
         let ev: BundleEvent = record(&bytes[s..e], s)?;
         let bad = |reason: String| at((s, e), reason);
@@ -275,13 +280,43 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
         let (Some(prev), Some(hash)) = (decode(&ev.prev), decode(&ev.hash)) else {
             return Err(bad("a hash is not 32 bytes of hex".into()));
         };
-        if let Some((seq, thread_seq, h)) = last {
-            if ev.seq <= seq || ev.thread_seq <= thread_seq {
-                return Err(bad(format!("seq {} out of order", ev.seq)));
+        if let Some((seq, thread_seq, _)) = last
+            && (ev.seq <= seq || ev.thread_seq <= thread_seq)
+        {
+            return Err(bad(format!("seq {} out of order", ev.seq)));
+        }
+        if ev.kind == tombstone::KIND {
+            // A pruned event: its fields are gone, so it is taken by its
+            // stored hash and must be covered by its receipt (below).
+            if ev.turn_id.is_some() || ev.payload.is_some() || ev.event_hash.is_some() {
+                return Err(bad(format!("seq {}: a tombstone with content", ev.seq)));
             }
-            if ev.seq == seq + 1 && prev != h {
+            if let Some((seq, _, h)) = last
+                && ev.seq == seq + 1
+                && prev != h
+            {
                 return Err(bad(format!("seq {} does not link to seq {seq}", ev.seq)));
             }
+            pruned.tombstone(ev.at, ev.seq, &hash, (s, e));
+            last = Some((ev.seq, ev.thread_seq, hash));
+            continue;
+        }
+        if ev.kind == lapis_protocol::EventKind::HistoryPruned.as_str() {
+            let receipt = ev
+                .payload
+                .as_deref()
+                .and_then(|p| serde_json::from_str::<lapis_protocol::HistoryPruned>(p).ok())
+                .filter(|r| r.thread_id == header.thread);
+            let Some(receipt) = receipt else {
+                return Err(bad(format!("seq {}: not a receipt of this thread", ev.seq)));
+            };
+            pruned.receipts.push((ev.seq, receipt, (s, e)));
+        }
+        if let Some((seq, _, h)) = last
+            && ev.seq == seq + 1
+            && prev != h
+        {
+            return Err(bad(format!("seq {} does not link to seq {seq}", ev.seq)));
         }
         let version = match ev.chain {
             1 => Version::V1,
@@ -308,6 +343,9 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
         }
         last = Some((ev.seq, ev.thread_seq, hash));
     }
+    if let Err((range, reason)) = pruned.check() {
+        return Err(at(range, reason));
+    }
     if header.events != events.len() as u64 {
         // The lines are sound but too few or many: the end is at fault (a
         // line cut, or the last event run into the trailer).
@@ -332,4 +370,72 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
         events: events.len() as u64,
         header,
     })
+}
+
+/// A line's byte range.
+type Range = (usize, usize);
+
+/// One retention pass's tombstones seen in a bundle.
+struct Group {
+    count: u64,
+    first: i64,
+    last: i64,
+    digest: Digest256,
+    range: Range,
+}
+
+/// The bundle's pruned events (tombstones, grouped by their `at`: the
+/// `seq` of the `history_pruned` receipt that covers them) and receipts,
+/// checked as `journal verify` checks them (`super::tombstone`).
+#[derive(Default)]
+struct Pruned {
+    groups: std::collections::HashMap<i64, Group>,
+    receipts: Vec<(i64, lapis_protocol::HistoryPruned, Range)>,
+}
+
+impl Pruned {
+    fn tombstone(&mut self, at: i64, seq: i64, hash: &Hash, range: Range) {
+        let g = self.groups.entry(at).or_insert_with(|| Group {
+            count: 0,
+            first: seq,
+            last: seq,
+            digest: Digest256::new(),
+            range,
+        });
+        g.count += 1;
+        g.last = seq;
+        g.digest.add(seq, hash);
+    }
+
+    /// Every tombstone covered by its receipt and every receipt matching
+    /// its tombstones; otherwise the first line at fault.
+    fn check(mut self) -> Result<(), (Range, String)> {
+        let mut faults: Vec<(Range, String)> = Vec::new();
+        for (seq, r, range) in self.receipts {
+            let matches = match self.groups.remove(&seq) {
+                None => r.events == 0,
+                Some(g) => {
+                    r.events == g.count
+                        && r.first_seq == g.first as u64
+                        && r.last_seq == g.last as u64
+                        && g.last < seq
+                        && r.digest == g.digest.hex()
+                }
+            };
+            if !matches {
+                faults.push((
+                    range,
+                    format!("seq {seq}: the receipt does not match its tombstones"),
+                ));
+            }
+        }
+        for g in self.groups.into_values() {
+            faults.push((
+                g.range,
+                format!("seq {}: a tombstone no receipt covers", g.first),
+            ));
+        }
+        faults.sort_by_key(|(range, _)| *range);
+        faults.into_iter().next().map_or(Ok(()), Err)
+    }
 }
