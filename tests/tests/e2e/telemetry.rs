@@ -194,6 +194,23 @@ fn a_turns_spans_link_its_steps_and_carry_no_content() {
     }
     let status = server.ctx.run(["status", "--json"]).success().json();
     assert_eq!(status["telemetry"]["traces"], hook.url("/v1/traces"));
+    assert_eq!(status["telemetry"]["serviceName"], "lapis-ai-controller");
+    // `doctor` says the same (whatever its other checks find here).
+    let doctor = server.ctx.run(["doctor", "--json"]).json();
+    let check = doctor["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "telemetry"))
+        .cloned()
+        .unwrap_or_else(|| panic!("a telemetry check in {doctor}"));
+    assert_eq!(check["status"], "ok", "{check}");
+    let summary = check["summary"].as_str().unwrap_or_default();
+    for part in [
+        hook.url("/v1/traces"),
+        hook.url("/v1/metrics"),
+        "lapis-ai-controller".into(),
+    ] {
+        assert!(summary.contains(&part), "{part} in {summary}");
+    }
     server.finish(&[], &[]);
 }
 
