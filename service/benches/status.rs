@@ -51,6 +51,7 @@ fn config(home: &Path) -> Config {
         telemetry: None,
         budgets: Vec::new(),
         worktrees: None,
+        history: None,
     }
 }
 

@@ -67,6 +67,10 @@ pub mod git;
 #[cfg(not(feature = "test-support"))]
 pub(crate) mod git;
 #[cfg(feature = "test-support")]
+pub mod retention;
+#[cfg(not(feature = "test-support"))]
+pub(crate) mod retention;
+#[cfg(feature = "test-support")]
 pub mod server;
 #[cfg(not(feature = "test-support"))]
 pub(crate) mod server;

@@ -3,7 +3,9 @@
 //! an agent's reply.
 //!
 //! The provider is `--provider`, else the config's `defaultProvider` (set
-//! by the first `providers add`), else `echo`. Every flag, the prompt, the
+//! by the first `providers add`), else `echo`; over `--host` the default
+//! is the remote controller's (its `status` says which), never this host's
+//! config. Every flag, the prompt, the
 //! directory and the provider are checked before anything is registered, so
 //! a mistyped `ask` leaves no workspace behind.
 //!
@@ -65,6 +67,10 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
     };
     let provider = provider(&target, args.provider.as_deref())?;
     let mut client = super::connect::connect_to(&target)?;
+    let provider = match provider {
+        Some(name) => name,
+        None => remote_default(&mut client)?,
+    };
     let workspace = ensure_workspace(&mut client, &dir)?;
     let thread = match (
         args.new,
@@ -111,18 +117,15 @@ pub(super) fn run(global: &GlobalArgs, args: AskArgs) -> CliResult {
 
 /// The provider to ask: `--provider`, else the config's `defaultProvider`,
 /// else `echo`; refused before anything is registered when the config does
-/// not know it (the service checks again).
-fn provider(target: &super::connect::Target, given: Option<&str>) -> Result<String, CliError> {
+/// not know it (the service checks again). `None` over `--host` without
+/// `--provider`: the remote controller's default, asked once connected.
+fn provider(
+    target: &super::connect::Target,
+    given: Option<&str>,
+) -> Result<Option<String>, CliError> {
     let config = &target.config;
-    if let (Some(dial), None) = (&target.remote, given) {
-        return Err(CliError::failure(
-            "provider_required",
-            anyhow::anyhow!(
-                "over {} name the provider with `--provider NAME`: this host does not read that host's defaultProvider (`{}` lists them)",
-                dial.host.url(),
-                dial.shell_command("providers list")
-            ),
-        ));
+    if target.remote.is_some() && given.is_none() {
+        return Ok(None);
     }
     let name = given
         .or(config.default_provider.as_deref())
@@ -146,7 +149,16 @@ fn provider(target: &super::connect::Target, given: Option<&str>) -> Result<Stri
             ),
         ));
     }
-    Ok(name.to_owned())
+    Ok(Some(name.to_owned()))
+}
+
+/// The remote controller's `defaultProvider` (from its `status`), else
+/// `echo`; that controller refuses a name it does not know.
+fn remote_default(client: &mut Client) -> Result<String, CliError> {
+    let status = client.status().map_err(client_error)?;
+    Ok(status
+        .default_provider
+        .unwrap_or_else(|| ECHO_PROVIDER.to_owned()))
 }
 
 /// The workspace of `dir`, registering it when none has its path.

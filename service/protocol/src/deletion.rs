@@ -35,7 +35,8 @@ pub struct DeletedBy {
 pub struct ThreadDeletion {
     /// The deleted thread.
     pub thread_id: String,
-    /// Events tombstoned (every event of the thread before this one).
+    /// Events tombstoned (every event of the thread before this one but
+    /// what history retention pruned already and its receipts).
     pub events: u64,
     /// Turns removed.
     pub turns: u64,

@@ -138,11 +138,18 @@ pub enum ErrorCode {
     /// The thread was deleted (`threads.delete`): only its content-free
     /// receipt remains in the journal.
     ThreadDeleted,
+    /// `turns.continue` of a store-bound prior whose content the journal no
+    /// longer holds: what its transcript store gave back for event
+    /// `data.seq` (a `thread_seq`) is missing, does not hash to the
+    /// `event_hash` its chained row records, or the row was linked before
+    /// the chain covered `event_hash` (chain version 1). Nothing was
+    /// written.
+    TranscriptUnverified,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 41] = [
+    pub const ALL: [ErrorCode; 42] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -184,6 +191,7 @@ impl ErrorCode {
         ErrorCode::ThreadBusy,
         ErrorCode::ThreadFenced,
         ErrorCode::ThreadDeleted,
+        ErrorCode::TranscriptUnverified,
     ];
 
     /// The stable string form.
@@ -230,6 +238,7 @@ impl ErrorCode {
             ErrorCode::ThreadBusy => "thread_busy",
             ErrorCode::ThreadFenced => "thread_fenced",
             ErrorCode::ThreadDeleted => "thread_deleted",
+            ErrorCode::TranscriptUnverified => "transcript_unverified",
         }
     }
 
@@ -279,6 +288,7 @@ impl ErrorCode {
             ErrorCode::ThreadBusy => -32052,
             ErrorCode::ThreadFenced => -32053,
             ErrorCode::ThreadDeleted => -32054,
+            ErrorCode::TranscriptUnverified => -32055,
             ErrorCode::PortInvalid => -32048,
             ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,

@@ -68,6 +68,10 @@ pub enum EventKind {
     /// A thread was deleted (`threads.delete`): its content-free receipt
     /// ([`ThreadDeletion`](crate::ThreadDeletion)), the thread's last event.
     ThreadDeleted,
+    /// A retention pass pruned the thread's oldest events (`history`
+    /// config): its content-free receipt
+    /// ([`HistoryPruned`](crate::HistoryPruned)).
+    HistoryPruned,
     /// A kind this SDK does not know (a newer server). Read only: never
     /// stored, not in [`EventKind::ALL`], and [`EventKind::parse`] refuses
     /// it, so the store fails closed on a row it does not understand.
@@ -77,7 +81,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind the controller writes.
-    pub const ALL: [EventKind; 20] = [
+    pub const ALL: [EventKind; 21] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
@@ -98,6 +102,7 @@ impl EventKind {
         EventKind::MemoryRecalled,
         EventKind::WorkspaceSnapshot,
         EventKind::ThreadDeleted,
+        EventKind::HistoryPruned,
     ];
 
     /// Stored and wire name.
@@ -123,6 +128,7 @@ impl EventKind {
             EventKind::MemoryRecalled => "memory_recalled",
             EventKind::WorkspaceSnapshot => "workspace_snapshot",
             EventKind::ThreadDeleted => "thread_deleted",
+            EventKind::HistoryPruned => "history_pruned",
             EventKind::Unknown => "unknown",
         }
     }

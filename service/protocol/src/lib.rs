@@ -32,6 +32,7 @@ mod error;
 mod events;
 mod frame;
 mod hello;
+mod history;
 pub mod home;
 mod invocation;
 pub mod mcp;
@@ -71,6 +72,7 @@ pub use hello::{
     BuildInfo, HelloParams, HelloResult, PROTOCOL, READY, Ready, STARTUP_FAILED, ServerView,
     SessionView, StartupLine,
 };
+pub use history::{HistoryPass, HistoryPruned, HistoryStatus};
 pub use invocation::{Invocation, Location, ToolKind};
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
@@ -87,7 +89,7 @@ pub use permissions::{
     Answerer, DecidedBy, PendingRequest, PermissionAnswer, PermissionOption, Settlement,
 };
 pub use policy::{ApprovalPolicy, Retention};
-pub use ports::{PortIdentities, PortsExpect, PortsPatch, ThreadPorts};
+pub use ports::{PortIdentities, PortKind, PortsExpect, PortsPatch, ThreadPorts};
 pub use prepared::{ApprovalSuppression, PreparedApproval, PreparedConfig};
 pub use records::{ResolveAs, SessionBinding, Thread, Turn, UserMessage, Workspace};
 pub use scopes::{METHODS, Method, Requirement, Scope};

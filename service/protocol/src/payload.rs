@@ -131,6 +131,8 @@ pub enum Payload {
     ToolCallFinished(ToolCallFinished),
     /// `thread_deleted`: the deleted thread's receipt.
     ThreadDeleted(crate::ThreadDeletion),
+    /// `history_pruned`: a retention pass's receipt for the thread.
+    HistoryPruned(crate::HistoryPruned),
     /// A kind this SDK does not know, or a payload that does not parse as
     /// its kind (a newer server): the raw JSON, as stored.
     Unknown {
@@ -165,6 +167,7 @@ impl Payload {
             Payload::MemoryRecalled(_) => EventKind::MemoryRecalled,
             Payload::WorkspaceSnapshot(_) => EventKind::WorkspaceSnapshot,
             Payload::ThreadDeleted(_) => EventKind::ThreadDeleted,
+            Payload::HistoryPruned(_) => EventKind::HistoryPruned,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -192,6 +195,7 @@ impl Payload {
             Payload::MemoryRecalled(p) => value(p),
             Payload::WorkspaceSnapshot(p) => value(p),
             Payload::ThreadDeleted(p) => value(p),
+            Payload::HistoryPruned(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -297,6 +301,7 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
         EventKind::MemoryRecalled => Payload::MemoryRecalled(parse(raw)?),
         EventKind::WorkspaceSnapshot => Payload::WorkspaceSnapshot(parse(raw)?),
         EventKind::ThreadDeleted => Payload::ThreadDeleted(parse(raw)?),
+        EventKind::HistoryPruned => Payload::HistoryPruned(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

@@ -171,25 +171,90 @@ fn named_differs(expected: &Option<String>, bound: &Option<String>) -> bool {
         .is_some_and(|e| e.as_str() != bound.as_deref().unwrap_or_default())
 }
 
+/// The kinds of application port: each its own name space in the
+/// controller's registry and one member of [`ThreadPorts`],
+/// [`PortIdentities`] and [`PortsExpect`]. This is the one per-kind table
+/// the per-kind checks iterate ([`PortsExpect::mismatches`], the
+/// registry's identity check): a new kind adds its variant and its arm in
+/// each accessor here, never a line at each check.
+///
+/// What must stay true: [`PortKind::ALL`] is in declaration order (the
+/// order `data.fields` names members in) and [`PortKind::wire`] is the
+/// member's wire name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PortKind {
+    /// Tool endpoints (`tools.register`), member `tools`.
+    Tools,
+    /// A context port (`context.register`), member `context`.
+    Context,
+    /// A memory port (`memory.register`), member `memory`.
+    Memory,
+    /// A transcript store (`transcript.register`), member `transcriptStore`.
+    Transcript,
+}
+
+impl PortKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [PortKind; 4] = [
+        PortKind::Tools,
+        PortKind::Context,
+        PortKind::Memory,
+        PortKind::Transcript,
+    ];
+
+    /// The member's wire name (in the thread structs and `data.fields`).
+    pub fn wire(self) -> &'static str {
+        match self {
+            PortKind::Tools => "tools",
+            PortKind::Context => "context",
+            PortKind::Memory => "memory",
+            PortKind::Transcript => "transcriptStore",
+        }
+    }
+
+    /// The names of this kind `ports` binds, in order.
+    pub fn bound(self, ports: &ThreadPorts) -> &[String] {
+        match self {
+            PortKind::Tools => &ports.tools,
+            PortKind::Context => ports.context.as_slice(),
+            PortKind::Memory => ports.memory.as_slice(),
+            PortKind::Transcript => ports.transcript_store.as_slice(),
+        }
+    }
+
+    /// The identity recorded for the bound port `name` of this kind, if
+    /// one was (a name-only binding has none).
+    pub fn recorded<'a>(self, ids: &'a PortIdentities, name: &str) -> Option<&'a str> {
+        match self {
+            PortKind::Tools => ids.tools.get(name),
+            PortKind::Context => ids.context.as_ref(),
+            PortKind::Memory => ids.memory.as_ref(),
+            PortKind::Transcript => ids.transcript_store.as_ref(),
+        }
+        .map(String::as_str)
+    }
+
+    /// Whether `expect` states this kind and `ports` does not meet it.
+    pub fn unmet(self, expect: &PortsExpect, ports: &ThreadPorts) -> bool {
+        match self {
+            PortKind::Tools => expect.tools.as_ref().is_some_and(|t| *t != ports.tools),
+            PortKind::Context => named_differs(&expect.context, &ports.context),
+            PortKind::Memory => named_differs(&expect.memory, &ports.memory),
+            PortKind::Transcript => {
+                named_differs(&expect.transcript_store, &ports.transcript_store)
+            }
+        }
+    }
+}
+
 impl PortsExpect {
     /// The wire names of the members whose expectation `ports` does not
     /// meet, in declaration order.
     pub fn mismatches(&self, ports: &ThreadPorts) -> Vec<&'static str> {
-        let checks = [
-            (
-                "tools",
-                self.tools.as_ref().is_some_and(|t| *t != ports.tools),
-            ),
-            ("context", named_differs(&self.context, &ports.context)),
-            ("memory", named_differs(&self.memory, &ports.memory)),
-            (
-                "transcriptStore",
-                named_differs(&self.transcript_store, &ports.transcript_store),
-            ),
-        ];
-        checks
+        PortKind::ALL
             .into_iter()
-            .filter_map(|(name, differs)| differs.then_some(name))
+            .filter(|k| k.unmet(self, ports))
+            .map(PortKind::wire)
             .collect()
     }
 

@@ -49,6 +49,7 @@ pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
         | Payload::CancelRequested(_)
         | Payload::TurnResolved(_)
         | Payload::ThreadDeleted(_)
+        | Payload::HistoryPruned(_)
         | Payload::Unknown { .. } => false,
         // Journaled by the MCP bridge's calls, never by the runner.
         Payload::ToolCallRequested(_) | Payload::ToolCallFinished(_) => false,

@@ -68,4 +68,6 @@ pub struct ServerContext {
     pub(crate) reload: super::reload::Reloader,
     /// The OpenTelemetry exporters (`telemetry`; flushed when dropped).
     pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
+    /// History retention (`history`; absent when nothing is limited).
+    pub(crate) retention: Option<crate::retention::Retention>,
 }

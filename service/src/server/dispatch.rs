@@ -254,7 +254,7 @@ pub(super) async fn method(
             handlers::turns_submit(ctx, session, request.params()?).await,
         ),
         Method::TurnsContinue => reply::<call::TurnsContinue>(
-            handlers::turns_continue(ctx, session, request.params()?).await,
+            handlers::turns_continue(ctx, session, conn.peer.as_ref(), request.params()?).await,
         ),
         Method::TurnsGet => {
             reply::<call::TurnsGet>(handlers::turns_get(ctx, session, request.params()?).await)

@@ -259,6 +259,11 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         },
         None => None,
     };
+    // Off the turn path too: bounded batches on the writer, yielding.
+    let retention = crate::retention::Retention::of(&options.config);
+    if let Some(r) = &retention {
+        r.spawn(store.clone());
+    }
     let reload = Reloader::new(
         options.config_path.clone(),
         options.config.clone(),
@@ -291,6 +296,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         },
         reload,
         telemetry,
+        retention,
     });
     Ok(Prepared {
         ctx,

@@ -134,6 +134,18 @@ impl Reloader {
             .unwrap_or_default()
     }
 
+    /// The `defaultProvider` in effect (none without a config file); a
+    /// reload changes it at once.
+    pub(crate) fn default_provider(&self) -> Option<String> {
+        self.source.as_ref().and_then(|s| {
+            s.current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .default_provider
+                .clone()
+        })
+    }
+
     /// The workspace roots in effect.
     pub(crate) fn roots(&self) -> Arc<WorkspaceRoots> {
         self.roots.lock().unwrap_or_else(|p| p.into_inner()).clone()

@@ -456,6 +456,12 @@ impl Store {
         .map_err(|_| StoreError::Closed)?
     }
 
+    /// The metadata-only payloads kept in memory (`super::restore` puts
+    /// verified ones back).
+    pub(super) fn memory(&self) -> &SharedPayloads {
+        &self.inner.memory
+    }
+
     pub(super) fn limit(&self, requested: usize) -> usize {
         let max = self.inner.options.page_max.max(1);
         if requested == 0 {

@@ -473,3 +473,10 @@ impl Journal {
         Ok(())
     }
 }
+
+impl JournalTx {
+    /// The `seq` the next event appended to this stage gets.
+    pub(super) fn next_seq(&self) -> u64 {
+        self.last_seq + 1
+    }
+}

@@ -84,6 +84,8 @@ mod read;
 mod receipts;
 mod recovery;
 mod replay;
+mod restore;
+pub(crate) mod retention;
 mod row_error;
 mod rows;
 mod scheduler;

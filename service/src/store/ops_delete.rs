@@ -3,7 +3,8 @@
 //!
 //! What must stay true: one writer step, one transaction, checks the
 //! thread has no queued, claimed or fenced turn and then tombstones its
-//! events, removes its turns (with their inbox rows, audit rows and
+//! events (but what retention already pruned and its `history_pruned`
+//! receipts, which stay as they are), removes its turns (with their inbox rows, audit rows and
 //! command receipts), marks the thread deleted and journals its receipt:
 //! a crash leaves the old state or the new. Nothing is appended to a
 //! deleted thread afterwards (`hot::thread_and_workspace` and
@@ -103,7 +104,8 @@ impl Writer {
             let (mut events, mut first, mut last) = (0u64, 0i64, 0i64);
             {
                 let mut stmt = tx.prepare_cached(
-                    "SELECT seq, hash FROM events WHERE thread_id = ?1 ORDER BY seq",
+                    "SELECT seq, hash FROM events WHERE thread_id = ?1 \
+                     AND kind NOT IN ('tombstone', 'history_pruned') ORDER BY seq",
                 )?;
                 let mut rows = stmt.query([id])?;
                 while let Some(r) = rows.next()? {
@@ -119,7 +121,8 @@ impl Writer {
             let turns = tx.execute(
                 &format!(
                     "UPDATE events SET kind = '{KIND}', turn_id = NULL, at = 0, payload = NULL, \
-                     has_payload = 0, event_hash = NULL WHERE thread_id = ?1"
+                     has_payload = 0, event_hash = NULL WHERE thread_id = ?1 \
+                     AND kind NOT IN ('{KIND}', 'history_pruned')"
                 ),
                 [id],
             )
@@ -174,7 +177,7 @@ impl Writer {
 
     /// `thread_fenced` for a turn of `id` whose outcome is unknown (named
     /// first: it needs the owner), `thread_busy` for a queued or claimed one.
-    fn refuse_busy(&self, id: &str) -> StoreResult<()> {
+    pub(super) fn refuse_busy(&self, id: &str) -> StoreResult<()> {
         let busy: Option<(String, String)> = self
             .conn
             .query_row(

@@ -66,7 +66,7 @@ fn page(
             }
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND thread_seq > ?2 \
-                 ORDER BY thread_seq LIMIT ?3"
+                 AND kind != 'tombstone' ORDER BY thread_seq LIMIT ?3"
             ))?;
             let rows = stmt.query_map(params![thread, after as i64, fetch], |r| {
                 read::event_row(r, memory)
@@ -127,7 +127,8 @@ pub(super) fn snapshot(
     let thread =
         read::thread(conn, thread_id)?.ok_or_else(|| StoreError::not_found("thread", thread_id))?;
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 ORDER BY thread_seq DESC LIMIT ?2"
+        "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND kind != 'tombstone' \
+         ORDER BY thread_seq DESC LIMIT ?2"
     ))?;
     let rows = stmt.query_map(params![thread_id, tail as i64], |r| {
         read::event_row(r, memory)

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use rusqlite::types::ValueRef;
 use sha2::{Digest, Sha256};
 
-use lapis_protocol::{EventKind, ThreadDeletion};
+use lapis_protocol::{EventKind, HistoryPruned, ThreadDeletion};
 
 use super::chain::{ChainCheck, Hash};
 
@@ -65,11 +65,28 @@ struct Group {
 
 /// What a verification collects about tombstones and receipts, checked
 /// at the end ([`Tombstones::check`]).
+///
+/// Tombstones are grouped by `(thread, at)`: a deletion's keep `at` 0
+/// and are covered by the thread's `thread_deleted`; a retention pass's
+/// (`super::retention`) carry in `at` the `seq` of the `history_pruned`
+/// receipt that covers them.
 #[derive(Default)]
 pub(super) struct Tombstones {
-    groups: HashMap<String, Group>,
-    /// `(seq of the receipt, its payload)`; `None`: it did not parse.
-    receipts: Vec<(i64, String, Option<ThreadDeletion>)>,
+    groups: HashMap<(String, i64), Group>,
+    /// `(seq of the receipt, its thread, what it claims)`; `None`: it did
+    /// not parse.
+    receipts: Vec<(i64, String, Option<Claim>)>,
+}
+
+/// What one receipt says its tombstones are.
+struct Claim {
+    thread: String,
+    /// The group's `at`: 0 for a deletion, the receipt's `seq` for a pass.
+    at: i64,
+    events: u64,
+    first_seq: u64,
+    last_seq: u64,
+    digest: String,
 }
 
 impl Tombstones {
@@ -85,6 +102,7 @@ impl Tombstones {
         let seq = r.get_ref(0)?.as_i64().unwrap_or(-1);
         let thread = text(r.get_ref(1)?);
         let kind = text(r.get_ref(4)?);
+        let at = r.get_ref(5)?.as_i64().unwrap_or(-1);
         if kind == KIND.as_bytes() {
             let Some(stored) = r
                 .get_ref(8)?
@@ -96,7 +114,7 @@ impl Tombstones {
             };
             let g = self
                 .groups
-                .entry(String::from_utf8_lossy(thread).into_owned())
+                .entry((String::from_utf8_lossy(thread).into_owned(), at))
                 .or_insert_with(|| Group {
                     count: 0,
                     first: seq,
@@ -109,10 +127,39 @@ impl Tombstones {
             chain.tombstone(seq, stored);
             return Ok(true);
         }
-        if kind == EventKind::ThreadDeleted.as_str().as_bytes() {
-            let receipt = serde_json::from_slice::<ThreadDeletion>(text(r.get_ref(7)?)).ok();
+        let payload = text(r.get_ref(7)?);
+        let claim = if kind == EventKind::ThreadDeleted.as_str().as_bytes() {
+            Some(
+                serde_json::from_slice::<ThreadDeletion>(payload)
+                    .ok()
+                    .map(|d| Claim {
+                        thread: d.thread_id,
+                        at: 0,
+                        events: d.events,
+                        first_seq: d.first_seq,
+                        last_seq: d.last_seq,
+                        digest: d.digest,
+                    }),
+            )
+        } else if kind == EventKind::HistoryPruned.as_str().as_bytes() {
+            Some(
+                serde_json::from_slice::<HistoryPruned>(payload)
+                    .ok()
+                    .map(|d| Claim {
+                        thread: d.thread_id,
+                        at: seq,
+                        events: d.events,
+                        first_seq: d.first_seq,
+                        last_seq: d.last_seq,
+                        digest: d.digest,
+                    }),
+            )
+        } else {
+            None
+        };
+        if let Some(claim) = claim {
             let thread = String::from_utf8_lossy(thread).into_owned();
-            self.receipts.push((seq, thread, receipt));
+            self.receipts.push((seq, thread, claim));
         }
         chain.row(r, 0)
     }
@@ -124,11 +171,11 @@ impl Tombstones {
         let mut bad: Option<i64> = None;
         let mut fail = |seq: i64| bad = Some(bad.map_or(seq, |b| b.min(seq)));
         for (seq, thread, receipt) in self.receipts {
-            let Some(receipt) = receipt.filter(|d| d.thread_id == thread) else {
+            let Some(receipt) = receipt.filter(|d| d.thread == thread) else {
                 fail(seq);
                 continue;
             };
-            let matches = match self.groups.remove(&thread) {
+            let matches = match self.groups.remove(&(thread, receipt.at)) {
                 None => receipt.events == 0,
                 Some(g) => {
                     receipt.events == g.count

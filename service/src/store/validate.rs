@@ -409,7 +409,8 @@ fn scan_events(
         if kind == super::tombstone::KIND {
             // Everything but its place and hash cleared (`tombstone`).
             let cleared = r.get_ref(3)? == ValueRef::Null
-                && r.get_ref(5)? == ValueRef::Integer(0)
+                // `at`: 0 (a deletion's) or its pass receipt's later `seq`.
+                && matches!(r.get_ref(5)?, ValueRef::Integer(at) if at == 0 || at > seq)
                 && r.get_ref(6)? == ValueRef::Integer(0)
                 && r.get_ref(7)? == ValueRef::Null
                 && r.get_ref(9)? == ValueRef::Null;

@@ -333,48 +333,24 @@ impl PortRegistry {
     /// threads: name only), or not registered now, is not one of them (a
     /// missing port is refused in its kind's own terms).
     pub(crate) fn changed(&self, owner: PortOwner<'_>, ports: &ThreadPorts) -> Vec<&'static str> {
-        let differs = |found: Option<String>, recorded: Option<&String>| matches!((found, recorded), (Some(now), Some(then)) if now != *then);
-        let now = |kind: PortKind, name: Option<&String>| {
-            let name = name?;
-            let inner = self.lock();
-            let entry = inner
-                .endpoints
-                .get(&(owner.principal.to_owned(), owner.application.to_owned()))?
-                .get(&(kind, name.clone()))?;
-            Some(entry.identity.clone())
+        let inner = self.lock();
+        let Some(entries) = inner
+            .endpoints
+            .get(&(owner.principal.to_owned(), owner.application.to_owned()))
+        else {
+            return Vec::new();
         };
         let ids = &ports.identities;
-        let tools = ports
-            .tools
-            .iter()
-            .any(|n| differs(now(PortKind::Tools, Some(n)), ids.tools.get(n)));
-        [
-            ("tools", tools),
-            (
-                "context",
-                differs(
-                    now(PortKind::Context, ports.context.as_ref()),
-                    ids.context.as_ref(),
-                ),
-            ),
-            (
-                "memory",
-                differs(
-                    now(PortKind::Memory, ports.memory.as_ref()),
-                    ids.memory.as_ref(),
-                ),
-            ),
-            (
-                "transcriptStore",
-                differs(
-                    now(PortKind::Transcript, ports.transcript_store.as_ref()),
-                    ids.transcript_store.as_ref(),
-                ),
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(name, changed)| changed.then_some(name))
-        .collect()
+        PortKind::ALL
+            .into_iter()
+            .filter(|&kind| {
+                kind.bound(ports).iter().any(|name| {
+                    let now = entries.get(&(kind, name.clone())).map(|e| &e.identity);
+                    matches!((now, kind.recorded(ids, name)), (Some(now), Some(then)) if now != then)
+                })
+            })
+            .map(PortKind::wire)
+            .collect()
     }
 
     /// The tool endpoints `names` of an owner, in that order; the first one

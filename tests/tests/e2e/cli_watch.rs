@@ -94,14 +94,16 @@ pub(crate) fn have_tmux() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Starts `watch` for `server` in a 120x40 tmux window.
-fn start_watch(server: &Server, dir: &Path) -> Tmux {
+/// Starts `watch` in a 120x40 tmux window with `client`'s environment
+/// (a server's own context, or a client context whose
+/// `LAPIS_AI_CONTROLLER_HOST` names another host), its socket in `dir`.
+pub(crate) fn start_watch(client: &lapis_e2e::TestContext, dir: &Path) -> Tmux {
     let tmux = Tmux {
         socket: dir.join("tmux.sock"),
     };
     // The tmux server starts from this command, so the view inherits the
     // test's environment (its temp HOME, no colour).
-    let mut c = server.ctx.command_for(
+    let mut c = client.command_for(
         Path::new("tmux"),
         [
             "-S",
@@ -172,7 +174,7 @@ fn watch_answers_a_permission_cancels_a_turn_and_resolves_a_fence_in_a_real_term
         .stdout
         .trim()
         .to_owned();
-    let tmux = start_watch(&server, scratch.path());
+    let tmux = start_watch(&server.ctx, scratch.path());
     tmux.shows(&[
         "lapis-ai-controller watch",
         "live",
@@ -324,7 +326,7 @@ fn an_open_watch_keeps_a_presence_aware_notifier_quiet() {
     let (server, record) = presence_notifier();
     let thread = server.cli_thread("echo");
     let scratch = tempfile::tempdir().unwrap();
-    let tmux = start_watch(&server, scratch.path());
+    let tmux = start_watch(&server.ctx, scratch.path());
     tmux.shows(&["lapis-ai-controller watch", "live"]);
     let quiet = submit(&server, &thread, "while watched");
     eventually("the suppression to be logged", || {

@@ -155,6 +155,7 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
         EventKind::MemoryRecalled,
         EventKind::WorkspaceSnapshot,
         EventKind::ThreadDeleted,
+        EventKind::HistoryPruned,
     ];
     let every_kind: BTreeSet<&str> = EventKind::ALL
         .iter()

@@ -148,8 +148,14 @@ impl Server {
 
     /// Spawns `serve` and waits for its socket.
     pub fn spawn(&mut self) {
+        self.spawn_with_env(&[]);
+    }
+
+    /// [`Server::spawn`] with extra environment (test hooks).
+    pub fn spawn_with_env(&mut self, env: &[(&str, &str)]) {
         let log = std::fs::File::create(&self.log).unwrap();
         let mut cmd = self.ctx.command(["serve"]);
+        cmd.envs(env.iter().copied());
         cmd.stdout(Stdio::null()).stderr(log);
         self.child = Some(cmd.spawn().expect("spawn serve"));
         self.wait_ready();

@@ -29,15 +29,15 @@ use crate::policy::{app, settle};
 use crate::serve_support::{OWNER, Server};
 
 /// What the store was given, in order.
-type Kept = Arc<Mutex<Vec<TranscriptAppend>>>;
+pub(crate) type Kept = Arc<Mutex<Vec<TranscriptAppend>>>;
 
 /// A store in memory. `tamper`: the `thread_seq` whose payload `fetch`
 /// answers altered. `hold`: an append says it arrived on the sender, then
 /// waits for the receiver (a store that does not answer in time).
-struct Vault {
-    kept: Kept,
-    tamper: Arc<Mutex<Option<u64>>>,
-    hold: Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>,
+pub(crate) struct Vault {
+    pub(crate) kept: Kept,
+    pub(crate) tamper: Arc<Mutex<Option<u64>>>,
+    pub(crate) hold: Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>,
 }
 
 impl TranscriptHandler for Vault {
@@ -74,7 +74,7 @@ impl TranscriptHandler for Vault {
 }
 
 /// Serves a store named `vault` on its own connection until `stop`.
-fn serve(
+pub(crate) fn serve(
     server: &Server,
     deadline_ms: Option<u64>,
     vault: Vault,
@@ -101,19 +101,19 @@ fn serve(
     })
 }
 
-fn agent(ledger: &Path) -> Value {
+pub(crate) fn agent(ledger: &Path) -> Value {
     json!({ "command": env!("CARGO_BIN_EXE_fixture-agent"),
         "args": ["--ledger", arg(ledger), "--chunks", "3", "--thoughts", "1"] })
 }
 
-fn params(retention: Retention) -> ThreadsCreate {
+pub(crate) fn params(retention: Retention) -> ThreadsCreate {
     ThreadsCreate::new("proj", "agent")
         .approval(lapis_protocol::ApprovalPolicy::AllowAll)
         .retention(retention)
         .transcript_store("vault")
 }
 
-fn prompts(ledger: &Path) -> usize {
+pub(crate) fn prompts(ledger: &Path) -> usize {
     std::fs::read_to_string(ledger).map_or(0, |t| t.lines().count())
 }
 

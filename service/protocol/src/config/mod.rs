@@ -10,6 +10,7 @@ mod catalogue;
 mod command;
 mod envfile;
 mod error;
+mod history;
 mod notify;
 mod provider;
 mod roots;
@@ -33,6 +34,10 @@ pub use command::{CommandError, CommandLookup, CommandNameError, CommandRef};
 pub use envfile::{ENV_FILE, EnvFile, EnvFileError};
 pub use error::{ConfigError, MAX_CONFIG_BYTES, read_config_file};
 use error::{error_path, named_problem};
+pub use history::{
+    DEFAULT_HISTORY_INTERVAL_MINUTES, HistoryConfig, MAX_HISTORY_AGE_DAYS, MIN_HISTORY_BYTES,
+    MIN_HISTORY_EVENTS,
+};
 pub use notify::{
     DEFAULT_NOTIFY_PER_MINUTE, DEFAULT_NOTIFY_TIMEOUT_SECONDS, NotifyConfig, NotifyEvent,
 };
@@ -117,6 +122,11 @@ pub struct Config {
     /// commands (see `docs/operations.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktrees: Option<WorktreesConfig>,
+    /// How long the journal keeps threads' events (see
+    /// [`HistoryConfig`]; off unless present). A workspace's own
+    /// `history` overrides it field by field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryConfig>,
 }
 
 /// A provider as written in the config (validated for shape here; the ACP
@@ -214,6 +224,10 @@ pub struct WorkspaceConfig {
         skip_serializing_if = "crate::snapshot::EvidenceMode::is_default"
     )]
     pub evidence: crate::snapshot::EvidenceMode,
+    /// This workspace's `history` limits, over the global ones field by
+    /// field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryConfig>,
 }
 
 /// `server` limits, with their defaults.
@@ -274,6 +288,18 @@ impl Default for ServerLimits {
 }
 
 impl Config {
+    /// The effective `history` policy of each declared workspace with a
+    /// section of its own (the global one applies to every other).
+    pub fn history_policies(&self) -> BTreeMap<String, HistoryConfig> {
+        self.workspaces
+            .iter()
+            .filter_map(|(id, w)| {
+                let own = w.history.as_ref()?;
+                Some((id.clone(), own.over(self.history.as_ref())))
+            })
+            .collect()
+    }
+
     /// The declared workspaces whose evidence is not the default, by id.
     pub fn evidence_modes(&self) -> BTreeMap<String, crate::snapshot::EvidenceMode> {
         self.workspaces

@@ -91,6 +91,18 @@ pub(super) fn validate(config: &mut Config) -> Result<(), ConfigError> {
             .check()
             .map_err(|(field, reason)| invalid(field, reason))?;
     }
+    if let Some(history) = &config.history {
+        history
+            .check("history", true)
+            .map_err(|(field, reason)| invalid(field, reason))?;
+    }
+    for (id, ws) in &config.workspaces {
+        if let Some(history) = &ws.history {
+            history
+                .check(&format!("workspaces.{id}.history"), false)
+                .map_err(|(field, reason)| invalid(field, reason))?;
+        }
+    }
     validate_limits(config)
 }
 

@@ -79,6 +79,11 @@ pub struct StatusResult {
     /// provider definition probed, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policy_probes: Vec<crate::probe::PolicyRecord>,
+    /// The configuration's `defaultProvider` in effect (the provider
+    /// `ask` uses without `--provider`; absent: `echo`), so a client on
+    /// another host asks the controller instead of reading its own config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_provider: Option<String>,
     /// Present while the controller cannot write its store: `disk_full`,
     /// `read_only` or `io_error`. Reads keep working; writes resume by
     /// themselves when the condition clears.
@@ -131,6 +136,10 @@ pub struct StatusResult {
     /// is off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<TelemetryStatus>,
+    /// The `history` retention policy and its last pass (absent when no
+    /// `history` limit is configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::HistoryStatus>,
 }
 
 /// `status`'s `telemetry`: the OTLP/HTTP endpoints data is exported to.

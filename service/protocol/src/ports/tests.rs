@@ -205,3 +205,56 @@ fn a_patch_changes_only_what_it_states() {
     assert!(bound.bridged() && !ThreadPorts::default().bridged());
     assert_eq!(bound.bridge_name(), "crm");
 }
+
+/// The per-kind table covers every member, by its wire name, in
+/// declaration order, and reaches each kind's names and identities: a
+/// member added without its kind fails here.
+#[test]
+fn the_kind_table_covers_every_member() {
+    let mut p = ports();
+    let wire = serde_json::to_value(&p).unwrap();
+    let members: Vec<&str> = wire
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut kinds: Vec<&str> = PortKind::ALL.iter().map(|k| k.wire()).collect();
+    kinds.sort_unstable();
+    assert_eq!(members, kinds, "serde_json sorts keys");
+    let expect = PortsExpect::of(&p);
+    let wire_expect = serde_json::to_value(&expect).unwrap();
+    assert_eq!(wire_expect.as_object().unwrap().len(), PortKind::ALL.len());
+    let all: Vec<&str> = PortKind::ALL.iter().map(|k| k.wire()).collect();
+    assert_eq!(all, ["tools", "context", "memory", "transcriptStore"]);
+    assert_eq!(
+        PortsExpect::default().mismatches(&p),
+        Vec::<&str>::new(),
+        "absent members are not checked"
+    );
+    let none = ThreadPorts::default();
+    assert_eq!(expect.mismatches(&none), all, "every kind, in order");
+    for kind in PortKind::ALL {
+        assert!(!kind.bound(&p).is_empty(), "{kind:?}");
+    }
+    p.identities = PortIdentities {
+        tools: [("crm".into(), "tools_1".into())].into(),
+        context: Some("context_1".into()),
+        memory: Some("memory_1".into()),
+        transcript_store: Some("transcript_1".into()),
+    };
+    let recorded: Vec<Option<&str>> = PortKind::ALL
+        .iter()
+        .map(|k| k.recorded(&p.identities, &k.bound(&p)[0]))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            Some("tools_1"),
+            Some("context_1"),
+            Some("memory_1"),
+            Some("transcript_1")
+        ]
+    );
+    assert_eq!(PortKind::Tools.recorded(&p.identities, "notes"), None);
+}

@@ -185,6 +185,7 @@ async fn installation(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
         None => Vec::new(),
     };
     let result = StatusResult {
+        history: ctx.retention.as_ref().map(|r| r.status()),
         evidence,
         telemetry: ctx.telemetry.as_ref().map(|t| t.status().clone()),
         work: Some(work),
@@ -205,6 +206,7 @@ async fn installation(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
         },
         running_workspaces: s.running_workspaces,
         fenced_workspaces: s.fenced_workspaces,
+        default_provider: ctx.reload.default_provider(),
         storage_fault: ctx.core.store.storage_fault().map(str::to_owned),
         live_agents: AgentRegistry::of_home(&store.options().home).live(),
         running_turns,

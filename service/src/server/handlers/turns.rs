@@ -42,20 +42,42 @@ pub(crate) async fn turns_submit(
 /// whose record is not whole, or that has an unknown tool effect
 /// (`tool_effect_unknown`); the prompt is handed to the core and never
 /// logged.
+///
+/// A prior of a thread that binds a transcript store, whose content the
+/// journal no longer holds (a restart), is completed from the store and
+/// submitted again once every payload verifies
+/// ([`super::transcript::restore_prior`]; `transcript_unverified`
+/// otherwise). `peer` is this connection's calling side, if it serves ports.
 pub(crate) async fn turns_continue(
     ctx: &ServerContext,
     session: &AuthSession,
+    peer: Option<&crate::tools::Peer>,
     p: params::TurnsContinue,
 ) -> Result<TurnResult, RpcError> {
     let prior = owned_turn(ctx, session, &p.turn_id).await?;
     let input = SubmitTurn {
         command_id: p.command_id,
-        thread_id: prior.thread_id,
+        thread_id: prior.thread_id.clone(),
         prompt: p.prompt,
-        continues: Some(prior.id),
+        continues: Some(prior.id.clone()),
         max_turn_seconds: p.max_turn_seconds,
     };
-    submit(ctx, session, input, p.expect).await
+    match submit(ctx, session, input.clone(), p.expect.clone()).await {
+        Err(e) if e.error_code() == Some(ErrorCode::TranscriptUnavailable) => {
+            let thread = ctx
+                .core
+                .store
+                .get_thread(&prior.thread_id)
+                .await
+                .map_err(store_err)?;
+            if thread.ports.transcript_store.is_none() {
+                return Err(e);
+            }
+            super::transcript::restore_prior(ctx, &thread, &prior.id, peer, e).await?;
+            submit(ctx, session, input, p.expect).await
+        }
+        done => done,
+    }
 }
 
 /// `turns.get`: by turn id, or by the command id of the caller's own

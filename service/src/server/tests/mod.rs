@@ -43,6 +43,7 @@ fn config(home: &std::path::Path, limits: ServerLimits) -> Config {
         telemetry: None,
         budgets: Vec::new(),
         worktrees: None,
+        history: None,
     }
 }
 

@@ -16,6 +16,7 @@ mod lifecycle;
 mod parking;
 mod prepared;
 mod receipts;
+mod retention;
 mod scheduling;
 mod sessions;
 mod storage;

@@ -270,3 +270,61 @@ async fn a_schema_17_journal_verifies_as_before_and_new_rows_cover_their_event_h
         .unwrap();
     assert_eq!(verify_journal(&db).unwrap_err().to_string(), chain_error(1));
 }
+
+/// What a continuation may restore from a transcript store: a row linked
+/// with chain version 1 (the schema-17 fixture's store-bound content)
+/// offers no hash, so its content can never authorize a continuation; a
+/// row written since offers the one its link covers.
+#[tokio::test]
+async fn only_rows_whose_link_covers_their_event_hash_offer_it_for_restoring() {
+    let fixture_dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/journal-v17");
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for name in [DB_FILE, "controller.db-anchor"] {
+        std::fs::copy(fixture_dir.join(name), home.join(name)).unwrap();
+    }
+    let s = Store::open(options(&home)).unwrap();
+    let (thread, old_turn) = s
+        .read(|c, _| {
+            Ok(c.query_row(
+                "SELECT t.id, e.turn_id FROM threads t JOIN events e ON e.thread_id = t.id \
+                 WHERE t.transcript_store IS NOT NULL AND e.event_hash IS NOT NULL LIMIT 1",
+                [],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            )?)
+        })
+        .await
+        .unwrap();
+    let old = s.gone_payloads(&thread, &old_turn).await.unwrap();
+    assert!(!old.is_empty(), "the fixture's content is gone after open");
+    assert!(old.iter().all(|(_, h)| h.is_none()), "{old:?}");
+    let new_turn = s
+        .submit_turn(&owner(), submit(&thread, "after-upgrade", "again"))
+        .await
+        .unwrap()
+        .value
+        .id;
+    s.close().await;
+    let s = Store::open(options(&home)).unwrap();
+    let new = s.gone_payloads(&thread, &new_turn).await.unwrap();
+    assert_eq!(new.len(), 1, "its prompt: {new:?}");
+    let (event, hash) = &new[0];
+    assert!(event.payload_unavailable);
+    assert_eq!(hash.as_deref().map(str::len), Some(64));
+    // Restored with the payload that hashes to it, the content is back
+    // for the continuation's check; nothing was written.
+    let commits = s.commit_count();
+    let mut done = event.clone();
+    done.payload = Some(serde_json::json!({"type": "user_message", "text": "x"}));
+    done.payload_unavailable = false;
+    s.restore_payloads(vec![done.clone()]);
+    assert!(
+        s.gone_payloads(&thread, &new_turn)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(s.commit_count(), commits);
+}

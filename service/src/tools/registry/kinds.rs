@@ -16,18 +16,9 @@ use lapis_protocol::transcript::store::{TranscriptRegister, validate_transcript}
 
 use super::Port;
 
-/// The kinds of port, each its own name space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum PortKind {
-    /// `tools.register`.
-    Tools,
-    /// `context.register`.
-    Context,
-    /// `memory.register`.
-    Memory,
-    /// `transcript.register`.
-    Transcript,
-}
+/// The kinds of port, each its own name space (the protocol's one
+/// per-kind table).
+pub(crate) use lapis_protocol::PortKind;
 
 /// A registered description, by kind.
 #[derive(Debug, Clone)]

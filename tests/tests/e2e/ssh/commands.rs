@@ -1,5 +1,6 @@
 //! Every client command through `ssh://`: `status` reports the remote
-//! controller (and no fact of this host), `ask`, `turns`, `permissions`
+//! controller (and no fact of this host), `ask` (with the remote
+//! controller's default provider), `turns`, `permissions`
 //! (an answer given here reaches the remote agent), and named contexts.
 
 use serde_json::json;
@@ -13,6 +14,7 @@ use lapis_e2e::wait::eventually;
 fn status_ask_turns_and_permissions_answer_through_ssh() {
     let Some(remote) = Remote::start(json!({
         "asker": fixture(&["--permissions", "1", "--perm-kinds", "allow_once,reject_once", "--chunks", "1"]),
+        "plain": fixture(&["--chunks", "1"]),
     })) else {
         return;
     };
@@ -49,9 +51,30 @@ fn status_ask_turns_and_permissions_answer_through_ssh() {
     let asked = local.run(["ask", "over ssh", "--dir", &dir, "--provider", "echo"]);
     asked.success();
     assert!(asked.stdout.contains("over ssh"), "{}", asked.stdout);
-    let no_provider = local.run(["ask", "x", "--dir", &dir, "--json"]);
-    no_provider.expect_code(2);
-    assert_eq!(no_provider.json()["error"]["code"], "provider_required");
+    // Without --provider: the remote controller's default (`echo` while
+    // its config names none), never this host's config.
+    let echoed = local.run(["ask", "echoed by default", "--dir", &dir]);
+    echoed.success();
+    assert!(
+        echoed.stdout.contains("echoed by default"),
+        "{}",
+        echoed.stdout
+    );
+    assert!(!echoed.stderr.contains("new thread"), "{}", echoed.stderr);
+    remote
+        .server
+        .reconfigure(|doc| doc["defaultProvider"] = json!("plain"));
+    assert_eq!(
+        local.run(["status", "--json"]).json()["defaultProvider"],
+        "plain"
+    );
+    let defaulted = local.run(["ask", "x", "--dir", &dir]);
+    defaulted.success();
+    assert!(
+        defaulted.stderr.contains("(provider plain)"),
+        "{}",
+        defaulted.stderr
+    );
 
     // turns and permissions: the agent asks, the answer given here
     // reaches it, the turn completes.

@@ -1,7 +1,9 @@
 //! What goes wrong over ssh, each with its stable code and the fix: a
 //! changed host key (`ssh_host_key`, refused by ssh's own checking), no
 //! sshd there (`ssh_unreachable`), no remote binary
-//! (`remote_binary_missing`), no controller there (`remote_unavailable`).
+//! (`remote_binary_missing`), no controller there (`remote_unavailable`),
+//! no local ssh client (`ssh_missing`) and a remote binary of another
+//! version (`version_mismatch`).
 
 use serde_json::json;
 
@@ -86,4 +88,91 @@ fn ssh_failures_are_refused_with_stable_codes_and_the_fix() {
         .local
         .run(["--host", "ftp://box", "status", "--json"]);
     bad.expect_code(2);
+}
+
+/// No `ssh` on this side's `PATH`: refused before anything is dialled,
+/// with the fix (install OpenSSH, or name a client). Needs no sshd.
+#[test]
+fn no_ssh_client_is_refused_as_ssh_missing_with_the_fix() {
+    let mut local = lapis_e2e::TestContext::new();
+    let empty = local.home().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    local.set_env("PATH", empty.to_string_lossy().into_owned());
+    local.set_env("LAPIS_AI_CONTROLLER_HOST", "ssh://127.0.0.1:1");
+    for args in [&["status", "--json"][..], &["turns", "list", "--json"][..]] {
+        let out = local.run(args);
+        out.expect_code(2);
+        let e = out.json()["error"].clone();
+        assert_eq!(e["code"], "ssh_missing", "{e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("install an OpenSSH client")
+                && message.contains("LAPIS_AI_CONTROLLER_SSH"),
+            "{e}"
+        );
+    }
+}
+
+/// A stand-in for the remote binary, `#!/bin/sh` + `body`.
+fn stand_in(dir: &std::path::Path, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// A remote binary of another version, both ways the client tells: an
+/// older release without `dial-stdio` (clap's `unrecognized subcommand`,
+/// exit 2) and one that relays but whose controller refuses this client's
+/// protocol in `hello` (`protocol_unsupported`). Each is `version_mismatch`
+/// (exit 2) naming the fix: the same release on both hosts.
+#[test]
+fn a_remote_binary_of_another_version_is_refused_as_version_mismatch() {
+    let Some(mut remote) = Remote::start(json!({})) else {
+        return;
+    };
+    remote.local.run(["status", "--json"]).success();
+    let dir = remote.sshd.dir.path().to_owned();
+    let older = stand_in(
+        &dir,
+        "lapis-ai-controller-old",
+        "echo \"error: unrecognized subcommand '$1'\" >&2\necho >&2\necho 'Usage: lapis-ai-controller <COMMAND>' >&2\nexit 2\n",
+    );
+    let newer = stand_in(
+        &dir,
+        "lapis-ai-controller-new",
+        "read -r hello\nprintf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32001,\"message\":\"protocol lapis-ai-controller/1 is not supported (this controller speaks lapis-ai-controller/2)\",\"data\":{\"code\":\"protocol_unsupported\"}}}'\ncat >/dev/null\n",
+    );
+    for (bin, names) in [
+        (
+            &older,
+            &["no `dial-stdio`", "lapis-ai-controller-old version"][..],
+        ),
+        (&newer, &["lapis-ai-controller/2", "does not speak"][..]),
+    ] {
+        remote
+            .local
+            .set_env("LAPIS_AI_CONTROLLER_REMOTE_BIN", bin.clone());
+        for args in [&["status", "--json"][..], &["turns", "list", "--json"][..]] {
+            let out = remote.local.run(args);
+            out.expect_code(2);
+            let e = out.json()["error"].clone();
+            assert_eq!(e["code"], "version_mismatch", "{bin}: {e}");
+            let message = e["message"].as_str().unwrap();
+            assert!(
+                message.contains("install the same release on both hosts"),
+                "{e}"
+            );
+            for name in names {
+                assert!(message.contains(name), "{name}: {e}");
+            }
+        }
+    }
+    // The right binary again: it works.
+    remote.local.set_env(
+        "LAPIS_AI_CONTROLLER_REMOTE_BIN",
+        lapis_e2e::TestContext::bin().to_string_lossy().into_owned(),
+    );
+    remote.local.run(["status", "--json"]).success();
 }

@@ -3,10 +3,8 @@
 //! `present` subscription, so a presence-aware notifier stays quiet while
 //! it is open and speaks again once it closes).
 
-use std::path::Path;
-
 use super::Remote;
-use crate::cli_watch::{Tmux, have_tmux, submit};
+use crate::cli_watch::{have_tmux, start_watch, submit};
 use lapis_e2e::wait::eventually;
 
 #[test]
@@ -22,31 +20,9 @@ fn a_remote_watch_runs_in_a_terminal_and_counts_as_presence() {
     let server = &remote.server;
     let thread = server.cli_thread("echo");
     let scratch = tempfile::tempdir().unwrap();
-    let tmux = Tmux {
-        socket: scratch.path().join("tmux.sock"),
-    };
     // The view runs on this side, with the client context's environment
     // (its empty HOME, LAPIS_AI_CONTROLLER_HOST naming the sshd).
-    let mut c = remote.local.command_for(
-        Path::new("tmux"),
-        [
-            "-S",
-            tmux.socket.to_str().unwrap(),
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "-s",
-            "watch",
-        ],
-    );
-    c.arg(lapis_e2e::TestContext::bin()).arg("watch");
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "tmux: {out:?}");
+    let tmux = start_watch(&remote.local, scratch.path());
     tmux.shows(&["lapis-ai-controller watch", "live"]);
     let quiet = submit(server, &thread, "while watched over ssh");
     // The turn shows up in the remote view.

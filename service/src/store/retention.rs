@@ -1,0 +1,316 @@
+//! History retention on the store (`history` in the config, issue 44
+//! item 2): which of a thread's events a pass prunes ([`select`]), and one
+//! bounded batch of it on the writer ([`Writer::prune_batch`]).
+//!
+//! What must stay true:
+//! - a batch is one short writer step (at most [`BATCH_EVENTS`] rows of
+//!   one thread), so the writer serves turns between batches; the driver
+//!   (`crate::retention`) yields between them;
+//! - a thread with a queued, claimed or fenced turn is never touched (the
+//!   check runs inside the batch, on the writer);
+//! - a pruned event becomes a tombstone (`super::tombstone`) whose `at` is
+//!   the `seq` of the `history_pruned` receipt journaled in the same
+//!   transaction, so `journal verify` checks the chain across the cut and
+//!   a crash leaves the old state or the new;
+//! - receipts (`thread_deleted`, `history_pruned`) are never pruned, and
+//!   `metadata-only` threads are never candidates (their rows hold no
+//!   content, only the ordering the spec requires).
+
+use lapis_protocol::{HistoryPruned, Payload};
+use rusqlite::{OptionalExtension, params};
+
+use crate::domain::{Actor, StoreError, StoreResult};
+
+use super::handle::Store;
+use super::tombstone::{Digest256, KIND};
+use super::writer::Writer;
+
+#[cfg(test)]
+mod tests;
+
+/// Rows one batch tombstones at most.
+pub(crate) const BATCH_EVENTS: usize = 256;
+
+/// Kinds a pass never prunes (receipts), and tombstones.
+const KEPT: &str = "('tombstone', 'history_pruned', 'thread_deleted')";
+
+/// The limits a pass applies to one thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Events with `at` before this (ms since the epoch) are pruned.
+    pub(crate) cutoff: Option<i64>,
+    /// Live events a thread keeps at most.
+    pub(crate) max_events: Option<u64>,
+    /// Live payload bytes a thread keeps at most.
+    pub(crate) max_bytes: Option<u64>,
+}
+
+/// A thread a pass looks at: its live (prunable) events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    /// The thread.
+    pub(crate) thread: String,
+    /// Its workspace (whose policy applies).
+    pub(crate) workspace: String,
+    /// Its last change (ms).
+    pub(crate) updated_at: i64,
+    /// Live events.
+    pub(crate) events: u64,
+    /// Their payload bytes.
+    pub(crate) bytes: u64,
+    /// The oldest live event's `at` (0 when none).
+    pub(crate) oldest_at: i64,
+}
+
+/// One oldest live event, as [`select`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Oldest {
+    /// Its `seq`.
+    pub(crate) seq: i64,
+    /// When.
+    pub(crate) at: i64,
+    /// Payload bytes.
+    pub(crate) bytes: u64,
+}
+
+impl Limits {
+    /// Whether `c` breaks any limit now (so a pass visits it), or is an
+    /// empty thread idle past the age limit (so the pass deletes it).
+    pub(crate) fn visits(&self, c: &Candidate) -> bool {
+        self.max_events.is_some_and(|m| c.events > m)
+            || self.max_bytes.is_some_and(|m| c.bytes > m)
+            || self
+                .cutoff
+                .is_some_and(|cut| (c.events > 0 && c.oldest_at < cut) || c.updated_at < cut)
+    }
+}
+
+/// How many of `oldest` (a thread's oldest live events, in order) to prune,
+/// with the limits that asked for it (config names): the longest prefix in
+/// which each event is past the age cutoff, or is one the thread has too
+/// many of (`events` live now) or too many bytes of (`bytes` now).
+pub(crate) fn select(
+    limits: &Limits,
+    events: u64,
+    bytes: u64,
+    oldest: &[Oldest],
+) -> (usize, Vec<&'static str>) {
+    let (mut n, mut b) = (events, bytes);
+    let mut why = Vec::new();
+    let mut take = 0;
+    for row in oldest {
+        let aged = limits.cutoff.is_some_and(|c| row.at < c);
+        let many = limits.max_events.is_some_and(|m| n > m);
+        let big = limits.max_bytes.is_some_and(|m| b > m);
+        if !(aged || many || big) {
+            break;
+        }
+        for (hit, name) in [
+            (aged, "maxAgeDays"),
+            (many, "maxEventsPerThread"),
+            (big, "maxBytesPerThread"),
+        ] {
+            if hit && !why.contains(&name) {
+                why.push(name);
+            }
+        }
+        take += 1;
+        n = n.saturating_sub(1);
+        b = b.saturating_sub(row.bytes);
+    }
+    (take, why)
+}
+
+/// What one batch did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Batch {
+    /// Tombstoned `events` (`bytes` of payload) under the receipt at `seq`.
+    Pruned {
+        /// Events.
+        events: u64,
+        /// Bytes.
+        bytes: u64,
+        /// The receipt's `seq`.
+        seq: u64,
+    },
+    /// Deleted the (empty, idle) thread whole.
+    Deleted,
+    /// A turn is queued, running or fenced: left alone.
+    Busy,
+    /// Nothing to do (any more).
+    Nothing,
+}
+
+impl Store {
+    /// The live `full` threads with their live events' counts (a read:
+    /// never on the writer).
+    pub(crate) async fn history_candidates(&self) -> StoreResult<Vec<Candidate>> {
+        self.read(move |c, _| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT t.id, t.workspace_id, t.updated_at, count(e.seq), \
+                 coalesce(sum(length(e.payload)), 0), coalesce(min(e.at), 0) \
+                 FROM threads t LEFT JOIN events e ON e.thread_id = t.id AND e.kind NOT IN {KEPT} \
+                 WHERE t.deleted_at IS NULL AND t.retention = 'full' GROUP BY t.id ORDER BY t.id"
+            ))?;
+            let rows = stmt.query_map([], |r| {
+                Ok(Candidate {
+                    thread: r.get(0)?,
+                    workspace: r.get(1)?,
+                    updated_at: r.get(2)?,
+                    events: r.get::<_, i64>(3)? as u64,
+                    bytes: r.get::<_, i64>(4)? as u64,
+                    oldest_at: r.get(5)?,
+                })
+            })?;
+            rows.collect::<Result<_, _>>()
+                .map_err(StoreError::from_sqlite)
+        })
+        .await
+    }
+
+    /// One batch of a pass over `c` (see the module docs); `c`'s counts
+    /// are what the pass knows (they only grow meanwhile: new events are
+    /// the newest, so a stale count prunes less, never more).
+    pub(crate) async fn prune_batch(
+        &self,
+        c: &Candidate,
+        limits: Limits,
+        pass_started: i64,
+    ) -> StoreResult<Batch> {
+        let c = c.clone();
+        self.op(move |w| w.prune_batch(&c, &limits, pass_started))
+            .await
+    }
+
+    /// After a pass: give freed pages back (`super::compact`), between
+    /// writer batches.
+    pub(crate) async fn history_compact(&self) -> StoreResult<()> {
+        self.op(|w| {
+            w.compact = true;
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl Writer {
+    fn prune_batch(
+        &mut self,
+        c: &Candidate,
+        limits: &Limits,
+        pass_started: i64,
+    ) -> StoreResult<Batch> {
+        let live: Option<Option<i64>> = self
+            .conn
+            .prepare_cached("SELECT deleted_at FROM threads WHERE id = ?1 AND retention = 'full'")?
+            .query_row([&c.thread], |r| r.get(0))
+            .optional()?;
+        if !matches!(live, Some(None)) {
+            return Ok(Batch::Nothing);
+        }
+        match self.refuse_busy(&c.thread) {
+            Err(StoreError::ThreadBusy { .. } | StoreError::ThreadFenced { .. }) => {
+                return Ok(Batch::Busy);
+            }
+            other => other?,
+        }
+        let mut oldest = Vec::new();
+        let mut hashes = Vec::new();
+        {
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "SELECT seq, at, coalesce(length(payload), 0), hash FROM events \
+                 WHERE thread_id = ?1 AND kind NOT IN {KEPT} ORDER BY thread_seq LIMIT ?2"
+            ))?;
+            let mut rows = stmt.query(params![c.thread, BATCH_EVENTS as i64])?;
+            while let Some(r) = rows.next()? {
+                oldest.push(Oldest {
+                    seq: r.get(0)?,
+                    at: r.get(1)?,
+                    bytes: r.get::<_, i64>(2)? as u64,
+                });
+                hashes.push(r.get_ref(3)?.as_blob().unwrap_or_default().to_vec());
+            }
+        }
+        let (take, why) = select(limits, c.events, c.bytes, &oldest);
+        if take == 0 {
+            let idle = limits.cutoff.is_some_and(|cut| c.updated_at < cut);
+            if oldest.is_empty() && idle {
+                let actor = Actor::new(RETENTION_PRINCIPAL, RETENTION_APPLICATION);
+                self.delete_thread(&actor, None, &c.thread)?;
+                return Ok(Batch::Deleted);
+            }
+            return Ok(Batch::Nothing);
+        }
+        let rows = &oldest[..take];
+        let (first, last) = (rows[0].seq, rows[take - 1].seq);
+        let bytes: u64 = rows.iter().map(|r| r.bytes).sum();
+        let mut digest = Digest256::new();
+        for (row, hash) in rows.iter().zip(&hashes) {
+            digest.add(row.seq, hash);
+        }
+        let limits: Vec<String> = why.into_iter().map(str::to_owned).collect();
+        let thread = c.thread.clone();
+        let seq = self.write(|tx, journal, stage, now| {
+            let receipt = stage.next_seq();
+            let changed = tx.execute(
+                &format!(
+                    "UPDATE events SET kind = '{KIND}', turn_id = NULL, at = ?4, payload = NULL, \
+                     has_payload = 0, event_hash = NULL WHERE thread_id = ?1 \
+                     AND seq BETWEEN ?2 AND ?3 AND kind NOT IN {KEPT}"
+                ),
+                params![thread, first, last, receipt as i64],
+            )?;
+            if changed != take {
+                return Err(StoreError::invalid("retention batch changed under it"));
+            }
+            pause("before-commit");
+            journal.append(
+                tx,
+                stage,
+                &thread,
+                None,
+                now,
+                Payload::HistoryPruned(HistoryPruned {
+                    thread_id: thread.clone(),
+                    events: take as u64,
+                    bytes,
+                    first_seq: first as u64,
+                    last_seq: last as u64,
+                    digest: digest.hex(),
+                    limits,
+                    pass_started_at: pass_started,
+                    pruned_at: now,
+                }),
+            )?;
+            Ok(receipt)
+        })?;
+        Ok(Batch::Pruned {
+            events: take as u64,
+            bytes,
+            seq,
+        })
+    }
+}
+
+/// The receipt's `by` when a pass deletes a thread whole.
+pub(crate) const RETENTION_PRINCIPAL: &str = "controller";
+/// See [`RETENTION_PRINCIPAL`].
+pub(crate) const RETENTION_APPLICATION: &str = "history-retention";
+
+/// Test hook (`test-support` builds only):
+/// `LAPIS_RETENTION_FAULT_PAUSE=<step>` stops a batch at `<step>`
+/// (`before-commit`: its tombstones written, not its receipt, inside the
+/// transaction) after saying `lapis-fault-pause: retention <step>` on
+/// stderr, so a test can kill -9 the controller exactly there.
+fn pause(step: &str) {
+    #[cfg(feature = "test-support")]
+    if std::env::var("LAPIS_RETENTION_FAULT_PAUSE").is_ok_and(|w| w == step) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "lapis-fault-pause: retention {step}");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+    #[cfg(not(feature = "test-support"))]
+    let _ = step;
+}
