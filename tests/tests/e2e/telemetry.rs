@@ -131,7 +131,12 @@ fn a_turns_spans_link_its_steps_and_carry_no_content() {
         "{a:?}"
     );
     assert!(root.parent_span_id.is_empty(), "a turn is a root span");
-    for child in ["lapis.turn.prepare", "lapis.turn.agent", "lapis.permission"] {
+    for child in [
+        "lapis.turn.prepare",
+        "lapis.turn.agent",
+        "lapis.permission",
+        "lapis.turn.teardown",
+    ] {
         let c = named(&all, child, &turn.id).unwrap_or_else(|| panic!("{child} span"));
         assert_eq!(c.trace_id, root.trace_id, "{child}");
         assert_eq!(
