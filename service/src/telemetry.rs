@@ -9,9 +9,10 @@
 //!   spans); an unreachable collector drops data with at most one warning a
 //!   minute ([`Exporting`]) and never grows memory;
 //! - what leaves is content-free: ids, workspace ids, provider and
-//!   application names, states, outcome codes, tool-call outcomes,
-//!   durations and journal `seq`s — never a prompt, a reply, a tool
-//!   argument or result, an agent-written title, a path or a secret.
+//!   application names, endpoint and tool names, states, outcome codes,
+//!   tool-call outcomes, token counts and costs, durations and journal
+//!   `seq`s — never a prompt, a reply, a tool argument or result, an
+//!   agent-written title, a path or a secret.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,8 +24,10 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 
+use crate::engine::Engine;
 use crate::store::Store;
 
+mod meters;
 mod spans;
 
 /// How long one export request may take.
@@ -38,6 +41,9 @@ pub(crate) struct Telemetry {
     traces: SdkTracerProvider,
     metrics: SdkMeterProvider,
     status: TelemetryStatus,
+    /// `lapis.agents.live`, observed from the engine's pool at each export
+    /// (kept so its callback lives as long as the exporters).
+    _agents: Option<opentelemetry::metrics::ObservableGauge<i64>>,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -50,8 +56,13 @@ impl std::fmt::Debug for Telemetry {
 
 impl Telemetry {
     /// Builds the exporters and starts the task that feeds them from
-    /// `store`'s committed events.
-    pub(crate) fn start(config: &TelemetryConfig, store: Store) -> Result<Telemetry, String> {
+    /// `store`'s committed events; `engine`'s pool is observed for the
+    /// live agents.
+    pub(crate) fn start(
+        config: &TelemetryConfig,
+        store: Store,
+        engine: Option<Engine>,
+    ) -> Result<Telemetry, String> {
         let mut resource = Resource::builder();
         if let Some(name) = &config.service_name {
             resource = resource.with_service_name(name.clone());
@@ -64,6 +75,10 @@ impl Telemetry {
                 env!("CARGO_PKG_VERSION"),
             ))
             .build();
+        let service_name = resource
+            .get(&opentelemetry::Key::new("service.name"))
+            .map(|v| v.to_string())
+            .unwrap_or_default();
         let traces_url = endpoint(config, "v1/traces", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
         let metrics_url = endpoint(config, "v1/metrics", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
         let mut spans = opentelemetry_otlp::SpanExporter::builder()
@@ -93,13 +108,16 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         spans::spawn(store, &traces, &meters);
+        let agents = engine.map(|engine| agents_gauge(&meters, engine));
         Ok(Telemetry {
             traces,
             metrics: meters,
             status: TelemetryStatus {
                 traces: traces_url,
                 metrics: metrics_url,
+                service_name,
             },
+            _agents: agents,
         })
     }
 
@@ -115,6 +133,33 @@ impl Drop for Telemetry {
         let _ = self.traces.shutdown();
         let _ = self.metrics.shutdown();
     }
+}
+
+/// `lapis.agents.live`: the pool's agent processes, busy and idle, read
+/// when the metrics are exported (the pool is not journaled).
+fn agents_gauge(
+    meters: &SdkMeterProvider,
+    engine: Engine,
+) -> opentelemetry::metrics::ObservableGauge<i64> {
+    use opentelemetry::metrics::MeterProvider as _;
+    meters
+        .meter("lapis-ai-controller")
+        .i64_observable_gauge("lapis.agents.live")
+        .with_description("Agent processes alive, by state (busy: running a turn)")
+        .with_callback(move |observer| {
+            let agents = engine.status().agents;
+            let idle = agents.idle as i64;
+            let busy = agents.live as i64 - idle;
+            observer.observe(
+                busy,
+                &[opentelemetry::KeyValue::new("lapis.agent.state", "busy")],
+            );
+            observer.observe(
+                idle,
+                &[opentelemetry::KeyValue::new("lapis.agent.state", "idle")],
+            );
+        })
+        .build()
 }
 
 /// The URL a signal goes to, as the exporter resolves it (the config,

@@ -246,7 +246,11 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     }
     // Also off the turn path: spans and metrics from the committed events.
     let telemetry = match &options.config.telemetry {
-        Some(config) => match crate::telemetry::Telemetry::start(config, store.clone()) {
+        Some(config) => match crate::telemetry::Telemetry::start(
+            config,
+            store.clone(),
+            engine.as_deref().cloned(),
+        ) {
             Ok(t) => Some(t),
             Err(reason) => {
                 tracing::warn!(%reason, "telemetry: off, the exporter could not be built");

@@ -3,12 +3,22 @@
 //! One span per turn (`lapis.turn`, claim → outcome; the queue wait is an
 //! attribute and a histogram), with child spans for the preparation
 //! (`lapis.turn.prepare`: claim → dispatch boundary), the agent's work
-//! (`lapis.turn.agent`: dispatch → outcome), each permission wait
-//! (`lapis.permission`: request → decision) and each application tool call
-//! (`lapis.tool_call`: capture begin → finish); evidence snapshots and
-//! fences are span events, a resolution its own span. Times are the
-//! events' commit times; every span carries the `seq`s it spans, so a trace
-//! can be checked against `journal verify`.
+//! (`lapis.turn.agent`: dispatch → its answer, else the outcome), each
+//! permission wait (`lapis.permission`: request → decision), each
+//! application tool call (`lapis.tool_call`: `tool_call_requested` →
+//! `tool_call_finished`, with both as span events) and the turn's
+//! teardown (`lapis.turn.teardown`: the agent's answer → the outcome
+//! committed: held text, usage, the outcome snapshot); evidence snapshots,
+//! a cancel sent and fences are span events, a resolution its own span.
+//! The turn span carries the turn's usage and cost, read from its row when
+//! it ends. Times are the events' commit times; every span carries the
+//! `seq`s it spans, so a trace can be checked against `journal verify`.
+//!
+//! Not in any span, because the journal does not record them: the capture
+//! port's `capture.begin` / `tools.invoke` / `capture.finish` exchanges
+//! inside a tool call (only its request and its result are journaled), and
+//! the agent process's exit after the outcome (a kept agent goes back to
+//! the pool; a retired one is stopped on its own task).
 //!
 //! What must stay true: every attribute comes from ids, the thread record's
 //! workspace, provider and application, closed vocabularies (states,
@@ -19,14 +29,15 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lapis_protocol::{JournalEvent, Payload, ToolCallOutcome, TurnState};
-use opentelemetry::metrics::{Counter, Histogram, MeterProvider, UpDownCounter};
+use lapis_protocol::usage::TurnUsage;
+use lapis_protocol::{JournalEvent, Observation, Payload, ToolCallOutcome, TurnState};
 use opentelemetry::trace::{Span as _, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SdkTracerProvider, Span, Tracer as SdkTracer};
 use tokio::sync::broadcast::error::RecvError;
 
+use super::meters::Instruments;
 use crate::store::Store;
 
 /// Turns followed at once; past it the oldest is let go.
@@ -68,7 +79,17 @@ pub(super) fn spawn(store: Store, traces: &SdkTracerProvider, meters: &SdkMeterP
                     Err(_) => continue,
                 },
             };
-            feed.on(&event, &thread);
+            // What the turn used is on its row by the commit that ends it.
+            let usage = match event.body() {
+                Some(Payload::TurnState(c)) if c.to.is_terminal() || c.to.is_fenced() => {
+                    match &event.turn_id {
+                        Some(id) => store.get_turn(id).await.ok().and_then(|t| t.usage),
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            feed.on(&event, &thread, usage.as_ref());
         }
     });
 }
@@ -91,25 +112,16 @@ struct Open {
     turn: Option<Span>,
     /// Preparation, claim → dispatch.
     prepare: Option<Span>,
-    /// The agent's work, dispatch → outcome.
+    /// The agent's work, dispatch → its answer.
     agent: Option<Span>,
+    /// The teardown, the agent's answer → outcome.
+    teardown: Option<Span>,
     /// Pending permission waits by request id.
     permissions: HashMap<String, (Span, i64)>,
     /// Tool calls in flight by call id.
     tools: HashMap<String, Span>,
     /// The order it was first seen in (for eviction).
     born: u64,
-}
-
-struct Instruments {
-    turns: Counter<u64>,
-    turn_seconds: Histogram<f64>,
-    queue_seconds: Histogram<f64>,
-    queued: UpDownCounter<i64>,
-    fences: Counter<u64>,
-    permissions_pending: UpDownCounter<i64>,
-    permission_seconds: Histogram<f64>,
-    tool_calls: Counter<u64>,
 }
 
 struct Feed {
@@ -139,44 +151,7 @@ fn tool_outcome(o: ToolCallOutcome) -> &'static str {
 
 impl Feed {
     fn new(tracer: SdkTracer, meters: &SdkMeterProvider) -> Feed {
-        let m = meters.meter("lapis-ai-controller");
-        let metrics = Instruments {
-            turns: m
-                .u64_counter("lapis.turns")
-                .with_description("Turns ended, by outcome")
-                .build(),
-            turn_seconds: m
-                .f64_histogram("lapis.turn.duration")
-                .with_unit("s")
-                .with_description("Claim to outcome")
-                .build(),
-            queue_seconds: m
-                .f64_histogram("lapis.turn.queue_duration")
-                .with_unit("s")
-                .with_description("Submit to claim")
-                .build(),
-            queued: m
-                .i64_up_down_counter("lapis.turns.queued")
-                .with_description("Turns waiting for their workspace")
-                .build(),
-            fences: m
-                .u64_counter("lapis.fences")
-                .with_description("Workspaces fenced by a turn of unknown outcome")
-                .build(),
-            permissions_pending: m
-                .i64_up_down_counter("lapis.permissions.pending")
-                .with_description("Permission requests waiting for an answer")
-                .build(),
-            permission_seconds: m
-                .f64_histogram("lapis.permission.wait")
-                .with_unit("s")
-                .with_description("Request to decision")
-                .build(),
-            tool_calls: m
-                .u64_counter("lapis.tool_calls")
-                .with_description("Application tool calls, by outcome")
-                .build(),
-        };
+        let metrics = Instruments::new(meters);
         Feed {
             tracer,
             metrics,
@@ -228,13 +203,14 @@ impl Feed {
             turn: None,
             prepare: None,
             agent: None,
+            teardown: None,
             permissions: HashMap::new(),
             tools: HashMap::new(),
             born,
         })
     }
 
-    fn on(&mut self, event: &JournalEvent, thread: &ThreadAttrs) {
+    fn on(&mut self, event: &JournalEvent, thread: &ThreadAttrs, usage: Option<&TurnUsage>) {
         let Some(turn_id) = event.turn_id.clone() else {
             return;
         };
@@ -328,6 +304,10 @@ impl Feed {
                     {
                         s.end_with_timestamp(time(at));
                     }
+                    if let Some(mut t) = open.teardown.take() {
+                        t.set_attribute(KeyValue::new("lapis.seq.end", seq));
+                        t.end_with_timestamp(time(at));
+                    }
                     if let Some(mut turn) = open.turn.take() {
                         if fenced {
                             self.metrics.fences.add(1, &[]);
@@ -336,6 +316,11 @@ impl Feed {
                                 time(at),
                                 vec![state.clone(), KeyValue::new("lapis.seq", seq)],
                             );
+                        }
+                        if let Some(usage) = usage {
+                            for kv in self.metrics.usage(&thread.provider, usage) {
+                                turn.set_attribute(kv);
+                            }
                         }
                         turn.set_attribute(KeyValue::new("lapis.outcome", outcome));
                         turn.set_attribute(state);
@@ -388,9 +373,19 @@ impl Feed {
                 };
                 let mut attrs = base;
                 attrs.push(KeyValue::new("lapis.tool_call.id", c.call_id.clone()));
+                attrs.push(KeyValue::new(
+                    "lapis.tool_call.endpoint",
+                    c.endpoint.clone(),
+                ));
+                attrs.push(KeyValue::new("lapis.tool_call.tool", c.tool.clone()));
                 attrs.push(KeyValue::new("lapis.tool_call.mutating", c.mutating));
                 attrs.push(KeyValue::new("lapis.seq.begin", seq));
-                let span = self.child(parent, "lapis.tool_call", at, attrs);
+                let mut span = self.child(parent, "lapis.tool_call", at, attrs);
+                span.add_event_with_timestamp(
+                    "lapis.tool_call.requested",
+                    time(at),
+                    vec![KeyValue::new("lapis.seq", seq)],
+                );
                 if let Some(open) = self.open.get_mut(&turn_id) {
                     open.tools.insert(c.call_id.clone(), span);
                 }
@@ -404,9 +399,52 @@ impl Feed {
                     return;
                 };
                 if let Some(mut span) = open.tools.remove(&f.call_id) {
+                    let mut step = vec![
+                        KeyValue::new("lapis.seq", seq),
+                        KeyValue::new("lapis.tool_call.outcome", outcome),
+                    ];
+                    if let Some(code) = f.code {
+                        step.push(KeyValue::new("lapis.tool_call.code", code.as_str()));
+                    }
+                    span.add_event_with_timestamp("lapis.tool_call.finished", time(at), step);
                     span.set_attribute(KeyValue::new("lapis.tool_call.outcome", outcome));
                     span.set_attribute(KeyValue::new("lapis.seq.finish", seq));
                     span.end_with_timestamp(time(at));
+                }
+            }
+            Some(Payload::Observation(Observation::Stopped { stop_reason, .. })) => {
+                let Some(open) = self.open.get_mut(&turn_id) else {
+                    return;
+                };
+                let Some(turn) = open.turn.as_ref() else {
+                    return;
+                };
+                let cx = Context::new().with_remote_span_context(turn.span_context().clone());
+                if let Some(mut agent) = open.agent.take() {
+                    // The agent's own words: only a stop reason ACP defines.
+                    if crate::acp::STOP_REASONS.contains(&stop_reason.as_str()) {
+                        agent.set_attribute(KeyValue::new("lapis.stop_reason", stop_reason));
+                    }
+                    agent.set_attribute(KeyValue::new("lapis.seq.stopped", seq));
+                    agent.end_with_timestamp(time(at));
+                }
+                let mut attrs = base;
+                attrs.push(KeyValue::new("lapis.seq.stopped", seq));
+                let teardown = self
+                    .tracer
+                    .span_builder("lapis.turn.teardown")
+                    .with_start_time(time(at))
+                    .with_attributes(attrs)
+                    .start_with_context(&self.tracer, &cx);
+                open.teardown = Some(teardown);
+            }
+            Some(Payload::Observation(Observation::CancelSent)) => {
+                if let Some(turn) = self.open.get_mut(&turn_id).and_then(|o| o.turn.as_mut()) {
+                    turn.add_event_with_timestamp(
+                        "lapis.cancel_sent",
+                        time(at),
+                        vec![KeyValue::new("lapis.seq", seq)],
+                    );
                 }
             }
             Some(Payload::WorkspaceSnapshot(_)) => {

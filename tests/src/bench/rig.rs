@@ -86,7 +86,7 @@ impl Rig {
         let dir = ctx.home().join(".config/lapis-ai-controller");
         std::fs::create_dir_all(&dir)?;
         let config = dir.join("config.json");
-        let doc = json!({
+        let mut doc = json!({
             "schema": 1,
             "instance": "default",
             "controllerHome": home,
@@ -95,6 +95,14 @@ impl Rig {
             "workspaces": ws,
             "server": server,
         });
+        // Telemetry on, exporting to a collector at this OTLP/HTTP base
+        // URL (issue 46's on/off figure: `scripts/bench-telemetry`).
+        if let Some(url) = std::env::var("LAPIS_BENCH_TELEMETRY")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            doc["telemetry"] = json!({ "endpoint": url });
+        }
         std::fs::write(&config, serde_json::to_vec_pretty(&doc)?)?;
         std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600))?;
         Ok(Rig {

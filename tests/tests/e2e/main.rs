@@ -85,6 +85,7 @@ mod serve_turns;
 mod sessions_bound;
 mod ssh;
 mod telemetry;
+mod telemetry_tools;
 mod tokens;
 mod tools;
 mod tools_bridge;

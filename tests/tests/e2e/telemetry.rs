@@ -13,6 +13,7 @@ use lapis_e2e::wait::{eventually, settle};
 use lapis_e2e::webhook::WebhookServer;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
@@ -25,7 +26,7 @@ use crate::serve_support::{GUEST, NARROW, OWNER, READER, Server};
 const MARKER: &str = "PROMPT-SECRET-93c1d7";
 
 /// A server with `telemetry` pointed at `endpoint`, exporting quickly.
-fn serve_exporting(endpoint: &str, providers: Value) -> Server {
+pub(crate) fn serve_exporting(endpoint: &str, providers: Value) -> Server {
     let mut ctx = TestContext::new();
     ctx.set_env("OTEL_BSP_SCHEDULE_DELAY", "100");
     ctx.set_env("OTEL_METRIC_EXPORT_INTERVAL", "200");
@@ -37,7 +38,7 @@ fn serve_exporting(endpoint: &str, providers: Value) -> Server {
 }
 
 /// Every span exported so far.
-fn spans(hook: &WebhookServer) -> Vec<Span> {
+pub(crate) fn spans(hook: &WebhookServer) -> Vec<Span> {
     hook.requests()
         .iter()
         .filter(|r| r.path == "/v1/traces")
@@ -52,9 +53,13 @@ fn spans(hook: &WebhookServer) -> Vec<Span> {
 }
 
 /// A span's string and integer attributes.
-fn attrs(span: &Span) -> HashMap<String, String> {
-    span.attributes
-        .iter()
+pub(crate) fn attrs(span: &Span) -> HashMap<String, String> {
+    kvs(&span.attributes)
+}
+
+/// Attributes (a span's, an event's, a data point's) as strings.
+pub(crate) fn kvs(list: &[KeyValue]) -> HashMap<String, String> {
+    list.iter()
         .filter_map(|kv| {
             let v = match kv.value.as_ref()?.value.as_ref()? {
                 AnyValue::StringValue(s) => s.clone(),
@@ -68,7 +73,7 @@ fn attrs(span: &Span) -> HashMap<String, String> {
         .collect()
 }
 
-fn named<'a>(all: &'a [Span], name: &str, turn: &str) -> Option<&'a Span> {
+pub(crate) fn named<'a>(all: &'a [Span], name: &str, turn: &str) -> Option<&'a Span> {
     all.iter()
         .find(|s| s.name == name && attrs(s).get("lapis.turn.id").map(String::as_str) == Some(turn))
 }
@@ -131,7 +136,12 @@ fn a_turns_spans_link_its_steps_and_carry_no_content() {
         "{a:?}"
     );
     assert!(root.parent_span_id.is_empty(), "a turn is a root span");
-    for child in ["lapis.turn.prepare", "lapis.turn.agent", "lapis.permission"] {
+    for child in [
+        "lapis.turn.prepare",
+        "lapis.turn.agent",
+        "lapis.permission",
+        "lapis.turn.teardown",
+    ] {
         let c = named(&all, child, &turn.id).unwrap_or_else(|| panic!("{child} span"));
         assert_eq!(c.trace_id, root.trace_id, "{child}");
         assert_eq!(
@@ -194,6 +204,23 @@ fn a_turns_spans_link_its_steps_and_carry_no_content() {
     }
     let status = server.ctx.run(["status", "--json"]).success().json();
     assert_eq!(status["telemetry"]["traces"], hook.url("/v1/traces"));
+    assert_eq!(status["telemetry"]["serviceName"], "lapis-ai-controller");
+    // `doctor` says the same (whatever its other checks find here).
+    let doctor = server.ctx.run(["doctor", "--json"]).json();
+    let check = doctor["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "telemetry"))
+        .cloned()
+        .unwrap_or_else(|| panic!("a telemetry check in {doctor}"));
+    assert_eq!(check["status"], "ok", "{check}");
+    let summary = check["summary"].as_str().unwrap_or_default();
+    for part in [
+        hook.url("/v1/traces"),
+        hook.url("/v1/metrics"),
+        "lapis-ai-controller".into(),
+    ] {
+        assert!(summary.contains(&part), "{part} in {summary}");
+    }
     server.finish(&[], &[]);
 }
 

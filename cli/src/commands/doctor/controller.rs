@@ -261,8 +261,37 @@ pub(super) fn socket_checks(paths: &Paths, config: &Config, checks: &mut Vec<Che
     checks.push(socket);
     if let Some(s) = status {
         evidence_checks(paths, &s, checks);
+        checks.push(telemetry_check(paths, config, &s));
     }
     result
+}
+
+/// Whether the running controller exports OpenTelemetry data and where
+/// (as `status` says); configured but not exporting warns.
+fn telemetry_check(
+    paths: &Paths,
+    config: &Config,
+    s: &lapis_protocol::params::StatusResult,
+) -> Check {
+    match (&s.telemetry, &config.telemetry) {
+        (Some(t), _) => Check::ok(
+            "telemetry",
+            format!(
+                "on: traces to {}, metrics to {}, as service {}",
+                t.traces, t.metrics, t.service_name
+            ),
+        ),
+        (None, Some(_)) => Check::bad(
+            Status::Warn,
+            "telemetry",
+            "configured, but the running controller exports nothing",
+            format!(
+                "`{PRODUCT} config reload` does not start it: restart the controller (`{}`), and see its log for `telemetry: off`",
+                unit::restart_command(paths)
+            ),
+        ),
+        (None, None) => Check::ok("telemetry", "off (no `telemetry` section in the config)"),
+    }
 }
 
 fn socket_check(

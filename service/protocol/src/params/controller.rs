@@ -150,6 +150,9 @@ pub struct TelemetryStatus {
     pub traces: String,
     /// Where metrics go.
     pub metrics: String,
+    /// The `service.name` the data is exported under.
+    #[serde(default)]
+    pub service_name: String,
 }
 
 /// What the controller did since it started (`status`'s `work`).
