@@ -3,7 +3,6 @@
 //! that reopens and verifies, no content in the file; tampering across
 //! the deleted range is still detected.
 
-use lapis_protocol::Payload;
 use rusqlite::Connection;
 
 use super::*;
@@ -15,22 +14,7 @@ const MARKER: &str = "MARKER-d3l3t3-7f1e9c";
 /// A thread with one finished turn whose prompt and reply hold [`MARKER`].
 async fn finished_thread(s: &Store, ws: &str, cmd: &str) -> Thread {
     let th = thread(s, ws, Retention::Full).await;
-    let t = s
-        .submit_turn(&owner(), submit(&th.id, cmd, &format!("say {MARKER}")))
-        .await
-        .unwrap()
-        .value;
-    s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&t.id, binding()).await.unwrap();
-    for i in 0..3 {
-        let text = format!("reply {i} {MARKER}");
-        let chunk =
-            Payload::from_value(EventKind::MessageChunk, serde_json::json!({ "text": text }));
-        s.append_activity(&t.id, chunk).await.unwrap();
-    }
-    s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
-        .await
-        .unwrap();
+    finished_turn(s, &th.id, cmd, MARKER).await;
     th
 }
 

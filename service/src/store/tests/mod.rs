@@ -117,6 +117,29 @@ pub(crate) fn submit(thread: &str, cmd: &str, prompt: &str) -> SubmitTurn {
     }
 }
 
+/// Runs one turn of `thread` to `completed`: its prompt and three reply
+/// chunks hold `marker` (so a test can look for content in the file).
+pub(crate) async fn finished_turn(s: &Store, thread: &str, cmd: &str, marker: &str) {
+    let t = s
+        .submit_turn(&owner(), submit(thread, cmd, &format!("say {marker}")))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&t.id, binding()).await.unwrap();
+    for i in 0..3 {
+        let text = format!("reply {i} {marker}");
+        let chunk = lapis_protocol::Payload::from_value(
+            EventKind::MessageChunk,
+            serde_json::json!({ "text": text }),
+        );
+        s.append_activity(&t.id, chunk).await.unwrap();
+    }
+    s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
+        .await
+        .unwrap();
+}
+
 /// A session binding as the engine passes it at the dispatch boundary.
 pub(crate) fn binding() -> crate::domain::SessionBinding {
     crate::domain::SessionBinding {

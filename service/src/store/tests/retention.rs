@@ -3,7 +3,6 @@
 //! threads alone, deletes an empty idle thread, and the journal verifies
 //! across the cut (and fails on tampering there).
 
-use lapis_protocol::Payload;
 use rusqlite::Connection;
 
 use super::*;
@@ -14,22 +13,7 @@ use crate::store::*;
 const MARKER: &str = "MARKER-r3t41n-2b9d";
 
 async fn finished_turn(s: &Store, thread: &str, cmd: &str) {
-    let t = s
-        .submit_turn(&owner(), submit(thread, cmd, &format!("say {MARKER}")))
-        .await
-        .unwrap()
-        .value;
-    s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&t.id, binding()).await.unwrap();
-    for i in 0..3 {
-        let text = format!("reply {i} {MARKER}");
-        let chunk =
-            Payload::from_value(EventKind::MessageChunk, serde_json::json!({ "text": text }));
-        s.append_activity(&t.id, chunk).await.unwrap();
-    }
-    s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
-        .await
-        .unwrap();
+    super::finished_turn(s, thread, cmd, MARKER).await;
 }
 
 async fn candidate(s: &Store, thread: &str) -> Candidate {
