@@ -194,6 +194,7 @@ fn doctor_passes_every_check_on_a_healthy_install() {
             "provider:fixture",
             "provider:shell",
             "socket",
+            "telemetry",
             "disk"
         ]
     );

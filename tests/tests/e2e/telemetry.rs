@@ -167,7 +167,16 @@ fn a_turns_spans_link_its_steps_and_carry_no_content() {
     let resolved = named(&all, "lapis.turn.resolve", &fenced.id).expect("the resolution");
     assert_eq!(attrs(resolved)["lapis.turn.state"], "failed");
 
-    let metrics = eventually("the turn counter arrives", || {
+    // Every export so far, read again until each metric has arrived: the
+    // fence's counter may be recorded after the export that first carried
+    // the turn counter.
+    let wanted = [
+        "lapis.turns",
+        "lapis.turn.duration",
+        "lapis.permission.wait",
+        "lapis.fences",
+    ];
+    let metrics = eventually("every metric arrives", || {
         let names: Vec<String> = hook
             .requests()
             .iter()
@@ -181,13 +190,12 @@ fn a_turns_spans_link_its_steps_and_carry_no_content() {
             .flat_map(|sm| sm.metrics)
             .map(|m| m.name)
             .collect();
-        names.iter().any(|n| n == "lapis.turns").then_some(names)
+        wanted
+            .iter()
+            .all(|w| names.iter().any(|n| n == w))
+            .then_some(names)
     });
-    for name in [
-        "lapis.turn.duration",
-        "lapis.permission.wait",
-        "lapis.fences",
-    ] {
+    for name in wanted {
         assert!(metrics.iter().any(|n| n == name), "{name} in {metrics:?}");
     }
     // The scan: no byte of any export holds the prompt or a token.
