@@ -35,7 +35,7 @@ use crate::domain::{StoreError, StoreResult};
 
 use super::chain::{self, GENESIS, Hash, Link, Version};
 use super::schema;
-use super::tombstone::{self, Digest256};
+use super::tombstone;
 
 /// The format tag of the header.
 pub const BUNDLE_FORMAT: &str = "lapis-thread-bundle/1";
@@ -375,12 +375,10 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
 /// A line's byte range.
 type Range = (usize, usize);
 
-/// One retention pass's tombstones seen in a bundle.
+/// One retention pass's tombstones seen in a bundle, with the line of the
+/// first.
 struct Group {
-    count: u64,
-    first: i64,
-    last: i64,
-    digest: Digest256,
+    tombs: tombstone::Group,
     range: Range,
 }
 
@@ -396,15 +394,10 @@ struct Pruned {
 impl Pruned {
     fn tombstone(&mut self, at: i64, seq: i64, hash: &Hash, range: Range) {
         let g = self.groups.entry(at).or_insert_with(|| Group {
-            count: 0,
-            first: seq,
-            last: seq,
-            digest: Digest256::new(),
+            tombs: tombstone::Group::starting_at(seq),
             range,
         });
-        g.count += 1;
-        g.last = seq;
-        g.digest.add(seq, hash);
+        g.tombs.add(seq, hash);
     }
 
     /// Every tombstone covered by its receipt and every receipt matching
@@ -412,16 +405,15 @@ impl Pruned {
     fn check(mut self) -> Result<(), (Range, String)> {
         let mut faults: Vec<(Range, String)> = Vec::new();
         for (seq, r, range) in self.receipts {
-            let matches = match self.groups.remove(&seq) {
-                None => r.events == 0,
-                Some(g) => {
-                    r.events == g.count
-                        && r.first_seq == g.first as u64
-                        && r.last_seq == g.last as u64
-                        && g.last < seq
-                        && r.digest == g.digest.hex()
-                }
-            };
+            let group = self.groups.remove(&seq);
+            let matches = tombstone::Group::matches(
+                group.map(|g| g.tombs),
+                seq,
+                r.events,
+                r.first_seq,
+                r.last_seq,
+                &r.digest,
+            );
             if !matches {
                 faults.push((
                     range,
@@ -432,7 +424,7 @@ impl Pruned {
         for g in self.groups.into_values() {
             faults.push((
                 g.range,
-                format!("seq {}: a tombstone no receipt covers", g.first),
+                format!("seq {}: a tombstone no receipt covers", g.tombs.first),
             ));
         }
         faults.sort_by_key(|(range, _)| *range);

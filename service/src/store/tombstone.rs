@@ -55,12 +55,56 @@ impl Digest256 {
     }
 }
 
-/// One thread's tombstones seen so far.
-struct Group {
+/// One group of tombstones seen so far (a thread's deletion, or one
+/// retention pass): what its receipt must claim ([`Group::matches`]).
+pub(super) struct Group {
     count: u64,
-    first: i64,
+    pub(super) first: i64,
     last: i64,
     digest: Digest256,
+}
+
+impl Group {
+    /// A group whose first tombstone is at `seq` (add it with [`Group::add`]).
+    pub(super) fn starting_at(seq: i64) -> Group {
+        Group {
+            count: 0,
+            first: seq,
+            last: seq,
+            digest: Digest256::new(),
+        }
+    }
+
+    /// Counts the tombstone at `seq` with its stored `hash`.
+    pub(super) fn add(&mut self, seq: i64, hash: &Hash) {
+        self.count += 1;
+        self.last = seq;
+        self.digest.add(seq, hash);
+    }
+
+    /// Whether the receipt at `receipt_seq` claiming `events` tombstones
+    /// from `first_seq` to `last_seq` with `digest` covers `group`
+    /// (`None`: no tombstone names it, so it must claim none). The one
+    /// rule `journal verify` and an exported bundle's check share.
+    pub(super) fn matches(
+        group: Option<Group>,
+        receipt_seq: i64,
+        events: u64,
+        first_seq: u64,
+        last_seq: u64,
+        digest: &str,
+    ) -> bool {
+        match group {
+            None => events == 0,
+            Some(g) => {
+                events == g.count
+                    && first_seq == g.first as u64
+                    && last_seq == g.last as u64
+                    && g.last < receipt_seq
+                    && digest == g.digest.hex()
+            }
+        }
+    }
 }
 
 /// What a verification collects about tombstones and receipts, checked
@@ -115,15 +159,8 @@ impl Tombstones {
             let g = self
                 .groups
                 .entry((String::from_utf8_lossy(thread).into_owned(), at))
-                .or_insert_with(|| Group {
-                    count: 0,
-                    first: seq,
-                    last: seq,
-                    digest: Digest256::new(),
-                });
-            g.count += 1;
-            g.last = seq;
-            g.digest.add(seq, &stored);
+                .or_insert_with(|| Group::starting_at(seq));
+            g.add(seq, &stored);
             chain.tombstone(seq, stored);
             return Ok(true);
         }
@@ -175,16 +212,15 @@ impl Tombstones {
                 fail(seq);
                 continue;
             };
-            let matches = match self.groups.remove(&(thread, receipt.at)) {
-                None => receipt.events == 0,
-                Some(g) => {
-                    receipt.events == g.count
-                        && receipt.first_seq == g.first as u64
-                        && receipt.last_seq == g.last as u64
-                        && g.last < seq
-                        && receipt.digest == g.digest.hex()
-                }
-            };
+            let group = self.groups.remove(&(thread, receipt.at));
+            let matches = Group::matches(
+                group,
+                seq,
+                receipt.events,
+                receipt.first_seq,
+                receipt.last_seq,
+                &receipt.digest,
+            );
             if !matches {
                 fail(seq);
             }
