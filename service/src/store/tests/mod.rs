@@ -18,6 +18,7 @@ mod parking;
 mod prepared;
 mod receipts;
 mod retention;
+mod retention_summary;
 mod scheduling;
 mod sessions;
 mod storage;
