@@ -36,6 +36,7 @@ mod evidence;
 mod export;
 mod guards;
 mod home;
+mod import;
 mod inbox;
 mod install;
 mod install_faults;
