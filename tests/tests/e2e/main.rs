@@ -97,6 +97,7 @@ mod tools_ts;
 mod transcript;
 mod transcript_continue;
 mod transcript_gate;
+mod transcript_legacy;
 mod transcript_store;
 mod transcript_tools;
 mod ts_agent;
