@@ -365,7 +365,7 @@ INSERT INTO chain_versions (version, from_seq) SELECT 2, coalesce(max(seq), 0) +
         // Version 21: retention's per-thread summary and its last pass
         // (issue 44 item 6; see `retention::summary`).
         then: None,
-        sql: super::retention::summary::SCHEMA,
+        sql: history::SCHEMA,
     },
 ];
 
@@ -474,7 +474,9 @@ pub(super) const CHAINED_VERSION: i64 = 4;
 pub(super) const ANCHORED_VERSION: i64 = 8;
 
 mod fault;
+mod history;
 use fault::injected_failure;
+pub(in crate::store) use history::checks as history_checks;
 
 mod read;
 pub(in crate::store) use read::{check_chained, check_current, open_reader};

@@ -16,8 +16,9 @@ use crate::acp_commits::plain_thread;
 use crate::acp_engine::owner;
 
 /// Streams `n` chunks into a new claimed turn of `thread` (`stage` names
-/// its command id).
-async fn grow(store: &Store, thread: &str, stage: usize, n: usize) {
+/// its command id); the turn stays claimed, so later growth streams into
+/// it ([`stream`]).
+async fn grow(store: &Store, thread: &str, stage: usize, n: usize) -> String {
     let input = SubmitTurn {
         command_id: format!("grow-{stage}"),
         thread_id: thread.to_owned(),
@@ -27,10 +28,16 @@ async fn grow(store: &Store, thread: &str, stage: usize, n: usize) {
     };
     let turn = store.submit_turn(&owner(), input).await.unwrap().value;
     store.try_claim().await.unwrap().unwrap();
+    stream(store, &turn.id, n).await;
+    turn.id
+}
+
+/// Streams `n` more chunks into the claimed `turn`.
+async fn stream(store: &Store, turn: &str, n: usize) {
     let mut last = None;
     for i in 0..n {
         last = Some(store.append_activity(
-            &turn.id,
+            turn,
             Payload::from_value(EventKind::MessageChunk, json!({ "text": format!("c{i}") })),
         ));
     }
@@ -101,16 +108,16 @@ async fn a_page_and_a_retention_pass_cost_the_same_however_long_the_history() {
         .await
         .unwrap()
         .value;
-    grow(&store, &thread.id, 0, 500).await;
+    let turn = grow(&store, &thread.id, 0, 500).await;
     let first = one_pass(&store, None).await;
     assert!(first.scanned > 500, "{first:?}");
     assert_eq!(first.candidates, 2, "{first:?}");
     let short = page_costs(&store, &thread.id, 300).await;
-    grow(&store, &thread.id, 1, 20_000).await;
+    stream(&store, &turn, 20_000).await;
     let long = page_costs(&store, &thread.id, 20_300).await;
     assert_eq!(short, long, "a page at 500 events against 20,500");
-    // The next pass reads the 20,000 events and the turn's own (its
-    // submit and claim), nothing before them; the one after, nothing.
+    // The next pass reads the 20,000 new events, nothing before them;
+    // the one after, nothing.
     let second = one_pass(&store, Some(&first)).await;
     assert!(
         (20_000..20_010).contains(&second.scanned),

@@ -56,14 +56,9 @@ async fn the_summary_equals_a_recount_and_a_refresh_reads_only_new_events() {
         ..Default::default()
     };
     let mut c = c;
-    loop {
-        match s.prune_batch(&c, limits, 1).await.unwrap() {
-            Batch::Pruned { live_from, .. } => {
-                c = summary(&s, &th.id).await;
-                assert_eq!(c.live_from, live_from);
-            }
-            _ => break,
-        }
+    while let Batch::Pruned { live_from, .. } = s.prune_batch(&c, limits, 1).await.unwrap() {
+        c = summary(&s, &th.id).await;
+        assert_eq!(c.live_from, live_from);
     }
     let pruned = summary(&s, &th.id).await;
     assert_eq!(pruned.events, 16);
