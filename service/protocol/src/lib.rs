@@ -34,6 +34,7 @@ mod frame;
 mod hello;
 mod history;
 pub mod home;
+mod import;
 mod invocation;
 pub mod mcp;
 pub mod memory;
@@ -73,6 +74,7 @@ pub use hello::{
     SessionView, StartupLine,
 };
 pub use history::{HistoryPass, HistoryPruned, HistoryStatus};
+pub use import::{MAX_IMPORT_BUNDLE_BYTES, ThreadImported};
 pub use invocation::{Invocation, Location, ToolKind};
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};

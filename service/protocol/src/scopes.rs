@@ -148,6 +148,8 @@ pub enum Method {
     ThreadsAttach,
     /// `threads.delete`.
     ThreadsDelete,
+    /// `threads.import`.
+    ThreadsImport,
     /// `turns.submit`.
     TurnsSubmit,
     /// `turns.continue`.
@@ -266,6 +268,11 @@ pub const METHODS: &[(Method, &str, Requirement)] = &[
     (
         Method::ThreadsDelete,
         "threads.delete",
+        Requirement::Scope(Scope::ThreadsWrite),
+    ),
+    (
+        Method::ThreadsImport,
+        "threads.import",
         Requirement::Scope(Scope::ThreadsWrite),
     ),
     (

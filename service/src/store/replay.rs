@@ -29,8 +29,11 @@ pub(super) fn replay(
 
 /// A thread-scope page whose events with content gone are flagged rather
 /// than failing the page, with the canonical hash recorded for each of
-/// them (where one was): for a thread whose transcript store can complete
-/// them ([`crate::tools::transcript::fetch`]).
+/// them (where one was and its row's chain link covers it:
+/// `super::restore::chained_hashes`, so a row journaled before chain
+/// version 2 offers none and its content is never shown): for a thread
+/// whose transcript store can complete them
+/// ([`crate::tools::transcript::fetch`]).
 pub(super) fn replay_flagged(
     conn: &Connection,
     memory: &MemoryPayloads,
@@ -40,13 +43,17 @@ pub(super) fn replay_flagged(
 ) -> StoreResult<(ReplayPage, HashMap<u64, String>)> {
     let scope = ReplayScope::Thread(thread.to_owned());
     let page = page(conn, memory, &scope, after, limit, false)?;
-    let gone: Vec<u64> = page
+    let gone: Vec<JournalEvent> = page
         .events
         .iter()
         .filter(|e| e.payload_unavailable)
-        .map(|e| e.thread_seq)
+        .cloned()
         .collect();
-    let hashes = read::event_hashes(conn, thread, &gone)?;
+    let hashes = if gone.is_empty() {
+        HashMap::new()
+    } else {
+        super::restore::chained_hashes(conn, thread, &gone)?
+    };
     Ok((page, hashes))
 }
 

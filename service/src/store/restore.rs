@@ -11,6 +11,8 @@
 //! continuation and again at its claim, which waits for the journal's
 //! verification after open).
 
+use std::collections::HashMap;
+
 use rusqlite::Connection;
 
 use crate::domain::{JournalEvent, StoreResult};
@@ -57,15 +59,36 @@ fn gone(
     if gone.is_empty() {
         return Ok(Vec::new());
     }
-    let covered_from = chain::v2_from(conn, schema::SCHEMA_VERSION)?;
-    let seqs: Vec<u64> = gone.iter().map(|e| e.thread_seq).collect();
-    let mut hashes = read::event_hashes(conn, thread, &seqs)?;
+    let mut hashes = chained_hashes(conn, thread, &gone)?;
     Ok(gone
         .into_iter()
         .map(|e| {
             let hash = hashes.remove(&e.thread_seq);
-            let covered = e.seq as i64 >= covered_from;
-            (e, hash.filter(|_| covered))
+            (e, hash)
         })
         .collect())
+}
+
+/// The `event_hash` recorded for each of `thread`'s `events` whose row's
+/// chain link covers it (chain version 2), by `thread_seq`: a row linked
+/// before that (version 1, journaled before schema 18) offers none, since
+/// a hash outside the chain could have been edited at rest. The one rule
+/// for what may verify content a transcript store gives back, for
+/// `journal.replay` ([`super::replay::replay_flagged`]) and
+/// `turns.continue` ([`Store::gone_payloads`]) alike.
+pub(super) fn chained_hashes(
+    conn: &Connection,
+    thread: &str,
+    events: &[JournalEvent],
+) -> StoreResult<HashMap<u64, String>> {
+    let covered_from = chain::v2_from(conn, schema::SCHEMA_VERSION)?;
+    let seqs: Vec<u64> = events
+        .iter()
+        .filter(|e| e.seq as i64 >= covered_from)
+        .map(|e| e.thread_seq)
+        .collect();
+    if seqs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    read::event_hashes(conn, thread, &seqs)
 }

@@ -4,7 +4,9 @@
 //! recorded.
 //!
 //! What must stay true: a payload is never shown unverified — a missing
-//! or mismatching one leaves its event `payloadUnavailable` (the page
+//! or mismatching one, or one whose row was journaled before the chain
+//! covered `event_hash` (chain version 1: the store offers no hash for it,
+//! `Store::replay_flagged`), leaves its event `payloadUnavailable` (the page
 //! goes on: `transcript_unavailable` for that event only); without the
 //! store connected, or when it fails, is late, or its connection goes
 //! (the call is invalidated), the replay fails `transcript_unavailable`
@@ -83,7 +85,7 @@ pub(super) async fn complete(
     }
     if verified < gone.len() {
         tracing::warn!(thread = %thread.id, refused = gone.len() - verified,
-            "replay: content the transcript store lacks or that does not match its recorded hash is not shown");
+            "replay: content the transcript store lacks, that does not match its recorded hash or whose row predates the chain's event hashes is not shown");
     }
     Ok(page)
 }

@@ -11,6 +11,7 @@ mod continuation;
 mod continuation_tools;
 mod delete;
 mod history;
+mod import;
 mod inbox;
 mod journal;
 mod lifecycle;

@@ -271,10 +271,11 @@ async fn a_schema_17_journal_verifies_as_before_and_new_rows_cover_their_event_h
     assert_eq!(verify_journal(&db).unwrap_err().to_string(), chain_error(1));
 }
 
-/// What a continuation may restore from a transcript store: a row linked
-/// with chain version 1 (the schema-17 fixture's store-bound content)
-/// offers no hash, so its content can never authorize a continuation; a
-/// row written since offers the one its link covers.
+/// What a continuation may restore, and a replay show, from a transcript
+/// store: a row linked with chain version 1 (the schema-17 fixture's
+/// store-bound content) offers no hash, so its content can never authorize
+/// a continuation nor be shown as the journal's; a row written since
+/// offers the one its link covers.
 #[tokio::test]
 async fn only_rows_whose_link_covers_their_event_hash_offer_it_for_restoring() {
     let fixture_dir =
@@ -300,6 +301,28 @@ async fn only_rows_whose_link_covers_their_event_hash_offer_it_for_restoring() {
     let old = s.gone_payloads(&thread, &old_turn).await.unwrap();
     assert!(!old.is_empty(), "the fixture's content is gone after open");
     assert!(old.iter().all(|(_, h)| h.is_none()), "{old:?}");
+    // `journal.replay`'s page offers none for them either (so their
+    // content is never shown), though each row does record one.
+    let recorded = s
+        .read({
+            let (id, seqs) = (
+                thread.clone(),
+                old.iter().map(|(e, _)| e.thread_seq).collect::<Vec<_>>(),
+            );
+            move |c, _| super::super::read::event_hashes(c, &id, &seqs)
+        })
+        .await
+        .unwrap();
+    assert_eq!(recorded.len(), old.len(), "schema 17 recorded each one");
+    let (page, hashes) = s.replay_flagged(&thread, 0, 0).await.unwrap();
+    assert!(
+        old.iter().all(|(e, _)| page
+            .events
+            .iter()
+            .any(|p| p.thread_seq == e.thread_seq && p.payload_unavailable)),
+        "{page:?}"
+    );
+    assert!(hashes.is_empty(), "{hashes:?}");
     let new_turn = s
         .submit_turn(&owner(), submit(&thread, "after-upgrade", "again"))
         .await
@@ -313,6 +336,12 @@ async fn only_rows_whose_link_covers_their_event_hash_offer_it_for_restoring() {
     let (event, hash) = &new[0];
     assert!(event.payload_unavailable);
     assert_eq!(hash.as_deref().map(str::len), Some(64));
+    let (_, hashes) = s.replay_flagged(&thread, 0, 0).await.unwrap();
+    assert_eq!(
+        hashes.into_iter().collect::<Vec<_>>(),
+        vec![(event.thread_seq, hash.clone().unwrap())],
+        "replay offers the covered row's hash only"
+    );
     // Restored with the payload that hashes to it, the content is back
     // for the continuation's check; nothing was written.
     let commits = s.commit_count();
