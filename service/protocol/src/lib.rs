@@ -35,6 +35,7 @@ mod hello;
 mod history;
 pub mod home;
 mod invocation;
+mod kinds;
 pub mod mcp;
 pub mod memory;
 mod message;
