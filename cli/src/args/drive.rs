@@ -200,6 +200,28 @@ pub(crate) enum ThreadsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
+    /// Import a bundle (`threads export`) as a new thread
+    ///
+    /// FILE is verified offline first (`bundle_tampered` naming the byte
+    /// range, `bundle_unsupported` for another format); nothing is written
+    /// unless it verifies. The running controller then journals its events
+    /// again as a new thread (new ids, this controller's chain) whose
+    /// turns are all settled, with a `thread_imported` receipt naming the
+    /// source. Needs the controller running. Bundles over 512 KiB are
+    /// refused (`bundle_too_large`). Each import makes a new thread.
+    Import {
+        /// The bundle file.
+        file: PathBuf,
+        /// The workspace of the new thread (default: the one registered at
+        /// the bundle's workspace path; without one, `workspace_required`).
+        #[arg(long, value_name = "ID", add = ArgValueCandidates::new(Candidates::WorkspaceIds))]
+        workspace: Option<String>,
+        /// The provider of the new thread (default: the bundle's).
+        #[arg(long, value_name = "NAME")]
+        provider: Option<String>,
+        #[command(flatten)]
+        out: JsonArg,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

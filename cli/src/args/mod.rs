@@ -237,7 +237,8 @@ impl Command {
             | Command::Threads(ThreadsCommand::Configure { out, .. })
             | Command::Threads(ThreadsCommand::Show { out, .. })
             | Command::Threads(ThreadsCommand::Delete { out, .. })
-            | Command::Threads(ThreadsCommand::Export { out, .. }) => out.json,
+            | Command::Threads(ThreadsCommand::Export { out, .. })
+            | Command::Threads(ThreadsCommand::Import { out, .. }) => out.json,
             Command::Threads(ThreadsCommand::List(a)) => a.out.json,
             Command::Turns(
                 TurnsCommand::Submit { out, .. }

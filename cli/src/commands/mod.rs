@@ -42,6 +42,7 @@ mod submit;
 mod suggest;
 mod threads;
 mod threads_export;
+mod threads_import;
 mod token;
 mod tokens;
 mod turns;

@@ -1,5 +1,5 @@
-//! `threads create|configure|list|show|delete|export` (export in
-//! `threads_export`).
+//! `threads create|configure|list|show|delete|export|import` (export in
+//! `threads_export`, import in `threads_import`).
 
 use serde_json::json;
 
@@ -33,6 +33,15 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 anyhow::anyhow!("threads export needs THREAD and -o FILE, or --verify FILE"),
             )),
         };
+    }
+    if let ThreadsCommand::Import {
+        file,
+        workspace,
+        provider,
+        out,
+    } = command
+    {
+        return super::threads_import::import(global, &file, workspace, provider, out.json);
     }
     let mut client = connect(global)?;
     match command {
@@ -143,8 +152,8 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
                 ))?;
             }
         }
-        // Answered above, before connecting.
-        ThreadsCommand::Export { .. } => {}
+        // Answered above.
+        ThreadsCommand::Export { .. } | ThreadsCommand::Import { .. } => {}
         ThreadsCommand::Show { thread, out } => {
             let thread = super::ids::thread(&mut client, &thread)?;
             let snap = client.threads_get(&thread).map_err(client_error)?;

@@ -71,6 +71,32 @@ pub(super) fn export(
 }
 
 pub(super) fn verify(file: &Path, json_out: bool) -> CliResult {
+    let (_, report) = read_verified(file)?;
+    let h = &report.header;
+    if json_out {
+        crate::output::json(&json!({
+            "verified": true,
+            "format": h.format,
+            "thread": h.thread,
+            "events": report.events,
+            "retention": h.retention,
+            "anchorEvents": h.anchor_events,
+            "anchorHead": h.anchor_head,
+        }))?;
+    } else {
+        crate::output::line(format!(
+            "bundle verified: thread {}, {} events ({}), exported at anchor {} events, head {}",
+            h.thread, report.events, h.retention, h.anchor_events, h.anchor_head
+        ))?;
+    }
+    Ok(())
+}
+
+/// FILE's bytes, verified offline (`bundle_tampered` with `details:
+/// {"start", "end", "reason"}`, or `bundle_unsupported`).
+pub(super) fn read_verified(
+    file: &Path,
+) -> Result<(Vec<u8>, lapis_service::BundleReport), CliError> {
     let bytes = std::fs::read(file).map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::NotFound {
             "not_found"
@@ -80,26 +106,7 @@ pub(super) fn verify(file: &Path, json_out: bool) -> CliResult {
         CliError::failure(code, anyhow::anyhow!("cannot read {}: {e}", file.display()))
     })?;
     match lapis_service::verify_bundle(&bytes) {
-        Ok(report) => {
-            let h = &report.header;
-            if json_out {
-                crate::output::json(&json!({
-                    "verified": true,
-                    "format": h.format,
-                    "thread": h.thread,
-                    "events": report.events,
-                    "retention": h.retention,
-                    "anchorEvents": h.anchor_events,
-                    "anchorHead": h.anchor_head,
-                }))?;
-            } else {
-                crate::output::line(format!(
-                    "bundle verified: thread {}, {} events ({}), exported at anchor {} events, head {}",
-                    h.thread, report.events, h.retention, h.anchor_events, h.anchor_head
-                ))?;
-            }
-            Ok(())
-        }
+        Ok(report) => Ok((bytes, report)),
         Err(e) => Err(CliError::failure(e.code(), anyhow::anyhow!("{e}"))
             .with_details(json!({ "start": e.start, "end": e.end, "reason": e.reason }))),
     }

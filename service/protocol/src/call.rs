@@ -87,6 +87,8 @@ macro_rules! all_calls {
             ThreadsAttach: p::ThreadsAttach => ThreadSnapshot;
             /// `threads.delete`.
             ThreadsDelete: p::ThreadRef => p::ThreadDeletedResult;
+            /// `threads.import`.
+            ThreadsImport: p::ThreadsImport => p::ThreadImportedResult;
             /// `turns.submit`.
             TurnsSubmit: p::TurnsSubmit => p::TurnResult;
             /// `turns.continue`.

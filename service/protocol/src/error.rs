@@ -145,11 +145,30 @@ pub enum ErrorCode {
     /// the chain covered `event_hash` (chain version 1). Nothing was
     /// written.
     TranscriptUnverified,
+    /// `threads.import` of a bundle edited in some byte (what
+    /// `threads export --verify` refuses): `data` names the byte range
+    /// (`start`, `end`) and `reason`. Nothing was written.
+    BundleTampered,
+    /// `threads.import` of a bundle this controller cannot import: another
+    /// format version, an event kind it does not know, or an event whose
+    /// shape it would not store. Nothing was written.
+    BundleUnsupported,
+    /// `threads.import` of a bundle over `MAX_IMPORT_BUNDLE_BYTES`
+    /// (512 KiB). Nothing was written.
+    BundleTooLarge,
+    /// `threads.import` of a bundle with a turn that had not settled when
+    /// it was exported (`data.turn` names it; export again once it has).
+    /// Nothing was written.
+    BundleUnsettled,
+    /// `threads.import` without `workspaceId` of a bundle whose workspace
+    /// path is not registered here: pass `--workspace ID`. Nothing was
+    /// written.
+    WorkspaceRequired,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 42] = [
+    pub const ALL: [ErrorCode; 47] = [
         ErrorCode::ProtocolUnsupported,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -192,6 +211,11 @@ impl ErrorCode {
         ErrorCode::ThreadFenced,
         ErrorCode::ThreadDeleted,
         ErrorCode::TranscriptUnverified,
+        ErrorCode::BundleTampered,
+        ErrorCode::BundleUnsupported,
+        ErrorCode::BundleTooLarge,
+        ErrorCode::BundleUnsettled,
+        ErrorCode::WorkspaceRequired,
     ];
 
     /// The stable string form.
@@ -239,6 +263,11 @@ impl ErrorCode {
             ErrorCode::ThreadFenced => "thread_fenced",
             ErrorCode::ThreadDeleted => "thread_deleted",
             ErrorCode::TranscriptUnverified => "transcript_unverified",
+            ErrorCode::BundleTampered => "bundle_tampered",
+            ErrorCode::BundleUnsupported => "bundle_unsupported",
+            ErrorCode::BundleTooLarge => "bundle_too_large",
+            ErrorCode::BundleUnsettled => "bundle_unsettled",
+            ErrorCode::WorkspaceRequired => "workspace_required",
         }
     }
 
@@ -289,6 +318,11 @@ impl ErrorCode {
             ErrorCode::ThreadFenced => -32053,
             ErrorCode::ThreadDeleted => -32054,
             ErrorCode::TranscriptUnverified => -32055,
+            ErrorCode::BundleTampered => -32056,
+            ErrorCode::BundleUnsupported => -32057,
+            ErrorCode::BundleTooLarge => -32058,
+            ErrorCode::BundleUnsettled => -32059,
+            ErrorCode::WorkspaceRequired => -32060,
             ErrorCode::PortInvalid => -32048,
             ErrorCode::ContextUnavailable => -32049,
             ErrorCode::InvalidRequest => rpc::INVALID_REQUEST,

@@ -72,6 +72,11 @@ pub enum EventKind {
     /// config): its content-free receipt
     /// ([`HistoryPruned`](crate::HistoryPruned)).
     HistoryPruned,
+    /// A thread was imported from a bundle (`threads.import`): its
+    /// content-free provenance receipt
+    /// ([`ThreadImported`](crate::ThreadImported)), after the events it
+    /// journaled again.
+    ThreadImported,
     /// A kind this SDK does not know (a newer server). Read only: never
     /// stored, not in [`EventKind::ALL`], and [`EventKind::parse`] refuses
     /// it, so the store fails closed on a row it does not understand.
@@ -81,7 +86,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind the controller writes.
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 22] = [
         EventKind::ThreadCreated,
         EventKind::ThreadConfigured,
         EventKind::TurnSubmitted,
@@ -103,6 +108,7 @@ impl EventKind {
         EventKind::WorkspaceSnapshot,
         EventKind::ThreadDeleted,
         EventKind::HistoryPruned,
+        EventKind::ThreadImported,
     ];
 
     /// Stored and wire name.
@@ -129,6 +135,7 @@ impl EventKind {
             EventKind::WorkspaceSnapshot => "workspace_snapshot",
             EventKind::ThreadDeleted => "thread_deleted",
             EventKind::HistoryPruned => "history_pruned",
+            EventKind::ThreadImported => "thread_imported",
             EventKind::Unknown => "unknown",
         }
     }

@@ -57,7 +57,7 @@ pub struct HistoryStatus {
     /// from the global one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub workspaces: BTreeMap<String, HistoryConfig>,
-    /// The last finished pass since the controller started.
+    /// The last finished pass (kept in the database: shown after a restart too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<HistoryPass>,
 }
@@ -84,6 +84,14 @@ pub struct HistoryPass {
     pub threads_deleted: u64,
     /// Threads it left alone because a turn was queued, running or fenced.
     pub skipped_busy: u64,
+    /// Threads it looked at (read a page of threads at a time).
+    #[serde(default)]
+    pub candidates: u64,
+    /// Journal events it read to bring its per-thread summary up to date:
+    /// the events appended since the previous pass, never the whole history
+    /// again (the first pass after an upgrade reads every event once).
+    #[serde(default)]
+    pub scanned: u64,
     /// The error code that stopped it early, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -34,6 +34,7 @@ mod frame;
 mod hello;
 mod history;
 pub mod home;
+mod import;
 mod invocation;
 mod kinds;
 pub mod mcp;
@@ -74,6 +75,7 @@ pub use hello::{
     SessionView, StartupLine,
 };
 pub use history::{HistoryPass, HistoryPruned, HistoryStatus};
+pub use import::{MAX_IMPORT_BUNDLE_BYTES, ThreadImported};
 pub use invocation::{Invocation, Location, ToolKind};
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};

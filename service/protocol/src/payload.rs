@@ -133,6 +133,8 @@ pub enum Payload {
     ThreadDeleted(crate::ThreadDeletion),
     /// `history_pruned`: a retention pass's receipt for the thread.
     HistoryPruned(crate::HistoryPruned),
+    /// `thread_imported`: the imported thread's provenance receipt.
+    ThreadImported(crate::ThreadImported),
     /// A kind this SDK does not know, or a payload that does not parse as
     /// its kind (a newer server): the raw JSON, as stored.
     Unknown {
@@ -168,6 +170,7 @@ impl Payload {
             Payload::WorkspaceSnapshot(_) => EventKind::WorkspaceSnapshot,
             Payload::ThreadDeleted(_) => EventKind::ThreadDeleted,
             Payload::HistoryPruned(_) => EventKind::HistoryPruned,
+            Payload::ThreadImported(_) => EventKind::ThreadImported,
             Payload::Unknown { kind, .. } => *kind,
         }
     }
@@ -196,6 +199,7 @@ impl Payload {
             Payload::WorkspaceSnapshot(p) => value(p),
             Payload::ThreadDeleted(p) => value(p),
             Payload::HistoryPruned(p) => value(p),
+            Payload::ThreadImported(p) => value(p),
             Payload::Unknown { raw, .. } => return raw.clone(),
         };
         match (tag, value) {
@@ -302,6 +306,7 @@ fn typed(kind: EventKind, raw: &Value) -> Option<Payload> {
         EventKind::WorkspaceSnapshot => Payload::WorkspaceSnapshot(parse(raw)?),
         EventKind::ThreadDeleted => Payload::ThreadDeleted(parse(raw)?),
         EventKind::HistoryPruned => Payload::HistoryPruned(parse(raw)?),
+        EventKind::ThreadImported => Payload::ThreadImported(parse(raw)?),
         EventKind::Unknown => return None,
     })
 }

@@ -163,6 +163,8 @@ macro_rules! method_table {
             ThreadsAttach,
             /// `threads.delete`.
             ThreadsDelete,
+            /// `threads.import`.
+            ThreadsImport,
             /// `turns.submit`.
             TurnsSubmit,
             /// `turns.continue`.
@@ -262,6 +264,11 @@ macro_rules! method_table {
             (
                 Method::ThreadsDelete,
                 "threads.delete",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ThreadsImport,
+                "threads.import",
                 Requirement::Scope(Scope::ThreadsWrite),
             ),
             (

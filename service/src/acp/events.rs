@@ -50,6 +50,7 @@ pub(crate) fn shows_agent_progress(event: &Payload) -> bool {
         | Payload::TurnResolved(_)
         | Payload::ThreadDeleted(_)
         | Payload::HistoryPruned(_)
+        | Payload::ThreadImported(_)
         | Payload::Unknown { .. } => false,
         // Journaled by the MCP bridge's calls, never by the runner.
         Payload::ToolCallRequested(_) | Payload::ToolCallFinished(_) => false,

@@ -98,6 +98,18 @@ pub enum StoreError {
         /// Its application.
         application: String,
     },
+    /// `threads.import` refused a bundle; nothing was written. `code` is
+    /// a `bundle_*` code or `workspace_required`, `data` what names the
+    /// fault (a byte range, a turn's state).
+    #[error("{reason}")]
+    ImportRefused {
+        /// The wire code.
+        code: ErrorCode,
+        /// What is wrong (no content).
+        reason: String,
+        /// The error's `data`.
+        data: serde_json::Map<String, serde_json::Value>,
+    },
     /// The bounded queue of turns is full.
     #[error("turn queue is full (capacity {capacity})")]
     QueueFull {
@@ -282,6 +294,7 @@ impl StoreError {
             StoreError::ThreadBusy { .. } => ErrorCode::ThreadBusy,
             StoreError::ThreadFenced { .. } => ErrorCode::ThreadFenced,
             StoreError::ThreadDeleted { .. } => ErrorCode::ThreadDeleted,
+            StoreError::ImportRefused { code, .. } => *code,
             StoreError::QueueFull { .. } => ErrorCode::QueueFull,
             StoreError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             StoreError::TranscriptUnavailable { .. } => ErrorCode::TranscriptUnavailable,

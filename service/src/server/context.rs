@@ -68,6 +68,7 @@ pub struct ServerContext {
     pub(crate) reload: super::reload::Reloader,
     /// The OpenTelemetry exporters (`telemetry`; flushed when dropped).
     pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
-    /// History retention (`history`; absent when nothing is limited).
-    pub(crate) retention: Option<crate::retention::Retention>,
+    /// History retention (`history`; passes run while it limits anything,
+    /// and a reload replaces it).
+    pub(crate) retention: crate::retention::Retention,
 }

@@ -300,6 +300,9 @@ pub(super) async fn method(
         Method::ThreadsDelete => reply::<call::ThreadsDelete>(
             handlers::threads_delete(ctx, session, request.params()?).await,
         ),
+        Method::ThreadsImport => reply::<call::ThreadsImport>(
+            handlers::threads_import(ctx, session, request.params()?).await,
+        ),
         Method::ThreadsConfigure => reply::<call::ThreadsConfigure>(
             handlers::threads_configure(ctx, session, request.params()?).await,
         ),

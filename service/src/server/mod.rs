@@ -261,9 +261,7 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
     };
     // Off the turn path too: bounded batches on the writer, yielding.
     let retention = crate::retention::Retention::of(&options.config);
-    if let Some(r) = &retention {
-        r.spawn(store.clone());
-    }
+    retention.spawn(store.clone());
     let reload = Reloader::new(
         options.config_path.clone(),
         options.config.clone(),
@@ -271,7 +269,8 @@ pub async fn prepare(options: &ServeOptions) -> Result<Prepared, ServeError> {
         engine.as_deref().cloned(),
         options.agent_exe.clone(),
         options.clock.clone(),
-    );
+    )
+    .with_retention(retention.clone());
     let authority = Authority::new(
         options.config.tokens.clone(),
         limits.session_ttl_seconds,

@@ -7,7 +7,8 @@
 //! roots `workspaces.add` checks against (a workspace already registered
 //! under a root that is gone stays registered), and the tokens (a token
 //! added works at once; the sessions of a removed one are revoked at once,
-//! `Authority::replace_tokens`). What it
+//! `Authority::replace_tokens`), and the history retention policy (a pass
+//! runs under a changed one at once, `crate::retention`). What it
 //! does not: `server` limits and the controller home take a restart;
 //! a reload that sees them changed applies the rest and names them in
 //! `restartNeeded`. A workspace removed from the config stays registered,
@@ -47,6 +48,8 @@ pub(crate) struct Reloader {
     /// The workspace roots in effect (resolved at start and each applied
     /// reload, so `workspaces.add` only compares paths).
     roots: Mutex<Arc<WorkspaceRoots>>,
+    /// The history retention policy an applied reload replaces.
+    retention: Option<crate::retention::Retention>,
 }
 
 #[derive(Debug)]
@@ -86,7 +89,14 @@ impl Reloader {
             clock,
             running: tokio::sync::Mutex::new(()),
             last: Mutex::new(None),
+            retention: None,
         }
+    }
+
+    /// Applied reloads replace `retention`'s policy.
+    pub(crate) fn with_retention(mut self, retention: crate::retention::Retention) -> Reloader {
+        self.retention = Some(retention);
+        self
     }
 
     /// Whether the configuration in effect declares workspace `id` (such a
@@ -262,6 +272,9 @@ impl Reloader {
         }
         names.replace(provider_names);
         authority.replace_tokens(config.tokens.clone());
+        if let Some(retention) = &self.retention {
+            retention.replace(&config);
+        }
         *self.roots.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(roots);
         let mut current = source.current.lock().unwrap_or_else(|p| p.into_inner());
         let restart_needed = restart_needed(&current, &config);

@@ -1,6 +1,7 @@
 //! Issue 44 item 5: a thread's journal as a bundle that can be checked
 //! offline ([`export_thread`], [`verify_bundle`]; the CLI's `threads
-//! export [--verify]`); import is not built yet.
+//! export [--verify]`); `threads import` journals a verified bundle again
+//! as a new thread (`super::import`).
 //!
 //! # Format (`lapis-thread-bundle/1`)
 //! JSON lines, each the canonical serialization of its record (what
@@ -56,6 +57,11 @@ pub struct Header {
     pub anchor_events: u64,
     /// The chain hash at that position (hex).
     pub anchor_head: String,
+    /// The path of the thread's workspace when exported (where `threads
+    /// import` looks for a workspace by default). Absent in bundles
+    /// written before import existed, which stay canonical.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_path: Option<String>,
 }
 
 /// One event line: the hashed fields as stored.
@@ -103,12 +109,20 @@ pub struct BundleError {
     pub end: usize,
     /// What is wrong.
     pub reason: String,
+    /// The bundle is not of this format version (`bundle_unsupported`),
+    /// rather than edited (`bundle_tampered`).
+    pub unsupported: bool,
 }
 
 impl BundleError {
-    /// The stable code: `bundle_tampered`.
+    /// The stable code: `bundle_tampered`, or `bundle_unsupported` for
+    /// another format version.
     pub fn code(&self) -> &'static str {
-        "bundle_tampered"
+        if self.unsupported {
+            "bundle_unsupported"
+        } else {
+            "bundle_tampered"
+        }
     }
 }
 
@@ -136,11 +150,12 @@ pub fn export_thread(db: &Path, thread: &str) -> StoreResult<Vec<u8>> {
     let v2_from = chain::v2_from(&conn, version)?;
     let thread = resolve(&conn, thread)?;
     let thread = thread.as_str();
-    let retention: String = conn
+    let (retention, workspace_path): (String, Option<String>) = conn
         .query_row(
-            "SELECT retention FROM threads WHERE id = ?1 AND deleted_at IS NULL",
+            "SELECT t.retention, (SELECT w.path FROM workspaces w WHERE w.id = t.workspace_id) \
+             FROM threads t WHERE t.id = ?1 AND t.deleted_at IS NULL",
             [thread],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .map_err(|e| match e {
             rusqlite::Error::QueryReturnedNoRows => super::ops_delete::gone(&conn, thread),
@@ -177,6 +192,7 @@ pub fn export_thread(db: &Path, thread: &str) -> StoreResult<Vec<u8>> {
         events: rows.len() as u64,
         anchor_events: anchor.events,
         anchor_head: hex::encode(anchor.head),
+        workspace_path,
     };
     let mut out = Vec::new();
     line(&header, &mut out)?;
@@ -226,6 +242,7 @@ fn record<T: Serialize + for<'de> Deserialize<'de>>(
         start,
         end: start + text.len(),
         reason,
+        unsupported: false,
     };
     let value: T =
         serde_json::from_slice(text).map_err(|e| refuse(format!("not a bundle record ({e})")))?;
@@ -239,6 +256,11 @@ fn record<T: Serialize + for<'de> Deserialize<'de>>(
 /// Verifies `bytes` as a bundle, offline: nothing but the bytes is read.
 /// The first fault names its line's byte range.
 pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
+    read_bundle(bytes).map(|(report, _)| report)
+}
+
+/// [`verify_bundle`], with the verified event lines.
+pub(crate) fn read_bundle(bytes: &[u8]) -> Result<(BundleReport, Vec<BundleEvent>), BundleError> {
     let mut lines = Vec::new();
     let mut start = 0;
     while start < bytes.len() {
@@ -253,6 +275,7 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
         start: 0,
         end: bytes.len(),
         reason: String::new(),
+        unsupported: false,
     };
     if !bytes.ends_with(b"\n") || lines.len() < 2 {
         return Err(BundleError {
@@ -261,16 +284,37 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
         });
     }
     let (hs, he) = lines[0];
-    let header: Header = record(&bytes[hs..he], hs)?;
     let at = |(s, e): (usize, usize), reason: String| BundleError {
         start: s,
         end: e,
         reason,
+        unsupported: false,
     };
-    if header.format != BUNDLE_FORMAT {
-        return Err(at(lines[0], format!("unknown format `{}`", header.format)));
+    // The format first: another version's header may have other fields.
+    // It is another version (not an edit) only when its digest still
+    // covers every byte: a byte flipped in the tag is `bundle_tampered`.
+    #[derive(Deserialize)]
+    struct Format {
+        format: String,
     }
+    let (ts, te) = lines[lines.len() - 1];
+    let sealed = serde_json::from_slice::<Trailer>(&bytes[ts..te])
+        .is_ok_and(|t| t.digest == hex::encode(Sha256::digest(&bytes[..ts])));
+    if let Ok(f) = serde_json::from_slice::<Format>(&bytes[hs..he])
+        && f.format != BUNDLE_FORMAT
+        && sealed
+    {
+        return Err(BundleError {
+            unsupported: true,
+            ..at(
+                lines[0],
+                format!("format `{}`, not `{BUNDLE_FORMAT}`", f.format),
+            )
+        });
+    }
+    let header: Header = record(&bytes[hs..he], hs)?;
     let events = &lines[1..lines.len() - 1];
+    let mut verified = Vec::with_capacity(events.len());
     let mut last: Option<(i64, i64, Hash)> = None;
     let mut pruned = Pruned::default();
     for &(s, e) in events {
@@ -299,6 +343,7 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
             }
             pruned.tombstone(ev.at, ev.seq, &hash, (s, e));
             last = Some((ev.seq, ev.thread_seq, hash));
+            verified.push(ev);
             continue;
         }
         if ev.kind == lapis_protocol::EventKind::HistoryPruned.as_str() {
@@ -342,6 +387,7 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
             )));
         }
         last = Some((ev.seq, ev.thread_seq, hash));
+        verified.push(ev);
     }
     if let Err((range, reason)) = pruned.check() {
         return Err(at(range, reason));
@@ -358,7 +404,6 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
             ),
         ));
     }
-    let (ts, te) = lines[lines.len() - 1];
     let trailer: Trailer = record(&bytes[ts..te], ts)?;
     if trailer.digest != hex::encode(Sha256::digest(&bytes[..ts])) {
         return Err(at(
@@ -366,10 +411,13 @@ pub fn verify_bundle(bytes: &[u8]) -> Result<BundleReport, BundleError> {
             "the digest does not match the lines before it".into(),
         ));
     }
-    Ok(BundleReport {
-        events: events.len() as u64,
-        header,
-    })
+    Ok((
+        BundleReport {
+            events: events.len() as u64,
+            header,
+        },
+        verified,
+    ))
 }
 
 /// A line's byte range.

@@ -48,5 +48,7 @@ impl Writer {
         if let Err(e) = done {
             tracing::warn!(error = %e, "compaction after a deletion failed");
         }
+        // Housekeeping: the pages compaction moved are no turn's.
+        super::counters::drain_pages(&self.conn);
     }
 }

@@ -1,5 +1,5 @@
-//! What the store does, counted: durable commits, SQL statements and the
-//! rows they return. These are the hot path's guards — tests compare them
+//! What the store does, counted: durable commits, the pages (WAL frames)
+//! they wrote, SQL statements and the rows they return. These are the hot path's guards — tests compare them
 //! per turn (a warm turn's commits and statements, the same at turn 1,000
 //! of a thread as at turn 10: a query that reads a thread's history returns
 //! more rows as it grows), never a stopwatch — and `status` shows them.
@@ -86,6 +86,9 @@ pub(super) fn housekeeping<T>(f: impl FnOnce() -> T) -> T {
 pub(crate) struct Counters {
     /// Transactions committed by the writer (each one fsync).
     pub(crate) commits: AtomicU64,
+    /// Pages the write connection wrote (WAL frames: each one `pwrite`
+    /// and its checksum, see [`drain_pages`]).
+    write_pages: AtomicU64,
     /// Statements the write connection ran.
     write_statements: AtomicU64,
     /// Rows the write connection's statements returned.
@@ -104,6 +107,11 @@ impl Counters {
         self.write_rows.store(t.rows, Ordering::Relaxed);
     }
 
+    /// Adds pages the write connection wrote.
+    pub(super) fn add_pages(&self, pages: u64) {
+        self.write_pages.fetch_add(pages, Ordering::Relaxed);
+    }
+
     /// Adds what one read ran.
     pub(super) fn add_read(&self, t: Tally) {
         self.read_statements
@@ -116,10 +124,39 @@ impl Counters {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         lapis_protocol::params::StoreCounts {
             commits: n(&self.commits),
+            write_pages: n(&self.write_pages),
             write_statements: n(&self.write_statements),
             write_rows: n(&self.write_rows),
             read_statements: n(&self.read_statements),
             read_rows: n(&self.read_rows),
         }
+    }
+}
+
+/// The pages `conn` wrote since the last call (SQLite's
+/// `SQLITE_DBSTATUS_CACHE_WRITE`, read and reset: in WAL mode, the frames
+/// appended to the WAL, one per dirty page per commit and per page spilled
+/// before it). Every dirty page a commit holds is one more frame to
+/// checksum and `pwrite`: what a turn costs the commit, as a count.
+#[allow(unsafe_code)]
+pub(super) fn drain_pages(conn: &Connection) -> u64 {
+    let (mut current, mut highwater) = (0, 0);
+    // SAFETY: `handle` is the open connection `conn` owns, used on the
+    // thread that owns `conn` for the duration of this call only;
+    // `sqlite3_db_status` only reads (and with the reset flag zeroes) the
+    // pager's counters, and writes the two ints it is given.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_db_status(
+            conn.handle(),
+            rusqlite::ffi::SQLITE_DBSTATUS_CACHE_WRITE,
+            &mut current,
+            &mut highwater,
+            1,
+        )
+    };
+    if rc == rusqlite::ffi::SQLITE_OK {
+        u64::try_from(current).unwrap_or(0)
+    } else {
+        0
     }
 }

@@ -118,6 +118,9 @@ pub(super) struct ReadyPayload {
     text: String,
     /// Markers the redaction inserted.
     pub(super) redactions: u32,
+    /// An imported event whose payload its bundle did not retain
+    /// ([`ReadyPayload::unavailable`]): stored as had, never kept.
+    gone: bool,
 }
 
 impl ReadyPayload {
@@ -129,6 +132,31 @@ impl ReadyPayload {
             text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
             value,
             redactions,
+            gone: false,
+        }
+    }
+
+    /// A payload imported from a bundle (`super::import`), as its stored
+    /// text parsed, redacted again by this controller's rules.
+    pub(super) fn imported(mut value: Value) -> ReadyPayload {
+        let redactions = redactor().redact_value(&mut value);
+        ReadyPayload {
+            text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
+            value,
+            redactions,
+            gone: false,
+        }
+    }
+
+    /// An imported content event that had a payload its bundle did not
+    /// retain (a metadata-only thread's): journaled as having had one,
+    /// with none stored or kept in memory (read back as unavailable).
+    pub(super) fn unavailable() -> ReadyPayload {
+        ReadyPayload {
+            value: Value::Null,
+            text: String::new(),
+            redactions: 0,
+            gone: true,
         }
     }
 
@@ -143,6 +171,7 @@ impl ReadyPayload {
             text: serde_json::to_string(&value).unwrap_or_else(|_| "null".into()),
             value,
             redactions,
+            gone: false,
         }
     }
 }
@@ -414,7 +443,9 @@ impl Journal {
         let seq = stage.last_seq + 1;
         let keep_on_disk = !kind.is_content() || content_on_disk;
         let has_payload = payload.is_some();
+        let gone = payload.as_ref().is_some_and(|p| p.gone);
         let (payload, text, redactions) = match payload {
+            Some(p) if p.gone => (None, None, 0),
             Some(p) => (Some(p.value), keep_on_disk.then_some(p.text), p.redactions),
             None => (None, None, 0),
         };
@@ -434,7 +465,7 @@ impl Journal {
             kind,
             at,
             payload,
-            payload_unavailable: false,
+            payload_unavailable: gone,
         };
         let event_hash = kept_in_memory
             .then(|| lapis_protocol::transcript::event_hash(&event))

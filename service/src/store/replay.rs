@@ -71,8 +71,19 @@ fn page(
             if read::thread(conn, thread)?.is_none() {
                 return Err(StoreError::not_found("thread", thread));
             }
+            // Before where the thread's live events begin (retention's
+            // summary) only tombstones and receipts lie: the receipts come
+            // from their own index, so a page never reads the tombstones
+            // of pruned history.
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND thread_seq > ?2 \
+                "WITH cut(at) AS (SELECT coalesce((SELECT live_from FROM history_summary \
+                 WHERE thread_id = ?1), 0)) \
+                 SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 AND thread_seq > ?2 \
+                 AND thread_seq < (SELECT at FROM cut) \
+                 AND kind IN ('history_pruned', 'thread_deleted') \
+                 UNION ALL \
+                 SELECT {EVENT_COLS} FROM events WHERE thread_id = ?1 \
+                 AND thread_seq > max(?2, (SELECT at FROM cut) - 1) \
                  AND kind != 'tombstone' ORDER BY thread_seq LIMIT ?3"
             ))?;
             let rows = stmt.query_map(params![thread, after as i64, fetch], |r| {

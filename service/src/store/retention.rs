@@ -25,6 +25,7 @@ use super::handle::Store;
 use super::tombstone::{Digest256, KIND};
 use super::writer::Writer;
 
+pub(crate) mod summary;
 #[cfg(test)]
 mod tests;
 
@@ -60,6 +61,10 @@ pub(crate) struct Candidate {
     pub(crate) bytes: u64,
     /// The oldest live event's `at` (0 when none).
     pub(crate) oldest_at: i64,
+    /// Its `thread_seq`: live events begin here ([`summary`]).
+    pub(crate) live_from: i64,
+    /// The summary's `through_seq`: a batch prunes only rows it counted.
+    pub(crate) through: i64,
 }
 
 /// One oldest live event, as [`select`] sees it.
@@ -132,6 +137,8 @@ pub(crate) enum Batch {
         bytes: u64,
         /// The receipt's `seq`.
         seq: u64,
+        /// Where the thread's live events begin now (`thread_seq`).
+        live_from: i64,
     },
     /// Deleted the (empty, idle) thread whole.
     Deleted,
@@ -142,35 +149,9 @@ pub(crate) enum Batch {
 }
 
 impl Store {
-    /// The live `full` threads with their live events' counts (a read:
-    /// never on the writer).
-    pub(crate) async fn history_candidates(&self) -> StoreResult<Vec<Candidate>> {
-        self.read(move |c, _| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT t.id, t.workspace_id, t.updated_at, count(e.seq), \
-                 coalesce(sum(length(e.payload)), 0), coalesce(min(e.at), 0) \
-                 FROM threads t LEFT JOIN events e ON e.thread_id = t.id AND e.kind NOT IN {KEPT} \
-                 WHERE t.deleted_at IS NULL AND t.retention = 'full' GROUP BY t.id ORDER BY t.id"
-            ))?;
-            let rows = stmt.query_map([], |r| {
-                Ok(Candidate {
-                    thread: r.get(0)?,
-                    workspace: r.get(1)?,
-                    updated_at: r.get(2)?,
-                    events: r.get::<_, i64>(3)? as u64,
-                    bytes: r.get::<_, i64>(4)? as u64,
-                    oldest_at: r.get(5)?,
-                })
-            })?;
-            rows.collect::<Result<_, _>>()
-                .map_err(StoreError::from_sqlite)
-        })
-        .await
-    }
-
     /// One batch of a pass over `c` (see the module docs); `c`'s counts
-    /// are what the pass knows (they only grow meanwhile: new events are
-    /// the newest, so a stale count prunes less, never more).
+    /// are the summary's through `c.through`, and the batch prunes only
+    /// rows at or before it.
     pub(crate) async fn prune_batch(
         &self,
         c: &Candidate,
@@ -216,12 +197,21 @@ impl Writer {
         }
         let mut oldest = Vec::new();
         let mut hashes = Vec::new();
+        let mut thread_seqs = Vec::new();
         {
+            // From where the live events begin: the tombstones of earlier
+            // passes before it are not read again.
             let mut stmt = self.conn.prepare_cached(&format!(
-                "SELECT seq, at, coalesce(length(payload), 0), hash FROM events \
-                 WHERE thread_id = ?1 AND kind NOT IN {KEPT} ORDER BY thread_seq LIMIT ?2"
+                "SELECT seq, at, coalesce(length(payload), 0), hash, thread_seq FROM events \
+                 WHERE thread_id = ?1 AND thread_seq >= ?2 AND seq <= ?3 AND kind NOT IN {KEPT} \
+                 ORDER BY thread_seq LIMIT ?4"
             ))?;
-            let mut rows = stmt.query(params![c.thread, BATCH_EVENTS as i64])?;
+            let mut rows = stmt.query(params![
+                c.thread,
+                c.live_from,
+                c.through,
+                BATCH_EVENTS as i64
+            ])?;
             while let Some(r) = rows.next()? {
                 oldest.push(Oldest {
                     seq: r.get(0)?,
@@ -229,12 +219,13 @@ impl Writer {
                     bytes: r.get::<_, i64>(2)? as u64,
                 });
                 hashes.push(r.get_ref(3)?.as_blob().unwrap_or_default().to_vec());
+                thread_seqs.push(r.get::<_, i64>(4)?);
             }
         }
         let (take, why) = select(limits, c.events, c.bytes, &oldest);
         if take == 0 {
             let idle = limits.cutoff.is_some_and(|cut| c.updated_at < cut);
-            if oldest.is_empty() && idle {
+            if oldest.is_empty() && idle && !self.live_after(c)? {
                 let actor = Actor::new(RETENTION_PRINCIPAL, RETENTION_APPLICATION);
                 self.delete_thread(&actor, None, &c.thread)?;
                 return Ok(Batch::Deleted);
@@ -250,7 +241,8 @@ impl Writer {
         }
         let limits: Vec<String> = why.into_iter().map(str::to_owned).collect();
         let thread = c.thread.clone();
-        let seq = self.write(|tx, journal, stage, now| {
+        let (through, last_thread_seq) = (c.through, thread_seqs[take - 1]);
+        let seq: (u64, i64) = self.write(|tx, journal, stage, now| {
             let receipt = stage.next_seq();
             let changed = tx.execute(
                 &format!(
@@ -263,6 +255,8 @@ impl Writer {
             if changed != take {
                 return Err(StoreError::invalid("retention batch changed under it"));
             }
+            let live_from =
+                summary::after_prune(tx, &thread, through, last_thread_seq, take as u64, bytes)?;
             pause("before-commit");
             journal.append(
                 tx,
@@ -282,13 +276,30 @@ impl Writer {
                     pruned_at: now,
                 }),
             )?;
-            Ok(receipt)
+            Ok((receipt, live_from))
         })?;
         Ok(Batch::Pruned {
             events: take as u64,
             bytes,
-            seq,
+            seq: seq.0,
+            live_from: seq.1,
         })
+    }
+}
+
+impl Writer {
+    /// Whether `c`'s thread has live events the summary has not counted
+    /// yet (appended since the pass read it): then it is not empty.
+    fn live_after(&self, c: &Candidate) -> StoreResult<bool> {
+        Ok(self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT 1 FROM events WHERE thread_id = ?1 AND thread_seq >= ?2 \
+                 AND kind NOT IN {KEPT} LIMIT 1"
+            ))?
+            .query_row(params![c.thread, c.live_from], |_| Ok(()))
+            .optional()?
+            .is_some())
     }
 }
 

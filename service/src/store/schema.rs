@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -361,6 +361,12 @@ INSERT INTO chain_versions (version, from_seq) SELECT 2, coalesce(max(seq), 0) +
         then: None,
         sql: "ALTER TABLE threads ADD COLUMN deleted_at INTEGER;",
     },
+    Migration {
+        // Version 21: retention's per-thread summary and its last pass
+        // (issue 44 item 6; see `retention::summary`).
+        then: None,
+        sql: history::SCHEMA,
+    },
 ];
 
 /// Settings every connection gets. `synchronous=FULL` in WAL mode makes each
@@ -467,25 +473,10 @@ pub(super) const CHAINED_VERSION: i64 = 4;
 /// The first version whose journal is anchored (`anchor`).
 pub(super) const ANCHORED_VERSION: i64 = 8;
 
-/// Test hook: a home holding `.test-fail-migration` with a version number
-/// fails the migration step to that version (after the steps before it
-/// committed), so a test sees a migration fail midway.
-#[cfg(any(test, feature = "test-support"))]
-fn injected_failure(db: &Path, to: i64) -> StoreResult<()> {
-    let marker = db.parent().map(|h| h.join(".test-fail-migration"));
-    let wanted = marker.and_then(|m| std::fs::read_to_string(m).ok());
-    if wanted.is_some_and(|w| w.trim() == to.to_string()) {
-        return Err(StoreError::invalid(format!(
-            "injected failure of the migration to version {to}"
-        )));
-    }
-    Ok(())
-}
-
-#[cfg(not(any(test, feature = "test-support")))]
-fn injected_failure(_: &Path, _: i64) -> StoreResult<()> {
-    Ok(())
-}
+mod fault;
+mod history;
+use fault::injected_failure;
+pub(in crate::store) use history::checks as history_checks;
 
 mod read;
 pub(in crate::store) use read::{check_chained, check_current, open_reader};

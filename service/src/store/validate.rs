@@ -115,6 +115,7 @@ fn checks() -> Vec<(&'static str, &'static str, String)> {
     ];
     // The stored port names, checked where the ports are mapped.
     checks.extend(super::ports::checks());
+    checks.extend(super::schema::history_checks());
     checks.extend([
         ("threads", "permission_timeout", format!(
             "SELECT id FROM threads WHERE permission_timeout_seconds IS NOT NULL \

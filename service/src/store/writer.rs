@@ -267,6 +267,8 @@ impl Writer {
     }
 
     pub(super) fn run(mut self, rx: Receiver<Cmd>) {
+        // What the open wrote (migrations, recovery) is not counted.
+        super::counters::drain_pages(&self.conn);
         let mut stash: Option<Cmd> = None;
         loop {
             let first = match stash.take() {

@@ -8,6 +8,8 @@ pub(crate) mod install;
 pub(crate) mod journal;
 pub(crate) mod memory;
 pub(crate) mod rig;
+pub(crate) mod scale;
+pub(crate) mod scale_seed;
 pub(crate) mod startup;
 pub(crate) mod status;
 pub(crate) mod table;

@@ -180,7 +180,7 @@ pub(crate) fn run(
         let mut cpu = Vec::new();
         // Per-turn counts from `status`'s `work` (a build without it adds
         // no count rows): the guards' figures, measured at scale.
-        let mut counts: Vec<[f64; 4]> = Vec::new();
+        let mut counts: Vec<[f64; 5]> = Vec::new();
         for round in 0..3 {
             let work_before = client.status()?.work;
             let cpu_before = rig.pid().and_then(cpu_ms);
@@ -208,6 +208,7 @@ pub(crate) fn run(
                 let per = |x: u64, y: u64| (y - x) as f64 / batch as f64;
                 counts.push([
                     per(a.store.commits, b.store.commits),
+                    per(a.store.write_pages, b.store.write_pages),
                     per(a.store.write_statements, b.store.write_statements),
                     per(a.store.read_statements, b.store.read_statements),
                     per(
@@ -220,6 +221,7 @@ pub(crate) fn run(
         if !counts.is_empty() {
             let names = [
                 ("durable commits per warm turn", "commits"),
+                ("pages written per warm turn (WAL frames), writer", "pages"),
                 ("SQL statements per warm turn, writer", "statements"),
                 (
                     "SQL statements per warm turn, readers (incl. the bench's polling)",
@@ -231,6 +233,10 @@ pub(crate) fn run(
                 ),
             ];
             for (k, (name, unit)) in names.into_iter().enumerate() {
+                // A controller that does not count pages reports none.
+                if k == 1 && counts.iter().all(|c| c[k] == 0.0) {
+                    continue;
+                }
                 table.add(
                     "turns",
                     format!("{name}, {ws} workspace{}", if ws == 1 { "" } else { "s" }),

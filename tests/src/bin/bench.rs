@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Suites: `status turns warm journal startup install memory tools context watch evidence`
-//! (default: all).
+//! (default: all), and `scale` (issue 44 item 6: 10M events, 10k threads; run
+//! only when named, it writes gigabytes and takes minutes).
 //! Builds nothing: it uses `target/release/lapis-ai-controller` and
 //! `target/release/fixture-agent` beside itself and says so when missing.
 //! Every suite runs its figures several times and adds rows to one table
@@ -24,9 +25,9 @@ use std::process::ExitCode;
 
 use bench::table::Table;
 
-const SUITES: [&str; 11] = [
+const SUITES: [&str; 12] = [
     "status", "turns", "warm", "journal", "startup", "install", "memory", "tools", "context",
-    "watch", "evidence",
+    "watch", "evidence", "scale",
 ];
 
 fn machine() -> String {
@@ -77,7 +78,11 @@ fn main() -> ExitCode {
         }
     }
     if suites.is_empty() {
-        suites = SUITES.iter().map(|s| s.to_string()).collect();
+        suites = SUITES
+            .iter()
+            .filter(|s| **s != "scale")
+            .map(|s| s.to_string())
+            .collect();
     }
     if let Err(e) = bench::rig::release_bin() {
         eprintln!("bench: {e}");
@@ -121,6 +126,14 @@ fn main() -> ExitCode {
             "tools" => bench::tools::run(&mut table, turns_n * 10, runs.clamp(1, 5)),
             "watch" => bench::watch::run(&mut table, runs, quick),
             "evidence" => bench::evidence::run(&mut table, turns_n.max(30)),
+            "scale" => {
+                let sizes: &[usize] = if quick {
+                    &[10_000, 100_000]
+                } else {
+                    &[10_000, 1_000_000, 10_000_000]
+                };
+                bench::scale::run(&mut table, runs.clamp(1, 5), sizes, 10_000)
+            }
             _ => unreachable!("checked above"),
         };
         if let Err(e) = result {

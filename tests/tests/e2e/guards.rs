@@ -1,12 +1,14 @@
 //! The warm turn's guards: what a turn costs, counted, never timed
 //! (issue 39). A warm echo turn in a plain directory costs at most two
-//! durable commits, a fixed number of SQL statements and returned rows,
+//! durable commits, a fixed number of SQL statements and returned rows, a
+//! bounded number of written pages (WAL frames),
 //! the same at turn 1,000 of its thread as at turn 10 (nothing reads a
 //! thread's history per turn), and starts no process: its agent is
 //! already running, and a plain directory's evidence costs no git.
 //!
 //! The counts are the store's own (`Store::counts`: the write and read
-//! connections' statements as SQLite's trace reports them) and the
+//! connections' statements as SQLite's trace reports them, the write
+//! connection's pages as `SQLITE_DBSTATUS_CACHE_WRITE` does) and the
 //! controller's (`status`'s `work`), cross-checked for git by a recording
 //! `git` on the controller's `PATH`. The warm turn's count holds with
 //! history retention configured (`history`).
@@ -49,6 +51,26 @@ use crate::serve_support::Server;
 /// Counted, not timed: a change that adds a statement to every turn, or
 /// takes one away, fails here until this number and its account change.
 const WARM_WRITE_STATEMENTS: u64 = 38;
+
+/// The pages (WAL frames) a warm echo turn's two commits write when
+/// nothing splits or grows, exactly: each dirty page of a commit is one
+/// more frame to checksum and `pwrite`. The submit's commit (10) dirties
+/// the turn's row and its four indexes (id, `queue_seq`, thread,
+/// unsettled), the receipt, the events' table, their `(thread,
+/// thread_seq)` index and the two partial input indexes (`turn_submitted`,
+/// `user_message`); the outcome's commit (4) the turn's row, the unsettled
+/// index, the events and their index. The least over 20 consecutive
+/// turns, at turn 10 and at turn 1,000: a change that dirties one more
+/// page per turn (a new index, a row rewritten that did not change) fails
+/// here until this number and its account change.
+const WARM_PAGES_FLOOR: u64 = 14;
+
+/// The most pages a warm echo turn writes on average over 20 consecutive
+/// turns (about 20 measured, at turn 10 as at turn 1,000): a turn's ~4 KB
+/// of rows and index entries fill about one new page, and a growing b-tree
+/// adds the new page, its parent, the file's header page and the
+/// pointer-map page (`auto_vacuum = INCREMENTAL`) to that turn's commit.
+const WARM_PAGES_MEAN_MAX: u64 = 24;
 
 /// What one warm turn cost the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +129,7 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
     });
     let mut events = store.subscribe();
     let mut costs = BTreeMap::new();
+    let mut pages = BTreeMap::new();
     for i in 0..=1000 {
         // Counted from the moment the engine's claim is parked, so the
         // submit's batch claims the turn every time.
@@ -122,6 +145,12 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
             &format!("prompt {i}"),
         )
         .await;
+        if (10..30).contains(&i) || (981..=1000).contains(&i) {
+            lapis_e2e::wait::until("the engine's next claims parked", || {
+                store.parked_claims() == slots
+            });
+            pages.insert(i, store.counts().write_pages - before.write_pages);
+        }
         if [10, 11, 500, 1000].contains(&i) {
             // The turn's last work (the engine parking its next claim)
             // is done before it is counted.
@@ -140,6 +169,19 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
     );
     for i in [11, 500, 1000] {
         assert_eq!(costs[&i], at10, "turn {i} against turn 10: {costs:?}");
+    }
+    // Pages vary with where the b-trees split and the file grows: the
+    // floor is exact, the mean bounded, at either end of the thread.
+    eprintln!("pages written per warm turn: {pages:?}");
+    for window in [10..30, 981..1001] {
+        let seen: Vec<u64> = window.clone().map(|i| pages[&i]).collect();
+        let least = seen.iter().copied().min().unwrap();
+        assert_eq!(least, WARM_PAGES_FLOOR, "pages, turns {window:?}: {seen:?}");
+        let mean = seen.iter().sum::<u64>().div_ceil(seen.len() as u64);
+        assert!(
+            mean <= WARM_PAGES_MEAN_MAX,
+            "mean pages, turns {window:?}: {mean} ({seen:?})"
+        );
     }
     handle.shutdown().await;
 }

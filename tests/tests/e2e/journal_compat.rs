@@ -145,7 +145,8 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
     }
     // Every kind there was when the fixture was written; kinds added since
     // (application tool calls, issue 25; prepared context, issue 26;
-    // workspace snapshots, issue 31; deletion receipts, issue 44)
+    // workspace snapshots, issue 31; deletion, retention and import receipts,
+    // issue 44)
     // cannot be in it, and their stored form is pinned by lapis-protocol's
     // payload tests instead.
     let added_since = [
@@ -156,6 +157,7 @@ async fn a_journal_written_before_typed_payloads_reads_typed_and_verifies_unchan
         EventKind::WorkspaceSnapshot,
         EventKind::ThreadDeleted,
         EventKind::HistoryPruned,
+        EventKind::ThreadImported,
     ];
     let every_kind: BTreeSet<&str> = EventKind::ALL
         .iter()

@@ -4,8 +4,8 @@
 //! thread with nothing left is deleted whole), `status` shows the policy
 //! and the last pass, `journal verify` passes across the cut and fails on
 //! tampering there, and `kill -9` inside a batch leaves the old state or
-//! the new. (A busy or fenced thread is left alone: the store's
-//! `a_queued_claimed_or_fenced_thread_is_left_alone`.)
+//! the new. (A busy thread is left alone: `retention_busy`, and the
+//! store's `a_queued_claimed_or_fenced_thread_is_left_alone`.)
 
 use std::time::{Duration, Instant};
 
@@ -34,12 +34,14 @@ fn server_with_thread() -> (Server, String) {
     (server, thread.id)
 }
 
-/// `status --json`'s `history`, once its first pass finished.
-fn last_pass(server: &Server) -> Value {
+/// `status --json`'s `history`, once it shows a pass other than `seen`
+/// (the last pass is kept across restarts).
+fn last_pass(server: &Server, seen: &Value) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let doc = server.ctx.run(["status", "--json"]).success().json();
-        if !doc["history"]["lastPass"].is_null() {
+        let pass = &doc["history"]["lastPass"];
+        if !pass.is_null() && pass["startedAt"] != seen["startedAt"] {
             return doc["history"].clone();
         }
         assert!(Instant::now() < deadline, "no pass: {doc}");
@@ -67,9 +69,10 @@ fn history_prunes_by_count_then_by_age_and_the_journal_verifies_across_the_cut()
     server.stop();
     server.edit_config(|c| c["history"] = json!({ "maxEventsPerThread": 16 }));
     server.spawn();
-    let history = last_pass(&server);
+    let history = last_pass(&server, &Value::Null);
     assert_eq!(history["policy"]["maxEventsPerThread"], 16, "{history}");
     let pass = &history["lastPass"];
+    let first = pass.clone();
     assert_eq!(pass["events"], (before - 16) as u64, "{history}");
     assert_eq!(
         (pass["threads"].clone(), pass["threadsDeleted"].clone()),
@@ -83,7 +86,7 @@ fn history_prunes_by_count_then_by_age_and_the_journal_verifies_across_the_cut()
     // By age: everything is two days old to the pass; the idle thread goes.
     server.edit_config(|c| c["history"] = json!({ "maxAgeDays": 1 }));
     server.spawn_with_env(&[("LAPIS_RETENTION_SKEW_DAYS", "2")]);
-    let pass = last_pass(&server)["lastPass"].clone();
+    let pass = last_pass(&server, &first)["lastPass"].clone();
     assert_eq!(pass["threadsDeleted"], 1, "{pass}");
     assert_eq!(pass["events"], 16, "{pass}");
     let shown = server.ctx.run(["threads", "show", &thread, "--json"]);
@@ -139,7 +142,7 @@ fn kill_9_during_a_retention_batch_leaves_the_old_state() {
     server.ctx.run(["journal", "verify"]).success();
     server.spawn_with_env(&[("LAPIS_RETENTION_FAULT_PAUSE", "never")]);
     // The pass after the restart ran from the old state.
-    let pass = last_pass(&server)["lastPass"].clone();
+    let pass = last_pass(&server, &Value::Null)["lastPass"].clone();
     assert_eq!(pass["events"], (before - 16) as u64, "{pass}");
     assert_eq!(events(&server, &thread).0, 16);
     server.stop();

@@ -130,6 +130,19 @@ pub(super) const WORK: &[Entry] = &[
         ],
     ),
     (
+        "threads import",
+        &[
+            (
+                "Import a bundle into the workspace registered at its path",
+                "threads import thread.bundle",
+            ),
+            (
+                "Import it into a named workspace",
+                "threads import thread.bundle --workspace ws_3c1d",
+            ),
+        ],
+    ),
+    (
         "turns",
         &[
             (

@@ -196,6 +196,16 @@ impl Client {
         })
     }
 
+    /// `threads.import`: `bundle` (a `lapis-thread-bundle/1` file's
+    /// text) verified and journaled again as a new thread of
+    /// `workspace_id` (default: the workspace at the bundle's path).
+    pub fn threads_import(
+        &mut self,
+        params: &crate::params::ThreadsImport,
+    ) -> Result<crate::params::ThreadImportedResult, ClientError> {
+        self.request::<call::ThreadsImport>(params)
+    }
+
     /// `threads.list`.
     pub fn threads_list(&mut self) -> Result<Vec<Thread>, ClientError> {
         let r: ThreadsResult = self.request::<call::ThreadsList>(&ThreadsList::default())?;

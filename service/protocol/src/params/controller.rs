@@ -165,13 +165,18 @@ pub struct WorkCounts {
     pub processes: ProcessCounts,
 }
 
-/// A store's durable commits (each one fsync), the SQL statements its
-/// writer and readers started, and the rows those returned.
+/// A store's durable commits (each one fsync), the pages they wrote, the
+/// SQL statements its writer and readers started, and the rows those
+/// returned.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoreCounts {
     /// Transactions committed.
     pub commits: u64,
+    /// Pages the writer wrote (WAL frames, one per dirty page per commit);
+    /// 0 from a controller that does not count them.
+    #[serde(default)]
+    pub write_pages: u64,
     /// Statements the write connection started.
     pub write_statements: u64,
     /// Rows those returned.

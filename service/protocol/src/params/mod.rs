@@ -44,6 +44,7 @@ pub use workspaces::{
 };
 
 pub use crate::deletion::ThreadDeletedResult;
+pub use crate::import::{ThreadImportedResult, ThreadsImport};
 
 /// Methods without parameters (`status`, `workspaces.list`): `{}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

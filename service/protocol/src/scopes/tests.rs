@@ -16,6 +16,7 @@ fn all_variants() -> Vec<Method> {
         | Method::ThreadsConfigure
         | Method::ThreadsAttach
         | Method::ThreadsDelete
+        | Method::ThreadsImport
         | Method::TurnsSubmit
         | Method::TurnsContinue
         | Method::TurnsGet
@@ -51,6 +52,7 @@ fn all_variants() -> Vec<Method> {
         Method::ThreadsConfigure,
         Method::ThreadsAttach,
         Method::ThreadsDelete,
+        Method::ThreadsImport,
         Method::TurnsSubmit,
         Method::TurnsContinue,
         Method::TurnsGet,

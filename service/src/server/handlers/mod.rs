@@ -15,6 +15,7 @@ mod budgets;
 mod delete;
 mod evidence;
 mod fit;
+mod import;
 mod journal;
 mod mcp;
 mod permissions;
@@ -41,6 +42,7 @@ use super::failure::internal;
 
 pub(crate) use budgets::budgets_reset;
 pub(crate) use delete::threads_delete;
+pub(crate) use import::threads_import;
 pub(crate) use journal::{journal_replay, journal_subscribe, journal_unsubscribe};
 pub(crate) use mcp::mcp_register;
 pub(crate) use permissions::permissions_list;

@@ -185,7 +185,7 @@ async fn installation(ctx: &ServerContext) -> Result<StatusResult, RpcError> {
         None => Vec::new(),
     };
     let result = StatusResult {
-        history: ctx.retention.as_ref().map(|r| r.status()),
+        history: ctx.retention.shown(),
         evidence,
         telemetry: ctx.telemetry.as_ref().map(|t| t.status().clone()),
         work: Some(work),

@@ -73,6 +73,8 @@ fn a_pass_visits_only_threads_over_a_limit_or_idle_past_the_age() {
         events: 10,
         bytes: 100,
         oldest_at: 500,
+        live_from: 1,
+        through: 10,
     };
     let at = |cutoff, max_events, max_bytes| Limits {
         cutoff,

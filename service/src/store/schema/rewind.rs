@@ -55,6 +55,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "DROP TABLE chain_versions;",
     "ALTER TABLE threads DROP COLUMN port_identities;",
     "ALTER TABLE threads DROP COLUMN deleted_at;",
+    "DROP INDEX events_receipts; DROP TABLE history_summary; DROP TABLE history_state;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

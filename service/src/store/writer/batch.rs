@@ -184,10 +184,10 @@ impl Batch {
             None
         };
         // Counted before anyone is answered, so a caller reading the
-        // counters after its reply sees this batch's statements.
-        w.shared
-            .counters
-            .set_writer(super::super::counters::on_this_thread());
+        // counters after its reply sees this batch's statements and pages.
+        let counters = &w.shared.counters;
+        counters.set_writer(super::super::counters::on_this_thread());
+        counters.add_pages(super::super::counters::drain_pages(&w.conn));
         w.publish(failed, self.replies);
     }
 }
