@@ -1,6 +1,12 @@
 //! The one declaration of the named port kinds, `port_kinds!` (in a file
 //! of its own: it names the SDK's handlers, which the thread records in
-//! `ports.rs` must not depend on).
+//! `ports.rs` must not depend on), and each named kind's vocabulary, one
+//! module each below (`lib.rs` re-exports them all, so a new kind's module
+//! is declared here, next to its row, and nowhere else).
+
+pub mod context;
+pub mod memory;
+pub mod transcript;
 
 /// The one declaration of the *named* port kinds (a thread binds one of
 /// each by name; tool endpoints, bound as a list with their own result and
