@@ -50,86 +50,98 @@ macro_rules! calls {
     };
 }
 
-calls! {
-    /// `hello`: authenticates the connection.
-    Hello: HelloParams => HelloResult;
-    /// `status`.
-    Status: p::NoParams => p::StatusResult;
-    /// `workspaces.add`.
-    WorkspacesAdd: p::WorkspacesAdd => p::WorkspaceResult;
-    /// `workspaces.list`.
-    WorkspacesList: p::NoParams => p::WorkspacesResult;
-    /// `workspaces.remove`.
-    WorkspacesRemove: p::WorkspacesRemove => p::WorkspaceRemoved;
-    /// `threads.create`.
-    ThreadsCreate: p::ThreadsCreate => p::ThreadResult;
-    /// `threads.get`.
-    ThreadsGet: p::ThreadRef => ThreadSnapshot;
-    /// `threads.list`.
-    ThreadsList: p::ThreadsList => p::ThreadsResult;
-    /// `threads.configure`.
-    ThreadsConfigure: p::ThreadsConfigure => p::ThreadResult;
-    /// `threads.attach`.
-    ThreadsAttach: p::ThreadsAttach => ThreadSnapshot;
-    /// `threads.delete`.
-    ThreadsDelete: p::ThreadRef => p::ThreadDeletedResult;
-    /// `threads.import`.
-    ThreadsImport: p::ThreadsImport => p::ThreadImportedResult;
-    /// `turns.submit`.
-    TurnsSubmit: p::TurnsSubmit => p::TurnResult;
-    /// `turns.continue`.
-    TurnsContinue: p::TurnsContinue => p::TurnResult;
-    /// `turns.get`.
-    TurnsGet: p::TurnsGet => p::TurnResult;
-    /// `turns.list`.
-    TurnsList: p::TurnsList => p::TurnsResult;
-    /// `turns.cancel`.
-    TurnsCancel: p::TurnsCancel => p::TurnResult;
-    /// `turns.resolve`.
-    TurnsResolve: p::TurnsResolve => p::TurnResult;
-    /// `journal.replay`.
-    JournalReplay: p::JournalReplay => ReplayPage;
-    /// `journal.subscribe`.
-    JournalSubscribe: p::JournalSubscribe => p::SubscribeResult;
-    /// `journal.unsubscribe`.
-    JournalUnsubscribe: p::JournalUnsubscribe => p::UnsubscribeResult;
-    /// `permissions.list`.
-    PermissionsList: p::PermissionsList => p::PermissionsResult;
-    /// `permissions.respond`.
-    PermissionsRespond: p::PermissionsRespond => p::RespondResult;
-    /// `sessions.revoke`.
-    SessionsRevoke: p::SessionsRevoke => p::RevokeResult;
-    /// `config.reload`.
-    ConfigReload: p::NoParams => p::ReloadResult;
-    /// `budgets.reset`.
-    BudgetsReset: p::BudgetsReset => p::BudgetReset;
-    /// `providers.check`.
-    ProvidersCheck: p::ProvidersCheck => p::ProvidersChecked;
-    /// `mcp.register`.
-    McpRegister: p::McpRegister => p::McpRegisterResult;
-    /// `tools.register`.
-    ToolsRegister: t::ToolsRegister => t::ToolsRegisterResult;
-    /// `tools.unregister`.
-    ToolsUnregister: t::ToolsUnregister => t::ToolsUnregisterResult;
-    /// `threads.reserve`.
-    ThreadsReserve: p::ThreadsReserve => p::ThreadReserved;
-    /// `context.register`.
-    ContextRegister: crate::context::ContextRegister => crate::context::PortRegisterResult;
-    /// `context.unregister`.
-    ContextUnregister: crate::context::PortUnregister => t::ToolsUnregisterResult;
-    /// `memory.register`.
-    MemoryRegister: crate::memory::MemoryRegister => crate::context::PortRegisterResult;
-    /// `memory.unregister`.
-    MemoryUnregister: crate::context::PortUnregister => t::ToolsUnregisterResult;
-    /// `transcript.register`.
-    TranscriptRegister: crate::transcript::store::TranscriptRegister => crate::context::PortRegisterResult;
-    /// `transcript.unregister`.
-    TranscriptUnregister: crate::context::PortUnregister => t::ToolsUnregisterResult;
-    /// `tools.list` (MCP bridge, ticket only).
-    ToolsList: p::NoParams => t::ToolsListResult;
-    /// `tools.call` (MCP bridge, ticket only).
-    ToolsCall: t::ToolsCall => t::ToolOutput;
+/// Every call: the fixed ones and, for each named port kind
+/// (`crate::port_kinds!`), its `register` and `unregister`.
+macro_rules! all_calls {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident,
+            label: $label:literal,
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $reg_fn:ident,
+            unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,
+            handler: $Handler:path, $setter:ident, $serve:ident, $answer:path, [$($cb:path),+ $(,)?],
+        }
+    )*) => {
+        calls! {
+            /// `hello`: authenticates the connection.
+            Hello: HelloParams => HelloResult;
+            /// `status`.
+            Status: p::NoParams => p::StatusResult;
+            /// `workspaces.add`.
+            WorkspacesAdd: p::WorkspacesAdd => p::WorkspaceResult;
+            /// `workspaces.list`.
+            WorkspacesList: p::NoParams => p::WorkspacesResult;
+            /// `workspaces.remove`.
+            WorkspacesRemove: p::WorkspacesRemove => p::WorkspaceRemoved;
+            /// `threads.create`.
+            ThreadsCreate: p::ThreadsCreate => p::ThreadResult;
+            /// `threads.get`.
+            ThreadsGet: p::ThreadRef => ThreadSnapshot;
+            /// `threads.list`.
+            ThreadsList: p::ThreadsList => p::ThreadsResult;
+            /// `threads.configure`.
+            ThreadsConfigure: p::ThreadsConfigure => p::ThreadResult;
+            /// `threads.attach`.
+            ThreadsAttach: p::ThreadsAttach => ThreadSnapshot;
+            /// `threads.delete`.
+            ThreadsDelete: p::ThreadRef => p::ThreadDeletedResult;
+            /// `threads.import`.
+            ThreadsImport: p::ThreadsImport => p::ThreadImportedResult;
+            /// `turns.submit`.
+            TurnsSubmit: p::TurnsSubmit => p::TurnResult;
+            /// `turns.continue`.
+            TurnsContinue: p::TurnsContinue => p::TurnResult;
+            /// `turns.get`.
+            TurnsGet: p::TurnsGet => p::TurnResult;
+            /// `turns.list`.
+            TurnsList: p::TurnsList => p::TurnsResult;
+            /// `turns.cancel`.
+            TurnsCancel: p::TurnsCancel => p::TurnResult;
+            /// `turns.resolve`.
+            TurnsResolve: p::TurnsResolve => p::TurnResult;
+            /// `journal.replay`.
+            JournalReplay: p::JournalReplay => ReplayPage;
+            /// `journal.subscribe`.
+            JournalSubscribe: p::JournalSubscribe => p::SubscribeResult;
+            /// `journal.unsubscribe`.
+            JournalUnsubscribe: p::JournalUnsubscribe => p::UnsubscribeResult;
+            /// `permissions.list`.
+            PermissionsList: p::PermissionsList => p::PermissionsResult;
+            /// `permissions.respond`.
+            PermissionsRespond: p::PermissionsRespond => p::RespondResult;
+            /// `sessions.revoke`.
+            SessionsRevoke: p::SessionsRevoke => p::RevokeResult;
+            /// `config.reload`.
+            ConfigReload: p::NoParams => p::ReloadResult;
+            /// `budgets.reset`.
+            BudgetsReset: p::BudgetsReset => p::BudgetReset;
+            /// `providers.check`.
+            ProvidersCheck: p::ProvidersCheck => p::ProvidersChecked;
+            /// `mcp.register`.
+            McpRegister: p::McpRegister => p::McpRegisterResult;
+            /// `tools.register`.
+            ToolsRegister: t::ToolsRegister => t::ToolsRegisterResult;
+            /// `tools.unregister`.
+            ToolsUnregister: t::ToolsUnregister => t::ToolsUnregisterResult;
+            /// `threads.reserve`.
+            ThreadsReserve: p::ThreadsReserve => p::ThreadReserved;
+            $(
+                #[doc = concat!("`", $reg, "`.")]
+                $Reg: $params => crate::context::PortRegisterResult;
+                #[doc = concat!("`", $unreg, "`.")]
+                $Unreg: crate::context::PortUnregister => t::ToolsUnregisterResult;
+            )*
+            /// `tools.list` (MCP bridge, ticket only).
+            ToolsList: p::NoParams => t::ToolsListResult;
+            /// `tools.call` (MCP bridge, ticket only).
+            ToolsCall: t::ToolsCall => t::ToolOutput;
+        }
+    };
 }
+
+crate::port_kinds!(all_calls);
 
 #[cfg(test)]
 mod tests {

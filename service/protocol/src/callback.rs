@@ -47,11 +47,40 @@ macro_rules! callbacks {
                 const REFUSED: ErrorCode = ErrorCode::$refused;
             }
         )*
-
-        /// The wire name of every callback, in declaration order.
-        pub const CALLBACKS: &[&str] = &[$($method),*];
     };
 }
+/// A kind's own module binds its callbacks with this macro (the named
+/// kinds' callback names are also in their `crate::port_kinds!` row).
+#[allow(unused_imports)] // for the next kind's module; today's kinds are bound above
+pub(crate) use callbacks;
+
+/// The wire name of every callback: the tool endpoints', then each named
+/// port kind's (`crate::port_kinds!`), so a kind that binds its
+/// callbacks in its own module is still checked below.
+macro_rules! callback_names {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident,
+            label: $label:literal,
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $reg_fn:ident,
+            unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,
+            handler: $Handler:path, $setter:ident, $serve:ident, $answer:path, [$($cb:path),+ $(,)?],
+        }
+    )*) => {
+
+        /// The wire name of every callback, in declaration order.
+        pub const CALLBACKS: &[&str] = &[
+            crate::tools::callbacks::TOOLS_INVOKE,
+            crate::tools::callbacks::CAPTURE_BEGIN,
+            crate::tools::callbacks::CAPTURE_FINISH,
+            $($($cb),+),*
+        ];
+    };
+}
+
+crate::port_kinds!(callback_names);
 
 callbacks! {
     /// `tools.invoke`: run one tool of an endpoint once.

@@ -26,7 +26,6 @@ pub mod call;
 pub mod callback;
 pub mod client;
 pub mod config;
-pub mod context;
 mod deletion;
 mod error;
 mod events;
@@ -36,8 +35,8 @@ mod history;
 pub mod home;
 mod import;
 mod invocation;
+mod kinds;
 pub mod mcp;
-pub mod memory;
 mod message;
 mod names;
 pub mod notifications;
@@ -57,7 +56,6 @@ mod strict;
 pub mod terminal;
 pub mod time;
 pub mod tools;
-pub mod transcript;
 pub mod usage;
 
 pub use attention::AttentionKind;
@@ -75,7 +73,10 @@ pub use hello::{
 };
 pub use history::{HistoryPass, HistoryPruned, HistoryStatus};
 pub use import::{MAX_IMPORT_BUNDLE_BYTES, ThreadImported};
+// Each named port kind's vocabulary (`context`, `memory`, `transcript`):
+// declared next to its `port_kinds!` row.
 pub use invocation::{Invocation, Location, ToolKind};
+pub use kinds::*;
 pub use mcp::McpEndpoint;
 pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
 pub use outcome::OutcomeCode;

@@ -303,5 +303,28 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// The named kinds in their declaration's order, with their member's
+/// name (for the test that rows, members and [`PortKind`] agree).
+#[cfg(test)]
+macro_rules! named_kinds {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident,
+            label: $label:literal,
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $reg_fn:ident,
+            unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,
+            handler: $Handler:path, $setter:ident, $serve:ident, $answer:path, [$($cb:path),+ $(,)?],
+        }
+    )*) => {
+
+        const NAMED_KINDS: &[(PortKind, &str)] = &[$((PortKind::$Kind, stringify!($member))),*];
+    };
+}
+
+#[cfg(test)]
+crate::port_kinds!(named_kinds);
+
 #[cfg(test)]
 mod tests;

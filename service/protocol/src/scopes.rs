@@ -121,88 +121,274 @@ impl Scope {
     }
 }
 
-/// Every method of the protocol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Method {
-    /// `hello`.
-    Hello,
-    /// `status`.
-    Status,
-    /// `workspaces.add`.
-    WorkspacesAdd,
-    /// `workspaces.list`.
-    WorkspacesList,
-    /// `workspaces.remove`.
-    WorkspacesRemove,
-    /// `threads.create`.
-    ThreadsCreate,
-    /// `threads.reserve`.
-    ThreadsReserve,
-    /// `threads.get`.
-    ThreadsGet,
-    /// `threads.list`.
-    ThreadsList,
-    /// `threads.configure`.
-    ThreadsConfigure,
-    /// `threads.attach`.
-    ThreadsAttach,
-    /// `threads.delete`.
-    ThreadsDelete,
-    /// `threads.import`.
-    ThreadsImport,
-    /// `turns.submit`.
-    TurnsSubmit,
-    /// `turns.continue`.
-    TurnsContinue,
-    /// `turns.get`.
-    TurnsGet,
-    /// `turns.list`.
-    TurnsList,
-    /// `turns.cancel`.
-    TurnsCancel,
-    /// `turns.resolve`.
-    TurnsResolve,
-    /// `journal.replay`.
-    JournalReplay,
-    /// `journal.subscribe`.
-    JournalSubscribe,
-    /// `journal.unsubscribe`.
-    JournalUnsubscribe,
-    /// `permissions.list`.
-    PermissionsList,
-    /// `permissions.respond`.
-    PermissionsRespond,
-    /// `sessions.revoke`.
-    SessionsRevoke,
-    /// `config.reload`.
-    ConfigReload,
-    /// `budgets.reset`.
-    BudgetsReset,
-    /// `providers.check`.
-    ProvidersCheck,
-    /// `mcp.register`.
-    McpRegister,
-    /// `tools.register`.
-    ToolsRegister,
-    /// `tools.unregister`.
-    ToolsUnregister,
-    /// `context.register`.
-    ContextRegister,
-    /// `context.unregister`.
-    ContextUnregister,
-    /// `memory.register`.
-    MemoryRegister,
-    /// `memory.unregister`.
-    MemoryUnregister,
-    /// `transcript.register`.
-    TranscriptRegister,
-    /// `transcript.unregister`.
-    TranscriptUnregister,
-    /// `tools.list`.
-    ToolsList,
-    /// `tools.call`.
-    ToolsCall,
+/// [`Method`] and [`METHODS`], with a `register` and an `unregister`
+/// method for each named port kind (`crate::port_kinds!`, which also
+/// gives the calls and the SDK's methods), after the tool endpoints'.
+macro_rules! method_table {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident,
+            label: $label:literal,
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $reg_fn:ident,
+            unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,
+            handler: $Handler:path, $setter:ident, $serve:ident, $answer:path, [$($cb:path),+ $(,)?],
+        }
+    )*) => {
+        /// Every method of the protocol.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Method {
+            /// `hello`.
+            Hello,
+            /// `status`.
+            Status,
+            /// `workspaces.add`.
+            WorkspacesAdd,
+            /// `workspaces.list`.
+            WorkspacesList,
+            /// `workspaces.remove`.
+            WorkspacesRemove,
+            /// `threads.create`.
+            ThreadsCreate,
+            /// `threads.reserve`.
+            ThreadsReserve,
+            /// `threads.get`.
+            ThreadsGet,
+            /// `threads.list`.
+            ThreadsList,
+            /// `threads.configure`.
+            ThreadsConfigure,
+            /// `threads.attach`.
+            ThreadsAttach,
+            /// `threads.delete`.
+            ThreadsDelete,
+            /// `threads.import`.
+            ThreadsImport,
+            /// `turns.submit`.
+            TurnsSubmit,
+            /// `turns.continue`.
+            TurnsContinue,
+            /// `turns.get`.
+            TurnsGet,
+            /// `turns.list`.
+            TurnsList,
+            /// `turns.cancel`.
+            TurnsCancel,
+            /// `turns.resolve`.
+            TurnsResolve,
+            /// `journal.replay`.
+            JournalReplay,
+            /// `journal.subscribe`.
+            JournalSubscribe,
+            /// `journal.unsubscribe`.
+            JournalUnsubscribe,
+            /// `permissions.list`.
+            PermissionsList,
+            /// `permissions.respond`.
+            PermissionsRespond,
+            /// `sessions.revoke`.
+            SessionsRevoke,
+            /// `config.reload`.
+            ConfigReload,
+            /// `budgets.reset`.
+            BudgetsReset,
+            /// `providers.check`.
+            ProvidersCheck,
+            /// `mcp.register`.
+            McpRegister,
+            /// `tools.register`.
+            ToolsRegister,
+            /// `tools.unregister`.
+            ToolsUnregister,
+            $(
+                #[doc = concat!("`", $reg, "`.")]
+                $Reg,
+                #[doc = concat!("`", $unreg, "`.")]
+                $Unreg,
+            )*
+            /// `tools.list`.
+            ToolsList,
+            /// `tools.call`.
+            ToolsCall,
+        }
+
+        /// The table. Order is the documentation order.
+        pub const METHODS: &[(Method, &str, Requirement)] = &[
+            (Method::Hello, "hello", Requirement::None),
+            (
+                Method::Status,
+                "status",
+                Requirement::Scope(Scope::StatusRead),
+            ),
+            (
+                Method::WorkspacesAdd,
+                "workspaces.add",
+                Requirement::Scope(Scope::WorkspacesWrite),
+            ),
+            (
+                Method::WorkspacesList,
+                "workspaces.list",
+                Requirement::Scope(Scope::WorkspacesRead),
+            ),
+            (
+                Method::WorkspacesRemove,
+                "workspaces.remove",
+                Requirement::Scope(Scope::WorkspacesWrite),
+            ),
+            (
+                Method::ThreadsCreate,
+                "threads.create",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ThreadsReserve,
+                "threads.reserve",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ThreadsGet,
+                "threads.get",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::ThreadsList,
+                "threads.list",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::ThreadsConfigure,
+                "threads.configure",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ThreadsDelete,
+                "threads.delete",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ThreadsImport,
+                "threads.import",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ThreadsAttach,
+                "threads.attach",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::TurnsSubmit,
+                "turns.submit",
+                Requirement::Scope(Scope::TurnsWrite),
+            ),
+            (
+                Method::TurnsContinue,
+                "turns.continue",
+                Requirement::Scope(Scope::TurnsWrite),
+            ),
+            (
+                Method::TurnsGet,
+                "turns.get",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::TurnsList,
+                "turns.list",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::TurnsCancel,
+                "turns.cancel",
+                Requirement::Scope(Scope::TurnsWrite),
+            ),
+            (
+                Method::TurnsResolve,
+                "turns.resolve",
+                Requirement::Scope(Scope::TurnsResolve),
+            ),
+            (
+                Method::JournalReplay,
+                "journal.replay",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::JournalSubscribe,
+                "journal.subscribe",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::JournalUnsubscribe,
+                "journal.unsubscribe",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::PermissionsList,
+                "permissions.list",
+                Requirement::Scope(Scope::ThreadsRead),
+            ),
+            (
+                Method::PermissionsRespond,
+                "permissions.respond",
+                Requirement::Scope(Scope::PermissionsRespond),
+            ),
+            (
+                Method::SessionsRevoke,
+                "sessions.revoke",
+                Requirement::Scope(Scope::SessionsRevoke),
+            ),
+            (
+                Method::ConfigReload,
+                "config.reload",
+                Requirement::Scope(Scope::ConfigReload),
+            ),
+            (
+                Method::BudgetsReset,
+                "budgets.reset",
+                Requirement::Scope(Scope::ConfigReload),
+            ),
+            (
+                Method::ProvidersCheck,
+                "providers.check",
+                Requirement::Scope(Scope::ConfigReload),
+            ),
+            (
+                Method::McpRegister,
+                "mcp.register",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ToolsRegister,
+                "tools.register",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            (
+                Method::ToolsUnregister,
+                "tools.unregister",
+                Requirement::Scope(Scope::ThreadsWrite),
+            ),
+            $(
+                (Method::$Reg, $reg, Requirement::Scope(Scope::ThreadsWrite)),
+                (Method::$Unreg, $unreg, Requirement::Scope(Scope::ThreadsWrite)),
+            )*
+            (Method::ToolsList, "tools.list", Requirement::Ticket),
+            (Method::ToolsCall, "tools.call", Requirement::Ticket),
+        ];
+
+        /// The `register` and `unregister` methods of the named port
+        /// kinds, in their declaration order.
+        #[cfg(test)]
+        pub(crate) const PORT_METHODS: &[Method] = &[$(Method::$Reg, Method::$Unreg),*];
+
+        /// A pattern of every method of [`PORT_METHODS`] (for an
+        /// exhaustive match that does not name a kind).
+        #[cfg(test)]
+        macro_rules! port_method_pattern {
+            () => { $(Method::$Reg | Method::$Unreg)|* };
+        }
+    };
 }
+
+crate::port_kinds!(method_table);
 
 /// What the server requires before running a method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,193 +402,6 @@ pub enum Requirement {
     /// any scope, may call these.
     Ticket,
 }
-
-/// The table. Order is the documentation order.
-pub const METHODS: &[(Method, &str, Requirement)] = &[
-    (Method::Hello, "hello", Requirement::None),
-    (
-        Method::Status,
-        "status",
-        Requirement::Scope(Scope::StatusRead),
-    ),
-    (
-        Method::WorkspacesAdd,
-        "workspaces.add",
-        Requirement::Scope(Scope::WorkspacesWrite),
-    ),
-    (
-        Method::WorkspacesList,
-        "workspaces.list",
-        Requirement::Scope(Scope::WorkspacesRead),
-    ),
-    (
-        Method::WorkspacesRemove,
-        "workspaces.remove",
-        Requirement::Scope(Scope::WorkspacesWrite),
-    ),
-    (
-        Method::ThreadsCreate,
-        "threads.create",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ThreadsReserve,
-        "threads.reserve",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ThreadsGet,
-        "threads.get",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::ThreadsList,
-        "threads.list",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::ThreadsConfigure,
-        "threads.configure",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ThreadsDelete,
-        "threads.delete",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ThreadsImport,
-        "threads.import",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ThreadsAttach,
-        "threads.attach",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::TurnsSubmit,
-        "turns.submit",
-        Requirement::Scope(Scope::TurnsWrite),
-    ),
-    (
-        Method::TurnsContinue,
-        "turns.continue",
-        Requirement::Scope(Scope::TurnsWrite),
-    ),
-    (
-        Method::TurnsGet,
-        "turns.get",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::TurnsList,
-        "turns.list",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::TurnsCancel,
-        "turns.cancel",
-        Requirement::Scope(Scope::TurnsWrite),
-    ),
-    (
-        Method::TurnsResolve,
-        "turns.resolve",
-        Requirement::Scope(Scope::TurnsResolve),
-    ),
-    (
-        Method::JournalReplay,
-        "journal.replay",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::JournalSubscribe,
-        "journal.subscribe",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::JournalUnsubscribe,
-        "journal.unsubscribe",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::PermissionsList,
-        "permissions.list",
-        Requirement::Scope(Scope::ThreadsRead),
-    ),
-    (
-        Method::PermissionsRespond,
-        "permissions.respond",
-        Requirement::Scope(Scope::PermissionsRespond),
-    ),
-    (
-        Method::SessionsRevoke,
-        "sessions.revoke",
-        Requirement::Scope(Scope::SessionsRevoke),
-    ),
-    (
-        Method::ConfigReload,
-        "config.reload",
-        Requirement::Scope(Scope::ConfigReload),
-    ),
-    (
-        Method::BudgetsReset,
-        "budgets.reset",
-        Requirement::Scope(Scope::ConfigReload),
-    ),
-    (
-        Method::ProvidersCheck,
-        "providers.check",
-        Requirement::Scope(Scope::ConfigReload),
-    ),
-    (
-        Method::McpRegister,
-        "mcp.register",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ToolsRegister,
-        "tools.register",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ToolsUnregister,
-        "tools.unregister",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ContextRegister,
-        "context.register",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::ContextUnregister,
-        "context.unregister",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::MemoryRegister,
-        "memory.register",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::MemoryUnregister,
-        "memory.unregister",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::TranscriptRegister,
-        "transcript.register",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (
-        Method::TranscriptUnregister,
-        "transcript.unregister",
-        Requirement::Scope(Scope::ThreadsWrite),
-    ),
-    (Method::ToolsList, "tools.list", Requirement::Ticket),
-    (Method::ToolsCall, "tools.call", Requirement::Ticket),
-];
 
 impl Method {
     /// Looks a wire name up in the table.

@@ -185,6 +185,59 @@ pub(super) async fn bridge(
     }
 }
 
+/// The `register`/`unregister` methods of every named port kind, from the
+/// one declaration (`lapis_protocol::port_kinds!`): a pattern of them for
+/// [`method`]'s exhaustive match, and their route (one generic handler
+/// pair, typed by the kind's registration params).
+macro_rules! named_ports {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident,
+            label: $label:literal,
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $reg_fn:ident,
+            unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,
+            handler: $Handler:path, $setter:ident, $serve:ident, $answer:path, [$($cb:path),+ $(,)?],
+        }
+    )*) => {
+
+        /// Every named port kind's `register` and `unregister`.
+        macro_rules! named_port_method {
+            () => { $(Method::$Reg | Method::$Unreg)|* };
+        }
+
+        /// Routes a named port kind's `register` or `unregister`.
+        fn named_port(
+            ctx: &ServerContext,
+            conn: &mut Conn,
+            session: &AuthSession,
+            method: Method,
+            request: &Request,
+        ) -> Result<Value, RpcError> {
+            match method {
+                $(
+                    Method::$Reg => reply::<call::$Reg>(handlers::register_port::<$params>(
+                        ctx,
+                        conn,
+                        session,
+                        request.params()?,
+                    )),
+                    Method::$Unreg => reply::<call::$Unreg>(handlers::unregister_port(
+                        ctx,
+                        conn,
+                        lapis_protocol::PortKind::$Kind,
+                        request.params()?,
+                    )),
+                )*
+                other => Err(internal(format!("{other:?} is not a named port's method"))),
+            }
+        }
+    };
+}
+
+lapis_protocol::port_kinds!(named_ports);
+
 /// Routes an authorized request.
 pub(super) async fn method(
     ctx: &Arc<ServerContext>,
@@ -301,32 +354,7 @@ pub(super) async fn method(
         Method::ToolsUnregister => {
             reply::<call::ToolsUnregister>(handlers::tools_unregister(ctx, conn, request.params()?))
         }
-        Method::ContextRegister => reply::<call::ContextRegister>(handlers::context_register(
-            ctx,
-            conn,
-            session,
-            request.params()?,
-        )),
-        Method::ContextUnregister => reply::<call::ContextUnregister>(
-            handlers::context_unregister(ctx, conn, request.params()?),
-        ),
-        Method::MemoryRegister => reply::<call::MemoryRegister>(handlers::memory_register(
-            ctx,
-            conn,
-            session,
-            request.params()?,
-        )),
-        Method::MemoryUnregister => reply::<call::MemoryUnregister>(handlers::memory_unregister(
-            ctx,
-            conn,
-            request.params()?,
-        )),
-        Method::TranscriptRegister => reply::<call::TranscriptRegister>(
-            handlers::transcript_register(ctx, conn, session, request.params()?),
-        ),
-        Method::TranscriptUnregister => reply::<call::TranscriptUnregister>(
-            handlers::transcript_unregister(ctx, conn, request.params()?),
-        ),
+        named_port_method!() => named_port(ctx, conn, session, method, request),
         Method::ToolsList | Method::ToolsCall => bridge(ctx, conn, method, request).await,
     }
 }

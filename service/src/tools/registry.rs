@@ -32,7 +32,7 @@ type Owner = (String, String);
 
 /// What one kind of port is to the registry: its checks, its identity and
 /// its limit.
-pub(crate) trait Port: Sized {
+pub(crate) trait Port: Sized + Send + Sync + 'static {
     /// Its name space.
     const KIND: PortKind;
     /// Most ports of this kind one owner holds.
@@ -48,12 +48,27 @@ pub(crate) trait Port: Sized {
     /// The refusal of one port too many.
     fn over_limit() -> Self::Refusal;
     /// Into the registry's form.
-    fn wrap(spec: Arc<Self>) -> Stored;
+    fn wrap(spec: Arc<Self>) -> Stored {
+        Stored(spec)
+    }
     /// Out of it (`None`: another kind).
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>>;
+    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
+        stored.0.clone().downcast::<Self>().ok()
+    }
     /// The refusal of a binding to `name` that its owner has not
     /// registered now (`why` says whose it should have been).
     fn unavailable(name: &str, why: &'static str) -> Self::Refusal;
+    /// Whether a thread that is `restricted` (or not) and keeps
+    /// `retention` may bind a port of this kind: the kind's own rule,
+    /// checked by `threads.create` (and, for what configure may change,
+    /// `threads.configure`) between the name's shape and the registry.
+    fn admits(
+        restricted: bool,
+        retention: crate::domain::Retention,
+    ) -> Result<(), lapis_protocol::RpcError> {
+        let _ = (restricted, retention);
+        Ok(())
+    }
 }
 
 /// Whose ports a lookup may reach: the one ownership rule. A port is only

@@ -100,13 +100,10 @@ pub struct Client {
     /// name: like MCP servers they die with their connection, so
     /// [`Client::reconnect`] registers them again.
     pub(crate) tools: BTreeMap<String, crate::tools::ToolsRegister>,
-    /// The context ports registered with [`Client::context_register`], by
-    /// name, registered again by [`Client::reconnect`] like tool endpoints.
-    pub(crate) context: BTreeMap<String, crate::context::ContextRegister>,
-    /// The memory ports registered with [`Client::memory_register`].
-    pub(crate) memory: BTreeMap<String, crate::memory::MemoryRegister>,
-    /// The transcript stores registered with [`Client::transcript_register`].
-    pub(crate) transcripts: BTreeMap<String, crate::transcript::store::TranscriptRegister>,
+    /// The named ports registered with `<kind>_register` (context,
+    /// memory, transcript store), registered again by [`Client::reconnect`]
+    /// like tool endpoints.
+    pub(crate) ports: ports::KeptPorts,
     /// Controller → client requests (`tools.invoke`, `capture.*`) read
     /// while waiting for a response, for [`Client::serve_tools`].
     pub(crate) callbacks: VecDeque<Request>,
@@ -186,9 +183,7 @@ impl Client {
             attachments: BTreeMap::new(),
             mcp: None,
             tools: BTreeMap::new(),
-            context: BTreeMap::new(),
-            memory: BTreeMap::new(),
-            transcripts: BTreeMap::new(),
+            ports: ports::KeptPorts::default(),
             callbacks: VecDeque::new(),
             ssh: None,
         })

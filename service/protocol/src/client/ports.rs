@@ -9,108 +9,167 @@
 //! of a kind without a handler is refused at once (`invalid_request`, naming
 //! the kind) rather than left to the controller's deadline.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::context::CONTEXT_PREPARE;
-use crate::memory::{MEMORY_EVIDENCE, MEMORY_SEARCH};
+use crate::call;
 use crate::tools::callbacks::{CAPTURE_BEGIN, CAPTURE_FINISH, TOOLS_INVOKE};
-use crate::transcript::store::{TRANSCRIPT_APPEND, TRANSCRIPT_FETCH};
 use crate::{ErrorCode, Request, Response, RpcError};
 
-use super::serve::{
-    ContextHandler, MemoryHandler, ToolHandler, TranscriptHandler, answer, answer_context,
-    answer_memory, answer_transcript,
-};
+use super::serve::{ContextHandler, ToolHandler, answer};
 use super::{Client, ClientError};
 
-/// The handlers one connection serves its ports' callbacks with, one per
-/// kind (each optional): built with [`PortHandlers::new`] and the setters,
-/// used by [`Client::serve_callback`] and [`Client::serve_until_settled`].
-#[derive(Default)]
-pub struct PortHandlers<'a> {
-    /// `tools.invoke`, `capture.begin`, `capture.finish`.
-    tools: Option<&'a mut dyn ToolHandler>,
-    /// `context.prepare`.
-    context: Option<&'a mut dyn ContextHandler>,
-    /// `memory.search`, `memory.evidence`.
-    memory: Option<&'a mut dyn MemoryHandler>,
-    /// `transcript.append`, `transcript.fetch`.
-    transcript: Option<&'a mut dyn TranscriptHandler>,
-}
-
-impl std::fmt::Debug for PortHandlers<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PortHandlers")
-            .field("tools", &self.tools.is_some())
-            .field("context", &self.context.is_some())
-            .field("memory", &self.memory.is_some())
-            .field("transcript", &self.transcript.is_some())
-            .finish()
-    }
-}
-
-impl<'a> PortHandlers<'a> {
-    /// No handlers yet: every callback is refused until one is set.
-    pub fn new() -> PortHandlers<'a> {
-        PortHandlers::default()
-    }
-
-    /// Serves tool endpoints (and their capture port) with `handler`.
-    pub fn tools(mut self, handler: &'a mut dyn ToolHandler) -> PortHandlers<'a> {
-        self.tools = Some(handler);
-        self
-    }
-
-    /// Serves context ports with `handler`.
-    pub fn context(mut self, handler: &'a mut dyn ContextHandler) -> PortHandlers<'a> {
-        self.context = Some(handler);
-        self
-    }
-
-    /// Serves memory ports with `handler`.
-    pub fn memory(mut self, handler: &'a mut dyn MemoryHandler) -> PortHandlers<'a> {
-        self.memory = Some(handler);
-        self
-    }
-
-    /// Serves transcript stores with `handler`.
-    pub fn transcript(mut self, handler: &'a mut dyn TranscriptHandler) -> PortHandlers<'a> {
-        self.transcript = Some(handler);
-        self
-    }
-
-    /// The answer to one callback, from its kind's handler.
-    pub(super) fn answer(&mut self, request: &Request) -> Response {
-        let unserved = |kind: &str| {
-            Response::err(
-                Some(request.id.clone()),
-                RpcError::new(
-                    ErrorCode::InvalidRequest,
-                    format!("this connection serves no {kind} (`{}`)", request.method),
-                ),
-            )
-        };
-        match request.method.as_str() {
-            TOOLS_INVOKE | CAPTURE_BEGIN | CAPTURE_FINISH => match self.tools.as_deref_mut() {
-                Some(h) => answer(request, h),
-                None => unserved("tool endpoint"),
-            },
-            CONTEXT_PREPARE => match self.context.as_deref_mut() {
-                Some(h) => answer_context(request, h),
-                None => unserved("context port"),
-            },
-            MEMORY_SEARCH | MEMORY_EVIDENCE => match self.memory.as_deref_mut() {
-                Some(h) => answer_memory(request, h),
-                None => unserved("memory port"),
-            },
-            TRANSCRIPT_APPEND | TRANSCRIPT_FETCH => match self.transcript.as_deref_mut() {
-                Some(h) => answer_transcript(request, h),
-                None => unserved("transcript store"),
-            },
-            other => Response::err(Some(request.id.clone()), RpcError::method_not_found(other)),
+/// [`PortHandlers`] (tool endpoints' handler, then one per named port
+/// kind), the registrations a [`Client`] keeps for [`Client::reconnect`]
+/// ([`KeptPorts`]) and each named kind's SDK methods
+/// (`<kind>_register`, `<kind>_unregister`, `serve_<kind>`), from the
+/// one declaration of the named kinds (`crate::port_kinds!`).
+macro_rules! client_ports {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident,
+            label: $label:literal,
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $reg_fn:ident,
+            unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,
+            handler: $Handler:path, $setter:ident, $serve:ident, $answer:path, [$($cb:path),+ $(,)?],
         }
-    }
+    )*) => {
+
+        /// The handlers one connection serves its ports' callbacks with, one per
+        /// kind (each optional): built with [`PortHandlers::new`] and the setters,
+        /// used by [`Client::serve_callback`] and [`Client::serve_until_settled`].
+        #[derive(Default)]
+        pub struct PortHandlers<'a> {
+            /// `tools.invoke`, `capture.begin`, `capture.finish`.
+            tools: Option<&'a mut dyn ToolHandler>,
+            $(
+                #[doc = concat!("The ", $label, "s' callbacks.")]
+                $setter: Option<&'a mut dyn $Handler>,
+            )*
+        }
+
+        impl std::fmt::Debug for PortHandlers<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("PortHandlers")
+                    .field("tools", &self.tools.is_some())
+                    $(.field(stringify!($setter), &self.$setter.is_some()))*
+                    .finish()
+            }
+        }
+
+        impl<'a> PortHandlers<'a> {
+            /// No handlers yet: every callback is refused until one is set.
+            pub fn new() -> PortHandlers<'a> {
+                PortHandlers::default()
+            }
+
+            /// Serves tool endpoints (and their capture port) with `handler`.
+            pub fn tools(mut self, handler: &'a mut dyn ToolHandler) -> PortHandlers<'a> {
+                self.tools = Some(handler);
+                self
+            }
+
+            $(
+                #[doc = concat!("Serves ", $label, "s with `handler`.")]
+                pub fn $setter(mut self, handler: &'a mut dyn $Handler) -> PortHandlers<'a> {
+                    self.$setter = Some(handler);
+                    self
+                }
+            )*
+
+            /// The answer to one callback, from its kind's handler.
+            pub(super) fn answer(&mut self, request: &Request) -> Response {
+                let unserved = |kind: &str| {
+                    Response::err(
+                        Some(request.id.clone()),
+                        RpcError::new(
+                            ErrorCode::InvalidRequest,
+                            format!("this connection serves no {kind} (`{}`)", request.method),
+                        ),
+                    )
+                };
+                match request.method.as_str() {
+                    TOOLS_INVOKE | CAPTURE_BEGIN | CAPTURE_FINISH => match self.tools.as_deref_mut() {
+                        Some(h) => answer(request, h),
+                        None => unserved("tool endpoint"),
+                    },
+                    $(
+                        $($cb)|+ => match self.$setter.as_deref_mut() {
+                            Some(h) => $answer(request, h),
+                            None => unserved($label),
+                        },
+                    )*
+                    other => Response::err(Some(request.id.clone()), RpcError::method_not_found(other)),
+                }
+            }
+        }
+
+        /// The named ports a [`Client`] registered, by kind and name: like
+        /// tool endpoints they die with their connection, so
+        /// [`Client::reconnect`] registers them again.
+        #[derive(Debug, Default)]
+        pub(crate) struct KeptPorts {
+            $(
+                #[doc = concat!("The ", $label, "s registered with [`Client::", stringify!($reg_fn), "`].")]
+                $member: BTreeMap<String, $params>,
+            )*
+        }
+
+        impl Client {
+            $(
+                $(#[$doc])*
+                pub fn $reg_fn(
+                    &mut self,
+                    port: $params,
+                ) -> Result<crate::context::PortRegisterResult, ClientError> {
+                    let result = self.request::<call::$Reg>(&port)?;
+                    self.ports.$member.insert(port.port.clone(), port);
+                    Ok(result)
+                }
+
+                #[doc = concat!("`", $unreg, "`: revokes a ", $label, " of this connection at once; \
+                    `false` when it held none of that name.")]
+                pub fn $unreg_fn(&mut self, port: &str) -> Result<bool, ClientError> {
+                    let result = self.request::<call::$Unreg>(&crate::context::PortUnregister {
+                        port: port.to_owned(),
+                    })?;
+                    self.ports.$member.remove(port);
+                    Ok(result.revoked)
+                }
+
+                #[doc = concat!("Serves one callback of a ", $label, " with `handler`, like \
+                    [`Client::serve_tools`] (any other callback is answered \"method not found\": \
+                    serve each kind on its own connection, or every kind on one with \
+                    [`Client::serve_callback`]).")]
+                pub fn $serve(
+                    &mut self,
+                    handler: &mut impl $Handler,
+                    timeout: Option<Duration>,
+                ) -> Result<bool, ClientError> {
+                    let Some(request) = self.next_callback(timeout)? else {
+                        return Ok(false);
+                    };
+                    self.reply(&$answer(&request, handler))
+                }
+            )*
+
+            /// Registers again every named port this client registered (on a
+            /// new connection: [`Client::reconnect`]).
+            pub(super) fn register_kept(&mut self) -> Result<(), ClientError> {
+                $(
+                    for port in self.ports.$member.clone().into_values() {
+                        self.$reg_fn(port)?;
+                    }
+                )*
+                Ok(())
+            }
+        }
+    };
 }
+
+crate::port_kinds!(client_ports);
 
 impl Client {
     /// Serves one controller callback of any kind with its kind's handler
@@ -146,8 +205,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::client::CallbackError;
     use crate::client::serve::tests::req;
+    use crate::client::{CallbackError, MemoryHandler};
+    use crate::context::CONTEXT_PREPARE;
+    use crate::memory::{MEMORY_EVIDENCE, MEMORY_SEARCH};
     use crate::memory::{MemoryCandidate, MemoryCandidates, MemoryEvidence, MemorySearch};
     use crate::tools::{ToolInvoke, ToolOutput};
 

@@ -66,15 +66,7 @@ impl Client {
         for endpoint in self.tools.clone().into_values() {
             self.tools_register(endpoint)?;
         }
-        for port in self.context.clone().into_values() {
-            self.context_register(port)?;
-        }
-        for port in self.memory.clone().into_values() {
-            self.memory_register(port)?;
-        }
-        for port in self.transcripts.clone().into_values() {
-            self.transcript_register(port)?;
-        }
+        self.register_kept()?;
         // Re-attach and re-snapshot every attached thread: what happened
         // while disconnected shows in the fresh snapshots, and a thread
         // whose binding changed fails here (`binding_mismatch`) before the

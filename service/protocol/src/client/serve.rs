@@ -192,47 +192,6 @@ impl Client {
         self.reply(&answer(&request, handler))
     }
 
-    /// Serves one `context.prepare` with `handler`, like
-    /// [`Client::serve_tools`] (any other callback is answered "method not
-    /// found": serve each kind on its own connection, or every kind on one
-    /// with [`Client::serve_callback`]).
-    pub fn serve_context(
-        &mut self,
-        handler: &mut impl ContextHandler,
-        timeout: Option<Duration>,
-    ) -> Result<bool, ClientError> {
-        let Some(request) = self.next_callback(timeout)? else {
-            return Ok(false);
-        };
-        self.reply(&answer_context(&request, handler))
-    }
-
-    /// Serves one `memory.search` / `memory.evidence` with `handler`, like
-    /// [`Client::serve_context`].
-    pub fn serve_memory(
-        &mut self,
-        handler: &mut impl MemoryHandler,
-        timeout: Option<Duration>,
-    ) -> Result<bool, ClientError> {
-        let Some(request) = self.next_callback(timeout)? else {
-            return Ok(false);
-        };
-        self.reply(&answer_memory(&request, handler))
-    }
-
-    /// Serves one `transcript.append` / `transcript.fetch` with `handler`,
-    /// like [`Client::serve_context`].
-    pub fn serve_transcript(
-        &mut self,
-        handler: &mut impl TranscriptHandler,
-        timeout: Option<Duration>,
-    ) -> Result<bool, ClientError> {
-        let Some(request) = self.next_callback(timeout)? else {
-            return Ok(false);
-        };
-        self.reply(&answer_transcript(&request, handler))
-    }
-
     pub(super) fn reply(&mut self, response: &Response) -> Result<bool, ClientError> {
         self.stream
             .write_all(&encode(response))

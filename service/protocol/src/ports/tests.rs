@@ -258,3 +258,26 @@ fn the_kind_table_covers_every_member() {
     );
     assert_eq!(PortKind::Tools.recorded(&p.identities, "notes"), None);
 }
+
+/// The declaration of the named kinds (`port_kinds!`) lists every kind
+/// but tool endpoints, in [`PortKind::ALL`]'s order, each row's member
+/// the one whose wire name the kind has.
+#[test]
+fn the_named_kinds_declaration_follows_the_kind_table() {
+    let kinds: Vec<PortKind> = NAMED_KINDS.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, PortKind::ALL[1..]);
+    for (kind, member) in NAMED_KINDS {
+        let camel: String = member
+            .split('_')
+            .enumerate()
+            .map(|(i, w)| {
+                if i == 0 {
+                    w.to_owned()
+                } else {
+                    w[..1].to_uppercase() + &w[1..]
+                }
+            })
+            .collect();
+        assert_eq!(camel, kind.wire(), "{kind:?}");
+    }
+}

@@ -35,12 +35,7 @@ fn all_variants() -> Vec<Method> {
         | Method::McpRegister
         | Method::ToolsRegister
         | Method::ToolsUnregister
-        | Method::ContextRegister
-        | Method::ContextUnregister
-        | Method::MemoryRegister
-        | Method::MemoryUnregister
-        | Method::TranscriptRegister
-        | Method::TranscriptUnregister
+        | port_method_pattern!()
         | Method::ToolsList
         | Method::ToolsCall => m,
     };
@@ -76,16 +71,10 @@ fn all_variants() -> Vec<Method> {
         Method::McpRegister,
         Method::ToolsRegister,
         Method::ToolsUnregister,
-        Method::ContextRegister,
-        Method::ContextUnregister,
-        Method::MemoryRegister,
-        Method::MemoryUnregister,
-        Method::TranscriptRegister,
-        Method::TranscriptUnregister,
-        Method::ToolsList,
-        Method::ToolsCall,
     ]
     .into_iter()
+    .chain(PORT_METHODS.iter().copied())
+    .chain([Method::ToolsList, Method::ToolsCall])
     .map(probe)
     .collect()
 }
@@ -123,4 +112,29 @@ fn scope_names_round_trip() {
         assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
     }
     assert_eq!(Method::parse("nope"), None);
+}
+
+/// The named port kinds' methods (generated from `crate::port_kinds!`)
+/// keep the wire names and scope they had when each was spelled out.
+#[test]
+fn the_named_port_methods_keep_their_wire_names() {
+    let names: Vec<&str> = PORT_METHODS.iter().map(|m| m.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "context.register",
+            "context.unregister",
+            "memory.register",
+            "memory.unregister",
+            "transcript.register",
+            "transcript.unregister"
+        ]
+    );
+    for m in PORT_METHODS {
+        assert_eq!(m.requirement(), Requirement::Scope(Scope::ThreadsWrite));
+    }
+    assert_eq!(
+        Method::parse("memory.register"),
+        Some(Method::MemoryRegister)
+    );
 }

@@ -51,10 +51,7 @@ pub(crate) use status::status;
 pub(crate) use threads::{
     threads_attach, threads_configure, threads_create, threads_get, threads_list, threads_reserve,
 };
-pub(crate) use tools::{
-    context_register, context_unregister, memory_register, memory_unregister, tools_register,
-    tools_unregister, transcript_register, transcript_unregister,
-};
+pub(crate) use tools::{register_port, tools_register, tools_unregister, unregister_port};
 pub(crate) use turns::{
     permissions_respond, turns_cancel, turns_continue, turns_get, turns_list, turns_resolve,
     turns_submit,

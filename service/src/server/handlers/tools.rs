@@ -1,17 +1,15 @@
-//! `tools.register` / `tools.unregister`, `context.register` /
-//! `context.unregister`, `memory.*` and `transcript.*` registration, and
-//! the port checks of `threads.create`,
-//! `threads.configure` and `threads.attach`.
+//! `tools.register` / `tools.unregister`, the named port kinds'
+//! `<kind>.register` / `<kind>.unregister` (one generic pair), and the
+//! port checks of `threads.create`, `threads.configure` and
+//! `threads.attach`.
 
 use crate::auth::AuthSession;
 use crate::domain::Retention;
 use crate::tools::registry::{Port, PortKind, PortOwner};
 use lapis_protocol::RpcError;
 use lapis_protocol::context::{
-    ContextRegister, PortRefusal, PortRegisterResult, PortUnregister, PortView,
-    validate_port_binding,
+    PortRefusal, PortRegisterResult, PortUnregister, PortView, validate_port_binding,
 };
-use lapis_protocol::memory::MemoryRegister;
 use lapis_protocol::tools::{
     ToolRefusal, ToolsRegister, ToolsRegisterResult, ToolsUnregister, ToolsUnregisterResult,
     validate_binding,
@@ -40,70 +38,10 @@ fn peer_of(conn: &mut Conn) -> crate::tools::Peer {
         .clone()
 }
 
-/// `context.register`: one context port served by this connection until
-/// it closes or unregisters it.
-pub(crate) fn context_register(
-    ctx: &ServerContext,
-    conn: &mut Conn,
-    session: &AuthSession,
-    p: ContextRegister,
-) -> Result<PortRegisterResult, RpcError> {
-    register_port(ctx, conn, session, p)
-}
-
-/// `context.unregister`: revokes one context port of this connection at
-/// once (a preparation waiting on it fails the turn closed).
-pub(crate) fn context_unregister(
-    ctx: &ServerContext,
-    conn: &mut Conn,
-    p: PortUnregister,
-) -> Result<ToolsUnregisterResult, RpcError> {
-    unregister_port(ctx, conn, PortKind::Context, p)
-}
-
-/// `memory.register`: one memory port served by this connection until it
-/// closes or unregisters it.
-pub(crate) fn memory_register(
-    ctx: &ServerContext,
-    conn: &mut Conn,
-    session: &AuthSession,
-    p: MemoryRegister,
-) -> Result<PortRegisterResult, RpcError> {
-    register_port(ctx, conn, session, p)
-}
-
-/// `memory.unregister`: revokes one memory port of this connection at once.
-pub(crate) fn memory_unregister(
-    ctx: &ServerContext,
-    conn: &mut Conn,
-    p: PortUnregister,
-) -> Result<ToolsUnregisterResult, RpcError> {
-    unregister_port(ctx, conn, PortKind::Memory, p)
-}
-
-/// `transcript.register`: one transcript store served by this connection
-/// until it closes or unregisters it.
-pub(crate) fn transcript_register(
-    ctx: &ServerContext,
-    conn: &mut Conn,
-    session: &AuthSession,
-    p: TranscriptRegister,
-) -> Result<PortRegisterResult, RpcError> {
-    register_port(ctx, conn, session, p)
-}
-
-/// `transcript.unregister`: revokes one transcript store of this
-/// connection at once (an append waiting on it fails its turn closed).
-pub(crate) fn transcript_unregister(
-    ctx: &ServerContext,
-    conn: &mut Conn,
-    p: PortUnregister,
-) -> Result<ToolsUnregisterResult, RpcError> {
-    unregister_port(ctx, conn, PortKind::Transcript, p)
-}
-
-/// One port of kind `S::KIND` registered on this connection's lease.
-fn register_port<S: Port<Refusal = PortRefusal>>(
+/// `<kind>.register` of a named port kind (`lapis_protocol::port_kinds!`,
+/// routed by `server/dispatch.rs`): one port of kind `S::KIND` served by
+/// this connection, on its lease, until it closes or unregisters it.
+pub(crate) fn register_port<S: Port<Refusal = PortRefusal>>(
     ctx: &ServerContext,
     conn: &mut Conn,
     session: &AuthSession,
@@ -129,8 +67,9 @@ fn register_port<S: Port<Refusal = PortRefusal>>(
     })
 }
 
-/// Revokes one port of `kind` of this connection at once.
-fn unregister_port(
+/// `<kind>.unregister`: revokes one port of `kind` of this connection at
+/// once (a callback waiting on it fails its turn closed).
+pub(crate) fn unregister_port(
     ctx: &ServerContext,
     conn: &mut Conn,
     kind: PortKind,
@@ -222,26 +161,58 @@ pub(super) fn check_ports(
             .map_err(refusal)?;
         identities.tools.insert(name.clone(), endpoint.identity);
     }
-    identities.context = registered::<ContextRegister>(ctx, session, ports.context.as_deref())?;
-    validate_port_binding(ports.memory.as_deref()).map_err(port_refusal)?;
-    if restricted && ports.memory.is_some() {
-        return Err(refusal(ToolRefusal::Restricted));
-    }
-    identities.memory = registered::<MemoryRegister>(ctx, session, ports.memory.as_deref())?;
-    identities.transcript_store =
-        check_transcript_store(ctx, session, retention, ports.transcript_store.as_deref())?;
+    check_named(ctx, session, restricted, retention, ports, &mut identities)?;
     Ok(identities)
 }
 
-/// A port binding (absent, or a valid name) that this application has
-/// registered now, and its identity.
-fn registered<S: Port<Refusal = PortRefusal>>(
+/// Each named kind's binding (`lapis_protocol::port_kinds!`), in kind
+/// order, into its member of the identities.
+macro_rules! named_checks {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident,
+            label: $label:literal,
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $reg_fn:ident,
+            unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,
+            handler: $Handler:path, $setter:ident, $serve:ident, $answer:path, [$($cb:path),+ $(,)?],
+        }
+    )*) => {
+
+        /// [`bound`] for each named kind `ports` binds.
+        fn check_named(
+            ctx: &ServerContext,
+            session: &AuthSession,
+            restricted: bool,
+            retention: Retention,
+            ports: &ThreadPorts,
+            identities: &mut PortIdentities,
+        ) -> Result<(), RpcError> {
+            $(
+                identities.$member =
+                    bound::<$params>(ctx, session, restricted, retention, ports.$member.as_deref())?;
+            )*
+            Ok(())
+        }
+    };
+}
+
+lapis_protocol::port_kinds!(named_checks);
+
+/// A named port binding (absent, or a valid name) that the kind admits on
+/// this thread (`Port::admits`) and that this application has registered
+/// now, and its identity.
+fn bound<S: Port<Refusal = PortRefusal>>(
     ctx: &ServerContext,
     session: &AuthSession,
+    restricted: bool,
+    retention: Retention,
     port: Option<&str>,
 ) -> Result<Option<String>, RpcError> {
     validate_port_binding(port).map_err(port_refusal)?;
     let Some(port) = port else { return Ok(None) };
+    S::admits(restricted, retention)?;
     let owner = PortOwner::session(&session.principal, &session.application);
     ctx.core
         .tools
@@ -251,25 +222,18 @@ fn registered<S: Port<Refusal = PortRefusal>>(
         .map_err(port_refusal)
 }
 
-/// What `threads.create` and `threads.configure` check of the transcript
-/// store a thread binds: a valid name, `metadata-only` retention (a `full`
-/// thread keeps its content in the journal already), registered by this
-/// application now (the claim checks again before each prompt).
+/// What `threads.configure` checks of the transcript store it binds: as
+/// `threads.create` does ([`bound`]: a valid name, `metadata-only`
+/// retention, registered by this application now; the claim checks again
+/// before each prompt). The thread's restriction is
+/// [`check_restricted`]'s (a store is not bridged).
 pub(super) fn check_transcript_store(
     ctx: &ServerContext,
     session: &AuthSession,
     retention: Retention,
     port: Option<&str>,
 ) -> Result<Option<String>, RpcError> {
-    validate_port_binding(port).map_err(port_refusal)?;
-    if port.is_some() && retention != Retention::MetadataOnly {
-        return Err(RpcError::new(
-            lapis_protocol::ErrorCode::InvalidRequest,
-            "transcriptStore needs retention `metadata-only`: a `full` thread keeps its \
-             content in the journal",
-        ));
-    }
-    registered::<TranscriptRegister>(ctx, session, port)
+    bound::<TranscriptRegister>(ctx, session, false, retention, port)
 }
 
 /// A restricted thread binds no application tools and no memory port

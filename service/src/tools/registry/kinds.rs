@@ -14,23 +14,26 @@ use lapis_protocol::tools::{
 };
 use lapis_protocol::transcript::store::{TranscriptRegister, validate_transcript};
 
+use lapis_protocol::RpcError;
+
 use super::Port;
+use crate::domain::Retention;
 
 /// The kinds of port, each its own name space (the protocol's one
 /// per-kind table).
 pub(crate) use lapis_protocol::PortKind;
 
-/// A registered description, by kind.
-#[derive(Debug, Clone)]
-pub(crate) enum Stored {
-    /// A tool endpoint.
-    Tools(Arc<ToolsRegister>),
-    /// A context port.
-    Context(Arc<ContextRegister>),
-    /// A memory port.
-    Memory(Arc<MemoryRegister>),
-    /// A transcript store.
-    Transcript(Arc<TranscriptRegister>),
+/// A registered description of any kind (the registry keys each entry by
+/// its [`PortKind`], so it is only ever read back as its own kind's
+/// [`Port`]: `Port::unwrap`). Type-erased, so a kind's `Port` impl can live
+/// in its own module without a variant here.
+#[derive(Clone)]
+pub(crate) struct Stored(pub(super) Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stored(..)")
+    }
 }
 
 fn hashed(prefix: &str, canonical: &serde_json::Value) -> String {
@@ -55,15 +58,6 @@ impl Port for ToolsRegister {
         ToolRefusal::Limit {
             what: "endpoint count",
             limit: MAX_TOOL_ENDPOINTS,
-        }
-    }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Tools(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Tools(s) => Some(s.clone()),
-            _ => None,
         }
     }
     fn unavailable(name: &str, _why: &'static str) -> ToolRefusal {
@@ -94,15 +88,6 @@ impl Port for ContextRegister {
         PortRefusal::Limit {
             what: "context port count",
             limit: MAX_PORTS,
-        }
-    }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Context(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Context(s) => Some(s.clone()),
-            _ => None,
         }
     }
     fn unavailable(name: &str, why: &'static str) -> PortRefusal {
@@ -136,20 +121,19 @@ impl Port for MemoryRegister {
             limit: MAX_PORTS,
         }
     }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Memory(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Memory(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
     fn unavailable(name: &str, why: &'static str) -> PortRefusal {
         PortRefusal::MemoryUnavailable {
             port: name.to_owned(),
             why,
         }
+    }
+    /// Memory's read tools ride the bridge a restricted thread never gets.
+    fn admits(restricted: bool, _: Retention) -> Result<(), RpcError> {
+        if restricted {
+            let r = ToolRefusal::Restricted;
+            return Err(RpcError::new(r.code(), r.to_string()));
+        }
+        Ok(())
     }
 }
 
@@ -176,20 +160,22 @@ impl Port for TranscriptRegister {
             limit: MAX_PORTS,
         }
     }
-    fn wrap(spec: Arc<Self>) -> Stored {
-        Stored::Transcript(spec)
-    }
-    fn unwrap(stored: &Stored) -> Option<Arc<Self>> {
-        match stored {
-            Stored::Transcript(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
     fn unavailable(name: &str, why: &'static str) -> PortRefusal {
         PortRefusal::TranscriptStoreFailed {
             port: name.to_owned(),
             why,
         }
+    }
+    /// A `full` thread keeps its content in the journal already.
+    fn admits(_: bool, retention: Retention) -> Result<(), RpcError> {
+        if retention != Retention::MetadataOnly {
+            return Err(RpcError::new(
+                lapis_protocol::ErrorCode::InvalidRequest,
+                "transcriptStore needs retention `metadata-only`: a `full` thread keeps its \
+                 content in the journal",
+            ));
+        }
+        Ok(())
     }
 }
 
