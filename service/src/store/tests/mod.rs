@@ -19,10 +19,12 @@ mod parking;
 mod prepared;
 mod receipts;
 mod retention;
+mod retention_steps;
 mod retention_summary;
 mod scheduling;
 mod sessions;
 mod storage;
+mod threads_page;
 mod transcript;
 mod workspaces;
 
