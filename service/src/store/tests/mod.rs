@@ -152,3 +152,13 @@ pub(crate) fn binding() -> crate::domain::SessionBinding {
         thread_version: 1,
     }
 }
+
+/// `thread` as the retention pass sees it.
+pub(crate) async fn candidate(s: &Store, thread: &str) -> crate::store::retention::Candidate {
+    s.history_candidates()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.thread == thread)
+        .unwrap()
+}

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::domain::*;
-use crate::store::retention::{BATCH_EVENTS, Batch, Candidate, Limits};
+use crate::store::retention::{BATCH_EVENTS, Batch, Limits};
 use crate::store::*;
 
 /// A finished turn of `thread` with `n` message chunks.
@@ -30,15 +30,6 @@ async fn long_turn(s: &Store, thread: &str, cmd: &str, n: usize) {
     s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
         .await
         .unwrap();
-}
-
-async fn candidate(s: &Store, thread: &str) -> Candidate {
-    s.history_candidates()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|c| c.thread == thread)
-        .unwrap()
 }
 
 /// One full batch of `thread`'s oldest events, and what it cost.

@@ -18,16 +18,23 @@
 
 use crate::domain::{StoreError, StoreResult};
 
-use super::Writer;
+use super::{Shared, Writer};
 
 /// Free space a full disk must have again before writes resume.
 pub(crate) const RESUME_FREE_BYTES: u64 = 1 << 20;
+
+impl Shared {
+    /// The condition recorded by the last failed write, if any.
+    pub(crate) fn storage_fault(&self) -> Option<&'static str> {
+        *self.storage_fault.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 impl Writer {
     /// `Err` when the store holds writes because the disk was full and
     /// still has less than [`RESUME_FREE_BYTES`] free.
     pub(super) fn held_by_full_disk(&self) -> StoreResult<()> {
-        if self.storage_fault() != Some("disk_full") {
+        if self.shared.storage_fault() != Some("disk_full") {
             return Ok(());
         }
         match self.free_bytes() {
@@ -42,15 +49,6 @@ impl Writer {
             // Unknown (no file, a file system that does not say): try.
             _ => Ok(()),
         }
-    }
-
-    /// The condition recorded by the last failed write, if any.
-    fn storage_fault(&self) -> Option<&'static str> {
-        *self
-            .shared
-            .storage_fault
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Free bytes on the database's file system, for an unprivileged
