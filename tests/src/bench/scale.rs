@@ -3,7 +3,9 @@
 //! through the store (`scale_seed`) and reused across every figure:
 //! serve readiness, `status --json` (the CLI, a process), one
 //! `journal.replay` page at the head and the tail of the long thread and
-//! of the owner's journal, `threads.list`, serve's RSS after readiness and
+//! of the owner's journal, `threads.list` (right after readiness, while
+//! the history check reads the file, and again once it is done), serve's
+//! RSS after readiness and
 //! after those reads, the journal's history check after readiness, and
 //! the history retention pass (a policy that prunes nothing, so the pass
 //! reads every candidate): its first run after the events were added
@@ -100,6 +102,9 @@ struct Samples {
     owner_head: Vec<f64>,
     owner_tail: Vec<f64>,
     list: Vec<f64>,
+    quiet_head: Vec<f64>,
+    quiet_owner_head: Vec<f64>,
+    quiet_list: Vec<f64>,
     rss_ready: Vec<f64>,
     rss_read: Vec<f64>,
     hwm: Vec<f64>,
@@ -138,6 +143,22 @@ fn measure(rig: &mut Rig, thread: &str, events: u64, threads: u64, s: &mut Sampl
     }
     s.rss_read.push(vm_rss_mib(pid));
     let pass = wait_pass(rig, since)?;
+    // The same pages again with the history check done: the reads above
+    // start right after readiness, while the check reads the whole file.
+    for _ in 0..READS {
+        for (after, scope, into) in [
+            (0, Some(thread), &mut s.quiet_head),
+            (0, None, &mut s.quiet_owner_head),
+        ] {
+            let (took, page) = time_ms(|| client.journal_replay(scope, after, Some(100)));
+            anyhow::ensure!(!page?.events.is_empty(), "an empty page after {after}");
+            into.push(took);
+        }
+        let (took, list) =
+            time_ms(|| client.threads_list_page(&lapis_protocol::params::ThreadsList::default()));
+        list?;
+        s.quiet_list.push(took);
+    }
     s.checked
         .push(((pass.started_at - since) as f64 - ready).max(0.0));
     s.pass.push((pass.finished_at - pass.started_at) as f64);
@@ -288,6 +309,21 @@ pub(crate) fn run(table: &mut Table, runs: usize, sizes: &[usize], threads: usiz
                 s.owner_tail,
             ),
             ("threads.list, one page (1,000)".into(), Unit::Ms, s.list),
+            (
+                "journal.replay page (100), thread head, history check done".into(),
+                Unit::Ms,
+                s.quiet_head,
+            ),
+            (
+                "journal.replay page (100), owner head, history check done".into(),
+                Unit::Ms,
+                s.quiet_owner_head,
+            ),
+            (
+                "threads.list, one page (1,000), history check done".into(),
+                Unit::Ms,
+                s.quiet_list,
+            ),
             ("serve RSS after ready".into(), Unit::MiB, s.rss_ready),
             ("serve RSS after the reads".into(), Unit::MiB, s.rss_read),
             (
