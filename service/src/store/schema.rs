@@ -17,7 +17,7 @@ use crate::domain::{StoreError, StoreResult};
 pub(crate) const APPLICATION_ID: i64 = 0x4C41_5049;
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 21;
+pub const SCHEMA_VERSION: i64 = 22;
 
 /// File name of the database inside the controller home (the one
 /// definition is the protocol crate's: the installer's purge checks it).
@@ -366,6 +366,13 @@ INSERT INTO chain_versions (version, from_seq) SELECT 2, coalesce(max(seq), 0) +
         // (issue 44 item 6; see `retention::summary`).
         then: None,
         sql: history::SCHEMA,
+    },
+    Migration {
+        // Version 22: the named ports of kinds without a column of their
+        // own (every kind after the transcript store), one JSON object by
+        // wire name (`ports::NAMED`); NULL when none is bound.
+        then: None,
+        sql: "ALTER TABLE threads ADD COLUMN named_ports TEXT;",
     },
 ];
 
