@@ -236,7 +236,12 @@ async fn visit(
     }
     let mut touched = false;
     loop {
-        match store.prune_batch(&c, limits, pass.started_at).await? {
+        let (batch, steps) = store
+            .prune_batch_counted(&c, limits, pass.started_at)
+            .await?;
+        pass.batch_vm_steps += steps.vm;
+        pass.batch_full_scan_steps += steps.full_scan;
+        match batch {
             Batch::Pruned {
                 events,
                 bytes,

@@ -13,7 +13,7 @@ use clap_complete::engine::ArgValueCandidates;
 use super::candidates::Candidates;
 
 use super::duration::parse_duration;
-use super::{CommandIdArg, JsonArg, ListArgs};
+use super::{CommandIdArg, JsonArg};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum ApprovalArg {
@@ -142,8 +142,8 @@ pub(crate) enum ThreadsCommand {
         #[command(flatten)]
         out: JsonArg,
     },
-    /// List threads.
-    List(ListArgs),
+    /// List threads, newest first (every page, or one: --limit/--after)
+    List(super::ThreadsListArgs),
     /// Show one thread with its recent activity.
     Show {
         /// Thread id.

@@ -24,6 +24,7 @@ mod examples;
 mod global;
 mod help;
 mod install;
+mod threads_list;
 mod tokens;
 mod workspaces;
 
@@ -41,6 +42,7 @@ pub(crate) use install::{
     CompletionsArgs, GcArgs, InstallArgs, LogsArgs, ReleasesCommand, RollbackArgs, ServeArgs,
     StartArg, StopArgs, TokenCommand, UninstallArgs, UpdateArgs,
 };
+pub(crate) use threads_list::ThreadsListArgs;
 pub(crate) use tokens::{TokensAddArgs, TokensCommand};
 pub(crate) use workspaces::WorkspacesCommand;
 
@@ -239,7 +241,7 @@ impl Command {
             | Command::Threads(ThreadsCommand::Delete { out, .. })
             | Command::Threads(ThreadsCommand::Export { out, .. })
             | Command::Threads(ThreadsCommand::Import { out, .. }) => out.json,
-            Command::Threads(ThreadsCommand::List(a)) => a.out.json,
+            Command::Threads(ThreadsCommand::List(a)) => a.list.out.json,
             Command::Turns(
                 TurnsCommand::Submit { out, .. }
                 | TurnsCommand::Continue { out, .. }

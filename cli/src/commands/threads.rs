@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate};
+use lapis_protocol::params::{ThreadsConfigure, ThreadsCreate, ThreadsList};
 
 use crate::args::{ApprovalArg, GlobalArgs, RetentionArg, ThreadsCommand};
 use crate::exit::CliResult;
@@ -121,12 +121,26 @@ pub(super) fn run(global: &GlobalArgs, command: ThreadsCommand) -> CliResult {
             }
         }
         ThreadsCommand::List(list_args) => {
-            let list = client.threads_list().map_err(client_error)?;
-            if list_args.out.json {
-                crate::output::json(&json!({ "threads": list }))?;
+            let (list, next) = if list_args.limit.is_none() && list_args.after.is_none() {
+                (client.threads_list().map_err(client_error)?, None)
             } else {
+                let page = client
+                    .threads_list_page(&ThreadsList {
+                        limit: list_args.limit.map(usize::from),
+                        after: list_args.after.clone(),
+                        ..Default::default()
+                    })
+                    .map_err(client_error)?;
+                (page.threads, page.next)
+            };
+            if list_args.list.out.json {
+                crate::output::json(&json!({ "threads": list, "next": next }))?;
+            } else {
+                if let Some(next) = &next {
+                    eprintln!("more: threads list --after {next}");
+                }
                 let mut table = Table::new(&["ID", "WORKSPACE", "PROVIDER", "APPROVAL", "UPDATED"])
-                    .wide(list_args.wide);
+                    .wide(list_args.list.wide);
                 for t in list {
                     table.row(vec![
                         Cell::Id(t.id),

@@ -92,6 +92,15 @@ pub struct HistoryPass {
     /// again (the first pass after an upgrade reads every event once).
     #[serde(default)]
     pub scanned: u64,
+    /// SQLite virtual machine steps its writer batches' statements took:
+    /// per batch the same however long the thread (each reads one batch
+    /// of it through an index); 0 from a controller that does not count.
+    #[serde(default)]
+    pub batch_vm_steps: u64,
+    /// Steps of those statements in a full table scan: 0 (no batch scans
+    /// a table).
+    #[serde(default)]
+    pub batch_full_scan_steps: u64,
     /// The error code that stopped it early, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -7,11 +7,11 @@
 //! it says while idle is never taken for a later turn's output; retiring it
 //! always ends its whole process group.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::process::{AgentProcess, Stopped, TeardownLimits};
@@ -43,29 +43,73 @@ const MAX_IDLE_MESSAGES: usize = 256;
 pub(crate) type IdleObserver = Arc<dyn Fn(Value) + Send + Sync>;
 
 /// An idle agent under watch ([`LiveAgent::watch`]).
-#[derive(Debug)]
 pub(crate) struct Watched {
-    /// Ends the watch.
-    stop: Option<oneshot::Sender<()>>,
-    /// The watch; yields the agent back.
-    task: JoinHandle<LiveAgent>,
+    /// Where the agent is while watched.
+    slot: Arc<Mutex<Slot>>,
+    /// The watch task (ended when the agent is taken back or dropped).
+    task: AbortHandle,
+}
+
+/// Where a watched agent is: polled in place by its watch, so taking it
+/// back needs no answer from the watch task (a stop message and the
+/// task's end were two wake-ups on every warm turn's path before its
+/// boundary).
+enum Slot {
+    /// Waiting for its next message: the watch polls its inbox in place.
+    Idle(Box<LiveAgent>),
+    /// The watch is answering a message it took; the sender, once set,
+    /// takes the agent when it is done.
+    Handling(Option<oneshot::Sender<LiveAgent>>),
+    /// Taken back.
+    Resumed,
+}
+
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &*lock(&self.slot) {
+            Slot::Idle(_) => "idle",
+            Slot::Handling(_) => "handling",
+            Slot::Resumed => "resumed",
+        };
+        f.debug_struct("Watched")
+            .field("state", &state)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(slot: &Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Watched {
-    /// Ends the watch and returns the agent (`None` only if the watch
-    /// task died; its process group was then killed with it).
-    pub(crate) async fn resume(mut self) -> Option<LiveAgent> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.task).await.ok()
+    /// Ends the watch and returns the agent: at once, unless the watch is
+    /// answering a message the agent sent (then when it is done). `None`
+    /// only if the watch task died; its process group was then killed
+    /// with it.
+    pub(crate) async fn resume(self) -> Option<LiveAgent> {
+        let done = {
+            let mut slot = lock(&self.slot);
+            match std::mem::replace(&mut *slot, Slot::Resumed) {
+                // The watch task is ended on drop (it is parked on the
+                // inbox, whose waker the next turn's read replaces).
+                Slot::Idle(agent) => return Some(*agent),
+                Slot::Handling(_) => {
+                    let (tx, rx) = oneshot::channel();
+                    *slot = Slot::Handling(Some(tx));
+                    rx
+                }
+                Slot::Resumed => return None,
+            }
+        };
+        done.await.ok()
     }
 }
 
 impl Drop for Watched {
     fn drop(&mut self) {
-        // Never resumed (shutdown abort): the agent goes with its task, and
-        // its process group is killed on drop.
+        // Taken back, or never (shutdown abort): the watch ends; an agent
+        // still in the slot or in the task goes with them, and its process
+        // group is killed on drop.
         self.task.abort();
     }
 }
@@ -131,35 +175,10 @@ impl LiveAgent {
     /// [`MAX_IDLE_MESSAGES`] while idle is no longer watched and is marked
     /// gone (retired instead of reused). [`Watched::resume`] takes it back.
     pub(crate) fn watch(self, observe: IdleObserver) -> Watched {
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let mut agent = self;
-            let mut seen = 0usize;
-            let mut gone = agent.conn.broken;
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = &mut stopped => break,
-                    item = agent.conn.inbox.recv(), if !gone => {
-                        let mut stale = Stale::default();
-                        agent.idle_item(item.unwrap_or(Inbound::Eof), &mut stale).await;
-                        for msg in stale.messages {
-                            observe(msg);
-                        }
-                        seen += 1;
-                        gone = stale.gone || seen > MAX_IDLE_MESSAGES;
-                        if gone {
-                            agent.conn.broken = true;
-                        }
-                    }
-                }
-            }
-            agent
-        });
-        Watched {
-            stop: Some(stop),
-            task,
-        }
+        let gone = self.conn.broken;
+        let slot = Arc::new(Mutex::new(Slot::Idle(Box::new(self))));
+        let task = tokio::spawn(watch_idle(Arc::clone(&slot), observe, gone)).abort_handle();
+        Watched { slot, task }
     }
 
     /// Ends the agent: `session/close` first when it offers it (answered
@@ -202,5 +221,56 @@ impl LiveAgent {
                 term_grace: limits.term_grace,
             })
             .await
+    }
+}
+
+/// The watch of an idle agent (see [`LiveAgent::watch`]): takes each
+/// message out of the agent's inbox in place, together with the agent
+/// (one lock, so a message is never taken once the agent was resumed),
+/// answers it, and puts the agent back or hands it to a resume waiting.
+async fn watch_idle(slot: Arc<Mutex<Slot>>, observe: IdleObserver, mut gone: bool) {
+    let mut seen = 0usize;
+    while !gone {
+        let next = std::future::poll_fn(|cx| {
+            let mut s = lock(&slot);
+            let item = match &mut *s {
+                Slot::Idle(agent) => std::task::ready!(agent.conn.inbox.poll_recv(cx)),
+                Slot::Handling(_) | Slot::Resumed => return std::task::Poll::Ready(None),
+            };
+            match std::mem::replace(&mut *s, Slot::Handling(None)) {
+                Slot::Idle(agent) => {
+                    std::task::Poll::Ready(Some((*agent, item.unwrap_or(Inbound::Eof))))
+                }
+                other => {
+                    *s = other;
+                    std::task::Poll::Ready(None)
+                }
+            }
+        })
+        .await;
+        let Some((mut agent, item)) = next else {
+            return;
+        };
+        let mut stale = Stale::default();
+        agent.idle_item(item, &mut stale).await;
+        for msg in stale.messages {
+            observe(msg);
+        }
+        seen += 1;
+        gone = stale.gone || seen > MAX_IDLE_MESSAGES;
+        if gone {
+            agent.conn.broken = true;
+        }
+        let mut s = lock(&slot);
+        match std::mem::replace(&mut *s, Slot::Resumed) {
+            Slot::Handling(Some(resumed)) => {
+                // A resume dropped meanwhile drops the agent with it.
+                let _ = resumed.send(agent);
+                return;
+            }
+            Slot::Handling(None) | Slot::Idle(_) | Slot::Resumed => {
+                *s = Slot::Idle(Box::new(agent));
+            }
+        }
     }
 }

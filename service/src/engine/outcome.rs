@@ -61,24 +61,25 @@ impl Stop {
 }
 
 /// A turn's deadline: when it passes, the turn is stopped
-/// (`deadline_exceeded`) through its [`Stop`].
-pub(super) struct Deadline {
-    /// The timer task.
-    timer: tokio::task::JoinHandle<()>,
-}
-
-impl Deadline {
-    pub(super) fn arm(stop: Stop, seconds: u64) -> Deadline {
-        let timer = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(seconds)).await;
+/// (`deadline_exceeded`) through its [`Stop`], and the run goes on to
+/// its end (the cancel path ends it).
+///
+/// Raced against the run in the turn's own task rather than armed as a
+/// timer task of its own: a spawn and an abort per turn, each a wake-up
+/// for the runtime, were part of a warm turn's cost.
+pub(super) async fn within_deadline<T>(
+    run: impl std::future::Future<Output = T>,
+    stop: &Stop,
+    seconds: u64,
+) -> T {
+    let mut run = std::pin::pin!(run);
+    tokio::select! {
+        biased;
+        out = &mut run => out,
+        () = tokio::time::sleep(Duration::from_secs(seconds)) => {
             stop.fire(OutcomeCode::DeadlineExceeded, "deadline");
-        });
-        Deadline { timer }
-    }
-
-    /// Stops the timer.
-    pub(super) fn disarm(self) {
-        self.timer.abort();
+            run.await
+        }
     }
 }
 
@@ -122,7 +123,8 @@ mod tests {
 
     /// A turn's deadline is tokio time: on the paused clock an hour-long
     /// deadline passes at once, fires exactly when it is due (not a second
-    /// before), and cancels through the store like an owner's cancel.
+    /// before), cancels through the store like an owner's cancel, and the
+    /// run goes on to its own end.
     #[tokio::test(start_paused = true)]
     async fn a_deadline_cancels_its_turn_when_due_on_the_paused_clock() {
         let fx = fixture().await;
@@ -137,7 +139,12 @@ mod tests {
         fx.store.try_claim().await.unwrap().expect("runnable");
 
         let stop = Stop::new(fx.store.clone(), turn.id.clone());
-        let deadline = Deadline::arm(stop.clone(), 3600);
+        // The run goes on past its deadline until it ends (here: when told).
+        let (end_run, run) = tokio::sync::oneshot::channel::<u32>();
+        let raced = tokio::spawn({
+            let stop = stop.clone();
+            async move { within_deadline(run, &stop, 3600).await }
+        });
         // No store call until it is due: waiting on the store's threads
         // lets the paused clock run ahead to the next timer.
         tokio::time::sleep(Duration::from_secs(3599)).await;
@@ -159,7 +166,9 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(cancelled, "the deadline's cancel never reached the store");
-        deadline.disarm();
+        assert!(!raced.is_finished(), "the deadline ended the run itself");
+        end_run.send(7).unwrap();
+        assert_eq!(raced.await.unwrap().unwrap(), 7);
         assert_eq!(stop.reason(), Some(OutcomeCode::DeadlineExceeded));
     }
 }

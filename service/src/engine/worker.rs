@@ -26,7 +26,7 @@ use crate::store::Store;
 use super::broker::{PendingPermission, PermissionBroker};
 use super::claim::ClaimGuard;
 use super::hooks::StoreHooks;
-use super::outcome::{Deadline, Stop, stopped_end, turn_end};
+use super::outcome::{Stop, stopped_end, turn_end, within_deadline};
 use super::pool::{AgentPool, IdleJournal, PoolStatus};
 
 mod around;
@@ -110,16 +110,26 @@ impl EngineHandle {
     }
 }
 
-/// Bookkeeping for one running turn task.
+/// Bookkeeping for one slot's task: its claim, then its turn.
 struct Live {
-    /// The turn.
-    turn_id: String,
+    /// The turn, once claimed (unset while the claim is parked).
+    claimed: Arc<std::sync::OnceLock<String>>,
     /// Whether the boundary was persisted.
     dispatched: Arc<AtomicBool>,
     /// Set once the outcome is durable; the task may still be tearing the
     /// agent down, and shutdown must not settle the turn a second time.
     settled: Arc<AtomicBool>,
+    /// Withdraws a claim still parked at shutdown.
+    abort: tokio::task::AbortHandle,
 }
+
+/// What a slot's task shares with the claim loop: the claimed turn's id,
+/// whether its boundary was persisted, whether its outcome is durable.
+type Shared = (
+    Arc<std::sync::OnceLock<String>>,
+    Arc<AtomicBool>,
+    Arc<AtomicBool>,
+);
 
 impl Engine {
     /// An engine over `store`.
@@ -161,73 +171,53 @@ impl Engine {
         // One claim parked on the store per free running slot (each holds
         // its slot's permit), so one store batch can claim a turn in every
         // free workspace; without a free slot turns stay queued, and the
-        // store's first-fit order decides who runs next.
-        let (claimed, mut claims) = tokio::sync::mpsc::unbounded_channel();
-        let mut parked: JoinSet<()> = JoinSet::new();
+        // store's first-fit order decides who runs next. Each slot's task
+        // waits for its claim and runs the turn itself: no task between
+        // the writer's answer and the turn (a spawn and two wake-ups per
+        // turn before). A failed claim comes back here.
+        let (failed, mut failures) = tokio::sync::mpsc::unbounded_channel();
         loop {
             while let Some(done) = tasks.try_join_next_with_id() {
                 forget(&mut live, done);
             }
-            while parked.try_join_next().is_some() {}
-            let (claim, permit) = tokio::select! {
-                Some(answer) = claims.recv() => answer,
+            tokio::select! {
+                Some((err, permit)) = failures.recv() => match err {
+                    StoreError::Closed => break,
+                    err => {
+                        tracing::error!(code = err.code(), "claiming a turn failed");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        drop(permit);
+                    }
+                },
                 permit = self.slots.clone().acquire_owned() => {
                     let Ok(permit) = permit else { break };
-                    let (store, prepare, claimed) =
-                        (self.store.clone(), prepare.clone(), claimed.clone());
-                    parked.spawn(async move {
-                        let claim = store.next_runnable_with(prepare).await;
-                        let _ = claimed.send((claim, permit));
-                    });
-                    continue;
-                }
-                _ = stop.changed() => break,
-            };
-            match claim {
-                Ok(claim) => {
                     let dispatched = Arc::new(AtomicBool::new(false));
                     let settled = Arc::new(AtomicBool::new(false));
-                    let turn_id = claim.turn.id.clone();
-                    let task =
-                        self.clone()
-                            .run_claim(claim, dispatched.clone(), settled.clone(), permit);
-                    let handle = tasks.spawn(task);
-                    live.insert(
-                        handle.id(),
-                        Live {
-                            turn_id,
-                            dispatched,
-                            settled,
-                        },
+                    let claimed = Arc::new(std::sync::OnceLock::new());
+                    let task = self.clone().claim_and_run(
+                        prepare.clone(),
+                        permit,
+                        (claimed.clone(), dispatched.clone(), settled.clone()),
+                        failed.clone(),
+                        stop.clone(),
                     );
+                    let abort = tasks.spawn(task);
+                    live.insert(abort.id(), Live { claimed, dispatched, settled, abort });
                 }
-                Err(StoreError::Closed) => break,
-                Err(err) => {
-                    tracing::error!(code = err.code(), "claiming a turn failed");
-                    drop(permit);
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
+                _ = stop.changed() => break,
             }
         }
         // Claims still parked are withdrawn (the store skips a parked claim
         // nobody waits for, so none strands a turn in `preparing`); one
-        // answered meanwhile is settled below like any running turn.
-        parked.abort_all();
-        while parked.join_next().await.is_some() {}
-        claims.close();
-        while let Ok((answer, permit)) = claims.try_recv() {
-            let Ok(claim) = answer else { continue };
-            let guard = ClaimGuard::new(self.store.clone(), self.running.clone(), permit);
-            guard.boundary_later();
-            if let Err(err) = self
-                .store
-                .finish_turn(
-                    &claim.turn.id,
-                    TurnEnd::Failed(OutcomeCode::ControllerShutdown),
-                )
-                .await
-            {
-                tracing::error!(turn = %claim.turn.id, code = err.code(), "settling a claimed turn at shutdown failed");
+        // answered meanwhile fails before its boundary (`claim_and_run`).
+        let parked: Vec<tokio::task::Id> = live
+            .iter()
+            .filter(|(_, l)| l.claimed.get().is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in parked {
+            if let Some(l) = live.remove(&id) {
+                l.abort.abort();
             }
         }
         let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
@@ -251,6 +241,9 @@ impl Engine {
             + Duration::from_secs(1);
         self.pool.shutdown(pool_deadline.max(deadline)).await;
         for (_, l) in live {
+            let Some(turn_id) = l.claimed.get() else {
+                continue;
+            };
             if l.settled.load(Ordering::SeqCst) {
                 continue;
             }
@@ -259,8 +252,8 @@ impl Engine {
             } else {
                 TurnEnd::Failed(OutcomeCode::ControllerShutdown)
             };
-            if let Err(err) = self.store.finish_turn(&l.turn_id, end).await {
-                tracing::error!(turn = %l.turn_id, code = err.code(), "settling a turn at shutdown failed");
+            if let Err(err) = self.store.finish_turn(turn_id, end).await {
+                tracing::error!(turn = %turn_id, code = err.code(), "settling a turn at shutdown failed");
             }
         }
     }

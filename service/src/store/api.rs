@@ -107,10 +107,26 @@ impl Store {
     }
 
     /// Threads matching the filter, newest first, bounded by the page size.
+    #[cfg(test)]
     pub(crate) async fn list_threads(&self, filter: ThreadFilter) -> StoreResult<Vec<Thread>> {
+        Ok(self.list_threads_page(filter).await?.0)
+    }
+
+    /// One page of [`Store::list_threads`] (from `filter.after`), and the
+    /// key of its last thread when more follow (the next page's `after`).
+    pub(crate) async fn list_threads_page(
+        &self,
+        filter: ThreadFilter,
+    ) -> StoreResult<(Vec<Thread>, Option<read::ThreadKey>)> {
         let limit = self.limit(filter.limit);
-        self.read(move |c, _| read::threads(c, &filter, limit))
-            .await
+        let (list, more) = self
+            .read(move |c, _| read::threads(c, &filter, limit))
+            .await?;
+        let next = list.last().filter(|_| more).map(|t| read::ThreadKey {
+            created_at: t.created_at,
+            id: t.id.clone(),
+        });
+        Ok((list, next))
     }
 
     /// Reconfigure a thread; `conflict` on a stale version or while a turn

@@ -244,12 +244,7 @@ impl Store {
     /// The storage condition (`disk_full`, `read_only`, `io_error`) that
     /// made the last write fail, until a write commits again.
     pub(crate) fn storage_fault(&self) -> Option<&'static str> {
-        *self
-            .inner
-            .shared
-            .storage_fault
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.inner.shared.storage_fault()
     }
 
     /// What open validated and recovered.

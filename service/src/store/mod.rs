@@ -116,8 +116,8 @@ pub use handle::{Store, StoreOptions};
 pub(crate) use import::{plan as plan_import, refused as import_refused};
 pub(crate) use inbox::Settled;
 pub(crate) use pending::{PendingAppend, Recorded};
-pub(crate) use read::ThreadFilter;
 pub use read::TurnFilter;
+pub(crate) use read::{ThreadFilter, ThreadKey};
 pub use schema::DB_FILE;
 #[cfg(feature = "test-support")]
 pub use schema::SCHEMA_VERSION;

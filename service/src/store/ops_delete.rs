@@ -178,15 +178,16 @@ impl Writer {
     /// `thread_fenced` for a turn of `id` whose outcome is unknown (named
     /// first: it needs the owner), `thread_busy` for a queued or claimed one.
     pub(super) fn refuse_busy(&self, id: &str) -> StoreResult<()> {
+        // Cached: a retention batch runs it, and counts what its cached
+        // statements cost (`retention::steps`).
         let busy: Option<(String, String)> = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT id, state FROM turns WHERE thread_id = ?1 \
                  AND state NOT IN ('completed', 'failed', 'cancelled') \
                  ORDER BY state IN ('submission_unknown', 'interrupted') DESC, queue_seq LIMIT 1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            )?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         let Some((turn, state)) = busy else {
             return Ok(());

@@ -255,24 +255,63 @@ pub(crate) struct ThreadFilter {
     pub(crate) workspace_id: Option<String>,
     /// At most this many (newest first); 0 means the store's page bound.
     pub(crate) limit: usize,
+    /// Only threads after this one in the order (`threads.list`'s cursor).
+    pub(crate) after: Option<ThreadKey>,
 }
 
-/// Threads matching `f`, newest first.
+/// A thread's place in `threads.list`'s order: newest `created_at`
+/// first, then `id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ThreadKey {
+    /// Its `created_at` (ms).
+    pub(crate) created_at: i64,
+    /// Its id.
+    pub(crate) id: String,
+}
+
+/// Threads matching `f`, newest first, at most `limit`, and whether more
+/// follow. Keyset paging on the `threads_listed` index (principal,
+/// created_at DESC, id): only the filters given are in the SQL, so the
+/// index carries the principal and the cursor, and a page reads its rows
+/// (and the ones the other filters skip), never the pages before it.
 pub(super) fn threads(
     conn: &Connection,
     f: &ThreadFilter,
     limit: usize,
-) -> StoreResult<Vec<Thread>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {THREAD_COLS} FROM threads WHERE deleted_at IS NULL AND (?1 IS NULL OR principal = ?1) \
-         AND (?2 IS NULL OR application = ?2) AND (?3 IS NULL OR workspace_id = ?3) \
-         ORDER BY created_at DESC, id LIMIT ?4"
-    ))?;
-    let rows = stmt.query_map(
-        params![f.principal, f.application, f.workspace_id, limit as i64],
-        thread_row,
-    )?;
-    rows.collect::<Result<_, _>>().map_err(unwrap_err)
+) -> StoreResult<(Vec<Thread>, bool)> {
+    let fetch = limit as i64 + 1;
+    let (sql, mut args) = threads_sql(f);
+    args.push(&fetch);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(args.as_slice(), thread_row)?;
+    let mut list: Vec<Thread> = rows.collect::<Result<_, _>>().map_err(unwrap_err)?;
+    let more = list.len() > limit;
+    list.truncate(limit);
+    Ok((list, more))
+}
+
+/// [`threads`]' SQL for `f` and its arguments but the limit (last).
+pub(super) fn threads_sql(f: &ThreadFilter) -> (String, Vec<&dyn rusqlite::ToSql>) {
+    let mut sql = format!("SELECT {THREAD_COLS} FROM threads WHERE deleted_at IS NULL");
+    let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+    for (column, value) in [
+        ("principal", &f.principal),
+        ("application", &f.application),
+        ("workspace_id", &f.workspace_id),
+    ] {
+        if let Some(v) = value {
+            sql.push_str(&format!(" AND {column} = ?"));
+            args.push(v);
+        }
+    }
+    if let Some(k) = &f.after {
+        // The range bound lets the index start at the cursor; the second
+        // term skips the cursor's own `created_at` up to its id.
+        sql.push_str(" AND created_at <= ? AND (created_at < ? OR id > ?)");
+        args.extend([&k.created_at as &dyn rusqlite::ToSql, &k.created_at, &k.id]);
+    }
+    sql.push_str(" ORDER BY created_at DESC, id LIMIT ?");
+    (sql, args)
 }
 
 /// One turn by id.

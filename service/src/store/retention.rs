@@ -21,10 +21,12 @@ use rusqlite::{OptionalExtension, params};
 
 use crate::domain::{Actor, StoreError, StoreResult};
 
+use self::steps::Steps;
 use super::handle::Store;
 use super::tombstone::{Digest256, KIND};
 use super::writer::Writer;
 
+pub(crate) mod steps;
 pub(crate) mod summary;
 #[cfg(test)]
 mod tests;
@@ -152,15 +154,31 @@ impl Store {
     /// One batch of a pass over `c` (see the module docs); `c`'s counts
     /// are the summary's through `c.through`, and the batch prunes only
     /// rows at or before it.
+    #[cfg(test)]
     pub(crate) async fn prune_batch(
         &self,
         c: &Candidate,
         limits: Limits,
         pass_started: i64,
     ) -> StoreResult<Batch> {
+        Ok(self.prune_batch_counted(c, limits, pass_started).await?.0)
+    }
+
+    /// [`Store::prune_batch`], with what its statements cost SQLite
+    /// ([`steps`]: the same however long the thread).
+    pub(crate) async fn prune_batch_counted(
+        &self,
+        c: &Candidate,
+        limits: Limits,
+        pass_started: i64,
+    ) -> StoreResult<(Batch, Steps)> {
         let c = c.clone();
-        self.op(move |w| w.prune_batch(&c, &limits, pass_started))
-            .await
+        self.op(move |w| {
+            steps::sweep(&w.conn);
+            let batch = w.prune_batch(&c, &limits, pass_started)?;
+            Ok((batch, steps::sweep(&w.conn)))
+        })
+        .await
     }
 
     /// After a pass: give freed pages back (`super::compact`), between
@@ -245,28 +263,30 @@ impl Writer {
             (c.through, thread_seqs[0], thread_seqs[take - 1]);
         let seq: (u64, i64) = self.write(|tx, journal, stage, now| {
             let receipt = stage.next_seq();
-            let changed = tx.execute(
-                &format!(
+            // Cached, as every statement of a batch is ([`steps`]).
+            let changed = tx
+                .prepare_cached(&format!(
                     "UPDATE events SET kind = '{KIND}', turn_id = NULL, at = ?4, payload = NULL, \
-                     has_payload = 0, event_hash = NULL WHERE thread_id = ?1 \
-                     AND thread_seq BETWEEN ?5 AND ?6 \
-                     AND seq BETWEEN ?2 AND ?3 AND kind NOT IN {KEPT}"
-                ),
-                // The thread_seq range is the same rows (a thread's seq
-                // and thread_seq grow together) and lets the (thread_id,
-                // thread_seq) index bound the search: without it SQLite
-                // walks every event of the thread on that index to test
-                // `seq`, once per batch — quadratic over a long thread
-                // (a 10M-event thread's prune did not finish in 30 min).
-                params![
-                    thread,
-                    first,
-                    last,
-                    receipt as i64,
-                    first_thread_seq,
-                    last_thread_seq
-                ],
-            )?;
+                 has_payload = 0, event_hash = NULL WHERE thread_id = ?1 \
+                 AND thread_seq BETWEEN ?5 AND ?6 \
+                 AND seq BETWEEN ?2 AND ?3 AND kind NOT IN {KEPT}"
+                ))?
+                .execute(
+                    // The thread_seq range is the same rows (a thread's seq
+                    // and thread_seq grow together) and lets the (thread_id,
+                    // thread_seq) index bound the search: without it SQLite
+                    // walks every event of the thread on that index to test
+                    // `seq`, once per batch — quadratic over a long thread
+                    // (a 10M-event thread's prune did not finish in 30 min).
+                    params![
+                        thread,
+                        first,
+                        last,
+                        receipt as i64,
+                        first_thread_seq,
+                        last_thread_seq
+                    ],
+                )?;
             if changed != take {
                 return Err(StoreError::invalid("retention batch changed under it"));
             }

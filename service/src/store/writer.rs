@@ -56,9 +56,12 @@ use super::scheduler::Scheduler;
 mod append;
 mod batch;
 mod checkpoint;
+mod fault;
 #[cfg(test)]
 pub(crate) use batch::FAIL_COMMITS;
 pub(crate) use checkpoint::AnchorState;
+#[cfg(test)]
+pub(crate) use fault::{FREE_BYTES, RESUME_FREE_BYTES};
 mod publish;
 use batch::Batch;
 use publish::Published;
@@ -153,7 +156,8 @@ pub(crate) struct Shared {
     /// the engine's claim to park before counting a turn's work).
     pub(crate) parked: std::sync::atomic::AtomicUsize,
     /// The storage condition that made the last write fail (`disk_full`,
-    /// `read_only`, `io_error`), cleared by the next write that commits.
+    /// `read_only`, `io_error`), cleared by the next write that commits
+    /// (a full disk holds writes until it has room again, see [`fault`]).
     pub(crate) storage_fault: Mutex<Option<&'static str>>,
     /// The check of the retained events (see [`super::history`]): no
     /// claim and no anchor checkpoint before it passed.
@@ -346,6 +350,9 @@ impl Writer {
         &mut self,
         f: impl FnOnce(&Connection, &Journal, &mut JournalTx, i64) -> StoreResult<T>,
     ) -> StoreResult<T> {
+        // Nothing is tried while a full disk holds writes (see [`fault`]):
+        // the open batch, if any, is left as it was.
+        self.held_by_full_disk()?;
         let now = self.clock.now_ms();
         let mut stage = self.journal.begin();
         let in_batch = !self.conn.is_autocommit();
@@ -420,38 +427,6 @@ impl Writer {
                 }
                 Err(e)
             }
-        }
-    }
-
-    /// Records a storage condition (disk full, read-only, I/O) that made a
-    /// write fail, logging it once when it starts.
-    fn note_storage(&self, e: &StoreError) {
-        let Some(condition) = e.storage_condition() else {
-            return;
-        };
-        let mut fault = self
-            .shared
-            .storage_fault
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if fault.is_none() {
-            tracing::error!(
-                condition,
-                "the store cannot write ({condition}); reads continue, writes are refused until it clears"
-            );
-        }
-        *fault = Some(condition);
-    }
-
-    /// A write committed: a recorded storage condition has cleared.
-    fn storage_recovered(&self) {
-        let mut fault = self
-            .shared
-            .storage_fault
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(condition) = fault.take() {
-            tracing::info!(condition, "the store writes again");
         }
     }
 

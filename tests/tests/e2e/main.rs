@@ -89,6 +89,7 @@ mod sessions_bound;
 mod ssh;
 mod telemetry;
 mod telemetry_tools;
+mod threads_paging;
 mod tokens;
 mod tools;
 mod tools_bridge;

@@ -97,6 +97,14 @@ pub(super) const WORK: &[Entry] = &[
         &[
             ("Threads, newest activity as an age", "threads list"),
             ("Only the ids", "threads list | cut -f1"),
+            (
+                "One page of 100 (the next page's cursor on stderr)",
+                "threads list --limit 100",
+            ),
+            (
+                "The page after it, as JSON (its `next` is null after the last page)",
+                "threads list --limit 100 --after c1.1765000000123.thr_9a1f --json",
+            ),
         ],
     ),
     (

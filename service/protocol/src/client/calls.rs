@@ -206,10 +206,28 @@ impl Client {
         self.request::<call::ThreadsImport>(params)
     }
 
-    /// `threads.list`.
+    /// `threads.list`, every page: each thread the session sees, newest
+    /// first, following `next` until the last page.
     pub fn threads_list(&mut self) -> Result<Vec<Thread>, ClientError> {
-        let r: ThreadsResult = self.request::<call::ThreadsList>(&ThreadsList::default())?;
-        Ok(r.threads)
+        let mut params = ThreadsList::default();
+        let mut all = Vec::new();
+        loop {
+            let page = self.threads_list_page(&params)?;
+            all.extend(page.threads);
+            match page.next {
+                Some(next) => params.after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// One page of `threads.list` (`limit`, `after`: the `next` of the
+    /// page before); its `next` is null after the last page.
+    pub fn threads_list_page(
+        &mut self,
+        params: &ThreadsList,
+    ) -> Result<ThreadsResult, ClientError> {
+        self.request::<call::ThreadsList>(params)
     }
 
     /// `turns.submit`. Same command id + same input returns the same turn.

@@ -209,9 +209,14 @@ pub struct ThreadsList {
     /// Only threads of this workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    /// At most this many (the server bounds it).
+    /// At most this many on the page: default and at most 1,000 (a larger
+    /// value is bounded to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// The page after this cursor: the `next` of the previous page
+    /// (opaque; a string no page returned is `invalid_request`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 /// `threads.configure`: optimistic on `expectedVersion`.
@@ -378,8 +383,12 @@ pub struct ThreadReserved {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadsResult {
-    /// The caller's threads.
+    /// The caller's threads, one page of them.
     pub threads: Vec<crate::Thread>,
+    /// The cursor of the next page (`after`), or null after the last
+    /// page (always null from a controller that does not page).
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 #[cfg(test)]

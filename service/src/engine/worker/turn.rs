@@ -14,6 +14,43 @@ use super::steps::Halt;
 use super::*;
 
 impl Engine {
+    /// One running slot's task: waits for the store's next claim, then
+    /// runs that turn (see the claim loop, `Engine::run`). A failed claim
+    /// goes back to the loop with its slot, which the loop gives back after a
+    /// pause.
+    pub(in crate::engine) async fn claim_and_run(
+        self,
+        prepare: Preparer,
+        permit: OwnedSemaphorePermit,
+        (claimed, dispatched, settled): super::Shared,
+        failed: tokio::sync::mpsc::UnboundedSender<(StoreError, OwnedSemaphorePermit)>,
+        stop: watch::Receiver<bool>,
+    ) {
+        match self.store.next_runnable_with(prepare).await {
+            // Answered as the engine stops: the turn never reaches its
+            // agent, it fails before its boundary.
+            Ok(claim) if *stop.borrow() => {
+                let _ = claimed.set(claim.turn.id.clone());
+                let guard = ClaimGuard::new(self.store.clone(), self.running.clone(), permit);
+                guard.boundary_later();
+                let end = TurnEnd::Failed(OutcomeCode::ControllerShutdown);
+                if let Err(err) = self.store.finish_turn(&claim.turn.id, end).await {
+                    tracing::error!(turn = %claim.turn.id, code = err.code(), "settling a claimed turn at shutdown failed");
+                }
+                settled.store(true, Ordering::SeqCst);
+            }
+            Ok(claim) => {
+                // Set before anything else can happen to the task: from
+                // here on shutdown settles the turn if it is not settled.
+                let _ = claimed.set(claim.turn.id.clone());
+                self.run_claim(claim, dispatched, settled, permit).await;
+            }
+            Err(err) => {
+                let _ = failed.send((err, permit));
+            }
+        }
+    }
+
     /// Runs one claimed turn on the thread's live agent or a new one. The
     /// outcome is made durable as soon as the runner has it; only then is
     /// the agent kept or torn down, so a crash during teardown never turns
@@ -44,17 +81,15 @@ impl Engine {
         // What the run does not take stays in `launch` to the end: the
         // tool calls' active turn and the transcript store's feed.
         let hooks = launch.hooks.clone();
-        let deadline = Deadline::arm(launch.stop.clone(), launch.limit);
         let signal = CancelSignal::from(cancel.clone());
-        let mut run = run_turn_on(
+        let run = run_turn_on(
             launch.request,
             launch.agent,
             launch.ticket,
             hooks.clone(),
             signal,
-        )
-        .await;
-        deadline.disarm();
+        );
+        let mut run = within_deadline(run, &launch.stop, launch.limit).await;
         // Nothing more is dispatched: a turn that ended before its
         // boundary (cancelled, refused) lets the claiming batch go.
         guard.boundary_later();

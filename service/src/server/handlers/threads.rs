@@ -129,22 +129,28 @@ pub(crate) async fn threads_attach(
 
 /// `threads.list`: the threads the session sees (its application's, or
 /// every application's of its principal for the owner's token), inside its
-/// token's grants.
+/// token's grants, one page at a time (`limit`, `after`).
+///
+/// `next` is the key of the page's last row in the store's order, taken
+/// before the grant filter: a page the grants thin (or empty) still
+/// continues where it stopped.
 pub(crate) async fn threads_list(
     ctx: &ServerContext,
     session: &AuthSession,
     p: params::ThreadsList,
 ) -> Result<ThreadsResult, RpcError> {
+    let after = p.after.as_deref().map(cursor::decode).transpose()?;
     let filter = ThreadFilter {
         principal: Some(session.principal.clone()),
         application: super::reach(ctx, session),
         workspace_id: p.workspace_id,
         limit: p.limit.unwrap_or(0),
+        after,
     };
-    let list = ctx
+    let (list, next) = ctx
         .core
         .store
-        .list_threads(filter)
+        .list_threads_page(filter)
         .await
         .map_err(store_err)?;
     let spec = ctx.authority.spec_of(session);
@@ -156,7 +162,56 @@ pub(crate) async fn threads_list(
             })
         })
         .collect();
-    Ok(ThreadsResult { threads })
+    Ok(ThreadsResult {
+        threads,
+        next: next.as_ref().map(cursor::encode),
+    })
+}
+
+/// `threads.list`'s cursor: opaque to callers, `c1.<created_at>.<id>`.
+mod cursor {
+    use lapis_protocol::RpcError;
+
+    use crate::store::ThreadKey;
+
+    const PREFIX: &str = "c1.";
+
+    pub(super) fn encode(k: &ThreadKey) -> String {
+        format!("{PREFIX}{}.{}", k.created_at, k.id)
+    }
+
+    pub(super) fn decode(s: &str) -> Result<ThreadKey, RpcError> {
+        let bad = || RpcError::invalid_params("`after` is not a cursor `threads.list` returned");
+        let (at, id) = s
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split_once('.'))
+            .ok_or_else(bad)?;
+        let created_at = at.parse::<i64>().map_err(|_| bad())?;
+        if id.is_empty() || id.len() > 128 {
+            return Err(bad());
+        }
+        Ok(ThreadKey {
+            created_at,
+            id: id.to_owned(),
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_cursor_reads_back_and_anything_else_is_refused() {
+            let k = ThreadKey {
+                created_at: 1_765_000_000_123,
+                id: "thr_9a1f".into(),
+            };
+            assert_eq!(decode(&encode(&k)).unwrap(), k);
+            for s in ["", "c1.", "c1.x.thr", "c1.12.", "c2.12.thr", "12.thr"] {
+                assert!(decode(s).is_err(), "{s}");
+            }
+        }
+    }
 }
 
 /// `threads.configure`: optimistic on the version; refused while a turn is active.

@@ -15,14 +15,17 @@ mod import;
 mod inbox;
 mod journal;
 mod lifecycle;
+mod named_ports;
 mod parking;
 mod prepared;
 mod receipts;
 mod retention;
+mod retention_steps;
 mod retention_summary;
 mod scheduling;
 mod sessions;
 mod storage;
+mod threads_page;
 mod transcript;
 mod workspaces;
 
@@ -149,4 +152,14 @@ pub(crate) fn binding() -> crate::domain::SessionBinding {
         fingerprint: "0".repeat(64),
         thread_version: 1,
     }
+}
+
+/// `thread` as the retention pass sees it.
+pub(crate) async fn candidate(s: &Store, thread: &str) -> crate::store::retention::Candidate {
+    s.history_candidates()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.thread == thread)
+        .unwrap()
 }

@@ -16,15 +16,6 @@ async fn finished_turn(s: &Store, thread: &str, cmd: &str) {
     super::finished_turn(s, thread, cmd, MARKER).await;
 }
 
-async fn candidate(s: &Store, thread: &str) -> Candidate {
-    s.history_candidates()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|c| c.thread == thread)
-        .unwrap()
-}
-
 /// Runs batches over `thread` until one is not `Pruned`.
 async fn prune(s: &Store, thread: &str, limits: Limits) -> (u64, Batch) {
     let mut c = candidate(s, thread).await;

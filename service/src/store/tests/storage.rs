@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::domain::*;
-use crate::store::writer::FAIL_COMMITS;
+use crate::store::writer::{FAIL_COMMITS, FREE_BYTES, RESUME_FREE_BYTES};
 
 /// The next `n` batch commits fail as a full disk does; the setting
 /// operation's own batch is the first of them.
@@ -96,4 +96,55 @@ async fn a_turn_the_store_cannot_end_is_fenced_in_memory_and_recovered_at_open()
     let s = Store::open(options(&home)).unwrap();
     let t = s.get_turn(&claim.turn.id).await.unwrap();
     assert_eq!(t.state, TurnState::SubmissionUnknown);
+}
+
+/// Sets the free space the writer sees.
+async fn free_space(store: &Store, bytes: u64) {
+    store
+        .op(move |_| {
+            FREE_BYTES.with(|c| c.set(Some(bytes)));
+            Ok(())
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_full_disk_holds_writes_until_it_has_room_again() {
+    let f = fixture().await;
+    let s = &f.store;
+    let ws = workspace(s, f.dir.path(), "ws1").await;
+    let th = thread(s, &ws.id, Retention::Full).await;
+    free_space(s, 64 << 10).await;
+    fail_commits(s, 1).await;
+    assert_eq!(s.storage_fault(), Some("disk_full"));
+    let commits = s.counts().commits;
+    // A small write would fit (the commits no longer fail), but 64 KiB
+    // free is not room: it is refused before it touches the database.
+    for command in ["c1", "c2"] {
+        let err = s
+            .submit_turn(&owner(), submit(&th.id, command, "hello"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.storage_condition(), Some("disk_full"), "{err}");
+        assert_eq!(s.storage_fault(), Some("disk_full"));
+    }
+    assert_eq!(s.counts().commits, commits);
+    assert!(s.list_turns(turns_of(&th.id)).await.unwrap().is_empty());
+    // Room again: the next write commits and the fault clears.
+    free_space(s, RESUME_FREE_BYTES).await;
+    s.submit_turn(&owner(), submit(&th.id, "c1", "hello"))
+        .await
+        .unwrap();
+    assert_eq!(s.storage_fault(), None);
+    // A fault that is not a full disk holds nothing.
+    free_space(s, 0).await;
+    assert_eq!(s.list_turns(turns_of(&th.id)).await.unwrap().len(), 1);
+}
+
+fn turns_of(thread: &str) -> TurnFilter {
+    TurnFilter {
+        thread_id: Some(thread.to_owned()),
+        ..TurnFilter::default()
+    }
 }
