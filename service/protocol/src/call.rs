@@ -56,8 +56,9 @@ macro_rules! all_calls {
     ($(
         $(#[$doc:meta])*
         $Kind:ident {
-            member: $member:ident,
+            member: $member:ident = $wire:literal,
             label: $label:literal,
+            binding: { $(#[$bdoc:meta])* },
             params: $params:ty,
             register: $Reg:ident = $reg:literal, $reg_fn:ident,
             unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,

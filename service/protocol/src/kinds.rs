@@ -40,8 +40,15 @@ macro_rules! port_kinds {
             /// before the turn reaches its agent: answer with
             /// [`Client::serve_context`]. [`Client::reconnect`] registers it again.
             Context {
-                member: context,
+                member: context = "context",
                 label: "context port",
+                binding: {
+                    /// The name of a context port this application registered
+                    /// (`context.register`): every turn's claim asks it for context blocks
+                    /// (`context.prepare`) before the dispatch boundary. A turn whose port
+                    /// is gone, late or refusing fails `context_unavailable` before its
+                    /// agent sees the prompt.
+                },
                 params: $crate::context::ContextRegister,
                 register: ContextRegister = "context.register", context_register,
                 unregister: ContextUnregister = "context.unregister", context_unregister,
@@ -53,8 +60,16 @@ macro_rules! port_kinds {
             /// (`threads.create` `memory`). Answer its callbacks with
             /// [`Client::serve_memory`]. [`Client::reconnect`] registers it again.
             Memory {
-                member: memory,
+                member: memory = "memory",
                 label: "memory port",
+                binding: {
+                    /// The name of a memory port this application registered
+                    /// (`memory.register`): every turn's preparation recalls from it (a
+                    /// labelled block before the prompt), and the agent gets the read tools
+                    /// `memory_search` and `memory_read` on the controller's MCP bridge. A
+                    /// turn whose port is gone or late fails `context_unavailable` before
+                    /// dispatch. Refused on restricted threads (`tools_restricted`).
+                },
                 params: $crate::memory::MemoryRegister,
                 register: MemoryRegister = "memory.register", memory_register,
                 unregister: MemoryUnregister = "memory.unregister", memory_unregister,
@@ -70,8 +85,18 @@ macro_rules! port_kinds {
             /// replay that needs the store waits for its answers).
             /// [`Client::reconnect`] registers it again.
             Transcript {
-                member: transcript_store,
+                member: transcript_store = "transcriptStore",
                 label: "transcript store",
+                binding: {
+                    /// The name of a transcript store this application registered
+                    /// (`transcript.register`), on a `metadata-only` thread only (on a
+                    /// `full` one it is `invalid_request`): each turn's prompt is appended
+                    /// to it before the dispatch boundary (a failed or late append fails
+                    /// the turn `transcript_store_failed` before its agent sees the
+                    /// prompt), the agent's output as it is journaled, and a replay after
+                    /// a restart fetches content back from it, checked against the
+                    /// recorded hashes. Not registered now: `transcript_store_failed`.
+                },
                 params: $crate::transcript::store::TranscriptRegister,
                 register: TranscriptRegister = "transcript.register", transcript_register,
                 unregister: TranscriptUnregister = "transcript.unregister", transcript_unregister,

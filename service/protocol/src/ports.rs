@@ -24,77 +24,165 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The application ports a thread binds, by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ThreadPorts {
-    /// Names of tool endpoints this application registered
-    /// (`tools.register`) whose tools every turn's agent session reaches
-    /// through the controller's MCP bridge. Only the names persist; a turn
-    /// whose endpoint is gone fails `tool_endpoint_unavailable` at claim.
-    /// Refused on restricted threads (`tools_restricted`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
-    /// The name of a context port this application registered
-    /// (`context.register`): every turn's claim asks it for context blocks
-    /// (`context.prepare`) before the dispatch boundary. A turn whose port
-    /// is gone, late or refusing fails `context_unavailable` before its
-    /// agent sees the prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    /// The name of a memory port this application registered
-    /// (`memory.register`): every turn's preparation recalls from it (a
-    /// labelled block before the prompt), and the agent gets the read tools
-    /// `memory_search` and `memory_read` on the controller's MCP bridge. A
-    /// turn whose port is gone or late fails `context_unavailable` before
-    /// dispatch. Refused on restricted threads (`tools_restricted`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
-    /// The name of a transcript store this application registered
-    /// (`transcript.register`), on a `metadata-only` thread only (on a
-    /// `full` one it is `invalid_request`): each turn's prompt is appended
-    /// to it before the dispatch boundary (a failed or late append fails
-    /// the turn `transcript_store_failed` before its agent sees the
-    /// prompt), the agent's output as it is journaled, and a replay after
-    /// a restart fetches content back from it, checked against the
-    /// recorded hashes. Not registered now: `transcript_store_failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
-    /// The registration identity (`<kind>_` + SHA-256 of its description)
-    /// of each port bound above, as the controller found it when the
-    /// binding was made (at `threads.create`, or at the `threads.configure`
-    /// that rebound a transcript store); set by the controller (what a
-    /// client sends is replaced). A claim or `threads.attach` whose port is
-    /// now registered with another identity fails `binding_mismatch`. A
-    /// binding without one (a thread created before identities were
-    /// recorded) is checked by name only.
-    #[serde(
-        default,
-        rename = "portIdentities",
-        skip_serializing_if = "PortIdentities::is_empty"
-    )]
-    pub identities: PortIdentities,
+/// The thread records' members and [`PortKind`], from the one declaration
+/// of the named kinds (`crate::port_kinds!`): tool endpoints first (bound
+/// as a list, spelled out here), then each row's member under its wire
+/// name, in row order.
+macro_rules! thread_ports {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident = $wire:literal,
+            label: $label:literal,
+            binding: { $(#[$bdoc:meta])* },
+            params: $params:ty,
+            register: $Reg:ident = $reg:literal, $($rest:tt)*
+        }
+    )*) => {
+        /// The application ports a thread binds, by name.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct ThreadPorts {
+            /// Names of tool endpoints this application registered
+            /// (`tools.register`) whose tools every turn's agent session reaches
+            /// through the controller's MCP bridge. Only the names persist; a turn
+            /// whose endpoint is gone fails `tool_endpoint_unavailable` at claim.
+            /// Refused on restricted threads (`tools_restricted`).
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub tools: Vec<String>,
+            $(
+                $(#[$bdoc])*
+                #[serde(default, rename = $wire, skip_serializing_if = "Option::is_none")]
+                pub $member: Option<String>,
+            )*
+            /// The registration identity (`<kind>_` + SHA-256 of its description)
+            /// of each port bound above, as the controller found it when the
+            /// binding was made (at `threads.create`, or at the `threads.configure`
+            /// that rebound a transcript store); set by the controller (what a
+            /// client sends is replaced). A claim or `threads.attach` whose port is
+            /// now registered with another identity fails `binding_mismatch`. A
+            /// binding without one (a thread created before identities were
+            /// recorded) is checked by name only.
+            #[serde(
+                default,
+                rename = "portIdentities",
+                skip_serializing_if = "PortIdentities::is_empty"
+            )]
+            pub identities: PortIdentities,
+        }
+
+        /// The identities of a thread's bound ports, by kind (tool endpoints by
+        /// name).
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct PortIdentities {
+            /// Each bound tool endpoint's identity, by endpoint name.
+            #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+            pub tools: std::collections::BTreeMap<String, String>,
+            $(
+                #[doc = concat!("The ", $label, "'s.")]
+                #[serde(default, rename = $wire, skip_serializing_if = "Option::is_none")]
+                pub $member: Option<String>,
+            )*
+        }
+
+        /// What a client expects of a thread's ports when it (re)attaches or
+        /// submits; absent members are not checked. A name member stated as `""`
+        /// states that the thread binds none.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct PortsExpect {
+            /// The application tool endpoints (names, in order) the thread binds.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub tools: Option<Vec<String>>,
+            $(
+                #[doc = concat!("The application ", $label, " (name) the thread binds; `\"\"`")]
+                #[doc = "states that it binds none."]
+                #[serde(default, rename = $wire, skip_serializing_if = "Option::is_none")]
+                pub $member: Option<String>,
+            )*
+        }
+
+        /// The kinds of application port: each its own name space in the
+        /// controller's registry and one member of [`ThreadPorts`],
+        /// [`PortIdentities`] and [`PortsExpect`]. This is the one per-kind table
+        /// the per-kind checks iterate ([`PortsExpect::mismatches`], the
+        /// registry's identity check); its named kinds are the rows of
+        /// `crate::port_kinds!`, so a new kind is a row there, never a line at
+        /// each check.
+        ///
+        /// What must stay true: [`PortKind::ALL`] is in declaration order (the
+        /// order `data.fields` names members in) and [`PortKind::wire`] is the
+        /// member's wire name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum PortKind {
+            /// Tool endpoints (`tools.register`), member `tools`.
+            Tools,
+            $(
+                #[doc = concat!("A ", $label, " (`", $reg, "`), member `", $wire, "`.")]
+                $Kind,
+            )*
+        }
+
+        impl PortKind {
+            /// Every kind, in declaration order.
+            pub const ALL: [PortKind; 1 + [$(stringify!($Kind)),*].len()] =
+                [PortKind::Tools, $(PortKind::$Kind),*];
+
+            /// The member's wire name (in the thread structs and `data.fields`).
+            pub fn wire(self) -> &'static str {
+                match self {
+                    PortKind::Tools => "tools",
+                    $(PortKind::$Kind => $wire,)*
+                }
+            }
+
+            /// The names of this kind `ports` binds, in order.
+            pub fn bound(self, ports: &ThreadPorts) -> &[String] {
+                match self {
+                    PortKind::Tools => &ports.tools,
+                    $(PortKind::$Kind => ports.$member.as_slice(),)*
+                }
+            }
+
+            /// The member of `ports` that binds this named kind (`None` for
+            /// tool endpoints, bound as a list).
+            pub fn named_mut(self, ports: &mut ThreadPorts) -> Option<&mut Option<String>> {
+                match self {
+                    PortKind::Tools => None,
+                    $(PortKind::$Kind => Some(&mut ports.$member),)*
+                }
+            }
+
+            /// The identity recorded for the bound port `name` of this kind, if
+            /// one was (a name-only binding has none).
+            pub fn recorded<'a>(self, ids: &'a PortIdentities, name: &str) -> Option<&'a str> {
+                match self {
+                    PortKind::Tools => ids.tools.get(name),
+                    $(PortKind::$Kind => ids.$member.as_ref(),)*
+                }
+                .map(String::as_str)
+            }
+
+            /// Whether `expect` states this kind and `ports` does not meet it.
+            pub fn unmet(self, expect: &PortsExpect, ports: &ThreadPorts) -> bool {
+                match self {
+                    PortKind::Tools => expect.tools.as_ref().is_some_and(|t| *t != ports.tools),
+                    $(PortKind::$Kind => named_differs(&expect.$member, &ports.$member),)*
+                }
+            }
+        }
+
+        impl PortsExpect {
+            /// The expectation `ports` meets exactly (every member stated).
+            pub fn of(ports: &ThreadPorts) -> PortsExpect {
+                PortsExpect {
+                    tools: Some(ports.tools.clone()),
+                    $($member: Some(ports.$member.clone().unwrap_or_default()),)*
+                }
+            }
+        }
+    };
 }
 
-/// The identities of a thread's bound ports, by kind (tool endpoints by
-/// name).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PortIdentities {
-    /// Each bound tool endpoint's identity, by endpoint name.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub tools: std::collections::BTreeMap<String, String>,
-    /// The context port's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    /// The memory port's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
-    /// The transcript store's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
-}
-
+crate::port_kinds!(thread_ports);
 impl PortIdentities {
     /// Whether none is recorded (name-only bindings).
     pub fn is_empty(&self) -> bool {
@@ -141,110 +229,11 @@ impl ThreadPorts {
     }
 }
 
-/// What a client expects of a thread's ports when it (re)attaches or
-/// submits; absent members are not checked. A name member stated as `""`
-/// states that the thread binds none.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PortsExpect {
-    /// The application tool endpoints (names, in order) the thread binds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<String>>,
-    /// The application context port (name) the thread binds; `""` states
-    /// that it binds none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
-    /// The application memory port (name) the thread binds; `""` states
-    /// that it binds none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
-    /// The application transcript store (name) the thread binds; `""`
-    /// states that it binds none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transcript_store: Option<String>,
-}
-
 /// A stated name against a bound one (`""` stands for none).
 fn named_differs(expected: &Option<String>, bound: &Option<String>) -> bool {
     expected
         .as_ref()
         .is_some_and(|e| e.as_str() != bound.as_deref().unwrap_or_default())
-}
-
-/// The kinds of application port: each its own name space in the
-/// controller's registry and one member of [`ThreadPorts`],
-/// [`PortIdentities`] and [`PortsExpect`]. This is the one per-kind table
-/// the per-kind checks iterate ([`PortsExpect::mismatches`], the
-/// registry's identity check): a new kind adds its variant and its arm in
-/// each accessor here, never a line at each check.
-///
-/// What must stay true: [`PortKind::ALL`] is in declaration order (the
-/// order `data.fields` names members in) and [`PortKind::wire`] is the
-/// member's wire name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PortKind {
-    /// Tool endpoints (`tools.register`), member `tools`.
-    Tools,
-    /// A context port (`context.register`), member `context`.
-    Context,
-    /// A memory port (`memory.register`), member `memory`.
-    Memory,
-    /// A transcript store (`transcript.register`), member `transcriptStore`.
-    Transcript,
-}
-
-impl PortKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [PortKind; 4] = [
-        PortKind::Tools,
-        PortKind::Context,
-        PortKind::Memory,
-        PortKind::Transcript,
-    ];
-
-    /// The member's wire name (in the thread structs and `data.fields`).
-    pub fn wire(self) -> &'static str {
-        match self {
-            PortKind::Tools => "tools",
-            PortKind::Context => "context",
-            PortKind::Memory => "memory",
-            PortKind::Transcript => "transcriptStore",
-        }
-    }
-
-    /// The names of this kind `ports` binds, in order.
-    pub fn bound(self, ports: &ThreadPorts) -> &[String] {
-        match self {
-            PortKind::Tools => &ports.tools,
-            PortKind::Context => ports.context.as_slice(),
-            PortKind::Memory => ports.memory.as_slice(),
-            PortKind::Transcript => ports.transcript_store.as_slice(),
-        }
-    }
-
-    /// The identity recorded for the bound port `name` of this kind, if
-    /// one was (a name-only binding has none).
-    pub fn recorded<'a>(self, ids: &'a PortIdentities, name: &str) -> Option<&'a str> {
-        match self {
-            PortKind::Tools => ids.tools.get(name),
-            PortKind::Context => ids.context.as_ref(),
-            PortKind::Memory => ids.memory.as_ref(),
-            PortKind::Transcript => ids.transcript_store.as_ref(),
-        }
-        .map(String::as_str)
-    }
-
-    /// Whether `expect` states this kind and `ports` does not meet it.
-    pub fn unmet(self, expect: &PortsExpect, ports: &ThreadPorts) -> bool {
-        match self {
-            PortKind::Tools => expect.tools.as_ref().is_some_and(|t| *t != ports.tools),
-            PortKind::Context => named_differs(&expect.context, &ports.context),
-            PortKind::Memory => named_differs(&expect.memory, &ports.memory),
-            PortKind::Transcript => {
-                named_differs(&expect.transcript_store, &ports.transcript_store)
-            }
-        }
-    }
 }
 
 impl PortsExpect {
@@ -256,17 +245,6 @@ impl PortsExpect {
             .filter(|k| k.unmet(self, ports))
             .map(PortKind::wire)
             .collect()
-    }
-
-    /// The expectation `ports` meets exactly (every member stated).
-    pub fn of(ports: &ThreadPorts) -> PortsExpect {
-        let named = |n: &Option<String>| Some(n.clone().unwrap_or_default());
-        PortsExpect {
-            tools: Some(ports.tools.clone()),
-            context: named(&ports.context),
-            memory: named(&ports.memory),
-            transcript_store: named(&ports.transcript_store),
-        }
     }
 }
 
@@ -310,8 +288,9 @@ macro_rules! named_kinds {
     ($(
         $(#[$doc:meta])*
         $Kind:ident {
-            member: $member:ident,
+            member: $member:ident = $wire:literal,
             label: $label:literal,
+            binding: { $(#[$bdoc:meta])* },
             params: $params:ty,
             register: $Reg:ident = $reg:literal, $reg_fn:ident,
             unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,

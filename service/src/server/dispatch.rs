@@ -193,8 +193,9 @@ macro_rules! named_ports {
     ($(
         $(#[$doc:meta])*
         $Kind:ident {
-            member: $member:ident,
+            member: $member:ident = $wire:literal,
             label: $label:literal,
+            binding: { $(#[$bdoc:meta])* },
             params: $params:ty,
             register: $Reg:ident = $reg:literal, $reg_fn:ident,
             unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,

@@ -23,7 +23,7 @@ use super::rows::{
 
 /// Columns of [`turn_cols`], [`thread_cols`] and [`workspace_cols`].
 const TURN_N: usize = 22;
-const THREAD_N: usize = 22;
+const THREAD_N: usize = 23;
 const WORKSPACE_N: usize = 3;
 
 /// A thread with its workspace (`None` when the workspace was removed or

@@ -2,6 +2,12 @@
 //! columns, their values, the row's decoding, the create receipt's digest
 //! parts and the startup checks of the stored names.
 //!
+//! The kinds the schema gave a column (tool endpoints, context, memory,
+//! transcript store) keep it; every other named kind (`PortKind::ALL`
+//! from `lapis_protocol::port_kinds!`) is stored in `named_ports`, one
+//! JSON object by wire name (schema 22), so a new kind needs no column,
+//! no migration and no line here.
+//!
 //! What must stay true: a receipt digest made before this mapping existed
 //! is the digest made now (`tools`, `context` and `memory` were digested
 //! before the permission timeout and the budget, `transcriptStore` after
@@ -13,7 +19,7 @@ use rusqlite::Row;
 use rusqlite::types::Value;
 use serde_json::json;
 
-use lapis_protocol::{Retention, ThreadPorts};
+use lapis_protocol::{PortKind, Retention, ThreadPorts};
 
 use super::ids::check_name;
 use super::row_error::bad;
@@ -23,7 +29,7 @@ use crate::domain::{StoreError, StoreResult};
 /// literal (the row's column list is one `concat!`).
 macro_rules! port_cols {
     () => {
-        "tools, context_port, memory_port, transcript_store, port_identities"
+        "tools, context_port, memory_port, transcript_store, port_identities, named_ports"
     };
 }
 pub(super) use port_cols;
@@ -53,9 +59,27 @@ pub(super) fn assignments(first: usize) -> String {
         .join(", ")
 }
 
+/// The kinds with a column of their own (every other kind is in
+/// `named_ports`).
+const COLUMNED: [PortKind; 4] = [
+    PortKind::Tools,
+    PortKind::Context,
+    PortKind::Memory,
+    PortKind::Transcript,
+];
+
+/// The bound kinds stored in `named_ports`, with their names, in kind
+/// order.
+fn named(ports: &ThreadPorts) -> impl Iterator<Item = (PortKind, &String)> {
+    PortKind::ALL
+        .into_iter()
+        .filter(|k| !COLUMNED.contains(k))
+        .filter_map(|k| k.bound(ports).first().map(|name| (k, name)))
+}
+
 /// The stored values of `ports`, in [`port_cols!`] order (an empty tool list is
 /// `NULL`, as a thread without tools always stored it).
-pub(super) fn values(ports: &ThreadPorts) -> [Value; 5] {
+pub(super) fn values(ports: &ThreadPorts) -> [Value; 6] {
     let text = |s: &Option<String>| s.clone().map_or(Value::Null, Value::Text);
     [
         if ports.tools.is_empty() {
@@ -71,6 +95,17 @@ pub(super) fn values(ports: &ThreadPorts) -> [Value; 5] {
             Value::Null
         } else {
             Value::Text(json!(ports.identities).to_string())
+        },
+        // Schema 22: NULL when no kind without a column is bound.
+        {
+            let object: serde_json::Map<String, serde_json::Value> = named(ports)
+                .map(|(k, name)| (k.wire().to_owned(), json!(name)))
+                .collect();
+            if object.is_empty() {
+                Value::Null
+            } else {
+                Value::Text(serde_json::Value::Object(object).to_string())
+            }
         },
     ]
 }
@@ -95,7 +130,10 @@ pub(super) fn execute(
 
 /// The ports of a thread row whose port columns start at `at`.
 pub(super) fn read(r: &Row<'_>, at: usize, id: &str) -> rusqlite::Result<ThreadPorts> {
-    Ok(ThreadPorts {
+    // The kinds with a column are read from it; a kind added later starts
+    // unbound and is read from `named_ports` below.
+    #[allow(clippy::needless_update)]
+    let mut ports = ThreadPorts {
         tools: match r.get::<_, Option<String>>(at)? {
             None => Vec::new(),
             Some(json) => serde_json::from_str(&json).map_err(|_| bad("threads", id, "tools"))?,
@@ -109,7 +147,22 @@ pub(super) fn read(r: &Row<'_>, at: usize, id: &str) -> rusqlite::Result<ThreadP
                 serde_json::from_str(&json).map_err(|_| bad("threads", id, "port_identities"))?
             }
         },
-    })
+        ..ThreadPorts::default()
+    };
+    if let Some(json) = r.get::<_, Option<String>>(at + 5)? {
+        let bad = || bad("threads", id, "named_ports");
+        let object: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(&json).map_err(|_| bad())?;
+        for (wire, name) in object {
+            // A kind this build does not know, or one with a column.
+            let kind = PortKind::ALL
+                .into_iter()
+                .find(|k| !COLUMNED.contains(k) && k.wire() == wire)
+                .ok_or_else(bad)?;
+            *kind.named_mut(&mut ports).ok_or_else(bad)? = Some(name);
+        }
+    }
+    Ok(ports)
 }
 
 /// The create receipt's digest parts of `ports`: those digested before
@@ -126,6 +179,7 @@ pub(super) fn receipt_parts(ports: &ThreadPorts) -> (Vec<String>, Vec<String>) {
         .transcript_store
         .iter()
         .map(|s| format!("transcriptStore={s}"))
+        .chain(named(ports).map(|(k, name)| format!("{}={name}", k.wire())))
         .collect();
     (early, late)
 }
@@ -137,6 +191,9 @@ pub(super) fn check(ports: &ThreadPorts, retention: Retention) -> StoreResult<()
     if let Some(store) = &ports.transcript_store {
         check_name("transcript store", store)?;
         check_store_retention(retention)?;
+    }
+    for (kind, name) in named(ports) {
+        check_name(kind.wire(), name)?;
     }
     Ok(())
 }
@@ -158,7 +215,7 @@ fn check_store_retention(retention: Retention) -> StoreResult<()> {
 /// returning the first bad row's id)`, see `validate`): each a valid name
 /// (tool endpoints a JSON array of at most eight), a transcript store only
 /// on a metadata-only thread.
-pub(super) fn checks() -> [(&'static str, &'static str, String); 5] {
+pub(super) fn checks() -> [(&'static str, &'static str, String); 6] {
     let name = |col: &str| {
         format!(
             "SELECT id FROM threads WHERE {col} IS NOT NULL \
@@ -201,6 +258,16 @@ pub(super) fn checks() -> [(&'static str, &'static str, String); 5] {
             "SELECT id FROM threads WHERE port_identities IS NOT NULL \
              AND (NOT json_valid(port_identities) OR json_type(port_identities) != 'object') \
              LIMIT 1"
+                .into(),
+        ),
+        (
+            "threads",
+            "named_ports",
+            "SELECT id FROM threads WHERE named_ports IS NOT NULL \
+             AND (NOT json_valid(named_ports) OR json_type(named_ports) != 'object' \
+             OR EXISTS (SELECT 1 FROM json_each(named_ports) e \
+             WHERE e.type != 'text' OR length(e.value) NOT BETWEEN 1 AND 64 \
+             OR e.value GLOB '*[^A-Za-z0-9_-]*' OR e.value GLOB '[^A-Za-z0-9]*')) LIMIT 1"
                 .into(),
         ),
     ]

@@ -9,8 +9,43 @@ use lapis_protocol::Payload;
 
 use crate::store::Recorded;
 
-use super::steps::Halt;
+use super::steps::{ClaimStep, Gathered, Halt};
 use super::*;
+
+/// The context port's claim step: asked for its blocks, first.
+impl ClaimStep for lapis_protocol::context::ContextRegister {
+    const WAITS: bool = true;
+    async fn before_agent(
+        engine: &Engine,
+        claim: &Claim,
+        port: &str,
+        gathered: &mut Gathered,
+    ) -> Result<(), Halt> {
+        let blocks = engine
+            .prepare_context(&claim.thread, &claim.turn.id, &claim.prompt, port)
+            .await?;
+        gathered.context.extend(blocks);
+        Ok(())
+    }
+}
+
+/// The memory port's claim step: recalled with the prompt, after the
+/// context port's blocks and before the prompt text.
+impl ClaimStep for lapis_protocol::memory::MemoryRegister {
+    const WAITS: bool = true;
+    async fn before_agent(
+        engine: &Engine,
+        claim: &Claim,
+        port: &str,
+        gathered: &mut Gathered,
+    ) -> Result<(), Halt> {
+        let recalled = engine
+            .recall_memory(&claim.thread, &claim.turn.id, &claim.prompt, port)
+            .await?;
+        gathered.context.extend(recalled);
+        Ok(())
+    }
+}
 
 impl Engine {
     /// The context of a turn of a thread that binds a context port, asked

@@ -1,6 +1,7 @@
 //! A claim's steps before its agent, in order: the provider the turn was
 //! prepared with, its budgets, the `ask` probe, its MCP servers, then the
-//! thread's ports (context, memory, transcript store). Each step gives its
+//! thread's named ports, each kind's [`ClaimStep`] in the order of
+//! `lapis_protocol::port_kinds!` (context, memory, transcript store). Each step gives its
 //! value or the [`Halt`] that ends the claim there, and
 //! [`Engine::halt`] is the one place a claim ends: the claiming batch is
 //! told, the slot released, then the turn's end recorded.
@@ -16,11 +17,77 @@ use crate::acp::mcp::LaunchRefusal;
 use crate::tools::transcript::Feed;
 use lapis_protocol::PreparedConfig;
 
+/// A named port kind's step in a claim before its agent (implemented for
+/// the kind's registration params, the type its `port_kinds!` row names):
+/// nothing by default. A kind asked at the claim waits for the
+/// application ([`ClaimStep::WAITS`]) and adds what its port answered to
+/// [`Gathered`], or halts the claim.
+pub(crate) trait ClaimStep {
+    /// Whether the step waits for the application (the claiming batch
+    /// then commits before the steps run).
+    const WAITS: bool = false;
+    /// The step for a thread that binds `port` of this kind.
+    async fn before_agent(
+        engine: &Engine,
+        claim: &Claim,
+        port: &str,
+        gathered: &mut Gathered,
+    ) -> Result<(), Halt> {
+        let _ = (engine, claim, port, gathered);
+        Ok(())
+    }
+}
+
+/// What the named ports' claim steps give the run.
+#[derive(Debug, Default)]
+pub(crate) struct Gathered {
+    /// The ports' context blocks, in kind order.
+    pub(crate) context: Vec<acp::PromptContext>,
+    /// The transcript store's feed, when the thread binds one: it carries
+    /// the turn's output until dropped, after the turn's end is committed.
+    pub(crate) feed: Option<Feed>,
+}
+
+/// Each named kind's claim step, from the one declaration of the kinds.
+macro_rules! claim_steps {
+    ($(
+        $(#[$doc:meta])*
+        $Kind:ident {
+            member: $member:ident = $wire:literal,
+            label: $label:literal,
+            binding: { $(#[$bdoc:meta])* },
+            params: $params:ty,
+            $($rest:tt)*
+        }
+    )*) => {
+        impl Engine {
+            /// The named ports' claim steps, in kind order (see [`ClaimStep`]).
+            async fn port_steps(&self, guard: &ClaimGuard, claim: &Claim) -> Result<Gathered, Halt> {
+                let ports = &claim.thread.ports;
+                if false $(|| (<$params as ClaimStep>::WAITS && ports.$member.is_some()))* {
+                    // These ports answer at the application's pace: the
+                    // claiming batch commits now instead of waiting for them.
+                    guard.boundary_later();
+                }
+                let mut gathered = Gathered::default();
+                $(
+                    if let Some(port) = &ports.$member {
+                        <$params as ClaimStep>::before_agent(self, claim, port, &mut gathered).await?;
+                    }
+                )*
+                Ok(gathered)
+            }
+        }
+    };
+}
+
+lapis_protocol::port_kinds!(claim_steps);
+
 use super::*;
 
 /// Why a claim goes no further.
 #[derive(Debug)]
-pub(super) enum Halt {
+pub(crate) enum Halt {
     /// The turn ends so.
     End(TurnEnd),
     /// Its MCP servers (or its tool ticket) were refused before anything
@@ -34,7 +101,7 @@ pub(super) enum Halt {
 
 impl Halt {
     /// The turn fails with `code`.
-    pub(super) fn failed(code: OutcomeCode) -> Halt {
+    pub(crate) fn failed(code: OutcomeCode) -> Halt {
         Halt::End(TurnEnd::Failed(code))
     }
 }
@@ -94,37 +161,10 @@ impl Engine {
                 lapis_protocol::ErrorCode::BindingMismatch,
             )));
         }
-        if ports.context.is_some() || ports.memory.is_some() || ports.transcript_store.is_some() {
-            // The ports below answer at the application's pace: the
-            // claiming batch commits now instead of waiting for them.
-            guard.boundary_later();
-        }
-        // The context port is asked before any agent is taken: a turn
-        // without its context never reaches one.
-        let mut context = match &ports.context {
-            None => Vec::new(),
-            Some(port) => {
-                self.prepare_context(&claim.thread, turn, &claim.prompt, port)
-                    .await?
-            }
-        };
-        // Then the memory port: recalled with the prompt, after the
-        // context port's blocks and before the prompt text.
-        if let Some(port) = &ports.memory {
-            let recalled = self
-                .recall_memory(&claim.thread, turn, &claim.prompt, port)
-                .await?;
-            context.extend(recalled);
-        }
-        // Last: the transcript store keeps the prompt (acknowledged within
-        // its deadline) or the turn fails here (see `tools::transcript`).
-        let feed = match &ports.transcript_store {
-            None => None,
-            Some(port) => Some(
-                self.keep_transcript(&claim.thread, turn, port, claim.cancel.clone())
-                    .await?,
-            ),
-        };
+        // The context port is asked before any agent is taken (a turn
+        // without its context never reaches one), then the memory port,
+        // last the transcript store (see each kind's `ClaimStep`).
+        let Gathered { context, feed } = self.port_steps(guard, claim).await?;
         Ok(Ready {
             spec: facts.spec,
             fingerprint: facts.fingerprint,

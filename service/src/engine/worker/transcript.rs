@@ -2,8 +2,26 @@
 //! transcript store: its prompt appended and acknowledged, or the claim
 //! halts before the dispatch boundary (see `tools::transcript`, `steps`).
 
-use super::steps::Halt;
+use super::steps::{ClaimStep, Gathered, Halt};
 use super::*;
+
+/// The transcript store's claim step, last: it keeps the prompt
+/// (acknowledged within its deadline) or the turn fails there.
+impl ClaimStep for lapis_protocol::transcript::store::TranscriptRegister {
+    const WAITS: bool = true;
+    async fn before_agent(
+        engine: &Engine,
+        claim: &Claim,
+        port: &str,
+        gathered: &mut Gathered,
+    ) -> Result<(), Halt> {
+        let feed = engine
+            .keep_transcript(&claim.thread, &claim.turn.id, port, claim.cancel.clone())
+            .await?;
+        gathered.feed = Some(feed);
+        Ok(())
+    }
+}
 
 impl Engine {
     /// The prompt of a turn of a thread that binds a transcript store,

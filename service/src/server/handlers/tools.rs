@@ -171,8 +171,9 @@ macro_rules! named_checks {
     ($(
         $(#[$doc:meta])*
         $Kind:ident {
-            member: $member:ident,
+            member: $member:ident = $wire:literal,
             label: $label:literal,
+            binding: { $(#[$bdoc:meta])* },
             params: $params:ty,
             register: $Reg:ident = $reg:literal, $reg_fn:ident,
             unregister: $Unreg:ident = $unreg:literal, $unreg_fn:ident,

@@ -57,6 +57,7 @@ const UNDO: [&str; SCHEMA_VERSION as usize] = [
     "ALTER TABLE threads DROP COLUMN deleted_at;",
     "DROP INDEX events_receipts; DROP TABLE history_summary; DROP TABLE history_state;",
     "DROP INDEX threads_listed;",
+    "ALTER TABLE threads DROP COLUMN named_ports;",
 ];
 
 /// Takes the database on `conn` (at [`SCHEMA_VERSION`] or older) back to

@@ -15,6 +15,7 @@ mod import;
 mod inbox;
 mod journal;
 mod lifecycle;
+mod named_ports;
 mod parking;
 mod prepared;
 mod receipts;
