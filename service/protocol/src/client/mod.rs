@@ -52,7 +52,10 @@ pub use managed::{
     ManagedOptions,
 };
 pub use ports::PortHandlers;
-pub use serve::{CallbackError, ContextHandler, MemoryHandler, ToolHandler, TranscriptHandler};
+// Every port kind's handler trait (`ToolHandler`, `ContextHandler`, …) and
+// `CallbackError`: the module's public items are exactly those, so a new
+// kind's handler is exported without an edit here.
+pub use serve::*;
 pub use ssh::{REMOTE_BIN_ENV, SSH_COMMAND_ENV, SshDial, SshHost};
 
 /// How long [`Client::connect`] waits for the socket to accept.
