@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use lapis_protocol::HistoryPass;
+use lapis_protocol::client::Client;
 use serde_json::json;
 
 use super::rig::{Rig, run_ok, vm_hwm_kib};
@@ -112,6 +113,21 @@ struct Samples {
     scanned: Vec<f64>,
 }
 
+/// One `journal.replay` page of 100, timed; an empty page is an error.
+fn replay_page(client: &mut Client, scope: Option<&str>, after: u64) -> Result<f64> {
+    let (took, page) = time_ms(|| client.journal_replay(scope, after, Some(100)));
+    anyhow::ensure!(!page?.events.is_empty(), "an empty page after {after}");
+    Ok(took)
+}
+
+/// One `threads.list` page (the default 1,000), timed.
+fn list_page(client: &mut Client) -> Result<f64> {
+    let (took, list) =
+        time_ms(|| client.threads_list_page(&lapis_protocol::params::ThreadsList::default()));
+    list?;
+    Ok(took)
+}
+
 /// One measured start of serve on the seeded home.
 fn measure(rig: &mut Rig, thread: &str, events: u64, threads: u64, s: &mut Samples) -> Result<()> {
     let since = now_ms();
@@ -132,14 +148,9 @@ fn measure(rig: &mut Rig, thread: &str, events: u64, threads: u64, s: &mut Sampl
             (0, None, &mut s.owner_head),
             (owner_tail, None, &mut s.owner_tail),
         ] {
-            let (took, page) = time_ms(|| client.journal_replay(scope, after, Some(100)));
-            anyhow::ensure!(!page?.events.is_empty(), "an empty page after {after}");
-            into.push(took);
+            into.push(replay_page(&mut client, scope, after)?);
         }
-        let (took, list) =
-            time_ms(|| client.threads_list_page(&lapis_protocol::params::ThreadsList::default()));
-        list?;
-        s.list.push(took);
+        s.list.push(list_page(&mut client)?);
     }
     s.rss_read.push(vm_rss_mib(pid));
     let pass = wait_pass(rig, since)?;
@@ -150,14 +161,9 @@ fn measure(rig: &mut Rig, thread: &str, events: u64, threads: u64, s: &mut Sampl
             (0, Some(thread), &mut s.quiet_head),
             (0, None, &mut s.quiet_owner_head),
         ] {
-            let (took, page) = time_ms(|| client.journal_replay(scope, after, Some(100)));
-            anyhow::ensure!(!page?.events.is_empty(), "an empty page after {after}");
-            into.push(took);
+            into.push(replay_page(&mut client, scope, after)?);
         }
-        let (took, list) =
-            time_ms(|| client.threads_list_page(&lapis_protocol::params::ThreadsList::default()));
-        list?;
-        s.quiet_list.push(took);
+        s.quiet_list.push(list_page(&mut client)?);
     }
     s.checked
         .push(((pass.started_at - since) as f64 - ready).max(0.0));
