@@ -16,6 +16,7 @@ mod inbox;
 mod journal;
 mod lifecycle;
 mod named_ports;
+mod owner_page;
 mod parking;
 mod prepared;
 mod receipts;
