@@ -78,7 +78,7 @@ pub use import::{MAX_IMPORT_BUNDLE_BYTES, ThreadImported};
 pub use invocation::{Invocation, Location, ToolKind};
 pub use kinds::*;
 pub use mcp::McpEndpoint;
-pub use message::{BadRequest, Id, Incoming, Notification, Request, Response};
+pub use message::{BadRequest, Id, Incoming, Notification, NotificationOf, Request, Response};
 pub use outcome::OutcomeCode;
 pub use payload::{
     AgentNotification, AgentStderr, AskMode, CancelRequest, Chunk, ContextReset, Ignored,

@@ -186,6 +186,30 @@ impl Notification {
     }
 }
 
+/// A [`Notification`] as it is sent, from borrowed parts: the same frame
+/// without its `params` built as a `Value` first (a journal event's
+/// payload deep-copied once per subscriber).
+#[derive(Debug, Serialize)]
+pub struct NotificationOf<'a, P: Serialize> {
+    /// Always `"2.0"`.
+    pub jsonrpc: &'static str,
+    /// Notification name.
+    pub method: &'a str,
+    /// Payload.
+    pub params: &'a P,
+}
+
+impl<'a, P: Serialize> NotificationOf<'a, P> {
+    /// A notification of `method` carrying `params`.
+    pub fn new(method: &'a str, params: &'a P) -> Self {
+        NotificationOf {
+            jsonrpc: "2.0",
+            method,
+            params,
+        }
+    }
+}
+
 /// Anything the server sends, as the client reads it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Incoming {

@@ -57,7 +57,7 @@ pub struct Authenticated {
 pub struct Authority {
     /// Tokens from the configuration; compared in constant time. Replaced
     /// whole by a reload ([`Authority::replace_tokens`]).
-    tokens: RwLock<Vec<TokenSpec>>,
+    tokens: RwLock<Vec<Issuer>>,
     /// Lifetime of a newly issued session.
     ttl_secs: u64,
     /// Remembered sessions one token keeps (`server.maxSessionsPerToken`).
@@ -71,6 +71,26 @@ pub struct Authority {
     /// Bumped after every revocation, so holders of a session that are not
     /// making requests (journal subscriptions) re-check it at once.
     revocations: tokio::sync::watch::Sender<u64>,
+}
+
+/// A configured token with its identity ([`token_identity`], a SHA-256 of
+/// its secret) computed once per configuration: a session is matched to
+/// its token at every request and at every event a subscription forwards,
+/// and hashing each token's secret there was most of that check.
+#[derive(Debug, Clone)]
+struct Issuer {
+    spec: TokenSpec,
+    identity: String,
+}
+
+fn issuers(specs: Vec<TokenSpec>) -> Vec<Issuer> {
+    specs
+        .into_iter()
+        .map(|spec| Issuer {
+            identity: token_identity(&spec),
+            spec,
+        })
+        .collect()
 }
 
 fn unauthenticated(msg: &str) -> RpcError {
@@ -87,7 +107,7 @@ impl Authority {
         persist: Arc<dyn SessionPersistence>,
     ) -> Authority {
         Authority {
-            tokens: RwLock::new(tokens),
+            tokens: RwLock::new(issuers(tokens)),
             ttl_secs,
             keep_per_token: lapis_protocol::config::DEFAULT_MAX_SESSIONS_PER_TOKEN,
             clock,
@@ -116,10 +136,10 @@ impl Authority {
     pub(crate) fn owner_token(&self) -> String {
         self.tokens()
             .first()
-            .map_or(String::new(), |t| t.name.clone())
+            .map_or(String::new(), |t| t.spec.name.clone())
     }
 
-    fn tokens(&self) -> std::sync::RwLockReadGuard<'_, Vec<TokenSpec>> {
+    fn tokens(&self) -> std::sync::RwLockReadGuard<'_, Vec<Issuer>> {
         self.tokens.read().expect("poisoned")
     }
 
@@ -128,7 +148,7 @@ impl Authority {
         self.tokens()
             .iter()
             .find(|t| issued_by(session, t))
-            .cloned()
+            .map(|t| t.spec.clone())
     }
 
     /// Whether `session` is of an owner's token: it sees every application
@@ -145,7 +165,7 @@ impl Authority {
     /// the number of sessions revoked.
     pub(crate) fn replace_tokens(&self, new: Vec<TokenSpec>) -> usize {
         let mut tokens = self.tokens.write().expect("poisoned");
-        let old = std::mem::replace(&mut *tokens, new.clone());
+        let old = std::mem::replace(&mut *tokens, issuers(new.clone()));
         drop(tokens);
         // A session goes on only when the token that issued it is in the
         // new set unchanged: an edited token (secret, principal,
@@ -156,7 +176,7 @@ impl Authority {
         let unchanged = |session: &AuthSession| {
             old.iter()
                 .find(|t| issued_by(session, t))
-                .is_some_and(|was| new.iter().any(|t| t == was))
+                .is_some_and(|was| new.iter().any(|t| *t == was.spec))
         };
         let mut revoked = 0;
         let mut sessions = self.sessions.lock().expect("poisoned");
@@ -240,14 +260,14 @@ impl Authority {
 
     fn with_token(&self, token: &str, application: &str) -> Result<Authenticated, RpcError> {
         // Compare against every token without stopping early.
-        let mut matched: Option<TokenSpec> = None;
-        for spec in self.tokens().iter() {
-            if secrets_equal(token, &spec.secret) && matched.is_none() {
-                matched = Some(spec.clone());
+        let mut matched: Option<Issuer> = None;
+        for issuer in self.tokens().iter() {
+            if secrets_equal(token, &issuer.spec.secret) && matched.is_none() {
+                matched = Some(issuer.clone());
             }
         }
-        let spec = matched.ok_or_else(|| unauthenticated("unknown token"))?;
-        let spec = &spec;
+        let issuer = matched.ok_or_else(|| unauthenticated("unknown token"))?;
+        let spec = &issuer.spec;
         if !spec.allows_application(application) {
             return Err(RpcError::new(
                 ErrorCode::Forbidden,
@@ -255,12 +275,15 @@ impl Authority {
             ));
         }
         let now = self.clock.now_ms();
-        let key = credential_key(&token_identity(spec), application);
+        let key = credential_key(&issuer.identity, application);
         let mut sessions = self.sessions.lock().expect("poisoned");
         if let Some(live) = sessions
             .values()
             .filter(|s| {
-                s.credential == key && s.live_at(now) && s.read_only.is_none() && issued_by(s, spec)
+                s.credential == key
+                    && s.live_at(now)
+                    && s.read_only.is_none()
+                    && issued_by(s, &issuer)
             })
             .max_by_key(|s| s.created_at)
         {
@@ -271,7 +294,7 @@ impl Authority {
         }
         if let Some(stored) = self.persist.by_credential(&key).map_err(internal)?
             && stored.live_at(now)
-            && issued_by(&stored, spec)
+            && issued_by(&stored, &issuer)
         {
             sessions.insert(stored.id.clone(), stored.clone());
             return Ok(Authenticated {
@@ -406,12 +429,19 @@ impl Authority {
 /// identities, `name:application`, matches by name alone until it
 /// expires), the same principal, and a binding that still allows the
 /// session's application.
-fn issued_by(session: &AuthSession, spec: &TokenSpec) -> bool {
-    let app = &session.application;
+fn issued_by(session: &AuthSession, issuer: &Issuer) -> bool {
+    let (spec, app) = (&issuer.spec, session.application.as_str());
+    // `credential_key(token, app)` without building it.
+    let keyed = |token: &str| {
+        session
+            .credential
+            .strip_prefix(token)
+            .and_then(|rest| rest.strip_prefix(':'))
+            == Some(app)
+    };
     spec.principal == session.principal
         && spec.allows_application(app)
-        && (session.credential == credential_key(&token_identity(spec), app)
-            || session.credential == credential_key(&spec.name, app))
+        && (keyed(&issuer.identity) || keyed(&spec.name))
 }
 
 /// `session` holding only the scopes its token grants now.

@@ -5,7 +5,7 @@
 use tokio::sync::mpsc;
 
 use crate::auth::AuthSession;
-use lapis_protocol::{Notification, Response, encode};
+use lapis_protocol::{Response, encode};
 
 use super::subscriptions::Subscriptions;
 
@@ -23,8 +23,10 @@ impl Outbox {
         self.0.send(encode(response)).await.is_ok()
     }
 
-    /// Queues a notification. Returns false when the connection is gone.
-    pub(super) async fn notify(&self, notification: &Notification) -> bool {
+    /// Queues a notification ([`lapis_protocol::Notification`] or
+    /// [`lapis_protocol::NotificationOf`]). Returns false when the
+    /// connection is gone.
+    pub(super) async fn notify(&self, notification: &impl serde::Serialize) -> bool {
         self.0.send(encode(notification)).await.is_ok()
     }
 }

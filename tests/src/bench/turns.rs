@@ -161,6 +161,13 @@ pub(crate) fn run(
         warm::agent_floor(echo, &cwd, n)?,
         None,
     );
+    table.add(
+        "turns",
+        "durability floor: one commit's write (9 pages of 4 KiB) + fdatasync, the home's disk",
+        Unit::Ms,
+        warm::fsync_floor(rig.ctx.home(), n.max(50))?,
+        None,
+    );
     let thread = client.threads_create(
         &rig.workspaces[2],
         "echo",

@@ -110,6 +110,39 @@ pub(crate) fn agent_floor(mut cmd: Command, cwd: &Path, n: usize) -> Result<Vec<
     Ok(samples)
 }
 
+/// What the disk under the home charges for one durable commit, with no
+/// database: 9 pages of 4 KiB (about half a warm turn's WAL frames)
+/// written at a rolling offset of a preallocated file, then `fdatasync`
+/// (the WAL is reused in place after a checkpoint, so its size rarely
+/// changes). A warm turn one at a time waits for two such commits on its
+/// path (the submit's, the outcome's): twice this is the durability floor
+/// under its overhead. `n` samples after one warm-up.
+pub(crate) fn fsync_floor(dir: &Path, n: usize) -> Result<Vec<f64>> {
+    use std::os::unix::fs::FileExt;
+    const PAGE: usize = 4096;
+    const PAGES: usize = 9;
+    const SLOTS: u64 = 64;
+    let file = tempfile::tempfile_in(dir)?;
+    file.set_len(SLOTS * (PAGE * PAGES) as u64)?;
+    file.sync_all()?;
+    let buf = vec![0x5a_u8; PAGE];
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..=n {
+        let at = (i as u64 % SLOTS) * (PAGE * PAGES) as u64;
+        let (t, r) = time_ms(|| -> std::io::Result<()> {
+            for p in 0..PAGES {
+                file.write_all_at(&buf, at + (p * PAGE) as u64)?;
+            }
+            file.sync_data()
+        });
+        r?;
+        if i > 0 {
+            samples.push(t);
+        }
+    }
+    Ok(samples)
+}
+
 /// The TypeScript SDK agent's rows: its floor, a warm turn through serve,
 /// and acpx `exec` and persistent `prompt` on the same agent.
 pub(crate) fn ts_agent_rows(

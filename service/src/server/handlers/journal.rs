@@ -32,7 +32,9 @@ use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
 use lapis_protocol::config::TokenSpec;
 use lapis_protocol::params::{SubscribeResult, UnsubscribeResult};
-use lapis_protocol::{AttentionKind, ErrorCode, Notification, ReplayPage, RpcError, Scope, params};
+use lapis_protocol::{
+    AttentionKind, ErrorCode, NotificationOf, ReplayPage, RpcError, Scope, params,
+};
 
 use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
@@ -262,8 +264,9 @@ impl Forwarder {
     }
 
     async fn notify(&self, method: &str, params: impl serde::Serialize) {
-        let params = serde_json::to_value(params).unwrap_or_default();
-        self.outbox.notify(&Notification::new(method, params)).await;
+        self.outbox
+            .notify(&NotificationOf::new(method, &params))
+            .await;
     }
 
     /// Whether the session is gone; if so, the subscription's last notice
@@ -303,9 +306,8 @@ impl Forwarder {
             event: e,
             attention,
         };
-        let params = serde_json::to_value(params).unwrap_or_default();
         self.outbox
-            .notify(&Notification::new(JOURNAL_EVENT, params))
+            .notify(&NotificationOf::new(JOURNAL_EVENT, &params))
             .await
     }
 
@@ -357,6 +359,10 @@ impl Forwarder {
             }
         }
         let mut revocations = Some(self.authority.revocations());
+        // One timer for the session's expiry, re-armed when it fires (not
+        // a new one per event forwarded).
+        let expiry = tokio::time::sleep(self.until_expiry());
+        tokio::pin!(expiry);
         loop {
             let received = tokio::select! {
                 r = rx.recv() => r,
@@ -374,10 +380,11 @@ impl Forwarder {
                     }
                     continue;
                 }
-                _ = tokio::time::sleep(self.until_expiry()) => {
+                () = &mut expiry => {
                     if self.session_ended(cursor).await {
                         return;
                     }
+                    expiry.as_mut().reset(tokio::time::Instant::now() + self.until_expiry());
                     continue;
                 }
             };
