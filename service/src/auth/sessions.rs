@@ -176,7 +176,7 @@ impl Authority {
         let unchanged = |session: &AuthSession| {
             old.iter()
                 .find(|t| issued_by(session, t))
-                .is_some_and(|was| new.iter().any(|t| *t == was.spec))
+                .is_some_and(|was| new.contains(&was.spec))
         };
         let mut revoked = 0;
         let mut sessions = self.sessions.lock().expect("poisoned");
