@@ -40,8 +40,11 @@ pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     options.agent_exe = std::env::current_exe().ok();
     // Re-read by SIGHUP and `config reload`.
     options.config_path = Some(config_path);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = async_workers(std::env::var_os(WORKERS_ENV)) {
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .map_err(|e| CliError::failure("internal", e))?;
@@ -50,6 +53,21 @@ pub(super) fn run(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     // wait for it (the parent need not close stdin).
     runtime.shutdown_timeout(Duration::from_millis(200));
     result.map_err(|e| CliError::failure(e.code(), e))
+}
+
+/// Tokio's own variable for its worker count, honoured when set.
+const WORKERS_ENV: &str = "TOKIO_WORKER_THREADS";
+
+/// The async worker threads `serve` asks for: one, unless
+/// `TOKIO_WORKER_THREADS` is set (then `None`: tokio's builder reads it).
+/// The store's writer is a thread of its own and blocking work (snapshots,
+/// file reads) has tokio's blocking pool, so the async side is I/O and
+/// framing; with two workers on two cores a warm turn's tasks were woken
+/// and stolen across threads, and serve spent 15% more CPU per warm turn
+/// (0.45 → 0.38 ms with one) and ran 14% fewer turns/s over 8 workspaces
+/// (1,835 → 2,135; docs/performance.md, session 11).
+fn async_workers(env: Option<std::ffi::OsString>) -> Option<usize> {
+    env.is_none().then_some(1)
 }
 
 /// Structured log lines on stderr, or in `log_file` (size-capped:
@@ -76,4 +94,15 @@ fn init_logging(log_file: Option<&Path>) -> CliResult {
         None => builder.with_writer(std::io::stderr).try_init(),
     };
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_asks_for_one_async_worker_unless_tokio_worker_threads_is_set() {
+        assert_eq!(async_workers(None), Some(1));
+        assert_eq!(async_workers(Some("4".into())), None);
+    }
 }
