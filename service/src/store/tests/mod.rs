@@ -146,6 +146,30 @@ pub(crate) async fn finished_turn(s: &Store, thread: &str, cmd: &str, marker: &s
         .unwrap();
 }
 
+/// A finished turn of `thread` with `n` message chunks (journaled
+/// without waiting for each: only the last append is awaited).
+pub(crate) async fn long_turn(s: &Store, thread: &str, cmd: &str, n: usize) {
+    let t = s
+        .submit_turn(&owner(), submit(thread, cmd, "say"))
+        .await
+        .unwrap()
+        .value;
+    s.try_claim().await.unwrap().unwrap();
+    s.mark_dispatched(&t.id, binding()).await.unwrap();
+    let mut last = None;
+    for i in 0..n {
+        let chunk = lapis_protocol::Payload::from_value(
+            EventKind::MessageChunk,
+            serde_json::json!({ "text": format!("chunk {i}") }),
+        );
+        last = Some(s.append_activity(&t.id, chunk));
+    }
+    last.unwrap().await.unwrap();
+    s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
+        .await
+        .unwrap();
+}
+
 /// A session binding as the engine passes it at the dispatch boundary.
 pub(crate) fn binding() -> crate::domain::SessionBinding {
     crate::domain::SessionBinding {

@@ -17,29 +17,6 @@ use crate::store::replay::{OWNER_PAGE, replay};
 use crate::store::retention::steps;
 use crate::store::*;
 
-/// A finished turn of `thread` with `n` message chunks.
-async fn chunks(s: &Store, thread: &str, cmd: &str, n: usize) {
-    let t = s
-        .submit_turn(&owner(), submit(thread, cmd, "say"))
-        .await
-        .unwrap()
-        .value;
-    s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&t.id, binding()).await.unwrap();
-    let mut last = None;
-    for i in 0..n {
-        let chunk = lapis_protocol::Payload::from_value(
-            EventKind::MessageChunk,
-            serde_json::json!({ "text": format!("chunk {i}") }),
-        );
-        last = Some(s.append_activity(&t.id, chunk));
-    }
-    last.unwrap().await.unwrap();
-    s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
-        .await
-        .unwrap();
-}
-
 /// The owner's first page on a connection of its own, what it cost, and
 /// the statement's plan.
 fn first_page(db: &Path) -> (ReplayPage, steps::Steps, String) {
@@ -72,10 +49,10 @@ async fn an_owner_page_costs_the_same_after_4_150_events_as_after_150_and_sorts_
     workspace(&s, dir.path(), "ws1").await;
     let first = thread(&s, "ws1", Retention::Full).await;
     let second = thread(&s, "ws1", Retention::Full).await;
-    chunks(&s, &first.id, "a", 150).await;
+    long_turn(&s, &first.id, "a", 150).await;
     let db = home.join(DB_FILE);
     let (short, base, plan) = first_page(&db);
-    chunks(&s, &second.id, "b", 4_000).await;
+    long_turn(&s, &second.id, "b", 4_000).await;
     let (long, cost, _) = first_page(&db);
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     assert!(

@@ -9,29 +9,6 @@ use crate::domain::*;
 use crate::store::retention::{BATCH_EVENTS, Batch, Limits};
 use crate::store::*;
 
-/// A finished turn of `thread` with `n` message chunks.
-async fn long_turn(s: &Store, thread: &str, cmd: &str, n: usize) {
-    let t = s
-        .submit_turn(&owner(), submit(thread, cmd, "say"))
-        .await
-        .unwrap()
-        .value;
-    s.try_claim().await.unwrap().unwrap();
-    s.mark_dispatched(&t.id, binding()).await.unwrap();
-    let mut last = None;
-    for i in 0..n {
-        let chunk = lapis_protocol::Payload::from_value(
-            EventKind::MessageChunk,
-            serde_json::json!({ "text": format!("chunk {i}") }),
-        );
-        last = Some(s.append_activity(&t.id, chunk));
-    }
-    last.unwrap().await.unwrap();
-    s.finish_turn(&t.id, TurnEnd::Completed("end_turn".into()))
-        .await
-        .unwrap();
-}
-
 /// One full batch of `thread`'s oldest events, and what it cost.
 async fn one_batch(s: &Store, thread: &str) -> steps::Steps {
     let c = candidate(s, thread).await;
