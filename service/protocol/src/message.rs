@@ -252,6 +252,23 @@ mod tests {
     }
 
     #[test]
+    fn a_borrowed_notification_reads_back_as_the_notification_it_stands_for() {
+        #[derive(Serialize)]
+        struct Params<'a> {
+            subscription: &'a str,
+            event: Value,
+        }
+        let params = Params {
+            subscription: "sub_1",
+            event: serde_json::json!({"seq": 3, "payload": {"text": "a\"b"}}),
+        };
+        let frame = crate::encode(&NotificationOf::new("journal.event", &params));
+        let read: Notification = serde_json::from_slice(&frame).unwrap();
+        let owned = Notification::new("journal.event", serde_json::to_value(&params).unwrap());
+        assert_eq!(read, owned);
+    }
+
+    #[test]
     fn parses_a_request() {
         let r = Request::parse(br#"{"jsonrpc":"2.0","id":7,"method":"status"}"#).unwrap();
         assert_eq!(r.id, Id::Number(7));

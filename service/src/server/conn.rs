@@ -5,7 +5,7 @@
 use tokio::sync::mpsc;
 
 use crate::auth::AuthSession;
-use lapis_protocol::{Response, encode};
+use lapis_protocol::{NotificationOf, Response, encode};
 
 use super::subscriptions::Subscriptions;
 
@@ -23,11 +23,12 @@ impl Outbox {
         self.0.send(encode(response)).await.is_ok()
     }
 
-    /// Queues a notification ([`lapis_protocol::Notification`] or
-    /// [`lapis_protocol::NotificationOf`]). Returns false when the
-    /// connection is gone.
-    pub(super) async fn notify(&self, notification: &impl serde::Serialize) -> bool {
-        self.0.send(encode(notification)).await.is_ok()
+    /// Queues a notification of `method`, serialized straight from
+    /// `params` ([`NotificationOf`]). Returns false when the connection is
+    /// gone.
+    pub(super) async fn notify(&self, method: &str, params: &impl serde::Serialize) -> bool {
+        let frame = encode(&NotificationOf::new(method, params));
+        self.0.send(frame).await.is_ok()
     }
 }
 

@@ -32,9 +32,7 @@ use crate::domain::{JournalEvent, ReplayScope};
 use crate::store::Store;
 use lapis_protocol::config::TokenSpec;
 use lapis_protocol::params::{SubscribeResult, UnsubscribeResult};
-use lapis_protocol::{
-    AttentionKind, ErrorCode, NotificationOf, ReplayPage, RpcError, Scope, params,
-};
+use lapis_protocol::{AttentionKind, ErrorCode, ReplayPage, RpcError, Scope, params};
 
 use super::super::conn::{Conn, Outbox};
 use super::super::context::ServerContext;
@@ -264,9 +262,7 @@ impl Forwarder {
     }
 
     async fn notify(&self, method: &str, params: impl serde::Serialize) {
-        self.outbox
-            .notify(&NotificationOf::new(method, &params))
-            .await;
+        self.outbox.notify(method, &params).await;
     }
 
     /// Whether the session is gone; if so, the subscription's last notice
@@ -306,9 +302,7 @@ impl Forwarder {
             event: e,
             attention,
         };
-        self.outbox
-            .notify(&NotificationOf::new(JOURNAL_EVENT, &params))
-            .await
+        self.outbox.notify(JOURNAL_EVENT, &params).await
     }
 
     async fn run(
