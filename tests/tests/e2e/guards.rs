@@ -59,13 +59,15 @@ const WARM_WRITE_STATEMENTS: u64 = 38;
 /// unsettled), the receipt, the events' table, their `(thread,
 /// thread_seq)` index and the two partial input indexes (`turn_submitted`,
 /// `user_message`); the outcome's commit (4) the turn's row, the unsettled
-/// index, the events and their index. The least over 20 consecutive
-/// turns, at turn 10 and at turn 1,000: a change that dirties one more
-/// page per turn (a new index, a row rewritten that did not change) fails
-/// here until this number and its account change.
+/// index, the events and their index. The least over 100 consecutive
+/// turns, from turn 10 and up to turn 1,000: a change that dirties one
+/// more page per turn (a new index, a row rewritten that did not change)
+/// fails here until this number and its account change. (Over 20 turns
+/// the window could miss the floor: at turn 1,000 most turns start a new
+/// page somewhere, and one CI run read 17–29 for all of turns 981–1,000.)
 const WARM_PAGES_FLOOR: u64 = 14;
 
-/// The most pages a warm echo turn writes on average over 20 consecutive
+/// The most pages a warm echo turn writes on average over 100 consecutive
 /// turns (about 20 measured, at turn 10 as at turn 1,000): a turn's ~4 KB
 /// of rows and index entries fill about one new page, and a growing b-tree
 /// adds the new page, its parent, the file's header page and the
@@ -145,7 +147,7 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
             &format!("prompt {i}"),
         )
         .await;
-        if (10..30).contains(&i) || (981..=1000).contains(&i) {
+        if (10..110).contains(&i) || (901..=1000).contains(&i) {
             lapis_e2e::wait::until("the engine's next claims parked", || {
                 store.parked_claims() == slots
             });
@@ -173,7 +175,7 @@ async fn a_warm_turn_costs_the_same_at_turn_1000_as_at_turn_10() {
     // Pages vary with where the b-trees split and the file grows: the
     // floor is exact, the mean bounded, at either end of the thread.
     eprintln!("pages written per warm turn: {pages:?}");
-    for window in [10..30, 981..1001] {
+    for window in [10..110, 901..1001] {
         let seen: Vec<u64> = window.clone().map(|i| pages[&i]).collect();
         let least = seen.iter().copied().min().unwrap();
         assert_eq!(least, WARM_PAGES_FLOOR, "pages, turns {window:?}: {seen:?}");
