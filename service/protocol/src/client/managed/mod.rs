@@ -339,13 +339,14 @@ fn handshake(
     let _ = stream.set_write_timeout(Some(timeout));
     let written = stream.write_all(&encode(&credential.hello_params()));
     let _ = stream.set_write_timeout(None);
-    if written.is_err() {
-        return Err(exited_early(child));
-    }
-    // Exactly one frame answers the startup line.
+    // Exactly one frame answers the startup line. A write that failed is
+    // not the answer: a controller that fails before it reads the line (a
+    // broken configuration) writes its `startupFailed` frame and exits,
+    // and the frame is still there to read after the peer has gone.
     let left = deadline.saturating_duration_since(Instant::now());
     let frame = match client.next_notification(Some(left)) {
         Ok(Some(frame)) => frame,
+        Ok(None) if written.is_err() => return Err(exited_early(child)),
         Ok(None) => return Err(ManagedError::NotReady { after: timeout }),
         Err(ClientError::Disconnected { .. }) => return Err(exited_early(child)),
         Err(e) => return Err(ManagedError::Protocol(e.to_string())),

@@ -99,6 +99,21 @@ fn a_startup_failure_is_reported_with_its_cause_but_never_the_credential() {
 }
 
 #[test]
+fn a_failure_frame_sent_before_the_startup_line_was_read_is_still_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    // As `serve --stdio` with a broken configuration: it answers and exits
+    // without reading stdin, so the startup line may find it gone.
+    let exe = script(
+        dir.path(),
+        r#"echo '{"jsonrpc":"2.0","method":"startupFailed","params":{"code":"invalid_config","message":"config.json: expected a value"}}'; exit 2"#,
+    );
+    for _ in 0..20 {
+        let err = ManagedController::start(options(dir.path(), &exe)).unwrap_err();
+        assert_eq!(err.code(), "invalid_config", "{err:?}");
+    }
+}
+
+#[test]
 fn a_child_that_exits_without_a_frame_reports_how_it_exited() {
     let dir = tempfile::tempdir().unwrap();
     let exe = script(dir.path(), "exit 3");
